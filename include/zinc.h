@@ -1,0 +1,260 @@
+/* zinc — ZeRO in C: a sharded optimizer runtime for training.
+ *
+ * The one public header. Everything here is C11; handles are opaque; every fallible call returns a
+ * zinc_status and leaves a message (with file:line context) for zinc_last_error() on the calling thread.
+ * The library never calls exit() and never prints except through the log callback.
+ *
+ * Typical use (see examples/mlp for a complete model):
+ *
+ *   zinc_options o = zinc_default_options();
+ *   o.config_path = "ds_configs/zero2_fp16.json";
+ *   zinc_engine *e;
+ *   if (zinc_create(&o, &e) != ZINC_OK) { fprintf(stderr, "%s\n", zinc_last_error()); return 1; }
+ *   int fc1 = zinc_module_add(e, "fc1");
+ *   zinc_param *w = zinc_param_add(e, fc1, "fc1.weight", 2, (int64_t[]){256, 784}, ZINC_PARAM_DECAY);
+ *   zinc_build(e, my_init, my_data);
+ *   ... per micro-step: zinc_module_enter / zinc_param_data / zinc_param_grad / zinc_module_exit ...
+ *   zinc_step_info info; zinc_step(e, &info);
+ *   zinc_destroy(e);
+ */
+#ifndef ZINC_H
+#define ZINC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZINC_VERSION_MAJOR 0
+#define ZINC_VERSION_MINOR 1
+#define ZINC_VERSION_PATCH 0
+#define ZINC_VERSION_STRING "0.1.0"
+
+/* ---------------------------------------------------------------- status and errors */
+
+typedef enum zinc_status {
+    ZINC_OK = 0,
+    ZINC_ERR_INVALID_ARG,   /* a caller passed a bad argument (NULL, out of range, unknown name) */
+    ZINC_ERR_CONFIG,        /* the ds_config is invalid: the message names the key, value and valid range */
+    ZINC_ERR_STATE,         /* the API was used in the wrong order (step before build, exit without enter) */
+    ZINC_ERR_NOMEM,         /* an allocation failed or a pre-flight memory check refused to start */
+    ZINC_ERR_IO,            /* a file operation failed: the message names file, offset and length */
+    ZINC_ERR_COMM,          /* a collective (MPI or NCCL) failed */
+    ZINC_ERR_DEVICE,        /* the compute device (CUDA) failed or is missing */
+    ZINC_ERR_LOSS_SCALE,    /* fp16 overflow with the loss scale already at its minimum */
+    ZINC_ERR_UNSUPPORTED,   /* a feature that this build or this zinc version does not provide */
+    ZINC_ERR_CORRUPT,       /* stored data failed its checksum or does not match what was expected */
+    ZINC_ERR_INTERNAL       /* a bug in zinc: please report it with the message */
+} zinc_status;
+
+/* The message of the last failed call on this thread ("" if none). Valid until the next zinc call. */
+const char *zinc_last_error(void);
+/* A short constant name for a status code, e.g. "ZINC_ERR_CONFIG". */
+const char *zinc_status_name(zinc_status s);
+/* The library version, "MAJOR.MINOR.PATCH". */
+const char *zinc_version(void);
+
+/* ---------------------------------------------------------------- logging */
+
+typedef enum zinc_log_level {
+    ZINC_LOG_DEBUG = 0,
+    ZINC_LOG_INFO = 1,
+    ZINC_LOG_WARN = 2,
+    ZINC_LOG_ERROR = 3,
+    ZINC_LOG_OFF = 4
+} zinc_log_level;
+
+/* Called for every log line at or above the configured level. `rank` is the caller's data-parallel rank
+ * (0 before it is known). `msg` has no trailing newline. */
+typedef void (*zinc_log_fn)(void *userdata, zinc_log_level level, int rank, const char *msg);
+
+/* The default sink: prints "[zinc LEVEL rR] msg" to stderr on rank 0 (every rank for warnings and
+ * errors when ZINC_LOG_ALL_RANKS=1 is set in the environment). */
+void zinc_log_stderr(void *userdata, zinc_log_level level, int rank, const char *msg);
+
+/* ---------------------------------------------------------------- types */
+
+typedef enum zinc_dtype { ZINC_FP32 = 0, ZINC_FP16 = 1, ZINC_BF16 = 2 } zinc_dtype;
+/* Bytes per element of a dtype; its name ("fp32", "fp16", "bf16"). */
+size_t zinc_dtype_size(zinc_dtype t);
+const char *zinc_dtype_name(zinc_dtype t);
+
+/* Conversions that models use to read parameters and write gradients in the compute dtype. Round to
+ * nearest even; NaN stays NaN; fp16 overflow gives inf. */
+float zinc_fp16_to_f32(uint16_t h);
+uint16_t zinc_f32_to_fp16(float f);
+float zinc_bf16_to_f32(uint16_t h);
+uint16_t zinc_f32_to_bf16(float f);
+/* Read element i of a buffer in dtype t as float; add v to element i of a buffer in dtype t. */
+float zinc_load_f32(const void *buf, zinc_dtype t, size_t i);
+void zinc_add_f32(void *buf, zinc_dtype t, size_t i, float v);
+
+typedef enum zinc_device_kind {
+    ZINC_DEVICE_AUTO = 0, /* cuda when a GPU is present and zinc was built with CUDA, else cpu */
+    ZINC_DEVICE_CPU = 1,
+    ZINC_DEVICE_CUDA = 2
+} zinc_device_kind;
+
+/* ---------------------------------------------------------------- options and engine lifecycle */
+
+typedef struct zinc_options {
+    const char *config_path;  /* a ds_config.json file, or NULL */
+    const char *config_json;  /* or the JSON text itself (used when config_path is NULL) */
+    zinc_device_kind device;  /* default ZINC_DEVICE_AUTO */
+    zinc_log_fn log_fn;       /* default zinc_log_stderr */
+    void *log_userdata;
+    zinc_log_level log_level; /* default ZINC_LOG_INFO */
+    uint64_t seed;            /* base seed for per-parameter initialisation; default 1234 */
+    int cpu_threads;          /* CPU kernel threads per rank; 0 = cores / ranks on this node */
+} zinc_options;
+
+zinc_options zinc_default_options(void);
+
+typedef struct zinc_engine zinc_engine;
+typedef struct zinc_param zinc_param;
+
+/* Creates an engine: reads and validates the config, joins the ranks (MPI when started by mpirun/srun;
+ * a single process needs no launcher), picks the device. */
+zinc_status zinc_create(const zinc_options *opts, zinc_engine **out);
+/* Frees everything the engine owns. NULL is allowed. */
+void zinc_destroy(zinc_engine *e);
+/* Finalizes MPI if zinc initialized it. Optional: zinc also does this at process exit. */
+void zinc_finalize(void);
+
+/* ---------------------------------------------------------------- model registration (before build) */
+
+/* Parameter flags. */
+#define ZINC_PARAM_DECAY 1u   /* weight decay applies to this parameter */
+#define ZINC_PARAM_NO_DECAY 0u
+
+/* Adds a module (a unit of gathering and gradient completion) and returns its id (>= 0), or -1 on error.
+ * Modules must be added in forward order. */
+int zinc_module_add(zinc_engine *e, const char *name);
+/* Adds a parameter to a module; returns NULL on error. Shapes have 1 to 8 dimensions, each >= 1. */
+zinc_param *zinc_param_add(zinc_engine *e, int module, const char *name, int ndim, const int64_t *shape,
+                           unsigned flags);
+zinc_param *zinc_param_find(zinc_engine *e, const char *name);
+
+/* Information about a parameter, valid for the engine's lifetime. */
+typedef struct zinc_param_info {
+    const char *name;
+    int module;
+    int ndim;
+    int64_t shape[8];
+    int64_t numel;
+    int64_t flat_offset; /* offset in the flat parameter buffer (elements), known after build */
+    unsigned flags;
+    int index;           /* registration order */
+} zinc_param_info;
+zinc_status zinc_param_get_info(const zinc_param *p, zinc_param_info *out);
+
+/* Fills `out` (numel floats, row-major) with the parameter's initial values. `seed` is derived from the
+ * engine seed and the parameter name, so it is identical on every rank and for any rank count. */
+typedef zinc_status (*zinc_init_fn)(void *userdata, const zinc_param_info *param, uint64_t seed, float *out);
+
+/* Partitions the flat buffers, allocates parameters, gradients and optimizer state, and initialises
+ * parameters through init_fn (every rank computes the same values, so nothing is broadcast). */
+zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata);
+
+/* ---------------------------------------------------------------- training */
+
+typedef enum zinc_phase { ZINC_FORWARD = 0, ZINC_BACKWARD = 1 } zinc_phase;
+
+/* Marks the start of a module's forward or backward. In stage 3 this gathers the module's parameters
+ * (and prefetches the next ones in recorded order). In backward it also hands out zeroed gradient
+ * buffers for the module's parameters. A forward entry after a backward starts a new micro-step. */
+zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase);
+/* Marks the end of a module's forward or backward. After backward the module's gradients are complete:
+ * they are bucketed and reduced (stage 2/3). Stage 3 releases the gathered parameters. */
+zinc_status zinc_module_exit(zinc_engine *e, int module, zinc_phase phase);
+
+/* The parameter's values in the compute dtype (zinc_compute_dtype), numel elements, row-major. On cuda
+ * this is device memory. Stage 3: valid only between enter and exit of its module; NULL otherwise (and
+ * zinc_last_error says why). */
+const void *zinc_param_data(const zinc_param *p);
+/* The parameter's gradient buffer (zinc_grad_dtype elements), valid between enter and exit of its module
+ * in backward. The model ADDS its gradient (scaled by zinc_loss_scale) into it. NULL outside. */
+void *zinc_param_grad(const zinc_param *p);
+
+zinc_dtype zinc_compute_dtype(const zinc_engine *e);
+zinc_dtype zinc_grad_dtype(const zinc_engine *e);
+/* Multiply the loss by this before backward (1 for fp32/bf16; the dynamic or static scale for fp16). The
+ * engine divides gradients by it, by the accumulation steps and by the world size at the step. */
+float zinc_loss_scale(const zinc_engine *e);
+
+typedef struct zinc_step_info {
+    int taken;             /* 1 if the optimizer step was applied, 0 if skipped (fp16 overflow) */
+    int64_t step;          /* optimizer steps attempted so far (taken + skipped) */
+    int64_t steps_taken;
+    int64_t steps_skipped;
+    float loss_scale;      /* the scale for the next step */
+    double grad_norm;      /* global L2 norm of the (unscaled) gradient before clipping; inf/nan on overflow */
+    double lr;             /* learning rate used by this step (or that would have been used, if skipped) */
+} zinc_step_info;
+
+/* Finishes the gradient reduction, checks for overflow on every rank, and (unless skipped) clips,
+ * updates the optimizer state and parameters, and advances the LR schedule. Call once per
+ * zinc_grad_accum_steps micro-steps. Returns ZINC_ERR_LOSS_SCALE when an overflow happens with the loss
+ * scale already at its minimum (the message names the step and the first non-finite parameter). */
+zinc_status zinc_step(zinc_engine *e, zinc_step_info *info);
+
+/* ---------------------------------------------------------------- topology and config */
+
+int zinc_rank(const zinc_engine *e);
+int zinc_world_size(const zinc_engine *e);
+int zinc_zero_stage(const zinc_engine *e);
+int64_t zinc_micro_batch_size(const zinc_engine *e);   /* train_micro_batch_size_per_gpu */
+int64_t zinc_grad_accum_steps(const zinc_engine *e);   /* gradient_accumulation_steps */
+int64_t zinc_train_batch_size(const zinc_engine *e);
+int64_t zinc_steps_per_print(const zinc_engine *e);    /* 0 when the config asks for no progress report */
+zinc_device_kind zinc_device(const zinc_engine *e);
+/* Logs through the engine's log callback (rank tag included). printf-style. */
+void zinc_log(const zinc_engine *e, zinc_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* ---------------------------------------------------------------- memory accounting */
+
+typedef enum zinc_mem_category {
+    ZINC_MEM_PARAMS = 0,   /* compute-dtype parameters (full, or the shard in stage 3) */
+    ZINC_MEM_GRADS,        /* gradient buffers (full in stages 0-1, the fp32 shard in stages 2-3) */
+    ZINC_MEM_MASTER,       /* fp32 master weights */
+    ZINC_MEM_EXP_AVG,      /* Adam first moment */
+    ZINC_MEM_EXP_AVG_SQ,   /* Adam second moment */
+    ZINC_MEM_BUCKETS,      /* gradient reduction buckets */
+    ZINC_MEM_GATHER,       /* stage-3 gather and prefetch buffers */
+    ZINC_MEM_STAGING,      /* host staging for collectives and offload */
+    ZINC_MEM_OTHER,        /* small bookkeeping (decay masks, tables) */
+    ZINC_MEM_CATEGORY_COUNT
+} zinc_mem_category;
+
+typedef enum zinc_mem_kind {
+    ZINC_MEMKIND_DEVICE = 0, /* GPU memory */
+    ZINC_MEMKIND_HOST,       /* ordinary host memory */
+    ZINC_MEMKIND_PINNED,     /* page-locked host memory */
+    ZINC_MEMKIND_NVME,       /* bytes in files under nvme_path */
+    ZINC_MEMKIND_COUNT
+} zinc_mem_kind;
+
+const char *zinc_mem_category_name(zinc_mem_category c);
+const char *zinc_mem_kind_name(zinc_mem_kind k);
+
+typedef struct zinc_memory_report {
+    uint64_t current[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT];
+    uint64_t peak[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT];
+    uint64_t current_total[ZINC_MEMKIND_COUNT];
+    uint64_t peak_total[ZINC_MEMKIND_COUNT];
+    uint64_t device_used_bytes;  /* the device's own count (cudaMemGetInfo total - free); 0 on cpu */
+    uint64_t device_total_bytes;
+} zinc_memory_report;
+
+zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZINC_H */

@@ -1,0 +1,71 @@
+/* CPU kernels: Adam/AdamW over a flat shard, gradient statistics, casts and accumulation. Each has a
+ * plain-C reference (the *_ref functions, scalar, written for clarity) that tests compare the fast
+ * versions with; the fast versions pick AVX-512, AVX2 or scalar code at run time and split the work
+ * over threads. Math is fp32; storage may be fp32, fp16 or bf16. */
+#ifndef ZINC_KERNELS_CPU_KERNELS_H
+#define ZINC_KERNELS_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zinc.h"
+
+/* Per-step scalars of one Adam update. */
+typedef struct zadam_hparams {
+    float lr;
+    float beta1, beta2;
+    float eps;
+    float weight_decay;
+    float bias_correction1; /* 1 - beta1^t, or 1 without bias correction */
+    float bias_correction2; /* 1 - beta2^t, or 1 without bias correction */
+    float grad_factor;      /* one combined unscale-and-clip factor applied to every gradient element */
+    int adamw;              /* 1: decoupled weight decay (AdamW); 0: L2 added to the gradient */
+} zadam_hparams;
+
+/* Weight decay applies per group of ZADAM_MASK_GROUP elements (parameters start on such boundaries in
+ * the flat buffer): decay_mask[i / ZADAM_MASK_GROUP] != 0 means element i is decayed. NULL: all decayed. */
+#define ZADAM_MASK_GROUP 8
+
+/* One Adam/AdamW step over n elements, as DeepSpeed's FusedAdam / CPUAdam compute it:
+ *   g = grad * grad_factor;  if (!adamw && wd) g += wd * p
+ *   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g
+ *   denom = sqrt(v) / sqrt(bc2) + eps
+ *   if (adamw && wd) p -= lr*wd*p     (decay uses the pre-update p)
+ *   p -= (lr/bc1) * m / denom
+ * master/m/v are fp32; grad is in gdt; the updated master is also written to param_out in pdt (may be
+ * NULL). decay_mask indexes elements from the start of these arrays (mask_offset elements into the mask's
+ * own indexing, which must be a multiple of ZADAM_MASK_GROUP). */
+void zadam_step_ref(const zadam_hparams *h, size_t n, float *master, float *m, float *v, const void *grad,
+                    zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+void zadam_step(const zadam_hparams *h, size_t n, float *master, float *m, float *v, const void *grad,
+                zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+
+/* Sum of squares (in double, in a fixed order independent of thread count: blocks of ZSTATS_BLOCK
+ * elements summed left to right, block sums added left to right) and the count of non-finite elements,
+ * of x[i] * scale. Also the index of the first non-finite element (or SIZE_MAX). */
+#define ZSTATS_BLOCK 4096
+typedef struct zgrad_stats {
+    double sumsq;
+    size_t nonfinite;
+    size_t first_nonfinite;
+} zgrad_stats;
+void zgrad_stats_ref(const void *x, zinc_dtype t, size_t n, zgrad_stats *out);
+void zgrad_stats(const void *x, zinc_dtype t, size_t n, zgrad_stats *out);
+
+/* dst[i] (fp32) = (accumulate ? dst[i] : 0) + scale * src[i] (src in t). */
+void zaxpy_f32(float *dst, const void *src, zinc_dtype t, float scale, size_t n, int accumulate);
+/* dst (in t) = src (fp32), rounded to nearest even. */
+void zcast_from_f32(void *dst, zinc_dtype t, const float *src, size_t n);
+/* dst (fp32) = src (in t). */
+void zcast_to_f32(float *dst, const void *src, zinc_dtype t, size_t n);
+/* x (in t) *= scale, in place. */
+void zscale_inplace(void *x, zinc_dtype t, float scale, size_t n);
+
+/* Which SIMD path the fast kernels use ("avx512", "avx2", "scalar"); ZINC_SIMD=scalar|avx2|avx512 in the
+ * environment forces a lower one (for tests and benchmarks). */
+const char *zkernels_simd_name(void);
+/* Threads the fast kernels use (OpenMP). 0 resets to the default. */
+void zkernels_set_threads(int n);
+int zkernels_threads(void);
+
+#endif

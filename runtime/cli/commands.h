@@ -1,0 +1,9 @@
+/* The zinc program's subcommands. Each takes the arguments after its name (argv[0] is the subcommand)
+ * and returns the process exit status. */
+#ifndef ZINC_CLI_COMMANDS_H
+#define ZINC_CLI_COMMANDS_H
+
+int zinc_cmd_config(int argc, char **argv); /* zinc config check FILE [--world-size N] */
+int zinc_cmd_train(int argc, char **argv);  /* zinc train --config FILE [--steps N] ... */
+
+#endif

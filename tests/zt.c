@@ -1,0 +1,85 @@
+#include "zt.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int zt_passed, zt_failed;
+const char *zt_name = "test";
+
+void zt_fail_at(const char *file, int line, const char *fmt, ...) {
+    zt_failed++;
+    fprintf(stderr, "FAIL %s:%d: ", file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+void zt_check_err(zinc_status got, zinc_status want, const char *needle, const char *what, const char *file,
+                  int line) {
+    const char *msg = zinc_last_error();
+    if (got != want) {
+        zt_fail_at(file, line, "%s -> %s, wanted %s (message: %s)", what, zinc_status_name(got),
+                   zinc_status_name(want), msg);
+        return;
+    }
+    if (needle && !strstr(msg, needle)) {
+        zt_fail_at(file, line, "%s: message lacks \"%s\": %s", what, needle, msg);
+        return;
+    }
+    zt_passed++;
+}
+
+int zt_near(double a, double b, double atol, double rtol) {
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    if (isinf(a) || isinf(b)) return a == b;
+    return fabs(a - b) <= atol + rtol * fabs(b);
+}
+
+uint64_t zt_seed(void) {
+    static uint64_t s;
+    if (s) return s;
+    const char *e = getenv("ZT_SEED");
+    s = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL) * 2654435761u + 1;
+    fprintf(stderr, "%s: ZT_SEED=%llu\n", zt_name, (unsigned long long)s);
+    return s;
+}
+
+uint64_t zt_rand_u64(uint64_t *st) {
+    uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double zt_rand_uniform(uint64_t *st) { return (double)(zt_rand_u64(st) >> 11) * 0x1.0p-53; }
+
+double zt_rand_normal(uint64_t *st) {
+    double u1 = zt_rand_uniform(st), u2 = zt_rand_uniform(st);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+int zt_finish(void) {
+    printf("%s: %d passed, %d failed\n", zt_name, zt_passed, zt_failed);
+    return zt_failed ? 1 : 0;
+}
+
+int zt_skip(const char *why) {
+    printf("%s: skipped: %s\n", zt_name, why);
+    return 77;
+}
+
+const char *zt_build_dir(void) {
+    const char *d = getenv("ZINC_BINARY_DIR");
+    return d ? d : ".";
+}
+
+const char *zt_source_dir(void) {
+    const char *d = getenv("ZINC_SOURCE_DIR");
+    return d ? d : "..";
+}

@@ -1,0 +1,53 @@
+/* A tiny test harness: each test program counts checks and exits 0 (all passed), 1 (some failed) or
+ * 77 (skipped). Failures print file:line and the message; the summary line is "N passed, N failed". */
+#ifndef ZINC_TESTS_ZT_H
+#define ZINC_TESTS_ZT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "zinc.h"
+
+extern int zt_passed, zt_failed;
+extern const char *zt_name;
+
+void zt_fail_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#define ZT_CHECK(cond, ...)                                                                                \
+    do {                                                                                                   \
+        if (cond) zt_passed++;                                                                             \
+        else zt_fail_at(__FILE__, __LINE__, __VA_ARGS__);                                                  \
+    } while (0)
+
+/* Checks a zinc call returned ZINC_OK; prints zinc_last_error() otherwise. */
+#define ZT_OK(expr)                                                                                        \
+    do {                                                                                                   \
+        zinc_status zt_st_ = (expr);                                                                       \
+        ZT_CHECK(zt_st_ == ZINC_OK, "%s -> %s: %s", #expr, zinc_status_name(zt_st_), zinc_last_error());    \
+    } while (0)
+
+/* Checks a call failed with `code` and that the message contains `needle` (NULL: any message). */
+#define ZT_ERR(expr, code, needle) zt_check_err((expr), (code), (needle), #expr, __FILE__, __LINE__)
+void zt_check_err(zinc_status got, zinc_status want, const char *needle, const char *what, const char *file,
+                  int line);
+
+/* |a-b| <= atol + rtol*|b| */
+#define ZT_NEAR(a, b, atol, rtol, ...) ZT_CHECK(zt_near((double)(a), (double)(b), (atol), (rtol)), __VA_ARGS__)
+int zt_near(double a, double b, double atol, double rtol);
+
+/* Deterministic random numbers (splitmix64). Tests seed from ZT_SEED in the environment or from time,
+ * and print the seed so a failure can be replayed. */
+uint64_t zt_seed(void);
+uint64_t zt_rand_u64(uint64_t *state);
+double zt_rand_uniform(uint64_t *state);  /* [0, 1) */
+double zt_rand_normal(uint64_t *state);
+
+/* Prints the summary and returns the exit code (0, or 1 when anything failed). */
+int zt_finish(void);
+/* Prints why and returns 77. */
+int zt_skip(const char *why);
+/* A path under the build directory for test files (ZINC_BINARY_DIR or "."). */
+const char *zt_build_dir(void);
+const char *zt_source_dir(void);
+
+#endif
