@@ -217,6 +217,15 @@ void zinc_log(const zinc_engine *e, zinc_log_level level, const char *fmt, ...)
 #endif
     ;
 
+/* Collective (every rank calls it): sums n doubles across ranks in place, in rank order (deterministic).
+ * For models to average their metrics (loss, accuracy). */
+zinc_status zinc_allreduce_sum(zinc_engine *e, double *values, int n);
+/* Total elements of all registered parameters (without alignment padding). */
+int64_t zinc_numel_total(const zinc_engine *e);
+/* Collective: the full fp32 master weights of every parameter, in registration order, each parameter's
+ * numel elements back to back (n must be zinc_numel_total), on every rank. For reports and tests. */
+zinc_status zinc_gather_master(zinc_engine *e, float *out, size_t n);
+
 /* ---------------------------------------------------------------- memory accounting */
 
 typedef enum zinc_mem_category {

@@ -37,7 +37,7 @@ void zinc__error_clear(void);
 /* Allocation helpers that record ZINC_ERR_NOMEM with the size and what it was for. */
 #define TRY_ALLOC(ptr, n, what)                                                                            \
     do {                                                                                                   \
-        (ptr) = calloc((size_t)(n) ? (size_t)(n) : 1, sizeof(*(ptr)));                                     \
+        (ptr) = calloc(((size_t)(n) > 0) ? (size_t)(n) : 1, sizeof(*(ptr)));                                     \
         if (!(ptr)) FAIL(ZINC_ERR_NOMEM, "out of memory allocating %zu bytes for %s",                      \
                          (size_t)(n) * sizeof(*(ptr)), (what));                                            \
     } while (0)

@@ -1,3 +1,302 @@
-/* placeholder replaced by the example model in the engine commit */
-int zinc_mlp_placeholder(void);
-int zinc_mlp_placeholder(void) { return 0; }
+/* See mlp.h. Layer l computes z = h W^T + b (W is out x in, row-major, as torch.nn.Linear), followed by
+ * ReLU except on the last layer; the loss is softmax cross-entropy averaged over the micro-batch. */
+#include "mlp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct layer {
+    int module;
+    int in, out;
+    zinc_param *w, *b;
+    float *wf, *bf;     /* float copies of the parameters, made at module entry */
+    float *h_in;        /* the layer's input (mb x in), saved for backward */
+    float *z;           /* pre-activation (mb x out) */
+} layer;
+
+struct zinc_mlp {
+    zinc_engine *e;
+    zinc_mlp_config cfg;
+    int nlayers;
+    layer *layers;
+    int64_t mb;
+    float *x, *dz, *dh; /* micro-batch inputs and backward scratch */
+    int *labels;
+    float *teacher_w1, *teacher_w2; /* fixed random teacher: in -> 2*in -> classes */
+    float inject;
+    int has_inject;
+};
+
+zinc_mlp_config zinc_mlp_default_config(void) {
+    zinc_mlp_config c = {32, 128, 2, 8, 42};
+    return c;
+}
+
+/* ---------------------------------------------------------------- deterministic random numbers */
+
+static uint64_t mix(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double uniform(uint64_t *s) { return (double)(mix((*s)++) >> 11) * 0x1.0p-53; }
+static double normal(uint64_t *s) {
+    double u1 = uniform(s), u2 = uniform(s);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* torch.nn.Linear's default: U(-1/sqrt(in), 1/sqrt(in)) for weights and biases. */
+static zinc_status init_param(void *userdata, const zinc_param_info *p, uint64_t seed, float *out) {
+    const zinc_mlp *m = userdata;
+    int fan_in = p->ndim == 2 ? (int)p->shape[1] : m->cfg.hidden;
+    if (p->ndim == 1) {
+        /* a bias: its fan-in is the weight's input width, found from the layer it belongs to */
+        for (int l = 0; l < m->nlayers; l++)
+            if (m->layers[l].module == p->module) fan_in = m->layers[l].in;
+    }
+    double bound = 1.0 / sqrt((double)fan_in);
+    uint64_t s = seed;
+    for (int64_t i = 0; i < p->numel; i++) out[i] = (float)((2.0 * uniform(&s) - 1.0) * bound);
+    return ZINC_OK;
+}
+
+/* ---------------------------------------------------------------- the synthetic task */
+
+static void sample(const zinc_mlp *m, int64_t index, float *x, int *label) {
+    int d = m->cfg.in_dim, hdim = 2 * d, c = m->cfg.classes;
+    uint64_t s = mix(m->cfg.data_seed ^ mix((uint64_t)index));
+    for (int i = 0; i < d; i++) x[i] = (float)normal(&s);
+    float h[1024];
+    for (int j = 0; j < hdim; j++) {
+        double acc = 0;
+        for (int i = 0; i < d; i++) acc += m->teacher_w1[j * d + i] * x[i];
+        h[j] = (float)tanh(acc);
+    }
+    int best = 0;
+    double bestv = -1e300;
+    for (int k = 0; k < c; k++) {
+        double acc = 0;
+        for (int j = 0; j < hdim; j++) acc += m->teacher_w2[k * hdim + j] * h[j];
+        if (acc > bestv) bestv = acc, best = k;
+    }
+    *label = best;
+}
+
+/* ---------------------------------------------------------------- model */
+
+#define CHECK(expr)                                                                                        \
+    do {                                                                                                   \
+        zinc_status st_ = (expr);                                                                          \
+        if (st_ != ZINC_OK) return st_;                                                                    \
+    } while (0)
+
+zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp **out) {
+    zinc_mlp *m = calloc(1, sizeof *m);
+    if (!m) return ZINC_ERR_NOMEM;
+    m->e = e;
+    m->cfg = cfg ? *cfg : zinc_mlp_default_config();
+    if (m->cfg.in_dim < 1 || m->cfg.in_dim > 512 || m->cfg.hidden < 1 || m->cfg.depth < 0 || m->cfg.classes < 2) {
+        free(m);
+        return ZINC_ERR_INVALID_ARG;
+    }
+    m->nlayers = m->cfg.depth + 1;
+    m->mb = zinc_micro_batch_size(e);
+    m->layers = calloc((size_t)m->nlayers, sizeof *m->layers);
+    int d = m->cfg.in_dim, widest = d > m->cfg.classes ? d : m->cfg.classes;
+    if (m->cfg.hidden > widest) widest = m->cfg.hidden;
+    m->x = calloc((size_t)(m->mb * d), sizeof(float));
+    m->dz = calloc((size_t)(m->mb * widest), sizeof(float));
+    m->dh = calloc((size_t)(m->mb * widest), sizeof(float));
+    m->labels = calloc((size_t)m->mb, sizeof(int));
+    m->teacher_w1 = calloc((size_t)(2 * d * d), sizeof(float));
+    m->teacher_w2 = calloc((size_t)(m->cfg.classes * 2 * d), sizeof(float));
+    if (!m->layers || !m->x || !m->dz || !m->dh || !m->labels || !m->teacher_w1 || !m->teacher_w2) {
+        zinc_mlp_destroy(m);
+        return ZINC_ERR_NOMEM;
+    }
+    uint64_t s = mix(m->cfg.data_seed);
+    for (int i = 0; i < 2 * d * d; i++) m->teacher_w1[i] = (float)(normal(&s) * 2.0 / sqrt((double)d));
+    for (int i = 0; i < m->cfg.classes * 2 * d; i++) m->teacher_w2[i] = (float)(normal(&s) / sqrt(2.0 * d));
+
+    /* Modules and parameters, in forward order. */
+    for (int l = 0; l < m->nlayers; l++) {
+        layer *L = &m->layers[l];
+        L->in = l == 0 ? d : m->cfg.hidden;
+        L->out = l == m->nlayers - 1 ? m->cfg.classes : m->cfg.hidden;
+        char name[64];
+        snprintf(name, sizeof name, "fc%d", l + 1);
+        L->module = zinc_module_add(e, name);
+        if (L->module < 0) goto fail;
+        char pname[80];
+        snprintf(pname, sizeof pname, "fc%d.weight", l + 1);
+        L->w = zinc_param_add(e, L->module, pname, 2, (int64_t[]){L->out, L->in}, ZINC_PARAM_DECAY);
+        snprintf(pname, sizeof pname, "fc%d.bias", l + 1);
+        L->b = zinc_param_add(e, L->module, pname, 1, (int64_t[]){L->out}, ZINC_PARAM_NO_DECAY);
+        L->wf = calloc((size_t)(L->out * L->in), sizeof(float));
+        L->bf = calloc((size_t)L->out, sizeof(float));
+        L->h_in = calloc((size_t)(m->mb * L->in), sizeof(float));
+        L->z = calloc((size_t)(m->mb * L->out), sizeof(float));
+        if (!L->w || !L->b || !L->wf || !L->bf || !L->h_in || !L->z) goto fail;
+    }
+    zinc_status st = zinc_build(e, init_param, m);
+    if (st != ZINC_OK) {
+        zinc_mlp_destroy(m);
+        return st;
+    }
+    *out = m;
+    return ZINC_OK;
+fail:
+    zinc_mlp_destroy(m);
+    return ZINC_ERR_INVALID_ARG; /* zinc_last_error() holds the engine's message */
+}
+
+void zinc_mlp_destroy(zinc_mlp *m) {
+    if (!m) return;
+    for (int l = 0; m->layers && l < m->nlayers; l++) {
+        free(m->layers[l].wf);
+        free(m->layers[l].bf);
+        free(m->layers[l].h_in);
+        free(m->layers[l].z);
+    }
+    free(m->layers);
+    free(m->x);
+    free(m->dz);
+    free(m->dh);
+    free(m->labels);
+    free(m->teacher_w1);
+    free(m->teacher_w2);
+    free(m);
+}
+
+void zinc_mlp_inject_grad(zinc_mlp *m, float value) {
+    m->inject = value;
+    m->has_inject = 1;
+}
+
+/* Reads the layer's parameters (in the compute dtype) into float copies: valid only inside enter/exit
+ * in ZeRO stage 3, so it is done at every entry. */
+static zinc_status load_params(zinc_mlp *m, layer *L) {
+    zinc_dtype t = zinc_compute_dtype(m->e);
+    const void *w = zinc_param_data(L->w), *b = zinc_param_data(L->b);
+    if (!w || !b) return ZINC_ERR_STATE;
+    for (int i = 0; i < L->out * L->in; i++) L->wf[i] = zinc_load_f32(w, t, (size_t)i);
+    for (int i = 0; i < L->out; i++) L->bf[i] = zinc_load_f32(b, t, (size_t)i);
+    return ZINC_OK;
+}
+
+static zinc_status forward_layer(zinc_mlp *m, int l, const float *h, float *out_act) {
+    layer *L = &m->layers[l];
+    CHECK(zinc_module_enter(m->e, L->module, ZINC_FORWARD));
+    CHECK(load_params(m, L));
+    memcpy(L->h_in, h, (size_t)(m->mb * L->in) * sizeof(float));
+    int last = l == m->nlayers - 1;
+    for (int64_t s = 0; s < m->mb; s++)
+        for (int o = 0; o < L->out; o++) {
+            const float *wr = L->wf + (size_t)o * (size_t)L->in, *hr = h + s * L->in;
+            float acc = L->bf[o];
+            for (int i = 0; i < L->in; i++) acc += wr[i] * hr[i];
+            L->z[s * L->out + o] = acc;
+            out_act[s * L->out + o] = last || acc > 0 ? acc : 0.0f;
+        }
+    return zinc_module_exit(m->e, L->module, ZINC_FORWARD);
+}
+
+/* dz (mb x out) is the gradient at the layer's pre-activation; writes dh (mb x in) for the layer below. */
+static zinc_status backward_layer(zinc_mlp *m, int l, const float *dz, float *dh) {
+    layer *L = &m->layers[l];
+    zinc_engine *e = m->e;
+    CHECK(zinc_module_enter(e, L->module, ZINC_BACKWARD));
+    CHECK(load_params(m, L));
+    zinc_dtype gt = zinc_grad_dtype(e);
+    void *gw = zinc_param_grad(L->w), *gb = zinc_param_grad(L->b);
+    if (!gw || !gb) return ZINC_ERR_STATE;
+    for (int o = 0; o < L->out; o++) {
+        float sb = 0;
+        for (int64_t s = 0; s < m->mb; s++) sb += dz[s * L->out + o];
+        zinc_add_f32(gb, gt, (size_t)o, sb);
+        for (int i = 0; i < L->in; i++) {
+            float sw = 0;
+            for (int64_t s = 0; s < m->mb; s++) sw += dz[s * L->out + o] * L->h_in[s * L->in + i];
+            zinc_add_f32(gw, gt, (size_t)o * (size_t)L->in + (size_t)i, sw);
+        }
+    }
+    if (l == 0 && m->has_inject) {
+        zinc_add_f32(gw, gt, 0, m->inject);
+        m->has_inject = 0;
+    }
+    if (dh) {
+        const layer *below = &m->layers[l - 1];
+        for (int64_t s = 0; s < m->mb; s++)
+            for (int i = 0; i < L->in; i++) {
+                float acc = 0;
+                for (int o = 0; o < L->out; o++) acc += dz[s * L->out + o] * L->wf[(size_t)o * (size_t)L->in + i];
+                dh[s * L->in + i] = below->z[s * below->out + i] > 0 ? acc : 0.0f; /* ReLU of the layer below */
+            }
+    }
+    return zinc_module_exit(e, L->module, ZINC_BACKWARD);
+}
+
+zinc_status zinc_mlp_train_step(zinc_mlp *m, int64_t step, zinc_step_info *info, zinc_mlp_metrics *metrics) {
+    zinc_engine *e = m->e;
+    int64_t gas = zinc_grad_accum_steps(e), B = zinc_train_batch_size(e);
+    int W = zinc_world_size(e), r = zinc_rank(e), C = m->cfg.classes;
+    double sums[2] = {0, 0}; /* loss sum, correct count */
+    float *act_a = malloc((size_t)(m->mb * (m->cfg.hidden > C ? m->cfg.hidden : C)) * sizeof(float));
+    float *act_b = malloc((size_t)(m->mb * (m->cfg.hidden > C ? m->cfg.hidden : C)) * sizeof(float));
+    zinc_status st = ZINC_OK;
+    if (!act_a || !act_b) {
+        st = ZINC_ERR_NOMEM;
+        goto done;
+    }
+    for (int64_t j = 0; j < gas; j++) {
+        int64_t first = step * B + (j * W + r) * m->mb;
+        for (int64_t s = 0; s < m->mb; s++) sample(m, first + s, m->x + s * m->cfg.in_dim, &m->labels[s]);
+        /* forward */
+        const float *h = m->x;
+        float *outs[2] = {act_a, act_b};
+        for (int l = 0; l < m->nlayers; l++) {
+            float *o = outs[l & 1];
+            if ((st = forward_layer(m, l, h, o)) != ZINC_OK) goto done;
+            h = o;
+        }
+        /* loss: softmax cross-entropy, mean over the micro-batch; its gradient seeded with the loss scale */
+        float scale = zinc_loss_scale(e);
+        for (int64_t s = 0; s < m->mb; s++) {
+            const float *z = h + s * C;
+            float mx = z[0];
+            int arg = 0;
+            for (int k = 1; k < C; k++)
+                if (z[k] > mx) mx = z[k], arg = k;
+            double den = 0;
+            for (int k = 0; k < C; k++) den += exp((double)(z[k] - mx));
+            sums[0] += log(den) - (double)(z[m->labels[s]] - mx);
+            sums[1] += arg == m->labels[s];
+            for (int k = 0; k < C; k++) {
+                double p = exp((double)(z[k] - mx)) / den;
+                m->dz[s * C + k] = (float)((p - (k == m->labels[s])) / (double)m->mb * scale);
+            }
+        }
+        /* backward, last layer first */
+        float *dz = m->dz, *dh = m->dh;
+        for (int l = m->nlayers - 1; l >= 0; l--) {
+            if ((st = backward_layer(m, l, dz, l > 0 ? dh : NULL)) != ZINC_OK) goto done;
+            float *t = dz;
+            dz = dh;
+            dh = t;
+        }
+    }
+    if ((st = zinc_step(e, info)) != ZINC_OK) goto done;
+    if ((st = zinc_allreduce_sum(e, sums, 2)) != ZINC_OK) goto done;
+    if (metrics) {
+        metrics->loss = sums[0] / (double)B;
+        metrics->accuracy = sums[1] / (double)B;
+    }
+done:
+    free(act_a);
+    free(act_b);
+    return st;
+}

@@ -1,0 +1,546 @@
+/* Engine lifecycle, model registration, build (partition, allocate, initialise) and accessors. The
+ * step lives in engine_step.c, gradient reduction in zero/grads.c, stage-3 gathering in zero/gather.c. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine_internal.h"
+#include "error.h"
+#include "kernels/cpu_kernels.h"
+
+zinc_options zinc_default_options(void) {
+    zinc_options o;
+    memset(&o, 0, sizeof o);
+    o.device = ZINC_DEVICE_AUTO;
+    o.log_fn = zinc_log_stderr;
+    o.log_level = ZINC_LOG_INFO;
+    o.seed = 1234;
+    return o;
+}
+
+static char *dupstr(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+zinc_mem_kind zengine_compute_kind(const zinc_engine *e) {
+    return e->device == ZINC_DEVICE_CUDA ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
+}
+
+zinc_status zengine_alloc(zinc_engine *e, zinc_mem_category cat, size_t bytes, const char *what, void **out) {
+    return zmem_host_alloc(&e->mem, zengine_compute_kind(e), cat, bytes, what, out);
+}
+
+void zengine_free(zinc_engine *e, zinc_mem_category cat, void *p, size_t bytes) {
+    zmem_host_free(&e->mem, zengine_compute_kind(e), cat, p, bytes);
+}
+
+static int default_threads(const zinc_engine *e) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int local = e->comm->local_size > 0 ? e->comm->local_size : 1;
+    long t = cores / local;
+    return t < 1 ? 1 : (int)t;
+}
+
+zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
+    zinc_status st = ZINC_OK;
+    zinc_engine *e = NULL;
+    if (!out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: out is NULL");
+    *out = NULL;
+    zinc_options o = opts ? *opts : zinc_default_options();
+    if (!o.config_path && !o.config_json)
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: give options.config_path (a ds_config.json file) or "
+                                          "options.config_json (the JSON text)");
+    TRY_ALLOC(e, 1, "the engine");
+    e->log.fn = o.log_fn;
+    e->log.userdata = o.log_userdata;
+    e->log.level = o.log_level;
+    e->log.rank = 0;
+    e->seed = o.seed;
+    e->last_phase = -1;
+
+    TRY(zcomm_create(&e->log, &e->comm));
+    e->rank = e->comm->rank;
+    e->world = e->comm->size;
+    e->log.rank = e->rank;
+
+    if (o.config_path) TRY(zcfg_load_file(o.config_path, e->world, &e->log, &e->cfg));
+    else TRY(zcfg_load_text(o.config_json, "<json text>", e->world, &e->log, &e->cfg));
+
+    zinc_device_kind want = o.device != ZINC_DEVICE_AUTO ? o.device : e->cfg.device;
+    if (want == ZINC_DEVICE_CUDA)
+        FAIL(ZINC_ERR_UNSUPPORTED, "device cuda: the engine's CUDA device backend is not available in this "
+                                   "zinc version; use device cpu (zinc.device in the config or --device cpu)");
+    e->device = ZINC_DEVICE_CPU;
+
+    e->stage = e->cfg.zero.stage;
+    e->compute_dtype = e->cfg.compute_dtype;
+    e->comm_dtype = e->cfg.comm_dtype;
+    /* Stages 0-1 accumulate micro-step gradients in the full buffer in grad_accum_dtype; stages 2-3 hand
+     * the model compute-dtype bucket slots and accumulate the reduced shard in fp32. */
+    e->grad_dtype = e->stage <= 1 ? e->cfg.grad_accum_dtype : e->compute_dtype;
+    if (e->stage >= 2 && e->cfg.grad_accum_dtype_set && e->cfg.grad_accum_dtype != ZINC_FP32)
+        ZLOG_WARN(&e->log, "data_types.grad_accum_dtype=%s: in stage %d zinc accumulates the gradient shard "
+                           "in fp32 (more accurate, 4 bytes per shard element)",
+                  zinc_dtype_name(e->cfg.grad_accum_dtype), e->stage);
+    if (e->cfg.zero.offload_optimizer.device != ZOFFLOAD_NONE || e->cfg.zero.offload_param.device != ZOFFLOAD_NONE)
+        FAIL(ZINC_ERR_UNSUPPORTED, "zero_optimization.offload_optimizer / offload_param: offload is not "
+                                   "available in this zinc version yet; set \"device\": \"none\"");
+
+    if (e->cfg.fp16.enabled) {
+        if (e->cfg.fp16.loss_scale == 0)
+            zls_init_dynamic(&e->scaler, e->cfg.fp16.initial_scale_power, e->cfg.fp16.loss_scale_window,
+                             e->cfg.fp16.hysteresis, e->cfg.fp16.consecutive_hysteresis, e->cfg.fp16.min_loss_scale);
+        else zls_init_static(&e->scaler, e->cfg.fp16.loss_scale);
+    } else {
+        zls_init_static(&e->scaler, 1.0);
+    }
+
+    zkernels_set_threads(o.cpu_threads > 0 ? o.cpu_threads : default_threads(e));
+    ZLOG_INFO(&e->log,
+              "zinc %s: %d rank%s (%s), device cpu, ZeRO stage %d, %s compute, %s communication, "
+              "batch %lld = micro %lld x accumulation %lld x ranks %d, %d kernel thread%s (%s)",
+              zinc_version(), e->world, e->world == 1 ? "" : "s", e->comm->ops->name, e->stage,
+              zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->comm_dtype),
+              (long long)e->cfg.train_batch_size, (long long)e->cfg.train_micro_batch_size_per_gpu,
+              (long long)e->cfg.gradient_accumulation_steps, e->world, zkernels_threads(),
+              zkernels_threads() == 1 ? "" : "s", zkernels_simd_name());
+    *out = e;
+    return ZINC_OK;
+fail:
+    zinc_destroy(e);
+    return st;
+}
+
+void zinc_destroy(zinc_engine *e) {
+    if (!e) return;
+    if (e->built) {
+        zgather_free(e);
+        zgrads_free(e);
+        zengine_free(e, ZINC_MEM_PARAMS, e->params_full, e->bytes_params_full);
+        zengine_free(e, ZINC_MEM_PARAMS, e->params_shard, e->bytes_params_shard);
+        zengine_free(e, ZINC_MEM_MASTER, e->master, e->bytes_state);
+        zengine_free(e, ZINC_MEM_EXP_AVG, e->exp_avg, e->bytes_state);
+        zengine_free(e, ZINC_MEM_EXP_AVG_SQ, e->exp_avg_sq, e->bytes_state);
+        zengine_free(e, ZINC_MEM_OTHER, e->decay_mask, e->bytes_mask);
+    }
+    for (int i = 0; i < e->nparams; i++) {
+        free(e->params[i]->name);
+        free(e->params[i]);
+    }
+    free(e->params);
+    for (int i = 0; i < e->nmodules; i++) free(e->modules[i].name);
+    free(e->modules);
+    free(e->trace);
+    zcomm_destroy(e->comm);
+    free(e);
+}
+
+/* ---------------------------------------------------------------- registration */
+
+int zinc_module_add(zinc_engine *e, const char *name) {
+    if (!e || !name || !*name) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_add: engine and a non-empty name are required");
+        return -1;
+    }
+    if (e->built) {
+        ZERR(ZINC_ERR_STATE, "zinc_module_add(\"%s\"): modules must be added before zinc_build", name);
+        return -1;
+    }
+    for (int i = 0; i < e->nmodules; i++)
+        if (strcmp(e->modules[i].name, name) == 0) {
+            ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_add: a module named \"%s\" already exists", name);
+            return -1;
+        }
+    if (e->nmodules == e->cap_modules) {
+        int cap = e->cap_modules ? 2 * e->cap_modules : 16;
+        zmodule *m = realloc(e->modules, (size_t)cap * sizeof *m);
+        if (!m) {
+            ZERR(ZINC_ERR_NOMEM, "zinc_module_add: out of memory");
+            return -1;
+        }
+        e->modules = m;
+        e->cap_modules = cap;
+    }
+    zmodule *m = &e->modules[e->nmodules];
+    memset(m, 0, sizeof *m);
+    m->name = dupstr(name);
+    if (!m->name) {
+        ZERR(ZINC_ERR_NOMEM, "zinc_module_add: out of memory");
+        return -1;
+    }
+    m->first_param = e->nparams;
+    return e->nmodules++;
+}
+
+zinc_param *zinc_param_add(zinc_engine *e, int module, const char *name, int ndim, const int64_t *shape,
+                           unsigned flags) {
+    if (!e || !name || !*name || !shape) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add: engine, name and shape are required");
+        return NULL;
+    }
+    if (e->built) {
+        ZERR(ZINC_ERR_STATE, "zinc_param_add(\"%s\"): parameters must be added before zinc_build", name);
+        return NULL;
+    }
+    if (module < 0 || module >= e->nmodules) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): module %d does not exist (%d modules added)", name,
+             module, e->nmodules);
+        return NULL;
+    }
+    if (module != e->nmodules - 1) {
+        ZERR(ZINC_ERR_STATE,
+             "zinc_param_add(\"%s\"): parameters must be added to the most recently added module (\"%s\"), "
+             "so every module's parameters are contiguous in forward order",
+             name, e->modules[e->nmodules - 1].name);
+        return NULL;
+    }
+    if (ndim < 1 || ndim > 8) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): ndim %d is out of range 1..8", name, ndim);
+        return NULL;
+    }
+    if (zinc_param_find(e, name)) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add: a parameter named \"%s\" already exists", name);
+        return NULL;
+    }
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 1 || shape[i] > ((int64_t)1 << 40)) {
+            ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): shape[%d] = %lld is out of range 1..2^40", name, i,
+                 (long long)shape[i]);
+            return NULL;
+        }
+        numel *= shape[i];
+        if (numel > ((int64_t)1 << 45)) {
+            ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): too many elements", name);
+            return NULL;
+        }
+    }
+    if (e->nparams == e->cap_params) {
+        int cap = e->cap_params ? 2 * e->cap_params : 64;
+        zinc_param **p = realloc(e->params, (size_t)cap * sizeof *p);
+        if (!p) {
+            ZERR(ZINC_ERR_NOMEM, "zinc_param_add: out of memory");
+            return NULL;
+        }
+        e->params = p;
+        e->cap_params = cap;
+    }
+    zinc_param *p = calloc(1, sizeof *p);
+    if (!p || !(p->name = dupstr(name))) {
+        free(p);
+        ZERR(ZINC_ERR_NOMEM, "zinc_param_add: out of memory");
+        return NULL;
+    }
+    p->e = e;
+    p->module = module;
+    p->ndim = ndim;
+    memcpy(p->shape, shape, (size_t)ndim * sizeof *shape);
+    p->numel = numel;
+    p->flags = flags;
+    p->index = e->nparams;
+    p->flat_offset = -1;
+    e->params[e->nparams++] = p;
+    e->modules[module].nparams++;
+    return p;
+}
+
+zinc_param *zinc_param_find(zinc_engine *e, const char *name) {
+    if (!e || !name) return NULL;
+    for (int i = 0; i < e->nparams; i++)
+        if (strcmp(e->params[i]->name, name) == 0) return e->params[i];
+    return NULL;
+}
+
+zinc_status zinc_param_get_info(const zinc_param *p, zinc_param_info *out) {
+    if (!p || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_get_info: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->name = p->name;
+    out->module = p->module;
+    out->ndim = p->ndim;
+    memcpy(out->shape, p->shape, sizeof out->shape);
+    out->numel = p->numel;
+    out->flat_offset = p->flat_offset;
+    out->flags = p->flags;
+    out->index = p->index;
+    return ZINC_OK;
+}
+
+zinc_param *zengine_param_at(const zinc_engine *e, int64_t x) {
+    int lo = 0, hi = e->nparams - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        zinc_param *p = e->params[mid];
+        if (x < p->flat_offset) hi = mid - 1;
+        else if (x >= p->flat_offset + p->numel) lo = mid + 1;
+        else return p;
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- build */
+
+/* A per-parameter seed from the engine seed and the parameter's name (FNV-1a, then splitmix64), so it
+ * is the same on every rank and for every rank count. */
+static uint64_t param_seed(uint64_t seed, const char *name) {
+    uint64_t h = 1469598103934665603ull ^ seed;
+    for (const unsigned char *s = (const unsigned char *)name; *s; s++) h = (h ^ *s) * 1099511628211ull;
+    h += 0x9e3779b97f4a7c15ull;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+static void layout(zinc_engine *e) {
+    int64_t off = 0;
+    for (int m = 0; m < e->nmodules; m++) {
+        zmodule *mod = &e->modules[m];
+        mod->flat_begin = off;
+        for (int i = 0; i < mod->nparams; i++) {
+            zinc_param *p = e->params[mod->first_param + i];
+            p->flat_offset = off;
+            off = zpart_align_up(off + p->numel, ZPART_PARAM_ALIGN);
+        }
+        mod->flat_end = off;
+    }
+    zpart_init(&e->part, off, e->world, e->rank);
+    if (e->stage == 0) {
+        e->own_lo = 0;
+        e->own_hi = e->part.padded;
+    } else {
+        e->own_lo = (int64_t)e->rank * e->part.shard;
+        e->own_hi = e->own_lo + e->part.shard;
+    }
+}
+
+static void fill_decay_mask(zinc_engine *e) {
+    int64_t groups = (e->own_hi - e->own_lo) / ZPART_PARAM_ALIGN;
+    for (int64_t g = 0; g < groups; g++) {
+        zinc_param *p = zengine_param_at(e, e->own_lo + g * ZPART_PARAM_ALIGN);
+        e->decay_mask[g] = (uint8_t)(p && (p->flags & ZINC_PARAM_DECAY));
+    }
+}
+
+/* Copies the float values of parameter p's elements that fall into [lo, hi) to dst (compute dtype,
+ * indexed from dst_base) and to the master weights. */
+static void place_param(zinc_engine *e, const zinc_param *p, const float *vals, void *dst, int64_t dst_base,
+                        int64_t lo, int64_t hi) {
+    int64_t a = p->flat_offset > lo ? p->flat_offset : lo;
+    int64_t b = p->flat_offset + p->numel < hi ? p->flat_offset + p->numel : hi;
+    if (b <= a) return;
+    size_t esz = zinc_dtype_size(e->compute_dtype);
+    zcast_from_f32((char *)dst + (size_t)(a - dst_base) * esz, e->compute_dtype, vals + (a - p->flat_offset),
+                   (size_t)(b - a));
+}
+
+zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
+    zinc_status st = ZINC_OK;
+    float *vals = NULL;
+    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_build: engine is NULL");
+    if (e->built) return ZERR(ZINC_ERR_STATE, "zinc_build: the engine is already built");
+    if (!init_fn) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_build: init_fn is required");
+    if (e->nparams == 0) return ZERR(ZINC_ERR_STATE, "zinc_build: no parameters were added");
+    for (int m = 0; m < e->nmodules; m++)
+        if (e->modules[m].nparams == 0)
+            return ZERR(ZINC_ERR_STATE, "zinc_build: module \"%s\" has no parameters", e->modules[m].name);
+
+    layout(e);
+    size_t csz = zinc_dtype_size(e->compute_dtype);
+    int64_t own = e->own_hi - e->own_lo;
+    e->built = true; /* from here on zinc_destroy frees what was allocated */
+    if (e->stage <= 2) {
+        e->bytes_params_full = (size_t)e->part.padded * csz;
+        TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_full, "parameters", &e->params_full));
+    } else {
+        e->bytes_params_shard = (size_t)e->part.shard * csz;
+        TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_shard, "the parameter shard", &e->params_shard));
+    }
+    e->bytes_state = (size_t)own * sizeof(float);
+    TRY(zengine_alloc(e, ZINC_MEM_MASTER, e->bytes_state, "fp32 master weights", (void **)&e->master));
+    TRY(zengine_alloc(e, ZINC_MEM_EXP_AVG, e->bytes_state, "Adam exp_avg", (void **)&e->exp_avg));
+    TRY(zengine_alloc(e, ZINC_MEM_EXP_AVG_SQ, e->bytes_state, "Adam exp_avg_sq", (void **)&e->exp_avg_sq));
+    e->bytes_mask = (size_t)(own / ZPART_PARAM_ALIGN);
+    TRY(zengine_alloc(e, ZINC_MEM_OTHER, e->bytes_mask, "the weight-decay mask", (void **)&e->decay_mask));
+    fill_decay_mask(e);
+    TRY(zgrads_alloc(e));
+
+    /* Initialise: every rank computes every parameter it holds any part of from the same seed. */
+    int64_t maxn = 0;
+    for (int i = 0; i < e->nparams; i++)
+        if (e->params[i]->numel > maxn) maxn = e->params[i]->numel;
+    TRY_ALLOC(vals, maxn, "parameter initialisation");
+    for (int i = 0; i < e->nparams; i++) {
+        zinc_param *p = e->params[i];
+        int64_t p_lo = p->flat_offset, p_hi = p->flat_offset + p->numel;
+        bool need_full = e->stage <= 2;
+        bool need_own = p_hi > e->own_lo && p_lo < e->own_hi;
+        if (!need_full && !need_own) continue;
+        zinc_param_info info;
+        zinc_param_get_info(p, &info);
+        memset(vals, 0, (size_t)p->numel * sizeof *vals);
+        st = init_fn(userdata, &info, param_seed(e->seed, p->name), vals);
+        if (st != ZINC_OK) {
+            zinc__error_trace(__FILE__, __LINE__);
+            goto fail;
+        }
+        if (need_full) place_param(e, p, vals, e->params_full, 0, p_lo, p_hi);
+        else place_param(e, p, vals, e->params_shard, e->own_lo, e->own_lo, e->own_hi);
+        if (need_own) {
+            int64_t a = p_lo > e->own_lo ? p_lo : e->own_lo, b = p_hi < e->own_hi ? p_hi : e->own_hi;
+            /* The master is the compute-dtype value widened, so master and parameters agree exactly. */
+            void *src = need_full ? (char *)e->params_full + (size_t)a * csz
+                                  : (char *)e->params_shard + (size_t)(a - e->own_lo) * csz;
+            zcast_to_f32(e->master + (a - e->own_lo), src, e->compute_dtype, (size_t)(b - a));
+        }
+    }
+    free(vals);
+    vals = NULL;
+    if (e->stage == 3) TRY(zgather_after_step(e)); /* gathers the persistent modules */
+
+    int64_t total = 0;
+    for (int i = 0; i < e->nparams; i++) total += e->params[i]->numel;
+    ZLOG_INFO(&e->log,
+              "built: %lld parameters in %d tensors, %d modules; flat buffer %lld elements, shard %lld per rank; "
+              "optimizer state %.1f MiB per rank",
+              (long long)total, e->nparams, e->nmodules, (long long)e->part.padded, (long long)e->part.shard,
+              3.0 * (double)e->bytes_state / 1048576.0);
+    return ZINC_OK;
+fail:
+    free(vals);
+    return st;
+}
+
+/* ---------------------------------------------------------------- training entry points */
+
+static zinc_status check_module(zinc_engine *e, int module, int phase, const char *fn) {
+    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "%s: engine is NULL", fn);
+    if (!e->built) return ZERR(ZINC_ERR_STATE, "%s: call zinc_build first", fn);
+    if (module < 0 || module >= e->nmodules)
+        return ZERR(ZINC_ERR_INVALID_ARG, "%s: module %d does not exist (%d modules)", fn, module, e->nmodules);
+    if (phase != ZINC_FORWARD && phase != ZINC_BACKWARD)
+        return ZERR(ZINC_ERR_INVALID_ARG, "%s: phase %d is neither ZINC_FORWARD nor ZINC_BACKWARD", fn, phase);
+    return ZINC_OK;
+}
+
+static const char *phase_name(int phase) { return phase == ZINC_FORWARD ? "forward" : "backward"; }
+
+zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
+    zinc_status st = check_module(e, module, (int)phase, "zinc_module_enter");
+    if (st != ZINC_OK) return st;
+    zmodule *m = &e->modules[module];
+    if (m->in_phase[phase])
+        return ZERR(ZINC_ERR_STATE, "zinc_module_enter: module \"%s\" is already in %s (missing zinc_module_exit)",
+                    m->name, phase_name(phase));
+    if (phase == ZINC_FORWARD && e->last_phase == ZINC_BACKWARD) {
+        /* A forward after a backward begins the next micro-step: finish this one's reductions. */
+        TRY(zgrads_flush(e));
+        e->in_backward_pass = false;
+    }
+    if (phase == ZINC_BACKWARD && !e->in_backward_pass) {
+        e->in_backward_pass = true;
+        e->micro_steps++;
+    }
+    if (e->stage == 3) TRY(zgather_module_enter(e, module, (int)phase));
+    if (phase == ZINC_BACKWARD) TRY(zgrads_module_backward_enter(e, module));
+    m->in_phase[phase] = true;
+    e->last_phase = (int)phase;
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+zinc_status zinc_module_exit(zinc_engine *e, int module, zinc_phase phase) {
+    zinc_status st = check_module(e, module, (int)phase, "zinc_module_exit");
+    if (st != ZINC_OK) return st;
+    zmodule *m = &e->modules[module];
+    if (!m->in_phase[phase])
+        return ZERR(ZINC_ERR_STATE, "zinc_module_exit: module \"%s\" was not entered for %s", m->name,
+                    phase_name(phase));
+    m->in_phase[phase] = false;
+    if (phase == ZINC_BACKWARD) TRY(zgrads_module_backward_exit(e, module));
+    if (e->stage == 3) TRY(zgather_module_exit(e, module, (int)phase));
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+const void *zinc_param_data(const zinc_param *p) {
+    if (!p) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_data: NULL parameter");
+        return NULL;
+    }
+    const zinc_engine *e = p->e;
+    if (!e->built) {
+        ZERR(ZINC_ERR_STATE, "zinc_param_data(\"%s\"): call zinc_build first", p->name);
+        return NULL;
+    }
+    size_t csz = zinc_dtype_size(e->compute_dtype);
+    if (e->stage <= 2) return (const char *)e->params_full + (size_t)p->flat_offset * csz;
+    const zmodule *m = &e->modules[p->module];
+    if (!m->in_phase[0] && !m->in_phase[1]) {
+        ZERR(ZINC_ERR_STATE,
+             "zinc_param_data(\"%s\"): in ZeRO stage 3 parameters exist only between zinc_module_enter and "
+             "zinc_module_exit of their module (\"%s\")",
+             p->name, m->name);
+        return NULL;
+    }
+    return (const char *)m->gathered + (size_t)(p->flat_offset - m->flat_begin) * csz;
+}
+
+void *zinc_param_grad(const zinc_param *p) {
+    if (!p) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_grad: NULL parameter");
+        return NULL;
+    }
+    if (!p->grad)
+        ZERR(ZINC_ERR_STATE,
+             "zinc_param_grad(\"%s\"): gradients exist only between zinc_module_enter and zinc_module_exit of "
+             "the module's backward",
+             p->name);
+    return p->grad;
+}
+
+zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
+    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_step: engine is NULL");
+    if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_step: call zinc_build first");
+    for (int m = 0; m < e->nmodules; m++)
+        if (e->modules[m].in_phase[0] || e->modules[m].in_phase[1])
+            return ZERR(ZINC_ERR_STATE, "zinc_step: module \"%s\" is still entered (%s); exit it first",
+                        e->modules[m].name, e->modules[m].in_phase[0] ? "forward" : "backward");
+    zinc_step_info tmp;
+    return zengine_step(e, info ? info : &tmp);
+}
+
+/* ---------------------------------------------------------------- accessors */
+
+zinc_dtype zinc_compute_dtype(const zinc_engine *e) { return e->compute_dtype; }
+zinc_dtype zinc_grad_dtype(const zinc_engine *e) { return e->grad_dtype; }
+float zinc_loss_scale(const zinc_engine *e) { return (float)e->scaler.cur_scale; }
+int zinc_rank(const zinc_engine *e) { return e->rank; }
+int zinc_world_size(const zinc_engine *e) { return e->world; }
+int zinc_zero_stage(const zinc_engine *e) { return e->stage; }
+int64_t zinc_micro_batch_size(const zinc_engine *e) { return e->cfg.train_micro_batch_size_per_gpu; }
+int64_t zinc_grad_accum_steps(const zinc_engine *e) { return e->cfg.gradient_accumulation_steps; }
+int64_t zinc_train_batch_size(const zinc_engine *e) { return e->cfg.train_batch_size; }
+int64_t zinc_steps_per_print(const zinc_engine *e) { return e->cfg.steps_per_print; }
+zinc_device_kind zinc_device(const zinc_engine *e) { return e->device; }
+
+void zinc_log(const zinc_engine *e, zinc_log_level level, const char *fmt, ...) {
+    if (!e || !e->log.fn || level < e->log.level) return;
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    e->log.fn(e->log.userdata, level, e->rank, buf);
+}
+
+zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out) {
+    if (!e || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_memory_get: NULL argument");
+    zmem_report(&e->mem, out);
+    return ZINC_OK;
+}

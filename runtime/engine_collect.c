@@ -1,0 +1,64 @@
+/* Collective helpers for models and reports: metric sums and the full fp32 master weights. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "error.h"
+
+zinc_status zinc_allreduce_sum(zinc_engine *e, double *values, int n) {
+    zinc_status st = ZINC_OK;
+    double *all = NULL;
+    if (!e || (!values && n > 0) || n < 0) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_allreduce_sum: bad arguments");
+    if (n == 0 || e->world == 1) return ZINC_OK;
+    TRY_ALLOC(all, (size_t)n * (size_t)e->world, "metric reduction");
+    TRY(zcomm_allgather_bytes(e->comm, values, all, (size_t)n * sizeof *values));
+    for (int i = 0; i < n; i++) {
+        double s = 0;
+        for (int r = 0; r < e->world; r++) s += all[(size_t)r * (size_t)n + (size_t)i];
+        values[i] = s;
+    }
+fail:
+    free(all);
+    return st;
+}
+
+int64_t zinc_numel_total(const zinc_engine *e) {
+    int64_t n = 0;
+    for (int i = 0; e && i < e->nparams; i++) n += e->params[i]->numel;
+    return n;
+}
+
+zinc_status zinc_gather_master(zinc_engine *e, float *out, size_t n) {
+    zinc_status st = ZINC_OK;
+    float *flat = NULL;
+    size_t *counts = NULL, *displs = NULL;
+    if (!e || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_gather_master: NULL argument");
+    if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_gather_master: call zinc_build first");
+    if ((int64_t)n != zinc_numel_total(e))
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_gather_master: n is %zu but the model has %lld elements", n,
+                    (long long)zinc_numel_total(e));
+    const float *src = e->master;
+    if (e->stage > 0 && e->world > 1) {
+        TRY_ALLOC(flat, (size_t)e->part.padded, "the gathered master weights");
+        TRY_ALLOC(counts, e->world, "gather counts");
+        TRY_ALLOC(displs, e->world, "gather displacements");
+        for (int r = 0; r < e->world; r++) {
+            counts[r] = (size_t)e->part.shard;
+            displs[r] = (size_t)r * (size_t)e->part.shard;
+        }
+        memcpy(flat + e->own_lo, e->master, (size_t)e->part.shard * sizeof *flat);
+        TRY(zcomm_allgatherv_inplace(e->comm, flat, counts, displs, ZINC_FP32, NULL));
+        src = flat;
+    }
+    size_t k = 0;
+    for (int i = 0; i < e->nparams; i++) {
+        const zinc_param *p = e->params[i];
+        memcpy(out + k, src + p->flat_offset, (size_t)p->numel * sizeof *out);
+        k += (size_t)p->numel;
+    }
+fail:
+    free(flat);
+    free(counts);
+    free(displs);
+    return st;
+}

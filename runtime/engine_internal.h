@@ -1,0 +1,151 @@
+/* The engine's private state, shared by the runtime/engine files and the zero/ files. */
+#ifndef ZINC_RUNTIME_ENGINE_INTERNAL_H
+#define ZINC_RUNTIME_ENGINE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "amp/loss_scaler.h"
+#include "comm.h"
+#include "config.h"
+#include "log.h"
+#include "memtrack.h"
+#include "zero/partition.h"
+#include "zinc.h"
+
+struct zinc_param {
+    zinc_engine *e;
+    char *name;
+    int module;
+    int ndim;
+    int64_t shape[8];
+    int64_t numel;
+    int64_t flat_offset;
+    unsigned flags;
+    int index;
+    void *grad;            /* the model's gradient buffer while its module is in backward, else NULL */
+};
+
+typedef struct zmodule {
+    char *name;
+    int first_param, nparams;
+    int64_t flat_begin, flat_end;   /* [begin, end) in the flat buffer, ZPART_PARAM_ALIGN-aligned */
+    bool in_phase[2];               /* entered and not yet exited, per phase */
+    /* stage 3 */
+    bool persistent;                /* small enough to stay gathered (stage3_param_persistence_threshold) */
+    void *gathered;                 /* compute-dtype copy of [flat_begin, flat_end) while live */
+    zcomm_req *gather_req;          /* pending (prefetch) all-gather into `gathered` */
+    size_t *g_counts, *g_displs;    /* per-rank pieces of the gather; live as long as the request */
+} zmodule;
+
+/* One gradient bucket (stages 2-3): a contiguous flat range [lo, hi) of the gradients of modules that
+ * finished backward, filled from the top down (backward visits modules in reverse order), reduce-
+ * scattered to the owners when full. With overlap_comm there are two, alternating. */
+typedef struct zbucket {
+    void *grads;            /* model-grad dtype, capacity elements; element x at grads[cap - (hi - x)] */
+    void *send;             /* comm dtype copy when it differs from the grad dtype (else == grads) */
+    void *recv;             /* this rank's reduced piece, comm dtype */
+    int64_t lo, hi;         /* occupied flat range; lo == hi: empty */
+    zcomm_req *req;         /* pending reduce-scatter */
+    int64_t recv_lo, recv_hi; /* flat range of the pending piece owned by this rank */
+    size_t *counts, *displs;  /* per-rank pieces; live as long as the request */
+} zbucket;
+
+typedef struct ztrace_entry {
+    int module;
+    int phase;
+} ztrace_entry;
+
+struct zinc_engine {
+    zinc_config cfg;
+    zlog log;
+    zcomm *comm;
+    zmemtrack mem;
+    zinc_device_kind device;
+    uint64_t seed;
+    int rank, world;
+
+    /* registration */
+    zmodule *modules;
+    int nmodules, cap_modules;
+    zinc_param **params;
+    int nparams, cap_params;
+    bool built;
+
+    /* layout and dtypes */
+    zpartition part;
+    int stage;
+    zinc_dtype compute_dtype;   /* parameters as the model reads them */
+    zinc_dtype grad_dtype;      /* gradients as the model writes them */
+    zinc_dtype comm_dtype;      /* gradients on the wire */
+    int64_t own_lo, own_hi;     /* flat range this rank's optimizer updates (full in stage 0) */
+
+    /* model states */
+    void *params_full;          /* compute dtype, padded elements (stages 0-2) */
+    void *params_shard;         /* compute dtype, S elements (stage 3) */
+    void *grads_full;           /* grad dtype, padded elements (stages 0-1) */
+    float *grads_shard;         /* fp32, S elements (stages 1-3) */
+    float *master, *exp_avg, *exp_avg_sq; /* fp32, own range */
+    uint8_t *decay_mask;        /* one byte per ZPART_PARAM_ALIGN elements of the own range */
+    size_t bytes_params_full, bytes_params_shard, bytes_grads_full, bytes_grads_shard, bytes_state,
+        bytes_mask;
+
+    /* stage 2-3 buckets */
+    zbucket buckets[2];
+    int nbuckets, cur_bucket;
+    int64_t bucket_cap;         /* elements */
+    size_t bytes_bucket_grads, bytes_bucket_send, bytes_bucket_recv;
+
+    /* stage 3 gathering */
+    int64_t live_numel;         /* gathered elements of non-persistent modules */
+    ztrace_entry *trace;
+    int trace_len, trace_cap, trace_pos;
+    bool trace_started, trace_recording, trace_valid;
+
+    /* micro-step bookkeeping */
+    int last_phase;             /* -1 before any enter */
+    int64_t micro_steps;        /* backward passes begun since the last step */
+    bool in_backward_pass;
+
+    /* optimizer state */
+    zloss_scaler scaler;
+    int64_t steps, steps_taken, steps_skipped, consecutive_skips;
+    bool warned_micro_mismatch;
+};
+
+/* zero/grads.c: gradient buffers and their reduction. */
+zinc_status zgrads_alloc(zinc_engine *e);
+void zgrads_free(zinc_engine *e);
+zinc_status zgrads_module_backward_enter(zinc_engine *e, int module);
+zinc_status zgrads_module_backward_exit(zinc_engine *e, int module);
+/* Finishes every reduction of the current micro-step (stages 2-3). */
+zinc_status zgrads_flush(zinc_engine *e);
+/* At the accumulation boundary: stage 0 all-reduces, stage 1 reduce-scatters, stages 2-3 flush. Leaves
+ * the reduced local gradient in zgrads_local (fp32 shard or full grads in stage 0). */
+zinc_status zgrads_reduce_boundary(zinc_engine *e);
+/* The local gradient the optimizer reads for the own range, and its dtype. */
+const void *zgrads_local(const zinc_engine *e, zinc_dtype *dtype);
+/* The slice of the local gradient over this rank's shard (for the norm: every element counted once). */
+const void *zgrads_norm_slice(const zinc_engine *e, zinc_dtype *dtype, size_t *n, int64_t *flat_lo);
+void zgrads_zero(zinc_engine *e);
+/* The factor the step applies after communication to turn summed gradients into their mean. */
+double zgrads_post_scale(const zinc_engine *e);
+
+/* zero/gather.c: stage-3 parameter gathering. */
+zinc_status zgather_module_enter(zinc_engine *e, int module, int phase);
+zinc_status zgather_module_exit(zinc_engine *e, int module, int phase);
+/* After the optimizer step: drop stale gathered copies and refresh persistent modules. */
+zinc_status zgather_after_step(zinc_engine *e);
+void zgather_free(zinc_engine *e);
+
+/* runtime/engine_step.c */
+zinc_status zengine_step(zinc_engine *e, zinc_step_info *info);
+
+/* Helpers. */
+zinc_status zengine_alloc(zinc_engine *e, zinc_mem_category cat, size_t bytes, const char *what, void **out);
+void zengine_free(zinc_engine *e, zinc_mem_category cat, void *p, size_t bytes);
+zinc_mem_kind zengine_compute_kind(const zinc_engine *e);
+/* The parameter holding flat element x (binary search), or NULL for padding. */
+zinc_param *zengine_param_at(const zinc_engine *e, int64_t x);
+
+#endif

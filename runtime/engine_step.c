@@ -1,0 +1,186 @@
+/* The optimizer step: finish the gradient reduction, one statistics pass over the local gradient (norm
+ * and non-finite count), combined across ranks deterministically; on overflow skip (and update the
+ * loss scale); otherwise one fused Adam pass with a single unscale-and-clip factor that writes the
+ * compute-dtype parameters straight into this rank's slice, then make every rank's copy current. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "error.h"
+#include "kernels/cpu_kernels.h"
+#include "lr_schedule.h"
+
+typedef struct rank_stats {
+    double sumsq;
+    int64_t nonfinite;
+    int64_t first_bad; /* flat index of the first non-finite element, or -1 */
+} rank_stats;
+
+/* Gathers every rank's statistics and sums them in rank order, so every rank gets the same bits. */
+static zinc_status global_stats(zinc_engine *e, double *sumsq, int64_t *nonfinite, int64_t *first_bad,
+                                int *bad_rank) {
+    zinc_status st = ZINC_OK;
+    rank_stats *all = NULL;
+    zinc_dtype dt;
+    size_t n;
+    int64_t flat_lo;
+    const void *g = zgrads_norm_slice(e, &dt, &n, &flat_lo);
+    zgrad_stats s;
+    zgrad_stats(g, dt, n, &s);
+    rank_stats mine = {s.sumsq, (int64_t)s.nonfinite, s.nonfinite ? flat_lo + (int64_t)s.first_nonfinite : -1};
+    TRY_ALLOC(all, e->world, "step statistics");
+    TRY(zcomm_allgather_bytes(e->comm, &mine, all, sizeof mine));
+    *sumsq = 0;
+    *nonfinite = 0;
+    *first_bad = -1;
+    *bad_rank = -1;
+    for (int r = 0; r < e->world; r++) {
+        *sumsq += all[r].sumsq;
+        *nonfinite += all[r].nonfinite;
+        if (all[r].first_bad >= 0 && *first_bad < 0) {
+            *first_bad = all[r].first_bad;
+            *bad_rank = r;
+        }
+    }
+fail:
+    free(all);
+    return st;
+}
+
+static void describe_bad(const zinc_engine *e, int64_t flat, char *buf, size_t cap) {
+    const zinc_param *p = flat >= 0 ? zengine_param_at(e, flat) : NULL;
+    if (p) snprintf(buf, cap, "parameter \"%s\" element %lld", p->name, (long long)(flat - p->flat_offset));
+    else snprintf(buf, cap, "flat element %lld", (long long)flat);
+}
+
+/* Stages 1-2: every rank's updated slice to every rank (in place). */
+static zinc_status allgather_params(zinc_engine *e) {
+    zinc_status st = ZINC_OK;
+    size_t *counts = NULL, *displs = NULL;
+    if (e->world == 1) return ZINC_OK;
+    TRY_ALLOC(counts, e->world, "all-gather counts");
+    TRY_ALLOC(displs, e->world, "all-gather displacements");
+    for (int r = 0; r < e->world; r++) {
+        counts[r] = (size_t)e->part.shard;
+        displs[r] = (size_t)r * (size_t)e->part.shard;
+    }
+    TRY(zcomm_allgatherv_inplace(e->comm, e->params_full, counts, displs, e->compute_dtype, NULL));
+fail:
+    free(counts);
+    free(displs);
+    return st;
+}
+
+static zinc_status skip_step(zinc_engine *e, zinc_step_info *info, int64_t first_bad, int bad_rank) {
+    char where[512];
+    describe_bad(e, first_bad, where, sizeof where);
+    double prev = e->scaler.cur_scale;
+    if (e->cfg.fp16.enabled && e->scaler.dynamic) {
+        zls_event ev = zls_update(&e->scaler, true, &prev);
+        if (ev == ZLS_AT_MINIMUM)
+            return ZERR(ZINC_ERR_LOSS_SCALE,
+                        "step %lld: fp16 gradient overflow with the loss scale already at its minimum %g "
+                        "(fp16.min_loss_scale); first non-finite gradient: %s (rank %d). The gradients overflow "
+                        "even unscaled: lower the learning rate, set gradient_clipping, or train in bf16 "
+                        "(\"bf16\": {\"enabled\": true})",
+                        (long long)e->steps, e->scaler.cur_scale, where, bad_rank);
+        if (ev == ZLS_HYSTERESIS)
+            ZLOG_INFO(&e->log, "OVERFLOW! step %lld skipped (first non-finite: %s); loss scale stays %g, "
+                               "hysteresis now %d",
+                      (long long)e->steps, where, e->scaler.cur_scale, e->scaler.cur_hysteresis);
+        else
+            ZLOG_INFO(&e->log, "OVERFLOW! step %lld skipped (first non-finite: %s); loss scale %g -> %g",
+                      (long long)e->steps, where, prev, e->scaler.cur_scale);
+    } else {
+        ZLOG_WARN(&e->log, "step %lld skipped: non-finite gradient (%s, rank %d)%s", (long long)e->steps, where,
+                  bad_rank, e->cfg.fp16.enabled ? " with a static loss scale" : "");
+    }
+    e->steps_skipped++;
+    e->consecutive_skips++;
+    int64_t limit = e->cfg.fp16.max_skipped_steps;
+    if (limit > 0 && e->consecutive_skips > limit)
+        return ZERR(ZINC_ERR_LOSS_SCALE,
+                    "step %lld: %lld consecutive steps skipped for non-finite gradients (zinc.max_skipped_steps = "
+                    "%lld); last: %s (rank %d)",
+                    (long long)e->steps, (long long)e->consecutive_skips, (long long)limit, where, bad_rank);
+    info->taken = 0;
+    return ZINC_OK;
+}
+
+zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
+    zinc_status st = ZINC_OK;
+    memset(info, 0, sizeof *info);
+    TRY(zgrads_reduce_boundary(e));
+    int64_t gas = e->cfg.gradient_accumulation_steps;
+    if (e->micro_steps != gas && !e->warned_micro_mismatch) {
+        ZLOG_WARN(&e->log, "zinc_step after %lld backward passes, but gradient_accumulation_steps is %lld: "
+                           "gradients are averaged over %lld",
+                  (long long)e->micro_steps, (long long)gas, (long long)gas);
+        e->warned_micro_mismatch = true;
+    }
+
+    double sumsq;
+    int64_t nonfinite, first_bad;
+    int bad_rank;
+    TRY(global_stats(e, &sumsq, &nonfinite, &first_bad, &bad_rank));
+    double scale = e->scaler.cur_scale;
+    double inv = zgrads_post_scale(e) / (scale * (double)gas); /* summed, scaled -> mean, unscaled */
+    double norm = nonfinite ? (double)NAN : sqrt(sumsq) * inv;
+    double lr = zlr_at(&e->cfg.scheduler, e->cfg.optimizer.lr, e->steps_taken);
+    e->steps++;
+
+    if (nonfinite) {
+        TRY(skip_step(e, info, first_bad, bad_rank));
+    } else {
+        double clip = 1.0;
+        if (e->cfg.gradient_clipping > 0) {
+            double c = (norm + 1e-6) / e->cfg.gradient_clipping; /* DeepSpeed's combined unscale-and-clip */
+            if (c > 1.0) clip = c;
+        }
+        const zcfg_optimizer *o = &e->cfg.optimizer;
+        double beta1 = zlr_beta1_at(&e->cfg.scheduler, o->beta1, e->steps_taken);
+        double t = (double)(e->steps_taken + 1);
+        zadam_hparams h = {
+            .lr = (float)lr,
+            .beta1 = (float)beta1,
+            .beta2 = (float)o->beta2,
+            .eps = (float)o->eps,
+            .weight_decay = (float)o->weight_decay,
+            .bias_correction1 = o->bias_correction ? (float)(1.0 - pow(beta1, t)) : 1.0f,
+            .bias_correction2 = o->bias_correction ? (float)(1.0 - pow(o->beta2, t)) : 1.0f,
+            .grad_factor = (float)(inv / clip),
+            .adamw = o->adam_w_mode,
+        };
+        zinc_dtype gdt;
+        const void *g = zgrads_local(e, &gdt);
+        size_t csz = zinc_dtype_size(e->compute_dtype);
+        void *out = e->stage == 3 ? e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
+        zadam_step(&h, (size_t)(e->own_hi - e->own_lo), e->master, e->exp_avg, e->exp_avg_sq, g, gdt, out,
+                   e->compute_dtype, e->decay_mask);
+        if (e->stage == 1 || e->stage == 2) TRY(allgather_params(e));
+        double prev;
+        if (zls_update(&e->scaler, false, &prev) == ZLS_GREW)
+            ZLOG_INFO(&e->log, "step %lld: no overflow for %lld steps, loss scale %g -> %g", (long long)e->steps,
+                      (long long)e->scaler.scale_window, prev, e->scaler.cur_scale);
+        e->steps_taken++;
+        e->consecutive_skips = 0;
+        info->taken = 1;
+    }
+    if (e->stage == 3) TRY(zgather_after_step(e));
+    zgrads_zero(e);
+    e->micro_steps = 0;
+    e->in_backward_pass = false;
+    e->last_phase = -1;
+
+    info->step = e->steps;
+    info->steps_taken = e->steps_taken;
+    info->steps_skipped = e->steps_skipped;
+    info->loss_scale = (float)e->scaler.cur_scale;
+    info->grad_norm = norm;
+    info->lr = lr;
+    return ZINC_OK;
+fail:
+    return st;
+}

@@ -1,0 +1,285 @@
+/* Gradient buffers and their reduction across ranks.
+ *
+ * Stages 0-1: the model adds into one full flat gradient buffer (grad dtype) across micro-steps. At the
+ * accumulation boundary stage 0 all-reduces it; stage 1 reduce-scatters it, chunk by chunk, into the
+ * rank's fp32 gradient shard.
+ * Stages 2-3: the model's gradients land in bucket slots handed out at module backward entry. Backward
+ * visits modules in reverse order, so a bucket holds one contiguous flat range, filled downwards; when
+ * the next module does not fit (or is not adjacent), the bucket is reduce-scattered to the owners (a
+ * real variable-count reduce-scatter: each rank receives exactly its shard's piece) and the piece is
+ * accumulated into the fp32 shard. With overlap_comm two buckets alternate and the reduce-scatter is
+ * non-blocking, so it overlaps the rest of backward.
+ *
+ * Both paths share one mechanism: a chunk of a contiguous flat range is sent (converted to the comm
+ * dtype and pre-scaled when needed), reduce-scattered, and its local piece accumulated on completion. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "error.h"
+#include "kernels/cpu_kernels.h"
+
+static size_t gsz(const zinc_engine *e) { return zinc_dtype_size(e->grad_dtype); }
+static size_t csz(const zinc_engine *e) { return zinc_dtype_size(e->comm_dtype); }
+
+/* What each rank multiplies its gradient by before communication: DeepSpeed's prescale_gradients
+ * divides by the world size first; otherwise it divides by gradient_predivide_factor (default 1) and
+ * the step multiplies by predivide / world afterwards (see zgrads_post_scale). */
+static float pre_scale(const zinc_engine *e) {
+    if (e->cfg.prescale_gradients) return 1.0f / (float)e->world;
+    return (float)(1.0 / e->cfg.gradient_predivide_factor);
+}
+
+/* Converts n elements from one dtype to another, multiplying by scale, through a small fp32 tile. */
+static void convert(void *dst, zinc_dtype dt, const void *src, zinc_dtype st, size_t n, float scale) {
+    float tile[2048];
+    size_t ds = zinc_dtype_size(dt), ss = zinc_dtype_size(st);
+    for (size_t i = 0; i < n; i += 2048) {
+        size_t k = n - i < 2048 ? n - i : 2048;
+        zcast_to_f32(tile, (const char *)src + i * ss, st, k);
+        if (scale != 1.0f)
+            for (size_t j = 0; j < k; j++) tile[j] *= scale;
+        zcast_from_f32((char *)dst + i * ds, dt, tile, k);
+    }
+}
+
+static bool send_needs_copy(const zinc_engine *e) {
+    return e->comm_dtype != e->grad_dtype || pre_scale(e) != 1.0f;
+}
+
+zinc_status zgrads_alloc(zinc_engine *e) {
+    zinc_status st = ZINC_OK;
+    if (e->stage <= 1) {
+        e->bytes_grads_full = (size_t)e->part.padded * gsz(e);
+        TRY(zengine_alloc(e, ZINC_MEM_GRADS, e->bytes_grads_full, "the gradient buffer", &e->grads_full));
+    }
+    if (e->stage >= 1) {
+        e->bytes_grads_shard = (size_t)e->part.shard * sizeof(float);
+        TRY(zengine_alloc(e, ZINC_MEM_GRADS, e->bytes_grads_shard, "the fp32 gradient shard",
+                          (void **)&e->grads_shard));
+    }
+    if (e->stage == 0 && !send_needs_copy(e)) return ZINC_OK;
+
+    /* Bucket capacity: reduce_bucket_size elements, but at least the largest module (a module's
+     * gradients are handed out as one piece) and at most the whole buffer. */
+    int64_t cap = e->cfg.zero.reduce_bucket_size;
+    int64_t biggest = 0;
+    for (int m = 0; m < e->nmodules; m++) {
+        int64_t n = e->modules[m].flat_end - e->modules[m].flat_begin;
+        if (n > biggest) biggest = n;
+    }
+    if (e->stage >= 2 && cap < biggest) {
+        ZLOG_INFO(&e->log,
+                  "reduce_bucket_size %lld is smaller than the largest module (%lld elements): buckets hold %lld",
+                  (long long)cap, (long long)biggest, (long long)biggest);
+        cap = biggest;
+    }
+    if (cap < ZPART_SHARD_ALIGN) cap = ZPART_SHARD_ALIGN;
+    if (cap > e->part.padded) cap = e->part.padded;
+    e->bucket_cap = zpart_align_up(cap, ZPART_PARAM_ALIGN);
+    e->nbuckets = e->cfg.zero.overlap_comm && e->world > 1 ? 2 : 1;
+    int64_t recv_n = e->bucket_cap < e->part.shard ? e->bucket_cap : e->part.shard;
+    if (e->stage == 0) recv_n = 0; /* stage 0 all-reduces in the send buffer */
+    e->bytes_bucket_grads = e->stage >= 2 ? (size_t)e->bucket_cap * gsz(e) : 0;
+    e->bytes_bucket_send = send_needs_copy(e) ? (size_t)e->bucket_cap * csz(e) : 0;
+    e->bytes_bucket_recv = (size_t)recv_n * csz(e);
+    for (int i = 0; i < e->nbuckets; i++) {
+        zbucket *b = &e->buckets[i];
+        TRY(zengine_alloc(e, ZINC_MEM_BUCKETS, e->bytes_bucket_grads, "a gradient bucket", &b->grads));
+        TRY(zengine_alloc(e, ZINC_MEM_BUCKETS, e->bytes_bucket_send, "a communication buffer", &b->send));
+        TRY(zengine_alloc(e, ZINC_MEM_BUCKETS, e->bytes_bucket_recv, "a reduce-scatter buffer", &b->recv));
+        TRY_ALLOC(b->counts, e->world, "collective counts");
+        TRY_ALLOC(b->displs, e->world, "collective displacements");
+        b->lo = b->hi = 0;
+    }
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+void zgrads_free(zinc_engine *e) {
+    for (int i = 0; i < e->nbuckets; i++) {
+        zbucket *b = &e->buckets[i];
+        if (b->req) zcomm_wait(e->comm, b->req);
+        b->req = NULL;
+        zengine_free(e, ZINC_MEM_BUCKETS, b->grads, e->bytes_bucket_grads);
+        zengine_free(e, ZINC_MEM_BUCKETS, b->send, e->bytes_bucket_send);
+        zengine_free(e, ZINC_MEM_BUCKETS, b->recv, e->bytes_bucket_recv);
+        free(b->counts);
+        free(b->displs);
+        b->counts = b->displs = NULL;
+    }
+    e->nbuckets = 0;
+    zengine_free(e, ZINC_MEM_GRADS, e->grads_full, e->bytes_grads_full);
+    zengine_free(e, ZINC_MEM_GRADS, e->grads_shard, e->bytes_grads_shard);
+    e->grads_full = NULL;
+    e->grads_shard = NULL;
+}
+
+/* Completes a slot's pending reduce-scatter and adds this rank's piece into the fp32 shard. */
+static zinc_status complete(zinc_engine *e, zbucket *b) {
+    zinc_status st = ZINC_OK;
+    if (!b->req && b->recv_hi <= b->recv_lo) return ZINC_OK;
+    if (b->req) {
+        zcomm_req *r = b->req;
+        b->req = NULL;
+        TRY(zcomm_wait(e->comm, r));
+    }
+    if (b->recv_hi > b->recv_lo) {
+        int64_t shard_lo = (int64_t)e->rank * e->part.shard;
+        zaxpy_f32(e->grads_shard + (b->recv_lo - shard_lo), b->recv, e->comm_dtype, 1.0f,
+                  (size_t)(b->recv_hi - b->recv_lo), 1);
+    }
+    b->recv_lo = b->recv_hi = 0;
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+/* Starts the reduce-scatter of flat range [a, b), whose grad-dtype values start at src, using slot b's
+ * buffers. Blocking unless overlap_comm. */
+static zinc_status issue(zinc_engine *e, zbucket *bk, const void *src, int64_t a, int64_t b) {
+    zinc_status st = ZINC_OK;
+    const void *send = src;
+    if (send_needs_copy(e)) {
+        convert(bk->send, e->comm_dtype, src, e->grad_dtype, (size_t)(b - a), pre_scale(e));
+        send = bk->send;
+    }
+    zpart_range_split(&e->part, a, b, bk->counts, bk->displs);
+    zpart_intersect(&e->part, e->rank, a, b, &bk->recv_lo, &bk->recv_hi);
+    TRY(zcomm_reduce_scatterv(e->comm, send, bk->recv, bk->counts, e->comm_dtype, e->nbuckets > 1 ? &bk->req : NULL));
+    if (e->nbuckets == 1) TRY(complete(e, bk));
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+/* Sends the current bucket and moves to the other slot (finishing what that slot had in flight). */
+static zinc_status flush_current(zinc_engine *e) {
+    zinc_status st = ZINC_OK;
+    zbucket *b = &e->buckets[e->cur_bucket];
+    if (b->hi <= b->lo) return ZINC_OK;
+    const void *src = (const char *)b->grads + (size_t)(e->bucket_cap - (b->hi - b->lo)) * gsz(e);
+    TRY(issue(e, b, src, b->lo, b->hi));
+    b->lo = b->hi = 0;
+    e->cur_bucket = (e->cur_bucket + 1) % e->nbuckets;
+    TRY(complete(e, &e->buckets[e->cur_bucket]));
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+zinc_status zgrads_module_backward_enter(zinc_engine *e, int module) {
+    zinc_status st = ZINC_OK;
+    zmodule *m = &e->modules[module];
+    if (e->stage <= 1) {
+        for (int i = 0; i < m->nparams; i++) {
+            zinc_param *p = e->params[m->first_param + i];
+            p->grad = (char *)e->grads_full + (size_t)p->flat_offset * gsz(e);
+        }
+        return ZINC_OK;
+    }
+    zbucket *b = &e->buckets[e->cur_bucket];
+    if (b->hi > b->lo && (b->lo != m->flat_end || b->hi - m->flat_begin > e->bucket_cap)) {
+        TRY(flush_current(e));
+        b = &e->buckets[e->cur_bucket];
+    }
+    if (b->hi <= b->lo) b->lo = b->hi = m->flat_end;
+    b->lo = m->flat_begin;
+    char *base = (char *)b->grads + (size_t)(e->bucket_cap - (b->hi - m->flat_begin)) * gsz(e);
+    memset(base, 0, (size_t)(m->flat_end - m->flat_begin) * gsz(e));
+    for (int i = 0; i < m->nparams; i++) {
+        zinc_param *p = e->params[m->first_param + i];
+        p->grad = base + (size_t)(p->flat_offset - m->flat_begin) * gsz(e);
+    }
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+zinc_status zgrads_module_backward_exit(zinc_engine *e, int module) {
+    zmodule *m = &e->modules[module];
+    for (int i = 0; i < m->nparams; i++) e->params[m->first_param + i]->grad = NULL;
+    /* The first module closes backward: send what is left now rather than at the next forward. */
+    if (e->stage >= 2 && module == 0) return flush_current(e);
+    return ZINC_OK;
+}
+
+zinc_status zgrads_flush(zinc_engine *e) {
+    zinc_status st = ZINC_OK;
+    if (e->stage < 2) return ZINC_OK;
+    TRY(flush_current(e));
+    for (int i = 0; i < e->nbuckets; i++) TRY(complete(e, &e->buckets[i]));
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+/* Stage 0: all-reduce the full gradient in chunks (converted when the comm dtype differs). */
+static zinc_status allreduce_full(zinc_engine *e) {
+    zinc_status st = ZINC_OK;
+    if (e->world == 1 && !send_needs_copy(e)) return ZINC_OK;
+    if (!send_needs_copy(e)) {
+        TRY(zcomm_allreduce(e->comm, e->grads_full, (size_t)e->part.padded, e->grad_dtype, ZCOMM_SUM, NULL));
+        return ZINC_OK;
+    }
+    void *buf = e->buckets[0].send;
+    for (int64_t a = 0; a < e->part.padded; a += e->bucket_cap) {
+        int64_t n = e->part.padded - a < e->bucket_cap ? e->part.padded - a : e->bucket_cap;
+        char *g = (char *)e->grads_full + (size_t)a * gsz(e);
+        convert(buf, e->comm_dtype, g, e->grad_dtype, (size_t)n, pre_scale(e));
+        TRY(zcomm_allreduce(e->comm, buf, (size_t)n, e->comm_dtype, ZCOMM_SUM, NULL));
+        convert(g, e->grad_dtype, buf, e->comm_dtype, (size_t)n, 1.0f);
+    }
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+zinc_status zgrads_reduce_boundary(zinc_engine *e) {
+    zinc_status st = ZINC_OK;
+    if (e->stage == 0) return allreduce_full(e);
+    if (e->stage >= 2) return zgrads_flush(e);
+    /* Stage 1: reduce-scatter the full buffer chunk by chunk, alternating slots under overlap_comm. */
+    for (int64_t a = 0; a < e->part.padded; a += e->bucket_cap) {
+        int64_t b = a + e->bucket_cap < e->part.padded ? a + e->bucket_cap : e->part.padded;
+        zbucket *bk = &e->buckets[e->cur_bucket];
+        TRY(complete(e, bk));
+        TRY(issue(e, bk, (const char *)e->grads_full + (size_t)a * gsz(e), a, b));
+        e->cur_bucket = (e->cur_bucket + 1) % e->nbuckets;
+    }
+    for (int i = 0; i < e->nbuckets; i++) TRY(complete(e, &e->buckets[i]));
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+double zgrads_post_scale(const zinc_engine *e) {
+    if (e->cfg.prescale_gradients) return 1.0;
+    return e->cfg.gradient_predivide_factor / (double)e->world;
+}
+
+const void *zgrads_local(const zinc_engine *e, zinc_dtype *dtype) {
+    if (e->stage == 0) {
+        *dtype = e->grad_dtype;
+        return e->grads_full;
+    }
+    *dtype = ZINC_FP32;
+    return e->grads_shard;
+}
+
+const void *zgrads_norm_slice(const zinc_engine *e, zinc_dtype *dtype, size_t *n, int64_t *flat_lo) {
+    *n = (size_t)e->part.shard;
+    *flat_lo = (int64_t)e->rank * e->part.shard;
+    if (e->stage == 0) {
+        *dtype = e->grad_dtype;
+        return (const char *)e->grads_full + (size_t)*flat_lo * gsz(e);
+    }
+    *dtype = ZINC_FP32;
+    return e->grads_shard;
+}
+
+void zgrads_zero(zinc_engine *e) {
+    if (e->grads_full) memset(e->grads_full, 0, e->bytes_grads_full);
+    if (e->grads_shard) memset(e->grads_shard, 0, e->bytes_grads_shard);
+}
