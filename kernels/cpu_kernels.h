@@ -42,7 +42,7 @@ void zadam_step(const zadam_hparams *h, size_t n, float *master, float *m, float
 
 /* Sum of squares (in double, in a fixed order independent of thread count: blocks of ZSTATS_BLOCK
  * elements summed left to right, block sums added left to right) and the count of non-finite elements,
- * of x[i] * scale. Also the index of the first non-finite element (or SIZE_MAX). */
+ * of x[i]. Also the index of the first non-finite element (or SIZE_MAX). */
 #define ZSTATS_BLOCK 4096
 typedef struct zgrad_stats {
     double sumsq;
@@ -50,7 +50,11 @@ typedef struct zgrad_stats {
     size_t first_nonfinite;
 } zgrad_stats;
 void zgrad_stats_ref(const void *x, zinc_dtype t, size_t n, zgrad_stats *out);
-void zgrad_stats(const void *x, zinc_dtype t, size_t n, zgrad_stats *out);
+/* C has one namespace for typedef and function names, so the type zgrad_stats and a function of the same
+ * name cannot both exist: the function is zgrad_stats_compute, and a function-like macro keeps the call
+ * spelling zgrad_stats(x, t, n, &out) working (a macro name not followed by '(' is the type). */
+#define zgrad_stats(x, t, n, out) zgrad_stats_compute((x), (t), (n), (out))
+void zgrad_stats_compute(const void *x, zinc_dtype t, size_t n, zgrad_stats *out);
 
 /* dst[i] (fp32) = (accumulate ? dst[i] : 0) + scale * src[i] (src in t). */
 void zaxpy_f32(float *dst, const void *src, zinc_dtype t, float scale, size_t n, int accumulate);
@@ -64,6 +68,10 @@ void zscale_inplace(void *x, zinc_dtype t, float scale, size_t n);
 /* Which SIMD path the fast kernels use ("avx512", "avx2", "scalar"); ZINC_SIMD=scalar|avx2|avx512 in the
  * environment forces a lower one (for tests and benchmarks). */
 const char *zkernels_simd_name(void);
+/* Selects the SIMD path by name ("scalar", "avx2", "avx512"; NULL: back to the default, which honours
+ * ZINC_SIMD). Returns 0, or -1 (nothing changed) for an unknown name or a path this CPU lacks. Not to be
+ * called while kernels run on other threads. */
+int zkernels_set_simd(const char *name);
 /* Threads the fast kernels use (OpenMP). 0 resets to the default. */
 void zkernels_set_threads(int n);
 int zkernels_threads(void);

@@ -121,9 +121,9 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         e->warned_micro_mismatch = true;
     }
 
-    double sumsq;
-    int64_t nonfinite, first_bad;
-    int bad_rank;
+    double sumsq = 0;
+    int64_t nonfinite = 0, first_bad = -1;
+    int bad_rank = -1;
     TRY(global_stats(e, &sumsq, &nonfinite, &first_bad, &bad_rank));
     double scale = e->scaler.cur_scale;
     double inv = zgrads_post_scale(e) / (scale * (double)gas); /* summed, scaled -> mean, unscaled */

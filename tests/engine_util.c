@@ -1,0 +1,73 @@
+#include "engine_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+zinc_mlp_config eu_model(void) {
+    zinc_mlp_config c = zinc_mlp_default_config();
+    c.in_dim = 16;
+    c.hidden = 48;
+    c.depth = 2;
+    c.classes = 5;
+    c.data_seed = 7;
+    return c;
+}
+
+const char *eu_dtype_name(zinc_dtype t) { return zinc_dtype_name(t); }
+
+void eu_config(const eu_run *r, char *buf, size_t cap) {
+    int tb = r->train_batch ? r->train_batch : 24, gas = r->gas ? r->gas : 2;
+    snprintf(buf, cap,
+             "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d,"
+             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003, \"weight_decay\": 0.01}},"
+             " \"fp16\": {\"enabled\": %s, \"initial_scale_power\": 8%s%s},"
+             " \"bf16\": {\"enabled\": %s},"
+             " \"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": 3000, \"overlap_comm\": %s,"
+             " \"stage3_prefetch_bucket_size\": 2500, \"stage3_param_persistence_threshold\": 100%s%s}"
+             "%s%s}",
+             tb, gas, r->dtype == ZINC_FP16 ? "true" : "false", r->fp16_extra ? ", " : "",
+             r->fp16_extra ? r->fp16_extra : "", r->dtype == ZINC_BF16 ? "true" : "false", r->stage,
+             r->overlap_comm ? "true" : "false", r->zero_extra ? ", " : "", r->zero_extra ? r->zero_extra : "",
+             r->extra ? ", " : "", r->extra ? r->extra : "");
+}
+
+static void quiet_log(void *u, zinc_log_level l, int rank, const char *msg) {
+    (void)u;
+    if (l >= ZINC_LOG_WARN && rank == 0) fprintf(stderr, "[zinc] %s\n", msg);
+}
+
+zinc_status eu_create(const eu_run *r, zinc_engine **e, zinc_mlp **m) {
+    char cfg[4096];
+    eu_config(r, cfg, sizeof cfg);
+    zinc_options o = zinc_default_options();
+    o.config_json = cfg;
+    o.device = ZINC_DEVICE_CPU;
+    o.log_fn = quiet_log;
+    o.cpu_threads = 1;
+    zinc_status st = zinc_create(&o, e);
+    if (st != ZINC_OK) return st;
+    zinc_mlp_config mc = eu_model();
+    st = zinc_mlp_create(*e, &mc, m);
+    if (st != ZINC_OK) {
+        zinc_destroy(*e);
+        *e = NULL;
+    }
+    return st;
+}
+
+zinc_status eu_train(const eu_run *r, int steps, float **out, size_t *n) {
+    zinc_engine *e = NULL;
+    zinc_mlp *m = NULL;
+    zinc_status st = eu_create(r, &e, &m);
+    if (st != ZINC_OK) return st;
+    for (int s = 0; s < steps && st == ZINC_OK; s++) st = zinc_mlp_train_step(m, s, NULL, NULL);
+    if (st == ZINC_OK) {
+        *n = (size_t)zinc_numel_total(e);
+        *out = malloc(*n * sizeof(float));
+        st = *out ? zinc_gather_master(e, *out, *n) : ZINC_ERR_NOMEM;
+    }
+    zinc_mlp_destroy(m);
+    zinc_destroy(e);
+    return st;
+}

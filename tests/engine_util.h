@@ -1,0 +1,32 @@
+/* Shared by the engine tests: build a ds_config for a stage/dtype, train the example MLP, gather the
+ * fp32 master weights. */
+#ifndef ZINC_TESTS_ENGINE_UTIL_H
+#define ZINC_TESTS_ENGINE_UTIL_H
+
+#include <stddef.h>
+
+#include "mlp.h"
+#include "zinc.h"
+
+typedef struct eu_run {
+    int stage;
+    zinc_dtype dtype;
+    int overlap_comm;
+    int train_batch;       /* default 24 */
+    int gas;               /* default 2 */
+    const char *extra;     /* extra top-level JSON members, e.g. "\"gradient_clipping\": 1.0", or NULL */
+    const char *zero_extra; /* extra zero_optimization members, or NULL */
+    const char *fp16_extra; /* extra fp16 members, or NULL */
+} eu_run;
+
+/* The small MLP every engine test trains. */
+zinc_mlp_config eu_model(void);
+/* Writes the ds_config JSON for a run into buf. */
+void eu_config(const eu_run *r, char *buf, size_t cap);
+/* Creates an engine (quiet logging) and the MLP. */
+zinc_status eu_create(const eu_run *r, zinc_engine **e, zinc_mlp **m);
+/* Trains `steps` steps and gathers the master weights into *out (malloc'd, *n elements). */
+zinc_status eu_train(const eu_run *r, int steps, float **out, size_t *n);
+const char *eu_dtype_name(zinc_dtype t);
+
+#endif
