@@ -12,6 +12,7 @@
 #include "zinc.h"
 
 #define ZCFG_PATH_MAX 4096
+#define ZCFG_GIVEN_MAX 8192
 
 typedef enum { ZOPT_ADAM = 0, ZOPT_ADAMW = 1 } zcfg_optimizer_type;
 
@@ -164,6 +165,9 @@ typedef struct zinc_config {
     zinc_device_kind device;   /* "device": "auto" | "cpu" | "cuda" */
 
     char source[ZCFG_PATH_MAX]; /* the file name (or "<json text>") for messages */
+    /* The canonical paths written in the file, as "|path|path|...|", so the dump can mark defaults and
+     * resolution can tell "written false" from "not written" (overlap_comm). */
+    char given[ZCFG_GIVEN_MAX];
 } zinc_config;
 
 /* DeepSpeed's defaults (zinc's where documented), world_size 1, no batch sizes resolved. */
@@ -176,9 +180,11 @@ zinc_status zcfg_load_file(const char *path, int world_size, const zlog *log, zi
 zinc_status zcfg_load_text(const char *json, const char *origin, int world_size, const zlog *log,
                            zinc_config *out);
 
-/* The fully resolved config as indented JSON (every key with its effective value). When `explicit_json`
- * (the original text) is given, keys that came from defaults are marked in a "_defaults" list. Returns a
- * malloc'd string, or NULL on allocation failure. */
-char *zcfg_dump_json(const zinc_config *c, const char *explicit_json);
+/* Whether the file wrote the key at canonical path `path` ("zero_optimization.overlap_comm"). */
+bool zcfg_given(const zinc_config *c, const char *path);
+
+/* The fully resolved config as indented JSON: every key with its effective value, and a "_defaults" list
+ * naming the keys that came from defaults. Returns a malloc'd string, or NULL on allocation failure. */
+char *zcfg_dump_json(const zinc_config *c);
 
 #endif

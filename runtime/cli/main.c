@@ -1,0 +1,37 @@
+/* The zinc program: dispatches to its subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "zinc.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "zinc %s: ZeRO-sharded training runtime in C (reads DeepSpeed ds_config.json files)\n"
+            "\n"
+            "usage: zinc <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  train     train the example model with a ds_config (zinc train --help)\n"
+            "  config    check a ds_config and print it fully resolved (zinc config check FILE)\n"
+            "\n"
+            "  zinc --version | zinc --help\n"
+            "Several ranks: mpirun -np N zinc train --config FILE (or srun).\n",
+            ZINC_VERSION_STRING);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("zinc %s\n", ZINC_VERSION_STRING);
+        return 0;
+    }
+    if (!strcmp(argv[1], "train")) return zinc_cmd_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "config")) return zinc_cmd_config(argc - 1, argv + 1);
+    fprintf(stderr, "zinc: unknown command \"%s\"\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

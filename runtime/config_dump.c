@@ -1,0 +1,65 @@
+/* The resolved config as JSON, generated from the schema tables so every implemented key appears with
+ * its effective value; "_defaults" lists the keys the file did not write. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_schema.h"
+
+static json_t *value(const zinc_config *c, const zk_key *k) {
+    const char *base = (const char *)c;
+    switch (k->kind) {
+    case ZK_BOOL: return json_boolean(*(const bool *)(base + k->off));
+    case ZK_INT: return json_integer(*(const int *)(base + k->off));
+    case ZK_I64:
+    case ZK_SIZE: return json_integer((json_int_t) * (const int64_t *)(base + k->off));
+    case ZK_F64: return json_real(*(const double *)(base + k->off));
+    case ZK_ENUM: return json_string(k->names[*(const int *)(base + k->off)]);
+    case ZK_DTYPE: return json_string(zinc_dtype_name(*(const zinc_dtype *)(base + k->off)));
+    case ZK_STR: return json_string(base + k->off);
+    case ZK_BETAS: {
+        const double *b = (const double *)(base + k->off);
+        return json_pack("[ff]", b[0], b[1]);
+    }
+    default: return NULL;
+    }
+}
+
+static void dump_table(const zinc_config *c, const zk_table *t, json_t *out, json_t *defaults) {
+    char path[512];
+    for (size_t i = 0; i < t->nkeys; i++) {
+        const zk_key *k = &t->keys[i];
+        if (k->mask && !(k->mask & (1u << c->scheduler.type))) continue;
+        if (*t->path) snprintf(path, sizeof path, "%s.%s", t->path, k->name);
+        else snprintf(path, sizeof path, "%s", k->name);
+        if (k->kind == ZK_OBJECT) {
+            if (!strcmp(path, "scheduler.params") && c->scheduler.type == ZSCHED_NONE) continue;
+            json_t *sub = json_object();
+            dump_table(c, k->sub, sub, defaults);
+            json_object_set_new(out, k->name, sub);
+            continue;
+        }
+        json_t *v = value(c, k);
+        if (!v) continue;
+        json_object_set_new(out, k->name, v);
+        if (!zcfg_given(c, path)) json_array_append_new(defaults, json_string(path));
+    }
+}
+
+char *zcfg_dump_json(const zinc_config *c) {
+    json_t *root = json_object(), *defaults = json_array();
+    if (!root || !defaults) {
+        json_decref(root);
+        json_decref(defaults);
+        return NULL;
+    }
+    json_object_set_new(root, "_source", json_string(c->source));
+    json_object_set_new(root, "_world_size", json_integer(c->world_size));
+    json_object_set_new(root, "_compute_dtype", json_string(zinc_dtype_name(c->compute_dtype)));
+    dump_table(c, &zk_top, root, defaults);
+    json_object_set_new(root, "_defaults", defaults);
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    json_decref(root);
+    return s;
+}

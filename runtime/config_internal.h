@@ -1,0 +1,32 @@
+/* Shared state of the ds_config loader (config_load.c) and resolver (config_resolve.c). */
+#ifndef ZINC_RUNTIME_CONFIG_INTERNAL_H
+#define ZINC_RUNTIME_CONFIG_INTERNAL_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+typedef struct zcfg_loader {
+    const char *origin;  /* file name for messages */
+    const zlog *log;
+    zinc_config *c;
+    char *err;           /* collected problems, one per line */
+    size_t elen, ecap;
+    int nerr;
+    char autos[2048];    /* paths written as "auto", for the resolution log */
+} zcfg_loader;
+
+/* Records one problem ("ORIGIN: PATH: message"). */
+void zcfg_problem(zcfg_loader *L, const char *path, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void zcfg_mark_given(zinc_config *c, const char *path);
+void zcfg_mark_auto(zcfg_loader *L, const char *path);
+bool zcfg_parse_dtype(const char *s, zinc_dtype *out);
+
+/* Derives the batch triad, dtypes and resolved defaults, and checks the rules that span keys. */
+void zcfg_resolve(zcfg_loader *L);
+
+#endif

@@ -1,0 +1,463 @@
+/* Parses a ds_config into zinc_config by walking the schema tables. Every problem is collected (one line
+ * each, "FILE: PATH: what is wrong; what is allowed") so a user fixes a file in one pass, not one error at
+ * a time. Resolution of derived values (batch triad, dtypes) is in config_resolve.c. */
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config_internal.h"
+#include "config_schema.h"
+#include "error.h"
+
+void zcfg_problem(zcfg_loader *L, const char *path, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    L->nerr++;
+    size_t need = strlen(L->origin) + strlen(path) + strlen(msg) + 8;
+    if (L->elen + need >= L->ecap) {
+        size_t cap = (L->ecap + need) * 2;
+        char *p = realloc(L->err, cap);
+        if (!p) return; /* keep what we have; the count still says something is wrong */
+        L->err = p;
+        L->ecap = cap;
+    }
+    L->elen += (size_t)snprintf(L->err + L->elen, L->ecap - L->elen, "%s%s: %s%s%s", L->elen ? "\n" : "",
+                                L->origin, path, *path ? ": " : "", msg);
+}
+
+void zcfg_mark_given(zinc_config *c, const char *path) {
+    if (zcfg_given(c, path)) return;
+    size_t n = strlen(c->given), k = strlen(path);
+    if (n == 0 && k + 2 < sizeof c->given) {
+        snprintf(c->given, sizeof c->given, "|%s|", path);
+    } else if (n + k + 2 < sizeof c->given) {
+        snprintf(c->given + n, sizeof c->given - n, "%s|", path);
+    }
+}
+
+bool zcfg_given(const zinc_config *c, const char *path) {
+    size_t k = strlen(path);
+    for (const char *p = strstr(c->given, path); p; p = strstr(p + 1, path))
+        if (p > c->given && p[-1] == '|' && p[k] == '|') return true;
+    return false;
+}
+
+/* A short rendering of a JSON value for messages. */
+static void show(const json_t *v, char *buf, size_t n) {
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (!s) {
+        snprintf(buf, n, "(value)");
+        return;
+    }
+    if (strlen(s) > 60) snprintf(buf, n, "%.57s...", s);
+    else snprintf(buf, n, "%s", s);
+    free(s);
+}
+
+static void join(char *out, size_t n, const char *prefix, const char *key) {
+    if (*prefix) snprintf(out, n, "%s.%s", prefix, key);
+    else snprintf(out, n, "%s", key);
+}
+
+static size_t edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    size_t row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t cost = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]) ? 0 : 1;
+            size_t best = diag + cost;
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static void unknown_key(zcfg_loader *L, const zk_table *t, const char *key, const char *path) {
+    /* A key that exists elsewhere in the schema: say where it belongs. */
+    const zk_table *all[32];
+    size_t nt = zk_all_tables(all, 32);
+    for (size_t i = 0; i < nt && i < 32; i++) {
+        if (all[i] == t || !zk_find(all[i], key)) continue;
+        if (!*all[i]->path)
+            zcfg_problem(L, path, "unknown key here; \"%s\" belongs at the top level", key);
+        else
+            zcfg_problem(L, path, "unknown key here; \"%s\" belongs inside \"%s\"", key, all[i]->path);
+        return;
+    }
+    const char *best = NULL;
+    size_t bestd = 99;
+    for (size_t i = 0; i < t->nkeys; i++) {
+        size_t d = edit_distance(key, t->keys[i].name);
+        if (d < bestd) bestd = d, best = t->keys[i].name;
+    }
+    size_t len = strlen(key);
+    if (best && bestd <= (len < 9 ? 2 : len / 4 + 1)) {
+        zcfg_problem(L, path, "unknown key; did you mean \"%s\"?", best);
+        return;
+    }
+    char list[1024] = "";
+    size_t n = 0;
+    for (size_t i = 0; i < t->nkeys && n < sizeof list - 64; i++) {
+        if (t->keys[i].kind != ZK_ALIAS && t->keys[i].kind != ZK_LEGACY && t->keys[i].kind != ZK_IGNORED &&
+            t->keys[i].kind != ZK_REFUSED)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", t->keys[i].name);
+    }
+    zcfg_problem(L, path, "unknown key; the keys allowed %s%s%s are: %s", *t->path ? "in \"" : "at the top level",
+                 t->path, *t->path ? "\"" : "", list);
+}
+
+/* Whether a refused or ignored key is switched on: true, a number above 1 (1, 0 and -1 are the "off"
+ * values of the ZeRO++/MiCS sizes), a non-empty string, or an object with "enabled": true somewhere (or
+ * no "enabled" at all and some content). */
+static bool has_enabled(const json_t *o, bool *found) {
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)o, k, v) {
+        if (!strcmp(k, "enabled")) {
+            *found = true;
+            if (json_is_true(v)) return true;
+        } else if (json_is_object(v) && has_enabled(v, found)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool active(const json_t *v) {
+    if (json_is_true(v)) return true;
+    if (json_is_number(v)) return json_number_value(v) > 1;
+    if (json_is_string(v)) return json_string_length(v) > 0;
+    if (json_is_array(v)) return json_array_size(v) > 0;
+    if (json_is_object(v)) {
+        bool found = false;
+        if (has_enabled(v, &found)) return true;
+        return !found && json_object_size(v) > 0;
+    }
+    return false;
+}
+
+static void enum_list(const char *const *names, char *out, size_t n) {
+    size_t k = 0;
+    out[0] = 0;
+    for (size_t i = 0; names[i] && k < n - 32; i++)
+        k += (size_t)snprintf(out + k, n - k, "%s\"%s\"", i ? ", " : "", names[i]);
+}
+
+bool zcfg_parse_dtype(const char *s, zinc_dtype *out) {
+    static const struct { const char *name; zinc_dtype t; } tab[] = {
+        {"fp32", ZINC_FP32}, {"float32", ZINC_FP32}, {"float", ZINC_FP32}, {"fp16", ZINC_FP16},
+        {"float16", ZINC_FP16}, {"half", ZINC_FP16}, {"bf16", ZINC_BF16}, {"bfloat16", ZINC_BF16},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (!strcasecmp(s, tab[i].name) || (!strncmp(s, "torch.", 6) && !strcasecmp(s + 6, tab[i].name))) {
+            *out = tab[i].t;
+            return true;
+        }
+    return false;
+}
+
+/* Reads a number into a double, or reports why not. Integers beyond 2^53 stay exact through json_integer. */
+static bool number(zcfg_loader *L, const zk_key *k, const json_t *v, const char *path, double *out) {
+    char s[80];
+    show(v, s, sizeof s);
+    if (!json_is_number(v)) {
+        zcfg_problem(L, path, "expected a number in [%g, %g], got %s", k->lo, k->hi, s);
+        return false;
+    }
+    double x = json_number_value(v);
+    if (!isfinite(x)) {
+        zcfg_problem(L, path, "%s is not a finite number", s);
+        return false;
+    }
+    if (x < k->lo || x > k->hi) {
+        zcfg_problem(L, path, "%s is out of range; allowed: %.17g to %.17g", s, k->lo, k->hi);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+static void set_scalar(zcfg_loader *L, const zk_key *k, const json_t *v, const char *path) {
+    char *base = (char *)L->c;
+    char s[80];
+    show(v, s, sizeof s);
+    double x = 0;
+    switch (k->kind) {
+    case ZK_BOOL:
+        if (!json_is_boolean(v)) zcfg_problem(L, path, "expected true or false, got %s", s);
+        else *(bool *)(base + k->off) = json_is_true(v);
+        return;
+    case ZK_INT:
+    case ZK_I64:
+    case ZK_SIZE:
+        if (!number(L, k, v, path, &x)) return;
+        if (json_is_real(v) && x != floor(x)) {
+            if (k->kind != ZK_SIZE) {
+                zcfg_problem(L, path, "%s must be a whole number in [%.17g, %.17g]", s, k->lo, k->hi);
+                return;
+            }
+            ZLOG_WARN(L->log, "%s: %s: %s is not a whole number; rounded to %.0f", L->origin, path, s, round(x));
+            x = round(x);
+        }
+        if (k->kind == ZK_INT) *(int *)(base + k->off) = (int)x;
+        else *(int64_t *)(base + k->off) = json_is_integer(v) ? (int64_t)json_integer_value(v) : (int64_t)x;
+        return;
+    case ZK_F64:
+        if (number(L, k, v, path, &x)) *(double *)(base + k->off) = x;
+        return;
+    case ZK_ENUM: {
+        char list[512];
+        enum_list(k->names, list, sizeof list);
+        if (json_is_string(v))
+            for (int i = 0; k->names[i]; i++)
+                if (!strcasecmp(json_string_value(v), k->names[i])) {
+                    *(int *)(base + k->off) = i;
+                    return;
+                }
+        zcfg_problem(L, path, "%s is not one of %s (case-insensitive)", s, list);
+        return;
+    }
+    case ZK_DTYPE: {
+        zinc_dtype t;
+        if (!json_is_string(v) || !zcfg_parse_dtype(json_string_value(v), &t)) {
+            zcfg_problem(L, path, "%s is not a dtype; allowed: \"fp32\", \"fp16\", \"bf16\"", s);
+            return;
+        }
+        *(zinc_dtype *)(base + k->off) = t;
+        if (k->aux_off) *(bool *)(base + k->aux_off) = true;
+        return;
+    }
+    case ZK_STR:
+        if (!json_is_string(v)) zcfg_problem(L, path, "expected a string, got %s", s);
+        else if (json_string_length(v) >= ZCFG_PATH_MAX)
+            zcfg_problem(L, path, "the string is %zu bytes; at most %d allowed", json_string_length(v), ZCFG_PATH_MAX - 1);
+        else if (strlen(json_string_value(v)) != json_string_length(v))
+            zcfg_problem(L, path, "the string contains a NUL character");
+        else snprintf(base + k->off, ZCFG_PATH_MAX, "%s", json_string_value(v));
+        return;
+    case ZK_BETAS: {
+        double b[2];
+        if (!json_is_array(v) || json_array_size(v) != 2) {
+            zcfg_problem(L, path, "expected [beta1, beta2], two numbers in [0, 1), got %s", s);
+            return;
+        }
+        char p2[600];
+        for (size_t i = 0; i < 2; i++) {
+            snprintf(p2, sizeof p2, "%s[%zu]", path, i);
+            if (!number(L, k, json_array_get(v, i), p2, &b[i])) return;
+        }
+        ((double *)(base + k->off))[0] = b[0];
+        ((double *)(base + k->off))[1] = b[1];
+        return;
+    }
+    default:
+        return;
+    }
+}
+
+static void walk(zcfg_loader *L, const zk_table *t, const json_t *obj, const char *prefix);
+
+static void legacy(zcfg_loader *L, const zk_key *k, const json_t *v, const char *path) {
+    zinc_config *c = L->c;
+    char s[80];
+    show(v, s, sizeof s);
+    if (!json_is_boolean(v)) {
+        zcfg_problem(L, path, "expected true or false, got %s (deprecated; use %s)", s, k->target);
+        return;
+    }
+    ZLOG_WARN(L->log, "%s: %s is deprecated; use zero_optimization.%s instead", L->origin, path, k->target);
+    bool on = json_is_true(v);
+    if (!strcmp(k->name, "cpu_offload")) {
+        if (on) c->zero.offload_optimizer.device = ZOFFLOAD_CPU;
+        zcfg_mark_given(c, "zero_optimization.offload_optimizer.device");
+    } else if (!strcmp(k->name, "cpu_offload_param")) {
+        if (on) c->zero.offload_param.device = ZOFFLOAD_CPU;
+        zcfg_mark_given(c, "zero_optimization.offload_param.device");
+    } else {
+        c->zero.offload_optimizer.pin_memory = c->zero.offload_param.pin_memory = on;
+        zcfg_mark_given(c, "zero_optimization.offload_optimizer.pin_memory");
+        zcfg_mark_given(c, "zero_optimization.offload_param.pin_memory");
+    }
+}
+
+static void log_auto(zcfg_loader *L, const zk_key *k, const char *path) {
+    char *base = (char *)L->c;
+    switch (k->kind) {
+    case ZK_BOOL: ZLOG_INFO(L->log, "%s: %s: \"auto\" -> %s (the default)", L->origin, path,
+                            *(bool *)(base + k->off) ? "true" : "false"); break;
+    case ZK_INT: ZLOG_INFO(L->log, "%s: %s: \"auto\" -> %d (the default)", L->origin, path, *(int *)(base + k->off)); break;
+    case ZK_I64:
+    case ZK_SIZE:
+        if (k->off == offsetof(zinc_config, train_batch_size) ||
+            k->off == offsetof(zinc_config, train_micro_batch_size_per_gpu) ||
+            k->off == offsetof(zinc_config, gradient_accumulation_steps))
+            return; /* resolved with the batch triad, which logs it */
+        ZLOG_INFO(L->log, "%s: %s: \"auto\" -> %lld (the default)", L->origin, path,
+                  (long long)*(int64_t *)(base + k->off));
+        break;
+    case ZK_F64: ZLOG_INFO(L->log, "%s: %s: \"auto\" -> %g (the default)", L->origin, path, *(double *)(base + k->off)); break;
+    default: ZLOG_INFO(L->log, "%s: %s: \"auto\" -> the default", L->origin, path); break;
+    }
+}
+
+static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const json_t *v, const char *prefix) {
+    char path[512], cpath[512];
+    join(path, sizeof path, prefix, key);
+    const zk_key *k = zk_find(t, key);
+    if (!k) {
+        unknown_key(L, t, key, path);
+        return;
+    }
+    if (k->mask && !(k->mask & (1u << L->c->scheduler.type))) {
+        zcfg_problem(L, path, "not a parameter of the %s schedule", zk_scheduler_names[L->c->scheduler.type]);
+        return;
+    }
+    if (k->kind == ZK_ALIAS) {
+        const zk_key *canon = zk_find(t, k->target);
+        join(cpath, sizeof cpath, prefix, k->target);
+        if (zcfg_given(L->c, cpath)) {
+            zcfg_problem(L, path, "the same setting as \"%s\", which is also given; keep one", k->target);
+            return;
+        }
+        if (k->deprecated) ZLOG_WARN(L->log, "%s: %s is a deprecated spelling; use \"%s\"", L->origin, path, k->target);
+        k = canon;
+    } else {
+        snprintf(cpath, sizeof cpath, "%s", path);
+        if (zcfg_given(L->c, cpath) && k->kind != ZK_OBJECT) {
+            zcfg_problem(L, path, "given twice (once through another spelling of the same key); keep one");
+            return;
+        }
+    }
+    char s[80];
+    switch (k->kind) {
+    case ZK_LEGACY:
+        legacy(L, k, v, path);
+        return;
+    case ZK_IGNORED:
+        if (active(v)) ZLOG_WARN(L->log, "%s: %s: %s", L->origin, path, k->status);
+        return;
+    case ZK_REFUSED:
+        if (active(v) || (!strcmp(k->name, "max_grad_norm") && !json_is_null(v))) {
+            show(v, s, sizeof s);
+            zcfg_problem(L, path, "%s is set, but zinc does not implement it and ignoring it would change "
+                                  "training: %s. Remove the key or switch it off",
+                         s, k->status);
+        }
+        return;
+    case ZK_OBJECT:
+        if (json_is_null(v)) return;
+        if (!json_is_object(v)) {
+            show(v, s, sizeof s);
+            zcfg_problem(L, path, "expected an object ({...}), got %s", s);
+            return;
+        }
+        zcfg_mark_given(L->c, cpath);
+        walk(L, k->sub, v, cpath);
+        return;
+    default:
+        break;
+    }
+    if (json_is_null(v)) return; /* null: the default, as DeepSpeed's Optional fields */
+    if (json_is_string(v) && !strcmp(json_string_value(v), "auto")) {
+        zcfg_mark_auto(L, cpath);
+        log_auto(L, k, path);
+        return;
+    }
+    int before = L->nerr;
+    set_scalar(L, k, v, path);
+    if (L->nerr == before) zcfg_mark_given(L->c, cpath);
+}
+
+static void walk(zcfg_loader *L, const zk_table *t, const json_t *obj, const char *prefix) {
+    const char *key;
+    json_t *v;
+    /* "type" first: a scheduler's parameters are checked against its type. */
+    json_t *type = json_object_get(obj, "type");
+    if (type && zk_find(t, "type")) one_key(L, t, "type", type, prefix);
+    json_object_foreach((json_t *)obj, key, v) {
+        if (type && !strcmp(key, "type") && zk_find(t, "type")) continue;
+        one_key(L, t, key, v, prefix);
+    }
+}
+
+void zcfg_mark_auto(zcfg_loader *L, const char *path) {
+    size_t n = strlen(L->autos);
+    if (n + strlen(path) + 2 < sizeof L->autos)
+        snprintf(L->autos + n, sizeof L->autos - n, "%s%s", n ? ", " : "", path);
+}
+
+zinc_status zcfg_load_text(const char *json, const char *origin, int world_size, const zlog *log, zinc_config *out) {
+    zinc_status st = ZINC_OK;
+    zcfg_loader L = {.origin = origin ? origin : "<json text>", .log = log};
+    zinc_config *c = NULL;
+    json_t *root = NULL;
+    zlog quiet = {0};
+    if (!L.log) L.log = &quiet;
+    if (!json || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zcfg_load_text: json and out must not be NULL");
+    if (world_size < 1)
+        return ZERR(ZINC_ERR_INVALID_ARG, "%s: world size %d; it must be at least 1", L.origin, world_size);
+    TRY_ALLOC(c, 1, "the config");
+    zcfg_defaults(c);
+    snprintf(c->source, sizeof c->source, "%s", L.origin);
+    c->world_size = world_size;
+    L.c = c;
+
+    json_error_t je;
+    root = json_loads(json, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        FAIL(ZINC_ERR_CONFIG, "%s:%d:%d: not valid JSON: %s%s", L.origin, je.line, je.column, je.text,
+             strstr(je.text, "duplicate") ? " (each key may appear once per object)" : "");
+    if (!json_is_object(root)) FAIL(ZINC_ERR_CONFIG, "%s: the top level must be a JSON object ({...})", L.origin);
+
+    walk(&L, &zk_top, root, "");
+    if (L.nerr == 0) zcfg_resolve(&L);
+    if (L.nerr) {
+        FAIL(ZINC_ERR_CONFIG, "invalid ds_config (%d problem%s):\n%s", L.nerr, L.nerr > 1 ? "s" : "",
+             L.err ? L.err : "(out of memory formatting the messages)");
+    }
+    *out = *c;
+fail:
+    json_decref(root);
+    free(L.err);
+    free(c);
+    return st;
+}
+
+zinc_status zcfg_load_file(const char *path, int world_size, const zlog *log, zinc_config *out) {
+    zinc_status st = ZINC_OK;
+    FILE *f = NULL;
+    char *text = NULL;
+    if (!path) return ZERR(ZINC_ERR_INVALID_ARG, "zcfg_load_file: path is NULL");
+    f = fopen(path, "rb");
+    if (!f) FAIL(ZINC_ERR_IO, "cannot open the ds_config \"%s\": %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0) FAIL(ZINC_ERR_IO, "cannot read \"%s\": %s", path, strerror(errno));
+    long n = ftell(f);
+    if (n < 0) FAIL(ZINC_ERR_IO, "cannot read \"%s\" (is it a directory?)", path);
+    if (n > (64l << 20)) FAIL(ZINC_ERR_CONFIG, "\"%s\" is %ld bytes; a ds_config is at most 64 MiB", path, n);
+    rewind(f);
+    TRY_ALLOC(text, (size_t)n + 1, "the ds_config text");
+    if (fread(text, 1, (size_t)n, f) != (size_t)n) FAIL(ZINC_ERR_IO, "short read from \"%s\"", path);
+    if (memchr(text, 0, (size_t)n)) FAIL(ZINC_ERR_CONFIG, "%s: contains a NUL byte; is it a JSON file?", path);
+    TRY(zcfg_load_text(text, path, world_size, log, out));
+fail:
+    if (f) fclose(f);
+    free(text);
+    return st;
+}

@@ -1,0 +1,178 @@
+/* Defaults, and the rules that span keys: the batch triad (DeepSpeed's arithmetic, errors that show it),
+ * dtypes, the effective Adam mode, overlap_comm's stage-dependent default, scheduler requirements and
+ * the offload combinations zinc can run. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config_internal.h"
+#include "config_schema.h"
+
+void zcfg_defaults(zinc_config *c) {
+    memset(c, 0, sizeof *c);
+    c->world_size = 1;
+    c->optimizer = (zcfg_optimizer){.type = ZOPT_ADAM, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                                    .bias_correction = true, .adam_w_mode = true};
+    c->scheduler = (zcfg_scheduler){.type = ZSCHED_NONE, .warmup_max_lr = 1e-3, .warmup_num_steps = 1000,
+                                    .warmup_type = ZWARMUP_LOG, .cos_min_ratio = 1e-4,
+                                    .cycle_first_step_size = 2000, .cycle_second_step_size = -1,
+                                    .cycle_second_stair_count = -1, .cycle_momentum = true,
+                                    .cycle_min_mom = 0.8, .cycle_max_mom = 0.9};
+    c->fp16 = (zcfg_fp16){.initial_scale_power = 16, .loss_scale_window = 1000, .hysteresis = 2,
+                          .min_loss_scale = 1};
+    c->zero.contiguous_gradients = true;
+    c->zero.reduce_scatter = true;
+    c->zero.reduce_bucket_size = 500000000;
+    c->zero.allgather_bucket_size = 500000000;
+    c->zero.allgather_partitions = true;
+    c->zero.offload_optimizer = (zcfg_offload){.buffer_count = 4, .ratio = 1.0, .buffer_size = 100000000,
+                                               .max_in_cpu = 1000000000};
+    c->zero.offload_param = (zcfg_offload){.buffer_count = 5, .ratio = 1.0, .buffer_size = 100000000,
+                                           .max_in_cpu = 1000000000};
+    c->zero.sub_group_size = 1000000000;
+    c->zero.prefetch_bucket_size = 50000000;
+    c->zero.param_persistence_threshold = 100000;
+    c->zero.model_persistence_threshold = INT64_MAX;
+    c->zero.max_live_parameters = 1000000000;
+    c->zero.max_reuse_distance = 1000000000;
+    c->zero.ignore_unused_parameters = true;
+    c->zero.load_from_fp32_weights = true;
+    c->aio = (zcfg_aio){.block_size = 1048576, .queue_depth = 8, .intra_op_parallelism = 1, .overlap_events = true};
+    c->checkpoint.tag_validation = ZTAG_WARN;
+    c->gradient_predivide_factor = 1.0;
+    c->compute_dtype = c->comm_dtype = c->grad_accum_dtype = ZINC_FP32;
+    c->device = ZINC_DEVICE_AUTO;
+    snprintf(c->source, sizeof c->source, "<defaults>");
+}
+
+/* DeepSpeed's _set_batch_related_parameters and _batch_assertion, with the arithmetic in the message. */
+static void resolve_batch(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    int64_t W = c->world_size, tb = c->train_batch_size, mb = c->train_micro_batch_size_per_gpu,
+            ga = c->gradient_accumulation_steps;
+    const char *how;
+    if (tb && mb && ga) {
+        how = "all three given";
+    } else if (tb && mb) {
+        ga = tb / mb / W;
+        how = "gradient_accumulation_steps = train_batch_size / micro / world_size";
+    } else if (tb && ga) {
+        mb = tb / W / ga;
+        how = "train_micro_batch_size_per_gpu = train_batch_size / world_size / gradient_accumulation_steps";
+    } else if (mb && ga) {
+        tb = mb * ga * W;
+        how = "train_batch_size = micro * gradient_accumulation_steps * world_size";
+    } else if (tb) {
+        ga = 1;
+        mb = tb / W;
+        how = "gradient_accumulation_steps = 1, micro = train_batch_size / world_size";
+    } else if (mb) {
+        ga = 1;
+        tb = mb * W;
+        how = "gradient_accumulation_steps = 1, train_batch_size = micro * world_size";
+    } else {
+        zcfg_problem(L, "train_batch_size",
+                     "give train_batch_size or train_micro_batch_size_per_gpu (or both, with "
+                     "gradient_accumulation_steps); neither is set%s",
+                     strstr(L->autos, "batch") ? " (\"auto\" needs one of them written as a number)" : "");
+        return;
+    }
+    if (mb < 1 || ga < 1 || tb != mb * ga * W) {
+        zcfg_problem(L, "train_batch_size",
+                     "the batch sizes do not fit the world size: train_batch_size %" PRId64
+                     " must equal train_micro_batch_size_per_gpu %" PRId64 " x gradient_accumulation_steps %" PRId64
+                     " x world_size %" PRId64 " = %" PRId64 " (%s). Make train_batch_size a multiple of %" PRId64,
+                     tb, mb, ga, W, mb * ga * W, how, (mb > 0 ? mb : 1) * W);
+        return;
+    }
+    c->train_batch_size = tb;
+    c->train_micro_batch_size_per_gpu = mb;
+    c->gradient_accumulation_steps = ga;
+    if (L->autos[0] || !zcfg_given(c, "train_batch_size") || !zcfg_given(c, "train_micro_batch_size_per_gpu") ||
+        !zcfg_given(c, "gradient_accumulation_steps"))
+        ZLOG_INFO(L->log, "%s: batch sizes for world size %d: train_batch_size %" PRId64 ", micro %" PRId64
+                          ", gradient_accumulation_steps %" PRId64,
+                  L->origin, c->world_size, tb, mb, ga);
+}
+
+static void resolve_scheduler(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    zcfg_scheduler *s = &c->scheduler;
+    if (zcfg_given(c, "scheduler") && !zcfg_given(c, "scheduler.type"))
+        zcfg_problem(L, "scheduler.type", "missing; give one of \"WarmupLR\", \"WarmupDecayLR\", \"WarmupCosineLR\", "
+                                          "\"OneCycle\"");
+    if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
+        !zcfg_given(c, "scheduler.params.total_num_steps"))
+        zcfg_problem(L, "scheduler.params.total_num_steps", "required by %s; set it to the run's optimizer steps",
+                     zk_scheduler_names[s->type]);
+    if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
+        zcfg_given(c, "scheduler.params.total_num_steps") && s->total_num_steps < s->warmup_num_steps)
+        ZLOG_WARN(L->log, "%s: scheduler.params.total_num_steps %" PRId64 " is below warmup_num_steps %" PRId64
+                          ": the decay never starts",
+                  L->origin, s->total_num_steps, s->warmup_num_steps);
+    if (s->type == ZSCHED_ONE_CYCLE) {
+        if (!zcfg_given(c, "scheduler.params.cycle_min_lr") || !zcfg_given(c, "scheduler.params.cycle_max_lr"))
+            zcfg_problem(L, "scheduler.params", "OneCycle needs cycle_min_lr and cycle_max_lr");
+        else if (s->cycle_min_lr > s->cycle_max_lr)
+            zcfg_problem(L, "scheduler.params.cycle_min_lr", "%g is above cycle_max_lr %g", s->cycle_min_lr,
+                         s->cycle_max_lr);
+        if (s->cycle_min_mom > s->cycle_max_mom)
+            zcfg_problem(L, "scheduler.params.cycle_min_mom", "%g is above cycle_max_mom %g", s->cycle_min_mom,
+                         s->cycle_max_mom);
+    }
+    if ((s->type == ZSCHED_WARMUP_LR || s->type == ZSCHED_WARMUP_DECAY_LR) && s->warmup_min_lr > s->warmup_max_lr)
+        ZLOG_WARN(L->log, "%s: scheduler.params.warmup_min_lr %g is above warmup_max_lr %g: the warmup decreases",
+                  L->origin, s->warmup_min_lr, s->warmup_max_lr);
+}
+
+static void resolve_offload(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    zcfg_offload *oo = &c->zero.offload_optimizer, *op = &c->zero.offload_param;
+    if (oo->device == ZOFFLOAD_NVME && !oo->nvme_path[0])
+        zcfg_problem(L, "zero_optimization.offload_optimizer.nvme_path",
+                     "required when device is \"nvme\": the directory for the swap files");
+    if (op->device == ZOFFLOAD_NVME && !op->nvme_path[0])
+        zcfg_problem(L, "zero_optimization.offload_param.nvme_path",
+                     "required when device is \"nvme\": the directory for the swap files");
+    if (op->device != ZOFFLOAD_NONE && c->zero.stage != 3)
+        zcfg_problem(L, "zero_optimization.offload_param.device",
+                     "parameter offload needs stage 3 (stage is %d); DeepSpeed silently ignores it there. Set "
+                     "\"stage\": 3 or remove offload_param",
+                     c->zero.stage);
+    if (oo->device != ZOFFLOAD_NONE && c->zero.stage == 0)
+        zcfg_problem(L, "zero_optimization.offload_optimizer.device",
+                     "optimizer offload needs stage 1, 2 or 3 (stage is 0)");
+    if (oo->ratio < 1.0 && oo->device != ZOFFLOAD_NONE)
+        zcfg_problem(L, "zero_optimization.offload_optimizer.ratio",
+                     "%g: partial offload is not implemented; zinc offloads all of the optimizer state (1.0)", oo->ratio);
+    if (c->aio.use_gds) zcfg_problem(L, "aio.use_gds", "GPUDirect Storage is not implemented; set it to false");
+    if (c->aio.block_size % 4096)
+        zcfg_problem(L, "aio.block_size", "%" PRId64 " is not a multiple of 4096 (needed for O_DIRECT)", c->aio.block_size);
+}
+
+void zcfg_resolve(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    resolve_batch(L);
+    if (c->fp16.enabled && c->bf16_enabled)
+        zcfg_problem(L, "bf16.enabled", "fp16 and bf16 are both enabled; enable one of them");
+    c->compute_dtype = c->fp16.enabled ? ZINC_FP16 : c->bf16_enabled ? ZINC_BF16 : ZINC_FP32;
+    if (!c->comm_dtype_set) c->comm_dtype = c->compute_dtype;
+    /* DeepSpeed: the model dtype under ZeRO; fp32 for bf16 without ZeRO (its BF16_Optimizer). */
+    if (!c->grad_accum_dtype_set)
+        c->grad_accum_dtype = (c->compute_dtype == ZINC_BF16 && c->zero.stage == 0) ? ZINC_FP32 : c->compute_dtype;
+    c->optimizer.adam_w_mode = c->optimizer.type == ZOPT_ADAMW || c->optimizer.adam_w_mode;
+    if (c->optimizer.type == ZOPT_ADAM && c->optimizer.adam_w_mode && c->optimizer.weight_decay > 0 &&
+        !zcfg_given(c, "optimizer.params.adam_w_mode"))
+        ZLOG_INFO(L->log, "%s: optimizer \"Adam\" with weight_decay %g uses decoupled decay (AdamW), as "
+                          "DeepSpeed's adam_w_mode default; set optimizer.params.adam_w_mode false for L2 decay",
+                  L->origin, c->optimizer.weight_decay);
+    if (!zcfg_given(c, "zero_optimization.overlap_comm")) c->zero.overlap_comm = c->zero.stage == 3;
+    if (c->fp16.enabled && c->fp16.loss_scale == 0 && c->fp16.min_loss_scale > ldexp(1.0, c->fp16.initial_scale_power))
+        zcfg_problem(L, "fp16.min_loss_scale", "%g is above the initial scale 2^%d; lower it or raise "
+                                               "initial_scale_power",
+                     c->fp16.min_loss_scale, c->fp16.initial_scale_power);
+    resolve_scheduler(L);
+    resolve_offload(L);
+    if (L->autos[0]) ZLOG_INFO(L->log, "%s: resolved \"auto\" for: %s", L->origin, L->autos);
+}
