@@ -87,9 +87,9 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
         ZLOG_WARN(&e->log, "data_types.grad_accum_dtype=%s: in stage %d zinc accumulates the gradient shard "
                            "in fp32 (more accurate, 4 bytes per shard element)",
                   zinc_dtype_name(e->cfg.grad_accum_dtype), e->stage);
-    if (e->cfg.zero.offload_optimizer.device != ZOFFLOAD_NONE || e->cfg.zero.offload_param.device != ZOFFLOAD_NONE)
-        FAIL(ZINC_ERR_UNSUPPORTED, "zero_optimization.offload_optimizer / offload_param: offload is not "
-                                   "available in this zinc version yet; set \"device\": \"none\"");
+    if (e->cfg.zero.offload_param.device == ZOFFLOAD_NVME)
+        FAIL(ZINC_ERR_UNSUPPORTED, "zero_optimization.offload_param.device \"nvme\": parameter offload to NVMe "
+                                   "is not implemented; use \"cpu\" (the parameter shard in host memory)");
 
     if (e->cfg.fp16.enabled) {
         if (e->cfg.fp16.loss_scale == 0)
@@ -123,9 +123,7 @@ void zinc_destroy(zinc_engine *e) {
         zgrads_free(e);
         zengine_free(e, ZINC_MEM_PARAMS, e->params_full, e->bytes_params_full);
         zengine_free(e, ZINC_MEM_PARAMS, e->params_shard, e->bytes_params_shard);
-        zengine_free(e, ZINC_MEM_MASTER, e->master, e->bytes_state);
-        zengine_free(e, ZINC_MEM_EXP_AVG, e->exp_avg, e->bytes_state);
-        zengine_free(e, ZINC_MEM_EXP_AVG_SQ, e->exp_avg_sq, e->bytes_state);
+        zstate_destroy(e->state);
         zengine_free(e, ZINC_MEM_OTHER, e->decay_mask, e->bytes_mask);
     }
     for (int i = 0; i < e->nparams; i++) {
@@ -326,7 +324,7 @@ static void fill_decay_mask(zinc_engine *e) {
 }
 
 /* Copies the float values of parameter p's elements that fall into [lo, hi) to dst (compute dtype,
- * indexed from dst_base) and to the master weights. */
+ * indexed from dst_base). */
 static void place_param(zinc_engine *e, const zinc_param *p, const float *vals, void *dst, int64_t dst_base,
                         int64_t lo, int64_t hi) {
     int64_t a = p->flat_offset > lo ? p->flat_offset : lo;
@@ -335,6 +333,29 @@ static void place_param(zinc_engine *e, const zinc_param *p, const float *vals, 
     size_t esz = zinc_dtype_size(e->compute_dtype);
     zcast_from_f32((char *)dst + (size_t)(a - dst_base) * esz, e->compute_dtype, vals + (a - p->flat_offset),
                    (size_t)(b - a));
+}
+
+/* The master weights start as the compute-dtype parameters widened, so master and parameters agree
+ * exactly; the moments start at zero. */
+static zinc_status init_state(zinc_engine *e) {
+    zinc_status st = ZINC_OK;
+    size_t csz = zinc_dtype_size(e->compute_dtype);
+    const char *own = e->stage <= 2 ? (const char *)e->params_full + (size_t)e->own_lo * csz
+                                    : (const char *)e->params_shard;
+    TRY(zstate_pass_begin(e->state, ZSTATE_WRITE));
+    for (int64_t i = 0; i < e->state->nchunks; i++) {
+        zstate_view v;
+        TRY(zstate_acquire(e->state, i, &v));
+        zcast_to_f32(v.master, own + (size_t)v.lo * csz, e->compute_dtype, (size_t)v.n);
+        memset(v.m, 0, (size_t)v.n * sizeof(float));
+        memset(v.v, 0, (size_t)v.n * sizeof(float));
+        TRY(zstate_release(e->state, i));
+    }
+    TRY(zstate_pass_end(e->state));
+    return ZINC_OK;
+fail:
+    zstate_pass_abort(e->state);
+    return st;
 }
 
 zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
@@ -360,9 +381,7 @@ zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
         TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_shard, "the parameter shard", &e->params_shard));
     }
     e->bytes_state = (size_t)own * sizeof(float);
-    TRY(zengine_alloc(e, ZINC_MEM_MASTER, e->bytes_state, "fp32 master weights", (void **)&e->master));
-    TRY(zengine_alloc(e, ZINC_MEM_EXP_AVG, e->bytes_state, "Adam exp_avg", (void **)&e->exp_avg));
-    TRY(zengine_alloc(e, ZINC_MEM_EXP_AVG_SQ, e->bytes_state, "Adam exp_avg_sq", (void **)&e->exp_avg_sq));
+    TRY(zstate_create(e, own, &e->state));
     e->bytes_mask = (size_t)(own / ZPART_PARAM_ALIGN);
     TRY(zengine_alloc(e, ZINC_MEM_OTHER, e->bytes_mask, "the weight-decay mask", (void **)&e->decay_mask));
     fill_decay_mask(e);
@@ -389,16 +408,10 @@ zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
         }
         if (need_full) place_param(e, p, vals, e->params_full, 0, p_lo, p_hi);
         else place_param(e, p, vals, e->params_shard, e->own_lo, e->own_lo, e->own_hi);
-        if (need_own) {
-            int64_t a = p_lo > e->own_lo ? p_lo : e->own_lo, b = p_hi < e->own_hi ? p_hi : e->own_hi;
-            /* The master is the compute-dtype value widened, so master and parameters agree exactly. */
-            void *src = need_full ? (char *)e->params_full + (size_t)a * csz
-                                  : (char *)e->params_shard + (size_t)(a - e->own_lo) * csz;
-            zcast_to_f32(e->master + (a - e->own_lo), src, e->compute_dtype, (size_t)(b - a));
-        }
     }
     free(vals);
     vals = NULL;
+    TRY(init_state(e));
     if (e->stage == 3) TRY(zgather_after_step(e)); /* gathers the persistent modules */
 
     int64_t total = 0;

@@ -37,19 +37,26 @@ zinc_status zinc_gather_master(zinc_engine *e, float *out, size_t n) {
     if ((int64_t)n != zinc_numel_total(e))
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_gather_master: n is %zu but the model has %lld elements", n,
                     (long long)zinc_numel_total(e));
-    const float *src = e->master;
+    /* Every rank's master slice into a full flat buffer (in place), read chunk by chunk from the store. */
+    TRY_ALLOC(flat, (size_t)e->part.padded, "the gathered master weights");
+    TRY(zstate_pass_begin(e->state, ZSTATE_READ));
+    for (int64_t i = 0; i < e->state->nchunks; i++) {
+        zstate_view v;
+        TRY(zstate_acquire(e->state, i, &v));
+        memcpy(flat + e->own_lo + v.lo, v.master, (size_t)v.n * sizeof *flat);
+        TRY(zstate_release(e->state, i));
+    }
+    TRY(zstate_pass_end(e->state));
     if (e->stage > 0 && e->world > 1) {
-        TRY_ALLOC(flat, (size_t)e->part.padded, "the gathered master weights");
         TRY_ALLOC(counts, e->world, "gather counts");
         TRY_ALLOC(displs, e->world, "gather displacements");
         for (int r = 0; r < e->world; r++) {
             counts[r] = (size_t)e->part.shard;
             displs[r] = (size_t)r * (size_t)e->part.shard;
         }
-        memcpy(flat + e->own_lo, e->master, (size_t)e->part.shard * sizeof *flat);
         TRY(zcomm_allgatherv_inplace(e->comm, flat, counts, displs, ZINC_FP32, NULL));
-        src = flat;
     }
+    const float *src = flat;
     size_t k = 0;
     for (int i = 0; i < e->nparams; i++) {
         const zinc_param *p = e->params[i];
@@ -57,6 +64,7 @@ zinc_status zinc_gather_master(zinc_engine *e, float *out, size_t n) {
         k += (size_t)p->numel;
     }
 fail:
+    zstate_pass_abort(e->state);
     free(flat);
     free(counts);
     free(displs);

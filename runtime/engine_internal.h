@@ -10,6 +10,7 @@
 #include "config.h"
 #include "log.h"
 #include "memtrack.h"
+#include "offload/state.h"
 #include "zero/partition.h"
 #include "zinc.h"
 
@@ -85,7 +86,7 @@ struct zinc_engine {
     void *params_shard;         /* compute dtype, S elements (stage 3) */
     void *grads_full;           /* grad dtype, padded elements (stages 0-1) */
     float *grads_shard;         /* fp32, S elements (stages 1-3) */
-    float *master, *exp_avg, *exp_avg_sq; /* fp32, own range */
+    zstate *state;              /* fp32 master, exp_avg, exp_avg_sq over the own range */
     uint8_t *decay_mask;        /* one byte per ZPART_PARAM_ALIGN elements of the own range */
     size_t bytes_params_full, bytes_params_shard, bytes_grads_full, bytes_grads_shard, bytes_state,
         bytes_mask;

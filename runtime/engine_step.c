@@ -109,6 +109,26 @@ static zinc_status skip_step(zinc_engine *e, zinc_step_info *info, int64_t first
     return ZINC_OK;
 }
 
+/* One fused Adam pass over the optimizer-state store, chunk by chunk (sub_group_size with offload), each
+ * chunk's compute-dtype result written straight into this rank's slice of the parameters. */
+static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void *g, zinc_dtype gdt, void *out) {
+    zinc_status st = ZINC_OK;
+    size_t gsz = zinc_dtype_size(gdt), csz = zinc_dtype_size(e->compute_dtype);
+    TRY(zstate_pass_begin(e->state, ZSTATE_READ_WRITE));
+    for (int64_t i = 0; i < e->state->nchunks; i++) {
+        zstate_view v;
+        TRY(zstate_acquire(e->state, i, &v));
+        zadam_step(h, (size_t)v.n, v.master, v.m, v.v, (const char *)g + (size_t)v.lo * gsz, gdt,
+                   (char *)out + (size_t)v.lo * csz, e->compute_dtype, e->decay_mask + v.lo / ZADAM_MASK_GROUP);
+        TRY(zstate_release(e->state, i));
+    }
+    TRY(zstate_pass_end(e->state));
+    return ZINC_OK;
+fail:
+    zstate_pass_abort(e->state);
+    return st;
+}
+
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     zinc_status st = ZINC_OK;
     memset(info, 0, sizeof *info);
@@ -157,8 +177,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         const void *g = zgrads_local(e, &gdt);
         size_t csz = zinc_dtype_size(e->compute_dtype);
         void *out = e->stage == 3 ? e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
-        zadam_step(&h, (size_t)(e->own_hi - e->own_lo), e->master, e->exp_avg, e->exp_avg_sq, g, gdt, out,
-                   e->compute_dtype, e->decay_mask);
+        TRY(adam_pass(e, &h, g, gdt, out));
         if (e->stage == 1 || e->stage == 2) TRY(allgather_params(e));
         double prev;
         if (zls_update(&e->scaler, false, &prev) == ZLS_GREW)
