@@ -9,6 +9,7 @@
 #include "engine_internal.h"
 #include "error.h"
 #include "kernels/cpu_kernels.h"
+#include "mem_estimate.h"
 
 zinc_options zinc_default_options(void) {
     zinc_options o;
@@ -370,6 +371,7 @@ zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
             return ZERR(ZINC_ERR_STATE, "zinc_build: module \"%s\" has no parameters", e->modules[m].name);
 
     layout(e);
+    TRY(zmem_preflight(e)); /* refuses, with the numbers, a config this machine cannot hold */
     size_t csz = zinc_dtype_size(e->compute_dtype);
     int64_t own = e->own_hi - e->own_lo;
     e->built = true; /* from here on zinc_destroy frees what was allocated */

@@ -15,6 +15,7 @@
 
 #include "engine_internal.h"
 #include "error.h"
+#include "zero/sizing.h"
 
 static size_t csz(const zinc_engine *e) { return zinc_dtype_size(e->compute_dtype); }
 static int64_t numel(const zmodule *m) { return m->flat_end - m->flat_begin; }
@@ -26,9 +27,8 @@ static void decide_persistence(zinc_engine *e) {
     for (int i = 0; i < e->nmodules; i++) {
         zmodule *m = &e->modules[i];
         int64_t n = numel(m);
-        m->persistent = n <= e->cfg.zero.param_persistence_threshold &&
-                        total + n <= e->cfg.zero.model_persistence_threshold;
-        if (m->persistent) total += n;
+        m->persistent = zsize_persistent(n, &total, e->cfg.zero.param_persistence_threshold,
+                                         e->cfg.zero.model_persistence_threshold);
     }
 }
 

@@ -18,16 +18,15 @@
 #include "engine_internal.h"
 #include "error.h"
 #include "kernels/cpu_kernels.h"
+#include "zero/sizing.h"
 
 static size_t gsz(const zinc_engine *e) { return zinc_dtype_size(e->grad_dtype); }
-static size_t csz(const zinc_engine *e) { return zinc_dtype_size(e->comm_dtype); }
 
 /* What each rank multiplies its gradient by before communication: DeepSpeed's prescale_gradients
  * divides by the world size first; otherwise it divides by gradient_predivide_factor (default 1) and
  * the step multiplies by predivide / world afterwards (see zgrads_post_scale). */
 static float pre_scale(const zinc_engine *e) {
-    if (e->cfg.prescale_gradients) return 1.0f / (float)e->world;
-    return (float)(1.0 / e->cfg.gradient_predivide_factor);
+    return zsize_pre_scale(e->cfg.prescale_gradients, e->cfg.gradient_predivide_factor, e->world);
 }
 
 /* Converts n elements from one dtype to another, multiplying by scale, through a small fp32 tile. */
@@ -44,45 +43,42 @@ static void convert(void *dst, zinc_dtype dt, const void *src, zinc_dtype st, si
 }
 
 static bool send_needs_copy(const zinc_engine *e) {
-    return e->comm_dtype != e->grad_dtype || pre_scale(e) != 1.0f;
+    return zsize_send_needs_copy(e->comm_dtype, e->grad_dtype, e->cfg.prescale_gradients,
+                                 e->cfg.gradient_predivide_factor, e->world);
 }
 
 zinc_status zgrads_alloc(zinc_engine *e) {
     zinc_status st = ZINC_OK;
-    if (e->stage <= 1) {
-        e->bytes_grads_full = (size_t)e->part.padded * gsz(e);
-        TRY(zengine_alloc(e, ZINC_MEM_GRADS, e->bytes_grads_full, "the gradient buffer", &e->grads_full));
-    }
-    if (e->stage >= 1) {
-        e->bytes_grads_shard = (size_t)e->part.shard * sizeof(float);
-        TRY(zengine_alloc(e, ZINC_MEM_GRADS, e->bytes_grads_shard, "the fp32 gradient shard",
-                          (void **)&e->grads_shard));
-    }
-    if (e->stage == 0 && !send_needs_copy(e)) return ZINC_OK;
-
-    /* Bucket capacity: reduce_bucket_size elements, but at least the largest module (a module's
-     * gradients are handed out as one piece) and at most the whole buffer. */
-    int64_t cap = e->cfg.zero.reduce_bucket_size;
+    /* The sizes come from zero/sizing.c, which the memory estimator uses too. */
     int64_t biggest = 0;
     for (int m = 0; m < e->nmodules; m++) {
         int64_t n = e->modules[m].flat_end - e->modules[m].flat_begin;
         if (n > biggest) biggest = n;
     }
-    if (e->stage >= 2 && cap < biggest) {
+    zgrads_plan plan;
+    zgrads_plan_make(&(zgrads_plan_in){.stage = e->stage, .world = e->world, .part = &e->part,
+                                       .grad_dtype = e->grad_dtype, .comm_dtype = e->comm_dtype,
+                                       .send_needs_copy = send_needs_copy(e),
+                                       .reduce_bucket_size = e->cfg.zero.reduce_bucket_size,
+                                       .biggest_module = biggest, .overlap_comm = e->cfg.zero.overlap_comm},
+                     &plan);
+    e->bytes_grads_full = plan.bytes_grads_full;
+    e->bytes_grads_shard = plan.bytes_grads_shard;
+    if (e->stage <= 1)
+        TRY(zengine_alloc(e, ZINC_MEM_GRADS, e->bytes_grads_full, "the gradient buffer", &e->grads_full));
+    if (e->stage >= 1)
+        TRY(zengine_alloc(e, ZINC_MEM_GRADS, e->bytes_grads_shard, "the fp32 gradient shard",
+                          (void **)&e->grads_shard));
+    if (plan.nbuckets == 0) return ZINC_OK;
+    if (plan.cap_raised)
         ZLOG_INFO(&e->log,
                   "reduce_bucket_size %lld is smaller than the largest module (%lld elements): buckets hold %lld",
-                  (long long)cap, (long long)biggest, (long long)biggest);
-        cap = biggest;
-    }
-    if (cap < ZPART_SHARD_ALIGN) cap = ZPART_SHARD_ALIGN;
-    if (cap > e->part.padded) cap = e->part.padded;
-    e->bucket_cap = zpart_align_up(cap, ZPART_PARAM_ALIGN);
-    e->nbuckets = e->cfg.zero.overlap_comm && e->world > 1 ? 2 : 1;
-    int64_t recv_n = e->bucket_cap < e->part.shard ? e->bucket_cap : e->part.shard;
-    if (e->stage == 0) recv_n = 0; /* stage 0 all-reduces in the send buffer */
-    e->bytes_bucket_grads = e->stage >= 2 ? (size_t)e->bucket_cap * gsz(e) : 0;
-    e->bytes_bucket_send = send_needs_copy(e) ? (size_t)e->bucket_cap * csz(e) : 0;
-    e->bytes_bucket_recv = (size_t)recv_n * csz(e);
+                  (long long)e->cfg.zero.reduce_bucket_size, (long long)biggest, (long long)biggest);
+    e->bucket_cap = plan.bucket_cap;
+    e->nbuckets = plan.nbuckets;
+    e->bytes_bucket_grads = plan.bytes_bucket_grads;
+    e->bytes_bucket_send = plan.bytes_bucket_send;
+    e->bytes_bucket_recv = plan.bytes_bucket_recv;
     for (int i = 0; i < e->nbuckets; i++) {
         zbucket *b = &e->buckets[i];
         TRY(zengine_alloc(e, ZINC_MEM_BUCKETS, e->bytes_bucket_grads, "a gradient bucket", &b->grads));

@@ -1,0 +1,115 @@
+/* The memory estimator: from a model's parameter sizes (grouped into modules), a resolved ds_config, the
+ * world size and the compute device, the bytes one rank's engine allocates, by memory kind and category,
+ * at their peak. It follows the engine's own rules (zero/partition.h for the flat layout, zero/sizing.h
+ * for gradients, buckets and stage-3 persistence, offload/state.h for where the optimizer state lives)
+ * and simulates the stage-3 gather schedule for a model that enters its modules in registration order
+ * in forward and in reverse order in backward. tests/test_mem_estimate.c checks it against the engine's
+ * accounting for every stage, offload choice and 1-4 ranks.
+ *
+ * Also here: DeepSpeed's own estimators (reference/deepspeed.md section 6), for comparison, and the
+ * pre-flight check zinc_build runs before allocating anything. */
+#ifndef ZINC_RUNTIME_MEM_ESTIMATE_H
+#define ZINC_RUNTIME_MEM_ESTIMATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "zinc.h"
+
+struct zinc_engine;
+
+/* Parameters in registration (forward) order and the module of each: 0 for the first parameter,
+ * nondecreasing, no gaps (what zinc_module_add / zinc_param_add allow). */
+typedef struct zmem_model {
+    int nparams;
+    const int64_t *numel;
+    const int *module;
+} zmem_model;
+
+typedef struct zmem_estimate {
+    /* Peak bytes per (memory kind, category). Only the gather buffers come and go during a step, so the
+     * peak of each kind's total is the sum of its row. */
+    uint64_t bytes[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT];
+    uint64_t total[ZINC_MEMKIND_COUNT];
+
+    /* What it was computed from, for reports. */
+    int stage, world, rank;
+    zinc_device_kind device;
+    zcfg_offload_device offload;      /* offload_optimizer.device */
+    zinc_dtype compute_dtype, grad_dtype, comm_dtype;
+    int64_t numel;                    /* parameters (no padding) */
+    int64_t flat_numel;               /* the flat buffer before shard padding */
+    int64_t shard, padded;            /* elements per rank; world * shard */
+    int64_t own;                      /* elements of optimizer state on this rank */
+    int nmodules;
+    int64_t largest_module;           /* parameters of the largest module (no padding): DeepSpeed's L */
+    int64_t largest_module_flat;      /* its flat (aligned) elements */
+    int64_t largest_param;
+    int npersistent;                  /* stage 3: modules that stay gathered */
+    int64_t persistent_numel;
+    int nbuckets;
+    int64_t bucket_cap;
+    bool bucket_cap_raised;           /* reduce_bucket_size was below the largest module (stages 2-3) */
+    int64_t gather_peak_numel;        /* stage 3: non-persistent elements gathered at once, at most */
+    int64_t state_chunk;              /* elements per optimizer-state chunk (sub_group_size) */
+    int nvme_swap_buffers;            /* NVMe store: swap buffers, each one chunk of master, m and v */
+} zmem_estimate;
+
+/* Computes the estimate for rank `rank` of `world`. cfg must be resolved (zcfg_load_*). device is the
+ * compute device: ZINC_DEVICE_CPU places everything in host memory (what the engine does today),
+ * ZINC_DEVICE_CUDA places the same plan in device memory (pinned host for offload with pin_memory).
+ * Fails with ZINC_ERR_INVALID_ARG for an empty or malformed model. */
+zinc_status zmem_estimate_compute(const zmem_model *m, const zinc_config *cfg, int world, int rank,
+                                  zinc_device_kind device, zmem_estimate *out);
+
+/* The model-state categories (parameters, gradients, master, moments, bookkeeping), which the estimate
+ * predicts exactly, as opposed to the buffers (buckets, gather, staging). */
+bool zmem_is_model_state(zinc_mem_category c);
+
+/* ---------------------------------------------------------------- DeepSpeed's estimators */
+
+typedef struct zmem_ds_estimate {
+    bool available;         /* DeepSpeed has a formula for this stage/offload combination */
+    const char *function;   /* e.g. "estimate_zero3_model_states_mem_needs" */
+    uint64_t gpu_bytes;     /* per GPU */
+    uint64_t cpu_bytes;     /* per node; ZeRO-3: with zero_init */
+    uint64_t cpu_bytes_no_zero_init; /* ZeRO-3 without zero_init (ZeRO-2: same as cpu_bytes) */
+} zmem_ds_estimate;
+
+/* DeepSpeed's estimate_zero2/zero3_model_states_mem_needs (reference section 6) for P parameters,
+ * largest layer L, nodes x gpus_per_node GPUs and additional_buffer_factor abf (DeepSpeed: 1.5). Stage 0
+ * has none; stage 1 uses the ZeRO-2 formula (DeepSpeed has one estimator for stage_1_and_2.py); NVMe
+ * offload has none. */
+void zmem_deepspeed_estimate(int stage, zcfg_offload_device offload_optimizer, bool offload_param, int64_t P,
+                             int64_t L, int nodes, int gpus_per_node, double abf, zmem_ds_estimate *out);
+
+/* ---------------------------------------------------------------- pre-flight */
+
+/* What this machine offers a rank. Each amount can be faked for tests with an environment variable
+ * holding bytes: ZINC_FAKE_MEM_AVAILABLE, ZINC_FAKE_MEMLOCK, ZINC_FAKE_NVME_FREE. */
+typedef struct zmem_available {
+    bool have_mem;
+    uint64_t mem_available;   /* MemAvailable in /proc/meminfo */
+    bool have_memlock;        /* false: unlimited or unknown */
+    uint64_t memlock;         /* RLIMIT_MEMLOCK soft limit */
+    bool have_nvme;
+    uint64_t nvme_free;       /* statvfs f_bavail * f_frsize under nvme_path */
+} zmem_available;
+
+void zmem_available_read(const char *nvme_path, zmem_available *out);
+
+/* Checks an estimate against what is available when `local_ranks` ranks share the node (and the NVMe
+ * path): host + pinned bytes against MemAvailable, pinned bytes per process against RLIMIT_MEMLOCK, NVMe
+ * bytes against the free space. Returns ZINC_ERR_NOMEM with the numbers and what to change. */
+zinc_status zmem_preflight_check(const zmem_estimate *est, int local_ranks, const zmem_available *avail,
+                                 const char *nvme_path);
+
+/* zinc_build's pre-flight (after the layout, before any allocation): estimates this engine and checks
+ * it. ZINC_PREFLIGHT=0 in the environment turns it off. */
+zinc_status zmem_preflight(struct zinc_engine *e);
+
+/* Collective: every rank's memory report, in rank order (all holds world entries), on every rank. */
+zinc_status zmem_allgather_reports(struct zinc_engine *e, zinc_memory_report *all);
+
+#endif

@@ -1,0 +1,48 @@
+#include "sizing.h"
+
+float zsize_pre_scale(bool prescale_gradients, double predivide_factor, int world) {
+    if (prescale_gradients) return 1.0f / (float)world;
+    return (float)(1.0 / predivide_factor);
+}
+
+bool zsize_send_needs_copy(zinc_dtype comm_dtype, zinc_dtype grad_dtype, bool prescale_gradients,
+                           double predivide_factor, int world) {
+    return comm_dtype != grad_dtype || zsize_pre_scale(prescale_gradients, predivide_factor, world) != 1.0f;
+}
+
+void zgrads_plan_make(const zgrads_plan_in *in, zgrads_plan *out) {
+    const zpartition *part = in->part;
+    size_t gsz = zinc_dtype_size(in->grad_dtype), csz = zinc_dtype_size(in->comm_dtype);
+    *out = (zgrads_plan){0};
+    out->biggest_module = in->biggest_module;
+    if (in->stage <= 1) out->bytes_grads_full = (size_t)part->padded * gsz;
+    if (in->stage >= 1) out->bytes_grads_shard = (size_t)part->shard * sizeof(float);
+    if (in->stage == 0 && !in->send_needs_copy) return;
+
+    /* Bucket capacity: reduce_bucket_size elements, but at least the largest module (a module's
+     * gradients are handed out as one piece) and at most the whole buffer. */
+    int64_t cap = in->reduce_bucket_size;
+    if (in->stage >= 2 && cap < in->biggest_module) {
+        out->cap_raised = true;
+        cap = in->biggest_module;
+    }
+    if (cap < ZPART_SHARD_ALIGN) cap = ZPART_SHARD_ALIGN;
+    if (cap > part->padded) cap = part->padded;
+    out->bucket_cap = zpart_align_up(cap, ZPART_PARAM_ALIGN);
+    out->nbuckets = in->overlap_comm && in->world > 1 ? 2 : 1;
+    int64_t recv_n = out->bucket_cap < part->shard ? out->bucket_cap : part->shard;
+    if (in->stage == 0) recv_n = 0; /* stage 0 all-reduces in the send buffer */
+    out->bytes_bucket_grads = in->stage >= 2 ? (size_t)out->bucket_cap * gsz : 0;
+    out->bytes_bucket_send = in->send_needs_copy ? (size_t)out->bucket_cap * csz : 0;
+    out->bytes_bucket_recv = (size_t)recv_n * csz;
+}
+
+size_t zgrads_plan_bucket_bytes(const zgrads_plan *p) {
+    return (size_t)p->nbuckets * (p->bytes_bucket_grads + p->bytes_bucket_send + p->bytes_bucket_recv);
+}
+
+bool zsize_persistent(int64_t n, int64_t *total, int64_t param_threshold, int64_t model_threshold) {
+    bool keep = n <= param_threshold && *total + n <= model_threshold;
+    if (keep) *total += n;
+    return keep;
+}

@@ -1,0 +1,50 @@
+/* Sizing rules shared by the engine (zero/grads.c, zero/gather.c) and the memory estimator
+ * (runtime/mem_estimate.c), so a prediction cannot drift from what is allocated: gradient buffers and
+ * reduction buckets per stage, whether gradients need a separate send copy, and stage-3 persistence. */
+#ifndef ZINC_ZERO_SIZING_H
+#define ZINC_ZERO_SIZING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "partition.h"
+#include "zinc.h"
+
+/* What gradients are multiplied by before communication (DeepSpeed's prescale_gradients divides by the
+ * world size; otherwise by gradient_predivide_factor), and whether that or a comm dtype different from
+ * the grad dtype makes the send path convert into a separate buffer. */
+float zsize_pre_scale(bool prescale_gradients, double predivide_factor, int world);
+bool zsize_send_needs_copy(zinc_dtype comm_dtype, zinc_dtype grad_dtype, bool prescale_gradients,
+                           double predivide_factor, int world);
+
+/* Gradient buffers and reduction buckets of one rank (zero/grads.c allocates exactly these). */
+typedef struct zgrads_plan {
+    size_t bytes_grads_full;   /* stages 0-1: the full flat gradient buffer, grad dtype */
+    size_t bytes_grads_shard;  /* stages 1-3: the fp32 gradient shard */
+    int nbuckets;              /* 0 when no bucket is needed (stage 0 without a send copy) */
+    int64_t bucket_cap;        /* elements per bucket */
+    bool cap_raised;           /* stages 2-3: reduce_bucket_size was below the largest module */
+    int64_t biggest_module;    /* elements (aligned) */
+    size_t bytes_bucket_grads, bytes_bucket_send, bytes_bucket_recv; /* per bucket */
+} zgrads_plan;
+
+typedef struct zgrads_plan_in {
+    int stage, world;
+    const zpartition *part;
+    zinc_dtype grad_dtype, comm_dtype;
+    bool send_needs_copy;
+    int64_t reduce_bucket_size;
+    int64_t biggest_module;    /* largest flat_end - flat_begin over modules */
+    bool overlap_comm;
+} zgrads_plan_in;
+
+void zgrads_plan_make(const zgrads_plan_in *in, zgrads_plan *out);
+/* Bytes of all buckets together. */
+size_t zgrads_plan_bucket_bytes(const zgrads_plan *p);
+
+/* Stage 3: whether a module of n (aligned) elements stays gathered, given the elements already
+ * persistent (*total, updated). Modules are decided in registration order. */
+bool zsize_persistent(int64_t n, int64_t *total, int64_t param_threshold, int64_t model_threshold);
+
+#endif
