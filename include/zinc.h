@@ -263,6 +263,41 @@ typedef struct zinc_memory_report {
 
 zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out);
 
+/* ---------------------------------------------------------------- checkpoints (docs/checkpoints.md) */
+
+/* Collective (every rank calls it, after zinc_build, between optimizer steps): saves the optimizer state
+ * (fp32 master weights, exp_avg, exp_avg_sq; in stage 3 also the parameter shard), the step counters,
+ * the loss scaler and the LR-schedule position to <dir>/<tag>/: manifest.json plus one shard file per
+ * rank (one file in stage 0). `tag` NULL means "step<N>" (N = optimizer steps so far); tags are 1-128
+ * characters of [A-Za-z0-9._+-]. Files are written under temporary names, fsynced and renamed; the tag
+ * directory replaces an older one of the same tag atomically, and <dir>/latest is updated last, so an
+ * interrupted save leaves the previous checkpoint loadable. Ranks must agree on the tag
+ * (checkpoint.tag_validation: Warn uses rank 0's, Ignore too without a warning, Fail errors);
+ * checkpoint.use_node_local_storage makes the first rank of every node write the manifest there.
+ * Every rank returns the same status. */
+zinc_status zinc_save_checkpoint(zinc_engine *e, const char *dir, const char *tag);
+
+/* Collective (after zinc_build, before training or between steps): loads a checkpoint. `path` is a tag
+ * directory (DIR/TAG) or a checkpoint directory (DIR: the tag <DIR>/latest names). Any rank count and
+ * ZeRO stage can load a checkpoint saved with any other: each rank reads only the byte ranges of its own
+ * shard. The model must register the same parameters (names, shapes, order) as the saved one; the error
+ * names the first difference. Checksums are verified; a missing, truncated or corrupted file is an error
+ * naming it. Parameters are rebuilt from the fp32 master weights; steps, loss scaler and LR-schedule
+ * position are restored, so continuing with the same rank count, stage and config is bitwise identical
+ * to the uninterrupted run. A failure after the state was touched leaves the engine unusable (it is
+ * logged): destroy it. Every rank returns the same status. */
+zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path);
+
+/* Optimizer steps attempted so far (taken + skipped), restored by zinc_load_checkpoint: the step a
+ * resumed training loop continues from. */
+int64_t zinc_step_count(const zinc_engine *e);
+
+/* Not collective, needs no engine: writes the full fp32 master weights of checkpoint `checkpoint`
+ * (DIR or DIR/TAG) to `out_path` as a safetensors file, one tensor per parameter (its registered name
+ * and shape) in `dtype` (ZINC_FP32, or rounded to nearest even for ZINC_BF16 / ZINC_FP16). Reads the
+ * shard files directly, verifying their checksums. */
+zinc_status zinc_export_safetensors(const char *checkpoint, const char *out_path, zinc_dtype dtype);
+
 #ifdef __cplusplus
 }
 #endif

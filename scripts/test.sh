@@ -3,6 +3,28 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+
+# A Python with safetensors and numpy for the checkpoint export test (tests/test_safetensors.py): a venv
+# at build/pyenv, which the CMake configure finds. Idempotent; without network it warns and that test
+# skips.
+setup_pyenv() {
+  local env=build/pyenv py=build/pyenv/bin/python3
+  if [[ -x $py ]] && "$py" -c "import safetensors, numpy" 2>/dev/null; then return 0; fi
+  mkdir -p build
+  if [[ ! -x $py ]] && ! python3 -m venv "$env"; then
+    rm -rf "$env"
+    echo "test.sh: warning: python3 -m venv failed (is python3-venv installed?); the safetensors test will skip" >&2
+    return 0
+  fi
+  if ! timeout 300 "$py" -m pip install --quiet --disable-pip-version-check --timeout 20 --retries 1 \
+      safetensors numpy; then
+    echo "test.sh: warning: pip could not install safetensors and numpy into $env (PyPI unreachable?);" \
+         "the safetensors test will skip" >&2
+  fi
+  return 0
+}
+setup_pyenv
+
 scripts/build.sh "$@"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ctest --test-dir build --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"

@@ -21,7 +21,8 @@ static void usage(FILE *f) {
             "\n"
             "options:\n"
             "  --config FILE     the ds_config.json (required)\n"
-            "  --steps N         optimizer steps to run (default 100)\n"
+            "  --steps N         the optimizer step count to reach (default 100); a run resumed at step K\n"
+            "                    trains N - K more\n"
             "  --seed S          parameter initialisation seed (default 1234)\n"
             "  --data-seed S     the synthetic task's seed (default 42)\n"
             "  --hidden N        hidden width (default 128); --depth N hidden layers (default 2)\n"
@@ -29,6 +30,10 @@ static void usage(FILE *f) {
             "  --device D        cpu | cuda | auto (default: the config's zinc.device, else auto)\n"
             "  --threads N       CPU kernel threads per rank (default: cores / ranks on the node)\n"
             "  --report FILE     write a JSON summary (loss, steps, loss scale, parameter norm and checksum)\n"
+            "  --save DIR        save checkpoints to DIR (tags step<N>, DIR/latest names the newest): at the end,\n"
+            "                    and every K steps with --save-every K\n"
+            "  --resume PATH     continue from a checkpoint: DIR (its latest) or DIR/TAG; any rank count and\n"
+            "                    ZeRO stage can resume any checkpoint of the same model\n"
             "  --quiet           only warnings, errors and the summary\n");
 }
 
@@ -69,8 +74,8 @@ static void progress(int64_t done, int64_t total, double loss, double rate) {
 }
 
 int zinc_cmd_train(int argc, char **argv) {
-    const char *config = NULL, *report = NULL;
-    int64_t steps = 100, seed = 1234, data_seed = 42, threads = 0;
+    const char *config = NULL, *report = NULL, *save_dir = NULL, *resume = NULL;
+    int64_t steps = 100, seed = 1234, data_seed = 42, threads = 0, save_every = 0;
     zinc_mlp_config mc = zinc_mlp_default_config();
     zinc_options o = zinc_default_options();
     int quiet = 0;
@@ -82,6 +87,12 @@ int zinc_cmd_train(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--config")) config = v, i++;
         else if (!strcmp(a, "--report")) report = v, i++;
+        else if (!strcmp(a, "--save")) save_dir = v, i++;
+        else if (!strcmp(a, "--resume")) resume = v, i++;
+        else if (!strcmp(a, "--save-every")) {
+            if (parse_i64(a, v, 1, INT64_MAX / 2, &save_every)) return 2;
+            i++;
+        }
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--steps")) {
             if (parse_i64(a, v, 0, INT64_MAX / 2, &steps)) return 2;
@@ -119,6 +130,10 @@ int zinc_cmd_train(int argc, char **argv) {
             return 2;
         }
     }
+    if ((save_dir && !*save_dir) || (resume && !*resume) || (!save_dir && save_every)) {
+        fprintf(stderr, "zinc train: --save and --resume need a path; --save-every needs --save DIR\n");
+        return 2;
+    }
     if (!config) {
         fprintf(stderr, "zinc train: --config FILE is required (for example ds_configs/zero2_fp16.json)\n");
         usage(stderr);
@@ -142,19 +157,31 @@ int zinc_cmd_train(int argc, char **argv) {
         fprintf(stderr, "zinc train: building the model failed: %s\n", zinc_last_error());
         goto done;
     }
+    int64_t start = 0, last_saved = -1;
+    if (resume) {
+        if (zinc_load_checkpoint(e, resume) != ZINC_OK) {
+            fprintf(stderr, "zinc train: resuming from %s failed: %s\n", resume, zinc_last_error());
+            goto done;
+        }
+        start = zinc_step_count(e);
+        if (start > steps && zinc_rank(e) == 0)
+            fprintf(stderr, "zinc train: the checkpoint is at step %" PRId64 ", beyond --steps %" PRId64
+                            "; nothing to train\n",
+                    start, steps);
+    }
     int rank0 = zinc_rank(e) == 0;
     int64_t every = zinc_steps_per_print(e);
     int bar = rank0 && !quiet && isatty(2) && every == 0;
-    zinc_step_info info = {0};
+    zinc_step_info info = {.step = start};
     zinc_mlp_metrics met = {0}, first = {0};
     double t0 = now_s(), t_last = t0;
-    int64_t last_step = 0;
-    for (int64_t s = 0; s < steps; s++) {
+    int64_t last_step = start;
+    for (int64_t s = start; s < steps; s++) {
         if (zinc_mlp_train_step(m, s, &info, &met) != ZINC_OK) {
             fprintf(stderr, "zinc train: step %" PRId64 " failed: %s\n", s + 1, zinc_last_error());
             goto done;
         }
-        if (s == 0) first = met;
+        if (s == start) first = met;
         double t = now_s();
         if (every > 0 && ((s + 1) % every == 0 || s + 1 == steps)) {
             double rate = (double)((s + 1 - last_step) * zinc_train_batch_size(e)) / (t - t_last);
@@ -166,7 +193,21 @@ int zinc_cmd_train(int argc, char **argv) {
             t_last = t;
             last_step = s + 1;
         }
-        if (bar) progress(s + 1, steps, met.loss, (double)((s + 1) * zinc_train_batch_size(e)) / (t - t0));
+        if (bar) progress(s + 1, steps, met.loss, (double)((s + 1 - start) * zinc_train_batch_size(e)) / (t - t0));
+        if (save_dir && save_every > 0 && (s + 1) % save_every == 0) {
+            if (zinc_save_checkpoint(e, save_dir, NULL) != ZINC_OK) {
+                fprintf(stderr, "zinc train: saving the checkpoint of step %" PRId64 " failed: %s\n", s + 1,
+                        zinc_last_error());
+                goto done;
+            }
+            last_saved = s + 1;
+        }
+    }
+    if (save_dir && last_saved != zinc_step_count(e)) {
+        if (zinc_save_checkpoint(e, save_dir, NULL) != ZINC_OK) {
+            fprintf(stderr, "zinc train: saving the final checkpoint failed: %s\n", zinc_last_error());
+            goto done;
+        }
     }
     double elapsed = now_s() - t0;
 
@@ -186,19 +227,20 @@ int zinc_cmd_train(int argc, char **argv) {
                 "loss %.4f -> %.4f, accuracy %.3f -> %.3f; loss scale %g; parameter norm %.6f, checksum %016" PRIx64
                 "\n",
                 info.step, info.steps_taken, info.steps_skipped, elapsed,
-                elapsed > 0 ? (double)(steps * zinc_train_batch_size(e)) / elapsed : 0.0, first.loss, met.loss,
+                elapsed > 0 ? (double)((steps - start) * zinc_train_batch_size(e)) / elapsed : 0.0, first.loss, met.loss,
                 first.accuracy, met.accuracy, (double)info.loss_scale, norm, sum);
         if (report) {
             char hex[32];
             snprintf(hex, sizeof hex, "%016" PRIx64, sum);
-            json_t *j = json_pack("{s:s, s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:s, s:f}",
+            json_t *j = json_pack("{s:s, s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:s, s:f, s:I}",
                                   "config", config, "world_size", zinc_world_size(e), "zero_stage", zinc_zero_stage(e),
                                   "steps", (json_int_t)info.step, "steps_taken", (json_int_t)info.steps_taken,
                                   "steps_skipped", (json_int_t)info.steps_skipped, "first_loss", first.loss,
                                   "final_loss", met.loss, "final_accuracy", met.accuracy, "final_loss_scale",
                                   (double)info.loss_scale, "final_lr", info.lr, "final_grad_norm",
                                   isfinite(info.grad_norm) ? info.grad_norm : -1.0, "parameters", (json_int_t)n,
-                                  "param_l2_norm", norm, "param_checksum", hex, "seconds", elapsed);
+                                  "param_l2_norm", norm, "param_checksum", hex, "seconds", elapsed, "resumed_from_step",
+                                  (json_int_t)start);
             if (!j || json_dump_file(j, report, JSON_INDENT(2)) != 0) {
                 fprintf(stderr, "zinc train: cannot write the report to %s\n", report);
                 json_decref(j);

@@ -15,6 +15,7 @@ static void usage(FILE *f) {
             "  train     train the example model with a ds_config (zinc train --help)\n"
             "  config    check a ds_config and print it fully resolved (zinc config check FILE)\n"
             "  mem       per-rank memory: zinc mem estimate (predict) | zinc mem measure (run and compare)\n"
+            "  checkpoint  inspect a checkpoint or export it to safetensors (zinc checkpoint --help)\n"
             "\n"
             "  zinc --version | zinc --help\n"
             "Several ranks: mpirun -np N zinc train --config FILE (or srun).\n",
@@ -33,6 +34,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "train")) return zinc_cmd_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "config")) return zinc_cmd_config(argc - 1, argv + 1);
     if (!strcmp(argv[1], "mem")) return zinc_cmd_mem(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "checkpoint")) return zinc_cmd_checkpoint(argc - 1, argv + 1);
     fprintf(stderr, "zinc: unknown command \"%s\"\n\n", argv[1]);
     usage(stderr);
     return 2;
