@@ -173,7 +173,9 @@ typedef struct zinc_config {
 /* DeepSpeed's defaults (zinc's where documented), world_size 1, no batch sizes resolved. */
 void zcfg_defaults(zinc_config *c);
 
-/* Parses, validates and resolves a ds_config. world_size resolves the batch triad. Errors return
+/* Parses, validates and resolves a ds_config. The text is JSON with hjson-style comments allowed ("//",
+ * "#" and block comments, as DeepSpeed reads it); duplicate keys are an error. world_size resolves the batch
+ * triad. `out` is written only on success. Errors return
  * ZINC_ERR_CONFIG with every problem found (one per line) in zinc_last_error(); warnings go to `log`.
  * `origin` names the text in messages (a file path, or "<json text>"). */
 zinc_status zcfg_load_file(const char *path, int world_size, const zlog *log, zinc_config *out);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_internal.h"
 #include "config_schema.h"
 
 static json_t *value(const zinc_config *c, const zk_key *k) {
@@ -47,6 +48,22 @@ static void dump_table(const zinc_config *c, const zk_table *t, json_t *out, jso
     }
 }
 
+/* The digits the dump needs so that every real reads back exactly: the most any one value needs, so
+ * 0.001 prints as 0.001 rather than 0.0010000000000000000208. */
+static int digits_needed(const zinc_config *c, const zk_table *t, int most) {
+    for (size_t i = 0; i < t->nkeys; i++) {
+        const zk_key *k = &t->keys[i];
+        const double *d = (const double *)((const char *)c + k->off);
+        if (k->kind == ZK_OBJECT) most = digits_needed(c, k->sub, most);
+        else if (k->kind == ZK_F64 || k->kind == ZK_BETAS)
+            for (int j = 0; j < (k->kind == ZK_BETAS ? 2 : 1); j++) {
+                int p = zcfg_shortest_digits(d[j]);
+                if (p > most) most = p;
+            }
+    }
+    return most;
+}
+
 char *zcfg_dump_json(const zinc_config *c) {
     json_t *root = json_object(), *defaults = json_array();
     if (!root || !defaults) {
@@ -59,7 +76,7 @@ char *zcfg_dump_json(const zinc_config *c) {
     json_object_set_new(root, "_compute_dtype", json_string(zinc_dtype_name(c->compute_dtype)));
     dump_table(c, &zk_top, root, defaults);
     json_object_set_new(root, "_defaults", defaults);
-    char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(digits_needed(c, &zk_top, 1)));
     json_decref(root);
     return s;
 }

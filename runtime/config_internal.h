@@ -14,6 +14,9 @@ typedef struct zcfg_loader {
     size_t elen, ecap;
     int nerr;
     char autos[2048];    /* paths written as "auto", for the resolution log */
+    char via[2048];      /* "canonical=spelling|" for settings given through another spelling */
+    bool sched_type_bad; /* scheduler.type was refused: its parameters are not checked against it */
+    bool sched_params_reported; /* parameters without a scheduler type: reported once */
 } zcfg_loader;
 
 /* Records one problem ("ORIGIN: PATH: message"). */
@@ -25,6 +28,8 @@ void zcfg_problem(zcfg_loader *L, const char *path, const char *fmt, ...)
 void zcfg_mark_given(zinc_config *c, const char *path);
 void zcfg_mark_auto(zcfg_loader *L, const char *path);
 bool zcfg_parse_dtype(const char *s, zinc_dtype *out);
+/* The fewest significant digits (1..17) that print x so that it reads back exactly. */
+int zcfg_shortest_digits(double x);
 
 /* Derives the batch triad, dtypes and resolved defaults, and checks the rules that span keys. */
 void zcfg_resolve(zcfg_loader *L);

@@ -3,6 +3,7 @@
  * a time. Resolution of derived values (batch triad, dtypes) is in config_resolve.c. */
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "config_internal.h"
 #include "config_schema.h"
@@ -51,16 +53,72 @@ bool zcfg_given(const zinc_config *c, const char *path) {
     return false;
 }
 
-/* A short rendering of a JSON value for messages. */
+int zcfg_shortest_digits(double x) {
+    char b[40];
+    for (int p = 1; p < 17; p++) {
+        snprintf(b, sizeof b, "%.*g", p, x);
+        if (strtod(b, NULL) == x) return p;
+    }
+    return 17;
+}
+
+/* A number as written by a person: the shortest text that reads back exactly. */
+static void num_text(double x, char *buf, size_t n) {
+    if (x == floor(x) && fabs(x) < 1e15) snprintf(buf, n, "%.0f", x);
+    else snprintf(buf, n, "%.*g", zcfg_shortest_digits(x), x);
+}
+
+/* A short rendering of a JSON value for messages (cut at a character boundary when long). */
 static void show(const json_t *v, char *buf, size_t n) {
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (json_is_real(v)) {
+        num_text(json_real_value(v), buf, n);
+        return;
+    }
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15));
     if (!s) {
         snprintf(buf, n, "(value)");
         return;
     }
-    if (strlen(s) > 60) snprintf(buf, n, "%.57s...", s);
-    else snprintf(buf, n, "%s", s);
+    size_t len = strlen(s);
+    if (len > 60) {
+        size_t cut = 57;
+        while (cut > 0 && ((unsigned char)s[cut] & 0xC0) == 0x80) cut--; /* not inside a UTF-8 sequence */
+        snprintf(buf, n, "%.*s...", (int)cut, s);
+    } else {
+        snprintf(buf, n, "%s", s);
+    }
     free(s);
+}
+
+/* What a number key allows, for messages: "0 to 3", "at least 1". */
+static void range_text(const zk_key *k, char *buf, size_t n) {
+    char lo[40], hi[40];
+    num_text(k->lo, lo, sizeof lo);
+    num_text(k->hi, hi, sizeof hi);
+    if (k->kind == ZK_BETAS) snprintf(buf, n, "%s to below 1", lo);
+    else if (k->hi >= 0x1p63) snprintf(buf, n, "at least %s", lo);
+    else snprintf(buf, n, "%s to %s", lo, hi);
+}
+
+/* Settings given through another spelling (an alias or a legacy key): who set them, for "keep one". */
+static void via_add(zcfg_loader *L, const char *canon, const char *spelling) {
+    size_t n = strlen(L->via);
+    if (n + strlen(canon) + strlen(spelling) + 3 < sizeof L->via)
+        snprintf(L->via + n, sizeof L->via - n, "%s=%s|", canon, spelling);
+}
+
+static const char *via_get(const zcfg_loader *L, const char *canon, char *buf, size_t n) {
+    size_t k = strlen(canon);
+    for (const char *p = L->via; *p;) {
+        const char *bar = strchr(p, '|');
+        if (!bar) break;
+        if (!strncmp(p, canon, k) && p[k] == '=') {
+            snprintf(buf, n, "%.*s", (int)(bar - p - (ptrdiff_t)k - 1), p + k + 1);
+            return buf;
+        }
+        p = bar + 1;
+    }
+    return NULL;
 }
 
 static void join(char *out, size_t n, const char *prefix, const char *key) {
@@ -175,19 +233,22 @@ bool zcfg_parse_dtype(const char *s, zinc_dtype *out) {
 
 /* Reads a number into a double, or reports why not. Integers beyond 2^53 stay exact through json_integer. */
 static bool number(zcfg_loader *L, const zk_key *k, const json_t *v, const char *path, double *out) {
-    char s[80];
+    char s[80], r[100];
     show(v, s, sizeof s);
+    range_text(k, r, sizeof r);
     if (!json_is_number(v)) {
-        zcfg_problem(L, path, "expected a number in [%g, %g], got %s", k->lo, k->hi, s);
+        zcfg_problem(L, path, "expected a number (%s), got %s", r, s);
         return false;
     }
     double x = json_number_value(v);
     if (!isfinite(x)) {
-        zcfg_problem(L, path, "%s is not a finite number", s);
+        zcfg_problem(L, path, "%s is not a finite number; allowed: %s", s, r);
         return false;
     }
-    if (x < k->lo || x > k->hi) {
-        zcfg_problem(L, path, "%s is out of range; allowed: %.17g to %.17g", s, k->lo, k->hi);
+    /* (double)INT64_MAX is 2^63, one past the largest int64: a float there cannot be converted */
+    bool int_kind = k->kind == ZK_INT || k->kind == ZK_I64 || k->kind == ZK_SIZE;
+    if (x < k->lo || x > k->hi || (int_kind && json_is_real(v) && x >= 0x1p63)) {
+        zcfg_problem(L, path, "%s is out of range; allowed: %s", s, r);
         return false;
     }
     *out = x;
@@ -210,7 +271,9 @@ static void set_scalar(zcfg_loader *L, const zk_key *k, const json_t *v, const c
         if (!number(L, k, v, path, &x)) return;
         if (json_is_real(v) && x != floor(x)) {
             if (k->kind != ZK_SIZE) {
-                zcfg_problem(L, path, "%s must be a whole number in [%.17g, %.17g]", s, k->lo, k->hi);
+                char r[100];
+                range_text(k, r, sizeof r);
+                zcfg_problem(L, path, "%s must be a whole number (%s)", s, r);
                 return;
             }
             ZLOG_WARN(L->log, "%s: %s: %s is not a whole number; rounded to %.0f", L->origin, path, s, round(x));
@@ -274,26 +337,43 @@ static void set_scalar(zcfg_loader *L, const zk_key *k, const json_t *v, const c
 
 static void walk(zcfg_loader *L, const zk_table *t, const json_t *obj, const char *prefix);
 
+/* The deprecated ZeRO offload flags, translated to the keys that replaced them. Setting the same thing
+ * both ways is an error whichever comes first (the other order is caught in one_key through L->via). */
 static void legacy(zcfg_loader *L, const zk_key *k, const json_t *v, const char *path) {
     zinc_config *c = L->c;
     char s[80];
+    if (json_is_null(v)) return;
     show(v, s, sizeof s);
     if (!json_is_boolean(v)) {
-        zcfg_problem(L, path, "expected true or false, got %s (deprecated; use %s)", s, k->target);
+        zcfg_problem(L, path, "expected true or false, got %s (deprecated; use zero_optimization.%s)", s, k->target);
         return;
     }
+    const char *targets[2] = {NULL, NULL};
+    if (!strcmp(k->name, "cpu_offload")) {
+        targets[0] = "zero_optimization.offload_optimizer.device";
+    } else if (!strcmp(k->name, "cpu_offload_param")) {
+        targets[0] = "zero_optimization.offload_param.device";
+    } else {
+        targets[0] = "zero_optimization.offload_optimizer.pin_memory";
+        targets[1] = "zero_optimization.offload_param.pin_memory";
+    }
+    for (int i = 0; i < 2 && targets[i]; i++)
+        if (zcfg_given(c, targets[i])) {
+            zcfg_problem(L, path, "sets %s, which is also given; keep one (%s is deprecated)", targets[i], k->name);
+            return;
+        }
     ZLOG_WARN(L->log, "%s: %s is deprecated; use zero_optimization.%s instead", L->origin, path, k->target);
     bool on = json_is_true(v);
     if (!strcmp(k->name, "cpu_offload")) {
         if (on) c->zero.offload_optimizer.device = ZOFFLOAD_CPU;
-        zcfg_mark_given(c, "zero_optimization.offload_optimizer.device");
     } else if (!strcmp(k->name, "cpu_offload_param")) {
         if (on) c->zero.offload_param.device = ZOFFLOAD_CPU;
-        zcfg_mark_given(c, "zero_optimization.offload_param.device");
     } else {
         c->zero.offload_optimizer.pin_memory = c->zero.offload_param.pin_memory = on;
-        zcfg_mark_given(c, "zero_optimization.offload_optimizer.pin_memory");
-        zcfg_mark_given(c, "zero_optimization.offload_param.pin_memory");
+    }
+    for (int i = 0; i < 2 && targets[i]; i++) {
+        zcfg_mark_given(c, targets[i]);
+        via_add(L, targets[i], path);
     }
 }
 
@@ -317,16 +397,35 @@ static void log_auto(zcfg_loader *L, const zk_key *k, const char *path) {
     }
 }
 
+/* A scheduler parameter that does not belong to the scheduler's type. */
+static void scheduler_param_mismatch(zcfg_loader *L, const zk_table *t, const char *path) {
+    zcfg_scheduler_type type = L->c->scheduler.type;
+    if (L->sched_type_bad) return; /* the type's own problem says it all */
+    if (type == ZSCHED_NONE) {
+        if (!L->sched_params_reported)
+            zcfg_problem(L, "scheduler.type", "missing (or \"none\"), but scheduler.params is given; give one of "
+                                              "\"WarmupLR\", \"WarmupDecayLR\", \"WarmupCosineLR\", \"OneCycle\"");
+        L->sched_params_reported = true;
+        return;
+    }
+    char list[512] = "";
+    size_t n = 0;
+    for (size_t i = 0; i < t->nkeys && n < sizeof list - 64; i++)
+        if ((t->keys[i].mask & (1u << type)) && t->keys[i].kind != ZK_IGNORED)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", t->keys[i].name);
+    zcfg_problem(L, path, "not a parameter of the %s schedule; its parameters are: %s", zk_scheduler_names[type], list);
+}
+
 static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const json_t *v, const char *prefix) {
-    char path[512], cpath[512];
-    join(path, sizeof path, prefix, key);
+    char path[512], cpath[512], other[512];
+    join(path, sizeof path, prefix, *key ? key : "\"\"");
     const zk_key *k = zk_find(t, key);
     if (!k) {
         unknown_key(L, t, key, path);
         return;
     }
     if (k->mask && !(k->mask & (1u << L->c->scheduler.type))) {
-        zcfg_problem(L, path, "not a parameter of the %s schedule", zk_scheduler_names[L->c->scheduler.type]);
+        scheduler_param_mismatch(L, t, path);
         return;
     }
     if (k->kind == ZK_ALIAS) {
@@ -337,11 +436,13 @@ static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const js
             return;
         }
         if (k->deprecated) ZLOG_WARN(L->log, "%s: %s is a deprecated spelling; use \"%s\"", L->origin, path, k->target);
+        via_add(L, cpath, path);
         k = canon;
     } else {
         snprintf(cpath, sizeof cpath, "%s", path);
-        if (zcfg_given(L->c, cpath) && k->kind != ZK_OBJECT) {
-            zcfg_problem(L, path, "given twice (once through another spelling of the same key); keep one");
+        if (zcfg_given(L->c, cpath)) {
+            const char *who = via_get(L, cpath, other, sizeof other);
+            zcfg_problem(L, path, "also given as \"%s\"; keep one", who ? who : "another spelling");
             return;
         }
     }
@@ -363,6 +464,15 @@ static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const js
         return;
     case ZK_OBJECT:
         if (json_is_null(v)) return;
+        if (json_is_boolean(v) && !strcmp(cpath, "zero_optimization")) {
+            /* DeepSpeed's deprecated form: "zero_optimization": true is stage 1 (read_zero_config_deprecated) */
+            L->c->zero.stage = json_is_true(v) ? 1 : 0;
+            ZLOG_WARN(L->log, "%s: zero_optimization: %s is DeepSpeed's deprecated form; use {\"stage\": %d}",
+                      L->origin, json_is_true(v) ? "true" : "false", L->c->zero.stage);
+            zcfg_mark_given(L->c, cpath);
+            zcfg_mark_given(L->c, "zero_optimization.stage");
+            return;
+        }
         if (!json_is_object(v)) {
             show(v, s, sizeof s);
             zcfg_problem(L, path, "expected an object ({...}), got %s", s);
@@ -383,6 +493,7 @@ static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const js
     int before = L->nerr;
     set_scalar(L, k, v, path);
     if (L->nerr == before) zcfg_mark_given(L->c, cpath);
+    else if (!strcmp(cpath, "scheduler.type")) L->sched_type_bad = true;
 }
 
 static void walk(zcfg_loader *L, const zk_table *t, const json_t *obj, const char *prefix) {
@@ -403,11 +514,39 @@ void zcfg_mark_auto(zcfg_loader *L, const char *path) {
         snprintf(L->autos + n, sizeof L->autos - n, "%s%s", n ? ", " : "", path);
 }
 
+/* hjson-style comments (DeepSpeed reads ds_configs with hjson): "//" and "#" to the end of the line and
+ block comments, outside strings, become spaces so that the parser's line:column positions stay right.
+ Returns the offset of an unterminated block comment, or -1. */
+static ptrdiff_t strip_comments(char *s) {
+    bool in_str = false;
+    for (size_t i = 0; s[i]; i++) {
+        if (in_str) {
+            if (s[i] == '\\' && s[i + 1]) i++;
+            else if (s[i] == '"') in_str = false;
+        } else if (s[i] == '"') {
+            in_str = true;
+        } else if (s[i] == '#' || (s[i] == '/' && s[i + 1] == '/')) {
+            while (s[i] && s[i] != '\n') s[i++] = ' ';
+            if (!s[i]) break;
+        } else if (s[i] == '/' && s[i + 1] == '*') {
+            size_t start = i;
+            s[i] = s[i + 1] = ' ';
+            for (i += 2; s[i] && !(s[i] == '*' && s[i + 1] == '/'); i++)
+                if (s[i] != '\n') s[i] = ' ';
+            if (!s[i]) return (ptrdiff_t)start;
+            s[i] = s[i + 1] = ' ';
+            i++;
+        }
+    }
+    return -1;
+}
+
 zinc_status zcfg_load_text(const char *json, const char *origin, int world_size, const zlog *log, zinc_config *out) {
     zinc_status st = ZINC_OK;
     zcfg_loader L = {.origin = origin ? origin : "<json text>", .log = log};
     zinc_config *c = NULL;
     json_t *root = NULL;
+    char *text = NULL;
     zlog quiet = {0};
     if (!L.log) L.log = &quiet;
     if (!json || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zcfg_load_text: json and out must not be NULL");
@@ -419,8 +558,21 @@ zinc_status zcfg_load_text(const char *json, const char *origin, int world_size,
     c->world_size = world_size;
     L.c = c;
 
+    size_t len = strlen(json);
+    TRY_ALLOC(text, len + 1, "the ds_config text");
+    memcpy(text, json, len + 1);
+    ptrdiff_t open = strip_comments(text);
+    if (open >= 0) {
+        int line = 1, col = 1;
+        for (ptrdiff_t i = 0; i < open; i++) {
+            if (json[i] == '\n') line++, col = 1;
+            else col++;
+        }
+        FAIL(ZINC_ERR_CONFIG, "%s:%d:%d: not valid JSON: unterminated comment (\"/*\" without \"*/\")", L.origin, line,
+             col);
+    }
     json_error_t je;
-    root = json_loads(json, JSON_REJECT_DUPLICATES, &je);
+    root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         FAIL(ZINC_ERR_CONFIG, "%s:%d:%d: not valid JSON: %s%s", L.origin, je.line, je.column, je.text,
              strstr(je.text, "duplicate") ? " (each key may appear once per object)" : "");
@@ -436,25 +588,43 @@ zinc_status zcfg_load_text(const char *json, const char *origin, int world_size,
 fail:
     json_decref(root);
     free(L.err);
+    free(text);
     free(c);
     return st;
 }
+
+#define ZCFG_FILE_MAX (64l << 20)
 
 zinc_status zcfg_load_file(const char *path, int world_size, const zlog *log, zinc_config *out) {
     zinc_status st = ZINC_OK;
     FILE *f = NULL;
     char *text = NULL;
+    struct stat sb;
     if (!path) return ZERR(ZINC_ERR_INVALID_ARG, "zcfg_load_file: path is NULL");
     f = fopen(path, "rb");
     if (!f) FAIL(ZINC_ERR_IO, "cannot open the ds_config \"%s\": %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) FAIL(ZINC_ERR_IO, "cannot read \"%s\": %s", path, strerror(errno));
-    long n = ftell(f);
-    if (n < 0) FAIL(ZINC_ERR_IO, "cannot read \"%s\" (is it a directory?)", path);
-    if (n > (64l << 20)) FAIL(ZINC_ERR_CONFIG, "\"%s\" is %ld bytes; a ds_config is at most 64 MiB", path, n);
-    rewind(f);
-    TRY_ALLOC(text, (size_t)n + 1, "the ds_config text");
-    if (fread(text, 1, (size_t)n, f) != (size_t)n) FAIL(ZINC_ERR_IO, "short read from \"%s\"", path);
-    if (memchr(text, 0, (size_t)n)) FAIL(ZINC_ERR_CONFIG, "%s: contains a NUL byte; is it a JSON file?", path);
+    if (fstat(fileno(f), &sb) != 0) FAIL(ZINC_ERR_IO, "cannot stat \"%s\": %s", path, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) FAIL(ZINC_ERR_IO, "\"%s\" is a directory, not a regular file", path);
+    /* Read to the end rather than trusting the size, so pipes (/dev/stdin) work too. */
+    size_t n = 0, cap = S_ISREG(sb.st_mode) && sb.st_size > 0 ? (size_t)sb.st_size + 1 : 4096;
+    if (cap > (size_t)ZCFG_FILE_MAX + 1) cap = (size_t)ZCFG_FILE_MAX + 1;
+    TRY_ALLOC(text, cap, "the ds_config text");
+    for (;;) {
+        if (n + 1 >= cap) {
+            if (cap > (size_t)ZCFG_FILE_MAX) FAIL(ZINC_ERR_CONFIG, "\"%s\" is over 64 MiB; that is no ds_config", path);
+            size_t ncap = cap * 2 > (size_t)ZCFG_FILE_MAX + 1 ? (size_t)ZCFG_FILE_MAX + 1 : cap * 2;
+            char *p = realloc(text, ncap);
+            if (!p) FAIL(ZINC_ERR_NOMEM, "out of memory reading \"%s\" (%zu bytes)", path, ncap);
+            text = p;
+            cap = ncap;
+        }
+        size_t got = fread(text + n, 1, cap - 1 - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) FAIL(ZINC_ERR_IO, "cannot read \"%s\": %s", path, strerror(errno));
+    text[n] = 0;
+    if (memchr(text, 0, n)) FAIL(ZINC_ERR_CONFIG, "%s: contains a NUL byte; is it a JSON file?", path);
     TRY(zcfg_load_text(text, path, world_size, log, out));
 fail:
     if (f) fclose(f);

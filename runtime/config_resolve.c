@@ -46,31 +46,62 @@ void zcfg_defaults(zinc_config *c) {
     snprintf(c->source, sizeof c->source, "<defaults>");
 }
 
+static bool mul3(int64_t a, int64_t b, int64_t c, int64_t *out) {
+    int64_t t;
+    return !__builtin_mul_overflow(a, b, &t) && !__builtin_mul_overflow(t, c, out);
+}
+
 /* DeepSpeed's _set_batch_related_parameters and _batch_assertion, with the arithmetic in the message. */
 static void resolve_batch(zcfg_loader *L) {
     zinc_config *c = L->c;
     int64_t W = c->world_size, tb = c->train_batch_size, mb = c->train_micro_batch_size_per_gpu,
-            ga = c->gradient_accumulation_steps;
+            ga = c->gradient_accumulation_steps, prod = 0;
     const char *how;
+    char advice[200];
     if (tb && mb && ga) {
         how = "all three given";
+        bool ok = mul3(mb, ga, W, &prod);
+        if (ok)
+            snprintf(advice, sizeof advice,
+                     "Set train_batch_size to %" PRId64 ", or leave one of the three out to have it derived", prod);
+        else snprintf(advice, sizeof advice, "Lower train_micro_batch_size_per_gpu or gradient_accumulation_steps");
     } else if (tb && mb) {
         ga = tb / mb / W;
         how = "gradient_accumulation_steps = train_batch_size / micro / world_size";
+        int64_t m;
+        if (__builtin_mul_overflow(mb, W, &m)) snprintf(advice, sizeof advice, "Lower train_micro_batch_size_per_gpu");
+        else snprintf(advice, sizeof advice, "Make train_batch_size a multiple of micro x world_size = %" PRId64, m);
     } else if (tb && ga) {
         mb = tb / W / ga;
         how = "train_micro_batch_size_per_gpu = train_batch_size / world_size / gradient_accumulation_steps";
+        int64_t m;
+        if (__builtin_mul_overflow(ga, W, &m)) snprintf(advice, sizeof advice, "Lower gradient_accumulation_steps");
+        else snprintf(advice, sizeof advice, "Make train_batch_size a multiple of world_size x gradient_accumulation_steps = %" PRId64, m);
     } else if (mb && ga) {
-        tb = mb * ga * W;
         how = "train_batch_size = micro * gradient_accumulation_steps * world_size";
+        if (!mul3(mb, ga, W, &tb)) {
+            zcfg_problem(L, "train_batch_size",
+                         "train_micro_batch_size_per_gpu %" PRId64 " x gradient_accumulation_steps %" PRId64
+                         " x world_size %" PRId64 " is too large (above 2^63 - 1)",
+                         mb, ga, W);
+            return;
+        }
+        snprintf(advice, sizeof advice, "(internal: derived values always fit)");
     } else if (tb) {
         ga = 1;
         mb = tb / W;
         how = "gradient_accumulation_steps = 1, micro = train_batch_size / world_size";
+        snprintf(advice, sizeof advice, "Make train_batch_size a multiple of world_size %" PRId64, W);
     } else if (mb) {
         ga = 1;
-        tb = mb * W;
         how = "gradient_accumulation_steps = 1, train_batch_size = micro * world_size";
+        if (__builtin_mul_overflow(mb, W, &tb)) {
+            zcfg_problem(L, "train_batch_size",
+                         "train_micro_batch_size_per_gpu %" PRId64 " x world_size %" PRId64 " is too large (above 2^63 - 1)",
+                         mb, W);
+            return;
+        }
+        snprintf(advice, sizeof advice, "(internal: derived values always fit)");
     } else {
         zcfg_problem(L, "train_batch_size",
                      "give train_batch_size or train_micro_batch_size_per_gpu (or both, with "
@@ -78,12 +109,16 @@ static void resolve_batch(zcfg_loader *L) {
                      strstr(L->autos, "batch") ? " (\"auto\" needs one of them written as a number)" : "");
         return;
     }
-    if (mb < 1 || ga < 1 || tb != mb * ga * W) {
+    bool fits = mul3(mb, ga, W, &prod);
+    if (mb < 1 || ga < 1 || !fits || tb != prod) {
+        char eq[64];
+        if (fits) snprintf(eq, sizeof eq, "%" PRId64, prod);
+        else snprintf(eq, sizeof eq, "a product too large for 64 bits");
         zcfg_problem(L, "train_batch_size",
                      "the batch sizes do not fit the world size: train_batch_size %" PRId64
                      " must equal train_micro_batch_size_per_gpu %" PRId64 " x gradient_accumulation_steps %" PRId64
-                     " x world_size %" PRId64 " = %" PRId64 " (%s). Make train_batch_size a multiple of %" PRId64,
-                     tb, mb, ga, W, mb * ga * W, how, (mb > 0 ? mb : 1) * W);
+                     " x world_size %" PRId64 " = %s (%s). %s",
+                     tb, mb, ga, W, eq, how, advice);
         return;
     }
     c->train_batch_size = tb;
@@ -99,13 +134,13 @@ static void resolve_batch(zcfg_loader *L) {
 static void resolve_scheduler(zcfg_loader *L) {
     zinc_config *c = L->c;
     zcfg_scheduler *s = &c->scheduler;
-    if (zcfg_given(c, "scheduler") && !zcfg_given(c, "scheduler.type"))
-        zcfg_problem(L, "scheduler.type", "missing; give one of \"WarmupLR\", \"WarmupDecayLR\", \"WarmupCosineLR\", "
-                                          "\"OneCycle\"");
+    /* HF fills these with "auto" from the trainer's arguments; zinc does not know the run length */
+    const char *auto_note = " (\"auto\" cannot be resolved here: give the number)";
     if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
         !zcfg_given(c, "scheduler.params.total_num_steps"))
-        zcfg_problem(L, "scheduler.params.total_num_steps", "required by %s; set it to the run's optimizer steps",
-                     zk_scheduler_names[s->type]);
+        zcfg_problem(L, "scheduler.params.total_num_steps", "required by %s; set it to the run's optimizer steps%s",
+                     zk_scheduler_names[s->type],
+                     strstr(L->autos, "scheduler.params.total_num_steps") ? auto_note : "");
     if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
         zcfg_given(c, "scheduler.params.total_num_steps") && s->total_num_steps < s->warmup_num_steps)
         ZLOG_WARN(L->log, "%s: scheduler.params.total_num_steps %" PRId64 " is below warmup_num_steps %" PRId64
@@ -113,7 +148,8 @@ static void resolve_scheduler(zcfg_loader *L) {
                   L->origin, s->total_num_steps, s->warmup_num_steps);
     if (s->type == ZSCHED_ONE_CYCLE) {
         if (!zcfg_given(c, "scheduler.params.cycle_min_lr") || !zcfg_given(c, "scheduler.params.cycle_max_lr"))
-            zcfg_problem(L, "scheduler.params", "OneCycle needs cycle_min_lr and cycle_max_lr");
+            zcfg_problem(L, "scheduler.params", "OneCycle needs cycle_min_lr and cycle_max_lr%s",
+                         strstr(L->autos, "scheduler.params.cycle_") ? auto_note : "");
         else if (s->cycle_min_lr > s->cycle_max_lr)
             zcfg_problem(L, "scheduler.params.cycle_min_lr", "%g is above cycle_max_lr %g", s->cycle_min_lr,
                          s->cycle_max_lr);

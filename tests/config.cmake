@@ -1,0 +1,83 @@
+# ds_config loader tests (issue 2): the table-driven unit test, every ds_configs/*.json, the CLI, and the
+# loader fuzz target.
+zinc_test(NAME config SOURCES test_config.c LABELS config unit)
+zinc_test(NAME config_files SOURCES test_config_files.c LABELS config unit)
+zinc_test(NAME config_cli SOURCES test_config_cli.c LABELS config cli)
+add_dependencies(test_config_cli zinc_cli)
+
+# ---------------------------------------------------------------- fuzzing the loader
+# The loader's sources are built straight into the fuzz programs, so they can carry sanitizers without the
+# shared library (and MPI) being instrumented.
+set(ZINC_CONFIG_LOADER_SOURCES
+    ${PROJECT_SOURCE_DIR}/runtime/config_load.c ${PROJECT_SOURCE_DIR}/runtime/config_resolve.c
+    ${PROJECT_SOURCE_DIR}/runtime/config_schema.c ${PROJECT_SOURCE_DIR}/runtime/config_dump.c
+    ${PROJECT_SOURCE_DIR}/runtime/error.c ${PROJECT_SOURCE_DIR}/runtime/log.c ${PROJECT_SOURCE_DIR}/runtime/dtype.c)
+set(ZINC_CONFIG_LOADER_HEADERS
+    ${PROJECT_SOURCE_DIR}/include/zinc.h ${PROJECT_SOURCE_DIR}/runtime/config.h
+    ${PROJECT_SOURCE_DIR}/runtime/config_schema.h ${PROJECT_SOURCE_DIR}/runtime/config_internal.h
+    ${PROJECT_SOURCE_DIR}/runtime/error.h ${PROJECT_SOURCE_DIR}/runtime/log.h)
+set(ZINC_FUZZ_SEEDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus ${PROJECT_SOURCE_DIR}/ds_configs)
+
+# The standalone driver (any C compiler): seeds, then a bounded deterministic mutation loop. With gcc or
+# clang it runs under AddressSanitizer and UndefinedBehaviorSanitizer when they work here.
+include(CheckCSourceRuns)
+set(CMAKE_REQUIRED_FLAGS "-fsanitize=address,undefined")
+set(CMAKE_REQUIRED_LINK_OPTIONS "-fsanitize=address,undefined")
+check_c_source_runs("int main(void) { return 0; }" ZINC_HAVE_ASAN_UBSAN)
+unset(CMAKE_REQUIRED_FLAGS)
+unset(CMAKE_REQUIRED_LINK_OPTIONS)
+
+add_executable(fuzz_config fuzz/fuzz_config.c ${ZINC_CONFIG_LOADER_SOURCES})
+target_include_directories(fuzz_config PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/runtime)
+target_compile_definitions(fuzz_config PRIVATE _GNU_SOURCE)
+target_compile_options(fuzz_config PRIVATE ${ZINC_WARN})
+target_link_libraries(fuzz_config PRIVATE PkgConfig::JANSSON m)
+if(ZINC_HAVE_ASAN_UBSAN)
+  target_compile_options(fuzz_config PRIVATE -fsanitize=address,undefined -fno-sanitize-recover=all
+                         -fno-omit-frame-pointer)
+  target_link_options(fuzz_config PRIVATE -fsanitize=address,undefined)
+endif()
+add_test(NAME config_fuzz COMMAND fuzz_config --iterations 20000 --seed 1 --max-seconds 45 ${ZINC_FUZZ_SEEDS})
+set_tests_properties(config_fuzz PROPERTIES LABELS "fuzz;config" TIMEOUT 120
+                     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1;UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
+
+# A real libFuzzer binary when clang with -fsanitize=fuzzer is available (ZINC_FUZZ=ON requires it). Its test
+# is a bounded run from the same seeds; new inputs go to a scratch directory.
+find_program(ZINC_CLANG NAMES clang clang-19 clang-18 clang-17 clang-16 clang-15 clang-14)
+if(ZINC_CLANG AND NOT DEFINED ZINC_LIBFUZZER_WORKS)
+  set(probe ${CMAKE_CURRENT_BINARY_DIR}/libfuzzer_probe.c)
+  file(WRITE ${probe} "#include <stddef.h>\n#include <stdint.h>\n"
+       "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n")
+  execute_process(COMMAND ${ZINC_CLANG} -fsanitize=fuzzer,address,undefined ${probe}
+                          -o ${CMAKE_CURRENT_BINARY_DIR}/libfuzzer_probe
+                  RESULT_VARIABLE probe_rc OUTPUT_QUIET ERROR_QUIET)
+  if(probe_rc EQUAL 0)
+    set(ZINC_LIBFUZZER_WORKS ON CACHE INTERNAL "clang links -fsanitize=fuzzer")
+  else()
+    set(ZINC_LIBFUZZER_WORKS OFF CACHE INTERNAL "clang links -fsanitize=fuzzer")
+  endif()
+endif()
+if(ZINC_FUZZ AND NOT ZINC_LIBFUZZER_WORKS)
+  message(FATAL_ERROR "ZINC_FUZZ=ON but no clang that links -fsanitize=fuzzer was found")
+endif()
+if(ZINC_LIBFUZZER_WORKS)
+  set(fz ${CMAKE_CURRENT_BINARY_DIR}/fuzz_config_libfuzzer)
+  set(fz_flags -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+               -DZINC_LIBFUZZER -D_GNU_SOURCE -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/runtime)
+  foreach(d ${JANSSON_INCLUDE_DIRS})
+    list(APPEND fz_flags -I${d})
+  endforeach()
+  add_custom_command(OUTPUT ${fz}
+                     COMMAND ${ZINC_CLANG} ${fz_flags} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_config.c
+                             ${ZINC_CONFIG_LOADER_SOURCES} ${JANSSON_LINK_LIBRARIES} -lm -o ${fz}
+                     DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_config.c ${ZINC_CONFIG_LOADER_SOURCES}
+                             ${ZINC_CONFIG_LOADER_HEADERS}
+                     COMMENT "Building the libFuzzer target fuzz_config_libfuzzer with ${ZINC_CLANG}"
+                     COMMAND_EXPAND_LISTS VERBATIM)
+  add_custom_target(fuzz_config_libfuzzer ALL DEPENDS ${fz})
+  add_test(NAME config_libfuzzer
+           COMMAND sh -c "d=$(mktemp -d) || exit 1; \"$0\" -runs=20000 -seed=1 -max_total_time=30 \"$d\" \"$@\"; rc=$?; rm -rf \"$d\"; exit $rc"
+                   ${fz} ${ZINC_FUZZ_SEEDS})
+  set_tests_properties(config_libfuzzer PROPERTIES LABELS "fuzz;config" TIMEOUT 120
+                       ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
+endif()
