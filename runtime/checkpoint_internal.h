@@ -82,8 +82,6 @@ typedef struct zckpt_manifest {
 
 /* ---------------------------------------------------------------- checkpoint_io.c */
 
-/* CRC-32C (Castagnoli), continuing from `crc` (0 to start). */
-uint32_t zckpt_crc32c(uint32_t crc, const void *buf, size_t n);
 /* Tags are 1..128 characters of [A-Za-z0-9._+-], not starting with '.'. */
 zinc_status zckpt_check_tag(const char *tag);
 /* PATH is a tag directory (has manifest.json) or a checkpoint directory (has `latest`): the tag

@@ -13,45 +13,8 @@
 
 #include "checkpoint_internal.h"
 #include "error.h"
+#include "offload/crc32c.h"
 
-/* ---------------------------------------------------------------- CRC-32C, slicing by 8 */
-
-static uint32_t crc_table[8][256];
-static int crc_ready;
-
-static void crc_init(void) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        crc_table[0][i] = c;
-    }
-    for (int t = 1; t < 8; t++)
-        for (int i = 0; i < 256; i++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
-    crc_ready = 1;
-}
-
-uint32_t zckpt_crc32c(uint32_t crc, const void *buf, size_t n) {
-    if (!crc_ready) crc_init(); /* idempotent: a race writes the same values */
-    const uint8_t *p = buf;
-    uint32_t c = ~crc;
-    while (n && ((uintptr_t)p & 7)) {
-        c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xff];
-        n--;
-    }
-    while (n >= 8) {
-        uint32_t lo, hi;
-        memcpy(&lo, p, 4);
-        memcpy(&hi, p + 4, 4);
-        lo ^= c;
-        c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^ crc_table[5][(lo >> 16) & 0xff] ^
-            crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xff] ^ crc_table[2][(hi >> 8) & 0xff] ^
-            crc_table[1][(hi >> 16) & 0xff] ^ crc_table[0][hi >> 24];
-        p += 8;
-        n -= 8;
-    }
-    while (n--) c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xff];
-    return ~c;
-}
 
 zinc_status zckpt_host_little_endian(void) {
     const uint16_t one = 1;
@@ -301,7 +264,7 @@ static zinc_status read_block(zckpt_reader *r, int64_t b, void *buf) {
     int64_t len = block_len(f, b);
     zinc_status st = pread_all(r->fd, r->path, buf, (size_t)len, b * f->block_bytes);
     if (st != ZINC_OK) return st;
-    uint32_t c = zckpt_crc32c(0, buf, (size_t)len);
+    uint32_t c = zcrc32c(0, buf, (size_t)len);
     if (c != f->block_crc[b])
         return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s is corrupted: bytes %lld..%lld fail their checksum "
                                       "(CRC-32C %08x, the manifest says %08x); restore the file or load an earlier "
@@ -403,7 +366,7 @@ zinc_status zckpt_verify_file(const zckpt_manifest *m, int i) {
     uint32_t whole = 0;
     for (int64_t b = 0; b < r.f->nblocks; b++) {
         TRY(read_block(&r, b, buf));
-        whole = zckpt_crc32c(whole, buf, (size_t)block_len(r.f, b));
+        whole = zcrc32c(whole, buf, (size_t)block_len(r.f, b));
     }
     if (whole != r.f->crc)
         FAIL(ZINC_ERR_CORRUPT, "checkpoint file %s: whole-file CRC-32C %08x differs from the manifest's %08x (the "

@@ -105,42 +105,6 @@ fail:
     return st;
 }
 
-/* The compute-dtype copy of the own range from the master weights, as zinc_build makes it. */
-static zinc_status rebuild_params(zinc_engine *e) {
-    zinc_status st = ZINC_OK;
-    size_t csz = zinc_dtype_size(e->compute_dtype);
-    char *out = e->stage <= 2 ? (char *)e->params_full + (size_t)e->own_lo * csz : (char *)e->params_shard;
-    TRY(zstate_pass_begin(e->state, ZSTATE_READ));
-    for (int64_t i = 0; i < e->state->nchunks; i++) {
-        zstate_view v;
-        TRY(zstate_acquire(e->state, i, &v));
-        zcast_from_f32(out + (size_t)v.lo * csz, e->compute_dtype, v.master, (size_t)v.n);
-        TRY(zstate_release(e->state, i));
-    }
-    TRY(zstate_pass_end(e->state));
-    return ZINC_OK;
-fail:
-    zstate_pass_abort(e->state);
-    return st;
-}
-
-/* Stages 1-2: every rank's slice to every rank. */
-static zinc_status allgather_params(zinc_engine *e) {
-    zinc_status st = ZINC_OK;
-    size_t *counts = NULL, *displs = NULL;
-    TRY_ALLOC(counts, e->world, "all-gather counts");
-    TRY_ALLOC(displs, e->world, "all-gather displacements");
-    for (int r = 0; r < e->world; r++) {
-        counts[r] = (size_t)e->part.shard;
-        displs[r] = (size_t)r * (size_t)e->part.shard;
-    }
-    TRY(zcomm_allgatherv_inplace(e->comm, e->params_full, counts, displs, e->compute_dtype, NULL));
-fail:
-    free(counts);
-    free(displs);
-    return st;
-}
-
 /* Differences between the saved run and this one that are allowed but worth a line in the log. */
 static void report_differences(zinc_engine *e, const zckpt_manifest *m) {
     if (m->world_size != e->world || m->stage != e->stage)
@@ -206,7 +170,7 @@ zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path) {
 
     /* From here a failure leaves the engine's state partly loaded. */
     local = read_state(e, &m);
-    if (local == ZINC_OK) local = rebuild_params(e);
+    if (local == ZINC_OK) local = zengine_params_from_master(e);
     st = zckpt_agree(e, local);
     if (st != ZINC_OK) {
         zinc__error_trace(__FILE__, __LINE__);
@@ -215,7 +179,7 @@ zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path) {
                    m.dir);
         goto fail;
     }
-    if ((e->stage == 1 || e->stage == 2) && e->world > 1) TRY(allgather_params(e));
+    if ((e->stage == 1 || e->stage == 2) && e->world > 1) TRY(zengine_allgather_params(e));
     if (e->stage == 3) {
         /* A fresh engine has recorded no module trace yet: start recording anew rather than end an empty
          * recording (which would leave prefetching off for the whole run). */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "checkpoint_internal.h"
+#include "offload/crc32c.h"
 #include "engine_internal.h"
 #include "error.h"
 
@@ -115,8 +116,8 @@ static zinc_status checksum_file(int fd, const char *path, zckpt_file *f) {
                      (long long)(off + got), k < 0 ? strerror(errno) : "unexpected end of file");
             got += k;
         }
-        f->block_crc[b] = zckpt_crc32c(0, buf, (size_t)len);
-        f->crc = zckpt_crc32c(f->crc, buf, (size_t)len);
+        f->block_crc[b] = zcrc32c(0, buf, (size_t)len);
+        f->crc = zcrc32c(f->crc, buf, (size_t)len);
     }
 fail:
     free(buf);

@@ -1,9 +1,11 @@
-/* Collective helpers for models and reports: metric sums and the full fp32 master weights. */
+/* Collective helpers: metric sums, the full fp32 master weights, and the parameters rebuilt from the
+ * optimizer state. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine_internal.h"
 #include "error.h"
+#include "kernels/cpu_kernels.h"
 
 zinc_status zinc_allreduce_sum(zinc_engine *e, double *values, int n) {
     zinc_status st = ZINC_OK;
@@ -68,5 +70,42 @@ fail:
     free(flat);
     free(counts);
     free(displs);
+    return st;
+}
+
+/* Stages 1-2: every rank's slice of the compute-dtype parameters to every rank (in place). */
+zinc_status zengine_allgather_params(zinc_engine *e) {
+    zinc_status st = ZINC_OK;
+    size_t *counts = NULL, *displs = NULL;
+    if (e->world == 1 || e->stage == 0 || e->stage == 3) return ZINC_OK;
+    TRY_ALLOC(counts, e->world, "all-gather counts");
+    TRY_ALLOC(displs, e->world, "all-gather displacements");
+    for (int r = 0; r < e->world; r++) {
+        counts[r] = (size_t)e->part.shard;
+        displs[r] = (size_t)r * (size_t)e->part.shard;
+    }
+    TRY(zcomm_allgatherv_inplace(e->comm, e->params_full, counts, displs, e->compute_dtype, NULL));
+fail:
+    free(counts);
+    free(displs);
+    return st;
+}
+
+/* The compute-dtype copy of the own range from the master weights (after a checkpoint load). */
+zinc_status zengine_params_from_master(zinc_engine *e) {
+    zinc_status st = ZINC_OK;
+    size_t csz = zinc_dtype_size(e->compute_dtype);
+    char *out = e->stage <= 2 ? (char *)e->params_full + (size_t)e->own_lo * csz : (char *)e->params_shard;
+    TRY(zstate_pass_begin(e->state, ZSTATE_READ));
+    for (int64_t i = 0; i < e->state->nchunks; i++) {
+        zstate_view v;
+        TRY(zstate_acquire(e->state, i, &v));
+        zcast_from_f32(out + (size_t)v.lo * csz, e->compute_dtype, v.master, (size_t)v.n);
+        TRY(zstate_release(e->state, i));
+    }
+    TRY(zstate_pass_end(e->state));
+    return ZINC_OK;
+fail:
+    zstate_pass_abort(e->state);
     return st;
 }

@@ -142,6 +142,12 @@ void zgather_free(zinc_engine *e);
 /* runtime/engine_step.c */
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info);
 
+/* runtime/engine_collect.c: the parameters from the optimizer state. */
+/* Stages 1-2: every rank's updated slice to every rank (no-op otherwise). */
+zinc_status zengine_allgather_params(zinc_engine *e);
+/* Rewrites this rank's compute-dtype parameters from the fp32 master weights. */
+zinc_status zengine_params_from_master(zinc_engine *e);
+
 /* Helpers. */
 zinc_status zengine_alloc(zinc_engine *e, zinc_mem_category cat, size_t bytes, const char *what, void **out);
 void zengine_free(zinc_engine *e, zinc_mem_category cat, void *p, size_t bytes);

@@ -55,24 +55,6 @@ static void describe_bad(const zinc_engine *e, int64_t flat, char *buf, size_t c
     else snprintf(buf, cap, "flat element %lld", (long long)flat);
 }
 
-/* Stages 1-2: every rank's updated slice to every rank (in place). */
-static zinc_status allgather_params(zinc_engine *e) {
-    zinc_status st = ZINC_OK;
-    size_t *counts = NULL, *displs = NULL;
-    if (e->world == 1) return ZINC_OK;
-    TRY_ALLOC(counts, e->world, "all-gather counts");
-    TRY_ALLOC(displs, e->world, "all-gather displacements");
-    for (int r = 0; r < e->world; r++) {
-        counts[r] = (size_t)e->part.shard;
-        displs[r] = (size_t)r * (size_t)e->part.shard;
-    }
-    TRY(zcomm_allgatherv_inplace(e->comm, e->params_full, counts, displs, e->compute_dtype, NULL));
-fail:
-    free(counts);
-    free(displs);
-    return st;
-}
-
 static zinc_status skip_step(zinc_engine *e, zinc_step_info *info, int64_t first_bad, int bad_rank) {
     char where[512];
     describe_bad(e, first_bad, where, sizeof where);
@@ -178,7 +160,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         size_t csz = zinc_dtype_size(e->compute_dtype);
         void *out = e->stage == 3 ? e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
         TRY(adam_pass(e, &h, g, gdt, out));
-        if (e->stage == 1 || e->stage == 2) TRY(allgather_params(e));
+        if (e->stage == 1 || e->stage == 2) TRY(zengine_allgather_params(e));
         double prev;
         if (zls_update(&e->scaler, false, &prev) == ZLS_GREW)
             ZLOG_INFO(&e->log, "step %lld: no overflow for %lld steps, loss scale %g -> %g", (long long)e->steps,
