@@ -5,10 +5,7 @@
  *
  * Files go under $ZINC_BINARY_DIR/aio_test_<pid>/. Where that file system refuses O_DIRECT only the
  * buffered-fallback checks run, then the test reports a skip (77).
- *
- *   test_aio --bench MIB [SUB_GROUP_ELEMS [QUEUE_DEPTH [BLOCK_BYTES]]]
- *       times WRITE, READ_WRITE and READ passes over a store of MIB MiB of optimizer state (3 x 4 bytes per
- *       element); defaults 1024 MiB, 4Mi-element chunks, DeepSpeed's aio defaults (queue depth 8, 1 MiB). */
+ * Throughput is measured by bench/bench_nvme_store, not here. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -640,72 +637,13 @@ static void test_refusal(void) {
     }
 }
 
-/* ---------------------------------------------------------------- benchmark */
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int bench(double mib, int64_t sub_group, int qd, long block) {
-    char dir[4200], extra[256];
-    snprintf(dir, sizeof dir, "%s/bench", root);
-    snprintf(extra, sizeof extra, "\"aio\": {\"block_size\": %ld, \"queue_depth\": %d}", block, qd);
-    zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
-    ZT_OK(make_engine(dir, NULL, extra, &e, &m));
-    if (!e) return zt_finish();
-    e->cfg.zero.sub_group_size = sub_group;
-    int64_t n = (int64_t)(mib * 1048576.0 / 12.0) / 1024 * 1024;
-    zstate *s = NULL;
-    ZT_OK(zstate_create_nvme(e, n, &s));
-    if (s) {
-        double bytes = 12.0 * (double)n;
-        double t0 = now_s();
-        ZT_OK(store_write(s, 0));
-        double t1 = now_s();
-        ZT_OK(store_add(s));
-        double t2 = now_s();
-        int64_t bad = 0;
-        int *gens = calloc((size_t)s->nchunks, sizeof *gens);
-        for (int64_t c = 0; c < s->nchunks; c++) gens[c] = -1;
-        ZT_OK(store_check(s, gens, &bad));
-        double t3 = now_s();
-        free(gens);
-        printf("bench: %.0f MiB of optimizer state (%lld elements), %lld chunks of %lld, aio block %ld queue depth %d, "
-               "dir %s\n",
-               bytes / 1048576.0, (long long)n, (long long)s->nchunks, (long long)s->chunk, block, qd, dir);
-        printf("  WRITE pass      %.3f s  %.0f MiB/s written\n", t1 - t0, bytes / 1048576.0 / (t1 - t0));
-        printf("  READ_WRITE pass %.3f s  %.0f MiB/s read + %.0f MiB/s written\n", t2 - t1,
-               bytes / 1048576.0 / (t2 - t1), bytes / 1048576.0 / (t2 - t1));
-        printf("  READ pass       %.3f s  %.0f MiB/s read\n", t3 - t2, bytes / 1048576.0 / (t3 - t2));
-        zstate_nvme_stats ns;
-        if (zstate_nvme_stats_get(s, &ns) == ZINC_OK)
-            printf("  %d buffers, alignment %u, %s; blocked on IO %.3f s of %.3f s; up to %d reads ahead, %d writes "
-                   "behind\n",
-                   ns.buffers, ns.align, ns.direct ? "O_DIRECT" : "buffered", ns.wait_s, t3 - t0, ns.max_reads_ahead,
-                   ns.max_writes_behind);
-        zstate_destroy(s);
-    }
-    zinc_mlp_destroy(m);
-    zinc_destroy(e);
-    return zt_finish();
-}
-
-int main(int argc, char **argv) {
+int main(void) {
     zt_name = "aio";
     snprintf(root, sizeof root, "%s/aio_test_%ld", zt_build_dir(), (long)getpid());
     rm_tree(root);
     if (mkdir(root, 0700) != 0) {
         fprintf(stderr, "cannot create %s: %s\n", root, strerror(errno));
         return 1;
-    }
-    if (argc > 1 && !strcmp(argv[1], "--bench")) {
-        int rc = bench(argc > 2 ? atof(argv[2]) : 1024, argc > 3 ? atoll(argv[3]) : 4 << 20,
-                       argc > 4 ? atoi(argv[4]) : 8, argc > 5 ? atol(argv[5]) : 1048576);
-        rm_tree(root);
-        return rc;
     }
     test_crc();
     int direct = direct_supported(root);
