@@ -11,199 +11,7 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "config.h"
-#include "mem_estimate.h"
-#include "zinc.h"
-
-/* ---------------------------------------------------------------- the model description */
-
-typedef struct mparam {
-    int module;
-    char name[96];
-    int ndim;
-    int64_t shape[8];
-    int64_t numel;
-} mparam;
-
-typedef struct mmodel {
-    mparam *p;
-    int n, cap;
-    char **modules;
-    int nmodules, mcap;
-    char desc[256];
-    bool params_only; /* --params: each module one 1-D tensor */
-} mmodel;
-
-static void model_free(mmodel *m) {
-    free(m->p);
-    for (int i = 0; i < m->nmodules; i++) free(m->modules[i]);
-    free(m->modules);
-    memset(m, 0, sizeof *m);
-}
-
-static int model_module(mmodel *m, const char *name) {
-    if (m->nmodules && !strcmp(m->modules[m->nmodules - 1], name)) return m->nmodules - 1;
-    for (int i = 0; i < m->nmodules; i++)
-        if (!strcmp(m->modules[i], name)) return -2; /* seen before, not the last: not contiguous */
-    if (m->nmodules == m->mcap) {
-        m->mcap = m->mcap ? 2 * m->mcap : 64;
-        char **nm = realloc(m->modules, (size_t)m->mcap * sizeof *nm);
-        if (!nm) return -1;
-        m->modules = nm;
-    }
-    m->modules[m->nmodules] = strdup(name);
-    return m->modules[m->nmodules] ? m->nmodules++ : -1;
-}
-
-static int model_add(mmodel *m, const char *module, const char *name, int ndim, const int64_t *shape) {
-    int mod = model_module(m, module);
-    if (mod == -2) {
-        fprintf(stderr, "zinc mem: module \"%s\" appears again after other modules; a module's parameters must be "
-                        "listed together\n", module);
-        return -1;
-    }
-    if (mod < 0 || ndim < 1 || ndim > 8) return -1;
-    if (m->n == m->cap) {
-        m->cap = m->cap ? 2 * m->cap : 256;
-        mparam *np = realloc(m->p, (size_t)m->cap * sizeof *np);
-        if (!np) return -1;
-        m->p = np;
-    }
-    mparam *p = &m->p[m->n++];
-    memset(p, 0, sizeof *p);
-    p->module = mod;
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->ndim = ndim;
-    p->numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        p->shape[i] = shape[i];
-        p->numel *= shape[i];
-    }
-    return 0;
-}
-
-static int64_t model_total(const mmodel *m) {
-    int64_t t = 0;
-    for (int i = 0; i < m->n; i++) t += m->p[i].numel;
-    return t;
-}
-
-/* N parameters in modules of at most L elements (one 1-D tensor each). */
-static int model_params(mmodel *m, int64_t n, int64_t l) {
-    if (n / l > 200000) {
-        fprintf(stderr, "zinc mem: --params %" PRId64 " with --largest-layer %" PRId64 " makes more than 200000 "
-                        "modules; give a larger --largest-layer\n", n, l);
-        return -1;
-    }
-    int i = 0;
-    for (int64_t left = n; left > 0; left -= l, i++) {
-        char mod[32], name[48];
-        snprintf(mod, sizeof mod, "layer%d", i);
-        snprintf(name, sizeof name, "layer%d.weight", i);
-        int64_t sz = left < l ? left : l;
-        if (model_add(m, mod, name, 1, &sz)) return -1;
-    }
-    m->params_only = true;
-    snprintf(m->desc, sizeof m->desc, "%" PRId64 " parameters in %d modules of at most %" PRId64, n, i, l);
-    return 0;
-}
-
-/* A GPT-2-style transformer: wte, wpe, one module per block, ln_f; the LM head is tied to wte. */
-static int model_gpt2(mmodel *m, int64_t layers, int64_t w, int64_t vocab, int64_t ctx, const char *preset) {
-    char mod[32], name[96];
-    if (model_add(m, "wte", "wte.weight", 2, (int64_t[]){vocab, w}) ||
-        model_add(m, "wpe", "wpe.weight", 2, (int64_t[]){ctx, w}))
-        return -1;
-    static const char *names[] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-                                  "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-                                  "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
-    int64_t shapes[12][2] = {{w, 0}, {w, 0}, {w, 3 * w}, {3 * w, 0}, {w, w}, {w, 0},
-                             {w, 0}, {w, 0}, {w, 4 * w}, {4 * w, 0}, {4 * w, w}, {w, 0}};
-    for (int64_t l = 0; l < layers; l++) {
-        snprintf(mod, sizeof mod, "h.%" PRId64, l);
-        for (int k = 0; k < 12; k++) {
-            snprintf(name, sizeof name, "h.%" PRId64 ".%s", l, names[k]);
-            if (model_add(m, mod, name, shapes[k][1] ? 2 : 1, shapes[k])) return -1;
-        }
-    }
-    if (model_add(m, "ln_f", "ln_f.weight", 1, &w) || model_add(m, "ln_f", "ln_f.bias", 1, &w)) return -1;
-    snprintf(m->desc, sizeof m->desc, "GPT-2%s%s (%" PRId64 " layers, width %" PRId64 ", vocabulary %" PRId64
-             ", context %" PRId64 ", tied LM head)",
-             preset ? " " : "", preset ? preset : "", layers, w, vocab, ctx);
-    return 0;
-}
-
-/* One parameter per line: MODULE NAME DIM [DIM...] (dims may also be written 768x2304); '#' comments. */
-static int model_shapes(mmodel *m, const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "zinc mem: cannot open the shapes file %s\n", path);
-        return -1;
-    }
-    char line[4096];
-    int ln = 0, rc = 0;
-    while (fgets(line, sizeof line, f)) {
-        ln++;
-        char *h = strchr(line, '#');
-        if (h) *h = 0;
-        char *tok[16];
-        int nt = 0;
-        for (char *s = strtok(line, " \t\r\nx,:[]()"); s && nt < 16; s = strtok(NULL, " \t\r\nx,:[]()")) tok[nt++] = s;
-        if (nt == 0) continue;
-        int64_t shape[8];
-        int nd = nt - 2;
-        bool ok = nt >= 3 && nd <= 8;
-        for (int i = 0; ok && i < nd; i++) {
-            char *end;
-            long long v = strtoll(tok[2 + i], &end, 10);
-            ok = *end == 0 && v >= 1;
-            shape[i] = v;
-        }
-        if (!ok || model_add(m, tok[0], tok[1], nd, shape)) {
-            fprintf(stderr, "%s:%d: expected \"MODULE NAME DIM [DIM...]\" with 1 to 8 positive dimensions\n", path,
-                    ln);
-            rc = -1;
-            break;
-        }
-    }
-    fclose(f);
-    if (!rc && m->n == 0) {
-        fprintf(stderr, "zinc mem: %s lists no parameters\n", path);
-        rc = -1;
-    }
-    snprintf(m->desc, sizeof m->desc, "shapes from %s", path);
-    return rc;
-}
-
-static int model_desc_arrays(const mmodel *m, int64_t **numel, int **module) {
-    *numel = malloc((size_t)m->n * sizeof **numel);
-    *module = malloc((size_t)m->n * sizeof **module);
-    if (!*numel || !*module) return -1;
-    for (int i = 0; i < m->n; i++) {
-        (*numel)[i] = m->p[i].numel;
-        (*module)[i] = m->p[i].module;
-    }
-    return 0;
-}
-
-/* ---------------------------------------------------------------- options */
-
-typedef struct mopts {
-    bool measure;
-    const char *config;
-    int64_t params, largest;
-    int64_t layers, width, vocab, context;
-    const char *preset;
-    const char *shapes;
-    int64_t nodes, gpn;
-    zinc_device_kind device;
-    int stage;              /* -1: the config's */
-    const char *offload;    /* NULL: the config's */
-    bool json, csv, exact;
-    const char *plot;
-    int64_t steps, seed;
-    bool check, verbose;
-} mopts;
+#include "mem_cli.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -313,48 +121,12 @@ static int parse_args(int argc, char **argv, mopts *o) {
     return 0;
 }
 
-static int build_model(const mopts *o, mmodel *m) {
-    int given = (o->params > 0) + (o->preset || o->layers > 0) + (o->shapes != NULL);
-    if (given != 1) {
-        fprintf(stderr, "zinc mem: give exactly one model: --params N, --gpt2 PRESET (or --layers/--width), or "
-                        "--shapes FILE\n");
-        return -1;
-    }
-    if (o->params > 0) {
-        int64_t l = o->largest > 0 ? o->largest : (o->params + 15) / 16;
-        if (l > o->params) l = o->params;
-        return model_params(m, o->params, l);
-    }
-    if (o->shapes) return model_shapes(m, o->shapes);
-    static const struct {
-        const char *name;
-        int64_t layers, width;
-    } presets[] = {{"small", 12, 768}, {"medium", 24, 1024}, {"large", 36, 1280}, {"xl", 48, 1600}};
-    int64_t layers = o->layers, width = o->width;
-    if (o->preset) {
-        int k = -1;
-        for (int i = 0; i < 4; i++)
-            if (!strcmp(o->preset, presets[i].name)) k = i;
-        if (k < 0) {
-            fprintf(stderr, "zinc mem: --gpt2 takes small, medium, large or xl, got \"%s\"\n", o->preset);
-            return -1;
-        }
-        layers = presets[k].layers;
-        width = presets[k].width;
-    } else if (width <= 0) {
-        fprintf(stderr, "zinc mem: --layers needs --width\n");
-        return -1;
-    }
-    return model_gpt2(m, layers, width, o->vocab > 0 ? o->vocab : 50257, o->context > 0 ? o->context : 1024,
-                      o->preset);
-}
-
 /* ---------------------------------------------------------------- configs */
 
 /* The config as JSON text with the overrides applied: a micro-batch of 1 (batch sizes do not change
  * memory, and any rank count fits), the stage and the optimizer offload, offload_param dropped below
  * stage 3, and an NVMe path placeholder where none is written. */
-static char *config_text(json_t *base, int stage, const char *offload) {
+char *mc_config_text(json_t *base, int stage, const char *offload) {
     json_t *j = json_deep_copy(base);
     if (!j) return NULL;
     json_t *gas = json_object_get(j, "gradient_accumulation_steps");
@@ -394,78 +166,12 @@ static void log_to_stderr(void *u, zinc_log_level l, int rank, const char *msg) 
 /* Loads a variant; quiet for the table (problems are reported for the main config only). */
 static zinc_status load_variant(json_t *base, const char *origin, int stage, const char *offload, int world,
                                 bool quiet, zinc_config *cfg) {
-    char *text = config_text(base, stage, offload);
+    char *text = mc_config_text(base, stage, offload);
     if (!text) return ZINC_ERR_NOMEM;
     zlog log = {.fn = quiet ? NULL : log_to_stderr, .level = ZINC_LOG_WARN};
     zinc_status st = zcfg_load_text(text, origin, world, &log, cfg);
     free(text);
     return st;
-}
-
-/* ---------------------------------------------------------------- formatting */
-
-static void human(char *buf, size_t cap, uint64_t b, bool exact) {
-    double x = (double)b;
-    if (exact) snprintf(buf, cap, "%" PRIu64, b);
-    else if (b == 0) snprintf(buf, cap, "-");
-    else if (b >= (1ull << 30)) snprintf(buf, cap, "%.2f GiB", x / 1073741824.0);
-    else if (b >= (1ull << 20)) snprintf(buf, cap, "%.2f MiB", x / 1048576.0);
-    else if (b >= 1024) snprintf(buf, cap, "%.1f KiB", x / 1024.0);
-    else snprintf(buf, cap, "%" PRIu64 " B", b);
-}
-
-/* For sentences: never "-". */
-static void prose(char *buf, size_t cap, uint64_t b, bool exact) {
-    if (b == 0) snprintf(buf, cap, "0 B");
-    else human(buf, cap, b, exact);
-}
-
-/* 1557611200 -> "1,557,611,200" */
-static const char *commas(int64_t v, char *buf, size_t cap) {
-    char t[32];
-    int n = snprintf(t, sizeof t, "%" PRId64, v < 0 ? -v : v), o = 0;
-    if (v < 0 && o + 1 < (int)cap) buf[o++] = '-';
-    for (int i = 0; i < n && o + 2 < (int)cap; i++) {
-        buf[o++] = t[i];
-        if ((n - i - 1) % 3 == 0 && i < n - 1) buf[o++] = ',';
-    }
-    buf[o] = 0;
-    return buf;
-}
-
-static void shuman(char *buf, size_t cap, int64_t d, bool exact) {
-    char t[32];
-    human(t, sizeof t, (uint64_t)(d < 0 ? -d : d), exact);
-    snprintf(buf, cap, "%s%s", d == 0 ? "" : d < 0 ? "-" : "+", d == 0 ? "0" : t);
-}
-
-static const char *offload_name(zcfg_offload_device d) {
-    return d == ZOFFLOAD_CPU ? "cpu" : d == ZOFFLOAD_NVME ? "nvme" : "none";
-}
-
-static void cat_label(const zmem_estimate *e, int c, char *buf, size_t cap) {
-    switch (c) {
-    case ZINC_MEM_PARAMS:
-        snprintf(buf, cap, "params (%s%s)", zinc_dtype_name(e->compute_dtype),
-                 e->stage == 3 ? (e->npersistent ? " shard+persistent" : " shard") : "");
-        break;
-    case ZINC_MEM_GRADS:
-        snprintf(buf, cap, "grads (%s)",
-                 e->stage == 0 ? zinc_dtype_name(e->grad_dtype) : e->stage == 1 ? "full + fp32 shard" : "fp32 shard");
-        break;
-    case ZINC_MEM_MASTER: snprintf(buf, cap, "master (fp32)"); break;
-    case ZINC_MEM_EXP_AVG: snprintf(buf, cap, "exp_avg (m)"); break;
-    case ZINC_MEM_EXP_AVG_SQ: snprintf(buf, cap, "exp_avg_sq (v)"); break;
-    case ZINC_MEM_BUCKETS: snprintf(buf, cap, "reduce buckets"); break;
-    case ZINC_MEM_GATHER: snprintf(buf, cap, "gather+prefetch"); break;
-    case ZINC_MEM_STAGING: snprintf(buf, cap, "staging"); break;
-    default: snprintf(buf, cap, "other (decay mask)"); break;
-    }
-}
-
-static const char *kind_title(int k) {
-    static const char *t[] = {"GPU", "host", "pinned", "NVMe"};
-    return t[k];
 }
 
 /* ---------------------------------------------------------------- estimate */
@@ -482,28 +188,28 @@ typedef struct variant {
 static void print_matrix(const zmem_estimate *e, bool exact) {
     char lab[64], v[32];
     printf("%-32s", "category");
-    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) printf(" %12s", kind_title(k));
+    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) printf(" %12s", mc_kind_title(k));
     printf(" %12s\n", "total");
     for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++) {
         uint64_t row = 0;
         for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) row += e->bytes[k][c];
-        cat_label(e, c, lab, sizeof lab);
+        mc_cat_label(e, c, lab, sizeof lab);
         printf("%-32s", lab);
         for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) {
-            human(v, sizeof v, e->bytes[k][c], exact);
+            mc_human(v, sizeof v, e->bytes[k][c], exact);
             printf(" %12s", v);
         }
-        human(v, sizeof v, row, exact);
+        mc_human(v, sizeof v, row, exact);
         printf(" %12s\n", v);
     }
     uint64_t all = 0;
     printf("%-32s", "total");
     for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) {
-        human(v, sizeof v, e->total[k], exact);
+        mc_human(v, sizeof v, e->total[k], exact);
         printf(" %12s", v);
         all += e->total[k];
     }
-    human(v, sizeof v, all, exact);
+    mc_human(v, sizeof v, all, exact);
     printf(" %12s\n", v);
 }
 
@@ -511,9 +217,9 @@ static void print_notes(const zmem_estimate *e, const mopts *o) {
     char a[32], b[32], n1[32], n2[32], n3[32];
     zinc_mem_kind ck = e->device == ZINC_DEVICE_CUDA ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
     if (e->nbuckets) {
-        prose(a, sizeof a, e->bytes[ck][ZINC_MEM_BUCKETS], o->exact);
+        mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_BUCKETS], o->exact);
         printf("  buckets: %d x %s elements (reduce_bucket_size%s%s%s) = %s\n", e->nbuckets,
-               commas(e->bucket_cap, n1, sizeof n1), e->bucket_cap_raised ? ", raised to the largest module" : "",
+               mc_commas(e->bucket_cap, n1, sizeof n1), e->bucket_cap_raised ? ", raised to the largest module" : "",
                e->bucket_cap == e->padded ? ", capped at the whole buffer" : "",
                e->nbuckets > 1 ? "; two with overlap_comm" : "", a);
     }
@@ -522,18 +228,18 @@ static void print_notes(const zmem_estimate *e, const mopts *o) {
                "order, forward then backward; a module's own gather ignores stage3_max_live_parameters, and "
                "stage3_max_reuse_distance keeps modules that return soon); %d persistent module%s (%s elements) stay "
                "gathered, counted under params\n",
-               commas(e->gather_peak_numel, n1, sizeof n1), e->nmodules - e->npersistent, e->npersistent,
-               e->npersistent == 1 ? "" : "s", commas(e->persistent_numel, n2, sizeof n2));
+               mc_commas(e->gather_peak_numel, n1, sizeof n1), e->nmodules - e->npersistent, e->npersistent,
+               e->npersistent == 1 ? "" : "s", mc_commas(e->persistent_numel, n2, sizeof n2));
     if (e->offload == ZOFFLOAD_NVME) {
-        prose(a, sizeof a, (uint64_t)e->state_chunk * 12, o->exact);
-        prose(b, sizeof b, e->bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING], o->exact);
+        mc_prose(a, sizeof a, (uint64_t)e->state_chunk * 12, o->exact);
+        mc_prose(b, sizeof b, e->bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING], o->exact);
         printf("  nvme: 3 files (master, m, v); %d swap buffer%s of one %s-element chunk of all three (%s each) = %s, "
                "pinned when io_uring registers them (host memory otherwise); a smaller sub_group_size shrinks them\n",
-               e->nvme_swap_buffers, e->nvme_swap_buffers == 1 ? "" : "s", commas(e->state_chunk, n1, sizeof n1), a, b);
+               e->nvme_swap_buffers, e->nvme_swap_buffers == 1 ? "" : "s", mc_commas(e->state_chunk, n1, sizeof n1), a, b);
     }
     printf("  layout: %s parameters, flat buffer %s elements (tensors aligned to 8), shard %s per rank (aligned to "
            "64)\n",
-           commas(e->numel, n1, sizeof n1), commas(e->flat_numel, n2, sizeof n2), commas(e->shard, n3, sizeof n3));
+           mc_commas(e->numel, n1, sizeof n1), mc_commas(e->flat_numel, n2, sizeof n2), mc_commas(e->shard, n3, sizeof n3));
     printf("  not counted: activations and the model's own buffers, MPI/NCCL internals, the fp32 scratch of one "
            "tensor during zinc_build, allocator overhead\n");
     if (e->device == ZINC_DEVICE_CUDA)
@@ -554,18 +260,18 @@ static void print_variants(const variant *v, int nv, const mopts *o, int nodes, 
     for (int i = 0; i < nv; i++) {
         const variant *x = &v[i];
         if (!x->valid) {
-            printf("%-5d %-7s  %s\n", x->stage, offload_name(x->off), x->why);
+            printf("%-5d %-7s  %s\n", x->stage, mc_offload_name(x->off), x->why);
             continue;
         }
-        for (int k = 0; k < 4; k++) human(s[k], sizeof s[k], x->est.total[k], o->exact);
-        printf("%-5d %-7s %12s %12s %12s %12s | ", x->stage, offload_name(x->off), s[0], s[1], s[2], s[3]);
+        for (int k = 0; k < 4; k++) mc_human(s[k], sizeof s[k], x->est.total[k], o->exact);
+        printf("%-5d %-7s %12s %12s %12s %12s | ", x->stage, mc_offload_name(x->off), s[0], s[1], s[2], s[3]);
         if (!x->ds.available) {
             printf("%s\n", x->stage == 0 ? "none (DeepSpeed has no stage-0 estimator)"
                                           : "none (DeepSpeed's estimators have no NVMe case)");
             continue;
         }
-        human(s[0], sizeof s[0], x->ds.gpu_bytes, o->exact);
-        human(s[1], sizeof s[1], x->ds.cpu_bytes, o->exact);
+        mc_human(s[0], sizeof s[0], x->ds.gpu_bytes, o->exact);
+        mc_human(s[1], sizeof s[1], x->ds.cpu_bytes, o->exact);
         printf("%-6s %12s %14s%s\n", ds_short(&x->ds), s[0], s[1],
                x->stage == 3 ? " (zero_init)" : x->stage == 1 ? " (ZeRO-2 formula)" : "");
     }
@@ -583,23 +289,23 @@ static void print_why(const variant *v, const mopts *o, int64_t P, int64_t L, in
         return;
     }
     zinc_mem_kind ck = e->device == ZINC_DEVICE_CUDA ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
-    prose(a, sizeof a, v->ds.gpu_bytes, o->exact);
-    prose(b, sizeof b, e->total[ck], o->exact);
+    mc_prose(a, sizeof a, v->ds.gpu_bytes, o->exact);
+    mc_prose(b, sizeof b, e->total[ck], o->exact);
     char n1[32], n2[32];
     printf("  - DeepSpeed says %s per GPU (%s), zinc %s per rank on the %s, for P = %s, L = %s, G = %d.\n", a,
-           v->ds.function, b, ck == ZINC_MEMKIND_DEVICE ? "GPU" : "host (--device cpu)", commas(P, n1, sizeof n1),
-           commas(L, n2, sizeof n2), G);
-    prose(a, sizeof a, e->bytes[ck][ZINC_MEM_BUCKETS], o->exact);
+           v->ds.function, b, ck == ZINC_MEMKIND_DEVICE ? "GPU" : "host (--device cpu)", mc_commas(P, n1, sizeof n1),
+           mc_commas(L, n2, sizeof n2), G);
+    mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_BUCKETS], o->exact);
     printf("  - Buckets: DeepSpeed leaves out its reduce/ipg buckets; zinc counts its %d x %s-element bucket%s: %s.\n",
-           e->nbuckets, commas(e->bucket_cap, n1, sizeof n1), e->nbuckets == 1 ? "" : "s", a);
+           e->nbuckets, mc_commas(e->bucket_cap, n1, sizeof n1), e->nbuckets == 1 ? "" : "s", a);
     if (e->stage <= 2 && e->offload == ZOFFLOAD_NONE)
         printf("  - Gradients: DeepSpeed's 18 bytes per partitioned parameter are 2 (fp16 grads) + 4 (fp32 grads) + 4 "
                "(fp32 params) + 8 (m, v); zinc keeps %s gradients and 12 bytes of optimizer state per own element.\n",
                e->stage == 2 ? "only the 4-byte fp32 shard of the" : "the full compute-dtype buffer and the fp32 shard of the");
     if (e->stage == 3) {
-        prose(a, sizeof a, (uint64_t)(4 * L), o->exact);
-        prose(b, sizeof b, e->bytes[ck][ZINC_MEM_GATHER], o->exact);
-        prose(c, sizeof c, (uint64_t)e->persistent_numel * zinc_dtype_size(e->compute_dtype), o->exact);
+        mc_prose(a, sizeof a, (uint64_t)(4 * L), o->exact);
+        mc_prose(b, sizeof b, e->bytes[ck][ZINC_MEM_GATHER], o->exact);
+        mc_prose(c, sizeof c, (uint64_t)e->persistent_numel * zinc_dtype_size(e->compute_dtype), o->exact);
         printf("  - Gathered parameters: DeepSpeed allows 4L = %s (the largest layer's fp16 parameters and "
                "gradients); zinc's gather schedule peaks at %s, plus %s of persistent modules, because modules "
                "reused within stage3_max_reuse_distance stay gathered and prefetch runs ahead.\n",
@@ -609,9 +315,9 @@ static void print_why(const variant *v, const mopts *o, int64_t P, int64_t L, in
         printf("  - Offload: DeepSpeed's GPU figure keeps fp16 parameters (2 bytes per parameter%s) on the GPU; zinc "
                "also keeps its gradient shard and buckets there and puts only master, m and v in host memory.\n",
                e->stage == 3 ? " per rank" : "");
-    prose(a, sizeof a, v->ds.cpu_bytes, o->exact);
+    mc_prose(a, sizeof a, v->ds.cpu_bytes, o->exact);
     uint64_t host = e->total[ZINC_MEMKIND_HOST] + e->total[ZINC_MEMKIND_PINNED];
-    prose(b, sizeof b, host * (uint64_t)gpn, o->exact);
+    mc_prose(b, sizeof b, host * (uint64_t)gpn, o->exact);
     printf("  - Host: DeepSpeed's CPU figure (%s per node) is mostly the model each rank loads before "
            "partitioning, times additional_buffer_factor 1.5; zinc builds the parameters in place and counts what "
            "stays: %s per node of %d rank%s.\n",
@@ -646,7 +352,7 @@ static int plot(const mopts *o, json_t *base, const char *origin, const zmem_mod
             xs[j - 1] = t;
         }
     zinc_mem_kind ck = o->device == ZINC_DEVICE_CUDA ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
-    fprintf(f, "# ranks  stage0 stage1 stage2 stage3 (bytes per rank, %s memory%s)\n", kind_title(ck),
+    fprintf(f, "# ranks  stage0 stage1 stage2 stage3 (bytes per rank, %s memory%s)\n", mc_kind_title(ck),
             ck == ZINC_MEMKIND_HOST ? " incl. pinned" : "");
     for (int i = 0; i < nx; i++) {
         fprintf(f, "%d", xs[i]);
@@ -673,7 +379,7 @@ static int plot(const mopts *o, json_t *base, const char *origin, const zmem_mod
             "set xlabel 'ranks'\nset ylabel 'GiB per rank'\n"
             "set logscale xy 2\nset grid\nset key top right\n"
             "plot for [s=0:3] '%s' using 1:(column(s+2)/2**30) with linespoints title sprintf('stage %%d', s)\n",
-            png ? "pngcairo" : "svg", o->plot, kind_title(ck), md_desc, origin, o->offload ? o->offload : "as configured",
+            png ? "pngcairo" : "svg", o->plot, mc_kind_title(ck), md_desc, origin, o->offload ? o->offload : "as configured",
             dat);
     fclose(f);
     bool have = false;
@@ -710,7 +416,7 @@ static json_t *est_json(const zmem_estimate *e) {
         json_object_set_new(by, zinc_mem_kind_name((zinc_mem_kind)k), row);
     }
     json_object_set_new(j, "stage", json_integer(e->stage));
-    json_object_set_new(j, "offload_optimizer", json_string(offload_name(e->offload)));
+    json_object_set_new(j, "offload_optimizer", json_string(mc_offload_name(e->offload)));
     json_object_set_new(j, "world", json_integer(e->world));
     json_object_set_new(j, "device", json_string(e->device == ZINC_DEVICE_CUDA ? "cuda" : "cpu"));
     json_object_set_new(j, "compute_dtype", json_string(zinc_dtype_name(e->compute_dtype)));
@@ -734,7 +440,7 @@ static json_t *ds_json(const zmem_ds_estimate *d) {
                      (json_int_t)d->cpu_bytes_no_zero_init);
 }
 
-static int load_base(const mopts *o, json_t **base) {
+int mc_load_base(const mopts *o, json_t **base) {
     json_error_t err;
     *base = o->config ? json_load_file(o->config, 0, &err) : json_object();
     if (!*base) {
@@ -767,14 +473,14 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
     int nv = 0;
     int nodes = (int)o->nodes, gpn = (int)o->gpn, G = nodes * gpn;
     const char *origin = o->config ? o->config : "<defaults>";
-    if (load_base(o, &base) || model_desc_arrays(m, &numel, &module)) goto done;
+    if (mc_load_base(o, &base) || mc_model_arrays(m, &numel, &module)) goto done;
     zmem_model md = {m->n, numel, module};
     zinc_config cfg;
     if (load_variant(base, origin, o->stage, o->offload, G, false, &cfg) != ZINC_OK) {
         fprintf(stderr, "zinc mem: %s\n", zinc_last_error());
         goto done;
     }
-    int64_t P = model_total(m), L = largest_module(m);
+    int64_t P = mc_model_total(m), L = largest_module(m);
     variant main_v = {.stage = cfg.zero.stage, .off = cfg.zero.offload_optimizer.device, .valid = true};
     if (zmem_estimate_compute(&md, &cfg, G, 0, o->device, &main_v.est) != ZINC_OK) {
         fprintf(stderr, "zinc mem: %s\n", zinc_last_error());
@@ -794,7 +500,7 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
                 snprintf(x->why, sizeof x->why, "not a valid combination: offload needs stage 1, 2 or 3");
                 continue;
             }
-            if (load_variant(base, origin, s, offload_name(offs[k]), G, true, &vc) != ZINC_OK) {
+            if (load_variant(base, origin, s, mc_offload_name(offs[k]), G, true, &vc) != ZINC_OK) {
                 snprintf(x->why, sizeof x->why, "config refused: %.120s", zinc_last_error());
                 continue;
             }
@@ -820,7 +526,7 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
         for (int i = 0; i < nv; i++) {
             json_t *row = vars[i].valid ? est_json(&vars[i].est) : json_object();
             json_object_set_new(row, "stage", json_integer(vars[i].stage));
-            json_object_set_new(row, "offload_optimizer", json_string(offload_name(vars[i].off)));
+            json_object_set_new(row, "offload_optimizer", json_string(mc_offload_name(vars[i].off)));
             if (!vars[i].valid) json_object_set_new(row, "invalid", json_string(vars[i].why));
             json_object_set_new(row, "deepspeed", ds_json(&vars[i].ds));
             json_array_append_new(tab, row);
@@ -834,18 +540,18 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
         printf("table,stage,offload,kind,category,bytes\n");
         for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
             for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++)
-                printf("estimate,%d,%s,%s,%s,%" PRIu64 "\n", main_v.stage, offload_name(main_v.off),
+                printf("estimate,%d,%s,%s,%s,%" PRIu64 "\n", main_v.stage, mc_offload_name(main_v.off),
                        zinc_mem_kind_name((zinc_mem_kind)k), zinc_mem_category_name((zinc_mem_category)c),
                        main_v.est.bytes[k][c]);
         for (int i = 0; i < nv; i++) {
             if (!vars[i].valid) continue;
             for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
-                printf("variant,%d,%s,%s,total,%" PRIu64 "\n", vars[i].stage, offload_name(vars[i].off),
+                printf("variant,%d,%s,%s,total,%" PRIu64 "\n", vars[i].stage, mc_offload_name(vars[i].off),
                        zinc_mem_kind_name((zinc_mem_kind)k), vars[i].est.total[k]);
             if (vars[i].ds.available) {
-                printf("deepspeed,%d,%s,gpu_per_gpu,%s,%" PRIu64 "\n", vars[i].stage, offload_name(vars[i].off),
+                printf("deepspeed,%d,%s,gpu_per_gpu,%s,%" PRIu64 "\n", vars[i].stage, mc_offload_name(vars[i].off),
                        vars[i].ds.function, vars[i].ds.gpu_bytes);
-                printf("deepspeed,%d,%s,cpu_per_node,%s,%" PRIu64 "\n", vars[i].stage, offload_name(vars[i].off),
+                printf("deepspeed,%d,%s,cpu_per_node,%s,%" PRIu64 "\n", vars[i].stage, mc_offload_name(vars[i].off),
                        vars[i].ds.function, vars[i].ds.cpu_bytes);
             }
         }
@@ -853,11 +559,11 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
         const zmem_estimate *e = &main_v.est;
         char n1[32], n2[32];
         printf("model:  %s: %s parameters in %d tensors, %d modules; largest module %s\n", m->desc,
-               commas(P, n1, sizeof n1), m->n, m->nmodules, commas(L, n2, sizeof n2));
+               mc_commas(P, n1, sizeof n1), m->n, m->nmodules, mc_commas(L, n2, sizeof n2));
         printf("config: %s: ZeRO stage %d, %s parameters, %s gradient accumulation, %s on the wire, "
                "offload_optimizer %s%s\n",
                origin, e->stage, zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->grad_dtype),
-               zinc_dtype_name(e->comm_dtype), offload_name(e->offload),
+               zinc_dtype_name(e->comm_dtype), mc_offload_name(e->offload),
                cfg.zero.offload_optimizer.pin_memory && e->offload == ZOFFLOAD_CPU ? " (pin_memory)" : "");
         printf("ranks:  %d node%s x %d GPU%s = %d; estimated for device %s\n\n", nodes, nodes == 1 ? "" : "s", gpn,
                gpn == 1 ? "" : "s", G, e->device == ZINC_DEVICE_CUDA ? "cuda" : "cpu (where zinc runs today)");
@@ -876,232 +582,6 @@ done:
     return rc;
 }
 
-/* ---------------------------------------------------------------- measure */
-
-static zinc_status init_fn(void *u, const zinc_param_info *p, uint64_t seed, float *out) {
-    (void)u;
-    uint64_t s = seed | 1;
-    for (int64_t i = 0; i < p->numel; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        out[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5) * 0.02f;
-    }
-    return ZINC_OK;
-}
-
-/* xorshift64 -> approximately normal (sum of 4 uniforms, centred and scaled). */
-static float rnd(uint64_t *s) {
-    double acc = 0;
-    for (int k = 0; k < 4; k++) {
-        *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-        acc += (double)(*s >> 11) / 9007199254740992.0;
-    }
-    return (float)((acc - 2.0) * 1.7320508);
-}
-
-static void fill_grad(void *g, zinc_dtype t, int64_t n, float scale, uint64_t *s) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = rnd(s) * scale;
-        if (t == ZINC_FP32) ((float *)g)[i] += v;
-        else zinc_add_f32(g, t, (size_t)i, v);
-    }
-}
-
-static int cmd_measure(const mopts *o, mmodel *m) {
-    int rc = 1;
-    json_t *base = NULL;
-    char *text = NULL;
-    int64_t *numel = NULL;
-    int *module = NULL;
-    zinc_param **ps = NULL;
-    zinc_memory_report *all = NULL;
-    zinc_engine *e = NULL;
-    const char *origin = o->config ? o->config : "<defaults>";
-    if (load_base(o, &base) || model_desc_arrays(m, &numel, &module)) return 1;
-    text = config_text(base, o->stage, o->offload);
-    zinc_options opt = zinc_default_options();
-    opt.config_json = text;
-    opt.device = ZINC_DEVICE_CPU;
-    opt.log_level = o->verbose ? ZINC_LOG_INFO : ZINC_LOG_WARN;
-    if (!text || zinc_create(&opt, &e) != ZINC_OK) {
-        fprintf(stderr, "zinc mem measure: %s: %s\n", origin, text ? zinc_last_error() : "out of memory");
-        goto done;
-    }
-    int world = zinc_world_size(e), rank = zinc_rank(e);
-    ps = calloc((size_t)m->n, sizeof *ps);
-    all = calloc((size_t)world, sizeof *all);
-    if (!ps || !all) goto done;
-    for (int i = 0, mod = -1; i < m->n; i++) {
-        if (i == 0 || m->p[i].module != m->p[i - 1].module) mod = zinc_module_add(e, m->modules[m->p[i].module]);
-        if (mod < 0 || !(ps[i] = zinc_param_add(e, mod, m->p[i].name, m->p[i].ndim, m->p[i].shape,
-                                                m->p[i].ndim > 1 || m->params_only ? ZINC_PARAM_DECAY : 0))) {
-            fprintf(stderr, "zinc mem measure: registering %s: %s\n", m->p[i].name, zinc_last_error());
-            goto done;
-        }
-    }
-    if (zinc_build(e, init_fn, NULL) != ZINC_OK) {
-        fprintf(stderr, "zinc mem measure: %s\n", zinc_last_error());
-        goto done;
-    }
-    /* Random gradients: N(0, 1) x 1e-3 x the loss scale, added in backward module by module. */
-    uint64_t seed = (uint64_t)o->seed * 0x9e3779b97f4a7c15ull + (uint64_t)rank + 1;
-    zinc_dtype gt = zinc_grad_dtype(e);
-    zinc_step_info info = {0};
-    for (int64_t step = 0; step < o->steps; step++) {
-        for (int64_t micro = 0; micro < zinc_grad_accum_steps(e); micro++) {
-            for (int mm = 0; mm < m->nmodules; mm++)
-                if (zinc_module_enter(e, mm, ZINC_FORWARD) != ZINC_OK || zinc_module_exit(e, mm, ZINC_FORWARD) != ZINC_OK)
-                    goto fail_step;
-            for (int mm = m->nmodules - 1; mm >= 0; mm--) {
-                if (zinc_module_enter(e, mm, ZINC_BACKWARD) != ZINC_OK) goto fail_step;
-                float scale = zinc_loss_scale(e) * 1e-3f;
-                for (int i = 0; i < m->n; i++) {
-                    if (m->p[i].module != mm) continue;
-                    void *g = zinc_param_grad(ps[i]);
-                    if (!g) goto fail_step;
-                    fill_grad(g, gt, m->p[i].numel, scale, &seed);
-                }
-                if (zinc_module_exit(e, mm, ZINC_BACKWARD) != ZINC_OK) goto fail_step;
-            }
-        }
-        if (zinc_step(e, &info) != ZINC_OK) goto fail_step;
-    }
-    if (zmem_allgather_reports(e, all) != ZINC_OK) goto fail_step;
-
-    /* The estimate for the same shapes and config, computed as `zinc mem estimate --device cpu` would. */
-    zinc_config cfg;
-    zlog quiet = {0};
-    zmem_estimate est;
-    if (zcfg_load_text(text, origin, world, &quiet, &cfg) != ZINC_OK ||
-        zmem_estimate_compute(&(zmem_model){m->n, numel, module}, &cfg, world, rank, ZINC_DEVICE_CPU, &est) != ZINC_OK) {
-        fprintf(stderr, "zinc mem measure: estimate: %s\n", zinc_last_error());
-        goto done;
-    }
-    /* Rows: every (kind, category) either side has; measured = max over ranks. */
-    int bad = 0, ranks_differ = 0;
-    uint64_t meas[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT] = {{0}};
-    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
-        for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++)
-            for (int r = 0; r < world; r++) {
-                uint64_t v = all[r].peak[k][c];
-                if (r > 0 && v != all[0].peak[k][c]) ranks_differ = 1;
-                if (v > meas[k][c]) meas[k][c] = v;
-            }
-    if (rank != 0) {
-        rc = 0;
-        goto done;
-    }
-    json_t *rows = json_array();
-    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
-        for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++) {
-            uint64_t want = est.bytes[k][c], got = meas[k][c];
-            if (!want && !got) continue;
-            bool ms = zmem_is_model_state((zinc_mem_category)c);
-            bool ok = got == want;
-            /* NVMe files: the estimate assumes 4 KiB O_DIRECT alignment for the last chunk's padding. */
-            if (!ok && k == ZINC_MEMKIND_NVME && got <= want && want - got < 4096) ok = true;
-            /* Swap buffers are host memory when io_uring cannot pin them. */
-            if (!ok && c == ZINC_MEM_STAGING &&
-                meas[ZINC_MEMKIND_HOST][c] + meas[ZINC_MEMKIND_PINNED][c] ==
-                    est.bytes[ZINC_MEMKIND_HOST][c] + est.bytes[ZINC_MEMKIND_PINNED][c])
-                ok = true;
-            if (!ok) bad++;
-            json_array_append_new(rows, json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:b}", "kind",
-                                                  zinc_mem_kind_name((zinc_mem_kind)k), "category",
-                                                  zinc_mem_category_name((zinc_mem_category)c), "model_state", ms,
-                                                  "estimate", (json_int_t)want, "measured", (json_int_t)got,
-                                                  "diff", (json_int_t)((int64_t)got - (int64_t)want), "match", ok));
-        }
-    const char *note_grads = "gradients are random (normal, 1e-3 x the loss scale), not a model's: the bytes depend "
-                             "only on the shapes and the config";
-    const char *note_dev = "measured on the CPU: zinc's GPU backend does not exist yet, so GPU memory cannot be "
-                           "measured (zinc mem estimate --device cuda predicts it)";
-    if (o->json) {
-        json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:I, s:o, s:b, s:i, s:s, s:s}", "command", "measure",
-                              "model", m->desc, "config", origin, "parameters", (json_int_t)model_total(m), "ranks",
-                              world, "stage", est.stage, "steps", (json_int_t)o->steps, "rows", rows, "ranks_differ",
-                              ranks_differ, "mismatches", bad, "note_gradients", note_grads, "note_device", note_dev);
-        char *s = json_dumps(j, JSON_INDENT(2));
-        if (s) printf("%s\n", s);
-        free(s);
-        json_decref(j);
-    } else if (o->csv) {
-        printf("kind,category,model_state,estimate,measured,diff,match\n");
-        size_t i;
-        json_t *r;
-        json_array_foreach(rows, i, r) {
-            printf("%s,%s,%d,%" JSON_INTEGER_FORMAT ",%" JSON_INTEGER_FORMAT ",%" JSON_INTEGER_FORMAT ",%d\n",
-                   json_string_value(json_object_get(r, "kind")), json_string_value(json_object_get(r, "category")),
-                   json_is_true(json_object_get(r, "model_state")), json_integer_value(json_object_get(r, "estimate")),
-                   json_integer_value(json_object_get(r, "measured")), json_integer_value(json_object_get(r, "diff")),
-                   json_is_true(json_object_get(r, "match")));
-        }
-        json_decref(rows);
-    } else {
-        char n1[32];
-        printf("model:  %s: %s parameters in %d tensors, %d modules\n", m->desc, commas(model_total(m), n1, sizeof n1),
-               m->n, m->nmodules);
-        printf("config: %s: ZeRO stage %d, %s, offload_optimizer %s; %d rank%s, %" PRId64 " step%s of %" PRId64
-               " micro-step%s (%" PRId64 " taken)\n",
-               origin, est.stage, zinc_dtype_name(est.compute_dtype), offload_name(est.offload), world,
-               world == 1 ? "" : "s", o->steps, o->steps == 1 ? "" : "s", zinc_grad_accum_steps(e),
-               zinc_grad_accum_steps(e) == 1 ? "" : "s", info.steps_taken);
-        printf("note:   %s\nnote:   %s\n\n", note_grads, note_dev);
-        printf("Per rank, peak bytes (measured: the largest over the %d rank%s):\n", world, world == 1 ? "" : "s");
-        printf("%-7s %-32s %14s %14s %14s  %s\n", "kind", "category", "estimate", "measured", "diff", "");
-        size_t i;
-        json_t *r;
-        uint64_t te[ZINC_MEMKIND_COUNT] = {0}, tm[ZINC_MEMKIND_COUNT] = {0};
-        json_array_foreach(rows, i, r) {
-            char a[32], b[32], d[48], lab[64];
-            int k = 0, c = 0;
-            for (; k < ZINC_MEMKIND_COUNT; k++)
-                if (!strcmp(zinc_mem_kind_name((zinc_mem_kind)k), json_string_value(json_object_get(r, "kind")))) break;
-            for (; c < ZINC_MEM_CATEGORY_COUNT; c++)
-                if (!strcmp(zinc_mem_category_name((zinc_mem_category)c),
-                            json_string_value(json_object_get(r, "category"))))
-                    break;
-            cat_label(&est, c, lab, sizeof lab);
-            human(a, sizeof a, (uint64_t)json_integer_value(json_object_get(r, "estimate")), o->exact);
-            human(b, sizeof b, (uint64_t)json_integer_value(json_object_get(r, "measured")), o->exact);
-            shuman(d, sizeof d, json_integer_value(json_object_get(r, "diff")), o->exact);
-            printf("%-7s %-32s %14s %14s %14s  %s\n", kind_title(k), lab, a, b, d,
-                   json_is_true(json_object_get(r, "match")) ? (json_integer_value(json_object_get(r, "diff")) ? "ok (bound)" : "exact")
-                                                             : "DIFFERS");
-            te[k] += (uint64_t)json_integer_value(json_object_get(r, "estimate"));
-            tm[k] += (uint64_t)json_integer_value(json_object_get(r, "measured"));
-        }
-        for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) {
-            if (!te[k] && !tm[k]) continue;
-            char a[32], b[32], d[48], lab[64];
-            snprintf(lab, sizeof lab, "total");
-            human(a, sizeof a, est.total[k], o->exact);
-            uint64_t pk = 0;
-            for (int r2 = 0; r2 < world; r2++)
-                if (all[r2].peak_total[k] > pk) pk = all[r2].peak_total[k];
-            human(b, sizeof b, pk, o->exact);
-            shuman(d, sizeof d, (int64_t)pk - (int64_t)est.total[k], o->exact);
-            printf("%-7s %-32s %14s %14s %14s\n", kind_title(k), lab, a, b, d);
-        }
-        printf("\n%s; every rank %s.\n",
-               bad ? "SOME ROWS DIFFER from the estimate" : "every row matches the estimate",
-               ranks_differ ? "did NOT measure the same bytes" : "measured the same bytes");
-        json_decref(rows);
-    }
-    rc = o->check && bad ? 1 : 0;
-    goto done;
-fail_step:
-    fprintf(stderr, "zinc mem measure: %s\n", zinc_last_error());
-done:
-    zinc_destroy(e);
-    free(text);
-    json_decref(base);
-    free(numel);
-    free(module);
-    free(ps);
-    free(all);
-    return rc;
-}
-
 int zinc_cmd_mem(int argc, char **argv) {
     if (argc < 2 || (strcmp(argv[1], "estimate") && strcmp(argv[1], "measure"))) {
         bool help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
@@ -1117,11 +597,11 @@ int zinc_cmd_mem(int argc, char **argv) {
         return 2;
     }
     mmodel m = {0};
-    if (build_model(&o, &m)) {
-        model_free(&m);
+    if (mc_build_model(&o, &m)) {
+        mc_model_free(&m);
         return 2;
     }
-    int rc = o.measure ? cmd_measure(&o, &m) : cmd_estimate(&o, &m);
-    model_free(&m);
+    int rc = o.measure ? mc_cmd_measure(&o, &m) : cmd_estimate(&o, &m);
+    mc_model_free(&m);
     return rc;
 }
