@@ -92,9 +92,10 @@ float zinc_load_f32(const void *buf, zinc_dtype t, size_t i);
 void zinc_add_f32(void *buf, zinc_dtype t, size_t i, float v);
 
 typedef enum zinc_device_kind {
-    ZINC_DEVICE_AUTO = 0, /* cuda when a GPU is present and zinc was built with CUDA, else cpu */
+    ZINC_DEVICE_AUTO = 0, /* cuda when ZINC_EXPERIMENTAL_CUDA=1, a GPU is present and zinc was built with
+                             CUDA; else cpu */
     ZINC_DEVICE_CPU = 1,
-    ZINC_DEVICE_CUDA = 2
+    ZINC_DEVICE_CUDA = 2  /* refused unless ZINC_EXPERIMENTAL_CUDA=1: the backend has never run on a GPU */
 } zinc_device_kind;
 
 /* ---------------------------------------------------------------- options and engine lifecycle */
@@ -262,6 +263,17 @@ typedef struct zinc_memory_report {
 } zinc_memory_report;
 
 zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out);
+
+/* ---------------------------------------------------------------- the compute device */
+
+/* The engine's compute stream (a cudaStream_t as void *) on device cuda, where a model enqueues its own
+ * forward and backward work; NULL on cpu. */
+void *zinc_stream(const zinc_engine *e);
+/* Copies `bytes` between host memory and the engine's compute-device memory (zinc_param_data,
+ * zinc_param_grad): a memcpy on cpu; on cuda ordered after the work on the compute stream and complete
+ * on return. For models that compute on the host while the engine runs on a GPU. */
+zinc_status zinc_copy_to_host(zinc_engine *e, void *host_dst, const void *src, size_t bytes);
+zinc_status zinc_copy_from_host(zinc_engine *e, void *dst, const void *host_src, size_t bytes);
 
 /* ---------------------------------------------------------------- checkpoints (docs/checkpoints.md) */
 

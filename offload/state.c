@@ -27,7 +27,11 @@ zinc_status zstate_create(zinc_engine *e, int64_t n, zstate **out) {
                                                                                  : ZINC_MEMKIND_HOST,
                                     zstate_chunk_elems(e->cfg.zero.sub_group_size, n), out);
     default:
-        return zstate_create_memory(e, n, zengine_compute_kind(e), n > 0 ? n : 1, out);
+        /* On the compute device: one chunk on cpu (as always); on a GPU chunks of ZSTATE_DEVICE_CHUNK so a
+         * host-view pass (checkpoints) stages a bounded amount. */
+        return zstate_create_memory(e, n, zengine_compute_kind(e),
+                                    e->dev->host_addressable ? (n > 0 ? n : 1) : zstate_chunk_elems(ZSTATE_DEVICE_CHUNK, n),
+                                    out);
     }
 }
 
@@ -37,10 +41,14 @@ void zstate_destroy(zstate *s) {
 
 zinc_status zstate_pass_begin(zstate *s, zstate_mode mode) {
     if (s->mode) return ZERR(ZINC_ERR_INTERNAL, "optimizer state: a pass began inside another pass");
+    s->host_view = (mode & ZSTATE_HOST_VIEW) != 0;
+    mode = (zstate_mode)(mode & ~ZSTATE_HOST_VIEW);
     zinc_status st = s->ops->pass_begin(s, mode);
     if (st == ZINC_OK) {
         s->mode = mode;
         s->next = 0;
+    } else {
+        s->host_view = false;
     }
     return st;
 }
@@ -61,6 +69,7 @@ zinc_status zstate_release(zstate *s, int64_t chunk) {
 zinc_status zstate_pass_end(zstate *s) {
     zinc_status st = s->ops->pass_end(s);
     s->mode = 0;
+    s->host_view = false;
     return st;
 }
 
@@ -68,4 +77,5 @@ void zstate_pass_abort(zstate *s) {
     if (!s || !s->mode) return;
     s->ops->pass_abort(s);
     s->mode = 0;
+    s->host_view = false;
 }

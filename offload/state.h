@@ -25,7 +25,9 @@ struct zinc_engine;
 typedef enum {
     ZSTATE_READ = 1,        /* chunks are read, not changed */
     ZSTATE_WRITE = 2,       /* chunks are overwritten entirely (initialisation, checkpoint load) */
-    ZSTATE_READ_WRITE = 3   /* chunks are read and updated (the optimizer step) */
+    ZSTATE_READ_WRITE = 3,  /* chunks are read and updated (the optimizer step) */
+    ZSTATE_HOST_VIEW = 4    /* or'ed in: the views must be host memory (checkpoints, zinc_gather_master); a
+                               device-resident store stages each chunk through host memory */
 } zstate_mode;
 
 typedef struct zstate_view {
@@ -52,13 +54,18 @@ struct zstate {
     int64_t n;              /* elements stored (the own range) */
     int64_t chunk;          /* elements per chunk (the last may be shorter) */
     int64_t nchunks;
-    zstate_mode mode;       /* of the current pass; 0 outside a pass */
+    bool device_resident;   /* views are compute-device memory that the host cannot address (cuda, no
+                               offload): only the device operations may touch them, or a ZSTATE_HOST_VIEW pass */
+    zstate_mode mode;       /* of the current pass without ZSTATE_HOST_VIEW; 0 outside a pass */
+    bool host_view;         /* the current pass asked for ZSTATE_HOST_VIEW */
     int64_t next;           /* the chunk the pass expects next (order is checked) */
 };
 
 /* Creates the store the config asks for: zero_optimization.offload_optimizer.device none (the compute
  * device's memory), cpu (host memory, pinned with pin_memory) or nvme (files under nvme_path). */
 zinc_status zstate_create(struct zinc_engine *e, int64_t n, zstate **out);
+/* kind == the compute device's kind: the arrays are allocated by the engine's device (device_resident
+ * when the host cannot address them); any other kind: host memory counted under that kind. */
 zinc_status zstate_create_memory(struct zinc_engine *e, int64_t n, zinc_mem_kind kind, int64_t chunk, zstate **out);
 zinc_status zstate_create_nvme(struct zinc_engine *e, int64_t n, zstate **out);
 void zstate_destroy(zstate *s);
@@ -73,5 +80,7 @@ void zstate_pass_abort(zstate *s);
  * (4 KiB of floats, so chunks start on O_DIRECT and SIMD boundaries), at most n. */
 #define ZSTATE_CHUNK_ALIGN 1024
 int64_t zstate_chunk_elems(int64_t sub_group_size, int64_t n);
+/* Elements per chunk of a state store in GPU memory (64 MiB per array). */
+#define ZSTATE_DEVICE_CHUNK ((int64_t)1 << 24)
 
 #endif

@@ -1,5 +1,8 @@
 /* The in-memory optimizer-state store: three arrays in the compute device's memory (no offload) or in
- * host memory (offload_optimizer.device "cpu"), visited in sub_group_size chunks. */
+ * host memory (offload_optimizer.device "cpu"), visited in sub_group_size chunks. Arrays in GPU memory
+ * (device_resident) are handed out as they are, except in a ZSTATE_HOST_VIEW pass, where each chunk is
+ * staged through host memory: copied down on acquire (unless the pass only writes) and up on release
+ * (unless it only reads). */
 #include <stdlib.h>
 
 #include "engine_internal.h"
@@ -9,40 +12,82 @@
 typedef struct zstate_memory {
     zstate base;
     zinc_mem_kind kind;
+    bool on_device;         /* allocated by the engine's device */
     size_t bytes;
     float *master, *m, *v;
+    float *stage;           /* host-view staging: 3 x chunk floats, during a host-view pass */
+    size_t stage_bytes;
+    int64_t cur_lo, cur_n;
 } zstate_memory;
 
+static zdevice *dev_of(zstate *s) { return s->e->dev; }
+
+static void free_stage(zstate_memory *z) {
+    if (!z->stage) return;
+    zdevice *d = dev_of(&z->base);
+    d->ops->free_host(d, ZINC_MEM_STAGING, z->stage, z->stage_bytes);
+    z->stage = NULL;
+}
+
 static zinc_status mem_pass_begin(zstate *s, zstate_mode mode) {
-    (void)s, (void)mode;
-    return ZINC_OK;
+    zstate_memory *z = (zstate_memory *)s;
+    (void)mode;
+    if (!s->host_view || !s->device_resident) return ZINC_OK;
+    zdevice *d = dev_of(s);
+    z->stage_bytes = 3 * (size_t)s->chunk * sizeof(float);
+    return d->ops->alloc_host(d, ZINC_MEM_STAGING, z->stage_bytes, "optimizer-state staging", (void **)&z->stage);
 }
 
 static zinc_status mem_acquire(zstate *s, int64_t chunk, zstate_view *out) {
+    zinc_status st = ZINC_OK;
     zstate_memory *z = (zstate_memory *)s;
     int64_t lo = chunk * s->chunk, n = s->n - lo < s->chunk ? s->n - lo : s->chunk;
     *out = (zstate_view){.lo = lo, .n = n, .master = z->master + lo, .m = z->m + lo, .v = z->v + lo};
-    return ZINC_OK;
+    if (!z->stage) return ZINC_OK;
+    zdevice *d = dev_of(s);
+    float *dev[3] = {out->master, out->m, out->v};
+    float *host[3] = {z->stage, z->stage + s->chunk, z->stage + 2 * s->chunk};
+    for (int k = 0; k < 3 && (s->mode & ZSTATE_READ); k++)
+        TRY(d->ops->copy(d, host[k], dev[k], (size_t)n * sizeof(float), ZDEV_D2H));
+    out->master = host[0];
+    out->m = host[1];
+    out->v = host[2];
+    z->cur_lo = lo;
+    z->cur_n = n;
+fail:
+    return st;
 }
 
 static zinc_status mem_release(zstate *s, int64_t chunk) {
-    (void)s, (void)chunk;
-    return ZINC_OK;
+    zinc_status st = ZINC_OK;
+    zstate_memory *z = (zstate_memory *)s;
+    (void)chunk;
+    if (!z->stage || !(s->mode & ZSTATE_WRITE)) return ZINC_OK;
+    zdevice *d = dev_of(s);
+    float *dev[3] = {z->master + z->cur_lo, z->m + z->cur_lo, z->v + z->cur_lo};
+    for (int k = 0; k < 3; k++)
+        TRY(d->ops->copy(d, dev[k], z->stage + (size_t)k * (size_t)s->chunk, (size_t)z->cur_n * sizeof(float),
+                         ZDEV_H2D));
+fail:
+    return st;
 }
 
 static zinc_status mem_pass_end(zstate *s) {
-    (void)s;
+    free_stage((zstate_memory *)s);
     return ZINC_OK;
 }
 
-static void mem_pass_abort(zstate *s) { (void)s; }
+static void mem_pass_abort(zstate *s) { free_stage((zstate_memory *)s); }
 
 static void mem_destroy(zstate *s) {
     zstate_memory *z = (zstate_memory *)s;
-    zmemtrack *t = &s->e->mem;
-    zmem_host_free(t, z->kind, ZINC_MEM_MASTER, z->master, z->bytes);
-    zmem_host_free(t, z->kind, ZINC_MEM_EXP_AVG, z->m, z->bytes);
-    zmem_host_free(t, z->kind, ZINC_MEM_EXP_AVG_SQ, z->v, z->bytes);
+    free_stage(z);
+    float *arr[3] = {z->master, z->m, z->v};
+    const zinc_mem_category cats[3] = {ZINC_MEM_MASTER, ZINC_MEM_EXP_AVG, ZINC_MEM_EXP_AVG_SQ};
+    for (int k = 0; k < 3; k++) {
+        if (z->on_device) s->e->dev->ops->free(s->e->dev, cats[k], arr[k], z->bytes);
+        else zmem_host_free(&s->e->mem, z->kind, cats[k], arr[k], z->bytes);
+    }
     free(z);
 }
 
@@ -56,10 +101,16 @@ zinc_status zstate_create_memory(zinc_engine *e, int64_t n, zinc_mem_kind kind, 
     z->base = (zstate){.ops = &memory_ops, .e = e, .n = n, .chunk = chunk > 0 ? chunk : 1};
     z->base.nchunks = n > 0 ? (n + z->base.chunk - 1) / z->base.chunk : 0;
     z->kind = kind;
+    z->on_device = kind == zengine_compute_kind(e);
+    z->base.device_resident = z->on_device && !e->dev->host_addressable;
     z->bytes = (size_t)n * sizeof(float);
-    TRY(zmem_host_alloc(&e->mem, kind, ZINC_MEM_MASTER, z->bytes, "fp32 master weights", (void **)&z->master));
-    TRY(zmem_host_alloc(&e->mem, kind, ZINC_MEM_EXP_AVG, z->bytes, "Adam exp_avg", (void **)&z->m));
-    TRY(zmem_host_alloc(&e->mem, kind, ZINC_MEM_EXP_AVG_SQ, z->bytes, "Adam exp_avg_sq", (void **)&z->v));
+    float **arr[3] = {&z->master, &z->m, &z->v};
+    const zinc_mem_category cats[3] = {ZINC_MEM_MASTER, ZINC_MEM_EXP_AVG, ZINC_MEM_EXP_AVG_SQ};
+    const char *what[3] = {"fp32 master weights", "Adam exp_avg", "Adam exp_avg_sq"};
+    for (int k = 0; k < 3; k++) {
+        if (z->on_device) TRY(e->dev->ops->alloc(e->dev, cats[k], z->bytes, what[k], (void **)arr[k]));
+        else TRY(zmem_host_alloc(&e->mem, kind, cats[k], z->bytes, what[k], (void **)arr[k]));
+    }
     *out = &z->base;
     return ZINC_OK;
 fail:

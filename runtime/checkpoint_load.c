@@ -69,7 +69,7 @@ static zinc_status read_state(zinc_engine *e, const zckpt_manifest *m) {
     int first = 0;
     TRY_ALLOC(rd, m->nfiles, "checkpoint readers");
     TRY_ALLOC(open, m->nfiles, "checkpoint readers");
-    TRY(zstate_pass_begin(e->state, ZSTATE_WRITE));
+    TRY(zstate_pass_begin(e->state, ZSTATE_WRITE | ZSTATE_HOST_VIEW));
     for (int64_t c = 0; c < e->state->nchunks; c++) {
         zstate_view v;
         TRY(zstate_acquire(e->state, c, &v));

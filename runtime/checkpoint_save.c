@@ -72,7 +72,8 @@ static bool my_file(const zinc_engine *e, zckpt_file *f) {
 
 static zinc_status write_sections(zinc_engine *e, zckpt_writer *w, int fd, const char *path, const zckpt_file *f) {
     zinc_status st = ZINC_OK;
-    TRY(zstate_pass_begin(e->state, ZSTATE_READ));
+    void *host = NULL;
+    TRY(zstate_pass_begin(e->state, ZSTATE_READ | ZSTATE_HOST_VIEW));
     for (int64_t i = 0; i < e->state->nchunks; i++) {
         zstate_view v;
         TRY(zstate_acquire(e->state, i, &v));
@@ -88,13 +89,22 @@ static zinc_status write_sections(zinc_engine *e, zckpt_writer *w, int fd, const
     }
     TRY(zstate_pass_end(e->state));
     if (f->sec_offset[ZCKPT_SEC_PARAMS] >= 0 && f->flat_hi > f->flat_lo) {
-        size_t csz = zinc_dtype_size(e->compute_dtype);
-        TRY(zckpt_pwrite(w, fd, path, (const char *)e->params_shard + (size_t)(f->flat_lo - e->own_lo) * csz,
-                         (size_t)(f->flat_hi - f->flat_lo) * csz, f->sec_offset[ZCKPT_SEC_PARAMS]));
+        size_t csz = zinc_dtype_size(e->compute_dtype), bytes = (size_t)(f->flat_hi - f->flat_lo) * csz;
+        const char *src = (const char *)e->params_shard + (size_t)(f->flat_lo - e->own_lo) * csz;
+        if (!e->dev->host_addressable) { /* the parameter shard lives on the GPU */
+            TRY(e->dev->ops->alloc_host(e->dev, ZINC_MEM_STAGING, bytes, "checkpoint parameter staging", &host));
+            TRY(e->dev->ops->copy(e->dev, host, src, bytes, ZDEV_D2H));
+            src = host;
+        }
+        TRY(zckpt_pwrite(w, fd, path, src, bytes, f->sec_offset[ZCKPT_SEC_PARAMS]));
     }
-    return ZINC_OK;
+    goto done;
 fail:
     zstate_pass_abort(e->state);
+done:
+    if (host)
+        e->dev->ops->free_host(e->dev, ZINC_MEM_STAGING, host,
+                               (size_t)(f->flat_hi - f->flat_lo) * zinc_dtype_size(e->compute_dtype));
     return st;
 }
 

@@ -33,11 +33,21 @@ zinc_mem_kind zengine_compute_kind(const zinc_engine *e) {
 }
 
 zinc_status zengine_alloc(zinc_engine *e, zinc_mem_category cat, size_t bytes, const char *what, void **out) {
-    return zmem_host_alloc(&e->mem, zengine_compute_kind(e), cat, bytes, what, out);
+    return e->dev->ops->alloc(e->dev, cat, bytes, what, out);
 }
 
 void zengine_free(zinc_engine *e, zinc_mem_category cat, void *p, size_t bytes) {
-    zmem_host_free(&e->mem, zengine_compute_kind(e), cat, p, bytes);
+    if (p) e->dev->ops->free(e->dev, cat, p, bytes);
+}
+
+bool zengine_state_on_device(const zinc_engine *e) {
+    return e->dev->host_addressable || e->state->device_resident;
+}
+
+/* ZINC_EXPERIMENTAL_CUDA=1 lets the engine use the CUDA device backend, which has never run on a GPU. */
+static bool cuda_allowed(void) {
+    const char *x = getenv("ZINC_EXPERIMENTAL_CUDA");
+    return x && !strcmp(x, "1");
 }
 
 static int default_threads(const zinc_engine *e) {
@@ -73,10 +83,14 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     else TRY(zcfg_load_text(o.config_json, "<json text>", e->world, &e->log, &e->cfg));
 
     zinc_device_kind want = o.device != ZINC_DEVICE_AUTO ? o.device : e->cfg.device;
-    if (want == ZINC_DEVICE_CUDA)
-        FAIL(ZINC_ERR_UNSUPPORTED, "device cuda: the engine's CUDA device backend is not available in this "
-                                   "zinc version; use device cpu (zinc.device in the config or --device cpu)");
-    e->device = ZINC_DEVICE_CPU;
+    if (want == ZINC_DEVICE_CUDA && !cuda_allowed())
+        FAIL(ZINC_ERR_UNSUPPORTED, "device cuda: zinc's CUDA device backend is compiled but has never run on a GPU "
+                                   "yet; set ZINC_EXPERIMENTAL_CUDA=1 in the environment to try it, or use device "
+                                   "cpu (zinc.device in the config or --device cpu)");
+    if (want == ZINC_DEVICE_AUTO) want = cuda_allowed() && zdev_cuda_count() > 0 ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
+    e->device = want;
+    TRY(zdev_create(want, &e->mem, &e->log, e->comm->local_rank, &e->dev));
+    TRY(e->dev->ops->comm_create(e->dev, e->comm, &e->log, &e->dcomm));
 
     e->stage = e->cfg.zero.stage;
     e->compute_dtype = e->cfg.compute_dtype;
@@ -103,9 +117,9 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
 
     zkernels_set_threads(o.cpu_threads > 0 ? o.cpu_threads : default_threads(e));
     ZLOG_INFO(&e->log,
-              "zinc %s: %d rank%s (%s), device cpu, ZeRO stage %d, %s compute, %s communication, "
+              "zinc %s: %d rank%s (%s), device %s, ZeRO stage %d, %s compute, %s communication, "
               "batch %lld = micro %lld x accumulation %lld x ranks %d, %d kernel thread%s (%s)",
-              zinc_version(), e->world, e->world == 1 ? "" : "s", e->comm->ops->name, e->stage,
+              zinc_version(), e->world, e->world == 1 ? "" : "s", e->dcomm->ops->name, e->dev->ops->name, e->stage,
               zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->comm_dtype),
               (long long)e->cfg.train_batch_size, (long long)e->cfg.train_micro_batch_size_per_gpu,
               (long long)e->cfg.gradient_accumulation_steps, e->world, zkernels_threads(),
@@ -125,7 +139,8 @@ void zinc_destroy(zinc_engine *e) {
         zengine_free(e, ZINC_MEM_PARAMS, e->params_full, e->bytes_params_full);
         zengine_free(e, ZINC_MEM_PARAMS, e->params_shard, e->bytes_params_shard);
         zstate_destroy(e->state);
-        zengine_free(e, ZINC_MEM_OTHER, e->decay_mask, e->bytes_mask);
+        if (e->decay_mask_dev != e->decay_mask) zengine_free(e, ZINC_MEM_OTHER, e->decay_mask_dev, e->bytes_mask);
+        zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_OTHER, e->decay_mask, e->bytes_mask);
     }
     for (int i = 0; i < e->nparams; i++) {
         free(e->params[i]->name);
@@ -135,6 +150,8 @@ void zinc_destroy(zinc_engine *e) {
     for (int i = 0; i < e->nmodules; i++) free(e->modules[i].name);
     free(e->modules);
     free(e->trace);
+    if (e->dcomm != e->comm) zcomm_destroy(e->dcomm);
+    zdev_destroy(e->dev);
     zcomm_destroy(e->comm);
     free(e);
 }
@@ -324,16 +341,16 @@ static void fill_decay_mask(zinc_engine *e) {
     }
 }
 
-/* Copies the float values of parameter p's elements that fall into [lo, hi) to dst (compute dtype,
- * indexed from dst_base). */
-static void place_param(zinc_engine *e, const zinc_param *p, const float *vals, void *dst, int64_t dst_base,
-                        int64_t lo, int64_t hi) {
+/* Copies the float values of parameter p's elements that fall into [lo, hi) to dst (compute dtype, on
+ * the device, indexed from dst_base). */
+static zinc_status place_param(zinc_engine *e, const zinc_param *p, const float *vals, void *dst,
+                               int64_t dst_base, int64_t lo, int64_t hi) {
     int64_t a = p->flat_offset > lo ? p->flat_offset : lo;
     int64_t b = p->flat_offset + p->numel < hi ? p->flat_offset + p->numel : hi;
-    if (b <= a) return;
+    if (b <= a) return ZINC_OK;
     size_t esz = zinc_dtype_size(e->compute_dtype);
-    zcast_from_f32((char *)dst + (size_t)(a - dst_base) * esz, e->compute_dtype, vals + (a - p->flat_offset),
-                   (size_t)(b - a));
+    return zdev_upload_f32(e->dev, (char *)dst + (size_t)(a - dst_base) * esz, e->compute_dtype,
+                           vals + (a - p->flat_offset), (size_t)(b - a));
 }
 
 /* The master weights start as the compute-dtype parameters widened, so master and parameters agree
@@ -343,13 +360,22 @@ static zinc_status init_state(zinc_engine *e) {
     size_t csz = zinc_dtype_size(e->compute_dtype);
     const char *own = e->stage <= 2 ? (const char *)e->params_full + (size_t)e->own_lo * csz
                                     : (const char *)e->params_shard;
+    zdevice *d = e->dev;
+    bool on_dev = zengine_state_on_device(e);
     TRY(zstate_pass_begin(e->state, ZSTATE_WRITE));
     for (int64_t i = 0; i < e->state->nchunks; i++) {
         zstate_view v;
         TRY(zstate_acquire(e->state, i, &v));
-        zcast_to_f32(v.master, own + (size_t)v.lo * csz, e->compute_dtype, (size_t)v.n);
-        memset(v.m, 0, (size_t)v.n * sizeof(float));
-        memset(v.v, 0, (size_t)v.n * sizeof(float));
+        size_t nb = (size_t)v.n * sizeof(float);
+        if (on_dev) {
+            TRY(d->ops->cast_to_f32(d, v.master, own + (size_t)v.lo * csz, e->compute_dtype, (size_t)v.n));
+            TRY(d->ops->memset0(d, v.m, nb));
+            TRY(d->ops->memset0(d, v.v, nb));
+        } else { /* offloaded state, parameters on the GPU */
+            TRY(zdev_download_f32(d, v.master, own + (size_t)v.lo * csz, e->compute_dtype, (size_t)v.n));
+            memset(v.m, 0, nb);
+            memset(v.v, 0, nb);
+        }
         TRY(zstate_release(e->state, i));
     }
     TRY(zstate_pass_end(e->state));
@@ -385,8 +411,14 @@ zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
     e->bytes_state = (size_t)own * sizeof(float);
     TRY(zstate_create(e, own, &e->state));
     e->bytes_mask = (size_t)(own / ZPART_PARAM_ALIGN);
-    TRY(zengine_alloc(e, ZINC_MEM_OTHER, e->bytes_mask, "the weight-decay mask", (void **)&e->decay_mask));
+    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_OTHER, e->bytes_mask, "the weight-decay mask",
+                        (void **)&e->decay_mask));
     fill_decay_mask(e);
+    e->decay_mask_dev = e->decay_mask;
+    if (!e->dev->host_addressable && e->bytes_mask) {
+        TRY(zengine_alloc(e, ZINC_MEM_OTHER, e->bytes_mask, "the weight-decay mask", (void **)&e->decay_mask_dev));
+        TRY(e->dev->ops->copy(e->dev, e->decay_mask_dev, e->decay_mask, e->bytes_mask, ZDEV_H2D));
+    }
     TRY(zgrads_alloc(e));
 
     /* Initialise: every rank computes every parameter it holds any part of from the same seed. */
@@ -408,8 +440,8 @@ zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
             zinc__error_trace(__FILE__, __LINE__);
             goto fail;
         }
-        if (need_full) place_param(e, p, vals, e->params_full, 0, p_lo, p_hi);
-        else place_param(e, p, vals, e->params_shard, e->own_lo, e->own_lo, e->own_hi);
+        if (need_full) TRY(place_param(e, p, vals, e->params_full, 0, p_lo, p_hi));
+        else TRY(place_param(e, p, vals, e->params_shard, e->own_lo, e->own_lo, e->own_hi));
     }
     free(vals);
     vals = NULL;
@@ -557,5 +589,20 @@ void zinc_log(const zinc_engine *e, zinc_log_level level, const char *fmt, ...) 
 zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out) {
     if (!e || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_memory_get: NULL argument");
     zmem_report(&e->mem, out);
+    e->dev->ops->mem_info(e->dev, &out->device_used_bytes, &out->device_total_bytes);
     return ZINC_OK;
+}
+
+void *zinc_stream(const zinc_engine *e) { return e && e->dev ? e->dev->compute_stream : NULL; }
+
+zinc_status zinc_copy_to_host(zinc_engine *e, void *host_dst, const void *src, size_t bytes) {
+    if (!e || !e->dev || ((!host_dst || !src) && bytes))
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_copy_to_host: NULL argument");
+    return bytes ? e->dev->ops->copy(e->dev, host_dst, src, bytes, ZDEV_D2H) : ZINC_OK;
+}
+
+zinc_status zinc_copy_from_host(zinc_engine *e, void *dst, const void *host_src, size_t bytes) {
+    if (!e || !e->dev || ((!dst || !host_src) && bytes))
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_copy_from_host: NULL argument");
+    return bytes ? e->dev->ops->copy(e->dev, dst, host_src, bytes, ZDEV_H2D) : ZINC_OK;
 }

@@ -5,7 +5,6 @@
 
 #include "engine_internal.h"
 #include "error.h"
-#include "kernels/cpu_kernels.h"
 
 zinc_status zinc_allreduce_sum(zinc_engine *e, double *values, int n) {
     zinc_status st = ZINC_OK;
@@ -41,7 +40,7 @@ zinc_status zinc_gather_master(zinc_engine *e, float *out, size_t n) {
                     (long long)zinc_numel_total(e));
     /* Every rank's master slice into a full flat buffer (in place), read chunk by chunk from the store. */
     TRY_ALLOC(flat, (size_t)e->part.padded, "the gathered master weights");
-    TRY(zstate_pass_begin(e->state, ZSTATE_READ));
+    TRY(zstate_pass_begin(e->state, ZSTATE_READ | ZSTATE_HOST_VIEW));
     for (int64_t i = 0; i < e->state->nchunks; i++) {
         zstate_view v;
         TRY(zstate_acquire(e->state, i, &v));
@@ -77,6 +76,7 @@ fail:
 zinc_status zengine_allgather_params(zinc_engine *e) {
     zinc_status st = ZINC_OK;
     size_t *counts = NULL, *displs = NULL;
+    zcomm_req *req = NULL;
     if (e->world == 1 || e->stage == 0 || e->stage == 3) return ZINC_OK;
     TRY_ALLOC(counts, e->world, "all-gather counts");
     TRY_ALLOC(displs, e->world, "all-gather displacements");
@@ -84,7 +84,9 @@ zinc_status zengine_allgather_params(zinc_engine *e) {
         counts[r] = (size_t)e->part.shard;
         displs[r] = (size_t)r * (size_t)e->part.shard;
     }
-    TRY(zcomm_allgatherv_inplace(e->comm, e->params_full, counts, displs, e->compute_dtype, NULL));
+    TRY(zdev_comm_begin(e->dev));
+    TRY(zcomm_allgatherv_inplace(e->dcomm, e->params_full, counts, displs, e->compute_dtype, zdev_req(e->dev, &req)));
+    TRY(zdev_comm_wait(e->dev, e->dcomm, req));
 fail:
     free(counts);
     free(displs);
@@ -96,11 +98,14 @@ zinc_status zengine_params_from_master(zinc_engine *e) {
     zinc_status st = ZINC_OK;
     size_t csz = zinc_dtype_size(e->compute_dtype);
     char *out = e->stage <= 2 ? (char *)e->params_full + (size_t)e->own_lo * csz : (char *)e->params_shard;
+    zdevice *d = e->dev;
+    bool on_dev = zengine_state_on_device(e);
     TRY(zstate_pass_begin(e->state, ZSTATE_READ));
     for (int64_t i = 0; i < e->state->nchunks; i++) {
         zstate_view v;
         TRY(zstate_acquire(e->state, i, &v));
-        zcast_from_f32(out + (size_t)v.lo * csz, e->compute_dtype, v.master, (size_t)v.n);
+        if (on_dev) TRY(d->ops->cast_from_f32(d, out + (size_t)v.lo * csz, e->compute_dtype, v.master, (size_t)v.n));
+        else TRY(zdev_upload_f32(d, out + (size_t)v.lo * csz, e->compute_dtype, v.master, (size_t)v.n));
         TRY(zstate_release(e->state, i));
     }
     TRY(zstate_pass_end(e->state));

@@ -8,6 +8,7 @@
 #include "amp/loss_scaler.h"
 #include "comm.h"
 #include "config.h"
+#include "device.h"
 #include "log.h"
 #include "memtrack.h"
 #include "offload/state.h"
@@ -60,9 +61,11 @@ typedef struct ztrace_entry {
 struct zinc_engine {
     zinc_config cfg;
     zlog log;
-    zcomm *comm;
+    zcomm *comm;                /* host buffers: metadata, statistics, metrics */
+    zcomm *dcomm;               /* compute-device buffers (== comm on cpu; NCCL on cuda) */
     zmemtrack mem;
     zinc_device_kind device;
+    zdevice *dev;               /* every operation on compute-device buffers goes through it */
     uint64_t seed;
     int rank, world;
 
@@ -87,7 +90,8 @@ struct zinc_engine {
     void *grads_full;           /* grad dtype, padded elements (stages 0-1) */
     float *grads_shard;         /* fp32, S elements (stages 1-3) */
     zstate *state;              /* fp32 master, exp_avg, exp_avg_sq over the own range */
-    uint8_t *decay_mask;        /* one byte per ZPART_PARAM_ALIGN elements of the own range */
+    uint8_t *decay_mask;        /* one byte per ZPART_PARAM_ALIGN elements of the own range (host) */
+    uint8_t *decay_mask_dev;    /* the same on the compute device (== decay_mask on cpu) */
     size_t bytes_params_full, bytes_params_shard, bytes_grads_full, bytes_grads_shard, bytes_state,
         bytes_mask;
 
@@ -128,7 +132,7 @@ zinc_status zgrads_reduce_boundary(zinc_engine *e);
 const void *zgrads_local(const zinc_engine *e, zinc_dtype *dtype);
 /* The slice of the local gradient over this rank's shard (for the norm: every element counted once). */
 const void *zgrads_norm_slice(const zinc_engine *e, zinc_dtype *dtype, size_t *n, int64_t *flat_lo);
-void zgrads_zero(zinc_engine *e);
+zinc_status zgrads_zero(zinc_engine *e);
 /* The factor the step applies after communication to turn summed gradients into their mean. */
 double zgrads_post_scale(const zinc_engine *e);
 
@@ -152,6 +156,9 @@ zinc_status zengine_params_from_master(zinc_engine *e);
 zinc_status zengine_alloc(zinc_engine *e, zinc_mem_category cat, size_t bytes, const char *what, void **out);
 void zengine_free(zinc_engine *e, zinc_mem_category cat, void *p, size_t bytes);
 zinc_mem_kind zengine_compute_kind(const zinc_engine *e);
+/* Whether the optimizer-state views can be handed to the device operations (always on cpu; on cuda
+ * when the state is not offloaded): else the step stages gradients and parameters through the host. */
+bool zengine_state_on_device(const zinc_engine *e);
 /* The parameter holding flat element x (binary search), or NULL for padding. */
 zinc_param *zengine_param_at(const zinc_engine *e, int64_t x);
 

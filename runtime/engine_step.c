@@ -28,7 +28,7 @@ static zinc_status global_stats(zinc_engine *e, double *sumsq, int64_t *nonfinit
     int64_t flat_lo;
     const void *g = zgrads_norm_slice(e, &dt, &n, &flat_lo);
     zgrad_stats s;
-    zgrad_stats(g, dt, n, &s);
+    TRY(e->dev->ops->grad_stats(e->dev, g, dt, n, &s)); /* the host waits for the statistic here */
     rank_stats mine = {s.sumsq, (int64_t)s.nonfinite, s.nonfinite ? flat_lo + (int64_t)s.first_nonfinite : -1};
     TRY_ALLOC(all, e->world, "step statistics");
     TRY(zcomm_allgather_bytes(e->comm, &mine, all, sizeof mine));
@@ -92,22 +92,45 @@ static zinc_status skip_step(zinc_engine *e, zinc_step_info *info, int64_t first
 }
 
 /* One fused Adam pass over the optimizer-state store, chunk by chunk (sub_group_size with offload), each
- * chunk's compute-dtype result written straight into this rank's slice of the parameters. */
+ * chunk's compute-dtype result written straight into this rank's slice of the parameters. With the state
+ * where the device operations reach it (always on cpu), the device runs the update; with the state
+ * offloaded from a GPU, each chunk's gradient is copied to host staging, updated by the CPU kernel, and
+ * its compute-dtype result copied back. */
 static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void *g, zinc_dtype gdt, void *out) {
     zinc_status st = ZINC_OK;
+    zdevice *d = e->dev;
     size_t gsz = zinc_dtype_size(gdt), csz = zinc_dtype_size(e->compute_dtype);
+    bool on_dev = zengine_state_on_device(e);
+    char *hg = NULL, *hp = NULL;
+    size_t hg_bytes = (size_t)e->state->chunk * gsz, hp_bytes = (size_t)e->state->chunk * csz;
+    if (!on_dev) {
+        TRY(d->ops->alloc_host(d, ZINC_MEM_STAGING, hg_bytes, "gradient staging", (void **)&hg));
+        TRY(d->ops->alloc_host(d, ZINC_MEM_STAGING, hp_bytes, "parameter staging", (void **)&hp));
+    }
     TRY(zstate_pass_begin(e->state, ZSTATE_READ_WRITE));
     for (int64_t i = 0; i < e->state->nchunks; i++) {
         zstate_view v;
         TRY(zstate_acquire(e->state, i, &v));
-        zadam_step(h, (size_t)v.n, v.master, v.m, v.v, (const char *)g + (size_t)v.lo * gsz, gdt,
-                   (char *)out + (size_t)v.lo * csz, e->compute_dtype, e->decay_mask + v.lo / ZADAM_MASK_GROUP);
+        const char *gc = (const char *)g + (size_t)v.lo * gsz;
+        char *pc = (char *)out + (size_t)v.lo * csz;
+        if (on_dev) {
+            TRY(d->ops->adam_step(d, h, (size_t)v.n, v.master, v.m, v.v, gc, gdt, pc, e->compute_dtype,
+                                  e->decay_mask_dev + v.lo / ZADAM_MASK_GROUP));
+        } else {
+            TRY(d->ops->copy(d, hg, gc, (size_t)v.n * gsz, ZDEV_D2H));
+            zadam_step(h, (size_t)v.n, v.master, v.m, v.v, hg, gdt, hp, e->compute_dtype,
+                       e->decay_mask + v.lo / ZADAM_MASK_GROUP);
+            TRY(d->ops->copy(d, pc, hp, (size_t)v.n * csz, ZDEV_H2D));
+        }
         TRY(zstate_release(e->state, i));
     }
     TRY(zstate_pass_end(e->state));
-    return ZINC_OK;
+    goto done;
 fail:
     zstate_pass_abort(e->state);
+done:
+    if (hg) d->ops->free_host(d, ZINC_MEM_STAGING, hg, hg_bytes);
+    if (hp) d->ops->free_host(d, ZINC_MEM_STAGING, hp, hp_bytes);
     return st;
 }
 
@@ -170,7 +193,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         info->taken = 1;
     }
     if (e->stage == 3) TRY(zgather_after_step(e));
-    zgrads_zero(e);
+    TRY(zgrads_zero(e));
     e->micro_steps = 0;
     e->in_backward_pass = false;
     e->last_phase = -1;

@@ -1,5 +1,11 @@
 # GPU tests: built only with the CUDA backend, labelled gpu; they exit 77 (skipped) without a GPU.
+# Without the backend they are not built at all (and not auto-registered as unit tests).
+file(GLOB ZINC_GPU_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/test_*_cuda.c
+     ${CMAKE_CURRENT_SOURCE_DIR}/test_*_nccl.c)
 if(ZINC_HAVE_CUDA)
   zinc_test(NAME kernels_cuda SOURCES test_kernels_cuda.c LABELS gpu LIBS CUDA::cudart TIMEOUT 600)
   zinc_test(NAME comm_nccl SOURCES test_comm_nccl.c LABELS gpu LIBS CUDA::cudart)
+  zinc_test(NAME engine_cuda SOURCES test_engine_cuda.c engine_util.c LABELS gpu engine TIMEOUT 600)
+else()
+  set(ZINC_REGISTERED_TEST_SOURCES "${ZINC_REGISTERED_TEST_SOURCES};${ZINC_GPU_TEST_SOURCES}" CACHE INTERNAL "")
 endif()

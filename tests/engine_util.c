@@ -42,7 +42,7 @@ zinc_status eu_create(const eu_run *r, zinc_engine **e, zinc_mlp **m) {
     eu_config(r, cfg, sizeof cfg);
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
-    o.device = ZINC_DEVICE_CPU;
+    o.device = r->cuda ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
     o.log_fn = quiet_log;
     o.cpu_threads = 1;
     zinc_status st = zinc_create(&o, e);

@@ -17,6 +17,7 @@ typedef struct eu_run {
     const char *extra;     /* extra top-level JSON members, e.g. "\"gradient_clipping\": 1.0", or NULL */
     const char *zero_extra; /* extra zero_optimization members, or NULL */
     const char *fp16_extra; /* extra fp16 members, or NULL */
+    int cuda;              /* 1: the engine runs on device cuda (tests/test_engine_cuda.c), else cpu */
 } eu_run;
 
 /* The small MLP every engine test trains. */

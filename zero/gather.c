@@ -32,6 +32,14 @@ static void decide_persistence(zinc_engine *e) {
     }
 }
 
+/* Makes the module's pending all-gather complete for the compute stream (cpu: the host waits). */
+static zinc_status gather_wait(zinc_engine *e, zmodule *m) {
+    if (!m->gather_req) return ZINC_OK;
+    zcomm_req *r = m->gather_req;
+    m->gather_req = NULL;
+    return zdev_comm_wait(e->dev, e->dcomm, r);
+}
+
 /* Starts (or, when blocking, completes) the all-gather of module m into a fresh buffer. */
 static zinc_status gather_start(zinc_engine *e, zmodule *m, bool blocking) {
     zinc_status st = ZINC_OK;
@@ -47,21 +55,19 @@ static zinc_status gather_start(zinc_engine *e, zmodule *m, bool blocking) {
     int64_t lo, hi;
     zpart_intersect(&e->part, e->rank, m->flat_begin, m->flat_end, &lo, &hi);
     if (hi > lo)
-        memcpy((char *)m->gathered + (size_t)(lo - m->flat_begin) * csz(e),
-               (const char *)e->params_shard + (size_t)(lo - e->own_lo) * csz(e), (size_t)(hi - lo) * csz(e));
-    TRY(zcomm_allgatherv_inplace(e->comm, m->gathered, m->g_counts, m->g_displs, e->compute_dtype,
-                                 blocking ? NULL : &m->gather_req));
+        TRY(e->dev->ops->copy(e->dev, (char *)m->gathered + (size_t)(lo - m->flat_begin) * csz(e),
+                              (const char *)e->params_shard + (size_t)(lo - e->own_lo) * csz(e),
+                              (size_t)(hi - lo) * csz(e), ZDEV_D2D));
+    TRY(zdev_comm_begin(e->dev));
+    /* Blocking: on cpu the call itself; on a GPU a request that the compute stream waits for at once. */
+    TRY(zcomm_allgatherv_inplace(e->dcomm, m->gathered, m->g_counts, m->g_displs, e->compute_dtype,
+                                 blocking ? zdev_req(e->dev, &m->gather_req) : &m->gather_req));
+    if (blocking) TRY(gather_wait(e, m));
     return ZINC_OK;
 fail:
     return st;
 }
 
-static zinc_status gather_wait(zinc_engine *e, zmodule *m) {
-    if (!m->gather_req) return ZINC_OK;
-    zcomm_req *r = m->gather_req;
-    m->gather_req = NULL;
-    return zcomm_wait(e->comm, r);
-}
 
 static zinc_status release(zinc_engine *e, zmodule *m) {
     zinc_status st = ZINC_OK;
@@ -193,7 +199,7 @@ fail:
 void zgather_free(zinc_engine *e) {
     for (int i = 0; i < e->nmodules; i++) {
         zmodule *m = &e->modules[i];
-        if (m->gather_req) zcomm_wait(e->comm, m->gather_req);
+        if (m->gather_req) zcomm_wait(e->dcomm, m->gather_req);
         m->gather_req = NULL;
         if (m->gathered) zengine_free(e, cat_of(m), m->gathered, (size_t)numel(m) * csz(e));
         m->gathered = NULL;

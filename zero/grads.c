@@ -17,7 +17,6 @@
 
 #include "engine_internal.h"
 #include "error.h"
-#include "kernels/cpu_kernels.h"
 #include "zero/sizing.h"
 
 static size_t gsz(const zinc_engine *e) { return zinc_dtype_size(e->grad_dtype); }
@@ -29,17 +28,10 @@ static float pre_scale(const zinc_engine *e) {
     return zsize_pre_scale(e->cfg.prescale_gradients, e->cfg.gradient_predivide_factor, e->world);
 }
 
-/* Converts n elements from one dtype to another, multiplying by scale, through a small fp32 tile. */
-static void convert(void *dst, zinc_dtype dt, const void *src, zinc_dtype st, size_t n, float scale) {
-    float tile[2048];
-    size_t ds = zinc_dtype_size(dt), ss = zinc_dtype_size(st);
-    for (size_t i = 0; i < n; i += 2048) {
-        size_t k = n - i < 2048 ? n - i : 2048;
-        zcast_to_f32(tile, (const char *)src + i * ss, st, k);
-        if (scale != 1.0f)
-            for (size_t j = 0; j < k; j++) tile[j] *= scale;
-        zcast_from_f32((char *)dst + i * ds, dt, tile, k);
-    }
+/* Converts n elements from one dtype to another on the device, multiplying by scale. */
+static zinc_status convert(zinc_engine *e, void *dst, zinc_dtype dt, const void *src, zinc_dtype st, size_t n,
+                           float scale) {
+    return e->dev->ops->convert(e->dev, dst, dt, src, st, n, scale);
 }
 
 static bool send_needs_copy(const zinc_engine *e) {
@@ -96,7 +88,7 @@ fail:
 void zgrads_free(zinc_engine *e) {
     for (int i = 0; i < e->nbuckets; i++) {
         zbucket *b = &e->buckets[i];
-        if (b->req) zcomm_wait(e->comm, b->req);
+        if (b->req) zcomm_wait(e->dcomm, b->req);
         b->req = NULL;
         zengine_free(e, ZINC_MEM_BUCKETS, b->grads, e->bytes_bucket_grads);
         zengine_free(e, ZINC_MEM_BUCKETS, b->send, e->bytes_bucket_send);
@@ -119,12 +111,12 @@ static zinc_status complete(zinc_engine *e, zbucket *b) {
     if (b->req) {
         zcomm_req *r = b->req;
         b->req = NULL;
-        TRY(zcomm_wait(e->comm, r));
+        TRY(zdev_comm_wait(e->dev, e->dcomm, r));
     }
     if (b->recv_hi > b->recv_lo) {
         int64_t shard_lo = (int64_t)e->rank * e->part.shard;
-        zaxpy_f32(e->grads_shard + (b->recv_lo - shard_lo), b->recv, e->comm_dtype, 1.0f,
-                  (size_t)(b->recv_hi - b->recv_lo), 1);
+        TRY(e->dev->ops->axpy_f32(e->dev, e->grads_shard + (b->recv_lo - shard_lo), b->recv, e->comm_dtype, 1.0f,
+                                  (size_t)(b->recv_hi - b->recv_lo), 1));
     }
     b->recv_lo = b->recv_hi = 0;
     return ZINC_OK;
@@ -138,12 +130,15 @@ static zinc_status issue(zinc_engine *e, zbucket *bk, const void *src, int64_t a
     zinc_status st = ZINC_OK;
     const void *send = src;
     if (send_needs_copy(e)) {
-        convert(bk->send, e->comm_dtype, src, e->grad_dtype, (size_t)(b - a), pre_scale(e));
+        TRY(convert(e, bk->send, e->comm_dtype, src, e->grad_dtype, (size_t)(b - a), pre_scale(e)));
         send = bk->send;
     }
     zpart_range_split(&e->part, a, b, bk->counts, bk->displs);
     zpart_intersect(&e->part, e->rank, a, b, &bk->recv_lo, &bk->recv_hi);
-    TRY(zcomm_reduce_scatterv(e->comm, send, bk->recv, bk->counts, e->comm_dtype, e->nbuckets > 1 ? &bk->req : NULL));
+    TRY(zdev_comm_begin(e->dev));
+    /* One bucket: blocking on cpu; on a GPU a request the compute stream waits for in complete(). */
+    TRY(zcomm_reduce_scatterv(e->dcomm, send, bk->recv, bk->counts, e->comm_dtype,
+                              e->nbuckets > 1 ? &bk->req : zdev_req(e->dev, &bk->req)));
     if (e->nbuckets == 1) TRY(complete(e, bk));
     return ZINC_OK;
 fail:
@@ -183,7 +178,7 @@ zinc_status zgrads_module_backward_enter(zinc_engine *e, int module) {
     if (b->hi <= b->lo) b->lo = b->hi = m->flat_end;
     b->lo = m->flat_begin;
     char *base = (char *)b->grads + (size_t)(e->bucket_cap - (b->hi - m->flat_begin)) * gsz(e);
-    memset(base, 0, (size_t)(m->flat_end - m->flat_begin) * gsz(e));
+    TRY(e->dev->ops->memset0(e->dev, base, (size_t)(m->flat_end - m->flat_begin) * gsz(e)));
     for (int i = 0; i < m->nparams; i++) {
         zinc_param *p = e->params[m->first_param + i];
         p->grad = base + (size_t)(p->flat_offset - m->flat_begin) * gsz(e);
@@ -214,18 +209,24 @@ fail:
 /* Stage 0: all-reduce the full gradient in chunks (converted when the comm dtype differs). */
 static zinc_status allreduce_full(zinc_engine *e) {
     zinc_status st = ZINC_OK;
+    zcomm_req *r;
     if (e->world == 1 && !send_needs_copy(e)) return ZINC_OK;
     if (!send_needs_copy(e)) {
-        TRY(zcomm_allreduce(e->comm, e->grads_full, (size_t)e->part.padded, e->grad_dtype, ZCOMM_SUM, NULL));
+        TRY(zdev_comm_begin(e->dev));
+        TRY(zcomm_allreduce(e->dcomm, e->grads_full, (size_t)e->part.padded, e->grad_dtype, ZCOMM_SUM,
+                            zdev_req(e->dev, &r)));
+        TRY(zdev_comm_wait(e->dev, e->dcomm, r));
         return ZINC_OK;
     }
     void *buf = e->buckets[0].send;
     for (int64_t a = 0; a < e->part.padded; a += e->bucket_cap) {
         int64_t n = e->part.padded - a < e->bucket_cap ? e->part.padded - a : e->bucket_cap;
         char *g = (char *)e->grads_full + (size_t)a * gsz(e);
-        convert(buf, e->comm_dtype, g, e->grad_dtype, (size_t)n, pre_scale(e));
-        TRY(zcomm_allreduce(e->comm, buf, (size_t)n, e->comm_dtype, ZCOMM_SUM, NULL));
-        convert(g, e->grad_dtype, buf, e->comm_dtype, (size_t)n, 1.0f);
+        TRY(convert(e, buf, e->comm_dtype, g, e->grad_dtype, (size_t)n, pre_scale(e)));
+        TRY(zdev_comm_begin(e->dev));
+        TRY(zcomm_allreduce(e->dcomm, buf, (size_t)n, e->comm_dtype, ZCOMM_SUM, zdev_req(e->dev, &r)));
+        TRY(zdev_comm_wait(e->dev, e->dcomm, r));
+        TRY(convert(e, g, e->grad_dtype, buf, e->comm_dtype, (size_t)n, 1.0f));
     }
     return ZINC_OK;
 fail:
@@ -275,7 +276,10 @@ const void *zgrads_norm_slice(const zinc_engine *e, zinc_dtype *dtype, size_t *n
     return e->grads_shard;
 }
 
-void zgrads_zero(zinc_engine *e) {
-    if (e->grads_full) memset(e->grads_full, 0, e->bytes_grads_full);
-    if (e->grads_shard) memset(e->grads_shard, 0, e->bytes_grads_shard);
+zinc_status zgrads_zero(zinc_engine *e) {
+    zinc_status st = ZINC_OK;
+    if (e->grads_full) TRY(e->dev->ops->memset0(e->dev, e->grads_full, e->bytes_grads_full));
+    if (e->grads_shard) TRY(e->dev->ops->memset0(e->dev, e->grads_shard, e->bytes_grads_shard));
+fail:
+    return st;
 }

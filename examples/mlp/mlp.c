@@ -177,14 +177,43 @@ void zinc_mlp_inject_grad(zinc_mlp *m, float value) {
     m->has_inject = 1;
 }
 
+/* The model computes on the host. On a cpu engine parameters and gradients are host memory and are used
+ * in place; on a cuda engine they are device memory: parameters are copied to host buffers, gradients to
+ * host, added to, and copied back (zinc_copy_to_host / zinc_copy_from_host). */
+static int on_host(const zinc_mlp *m) { return zinc_device(m->e) != ZINC_DEVICE_CUDA; }
+
+/* A host copy of n elements of dtype t at device pointer p (malloc'd), or NULL. */
+static void *host_copy(zinc_mlp *m, const void *p, zinc_dtype t, size_t n) {
+    void *h = malloc(n * zinc_dtype_size(t));
+    if (h && zinc_copy_to_host(m->e, h, p, n * zinc_dtype_size(t)) != ZINC_OK) {
+        free(h);
+        h = NULL;
+    }
+    return h;
+}
+
 /* Reads the layer's parameters (in the compute dtype) into float copies: valid only inside enter/exit
  * in ZeRO stage 3, so it is done at every entry. */
 static zinc_status load_params(zinc_mlp *m, layer *L) {
     zinc_dtype t = zinc_compute_dtype(m->e);
     const void *w = zinc_param_data(L->w), *b = zinc_param_data(L->b);
     if (!w || !b) return ZINC_ERR_STATE;
+    void *hw = NULL, *hb = NULL;
+    if (!on_host(m)) {
+        hw = host_copy(m, w, t, (size_t)L->out * (size_t)L->in);
+        hb = host_copy(m, b, t, (size_t)L->out);
+        if (!hw || !hb) {
+            free(hw);
+            free(hb);
+            return ZINC_ERR_DEVICE;
+        }
+        w = hw;
+        b = hb;
+    }
     for (int i = 0; i < L->out * L->in; i++) L->wf[i] = zinc_load_f32(w, t, (size_t)i);
     for (int i = 0; i < L->out; i++) L->bf[i] = zinc_load_f32(b, t, (size_t)i);
+    free(hw);
+    free(hb);
     return ZINC_OK;
 }
 
@@ -214,6 +243,17 @@ static zinc_status backward_layer(zinc_mlp *m, int l, const float *dz, float *dh
     zinc_dtype gt = zinc_grad_dtype(e);
     void *gw = zinc_param_grad(L->w), *gb = zinc_param_grad(L->b);
     if (!gw || !gb) return ZINC_ERR_STATE;
+    void *dgw = gw, *dgb = gb; /* device gradients on a cuda engine, worked on through host copies */
+    size_t nw = (size_t)L->out * (size_t)L->in, nb = (size_t)L->out, gs = zinc_dtype_size(gt);
+    if (!on_host(m)) {
+        gw = host_copy(m, dgw, gt, nw);
+        gb = host_copy(m, dgb, gt, nb);
+        if (!gw || !gb) {
+            free(gw);
+            free(gb);
+            return ZINC_ERR_DEVICE;
+        }
+    }
     for (int o = 0; o < L->out; o++) {
         float sb = 0;
         for (int64_t s = 0; s < m->mb; s++) sb += dz[s * L->out + o];
@@ -227,6 +267,13 @@ static zinc_status backward_layer(zinc_mlp *m, int l, const float *dz, float *dh
     if (l == 0 && m->has_inject) {
         zinc_add_f32(gw, gt, 0, m->inject);
         m->has_inject = 0;
+    }
+    if (!on_host(m)) {
+        zinc_status st = zinc_copy_from_host(e, dgw, gw, nw * gs);
+        if (st == ZINC_OK) st = zinc_copy_from_host(e, dgb, gb, nb * gs);
+        free(gw);
+        free(gb);
+        if (st != ZINC_OK) return st;
     }
     if (dh) {
         const layer *below = &m->layers[l - 1];

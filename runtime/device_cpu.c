@@ -1,0 +1,145 @@
+/* The CPU device (see device.h): buffers are 64-byte aligned host memory and every operation is the CPU
+ * kernel the engine has always used, so results are bitwise those of the engine before the device layer.
+ * Everything is complete on return; there are no streams. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "device.h"
+#include "error.h"
+
+static zinc_status cpu_alloc(zdevice *d, zinc_mem_category cat, size_t bytes, const char *what, void **out) {
+    return zmem_host_alloc(d->mem, ZINC_MEMKIND_HOST, cat, bytes, what, out);
+}
+
+static void cpu_free(zdevice *d, zinc_mem_category cat, void *p, size_t bytes) {
+    zmem_host_free(d->mem, ZINC_MEMKIND_HOST, cat, p, bytes);
+}
+
+static zinc_status cpu_memset0(zdevice *d, void *p, size_t bytes) {
+    (void)d;
+    if (bytes) memset(p, 0, bytes);
+    return ZINC_OK;
+}
+
+static zinc_status cpu_copy(zdevice *d, void *dst, const void *src, size_t bytes, zdev_dir dir) {
+    (void)d, (void)dir;
+    if (bytes) memcpy(dst, src, bytes);
+    return ZINC_OK;
+}
+
+static zinc_status cpu_cast_to_f32(zdevice *d, float *dst, const void *src, zinc_dtype t, size_t n) {
+    (void)d;
+    zcast_to_f32(dst, src, t, n);
+    return ZINC_OK;
+}
+
+static zinc_status cpu_cast_from_f32(zdevice *d, void *dst, zinc_dtype t, const float *src, size_t n) {
+    (void)d;
+    zcast_from_f32(dst, t, src, n);
+    return ZINC_OK;
+}
+
+/* Through a small fp32 tile: widen, multiply, round once. */
+static zinc_status cpu_convert(zdevice *d, void *dst, zinc_dtype dt, const void *src, zinc_dtype st, size_t n,
+                               float scale) {
+    (void)d;
+    float tile[2048];
+    size_t ds = zinc_dtype_size(dt), ss = zinc_dtype_size(st);
+    for (size_t i = 0; i < n; i += 2048) {
+        size_t k = n - i < 2048 ? n - i : 2048;
+        zcast_to_f32(tile, (const char *)src + i * ss, st, k);
+        if (scale != 1.0f)
+            for (size_t j = 0; j < k; j++) tile[j] *= scale;
+        zcast_from_f32((char *)dst + i * ds, dt, tile, k);
+    }
+    return ZINC_OK;
+}
+
+static zinc_status cpu_axpy(zdevice *d, float *dst, const void *src, zinc_dtype t, float scale, size_t n,
+                            int accumulate) {
+    (void)d;
+    zaxpy_f32(dst, src, t, scale, n, accumulate);
+    return ZINC_OK;
+}
+
+static zinc_status cpu_scale(zdevice *d, void *x, zinc_dtype t, float scale, size_t n) {
+    (void)d;
+    zscale_inplace(x, t, scale, n);
+    return ZINC_OK;
+}
+
+static zinc_status cpu_grad_stats(zdevice *d, const void *x, zinc_dtype t, size_t n, zgrad_stats *out) {
+    (void)d;
+    zgrad_stats(x, t, n, out);
+    return ZINC_OK;
+}
+
+static zinc_status cpu_adam(zdevice *d, const zadam_hparams *h, size_t n, float *master, float *m, float *v,
+                            const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt,
+                            const uint8_t *decay_mask) {
+    (void)d;
+    zadam_step(h, n, master, m, v, grad, gdt, param_out, pdt, decay_mask);
+    return ZINC_OK;
+}
+
+static zinc_status cpu_nop(zdevice *d) {
+    (void)d;
+    return ZINC_OK;
+}
+
+static zinc_status cpu_comm_wait(zdevice *d, zcomm *c, zcomm_req *req) {
+    (void)d;
+    return zcomm_wait(c, req);
+}
+
+static zinc_status cpu_comm_create(zdevice *d, zcomm *host, const zlog *log, zcomm **out) {
+    (void)d, (void)log;
+    *out = host;
+    return ZINC_OK;
+}
+
+static void cpu_mem_info(zdevice *d, uint64_t *used, uint64_t *total) {
+    (void)d;
+    *used = *total = 0;
+}
+
+static void cpu_destroy(zdevice *d) { free(d); }
+
+static const zdevice_ops cpu_ops = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .alloc_host = cpu_alloc,
+    .free_host = cpu_free,
+    .memset0 = cpu_memset0,
+    .copy = cpu_copy,
+    .cast_to_f32 = cpu_cast_to_f32,
+    .cast_from_f32 = cpu_cast_from_f32,
+    .convert = cpu_convert,
+    .axpy_f32 = cpu_axpy,
+    .scale = cpu_scale,
+    .grad_stats = cpu_grad_stats,
+    .adam_step = cpu_adam,
+    .synchronize = cpu_nop,
+    .comm_begin = cpu_nop,
+    .comm_wait = cpu_comm_wait,
+    .comm_create = cpu_comm_create,
+    .mem_info = cpu_mem_info,
+    .destroy = cpu_destroy,
+};
+
+zinc_status zdev_create_cpu(zmemtrack *mem, zdevice **out) {
+    zinc_status st = ZINC_OK;
+    zdevice *d = NULL;
+    *out = NULL;
+    TRY_ALLOC(d, 1, "the cpu device");
+    d->ops = &cpu_ops;
+    d->kind = ZINC_DEVICE_CPU;
+    d->mem_kind = ZINC_MEMKIND_HOST;
+    d->host_addressable = true;
+    d->mem = mem;
+    *out = d;
+    return ZINC_OK;
+fail:
+    return st;
+}
