@@ -99,6 +99,8 @@ struct zinc_engine {
     zbucket buckets[2];
     int nbuckets, cur_bucket;
     int64_t bucket_cap;         /* elements */
+    void *landing;              /* stages 2-3: gradients of modules larger than a bucket (grad dtype) */
+    size_t bytes_landing;
     size_t bytes_bucket_grads, bytes_bucket_send, bytes_bucket_recv;
 
     /* stage 3 gathering */

@@ -261,7 +261,7 @@ zinc_status zmem_estimate_compute(const zmem_model *m, const zinc_config *cfg, i
     b[ck][ZINC_MEM_BUCKETS] = (uint64_t)zgrads_plan_bucket_bytes(&gp);
     out->nbuckets = gp.nbuckets;
     out->bucket_cap = gp.bucket_cap;
-    out->bucket_cap_raised = gp.cap_raised;
+    out->bytes_landing = gp.bytes_landing;
 
     /* Stage 3: gathered copies of the non-persistent modules, at their most. */
     if (out->stage == 3) {

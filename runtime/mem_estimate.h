@@ -50,7 +50,7 @@ typedef struct zmem_estimate {
     int64_t persistent_numel;
     int nbuckets;
     int64_t bucket_cap;
-    bool bucket_cap_raised;           /* reduce_bucket_size was below the largest module (stages 2-3) */
+    uint64_t bytes_landing;           /* stages 2-3: the landing buffer for modules larger than a bucket (0: none) */
     int64_t gather_peak_numel;        /* stage 3: non-persistent elements gathered at once, at most */
     int64_t state_chunk;              /* elements per optimizer-state chunk (sub_group_size) */
     int nvme_swap_buffers;            /* NVMe store: swap buffers, each one chunk of master, m and v */

@@ -8,7 +8,9 @@
  * the next module does not fit (or is not adjacent), the bucket is reduce-scattered to the owners (a
  * real variable-count reduce-scatter: each rank receives exactly its shard's piece) and the piece is
  * accumulated into the fp32 shard. With overlap_comm two buckets alternate and the reduce-scatter is
- * non-blocking, so it overlaps the rest of backward.
+ * non-blocking, so it overlaps the rest of backward. A module larger than a bucket writes into one
+ * landing buffer instead and is reduce-scattered from it in bucket-sized chunks when it exits, so the
+ * buckets stay at reduce_bucket_size whatever the largest module (an embedding, say) is.
  *
  * Both paths share one mechanism: a chunk of a contiguous flat range is sent (converted to the comm
  * dtype and pre-scaled when needed), reduce-scattered, and its local piece accumulated on completion. */
@@ -62,11 +64,11 @@ zinc_status zgrads_alloc(zinc_engine *e) {
         TRY(zengine_alloc(e, ZINC_MEM_GRADS, e->bytes_grads_shard, "the fp32 gradient shard",
                           (void **)&e->grads_shard));
     if (plan.nbuckets == 0) return ZINC_OK;
-    if (plan.cap_raised)
-        ZLOG_INFO(&e->log,
-                  "reduce_bucket_size %lld is smaller than the largest module (%lld elements): buckets hold %lld",
-                  (long long)e->cfg.zero.reduce_bucket_size, (long long)biggest, (long long)biggest);
     e->bucket_cap = plan.bucket_cap;
+    e->bytes_landing = plan.bytes_landing;
+    if (e->bytes_landing)
+        TRY(zengine_alloc(e, ZINC_MEM_BUCKETS, e->bytes_landing, "the gradient landing buffer for large modules",
+                          &e->landing));
     e->nbuckets = plan.nbuckets;
     e->bytes_bucket_grads = plan.bytes_bucket_grads;
     e->bytes_bucket_send = plan.bytes_bucket_send;
@@ -98,6 +100,8 @@ void zgrads_free(zinc_engine *e) {
         b->counts = b->displs = NULL;
     }
     e->nbuckets = 0;
+    zengine_free(e, ZINC_MEM_BUCKETS, e->landing, e->bytes_landing);
+    e->landing = NULL;
     zengine_free(e, ZINC_MEM_GRADS, e->grads_full, e->bytes_grads_full);
     zengine_free(e, ZINC_MEM_GRADS, e->grads_shard, e->bytes_grads_shard);
     e->grads_full = NULL;
@@ -170,6 +174,17 @@ zinc_status zgrads_module_backward_enter(zinc_engine *e, int module) {
         }
         return ZINC_OK;
     }
+    if (m->flat_end - m->flat_begin > e->bucket_cap) {
+        /* Too large for a bucket: the landing buffer, once every send that may still read it is done. */
+        TRY(flush_current(e));
+        for (int i = 0; i < e->nbuckets; i++) TRY(complete(e, &e->buckets[i]));
+        TRY(e->dev->ops->memset0(e->dev, e->landing, (size_t)(m->flat_end - m->flat_begin) * gsz(e)));
+        for (int i = 0; i < m->nparams; i++) {
+            zinc_param *p = e->params[m->first_param + i];
+            p->grad = (char *)e->landing + (size_t)(p->flat_offset - m->flat_begin) * gsz(e);
+        }
+        return ZINC_OK;
+    }
     zbucket *b = &e->buckets[e->cur_bucket];
     if (b->hi > b->lo && (b->lo != m->flat_end || b->hi - m->flat_begin > e->bucket_cap)) {
         TRY(flush_current(e));
@@ -188,12 +203,34 @@ fail:
     return st;
 }
 
+/* A large module's gradients, from the landing buffer, in bucket-sized chunks on alternating slots. The
+ * slot the next module fills is left with nothing in flight, as flush_current leaves it. */
+static zinc_status send_landing(zinc_engine *e, const zmodule *m) {
+    zinc_status st = ZINC_OK;
+    for (int64_t a = m->flat_begin; a < m->flat_end; a += e->bucket_cap) {
+        int64_t b = a + e->bucket_cap < m->flat_end ? a + e->bucket_cap : m->flat_end;
+        zbucket *bk = &e->buckets[e->cur_bucket];
+        TRY(complete(e, bk));
+        TRY(issue(e, bk, (const char *)e->landing + (size_t)(a - m->flat_begin) * gsz(e), a, b));
+        e->cur_bucket = (e->cur_bucket + 1) % e->nbuckets;
+    }
+    TRY(complete(e, &e->buckets[e->cur_bucket]));
+    return ZINC_OK;
+fail:
+    return st;
+}
+
 zinc_status zgrads_module_backward_exit(zinc_engine *e, int module) {
+    zinc_status st = ZINC_OK;
     zmodule *m = &e->modules[module];
     for (int i = 0; i < m->nparams; i++) e->params[m->first_param + i]->grad = NULL;
+    if (e->stage < 2) return ZINC_OK;
+    if (m->flat_end - m->flat_begin > e->bucket_cap) TRY(send_landing(e, m));
     /* The first module closes backward: send what is left now rather than at the next forward. */
-    if (e->stage >= 2 && module == 0) return flush_current(e);
+    if (module == 0) TRY(flush_current(e));
     return ZINC_OK;
+fail:
+    return st;
 }
 
 zinc_status zgrads_flush(zinc_engine *e) {

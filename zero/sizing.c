@@ -19,13 +19,10 @@ void zgrads_plan_make(const zgrads_plan_in *in, zgrads_plan *out) {
     if (in->stage >= 1) out->bytes_grads_shard = (size_t)part->shard * sizeof(float);
     if (in->stage == 0 && !in->send_needs_copy) return;
 
-    /* Bucket capacity: reduce_bucket_size elements, but at least the largest module (a module's
-     * gradients are handed out as one piece) and at most the whole buffer. */
+    /* Bucket capacity: reduce_bucket_size elements, at least one shard alignment unit and at most the
+     * whole buffer. A module's gradients are handed out as one piece, so modules larger than a bucket
+     * get the landing buffer instead. */
     int64_t cap = in->reduce_bucket_size;
-    if (in->stage >= 2 && cap < in->biggest_module) {
-        out->cap_raised = true;
-        cap = in->biggest_module;
-    }
     if (cap < ZPART_SHARD_ALIGN) cap = ZPART_SHARD_ALIGN;
     if (cap > part->padded) cap = part->padded;
     out->bucket_cap = zpart_align_up(cap, ZPART_PARAM_ALIGN);
@@ -35,10 +32,12 @@ void zgrads_plan_make(const zgrads_plan_in *in, zgrads_plan *out) {
     out->bytes_bucket_grads = in->stage >= 2 ? (size_t)out->bucket_cap * gsz : 0;
     out->bytes_bucket_send = in->send_needs_copy ? (size_t)out->bucket_cap * csz : 0;
     out->bytes_bucket_recv = (size_t)recv_n * csz;
+    if (in->stage >= 2 && in->biggest_module > out->bucket_cap) out->bytes_landing = (size_t)in->biggest_module * gsz;
 }
 
 size_t zgrads_plan_bucket_bytes(const zgrads_plan *p) {
-    return (size_t)p->nbuckets * (p->bytes_bucket_grads + p->bytes_bucket_send + p->bytes_bucket_recv);
+    return (size_t)p->nbuckets * (p->bytes_bucket_grads + p->bytes_bucket_send + p->bytes_bucket_recv) +
+           p->bytes_landing;
 }
 
 bool zsize_persistent(int64_t n, int64_t *total, int64_t param_threshold, int64_t model_threshold) {

@@ -24,9 +24,12 @@ typedef struct zgrads_plan {
     size_t bytes_grads_shard;  /* stages 1-3: the fp32 gradient shard */
     int nbuckets;              /* 0 when no bucket is needed (stage 0 without a send copy) */
     int64_t bucket_cap;        /* elements per bucket */
-    bool cap_raised;           /* stages 2-3: reduce_bucket_size was below the largest module */
     int64_t biggest_module;    /* elements (aligned) */
     size_t bytes_bucket_grads, bytes_bucket_send, bytes_bucket_recv; /* per bucket */
+    /* Stages 2-3, when some module is larger than a bucket: one landing buffer of the largest module's
+     * size (grad dtype) that such a module's gradients are written into, then reduce-scattered from in
+     * bucket-sized chunks. Memory is then largest module + buckets, not buckets of the largest module. */
+    size_t bytes_landing;
 } zgrads_plan;
 
 typedef struct zgrads_plan_in {
@@ -40,7 +43,7 @@ typedef struct zgrads_plan_in {
 } zgrads_plan_in;
 
 void zgrads_plan_make(const zgrads_plan_in *in, zgrads_plan *out);
-/* Bytes of all buckets together. */
+/* Bytes of all buckets together, with the landing buffer. */
 size_t zgrads_plan_bucket_bytes(const zgrads_plan *p);
 
 /* Stage 3: whether a module of n (aligned) elements stays gathered, given the elements already

@@ -218,10 +218,10 @@ static void print_notes(const zmem_estimate *e, const mopts *o) {
     zinc_mem_kind ck = e->device == ZINC_DEVICE_CUDA ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
     if (e->nbuckets) {
         mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_BUCKETS], o->exact);
-        printf("  buckets: %d x %s elements (reduce_bucket_size%s%s%s) = %s\n", e->nbuckets,
-               mc_commas(e->bucket_cap, n1, sizeof n1), e->bucket_cap_raised ? ", raised to the largest module" : "",
-               e->bucket_cap == e->padded ? ", capped at the whole buffer" : "",
-               e->nbuckets > 1 ? "; two with overlap_comm" : "", a);
+        printf("  buckets: %d x %s elements (reduce_bucket_size%s%s)%s = %s\n", e->nbuckets,
+               mc_commas(e->bucket_cap, n1, sizeof n1), e->bucket_cap == e->padded ? ", capped at the whole buffer" : "",
+               e->nbuckets > 1 ? "; two with overlap_comm" : "",
+               e->bytes_landing ? " + a landing buffer for modules larger than a bucket" : "", a);
     }
     if (e->stage == 3)
         printf("  gather: at most %s elements of the %d non-persistent modules gathered at once (modules entered in "
