@@ -22,6 +22,14 @@ static zinc_status precheck(zinc_engine *e, const char *path) {
             return ZERR(ZINC_ERR_STATE, "zinc_load_checkpoint: module \"%s\" is still entered; load between "
                                         "optimizer steps",
                         e->modules[m].name);
+    if (e->broken[0]) {
+        /* After a failed step the accumulated gradients belong to the failed step: drop them. */
+        zinc_status z = zgrads_reset(e);
+        if (z != ZINC_OK) return z;
+        e->micro_steps = 0;
+        e->in_backward_pass = false;
+        e->last_phase = -1;
+    }
     if (e->micro_steps > 0)
         return ZERR(ZINC_ERR_STATE, "zinc_load_checkpoint: gradients of %lld micro-step%s are accumulated; load "
                                     "before training or right after zinc_step",
@@ -154,6 +162,7 @@ zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path) {
     zinc_status st = ZINC_OK, local;
     char tagdir[ZCKPT_PATH_MAX] = "", agreed[ZCKPT_PATH_MAX], tag[ZCKPT_TAG_MAX + 1] = "";
     zckpt_manifest m;
+    bool touched = false;
     memset(&m, 0, sizeof m);
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_load_checkpoint: engine is NULL");
     if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_load_checkpoint: call zinc_build first (it registers the model "
@@ -169,13 +178,14 @@ zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path) {
     report_differences(e, &m);
 
     /* From here a failure leaves the engine's state partly loaded. */
+    touched = true;
     local = read_state(e, &m);
     if (local == ZINC_OK) local = zengine_params_from_master(e);
     st = zckpt_agree(e, local);
     if (st != ZINC_OK) {
         zinc__error_trace(__FILE__, __LINE__);
         ZLOG_ERROR(&e->log, "loading checkpoint %s failed part-way: this engine's optimizer state is incomplete; "
-                            "destroy it and create a new one",
+                            "load a good checkpoint or create a new engine",
                    m.dir);
         goto fail;
     }
@@ -191,9 +201,11 @@ zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path) {
     e->steps_skipped = m.steps_skipped;
     e->consecutive_skips = m.consecutive_skips;
     restore_scaler(e, &m);
+    e->broken[0] = 0; /* a complete, verified state replaces whatever a failed step or load left */
     ZLOG_INFO(&e->log, "loaded checkpoint %s: step %lld (%lld taken, %lld skipped), loss scale %g", m.dir,
               (long long)m.steps, (long long)m.steps_taken, (long long)m.steps_skipped, e->scaler.cur_scale);
 fail:
+    if (st != ZINC_OK && touched) zengine_mark_broken(e, "loading a checkpoint");
     zckpt_manifest_free(&m);
     return st;
 }

@@ -221,6 +221,7 @@ zinc_status zinc_save_checkpoint(zinc_engine *e, const char *dir, const char *ta
     memset(&mine, 0, sizeof mine);
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_save_checkpoint: engine is NULL");
     if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_save_checkpoint: call zinc_build first");
+    if ((st = zengine_check_usable(e, "zinc_save_checkpoint")) != ZINC_OK) return st;
     zckpt_writer_init(&w);
 
     TRY(zckpt_agree(e, precheck(e, dir, tag, mytag, sizeof mytag)));

@@ -478,6 +478,7 @@ static const char *phase_name(int phase) { return phase == ZINC_FORWARD ? "forwa
 zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
     zinc_status st = check_module(e, module, (int)phase, "zinc_module_enter");
     if (st != ZINC_OK) return st;
+    if ((st = zengine_check_usable(e, "zinc_module_enter")) != ZINC_OK) return st;
     zmodule *m = &e->modules[module];
     if (m->in_phase[phase])
         return ZERR(ZINC_ERR_STATE, "zinc_module_enter: module \"%s\" is already in %s (missing zinc_module_exit)",
@@ -551,9 +552,26 @@ void *zinc_param_grad(const zinc_param *p) {
     return p->grad;
 }
 
+void zengine_mark_broken(zinc_engine *e, const char *what) {
+    if (e->broken[0]) return;
+    const char *msg = zinc_last_error();
+    size_t n = strcspn(msg, "\n");
+    snprintf(e->broken, sizeof e->broken, "%s failed part-way (%.*s)", what, (int)(n < 400 ? n : 400), msg);
+}
+
+zinc_status zengine_check_usable(const zinc_engine *e, const char *fn) {
+    if (!e->broken[0]) return ZINC_OK;
+    return ZERR(ZINC_ERR_STATE,
+                "%s: %s. The optimizer state may be partly updated, so this engine refuses to go on: load a "
+                "checkpoint (zinc_load_checkpoint, zinc train --resume) or create a new engine",
+                fn, e->broken);
+}
+
 zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_step: engine is NULL");
     if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_step: call zinc_build first");
+    zinc_status usable = zengine_check_usable(e, "zinc_step");
+    if (usable != ZINC_OK) return usable;
     for (int m = 0; m < e->nmodules; m++)
         if (e->modules[m].in_phase[0] || e->modules[m].in_phase[1])
             return ZERR(ZINC_ERR_STATE, "zinc_step: module \"%s\" is still entered (%s); exit it first",

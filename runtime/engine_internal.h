@@ -118,6 +118,9 @@ struct zinc_engine {
     zloss_scaler scaler;
     int64_t steps, steps_taken, steps_skipped, consecutive_skips;
     bool warned_micro_mismatch;
+    /* Non-empty after a step or a checkpoint load failed part-way: the optimizer state may be partly
+     * updated, so training and saving refuse (naming this) until a checkpoint loads successfully. */
+    char broken[512];
 };
 
 /* zero/grads.c: gradient buffers and their reduction. */
@@ -135,6 +138,9 @@ const void *zgrads_local(const zinc_engine *e, zinc_dtype *dtype);
 /* The slice of the local gradient over this rank's shard (for the norm: every element counted once). */
 const void *zgrads_norm_slice(const zinc_engine *e, zinc_dtype *dtype, size_t *n, int64_t *flat_lo);
 zinc_status zgrads_zero(zinc_engine *e);
+/* Drops every gradient: waits out pending reductions, empties the buckets, zeroes the buffers (after a
+ * failed step, before a checkpoint load). */
+zinc_status zgrads_reset(zinc_engine *e);
 /* The factor the step applies after communication to turn summed gradients into their mean. */
 double zgrads_post_scale(const zinc_engine *e);
 
@@ -144,6 +150,11 @@ zinc_status zgather_module_exit(zinc_engine *e, int module, int phase);
 /* After the optimizer step: drop stale gathered copies and refresh persistent modules. */
 zinc_status zgather_after_step(zinc_engine *e);
 void zgather_free(zinc_engine *e);
+
+/* Marks the engine broken with the current error's first line (see zinc_engine.broken). */
+void zengine_mark_broken(zinc_engine *e, const char *what);
+/* ZINC_ERR_STATE naming why, when the engine is broken; ZINC_OK otherwise. */
+zinc_status zengine_check_usable(const zinc_engine *e, const char *fn);
 
 /* runtime/engine_step.c */
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info);

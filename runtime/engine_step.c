@@ -205,6 +205,10 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     info->grad_norm = norm;
     info->lr = lr;
     return ZINC_OK;
-fail:
+fail: {
+    char what[64];
+    snprintf(what, sizeof what, "optimizer step %lld", (long long)e->steps);
+    zengine_mark_broken(e, what);
     return st;
+}
 }

@@ -320,3 +320,14 @@ zinc_status zgrads_zero(zinc_engine *e) {
 fail:
     return st;
 }
+
+zinc_status zgrads_reset(zinc_engine *e) {
+    for (int i = 0; i < e->nbuckets; i++) {
+        zbucket *b = &e->buckets[i];
+        if (b->req) (void)zdev_comm_wait(e->dev, e->dcomm, b->req); /* its data is dropped either way */
+        b->req = NULL;
+        b->lo = b->hi = b->recv_lo = b->recv_hi = 0;
+    }
+    e->cur_bucket = 0;
+    return zgrads_zero(e);
+}
