@@ -38,12 +38,12 @@ static void quiet_log(void *u, zinc_log_level l, int rank, const char *msg) {
 }
 
 zinc_status eu_create(const eu_run *r, zinc_engine **e, zinc_mlp **m) {
-    char cfg[4096];
+    char cfg[8192];
     eu_config(r, cfg, sizeof cfg);
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
     o.device = r->cuda ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
-    o.log_fn = quiet_log;
+    o.log_fn = r->log_fn ? r->log_fn : quiet_log;
     o.cpu_threads = 1;
     zinc_status st = zinc_create(&o, e);
     if (st != ZINC_OK) return st;

@@ -15,6 +15,7 @@ typedef struct eu_run {
     int train_batch;       /* default 24 */
     int gas;               /* default 2 */
     int bucket;            /* reduce_bucket_size; default 3000 (larger than every module of eu_model) */
+    zinc_log_fn log_fn;    /* default: warnings and errors of rank 0 to stderr */
     const char *extra;     /* extra top-level JSON members, e.g. "\"gradient_clipping\": 1.0", or NULL */
     const char *zero_extra; /* extra zero_optimization members, or NULL */
     const char *fp16_extra; /* extra fp16 members, or NULL */

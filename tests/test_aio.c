@@ -42,28 +42,14 @@ static void capture_log(void *u, zinc_log_level l, int rank, const char *msg) {
 /* An engine with NVMe offload under `dir` and the MLP built on it. `zero_more` and `extra` add JSON. */
 static zinc_status make_engine(const char *dir, const char *zero_more, const char *extra, zinc_engine **e,
                                zinc_mlp **m) {
-    char zero[2048], cfg[8192];
+    char zero[2048];
     snprintf(zero, sizeof zero,
              "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"%s%s}, \"sub_group_size\": 2048", dir,
              zero_more ? ", " : "", zero_more ? zero_more : "");
-    eu_run r = {.stage = 2, .dtype = ZINC_BF16, .zero_extra = zero, .extra = extra};
-    eu_config(&r, cfg, sizeof cfg);
-    zinc_options o = zinc_default_options();
-    o.config_json = cfg;
-    o.device = ZINC_DEVICE_CPU;
-    o.log_fn = capture_log;
-    o.cpu_threads = 1;
+    eu_run r = {.stage = 2, .dtype = ZINC_BF16, .zero_extra = zero, .extra = extra, .log_fn = capture_log};
     *e = NULL;
     *m = NULL;
-    zinc_status st = zinc_create(&o, e);
-    if (st != ZINC_OK) return st;
-    zinc_mlp_config mc = eu_model();
-    st = zinc_mlp_create(*e, &mc, m);
-    if (st != ZINC_OK) {
-        zinc_destroy(*e);
-        *e = NULL;
-    }
-    return st;
+    return eu_create(&r, e, m);
 }
 
 static int count_entries(const char *dir) {
