@@ -1,5 +1,5 @@
-/* Collective backends. The engine sees one small table; `mpi` serves host buffers (and, later, GPU
- * buffers staged through pinned host memory), `single` is the one-rank path that needs no launcher, and
+/* Collective backends. The engine sees one small table; `mpi` serves host buffers (GPU buffers reach it
+ * staged through pinned host memory by comm_staged.c), `single` is the one-rank path that needs no launcher, and
  * `nccl` serves GPU buffers with one rank per GPU.
  *
  * Reductions are sums (or max for flags). Half-precision sums over MPI use a user-defined MPI op that

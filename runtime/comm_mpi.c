@@ -6,9 +6,8 @@
  * and frees the request. A call with nothing to do (zero elements) sets *req to NULL. Several requests may
  * be pending at once; every rank must start collectives in the same order (MPI's rule).
  *
- * GPU buffers: this backend takes host pointers. When the CUDA device backend needs MPI without NCCL
- * (several ranks per GPU), staging goes here: copy device->pinned host before issuing, and pinned
- * host->device in m_wait (or after the blocking call), with the pinned buffers owned by mpi_impl. */
+ * GPU buffers: this backend takes host pointers. Device buffers reach it through comm_staged.c, which
+ * copies them through pinned host memory round by round. */
 #include <limits.h>
 #include <mpi.h>
 #include <stdint.h>

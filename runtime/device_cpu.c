@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm_staged.h"
 #include "device.h"
 #include "error.h"
 
@@ -92,10 +93,25 @@ static zinc_status cpu_comm_wait(zdevice *d, zcomm *c, zcomm_req *req) {
     return zcomm_wait(c, req);
 }
 
+/* The host backend itself, or (ZINC_DEVICE_COMM=staged) the staging path GPUs shared by several ranks use,
+ * run over plain host memory so CI tests it. */
 static zinc_status cpu_comm_create(zdevice *d, zcomm *host, const zlog *log, zcomm **out) {
-    (void)d, (void)log;
-    *out = host;
-    return ZINC_OK;
+    zinc_status st = ZINC_OK;
+    zdcomm_choice choice;
+    size_t staging = 0;
+    *out = NULL;
+    TRY(zdcomm_choice_from_env(&choice));
+    if (choice == ZDCOMM_NCCL)
+        FAIL(ZINC_ERR_UNSUPPORTED, "ZINC_DEVICE_COMM=nccl: NCCL needs device cuda; this engine runs on the cpu "
+                                   "(unset ZINC_DEVICE_COMM, or use device cuda)");
+    if (choice != ZDCOMM_STAGED) {
+        *out = host;
+        return ZINC_OK;
+    }
+    TRY(zcomm_staging_bytes_from_env(&staging));
+    TRY(zcomm_create_staged(host, d, staging, log, out));
+fail:
+    return st;
 }
 
 static void cpu_mem_info(zdevice *d, uint64_t *used, uint64_t *total) {

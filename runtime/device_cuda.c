@@ -8,14 +8,15 @@
  *   (comm_begin); the compute stream waits for a collective's event (comm_wait, zcomm_nccl_wait_stream).
  * - The host waits (cudaStreamSynchronize of the compute stream, never the whole device) only where it
  *   needs a value: copies to or from host memory, the gradient statistics of the step, teardown.
- * - Collectives on device buffers: NCCL, one rank per GPU. Several ranks sharing a GPU would need the MPI
- *   backend staging GPU buffers through pinned host memory: not implemented (ZINC_ERR_UNSUPPORTED). */
+ * - Collectives on device buffers: NCCL with one rank per GPU; several ranks sharing a GPU (or
+ *   ZINC_DEVICE_COMM=mpi) use the MPI backend through pinned host staging (comm_staged.h). */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm_nccl.h"
+#include "comm_staged.h"
 #include "device.h"
 #include "error.h"
 #include "kernels/cuda_kernels.h"
@@ -227,16 +228,31 @@ static zinc_status cu_comm_wait(zdevice *d, zcomm *c, zcomm_req *req) {
     return zcomm_nccl_wait_stream(c, req, im(d)->compute);
 }
 
+/* NCCL when every rank of the node has a GPU of its own (NCCL refuses two ranks on one GPU), else the host
+ * backend (MPI) through pinned staging buffers; ZINC_DEVICE_COMM overrides (comm_staged.h). */
 static zinc_status cu_comm_create(zdevice *d, zcomm *host, const zlog *log, zcomm **out) {
+    zinc_status st = ZINC_OK;
+    zdcomm_choice choice;
+    size_t staging = 0;
     int gpus = zcu_device_count();
+    bool shared = host->size > 1 && host->local_size > gpus;
     *out = NULL;
-    if (host->size > 1 && host->local_size > gpus)
-        return ZERR(ZINC_ERR_UNSUPPORTED,
-                    "device cuda: %d ranks on this node share %d GPU%s; NCCL needs one rank per GPU, and the MPI "
-                    "backend staging GPU buffers through pinned host memory is not implemented yet (run %d rank%s "
-                    "per node, or use device cpu)",
-                    host->local_size, gpus, gpus == 1 ? "" : "s", gpus, gpus == 1 ? "" : "s");
-    return zcomm_create_nccl(host->size > 1 ? host : NULL, d->comm_stream, log, out);
+    TRY(zdcomm_choice_from_env(&choice));
+    if (choice == ZDCOMM_NCCL && shared)
+        FAIL(ZINC_ERR_UNSUPPORTED,
+             "ZINC_DEVICE_COMM=nccl: %d ranks on this node share %d GPU%s and NCCL needs one rank per GPU (unset "
+             "ZINC_DEVICE_COMM to use MPI with host staging, or run %d rank%s per node)",
+             host->local_size, gpus, gpus == 1 ? "" : "s", gpus, gpus == 1 ? "" : "s");
+    if (choice == ZDCOMM_NCCL || (choice == ZDCOMM_AUTO && !shared))
+        return zcomm_create_nccl(host->size > 1 ? host : NULL, d->comm_stream, log, out);
+    if (shared && choice == ZDCOMM_AUTO)
+        ZLOG_INFO(log, "device cuda: %d ranks on this node share %d GPU%s: collectives go through MPI with pinned "
+                       "host staging (NCCL needs one rank per GPU)",
+                  host->local_size, gpus, gpus == 1 ? "" : "s");
+    TRY(zcomm_staging_bytes_from_env(&staging));
+    TRY(zcomm_create_staged(host, d, staging, log, out));
+fail:
+    return st;
 }
 
 static void cu_mem_info(zdevice *d, uint64_t *used, uint64_t *total) {

@@ -4,3 +4,10 @@ zinc_test(NAME comm_single SOURCES test_comm.c LABELS comm unit TIMEOUT 120)
 foreach(n 1 2 3 4)
   zinc_test(NAME comm_np${n} SOURCES test_comm.c RANKS ${n} LABELS comm TIMEOUT 300)
 endforeach()
+# The staged backend (device buffers through host staging, as ranks sharing a GPU use) over a cpu device:
+# 64 bytes of staging force many rounds; 4096 a few.
+zinc_test(NAME comm_staged_single SOURCES test_comm.c ARGS --staged 64 LABELS comm unit TIMEOUT 120)
+foreach(n 2 3 4)
+  zinc_test(NAME comm_staged_np${n} SOURCES test_comm.c RANKS ${n} ARGS --staged 64 LABELS comm TIMEOUT 300)
+endforeach()
+zinc_test(NAME comm_staged_np3_4k SOURCES test_comm.c RANKS 3 ARGS --staged 4096 LABELS comm TIMEOUT 300)

@@ -8,6 +8,13 @@ foreach(n 2 3 4)
             TIMEOUT 600)
   set_tests_properties(engine_equiv_np${n} PROPERTIES FIXTURES_REQUIRED equiv_ref)
 endforeach()
+# The same matrix with device buffers reduced and gathered through host staging (what ranks sharing a GPU
+# use), 4 KiB of staging so every collective takes several rounds.
+foreach(n 2 3)
+  zinc_test(NAME engine_equiv_staged_np${n} SOURCES test_engine_equiv.c engine_util.c RANKS ${n} LABELS engine
+            TIMEOUT 600 ENV ZINC_DEVICE_COMM=staged ZINC_STAGING_BYTES=4096)
+  set_tests_properties(engine_equiv_staged_np${n} PROPERTIES FIXTURES_REQUIRED equiv_ref)
+endforeach()
 foreach(n 1 2 3)
   zinc_test(NAME engine_overflow_np${n} SOURCES test_engine_overflow.c engine_util.c RANKS ${n} LABELS engine)
   zinc_test(NAME engine_memory_np${n} SOURCES test_engine_memory.c engine_util.c RANKS ${n} LABELS engine)

@@ -11,13 +11,19 @@
  * MAX is bit-exact (and a NaN on one rank reaches all ranks for halves). Gathers and broadcasts are
  * bit-exact and must leave gaps between slices untouched. The splitting paths for counts above the MPI
  * limit are exercised by lowering the limit (zcomm_mpi_set_max_count); for p <= 2 split results must equal
- * unsplit ones bit for bit. */
+ * unsplit ones bit for bit.
+ *
+ * `--staged BYTES` runs every test through the staged backend (comm_staged.h) over a cpu device with a
+ * staging buffer of BYTES, as several ranks sharing one GPU do: small buffers force many rounds, and the
+ * same tolerances apply (for p <= 2 the staged sums are bit-exact too). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm.h"
 #include "comm_mpi.h"
+#include "comm_staged.h"
+#include "device.h"
 #include "zt.h"
 
 static zcomm *C;
@@ -466,22 +472,68 @@ static void test_launcher_detection(void) {
     unsetenv("ZINC_COMM");
 }
 
-int main(void) {
+/* Errors of the staged backend's creation and of the environment that chooses it. */
+static void test_staged_errors(zcomm *host, zdevice *dev) {
+    zcomm *c = NULL;
+    ZT_ERR(zcomm_create_staged(host, dev, 8, NULL, &c), ZINC_ERR_INVALID_ARG, "staging bytes");
+    ZT_CHECK(c == NULL, "failed creation leaves out NULL");
+    ZT_ERR(zcomm_create_staged(NULL, dev, 4096, NULL, &c), ZINC_ERR_INVALID_ARG, "NULL");
+    zdcomm_choice ch;
+    size_t b = 0;
+    setenv("ZINC_DEVICE_COMM", "infiniband", 1);
+    ZT_ERR(zdcomm_choice_from_env(&ch), ZINC_ERR_INVALID_ARG, "auto, nccl, mpi or staged");
+    ZT_ERR(dev->ops->comm_create(dev, host, NULL, &c), ZINC_ERR_INVALID_ARG, "ZINC_DEVICE_COMM=infiniband");
+    setenv("ZINC_DEVICE_COMM", "nccl", 1);
+    ZT_ERR(dev->ops->comm_create(dev, host, NULL, &c), ZINC_ERR_UNSUPPORTED, "NCCL needs device cuda");
+    setenv("ZINC_DEVICE_COMM", "mpi", 1);
+    ZT_OK(dev->ops->comm_create(dev, host, NULL, &c));
+    ZT_CHECK(c == host, "cpu device with ZINC_DEVICE_COMM=mpi uses the host backend itself");
+    setenv("ZINC_DEVICE_COMM", "staged", 1);
+    setenv("ZINC_STAGING_BYTES", "100", 1);
+    ZT_ERR(dev->ops->comm_create(dev, host, NULL, &c), ZINC_ERR_INVALID_ARG, "ZINC_STAGING_BYTES=100");
+    setenv("ZINC_STAGING_BYTES", "12k", 1);
+    ZT_ERR(zcomm_staging_bytes_from_env(&b), ZINC_ERR_INVALID_ARG, "from 4096");
+    setenv("ZINC_STAGING_BYTES", "8192", 1);
+    ZT_OK(zcomm_staging_bytes_from_env(&b));
+    ZT_CHECK(b == 8192, "ZINC_STAGING_BYTES=8192 gives %zu", b);
+    ZT_OK(dev->ops->comm_create(dev, host, NULL, &c));
+    ZT_CHECK(c && c != host && !strcmp(c->ops->name, "mpi-staged"), "ZINC_DEVICE_COMM=staged wraps the host backend");
+    if (c && c != host) zcomm_destroy(c);
+    unsetenv("ZINC_DEVICE_COMM");
+    unsetenv("ZINC_STAGING_BYTES");
+    ZT_OK(zcomm_staging_bytes_from_env(&b));
+    ZT_CHECK(b == ZCOMM_STAGING_DEFAULT, "default staging bytes");
+}
+
+int main(int argc, char **argv) {
     static char name[64];
+    size_t staged = argc > 2 && !strcmp(argv[1], "--staged") ? (size_t)strtoull(argv[2], NULL, 10) : 0;
     const char *launched_env = getenv("OMPI_COMM_WORLD_SIZE");
     int launched = launched_env != NULL;
     if (!launched) test_launcher_detection();
 
     ZT_OK(zcomm_create(NULL, &C));
     if (!C) return zt_finish();
+    zcomm *host = C;
+    zmemtrack mem;
+    zdevice *dev = NULL;
+    if (staged) {
+        memset(&mem, 0, sizeof mem);
+        ZT_OK(zdev_create_cpu(&mem, &dev));
+        test_staged_errors(host, dev);
+        ZT_OK(zcomm_create_staged(host, dev, staged, NULL, &C));
+        if (!C) return zt_finish();
+        ZT_CHECK(mem.current[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] == staged, "staging counted: %llu bytes",
+                 (unsigned long long)mem.current[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING]);
+    }
     P = C->size;
     R = C->rank;
     snprintf(name, sizeof name, "test_comm[%s %d/%d]", C->ops->name, R, P);
     zt_name = name;
     if (P > 64) return zt_skip("at most 64 ranks");
 
-    ZT_CHECK(strcmp(C->ops->name, launched ? "mpi" : "single") == 0, "backend %s (launcher: %d)", C->ops->name,
-             launched);
+    ZT_CHECK(strcmp(host->ops->name, launched ? "mpi" : "single") == 0, "backend %s (launcher: %d)",
+             host->ops->name, launched);
     if (launched) {
         ZT_CHECK(P == atoi(launched_env), "size %d vs OMPI_COMM_WORLD_SIZE %s", P, launched_env);
         const char *r = getenv("OMPI_COMM_WORLD_RANK");
@@ -511,7 +563,12 @@ int main(void) {
     test_split(200); /* reduce-scatter/allgatherv in one call with relative displacements; allreduce split */
     ZT_OK(zcomm_barrier(C));
 
-    zcomm_destroy(C);
+    if (staged) {
+        zcomm_destroy(C);
+        ZT_CHECK(mem.current[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] == 0, "staging freed");
+        zdev_destroy(dev);
+    }
+    zcomm_destroy(host);
     int rc = zt_finish();
     zinc_finalize();
     zinc_finalize(); /* idempotent */

@@ -5,7 +5,10 @@
  * Tolerances (max |a-b| over all fp32 master weights, parameters ~0.1-0.25 in magnitude, lr 3e-3,
  * K = 8 steps): fp32 1e-5 (reduction order only), bf16 and fp16 2e-2 (16-bit gradients summed in a
  * different order round differently, and Adam normalises small gradients, so a rounding flip can move a
- * weight by up to ~lr per step). The 1-rank stage-0 run against itself is exact. */
+ * weight by up to ~lr per step). The 1-rank stage-0 run against itself is exact.
+ *
+ * With ZINC_DEVICE_COMM=staged in the environment the device collectives go through host staging
+ * (comm_staged.h); the test checks that the engine says so and holds it to the same tolerances. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +25,23 @@ static void ref_path(zinc_dtype t, char *buf, size_t cap) {
     snprintf(buf, cap, "%s/equiv_ref_%s.bin", zt_build_dir(), eu_dtype_name(t));
 }
 
+static int g_comm_seen; /* the engine's start-up line named the expected device communicator */
+static const char *g_comm_want;
+
+static void probe_log(void *u, zinc_log_level l, int rank, const char *msg) {
+    (void)u;
+    if (g_comm_want && strstr(msg, g_comm_want)) g_comm_seen = 1;
+    if (l >= ZINC_LOG_WARN && rank == 0) fprintf(stderr, "[zinc] %s\n", msg);
+}
+
 static double tolerance(zinc_dtype t) { return t == ZINC_FP32 ? 1e-5 : 2e-2; }
 
 int main(int argc, char **argv) {
     zt_name = "engine_equiv";
     int write_ref = argc > 1 && !strcmp(argv[1], "--write-ref");
     int rank = 0, world = 1;
+    const char *dc = getenv("ZINC_DEVICE_COMM");
+    g_comm_want = dc && !strcmp(dc, "staged") ? "(mpi-staged)" : NULL;
     for (int d = 0; d < 3; d++) {
         zinc_dtype t = dtypes[d];
         char path[4096];
@@ -63,7 +77,11 @@ int main(int argc, char **argv) {
                 size_t n = 0, n2 = 0;
                 zinc_engine *probe = NULL;
                 zinc_mlp *pm = NULL;
-                ZT_OK(eu_create(&r, &probe, &pm));
+                eu_run pr = r;
+                pr.log_fn = probe_log;
+                g_comm_seen = 0;
+                ZT_OK(eu_create(&pr, &probe, &pm));
+                if (g_comm_want) ZT_CHECK(g_comm_seen, "the engine did not report %s collectives", g_comm_want);
                 if (probe) {
                     rank = zinc_rank(probe);
                     world = zinc_world_size(probe);
