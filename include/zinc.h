@@ -211,6 +211,10 @@ int64_t zinc_grad_accum_steps(const zinc_engine *e);   /* gradient_accumulation_
 int64_t zinc_train_batch_size(const zinc_engine *e);
 int64_t zinc_steps_per_print(const zinc_engine *e);    /* 0 when the config asks for no progress report */
 zinc_device_kind zinc_device(const zinc_engine *e);
+/* 1 when zinc_param_data and zinc_param_grad point to memory the host may read and write directly (device
+ * cpu); 0 when they are device memory, reached through zinc_copy_to_host / zinc_copy_from_host or the
+ * device's own kernels (cuda). Call it after zinc_create. */
+int zinc_device_host_addressable(const zinc_engine *e);
 /* Logs through the engine's log callback (rank tag included). printf-style. */
 void zinc_log(const zinc_engine *e, zinc_log_level level, const char *fmt, ...)
 #if defined(__GNUC__)

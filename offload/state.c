@@ -19,12 +19,13 @@ zinc_status zstate_create(zinc_engine *e, int64_t n, zstate **out) {
     case ZOFFLOAD_NVME:
         return zstate_create_nvme(e, n, out);
     case ZOFFLOAD_CPU:
-        /* Pinning matters only for copies to a GPU; on a CPU run it would only spend RLIMIT_MEMLOCK. */
-        if (o->pin_memory && e->device == ZINC_DEVICE_CPU)
+        /* Pinning matters only for copies to a discrete device (a GPU); on a CPU run it would only spend
+         * RLIMIT_MEMLOCK. */
+        if (o->pin_memory && e->dev->host_addressable)
             ZLOG_INFO(&e->log, "offload_optimizer.pin_memory has no effect on a CPU run (no device copies)");
         return zstate_create_memory(e, n,
-                                    o->pin_memory && e->device != ZINC_DEVICE_CPU ? ZINC_MEMKIND_PINNED
-                                                                                 : ZINC_MEMKIND_HOST,
+                                    o->pin_memory && !e->dev->host_addressable ? ZINC_MEMKIND_PINNED
+                                                                              : ZINC_MEMKIND_HOST,
                                     zstate_chunk_elems(e->cfg.zero.sub_group_size, n), out);
     default:
         /* On the compute device: one chunk on cpu (as always); on a GPU chunks of ZSTATE_DEVICE_CHUNK so a

@@ -15,6 +15,7 @@ typedef struct zstate_memory {
     bool on_device;         /* allocated by the engine's device */
     size_t bytes;
     float *master, *m, *v;
+    bool pinned[3];         /* master, m, v page-locked through the device (pin_memory with a GPU) */
     float *stage;           /* host-view staging: 3 x chunk floats, during a host-view pass */
     size_t stage_bytes;
     int64_t cur_lo, cur_n;
@@ -85,8 +86,12 @@ static void mem_destroy(zstate *s) {
     float *arr[3] = {z->master, z->m, z->v};
     const zinc_mem_category cats[3] = {ZINC_MEM_MASTER, ZINC_MEM_EXP_AVG, ZINC_MEM_EXP_AVG_SQ};
     for (int k = 0; k < 3; k++) {
-        if (z->on_device) s->e->dev->ops->free(s->e->dev, cats[k], arr[k], z->bytes);
-        else zmem_host_free(&s->e->mem, z->kind, cats[k], arr[k], z->bytes);
+        if (z->on_device) {
+            s->e->dev->ops->free(s->e->dev, cats[k], arr[k], z->bytes);
+            continue;
+        }
+        if (z->pinned[k]) s->e->dev->ops->unpin(s->e->dev, arr[k]);
+        zmem_host_free(&s->e->mem, z->kind, cats[k], arr[k], z->bytes);
     }
     free(z);
 }
@@ -110,6 +115,10 @@ zinc_status zstate_create_memory(zinc_engine *e, int64_t n, zinc_mem_kind kind, 
     for (int k = 0; k < 3; k++) {
         if (z->on_device) TRY(e->dev->ops->alloc(e->dev, cats[k], z->bytes, what[k], (void **)arr[k]));
         else TRY(zmem_host_alloc(&e->mem, kind, cats[k], z->bytes, what[k], (void **)arr[k]));
+        if (kind == ZINC_MEMKIND_PINNED) { /* page-locked, so the device copies it asynchronously */
+            TRY(e->dev->ops->pin(e->dev, *arr[k], z->bytes));
+            z->pinned[k] = true;
+        }
     }
     *out = &z->base;
     return ZINC_OK;

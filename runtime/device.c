@@ -2,12 +2,19 @@
 #include "device.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "error.h"
 
 zinc_status zdev_create(zinc_device_kind kind, zmemtrack *mem, const zlog *log, int local_rank, zdevice **out) {
     *out = NULL;
     if (kind == ZINC_DEVICE_CUDA) return zdev_create_cuda(mem, log, local_rank, out);
+    const char *discrete = getenv("ZINC_CPU_DISCRETE");
+    if (discrete && !strcmp(discrete, "1")) {
+        ZLOG_INFO(log, "device cpu presented as a discrete device (ZINC_CPU_DISCRETE=1): buffers are reached "
+                       "through copies and counted as device memory");
+        return zdev_create_cpu_discrete(mem, out);
+    }
     return zdev_create_cpu(mem, out);
 }
 

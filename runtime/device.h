@@ -29,6 +29,8 @@
 
 typedef enum { ZDEV_H2D = 0, ZDEV_D2H = 1, ZDEV_D2D = 2 } zdev_dir;
 
+#define ZDEV_COPY_SLOTS 4 /* events for copy_async / copy_wait */
+
 typedef struct zdevice zdevice;
 
 typedef struct zdevice_ops {
@@ -42,6 +44,17 @@ typedef struct zdevice_ops {
     void (*free_host)(zdevice *d, zinc_mem_category cat, void *p, size_t bytes);
     zinc_status (*memset0)(zdevice *d, void *p, size_t bytes);
     zinc_status (*copy)(zdevice *d, void *dst, const void *src, size_t bytes, zdev_dir dir);
+    /* An H2D or D2H copy that may still run after return (cuda: on the copy stream, after the compute work
+     * issued so far; the host buffer should be page-locked for it to be truly asynchronous), completing
+     * event `slot` (0 .. ZDEV_COPY_SLOTS-1). Neither buffer may be touched, nor the slot reused, before
+     * copy_wait(slot). cpu: a memcpy, complete on return. */
+    zinc_status (*copy_async)(zdevice *d, void *dst, const void *src, size_t bytes, zdev_dir dir, int slot);
+    /* The host waits for the last copy_async on `slot` (at once if there was none). */
+    zinc_status (*copy_wait)(zdevice *d, int slot);
+    /* Page-locks (and unlocks) host memory the device copies to and from (cuda: cudaHostRegister); a no-op
+     * on cpu. */
+    zinc_status (*pin)(zdevice *d, void *p, size_t bytes);
+    void (*unpin)(zdevice *d, void *p);
     /* The kernels of kernels/cpu_kernels.h on device buffers, same semantics and same bits. */
     zinc_status (*cast_to_f32)(zdevice *d, float *dst, const void *src, zinc_dtype t, size_t n);
     zinc_status (*cast_from_f32)(zdevice *d, void *dst, zinc_dtype t, const float *src, size_t n);
@@ -90,6 +103,9 @@ struct zdevice {
  * device. */
 zinc_status zdev_create(zinc_device_kind kind, zmemtrack *mem, const zlog *log, int local_rank, zdevice **out);
 zinc_status zdev_create_cpu(zmemtrack *mem, zdevice **out);
+/* The cpu device presented as a discrete device (device_cpu.c); zdev_create gives it for kind cpu when
+ * ZINC_CPU_DISCRETE=1 is in the environment (tests of the GPU code paths on machines without a GPU). */
+zinc_status zdev_create_cpu_discrete(zmemtrack *mem, zdevice **out);
 zinc_status zdev_create_cuda(zmemtrack *mem, const zlog *log, int local_rank, zdevice **out);
 /* GPUs visible to this process (0 in a build without CUDA, or without a driver). */
 int zdev_cuda_count(void);

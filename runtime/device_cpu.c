@@ -1,6 +1,11 @@
 /* The CPU device (see device.h): buffers are 64-byte aligned host memory and every operation is the CPU
  * kernel the engine has always used, so results are bitwise those of the engine before the device layer.
- * Everything is complete on return; there are no streams. */
+ * Everything is complete on return; there are no streams.
+ *
+ * "cpu-discrete" is the same device presented as a discrete one (host_addressable false, buffers counted
+ * as device memory, staging as pinned): the engine then takes every path it takes on a GPU (state
+ * reached through copies, host-view passes, staged offload steps, non-blocking device collectives), so
+ * CI runs that logic without a GPU. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,12 +13,23 @@
 #include "device.h"
 #include "error.h"
 
+/* Device buffers count under the device's memory kind, staging under the kind of host memory a discrete
+ * device would stage through (pinned). */
 static zinc_status cpu_alloc(zdevice *d, zinc_mem_category cat, size_t bytes, const char *what, void **out) {
-    return zmem_host_alloc(d->mem, ZINC_MEMKIND_HOST, cat, bytes, what, out);
+    return zmem_host_alloc(d->mem, d->mem_kind, cat, bytes, what, out);
 }
 
 static void cpu_free(zdevice *d, zinc_mem_category cat, void *p, size_t bytes) {
-    zmem_host_free(d->mem, ZINC_MEMKIND_HOST, cat, p, bytes);
+    zmem_host_free(d->mem, d->mem_kind, cat, p, bytes);
+}
+
+static zinc_status cpu_alloc_host(zdevice *d, zinc_mem_category cat, size_t bytes, const char *what, void **out) {
+    return zmem_host_alloc(d->mem, d->host_addressable ? ZINC_MEMKIND_HOST : ZINC_MEMKIND_PINNED, cat, bytes, what,
+                           out);
+}
+
+static void cpu_free_host(zdevice *d, zinc_mem_category cat, void *p, size_t bytes) {
+    zmem_host_free(d->mem, d->host_addressable ? ZINC_MEMKIND_HOST : ZINC_MEMKIND_PINNED, cat, p, bytes);
 }
 
 static zinc_status cpu_memset0(zdevice *d, void *p, size_t bytes) {
@@ -27,6 +43,23 @@ static zinc_status cpu_copy(zdevice *d, void *dst, const void *src, size_t bytes
     if (bytes) memcpy(dst, src, bytes);
     return ZINC_OK;
 }
+
+static zinc_status cpu_copy_async(zdevice *d, void *dst, const void *src, size_t bytes, zdev_dir dir, int slot) {
+    (void)slot;
+    return cpu_copy(d, dst, src, bytes, dir);
+}
+
+static zinc_status cpu_copy_wait(zdevice *d, int slot) {
+    (void)d, (void)slot;
+    return ZINC_OK;
+}
+
+static zinc_status cpu_pin(zdevice *d, void *p, size_t bytes) {
+    (void)d, (void)p, (void)bytes;
+    return ZINC_OK;
+}
+
+static void cpu_unpin(zdevice *d, void *p) { (void)d, (void)p; }
 
 static zinc_status cpu_cast_to_f32(zdevice *d, float *dst, const void *src, zinc_dtype t, size_t n) {
     (void)d;
@@ -125,10 +158,14 @@ static const zdevice_ops cpu_ops = {
     .name = "cpu",
     .alloc = cpu_alloc,
     .free = cpu_free,
-    .alloc_host = cpu_alloc,
-    .free_host = cpu_free,
+    .alloc_host = cpu_alloc_host,
+    .free_host = cpu_free_host,
     .memset0 = cpu_memset0,
     .copy = cpu_copy,
+    .copy_async = cpu_copy_async,
+    .copy_wait = cpu_copy_wait,
+    .pin = cpu_pin,
+    .unpin = cpu_unpin,
     .cast_to_f32 = cpu_cast_to_f32,
     .cast_from_f32 = cpu_cast_from_f32,
     .convert = cpu_convert,
@@ -144,18 +181,49 @@ static const zdevice_ops cpu_ops = {
     .destroy = cpu_destroy,
 };
 
-zinc_status zdev_create_cpu(zmemtrack *mem, zdevice **out) {
+/* The same operations on a device the engine must treat as discrete (see zdev_create_cpu_discrete). */
+static const zdevice_ops cpu_discrete_ops = {
+    .name = "cpu-discrete",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .alloc_host = cpu_alloc_host,
+    .free_host = cpu_free_host,
+    .memset0 = cpu_memset0,
+    .copy = cpu_copy,
+    .copy_async = cpu_copy_async,
+    .copy_wait = cpu_copy_wait,
+    .pin = cpu_pin,
+    .unpin = cpu_unpin,
+    .cast_to_f32 = cpu_cast_to_f32,
+    .cast_from_f32 = cpu_cast_from_f32,
+    .convert = cpu_convert,
+    .axpy_f32 = cpu_axpy,
+    .scale = cpu_scale,
+    .grad_stats = cpu_grad_stats,
+    .adam_step = cpu_adam,
+    .synchronize = cpu_nop,
+    .comm_begin = cpu_nop,
+    .comm_wait = cpu_comm_wait,
+    .comm_create = cpu_comm_create,
+    .mem_info = cpu_mem_info,
+    .destroy = cpu_destroy,
+};
+
+static zinc_status create(zmemtrack *mem, bool discrete, zdevice **out) {
     zinc_status st = ZINC_OK;
     zdevice *d = NULL;
     *out = NULL;
     TRY_ALLOC(d, 1, "the cpu device");
-    d->ops = &cpu_ops;
+    d->ops = discrete ? &cpu_discrete_ops : &cpu_ops;
     d->kind = ZINC_DEVICE_CPU;
-    d->mem_kind = ZINC_MEMKIND_HOST;
-    d->host_addressable = true;
+    d->mem_kind = discrete ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
+    d->host_addressable = !discrete;
     d->mem = mem;
     *out = d;
     return ZINC_OK;
 fail:
     return st;
 }
+
+zinc_status zdev_create_cpu(zmemtrack *mem, zdevice **out) { return create(mem, false, out); }
+zinc_status zdev_create_cpu_discrete(zmemtrack *mem, zdevice **out) { return create(mem, true, out); }

@@ -3,7 +3,8 @@
  *
  * - Memory: cudaMallocAsync / cudaFreeAsync on the compute stream (zeroed with cudaMemsetAsync), counted
  *   under ZINC_MEMKIND_DEVICE; staging host memory is cudaHostAlloc'd (pinned) and counted as such.
- * - Streams: every kernel (kernels/cuda_kernels.h launchers) and device copy runs on the compute stream;
+ * - Streams: every kernel (kernels/cuda_kernels.h launchers) and device copy runs on the compute stream,
+ *   except copy_async's, which run on a copy stream after the compute work issued before them;
  *   collectives run on the comm stream, which waits for an event recorded on the compute stream
  *   (comm_begin); the compute stream waits for a collective's event (comm_wait, zcomm_nccl_wait_stream).
  * - The host waits (cudaStreamSynchronize of the compute stream, never the whole device) only where it
@@ -26,8 +27,10 @@
 
 typedef struct cuda_impl {
     int ordinal;
-    cudaStream_t compute, comm;
+    cudaStream_t compute, comm, copy;
     cudaEvent_t ev;                  /* recorded on compute by comm_begin, waited for by comm */
+    cudaEvent_t copy_after;          /* recorded on compute by copy_async, waited for by copy */
+    cudaEvent_t slots[ZDEV_COPY_SLOTS]; /* recorded on copy after each copy_async */
     void *stats_ws;                  /* zcu_grad_stats workspace */
     zcu_grad_stats_result *stats_dev;
     zcu_grad_stats_result *stats_host; /* pinned */
@@ -115,6 +118,45 @@ static zinc_status cu_copy(zdevice *d, void *dst, const void *src, size_t bytes,
     if (dir != ZDEV_D2D) CU_TRY(cudaStreamSynchronize(cs(d))); /* the host side is used or reused next */
 fail:
     return st;
+}
+
+static zinc_status cu_copy_async(zdevice *d, void *dst, const void *src, size_t bytes, zdev_dir dir, int slot) {
+    zinc_status st = ZINC_OK;
+    cuda_impl *c = im(d);
+    if (slot < 0 || slot >= ZDEV_COPY_SLOTS || dir == ZDEV_D2D)
+        return ZERR(ZINC_ERR_INTERNAL, "cuda: copy_async: slot %d / direction %d", slot, (int)dir);
+    if (!bytes) return ZINC_OK;
+    CU_TRY(cudaEventRecord(c->copy_after, c->compute));
+    CU_TRY(cudaStreamWaitEvent(c->copy, c->copy_after, 0));
+    CU_TRY(cudaMemcpyAsync(dst, src, bytes, dir == ZDEV_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                           c->copy));
+    CU_TRY(cudaEventRecord(c->slots[slot], c->copy));
+fail:
+    return st;
+}
+
+static zinc_status cu_copy_wait(zdevice *d, int slot) {
+    zinc_status st = ZINC_OK;
+    if (slot < 0 || slot >= ZDEV_COPY_SLOTS) return ZERR(ZINC_ERR_INTERNAL, "cuda: copy_wait: slot %d", slot);
+    CU_TRY(cudaEventSynchronize(im(d)->slots[slot]));
+fail:
+    return st;
+}
+
+static zinc_status cu_pin(zdevice *d, void *p, size_t bytes) {
+    (void)d;
+    if (!p || !bytes) return ZINC_OK;
+    cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+    if (e != cudaSuccess)
+        return ZERR(ZINC_ERR_NOMEM, "cuda: page-locking %zu bytes of host memory (cudaHostRegister) failed: %s; "
+                                    "raise the pinned-memory limit (ulimit -l) or set pin_memory false",
+                    bytes, cudaGetErrorString(e));
+    return ZINC_OK;
+}
+
+static void cu_unpin(zdevice *d, void *p) {
+    (void)d;
+    if (p && cudaHostUnregister(p) != cudaSuccess) (void)cudaGetLastError();
 }
 
 static zinc_status cu_cast_to_f32(zdevice *d, float *dst, const void *src, zinc_dtype t, size_t n) {
@@ -271,6 +313,7 @@ static void cu_destroy(zdevice *d) {
     if (c) {
         if (c->compute) cudaStreamSynchronize(c->compute);
         if (c->comm) cudaStreamSynchronize(c->comm);
+        if (c->copy) cudaStreamSynchronize(c->copy);
         cudaFree(c->stats_ws);
         cudaFree(c->stats_dev);
         cudaFree(c->conv);
@@ -278,6 +321,10 @@ static void cu_destroy(zdevice *d) {
         cudaFreeHost(c->scan);
         if (c->fixed_bytes) zmem_sub(d->mem, ZINC_MEMKIND_DEVICE, ZINC_MEM_STAGING, c->fixed_bytes);
         if (c->ev) cudaEventDestroy(c->ev);
+        if (c->copy_after) cudaEventDestroy(c->copy_after);
+        for (int i = 0; i < ZDEV_COPY_SLOTS; i++)
+            if (c->slots[i]) cudaEventDestroy(c->slots[i]);
+        if (c->copy) cudaStreamDestroy(c->copy);
         if (c->compute) cudaStreamDestroy(c->compute);
         if (c->comm) cudaStreamDestroy(c->comm);
         free(c);
@@ -293,6 +340,10 @@ static const zdevice_ops cuda_ops = {
     .free_host = cu_free_host,
     .memset0 = cu_memset0,
     .copy = cu_copy,
+    .copy_async = cu_copy_async,
+    .copy_wait = cu_copy_wait,
+    .pin = cu_pin,
+    .unpin = cu_unpin,
     .cast_to_f32 = cu_cast_to_f32,
     .cast_from_f32 = cu_cast_from_f32,
     .convert = cu_convert,
@@ -333,6 +384,9 @@ zinc_status zdev_create_cuda(zmemtrack *mem, const zlog *log, int local_rank, zd
     CU_TRY(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
     CU_TRY(cudaStreamCreateWithFlags(&c->comm, cudaStreamNonBlocking));
     CU_TRY(cudaEventCreateWithFlags(&c->ev, cudaEventDisableTiming));
+    CU_TRY(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
+    CU_TRY(cudaEventCreateWithFlags(&c->copy_after, cudaEventDisableTiming));
+    for (int i = 0; i < ZDEV_COPY_SLOTS; i++) CU_TRY(cudaEventCreateWithFlags(&c->slots[i], cudaEventDisableTiming));
     d->compute_stream = c->compute;
     d->comm_stream = c->comm;
     size_t ws = zcu_grad_stats_workspace_bytes();

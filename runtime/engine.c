@@ -29,7 +29,7 @@ static char *dupstr(const char *s) {
 }
 
 zinc_mem_kind zengine_compute_kind(const zinc_engine *e) {
-    return e->device == ZINC_DEVICE_CUDA ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
+    return e->dev->mem_kind;
 }
 
 zinc_status zengine_alloc(zinc_engine *e, zinc_mem_category cat, size_t bytes, const char *what, void **out) {
@@ -593,6 +593,7 @@ int64_t zinc_grad_accum_steps(const zinc_engine *e) { return e->cfg.gradient_acc
 int64_t zinc_train_batch_size(const zinc_engine *e) { return e->cfg.train_batch_size; }
 int64_t zinc_steps_per_print(const zinc_engine *e) { return e->cfg.steps_per_print; }
 zinc_device_kind zinc_device(const zinc_engine *e) { return e->device; }
+int zinc_device_host_addressable(const zinc_engine *e) { return e && e->dev ? e->dev->host_addressable : 0; }
 
 void zinc_log(const zinc_engine *e, zinc_log_level level, const char *fmt, ...) {
     if (!e || !e->log.fn || level < e->log.level) return;

@@ -93,44 +93,70 @@ static zinc_status skip_step(zinc_engine *e, zinc_step_info *info, int64_t first
 
 /* One fused Adam pass over the optimizer-state store, chunk by chunk (sub_group_size with offload), each
  * chunk's compute-dtype result written straight into this rank's slice of the parameters. With the state
- * where the device operations reach it (always on cpu), the device runs the update; with the state
- * offloaded from a GPU, each chunk's gradient is copied to host staging, updated by the CPU kernel, and
- * its compute-dtype result copied back. */
+ * where the device operations reach it (always on cpu), the device runs the update. With the state
+ * offloaded from a discrete device (a GPU), the CPU kernel updates it through two pairs of pinned staging
+ * buffers, pipelined: while chunk i is updated, chunk i+1's gradient comes down and chunk i-1's
+ * parameters go up (copy_async on the device's copy stream), and the NVMe store reads and writes
+ * around it. */
+#define GRAD_SLOT(b) (b)      /* copy slots: gradient downloads into buffer b */
+#define PARAM_SLOT(b) (2 + (b)) /* parameter uploads from buffer b */
+
 static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void *g, zinc_dtype gdt, void *out) {
     zinc_status st = ZINC_OK;
     zdevice *d = e->dev;
+    zstate *s = e->state;
     size_t gsz = zinc_dtype_size(gdt), csz = zinc_dtype_size(e->compute_dtype);
     bool on_dev = zengine_state_on_device(e);
-    char *hg = NULL, *hp = NULL;
-    size_t hg_bytes = (size_t)e->state->chunk * gsz, hp_bytes = (size_t)e->state->chunk * csz;
+    char *hg[2] = {NULL, NULL}, *hp[2] = {NULL, NULL};
+    size_t hg_bytes = (size_t)s->chunk * gsz, hp_bytes = (size_t)s->chunk * csz;
     if (!on_dev) {
-        TRY(d->ops->alloc_host(d, ZINC_MEM_STAGING, hg_bytes, "gradient staging", (void **)&hg));
-        TRY(d->ops->alloc_host(d, ZINC_MEM_STAGING, hp_bytes, "parameter staging", (void **)&hp));
+        for (int b = 0; b < 2; b++) {
+            TRY(d->ops->alloc_host(d, ZINC_MEM_STAGING, hg_bytes, "offload gradient staging", (void **)&hg[b]));
+            TRY(d->ops->alloc_host(d, ZINC_MEM_STAGING, hp_bytes, "offload parameter staging", (void **)&hp[b]));
+        }
     }
-    TRY(zstate_pass_begin(e->state, ZSTATE_READ_WRITE));
-    for (int64_t i = 0; i < e->state->nchunks; i++) {
+    TRY(zstate_pass_begin(s, ZSTATE_READ_WRITE));
+    if (!on_dev && s->nchunks > 0) {
+        size_t n0 = (size_t)(s->n < s->chunk ? s->n : s->chunk);
+        TRY(d->ops->copy_async(d, hg[0], g, n0 * gsz, ZDEV_D2H, GRAD_SLOT(0)));
+    }
+    for (int64_t i = 0; i < s->nchunks; i++) {
         zstate_view v;
-        TRY(zstate_acquire(e->state, i, &v));
+        TRY(zstate_acquire(s, i, &v));
         const char *gc = (const char *)g + (size_t)v.lo * gsz;
         char *pc = (char *)out + (size_t)v.lo * csz;
         if (on_dev) {
             TRY(d->ops->adam_step(d, h, (size_t)v.n, v.master, v.m, v.v, gc, gdt, pc, e->compute_dtype,
                                   e->decay_mask_dev + v.lo / ZADAM_MASK_GROUP));
         } else {
-            TRY(d->ops->copy(d, hg, gc, (size_t)v.n * gsz, ZDEV_D2H));
-            zadam_step(h, (size_t)v.n, v.master, v.m, v.v, hg, gdt, hp, e->compute_dtype,
+            int b = (int)(i & 1), nb = 1 - b;
+            TRY(d->ops->copy_wait(d, GRAD_SLOT(b)));
+            if (i + 1 < s->nchunks) { /* hg[nb] was last read by chunk i-1's update, which is done */
+                int64_t lo = (i + 1) * s->chunk, n = s->n - lo < s->chunk ? s->n - lo : s->chunk;
+                TRY(d->ops->copy_async(d, hg[nb], (const char *)g + (size_t)lo * gsz, (size_t)n * gsz, ZDEV_D2H,
+                                       GRAD_SLOT(nb)));
+            }
+            TRY(d->ops->copy_wait(d, PARAM_SLOT(b))); /* chunk i-2's upload from hp[b] */
+            zadam_step(h, (size_t)v.n, v.master, v.m, v.v, hg[b], gdt, hp[b], e->compute_dtype,
                        e->decay_mask + v.lo / ZADAM_MASK_GROUP);
-            TRY(d->ops->copy(d, pc, hp, (size_t)v.n * csz, ZDEV_H2D));
+            TRY(d->ops->copy_async(d, pc, hp[b], (size_t)v.n * csz, ZDEV_H2D, PARAM_SLOT(b)));
         }
-        TRY(zstate_release(e->state, i));
+        TRY(zstate_release(s, i));
     }
-    TRY(zstate_pass_end(e->state));
+    TRY(zstate_pass_end(s));
     goto done;
 fail:
-    zstate_pass_abort(e->state);
+    zstate_pass_abort(s);
 done:
-    if (hg) d->ops->free_host(d, ZINC_MEM_STAGING, hg, hg_bytes);
-    if (hp) d->ops->free_host(d, ZINC_MEM_STAGING, hp, hp_bytes);
+    if (!on_dev) /* no copy may still use the staging buffers, and the parameters must be in place */
+        for (int slot = 0; slot < 4; slot++) {
+            zinc_status w = d->ops->copy_wait(d, slot);
+            if (st == ZINC_OK) st = w;
+        }
+    for (int b = 0; b < 2; b++) {
+        if (hg[b]) d->ops->free_host(d, ZINC_MEM_STAGING, hg[b], hg_bytes);
+        if (hp[b]) d->ops->free_host(d, ZINC_MEM_STAGING, hp[b], hp_bytes);
+    }
     return st;
 }
 

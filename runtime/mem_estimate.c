@@ -243,8 +243,16 @@ zinc_status zmem_estimate_compute(const zmem_model *m, const zinc_config *cfg, i
         out->nvme_swap_buffers = (int)(nbuf > 0 ? nbuf : 1);
         b[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] = (uint64_t)out->nvme_swap_buffers * 3 * (uint64_t)stride;
     }
-    /* The weight-decay mask: one byte per ZPART_PARAM_ALIGN elements of the own range. */
+    /* Offloaded from a GPU, the step stages two chunks of the fp32 gradient shard and two of the updated
+     * compute-dtype parameters in pinned memory (engine_step.c's pipeline). */
+    if (out->device == ZINC_DEVICE_CUDA && (oo->device == ZOFFLOAD_CPU || oo->device == ZOFFLOAD_NVME)) {
+        out->offload_staging = 2 * (uint64_t)out->state_chunk * (sizeof(float) + csz);
+        b[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] += out->offload_staging;
+    }
+    /* The weight-decay mask: one byte per ZPART_PARAM_ALIGN elements of the own range, built on the host
+     * (and copied to a GPU, where the kernels read it). */
     b[ck][ZINC_MEM_OTHER] = (uint64_t)(out->own / ZPART_PARAM_ALIGN);
+    if (ck != ZINC_MEMKIND_HOST) b[ZINC_MEMKIND_HOST][ZINC_MEM_OTHER] = (uint64_t)(out->own / ZPART_PARAM_ALIGN);
 
     /* Gradients and reduction buckets (zero/sizing.c, as zero/grads.c allocates them). */
     zgrads_plan gp;

@@ -54,6 +54,7 @@ typedef struct zmem_estimate {
     int64_t gather_peak_numel;        /* stage 3: non-persistent elements gathered at once, at most */
     int64_t state_chunk;              /* elements per optimizer-state chunk (sub_group_size) */
     int nvme_swap_buffers;            /* NVMe store: swap buffers, each one chunk of master, m and v */
+    uint64_t offload_staging;         /* GPU with offload: the step's pinned gradient and parameter staging */
 } zmem_estimate;
 
 /* Computes the estimate for rank `rank` of `world`. cfg must be resolved (zcfg_load_*). device is the

@@ -26,6 +26,14 @@ zinc_test(NAME ckpt_nvme_resume_np2 SOURCES test_checkpoint.c engine_util.c RANK
           LABELS checkpoint)
 set_tests_properties(ckpt_nvme_save_np2 PROPERTIES FIXTURES_SETUP ckpt_nvme_saved)
 set_tests_properties(ckpt_nvme_resume_np2 PROPERTIES FIXTURES_REQUIRED ckpt_nvme_saved)
+# Saved from a discrete device (ZINC_CPU_DISCRETE=1: device-resident parameters, NVMe state behind the
+# staged step), resumed on the plain cpu device: checkpoints do not depend on the device that wrote them.
+zinc_test(NAME ckpt_discrete_save_np2 SOURCES test_checkpoint.c engine_util.c RANKS 2
+          ARGS --phase save --set nvme --tree ckpt_test_discrete LABELS checkpoint ENV ZINC_CPU_DISCRETE=1)
+zinc_test(NAME ckpt_discrete_resume_np2 SOURCES test_checkpoint.c engine_util.c RANKS 2
+          ARGS --phase resume --set nvme --tree ckpt_test_discrete LABELS checkpoint)
+set_tests_properties(ckpt_discrete_save_np2 PROPERTIES FIXTURES_SETUP ckpt_discrete_saved)
+set_tests_properties(ckpt_discrete_resume_np2 PROPERTIES FIXTURES_REQUIRED ckpt_discrete_saved)
 # An interrupted save (SIGKILL part-way, through ZINC_CKPT_TEST_KILL_AFTER_BYTES) leaves the previous
 # checkpoint loadable. One process without MPI: it forks its engines.
 zinc_test(NAME ckpt_kill SOURCES test_checkpoint_kill.c engine_util.c LABELS checkpoint)

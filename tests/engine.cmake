@@ -21,3 +21,18 @@ foreach(n 1 2 3)
 endforeach()
 zinc_test(NAME engine_memory_np4 SOURCES test_engine_memory.c engine_util.c RANKS 4 LABELS engine)
 zinc_test(NAME engine_api SOURCES test_engine_api.c engine_util.c LABELS engine unit)
+
+# The engine's GPU code paths on the CPU: ZINC_CPU_DISCRETE=1 presents the cpu device as a discrete one
+# (buffers reached only through copies, device and pinned memory kinds, staged offload steps), the way
+# device cuda drives the engine. Same reference and tolerances as above; with staged collectives too, as
+# several ranks sharing one GPU run.
+foreach(n 1 3)
+  zinc_test(NAME engine_equiv_discrete_np${n} SOURCES test_engine_equiv.c engine_util.c RANKS ${n} LABELS engine
+            TIMEOUT 600 ENV ZINC_CPU_DISCRETE=1)
+  set_tests_properties(engine_equiv_discrete_np${n} PROPERTIES FIXTURES_REQUIRED equiv_ref)
+endforeach()
+zinc_test(NAME engine_equiv_discrete_staged_np2 SOURCES test_engine_equiv.c engine_util.c RANKS 2 LABELS engine
+          TIMEOUT 600 ENV ZINC_CPU_DISCRETE=1 ZINC_DEVICE_COMM=staged ZINC_STAGING_BYTES=4096)
+set_tests_properties(engine_equiv_discrete_staged_np2 PROPERTIES FIXTURES_REQUIRED equiv_ref)
+zinc_test(NAME engine_memory_discrete_np2 SOURCES test_engine_memory.c engine_util.c RANKS 2 LABELS engine
+          ENV ZINC_CPU_DISCRETE=1)

@@ -3,6 +3,12 @@
 foreach(n 1 2 3 4)
   zinc_test(NAME mem_estimate_np${n} SOURCES test_mem_estimate.c RANKS ${n} LABELS mem TIMEOUT 300)
 endforeach()
+# The estimate for device cuda against the engine on a discrete device (ZINC_CPU_DISCRETE=1): device,
+# pinned and host bytes per category, exactly.
+foreach(n 1 3)
+  zinc_test(NAME mem_estimate_discrete_np${n} SOURCES test_mem_estimate.c RANKS ${n} LABELS mem TIMEOUT 300
+            ENV ZINC_CPU_DISCRETE=1)
+endforeach()
 
 set(ZINC_MEM_CLI $<TARGET_FILE:zinc_cli> mem)
 set(ZINC_MEM_TINY --layers 2 --width 32 --vocab 500 --context 32)
@@ -36,3 +42,10 @@ add_test(NAME mem_cli_measure_offload
                  --config ${PROJECT_SOURCE_DIR}/ds_configs/zero2_cpu_offload.json)
 set_tests_properties(mem_cli_measure_offload PROPERTIES LABELS "mem;cli;mpi" ENVIRONMENT "${ZINC_TEST_ENV}"
                      TIMEOUT 120)
+add_test(NAME mem_cli_measure_discrete
+         COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_FILE:zinc_cli> mem measure --check
+                 --shapes ${PROJECT_SOURCE_DIR}/bench/mem/gpt2_tiny.shapes
+                 --config ${PROJECT_SOURCE_DIR}/ds_configs/zero2_cpu_offload.json)
+set_tests_properties(mem_cli_measure_discrete PROPERTIES LABELS "mem;cli;mpi"
+                     ENVIRONMENT "${ZINC_TEST_ENV};ZINC_CPU_DISCRETE=1" TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "pinned +staging.*every row matches the estimate")

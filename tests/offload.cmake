@@ -19,3 +19,7 @@ set_tests_properties(offload_cli_nvme offload_cli_nvme_np2 PROPERTIES ENVIRONMEN
                      LABELS "offload;cli" TIMEOUT 300 WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
                      PASS_REGULAR_EXPRESSION "50 steps \\(50 taken")
 set_tests_properties(offload_cli_nvme_np2 PROPERTIES LABELS "offload;cli;mpi")
+
+# Offload from a discrete device (ZINC_CPU_DISCRETE=1): the pipelined, pinned-staging step a GPU run takes.
+zinc_test(NAME offload_equiv_discrete_np2 SOURCES test_offload_equiv.c engine_util.c RANKS 2 LABELS offload
+          TIMEOUT 600 ENV ZINC_CPU_DISCRETE=1)

@@ -67,6 +67,7 @@ static const char *extra =
     "\"warmup_max_lr\": 0.003, \"warmup_num_steps\": 10, \"warmup_type\": \"linear\"}}";
 
 static char zero_extra_buf[2][4400];
+static const char *g_tree = "ckpt_test"; /* under the build directory; --tree changes it */
 
 static eu_run make_run(const scenario *s, int stage, int off, int slot, int rank) {
     eu_run r = {.stage = stage, .dtype = s->dtype, .extra = extra, .fp16_extra = "\"loss_scale_window\": 3"};
@@ -74,16 +75,16 @@ static eu_run make_run(const scenario *s, int stage, int off, int slot, int rank
         r.zero_extra = "\"offload_optimizer\": {\"device\": \"cpu\"}, \"sub_group_size\": 1024";
     } else if (off == OFF_NVME) {
         snprintf(zero_extra_buf[slot], sizeof zero_extra_buf[slot],
-                 "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s/ckpt_test/nvme_swap_%d\"}, "
+                 "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s/%s/nvme_swap_%d\"}, "
                  "\"sub_group_size\": 1024",
-                 zt_build_dir(), rank);
+                 zt_build_dir(), g_tree, rank);
         r.zero_extra = zero_extra_buf[slot];
     }
     return r;
 }
 
 static void dir_of(const scenario *s, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s/ckpt_test/%s", zt_build_dir(), s->name);
+    snprintf(buf, cap, "%s/%s/%s", zt_build_dir(), g_tree, s->name);
 }
 
 /* Trains steps [from, to), injecting an inf on the last rank at steps 1 and K+2. */
@@ -253,9 +254,10 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--phase") && i + 1 < argc) phase = argv[++i];
         else if (!strcmp(argv[i], "--set") && i + 1 < argc) nvme_set = !strcmp(argv[++i], "nvme");
+        else if (!strcmp(argv[i], "--tree") && i + 1 < argc) g_tree = argv[++i];
     }
     if (!phase || (strcmp(phase, "save") && strcmp(phase, "resume"))) {
-        fprintf(stderr, "usage: test_checkpoint --phase save|resume [--set main|nvme]\n");
+        fprintf(stderr, "usage: test_checkpoint --phase save|resume [--set main|nvme] [--tree DIR]\n");
         return 2;
     }
     if (probe() != 0) {

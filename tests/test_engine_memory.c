@@ -31,7 +31,9 @@ static void check_stage(int stage, zinc_dtype t) {
         if (s == 0) ZT_OK(zinc_memory_get(e, &rep[0]));
         if (s == 4) ZT_OK(zinc_memory_get(e, &rep[1]));
     }
-    const uint64_t *cur = rep[1].current[ZINC_MEMKIND_HOST];
+    /* The engine's buffers count as device memory on a discrete device (ZINC_CPU_DISCRETE=1, a GPU). */
+    zinc_mem_kind dk = zinc_device_host_addressable(e) ? ZINC_MEMKIND_HOST : ZINC_MEMKIND_DEVICE;
+    const uint64_t *cur = rep[1].current[dk];
     uint64_t opt = cur[ZINC_MEM_MASTER] + cur[ZINC_MEM_EXP_AVG] + cur[ZINC_MEM_EXP_AVG_SQ];
     uint64_t want_opt = 12 * (stage == 0 ? N : S);
     ZT_CHECK(opt == want_opt, "stage %d %s ranks %d: optimizer bytes %llu, expected 12 x %llu = %llu", stage,
@@ -49,7 +51,7 @@ static void check_stage(int stage, zinc_dtype t) {
     ZT_CHECK(cur[ZINC_MEM_GATHER] == 0, "stage %d: %llu gather bytes still held after the step", stage,
              (unsigned long long)cur[ZINC_MEM_GATHER]);
     if (stage == 3)
-        ZT_CHECK(rep[1].peak[ZINC_MEMKIND_HOST][ZINC_MEM_GATHER] > 0, "stage 3 gathered nothing");
+        ZT_CHECK(rep[1].peak[dk][ZINC_MEM_GATHER] > 0, "stage 3 gathered nothing");
     for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
         ZT_CHECK(rep[0].current_total[k] == rep[1].current_total[k],
                  "stage %d %s: %s bytes grew from %llu after step 1 to %llu after step 5", stage, zinc_dtype_name(t),

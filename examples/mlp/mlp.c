@@ -177,10 +177,10 @@ void zinc_mlp_inject_grad(zinc_mlp *m, float value) {
     m->has_inject = 1;
 }
 
-/* The model computes on the host. On a cpu engine parameters and gradients are host memory and are used
- * in place; on a cuda engine they are device memory: parameters are copied to host buffers, gradients to
+/* The model computes on the host. Where parameters and gradients are host memory (device cpu) they are
+ * used in place; where they are device memory (cuda) parameters are copied to host buffers, gradients to
  * host, added to, and copied back (zinc_copy_to_host / zinc_copy_from_host). */
-static int on_host(const zinc_mlp *m) { return zinc_device(m->e) != ZINC_DEVICE_CUDA; }
+static int on_host(const zinc_mlp *m) { return zinc_device_host_addressable(m->e); }
 
 /* A host copy of n elements of dtype t at device pointer p (malloc'd), or NULL. */
 static void *host_copy(zinc_mlp *m, const void *p, zinc_dtype t, size_t n) {

@@ -37,7 +37,8 @@ static void usage(FILE *f) {
             "  --stage S            override zero_optimization.stage\n"
             "  --offload D          override zero_optimization.offload_optimizer.device: none, cpu or nvme\n"
             "  --nodes N --gpus-per-node M   estimate: the ranks (default 1 x 1); measure uses mpirun's\n"
-            "  --device cuda|cpu    estimate: where the compute-dtype state lives (default cuda)\n"
+            "  --device cuda|cpu    estimate: where the compute-dtype state lives (default cuda); measure: the\n"
+            "                       engine's device (default: cuda when usable, else cpu)\n"
             "  --plot FILE.svg|png  estimate: bytes per rank against rank count, stages 0-3 (needs gnuplot)\n"
             "  --steps N            measure: optimizer steps (default 3; the peak is reached by step 2)\n"
             "  --seed S             measure: gradient seed (default 1)\n"
@@ -101,6 +102,7 @@ static int parse_args(int argc, char **argv, mopts *o) {
             }
             o->offload = v, i++;
         } else if (!strcmp(a, "--device")) {
+            o->device_set = true;
             if (v && !strcmp(v, "cuda")) o->device = ZINC_DEVICE_CUDA;
             else if (v && !strcmp(v, "cpu")) o->device = ZINC_DEVICE_CPU;
             else {
@@ -243,8 +245,9 @@ static void print_notes(const zmem_estimate *e, const mopts *o) {
     printf("  not counted: activations and the model's own buffers, MPI/NCCL internals, the fp32 scratch of one "
            "tensor during zinc_build, allocator overhead\n");
     if (e->device == ZINC_DEVICE_CUDA)
-        printf("  GPU: the engine's allocation plan placed on the device; zinc's CUDA backend does not exist yet, so "
-               "device-side staging it will need is not included (and nothing here was measured on a GPU)\n");
+        printf("  GPU: the engine's allocations on the device, with zinc's pinned staging; not the CUDA context or the "
+               "CUDA runtime's own scratch. zinc's CUDA backend has not yet run on a GPU: these bytes are checked "
+               "against an emulated discrete device on the CPU (ZINC_CPU_DISCRETE=1), not against cudaMemGetInfo\n");
 }
 
 static const char *ds_short(const zmem_ds_estimate *d) {

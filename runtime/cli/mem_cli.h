@@ -38,6 +38,7 @@ typedef struct mopts {
     const char *shapes;
     int64_t nodes, gpn;
     zinc_device_kind device;
+    bool device_set;        /* --device was given (measure: else the engine's automatic choice) */
     int stage;              /* -1: the config's */
     const char *offload;    /* NULL: the config's */
     bool json, csv, exact;

@@ -55,7 +55,7 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
     text = mc_config_text(base, o->stage, o->offload);
     zinc_options opt = zinc_default_options();
     opt.config_json = text;
-    opt.device = ZINC_DEVICE_CPU;
+    opt.device = o->device_set ? o->device : ZINC_DEVICE_AUTO;
     opt.log_level = o->verbose ? ZINC_LOG_INFO : ZINC_LOG_WARN;
     if (!text || zinc_create(&opt, &e) != ZINC_OK) {
         fprintf(stderr, "zinc mem measure: %s: %s\n", origin, text ? zinc_last_error() : "out of memory");
@@ -73,6 +73,8 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
             goto done;
         }
     }
+    zinc_memory_report before;
+    if (zinc_memory_get(e, &before) != ZINC_OK) goto fail_step;
     if (zinc_build(e, init_fn, NULL) != ZINC_OK) {
         fprintf(stderr, "zinc mem measure: %s\n", zinc_last_error());
         goto done;
@@ -102,12 +104,17 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
     }
     if (zmem_allgather_reports(e, all) != ZINC_OK) goto fail_step;
 
-    /* The estimate for the same shapes and config, computed as `zinc mem estimate --device cpu` would. */
+    /* The estimate for the same shapes and config, computed as `zinc mem estimate --device cpu|cuda` would
+     * for the engine's device (a discrete device, real or emulated, is estimated as cuda). */
+    zinc_memory_report after;
+    if (zinc_memory_get(e, &after) != ZINC_OK) goto fail_step;
+    bool discrete = !zinc_device_host_addressable(e);
     zinc_config cfg;
     zlog quiet = {0};
     zmem_estimate est;
     if (zcfg_load_text(text, origin, world, &quiet, &cfg) != ZINC_OK ||
-        zmem_estimate_compute(&(zmem_model){m->n, numel, module}, &cfg, world, rank, ZINC_DEVICE_CPU, &est) != ZINC_OK) {
+        zmem_estimate_compute(&(zmem_model){m->n, numel, module}, &cfg, world, rank,
+                              discrete ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU, &est) != ZINC_OK) {
         fprintf(stderr, "zinc mem measure: estimate: %s\n", zinc_last_error());
         goto done;
     }
@@ -148,8 +155,13 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
         }
     const char *note_grads = "gradients are random (normal, 1e-3 x the loss scale), not a model's: the bytes depend "
                              "only on the shapes and the config";
-    const char *note_dev = "measured on the CPU: zinc's GPU backend does not exist yet, so GPU memory cannot be "
-                           "measured (zinc mem estimate --device cuda predicts it)";
+    const char *note_dev =
+        zinc_device(e) == ZINC_DEVICE_CUDA
+            ? "measured on the GPU: the engine's own counts; the device's count (cudaMemGetInfo) follows the table"
+        : discrete ? "measured on the CPU presented as a discrete device (ZINC_CPU_DISCRETE=1): the GPU rows are what "
+                     "the engine would allocate on a GPU, without the CUDA context and runtime scratch"
+                   : "measured on the CPU (host memory); `zinc mem estimate --device cuda` predicts a GPU run, and "
+                     "`zinc mem measure --device cuda` measures one where a GPU is usable";
     if (o->json) {
         json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:I, s:o, s:b, s:i, s:s, s:s}", "command", "measure",
                               "model", m->desc, "config", origin, "parameters", (json_int_t)mc_model_total(m), "ranks",
@@ -216,6 +228,18 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
             mc_human(b, sizeof b, pk, o->exact);
             mc_shuman(d, sizeof d, (int64_t)pk - (int64_t)est.total[k], o->exact);
             printf("%-7s %-32s %14s %14s %14s\n", mc_kind_title(k), lab, a, b, d);
+        }
+        if (after.device_total_bytes) {
+            /* cudaMemGetInfo counts the whole GPU (other processes too) and the allocator's pools. */
+            char a[32], b[32], d[48];
+            uint64_t grew = after.device_used_bytes > before.device_used_bytes
+                                ? after.device_used_bytes - before.device_used_bytes : 0;
+            mc_human(a, sizeof a, grew, o->exact);
+            mc_human(b, sizeof b, after.current_total[ZINC_MEMKIND_DEVICE], o->exact);
+            mc_shuman(d, sizeof d, (int64_t)grew - (int64_t)after.current_total[ZINC_MEMKIND_DEVICE], o->exact);
+            printf("%-7s %-32s %14s %14s %14s  (rank 0: the device's own count of the growth since before build, "
+                   "against the engine's current device bytes)\n",
+                   "GPU", "cudaMemGetInfo", b, a, d);
         }
         printf("\n%s; every rank %s.\n",
                bad ? "SOME ROWS DIFFER from the estimate" : "every row matches the estimate",
