@@ -3,7 +3,9 @@
  * and on, plus CPU offload of the optimizer state (the host-staged step) — must match the CPU engine's
  * 1-rank stage-0 run within the same tolerances, and two identical CUDA runs must be bitwise equal.
  * The example MLP computes on the host and reaches the device buffers through zinc_copy_to_host /
- * zinc_copy_from_host. The engine accepts device cuda only with ZINC_EXPERIMENTAL_CUDA=1, set here. */
+ * zinc_copy_from_host. The engine accepts device cuda only with ZINC_EXPERIMENTAL_CUDA=1, set here.
+ * Under mpirun with more ranks than GPUs the ranks share a GPU and the collectives go through MPI with
+ * pinned staging; the reference is then the cpu engine at the same rank count. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
