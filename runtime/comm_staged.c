@@ -72,6 +72,20 @@ static zinc_status check_dtype(const char *what, zinc_dtype t) {
     return ZINC_OK;
 }
 
+/* Validates per-rank counts (their sum must fit size_t) and returns their sum and largest. */
+static zinc_status sum_counts(const zcomm *c, const size_t *counts, const char *what, size_t *total,
+                              size_t *maxc) {
+    *total = *maxc = 0;
+    if (!counts) return ZERR(ZINC_ERR_INVALID_ARG, "mpi-staged: %s: counts is NULL", what);
+    for (int r = 0; r < c->size; r++) {
+        if (counts[r] > SIZE_MAX - *total)
+            return ZERR(ZINC_ERR_INVALID_ARG, "mpi-staged: %s: the counts overflow size_t", what);
+        *total += counts[r];
+        *maxc = counts[r] > *maxc ? counts[r] : *maxc;
+    }
+    return ZINC_OK;
+}
+
 /* Elements per rank and round when `slots` pieces of that size share the staging buffer. */
 static size_t per_round(const staged_impl *im, size_t es, size_t slots) {
     size_t q = im->stage_bytes / es / slots;
@@ -115,15 +129,9 @@ static zinc_status st_reduce_scatterv(zcomm *c, const void *send, void *recv, co
     staged_impl *im = impl_of(c);
     if (req) *req = NULL;
     TRY(check_dtype("reduce_scatterv", t));
-    if (!counts) FAIL(ZINC_ERR_INVALID_ARG, "mpi-staged: reduce_scatterv: counts is NULL");
     const int p = c->size, me = c->rank;
-    size_t total = 0, maxc = 0;
-    for (int r = 0; r < p; r++) {
-        if (counts[r] > SIZE_MAX - total)
-            FAIL(ZINC_ERR_INVALID_ARG, "mpi-staged: reduce_scatterv: the counts overflow size_t");
-        total += counts[r];
-        maxc = counts[r] > maxc ? counts[r] : maxc;
-    }
+    size_t total, maxc;
+    TRY(sum_counts(c, counts, "reduce_scatterv", &total, &maxc));
     if (total == 0) return ZINC_OK;
     if (!send) FAIL(ZINC_ERR_INVALID_ARG, "mpi-staged: reduce_scatterv: send is NULL with %zu elements", total);
     if (counts[me] && !recv)
@@ -150,15 +158,10 @@ static zinc_status st_allgatherv_inplace(zcomm *c, void *buf, const size_t *coun
     staged_impl *im = impl_of(c);
     if (req) *req = NULL;
     TRY(check_dtype("allgatherv_inplace", t));
-    if (!counts || !displs) FAIL(ZINC_ERR_INVALID_ARG, "mpi-staged: allgatherv_inplace: counts or displs is NULL");
+    if (!displs) FAIL(ZINC_ERR_INVALID_ARG, "mpi-staged: allgatherv_inplace: displs is NULL");
     const int p = c->size, me = c->rank;
-    size_t total = 0, maxc = 0;
-    for (int r = 0; r < p; r++) {
-        if (counts[r] > SIZE_MAX - total)
-            FAIL(ZINC_ERR_INVALID_ARG, "mpi-staged: allgatherv_inplace: the counts overflow size_t");
-        total += counts[r];
-        maxc = counts[r] > maxc ? counts[r] : maxc;
-    }
+    size_t total, maxc;
+    TRY(sum_counts(c, counts, "allgatherv_inplace", &total, &maxc));
     if (total == 0) return ZINC_OK;
     if (!buf) FAIL(ZINC_ERR_INVALID_ARG, "mpi-staged: allgatherv_inplace: buf is NULL with %zu elements", total);
     const size_t es = zinc_dtype_size(t), q = per_round(im, es, (size_t)p);

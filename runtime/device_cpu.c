@@ -6,6 +6,7 @@
  * as device memory, staging as pinned): the engine then takes every path it takes on a GPU (state
  * reached through copies, host-view passes, staged offload steps, non-blocking device collectives), so
  * CI runs that logic without a GPU. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,39 +182,21 @@ static const zdevice_ops cpu_ops = {
     .destroy = cpu_destroy,
 };
 
-/* The same operations on a device the engine must treat as discrete (see zdev_create_cpu_discrete). */
-static const zdevice_ops cpu_discrete_ops = {
-    .name = "cpu-discrete",
-    .alloc = cpu_alloc,
-    .free = cpu_free,
-    .alloc_host = cpu_alloc_host,
-    .free_host = cpu_free_host,
-    .memset0 = cpu_memset0,
-    .copy = cpu_copy,
-    .copy_async = cpu_copy_async,
-    .copy_wait = cpu_copy_wait,
-    .pin = cpu_pin,
-    .unpin = cpu_unpin,
-    .cast_to_f32 = cpu_cast_to_f32,
-    .cast_from_f32 = cpu_cast_from_f32,
-    .convert = cpu_convert,
-    .axpy_f32 = cpu_axpy,
-    .scale = cpu_scale,
-    .grad_stats = cpu_grad_stats,
-    .adam_step = cpu_adam,
-    .synchronize = cpu_nop,
-    .comm_begin = cpu_nop,
-    .comm_wait = cpu_comm_wait,
-    .comm_create = cpu_comm_create,
-    .mem_info = cpu_mem_info,
-    .destroy = cpu_destroy,
-};
+/* The same operations under another name, for a device the engine must treat as discrete. */
+static zdevice_ops cpu_discrete_ops;
+static pthread_once_t discrete_once = PTHREAD_ONCE_INIT;
+
+static void init_discrete_ops(void) {
+    cpu_discrete_ops = cpu_ops;
+    cpu_discrete_ops.name = "cpu-discrete";
+}
 
 static zinc_status create(zmemtrack *mem, bool discrete, zdevice **out) {
     zinc_status st = ZINC_OK;
     zdevice *d = NULL;
     *out = NULL;
     TRY_ALLOC(d, 1, "the cpu device");
+    if (discrete) pthread_once(&discrete_once, init_discrete_ops);
     d->ops = discrete ? &cpu_discrete_ops : &cpu_ops;
     d->kind = ZINC_DEVICE_CPU;
     d->mem_kind = discrete ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
