@@ -26,7 +26,7 @@ zinc_test(NAME engine_api SOURCES test_engine_api.c engine_util.c LABELS engine 
 # (buffers reached only through copies, device and pinned memory kinds, staged offload steps), the way
 # device cuda drives the engine. Same reference and tolerances as above; with staged collectives too, as
 # several ranks sharing one GPU run.
-foreach(n 1 3)
+foreach(n 1 2 3)
   zinc_test(NAME engine_equiv_discrete_np${n} SOURCES test_engine_equiv.c engine_util.c RANKS ${n} LABELS engine
             TIMEOUT 600 ENV ZINC_CPU_DISCRETE=1)
   set_tests_properties(engine_equiv_discrete_np${n} PROPERTIES FIXTURES_REQUIRED equiv_ref)

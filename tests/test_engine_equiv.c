@@ -8,7 +8,12 @@
  * weight by up to ~lr per step). The 1-rank stage-0 run against itself is exact.
  *
  * With ZINC_DEVICE_COMM=staged in the environment the device collectives go through host staging
- * (comm_staged.h); the test checks that the engine says so and holds it to the same tolerances. */
+ * (comm_staged.h); the test checks that the engine says so and holds it to the same tolerances.
+ * With ZINC_CPU_DISCRETE=1 (the cpu device presented as a discrete one), no staging and at most 2 ranks,
+ * every run must also equal, bit for bit, the same run on the plain cpu device: the same kernels in the
+ * same order. (With 3+ ranks they may differ in rounding: the discrete device issues non-blocking
+ * collectives where the plain one blocks, and Open MPI's non-blocking algorithms add 3+ contributions in
+ * another order; both stay within the tolerances above.) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +32,7 @@ static void ref_path(zinc_dtype t, char *buf, size_t cap) {
 
 static int g_comm_seen; /* the engine's start-up line named the expected device communicator */
 static const char *g_comm_want;
+static int g_discrete_vs_plain; /* compare each run on the discrete device with the plain cpu device */
 
 static void probe_log(void *u, zinc_log_level l, int rank, const char *msg) {
     (void)u;
@@ -42,6 +48,8 @@ int main(int argc, char **argv) {
     int rank = 0, world = 1;
     const char *dc = getenv("ZINC_DEVICE_COMM");
     g_comm_want = dc && !strcmp(dc, "staged") ? "(mpi-staged)" : NULL;
+    const char *disc = getenv("ZINC_CPU_DISCRETE");
+    g_discrete_vs_plain = disc && !strcmp(disc, "1") && !g_comm_want;
     for (int d = 0; d < 3; d++) {
         zinc_dtype t = dtypes[d];
         char path[4096];
@@ -100,6 +108,17 @@ int main(int argc, char **argv) {
                 if (rank == 0)
                     printf("ranks %d stage %d %-4s overlap %d bucket %4d: max |diff| vs 1-rank stage 0 = %.3g\n", world,
                            stage, eu_dtype_name(t), overlap, r.bucket ? r.bucket : 3000, maxdiff);
+                if (g_discrete_vs_plain && world <= 2) {
+                    float *c = NULL;
+                    size_t nc = 0;
+                    unsetenv("ZINC_CPU_DISCRETE");
+                    ZT_OK(eu_train(&r, STEPS, &c, &nc));
+                    setenv("ZINC_CPU_DISCRETE", "1", 1);
+                    ZT_CHECK(p && c && n == nc && memcmp(p, c, n * sizeof(float)) == 0,
+                             "ranks %d stage %d %s overlap %d: discrete device differs from plain cpu", world, stage,
+                             eu_dtype_name(t), overlap);
+                    free(c);
+                }
                 if (variant != 1) {
                     ZT_OK(eu_train(&r, STEPS, &q, &n2));
                     ZT_CHECK(p && q && n == n2 && memcmp(p, q, n * sizeof(float)) == 0,
