@@ -46,6 +46,9 @@ typedef struct zstate_ops {
     zinc_status (*pass_end)(zstate *s);
     void (*pass_abort)(zstate *s);
     void (*destroy)(zstate *s);
+    /* Optional (NULL: nothing to do): moves queued IO along without blocking. Users call it now and then
+     * while they work on an acquired chunk, so reads ahead and writes behind keep the disk busy. */
+    zinc_status (*poll)(zstate *s);
 } zstate_ops;
 
 struct zstate {
@@ -75,6 +78,9 @@ zinc_status zstate_acquire(zstate *s, int64_t chunk, zstate_view *out);
 zinc_status zstate_release(zstate *s, int64_t chunk);
 zinc_status zstate_pass_end(zstate *s);
 void zstate_pass_abort(zstate *s);
+static inline zinc_status zstate_poll(zstate *s) { return s->ops->poll ? s->ops->poll(s) : ZINC_OK; }
+/* Elements of a chunk a user works on between zstate_poll calls (a multiple of every kernel's group). */
+#define ZSTATE_POLL_ELEMS ((int64_t)1 << 22)
 
 /* Elements per chunk for a requested sub_group_size: rounded up to a multiple of ZSTATE_CHUNK_ALIGN
  * (4 KiB of floats, so chunks start on O_DIRECT and SIMD boundaries), at most n. */

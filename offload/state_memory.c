@@ -97,7 +97,7 @@ static void mem_destroy(zstate *s) {
 }
 
 static const zstate_ops memory_ops = {"memory", mem_pass_begin, mem_acquire, mem_release,
-                                      mem_pass_end, mem_pass_abort, mem_destroy};
+                                      mem_pass_end, mem_pass_abort, mem_destroy, NULL};
 
 zinc_status zstate_create_memory(zinc_engine *e, int64_t n, zinc_mem_kind kind, int64_t chunk, zstate **out) {
     zinc_status st = ZINC_OK;

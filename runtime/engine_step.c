@@ -125,9 +125,17 @@ static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void 
         TRY(zstate_acquire(s, i, &v));
         const char *gc = (const char *)g + (size_t)v.lo * gsz;
         char *pc = (char *)out + (size_t)v.lo * csz;
-        if (on_dev) {
+        if (on_dev && !s->ops->poll) {
             TRY(d->ops->adam_step(d, h, (size_t)v.n, v.master, v.m, v.v, gc, gdt, pc, e->compute_dtype,
                                   e->decay_mask_dev + v.lo / ZADAM_MASK_GROUP));
+        } else if (on_dev) { /* an NVMe store on the CPU: in sub-blocks, keeping its IO moving between them */
+            for (int64_t o = 0; o < v.n; o += ZSTATE_POLL_ELEMS) {
+                size_t k = (size_t)(v.n - o < ZSTATE_POLL_ELEMS ? v.n - o : ZSTATE_POLL_ELEMS);
+                TRY(d->ops->adam_step(d, h, k, v.master + o, v.m + o, v.v + o, gc + (size_t)o * gsz, gdt,
+                                      pc + (size_t)o * csz, e->compute_dtype,
+                                      e->decay_mask_dev + (v.lo + o) / ZADAM_MASK_GROUP));
+                TRY(zstate_poll(s));
+            }
         } else {
             int b = (int)(i & 1), nb = 1 - b;
             TRY(d->ops->copy_wait(d, GRAD_SLOT(b)));
@@ -137,8 +145,12 @@ static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void 
                                        GRAD_SLOT(nb)));
             }
             TRY(d->ops->copy_wait(d, PARAM_SLOT(b))); /* chunk i-2's upload from hp[b] */
-            zadam_step(h, (size_t)v.n, v.master, v.m, v.v, hg[b], gdt, hp[b], e->compute_dtype,
-                       e->decay_mask + v.lo / ZADAM_MASK_GROUP);
+            for (int64_t o = 0; o < v.n; o += ZSTATE_POLL_ELEMS) { /* polling an NVMe store between sub-blocks */
+                size_t k = (size_t)(v.n - o < ZSTATE_POLL_ELEMS ? v.n - o : ZSTATE_POLL_ELEMS);
+                zadam_step(h, k, v.master + o, v.m + o, v.v + o, hg[b] + (size_t)o * gsz, gdt, hp[b] + (size_t)o * csz,
+                           e->compute_dtype, e->decay_mask + (v.lo + o) / ZADAM_MASK_GROUP);
+                TRY(zstate_poll(s));
+            }
             TRY(d->ops->copy_async(d, pc, hp[b], (size_t)v.n * csz, ZDEV_H2D, PARAM_SLOT(b)));
         }
         TRY(zstate_release(s, i));
