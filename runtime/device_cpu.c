@@ -153,7 +153,39 @@ static void cpu_mem_info(zdevice *d, uint64_t *used, uint64_t *total) {
     *used = *total = 0;
 }
 
-static void cpu_destroy(zdevice *d) { free(d); }
+static void cpu_destroy(zdevice *d) {
+    if (d) free(d->impl);
+    free(d);
+}
+
+/* The discrete presentation defers every copy_async to its copy_wait: the latest a copy stream may run
+ * it. An engine that touched a staging buffer before waiting for its copy, or reused a slot early, then
+ * gets wrong values or an error here instead of a race on a GPU. */
+typedef struct pending_copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} pending_copy;
+
+static zinc_status discrete_copy_async(zdevice *d, void *dst, const void *src, size_t bytes, zdev_dir dir,
+                                       int slot) {
+    pending_copy *pc = (pending_copy *)d->impl;
+    if (slot < 0 || slot >= ZDEV_COPY_SLOTS || dir == ZDEV_D2D)
+        return ZERR(ZINC_ERR_INTERNAL, "cpu-discrete: copy_async: slot %d / direction %d", slot, (int)dir);
+    if (pc[slot].bytes)
+        return ZERR(ZINC_ERR_INTERNAL, "cpu-discrete: copy_async on slot %d before copy_wait of its last copy",
+                    slot);
+    pc[slot] = (pending_copy){dst, src, bytes};
+    return ZINC_OK;
+}
+
+static zinc_status discrete_copy_wait(zdevice *d, int slot) {
+    pending_copy *pc = (pending_copy *)d->impl;
+    if (slot < 0 || slot >= ZDEV_COPY_SLOTS) return ZERR(ZINC_ERR_INTERNAL, "cpu-discrete: copy_wait: slot %d", slot);
+    if (pc[slot].bytes) memcpy(pc[slot].dst, pc[slot].src, pc[slot].bytes);
+    pc[slot] = (pending_copy){0};
+    return ZINC_OK;
+}
 
 static const zdevice_ops cpu_ops = {
     .name = "cpu",
@@ -182,13 +214,16 @@ static const zdevice_ops cpu_ops = {
     .destroy = cpu_destroy,
 };
 
-/* The same operations under another name, for a device the engine must treat as discrete. */
+/* The same operations under another name, with deferred asynchronous copies, for a device the engine
+ * must treat as discrete. */
 static zdevice_ops cpu_discrete_ops;
 static pthread_once_t discrete_once = PTHREAD_ONCE_INIT;
 
 static void init_discrete_ops(void) {
     cpu_discrete_ops = cpu_ops;
     cpu_discrete_ops.name = "cpu-discrete";
+    cpu_discrete_ops.copy_async = discrete_copy_async;
+    cpu_discrete_ops.copy_wait = discrete_copy_wait;
 }
 
 static zinc_status create(zmemtrack *mem, bool discrete, zdevice **out) {
@@ -202,9 +237,15 @@ static zinc_status create(zmemtrack *mem, bool discrete, zdevice **out) {
     d->mem_kind = discrete ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
     d->host_addressable = !discrete;
     d->mem = mem;
+    if (discrete) {
+        pending_copy *pc = NULL;
+        TRY_ALLOC(pc, ZDEV_COPY_SLOTS, "the cpu device's pending copies");
+        d->impl = pc;
+    }
     *out = d;
     return ZINC_OK;
 fail:
+    cpu_destroy(d);
     return st;
 }
 
