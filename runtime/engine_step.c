@@ -125,12 +125,12 @@ static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void 
         TRY(zstate_acquire(s, i, &v));
         const char *gc = (const char *)g + (size_t)v.lo * gsz;
         char *pc = (char *)out + (size_t)v.lo * csz;
-        if (on_dev && !s->ops->poll) {
-            TRY(d->ops->adam_step(d, h, (size_t)v.n, v.master, v.m, v.v, gc, gdt, pc, e->compute_dtype,
-                                  e->decay_mask_dev + v.lo / ZADAM_MASK_GROUP));
-        } else if (on_dev) { /* an NVMe store on the CPU: in sub-blocks, keeping its IO moving between them */
-            for (int64_t o = 0; o < v.n; o += ZSTATE_POLL_ELEMS) {
-                size_t k = (size_t)(v.n - o < ZSTATE_POLL_ELEMS ? v.n - o : ZSTATE_POLL_ELEMS);
+        /* With an NVMe store, the update goes in sub-blocks with zstate_poll between them, so its reads
+         * ahead and writes behind keep moving while the CPU computes. */
+        int64_t sub = s->ops->poll ? ZSTATE_POLL_ELEMS : (v.n > 0 ? v.n : 1);
+        if (on_dev) {
+            for (int64_t o = 0; o < v.n; o += sub) {
+                size_t k = (size_t)(v.n - o < sub ? v.n - o : sub);
                 TRY(d->ops->adam_step(d, h, k, v.master + o, v.m + o, v.v + o, gc + (size_t)o * gsz, gdt,
                                       pc + (size_t)o * csz, e->compute_dtype,
                                       e->decay_mask_dev + (v.lo + o) / ZADAM_MASK_GROUP));
@@ -145,8 +145,8 @@ static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void 
                                        GRAD_SLOT(nb)));
             }
             TRY(d->ops->copy_wait(d, PARAM_SLOT(b))); /* chunk i-2's upload from hp[b] */
-            for (int64_t o = 0; o < v.n; o += ZSTATE_POLL_ELEMS) { /* polling an NVMe store between sub-blocks */
-                size_t k = (size_t)(v.n - o < ZSTATE_POLL_ELEMS ? v.n - o : ZSTATE_POLL_ELEMS);
+            for (int64_t o = 0; o < v.n; o += sub) {
+                size_t k = (size_t)(v.n - o < sub ? v.n - o : sub);
                 zadam_step(h, k, v.master + o, v.m + o, v.v + o, hg[b] + (size_t)o * gsz, gdt, hp[b] + (size_t)o * csz,
                            e->compute_dtype, e->decay_mask + (v.lo + o) / ZADAM_MASK_GROUP);
                 TRY(zstate_poll(s));
@@ -161,7 +161,7 @@ fail:
     zstate_pass_abort(s);
 done:
     if (!on_dev) /* no copy may still use the staging buffers, and the parameters must be in place */
-        for (int slot = 0; slot < 4; slot++) {
+        for (int slot = 0; slot < ZDEV_COPY_SLOTS; slot++) {
             zinc_status w = d->ops->copy_wait(d, slot);
             if (st == ZINC_OK) st = w;
         }
