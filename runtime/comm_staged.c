@@ -278,3 +278,10 @@ fail:
     st_destroy(c);
     return st;
 }
+
+zinc_status zcomm_create_staged_env(zcomm *host, zdevice *dev, const zlog *log, zcomm **out) {
+    size_t staging = 0;
+    if (out) *out = NULL;
+    zinc_status st = zcomm_staging_bytes_from_env(&staging);
+    return st != ZINC_OK ? st : zcomm_create_staged(host, dev, staging, log, out);
+}

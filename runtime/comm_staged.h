@@ -39,5 +39,7 @@ zinc_status zcomm_staging_bytes_from_env(size_t *out);
 /* Wraps `host` (borrowed: it must outlive the result, which does not destroy it) for buffers of `dev`.
  * The staging buffer comes from dev->ops->alloc_host under ZINC_MEM_STAGING. */
 zinc_status zcomm_create_staged(zcomm *host, zdevice *dev, size_t staging_bytes, const zlog *log, zcomm **out);
+/* The same with the staging size from ZINC_STAGING_BYTES (zcomm_staging_bytes_from_env). */
+zinc_status zcomm_create_staged_env(zcomm *host, zdevice *dev, const zlog *log, zcomm **out);
 
 #endif

@@ -24,13 +24,16 @@ static void cpu_free(zdevice *d, zinc_mem_category cat, void *p, size_t bytes) {
     zmem_host_free(d->mem, d->mem_kind, cat, p, bytes);
 }
 
+static zinc_mem_kind staging_kind(const zdevice *d) {
+    return d->host_addressable ? ZINC_MEMKIND_HOST : ZINC_MEMKIND_PINNED;
+}
+
 static zinc_status cpu_alloc_host(zdevice *d, zinc_mem_category cat, size_t bytes, const char *what, void **out) {
-    return zmem_host_alloc(d->mem, d->host_addressable ? ZINC_MEMKIND_HOST : ZINC_MEMKIND_PINNED, cat, bytes, what,
-                           out);
+    return zmem_host_alloc(d->mem, staging_kind(d), cat, bytes, what, out);
 }
 
 static void cpu_free_host(zdevice *d, zinc_mem_category cat, void *p, size_t bytes) {
-    zmem_host_free(d->mem, d->host_addressable ? ZINC_MEMKIND_HOST : ZINC_MEMKIND_PINNED, cat, p, bytes);
+    zmem_host_free(d->mem, staging_kind(d), cat, p, bytes);
 }
 
 static zinc_status cpu_memset0(zdevice *d, void *p, size_t bytes) {
@@ -132,7 +135,6 @@ static zinc_status cpu_comm_wait(zdevice *d, zcomm *c, zcomm_req *req) {
 static zinc_status cpu_comm_create(zdevice *d, zcomm *host, const zlog *log, zcomm **out) {
     zinc_status st = ZINC_OK;
     zdcomm_choice choice;
-    size_t staging = 0;
     *out = NULL;
     TRY(zdcomm_choice_from_env(&choice));
     if (choice == ZDCOMM_NCCL)
@@ -142,8 +144,7 @@ static zinc_status cpu_comm_create(zdevice *d, zcomm *host, const zlog *log, zco
         *out = host;
         return ZINC_OK;
     }
-    TRY(zcomm_staging_bytes_from_env(&staging));
-    TRY(zcomm_create_staged(host, d, staging, log, out));
+    TRY(zcomm_create_staged_env(host, d, log, out));
 fail:
     return st;
 }

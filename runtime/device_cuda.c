@@ -275,7 +275,6 @@ static zinc_status cu_comm_wait(zdevice *d, zcomm *c, zcomm_req *req) {
 static zinc_status cu_comm_create(zdevice *d, zcomm *host, const zlog *log, zcomm **out) {
     zinc_status st = ZINC_OK;
     zdcomm_choice choice;
-    size_t staging = 0;
     int gpus = zcu_device_count();
     bool shared = host->size > 1 && host->local_size > gpus;
     *out = NULL;
@@ -291,8 +290,7 @@ static zinc_status cu_comm_create(zdevice *d, zcomm *host, const zlog *log, zcom
         ZLOG_INFO(log, "device cuda: %d ranks on this node share %d GPU%s: collectives go through MPI with pinned "
                        "host staging (NCCL needs one rank per GPU)",
                   host->local_size, gpus, gpus == 1 ? "" : "s");
-    TRY(zcomm_staging_bytes_from_env(&staging));
-    TRY(zcomm_create_staged(host, d, staging, log, out));
+    TRY(zcomm_create_staged_env(host, d, log, out));
 fail:
     return st;
 }
