@@ -48,6 +48,7 @@ zinc_status eu_create(const eu_run *r, zinc_engine **e, zinc_mlp **m) {
     zinc_status st = zinc_create(&o, e);
     if (st != ZINC_OK) return st;
     zinc_mlp_config mc = eu_model();
+    mc.compute = r->mlp_compute;
     st = zinc_mlp_create(*e, &mc, m);
     if (st != ZINC_OK) {
         zinc_destroy(*e);

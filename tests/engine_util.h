@@ -20,6 +20,7 @@ typedef struct eu_run {
     const char *zero_extra; /* extra zero_optimization members, or NULL */
     const char *fp16_extra; /* extra fp16 members, or NULL */
     int cuda;              /* 1: the engine runs on device cuda (tests/test_engine_cuda.c), else cpu */
+    zinc_mlp_compute mlp_compute; /* where the MLP computes (default AUTO: on the engine's device) */
 } eu_run;
 
 /* The small MLP every engine test trains. */

@@ -23,6 +23,37 @@ static zinc_engine *create(int stage) {
     return e;
 }
 
+static char logged[512];
+static void capture_log(void *u, zinc_log_level l, int rank, const char *msg) {
+    (void)u;
+    (void)rank;
+    if (l >= ZINC_LOG_ERROR) snprintf(logged, sizeof logged, "%s", msg);
+}
+
+/* The example MLP refuses its GPU path where there is none, and a `compute` value out of range. */
+static void mlp_compute_errors(void) {
+    for (int c = 0; c < 2; c++) {
+        eu_run r = {.stage = 1, .dtype = ZINC_FP32, .log_fn = capture_log,
+                    .mlp_compute = c == 0 ? ZINC_MLP_COMPUTE_DEVICE : (zinc_mlp_compute)7};
+        zinc_engine *e = NULL;
+        zinc_mlp *m = NULL;
+        logged[0] = 0;
+        zinc_status st = eu_create(&r, &e, &m);
+        if (c == 1) {
+            ZT_CHECK(st == ZINC_ERR_INVALID_ARG, "compute 7: %s, want ZINC_ERR_INVALID_ARG", zinc_status_name(st));
+            continue;
+        }
+#ifdef ZINC_HAVE_CUDA
+        ZT_CHECK(st == ZINC_ERR_INVALID_ARG && strstr(logged, "device cuda"),
+                 "compute DEVICE on a cpu engine: %s, logged \"%s\"", zinc_status_name(st), logged);
+#else
+        ZT_CHECK(st == ZINC_ERR_UNSUPPORTED && strstr(logged, "CUDA backend"),
+                 "compute DEVICE without CUDA: %s, logged \"%s\"", zinc_status_name(st), logged);
+#endif
+        ZT_CHECK(e == NULL && m == NULL, "the engine is destroyed when the model cannot be made");
+    }
+}
+
 int main(void) {
     zt_name = "engine_api";
     zinc_options o = zinc_default_options();
@@ -99,5 +130,6 @@ int main(void) {
              "batch accessors");
     zinc_destroy(e);
     zinc_destroy(NULL);
+    mlp_compute_errors();
     return zt_finish();
 }

@@ -2,8 +2,9 @@
  * equivalence matrix of test_engine_equiv.c on one rank — stages 0-3 x fp32/bf16/fp16, overlap_comm off
  * and on, plus CPU offload of the optimizer state (the host-staged step) — must match the CPU engine's
  * 1-rank stage-0 run within the same tolerances, and two identical CUDA runs must be bitwise equal.
- * The example MLP computes on the host and reaches the device buffers through zinc_copy_to_host /
- * zinc_copy_from_host. The engine accepts device cuda only with ZINC_EXPERIMENTAL_CUDA=1, set here.
+ * The example MLP computes on the GPU (cuBLAS and its own kernels on the engine's compute stream); its
+ * host path, which reaches the device buffers through zinc_copy_to_host / zinc_copy_from_host, is run
+ * too at stage 0 and 3. The engine accepts device cuda only with ZINC_EXPERIMENTAL_CUDA=1, set here.
  * Under mpirun with more ranks than GPUs the ranks share a GPU and the collectives go through MPI with
  * pinned staging; the reference is then the cpu engine at the same rank count. */
 #include <math.h>
@@ -42,10 +43,14 @@ int main(void) {
         ZT_OK(eu_train(&ref_run, STEPS, &ref, &nref));
         if (!ref) continue;
         for (int stage = 0; stage <= 3; stage++) {
-            for (int variant = 0; variant < 3; variant++) { /* overlap off, overlap on, cpu offload */
+            /* overlap off, overlap on, cpu offload, the MLP computing on the host */
+            static const char *names[4] = {"", "overlap", "offload", "mlp-host"};
+            for (int variant = 0; variant < 4; variant++) {
                 if (variant == 2 && stage == 0) continue;   /* offload needs stage >= 1 */
+                if (variant == 3 && stage != 0 && stage != 3) continue;
                 eu_run r = {.stage = stage, .dtype = t, .overlap_comm = variant == 1, .cuda = 1,
-                            .zero_extra = variant == 2 ? offload : NULL};
+                            .zero_extra = variant == 2 ? offload : NULL,
+                            .mlp_compute = variant == 3 ? ZINC_MLP_COMPUTE_HOST : ZINC_MLP_COMPUTE_AUTO};
                 float *p = NULL, *q = NULL;
                 size_t n = 0, n2 = 0;
                 zinc_status st = eu_train(&r, STEPS, &p, &n);
@@ -57,7 +62,7 @@ int main(void) {
                 ZT_CHECK(md <= tolerance(t), "cuda stage %d %s variant %d: max |diff| vs cpu %.3g > %.3g", stage,
                          eu_dtype_name(t), variant, md, tolerance(t));
                 printf("cuda stage %d %-4s %-10s: max |diff| vs cpu 1-rank stage 0 = %.3g\n", stage, eu_dtype_name(t),
-                       variant == 0 ? "" : variant == 1 ? "overlap" : "offload", md);
+                       names[variant], md);
                 if (variant == 0) {
                     ZT_OK(eu_train(&r, STEPS, &q, &n2));
                     ZT_CHECK(p && q && n == n2 && memcmp(p, q, n * sizeof(float)) == 0,

@@ -1,36 +1,16 @@
 /* See mlp.h. Layer l computes z = h W^T + b (W is out x in, row-major, as torch.nn.Linear), followed by
- * ReLU except on the last layer; the loss is softmax cross-entropy averaged over the micro-batch. */
-#include "mlp.h"
+ * ReLU except on the last layer; the loss is softmax cross-entropy averaged over the micro-batch. This
+ * file holds the task, the parameters, the training loop and the host path of forward and backward;
+ * mlp_cuda.c holds the GPU path (cuBLAS), which the loop picks on a cuda engine. */
+#include "mlp_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct layer {
-    int module;
-    int in, out;
-    zinc_param *w, *b;
-    float *wf, *bf;     /* float copies of the parameters, made at module entry */
-    float *h_in;        /* the layer's input (mb x in), saved for backward */
-    float *z;           /* pre-activation (mb x out) */
-} layer;
-
-struct zinc_mlp {
-    zinc_engine *e;
-    zinc_mlp_config cfg;
-    int nlayers;
-    layer *layers;
-    int64_t mb;
-    float *x, *dz, *dh; /* micro-batch inputs and backward scratch */
-    int *labels;
-    float *teacher_w1, *teacher_w2; /* fixed random teacher: in -> 2*in -> classes */
-    float inject;
-    int has_inject;
-};
-
 zinc_mlp_config zinc_mlp_default_config(void) {
-    zinc_mlp_config c = {32, 128, 2, 8, 42};
+    zinc_mlp_config c = {32, 128, 2, 8, 42, ZINC_MLP_COMPUTE_AUTO};
     return c;
 }
 
@@ -94,12 +74,42 @@ static void sample(const zinc_mlp *m, int64_t index, float *x, int *label) {
         if (st_ != ZINC_OK) return st_;                                                                    \
     } while (0)
 
+/* ---------------------------------------------------------------- where the model computes */
+
+static int use_gpu_path(const zinc_mlp *m) {
+    switch (m->cfg.compute) {
+    case ZINC_MLP_COMPUTE_HOST: return 0;
+    case ZINC_MLP_COMPUTE_DEVICE: return 1;
+    default: return zinc_device(m->e) == ZINC_DEVICE_CUDA && !zinc_device_host_addressable(m->e);
+    }
+}
+
+static zinc_status gpu_path_create(zinc_mlp *m) {
+#ifdef ZINC_MLP_CUDA
+#ifndef ZINC_MLP_CUDA_HOST_EMULATION /* tests/test_mlp_gpu_path.c runs this path on a cpu engine */
+    if (zinc_device(m->e) != ZINC_DEVICE_CUDA) {
+        zinc_log(m->e, ZINC_LOG_ERROR, "mlp: compute DEVICE needs an engine on device cuda; this one is on "
+                 "the CPU (use ZINC_MLP_COMPUTE_AUTO or HOST)");
+        return ZINC_ERR_INVALID_ARG;
+    }
+#endif
+    return mlp_cuda_create(m);
+#else
+    zinc_log(m->e, ZINC_LOG_ERROR, "mlp: compute DEVICE needs zinc built with the CUDA backend (this build has "
+             "none; use ZINC_MLP_COMPUTE_AUTO or HOST)");
+    return ZINC_ERR_UNSUPPORTED;
+#endif
+}
+
+/* ---------------------------------------------------------------- the host path */
+
 zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp **out) {
     zinc_mlp *m = calloc(1, sizeof *m);
     if (!m) return ZINC_ERR_NOMEM;
     m->e = e;
     m->cfg = cfg ? *cfg : zinc_mlp_default_config();
-    if (m->cfg.in_dim < 1 || m->cfg.in_dim > 512 || m->cfg.hidden < 1 || m->cfg.depth < 0 || m->cfg.classes < 2) {
+    if (m->cfg.in_dim < 1 || m->cfg.in_dim > 512 || m->cfg.hidden < 1 || m->cfg.depth < 0 || m->cfg.classes < 2 ||
+        m->cfg.compute < ZINC_MLP_COMPUTE_AUTO || m->cfg.compute > ZINC_MLP_COMPUTE_DEVICE) {
         free(m);
         return ZINC_ERR_INVALID_ARG;
     }
@@ -108,6 +118,7 @@ zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp
     m->layers = calloc((size_t)m->nlayers, sizeof *m->layers);
     int d = m->cfg.in_dim, widest = d > m->cfg.classes ? d : m->cfg.classes;
     if (m->cfg.hidden > widest) widest = m->cfg.hidden;
+    m->widest = widest;
     m->x = calloc((size_t)(m->mb * d), sizeof(float));
     m->dz = calloc((size_t)(m->mb * widest), sizeof(float));
     m->dh = calloc((size_t)(m->mb * widest), sizeof(float));
@@ -124,7 +135,7 @@ zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp
 
     /* Modules and parameters, in forward order. */
     for (int l = 0; l < m->nlayers; l++) {
-        layer *L = &m->layers[l];
+        mlp_layer *L = &m->layers[l];
         L->in = l == 0 ? d : m->cfg.hidden;
         L->out = l == m->nlayers - 1 ? m->cfg.classes : m->cfg.hidden;
         char name[64];
@@ -143,6 +154,7 @@ zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp
         if (!L->w || !L->b || !L->wf || !L->bf || !L->h_in || !L->z) goto fail;
     }
     zinc_status st = zinc_build(e, init_param, m);
+    if (st == ZINC_OK && use_gpu_path(m)) st = gpu_path_create(m);
     if (st != ZINC_OK) {
         zinc_mlp_destroy(m);
         return st;
@@ -156,6 +168,9 @@ fail:
 
 void zinc_mlp_destroy(zinc_mlp *m) {
     if (!m) return;
+#ifdef ZINC_MLP_CUDA
+    mlp_cuda_destroy(m);
+#endif
     for (int l = 0; m->layers && l < m->nlayers; l++) {
         free(m->layers[l].wf);
         free(m->layers[l].bf);
@@ -194,7 +209,7 @@ static void *host_copy(zinc_mlp *m, const void *p, zinc_dtype t, size_t n) {
 
 /* Reads the layer's parameters (in the compute dtype) into float copies: valid only inside enter/exit
  * in ZeRO stage 3, so it is done at every entry. */
-static zinc_status load_params(zinc_mlp *m, layer *L) {
+static zinc_status load_params(zinc_mlp *m, mlp_layer *L) {
     zinc_dtype t = zinc_compute_dtype(m->e);
     const void *w = zinc_param_data(L->w), *b = zinc_param_data(L->b);
     if (!w || !b) return ZINC_ERR_STATE;
@@ -218,7 +233,7 @@ static zinc_status load_params(zinc_mlp *m, layer *L) {
 }
 
 static zinc_status forward_layer(zinc_mlp *m, int l, const float *h, float *out_act) {
-    layer *L = &m->layers[l];
+    mlp_layer *L = &m->layers[l];
     CHECK(zinc_module_enter(m->e, L->module, ZINC_FORWARD));
     CHECK(load_params(m, L));
     memcpy(L->h_in, h, (size_t)(m->mb * L->in) * sizeof(float));
@@ -236,7 +251,7 @@ static zinc_status forward_layer(zinc_mlp *m, int l, const float *h, float *out_
 
 /* dz (mb x out) is the gradient at the layer's pre-activation; writes dh (mb x in) for the layer below. */
 static zinc_status backward_layer(zinc_mlp *m, int l, const float *dz, float *dh) {
-    layer *L = &m->layers[l];
+    mlp_layer *L = &m->layers[l];
     zinc_engine *e = m->e;
     CHECK(zinc_module_enter(e, L->module, ZINC_BACKWARD));
     CHECK(load_params(m, L));
@@ -276,7 +291,7 @@ static zinc_status backward_layer(zinc_mlp *m, int l, const float *dz, float *dh
         if (st != ZINC_OK) return st;
     }
     if (dh) {
-        const layer *below = &m->layers[l - 1];
+        const mlp_layer *below = &m->layers[l - 1];
         for (int64_t s = 0; s < m->mb; s++)
             for (int i = 0; i < L->in; i++) {
                 float acc = 0;
@@ -287,60 +302,77 @@ static zinc_status backward_layer(zinc_mlp *m, int l, const float *dz, float *dh
     return zinc_module_exit(e, L->module, ZINC_BACKWARD);
 }
 
+/* Forward, loss and backward of one micro-step on the host, on the inputs in m->x, m->labels; adds the
+ * micro-batch's loss and correct count to m->sums. act_a, act_b: mb x max(hidden, classes) scratch. */
+static zinc_status host_microstep(zinc_mlp *m, float *act_a, float *act_b) {
+    int C = m->cfg.classes;
+    const float *h = m->x;
+    float *outs[2] = {act_a, act_b};
+    for (int l = 0; l < m->nlayers; l++) {
+        float *o = outs[l & 1];
+        CHECK(forward_layer(m, l, h, o));
+        h = o;
+    }
+    /* loss: softmax cross-entropy, mean over the micro-batch; its gradient seeded with the loss scale */
+    float scale = zinc_loss_scale(m->e);
+    for (int64_t s = 0; s < m->mb; s++) {
+        const float *z = h + s * C;
+        float mx = z[0];
+        int arg = 0;
+        for (int k = 1; k < C; k++)
+            if (z[k] > mx) mx = z[k], arg = k;
+        double den = 0;
+        for (int k = 0; k < C; k++) den += exp((double)(z[k] - mx));
+        m->sums[0] += log(den) - (double)(z[m->labels[s]] - mx);
+        m->sums[1] += arg == m->labels[s];
+        for (int k = 0; k < C; k++) {
+            double p = exp((double)(z[k] - mx)) / den;
+            m->dz[s * C + k] = (float)((p - (k == m->labels[s])) / (double)m->mb * scale);
+        }
+    }
+    /* backward, last layer first */
+    float *dz = m->dz, *dh = m->dh;
+    for (int l = m->nlayers - 1; l >= 0; l--) {
+        CHECK(backward_layer(m, l, dz, l > 0 ? dh : NULL));
+        float *t = dz;
+        dz = dh;
+        dh = t;
+    }
+    return ZINC_OK;
+}
+
+/* ---------------------------------------------------------------- the training step */
+
 zinc_status zinc_mlp_train_step(zinc_mlp *m, int64_t step, zinc_step_info *info, zinc_mlp_metrics *metrics) {
     zinc_engine *e = m->e;
     int64_t gas = zinc_grad_accum_steps(e), B = zinc_train_batch_size(e);
     int W = zinc_world_size(e), r = zinc_rank(e), C = m->cfg.classes;
-    double sums[2] = {0, 0}; /* loss sum, correct count */
-    float *act_a = malloc((size_t)(m->mb * (m->cfg.hidden > C ? m->cfg.hidden : C)) * sizeof(float));
-    float *act_b = malloc((size_t)(m->mb * (m->cfg.hidden > C ? m->cfg.hidden : C)) * sizeof(float));
+    size_t act = (size_t)(m->mb * (m->cfg.hidden > C ? m->cfg.hidden : C));
+    float *act_a = NULL, *act_b = NULL;
     zinc_status st = ZINC_OK;
-    if (!act_a || !act_b) {
+    m->sums[0] = m->sums[1] = 0;
+    if (!m->cuda && (!(act_a = malloc(act * sizeof(float))) || !(act_b = malloc(act * sizeof(float))))) {
         st = ZINC_ERR_NOMEM;
         goto done;
     }
     for (int64_t j = 0; j < gas; j++) {
         int64_t first = step * B + (j * W + r) * m->mb;
         for (int64_t s = 0; s < m->mb; s++) sample(m, first + s, m->x + s * m->cfg.in_dim, &m->labels[s]);
-        /* forward */
-        const float *h = m->x;
-        float *outs[2] = {act_a, act_b};
-        for (int l = 0; l < m->nlayers; l++) {
-            float *o = outs[l & 1];
-            if ((st = forward_layer(m, l, h, o)) != ZINC_OK) goto done;
-            h = o;
-        }
-        /* loss: softmax cross-entropy, mean over the micro-batch; its gradient seeded with the loss scale */
-        float scale = zinc_loss_scale(e);
-        for (int64_t s = 0; s < m->mb; s++) {
-            const float *z = h + s * C;
-            float mx = z[0];
-            int arg = 0;
-            for (int k = 1; k < C; k++)
-                if (z[k] > mx) mx = z[k], arg = k;
-            double den = 0;
-            for (int k = 0; k < C; k++) den += exp((double)(z[k] - mx));
-            sums[0] += log(den) - (double)(z[m->labels[s]] - mx);
-            sums[1] += arg == m->labels[s];
-            for (int k = 0; k < C; k++) {
-                double p = exp((double)(z[k] - mx)) / den;
-                m->dz[s * C + k] = (float)((p - (k == m->labels[s])) / (double)m->mb * scale);
-            }
-        }
-        /* backward, last layer first */
-        float *dz = m->dz, *dh = m->dh;
-        for (int l = m->nlayers - 1; l >= 0; l--) {
-            if ((st = backward_layer(m, l, dz, l > 0 ? dh : NULL)) != ZINC_OK) goto done;
-            float *t = dz;
-            dz = dh;
-            dh = t;
-        }
+#ifdef ZINC_MLP_CUDA
+        if (m->cuda) st = mlp_cuda_microstep(m, j);
+        else
+#endif
+            st = host_microstep(m, act_a, act_b);
+        if (st != ZINC_OK) goto done;
     }
     if ((st = zinc_step(e, info)) != ZINC_OK) goto done;
-    if ((st = zinc_allreduce_sum(e, sums, 2)) != ZINC_OK) goto done;
+#ifdef ZINC_MLP_CUDA
+    if (m->cuda && (st = mlp_cuda_metrics(m, gas, m->sums)) != ZINC_OK) goto done;
+#endif
+    if ((st = zinc_allreduce_sum(e, m->sums, 2)) != ZINC_OK) goto done;
     if (metrics) {
-        metrics->loss = sums[0] / (double)B;
-        metrics->accuracy = sums[1] / (double)B;
+        metrics->loss = m->sums[0] / (double)B;
+        metrics->accuracy = m->sums[1] / (double)B;
     }
 done:
     free(act_a);

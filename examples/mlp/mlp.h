@@ -1,6 +1,8 @@
 /* An MLP classifier wrapped through the zinc engine: the model a newcomer reads to learn how to wrap
- * their own. Forward and backward are plain C (float math; parameters read from and gradients written in
- * the engine's dtypes), trained on a deterministic synthetic task: inputs are Gaussian, labels come from
+ * their own. Forward and backward run where the engine's buffers live: plain C on the host (float math;
+ * parameters read from and gradients added in the engine's dtypes, mlp.c), or on the GPU with cuBLAS on
+ * the engine's compute stream (mlp_cuda.c, when zinc is built with CUDA and the engine's device is
+ * cuda). It is trained on a deterministic synthetic task: inputs are Gaussian, labels come from
  * a fixed random "teacher" network. The samples of optimizer step k are global indices
  * [k*B, (k+1)*B) (B = train_batch_size), split into micro-batches: micro-step j on rank r takes chunk
  * j*W + r. So runs with the same train_batch_size see the same samples per step on any rank count. */
@@ -11,12 +13,19 @@
 
 #include "zinc.h"
 
+typedef enum zinc_mlp_compute {
+    ZINC_MLP_COMPUTE_AUTO = 0, /* the GPU path on a cuda engine (when built with CUDA), else the host */
+    ZINC_MLP_COMPUTE_HOST,     /* always the host path; on cuda through zinc_copy_to_host/_from_host */
+    ZINC_MLP_COMPUTE_DEVICE    /* the GPU path; an error on a cpu engine or a build without CUDA */
+} zinc_mlp_compute;
+
 typedef struct zinc_mlp_config {
     int in_dim;       /* input features (default 32) */
     int hidden;       /* width of the hidden layers (default 128) */
     int depth;        /* hidden layers (default 2) */
     int classes;      /* output classes (default 8) */
     uint64_t data_seed; /* the synthetic task (teacher and inputs) */
+    zinc_mlp_compute compute; /* where forward and backward run (default AUTO) */
 } zinc_mlp_config;
 
 zinc_mlp_config zinc_mlp_default_config(void);

@@ -1,0 +1,46 @@
+/* The MLP's state, shared by its host path (mlp.c) and its CUDA path (mlp_cuda.c, cuBLAS). */
+#ifndef ZINC_EXAMPLES_MLP_INTERNAL_H
+#define ZINC_EXAMPLES_MLP_INTERNAL_H
+
+#include "mlp.h"
+
+typedef struct mlp_layer {
+    int module;
+    int in, out;
+    zinc_param *w, *b;
+    /* host path */
+    float *wf, *bf;     /* float copies of the parameters, made at module entry */
+    float *h_in;        /* the layer's input (mb x in), saved for backward */
+    float *z;           /* pre-activation (mb x out) */
+} mlp_layer;
+
+typedef struct mlp_cuda mlp_cuda; /* the CUDA path's buffers (mlp_cuda.c) */
+
+struct zinc_mlp {
+    zinc_engine *e;
+    zinc_mlp_config cfg;
+    int nlayers;
+    mlp_layer *layers;
+    int64_t mb;
+    int widest;         /* max(in_dim, hidden, classes) */
+    float *x;           /* micro-batch inputs (mb x in_dim), sampled on the host */
+    int *labels;
+    float *dz, *dh;     /* host path: backward scratch */
+    float *teacher_w1, *teacher_w2; /* fixed random teacher: in -> 2*in -> classes */
+    float inject;
+    int has_inject;
+    double sums[2];     /* host path: loss sum and correct count of the current step */
+    mlp_cuda *cuda;     /* non-NULL when the model computes on the GPU */
+};
+
+/* The CUDA path (built with the CUDA backend only). mlp_cuda_create allocates its buffers and a cuBLAS
+ * handle bound to the engine's compute stream; the rest enqueue there and never wait, except
+ * mlp_cuda_metrics, which waits for the step's per-sample losses. */
+zinc_status mlp_cuda_create(zinc_mlp *m);
+void mlp_cuda_destroy(zinc_mlp *m);
+/* Forward, loss and backward of micro-step j (0 .. gas-1) on the inputs in m->x, m->labels. */
+zinc_status mlp_cuda_microstep(zinc_mlp *m, int64_t j);
+/* This rank's loss sum and correct count over the step's gas micro-steps, summed in sample order. */
+zinc_status mlp_cuda_metrics(zinc_mlp *m, int64_t gas, double sums[2]);
+
+#endif
