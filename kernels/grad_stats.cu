@@ -19,6 +19,8 @@ struct Partials {
     double sum[ZCU_STATS_BLOCKS];
     int bad[ZCU_STATS_BLOCKS];
 };
+// runtime/device.c's zdev_cuda_fixed_bytes (what the memory estimate counts) assumes this size.
+static_assert(sizeof(Partials) == ZCU_STATS_BLOCKS * (sizeof(double) + sizeof(int)), "Partials has padding");
 
 template <class T> struct StatsOp {
     const T *x;

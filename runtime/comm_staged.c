@@ -244,6 +244,10 @@ static const zcomm_ops staged_ops = {
     .destroy = st_destroy,
 };
 
+size_t zcomm_staged_bytes(const zcomm *c) {
+    return c && c->ops == &staged_ops ? ((const staged_impl *)c->impl)->stage_bytes : 0;
+}
+
 zinc_status zcomm_create_staged(zcomm *host, zdevice *dev, size_t staging_bytes, const zlog *log, zcomm **out) {
     zinc_status st = ZINC_OK;
     zcomm *c = NULL;

@@ -41,5 +41,7 @@ zinc_status zcomm_staging_bytes_from_env(size_t *out);
 zinc_status zcomm_create_staged(zcomm *host, zdevice *dev, size_t staging_bytes, const zlog *log, zcomm **out);
 /* The same with the staging size from ZINC_STAGING_BYTES (zcomm_staging_bytes_from_env). */
 zinc_status zcomm_create_staged_env(zcomm *host, zdevice *dev, const zlog *log, zcomm **out);
+/* The staging bytes of a communicator made by zcomm_create_staged; 0 for any other communicator. */
+size_t zcomm_staged_bytes(const zcomm *c);
 
 #endif

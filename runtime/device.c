@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "kernels/cuda_kernels.h"
 
 zinc_status zdev_create(zinc_device_kind kind, zmemtrack *mem, const zlog *log, int local_rank, zdevice **out) {
     *out = NULL;
@@ -16,6 +17,13 @@ zinc_status zdev_create(zinc_device_kind kind, zmemtrack *mem, const zlog *log, 
         return zdev_create_cpu_discrete(mem, out);
     }
     return zdev_create_cpu(mem, out);
+}
+
+uint64_t zdev_cuda_fixed_bytes(void) {
+    /* zcu_grad_stats_workspace_bytes() is ZCU_STATS_BLOCKS partial sums and flags (kernels/grad_stats.cu
+     * asserts it), which a build without CUDA cannot call. */
+    return ZDEV_CUDA_CONV_ELEMS * sizeof(float) + (uint64_t)ZCU_STATS_BLOCKS * (sizeof(double) + sizeof(int)) +
+           sizeof(zcu_grad_stats_result);
 }
 
 #ifndef ZINC_HAVE_CUDA

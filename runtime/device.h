@@ -109,6 +109,12 @@ zinc_status zdev_create_cpu_discrete(zmemtrack *mem, zdevice **out);
 zinc_status zdev_create_cuda(zmemtrack *mem, const zlog *log, int local_rank, zdevice **out);
 /* GPUs visible to this process (0 in a build without CUDA, or without a driver). */
 int zdev_cuda_count(void);
+/* Device memory the cuda device allocates for itself at creation, counted as device staging: the fp32
+ * scratch of scaled dtype conversions (ZDEV_CUDA_CONV_ELEMS floats) and the gradient statistics'
+ * workspace and result. The estimator adds it for device cuda; the cpu-discrete device counts it too, so
+ * that its footprint is the cuda device's. */
+#define ZDEV_CUDA_CONV_ELEMS ((size_t)1 << 20)
+uint64_t zdev_cuda_fixed_bytes(void);
 static inline void zdev_destroy(zdevice *d) {
     if (d) d->ops->destroy(d);
 }

@@ -155,7 +155,10 @@ static void cpu_mem_info(zdevice *d, uint64_t *used, uint64_t *total) {
 }
 
 static void cpu_destroy(zdevice *d) {
-    if (d) free(d->impl);
+    if (d && d->impl) { /* discrete: its pending copies, and the cuda device's scratch it counted */
+        free(d->impl);
+        zmem_sub(d->mem, ZINC_MEMKIND_DEVICE, ZINC_MEM_STAGING, zdev_cuda_fixed_bytes());
+    }
     free(d);
 }
 
@@ -242,6 +245,8 @@ static zinc_status create(zmemtrack *mem, bool discrete, zdevice **out) {
         pending_copy *pc = NULL;
         TRY_ALLOC(pc, ZDEV_COPY_SLOTS, "the cpu device's pending copies");
         d->impl = pc;
+        /* Counted, not allocated: the CPU kernels need no scratch, but the footprint is the cuda device's. */
+        zmem_add(mem, ZINC_MEMKIND_DEVICE, ZINC_MEM_STAGING, zdev_cuda_fixed_bytes());
     }
     *out = d;
     return ZINC_OK;

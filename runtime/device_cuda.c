@@ -22,7 +22,6 @@
 #include "error.h"
 #include "kernels/cuda_kernels.h"
 
-#define CONV_ELEMS ((size_t)1 << 20) /* fp32 scratch for dtype conversions with a scale */
 #define SCAN_ELEMS ((size_t)1 << 16) /* host tile for finding the first non-finite gradient */
 
 typedef struct cuda_impl {
@@ -34,7 +33,7 @@ typedef struct cuda_impl {
     void *stats_ws;                  /* zcu_grad_stats workspace */
     zcu_grad_stats_result *stats_dev;
     zcu_grad_stats_result *stats_host; /* pinned */
-    float *conv;                     /* CONV_ELEMS floats of device scratch */
+    float *conv;                     /* ZDEV_CUDA_CONV_ELEMS floats of device scratch */
     void *scan;                      /* SCAN_ELEMS * 4 bytes, pinned */
     size_t fixed_bytes;              /* of stats_ws + stats_dev + conv, counted as device staging */
 } cuda_impl;
@@ -180,8 +179,8 @@ static zinc_status cu_convert(zdevice *d, void *dst, zinc_dtype dt, const void *
     size_t ds = zinc_dtype_size(dt), ss = zinc_dtype_size(sdt);
     if (scale == 1.0f && dt == ZINC_FP32) return cu_cast_to_f32(d, dst, src, sdt, n);
     if (scale == 1.0f && sdt == ZINC_FP32) return cu_cast_from_f32(d, dst, dt, src, n);
-    for (size_t i = 0; i < n; i += CONV_ELEMS) {
-        size_t k = n - i < CONV_ELEMS ? n - i : CONV_ELEMS;
+    for (size_t i = 0; i < n; i += ZDEV_CUDA_CONV_ELEMS) {
+        size_t k = n - i < ZDEV_CUDA_CONV_ELEMS ? n - i : ZDEV_CUDA_CONV_ELEMS;
         K_TRY(zcu_cast_to_f32(im(d)->conv, (const char *)src + i * ss, sdt, k, cs(d)));
         if (scale != 1.0f) K_TRY(zcu_scale_inplace(im(d)->conv, ZINC_FP32, scale, k, cs(d)));
         K_TRY(zcu_cast_from_f32((char *)dst + i * ds, dt, im(d)->conv, k, cs(d)));
@@ -390,8 +389,8 @@ zinc_status zdev_create_cuda(zmemtrack *mem, const zlog *log, int local_rank, zd
     size_t ws = zcu_grad_stats_workspace_bytes();
     CU_TRY(cudaMalloc(&c->stats_ws, ws));
     CU_TRY(cudaMalloc((void **)&c->stats_dev, sizeof *c->stats_dev));
-    CU_TRY(cudaMalloc((void **)&c->conv, CONV_ELEMS * sizeof(float)));
-    c->fixed_bytes = ws + sizeof *c->stats_dev + CONV_ELEMS * sizeof(float);
+    CU_TRY(cudaMalloc((void **)&c->conv, ZDEV_CUDA_CONV_ELEMS * sizeof(float)));
+    c->fixed_bytes = ws + sizeof *c->stats_dev + ZDEV_CUDA_CONV_ELEMS * sizeof(float); /* zdev_cuda_fixed_bytes */
     zmem_add(mem, ZINC_MEMKIND_DEVICE, ZINC_MEM_STAGING, c->fixed_bytes);
     CU_TRY(cudaHostAlloc((void **)&c->stats_host, sizeof *c->stats_host, cudaHostAllocDefault));
     CU_TRY(cudaHostAlloc(&c->scan, SCAN_ELEMS * sizeof(float), cudaHostAllocDefault));

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 
+#include "comm_staged.h"
 #include "engine_internal.h"
 #include "error.h"
 #include "offload/state.h"
@@ -249,6 +250,8 @@ zinc_status zmem_estimate_compute(const zmem_model *m, const zinc_config *cfg, i
         out->offload_staging = 2 * (uint64_t)out->state_chunk * (sizeof(float) + csz);
         b[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] += out->offload_staging;
     }
+    /* The cuda device's own scratch (conversions, gradient statistics), allocated when it is created. */
+    if (out->device == ZINC_DEVICE_CUDA) b[ZINC_MEMKIND_DEVICE][ZINC_MEM_STAGING] += zdev_cuda_fixed_bytes();
     /* The weight-decay mask: one byte per ZPART_PARAM_ALIGN elements of the own range, built on the host
      * (and copied to a GPU, where the kernels read it). */
     b[ck][ZINC_MEM_OTHER] = (uint64_t)(out->own / ZPART_PARAM_ALIGN);
@@ -403,10 +406,10 @@ static void breakdown(const zmem_estimate *est, const zinc_mem_kind *kinds, int 
     }
 }
 
-/* What would shrink the host footprint, biggest first where it matters. */
-static void host_advice(const zmem_estimate *est, char *buf, size_t cap) {
+/* What would shrink the footprint in memory kind k (host or device), biggest first where it matters. */
+static void fit_advice(const zmem_estimate *est, zinc_mem_kind k, char *buf, size_t cap) {
     size_t len = 0;
-    const uint64_t *h = est->bytes[ZINC_MEMKIND_HOST];
+    const uint64_t *h = est->bytes[k];
     uint64_t state = h[ZINC_MEM_MASTER] + h[ZINC_MEM_EXP_AVG] + h[ZINC_MEM_EXP_AVG_SQ];
     char s[32];
 #define ADVICE(...)                                                                                        \
@@ -418,7 +421,11 @@ static void host_advice(const zmem_estimate *est, char *buf, size_t cap) {
                "the gradients, 3 also the parameters",
                est->stage);
     }
-    if (state && est->offload != ZOFFLOAD_NVME) {
+    if (state && k == ZINC_MEMKIND_DEVICE) {
+        fmt_bytes(s, sizeof s, state);
+        ADVICE("; zero_optimization.offload_optimizer.device \"cpu\" (or \"nvme\") moves the optimizer state (%s) "
+               "off the GPU", s);
+    } else if (state && est->offload != ZOFFLOAD_NVME) {
         fmt_bytes(s, sizeof s, state);
         ADVICE("; zero_optimization.offload_optimizer.device \"nvme\" moves the optimizer state (%s) to files", s);
     }
@@ -434,7 +441,8 @@ static void host_advice(const zmem_estimate *est, char *buf, size_t cap) {
                "shrink the gathered parameters (%s)",
                s);
     }
-    ADVICE("; more ranks (nodes) divide the sharded states further");
+    ADVICE(k == ZINC_MEMKIND_DEVICE ? "; more GPUs (one rank each) divide the sharded states further"
+                                    : "; more ranks (nodes) divide the sharded states further");
 #undef ADVICE
     if (buf[0] == ';') memmove(buf, buf + 2, strlen(buf + 2) + 1); /* drop the leading "; " */
 }
@@ -443,6 +451,25 @@ zinc_status zmem_preflight_check(const zmem_estimate *est, int local_ranks, cons
                                  const char *nvme_path) {
     char need[32], have[32], node[32], parts[512], advice[1024];
     uint64_t L = local_ranks > 0 ? (uint64_t)local_ranks : 1;
+    /* The device's own scratch is allocated when the engine is created: already out of device_free. */
+    uint64_t dev = est->total[ZINC_MEMKIND_DEVICE];
+    if (est->device == ZINC_DEVICE_CUDA) dev -= dev < zdev_cuda_fixed_bytes() ? dev : zdev_cuda_fixed_bytes();
+    uint64_t R = a->ranks_per_device > 0 ? (uint64_t)a->ranks_per_device : 1;
+    if (a->have_device && dev * R > a->device_free) {
+        static const zinc_mem_kind dk[] = {ZINC_MEMKIND_DEVICE};
+        fmt_bytes(need, sizeof need, dev);
+        fmt_bytes(node, sizeof node, dev * R);
+        fmt_bytes(have, sizeof have, a->device_free);
+        breakdown(est, dk, 1, parts, sizeof parts);
+        fit_advice(est, ZINC_MEMKIND_DEVICE, advice, sizeof advice);
+        return ZERR(ZINC_ERR_NOMEM,
+                    "pre-flight: not enough GPU memory. Each rank needs %s of GPU memory (%" PRIu64
+                    " bytes: %s); %" PRIu64 " rank%s on this GPU need%s %s (%" PRIu64
+                    " bytes), but the GPU has %s (%" PRIu64 " bytes) free. To fit: %s. (ZeRO stage %d, %d rank%s; "
+                    "`zinc mem estimate --device cuda` shows the breakdown; ZINC_PREFLIGHT=0 skips this check)",
+                    need, dev, parts, R, R == 1 ? "" : "s", R == 1 ? "s" : "", node, dev * R, have, a->device_free,
+                    advice, est->stage, est->world, est->world == 1 ? "" : "s");
+    }
     uint64_t host = est->total[ZINC_MEMKIND_HOST] + est->total[ZINC_MEMKIND_PINNED];
     if (a->have_mem && host * L > a->mem_available) {
         static const zinc_mem_kind hk[] = {ZINC_MEMKIND_HOST, ZINC_MEMKIND_PINNED};
@@ -450,7 +477,7 @@ zinc_status zmem_preflight_check(const zmem_estimate *est, int local_ranks, cons
         fmt_bytes(node, sizeof node, host * L);
         fmt_bytes(have, sizeof have, a->mem_available);
         breakdown(est, hk, 2, parts, sizeof parts);
-        host_advice(est, advice, sizeof advice);
+        fit_advice(est, ZINC_MEMKIND_HOST, advice, sizeof advice);
         return ZERR(ZINC_ERR_NOMEM,
                     "pre-flight: not enough host memory. Each rank needs %s of host memory (%" PRIu64
                     " bytes: %s); %" PRIu64 " rank%s on this node need%s %s (%" PRIu64
@@ -495,21 +522,38 @@ zinc_status zmem_preflight_check(const zmem_estimate *est, int local_ranks, cons
     return ZINC_OK;
 }
 
-zinc_status zmem_preflight(zinc_engine *e) {
+zinc_status zmem_estimate_engine(zinc_engine *e, zmem_estimate *out) {
     zinc_status st = ZINC_OK;
     int64_t *numel = NULL;
     int *module = NULL;
-    const char *off = getenv("ZINC_PREFLIGHT");
-    if (off && !strcmp(off, "0")) return ZINC_OK;
-    TRY_ALLOC(numel, e->nparams, "the pre-flight estimate");
-    TRY_ALLOC(module, e->nparams, "the pre-flight estimate");
+    TRY_ALLOC(numel, e->nparams, "the engine's memory estimate");
+    TRY_ALLOC(module, e->nparams, "the engine's memory estimate");
     for (int i = 0; i < e->nparams; i++) {
         numel[i] = e->params[i]->numel;
         module[i] = e->params[i]->module;
     }
+    /* A cpu device presented as discrete (ZINC_CPU_DISCRETE=1) allocates as the cuda device does. */
+    zinc_device_kind kind = e->dev->mem_kind == ZINC_MEMKIND_DEVICE ? ZINC_DEVICE_CUDA : e->device;
+    TRY(zmem_estimate_compute(&(zmem_model){e->nparams, numel, module}, &e->cfg, e->world, e->rank, kind, out));
+    /* Device collectives through MPI stage in host memory of the device's staging kind (pinned on a GPU). */
+    uint64_t staged = zcomm_staged_bytes(e->dcomm);
+    if (staged) {
+        zinc_mem_kind k = e->dev->mem_kind == ZINC_MEMKIND_DEVICE ? ZINC_MEMKIND_PINNED : ZINC_MEMKIND_HOST;
+        out->bytes[k][ZINC_MEM_STAGING] += staged;
+        out->total[k] += staged;
+    }
+fail:
+    free(numel);
+    free(module);
+    return st;
+}
+
+zinc_status zmem_preflight(zinc_engine *e) {
+    zinc_status st = ZINC_OK;
+    const char *off = getenv("ZINC_PREFLIGHT");
+    if (off && !strcmp(off, "0")) return ZINC_OK;
     zmem_estimate est;
-    TRY(zmem_estimate_compute(&(zmem_model){e->nparams, numel, module}, &e->cfg, e->world, e->rank, e->device,
-                              &est));
+    TRY(zmem_estimate_engine(e, &est));
     if (est.padded != e->part.padded)
         ZLOG_WARN(&e->log, "pre-flight: the memory estimator's layout (%" PRId64 " elements) differs from the "
                            "engine's (%" PRId64 "); please report this",
@@ -517,6 +561,14 @@ zinc_status zmem_preflight(zinc_engine *e) {
     const char *nvme_path = e->cfg.zero.offload_optimizer.nvme_path;
     zmem_available avail;
     zmem_available_read(nvme_path, &avail);
+    if (e->dev->mem_kind == ZINC_MEMKIND_DEVICE) { /* a GPU, or the cpu device presented as one */
+        uint64_t used = 0, total = 0;
+        int gpus = e->dev->kind == ZINC_DEVICE_CUDA ? zdev_cuda_count() : 1;
+        e->dev->ops->mem_info(e->dev, &used, &total);
+        avail.device_free = total - used;
+        avail.have_device = env_bytes("ZINC_FAKE_DEVICE_FREE", &avail.device_free) || total > 0;
+        avail.ranks_per_device = gpus > 0 ? (e->comm->local_size + gpus - 1) / gpus : 1;
+    }
     ZLOG_DEBUG(&e->log,
                "pre-flight: per rank %" PRIu64 " device, %" PRIu64 " host, %" PRIu64 " pinned, %" PRIu64
                " NVMe bytes; %d rank(s) on this node; MemAvailable %" PRIu64 "%s",
@@ -525,8 +577,6 @@ zinc_status zmem_preflight(zinc_engine *e) {
                avail.have_mem ? "" : " (unknown)");
     TRY(zmem_preflight_check(&est, e->comm->local_size, &avail, nvme_path));
 fail:
-    free(numel);
-    free(module);
     return st;
 }
 

@@ -96,15 +96,22 @@ typedef struct zmem_available {
     uint64_t memlock;         /* RLIMIT_MEMLOCK soft limit */
     bool have_nvme;
     uint64_t nvme_free;       /* statvfs f_bavail * f_frsize under nvme_path */
+    bool have_device;
+    uint64_t device_free;     /* the GPU's free memory (cudaMemGetInfo), when the engine runs on one */
+    int ranks_per_device;     /* ranks of this node sharing that GPU */
 } zmem_available;
 
 void zmem_available_read(const char *nvme_path, zmem_available *out);
 
 /* Checks an estimate against what is available when `local_ranks` ranks share the node (and the NVMe
- * path): host + pinned bytes against MemAvailable, pinned bytes per process against RLIMIT_MEMLOCK, NVMe
- * bytes against the free space. Returns ZINC_ERR_NOMEM with the numbers and what to change. */
+ * path): device bytes of the ranks sharing a GPU against its free memory, host + pinned bytes against
+ * MemAvailable, pinned bytes per process against RLIMIT_MEMLOCK, NVMe bytes against the free space. Returns ZINC_ERR_NOMEM with the numbers and what to change. */
 zinc_status zmem_preflight_check(const zmem_estimate *est, int local_ranks, const zmem_available *avail,
                                  const char *nvme_path);
+
+/* The estimate for an engine that exists (its model, config, ranks and device), plus what depends on
+ * how it was set up: the staging buffer of device collectives through MPI (ranks sharing a GPU). */
+zinc_status zmem_estimate_engine(struct zinc_engine *e, zmem_estimate *out);
 
 /* zinc_build's pre-flight (after the layout, before any allocation): estimates this engine and checks
  * it. ZINC_PREFLIGHT=0 in the environment turns it off. */

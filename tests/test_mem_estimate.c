@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "config.h"
+#include "device.h"
 #include "mem_estimate.h"
 #include "zero/partition.h"
 #include "zt.h"
@@ -28,9 +29,17 @@
 /* With ZINC_CPU_DISCRETE=1 the engine's cpu device behaves as a discrete device (device memory, pinned
  * staging, state reached through copies): the engine's counts are then compared with the estimate for
  * device cuda, which is what a GPU run would allocate apart from the CUDA runtime's own scratch. */
+static int env_is_1(const char *name) {
+    const char *v = getenv(name);
+    return v && !strcmp(v, "1");
+}
+/* Built against the CUDA emulation (tests/cuda_emulated.cmake, ZINC_CUDA_EMULATED=1) the engine runs on
+ * device cuda itself: runtime/device_cuda.c's own allocations are then what the estimate must match. */
+static zinc_device_kind engine_device(void) {
+    return env_is_1("ZINC_CUDA_EMULATED") ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
+}
 static zinc_device_kind estimate_device(void) {
-    const char *d = getenv("ZINC_CPU_DISCRETE");
-    return d && !strcmp(d, "1") ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
+    return env_is_1("ZINC_CPU_DISCRETE") || engine_device() == ZINC_DEVICE_CUDA ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
 }
 
 /* The synthetic model: odd sizes (padding), a module with several parameters, a tiny module (persistent
@@ -178,7 +187,7 @@ static void check_case(const tcase *c, int world, int rank) {
 
     zinc_options o = zinc_default_options();
     o.config_json = json;
-    o.device = ZINC_DEVICE_CPU;
+    o.device = engine_device();
     o.log_fn = quiet;
     o.cpu_threads = 1;
     zinc_engine *e = NULL;
@@ -193,6 +202,19 @@ static void check_case(const tcase *c, int world, int rank) {
         return;
     }
     ZT_CHECK(st == ZINC_OK, "%s: run: %s: %s", what, zinc_status_name(st), zinc_last_error());
+    /* The engine's own estimate (what the pre-flight checks) is this one plus the staging of device
+     * collectives through MPI, which only the engine's setup decides (ranks sharing a GPU). */
+    zmem_estimate ee;
+    ZT_OK(zmem_estimate_engine(e, &ee));
+    uint64_t comm_staging = ee.bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] - est.bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] +
+                            ee.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] - est.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING];
+    ZT_CHECK(ee.total[ZINC_MEMKIND_DEVICE] == est.total[ZINC_MEMKIND_DEVICE] &&
+             ee.total[ZINC_MEMKIND_PINNED] + ee.total[ZINC_MEMKIND_HOST] ==
+                 est.total[ZINC_MEMKIND_PINNED] + est.total[ZINC_MEMKIND_HOST] + comm_staging,
+             "%s: the engine's estimate differs from the model's by more than collective staging", what);
+    ZT_CHECK(comm_staging == 0 || (engine_device() == ZINC_DEVICE_CUDA && world > 1),
+             "%s: %llu bytes of collective staging where none is expected", what, (unsigned long long)comm_staging);
+    est = ee;
     zinc_memory_report rep;
     ZT_OK(zinc_memory_get(e, &rep));
     bool nvme = !strcmp(c->offload, "nvme");
@@ -280,21 +302,33 @@ static void check_preflight(int world, int rank) {
     config_json(&c, json, sizeof json);
     zinc_options o = zinc_default_options();
     o.config_json = json;
-    o.device = ZINC_DEVICE_CPU;
+    o.device = engine_device();
     o.log_fn = quiet;
     o.cpu_threads = 1;
     zinc_engine *e = NULL;
 
-    setenv("ZINC_FAKE_MEM_AVAILABLE", "1000", 1);
+    /* On a GPU the model states live in device memory: it is the GPU's free memory that is short. */
+    bool gpu = estimate_device() == ZINC_DEVICE_CUDA; /* a GPU, or the cpu device presented as one */
+    setenv(gpu ? "ZINC_FAKE_DEVICE_FREE" : "ZINC_FAKE_MEM_AVAILABLE", "1000", 1);
     ZT_OK(zinc_create(&o, &e));
-    ZT_ERR(run_model(e, 1, 1), ZINC_ERR_NOMEM, "MemAvailable is 1000 B (1000 bytes)");
-    ZT_CHECK(strstr(zinc_last_error(), "pre-flight") && strstr(zinc_last_error(), "raise zero_optimization.stage"),
+    /* What comes with the engine at zinc_create: on a GPU the device's own scratch (and, for ranks
+     * sharing it, the pinned staging of collectives); nothing on the CPU. */
+    zinc_memory_report rep0;
+    ZT_OK(zinc_memory_get(e, &rep0));
+    if (gpu)
+        ZT_CHECK(rep0.peak_total[ZINC_MEMKIND_DEVICE] == zdev_cuda_fixed_bytes(), "device bytes at zinc_create: %llu",
+                 (unsigned long long)rep0.peak_total[ZINC_MEMKIND_DEVICE]);
+    ZT_ERR(run_model(e, 1, 1), ZINC_ERR_NOMEM, gpu ? "the GPU has 1000 B (1000 bytes) free" : "MemAvailable is 1000 B (1000 bytes)");
+    ZT_CHECK(strstr(zinc_last_error(), "pre-flight") && strstr(zinc_last_error(), "raise zero_optimization.stage") &&
+                 (!gpu || strstr(zinc_last_error(), "offload_optimizer.device \"cpu\"")),
              "refusal message: %s", zinc_last_error());
     zinc_memory_report rep;
     ZT_OK(zinc_memory_get(e, &rep));
-    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
-        ZT_CHECK(rep.peak_total[k] == 0, "the pre-flight refusal allocated %llu %s bytes first",
-                 (unsigned long long)rep.peak_total[k], zinc_mem_kind_name((zinc_mem_kind)k));
+    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) {
+        uint64_t before = gpu ? rep0.peak_total[k] : 0;
+        ZT_CHECK(rep.peak_total[k] == before, "the pre-flight refusal allocated %llu %s bytes first",
+                 (unsigned long long)(rep.peak_total[k] - before), zinc_mem_kind_name((zinc_mem_kind)k));
+    }
     zinc_destroy(e);
     if (rank == 0) printf("refusal message, as a user sees it:\n  %s\n", zinc_last_error());
 
@@ -304,6 +338,7 @@ static void check_preflight(int world, int rank) {
     zinc_destroy(e);
     unsetenv("ZINC_PREFLIGHT");
     unsetenv("ZINC_FAKE_MEM_AVAILABLE");
+    unsetenv("ZINC_FAKE_DEVICE_FREE");
 
     c = (tcase){.stage = 3, .offload = "nvme", .dtype = ZINC_BF16};
     config_json(&c, json, sizeof json);
@@ -340,11 +375,12 @@ static void check_preflight(int world, int rank) {
 
 int main(void) {
     zt_name = "mem_estimate";
+    if (engine_device() == ZINC_DEVICE_CUDA) setenv("ZINC_EXPERIMENTAL_CUDA", "1", 1);
     /* Ranks learn the world size from an engine. */
     zinc_options o = zinc_default_options();
     o.config_json = "{\"train_micro_batch_size_per_gpu\": 1}";
     o.log_fn = quiet;
-    o.device = ZINC_DEVICE_CPU;
+    o.device = engine_device();
     zinc_engine *e = NULL;
     ZT_OK(zinc_create(&o, &e));
     if (!e) return zt_finish();

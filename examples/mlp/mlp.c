@@ -86,13 +86,11 @@ static int use_gpu_path(const zinc_mlp *m) {
 
 static zinc_status gpu_path_create(zinc_mlp *m) {
 #ifdef ZINC_MLP_CUDA
-#ifndef ZINC_MLP_CUDA_HOST_EMULATION /* tests/test_mlp_gpu_path.c runs this path on a cpu engine */
     if (zinc_device(m->e) != ZINC_DEVICE_CUDA) {
         zinc_log(m->e, ZINC_LOG_ERROR, "mlp: compute DEVICE needs an engine on device cuda; this one is on "
                  "the CPU (use ZINC_MLP_COMPUTE_AUTO or HOST)");
         return ZINC_ERR_INVALID_ARG;
     }
-#endif
     return mlp_cuda_create(m);
 #else
     zinc_log(m->e, ZINC_LOG_ERROR, "mlp: compute DEVICE needs zinc built with the CUDA backend (this build has "

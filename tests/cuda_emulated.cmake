@@ -1,0 +1,73 @@
+# The CUDA device backend on a host emulation of CUDA (tests/cuda_host/: the runtime with lazy streams,
+# cuBLAS SGEMM, one-rank NCCL, and the kernel launchers on the CPU kernels), so the engine's CUDA host
+# code (runtime/device_cuda.c, runtime/comm_nccl.c, the staged collectives on a cuda device) and the
+# example MLP's GPU path run in CI without a GPU. A second build of the library: the same sources with
+# ZINC_HAVE_CUDA, against the emulation's headers instead of CUDA's.
+file(GLOB ZINC_CUDA_HOST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/cuda_host_*.c)
+# The SIMD and -O3 flags of kernels/*.c are source properties of the top directory: repeat them here.
+set_source_files_properties(${ZINC_AVX2_SOURCES} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+set_source_files_properties(${ZINC_AVX512_SOURCES} PROPERTIES
+                            COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mfma;-mf16c")
+set_property(SOURCE ${ZINC_KERNEL_C_SOURCES} APPEND PROPERTY COMPILE_OPTIONS "-fno-math-errno;-O3")
+
+add_library(zinc_cuda_emulated SHARED ${ZINC_C_SOURCES} ${PROJECT_SOURCE_DIR}/runtime/device_cuda.c
+            ${PROJECT_SOURCE_DIR}/runtime/comm_nccl.c ${ZINC_CUDA_HOST_SOURCES})
+target_include_directories(zinc_cuda_emulated BEFORE PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host
+                           ${PROJECT_SOURCE_DIR}/include)
+target_include_directories(zinc_cuda_emulated PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/runtime)
+target_compile_definitions(zinc_cuda_emulated PUBLIC ZINC_HAVE_CUDA=1
+                           PRIVATE _GNU_SOURCE ZINC_VERSION="${PROJECT_VERSION}")
+target_compile_options(zinc_cuda_emulated PRIVATE ${ZINC_WARN})
+target_link_libraries(zinc_cuda_emulated PRIVATE PkgConfig::JANSSON PkgConfig::URING MPI::MPI_C OpenMP::OpenMP_C
+                      Threads::Threads m)
+
+add_library(zinc_mlp_cuda_emulated STATIC ${PROJECT_SOURCE_DIR}/examples/mlp/mlp.c
+            ${PROJECT_SOURCE_DIR}/examples/mlp/mlp_cuda.c ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/mlp_kernels_host.c)
+target_include_directories(zinc_mlp_cuda_emulated PUBLIC ${PROJECT_SOURCE_DIR}/examples/mlp)
+target_compile_definitions(zinc_mlp_cuda_emulated PRIVATE ZINC_MLP_CUDA=1)
+target_compile_options(zinc_mlp_cuda_emulated PRIVATE ${ZINC_WARN})
+target_link_libraries(zinc_mlp_cuda_emulated PUBLIC zinc_cuda_emulated PRIVATE m)
+
+# zinc_emulated_test(NAME n SOURCE test_x.c [RANKS r] [ARGS ...] [ENV ...]): the test program built
+# against the emulation (target <source>_emulated), labelled cuda-emulated.
+function(zinc_emulated_test)
+  cmake_parse_arguments(T "" "NAME;SOURCE;RANKS" "ARGS;ENV" ${ARGN})
+  get_filename_component(base ${T_SOURCE} NAME_WE)
+  set(exe ${base}_emulated)
+  if(NOT TARGET ${exe})
+    add_executable(${exe} ${T_SOURCE} engine_util.c zt.c)
+    target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/runtime
+                               ${CMAKE_CURRENT_SOURCE_DIR})
+    target_compile_options(${exe} PRIVATE ${ZINC_WARN})
+    target_compile_definitions(${exe} PRIVATE _GNU_SOURCE)
+    target_link_libraries(${exe} PRIVATE zinc_mlp_cuda_emulated zinc_cuda_emulated MPI::MPI_C PkgConfig::JANSSON m)
+  endif()
+  set(cmd $<TARGET_FILE:${exe}> ${T_ARGS})
+  if(T_RANKS)
+    set(cmd ${ZINC_MPIRUN} -np ${T_RANKS} ${cmd})
+  endif()
+  add_test(NAME ${T_NAME} COMMAND ${cmd})
+  set(tmp ${PROJECT_BINARY_DIR}/test-tmp/${T_NAME})
+  file(MAKE_DIRECTORY ${tmp})
+  set(labels cuda-emulated engine)
+  if(T_RANKS)
+    list(APPEND labels mpi)
+  endif()
+  set_tests_properties(${T_NAME} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "${labels}"
+                       ENVIRONMENT "${ZINC_TEST_ENV};TMPDIR=${tmp};ZINC_CUDA_EMULATED=1;${T_ENV}"
+                       WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+endfunction()
+
+# The GPU equivalence matrix (test_engine_cuda.c) on the emulation: 1 rank over the emulated NCCL; 2 ranks
+# sharing the emulated GPU, collectives through MPI with pinned staging (small staging: several rounds).
+zinc_emulated_test(NAME engine_cuda_emulated SOURCE test_engine_cuda.c)
+zinc_emulated_test(NAME engine_cuda_emulated_shared_np2 SOURCE test_engine_cuda.c RANKS 2
+                   ENV ZINC_STAGING_BYTES=4096)
+# One emulated GPU per rank: the engine picks NCCL (emulated over MPI) with its comm stream.
+zinc_emulated_test(NAME engine_cuda_emulated_nccl_np2 SOURCE test_engine_cuda.c RANKS 2
+                   ENV ZINC_CUDA_HOST_DEVICES=2)
+# The memory estimate for device cuda against the engine on the (emulated) CUDA device, per category.
+zinc_emulated_test(NAME mem_estimate_cuda_emulated SOURCE test_mem_estimate.c)
+zinc_emulated_test(NAME mem_estimate_cuda_emulated_np3 SOURCE test_mem_estimate.c RANKS 3)
+# The NCCL backend's collectives (comm_nccl.c) on the emulated NCCL.
+zinc_emulated_test(NAME comm_nccl_emulated SOURCE test_comm_nccl.c)
