@@ -45,13 +45,11 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
     int rc = 1;
     json_t *base = NULL;
     char *text = NULL;
-    int64_t *numel = NULL;
-    int *module = NULL;
     zinc_param **ps = NULL;
     zinc_memory_report *all = NULL;
     zinc_engine *e = NULL;
     const char *origin = o->config ? o->config : "<defaults>";
-    if (mc_load_base(o, &base) || mc_model_arrays(m, &numel, &module)) return 1;
+    if (mc_load_base(o, &base)) return 1;
     text = mc_config_text(base, o->stage, o->offload);
     zinc_options opt = zinc_default_options();
     opt.config_json = text;
@@ -105,16 +103,13 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
     if (zmem_allgather_reports(e, all) != ZINC_OK) goto fail_step;
 
     /* The estimate for the same shapes and config, computed as `zinc mem estimate --device cpu|cuda` would
-     * for the engine's device (a discrete device, real or emulated, is estimated as cuda). */
+     * for the engine's device (a discrete device, real or emulated, is estimated as cuda), plus the staging
+     * of device collectives through MPI where the engine set that up (ranks sharing a GPU). */
     zinc_memory_report after;
     if (zinc_memory_get(e, &after) != ZINC_OK) goto fail_step;
     bool discrete = !zinc_device_host_addressable(e);
-    zinc_config cfg;
-    zlog quiet = {0};
     zmem_estimate est;
-    if (zcfg_load_text(text, origin, world, &quiet, &cfg) != ZINC_OK ||
-        zmem_estimate_compute(&(zmem_model){m->n, numel, module}, &cfg, world, rank,
-                              discrete ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU, &est) != ZINC_OK) {
+    if (zmem_estimate_engine(e, &est) != ZINC_OK) {
         fprintf(stderr, "zinc mem measure: estimate: %s\n", zinc_last_error());
         goto done;
     }
@@ -254,8 +249,6 @@ done:
     zinc_destroy(e);
     free(text);
     json_decref(base);
-    free(numel);
-    free(module);
     free(ps);
     free(all);
     return rc;
