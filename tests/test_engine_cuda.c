@@ -6,7 +6,8 @@
  * host path, which reaches the device buffers through zinc_copy_to_host / zinc_copy_from_host, is run
  * too at stage 0 and 3. The engine accepts device cuda only with ZINC_EXPERIMENTAL_CUDA=1, set here.
  * Under mpirun with more ranks than GPUs the ranks share a GPU and the collectives go through MPI with
- * pinned staging; the reference is then the cpu engine at the same rank count. */
+ * pinned staging; the reference is then the cpu engine at the same rank count. Built against the CUDA
+ * emulation (tests/cuda_emulated.cmake) the same program runs in CI without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
