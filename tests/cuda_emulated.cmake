@@ -71,3 +71,26 @@ zinc_emulated_test(NAME mem_estimate_cuda_emulated SOURCE test_mem_estimate.c)
 zinc_emulated_test(NAME mem_estimate_cuda_emulated_np3 SOURCE test_mem_estimate.c RANKS 3)
 # The NCCL backend's collectives (comm_nccl.c) on the emulated NCCL.
 zinc_emulated_test(NAME comm_nccl_emulated SOURCE test_comm_nccl.c)
+
+# The CPU engine tests on the emulated cuda device (ZINC_TEST_DEVICE=cuda, engine_util.c's eu_device): the
+# full equivalence matrix against the CPU reference, overflow handling, memory accounting, CPU/NVMe offload
+# equivalence, and a checkpoint saved on the emulated GPU and resumed on the plain CPU build (bitwise equal
+# to the uninterrupted CPU run: the MLP computes on the host there, as cuBLAS sums in another order).
+zinc_emulated_test(NAME engine_equiv_cuda_emulated_np1 SOURCE test_engine_equiv.c ENV ZINC_TEST_DEVICE=cuda)
+zinc_emulated_test(NAME engine_equiv_cuda_emulated_nccl_np3 SOURCE test_engine_equiv.c RANKS 3
+                   ENV ZINC_TEST_DEVICE=cuda ZINC_CUDA_HOST_DEVICES=3)
+set_tests_properties(engine_equiv_cuda_emulated_np1 engine_equiv_cuda_emulated_nccl_np3 PROPERTIES
+                     FIXTURES_REQUIRED equiv_ref)
+zinc_emulated_test(NAME engine_overflow_cuda_emulated_nccl_np2 SOURCE test_engine_overflow.c RANKS 2
+                   ENV ZINC_TEST_DEVICE=cuda ZINC_CUDA_HOST_DEVICES=2)
+zinc_emulated_test(NAME engine_memory_cuda_emulated_np2 SOURCE test_engine_memory.c RANKS 2
+                   ENV ZINC_TEST_DEVICE=cuda ZINC_CUDA_HOST_DEVICES=2)
+zinc_emulated_test(NAME offload_equiv_cuda_emulated_np2 SOURCE test_offload_equiv.c RANKS 2
+                   ENV ZINC_TEST_DEVICE=cuda ZINC_CUDA_HOST_DEVICES=2)
+zinc_emulated_test(NAME ckpt_cuda_emulated_save_np2 SOURCE test_checkpoint.c RANKS 2
+                   ARGS --phase save --set nvme --tree ckpt_test_cuda_emulated
+                   ENV ZINC_TEST_DEVICE=cuda ZINC_CUDA_HOST_DEVICES=2 ZINC_TEST_MLP=host)
+zinc_test(NAME ckpt_cuda_emulated_resume_np2 SOURCES test_checkpoint.c engine_util.c RANKS 2
+          ARGS --phase resume --set nvme --tree ckpt_test_cuda_emulated LABELS checkpoint)
+set_tests_properties(ckpt_cuda_emulated_save_np2 PROPERTIES FIXTURES_SETUP ckpt_cuda_emulated_saved)
+set_tests_properties(ckpt_cuda_emulated_resume_np2 PROPERTIES FIXTURES_REQUIRED ckpt_cuda_emulated_saved)

@@ -37,18 +37,27 @@ static void quiet_log(void *u, zinc_log_level l, int rank, const char *msg) {
     if (l >= ZINC_LOG_WARN && rank == 0) fprintf(stderr, "[zinc] %s\n", msg);
 }
 
+zinc_device_kind eu_device(const eu_run *r) {
+    const char *d = getenv("ZINC_TEST_DEVICE");
+    if (!(r && r->cuda) && !(d && !strcmp(d, "cuda"))) return ZINC_DEVICE_CPU;
+    setenv("ZINC_EXPERIMENTAL_CUDA", "1", 1);
+    return ZINC_DEVICE_CUDA;
+}
+
 zinc_status eu_create(const eu_run *r, zinc_engine **e, zinc_mlp **m) {
     char cfg[8192];
     eu_config(r, cfg, sizeof cfg);
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
-    o.device = r->cuda ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
+    o.device = eu_device(r);
     o.log_fn = r->log_fn ? r->log_fn : quiet_log;
     o.cpu_threads = 1;
     zinc_status st = zinc_create(&o, e);
     if (st != ZINC_OK) return st;
     zinc_mlp_config mc = eu_model();
     mc.compute = r->mlp_compute;
+    const char *mlp = getenv("ZINC_TEST_MLP"); /* "host": the MLP's host path on any device (bitwise the cpu's) */
+    if (mlp && !strcmp(mlp, "host")) mc.compute = ZINC_MLP_COMPUTE_HOST;
     st = zinc_mlp_create(*e, &mc, m);
     if (st != ZINC_OK) {
         zinc_destroy(*e);

@@ -23,6 +23,10 @@ typedef struct eu_run {
     zinc_mlp_compute mlp_compute; /* where the MLP computes (default AUTO: on the engine's device) */
 } eu_run;
 
+/* The device an engine test runs on: cuda when r->cuda is set or ZINC_TEST_DEVICE=cuda is in the
+ * environment (the CUDA emulation's variants of the tests, tests/cuda_emulated.cmake), else cpu. For cuda
+ * it sets ZINC_EXPERIMENTAL_CUDA=1, which the engine asks for. */
+zinc_device_kind eu_device(const eu_run *r);
 /* The small MLP every engine test trains. */
 zinc_mlp_config eu_model(void);
 /* Writes the ds_config JSON for a run into buf. */

@@ -42,7 +42,7 @@ static float *train(int stage, zinc_dtype t, const char *zero_extra, const char 
     eu_config(&r, cfg, sizeof cfg);
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
-    o.device = ZINC_DEVICE_CPU;
+    o.device = eu_device(&r);
     o.log_fn = quiet_log;
     o.cpu_threads = 1;
     zinc_engine *e = NULL;
