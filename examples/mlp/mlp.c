@@ -328,10 +328,12 @@ static zinc_status host_microstep(zinc_mlp *m, float *act_a, float *act_b) {
             m->dz[s * C + k] = (float)((p - (k == m->labels[s])) / (double)m->mb * scale);
         }
     }
-    /* backward, last layer first */
-    float *dz = m->dz, *dh = m->dh;
+    return mlp_backward_all(m, backward_layer, m->dz, m->dh);
+}
+
+zinc_status mlp_backward_all(zinc_mlp *m, mlp_backward_fn fn, float *dz, float *dh) {
     for (int l = m->nlayers - 1; l >= 0; l--) {
-        CHECK(backward_layer(m, l, dz, l > 0 ? dh : NULL));
+        CHECK(fn(m, l, dz, l > 0 ? dh : NULL));
         float *t = dz;
         dz = dh;
         dh = t;

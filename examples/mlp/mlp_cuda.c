@@ -191,14 +191,7 @@ zinc_status mlp_cuda_microstep(zinc_mlp *m, int64_t j) {
     }
     CU(mlp_cu_softmax_xent(h, c->labels, m->mb, m->cfg.classes, zinc_loss_scale(m->e), c->dz, c->loss + j * m->mb,
                            c->correct + j * m->mb, c->stream));
-    float *dz = c->dz, *dh = c->dh;
-    for (int l = m->nlayers - 1; l >= 0; l--) {
-        CHECK(backward_layer(m, l, dz, l > 0 ? dh : NULL));
-        float *t = dz;
-        dz = dh;
-        dh = t;
-    }
-    return ZINC_OK;
+    return mlp_backward_all(m, backward_layer, c->dz, c->dh);
 }
 
 zinc_status mlp_cuda_metrics(zinc_mlp *m, int64_t gas, double sums[2]) {

@@ -33,6 +33,12 @@ struct zinc_mlp {
     mlp_cuda *cuda;     /* non-NULL when the model computes on the GPU */
 };
 
+/* Backward over every layer, last first: fn(m, l, dz, dh) takes the gradient at layer l's pre-activation
+ * in dz and writes the one for the layer below in dh (NULL for the first layer); the two buffers then
+ * swap roles. Shared by both paths. */
+typedef zinc_status (*mlp_backward_fn)(zinc_mlp *m, int l, const float *dz, float *dh);
+zinc_status mlp_backward_all(zinc_mlp *m, mlp_backward_fn fn, float *dz, float *dh);
+
 /* The CUDA path (built with the CUDA backend only). mlp_cuda_create allocates its buffers and a cuBLAS
  * handle bound to the engine's compute stream; the rest enqueue there and never wait, except
  * mlp_cuda_metrics, which waits for the step's per-sample losses. */
