@@ -98,7 +98,7 @@ void mlp_cuda_destroy(zinc_mlp *m) {
     mlp_cuda *c = m->cuda;
     if (!c) return;
     /* Work on the stream may still read these buffers (an error path leaves it mid-step). */
-    if (c->stream || c->blas) cudaStreamSynchronize(c->stream);
+    cudaStreamSynchronize(c->stream);
     for (int l = 0; l < m->nlayers; l++) {
         if (c->z) cudaFree(c->z[l]);
         if (c->act) cudaFree(c->act[l]);

@@ -15,16 +15,12 @@ cudaError_t cuda_host_enqueue(cudaStream_t s, void (*fn)(void *args), const void
  * any other stream. */
 void cuda_host_stream_flush(cudaStream_t s);
 
-/* Records an error when [p, p + bytes) starts inside a device allocation but runs past its end (pointers
- * outside every device allocation are host memory and are not checked). */
+/* Aborts (see cuda_host_error) when [p, p + bytes) starts inside a device allocation but runs past its
+ * end, or lies in freed device memory (pointers outside every device allocation are host memory and are
+ * not checked). */
 void cuda_host_check_span(const void *p, size_t bytes, const char *what);
-/* Records an emulation error (printf-style); the first one is kept. */
-void cuda_host_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* For tests: the first emulation error (an out-of-range span, a bad cuBLAS argument, a stream waiting on
- * itself), or NULL. */
-const char *cuda_host_first_error(void);
-/* For tests: bytes of device memory currently allocated (quarantined memory not counted). */
-size_t cuda_host_bytes_in_use(void);
+/* A misuse of the CUDA API by the code under test (an out-of-range span, a bad cuBLAS argument, a stream
+ * waiting on itself): prints it (printf-style) and aborts, so the test fails. */
+void cuda_host_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 #endif
