@@ -136,6 +136,7 @@ void zinc_destroy(zinc_engine *e) {
     if (e->built) {
         zgather_free(e);
         zgrads_free(e);
+        zengine_f32_free(e);
         zengine_free(e, ZINC_MEM_PARAMS, e->params_full, e->bytes_params_full);
         zengine_free(e, ZINC_MEM_PARAMS, e->params_shard, e->bytes_params_shard);
         zstate_destroy(e->state);
@@ -392,9 +393,6 @@ zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
     if (e->built) return ZERR(ZINC_ERR_STATE, "zinc_build: the engine is already built");
     if (!init_fn) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_build: init_fn is required");
     if (e->nparams == 0) return ZERR(ZINC_ERR_STATE, "zinc_build: no parameters were added");
-    for (int m = 0; m < e->nmodules; m++)
-        if (e->modules[m].nparams == 0)
-            return ZERR(ZINC_ERR_STATE, "zinc_build: module \"%s\" has no parameters", e->modules[m].name);
 
     layout(e);
     TRY(zmem_preflight(e)); /* refuses, with the numbers, a config this machine cannot hold */
@@ -495,8 +493,10 @@ zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
         e->in_backward_pass = true;
         e->micro_steps++;
     }
-    if (e->stage == 3) TRY(zgather_module_enter(e, module, (int)phase));
-    if (phase == ZINC_BACKWARD) TRY(zgrads_module_backward_enter(e, module));
+    if (m->nparams > 0) { /* a module without parameters only marks the micro-step's phases */
+        if (e->stage == 3) TRY(zgather_module_enter(e, module, (int)phase));
+        if (phase == ZINC_BACKWARD) TRY(zgrads_module_backward_enter(e, module));
+    }
     m->in_phase[phase] = true;
     if (phase == ZINC_BACKWARD) e->open_backward++;
     e->last_phase = (int)phase;
@@ -513,10 +513,9 @@ zinc_status zinc_module_exit(zinc_engine *e, int module, zinc_phase phase) {
         return ZERR(ZINC_ERR_STATE, "zinc_module_exit: module \"%s\" was not entered for %s", m->name,
                     phase_name(phase));
     m->in_phase[phase] = false;
-    if (phase == ZINC_BACKWARD) {
-        e->open_backward--;
-        TRY(zgrads_module_backward_exit(e, module));
-    }
+    if (phase == ZINC_BACKWARD) e->open_backward--;
+    if (m->nparams == 0) return ZINC_OK;
+    if (phase == ZINC_BACKWARD) TRY(zgrads_module_backward_exit(e, module));
     if (e->stage == 3) TRY(zgather_module_exit(e, module, (int)phase));
     return ZINC_OK;
 fail:
