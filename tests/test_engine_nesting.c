@@ -96,26 +96,30 @@ static zinc_status leave(model *md, int m, zinc_phase ph) { return zinc_module_e
  * the mean over its samples (the engine averages over ranks and micro-steps). Module 0's two parameters
  * take use 1 or 2 (a tied weight used twice); the others use 0. */
 static zinc_status add_grad(model *md, int m, int use, int step, int micro) {
-    zinc_dtype cdt = zinc_compute_dtype(md->e), gdt = zinc_grad_dtype(md->e);
-    float scale = zinc_loss_scale(md->e);
     zinc_param *ps[2] = {md->w[m], md->b[m]};
-    for (int q = 0; q < 2; q++) {
+    zinc_status st = ZINC_OK;
+    for (int q = 0; q < 2 && st == ZINC_OK; q++) {
         zinc_param_info info;
         if (zinc_param_get_info(ps[q], &info) != ZINC_OK) return ZINC_ERR_INTERNAL;
-        const void *w = zinc_param_data(ps[q]);
-        void *g = zinc_param_grad(ps[q]);
-        if (!w || !g) return ZINC_ERR_STATE;
-        for (int64_t i = 0; i < info.numel; i++) {
-            double wi = zinc_load_f32(w, cdt, (size_t)i), acc = 0;
+        /* The model computes in fp32 whatever the engine's dtype: fp32 views in, the unscaled fp32
+         * gradient out (zinc_grad_add_f32 applies the loss scale). */
+        float *w = malloc((size_t)info.numel * sizeof *w), *g = malloc((size_t)info.numel * sizeof *g);
+        if (!w || !g) st = ZINC_ERR_NOMEM;
+        if (st == ZINC_OK) st = zinc_param_to_f32(ps[q], w);
+        for (int64_t i = 0; st == ZINC_OK && i < info.numel; i++) {
+            double acc = 0;
             for (int j = 0; j < md->micro; j++) {
                 int64_t s = (int64_t)step * BATCH + (int64_t)micro * md->world * md->micro +
                             (int64_t)md->rank * md->micro + j;
-                acc += grad_fn(info.index, i, wi, s, use);
+                acc += grad_fn(info.index, i, (double)w[i], s, use);
             }
-            zinc_add_f32(g, gdt, (size_t)i, (float)(acc / md->micro * scale));
+            g[i] = (float)(acc / md->micro);
         }
+        if (st == ZINC_OK) st = zinc_grad_add_f32(ps[q], g);
+        free(w);
+        free(g);
     }
-    return ZINC_OK;
+    return st;
 }
 
 /* Reads the module's parameters the way a forward pass does (fails where they are not readable). */
