@@ -1,11 +1,12 @@
 /* The kernels' thread pool (see thread_pool.h).
  *
- * Protocol: zpool_for publishes a job (fn, ctx, ntasks, the number of workers wanted) under `mu`, bumps
- * `gen` and broadcasts `wake`. A worker that sees a new generation takes part if its index is below
- * `want`, pulls task indices from `next` until they run out, then decrements `pending` under `mu`; the
- * caller pulls tasks too and then waits on `done` until `pending` is 0. Since the caller waits for every
- * wanted worker, a wanted worker never misses a generation, and the job's data (on the caller's stack)
- * outlives every use of it. Workers not wanted for a job wake, note the generation and sleep again.
+ * Protocol: zpool_for publishes a job (fn, ctx, ntasks, the number of workers wanted) under `mu`, marks
+ * it open, bumps `gen` and broadcasts `wake`. A worker that sees a new generation joins if the job is
+ * still open and its index is below `want` (`active`++), pulls task indices from `next` until they run
+ * out, then decrements `active` under `mu`. The caller pulls tasks too; when they have run out it closes
+ * the job and waits on `done` only for the workers that joined: a worker the OS has not run yet by then
+ * (a busy machine) costs the caller nothing, and skips the job when it wakes. The job's data (on the
+ * caller's stack) outlives every use of it, and `next` is reset only when no worker is inside a job.
  *
  * No spinning: a worker goes straight to pthread_cond_wait. The wake-up costs some microseconds per job,
  * which the kernels amortise by only using the pool for two or more 64K-element chunks. */
@@ -36,7 +37,8 @@ struct zpool {
     pthread_cond_t wake, done;
     uint64_t gen;
     bool stop;
-    int want, pending;
+    int want, active;
+    bool open;
     zpool_fn fn;
     void *ctx;
     size_t ntasks;
@@ -61,14 +63,15 @@ static void *worker_main(void *arg) {
         while (p->gen == seen && !p->stop) pthread_cond_wait(&p->wake, &p->mu);
         if (p->stop) break;
         seen = p->gen;
-        if (w->index >= p->want) continue;
+        if (!p->open || w->index >= p->want) continue;
+        p->active++;
         zpool_fn fn = p->fn;
         void *ctx = p->ctx;
         size_t n = p->ntasks;
         pthread_mutex_unlock(&p->mu);
         run_tasks(p, fn, ctx, n);
         pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0) pthread_cond_signal(&p->done);
+        if (--p->active == 0 && !p->open) pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -151,16 +154,18 @@ void zpool_for(zpool *p, size_t ntasks, zpool_fn fn, void *ctx) {
     p->ctx = ctx;
     p->ntasks = ntasks;
     p->want = want;
-    p->pending = want;
+    p->active = 0;
+    p->open = true;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
     p->gen++;
-    pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
+    pthread_cond_broadcast(&p->wake);
 
     run_tasks(p, fn, ctx, ntasks);
 
     pthread_mutex_lock(&p->mu);
-    while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
+    p->open = false;
+    while (p->active > 0) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
     pthread_mutex_unlock(&p->busy);
 }

@@ -4,8 +4,8 @@
  * region, which slowed a model's own threads 10x on a busy 2-core machine).
  *
  * A job is `ntasks` independent tasks fn(ctx, 0 .. ntasks-1), handed out one at a time, so a worker that
- * is slow to wake (the machine is busy) costs no more than its own tasks: the caller and the awake
- * workers take the rest. Which thread runs a task is not fixed; callers that want results independent of
+ * is slow to wake (the machine is busy) holds nothing up: the caller and the awake workers take its
+ * tasks, and the caller does not wait for a worker that had not joined when the tasks ran out. Which thread runs a task is not fixed; callers that want results independent of
  * the thread count make each task's result depend on its index only (fixed-size chunks; partial sums
  * combined in task order by the caller). */
 #ifndef ZINC_KERNELS_THREAD_POOL_H
