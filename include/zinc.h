@@ -108,7 +108,12 @@ typedef struct zinc_options {
     void *log_userdata;
     zinc_log_level log_level; /* default ZINC_LOG_INFO */
     uint64_t seed;            /* base seed for per-parameter initialisation; default 1234 */
-    int cpu_threads;          /* CPU kernel threads per rank; 0 = cores / ranks on this node */
+    /* Threads of this engine's CPU kernels (Adam, gradient statistics, casts), the calling thread
+     * included; 0 = cores / ranks on this node, at most 1024. Per engine: each engine owns its threads
+     * (two engines in a process may use different counts), made at zinc_create and joined at
+     * zinc_destroy. Between kernel calls they sleep (blocked, no spinning), so they take no CPU time
+     * from the model's own threads between steps. */
+    int cpu_threads;
 } zinc_options;
 
 zinc_options zinc_default_options(void);
