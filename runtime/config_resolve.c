@@ -52,8 +52,38 @@ static bool mul3(int64_t a, int64_t b, int64_t c, int64_t *out) {
 }
 
 /* DeepSpeed's _set_batch_related_parameters and _batch_assertion, with the arithmetic in the message. */
+/* The triad's "auto"s, as the Hugging Face Trainer fills them (per_device_train_batch_size 8,
+ * gradient_accumulation_steps 1, train_batch_size = world x micro x accumulation), except that a value the
+ * written batch sizes determine is derived from them rather than contradicting them. */
+static void fill_batch_autos(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    bool a_tb = zcfg_is_auto(L, "train_batch_size"), a_mb = zcfg_is_auto(L, "train_micro_batch_size_per_gpu"),
+         a_ga = zcfg_is_auto(L, "gradient_accumulation_steps");
+    if (!a_tb && !a_mb && !a_ga) return;
+    bool g_tb = zcfg_given(c, "train_batch_size"), g_mb = zcfg_given(c, "train_micro_batch_size_per_gpu");
+    if (a_ga && !(g_tb && g_mb))
+        zcfg_fill(L, "gradient_accumulation_steps", json_integer(1),
+                  "the Hugging Face Trainer's default gradient_accumulation_steps; --set "
+                  "gradient_accumulation_steps=N to choose");
+    bool g_ga = zcfg_given(c, "gradient_accumulation_steps");
+    /* The Trainer's micro-batch wherever the written sizes leave it open (also when train_batch_size is
+     * "auto" and the micro-batch is not written: the Trainer computes train_batch_size from its own). */
+    if ((a_mb || !g_mb) && !(g_tb && g_ga) && !g_mb)
+        zcfg_fill(L, "train_micro_batch_size_per_gpu", json_integer(8),
+                  "the Hugging Face Trainer's default per_device_train_batch_size; --set "
+                  "train_micro_batch_size_per_gpu=N to choose");
+}
+
+static void note_derived(zcfg_loader *L, const char *path, const char *how) {
+    if (zcfg_is_auto(L, path)) zcfg_fill(L, path, NULL, how);
+}
+
 static void resolve_batch(zcfg_loader *L) {
     zinc_config *c = L->c;
+    if (zcfg_had_problem(L, "train_batch_size") || zcfg_had_problem(L, "train_micro_batch_size_per_gpu") ||
+        zcfg_had_problem(L, "gradient_accumulation_steps"))
+        return; /* the key's own problem says it; the arithmetic would only repeat it */
+    fill_batch_autos(L);
     int64_t W = c->world_size, tb = c->train_batch_size, mb = c->train_micro_batch_size_per_gpu,
             ga = c->gradient_accumulation_steps, prod = 0;
     const char *how;
@@ -105,8 +135,7 @@ static void resolve_batch(zcfg_loader *L) {
     } else {
         zcfg_problem(L, "train_batch_size",
                      "give train_batch_size or train_micro_batch_size_per_gpu (or both, with "
-                     "gradient_accumulation_steps); neither is set%s",
-                     strstr(L->autos, "batch") ? " (\"auto\" needs one of them written as a number)" : "");
+                     "gradient_accumulation_steps); the file writes neither");
         return;
     }
     bool fits = mul3(mb, ga, W, &prod);
@@ -114,16 +143,25 @@ static void resolve_batch(zcfg_loader *L) {
         char eq[64];
         if (fits) snprintf(eq, sizeof eq, "%" PRId64, prod);
         else snprintf(eq, sizeof eq, "a product too large for 64 bits");
+        /* a value derived here is shown as derived, not as if the file wrote it */
+        bool d_tb = !zcfg_given(c, "train_batch_size"), d_mb = !zcfg_given(c, "train_micro_batch_size_per_gpu"),
+             d_ga = !zcfg_given(c, "gradient_accumulation_steps");
         zcfg_problem(L, "train_batch_size",
                      "the batch sizes do not fit the world size: train_batch_size %" PRId64
-                     " must equal train_micro_batch_size_per_gpu %" PRId64 " x gradient_accumulation_steps %" PRId64
-                     " x world_size %" PRId64 " = %s (%s). %s",
-                     tb, mb, ga, W, eq, how, advice);
+                     "%s must equal train_micro_batch_size_per_gpu %" PRId64 "%s x gradient_accumulation_steps %" PRId64
+                     "%s x world_size %" PRId64 " = %s (%s). %s",
+                     tb, d_tb ? " (derived)" : "", mb, d_mb ? " (derived)" : "", ga, d_ga ? " (derived)" : "", W,
+                     eq, how, advice);
         return;
     }
     c->train_batch_size = tb;
     c->train_micro_batch_size_per_gpu = mb;
     c->gradient_accumulation_steps = ga;
+    char derived[200];
+    snprintf(derived, sizeof derived, "derived: %s", how);
+    note_derived(L, "train_batch_size", derived);
+    note_derived(L, "train_micro_batch_size_per_gpu", derived);
+    note_derived(L, "gradient_accumulation_steps", derived);
     if (L->autos[0] || !zcfg_given(c, "train_batch_size") || !zcfg_given(c, "train_micro_batch_size_per_gpu") ||
         !zcfg_given(c, "gradient_accumulation_steps"))
         ZLOG_INFO(L->log, "%s: batch sizes for world size %d: train_batch_size %" PRId64 ", micro %" PRId64
@@ -134,22 +172,22 @@ static void resolve_batch(zcfg_loader *L) {
 static void resolve_scheduler(zcfg_loader *L) {
     zinc_config *c = L->c;
     zcfg_scheduler *s = &c->scheduler;
-    /* HF fills these with "auto" from the trainer's arguments; zinc does not know the run length */
-    const char *auto_note = " (\"auto\" cannot be resolved here: give the number)";
+    if (zcfg_had_problem(L, "scheduler")) return; /* its own problems say it */
+    /* an unfilled "auto" is reported once, with the flags that fill it (config_auto.c) */
     if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
-        !zcfg_given(c, "scheduler.params.total_num_steps"))
-        zcfg_problem(L, "scheduler.params.total_num_steps", "required by %s; set it to the run's optimizer steps%s",
-                     zk_scheduler_names[s->type],
-                     strstr(L->autos, "scheduler.params.total_num_steps") ? auto_note : "");
+        !zcfg_given(c, "scheduler.params.total_num_steps") && !zcfg_is_auto(L, "scheduler.params.total_num_steps"))
+        zcfg_problem(L, "scheduler.params.total_num_steps", "required by %s; set it to the run's optimizer steps",
+                     zk_scheduler_names[s->type]);
     if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
         zcfg_given(c, "scheduler.params.total_num_steps") && s->total_num_steps < s->warmup_num_steps)
         ZLOG_WARN(L->log, "%s: scheduler.params.total_num_steps %" PRId64 " is below warmup_num_steps %" PRId64
                           ": the decay never starts",
                   L->origin, s->total_num_steps, s->warmup_num_steps);
     if (s->type == ZSCHED_ONE_CYCLE) {
-        if (!zcfg_given(c, "scheduler.params.cycle_min_lr") || !zcfg_given(c, "scheduler.params.cycle_max_lr"))
-            zcfg_problem(L, "scheduler.params", "OneCycle needs cycle_min_lr and cycle_max_lr%s",
-                         strstr(L->autos, "scheduler.params.cycle_") ? auto_note : "");
+        if (zcfg_is_auto(L, "scheduler.params.cycle_min_lr") || zcfg_is_auto(L, "scheduler.params.cycle_max_lr"))
+            ; /* reported with the other unfilled "auto"s */
+        else if (!zcfg_given(c, "scheduler.params.cycle_min_lr") || !zcfg_given(c, "scheduler.params.cycle_max_lr"))
+            zcfg_problem(L, "scheduler.params", "OneCycle needs cycle_min_lr and cycle_max_lr");
         else if (s->cycle_min_lr > s->cycle_max_lr)
             zcfg_problem(L, "scheduler.params.cycle_min_lr", "%g is above cycle_max_lr %g", s->cycle_min_lr,
                          s->cycle_max_lr);
@@ -210,5 +248,5 @@ void zcfg_resolve(zcfg_loader *L) {
                      c->fp16.min_loss_scale, c->fp16.initial_scale_power);
     resolve_scheduler(L);
     resolve_offload(L);
-    if (L->autos[0]) ZLOG_INFO(L->log, "%s: resolved \"auto\" for: %s", L->origin, L->autos);
+    zcfg_report_default_autos(L);
 }

@@ -2,6 +2,7 @@
 # loader fuzz target.
 zinc_test(NAME config SOURCES test_config.c LABELS config unit)
 zinc_test(NAME config_files SOURCES test_config_files.c LABELS config unit)
+zinc_test(NAME config_auto SOURCES test_config_auto.c LABELS config unit)
 zinc_test(NAME config_cli SOURCES test_config_cli.c LABELS config cli)
 add_dependencies(test_config_cli zinc_cli)
 
@@ -10,6 +11,7 @@ add_dependencies(test_config_cli zinc_cli)
 # shared library (and MPI) being instrumented.
 set(ZINC_CONFIG_LOADER_SOURCES
     ${PROJECT_SOURCE_DIR}/runtime/config_load.c ${PROJECT_SOURCE_DIR}/runtime/config_resolve.c
+    ${PROJECT_SOURCE_DIR}/runtime/config_auto.c ${PROJECT_SOURCE_DIR}/runtime/config_override.c
     ${PROJECT_SOURCE_DIR}/runtime/config_schema.c ${PROJECT_SOURCE_DIR}/runtime/config_dump.c
     ${PROJECT_SOURCE_DIR}/runtime/error.c ${PROJECT_SOURCE_DIR}/runtime/log.c ${PROJECT_SOURCE_DIR}/runtime/dtype.c)
 set(ZINC_CONFIG_LOADER_HEADERS

@@ -1,0 +1,307 @@
+/* Configs as people write them (issue 14): --set overrides, "auto" values filled as the Hugging Face
+ * Trainer fills them with its default TrainingArguments, the "_filled" list, the one message for every
+ * "auto" nothing can fill, and the same through the engine API (zinc_options.config_overrides and
+ * total_steps). Table-driven; warnings are captured through the log callback. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "zt.h"
+
+#define CAP_MAX 256
+typedef struct {
+    int n;
+    zinc_log_level level[CAP_MAX];
+    char msg[CAP_MAX][700];
+} logcap;
+
+static logcap cap;
+static zinc_config cfg;
+
+static void cap_fn(void *ud, zinc_log_level lv, int rank, const char *m) {
+    logcap *c = ud;
+    (void)rank;
+    if (c->n >= CAP_MAX) return;
+    c->level[c->n] = lv;
+    snprintf(c->msg[c->n], sizeof c->msg[0], "%s", m);
+    c->n++;
+}
+
+static zinc_status load_opts(const char *json, int world, const char *const *sets, int64_t steps) {
+    cap.n = 0;
+    zlog l = {cap_fn, &cap, ZINC_LOG_DEBUG, 0};
+    zcfg_load_opts o = {.sets = sets, .run_steps = steps};
+    return zcfg_load_text_ex(json, "t.json", world, &o, &l, &cfg);
+}
+
+static int logged(zinc_log_level lv, const char *a, const char *b) {
+    int k = 0;
+    for (int i = 0; i < cap.n; i++)
+        if (cap.level[i] == lv && (!a || strstr(cap.msg[i], a)) && (!b || strstr(cap.msg[i], b))) k++;
+    return k;
+}
+
+static void dump_log(void) {
+    for (int i = 0; i < cap.n; i++) fprintf(stderr, "  log[%d] %d: %s\n", i, cap.level[i], cap.msg[i]);
+}
+
+/* ------------------------------------------------------------------ "auto" as the Trainer fills it */
+
+/* A typical Trainer config: every value the Trainer fills left "auto". */
+static const char *hf_all_auto =
+    "{\"train_batch_size\": \"auto\", \"train_micro_batch_size_per_gpu\": \"auto\", "
+    "\"gradient_accumulation_steps\": \"auto\", \"gradient_clipping\": \"auto\", "
+    "\"fp16\": {\"enabled\": \"auto\"}, \"bf16\": {\"enabled\": \"auto\"}, "
+    "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": \"auto\", \"betas\": \"auto\", \"eps\": \"auto\", "
+    "\"weight_decay\": \"auto\"}}, "
+    "\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_min_lr\": \"auto\", \"warmup_max_lr\": "
+    "\"auto\", \"warmup_num_steps\": \"auto\", \"total_num_steps\": \"auto\"}}, "
+    "\"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": \"auto\", \"stage3_prefetch_bucket_size\": "
+    "\"auto\", \"stage3_param_persistence_threshold\": \"auto\"}}";
+
+typedef struct {
+    const char *path;
+    double want;     /* the value the Trainer's defaults give */
+    const char *why; /* a word of the WARN's explanation */
+} fill_row;
+
+static const fill_row fills[] = {
+    {"train_micro_batch_size_per_gpu", 8, "per_device_train_batch_size"},
+    {"gradient_accumulation_steps", 1, "gradient_accumulation_steps"},
+    {"train_batch_size", 16, "derived"}, /* world size 2 */
+    {"gradient_clipping", 1.0, "max_grad_norm"},
+    {"optimizer.params.lr", 5e-5, "learning_rate"},
+    {"optimizer.params.eps", 1e-8, "adam_epsilon"},
+    {"optimizer.params.weight_decay", 0, "weight_decay"},
+    {"scheduler.params.warmup_min_lr", 0, "fills 0"},
+    {"scheduler.params.warmup_max_lr", 5e-5, "learning_rate"},
+    {"scheduler.params.warmup_num_steps", 0, "warmup_steps"},
+    {"scheduler.params.total_num_steps", 300, "--steps"},
+    {"fp16.enabled", 0, "fp16=False"},
+    {"bf16.enabled", 0, "bf16=False"},
+    {"zero_optimization.reduce_bucket_size", 5e8, "hidden_size"},
+    {"zero_optimization.stage3_prefetch_bucket_size", 5e7, "hidden_size"},
+    {"zero_optimization.stage3_param_persistence_threshold", 1e5, "hidden_size"},
+};
+
+static double field(const char *path) {
+    const zinc_config *c = &cfg;
+    if (!strcmp(path, "train_micro_batch_size_per_gpu")) return (double)c->train_micro_batch_size_per_gpu;
+    if (!strcmp(path, "gradient_accumulation_steps")) return (double)c->gradient_accumulation_steps;
+    if (!strcmp(path, "train_batch_size")) return (double)c->train_batch_size;
+    if (!strcmp(path, "gradient_clipping")) return c->gradient_clipping;
+    if (!strcmp(path, "optimizer.params.lr")) return c->optimizer.lr;
+    if (!strcmp(path, "optimizer.params.eps")) return c->optimizer.eps;
+    if (!strcmp(path, "optimizer.params.weight_decay")) return c->optimizer.weight_decay;
+    if (!strcmp(path, "scheduler.params.warmup_min_lr")) return c->scheduler.warmup_min_lr;
+    if (!strcmp(path, "scheduler.params.warmup_max_lr")) return c->scheduler.warmup_max_lr;
+    if (!strcmp(path, "scheduler.params.warmup_num_steps")) return (double)c->scheduler.warmup_num_steps;
+    if (!strcmp(path, "scheduler.params.total_num_steps")) return (double)c->scheduler.total_num_steps;
+    if (!strcmp(path, "fp16.enabled")) return c->fp16.enabled;
+    if (!strcmp(path, "bf16.enabled")) return c->bf16_enabled;
+    if (!strcmp(path, "zero_optimization.reduce_bucket_size")) return (double)c->zero.reduce_bucket_size;
+    if (!strcmp(path, "zero_optimization.stage3_prefetch_bucket_size")) return (double)c->zero.prefetch_bucket_size;
+    if (!strcmp(path, "zero_optimization.stage3_param_persistence_threshold"))
+        return (double)c->zero.param_persistence_threshold;
+    return NAN;
+}
+
+static void test_hf_fills(void) {
+    zinc_status st = load_opts(hf_all_auto, 2, NULL, 300);
+    ZT_CHECK(st == ZINC_OK, "the Trainer config: %s", zinc_last_error());
+    if (st != ZINC_OK) return;
+    for (size_t i = 0; i < sizeof fills / sizeof fills[0]; i++) {
+        const fill_row *r = &fills[i];
+        ZT_CHECK(field(r->path) == r->want, "%s: got %.17g, want %.17g", r->path, field(r->path), r->want);
+        char key[300];
+        snprintf(key, sizeof key, "%s: \"auto\" -> ", r->path);
+        ZT_CHECK(logged(ZINC_LOG_WARN, key, r->why) == 1, "%s: no one WARN naming it and \"%s\"", r->path, r->why);
+        if (strcmp(r->path, "train_batch_size")) {
+            char flag[300];
+            snprintf(flag, sizeof flag, "--set %s=", r->path);
+            ZT_CHECK(logged(ZINC_LOG_WARN, key, flag) == 1, "%s: the WARN does not name %s", r->path, flag);
+        }
+        ZT_CHECK(strstr(cfg.filled, r->path) != NULL, "%s: not in _filled", r->path);
+    }
+    ZT_CHECK(cfg.optimizer.beta1 == 0.9 && cfg.optimizer.beta2 == 0.999, "betas %g %g", cfg.optimizer.beta1,
+             cfg.optimizer.beta2);
+    ZT_CHECK(cfg.compute_dtype == ZINC_FP32, "fp16/bf16 auto must be off");
+    /* the dump lists them under _filled with how each was chosen, and not under _defaults */
+    char *s = zcfg_dump_json(&cfg);
+    json_t *root = s ? json_loads(s, 0, NULL) : NULL;
+    json_t *filled = json_object_get(root, "_filled");
+    ZT_CHECK(json_is_object(filled) && json_object_size(filled) == sizeof fills / sizeof fills[0] + 1,
+             "_filled has %zu entries", json_object_size(filled));
+    ZT_CHECK(json_is_string(json_object_get(filled, "optimizer.params.lr")) &&
+                 strstr(json_string_value(json_object_get(filled, "optimizer.params.lr")), "learning_rate"),
+             "_filled lr");
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(root, "_defaults"), i, d)
+        ZT_CHECK(!json_object_get(filled, json_string_value(d)), "%s both filled and default", json_string_value(d));
+    json_decref(root);
+    free(s);
+    if (zt_failed) dump_log();
+}
+
+/* The batch triad: which "auto"s get the Trainer's defaults and which are derived from written sizes. */
+typedef struct {
+    const char *json;
+    int world;
+    int64_t tb, mb, ga;
+} triad_row;
+
+static const triad_row triads[] = {
+    {"{\"train_batch_size\": \"auto\", \"train_micro_batch_size_per_gpu\": \"auto\", \"gradient_accumulation_steps\": "
+     "\"auto\"}", 4, 32, 8, 1},
+    {"{\"train_batch_size\": \"auto\", \"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": \"auto\"}",
+     3, 6, 2, 1},
+    {"{\"train_batch_size\": \"auto\", \"gradient_accumulation_steps\": 4}", 2, 64, 8, 4},
+    {"{\"train_batch_size\": \"auto\"}", 1, 8, 8, 1},
+    {"{\"train_micro_batch_size_per_gpu\": \"auto\", \"gradient_accumulation_steps\": 2}", 2, 32, 8, 2},
+    {"{\"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": \"auto\", \"gradient_accumulation_steps\": 2}", 2,
+     64, 16, 2},
+    {"{\"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 4, \"gradient_accumulation_steps\": \"auto\"}", 2,
+     64, 4, 8},
+};
+
+static void test_triad(void) {
+    for (size_t i = 0; i < sizeof triads / sizeof triads[0]; i++) {
+        const triad_row *r = &triads[i];
+        zinc_status st = load_opts(r->json, r->world, NULL, 0);
+        ZT_CHECK(st == ZINC_OK, "%s: %s", r->json, zinc_last_error());
+        if (st != ZINC_OK) continue;
+        ZT_CHECK(cfg.train_batch_size == r->tb && cfg.train_micro_batch_size_per_gpu == r->mb &&
+                     cfg.gradient_accumulation_steps == r->ga,
+                 "%s at world %d: %lld = %lld x %lld, want %lld = %lld x %lld", r->json, r->world,
+                 (long long)cfg.train_batch_size, (long long)cfg.train_micro_batch_size_per_gpu,
+                 (long long)cfg.gradient_accumulation_steps, (long long)r->tb, (long long)r->mb, (long long)r->ga);
+    }
+    /* a written value that contradicts: the message shows which values were derived */
+    zinc_status st = load_opts("{\"train_batch_size\": 4}", 8, NULL, 0);
+    ZT_ERR(st, ZINC_ERR_CONFIG, "train_micro_batch_size_per_gpu 0 (derived)");
+    ZT_CHECK(!strstr(zinc_last_error(), "train_batch_size 4 (derived)"), "a written value shown as derived: %s",
+             zinc_last_error());
+    st = load_opts("{\"optimizer\": {\"type\": \"Adam\"}}", 1, NULL, 0);
+    ZT_ERR(st, ZINC_ERR_CONFIG, "the file writes neither");
+}
+
+/* Every "auto" nothing fills: one message naming each key and the flag that fills it. */
+static void test_unresolvable(void) {
+    zinc_status st = load_opts(hf_all_auto, 1, NULL, 0);
+    ZT_ERR(st, ZINC_ERR_CONFIG, "scheduler.params.total_num_steps (give the run length: --steps N");
+    st = load_opts("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": "
+                   "\"auto\", \"cycle_max_lr\": \"auto\"}}}",
+                   1, NULL, 0);
+    ZT_ERR(st, ZINC_ERR_CONFIG, "nothing fills these \"auto\" values here: scheduler.params.cycle_min_lr");
+    ZT_CHECK(strstr(zinc_last_error(), "--set scheduler.params.cycle_max_lr=") != NULL, "cycle_max_lr not named: %s",
+             zinc_last_error());
+    ZT_CHECK(strstr(zinc_last_error(), "(1 problem)") != NULL, "not one message: %s", zinc_last_error());
+    ZT_CHECK(!strstr(zinc_last_error(), ".c:"), "internal trail in a config error: %s", zinc_last_error());
+    /* --set fills them */
+    const char *sets[] = {"scheduler.params.cycle_min_lr=1e-5", "scheduler.params.cycle_max_lr=1e-3", NULL};
+    st = load_opts("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": "
+                   "\"auto\", \"cycle_max_lr\": \"auto\"}}}",
+                   1, sets, 0);
+    ZT_CHECK(st == ZINC_OK && cfg.scheduler.cycle_min_lr == 1e-5 && cfg.scheduler.cycle_max_lr == 1e-3, "%s",
+             zinc_last_error());
+}
+
+/* ------------------------------------------------------------------ --set */
+
+typedef struct {
+    const char *json;
+    const char *set[3];
+    const char *expect; /* NULL: accepted; else a substring of the error */
+    const char *log;    /* a substring of an INFO line (accepted rows) */
+} set_row;
+
+static const set_row sets[] = {
+    {"{\"train_micro_batch_size_per_gpu\": \"auto\"}", {"train_micro_batch_size_per_gpu=4"}, NULL,
+     "train_micro_batch_size_per_gpu = 4 (--set fills its \"auto\")"},
+    {"{\"train_batch_size\": 8, \"optimizer\": {\"params\": {\"lr\": 0.001}}}", {"optimizer.params.lr=3e-4"}, NULL,
+     "optimizer.params.lr = 3e-4 (--set overrides the file's 0.001)"},
+    {"{\"train_batch_size\": 8}", {"zero_optimization.stage=2"}, NULL,
+     "zero_optimization.stage = 2 (--set; the file does not have this key)"},
+    {"{\"train_batch_size\": 8}", {"optimizer.type=AdamW"}, NULL, "optimizer.type = AdamW"},
+    {"{\"train_batch_size\": 8}", {"optimizer.params.betas=[0.9,0.95]"}, NULL, "betas"},
+    {"{\"train_batch_size\": 8}", {"train_batch_size=16", "train_batch_size=32"}, NULL, "the file's 16"},
+    {"{\"train_batch_size\": 8}", {"bfloat16.enabled=true"}, NULL, "bfloat16.enabled = true"},
+    {"{\"train_batch_size\": 8}", {"tensorboard.enabled=false"}, NULL, "tensorboard.enabled"},
+    /* refused: the override is validated like the file's value, and its own syntax is checked */
+    {"{\"train_batch_size\": 8}", {"zero_optimization.stage=7"}, "zero_optimization.stage: 7 is out of range", NULL},
+    {"{\"train_batch_size\": 8}", {"optimizer.params.lrr=1"}, "--set optimizer.params.lrr=1: \"lrr\" is not a key", NULL},
+    {"{\"train_batch_size\": 8}", {"train_batch_size"}, "expected PATH=VALUE", NULL},
+    {"{\"train_batch_size\": 8}", {"=4"}, "expected PATH=VALUE", NULL},
+    {"{\"train_batch_size\": 8}", {"optimizer..lr=4"}, "empty part", NULL},
+    {"{\"train_batch_size\": 8}", {"train_batch_size="}, "not valid JSON (it is empty)", NULL},
+    {"{\"train_batch_size\": 8}", {"optimizer.params.betas=[0.9,"}, "not valid JSON", NULL},
+    {"{\"train_batch_size\": 8}", {"train_batch_size.x=1"}, "is a value, not a section", NULL},
+    {"{\"train_batch_size\": 8, \"zero_optimization\": true}", {"zero_optimization.stage=2"},
+     "zero_optimization is true in the config, not an object", NULL},
+    {"{\"train_batch_size\": 8}", {"train_batch_size=\"auto\""}, NULL, NULL},
+    /* two problems of one run, both reported */
+    {"{\"train_batch_size\": 8}", {"zero_optimization.stage=9", "fp16.enabled=maybe"}, "(2 problems)", NULL},
+};
+
+static void test_sets(void) {
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        const set_row *r = &sets[i];
+        const char *list[4] = {r->set[0], r->set[1], r->set[2], NULL};
+        zinc_status st = load_opts(r->json, 1, list, 0);
+        if (!r->expect) {
+            ZT_CHECK(st == ZINC_OK, "--set %s: %s", r->set[0], zinc_last_error());
+            if (r->log) ZT_CHECK(logged(ZINC_LOG_INFO, r->log, NULL) == 1, "--set %s: no INFO \"%s\"", r->set[0], r->log);
+        } else {
+            ZT_ERR(st, ZINC_ERR_CONFIG, r->expect);
+        }
+    }
+    const char *l1[] = {"optimizer.params.betas=[0.9,0.95]", "zero_optimization.stage=2", NULL};
+    ZT_OK(load_opts("{\"train_batch_size\": 8}", 1, l1, 0));
+    ZT_CHECK(cfg.optimizer.beta2 == 0.95 && cfg.zero.stage == 2, "values not applied");
+    ZT_CHECK(zcfg_given(&cfg, "zero_optimization.stage"), "an override counts as written");
+    const char *l2[] = {"optimizer.type=AdamW", NULL};
+    ZT_OK(load_opts("{\"train_batch_size\": 8}", 1, l2, 0));
+    ZT_CHECK(cfg.optimizer.type == ZOPT_ADAMW, "a bare word is a string");
+}
+
+/* ------------------------------------------------------------------ the engine API */
+
+static void test_engine_api(void) {
+    const char *overrides[] = {"train_micro_batch_size_per_gpu=2", "optimizer.params.lr=0.01", NULL};
+    zinc_options o = zinc_default_options();
+    o.config_json = hf_all_auto;
+    o.log_fn = cap_fn;
+    o.log_userdata = &cap;
+    o.device = ZINC_DEVICE_CPU;
+    cap.n = 0;
+    zinc_engine *e = NULL;
+    /* the run length is not known: one error naming it */
+    ZT_ERR(zinc_create(&o, &e), ZINC_ERR_CONFIG, "zinc_options.total_steps");
+    o.config_overrides = overrides;
+    o.total_steps = 40;
+    ZT_OK(zinc_create(&o, &e));
+    if (e) {
+        ZT_CHECK(zinc_train_batch_size(e) == 2 * zinc_world_size(e), "batch %lld", (long long)zinc_train_batch_size(e));
+        ZT_CHECK(logged(ZINC_LOG_INFO, "optimizer.params.lr = 0.01 (--set fills its \"auto\")", NULL) == 1,
+                 "override not logged");
+        ZT_CHECK(logged(ZINC_LOG_WARN, "scheduler.params.total_num_steps: \"auto\" -> 40", NULL) == 1,
+                 "total_steps not used");
+        zinc_destroy(e);
+    }
+    o.total_steps = -1;
+    ZT_ERR(zinc_create(&o, &e), ZINC_ERR_INVALID_ARG, "total_steps is -1");
+}
+
+int main(void) {
+    zt_name = "test_config_auto";
+    test_hf_fills();
+    test_triad();
+    test_unresolvable();
+    test_sets();
+    test_engine_api();
+    return zt_finish();
+}
