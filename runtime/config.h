@@ -13,6 +13,8 @@
 
 #define ZCFG_PATH_MAX 4096
 #define ZCFG_GIVEN_MAX 8192
+/* The NVMe optimizer pipeline's fewest swap buffers: one chunk read ahead, one updated, one written back. */
+#define ZCFG_NVME_MIN_BUFFERS 3
 
 typedef enum { ZOPT_ADAM = 0, ZOPT_ADAMW = 1 } zcfg_optimizer_type;
 

@@ -22,6 +22,7 @@ typedef struct zcfg_loader {
     const zcfg_load_opts *opts;
     char via[2048];      /* "canonical=spelling|" for settings given through another spelling */
     bool sched_type_bad; /* scheduler.type was refused: its parameters are not checked against it */
+    bool optimizer_refused; /* a DeepSpeed optimizer zinc does not implement: its params are not checked */
     bool sched_params_reported; /* parameters without a scheduler type: reported once */
 } zcfg_loader;
 

@@ -187,6 +187,12 @@ static void unknown_key(zcfg_loader *L, const zk_table *t, const char *key, cons
         zcfg_problem(L, path, "unknown key; did you mean \"%s\"?", best);
         return;
     }
+    /* DeepSpeed ignores unknown top-level keys (people keep notes, launcher settings and their own options
+     * there); inside its sections it forbids them, and so does zinc. */
+    if (t == &zk_top) {
+        ZLOG_WARN(L->log, "%s: %s: unknown key, ignored; DeepSpeed ignores unknown top-level keys too", L->origin, path);
+        return;
+    }
     char list[1024] = "";
     size_t n = 0;
     for (size_t i = 0; i < t->nkeys && n < sizeof list - 64; i++) {
@@ -413,6 +419,31 @@ static void scheduler_param_mismatch(zcfg_loader *L, const zk_table *t, const ch
     zcfg_problem(L, path, "not a parameter of the %s schedule; its parameters are: %s", zk_scheduler_names[type], list);
 }
 
+/* DeepSpeed's other optimizers: one message, and their parameters are not checked against Adam's. */
+static bool refused_optimizer(zcfg_loader *L, const char *name, const char *path) {
+    static const struct { const char *name, *why; } tab[] = {
+        {"Lamb", "LAMB is not implemented in zinc yet"},
+        {"Lion", "Lion is not implemented in zinc yet"},
+        {"OneBitAdam", "1-bit Adam compresses the gradient communication, which zinc does not implement"},
+        {"OneBitLamb", "1-bit LAMB compresses the gradient communication, which zinc does not implement"},
+        {"ZeroOneAdam", "0/1 Adam compresses the gradient communication, which zinc does not implement"},
+        {"Adagrad", "Adagrad is not implemented in zinc"},
+        {"MuAdam", "muP optimizers are not implemented in zinc"},
+        {"MuAdamW", "muP optimizers are not implemented in zinc"},
+        {"MuSGD", "muP optimizers are not implemented in zinc"},
+        {"Muon", "Muon is not implemented in zinc"},
+        {"SGD", "SGD is not implemented in zinc"},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (!strcasecmp(name, tab[i].name)) {
+            zcfg_problem(L, path, "\"%s\": %s; use \"Adam\" or \"AdamW\" (its parameters are not checked)", name,
+                         tab[i].why);
+            L->optimizer_refused = true;
+            return true;
+        }
+    return false;
+}
+
 static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const json_t *v, const char *prefix) {
     char path[512], cpath[512], other[512];
     join(path, sizeof path, prefix, *key ? key : "\"\"");
@@ -452,6 +483,21 @@ static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const js
         if (active(v)) ZLOG_WARN(L->log, "%s: %s: %s", L->origin, path, k->status);
         return;
     case ZK_REFUSED:
+        if (json_is_object(v) && active(v)) {
+            /* name the techniques switched on (compression_training.weight_quantization, ...) */
+            char on[400] = "";
+            size_t n = 0;
+            const char *ck;
+            json_t *cv;
+            json_object_foreach((json_t *)v, ck, cv) if (json_is_object(cv) && active(cv) && n < sizeof on - 80)
+                n += (size_t)snprintf(on + n, sizeof on - n, "%s%s.%s", n ? ", " : "", path, ck);
+            if (n) {
+                zcfg_problem(L, path, "%s %s switched on, but zinc does not implement it and ignoring it would change "
+                                      "training: %s. Remove the key or switch it off",
+                             on, strchr(on, ',') ? "are" : "is", k->status);
+                return;
+            }
+        }
         if (active(v) || (!strcmp(k->name, "max_grad_norm") && !json_is_null(v))) {
             show(v, s, sizeof s);
             zcfg_problem(L, path, "%s is set, but zinc does not implement it and ignoring it would change "
@@ -486,6 +532,7 @@ static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const js
         zcfg_mark_auto(L, cpath); /* filled after the walk (config_auto.c), when every written value is known */
         return;
     }
+    if (!strcmp(cpath, "optimizer.type") && json_is_string(v) && refused_optimizer(L, json_string_value(v), path)) return;
     int before = L->nerr;
     set_scalar(L, k, v, path);
     if (L->nerr == before) zcfg_mark_given(L->c, cpath);
@@ -500,6 +547,7 @@ static void walk(zcfg_loader *L, const zk_table *t, const json_t *obj, const cha
     if (type && zk_find(t, "type")) one_key(L, t, "type", type, prefix);
     json_object_foreach((json_t *)obj, key, v) {
         if (type && !strcmp(key, "type") && zk_find(t, "type")) continue;
+        if (L->optimizer_refused && !strcmp(prefix, "optimizer") && !strcmp(key, "params")) continue;
         one_key(L, t, key, v, prefix);
     }
 }

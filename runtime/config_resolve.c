@@ -209,11 +209,22 @@ static void resolve_offload(zcfg_loader *L) {
     if (op->device == ZOFFLOAD_NVME && !op->nvme_path[0])
         zcfg_problem(L, "zero_optimization.offload_param.nvme_path",
                      "required when device is \"nvme\": the directory for the swap files");
-    if (op->device != ZOFFLOAD_NONE && c->zero.stage != 3)
+    /* DeepSpeed ignores offload_param below stage 3; it does not change the math, so neither does zinc */
+    if (op->device != ZOFFLOAD_NONE && c->zero.stage != 3) {
+        ZLOG_WARN(L->log, "%s: zero_optimization.offload_param: ignored at stage %d (parameter offload needs stage 3; "
+                          "DeepSpeed ignores it there too)",
+                  L->origin, c->zero.stage);
+        op->device = ZOFFLOAD_NONE;
+    }
+    if (op->device == ZOFFLOAD_NVME)
         zcfg_problem(L, "zero_optimization.offload_param.device",
-                     "parameter offload needs stage 3 (stage is %d); DeepSpeed silently ignores it there. Set "
-                     "\"stage\": 3 or remove offload_param",
-                     c->zero.stage);
+                     "\"nvme\": parameter offload to NVMe is not implemented; use \"cpu\" (the parameter shard in "
+                     "host memory)");
+    if (oo->device == ZOFFLOAD_NVME && oo->buffer_count < ZCFG_NVME_MIN_BUFFERS)
+        zcfg_problem(L, "zero_optimization.offload_optimizer.buffer_count",
+                     "%d is out of range for device \"nvme\"; allowed: at least %d (the NVMe pipeline holds one chunk "
+                     "being read, one being updated and one being written back)",
+                     oo->buffer_count, ZCFG_NVME_MIN_BUFFERS);
     if (oo->device != ZOFFLOAD_NONE && c->zero.stage == 0)
         zcfg_problem(L, "zero_optimization.offload_optimizer.device",
                      "optimizer offload needs stage 1, 2 or 3 (stage is 0)");
@@ -223,6 +234,50 @@ static void resolve_offload(zcfg_loader *L) {
     if (c->aio.use_gds) zcfg_problem(L, "aio.use_gds", "GPUDirect Storage is not implemented; set it to false");
     if (c->aio.block_size % 4096)
         zcfg_problem(L, "aio.block_size", "%" PRId64 " is not a multiple of 4096 (needed for O_DIRECT)", c->aio.block_size);
+}
+
+/* Values inside their key's range that cannot train: refused with the reason (issue 18). */
+static void resolve_learnable(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    if (c->optimizer.eps <= 0 && !zcfg_had_problem(L, "optimizer.params.eps"))
+        zcfg_problem(L, "optimizer.params.eps", "%g is out of range; allowed: above 0, up to 1. Adam divides by "
+                                                "sqrt(v) + eps, and v is 0 wherever the gradient has been 0, so eps 0 "
+                                                "makes those updates 0/0 = NaN (1e-8 is the usual value)",
+                     c->optimizer.eps);
+    if (c->scheduler.type == ZSCHED_ONE_CYCLE && c->scheduler.cycle_momentum && c->scheduler.cycle_max_mom >= 1 &&
+        !zcfg_had_problem(L, "scheduler"))
+        zcfg_problem(L, "scheduler.params.cycle_max_mom",
+                     "%g is out of range with cycle_momentum; allowed: 0 to below 1. It becomes Adam's beta1, and "
+                     "beta1 1 makes the bias correction 1 - beta1^t zero (a division by zero) and freezes the first "
+                     "moment",
+                     c->scheduler.cycle_max_mom);
+    if (c->fp16.enabled && c->fp16.loss_scale > 65504)
+        zcfg_problem(L, "fp16.loss_scale",
+                     "%g is out of range for a static scale; allowed: 0 (dynamic) or up to 65504. The backward pass "
+                     "starts from the loss gradient times the scale, which in fp16 above 65504 (its largest finite "
+                     "value) is inf: every step would overflow and be skipped",
+                     c->fp16.loss_scale);
+    if (c->fp16.enabled && c->fp16.loss_scale > 0) {
+        static const char *const dyn[] = {"fp16.initial_scale_power", "fp16.loss_scale_window", "fp16.hysteresis",
+                                          "fp16.consecutive_hysteresis", "fp16.min_loss_scale"};
+        char list[300] = "";
+        size_t n = 0;
+        for (size_t i = 0; i < sizeof dyn / sizeof dyn[0]; i++)
+            if (zcfg_given(c, dyn[i])) n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", dyn[i]);
+        if (n)
+            ZLOG_WARN(L->log, "%s: %s: no effect with the static fp16.loss_scale %g (DeepSpeed reads them only for "
+                              "dynamic scaling, loss_scale 0)",
+                      L->origin, list, c->fp16.loss_scale);
+    }
+    /* 2^16 either way: beyond it the pre-division shifts fp16 gradients (largest finite 65504, smallest normal
+     * 6.1e-5) past their whole range, so they overflow or flush to zero; zinc runs no more ranks than that. */
+    double f = c->gradient_predivide_factor;
+    if ((f < 0x1p-16 || f > 0x1p16) && !zcfg_had_problem(L, "gradient_predivide_factor"))
+        zcfg_problem(L, "gradient_predivide_factor",
+                     "%g is out of range; allowed: 1/65536 to 65536. Gradients are divided by it before the "
+                     "reduction and multiplied back after, and a factor beyond 2^16 moves fp16 gradients past their "
+                     "whole range (they overflow or flush to zero); the useful value is at most the rank count",
+                     f);
 }
 
 void zcfg_resolve(zcfg_loader *L) {
@@ -248,5 +303,6 @@ void zcfg_resolve(zcfg_loader *L) {
                      c->fp16.min_loss_scale, c->fp16.initial_scale_power);
     resolve_scheduler(L);
     resolve_offload(L);
+    resolve_learnable(L);
     zcfg_report_default_autos(L);
 }

@@ -106,9 +106,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
         ZLOG_WARN(&e->log, "data_types.grad_accum_dtype=%s: in stage %d zinc accumulates the gradient shard "
                            "in fp32 (more accurate, 4 bytes per shard element)",
                   zinc_dtype_name(e->cfg.grad_accum_dtype), e->stage);
-    if (e->cfg.zero.offload_param.device == ZOFFLOAD_NVME)
-        FAIL(ZINC_ERR_UNSUPPORTED, "zero_optimization.offload_param.device \"nvme\": parameter offload to NVMe "
-                                   "is not implemented; use \"cpu\" (the parameter shard in host memory)");
+    /* offload_param "nvme" is refused at load (config_resolve.c), so that zinc config check refuses it too */
 
     if (e->cfg.fp16.enabled) {
         if (e->cfg.fp16.loss_scale == 0)

@@ -268,6 +268,101 @@ static void test_sets(void) {
     ZT_CHECK(cfg.optimizer.type == ZOPT_ADAMW, "a bare word is a string");
 }
 
+/* ------------------------------------------------------------------ accepted, warned, refused */
+
+typedef struct {
+    const char *json;
+    const char *err;  /* NULL: accepted */
+    const char *warn; /* accepted rows: a substring of a WARN line; NULL: no warning at all */
+    const char *lacks; /* a substring the error must not contain */
+} verdict_row;
+
+#define TB "{\"train_batch_size\": 8, "
+static const verdict_row verdicts[] = {
+    /* DeepSpeed accepts these: so does zinc */
+    {TB "\"zero_optimization\": {\"stage\": 3, \"sub_group_size\": 0}}", NULL, NULL, NULL},
+    {TB "\"fp16\": {\"enabled\": true, \"loss_scale\": 1024, \"min_loss_scale\": 1, \"hysteresis\": 2}}", NULL,
+     "fp16.hysteresis, fp16.min_loss_scale: no effect with the static fp16.loss_scale 1024", NULL},
+    {TB "\"zero_optimization\": {\"stage\": 2, \"offload_param\": {\"device\": \"cpu\"}}}", NULL,
+     "offload_param: ignored at stage 2", NULL},
+    {TB "\"zero_optimization\": {\"stage\": 1, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/x\"}}}",
+     NULL, "ignored at stage 1", NULL},
+    {TB "\"cuda_visible_devices\": \"0,1\"}", NULL, "cuda_visible_devices: unknown key, ignored", NULL},
+    {TB "\"_comment\": \"tuned for 8 GPUs\"}", NULL, "_comment: unknown key, ignored", NULL},
+    {TB "\"compile\": {\"deepcompile\": true}, \"dataloader_drop_last\": true}", NULL, "compile", NULL},
+    {TB "\"hybrid_engine\": {\"enabled\": false}, \"torch_autocast\": {\"enabled\": false}}", NULL, NULL, NULL},
+    /* near-typos stay errors; sections stay strict */
+    {TB "\"gradient_clippping\": 1.0}", "did you mean \"gradient_clipping\"", NULL, NULL},
+    {TB "\"zero_optimisation\": {\"stage\": 2}}", "did you mean \"zero_optimization\"", NULL, NULL},
+    {TB "\"zero_optimization\": {\"stage\": 2, \"my_note\": 1}}", "zero_optimization.my_note: unknown key", NULL,
+     NULL},
+    /* refused optimizers: one line, their parameters are not reported */
+    {TB "\"optimizer\": {\"type\": \"OneBitAdam\", \"params\": {\"lr\": 1e-3, \"freeze_step\": 400, "
+     "\"cuda_aware\": false, \"comm_backend_name\": \"nccl\"}}}",
+     "(1 problem)", NULL, "freeze_step"},
+    {TB "\"optimizer\": {\"type\": \"ZeroOneAdam\", \"params\": {\"var_freeze_step\": 100}}}",
+     "0/1 Adam compresses the gradient communication", NULL, "unknown key"},
+    {TB "\"optimizer\": {\"type\": \"Lamb\", \"params\": {\"max_coeff\": 0.3, \"min_coeff\": 0.01}}}",
+     "LAMB is not implemented", NULL, "max_coeff"},
+    {TB "\"optimizer\": {\"type\": \"Lion\", \"params\": {\"lr\": 1e-4}}}", "Lion is not implemented", NULL, NULL},
+    /* compression_training names what is switched on */
+    {TB "\"compression_training\": {\"weight_quantization\": {\"shared_parameters\": {\"enabled\": true}}, "
+     "\"sparse_pruning\": {\"shared_parameters\": {\"enabled\": false}}}}",
+     "compression_training.weight_quantization is switched on", NULL, "sparse_pruning"},
+    {TB "\"compression_training\": {\"layer_reduction\": {\"enabled\": true}, \"head_pruning\": "
+     "{\"shared_parameters\": {\"enabled\": true}}}}",
+     "compression_training.layer_reduction, compression_training.head_pruning are switched on", NULL, NULL},
+    {TB "\"tensor_parallel\": {\"autotp_size\": 2}}", "tensor parallelism", NULL, NULL},
+    /* configs that cannot learn (issue 18): key, value, range and why */
+    {TB "\"optimizer\": {\"type\": \"Adam\", \"params\": {\"eps\": 0}}}",
+     "optimizer.params.eps: 0 is out of range; allowed: above 0", NULL, NULL},
+    {TB "\"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": 1e-4, \"cycle_max_lr\": 1e-3, "
+     "\"cycle_max_mom\": 1}}}",
+     "scheduler.params.cycle_max_mom: 1 is out of range with cycle_momentum; allowed: 0 to below 1", NULL, NULL},
+    {TB "\"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": 1e-4, \"cycle_max_lr\": 1e-3, "
+     "\"cycle_max_mom\": 1, \"cycle_min_mom\": 0.9, \"cycle_momentum\": false}}}",
+     NULL, NULL, NULL},
+    {TB "\"fp16\": {\"enabled\": true, \"loss_scale\": 131072}}",
+     "fp16.loss_scale: 131072 is out of range for a static scale; allowed: 0 (dynamic) or up to 65504", NULL, NULL},
+    {TB "\"fp16\": {\"enabled\": true, \"loss_scale\": 65504}}", NULL, NULL, NULL},
+    {TB "\"bf16\": {\"enabled\": true}, \"fp16\": {\"loss_scale\": 131072}}", NULL, NULL, NULL},
+    {TB "\"gradient_predivide_factor\": 1e30}",
+     "gradient_predivide_factor: 1e+30 is out of range; allowed: 1/65536 to 65536", NULL, NULL},
+    {TB "\"gradient_predivide_factor\": 8}", NULL, NULL, NULL},
+    {TB "\"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": "
+     "\"/tmp\", \"buffer_count\": 2}}}",
+     "zero_optimization.offload_optimizer.buffer_count: 2 is out of range for device \"nvme\"; allowed: at least 3",
+     NULL, NULL},
+    {TB "\"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\", \"buffer_count\": 0}}}",
+     NULL, NULL, NULL},
+    {TB "\"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/x\"}}}",
+     "parameter offload to NVMe is not implemented", NULL, NULL},
+    /* every problem of a file in one run: batch sizes with key problems, no cascade from a bad key */
+    {"{\"train_batch_size\": 7, \"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 2, "
+     "\"fp16\": {\"enabled\": 3}}",
+     "(2 problems)", NULL, NULL},
+    {"{\"train_batch_size\": -1, \"fp16\": {\"enabled\": true}}", "(1 problem)", NULL, "neither"},
+};
+
+static void test_verdicts(void) {
+    for (size_t i = 0; i < sizeof verdicts / sizeof verdicts[0]; i++) {
+        const verdict_row *r = &verdicts[i];
+        zinc_status st = load_opts(r->json, 1, NULL, 0);
+        if (!r->err) {
+            ZT_CHECK(st == ZINC_OK, "%s: %s", r->json, zinc_last_error());
+            if (r->warn) ZT_CHECK(logged(ZINC_LOG_WARN, r->warn, NULL) == 1, "%s: no WARN \"%s\"", r->json, r->warn);
+            else ZT_CHECK(logged(ZINC_LOG_WARN, NULL, NULL) == 0, "%s: unexpected warning", r->json);
+            if (zt_failed) dump_log();
+        } else {
+            ZT_ERR(st, ZINC_ERR_CONFIG, r->err);
+            if (r->lacks)
+                ZT_CHECK(!strstr(zinc_last_error(), r->lacks), "%s: the error has \"%s\": %s", r->json, r->lacks,
+                         zinc_last_error());
+            ZT_CHECK(!strstr(zinc_last_error(), ".c:"), "internal trail: %s", zinc_last_error());
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ the engine API */
 
 static void test_engine_api(void) {
@@ -302,6 +397,7 @@ int main(void) {
     test_triad();
     test_unresolvable();
     test_sets();
+    test_verdicts();
     test_engine_api();
     return zt_finish();
 }
