@@ -83,3 +83,9 @@ if(ZINC_LIBFUZZER_WORKS)
   set_tests_properties(config_libfuzzer PROPERTIES LABELS "fuzz;config" TIMEOUT 120
                        ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
 endif()
+
+# A config problem under mpirun: one message per job, every problem of the file in it (issue 14).
+add_test(NAME config_once_per_job
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/config_once_per_job.sh ${ZINC_MPIRUN} $<TARGET_FILE:zinc_cli>)
+set_tests_properties(config_once_per_job PROPERTIES LABELS "config;cli;mpi" TIMEOUT 120 RESOURCE_LOCK mpirun
+                     ENVIRONMENT "${ZINC_TEST_ENV}")

@@ -41,6 +41,17 @@ static void usage(FILE *f) {
             "  --quiet           only warnings, errors and the summary\n");
 }
 
+/* This process's rank as the launcher set it (mpirun, srun, PMI), 0 when started alone: known even when
+ * zinc_create failed before returning an engine. */
+static int launcher_rank(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return atoi(v);
+    }
+    return 0;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -165,8 +176,11 @@ int zinc_cmd_train(int argc, char **argv) {
     zinc_mlp *m = NULL;
     float *master = NULL;
     int rc = 1;
-    if (zinc_create(&o, &e) != ZINC_OK) {
-        fprintf(stderr, "zinc train: %s\n", zinc_last_error());
+    zinc_status cst = zinc_create(&o, &e);
+    if (cst != ZINC_OK) {
+        /* A config problem is the same on every rank: said once per job, by rank 0; the other ranks exit with
+         * the same status silently. Other failures can differ by rank and are printed by each. */
+        if (cst != ZINC_ERR_CONFIG || launcher_rank() == 0) fprintf(stderr, "zinc train: %s\n", zinc_last_error());
         return 1;
     }
     if (zinc_mlp_create(e, &mc, &m) != ZINC_OK) {
