@@ -183,6 +183,20 @@ static void resolve_scheduler(zcfg_loader *L) {
         ZLOG_WARN(L->log, "%s: scheduler.params.total_num_steps %" PRId64 " is below warmup_num_steps %" PRId64
                           ": the decay never starts",
                   L->origin, s->total_num_steps, s->warmup_num_steps);
+    /* DeepSpeed >= 0.17.2: WarmupLR without warmup_max_lr warms up to the optimizer's lr (WarmupDecayLR keeps
+     * its 0.001 default) */
+    if (s->type == ZSCHED_WARMUP_LR && !zcfg_given(c, "scheduler.params.warmup_max_lr")) {
+        s->warmup_max_lr = c->optimizer.lr;
+        ZLOG_INFO(L->log, "%s: scheduler.params.warmup_max_lr not given: WarmupLR warms up to the optimizer's lr %g, "
+                          "as DeepSpeed >= 0.17.2",
+                  L->origin, c->optimizer.lr);
+    }
+    /* DeepSpeed 0.19.6: an explicit negative cycle_second_stair_count means no stairs in the falling half (it
+     * quantises only for a count above 0); left out, the falling half has as many stairs as the rising one */
+    if (!zcfg_given(c, "scheduler.params.cycle_second_stair_count"))
+        s->cycle_second_stair_count = s->cycle_first_stair_count; /* effective, so the dump reads back the same */
+    else if (s->cycle_second_stair_count < 0)
+        s->cycle_second_stair_count = 0;
     if (s->type == ZSCHED_ONE_CYCLE) {
         if (zcfg_is_auto(L, "scheduler.params.cycle_min_lr") || zcfg_is_auto(L, "scheduler.params.cycle_max_lr"))
             ; /* reported with the other unfilled "auto"s */

@@ -250,7 +250,7 @@ static const key_row rows[] = {
     {"scheduler.params.cycle_first_step_size", F(scheduler.cycle_first_step_size), SCHED_OC, "100", "100", "2000", 0},
     {"scheduler.params.cycle_second_step_size", F(scheduler.cycle_second_step_size), SCHED_OC, "50", "50", "-1", 0},
     {"scheduler.params.cycle_first_stair_count", F(scheduler.cycle_first_stair_count), SCHED_OC, "4", "4", "0", 0},
-    {"scheduler.params.cycle_second_stair_count", F(scheduler.cycle_second_stair_count), SCHED_OC, "4", "4", "-1", 0},
+    {"scheduler.params.cycle_second_stair_count", F(scheduler.cycle_second_stair_count), SCHED_OC, "4", "4", "0", 0},
     {"scheduler.params.decay_step_size", F(scheduler.decay_step_size), SCHED_OC, "10", "10", "0", 0},
     {"scheduler.params.cycle_momentum", F(scheduler.cycle_momentum), SCHED_OC, "false", "false", "true", 0},
     {"scheduler.params.cycle_min_mom", F(scheduler.cycle_min_mom), SCHED_OC, "0.7", "0.7", "0.8", 0},

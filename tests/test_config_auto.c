@@ -344,6 +344,35 @@ static const verdict_row verdicts[] = {
     {"{\"train_batch_size\": -1, \"fp16\": {\"enabled\": true}}", "(1 problem)", NULL, "neither"},
 };
 
+/* Today's DeepSpeed semantics that the loader resolves (release 0.19.6). */
+static void test_semantics(void) {
+    /* WarmupLR without warmup_max_lr: the optimizer's lr (DeepSpeed >= 0.17.2); WarmupDecayLR keeps 0.001 */
+    ZT_OK(load_opts(TB "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 3e-4}}, \"scheduler\": "
+                    "{\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 10}}}",
+                    1, NULL, 0));
+    ZT_CHECK(cfg.scheduler.warmup_max_lr == 3e-4, "WarmupLR max lr %g", cfg.scheduler.warmup_max_lr);
+    ZT_OK(load_opts(TB "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 3e-4}}, \"scheduler\": "
+                    "{\"type\": \"WarmupDecayLR\", \"params\": {\"total_num_steps\": 100}}}",
+                    1, NULL, 0));
+    ZT_CHECK(cfg.scheduler.warmup_max_lr == 1e-3, "WarmupDecayLR max lr %g", cfg.scheduler.warmup_max_lr);
+    ZT_OK(load_opts(TB "\"optimizer\": {\"params\": {\"lr\": 3e-4}}, \"scheduler\": {\"type\": \"WarmupLR\", "
+                    "\"params\": {\"warmup_max_lr\": 0.01}}}",
+                    1, NULL, 0));
+    ZT_CHECK(cfg.scheduler.warmup_max_lr == 0.01, "written WarmupLR max lr %g", cfg.scheduler.warmup_max_lr);
+    /* OneCycle: an explicit cycle_second_stair_count -1 is no stairs; left out, as many as the first half */
+    const char *oc = TB "\"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": 1e-4, "
+                        "\"cycle_max_lr\": 1e-3, \"cycle_first_stair_count\": 4%s}}}";
+    char j[600];
+    snprintf(j, sizeof j, oc, ", \"cycle_second_stair_count\": -1");
+    ZT_OK(load_opts(j, 1, NULL, 0));
+    ZT_CHECK(cfg.scheduler.cycle_second_stair_count == 0, "explicit -1 -> %lld",
+             (long long)cfg.scheduler.cycle_second_stair_count);
+    snprintf(j, sizeof j, oc, "");
+    ZT_OK(load_opts(j, 1, NULL, 0));
+    ZT_CHECK(cfg.scheduler.cycle_second_stair_count == 4, "left out -> %lld (same as the first)",
+             (long long)cfg.scheduler.cycle_second_stair_count);
+}
+
 static void test_verdicts(void) {
     for (size_t i = 0; i < sizeof verdicts / sizeof verdicts[0]; i++) {
         const verdict_row *r = &verdicts[i];
@@ -398,6 +427,7 @@ int main(void) {
     test_unresolvable();
     test_sets();
     test_verdicts();
+    test_semantics();
     test_engine_api();
     return zt_finish();
 }
