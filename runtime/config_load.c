@@ -489,8 +489,11 @@ static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const js
             size_t n = 0;
             const char *ck;
             json_t *cv;
-            json_object_foreach((json_t *)v, ck, cv) if (json_is_object(cv) && active(cv) && n < sizeof on - 80)
-                n += (size_t)snprintf(on + n, sizeof on - n, "%s%s.%s", n ? ", " : "", path, ck);
+            json_object_foreach((json_t *)v, ck, cv) {
+                bool found = false; /* only sub-sections switched on by an explicit "enabled": true */
+                if (json_is_object(cv) && has_enabled(cv, &found) && n < sizeof on - 80)
+                    n += (size_t)snprintf(on + n, sizeof on - n, "%s%s.%s", n ? ", " : "", path, ck);
+            }
             if (n) {
                 zcfg_problem(L, path, "%s %s switched on, but zinc does not implement it and ignoring it would change "
                                       "training: %s. Remove the key or switch it off",

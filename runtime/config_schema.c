@@ -325,6 +325,7 @@ static const zk_key top_keys[] = {
     REFUSED("quantize_training", "not implemented: quantization-aware training changes the math"),
     REFUSED("progressive_layer_drop", "not implemented: progressive layer drop skips layers"),
     REFUSED("expert_parallel", "not implemented: mixture-of-experts parallelism"),
+    REFUSED("fp8", "not implemented: fp8 mixed precision; use fp16 or bf16"),
 };
 TABLE(zk_top, "", top_keys);
 

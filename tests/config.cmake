@@ -3,6 +3,7 @@
 zinc_test(NAME config SOURCES test_config.c LABELS config unit)
 zinc_test(NAME config_files SOURCES test_config_files.c LABELS config unit)
 zinc_test(NAME config_auto SOURCES test_config_auto.c LABELS config unit)
+zinc_test(NAME config_corpus SOURCES test_config_corpus.c LABELS config unit)
 zinc_test(NAME config_cli SOURCES test_config_cli.c LABELS config cli)
 add_dependencies(test_config_cli zinc_cli)
 

@@ -439,6 +439,7 @@ static const onoff_row refused[] = {
     {"quantize_training", NULL, "{\"enabled\": true}", "{\"enabled\": false}"},
     {"progressive_layer_drop", NULL, "{\"enabled\": true, \"theta\": 0.5}", "{\"enabled\": false}"},
     {"expert_parallel", NULL, "{\"enabled\": true}", "{\"enabled\": false}"},
+    {"fp8", NULL, "{\"enabled\": true}", "{\"enabled\": false}"},
     {"bf16.bf16_master_weights_and_grads", NULL, "true", "false"},
     {"bf16.bf16_optimizer_states", NULL, "true", "false"},
     {"zero_optimization.zenflow", STAGE3, "{\"topk_ratio\": 0.1}", "null"},
