@@ -184,6 +184,9 @@ typedef struct zcfg_load_opts {
     /* The run's optimizer steps (zinc train --steps): fills an "auto" scheduler.params.total_num_steps.
      * 0 = not known (an "auto" there is then an error naming the flags that fill it). */
     int64_t run_steps;
+    /* Where run_steps comes from, for the warning that fills total_num_steps with it; NULL: "the run's
+     * --steps". */
+    const char *run_steps_from;
 } zcfg_load_opts;
 
 /* DeepSpeed's defaults (zinc's where documented), world_size 1, no batch sizes resolved. */

@@ -58,8 +58,9 @@ void zcfg_fill_autos(zcfg_loader *L) {
     }
     if (zcfg_is_auto(L, "scheduler.params.total_num_steps")) {
         if (L->opts->run_steps > 0) {
-            snprintf(how, sizeof how, "the run's --steps, as the Hugging Face Trainer fills its num_training_steps; "
-                                      CHOOSE, "scheduler.params.total_num_steps");
+            snprintf(how, sizeof how, "%s, as the Hugging Face Trainer fills its num_training_steps; " CHOOSE,
+                     L->opts->run_steps_from ? L->opts->run_steps_from : "the run's --steps",
+                     "scheduler.params.total_num_steps");
             zcfg_fill(L, "scheduler.params.total_num_steps", json_integer((json_int_t)L->opts->run_steps), how);
         } else {
             note_unresolved(L, "scheduler.params.total_num_steps",

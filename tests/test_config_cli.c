@@ -225,6 +225,9 @@ int main(void) {
     RUN(1, "train", "--config", p, "--steps", "3", "--set", "zero_optimization.stage=5", "--quiet");
     HAS(err_text, "zero_optimization.stage: 5 is out of range");
     RUN(2, "train", "--config", p, "--set");
+    /* memory does not depend on the schedule: zinc mem reads the same config without --steps */
+    RUN(0, "mem", "estimate", "--params", "100000", "--config", p);
+    HAS(err_text, "total_num_steps: \"auto\" -> 1 (a placeholder");
 
     /* IO problems: exit 1 */
     snprintf(p, sizeof p, "%s/missing.json", tmpdir);
