@@ -114,6 +114,16 @@ typedef struct zinc_options {
      * zinc_destroy. Between kernel calls they sleep (blocked, no spinning), so they take no CPU time
      * from the model's own threads between steps. */
     int cpu_threads;
+    /* Added after the first release, at the end so that code which fills the struct by field name, or starts
+     * from zinc_default_options() (which sets both to "none"), keeps compiling and behaving as before. */
+    /* NULL-terminated list of "PATH=VALUE" overrides of the ds_config, as `zinc train --set`: a dotted key
+     * path and a JSON value (a bare word that is not JSON is a string). Each fills an "auto" or replaces the
+     * written value (logged at INFO with the old value) before validation. NULL = none. The strings are
+     * read during zinc_create only. */
+    const char *const *config_overrides;
+    /* The run's optimizer steps, when the caller knows them: fills an "auto" scheduler.params.total_num_steps
+     * (as the Hugging Face Trainer fills it from its num_training_steps). 0 = unknown. */
+    int64_t total_steps;
 } zinc_options;
 
 zinc_options zinc_default_options(void);

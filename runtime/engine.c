@@ -82,8 +82,12 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     e->world = e->comm->size;
     e->log.rank = e->rank;
 
-    if (o.config_path) TRY(zcfg_load_file(o.config_path, e->world, &e->log, &e->cfg));
-    else TRY(zcfg_load_text(o.config_json, "<json text>", e->world, &e->log, &e->cfg));
+    if (o.total_steps < 0)
+        FAIL(ZINC_ERR_INVALID_ARG, "zinc_create: options.total_steps is %lld; give the run's optimizer steps, or 0 "
+                                   "when not known", (long long)o.total_steps);
+    zcfg_load_opts lo = {.sets = o.config_overrides, .run_steps = o.total_steps};
+    if (o.config_path) TRY(zcfg_load_file_ex(o.config_path, e->world, &lo, &e->log, &e->cfg));
+    else TRY(zcfg_load_text_ex(o.config_json, "<json text>", e->world, &lo, &e->log, &e->cfg));
 
     zinc_device_kind want = o.device != ZINC_DEVICE_AUTO ? o.device : e->cfg.device;
     if (want == ZINC_DEVICE_CUDA && !cuda_allowed())
@@ -106,9 +110,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
         ZLOG_WARN(&e->log, "data_types.grad_accum_dtype=%s: in stage %d zinc accumulates the gradient shard "
                            "in fp32 (more accurate, 4 bytes per shard element)",
                   zinc_dtype_name(e->cfg.grad_accum_dtype), e->stage);
-    if (e->cfg.zero.offload_param.device == ZOFFLOAD_NVME)
-        FAIL(ZINC_ERR_UNSUPPORTED, "zero_optimization.offload_param.device \"nvme\": parameter offload to NVMe "
-                                   "is not implemented; use \"cpu\" (the parameter shard in host memory)");
+    /* offload_param "nvme" is refused at load (config_resolve.c), so that zinc config check refuses it too */
 
     if (e->cfg.fp16.enabled) {
         if (e->cfg.fp16.loss_scale == 0)

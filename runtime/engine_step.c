@@ -212,8 +212,8 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
             .beta2 = (float)o->beta2,
             .eps = (float)o->eps,
             .weight_decay = (float)o->weight_decay,
-            .bias_correction1 = o->bias_correction ? (float)(1.0 - pow(beta1, t)) : 1.0f,
-            .bias_correction2 = o->bias_correction ? (float)(1.0 - pow(o->beta2, t)) : 1.0f,
+            .bias_correction1 = o->bias_correction ? 1.0 - pow(beta1, t) : 1.0, /* double: zadam_hparams */
+            .bias_correction2 = o->bias_correction ? 1.0 - pow(o->beta2, t) : 1.0,
             .grad_factor = (float)(inv / clip),
             .adamw = o->adam_w_mode,
         };

@@ -171,7 +171,9 @@ static zinc_status load_variant(json_t *base, const char *origin, int stage, con
     char *text = mc_config_text(base, stage, offload);
     if (!text) return ZINC_ERR_NOMEM;
     zlog log = {.fn = quiet ? NULL : log_to_stderr, .level = ZINC_LOG_WARN};
-    zinc_status st = zcfg_load_text(text, origin, world, &log, cfg);
+    /* the schedule's length changes no byte: an "auto" total_num_steps needs no --steps here */
+    zcfg_load_opts lo = {.run_steps = 1, .run_steps_from = "a placeholder (the schedule length does not change memory)"};
+    zinc_status st = zcfg_load_text_ex(text, origin, world, &lo, &log, cfg);
     free(text);
     return st;
 }

@@ -34,7 +34,22 @@ static void usage(FILE *f) {
             "                    and every K steps with --save-every K\n"
             "  --resume PATH     continue from a checkpoint: DIR (its latest) or DIR/TAG; any rank count and\n"
             "                    ZeRO stage can resume any checkpoint of the same model\n"
+            "  --set PATH=VALUE  fill an \"auto\" or override a ds_config value: a dotted key path and a JSON\n"
+            "                    value (--set train_micro_batch_size_per_gpu=4 --set optimizer.params.lr=3e-4);\n"
+            "                    repeatable. An \"auto\" not set is filled as the Hugging Face Trainer fills it\n"
+            "                    with its default arguments (a warning names each); total_num_steps from --steps\n"
             "  --quiet           only warnings, errors and the summary\n");
+}
+
+/* This process's rank as the launcher set it (mpirun, srun, PMI), 0 when started alone: known even when
+ * zinc_create failed before returning an engine. */
+static int launcher_rank(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return atoi(v);
+    }
+    return 0;
 }
 
 static double now_s(void) {
@@ -78,7 +93,8 @@ int zinc_cmd_train(int argc, char **argv) {
     int64_t steps = 100, seed = 1234, data_seed = 42, threads = 0, save_every = 0;
     zinc_mlp_config mc = zinc_mlp_default_config();
     zinc_options o = zinc_default_options();
-    int quiet = 0;
+    int quiet = 0, nsets = 0;
+    const char *sets[ZINC_MAX_SETS + 1] = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t x;
@@ -89,6 +105,15 @@ int zinc_cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--report")) report = v, i++;
         else if (!strcmp(a, "--save")) save_dir = v, i++;
         else if (!strcmp(a, "--resume")) resume = v, i++;
+        else if (!strcmp(a, "--set")) {
+            if (!v || nsets == ZINC_MAX_SETS) {
+                fprintf(stderr, "zinc train: --set needs PATH=VALUE, for example --set train_micro_batch_size_per_gpu=4 "
+                                "(at most %d of them)\n", ZINC_MAX_SETS);
+                return 2;
+            }
+            sets[nsets++] = v;
+            i++;
+        }
         else if (!strcmp(a, "--save-every")) {
             if (parse_i64(a, v, 1, INT64_MAX / 2, &save_every)) return 2;
             i++;
@@ -140,6 +165,8 @@ int zinc_cmd_train(int argc, char **argv) {
         return 2;
     }
     o.config_path = config;
+    o.config_overrides = sets;
+    o.total_steps = steps; /* fills an "auto" scheduler.params.total_num_steps */
     o.seed = (uint64_t)seed;
     o.cpu_threads = (int)threads;
     if (quiet) o.log_level = ZINC_LOG_WARN;
@@ -149,8 +176,11 @@ int zinc_cmd_train(int argc, char **argv) {
     zinc_mlp *m = NULL;
     float *master = NULL;
     int rc = 1;
-    if (zinc_create(&o, &e) != ZINC_OK) {
-        fprintf(stderr, "zinc train: %s\n", zinc_last_error());
+    zinc_status cst = zinc_create(&o, &e);
+    if (cst != ZINC_OK) {
+        /* A config problem is the same on every rank: said once per job, by rank 0; the other ranks exit with
+         * the same status silently. Other failures can differ by rank and are printed by each. */
+        if (cst != ZINC_ERR_CONFIG || launcher_rank() == 0) fprintf(stderr, "zinc train: %s\n", zinc_last_error());
         return 1;
     }
     if (zinc_mlp_create(e, &mc, &m) != ZINC_OK) {
