@@ -59,6 +59,8 @@ static zinc_status check_files(const zinc_engine *e, const zckpt_manifest *m) {
                                           "holds only its own ranks' files; copy them here or load an earlier "
                                           "checkpoint"
                                         : "check its permissions");
+        if (!S_ISREG(sb.st_mode))
+            return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s is not a regular file: refused", p);
         if ((int64_t)sb.st_size != f->bytes)
             return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s is %lld bytes but the manifest says %lld: the file is %s; "
                                           "restore it or load an earlier checkpoint",

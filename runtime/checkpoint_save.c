@@ -194,7 +194,7 @@ static zinc_status publish(zinc_engine *e, zckpt_writer *w, const char *dir, con
     char *text = NULL, latest[ZCKPT_TAG_MAX + 2];
     json_t *man = zckpt_manifest_build(e, tag, uid, files, nfiles);
     if (!man) FAIL(ZINC_ERR_NOMEM, "out of memory building the checkpoint manifest");
-    text = json_dumps(man, JSON_INDENT(1));
+    text = zckpt_manifest_seal(man);
     if (!text) FAIL(ZINC_ERR_NOMEM, "out of memory writing the checkpoint manifest");
     TRY(zckpt_write_small(w, partial, ZCKPT_MANIFEST, text, strlen(text)));
     TRY(install_dir(dir, tag, partial, final));

@@ -70,3 +70,6 @@ if(zinc_st_python)
 else()
   message(STATUS "zinc: no python3 found; the checkpoint CLI and safetensors tests are not registered")
 endif()
+# Issue 18: every single-bit flip of a manifest refused, edited-and-resealed manifests refused field by
+# field, FIFOs in place of checkpoint files refused without blocking.
+zinc_test(NAME ckpt_manifest SOURCES test_checkpoint_manifest.c engine_util.c LABELS checkpoint TIMEOUT 600)
