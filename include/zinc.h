@@ -313,6 +313,13 @@ int64_t zinc_step_count(const zinc_engine *e);
  * and shape) in `dtype` (ZINC_FP32, or rounded to nearest even for ZINC_BF16 / ZINC_FP16). Reads the
  * shard files directly, verifying their checksums. */
 zinc_status zinc_export_safetensors(const char *checkpoint, const char *out_path, zinc_dtype dtype);
+/* The same with flags: ZINC_EXPORT_REPLACE replaces an existing regular file at out_path (without it an
+ * existing out_path is an error). Anything but a regular file (a link, device, FIFO, directory) and the
+ * checkpoint's own files are never replaced; out_path's directory must belong to this user or root and
+ * not be writable by every user unless sticky. zinc_export_safetensors is flags 0. */
+#define ZINC_EXPORT_REPLACE 1u
+zinc_status zinc_export_safetensors_ex(const char *checkpoint, const char *out_path, zinc_dtype dtype,
+                                       unsigned flags);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,7 @@ struct zinc_engine;
 #define ZCKPT_FORMAT_VERSION 2 /* 2: the manifest is sealed by its CRC-32C */
 #define ZCKPT_MANIFEST "manifest.json"
 #define ZCKPT_LATEST "latest"
+#define ZCKPT_LOCK ".zinc.lock" /* flock'd by the directory writer for the whole save */
 #define ZCKPT_MAGIC "ZINCSHRD"
 #define ZCKPT_HEADER_BYTES 4096
 #define ZCKPT_SECTION_ALIGN 4096
@@ -154,6 +155,19 @@ json_t *zckpt_manifest_build(const struct zinc_engine *e, const char *tag, const
 zinc_status zckpt_manifest_read(const char *tagdir, zckpt_manifest *m);
 /* The same on a manifest's text; `path` names it in messages. */
 zinc_status zckpt_manifest_parse(const char *path, const char *text, size_t len, zckpt_manifest *m);
+
+/* ---------------------------------------------------------------- checkpoint_safe.c */
+
+/* A directory zinc writes into: exists, owned by this user or root, not writable by every user unless
+ * sticky, writable by us. `what` names it in the message. */
+zinc_status zckpt_check_dir(const char *path, const char *what);
+/* Creates path exclusively (O_EXCL | O_NOFOLLOW), first removing a stale file or link of that name. */
+zinc_status zckpt_create_excl(const char *path, int flags, int *fd);
+/* Takes dir's lock file (flock, non-blocking): a second saver fails with a message naming the first. */
+zinc_status zckpt_lock_dir(const char *dir, int *fd);
+void zckpt_unlock_dir(int fd);
+/* Under the lock: restores a `.TAG.old` whose TAG is missing, removes stale `.TAG.partial` and `*.tmp`. */
+zinc_status zckpt_clean_stale(const char *dir);
 
 /* ---------------------------------------------------------------- checkpoint_validate.c */
 

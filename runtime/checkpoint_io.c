@@ -95,6 +95,16 @@ zinc_status zckpt_resolve(const char *path, char *tagdir, size_t cap, char *tag,
     if (stat(buf, &msb) == 0 && !S_ISREG(msb.st_mode))
         FAIL(ZINC_ERR_CORRUPT, "checkpoint %s: %s is not a regular file (%s): refused", p, buf,
              S_ISFIFO(msb.st_mode) ? "a FIFO" : S_ISDIR(msb.st_mode) ? "a directory" : "a special file");
+    if (!is_file(buf)) {
+        /* A re-save of this tag on a file system without an atomic directory exchange was interrupted
+         * between moving the old directory aside and putting the new one in place: the old one is whole. */
+        char old[ZCKPT_PATH_MAX + 32];
+        if (snprintf(old, sizeof old, "%s/.%s.old/" ZCKPT_MANIFEST, p, latest) < (int)sizeof old && is_file(old)) {
+            if (snprintf(tagdir, cap, "%s/.%s.old", p, latest) >= (int)cap)
+                FAIL(ZINC_ERR_INVALID_ARG, "checkpoint path too long");
+            goto fail;
+        }
+    }
     if (!is_file(buf))
         FAIL(ZINC_ERR_IO, "checkpoint %s: `latest` names tag \"%s\" but %s does not exist (was the tag directory "
                           "removed?); give DIR/TAG of another checkpoint",
@@ -202,8 +212,7 @@ zinc_status zckpt_write_small(zckpt_writer *w, const char *dir, const char *name
     int fd = -1;
     TRY(zckpt_path(tmp, sizeof tmp, "%s/%s.tmp", dir, name));
     TRY(zckpt_path(fin, sizeof fin, "%s/%s", dir, name));
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) FAIL(ZINC_ERR_IO, "cannot create %s: %s (check the directory's permissions)", tmp, strerror(errno));
+    TRY(zckpt_create_excl(tmp, O_WRONLY, &fd));
     TRY(zckpt_pwrite(w, fd, tmp, data, n, 0));
     if (fsync(fd) != 0) FAIL(ZINC_ERR_IO, "fsync of %s failed: %s", tmp, strerror(errno));
     close(fd);
