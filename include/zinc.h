@@ -46,7 +46,8 @@ typedef enum zinc_status {
     ZINC_ERR_LOSS_SCALE,    /* fp16 overflow with the loss scale already at its minimum */
     ZINC_ERR_UNSUPPORTED,   /* a feature that this build or this zinc version does not provide */
     ZINC_ERR_CORRUPT,       /* stored data failed its checksum or does not match what was expected */
-    ZINC_ERR_INTERNAL       /* a bug in zinc: please report it with the message */
+    ZINC_ERR_INTERNAL,      /* a bug in zinc: please report it with the message */
+    ZINC_ERR_NONFINITE      /* a non-finite gradient (fp32/bf16) or parameter: the run went bad at that step */
 } zinc_status;
 
 /* The message of the last failed call on this thread ("" if none). Valid until the next zinc call. */
@@ -100,6 +101,13 @@ typedef enum zinc_device_kind {
 
 /* ---------------------------------------------------------------- options and engine lifecycle */
 
+/* What zinc_step does with a non-finite gradient in fp32/bf16 training (fp16 always skips the step and
+ * lowers its loss scale). DEFAULT: ZINC_ERR_NONFINITE naming the step and the first tensor, and the
+ * parameters are checked after every taken step (an update that made one non-finite is the same error).
+ * SKIP: the step is skipped with a warning (zinc.max_skipped_steps bounds a run of them) and parameters
+ * are not checked. */
+typedef enum { ZINC_NONFINITE_DEFAULT = 0, ZINC_NONFINITE_SKIP = 1 } zinc_nonfinite;
+
 typedef struct zinc_options {
     const char *config_path;  /* a ds_config.json file, or NULL */
     const char *config_json;  /* or the JSON text itself (used when config_path is NULL) */
@@ -109,6 +117,7 @@ typedef struct zinc_options {
     zinc_log_level log_level; /* default ZINC_LOG_INFO */
     uint64_t seed;            /* base seed for per-parameter initialisation; default 1234 */
     int cpu_threads;          /* CPU kernel threads per rank; 0 = cores / ranks on this node */
+    zinc_nonfinite nonfinite; /* default ZINC_NONFINITE_DEFAULT: a non-finite fp32/bf16 gradient is an error */
 } zinc_options;
 
 zinc_options zinc_default_options(void);
@@ -158,6 +167,12 @@ typedef zinc_status (*zinc_init_fn)(void *userdata, const zinc_param_info *param
 /* Partitions the flat buffers, allocates parameters, gradients and optimizer state, and initialises
  * parameters through init_fn (every rank computes the same values, so nothing is broadcast). */
 zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata);
+/* Before zinc_build: an item every rank must agree on (up to 256, names up to 48 characters), e.g.
+ * zinc_agree_add(e, "steps", &steps, sizeof steps). zinc_build compares, by one collective, every rank's
+ * resolved config (key by key), registered parameters, device, seed and these items; a difference is
+ * ZINC_ERR_CONFIG on every rank naming the first differing item and the ranks that differ from rank 0.
+ * Short values (8- or 4-byte integers, text) are shown in the message. */
+zinc_status zinc_agree_add(zinc_engine *e, const char *name, const void *data, size_t n);
 
 /* ---------------------------------------------------------------- training */
 

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,17 @@ static zinc_status write_sections(zinc_engine *e, zckpt_writer *w, int fd, const
         int64_t lo = a > f->flat_lo ? a : f->flat_lo, hi = b < f->flat_hi ? b : f->flat_hi;
         if (hi > lo) {
             const float *src[3] = {v.master, v.m, v.v};
+            /* A checkpoint of a run gone bad would resume into the same NaNs: never saved silently. */
+            for (int s = 0; s < 3; s++)
+                for (int64_t x = 0; x < hi - lo; x++)
+                    if (!isfinite(src[s][lo - a + x])) {
+                        const zinc_param *p = zengine_param_at(e, lo + x);
+                        FAIL(ZINC_ERR_NONFINITE, "zinc_save_checkpoint: step %lld: the %s state of parameter \"%s\" "
+                                                 "element %lld is %g: refusing to save a checkpoint with non-finite "
+                                                 "values (the run went bad; resume from an earlier checkpoint)",
+                             (long long)e->steps, zckpt_section_names[s], p ? p->name : "?",
+                             (long long)(p ? lo + x - p->flat_offset : lo + x), (double)src[s][lo - a + x]);
+                    }
             for (int s = 0; s < 3; s++)
                 TRY(zckpt_pwrite(w, fd, path, src[s] + (lo - a), (size_t)(hi - lo) * sizeof(float),
                                  f->sec_offset[s] + (lo - f->flat_lo) * (int64_t)sizeof(float)));

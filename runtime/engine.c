@@ -6,10 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint_internal.h"
 #include "engine_internal.h"
 #include "error.h"
 #include "kernels/cpu_kernels.h"
 #include "mem_estimate.h"
+#include "watchdog.h"
 
 zinc_options zinc_default_options(void) {
     zinc_options o;
@@ -72,15 +74,19 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     e->log.level = o.log_level;
     e->log.rank = 0;
     e->seed = o.seed;
+    e->nonfinite = o.nonfinite;
     e->last_phase = -1;
 
     TRY(zcomm_create(&e->log, &e->comm));
     e->rank = e->comm->rank;
     e->world = e->comm->size;
     e->log.rank = e->rank;
+    zwatch_configure(&e->log, e->rank);
 
-    if (o.config_path) TRY(zcfg_load_file(o.config_path, e->world, &e->log, &e->cfg));
-    else TRY(zcfg_load_text(o.config_json, "<json text>", e->world, &e->log, &e->cfg));
+    /* A rank whose config fails must not leave the others waiting in the collectives that follow. */
+    if (o.config_path) st = zcfg_load_file(o.config_path, e->world, &e->log, &e->cfg);
+    else st = zcfg_load_text(o.config_json, "<json text>", e->world, &e->log, &e->cfg);
+    TRY(zckpt_agree(e, st));
 
     zinc_device_kind want = o.device != ZINC_DEVICE_AUTO ? o.device : e->cfg.device;
     if (want == ZINC_DEVICE_CUDA && !cuda_allowed())
@@ -89,7 +95,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
                                    "cpu (zinc.device in the config or --device cpu)");
     if (want == ZINC_DEVICE_AUTO) want = cuda_allowed() && zdev_cuda_count() > 0 ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
     e->device = want;
-    TRY(zdev_create(want, &e->mem, &e->log, e->comm->local_rank, &e->dev));
+    TRY(zckpt_agree(e, zdev_create(want, &e->mem, &e->log, e->comm->local_rank, &e->dev)));
     TRY(e->dev->ops->comm_create(e->dev, e->comm, &e->log, &e->dcomm));
 
     e->stage = e->cfg.zero.stage;
@@ -148,6 +154,7 @@ void zinc_destroy(zinc_engine *e) {
     }
     free(e->params);
     for (int i = 0; i < e->nmodules; i++) free(e->modules[i].name);
+    zengine_agree_free(e);
     free(e->modules);
     free(e->trace);
     if (e->dcomm != e->comm) zcomm_destroy(e->dcomm);
@@ -397,6 +404,7 @@ zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
             return ZERR(ZINC_ERR_STATE, "zinc_build: module \"%s\" has no parameters", e->modules[m].name);
 
     layout(e);
+    TRY(zengine_agree(e)); /* one collective: config, model and the caller's items agree on every rank */
     TRY(zmem_preflight(e)); /* refuses, with the numbers, a config this machine cannot hold */
     size_t csz = zinc_dtype_size(e->compute_dtype);
     int64_t own = e->own_hi - e->own_lo;
