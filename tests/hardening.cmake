@@ -57,3 +57,13 @@ if(ZINC_LIBFUZZER_WORKS)
   set_tests_properties(manifest_libfuzzer PROPERTIES LABELS "fuzz;checkpoint" TIMEOUT 120
                        ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
 endif()
+
+# The command line under misuse: options without values, numbers out of range, unusable output paths before
+# training, bit flips through inspect --verify and export, FIFOs, export targets it must not replace.
+if(ZINC_PYTHON3_FOR_MISMATCH)
+  add_test(NAME cli_hardening COMMAND ${ZINC_PYTHON3_FOR_MISMATCH} ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_hardening.py
+           --zinc $<TARGET_FILE:zinc_cli> --configs ${PROJECT_SOURCE_DIR}/ds_configs
+           --workdir ${PROJECT_BINARY_DIR}/cli_hardening_test)
+  set_tests_properties(cli_hardening PROPERTIES TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV}" LABELS "cli;hardening"
+                       WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+endif()
