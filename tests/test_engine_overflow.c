@@ -122,12 +122,15 @@ static void nonfinite_cases(int stage, zinc_dtype t) {
     size_t csz = zinc_dtype_size(t);
     char *own = e->stage == 3 ? (char *)e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
     int64_t x = e->part.numel - e->own_lo > 3 ? 3 : 0; /* element own_lo + 3 (own_lo on a rank of padding) */
-    if (e->own_lo + x < e->part.numel && zinc_rank(e) == zinc_world_size(e) - 1) {
-        uint16_t nan16 = t == ZINC_BF16 ? 0x7fc0 : 0x7e00;
-        float nan32 = NAN;
-        memcpy(own + (size_t)x * csz, t == ZINC_FP32 ? (const void *)&nan32 : (const void *)&nan16, csz);
+    /* (Written from the host: on a discrete device, where parameters live in device memory, not run.) */
+    if (e->dev->host_addressable) {
+        if (e->own_lo + x < e->part.numel && zinc_rank(e) == zinc_world_size(e) - 1) {
+            uint16_t nan16 = t == ZINC_BF16 ? 0x7fc0 : 0x7e00;
+            float nan32 = NAN;
+            memcpy(own + (size_t)x * csz, t == ZINC_FP32 ? (const void *)&nan32 : (const void *)&nan16, csz);
+        }
+        ZT_ERR(zengine_check_params(e, own), ZINC_ERR_NONFINITE, "the update made 1");
     }
-    ZT_ERR(zengine_check_params(e, own), ZINC_ERR_NONFINITE, "the update made 1");
     zinc_mlp_destroy(m);
     zinc_destroy(e);
 
