@@ -10,6 +10,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 
 failures = 0
 
@@ -75,6 +76,21 @@ def main():
         rc, out = run(args)
         check(rc == 1 and needle in out and "nothing was trained" in out and "steps (" not in out,
               f"{args[-2:]}: exit {rc} {out[:300]!r}")
+
+    # Two runs saving into one directory: the second fails at once (the first holds DIR/.zinc.run.lock).
+    two = os.path.join(work, "two")
+    first = subprocess.Popen(tr + ["--steps", "100000", "--save", two], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    for _ in range(200):  # until the first run holds the lock
+        if os.path.exists(os.path.join(two, ".zinc.run.lock")):
+            break
+        time.sleep(0.05)
+    time.sleep(0.5)
+    rc, out = run(tr + ["--steps", "3", "--save", two])
+    check(rc == 1 and "another zinc train" in out and "nothing was trained" in out,
+          f"a second run saving into the same directory: {rc} {out[:300]!r}")
+    first.kill()
+    first.wait()
 
     # A checkpoint to misuse.
     ck = os.path.join(work, "ck")

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <jansson.h>
 #include <math.h>
@@ -11,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoint_internal.h"
 #include "commands.h"
 #include "mlp.h"
 #include "zinc.h"
@@ -140,7 +142,7 @@ int zinc_cmd_train(int argc, char **argv) {
     int64_t steps = 100, seed = 1234, data_seed = 42, threads = 0, save_every = 0;
     zinc_mlp_config mc = zinc_mlp_default_config();
     zinc_options o = zinc_default_options();
-    int quiet = 0;
+    int quiet = 0, run_lock = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t x;
@@ -239,6 +241,30 @@ int zinc_cmd_train(int argc, char **argv) {
     /* What every rank must have been given alike; zinc_build (in zinc_mlp_create) compares them. */
     {
         int64_t flags = (save_dir ? 1 : 0) | (resume ? 2 : 0) | (report ? 4 : 0) | (quiet ? 8 : 0);
+        /* One run per --save directory: rank 0 holds DIR/.zinc.run.lock for the whole run (each save also
+         * locks DIR/.zinc.lock), so a second run fails now rather than after its training. */
+        if (save_dir && !save_why[0] && zinc_rank(e) == 0) {
+            char lp[4200];
+            snprintf(lp, sizeof lp, "%s/.zinc.run.lock", save_dir);
+            if (zckpt_check_dir(save_dir, "--save directory") != ZINC_OK)
+                snprintf(save_why, sizeof save_why, "%s", zinc_last_error());
+            else if ((run_lock = open(lp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644)) < 0 ||
+                     flock(run_lock, LOCK_EX | LOCK_NB) != 0) {
+                char owner[64] = "";
+                ssize_t k = run_lock >= 0 ? pread(run_lock, owner, sizeof owner - 1, 0) : -1;
+                owner[k > 0 ? k : 0] = 0;
+                owner[strcspn(owner, "\n")] = 0;
+                snprintf(save_why, sizeof save_why, "--save %s: another zinc train (%s) saves into this directory; "
+                                                   "use another directory or wait for it to finish",
+                         save_dir, owner[0] ? owner : "unknown pid");
+            } else {
+                char me[64];
+                int n = snprintf(me, sizeof me, "pid %ld\n", (long)getpid());
+                if (ftruncate(run_lock, 0) == 0 && pwrite(run_lock, me, (size_t)n, 0) < 0) { /* only for messages */
+                }
+            }
+            if (save_why[0] && zinc_world_size(e) > 1) fprintf(stderr, "zinc train: %s\n", save_why);
+        }
         int64_t paths_ok = !save_why[0] && !report_why[0];
         if (zinc_agree_add(e, "--steps", &steps, sizeof steps) != ZINC_OK ||
             zinc_agree_add(e, "--seed", &seed, sizeof seed) != ZINC_OK ||
@@ -360,6 +386,7 @@ int zinc_cmd_train(int argc, char **argv) {
     }
     rc = 0;
 done:
+    if (run_lock >= 0) close(run_lock);
     free(master);
     zinc_mlp_destroy(m);
     zinc_destroy(e);
