@@ -51,6 +51,7 @@ const char *zinc_status_name(zinc_status s) {
     case ZINC_ERR_NOMEM: return "ZINC_ERR_NOMEM";
     case ZINC_ERR_IO: return "ZINC_ERR_IO";
     case ZINC_ERR_COMM: return "ZINC_ERR_COMM";
+    case ZINC_ERR_NONFINITE: return "ZINC_ERR_NONFINITE";
     case ZINC_ERR_DEVICE: return "ZINC_ERR_DEVICE";
     case ZINC_ERR_LOSS_SCALE: return "ZINC_ERR_LOSS_SCALE";
     case ZINC_ERR_UNSUPPORTED: return "ZINC_ERR_UNSUPPORTED";
