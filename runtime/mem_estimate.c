@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 
+#include "comm_mpi.h"
 #include "comm_staged.h"
 #include "engine_internal.h"
 #include "error.h"
@@ -282,11 +283,58 @@ zinc_status zmem_estimate_compute(const zmem_model *m, const zinc_config *cfg, i
 
     for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
         for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++) out->total[k] += b[k][c];
+
+    /* Initialisation scratch (engine.c init_params): pieces of at most ZINC_INIT_PIECE elements of what
+     * this rank initialises (whole tensors at stages 0-2, the own shard at 3); a whole-tensor init_fn
+     * needs the largest such tensor, except in place (fp32 parameters in host memory, stages 0-2). */
+    int64_t own_lo = (int64_t)rank * part.shard, own_hi = own_lo + part.shard, most = 0, most_whole = 0;
+    off = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        int64_t lo = off, hi = off + m->numel[i];
+        off = zpart_align_up(hi, ZPART_PARAM_ALIGN);
+        if (out->stage == 3) {
+            lo = lo > own_lo ? lo : own_lo;
+            hi = hi < own_hi ? hi : own_hi;
+            if (hi <= lo) continue;
+        }
+        if (hi - lo > most) most = hi - lo;
+        if (m->numel[i] > most_whole) most_whole = m->numel[i];
+    }
+    out->init_scratch = (uint64_t)(most < ZINC_INIT_PIECE ? most : ZINC_INIT_PIECE) * sizeof(float);
+    bool in_place = out->stage <= 2 && out->compute_dtype == ZINC_FP32 && out->device == ZINC_DEVICE_CPU;
+    out->init_scratch_whole = in_place ? 0 : (uint64_t)most_whole * sizeof(float);
+
+    /* MPI's temporaries: the largest message (stage 0's gradient all-reduce, the reduce buckets, the
+     * parameter all-gathers) is cut into pieces of comm_piece elements (comm_mpi.c); with overlap_comm
+     * one piece per pending bucket is in flight. A single rank calls no reducing collective. */
+    out->comm_piece = (int64_t)zcomm_mpi_max_count();
+    out->comm_pending = out->nbuckets > 1 ? out->nbuckets : 1;
+    if (world > 1) {
+        int64_t msg = out->stage <= 2 ? part.padded : (out->bucket_cap > out->largest_module_flat
+                                                              ? out->bucket_cap : out->largest_module_flat);
+        if (msg > out->comm_piece) msg = out->comm_piece;
+        size_t es = zinc_dtype_size(out->comm_dtype);
+        if (zinc_dtype_size(out->grad_dtype) > es) es = zinc_dtype_size(out->grad_dtype);
+        if (zinc_dtype_size(out->compute_dtype) > es) es = zinc_dtype_size(out->compute_dtype);
+        out->comm_temp = (uint64_t)out->comm_pending * ZMEM_MPI_TEMP_FACTOR * (uint64_t)msg * es;
+    }
 fail:
     free(mod_flat);
     free(mod_numel);
     free(persistent);
     return st;
+}
+
+uint64_t zmem_estimate_rss(const zmem_estimate *est, bool device_in_host) {
+    uint64_t all = 0, gather = 0;
+    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) {
+        if (k == ZINC_MEMKIND_NVME || (k == ZINC_MEMKIND_DEVICE && !device_in_host)) continue;
+        all += est->total[k];
+        gather += est->bytes[k][ZINC_MEM_GATHER];
+    }
+    all -= all > est->before_build ? est->before_build : all;
+    uint64_t build = all - gather + est->init_scratch, steps = all + est->comm_temp;
+    return build > steps ? build : steps;
 }
 
 /* ---------------------------------------------------------------- DeepSpeed's estimators */
@@ -535,12 +583,14 @@ zinc_status zmem_estimate_engine(zinc_engine *e, zmem_estimate *out) {
     /* A cpu device presented as discrete (ZINC_CPU_DISCRETE=1) allocates as the cuda device does. */
     zinc_device_kind kind = e->dev->mem_kind == ZINC_MEMKIND_DEVICE ? ZINC_DEVICE_CUDA : e->device;
     TRY(zmem_estimate_compute(&(zmem_model){e->nparams, numel, module}, &e->cfg, e->world, e->rank, kind, out));
+    out->init_scratch = (uint64_t)zengine_init_scratch_numel(e, e->init_ranged) * sizeof(float);
     /* Device collectives through MPI stage in host memory of the device's staging kind (pinned on a GPU). */
     uint64_t staged = zcomm_staged_bytes(e->dcomm);
     if (staged) {
         zinc_mem_kind k = e->dev->mem_kind == ZINC_MEMKIND_DEVICE ? ZINC_MEMKIND_PINNED : ZINC_MEMKIND_HOST;
         out->bytes[k][ZINC_MEM_STAGING] += staged;
         out->total[k] += staged;
+        out->before_build = staged;
     }
 fail:
     free(numel);
@@ -588,4 +638,9 @@ zinc_status zmem_allgather_reports(zinc_engine *e, zinc_memory_report *all) {
     TRY(zcomm_allgather_bytes(e->comm, &mine, all, sizeof mine));
 fail:
     return st;
+}
+
+zinc_status zmem_allgather_u64(zinc_engine *e, const uint64_t *mine, int n, uint64_t *all) {
+    if (!e || !mine || !all || n < 1) return ZERR(ZINC_ERR_INVALID_ARG, "zmem_allgather_u64: bad argument");
+    return zcomm_allgather_bytes(e->comm, mine, all, (size_t)n * sizeof *mine);
 }

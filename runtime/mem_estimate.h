@@ -55,7 +55,28 @@ typedef struct zmem_estimate {
     int64_t state_chunk;              /* elements per optimizer-state chunk (sub_group_size) */
     int nvme_swap_buffers;            /* NVMe store: swap buffers, each one chunk of master, m and v */
     uint64_t offload_staging;         /* GPU with offload: the step's pinned gradient and parameter staging */
+
+    /* Transients the engine's counters do not hold but the process's resident memory does (host bytes):
+     * the build's fp32 initialisation scratch (freed before zinc_build returns) and MPI's temporaries
+     * inside one collective piece (comm_mpi.h), at most `comm_pending` pieces at once. */
+    uint64_t init_scratch;            /* as the engine builds (zmem_estimate_compute: zinc_build_ranged) */
+    uint64_t init_scratch_whole;      /* zinc_build with a whole-tensor init_fn */
+    int64_t comm_piece;               /* elements per MPI call at most (zcomm_mpi_max_count) */
+    int comm_pending;                 /* pieces in flight at once (reduce buckets with overlap_comm) */
+    uint64_t comm_temp;               /* bound on MPI's temporaries, bytes */
+    uint64_t before_build;            /* host bytes in the totals allocated by zinc_create (collective staging) */
 } zmem_estimate;
+
+/* The process's resident-memory growth this estimate predicts from before zinc_build to its peak:
+ * memory in host RAM (host, pinned, and the device's bytes when the device is host memory) at the
+ * larger of the build (model state without gather buffers, plus the init scratch) and the steps
+ * (everything, plus MPI's temporaries). `device_in_host`: the device allocates host memory (the cpu
+ * device, also when presented as discrete). */
+uint64_t zmem_estimate_rss(const zmem_estimate *est, bool device_in_host);
+
+/* The multiple of a piece's bytes Open MPI allocates as temporaries inside one collective call, at most
+ * (reduce-scatter and allreduce in Open MPI's tuned and libnbc components; docs/mem.md). */
+#define ZMEM_MPI_TEMP_FACTOR 2
 
 /* Computes the estimate for rank `rank` of `world`. cfg must be resolved (zcfg_load_*). device is the
  * compute device: ZINC_DEVICE_CPU places everything in host memory (what the engine does today),
@@ -119,5 +140,8 @@ zinc_status zmem_preflight(struct zinc_engine *e);
 
 /* Collective: every rank's memory report, in rank order (all holds world entries), on every rank. */
 zinc_status zmem_allgather_reports(struct zinc_engine *e, zinc_memory_report *all);
+
+/* Collective: n values from every rank, in rank order (all holds world x n). */
+zinc_status zmem_allgather_u64(struct zinc_engine *e, const uint64_t *mine, int n, uint64_t *all);
 
 #endif

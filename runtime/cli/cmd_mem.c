@@ -42,7 +42,11 @@ static void usage(FILE *f) {
             "  --plot FILE.svg|png  estimate: bytes per rank against rank count, stages 0-3 (needs gnuplot)\n"
             "  --steps N            measure: optimizer steps (default 3; the peak is reached by step 2)\n"
             "  --seed S             measure: gradient seed (default 1)\n"
-            "  --check              measure: exit 1 unless every row matches the estimate\n"
+            "  --check              measure: exit 1 unless every row matches the estimate and each rank's real\n"
+            "                       peak (VmHWM less the resident bytes before zinc_build) is within\n"
+            "                       --rss-tolerance PCT (default 5) %% plus --rss-slack MIB (default 4) of it\n"
+            "  --init ranged|whole  measure: initialise with zinc_build_ranged (default) or a whole-tensor\n"
+            "                       init_fn through zinc_build (its fp32 scratch shows in the real peak)\n"
             "  --json | --csv       machine-readable output instead of tables\n"
             "  --bytes              exact byte counts in the tables instead of KiB/MiB/GiB\n"
             "  --verbose            the engine's log (measure)\n"
@@ -86,6 +90,15 @@ static int parse_args(int argc, char **argv, mopts *o) {
         I64("--stage", 0, 3, o->stage)
         I64("--steps", 1, 1000000, o->steps)
         I64("--seed", 0, INT64_MAX, o->seed)
+        I64("--rss-slack", 0, 1 << 20, o->rss_slack_mib)
+        I64("--rss-tolerance", 0, 1000, o->rss_tol_pct)
+        else if (!strcmp(a, "--init")) {
+            if (!v || (strcmp(v, "ranged") && strcmp(v, "whole"))) {
+                fprintf(stderr, "zinc mem: --init must be ranged or whole, got \"%s\"\n", v ? v : "");
+                return -1;
+            }
+            o->init_whole = !strcmp(v, "whole"), i++;
+        }
         else if (!strcmp(a, "--config")) o->config = v, i++;
         else if (!strcmp(a, "--shapes")) o->shapes = v, i++;
         else if (!strcmp(a, "--plot")) o->plot = v, i++;
@@ -592,7 +605,7 @@ int zinc_cmd_mem(int argc, char **argv) {
         return help ? 0 : 2;
     }
     mopts o = {.measure = !strcmp(argv[1], "measure"), .nodes = 1, .gpn = 1, .device = ZINC_DEVICE_CUDA,
-               .stage = -1, .steps = 3, .seed = 1};
+               .stage = -1, .steps = 3, .seed = 1, .rss_tol_pct = 5, .rss_slack_mib = 4};
     int pr = parse_args(argc, argv, &o);
     if (pr) return pr > 0 ? 0 : 2;
     if (o.json && o.csv) {

@@ -45,6 +45,9 @@ typedef struct mopts {
     const char *plot;
     int64_t steps, seed;
     bool check, verbose;
+    bool init_whole;        /* measure: zinc_build with a whole-tensor init_fn (default: zinc_build_ranged) */
+    int64_t rss_tol_pct;    /* measure --check: the real peak's growth within this % of the estimate */
+    int64_t rss_slack_mib;  /* ... plus this many MiB */
 } mopts;
 
 
