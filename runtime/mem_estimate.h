@@ -65,6 +65,8 @@ typedef struct zmem_estimate {
     int comm_pending;                 /* pieces in flight at once (reduce buckets with overlap_comm) */
     uint64_t comm_temp;               /* bound on MPI's temporaries, bytes */
     uint64_t before_build;            /* host bytes in the totals allocated by zinc_create (collective staging) */
+    int64_t nvme_chunk;               /* elements per chunk with NVMe offload (sub_group_size, capped) */
+    int nvme_buffers;                 /* swap buffers NVMe offload would use (buffer_count, capped) */
 } zmem_estimate;
 
 /* The process's resident-memory growth this estimate predicts from before zinc_build to its peak:
@@ -120,9 +122,23 @@ typedef struct zmem_available {
     bool have_device;
     uint64_t device_free;     /* the GPU's free memory (cudaMemGetInfo), when the engine runs on one */
     int ranks_per_device;     /* ranks of this node sharing that GPU */
+    bool have_cgroup;
+    uint64_t cgroup_free;     /* memory cgroup: the least of limit - usage over this process's cgroup and
+                               * its ancestors (v2 memory.max - memory.current, v1 memory.limit_in_bytes -
+                               * memory.usage_in_bytes); ZINC_FAKE_CGROUP_FREE */
+    uint64_t cgroup_limit;
+    char cgroup_file[256];    /* the limit file that binds */
+    bool have_as;
+    uint64_t as_free;         /* RLIMIT_AS soft limit less VmSize; ZINC_FAKE_AS_FREE */
+    uint64_t as_limit;
+    unsigned headroom_pct;    /* the share kept free: ZINC_MEM_HEADROOM (percent, default 10) */
 } zmem_available;
 
 void zmem_available_read(const char *nvme_path, zmem_available *out);
+
+/* ZINC_MEM_HEADROOM: the percentage of each limit the pre-flight keeps free (0-90, default 10). */
+#define ZMEM_HEADROOM_DEFAULT 10
+zinc_status zmem_headroom_read(unsigned *pct);
 
 /* Checks an estimate against what is available when `local_ranks` ranks share the node (and the NVMe
  * path): device bytes of the ranks sharing a GPU against its free memory, host + pinned bytes against

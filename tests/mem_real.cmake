@@ -1,0 +1,20 @@
+# issue 15: the estimate against each rank's real peak (VmHWM less the resident bytes before zinc_build)
+# on the CPU, stages 0-3 x offload none/cpu/nvme, one test per rank count and dtype (tests/mem_real_peak.sh
+# says what it runs and the tolerance).
+foreach(n 1 2)
+  foreach(cfg zero0_fp32 zero1_bf16 zero2_fp16)
+    set(name mem_real_peak_np${n}_${cfg})
+    set(tmp ${PROJECT_BINARY_DIR}/test-tmp/${name})
+    file(MAKE_DIRECTORY ${tmp})
+    add_test(NAME ${name}
+             COMMAND ${PROJECT_SOURCE_DIR}/tests/mem_real_peak.sh $<TARGET_FILE:zinc_cli> ${n} ${cfg} ${ZINC_MPIRUN})
+    set_tests_properties(${name} PROPERTIES LABELS "mem;cli;mpi" TIMEOUT 600
+                         ENVIRONMENT "${ZINC_TEST_ENV};TMPDIR=${tmp}"
+                         PASS_REGULAR_EXPRESSION "10 of 10 runs within")
+  endforeach()
+endforeach()
+# The pre-flight against RLIMIT_AS (set by the test on itself), a memory cgroup (skipped with the reason
+# where none can be created), and each limit's message and fixes.
+foreach(mode rlimit cgroup advice)
+  zinc_test(NAME mem_limits_${mode} SOURCES test_mem_limits.c ARGS ${mode} LABELS mem TIMEOUT 120)
+endforeach()
