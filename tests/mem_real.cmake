@@ -18,3 +18,18 @@ endforeach()
 foreach(mode rlimit cgroup advice)
   zinc_test(NAME mem_limits_${mode} SOURCES test_mem_limits.c ARGS ${mode} LABELS mem TIMEOUT 120)
 endforeach()
+# zinc mem plan: --paper against the ZeRO paper's Table 1 (cells from the paper's formulas, GB and GiB);
+# zinc's own plan with the plot (a file name with a space and a quote; skipped with a message where
+# gnuplot is not installed).
+find_program(ZINC_PLAN_PYTHON python3)
+if(ZINC_PLAN_PYTHON)
+  add_test(NAME mem_plan_paper COMMAND ${ZINC_PLAN_PYTHON} ${PROJECT_SOURCE_DIR}/tests/mem_plan_paper.py
+                                       $<TARGET_FILE:zinc_cli>)
+  set_tests_properties(mem_plan_paper PROPERTIES LABELS "mem;cli" ENVIRONMENT "${ZINC_TEST_ENV}")
+endif()
+add_test(NAME mem_plan_cli
+         COMMAND $<TARGET_FILE:zinc_cli> mem plan --gpt2 xl --config ${PROJECT_SOURCE_DIR}/ds_configs/zero3_fp16.json
+                 --gpu-mem 16GiB --host-mem 256GiB --activation-bytes-per-sample 1GiB
+                 --plot "${PROJECT_BINARY_DIR}/mem plan's.svg")
+set_tests_properties(mem_plan_cli PROPERTIES LABELS "mem;cli" ENVIRONMENT "${ZINC_TEST_ENV}"
+                     PASS_REGULAR_EXPRESSION "zinc mem plan: (wrote|gnuplot is not installed)")

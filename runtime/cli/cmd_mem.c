@@ -1,3 +1,4 @@
+#include <strings.h>
 /* zinc mem estimate | measure: per-rank memory by category and memory kind, predicted by the estimator
  * (runtime/mem_estimate.h) and measured from the engine's accounting, with DeepSpeed's own estimators
  * beside them (docs/mem.md). */
@@ -17,6 +18,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: zinc mem estimate MODEL [options]\n"
             "       [mpirun -np N] zinc mem measure MODEL [options]\n"
+            "       zinc mem plan MODEL --gpu-mem SIZE [options]\n"
             "\n"
             "estimate: the bytes one rank needs, by category (parameters, gradients, fp32 master, Adam m and v,\n"
             "  reduce buckets, stage-3 gather/prefetch buffers, staging, other) and memory kind (GPU, host,\n"
@@ -45,6 +47,12 @@ static void usage(FILE *f) {
             "  --check              measure: exit 1 unless every row matches the estimate and each rank's real\n"
             "                       peak (VmHWM less the resident bytes before zinc_build) is within\n"
             "                       --rss-tolerance PCT (default 5) %% plus --rss-slack MIB (default 4) of it\n"
+            "plan: --gpu-mem SIZE [--host-mem SIZE] [--nvme SIZE] [--gpus-per-node G (default 8)]\n"
+            "                       [--activation-bytes-per-sample SIZE] [--max-gpus N (default 1024)]\n"
+            "                       [--paper] [--units GB|GiB] [--plot FILE.svg|png] [--json]\n"
+            "  for each stage and offload: the fewest GPUs (and nodes) holding one rank's estimate with\n"
+            "  ZINC_MEM_HEADROOM %% (default 10) kept free, and the largest micro-batch beside it; --paper uses\n"
+            "  the ZeRO paper's 2+2+12 bytes per parameter (Table 1) and GB (1e9) unless --units GiB\n"
             "  --init ranged|whole  measure: initialise with zinc_build_ranged (default) or a whole-tensor\n"
             "                       init_fn through zinc_build (its fp32 scratch shows in the real peak)\n"
             "  --json | --csv       machine-readable output instead of tables\n"
@@ -62,6 +70,31 @@ static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, in
         return -1;
     }
     *out = (int64_t)d;
+    return 0;
+}
+
+/* "80GB" (1e9), "80GiB" (2^30), "80G" (= GiB), plain bytes; K/M/G/T. */
+static int parse_size(const char *flag, const char *v, uint64_t *out) {
+    char *end = NULL;
+    double x = v ? strtod(v, &end) : 0;
+    double mul = 1;
+    if (v && end && *end) {
+        char u = (char)toupper((unsigned char)*end);
+        const char *r = end + 1;
+        int pw = u == 'K' ? 1 : u == 'M' ? 2 : u == 'G' ? 3 : u == 'T' ? 4 : u == 'B' ? 0 : -1;
+        if (pw < 0) pw = 99;
+        bool dec = !strcasecmp(r, "B") && u != 'B';
+        if (u == 'B' && *r) pw = 99;
+        if (pw != 99 && !dec && *r && strcasecmp(r, "iB") && strcasecmp(r, "i")) pw = 99;
+        if (pw == 99) x = -1;
+        else mul = pow(dec ? 1000.0 : 1024.0, pw);
+    }
+    if (!v || !*v || x <= 0 || x * mul > 1.8e19) {
+        fprintf(stderr, "zinc mem: %s needs a size such as 80GB (1e9 bytes), 80GiB or 80G (2^30), got \"%s\"\n",
+                flag, v ? v : "");
+        return -1;
+    }
+    *out = (uint64_t)(x * mul);
     return 0;
 }
 
@@ -92,6 +125,21 @@ static int parse_args(int argc, char **argv, mopts *o) {
         I64("--seed", 0, INT64_MAX, o->seed)
         I64("--rss-slack", 0, 1 << 20, o->rss_slack_mib)
         I64("--rss-tolerance", 0, 1000, o->rss_tol_pct)
+        I64("--max-gpus", 1, 1 << 20, o->max_gpus)
+        else if (!strcmp(a, "--gpu-mem") || !strcmp(a, "--host-mem") || !strcmp(a, "--nvme") ||
+                 !strcmp(a, "--activation-bytes-per-sample")) {
+            uint64_t *dst = !strcmp(a, "--gpu-mem") ? &o->gpu_mem : !strcmp(a, "--host-mem") ? &o->host_mem
+                          : !strcmp(a, "--nvme") ? &o->nvme_bytes : &o->act_bytes;
+            if (parse_size(a, v, dst)) return -1;
+            i++;
+        } else if (!strcmp(a, "--paper")) o->paper = true;
+        else if (!strcmp(a, "--units")) {
+            if (!v || (strcmp(v, "GB") && strcmp(v, "GiB"))) {
+                fprintf(stderr, "zinc mem: --units must be GB (1e9 bytes) or GiB (2^30), got \"%s\"\n", v ? v : "");
+                return -1;
+            }
+            o->units_gb = !strcmp(v, "GB"), o->units_set = true, i++;
+        }
         else if (!strcmp(a, "--init")) {
             if (!v || (strcmp(v, "ranged") && strcmp(v, "whole"))) {
                 fprintf(stderr, "zinc mem: --init must be ranged or whole, got \"%s\"\n", v ? v : "");
@@ -179,8 +227,8 @@ static void log_to_stderr(void *u, zinc_log_level l, int rank, const char *msg) 
 }
 
 /* Loads a variant; quiet for the table (problems are reported for the main config only). */
-static zinc_status load_variant(json_t *base, const char *origin, int stage, const char *offload, int world,
-                                bool quiet, zinc_config *cfg) {
+zinc_status mc_load_variant(json_t *base, const char *origin, int stage, const char *offload, int world, bool quiet,
+                            zinc_config *cfg) {
     char *text = mc_config_text(base, stage, offload);
     if (!text) return ZINC_ERR_NOMEM;
     zlog log = {.fn = quiet ? NULL : log_to_stderr, .level = ZINC_LOG_WARN};
@@ -376,7 +424,7 @@ static int plot(const mopts *o, json_t *base, const char *origin, const zmem_mod
             zinc_config cfg;
             zmem_estimate e;
             const char *off = s == 0 ? "none" : o->offload;
-            if (load_variant(base, origin, s, off, xs[i], true, &cfg) != ZINC_OK ||
+            if (mc_load_variant(base, origin, s, off, xs[i], true, &cfg) != ZINC_OK ||
                 zmem_estimate_compute(md, &cfg, xs[i], 0, o->device, &e) != ZINC_OK) {
                 fprintf(f, " NaN");
                 continue;
@@ -492,7 +540,7 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
     if (mc_load_base(o, &base) || mc_model_arrays(m, &numel, &module)) goto done;
     zmem_model md = {m->n, numel, module};
     zinc_config cfg;
-    if (load_variant(base, origin, o->stage, o->offload, G, false, &cfg) != ZINC_OK) {
+    if (mc_load_variant(base, origin, o->stage, o->offload, G, false, &cfg) != ZINC_OK) {
         fprintf(stderr, "zinc mem: %s\n", zinc_last_error());
         goto done;
     }
@@ -516,7 +564,7 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
                 snprintf(x->why, sizeof x->why, "not a valid combination: offload needs stage 1, 2 or 3");
                 continue;
             }
-            if (load_variant(base, origin, s, mc_offload_name(offs[k]), G, true, &vc) != ZINC_OK) {
+            if (mc_load_variant(base, origin, s, mc_offload_name(offs[k]), G, true, &vc) != ZINC_OK) {
                 snprintf(x->why, sizeof x->why, "config refused: %.120s", zinc_last_error());
                 continue;
             }
@@ -599,15 +647,22 @@ done:
 }
 
 int zinc_cmd_mem(int argc, char **argv) {
-    if (argc < 2 || (strcmp(argv[1], "estimate") && strcmp(argv[1], "measure"))) {
+    if (argc < 2 || (strcmp(argv[1], "estimate") && strcmp(argv[1], "measure") && strcmp(argv[1], "plan"))) {
         bool help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
         usage(help ? stdout : stderr);
         return help ? 0 : 2;
     }
     mopts o = {.measure = !strcmp(argv[1], "measure"), .nodes = 1, .gpn = 1, .device = ZINC_DEVICE_CUDA,
-               .stage = -1, .steps = 3, .seed = 1, .rss_tol_pct = 5, .rss_slack_mib = 4};
+               .stage = -1, .steps = 3, .seed = 1, .rss_tol_pct = 5, .rss_slack_mib = 4,
+               .plan = !strcmp(argv[1], "plan"), .max_gpus = 1024};
+    if (o.plan) o.gpn = 8;
     int pr = parse_args(argc, argv, &o);
     if (pr) return pr > 0 ? 0 : 2;
+    if (!o.units_set) o.units_gb = o.paper; /* the paper counts in 1e9 bytes */
+    if (o.plan && zmem_headroom_read(&o.headroom_pct) != ZINC_OK) {
+        fprintf(stderr, "zinc mem plan: %s\n", zinc_last_error());
+        return 2;
+    }
     if (o.json && o.csv) {
         fprintf(stderr, "zinc mem: give --json or --csv, not both\n");
         return 2;
@@ -617,7 +672,7 @@ int zinc_cmd_mem(int argc, char **argv) {
         mc_model_free(&m);
         return 2;
     }
-    int rc = o.measure ? mc_cmd_measure(&o, &m) : cmd_estimate(&o, &m);
+    int rc = o.measure ? mc_cmd_measure(&o, &m) : o.plan ? mc_cmd_plan(&o, &m) : cmd_estimate(&o, &m);
     mc_model_free(&m);
     return rc;
 }
