@@ -33,3 +33,14 @@ add_test(NAME mem_plan_cli
                  --plot "${PROJECT_BINARY_DIR}/mem plan's.svg")
 set_tests_properties(mem_plan_cli PROPERTIES LABELS "mem;cli" ENVIRONMENT "${ZINC_TEST_ENV}"
                      PASS_REGULAR_EXPRESSION "zinc mem plan: (wrote|gnuplot is not installed)")
+# The DeepSpeed comparison's reasons in JSON and CSV too (stage 1 with CPU offload, fp32 configs).
+add_test(NAME mem_cli_why_json
+         COMMAND $<TARGET_FILE:zinc_cli> mem estimate --gpt2 small --config ${PROJECT_SOURCE_DIR}/ds_configs/zero0_fp32.json
+                 --stage 1 --offload cpu --json)
+set_tests_properties(mem_cli_why_json PROPERTIES LABELS "mem;cli" ENVIRONMENT "${ZINC_TEST_ENV}"
+                     PASS_REGULAR_EXPRESSION "\"topic\": \"stage1_offload_grads\"")
+add_test(NAME mem_cli_why_csv
+         COMMAND $<TARGET_FILE:zinc_cli> mem estimate --gpt2 small --config ${PROJECT_SOURCE_DIR}/ds_configs/zero0_fp32.json
+                 --csv)
+set_tests_properties(mem_cli_why_csv PROPERTIES LABELS "mem;cli" ENVIRONMENT "${ZINC_TEST_ENV}"
+                     PASS_REGULAR_EXPRESSION "why,1,cpu,deepspeed,stage1_offload_grads,\"Stage 1 with offload")

@@ -1,3 +1,4 @@
+#include <stdarg.h>
 #include <strings.h>
 /* zinc mem estimate | measure: per-rank memory by category and memory kind, predicted by the estimator
  * (runtime/mem_estimate.h) and measured from the engine's accounting, with DeepSpeed's own estimators
@@ -303,8 +304,14 @@ static void print_notes(const zmem_estimate *e, const mopts *o) {
     printf("  layout: %s parameters, flat buffer %s elements (tensors aligned to 8), shard %s per rank (aligned to "
            "64)\n",
            mc_commas(e->numel, n1, sizeof n1), mc_commas(e->flat_numel, n2, sizeof n2), mc_commas(e->shard, n3, sizeof n3));
-    printf("  not counted: activations and the model's own buffers, MPI/NCCL internals, the fp32 scratch of one "
-           "tensor during zinc_build, allocator overhead\n");
+    char sc[32], mt[32];
+    mc_prose(sc, sizeof sc, e->init_scratch, o->exact);
+    mc_prose(mt, sizeof mt, e->comm_temp, o->exact);
+    printf("  transients (in the process's peak, not in the rows): %s of initialisation scratch at zinc_build_ranged "
+           "(zinc_build with a whole-tensor init_fn: the largest tensor in fp32, or none in place), %s of MPI "
+           "temporaries (%d piece%s of %" PRId64 " elements)\n",
+           sc, mt, e->comm_pending, e->comm_pending == 1 ? "" : "s", e->comm_piece);
+    printf("  not counted: activations and the model's own buffers, NCCL internals, allocator overhead\n");
     if (e->device == ZINC_DEVICE_CUDA)
         printf("  GPU: the engine's allocations on the device, with zinc's pinned staging; not the CUDA context or the "
                "CUDA runtime's own scratch. zinc's CUDA backend has not yet run on a GPU: these bytes are checked "
@@ -343,51 +350,112 @@ static void print_variants(const variant *v, int nv, const mopts *o, int nodes, 
 }
 
 /* Why zinc's numbers differ from DeepSpeed's for the chosen config. */
-static void print_why(const variant *v, const mopts *o, int64_t P, int64_t L, int G, int gpn) {
+/* One difference from DeepSpeed's estimate: a topic and a sentence. */
+static void why_add(json_t *arr, const char *topic, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void why_add(json_t *arr, const char *topic, const char *fmt, ...) {
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    json_array_append_new(arr, json_pack("{s:s, s:s}", "topic", topic, "text", text));
+}
+
+/* Why zinc's numbers differ from DeepSpeed's for one variant, as a list every output format carries. */
+static json_t *why_list(const variant *v, const mopts *o, int64_t P, int64_t L, int G, int gpn, bool off_param) {
+    json_t *w = json_array();
     const zmem_estimate *e = &v->est;
-    char a[32], b[32], c[32];
-    printf("\nWhy DeepSpeed's estimate differs (reference/deepspeed.md section 6):\n");
+    char a[32], b[32], c[32], n1[32], n2[32];
+    if (!v->valid) return w;
     if (!v->ds.available) {
-        printf("  - DeepSpeed has no estimator for %s; zinc's numbers above are the only ones.\n",
-               e->stage == 0 ? "stage 0" : "NVMe offload");
-        return;
+        why_add(w, "no_estimator", "DeepSpeed has no estimator for %s; zinc's numbers are the only ones.",
+                e->stage == 0 ? "stage 0" : "NVMe offload");
+        return w;
     }
     zinc_mem_kind ck = e->device == ZINC_DEVICE_CUDA ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
     mc_prose(a, sizeof a, v->ds.gpu_bytes, o->exact);
     mc_prose(b, sizeof b, e->total[ck], o->exact);
-    char n1[32], n2[32];
-    printf("  - DeepSpeed says %s per GPU (%s), zinc %s per rank on the %s, for P = %s, L = %s, G = %d.\n", a,
-           v->ds.function, b, ck == ZINC_MEMKIND_DEVICE ? "GPU" : "host (--device cpu)", mc_commas(P, n1, sizeof n1),
-           mc_commas(L, n2, sizeof n2), G);
+    why_add(w, "totals", "DeepSpeed says %s per GPU (%s), zinc %s per rank on the %s, for P = %s, L = %s, G = %d.", a,
+            v->ds.function, b, ck == ZINC_MEMKIND_DEVICE ? "GPU" : "host (--device cpu)", mc_commas(P, n1, sizeof n1),
+            mc_commas(L, n2, sizeof n2), G);
     mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_BUCKETS], o->exact);
-    printf("  - Buckets: DeepSpeed leaves out its reduce/ipg buckets; zinc counts its %d x %s-element bucket%s: %s.\n",
-           e->nbuckets, mc_commas(e->bucket_cap, n1, sizeof n1), e->nbuckets == 1 ? "" : "s", a);
+    why_add(w, "buckets", "DeepSpeed leaves out its reduce/ipg buckets; zinc counts its %d x %s-element bucket%s: %s.",
+            e->nbuckets, mc_commas(e->bucket_cap, n1, sizeof n1), e->nbuckets == 1 ? "" : "s", a);
+    if (e->compute_dtype == ZINC_FP32 || e->grad_dtype == ZINC_FP32)
+        why_add(w, "dtype", "DeepSpeed's formulas count 2 bytes per parameter and gradient (fp16) whatever the config; "
+                            "this config keeps %s parameters and %s gradients (%zu and %zu bytes).",
+                zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->grad_dtype), zinc_dtype_size(e->compute_dtype),
+                zinc_dtype_size(e->grad_dtype));
     if (e->stage <= 2 && e->offload == ZOFFLOAD_NONE)
-        printf("  - Gradients: DeepSpeed's 18 bytes per partitioned parameter are 2 (fp16 grads) + 4 (fp32 grads) + 4 "
-               "(fp32 params) + 8 (m, v); zinc keeps %s gradients and 12 bytes of optimizer state per own element.\n",
-               e->stage == 2 ? "only the 4-byte fp32 shard of the" : "the full compute-dtype buffer and the fp32 shard of the");
+        why_add(w, "gradients", "DeepSpeed's 18 bytes per partitioned parameter are 2 (fp16 grads) + 4 (fp32 grads) + 4 "
+                               "(fp32 params) + 8 (m, v); zinc keeps %s gradients and 12 bytes of optimizer state per own "
+                               "element.",
+                e->stage == 2 ? "only the 4-byte fp32 shard of the" : "the full compute-dtype buffer and the fp32 shard of the");
+    if (e->stage == 1 && e->offload != ZOFFLOAD_NONE) {
+        mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_GRADS], o->exact);
+        why_add(w, "stage1_offload_grads", "Stage 1 with offload: DeepSpeed's ZeRO-2 formula partitions the gradients; "
+                                           "zinc's stage 1 keeps the whole %s gradient buffer and the fp32 shard on the "
+                                           "GPU (%s), since only stage 2 shards gradients.",
+                zinc_dtype_name(e->grad_dtype), a);
+    }
     if (e->stage == 3) {
         mc_prose(a, sizeof a, (uint64_t)(4 * L), o->exact);
         mc_prose(b, sizeof b, e->bytes[ck][ZINC_MEM_GATHER], o->exact);
         mc_prose(c, sizeof c, (uint64_t)e->persistent_numel * zinc_dtype_size(e->compute_dtype), o->exact);
-        printf("  - Gathered parameters: DeepSpeed allows 4L = %s (the largest layer's fp16 parameters and "
-               "gradients); zinc's gather schedule peaks at %s, plus %s of persistent modules, because modules "
-               "reused within stage3_max_reuse_distance stay gathered and prefetch runs ahead.\n",
-               a, b, c);
+        why_add(w, "gather", "DeepSpeed allows 4L = %s (the largest layer's fp16 parameters and gradients); zinc's gather "
+                            "schedule peaks at %s, plus %s of persistent modules, because modules reused within "
+                            "stage3_max_reuse_distance stay gathered and prefetch runs ahead.",
+                a, b, c);
     }
     if (e->offload != ZOFFLOAD_NONE)
-        printf("  - Offload: DeepSpeed's GPU figure keeps fp16 parameters (2 bytes per parameter%s) on the GPU; zinc "
-               "also keeps its gradient shard and buckets there and puts only master, m and v in host memory.\n",
-               e->stage == 3 ? " per rank" : "");
+        why_add(w, "offload", "DeepSpeed's GPU figure keeps fp16 parameters (2 bytes per parameter%s) on the GPU; zinc "
+                             "also keeps its gradient shard and buckets there and puts only master, m and v in host "
+                             "memory.",
+                e->stage == 3 ? " per rank" : "");
+    if (off_param)
+        why_add(w, "offload_param", e->stage == 3
+                    ? "offload_param: DeepSpeed's ZeRO-3 estimator moves the parameters to the CPU; zinc keeps them on "
+                      "the GPU (it does not offload parameters), so its GPU figure does not shrink."
+                    : "offload_param has no effect below stage 3 (DeepSpeed applies it only to ZeRO-3; zinc drops it), "
+                      "so neither figure changes.");
+    mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_OTHER], o->exact);
+    mc_prose(b, sizeof b, e->bytes[ck][ZINC_MEM_STAGING], o->exact);
+    why_add(w, "mask_scratch", "zinc counts its weight-decay mask (%s, one byte per 8 own elements)%s%s; DeepSpeed counts "
+                               "neither.",
+            a, e->bytes[ck][ZINC_MEM_STAGING] ? " and its device scratch and staging " : "",
+            e->bytes[ck][ZINC_MEM_STAGING] ? b : "");
     mc_prose(a, sizeof a, v->ds.cpu_bytes, o->exact);
     uint64_t host = e->total[ZINC_MEMKIND_HOST] + e->total[ZINC_MEMKIND_PINNED];
     mc_prose(b, sizeof b, host * (uint64_t)gpn, o->exact);
-    printf("  - Host: DeepSpeed's CPU figure (%s per node) is mostly the model each rank loads before "
-           "partitioning, times additional_buffer_factor 1.5; zinc builds the parameters in place and counts what "
-           "stays: %s per node of %d rank%s.\n",
-           a, b, gpn, gpn == 1 ? "" : "s");
-    printf("  - Padding: zinc aligns every tensor to 8 elements and every shard to 64; DeepSpeed divides P by G "
-           "exactly. Neither estimator counts activations.\n");
+    why_add(w, "host", "DeepSpeed's CPU figure (%s per node%s) is mostly the model each rank loads before partitioning, "
+                       "times additional_buffer_factor 1.5%s; zinc builds the parameters in place and counts what stays: "
+                       "%s per node of %d rank%s%s.",
+            a, e->stage == 3 ? ", with zero_init" : "", e->offload != ZOFFLOAD_NONE ? ", plus the offloaded optimizer state" : "",
+            b, gpn, gpn == 1 ? "" : "s",
+            e->offload == ZOFFLOAD_CPU ? " (master, m and v in host memory)"
+            : e->offload == ZOFFLOAD_NVME ? " (the NVMe swap buffers)" : "");
+    why_add(w, "padding", "zinc aligns every tensor to 8 elements and every shard to 64; DeepSpeed divides P by G "
+                          "exactly. Neither estimator counts activations.");
+    return w;
+}
+
+static void print_why(const variant *v, const mopts *o, int64_t P, int64_t L, int G, int gpn, bool off_param) {
+    printf("\nWhy DeepSpeed's estimate differs (reference/deepspeed.md section 6):\n");
+    json_t *w = why_list(v, o, P, L, G, gpn, off_param);
+    size_t i;
+    json_t *x;
+    json_array_foreach(w, i, x) printf("  - %s\n", json_string_value(json_object_get(x, "text")));
+    json_decref(w);
+}
+
+/* A CSV field: quoted, inner quotes doubled. */
+static void csv_text(const char *t) {
+    putchar('"');
+    for (; *t; t++) {
+        if (*t == '"') putchar('"');
+        putchar(*t);
+    }
+    putchar('"');
 }
 
 static int plot(const mopts *o, json_t *base, const char *origin, const zmem_model *md, const char *md_desc,
@@ -587,12 +655,15 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
         json_object_set_new(j, "gpus_per_node", json_integer(gpn));
         json_object_set_new(j, "estimate", est_json(&main_v.est));
         json_object_set_new(j, "deepspeed", ds_json(&main_v.ds));
+        json_object_set_new(j, "deepspeed_differences", why_list(&main_v, o, P, L, G, gpn, off_param));
         for (int i = 0; i < nv; i++) {
             json_t *row = vars[i].valid ? est_json(&vars[i].est) : json_object();
             json_object_set_new(row, "stage", json_integer(vars[i].stage));
             json_object_set_new(row, "offload_optimizer", json_string(mc_offload_name(vars[i].off)));
             if (!vars[i].valid) json_object_set_new(row, "invalid", json_string(vars[i].why));
             json_object_set_new(row, "deepspeed", ds_json(&vars[i].ds));
+            json_object_set_new(row, "deepspeed_differences",
+                                why_list(&vars[i], o, P, L, G, gpn, vars[i].stage == 3 && off_param));
             json_array_append_new(tab, row);
         }
         json_object_set_new(j, "variants", tab);
@@ -618,6 +689,17 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
                 printf("deepspeed,%d,%s,cpu_per_node,%s,%" PRIu64 "\n", vars[i].stage, mc_offload_name(vars[i].off),
                        vars[i].ds.function, vars[i].ds.cpu_bytes);
             }
+            /* Why they differ: table "why", the topic under category, the sentence in the bytes column. */
+            json_t *w = why_list(&vars[i], o, P, L, G, gpn, vars[i].stage == 3 && off_param);
+            size_t wi;
+            json_t *wx;
+            json_array_foreach(w, wi, wx) {
+                printf("why,%d,%s,deepspeed,%s,", vars[i].stage, mc_offload_name(vars[i].off),
+                       json_string_value(json_object_get(wx, "topic")));
+                csv_text(json_string_value(json_object_get(wx, "text")));
+                putchar('\n');
+            }
+            json_decref(w);
         }
     } else {
         const zmem_estimate *e = &main_v.est;
@@ -635,7 +717,7 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
         print_matrix(e, o->exact);
         print_notes(e, o);
         print_variants(vars, nv, o, nodes, gpn);
-        print_why(&main_v, o, P, L, G, gpn);
+        print_why(&main_v, o, P, L, G, gpn, off_param);
     }
     if (o->plot && plot(o, base, origin, &md, m->desc, G)) goto done;
     rc = 0;
