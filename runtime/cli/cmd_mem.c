@@ -379,15 +379,15 @@ static json_t *why_list(const variant *v, const mopts *o, int64_t P, int64_t L, 
             v->ds.function, b, ck == ZINC_MEMKIND_DEVICE ? "GPU" : "host (--device cpu)", mc_commas(P, n1, sizeof n1),
             mc_commas(L, n2, sizeof n2), G);
     mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_BUCKETS], o->exact);
-    why_add(w, "buckets", "DeepSpeed leaves out its reduce/ipg buckets; zinc counts its %d x %s-element bucket%s: %s.",
+    why_add(w, "buckets", "Buckets: DeepSpeed leaves out its reduce/ipg buckets; zinc counts its %d x %s-element bucket%s: %s.",
             e->nbuckets, mc_commas(e->bucket_cap, n1, sizeof n1), e->nbuckets == 1 ? "" : "s", a);
     if (e->compute_dtype == ZINC_FP32 || e->grad_dtype == ZINC_FP32)
-        why_add(w, "dtype", "DeepSpeed's formulas count 2 bytes per parameter and gradient (fp16) whatever the config; "
+        why_add(w, "dtype", "Dtypes: DeepSpeed's formulas count 2 bytes per parameter and gradient (fp16) whatever the config; "
                             "this config keeps %s parameters and %s gradients (%zu and %zu bytes).",
                 zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->grad_dtype), zinc_dtype_size(e->compute_dtype),
                 zinc_dtype_size(e->grad_dtype));
     if (e->stage <= 2 && e->offload == ZOFFLOAD_NONE)
-        why_add(w, "gradients", "DeepSpeed's 18 bytes per partitioned parameter are 2 (fp16 grads) + 4 (fp32 grads) + 4 "
+        why_add(w, "gradients", "Gradients: DeepSpeed's 18 bytes per partitioned parameter are 2 (fp16 grads) + 4 (fp32 grads) + 4 "
                                "(fp32 params) + 8 (m, v); zinc keeps %s gradients and 12 bytes of optimizer state per own "
                                "element.",
                 e->stage == 2 ? "only the 4-byte fp32 shard of the" : "the full compute-dtype buffer and the fp32 shard of the");
@@ -402,13 +402,13 @@ static json_t *why_list(const variant *v, const mopts *o, int64_t P, int64_t L, 
         mc_prose(a, sizeof a, (uint64_t)(4 * L), o->exact);
         mc_prose(b, sizeof b, e->bytes[ck][ZINC_MEM_GATHER], o->exact);
         mc_prose(c, sizeof c, (uint64_t)e->persistent_numel * zinc_dtype_size(e->compute_dtype), o->exact);
-        why_add(w, "gather", "DeepSpeed allows 4L = %s (the largest layer's fp16 parameters and gradients); zinc's gather "
+        why_add(w, "gather", "Gathered parameters: DeepSpeed allows 4L = %s (the largest layer's fp16 parameters and gradients); zinc's gather "
                             "schedule peaks at %s, plus %s of persistent modules, because modules reused within "
                             "stage3_max_reuse_distance stay gathered and prefetch runs ahead.",
                 a, b, c);
     }
     if (e->offload != ZOFFLOAD_NONE)
-        why_add(w, "offload", "DeepSpeed's GPU figure keeps fp16 parameters (2 bytes per parameter%s) on the GPU; zinc "
+        why_add(w, "offload", "Offload: DeepSpeed's GPU figure keeps fp16 parameters (2 bytes per parameter%s) on the GPU; zinc "
                              "also keeps its gradient shard and buckets there and puts only master, m and v in host "
                              "memory.",
                 e->stage == 3 ? " per rank" : "");
@@ -420,21 +420,21 @@ static json_t *why_list(const variant *v, const mopts *o, int64_t P, int64_t L, 
                       "so neither figure changes.");
     mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_OTHER], o->exact);
     mc_prose(b, sizeof b, e->bytes[ck][ZINC_MEM_STAGING], o->exact);
-    why_add(w, "mask_scratch", "zinc counts its weight-decay mask (%s, one byte per 8 own elements)%s%s; DeepSpeed counts "
+    why_add(w, "mask_scratch", "Mask and scratch: zinc counts its weight-decay mask (%s, one byte per 8 own elements)%s%s; DeepSpeed counts "
                                "neither.",
             a, e->bytes[ck][ZINC_MEM_STAGING] ? " and its device scratch and staging " : "",
             e->bytes[ck][ZINC_MEM_STAGING] ? b : "");
     mc_prose(a, sizeof a, v->ds.cpu_bytes, o->exact);
     uint64_t host = e->total[ZINC_MEMKIND_HOST] + e->total[ZINC_MEMKIND_PINNED];
     mc_prose(b, sizeof b, host * (uint64_t)gpn, o->exact);
-    why_add(w, "host", "DeepSpeed's CPU figure (%s per node%s) is mostly the model each rank loads before partitioning, "
+    why_add(w, "host", "Host: DeepSpeed's CPU figure (%s per node%s) is mostly the model each rank loads before partitioning, "
                        "times additional_buffer_factor 1.5%s; zinc builds the parameters in place and counts what stays: "
                        "%s per node of %d rank%s%s.",
             a, e->stage == 3 ? ", with zero_init" : "", e->offload != ZOFFLOAD_NONE ? ", plus the offloaded optimizer state" : "",
             b, gpn, gpn == 1 ? "" : "s",
             e->offload == ZOFFLOAD_CPU ? " (master, m and v in host memory)"
             : e->offload == ZOFFLOAD_NVME ? " (the NVMe swap buffers)" : "");
-    why_add(w, "padding", "zinc aligns every tensor to 8 elements and every shard to 64; DeepSpeed divides P by G "
+    why_add(w, "padding", "Padding: zinc aligns every tensor to 8 elements and every shard to 64; DeepSpeed divides P by G "
                           "exactly. Neither estimator counts activations.");
     return w;
 }
