@@ -44,3 +44,12 @@ add_test(NAME mem_cli_why_csv
                  --csv)
 set_tests_properties(mem_cli_why_csv PROPERTIES LABELS "mem;cli" ENVIRONMENT "${ZINC_TEST_ENV}"
                      PASS_REGULAR_EXPRESSION "why,1,cpu,deepspeed,stage1_offload_grads,\"Stage 1 with offload")
+# zinc_build_ranged against zinc_build, bit for bit (stages 0-3, fp32/bf16/fp16, tensors across pieces).
+foreach(n 1 2)
+  zinc_test(NAME init_ranged_np${n} SOURCES test_init_ranged.c RANKS ${n} LABELS engine TIMEOUT 300)
+endforeach()
+# A bad ZINC_MPI_PIECE_ELEMENTS is refused with the valid range.
+add_test(NAME mem_mpi_piece_env COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_FILE:zinc_cli> mem measure --params 10000)
+set_tests_properties(mem_mpi_piece_env PROPERTIES LABELS "mem;cli;mpi"
+                     ENVIRONMENT "${ZINC_TEST_ENV};ZINC_MPI_PIECE_ELEMENTS=12"
+                     PASS_REGULAR_EXPRESSION "ZINC_MPI_PIECE_ELEMENTS=\"12\": expected a whole number of elements from 64")
