@@ -229,6 +229,7 @@ zinc_status zmem_estimate_compute(const zmem_model *m, const zinc_config *cfg, i
         sk = oo->device == ZOFFLOAD_NVME ? ZINC_MEMKIND_NVME : host_kind;
         out->state_chunk = zstate_chunk_elems(cfg->zero.sub_group_size, out->own);
     }
+    out->cheaper_stage = -1;
     out->nvme_chunk = zstate_chunk_elems(cfg->zero.sub_group_size, out->own);
     {
         int64_t nch = out->nvme_chunk > 0 ? (out->own + out->nvme_chunk - 1) / out->nvme_chunk : 1;
@@ -575,11 +576,13 @@ static void fit_advice(const zmem_estimate *est, zinc_mem_kind k, char *buf, siz
     do {                                                                                                   \
         if (len < cap) len += (size_t)snprintf(buf + len, cap - len, __VA_ARGS__);                         \
     } while (0)
-    /* A higher stage only helps when there is more than one rank to shard across. */
-    if (est->stage < 3 && est->world > 1) {
-        ADVICE("; raise zero_optimization.stage (now %d): stage 1 shards the optimizer state across ranks, 2 also "
-               "the gradients, 3 also the parameters",
-               est->stage);
+    /* A higher stage only where it costs less at this rank count (the pre-flight computes it; an estimate
+     * without that check offers one only with ranks to shard across). */
+    if (est->stage < 3 && est->world > 1 && est->cheaper_stage > est->stage) {
+        fmt_bytes(s, sizeof s, est->cheaper_bytes);
+        ADVICE("; raise zero_optimization.stage to %d (now %d): %s per rank at this rank count (stage 1 shards the "
+               "optimizer state across ranks, 2 also the gradients, 3 also the parameters)",
+               est->cheaper_stage, est->stage, s);
     }
     /* Offload needs stage 1 or more (the config refuses stage 0 with offload). NVMe offload only saves
      * host memory when its swap buffers (buffer_count x 3 chunks of sub_group_size) are smaller than the
@@ -731,6 +734,10 @@ zinc_status zmem_preflight_check(const zmem_estimate *est, int local_ranks, cons
 }
 
 zinc_status zmem_estimate_engine(zinc_engine *e, zmem_estimate *out) {
+    return zmem_estimate_engine_cfg(e, &e->cfg, out);
+}
+
+zinc_status zmem_estimate_engine_cfg(zinc_engine *e, const zinc_config *cfg, zmem_estimate *out) {
     zinc_status st = ZINC_OK;
     int64_t *numel = NULL;
     int *module = NULL;
@@ -742,7 +749,7 @@ zinc_status zmem_estimate_engine(zinc_engine *e, zmem_estimate *out) {
     }
     /* A cpu device presented as discrete (ZINC_CPU_DISCRETE=1) allocates as the cuda device does. */
     zinc_device_kind kind = e->dev->mem_kind == ZINC_MEMKIND_DEVICE ? ZINC_DEVICE_CUDA : e->device;
-    TRY(zmem_estimate_compute(&(zmem_model){e->nparams, numel, module}, &e->cfg, e->world, e->rank, kind, out));
+    TRY(zmem_estimate_compute(&(zmem_model){e->nparams, numel, module}, cfg, e->world, e->rank, kind, out));
     out->init_scratch = (uint64_t)zengine_init_scratch_numel(e, e->init_ranged) * sizeof(float);
     /* Device collectives through MPI stage in host memory of the device's staging kind (pinned on a GPU). */
     uint64_t staged = zcomm_staged_bytes(e->dcomm);
@@ -772,6 +779,27 @@ zinc_status zmem_preflight(zinc_engine *e) {
     zmem_available avail;
     zmem_available_read(nvme_path, &avail);
     TRY(zmem_headroom_read(&avail.headroom_pct));
+    /* Which higher stage, if any, needs less at this rank count, for the advice (device memory on a GPU,
+     * the process's host peak on the CPU). */
+    {
+        zinc_mem_kind ck = e->dev->mem_kind == ZINC_MEMKIND_DEVICE ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
+        uint64_t now = ck == ZINC_MEMKIND_DEVICE ? est.total[ck] : zmem_estimate_rss(&est, false);
+        for (int s2 = est.stage + 1; s2 <= 3; s2++) {
+            zinc_config alt = e->cfg;
+            alt.zero.stage = s2;
+            if (!zcfg_given(&e->cfg, "zero_optimization.overlap_comm")) alt.zero.overlap_comm = s2 == 3;
+            zmem_estimate ae;
+            if (zmem_estimate_engine_cfg(e, &alt, &ae) != ZINC_OK) {
+                zinc__error_clear();
+                continue;
+            }
+            uint64_t b = ck == ZINC_MEMKIND_DEVICE ? ae.total[ck] : zmem_estimate_rss(&ae, false);
+            if (b < now && (est.cheaper_stage < 0 || b < est.cheaper_bytes)) {
+                est.cheaper_stage = s2;
+                est.cheaper_bytes = b;
+            }
+        }
+    }
     if (e->dev->mem_kind == ZINC_MEMKIND_DEVICE) { /* a GPU, or the cpu device presented as one */
         uint64_t used = 0, total = 0;
         int gpus = e->dev->kind == ZINC_DEVICE_CUDA ? zdev_cuda_count() : 1;

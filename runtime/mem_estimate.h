@@ -67,6 +67,9 @@ typedef struct zmem_estimate {
     uint64_t before_build;            /* host bytes in the totals allocated by zinc_create (collective staging) */
     int64_t nvme_chunk;               /* elements per chunk with NVMe offload (sub_group_size, capped) */
     int nvme_buffers;                 /* swap buffers NVMe offload would use (buffer_count, capped) */
+    int cheaper_stage;                /* set by the pre-flight: the higher stage needing the least memory of the
+                                       * kind that is short at this rank count, -1: none is cheaper */
+    uint64_t cheaper_bytes;           /* its bytes of that kind */
 } zmem_estimate;
 
 /* The process's resident-memory growth this estimate predicts from before zinc_build to its peak:
@@ -149,6 +152,8 @@ zinc_status zmem_preflight_check(const zmem_estimate *est, int local_ranks, cons
 /* The estimate for an engine that exists (its model, config, ranks and device), plus what depends on
  * how it was set up: the staging buffer of device collectives through MPI (ranks sharing a GPU). */
 zinc_status zmem_estimate_engine(struct zinc_engine *e, zmem_estimate *out);
+/* The same for another config of this engine (the pre-flight's alternatives). */
+zinc_status zmem_estimate_engine_cfg(struct zinc_engine *e, const zinc_config *cfg, zmem_estimate *out);
 
 /* zinc_build's pre-flight (after the layout, before any allocation): estimates this engine and checks
  * it. ZINC_PREFLIGHT=0 in the environment turns it off. */

@@ -53,3 +53,9 @@ add_test(NAME mem_mpi_piece_env COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_FILE:zinc_
 set_tests_properties(mem_mpi_piece_env PROPERTIES LABELS "mem;cli;mpi"
                      ENVIRONMENT "${ZINC_TEST_ENV};ZINC_MPI_PIECE_ELEMENTS=12"
                      PASS_REGULAR_EXPRESSION "ZINC_MPI_PIECE_ELEMENTS=\"12\": expected a whole number of elements from 64")
+# The pre-flight offers a higher stage where it costs less at this rank count (stage 0 at 2 ranks).
+add_test(NAME mem_preflight_stage_advice
+         COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_FILE:zinc_cli> mem measure --params 4000000 --stage 0)
+set_tests_properties(mem_preflight_stage_advice PROPERTIES LABELS "mem;cli;mpi"
+                     ENVIRONMENT "${ZINC_TEST_ENV};ZINC_FAKE_MEM_AVAILABLE=100000000"
+                     PASS_REGULAR_EXPRESSION "raise zero_optimization.stage to [123] \\(now 0\\): [0-9.]+ MiB per rank at this rank count")
