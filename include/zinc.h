@@ -201,6 +201,22 @@ zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata);
  * Short values (8- or 4-byte integers, text) are shown in the message. */
 zinc_status zinc_agree_add(zinc_engine *e, const char *name, const void *data, size_t n);
 
+/* Fills out[0..n) with elements [first, first + n) (row-major) of the parameter's initial values: the same
+ * values a whole-tensor init_fn would write there, whichever pieces it is asked for. */
+typedef zinc_status (*zinc_init_range_fn)(void *userdata, const zinc_param_info *param, uint64_t seed,
+                                          int64_t first, int64_t n, float *out);
+
+/* The largest piece zinc_build_ranged asks for, in elements (4 MiB of fp32). */
+#define ZINC_INIT_PIECE ((int64_t)1 << 20)
+
+/* zinc_build with a ranged initialiser: zinc asks for pieces of at most ZINC_INIT_PIECE elements and only
+ * for the elements this rank holds (all of each tensor at stages 0-2, its own shard at stage 3), so the
+ * build needs at most 4 MiB of scratch. zinc_build with a whole-tensor init_fn needs none at stages 0-2
+ * with fp32 parameters in host memory (init_fn writes into the parameter buffer) and otherwise an fp32
+ * copy of the largest tensor this rank holds part of, freed before zinc_build returns; the memory
+ * estimate (docs/mem.md) counts either. */
+zinc_status zinc_build_ranged(zinc_engine *e, zinc_init_range_fn init_fn, void *userdata);
+
 /* ---------------------------------------------------------------- training */
 
 typedef enum zinc_phase { ZINC_FORWARD = 0, ZINC_BACKWARD = 1 } zinc_phase;

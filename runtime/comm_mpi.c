@@ -8,6 +8,7 @@
  *
  * GPU buffers: this backend takes host pointers. Device buffers reach it through comm_staged.c, which
  * copies them through pinned host memory round by round. */
+#include <errno.h>
 #include <limits.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -20,9 +21,11 @@
 #include "error.h"
 #include "log.h"
 
-static size_t g_max_count = INT_MAX;
+static size_t g_max_count = ZCOMM_MPI_PIECE_DEFAULT;
 
-void zcomm_mpi_set_max_count(size_t n) { g_max_count = (n == 0 || n > (size_t)INT_MAX) ? (size_t)INT_MAX : n; }
+void zcomm_mpi_set_max_count(size_t n) {
+    g_max_count = n == 0 ? ZCOMM_MPI_PIECE_DEFAULT : n > (size_t)INT_MAX ? (size_t)INT_MAX : n;
+}
 size_t zcomm_mpi_max_count(void) { return g_max_count; }
 
 typedef struct mpi_impl {
@@ -32,9 +35,23 @@ typedef struct mpi_impl {
     zlog log;
 } mpi_impl;
 
+/* A piece of a split non-blocking collective that starts when the one before it completes (in zcomm_wait),
+ * so that MPI holds the temporaries of one piece at a time. */
+typedef struct piece {
+    int kind; /* PIECE_ALLREDUCE, PIECE_REDUCE, PIECE_BCAST */
+    const void *send;
+    void *buf;
+    int cnt, root;
+} piece;
+enum { PIECE_ALLREDUCE, PIECE_REDUCE, PIECE_BCAST };
+
 struct zcomm_req {
     MPI_Request *q;
     int n, cap;
+    piece *later; /* pieces not started yet, in order */
+    int nlater, next, later_cap;
+    MPI_Datatype dt;
+    MPI_Op op;
     int *ints; /* recvcounts / displs that MPI reads until the collective completes */
     const char *what;
     size_t count;
@@ -136,8 +153,58 @@ static zinc_status mpi_fail(const call *k, int rc, const char *fn) {
 static void req_free(zcomm_req *r) {
     if (!r) return;
     free(r->q);
+    free(r->later);
     free(r->ints);
     free(r);
+}
+
+static zinc_status push(call *k, MPI_Request q);
+
+/* Starts (non-blocking) or runs (blocking) one piece. */
+static zinc_status start_piece(call *k, const piece *pc, MPI_Datatype dt, MPI_Op op) {
+    zinc_status st = ZINC_OK;
+    if (k->r) {
+        MPI_Request q;
+        if (pc->kind == PIECE_ALLREDUCE)
+            MPI_CHECK(k, "MPI_Iallreduce", MPI_Iallreduce(MPI_IN_PLACE, pc->buf, pc->cnt, dt, op, k->comm, &q));
+        else if (pc->kind == PIECE_REDUCE)
+            MPI_CHECK(k, "MPI_Ireduce", MPI_Ireduce(pc->send, pc->buf, pc->cnt, dt, op, pc->root, k->comm, &q));
+        else
+            MPI_CHECK(k, "MPI_Ibcast", MPI_Ibcast(pc->buf, pc->cnt, dt, pc->root, k->comm, &q));
+        TRY(push(k, q));
+    } else {
+        if (pc->kind == PIECE_ALLREDUCE)
+            MPI_CHECK(k, "MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, pc->buf, pc->cnt, dt, op, k->comm));
+        else if (pc->kind == PIECE_REDUCE)
+            MPI_CHECK(k, "MPI_Reduce", MPI_Reduce(pc->send, pc->buf, pc->cnt, dt, op, pc->root, k->comm));
+        else
+            MPI_CHECK(k, "MPI_Bcast", MPI_Bcast(pc->buf, pc->cnt, dt, pc->root, k->comm));
+    }
+fail:
+    return st;
+}
+
+/* One piece of a split collective: blocking calls run it now; a non-blocking call starts its first piece
+ * now and queues the rest for zcomm_wait (every rank waits in the same order, so every rank starts the
+ * pieces in the same order, as MPI requires). */
+static zinc_status add_piece(call *k, piece pc, MPI_Datatype dt, MPI_Op op) {
+    zcomm_req *r = k->r;
+    if (!r || r->n == 0) {
+        if (r) {
+            r->dt = dt;
+            r->op = op;
+        }
+        return start_piece(k, &pc, dt, op);
+    }
+    if (r->nlater == r->later_cap) {
+        int cap = r->later_cap ? 2 * r->later_cap : 8;
+        piece *nl = realloc(r->later, (size_t)cap * sizeof *nl);
+        if (!nl) return ZERR(ZINC_ERR_NOMEM, "mpi: %s: out of memory for %d pieces", k->what, cap);
+        r->later = nl;
+        r->later_cap = cap;
+    }
+    r->later[r->nlater++] = pc;
+    return ZINC_OK;
 }
 
 static zinc_status push(call *k, MPI_Request q) {
@@ -152,6 +219,8 @@ static zinc_status push(call *k, MPI_Request q) {
     r->q[r->n++] = q;
     return ZINC_OK;
 }
+
+static char g_dummy[16]; /* a valid address for zero-length receive buffers */
 
 /* Starts a call: for a non-blocking one allocates the request. */
 static zinc_status begin(call *k, zcomm *c, zcomm_req **req, const char *what, size_t count, int elems,
@@ -197,7 +266,6 @@ static zinc_status int_array(call *k, size_t n, int **out) {
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
-static char g_dummy[16]; /* a valid address for zero-length receive buffers */
 
 /* ---------------------------------------------------------------- collectives */
 
@@ -217,14 +285,7 @@ static zinc_status m_allreduce(zcomm *c, void *buf, size_t n, zinc_dtype t, zcom
     const size_t es = zinc_dtype_size(t), L = g_max_count;
     for (size_t off = 0; off < n; off += L) {
         int cnt = (int)min_sz(L, n - off);
-        char *p = (char *)buf + off * es;
-        if (k.r) {
-            MPI_Request q;
-            MPI_CHECK(&k, "MPI_Iallreduce", MPI_Iallreduce(MPI_IN_PLACE, p, cnt, dt, mop, k.comm, &q));
-            TRY(push(&k, q));
-        } else {
-            MPI_CHECK(&k, "MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, p, cnt, dt, mop, k.comm));
-        }
+        TRY(add_piece(&k, (piece){PIECE_ALLREDUCE, NULL, (char *)buf + off * es, cnt, 0}, dt, mop));
     }
 fail:
     return end(&k, st, req);
@@ -275,13 +336,7 @@ static zinc_status m_reduce_scatterv(zcomm *c, const void *send, void *recv, con
                 int cnt = (int)min_sz(L, counts[r] - off);
                 const char *sp = (const char *)send + (displ + off) * es;
                 void *rp = r == c->rank ? (char *)recv + off * es : NULL;
-                if (k.r) {
-                    MPI_Request q;
-                    MPI_CHECK(&k, "MPI_Ireduce", MPI_Ireduce(sp, rp, cnt, dt, mop, r, k.comm, &q));
-                    TRY(push(&k, q));
-                } else {
-                    MPI_CHECK(&k, "MPI_Reduce", MPI_Reduce(sp, rp, cnt, dt, mop, r, k.comm));
-                }
+                TRY(add_piece(&k, (piece){PIECE_REDUCE, sp, rp, cnt, r}, dt, mop));
             }
             displ += counts[r];
         }
@@ -338,13 +393,7 @@ static zinc_status m_allgatherv_inplace(zcomm *c, void *buf, const size_t *count
             for (size_t off = 0; off < counts[r]; off += L) {
                 int cnt = (int)min_sz(L, counts[r] - off);
                 char *bp = (char *)buf + (displs[r] + off) * es;
-                if (k.r) {
-                    MPI_Request q;
-                    MPI_CHECK(&k, "MPI_Ibcast", MPI_Ibcast(bp, cnt, dt, r, k.comm, &q));
-                    TRY(push(&k, q));
-                } else {
-                    MPI_CHECK(&k, "MPI_Bcast", MPI_Bcast(bp, cnt, dt, r, k.comm));
-                }
+                TRY(add_piece(&k, (piece){PIECE_BCAST, NULL, bp, cnt, r}, dt, MPI_OP_NULL));
             }
         }
     }
@@ -404,9 +453,15 @@ static zinc_status m_wait(zcomm *c, zcomm_req *r) {
     zinc_status st = ZINC_OK;
     if (!r) return ZINC_OK;
     call k = {.c = c, .comm = impl_of(c)->comm, .what = r->what, .count = r->count, .elems = r->elems, .t = r->t};
+    k.r = r;
     for (int i = 0; i < r->n; i++) {
         int rc = MPI_Wait(&r->q[i], MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS && st == ZINC_OK) st = mpi_fail(&k, rc, "MPI_Wait");
+        /* The next queued piece starts once this one is done; after an error the rest are abandoned. */
+        if (i == r->n - 1 && r->next < r->nlater && st == ZINC_OK) {
+            zinc_status s2 = start_piece(&k, &r->later[r->next++], r->dt, r->op);
+            if (s2 != ZINC_OK) st = s2;
+        }
     }
     req_free(r);
     return st;
@@ -442,6 +497,22 @@ static const zcomm_ops mpi_ops = {
     .destroy = m_destroy,
 };
 
+/* ZINC_MPI_PIECE_ELEMENTS: the largest count of one MPI call (see comm_mpi.h). */
+static zinc_status read_piece_env(void) {
+    const char *s = getenv("ZINC_MPI_PIECE_ELEMENTS");
+    if (!s || !*s) return ZINC_OK;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < 64 || v > (unsigned long long)INT_MAX)
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "ZINC_MPI_PIECE_ELEMENTS=\"%s\": expected a whole number of elements from 64 to %d (default "
+                    "%d): the largest count one MPI call gets, which bounds MPI's temporary buffers",
+                    s, INT_MAX, (int)ZCOMM_MPI_PIECE_DEFAULT);
+    g_max_count = (size_t)v;
+    return ZINC_OK;
+}
+
 zinc_status zcomm_create_mpi(const zlog *log, zcomm **out) {
     zinc_status st = ZINC_OK;
     zcomm *c = NULL;
@@ -451,6 +522,7 @@ zinc_status zcomm_create_mpi(const zlog *log, zcomm **out) {
     if (!out) return ZERR(ZINC_ERR_INVALID_ARG, "zcomm_create_mpi: out is NULL");
     *out = NULL;
     TRY(zcomm_mpi_ensure_init(log));
+    TRY(read_piece_env());
     TRY_ALLOC(c, 1, "the MPI communicator");
     TRY_ALLOC(im, 1, "the MPI communicator");
     c->ops = &mpi_ops;

@@ -1,8 +1,10 @@
 /* Private interface of the collective backends (runtime/comm.c, comm_mpi.c, comm_single.c) and their tests.
  *
  * The MPI backend (name "mpi") runs every collective on its own duplicate of MPI_COMM_WORLD with
- * MPI_ERRORS_RETURN. Counts above zcomm_mpi_max_count() elements (INT_MAX by default: MPI counts are int)
- * are split:
+ * MPI_ERRORS_RETURN. Counts above zcomm_mpi_max_count() elements (ZCOMM_MPI_PIECE_DEFAULT by default,
+ * ZINC_MPI_PIECE_ELEMENTS in the environment; at most INT_MAX, MPI counts are int) are split, so that the
+ * temporary buffers Open MPI allocates inside a collective (about 1.5x the message for a reduce-scatter,
+ * half of it for an allreduce) stay bounded by the piece and the memory estimate can count them:
  *   allreduce           consecutive chunks of at most max_count elements, one MPI_(I)allreduce each;
  *   reduce_scatterv     one MPI_(I)reduce_scatter when every count and their sum fit, else one MPI_(I)reduce
  *                       per owner rank and chunk of its slice (root = owner);
@@ -14,6 +16,9 @@
  * fp16/bf16 sums and maxima use user-defined commutative MPI ops on a 2-byte contiguous datatype: each
  * combination of two vectors converts to float, adds (or compares) and rounds to nearest even once per
  * element. MAX propagates NaN. fp32 uses MPI_FLOAT with MPI_SUM / MPI_MAX.
+ *
+ * A split non-blocking call starts its first piece at once and each next one in zcomm_wait when the one
+ * before it has completed, so one piece's temporaries are live per pending request.
  *
  * Determinism: for a fixed rank count, count, max_count and blocking/non-blocking choice the same MPI
  * algorithms run, so results repeat bit for bit. A blocking and a non-blocking call (different Open MPI
@@ -29,8 +34,13 @@
 
 #include "comm.h"
 
-/* The largest element count passed to one MPI call (default INT_MAX). Tests lower it to exercise the
- * splitting paths; 0 restores the default. Must be set to the same value on every rank, and not while a
+/* The default largest count of one MPI call: 256Ki elements (1 MiB of fp32), large enough for full
+ * shared-memory and network bandwidth, small enough that MPI's temporaries are a few MiB. */
+#define ZCOMM_MPI_PIECE_DEFAULT ((size_t)1 << 18)
+
+/* The largest element count passed to one MPI call (default ZCOMM_MPI_PIECE_DEFAULT, or
+ * ZINC_MPI_PIECE_ELEMENTS read when a communicator is created). Tests lower it to exercise the splitting
+ * paths; 0 restores the default. Must be set to the same value on every rank, and not while a
  * non-blocking collective is pending. */
 void zcomm_mpi_set_max_count(size_t n);
 size_t zcomm_mpi_max_count(void);

@@ -398,16 +398,96 @@ fail:
     return st;
 }
 
-zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
+/* Whether zinc_build(whole-tensor init_fn) can let init_fn write straight into the parameter buffer: the
+ * full fp32 buffer in host memory (stages 0-2 on a host-addressable device), so no scratch is needed. */
+bool zengine_init_in_place(const zinc_engine *e) {
+    return e->stage <= 2 && e->compute_dtype == ZINC_FP32 && e->dev->host_addressable;
+}
+
+/* The elements of parameter p this rank initialises: the whole tensor at stages 0-2, its own part at 3. */
+static bool init_range(const zinc_engine *e, const zinc_param *p, int64_t *lo, int64_t *hi) {
+    int64_t p_lo = p->flat_offset, p_hi = p->flat_offset + p->numel;
+    if (e->stage <= 2) {
+        *lo = p_lo, *hi = p_hi;
+        return true;
+    }
+    *lo = p_lo > e->own_lo ? p_lo : e->own_lo;
+    *hi = p_hi < e->own_hi ? p_hi : e->own_hi;
+    return *hi > *lo;
+}
+
+int64_t zengine_init_scratch_numel(const zinc_engine *e, bool ranged) {
+    if (!ranged && zengine_init_in_place(e)) return 0;
+    int64_t most = 0;
+    for (int i = 0; i < e->nparams; i++) {
+        int64_t lo, hi;
+        const zinc_param *p = e->params[i];
+        if (!init_range(e, p, &lo, &hi)) continue;
+        int64_t n = ranged ? hi - lo : p->numel;
+        if (n > most) most = n;
+    }
+    return ranged && most > ZINC_INIT_PIECE ? ZINC_INIT_PIECE : most;
+}
+
+static zinc_status init_params(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn ranged, void *userdata) {
     zinc_status st = ZINC_OK;
     float *vals = NULL;
-    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_build: engine is NULL");
-    if (e->built) return ZERR(ZINC_ERR_STATE, "zinc_build: the engine is already built");
-    if (!init_fn) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_build: init_fn is required");
-    if (e->nparams == 0) return ZERR(ZINC_ERR_STATE, "zinc_build: no parameters were added");
+    int64_t cap = zengine_init_scratch_numel(e, ranged != NULL);
+    if (cap) TRY_ALLOC(vals, cap, "parameter initialisation");
+    for (int i = 0; i < e->nparams; i++) {
+        zinc_param *p = e->params[i];
+        int64_t lo, hi;
+        if (!init_range(e, p, &lo, &hi)) continue;
+        zinc_param_info info;
+        zinc_param_get_info(p, &info);
+        uint64_t seed = param_seed(e->seed, p->name);
+        void *dst = e->stage <= 2 ? e->params_full : e->params_shard;
+        int64_t dst_base = e->stage <= 2 ? 0 : e->own_lo;
+        if (ranged) { /* pieces of at most ZINC_INIT_PIECE elements, only the ones this rank holds */
+            for (int64_t a = lo; a < hi; a += cap) {
+                int64_t n = hi - a < cap ? hi - a : cap;
+                memset(vals, 0, (size_t)n * sizeof *vals);
+                st = ranged(userdata, &info, seed, a - p->flat_offset, n, vals);
+                if (st != ZINC_OK) {
+                    zinc__error_trace(__FILE__, __LINE__);
+                    goto fail;
+                }
+                TRY(zdev_upload_f32(e->dev, (char *)dst + (size_t)(a - dst_base) * zinc_dtype_size(e->compute_dtype),
+                                    e->compute_dtype, vals, (size_t)n));
+            }
+        } else if (!vals) { /* in place: the fp32 host buffer holds the tensor contiguously, zeroed */
+            st = whole(userdata, &info, seed, (float *)e->params_full + p->flat_offset);
+            if (st != ZINC_OK) {
+                zinc__error_trace(__FILE__, __LINE__);
+                goto fail;
+            }
+        } else {
+            memset(vals, 0, (size_t)p->numel * sizeof *vals);
+            st = whole(userdata, &info, seed, vals);
+            if (st != ZINC_OK) {
+                zinc__error_trace(__FILE__, __LINE__);
+                goto fail;
+            }
+            TRY(place_param(e, p, vals, dst, dst_base, lo, hi));
+        }
+    }
+fail:
+    free(vals);
+    return st;
+}
+
+static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn ranged, void *userdata,
+                         const char *fn) {
+    zinc_status st = ZINC_OK;
+    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "%s: engine is NULL", fn);
+    if (e->built) return ZERR(ZINC_ERR_STATE, "%s: the engine is already built", fn);
+    if (!whole && !ranged) return ZERR(ZINC_ERR_INVALID_ARG, "%s: init_fn is required", fn);
+    if (e->nparams == 0) return ZERR(ZINC_ERR_STATE, "%s: no parameters were added", fn);
 
     layout(e);
     TRY(zengine_agree(e)); /* one collective: config, model and the caller's items agree on every rank */
+    e->init_ranged = ranged != NULL;
+    e->init_in_place = !ranged && zengine_init_in_place(e);
     TRY(zmem_preflight(e)); /* refuses, with the numbers, a config this machine cannot hold */
     size_t csz = zinc_dtype_size(e->compute_dtype);
     int64_t own = e->own_hi - e->own_lo;
@@ -433,29 +513,7 @@ zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
     TRY(zgrads_alloc(e));
 
     /* Initialise: every rank computes every parameter it holds any part of from the same seed. */
-    int64_t maxn = 0;
-    for (int i = 0; i < e->nparams; i++)
-        if (e->params[i]->numel > maxn) maxn = e->params[i]->numel;
-    TRY_ALLOC(vals, maxn, "parameter initialisation");
-    for (int i = 0; i < e->nparams; i++) {
-        zinc_param *p = e->params[i];
-        int64_t p_lo = p->flat_offset, p_hi = p->flat_offset + p->numel;
-        bool need_full = e->stage <= 2;
-        bool need_own = p_hi > e->own_lo && p_lo < e->own_hi;
-        if (!need_full && !need_own) continue;
-        zinc_param_info info;
-        zinc_param_get_info(p, &info);
-        memset(vals, 0, (size_t)p->numel * sizeof *vals);
-        st = init_fn(userdata, &info, param_seed(e->seed, p->name), vals);
-        if (st != ZINC_OK) {
-            zinc__error_trace(__FILE__, __LINE__);
-            goto fail;
-        }
-        if (need_full) TRY(place_param(e, p, vals, e->params_full, 0, p_lo, p_hi));
-        else TRY(place_param(e, p, vals, e->params_shard, e->own_lo, e->own_lo, e->own_hi));
-    }
-    free(vals);
-    vals = NULL;
+    TRY(init_params(e, whole, ranged, userdata));
     TRY(init_state(e));
     if (e->stage == 3) TRY(zgather_after_step(e)); /* gathers the persistent modules */
 
@@ -468,8 +526,17 @@ zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
               3.0 * (double)e->bytes_state / 1048576.0);
     return ZINC_OK;
 fail:
-    free(vals);
     return st;
+}
+
+zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
+    if (!init_fn) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_build: init_fn is required");
+    return build(e, init_fn, NULL, userdata, "zinc_build");
+}
+
+zinc_status zinc_build_ranged(zinc_engine *e, zinc_init_range_fn init_fn, void *userdata) {
+    if (!init_fn) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_build_ranged: init_fn is required");
+    return build(e, NULL, init_fn, userdata, "zinc_build_ranged");
 }
 
 /* ---------------------------------------------------------------- training entry points */

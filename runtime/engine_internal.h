@@ -98,6 +98,8 @@ struct zinc_engine {
     zinc_param **params;
     int nparams, cap_params;
     bool built;
+    bool init_ranged; /* zinc_build_ranged: initialisation in pieces, no whole-tensor scratch */
+    bool init_in_place; /* zinc_build writes fp32 values straight into the host parameter buffer */
 
     /* layout and dtypes */
     zpartition part;
@@ -210,6 +212,11 @@ zinc_mem_kind zengine_compute_kind(const zinc_engine *e);
 /* Whether the optimizer-state views can be handed to the device operations (always on cpu; on cuda
  * when the state is not offloaded): else the step stages gradients and parameters through the host. */
 bool zengine_state_on_device(const zinc_engine *e);
+
+/* Build-time initialisation scratch (engine.c): whether zinc_build's whole-tensor init_fn writes straight
+ * into the parameter buffer, and the fp32 elements of scratch the build allocates (ranged: zinc_build_ranged). */
+bool zengine_init_in_place(const zinc_engine *e);
+int64_t zengine_init_scratch_numel(const zinc_engine *e, bool ranged);
 /* The parameter holding flat element x (binary search), or NULL for padding. */
 zinc_param *zengine_param_at(const zinc_engine *e, int64_t x);
 

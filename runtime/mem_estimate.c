@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 
+#include "comm_mpi.h"
 #include "comm_staged.h"
 #include "engine_internal.h"
 #include "error.h"
@@ -228,6 +229,13 @@ zinc_status zmem_estimate_compute(const zmem_model *m, const zinc_config *cfg, i
         sk = oo->device == ZOFFLOAD_NVME ? ZINC_MEMKIND_NVME : host_kind;
         out->state_chunk = zstate_chunk_elems(cfg->zero.sub_group_size, out->own);
     }
+    out->cheaper_stage = -1;
+    out->nvme_chunk = zstate_chunk_elems(cfg->zero.sub_group_size, out->own);
+    {
+        int64_t nch = out->nvme_chunk > 0 ? (out->own + out->nvme_chunk - 1) / out->nvme_chunk : 1;
+        out->nvme_buffers = (int)(oo->buffer_count < nch ? oo->buffer_count : nch);
+        if (out->nvme_buffers < 1) out->nvme_buffers = 1;
+    }
     b[sk][ZINC_MEM_MASTER] = sbytes;
     b[sk][ZINC_MEM_EXP_AVG] = sbytes;
     b[sk][ZINC_MEM_EXP_AVG_SQ] = sbytes;
@@ -282,11 +290,58 @@ zinc_status zmem_estimate_compute(const zmem_model *m, const zinc_config *cfg, i
 
     for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
         for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++) out->total[k] += b[k][c];
+
+    /* Initialisation scratch (engine.c init_params): pieces of at most ZINC_INIT_PIECE elements of what
+     * this rank initialises (whole tensors at stages 0-2, the own shard at 3); a whole-tensor init_fn
+     * needs the largest such tensor, except in place (fp32 parameters in host memory, stages 0-2). */
+    int64_t own_lo = (int64_t)rank * part.shard, own_hi = own_lo + part.shard, most = 0, most_whole = 0;
+    off = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        int64_t lo = off, hi = off + m->numel[i];
+        off = zpart_align_up(hi, ZPART_PARAM_ALIGN);
+        if (out->stage == 3) {
+            lo = lo > own_lo ? lo : own_lo;
+            hi = hi < own_hi ? hi : own_hi;
+            if (hi <= lo) continue;
+        }
+        if (hi - lo > most) most = hi - lo;
+        if (m->numel[i] > most_whole) most_whole = m->numel[i];
+    }
+    out->init_scratch = (uint64_t)(most < ZINC_INIT_PIECE ? most : ZINC_INIT_PIECE) * sizeof(float);
+    bool in_place = out->stage <= 2 && out->compute_dtype == ZINC_FP32 && out->device == ZINC_DEVICE_CPU;
+    out->init_scratch_whole = in_place ? 0 : (uint64_t)most_whole * sizeof(float);
+
+    /* MPI's temporaries: the largest message (stage 0's gradient all-reduce, the reduce buckets, the
+     * parameter all-gathers) is cut into pieces of comm_piece elements (comm_mpi.c); with overlap_comm
+     * one piece per pending bucket is in flight. A single rank calls no reducing collective. */
+    out->comm_piece = (int64_t)zcomm_mpi_max_count();
+    out->comm_pending = out->nbuckets > 1 ? out->nbuckets : 1;
+    if (world > 1) {
+        int64_t msg = out->stage <= 2 ? part.padded : (out->bucket_cap > out->largest_module_flat
+                                                              ? out->bucket_cap : out->largest_module_flat);
+        if (msg > out->comm_piece) msg = out->comm_piece;
+        size_t es = zinc_dtype_size(out->comm_dtype);
+        if (zinc_dtype_size(out->grad_dtype) > es) es = zinc_dtype_size(out->grad_dtype);
+        if (zinc_dtype_size(out->compute_dtype) > es) es = zinc_dtype_size(out->compute_dtype);
+        out->comm_temp = (uint64_t)out->comm_pending * ZMEM_MPI_TEMP_FACTOR * (uint64_t)msg * es;
+    }
 fail:
     free(mod_flat);
     free(mod_numel);
     free(persistent);
     return st;
+}
+
+uint64_t zmem_estimate_rss(const zmem_estimate *est, bool device_in_host) {
+    uint64_t all = 0, gather = 0;
+    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) {
+        if (k == ZINC_MEMKIND_NVME || (k == ZINC_MEMKIND_DEVICE && !device_in_host)) continue;
+        all += est->total[k];
+        gather += est->bytes[k][ZINC_MEM_GATHER];
+    }
+    all -= all > est->before_build ? est->before_build : all;
+    uint64_t build = all - gather + est->init_scratch, steps = all + est->comm_temp;
+    return build > steps ? build : steps;
 }
 
 /* ---------------------------------------------------------------- DeepSpeed's estimators */
@@ -346,6 +401,91 @@ static bool env_bytes(const char *name, uint64_t *out) {
     return true;
 }
 
+/* A number from a cgroup file; false for "max" (no limit) or an unreadable file. */
+static bool read_u64_file(const char *path, uint64_t *out) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    unsigned long long v;
+    bool ok = fscanf(f, "%llu", &v) == 1;
+    fclose(f);
+    if (ok) *out = (uint64_t)v;
+    return ok;
+}
+
+/* The tightest memory-cgroup limit over this process's cgroup and its ancestors, v2 or v1. */
+static void read_cgroup(zmem_available *out) {
+    if (env_bytes("ZINC_FAKE_CGROUP_FREE", &out->cgroup_free)) {
+        out->have_cgroup = true;
+        out->cgroup_limit = out->cgroup_free;
+        snprintf(out->cgroup_file, sizeof out->cgroup_file, "ZINC_FAKE_CGROUP_FREE");
+        return;
+    }
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return;
+    char line[1024], rel[768] = "";
+    const char *root = NULL, *limit_name = NULL, *usage_name = NULL;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c2 = 0;
+        const char *ctrl = c1 + 1;
+        if (!strcmp(line, "0") && !*ctrl && !root) { /* v2 unified */
+            root = "/sys/fs/cgroup", limit_name = "memory.max", usage_name = "memory.current";
+            snprintf(rel, sizeof rel, "%s", c2 + 1);
+        } else if (strstr(ctrl, "memory")) { /* v1 memory controller, in a list like "memory" or "cpu,memory" */
+            root = "/sys/fs/cgroup/memory", limit_name = "memory.limit_in_bytes", usage_name = "memory.usage_in_bytes";
+            snprintf(rel, sizeof rel, "%s", c2 + 1);
+            break;
+        }
+    }
+    fclose(f);
+    if (!root) return;
+    /* From the process's cgroup up to the root; inside a container the path may not exist (its own
+     * cgroup is mounted at the root), so missing levels are skipped. */
+    for (;;) {
+        char lim_path[1100], use_path[1100];
+        snprintf(lim_path, sizeof lim_path, "%s%s/%s", root, rel, limit_name);
+        snprintf(use_path, sizeof use_path, "%s%s/%s", root, rel, usage_name);
+        uint64_t lim = 0, use = 0;
+        /* v1 reports "no limit" as a huge number (PAGE_COUNTER_MAX pages) */
+        if (read_u64_file(lim_path, &lim) && lim < ((uint64_t)1 << 60) && read_u64_file(use_path, &use)) {
+            uint64_t fr = lim > use ? lim - use : 0;
+            if (!out->have_cgroup || fr < out->cgroup_free) {
+                out->have_cgroup = true;
+                out->cgroup_free = fr;
+                out->cgroup_limit = lim;
+                size_t n = strlen(lim_path);
+                if (n >= sizeof out->cgroup_file) n = sizeof out->cgroup_file - 1;
+                memcpy(out->cgroup_file, lim_path, n);
+                out->cgroup_file[n] = 0;
+            }
+        }
+        char *slash = strrchr(rel, '/');
+        if (!slash || !rel[0]) break;
+        if (slash == rel && !rel[1]) break; /* "/" done */
+        if (slash == rel) rel[1] = 0;
+        else *slash = 0;
+        if (!strcmp(rel, "/")) rel[0] = 0; /* the root level: root + "" */
+    }
+}
+
+zinc_status zmem_headroom_read(unsigned *pct) {
+    const char *v = getenv("ZINC_MEM_HEADROOM");
+    *pct = ZMEM_HEADROOM_DEFAULT;
+    if (!v || !*v) return ZINC_OK;
+    char *end = NULL;
+    long x = strtol(v, &end, 10);
+    if (*end == '%') end++;
+    if (*end || x < 0 || x > 90)
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "ZINC_MEM_HEADROOM=\"%s\": expected a percentage from 0 to 90 (default %d): the share of "
+                    "each memory limit the pre-flight keeps free",
+                    v, ZMEM_HEADROOM_DEFAULT);
+    *pct = (unsigned)x;
+    return ZINC_OK;
+}
+
 void zmem_available_read(const char *nvme_path, zmem_available *out) {
     memset(out, 0, sizeof *out);
     if (env_bytes("ZINC_FAKE_MEM_AVAILABLE", &out->mem_available)) {
@@ -372,6 +512,26 @@ void zmem_available_read(const char *nvme_path, zmem_available *out) {
             out->have_memlock = true;
         }
     }
+    read_cgroup(out);
+    if (env_bytes("ZINC_FAKE_AS_FREE", &out->as_free)) {
+        out->have_as = true;
+    } else {
+        struct rlimit rl;
+        uint64_t rss = 0, hwm = 0, vsize = 0;
+        if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+            FILE *f = fopen("/proc/self/status", "r");
+            char line[256];
+            unsigned long long kb;
+            while (f && fgets(line, sizeof line, f))
+                if (sscanf(line, "VmSize: %llu kB", &kb) == 1) vsize = (uint64_t)kb * 1024;
+            if (f) fclose(f);
+            (void)rss, (void)hwm;
+            out->as_limit = (uint64_t)rl.rlim_cur;
+            out->as_free = out->as_limit > vsize ? out->as_limit - vsize : 0;
+            out->have_as = true;
+        }
+    }
+    out->headroom_pct = ZMEM_HEADROOM_DEFAULT;
     if (env_bytes("ZINC_FAKE_NVME_FREE", &out->nvme_free)) {
         out->have_nvme = true;
     } else if (nvme_path && *nvme_path) {
@@ -416,18 +576,41 @@ static void fit_advice(const zmem_estimate *est, zinc_mem_kind k, char *buf, siz
     do {                                                                                                   \
         if (len < cap) len += (size_t)snprintf(buf + len, cap - len, __VA_ARGS__);                         \
     } while (0)
-    if (est->stage < 3) {
-        ADVICE("; raise zero_optimization.stage (now %d): stage 1 shards the optimizer state across ranks, 2 also "
-               "the gradients, 3 also the parameters",
-               est->stage);
+    /* A higher stage only where it costs less at this rank count (the pre-flight computes it; an estimate
+     * without that check offers one only with ranks to shard across). */
+    if (est->stage < 3 && est->world > 1 && est->cheaper_stage > est->stage) {
+        fmt_bytes(s, sizeof s, est->cheaper_bytes);
+        ADVICE("; raise zero_optimization.stage to %d (now %d): %s per rank at this rank count (stage 1 shards the "
+               "optimizer state across ranks, 2 also the gradients, 3 also the parameters)",
+               est->cheaper_stage, est->stage, s);
     }
+    /* Offload needs stage 1 or more (the config refuses stage 0 with offload). NVMe offload only saves
+     * host memory when its swap buffers (buffer_count x 3 chunks of sub_group_size) are smaller than the
+     * state: name a sub_group_size that leaves a quarter of it. */
+    const char *need_stage = est->stage == 0 ? " with zero_optimization.stage 1 or more" : "";
+    int64_t sg = est->own / 4 / (est->nvme_buffers > 0 ? est->nvme_buffers : 1);
+    sg = sg < 1 ? 1 : sg;
+    bool nvme_saves = (int64_t)est->nvme_buffers * est->nvme_chunk < est->own;
+    char sgtext[160] = "";
+    if (!nvme_saves)
+        snprintf(sgtext, sizeof sgtext, " and zero_optimization.sub_group_size %" PRId64
+                 " (now %" PRId64 ": its swap buffers would hold the whole state)", sg, est->nvme_chunk);
     if (state && k == ZINC_MEMKIND_DEVICE) {
         fmt_bytes(s, sizeof s, state);
-        ADVICE("; zero_optimization.offload_optimizer.device \"cpu\" (or \"nvme\") moves the optimizer state (%s) "
-               "off the GPU", s);
+        ADVICE("; zero_optimization.offload_optimizer.device \"cpu\" (or \"nvme\")%s moves the optimizer state (%s) "
+               "off the GPU", need_stage, s);
     } else if (state && est->offload != ZOFFLOAD_NVME) {
         fmt_bytes(s, sizeof s, state);
-        ADVICE("; zero_optimization.offload_optimizer.device \"nvme\" moves the optimizer state (%s) to files", s);
+        ADVICE("; zero_optimization.offload_optimizer.device \"nvme\"%s%s moves the optimizer state (%s) to files",
+               need_stage, sgtext, s);
+    } else if (est->offload == ZOFFLOAD_NVME && h[ZINC_MEM_STAGING] && est->nvme_buffers > 1 && sg < est->nvme_chunk) {
+        fmt_bytes(s, sizeof s, h[ZINC_MEM_STAGING]);
+        ADVICE("; a smaller zero_optimization.sub_group_size (%" PRId64 ", now %" PRId64
+               ") shrinks the NVMe swap buffers (%s)", sg, est->nvme_chunk, s);
+    } else if (est->offload == ZOFFLOAD_NVME && h[ZINC_MEM_STAGING] && sg < est->nvme_chunk) {
+        fmt_bytes(s, sizeof s, h[ZINC_MEM_STAGING]);
+        ADVICE("; zero_optimization.sub_group_size %" PRId64 " (now %" PRId64
+               ") shrinks the NVMe swap buffers (%s)", sg, est->nvme_chunk, s);
     }
     if (h[ZINC_MEM_BUCKETS] > state / 4 && h[ZINC_MEM_BUCKETS]) {
         fmt_bytes(s, sizeof s, h[ZINC_MEM_BUCKETS]);
@@ -441,8 +624,9 @@ static void fit_advice(const zmem_estimate *est, zinc_mem_kind k, char *buf, siz
                "shrink the gathered parameters (%s)",
                s);
     }
-    ADVICE(k == ZINC_MEMKIND_DEVICE ? "; more GPUs (one rank each) divide the sharded states further"
-                                    : "; more ranks (nodes) divide the sharded states further");
+    if (est->stage > 0 || k == ZINC_MEMKIND_DEVICE)
+        ADVICE(k == ZINC_MEMKIND_DEVICE ? "; more GPUs (one rank each) divide the sharded states further"
+                                        : "; more ranks (nodes) divide the sharded states further");
 #undef ADVICE
     if (buf[0] == ';') memmove(buf, buf + 2, strlen(buf + 2) + 1); /* drop the leading "; " */
 }
@@ -470,22 +654,49 @@ zinc_status zmem_preflight_check(const zmem_estimate *est, int local_ranks, cons
                     need, dev, parts, R, R == 1 ? "" : "s", R == 1 ? "s" : "", node, dev * R, have, a->device_free,
                     advice, est->stage, est->world, est->world == 1 ? "" : "s");
     }
-    uint64_t host = est->total[ZINC_MEMKIND_HOST] + est->total[ZINC_MEMKIND_PINNED];
-    if (a->have_mem && host * L > a->mem_available) {
+    /* Host memory: the process's predicted growth (the rows plus the build's scratch or MPI's
+     * temporaries) with the headroom, against every limit that applies: MemAvailable and the memory
+     * cgroup for all ranks of this node (mpirun starts them in its own cgroup), RLIMIT_AS per process. */
+    uint64_t host = zmem_estimate_rss(est, false);
+    uint64_t hr = a->headroom_pct <= 90 ? a->headroom_pct : 90;
+    uint64_t host_hr = host + host / 100 * hr;
+    struct {
+        bool have;
+        uint64_t free, mult;
+        char what[512];
+    } lim[3] = {{a->have_mem, a->mem_available, L, "MemAvailable (/proc/meminfo)"},
+                {a->have_cgroup, a->cgroup_free, L, ""},
+                {a->have_as, a->as_free, 1, ""}};
+    char cl[32], al[32];
+    fmt_bytes(cl, sizeof cl, a->cgroup_limit);
+    fmt_bytes(al, sizeof al, a->as_limit);
+    snprintf(lim[1].what, sizeof lim[1].what, "what the memory cgroup leaves free (%s of limit %s, less usage)",
+             a->cgroup_file, cl);
+    snprintf(lim[2].what, sizeof lim[2].what, "the address space RLIMIT_AS (%s) leaves this process", al);
+    for (int i = 0; i < 3; i++) {
+        if (!lim[i].have || host_hr * lim[i].mult <= lim[i].free) continue;
         static const zinc_mem_kind hk[] = {ZINC_MEMKIND_HOST, ZINC_MEMKIND_PINNED};
+        char extra[160] = "";
         fmt_bytes(need, sizeof need, host);
-        fmt_bytes(node, sizeof node, host * L);
-        fmt_bytes(have, sizeof have, a->mem_available);
+        fmt_bytes(node, sizeof node, host_hr * lim[i].mult);
+        fmt_bytes(have, sizeof have, lim[i].free);
         breakdown(est, hk, 2, parts, sizeof parts);
         fit_advice(est, ZINC_MEMKIND_HOST, advice, sizeof advice);
+        if (est->init_scratch || est->comm_temp) {
+            char s1[32], s2[32];
+            fmt_bytes(s1, sizeof s1, est->init_scratch);
+            fmt_bytes(s2, sizeof s2, est->comm_temp);
+            snprintf(extra, sizeof extra, ", init scratch %s at build, MPI temporaries %s", s1, s2);
+        }
         return ZERR(ZINC_ERR_NOMEM,
-                    "pre-flight: not enough host memory. Each rank needs %s of host memory (%" PRIu64
-                    " bytes: %s); %" PRIu64 " rank%s on this node need%s %s (%" PRIu64
-                    " bytes), but MemAvailable is %s (%" PRIu64 " bytes). To fit: %s. (ZeRO stage %d, %d rank%s; "
-                    "`zinc mem estimate` shows the breakdown; ZINC_PREFLIGHT=0 skips this check)",
-                    need, host, parts, L, L == 1 ? "" : "s", L == 1 ? "s" : "", node, host * L, have,
-                    a->mem_available, advice,
-                    est->stage, est->world, est->world == 1 ? "" : "s");
+                    "pre-flight: not enough host memory. Each rank needs %s of host memory at its peak (%" PRIu64
+                    " bytes: %s%s); with %" PRIu64 "%% headroom (ZINC_MEM_HEADROOM) %" PRIu64
+                    " process%s need%s %s (%" PRIu64 " bytes), but %s is %s (%" PRIu64
+                    " bytes). To fit: %s. (ZeRO stage %d, %d rank%s; `zinc mem estimate` shows the breakdown; "
+                    "ZINC_PREFLIGHT=0 skips this check)",
+                    need, host, parts, extra, hr, lim[i].mult, lim[i].mult == 1 ? "" : "es",
+                    lim[i].mult == 1 ? "s" : "", node, host_hr * lim[i].mult, lim[i].what, have, lim[i].free,
+                    advice, est->stage, est->world, est->world == 1 ? "" : "s");
     }
     /* The NVMe store's swap buffers fall back to ordinary host memory when they cannot be pinned. */
     uint64_t pinned = est->total[ZINC_MEMKIND_PINNED] - est->bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING];
@@ -523,6 +734,10 @@ zinc_status zmem_preflight_check(const zmem_estimate *est, int local_ranks, cons
 }
 
 zinc_status zmem_estimate_engine(zinc_engine *e, zmem_estimate *out) {
+    return zmem_estimate_engine_cfg(e, &e->cfg, out);
+}
+
+zinc_status zmem_estimate_engine_cfg(zinc_engine *e, const zinc_config *cfg, zmem_estimate *out) {
     zinc_status st = ZINC_OK;
     int64_t *numel = NULL;
     int *module = NULL;
@@ -534,13 +749,15 @@ zinc_status zmem_estimate_engine(zinc_engine *e, zmem_estimate *out) {
     }
     /* A cpu device presented as discrete (ZINC_CPU_DISCRETE=1) allocates as the cuda device does. */
     zinc_device_kind kind = e->dev->mem_kind == ZINC_MEMKIND_DEVICE ? ZINC_DEVICE_CUDA : e->device;
-    TRY(zmem_estimate_compute(&(zmem_model){e->nparams, numel, module}, &e->cfg, e->world, e->rank, kind, out));
+    TRY(zmem_estimate_compute(&(zmem_model){e->nparams, numel, module}, cfg, e->world, e->rank, kind, out));
+    out->init_scratch = (uint64_t)zengine_init_scratch_numel(e, e->init_ranged) * sizeof(float);
     /* Device collectives through MPI stage in host memory of the device's staging kind (pinned on a GPU). */
     uint64_t staged = zcomm_staged_bytes(e->dcomm);
     if (staged) {
         zinc_mem_kind k = e->dev->mem_kind == ZINC_MEMKIND_DEVICE ? ZINC_MEMKIND_PINNED : ZINC_MEMKIND_HOST;
         out->bytes[k][ZINC_MEM_STAGING] += staged;
         out->total[k] += staged;
+        out->before_build = staged;
     }
 fail:
     free(numel);
@@ -561,6 +778,28 @@ zinc_status zmem_preflight(zinc_engine *e) {
     const char *nvme_path = e->cfg.zero.offload_optimizer.nvme_path;
     zmem_available avail;
     zmem_available_read(nvme_path, &avail);
+    TRY(zmem_headroom_read(&avail.headroom_pct));
+    /* Which higher stage, if any, needs less at this rank count, for the advice (device memory on a GPU,
+     * the process's host peak on the CPU). */
+    {
+        zinc_mem_kind ck = e->dev->mem_kind == ZINC_MEMKIND_DEVICE ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
+        uint64_t now = ck == ZINC_MEMKIND_DEVICE ? est.total[ck] : zmem_estimate_rss(&est, false);
+        for (int s2 = est.stage + 1; s2 <= 3; s2++) {
+            zinc_config alt = e->cfg;
+            alt.zero.stage = s2;
+            if (!zcfg_given(&e->cfg, "zero_optimization.overlap_comm")) alt.zero.overlap_comm = s2 == 3;
+            zmem_estimate ae;
+            if (zmem_estimate_engine_cfg(e, &alt, &ae) != ZINC_OK) {
+                zinc__error_clear();
+                continue;
+            }
+            uint64_t b = ck == ZINC_MEMKIND_DEVICE ? ae.total[ck] : zmem_estimate_rss(&ae, false);
+            if (b < now && (est.cheaper_stage < 0 || b < est.cheaper_bytes)) {
+                est.cheaper_stage = s2;
+                est.cheaper_bytes = b;
+            }
+        }
+    }
     if (e->dev->mem_kind == ZINC_MEMKIND_DEVICE) { /* a GPU, or the cpu device presented as one */
         uint64_t used = 0, total = 0;
         int gpus = e->dev->kind == ZINC_DEVICE_CUDA ? zdev_cuda_count() : 1;
@@ -588,4 +827,9 @@ zinc_status zmem_allgather_reports(zinc_engine *e, zinc_memory_report *all) {
     TRY(zcomm_allgather_bytes(e->comm, &mine, all, sizeof mine));
 fail:
     return st;
+}
+
+zinc_status zmem_allgather_u64(zinc_engine *e, const uint64_t *mine, int n, uint64_t *all) {
+    if (!e || !mine || !all || n < 1) return ZERR(ZINC_ERR_INVALID_ARG, "zmem_allgather_u64: bad argument");
+    return zcomm_allgather_bytes(e->comm, mine, all, (size_t)n * sizeof *mine);
 }

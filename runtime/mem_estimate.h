@@ -55,7 +55,33 @@ typedef struct zmem_estimate {
     int64_t state_chunk;              /* elements per optimizer-state chunk (sub_group_size) */
     int nvme_swap_buffers;            /* NVMe store: swap buffers, each one chunk of master, m and v */
     uint64_t offload_staging;         /* GPU with offload: the step's pinned gradient and parameter staging */
+
+    /* Transients the engine's counters do not hold but the process's resident memory does (host bytes):
+     * the build's fp32 initialisation scratch (freed before zinc_build returns) and MPI's temporaries
+     * inside one collective piece (comm_mpi.h), at most `comm_pending` pieces at once. */
+    uint64_t init_scratch;            /* as the engine builds (zmem_estimate_compute: zinc_build_ranged) */
+    uint64_t init_scratch_whole;      /* zinc_build with a whole-tensor init_fn */
+    int64_t comm_piece;               /* elements per MPI call at most (zcomm_mpi_max_count) */
+    int comm_pending;                 /* pieces in flight at once (reduce buckets with overlap_comm) */
+    uint64_t comm_temp;               /* bound on MPI's temporaries, bytes */
+    uint64_t before_build;            /* host bytes in the totals allocated by zinc_create (collective staging) */
+    int64_t nvme_chunk;               /* elements per chunk with NVMe offload (sub_group_size, capped) */
+    int nvme_buffers;                 /* swap buffers NVMe offload would use (buffer_count, capped) */
+    int cheaper_stage;                /* set by the pre-flight: the higher stage needing the least memory of the
+                                       * kind that is short at this rank count, -1: none is cheaper */
+    uint64_t cheaper_bytes;           /* its bytes of that kind */
 } zmem_estimate;
+
+/* The process's resident-memory growth this estimate predicts from before zinc_build to its peak:
+ * memory in host RAM (host, pinned, and the device's bytes when the device is host memory) at the
+ * larger of the build (model state without gather buffers, plus the init scratch) and the steps
+ * (everything, plus MPI's temporaries). `device_in_host`: the device allocates host memory (the cpu
+ * device, also when presented as discrete). */
+uint64_t zmem_estimate_rss(const zmem_estimate *est, bool device_in_host);
+
+/* The multiple of a piece's bytes Open MPI allocates as temporaries inside one collective call, at most
+ * (reduce-scatter and allreduce in Open MPI's tuned and libnbc components; docs/mem.md). */
+#define ZMEM_MPI_TEMP_FACTOR 2
 
 /* Computes the estimate for rank `rank` of `world`. cfg must be resolved (zcfg_load_*). device is the
  * compute device: ZINC_DEVICE_CPU places everything in host memory (what the engine does today),
@@ -99,9 +125,23 @@ typedef struct zmem_available {
     bool have_device;
     uint64_t device_free;     /* the GPU's free memory (cudaMemGetInfo), when the engine runs on one */
     int ranks_per_device;     /* ranks of this node sharing that GPU */
+    bool have_cgroup;
+    uint64_t cgroup_free;     /* memory cgroup: the least of limit - usage over this process's cgroup and
+                               * its ancestors (v2 memory.max - memory.current, v1 memory.limit_in_bytes -
+                               * memory.usage_in_bytes); ZINC_FAKE_CGROUP_FREE */
+    uint64_t cgroup_limit;
+    char cgroup_file[256];    /* the limit file that binds */
+    bool have_as;
+    uint64_t as_free;         /* RLIMIT_AS soft limit less VmSize; ZINC_FAKE_AS_FREE */
+    uint64_t as_limit;
+    unsigned headroom_pct;    /* the share kept free: ZINC_MEM_HEADROOM (percent, default 10) */
 } zmem_available;
 
 void zmem_available_read(const char *nvme_path, zmem_available *out);
+
+/* ZINC_MEM_HEADROOM: the percentage of each limit the pre-flight keeps free (0-90, default 10). */
+#define ZMEM_HEADROOM_DEFAULT 10
+zinc_status zmem_headroom_read(unsigned *pct);
 
 /* Checks an estimate against what is available when `local_ranks` ranks share the node (and the NVMe
  * path): device bytes of the ranks sharing a GPU against its free memory, host + pinned bytes against
@@ -112,6 +152,8 @@ zinc_status zmem_preflight_check(const zmem_estimate *est, int local_ranks, cons
 /* The estimate for an engine that exists (its model, config, ranks and device), plus what depends on
  * how it was set up: the staging buffer of device collectives through MPI (ranks sharing a GPU). */
 zinc_status zmem_estimate_engine(struct zinc_engine *e, zmem_estimate *out);
+/* The same for another config of this engine (the pre-flight's alternatives). */
+zinc_status zmem_estimate_engine_cfg(struct zinc_engine *e, const zinc_config *cfg, zmem_estimate *out);
 
 /* zinc_build's pre-flight (after the layout, before any allocation): estimates this engine and checks
  * it. ZINC_PREFLIGHT=0 in the environment turns it off. */
@@ -119,5 +161,8 @@ zinc_status zmem_preflight(struct zinc_engine *e);
 
 /* Collective: every rank's memory report, in rank order (all holds world entries), on every rank. */
 zinc_status zmem_allgather_reports(struct zinc_engine *e, zinc_memory_report *all);
+
+/* Collective: n values from every rank, in rank order (all holds world x n). */
+zinc_status zmem_allgather_u64(struct zinc_engine *e, const uint64_t *mine, int n, uint64_t *all);
 
 #endif

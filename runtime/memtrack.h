@@ -4,6 +4,7 @@
 #ifndef ZINC_RUNTIME_MEMTRACK_H
 #define ZINC_RUNTIME_MEMTRACK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,5 +28,13 @@ zinc_status zmem_host_alloc(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category 
 void zmem_host_free(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, void *p, size_t bytes);
 
 void zmem_report(const zmemtrack *t, zinc_memory_report *out);
+
+/* This process's resident memory from /proc/self/status: VmRSS (now) and VmHWM (the peak), in bytes.
+ * Returns false where /proc is not readable. */
+bool zmem_proc_rss(uint64_t *rss, uint64_t *hwm);
+
+/* Resets VmHWM to the current VmRSS (writes "5" to /proc/self/clear_refs, Linux 4.0+), so a later VmHWM
+ * is the peak since this call. Returns false where the kernel does not allow it. */
+bool zmem_proc_reset_peak(void);
 
 #endif

@@ -1,3 +1,5 @@
+#include <stdarg.h>
+#include <strings.h>
 /* zinc mem estimate | measure: per-rank memory by category and memory kind, predicted by the estimator
  * (runtime/mem_estimate.h) and measured from the engine's accounting, with DeepSpeed's own estimators
  * beside them (docs/mem.md). */
@@ -17,6 +19,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: zinc mem estimate MODEL [options]\n"
             "       [mpirun -np N] zinc mem measure MODEL [options]\n"
+            "       zinc mem plan MODEL --gpu-mem SIZE [options]\n"
             "\n"
             "estimate: the bytes one rank needs, by category (parameters, gradients, fp32 master, Adam m and v,\n"
             "  reduce buckets, stage-3 gather/prefetch buffers, staging, other) and memory kind (GPU, host,\n"
@@ -42,7 +45,17 @@ static void usage(FILE *f) {
             "  --plot FILE.svg|png  estimate: bytes per rank against rank count, stages 0-3 (needs gnuplot)\n"
             "  --steps N            measure: optimizer steps (default 3; the peak is reached by step 2)\n"
             "  --seed S             measure: gradient seed (default 1)\n"
-            "  --check              measure: exit 1 unless every row matches the estimate\n"
+            "  --check              measure: exit 1 unless every row matches the estimate and each rank's real\n"
+            "                       peak (VmHWM less the resident bytes before zinc_build) is within\n"
+            "                       --rss-tolerance PCT (default 5) %% plus --rss-slack MIB (default 4) of it\n"
+            "plan: --gpu-mem SIZE [--host-mem SIZE] [--nvme SIZE] [--gpus-per-node G (default 8)]\n"
+            "                       [--activation-bytes-per-sample SIZE] [--max-gpus N (default 1024)]\n"
+            "                       [--paper] [--units GB|GiB] [--plot FILE.svg|png] [--json]\n"
+            "  for each stage and offload: the fewest GPUs (and nodes) holding one rank's estimate with\n"
+            "  ZINC_MEM_HEADROOM %% (default 10) kept free, and the largest micro-batch beside it; --paper uses\n"
+            "  the ZeRO paper's 2+2+12 bytes per parameter (Table 1) and GB (1e9) unless --units GiB\n"
+            "  --init ranged|whole  measure: initialise with zinc_build_ranged (default) or a whole-tensor\n"
+            "                       init_fn through zinc_build (its fp32 scratch shows in the real peak)\n"
             "  --json | --csv       machine-readable output instead of tables\n"
             "  --bytes              exact byte counts in the tables instead of KiB/MiB/GiB\n"
             "  --verbose            the engine's log (measure)\n"
@@ -58,6 +71,31 @@ static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, in
         return -1;
     }
     *out = (int64_t)d;
+    return 0;
+}
+
+/* "80GB" (1e9), "80GiB" (2^30), "80G" (= GiB), plain bytes; K/M/G/T. */
+static int parse_size(const char *flag, const char *v, uint64_t *out) {
+    char *end = NULL;
+    double x = v ? strtod(v, &end) : 0;
+    double mul = 1;
+    if (v && end && *end) {
+        char u = (char)toupper((unsigned char)*end);
+        const char *r = end + 1;
+        int pw = u == 'K' ? 1 : u == 'M' ? 2 : u == 'G' ? 3 : u == 'T' ? 4 : u == 'B' ? 0 : -1;
+        if (pw < 0) pw = 99;
+        bool dec = !strcasecmp(r, "B") && u != 'B';
+        if (u == 'B' && *r) pw = 99;
+        if (pw != 99 && !dec && *r && strcasecmp(r, "iB") && strcasecmp(r, "i")) pw = 99;
+        if (pw == 99) x = -1;
+        else mul = pow(dec ? 1000.0 : 1024.0, pw);
+    }
+    if (!v || !*v || x <= 0 || x * mul > 1.8e19) {
+        fprintf(stderr, "zinc mem: %s needs a size such as 80GB (1e9 bytes), 80GiB or 80G (2^30), got \"%s\"\n",
+                flag, v ? v : "");
+        return -1;
+    }
+    *out = (uint64_t)(x * mul);
     return 0;
 }
 
@@ -88,6 +126,30 @@ static int parse_args(int argc, char **argv, mopts *o) {
         I64("--stage", 0, 3, o->stage)
         I64("--steps", 1, 1000000, o->steps)
         I64("--seed", 0, INT64_MAX, o->seed)
+        I64("--rss-slack", 0, 1 << 20, o->rss_slack_mib)
+        I64("--rss-tolerance", 0, 1000, o->rss_tol_pct)
+        I64("--max-gpus", 1, 1 << 20, o->max_gpus)
+        else if (!strcmp(a, "--gpu-mem") || !strcmp(a, "--host-mem") || !strcmp(a, "--nvme") ||
+                 !strcmp(a, "--activation-bytes-per-sample")) {
+            uint64_t *dst = !strcmp(a, "--gpu-mem") ? &o->gpu_mem : !strcmp(a, "--host-mem") ? &o->host_mem
+                          : !strcmp(a, "--nvme") ? &o->nvme_bytes : &o->act_bytes;
+            if (parse_size(a, v, dst)) return -1;
+            i++;
+        } else if (!strcmp(a, "--paper")) o->paper = true;
+        else if (!strcmp(a, "--units")) {
+            if (!v || (strcmp(v, "GB") && strcmp(v, "GiB"))) {
+                fprintf(stderr, "zinc mem: --units must be GB (1e9 bytes) or GiB (2^30), got \"%s\"\n", v ? v : "");
+                return -1;
+            }
+            o->units_gb = !strcmp(v, "GB"), o->units_set = true, i++;
+        }
+        else if (!strcmp(a, "--init")) {
+            if (!v || (strcmp(v, "ranged") && strcmp(v, "whole"))) {
+                fprintf(stderr, "zinc mem: --init must be ranged or whole, got \"%s\"\n", v ? v : "");
+                return -1;
+            }
+            o->init_whole = !strcmp(v, "whole"), i++;
+        }
         else if (!strcmp(a, "--config") || !strcmp(a, "--shapes") || !strcmp(a, "--plot") || !strcmp(a, "--gpt2")) {
             if (!v) {
                 fprintf(stderr, "zinc mem: %s needs a value\n", a);
@@ -175,8 +237,8 @@ static void log_to_stderr(void *u, zinc_log_level l, int rank, const char *msg) 
 }
 
 /* Loads a variant; quiet for the table (problems are reported for the main config only). */
-static zinc_status load_variant(json_t *base, const char *origin, int stage, const char *offload, int world,
-                                bool quiet, zinc_config *cfg) {
+zinc_status mc_load_variant(json_t *base, const char *origin, int stage, const char *offload, int world, bool quiet,
+                            zinc_config *cfg) {
     char *text = mc_config_text(base, stage, offload);
     if (!text) return ZINC_ERR_NOMEM;
     zlog log = {.fn = quiet ? NULL : log_to_stderr, .level = ZINC_LOG_WARN};
@@ -253,8 +315,14 @@ static void print_notes(const zmem_estimate *e, const mopts *o) {
     printf("  layout: %s parameters, flat buffer %s elements (tensors aligned to 8), shard %s per rank (aligned to "
            "64)\n",
            mc_commas(e->numel, n1, sizeof n1), mc_commas(e->flat_numel, n2, sizeof n2), mc_commas(e->shard, n3, sizeof n3));
-    printf("  not counted: activations and the model's own buffers, MPI/NCCL internals, the fp32 scratch of one "
-           "tensor during zinc_build, allocator overhead\n");
+    char sc[32], mt[32];
+    mc_prose(sc, sizeof sc, e->init_scratch, o->exact);
+    mc_prose(mt, sizeof mt, e->comm_temp, o->exact);
+    printf("  transients (in the process's peak, not in the rows): %s of initialisation scratch at zinc_build_ranged "
+           "(zinc_build with a whole-tensor init_fn: the largest tensor in fp32, or none in place), %s of MPI "
+           "temporaries (%d piece%s of %" PRId64 " elements)\n",
+           sc, mt, e->comm_pending, e->comm_pending == 1 ? "" : "s", e->comm_piece);
+    printf("  not counted: activations and the model's own buffers, NCCL internals, allocator overhead\n");
     if (e->device == ZINC_DEVICE_CUDA)
         printf("  GPU: the engine's allocations on the device, with zinc's pinned staging; not the CUDA context or the "
                "CUDA runtime's own scratch. zinc's CUDA backend has not yet run on a GPU: these bytes are checked "
@@ -293,51 +361,112 @@ static void print_variants(const variant *v, int nv, const mopts *o, int nodes, 
 }
 
 /* Why zinc's numbers differ from DeepSpeed's for the chosen config. */
-static void print_why(const variant *v, const mopts *o, int64_t P, int64_t L, int G, int gpn) {
+/* One difference from DeepSpeed's estimate: a topic and a sentence. */
+static void why_add(json_t *arr, const char *topic, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void why_add(json_t *arr, const char *topic, const char *fmt, ...) {
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    json_array_append_new(arr, json_pack("{s:s, s:s}", "topic", topic, "text", text));
+}
+
+/* Why zinc's numbers differ from DeepSpeed's for one variant, as a list every output format carries. */
+static json_t *why_list(const variant *v, const mopts *o, int64_t P, int64_t L, int G, int gpn, bool off_param) {
+    json_t *w = json_array();
     const zmem_estimate *e = &v->est;
-    char a[32], b[32], c[32];
-    printf("\nWhy DeepSpeed's estimate differs (reference/deepspeed.md section 6):\n");
+    char a[32], b[32], c[32], n1[32], n2[32];
+    if (!v->valid) return w;
     if (!v->ds.available) {
-        printf("  - DeepSpeed has no estimator for %s; zinc's numbers above are the only ones.\n",
-               e->stage == 0 ? "stage 0" : "NVMe offload");
-        return;
+        why_add(w, "no_estimator", "DeepSpeed has no estimator for %s; zinc's numbers are the only ones.",
+                e->stage == 0 ? "stage 0" : "NVMe offload");
+        return w;
     }
     zinc_mem_kind ck = e->device == ZINC_DEVICE_CUDA ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
     mc_prose(a, sizeof a, v->ds.gpu_bytes, o->exact);
     mc_prose(b, sizeof b, e->total[ck], o->exact);
-    char n1[32], n2[32];
-    printf("  - DeepSpeed says %s per GPU (%s), zinc %s per rank on the %s, for P = %s, L = %s, G = %d.\n", a,
-           v->ds.function, b, ck == ZINC_MEMKIND_DEVICE ? "GPU" : "host (--device cpu)", mc_commas(P, n1, sizeof n1),
-           mc_commas(L, n2, sizeof n2), G);
+    why_add(w, "totals", "DeepSpeed says %s per GPU (%s), zinc %s per rank on the %s, for P = %s, L = %s, G = %d.", a,
+            v->ds.function, b, ck == ZINC_MEMKIND_DEVICE ? "GPU" : "host (--device cpu)", mc_commas(P, n1, sizeof n1),
+            mc_commas(L, n2, sizeof n2), G);
     mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_BUCKETS], o->exact);
-    printf("  - Buckets: DeepSpeed leaves out its reduce/ipg buckets; zinc counts its %d x %s-element bucket%s: %s.\n",
-           e->nbuckets, mc_commas(e->bucket_cap, n1, sizeof n1), e->nbuckets == 1 ? "" : "s", a);
+    why_add(w, "buckets", "Buckets: DeepSpeed leaves out its reduce/ipg buckets; zinc counts its %d x %s-element bucket%s: %s.",
+            e->nbuckets, mc_commas(e->bucket_cap, n1, sizeof n1), e->nbuckets == 1 ? "" : "s", a);
+    if (e->compute_dtype == ZINC_FP32 || e->grad_dtype == ZINC_FP32)
+        why_add(w, "dtype", "Dtypes: DeepSpeed's formulas count 2 bytes per parameter and gradient (fp16) whatever the config; "
+                            "this config keeps %s parameters and %s gradients (%zu and %zu bytes).",
+                zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->grad_dtype), zinc_dtype_size(e->compute_dtype),
+                zinc_dtype_size(e->grad_dtype));
     if (e->stage <= 2 && e->offload == ZOFFLOAD_NONE)
-        printf("  - Gradients: DeepSpeed's 18 bytes per partitioned parameter are 2 (fp16 grads) + 4 (fp32 grads) + 4 "
-               "(fp32 params) + 8 (m, v); zinc keeps %s gradients and 12 bytes of optimizer state per own element.\n",
-               e->stage == 2 ? "only the 4-byte fp32 shard of the" : "the full compute-dtype buffer and the fp32 shard of the");
+        why_add(w, "gradients", "Gradients: DeepSpeed's 18 bytes per partitioned parameter are 2 (fp16 grads) + 4 (fp32 grads) + 4 "
+                               "(fp32 params) + 8 (m, v); zinc keeps %s gradients and 12 bytes of optimizer state per own "
+                               "element.",
+                e->stage == 2 ? "only the 4-byte fp32 shard of the" : "the full compute-dtype buffer and the fp32 shard of the");
+    if (e->stage == 1 && e->offload != ZOFFLOAD_NONE) {
+        mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_GRADS], o->exact);
+        why_add(w, "stage1_offload_grads", "Stage 1 with offload: DeepSpeed's ZeRO-2 formula partitions the gradients; "
+                                           "zinc's stage 1 keeps the whole %s gradient buffer and the fp32 shard on the "
+                                           "GPU (%s), since only stage 2 shards gradients.",
+                zinc_dtype_name(e->grad_dtype), a);
+    }
     if (e->stage == 3) {
         mc_prose(a, sizeof a, (uint64_t)(4 * L), o->exact);
         mc_prose(b, sizeof b, e->bytes[ck][ZINC_MEM_GATHER], o->exact);
         mc_prose(c, sizeof c, (uint64_t)e->persistent_numel * zinc_dtype_size(e->compute_dtype), o->exact);
-        printf("  - Gathered parameters: DeepSpeed allows 4L = %s (the largest layer's fp16 parameters and "
-               "gradients); zinc's gather schedule peaks at %s, plus %s of persistent modules, because modules "
-               "reused within stage3_max_reuse_distance stay gathered and prefetch runs ahead.\n",
-               a, b, c);
+        why_add(w, "gather", "Gathered parameters: DeepSpeed allows 4L = %s (the largest layer's fp16 parameters and gradients); zinc's gather "
+                            "schedule peaks at %s, plus %s of persistent modules, because modules reused within "
+                            "stage3_max_reuse_distance stay gathered and prefetch runs ahead.",
+                a, b, c);
     }
     if (e->offload != ZOFFLOAD_NONE)
-        printf("  - Offload: DeepSpeed's GPU figure keeps fp16 parameters (2 bytes per parameter%s) on the GPU; zinc "
-               "also keeps its gradient shard and buckets there and puts only master, m and v in host memory.\n",
-               e->stage == 3 ? " per rank" : "");
+        why_add(w, "offload", "Offload: DeepSpeed's GPU figure keeps fp16 parameters (2 bytes per parameter%s) on the GPU; zinc "
+                             "also keeps its gradient shard and buckets there and puts only master, m and v in host "
+                             "memory.",
+                e->stage == 3 ? " per rank" : "");
+    if (off_param)
+        why_add(w, "offload_param", e->stage == 3
+                    ? "offload_param: DeepSpeed's ZeRO-3 estimator moves the parameters to the CPU; zinc keeps them on "
+                      "the GPU (it does not offload parameters), so its GPU figure does not shrink."
+                    : "offload_param has no effect below stage 3 (DeepSpeed applies it only to ZeRO-3; zinc drops it), "
+                      "so neither figure changes.");
+    mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_OTHER], o->exact);
+    mc_prose(b, sizeof b, e->bytes[ck][ZINC_MEM_STAGING], o->exact);
+    why_add(w, "mask_scratch", "Mask and scratch: zinc counts its weight-decay mask (%s, one byte per 8 own elements)%s%s; DeepSpeed counts "
+                               "neither.",
+            a, e->bytes[ck][ZINC_MEM_STAGING] ? " and its device scratch and staging " : "",
+            e->bytes[ck][ZINC_MEM_STAGING] ? b : "");
     mc_prose(a, sizeof a, v->ds.cpu_bytes, o->exact);
     uint64_t host = e->total[ZINC_MEMKIND_HOST] + e->total[ZINC_MEMKIND_PINNED];
     mc_prose(b, sizeof b, host * (uint64_t)gpn, o->exact);
-    printf("  - Host: DeepSpeed's CPU figure (%s per node) is mostly the model each rank loads before "
-           "partitioning, times additional_buffer_factor 1.5; zinc builds the parameters in place and counts what "
-           "stays: %s per node of %d rank%s.\n",
-           a, b, gpn, gpn == 1 ? "" : "s");
-    printf("  - Padding: zinc aligns every tensor to 8 elements and every shard to 64; DeepSpeed divides P by G "
-           "exactly. Neither estimator counts activations.\n");
+    why_add(w, "host", "Host: DeepSpeed's CPU figure (%s per node%s) is mostly the model each rank loads before partitioning, "
+                       "times additional_buffer_factor 1.5%s; zinc builds the parameters in place and counts what stays: "
+                       "%s per node of %d rank%s%s.",
+            a, e->stage == 3 ? ", with zero_init" : "", e->offload != ZOFFLOAD_NONE ? ", plus the offloaded optimizer state" : "",
+            b, gpn, gpn == 1 ? "" : "s",
+            e->offload == ZOFFLOAD_CPU ? " (master, m and v in host memory)"
+            : e->offload == ZOFFLOAD_NVME ? " (the NVMe swap buffers)" : "");
+    why_add(w, "padding", "Padding: zinc aligns every tensor to 8 elements and every shard to 64; DeepSpeed divides P by G "
+                          "exactly. Neither estimator counts activations.");
+    return w;
+}
+
+static void print_why(const variant *v, const mopts *o, int64_t P, int64_t L, int G, int gpn, bool off_param) {
+    printf("\nWhy DeepSpeed's estimate differs (reference/deepspeed.md section 6):\n");
+    json_t *w = why_list(v, o, P, L, G, gpn, off_param);
+    size_t i;
+    json_t *x;
+    json_array_foreach(w, i, x) printf("  - %s\n", json_string_value(json_object_get(x, "text")));
+    json_decref(w);
+}
+
+/* A CSV field: quoted, inner quotes doubled. */
+static void csv_text(const char *t) {
+    putchar('"');
+    for (; *t; t++) {
+        if (*t == '"') putchar('"');
+        putchar(*t);
+    }
+    putchar('"');
 }
 
 static int plot(const mopts *o, json_t *base, const char *origin, const zmem_model *md, const char *md_desc,
@@ -374,7 +503,7 @@ static int plot(const mopts *o, json_t *base, const char *origin, const zmem_mod
             zinc_config cfg;
             zmem_estimate e;
             const char *off = s == 0 ? "none" : o->offload;
-            if (load_variant(base, origin, s, off, xs[i], true, &cfg) != ZINC_OK ||
+            if (mc_load_variant(base, origin, s, off, xs[i], true, &cfg) != ZINC_OK ||
                 zmem_estimate_compute(md, &cfg, xs[i], 0, o->device, &e) != ZINC_OK) {
                 fprintf(f, " NaN");
                 continue;
@@ -490,7 +619,7 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
     if (mc_load_base(o, &base) || mc_model_arrays(m, &numel, &module)) goto done;
     zmem_model md = {m->n, numel, module};
     zinc_config cfg;
-    if (load_variant(base, origin, o->stage, o->offload, G, false, &cfg) != ZINC_OK) {
+    if (mc_load_variant(base, origin, o->stage, o->offload, G, false, &cfg) != ZINC_OK) {
         fprintf(stderr, "zinc mem: %s\n", zinc_last_error());
         goto done;
     }
@@ -514,7 +643,7 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
                 snprintf(x->why, sizeof x->why, "not a valid combination: offload needs stage 1, 2 or 3");
                 continue;
             }
-            if (load_variant(base, origin, s, mc_offload_name(offs[k]), G, true, &vc) != ZINC_OK) {
+            if (mc_load_variant(base, origin, s, mc_offload_name(offs[k]), G, true, &vc) != ZINC_OK) {
                 snprintf(x->why, sizeof x->why, "config refused: %.120s", zinc_last_error());
                 continue;
             }
@@ -537,12 +666,15 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
         json_object_set_new(j, "gpus_per_node", json_integer(gpn));
         json_object_set_new(j, "estimate", est_json(&main_v.est));
         json_object_set_new(j, "deepspeed", ds_json(&main_v.ds));
+        json_object_set_new(j, "deepspeed_differences", why_list(&main_v, o, P, L, G, gpn, off_param));
         for (int i = 0; i < nv; i++) {
             json_t *row = vars[i].valid ? est_json(&vars[i].est) : json_object();
             json_object_set_new(row, "stage", json_integer(vars[i].stage));
             json_object_set_new(row, "offload_optimizer", json_string(mc_offload_name(vars[i].off)));
             if (!vars[i].valid) json_object_set_new(row, "invalid", json_string(vars[i].why));
             json_object_set_new(row, "deepspeed", ds_json(&vars[i].ds));
+            json_object_set_new(row, "deepspeed_differences",
+                                why_list(&vars[i], o, P, L, G, gpn, vars[i].stage == 3 && off_param));
             json_array_append_new(tab, row);
         }
         json_object_set_new(j, "variants", tab);
@@ -568,6 +700,17 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
                 printf("deepspeed,%d,%s,cpu_per_node,%s,%" PRIu64 "\n", vars[i].stage, mc_offload_name(vars[i].off),
                        vars[i].ds.function, vars[i].ds.cpu_bytes);
             }
+            /* Why they differ: table "why", the topic under category, the sentence in the bytes column. */
+            json_t *w = why_list(&vars[i], o, P, L, G, gpn, vars[i].stage == 3 && off_param);
+            size_t wi;
+            json_t *wx;
+            json_array_foreach(w, wi, wx) {
+                printf("why,%d,%s,deepspeed,%s,", vars[i].stage, mc_offload_name(vars[i].off),
+                       json_string_value(json_object_get(wx, "topic")));
+                csv_text(json_string_value(json_object_get(wx, "text")));
+                putchar('\n');
+            }
+            json_decref(w);
         }
     } else {
         const zmem_estimate *e = &main_v.est;
@@ -585,7 +728,7 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
         print_matrix(e, o->exact);
         print_notes(e, o);
         print_variants(vars, nv, o, nodes, gpn);
-        print_why(&main_v, o, P, L, G, gpn);
+        print_why(&main_v, o, P, L, G, gpn, off_param);
     }
     if (o->plot && plot(o, base, origin, &md, m->desc, G)) goto done;
     rc = 0;
@@ -597,15 +740,22 @@ done:
 }
 
 int zinc_cmd_mem(int argc, char **argv) {
-    if (argc < 2 || (strcmp(argv[1], "estimate") && strcmp(argv[1], "measure"))) {
+    if (argc < 2 || (strcmp(argv[1], "estimate") && strcmp(argv[1], "measure") && strcmp(argv[1], "plan"))) {
         bool help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
         usage(help ? stdout : stderr);
         return help ? 0 : 2;
     }
     mopts o = {.measure = !strcmp(argv[1], "measure"), .nodes = 1, .gpn = 1, .device = ZINC_DEVICE_CUDA,
-               .stage = -1, .steps = 3, .seed = 1};
+               .stage = -1, .steps = 3, .seed = 1, .rss_tol_pct = 5, .rss_slack_mib = 4,
+               .plan = !strcmp(argv[1], "plan"), .max_gpus = 1024};
+    if (o.plan) o.gpn = 8;
     int pr = parse_args(argc, argv, &o);
     if (pr) return pr > 0 ? 0 : 2;
+    if (!o.units_set) o.units_gb = o.paper; /* the paper counts in 1e9 bytes */
+    if (o.plan && zmem_headroom_read(&o.headroom_pct) != ZINC_OK) {
+        fprintf(stderr, "zinc mem plan: %s\n", zinc_last_error());
+        return 2;
+    }
     if (o.json && o.csv) {
         fprintf(stderr, "zinc mem: give --json or --csv, not both\n");
         return 2;
@@ -615,7 +765,7 @@ int zinc_cmd_mem(int argc, char **argv) {
         mc_model_free(&m);
         return 2;
     }
-    int rc = o.measure ? mc_cmd_measure(&o, &m) : cmd_estimate(&o, &m);
+    int rc = o.measure ? mc_cmd_measure(&o, &m) : o.plan ? mc_cmd_plan(&o, &m) : cmd_estimate(&o, &m);
     mc_model_free(&m);
     return rc;
 }

@@ -45,6 +45,15 @@ typedef struct mopts {
     const char *plot;
     int64_t steps, seed;
     bool check, verbose;
+    bool init_whole;        /* measure: zinc_build with a whole-tensor init_fn (default: zinc_build_ranged) */
+    int64_t rss_tol_pct;    /* measure --check: the real peak's growth within this % of the estimate */
+    int64_t rss_slack_mib;  /* ... plus this many MiB */
+    bool plan;              /* zinc mem plan */
+    bool paper, units_gb;   /* plan: the ZeRO paper's byte model; GB (1e9) instead of GiB */
+    bool units_set;
+    uint64_t gpu_mem, host_mem, nvme_bytes, act_bytes; /* plan: per GPU, per node, per node, per sample */
+    int64_t max_gpus;       /* plan: the largest GPU count tried */
+    unsigned headroom_pct;  /* plan: kept free (ZINC_MEM_HEADROOM, default 10) */
 } mopts;
 
 
@@ -62,5 +71,9 @@ const char *mc_kind_title(int k);
 int mc_cmd_measure(const mopts *o, mmodel *m);
 char *mc_config_text(json_t *base, int stage, const char *offload);
 int mc_load_base(const mopts *o, json_t **base);
+zinc_status mc_load_variant(json_t *base, const char *origin, int stage, const char *offload, int world, bool quiet,
+                            zinc_config *cfg);
+int mc_cmd_plan(const mopts *o, mmodel *m);
+double mc_paper_bytes(int stage, double psi, double n);
 
 #endif
