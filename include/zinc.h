@@ -193,6 +193,10 @@ typedef struct zinc_step_info {
     float loss_scale;      /* the scale for the next step */
     double grad_norm;      /* global L2 norm of the (unscaled) gradient before clipping; inf/nan on overflow */
     double lr;             /* learning rate used by this step (or that would have been used, if skipped) */
+    /* What the engine did for this step's micro-steps (for tuning and tests): */
+    int64_t reduce_scatters;   /* stages 1-3: gradient reduce-scatter calls (buckets and chunks) */
+    int64_t prefetch_gathers;  /* stage 3: module all-gathers started ahead of use from the recorded trace */
+    int64_t blocking_gathers;  /* stage 3: module all-gathers the model waited for at zinc_module_enter */
 } zinc_step_info;
 
 /* Finishes the gradient reduction, checks for overflow on every rank, and (unless skipped) clips,

@@ -481,10 +481,13 @@ zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
     if ((st = zengine_check_usable(e, "zinc_module_enter")) != ZINC_OK) return st;
     zmodule *m = &e->modules[module];
     if (m->in_phase[phase])
-        return ZERR(ZINC_ERR_STATE, "zinc_module_enter: module \"%s\" is already in %s (missing zinc_module_exit)",
+        return ZERR(ZINC_ERR_STATE,
+                    "zinc_module_enter: module \"%s\" is already in %s (missing zinc_module_exit); a module is "
+                    "entered again only after it exits (nesting other modules inside it is fine)",
                     m->name, phase_name(phase));
-    if (phase == ZINC_FORWARD && e->last_phase == ZINC_BACKWARD) {
-        /* A forward after a backward begins the next micro-step: finish this one's reductions. */
+    /* A forward after a completed backward begins the next micro-step: finish this one's reductions. A
+     * forward inside an open backward is a recomputation (activation checkpointing), not a new micro-step. */
+    if (phase == ZINC_FORWARD && e->last_phase == ZINC_BACKWARD && e->open_backward == 0) {
         TRY(zgrads_flush(e));
         e->in_backward_pass = false;
     }
@@ -495,6 +498,7 @@ zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
     if (e->stage == 3) TRY(zgather_module_enter(e, module, (int)phase));
     if (phase == ZINC_BACKWARD) TRY(zgrads_module_backward_enter(e, module));
     m->in_phase[phase] = true;
+    if (phase == ZINC_BACKWARD) e->open_backward++;
     e->last_phase = (int)phase;
     return ZINC_OK;
 fail:
@@ -509,7 +513,10 @@ zinc_status zinc_module_exit(zinc_engine *e, int module, zinc_phase phase) {
         return ZERR(ZINC_ERR_STATE, "zinc_module_exit: module \"%s\" was not entered for %s", m->name,
                     phase_name(phase));
     m->in_phase[phase] = false;
-    if (phase == ZINC_BACKWARD) TRY(zgrads_module_backward_exit(e, module));
+    if (phase == ZINC_BACKWARD) {
+        e->open_backward--;
+        TRY(zgrads_module_backward_exit(e, module));
+    }
     if (e->stage == 3) TRY(zgather_module_exit(e, module, (int)phase));
     return ZINC_OK;
 fail:
@@ -526,16 +533,20 @@ const void *zinc_param_data(const zinc_param *p) {
         ZERR(ZINC_ERR_STATE, "zinc_param_data(\"%s\"): call zinc_build first", p->name);
         return NULL;
     }
-    size_t csz = zinc_dtype_size(e->compute_dtype);
-    if (e->stage <= 2) return (const char *)e->params_full + (size_t)p->flat_offset * csz;
     const zmodule *m = &e->modules[p->module];
     if (!m->in_phase[0] && !m->in_phase[1]) {
+        /* Refused at every stage, not only where stage 3 has released the parameters, so a model that
+         * works at one stage works at all of them. */
         ZERR(ZINC_ERR_STATE,
-             "zinc_param_data(\"%s\"): in ZeRO stage 3 parameters exist only between zinc_module_enter and "
-             "zinc_module_exit of their module (\"%s\")",
+             "zinc_param_data(\"%s\"): parameters are readable only between zinc_module_enter and "
+             "zinc_module_exit of their module (\"%s\"), at every ZeRO stage (stage 3 frees them on exit); enter "
+             "the module again where the parameter is used a second time (a tied weight), or read the fp32 "
+             "master weights with zinc_gather_master",
              p->name, m->name);
         return NULL;
     }
+    size_t csz = zinc_dtype_size(e->compute_dtype);
+    if (e->stage <= 2) return (const char *)e->params_full + (size_t)p->flat_offset * csz;
     return (const char *)m->gathered + (size_t)(p->flat_offset - m->flat_begin) * csz;
 }
 
@@ -576,6 +587,11 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
         if (e->modules[m].in_phase[0] || e->modules[m].in_phase[1])
             return ZERR(ZINC_ERR_STATE, "zinc_step: module \"%s\" is still entered (%s); exit it first",
                         e->modules[m].name, e->modules[m].in_phase[0] ? "forward" : "backward");
+    if (e->micro_steps == 0)
+        return ZERR(ZINC_ERR_STATE,
+                    "zinc_step: no backward pass since the last step (no module was entered for backward), so there "
+                    "is no gradient to apply; run forward and backward (zinc_module_enter(..., ZINC_BACKWARD)) "
+                    "before each step");
     zinc_step_info tmp;
     return zengine_step(e, info ? info : &tmp);
 }

@@ -38,7 +38,30 @@ typedef struct zmodule {
     void *gathered;                 /* compute-dtype copy of [flat_begin, flat_end) while live */
     zcomm_req *gather_req;          /* pending (prefetch) all-gather into `gathered` */
     size_t *g_counts, *g_displs;    /* per-rank pieces of the gather; live as long as the request */
+    /* backward, stages 2-3: where the open entry's gradients are written (zero/grads.c) */
+    int slot;                       /* zgrad_slot */
+    int scratch;                    /* index into zinc_engine.scratch for ZSLOT_SCRATCH */
+    int bwd_entries;                /* backward entries in the current micro-step (every stage) */
+    bool hold;                      /* learned: gradients collect in `held` until the micro-step ends */
+    bool held_dirty;                /* `held` has gradients of this micro-step not yet reduced */
+    void *held;                     /* grad dtype, the module's elements; allocated when hold is set */
 } zmodule;
+
+/* Where a module's gradients go while it is open in backward (stages 2-3). */
+typedef enum zgrad_slot {
+    ZSLOT_NONE = 0,
+    ZSLOT_FULL,     /* stages 0-1: the full gradient buffer */
+    ZSLOT_BUCKET,   /* the current bucket, in place */
+    ZSLOT_LANDING,  /* the landing buffer (a module larger than a bucket) */
+    ZSLOT_HELD,     /* the module's own buffer, reduced once at the end of the micro-step */
+    ZSLOT_SCRATCH   /* a pooled buffer, reduced at exit (entered inside another open module) */
+} zgrad_slot;
+
+typedef struct zscratch {
+    void *buf;
+    size_t bytes;
+    bool busy;
+} zscratch;
 
 /* One gradient bucket (stages 2-3): a contiguous flat range [lo, hi) of the gradients of modules that
  * finished backward, filled from the top down (backward visits modules in reverse order), reduce-
@@ -102,12 +125,18 @@ struct zinc_engine {
     void *landing;              /* stages 2-3: gradients of modules larger than a bucket (grad dtype) */
     size_t bytes_landing;
     size_t bytes_bucket_grads, bytes_bucket_send, bytes_bucket_recv;
+    zscratch *scratch;          /* buffers of modules entered inside another open module's backward */
+    int nscratch;
+    int open_backward;          /* modules entered for backward and not yet exited */
+    int64_t stat_rs_sends;      /* reduce-scatters issued since the last step (for tests and step info) */
 
     /* stage 3 gathering */
     int64_t live_numel;         /* gathered elements of non-persistent modules */
     ztrace_entry *trace;
     int trace_len, trace_cap, trace_pos;
     bool trace_started, trace_recording, trace_valid;
+    bool trace_lost;            /* an entry the trace does not have: re-record at the next step */
+    int64_t stat_prefetch, stat_gather_blocking, stat_trace_resync; /* since the last step */
 
     /* micro-step bookkeeping */
     int last_phase;             /* -1 before any enter */
@@ -128,7 +157,7 @@ zinc_status zgrads_alloc(zinc_engine *e);
 void zgrads_free(zinc_engine *e);
 zinc_status zgrads_module_backward_enter(zinc_engine *e, int module);
 zinc_status zgrads_module_backward_exit(zinc_engine *e, int module);
-/* Finishes every reduction of the current micro-step (stages 2-3). */
+/* Ends the current micro-step: finishes every reduction of it (stages 2-3: buckets and held modules). */
 zinc_status zgrads_flush(zinc_engine *e);
 /* At the accumulation boundary: stage 0 all-reduces, stage 1 reduce-scatters, stages 2-3 flush. Leaves
  * the reduced local gradient in zgrads_local (fp32 shard or full grads in stage 0). */

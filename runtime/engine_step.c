@@ -242,6 +242,10 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     info->loss_scale = (float)e->scaler.cur_scale;
     info->grad_norm = norm;
     info->lr = lr;
+    info->reduce_scatters = e->stat_rs_sends;
+    info->prefetch_gathers = e->stat_prefetch;
+    info->blocking_gathers = e->stat_gather_blocking;
+    e->stat_rs_sends = e->stat_prefetch = e->stat_gather_blocking = e->stat_trace_resync = 0;
     return ZINC_OK;
 fail: {
     char what[64];

@@ -36,3 +36,12 @@ zinc_test(NAME engine_equiv_discrete_staged_np2 SOURCES test_engine_equiv.c engi
 set_tests_properties(engine_equiv_discrete_staged_np2 PROPERTIES FIXTURES_REQUIRED equiv_ref)
 zinc_test(NAME engine_memory_discrete_np2 SOURCES test_engine_memory.c engine_util.c RANKS 2 LABELS engine
           ENV ZINC_CPU_DISCRETE=1)
+# Nested and re-entered modules, forward-only passes and refused call orders against a float64 reference
+# (tests/test_engine_nesting.c), at 1-4 ranks.
+foreach(n 1 2 3 4)
+  zinc_test(NAME engine_nesting_np${n} SOURCES test_engine_nesting.c RANKS ${n} LABELS engine TIMEOUT 900)
+endforeach()
+foreach(n 1 2)
+  zinc_test(NAME engine_nesting_discrete_np${n} SOURCES test_engine_nesting.c RANKS ${n} LABELS engine
+            TIMEOUT 900 ENV ZINC_CPU_DISCRETE=1)
+endforeach()

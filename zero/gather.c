@@ -1,10 +1,13 @@
 /* ZeRO stage 3: parameters live only as shards; a module's full parameters are all-gathered when it is
  * entered and released when it exits.
  *
- * - Trace: the first micro-step records the order of module entries (module, phase). Later micro-steps
- *   follow it; on entry the next modules of the trace are prefetched with non-blocking all-gathers, up to
- *   stage3_prefetch_bucket_size elements in flight and stage3_max_live_parameters gathered in all. A
- *   mismatch with the trace stops prefetching until the next step re-records it.
+ * - Trace: the first micro-step with a backward records the order of module entries (module, phase).
+ *   Later micro-steps follow it; on entry the next modules of the trace are prefetched with non-blocking
+ *   all-gathers, up to stage3_prefetch_bucket_size elements in flight and stage3_max_live_parameters
+ *   gathered in all. Forward-only passes (a validation loss) do not poison it: a recording without a
+ *   backward is not kept, forward passes repeated before the backward are trimmed to the last one, and an
+ *   entry out of order resynchronises to the next place in the trace where it occurs. An entry the trace
+ *   does not have stops prefetching, and the next step records the trace again.
  * - Release: on exit a module's copy is freed unless the trace says it is needed again within
  *   stage3_max_reuse_distance elements (the last layer's forward followed by its backward, typically).
  * - Persistence: modules with at most stage3_param_persistence_threshold elements (up to
@@ -95,8 +98,37 @@ static zinc_status trace_push(zinc_engine *e, int module, int phase) {
     return ZINC_OK;
 }
 
+static bool same_entry(const ztrace_entry *a, const ztrace_entry *b) {
+    return a->module == b->module && a->phase == b->phase;
+}
+
+/* Forward-only passes recorded before the training pass repeat its forward: when the entries before the
+ * first backward one are k copies of a period p, only the last copy belongs to the micro-step. */
+static void trace_trim_forward_repeats(zinc_engine *e) {
+    int k = 0;
+    while (k < e->trace_len && e->trace[k].phase == ZINC_FORWARD) k++;
+    for (int p = 1; p <= k / 2; p++) {
+        if (k % p) continue;
+        bool periodic = true;
+        for (int i = p; i < k && periodic; i++) periodic = same_entry(&e->trace[i], &e->trace[i - p]);
+        if (!periodic) continue;
+        memmove(e->trace, e->trace + (k - p), (size_t)(e->trace_len - (k - p)) * sizeof *e->trace);
+        e->trace_len -= k - p;
+        ZLOG_DEBUG(&e->log, "stage 3: dropped %d forward-only pass%s from the recorded trace", k / p - 1,
+                   k / p - 1 == 1 ? "" : "es");
+        return;
+    }
+}
+
 static void trace_finish_recording(zinc_engine *e) {
     if (!e->trace_recording) return;
+    bool has_backward = false;
+    for (int i = 0; i < e->trace_len && !has_backward; i++) has_backward = e->trace[i].phase == ZINC_BACKWARD;
+    if (!has_backward) { /* forward-only passes: not a training micro-step, keep recording */
+        e->trace_len = 0;
+        return;
+    }
+    trace_trim_forward_repeats(e);
     e->trace_recording = false;
     e->trace_valid = e->trace_len > 0;
     ZLOG_DEBUG(&e->log, "stage 3: recorded a trace of %d module entries", e->trace_len);
@@ -105,6 +137,25 @@ static void trace_finish_recording(zinc_engine *e) {
 static void trace_restart(zinc_engine *e) {
     trace_finish_recording(e);
     e->trace_pos = 0;
+}
+
+/* An entry that is not the next one of the trace: continue from its next occurrence (after the current
+ * position first, then from the start), or stop prefetching until the next step records a new trace. */
+static void trace_resync(zinc_engine *e, const ztrace_entry *x) {
+    for (int pass = 0; pass < 2; pass++) {
+        int from = pass == 0 ? e->trace_pos : 0, to = pass == 0 ? e->trace_len : e->trace_pos;
+        for (int j = from; j < to; j++)
+            if (same_entry(&e->trace[j], x)) {
+                e->trace_pos = j + 1;
+                e->stat_trace_resync++;
+                return;
+            }
+    }
+    ZLOG_DEBUG(&e->log, "stage 3: module \"%s\" (%s) is not in the recorded trace; prefetching stops and the "
+                        "next step records the trace again",
+               e->modules[x->module].name, x->phase == ZINC_FORWARD ? "forward" : "backward");
+    e->trace_valid = false;
+    e->trace_lost = true;
 }
 
 /* Prefetches the modules that follow trace position `from`. */
@@ -120,6 +171,7 @@ static zinc_status prefetch(zinc_engine *e, int from) {
         if (inflight + numel(m) > e->cfg.zero.prefetch_bucket_size) break;
         if (e->live_numel + numel(m) > e->cfg.zero.max_live_parameters) break;
         TRY(gather_start(e, m, false));
+        e->stat_prefetch++;
         inflight += numel(m);
     }
     return ZINC_OK;
@@ -130,21 +182,16 @@ fail:
 zinc_status zgather_module_enter(zinc_engine *e, int module, int phase) {
     zinc_status st = ZINC_OK;
     zmodule *m = &e->modules[module];
-    if (phase == ZINC_FORWARD && e->last_phase == ZINC_BACKWARD) trace_restart(e);
+    if (phase == ZINC_FORWARD && e->last_phase == ZINC_BACKWARD && e->open_backward == 0) trace_restart(e);
     if (e->trace_recording) {
         TRY(trace_push(e, module, phase));
     } else if (e->trace_valid) {
-        if (e->trace_pos < e->trace_len && e->trace[e->trace_pos].module == module &&
-            e->trace[e->trace_pos].phase == phase) {
-            e->trace_pos++;
-        } else {
-            ZLOG_DEBUG(&e->log, "stage 3: module \"%s\" entered out of the recorded order; prefetching stops "
-                                "until the next step",
-                       m->name);
-            e->trace_valid = false;
-        }
+        ztrace_entry x = {module, phase};
+        if (e->trace_pos < e->trace_len && same_entry(&e->trace[e->trace_pos], &x)) e->trace_pos++;
+        else trace_resync(e, &x);
     }
     if (!m->gathered) {
+        e->stat_gather_blocking++;
         TRY(gather_start(e, m, true));
     } else {
         TRY(gather_wait(e, m));
@@ -182,6 +229,11 @@ zinc_status zgather_after_step(zinc_engine *e) {
         decide_persistence(e);
         e->trace_started = true;
         e->trace_recording = true;
+    } else if (e->trace_lost) { /* the model's order changed: record it again */
+        e->trace_lost = false;
+        e->trace_valid = false;
+        e->trace_recording = true;
+        e->trace_len = e->trace_pos = 0;
     } else {
         trace_restart(e);
     }

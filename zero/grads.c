@@ -22,6 +22,7 @@
 #include "zero/sizing.h"
 
 static size_t gsz(const zinc_engine *e) { return zinc_dtype_size(e->grad_dtype); }
+static int64_t mod_numel(const zmodule *m) { return m->flat_end - m->flat_begin; }
 
 /* What each rank multiplies its gradient by before communication: DeepSpeed's prescale_gradients
  * divides by the world size first; otherwise it divides by gradient_predivide_factor (default 1) and
@@ -102,6 +103,16 @@ void zgrads_free(zinc_engine *e) {
     e->nbuckets = 0;
     zengine_free(e, ZINC_MEM_BUCKETS, e->landing, e->bytes_landing);
     e->landing = NULL;
+    for (int i = 0; i < e->nmodules; i++) {
+        zmodule *m = &e->modules[i];
+        zengine_free(e, ZINC_MEM_BUCKETS, m->held, m->held ? (size_t)mod_numel(m) * gsz(e) : 0);
+        m->held = NULL;
+        m->held_dirty = false;
+    }
+    for (int i = 0; i < e->nscratch; i++) zengine_free(e, ZINC_MEM_BUCKETS, e->scratch[i].buf, e->scratch[i].bytes);
+    free(e->scratch);
+    e->scratch = NULL;
+    e->nscratch = 0;
     zengine_free(e, ZINC_MEM_GRADS, e->grads_full, e->bytes_grads_full);
     zengine_free(e, ZINC_MEM_GRADS, e->grads_shard, e->bytes_grads_shard);
     e->grads_full = NULL;
@@ -140,6 +151,7 @@ static zinc_status issue(zinc_engine *e, zbucket *bk, const void *src, int64_t a
     zpart_range_split(&e->part, a, b, bk->counts, bk->displs);
     zpart_intersect(&e->part, e->rank, a, b, &bk->recv_lo, &bk->recv_hi);
     TRY(zdev_comm_begin(e->dev));
+    e->stat_rs_sends++;
     /* One bucket: blocking on cpu; on a GPU a request the compute stream waits for in complete(). */
     TRY(zcomm_reduce_scatterv(e->dcomm, send, bk->recv, bk->counts, e->comm_dtype,
                               e->nbuckets > 1 ? &bk->req : zdev_req(e->dev, &bk->req)));
@@ -164,57 +176,149 @@ fail:
     return st;
 }
 
-zinc_status zgrads_module_backward_enter(zinc_engine *e, int module) {
+/* Reduce-scatters a module's gradients from a buffer of its own (landing, held or scratch) in bucket-sized
+ * chunks, through the buckets' communication buffers only: the buckets' gradient contents (which may hold
+ * an open module's slot) and the current bucket stay as they are. Everything is complete on return, so the
+ * buffer may be reused. */
+static zinc_status send_buffer(zinc_engine *e, const void *src, int64_t lo, int64_t hi) {
+    zinc_status st = ZINC_OK;
+    int k = e->cur_bucket;
+    for (int64_t a = lo; a < hi; a += e->bucket_cap) {
+        int64_t b = a + e->bucket_cap < hi ? a + e->bucket_cap : hi;
+        k = (k + 1) % e->nbuckets;
+        zbucket *bk = &e->buckets[k];
+        TRY(complete(e, bk));
+        TRY(issue(e, bk, (const char *)src + (size_t)(a - lo) * gsz(e), a, b));
+    }
+    for (int i = 0; i < e->nbuckets; i++) TRY(complete(e, &e->buckets[i]));
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+static void point_grads(zinc_engine *e, const zmodule *m, char *base) {
+    for (int i = 0; i < m->nparams; i++) {
+        zinc_param *p = e->params[m->first_param + i];
+        p->grad = base + (size_t)(p->flat_offset - m->flat_begin) * gsz(e);
+    }
+}
+
+/* An open module other than `self` whose slot is `kind`, or NULL. */
+static zmodule *open_in(zinc_engine *e, int self, zgrad_slot kind) {
+    for (int i = 0; i < e->nmodules; i++)
+        if (i != self && e->modules[i].in_phase[ZINC_BACKWARD] && e->modules[i].slot == (int)kind)
+            return &e->modules[i];
+    return NULL;
+}
+
+/* The module's own buffer: zeroed at its first entry of a micro-step, added into by later ones. */
+static zinc_status enter_held(zinc_engine *e, zmodule *m) {
+    zinc_status st = ZINC_OK;
+    if (!m->held)
+        TRY(zengine_alloc(e, ZINC_MEM_BUCKETS, (size_t)mod_numel(m) * gsz(e),
+                          "the gradient buffer of a re-entered or enclosing module", &m->held));
+    if (!m->held_dirty) TRY(e->dev->ops->memset0(e->dev, m->held, (size_t)mod_numel(m) * gsz(e)));
+    m->held_dirty = true;
+    m->slot = ZSLOT_HELD;
+    point_grads(e, m, m->held);
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+/* A pooled buffer for a module entered while another module's slot must stay untouched. */
+static zinc_status enter_scratch(zinc_engine *e, zmodule *m) {
+    zinc_status st = ZINC_OK;
+    size_t bytes = (size_t)mod_numel(m) * gsz(e);
+    int k = -1;
+    for (int i = 0; i < e->nscratch; i++)
+        if (!e->scratch[i].busy && (k < 0 || e->scratch[i].bytes > e->scratch[k].bytes)) k = i;
+    if (k < 0) {
+        zscratch *s = realloc(e->scratch, (size_t)(e->nscratch + 1) * sizeof *s);
+        if (!s) return ZERR(ZINC_ERR_NOMEM, "out of memory for the nested-module gradient pool");
+        e->scratch = s;
+        k = e->nscratch++;
+        e->scratch[k] = (zscratch){0};
+    }
+    zscratch *sc = &e->scratch[k];
+    if (sc->bytes < bytes) {
+        zengine_free(e, ZINC_MEM_BUCKETS, sc->buf, sc->bytes);
+        sc->buf = NULL;
+        sc->bytes = 0;
+        TRY(zengine_alloc(e, ZINC_MEM_BUCKETS, bytes, "the gradient buffer of a nested module", &sc->buf));
+        sc->bytes = bytes;
+    }
+    TRY(e->dev->ops->memset0(e->dev, sc->buf, bytes));
+    sc->busy = true;
+    m->scratch = k;
+    m->slot = ZSLOT_SCRATCH;
+    point_grads(e, m, sc->buf);
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+/* Stage 2-3 placement. A module entered again in the same micro-step, or one that enclosed another
+ * module's backward, keeps its gradients in a buffer of its own from then on (`hold`), so all of its
+ * entries are reduced once, at the end of the micro-step. A module whose usual slot would send or
+ * overwrite an open module's gradients takes a scratch buffer, reduced when it exits. */
+static zinc_status enter_sharded(zinc_engine *e, int module) {
     zinc_status st = ZINC_OK;
     zmodule *m = &e->modules[module];
-    if (e->stage <= 1) {
-        for (int i = 0; i < m->nparams; i++) {
-            zinc_param *p = e->params[m->first_param + i];
-            p->grad = (char *)e->grads_full + (size_t)p->flat_offset * gsz(e);
-        }
-        return ZINC_OK;
+    if (m->bwd_entries > 0 && !m->hold) {
+        ZLOG_DEBUG(&e->log, "module \"%s\" entered twice in one backward: its gradients now collect in a buffer "
+                            "of their own and are reduced once per micro-step",
+                   m->name);
+        m->hold = true;
     }
-    if (m->flat_end - m->flat_begin > e->bucket_cap) {
-        /* Too large for a bucket: the landing buffer, once every send that may still read it is done. */
+    if (m->hold) return enter_held(e, m);
+
+    zbucket *b = &e->buckets[e->cur_bucket];
+    bool large = mod_numel(m) > e->bucket_cap;
+    bool needs_flush = b->hi > b->lo && (large || b->lo != m->flat_end || b->hi - m->flat_begin > e->bucket_cap);
+    zmodule *blocker = needs_flush ? open_in(e, module, ZSLOT_BUCKET) : NULL;
+    if (!blocker && large) blocker = open_in(e, module, ZSLOT_LANDING);
+    if (blocker) {
+        ZLOG_DEBUG(&e->log, "module \"%s\" entered inside the backward of \"%s\": a scratch buffer for now, and "
+                            "\"%s\" keeps its gradients in a buffer of its own from the next micro-step",
+                   m->name, blocker->name, blocker->name);
+        blocker->hold = true;
+        return enter_scratch(e, m);
+    }
+    if (large) {
+        /* The landing buffer, once every send that may still read it is done. */
         TRY(flush_current(e));
         for (int i = 0; i < e->nbuckets; i++) TRY(complete(e, &e->buckets[i]));
-        TRY(e->dev->ops->memset0(e->dev, e->landing, (size_t)(m->flat_end - m->flat_begin) * gsz(e)));
-        for (int i = 0; i < m->nparams; i++) {
-            zinc_param *p = e->params[m->first_param + i];
-            p->grad = (char *)e->landing + (size_t)(p->flat_offset - m->flat_begin) * gsz(e);
-        }
+        TRY(e->dev->ops->memset0(e->dev, e->landing, (size_t)mod_numel(m) * gsz(e)));
+        m->slot = ZSLOT_LANDING;
+        point_grads(e, m, e->landing);
         return ZINC_OK;
     }
-    zbucket *b = &e->buckets[e->cur_bucket];
-    if (b->hi > b->lo && (b->lo != m->flat_end || b->hi - m->flat_begin > e->bucket_cap)) {
+    if (needs_flush) {
         TRY(flush_current(e));
         b = &e->buckets[e->cur_bucket];
     }
     if (b->hi <= b->lo) b->lo = b->hi = m->flat_end;
     b->lo = m->flat_begin;
     char *base = (char *)b->grads + (size_t)(e->bucket_cap - (b->hi - m->flat_begin)) * gsz(e);
-    TRY(e->dev->ops->memset0(e->dev, base, (size_t)(m->flat_end - m->flat_begin) * gsz(e)));
-    for (int i = 0; i < m->nparams; i++) {
-        zinc_param *p = e->params[m->first_param + i];
-        p->grad = base + (size_t)(p->flat_offset - m->flat_begin) * gsz(e);
-    }
+    TRY(e->dev->ops->memset0(e->dev, base, (size_t)mod_numel(m) * gsz(e)));
+    m->slot = ZSLOT_BUCKET;
+    point_grads(e, m, base);
     return ZINC_OK;
 fail:
     return st;
 }
 
-/* A large module's gradients, from the landing buffer, in bucket-sized chunks on alternating slots. The
- * slot the next module fills is left with nothing in flight, as flush_current leaves it. */
-static zinc_status send_landing(zinc_engine *e, const zmodule *m) {
+zinc_status zgrads_module_backward_enter(zinc_engine *e, int module) {
     zinc_status st = ZINC_OK;
-    for (int64_t a = m->flat_begin; a < m->flat_end; a += e->bucket_cap) {
-        int64_t b = a + e->bucket_cap < m->flat_end ? a + e->bucket_cap : m->flat_end;
-        zbucket *bk = &e->buckets[e->cur_bucket];
-        TRY(complete(e, bk));
-        TRY(issue(e, bk, (const char *)e->landing + (size_t)(a - m->flat_begin) * gsz(e), a, b));
-        e->cur_bucket = (e->cur_bucket + 1) % e->nbuckets;
+    zmodule *m = &e->modules[module];
+    if (e->stage <= 1) {
+        m->slot = ZSLOT_FULL; /* every entry adds into the full buffer: nesting and re-entry need nothing */
+        point_grads(e, m, (char *)e->grads_full + (size_t)m->flat_begin * gsz(e));
+    } else {
+        TRY(enter_sharded(e, module));
     }
-    TRY(complete(e, &e->buckets[e->cur_bucket]));
+    m->bwd_entries++;
     return ZINC_OK;
 fail:
     return st;
@@ -224,10 +328,17 @@ zinc_status zgrads_module_backward_exit(zinc_engine *e, int module) {
     zinc_status st = ZINC_OK;
     zmodule *m = &e->modules[module];
     for (int i = 0; i < m->nparams; i++) e->params[m->first_param + i]->grad = NULL;
-    if (e->stage < 2) return ZINC_OK;
-    if (m->flat_end - m->flat_begin > e->bucket_cap) TRY(send_landing(e, m));
-    /* The first module closes backward: send what is left now rather than at the next forward. */
-    if (module == 0) TRY(flush_current(e));
+    int slot = m->slot;
+    m->slot = ZSLOT_NONE;
+    if (slot == ZSLOT_LANDING) TRY(send_buffer(e, e->landing, m->flat_begin, m->flat_end));
+    if (slot == ZSLOT_SCRATCH) {
+        zscratch *sc = &e->scratch[m->scratch];
+        TRY(send_buffer(e, sc->buf, m->flat_begin, m->flat_end));
+        sc->busy = false;
+    }
+    /* The first module closes backward: send what is left now rather than at the next forward (held
+     * modules wait for the micro-step's end: a tied module may still be entered again). */
+    if (e->stage >= 2 && module == 0 && e->open_backward == 0) TRY(flush_current(e));
     return ZINC_OK;
 fail:
     return st;
@@ -235,8 +346,15 @@ fail:
 
 zinc_status zgrads_flush(zinc_engine *e) {
     zinc_status st = ZINC_OK;
+    for (int i = 0; i < e->nmodules; i++) e->modules[i].bwd_entries = 0;
     if (e->stage < 2) return ZINC_OK;
     TRY(flush_current(e));
+    for (int i = 0; i < e->nmodules; i++) {
+        zmodule *m = &e->modules[i];
+        if (!m->held_dirty) continue;
+        m->held_dirty = false;
+        TRY(send_buffer(e, m->held, m->flat_begin, m->flat_end));
+    }
     for (int i = 0; i < e->nbuckets; i++) TRY(complete(e, &e->buckets[i]));
     return ZINC_OK;
 fail:
@@ -329,5 +447,10 @@ zinc_status zgrads_reset(zinc_engine *e) {
         b->lo = b->hi = b->recv_lo = b->recv_hi = 0;
     }
     e->cur_bucket = 0;
+    for (int i = 0; i < e->nmodules; i++) {
+        e->modules[i].held_dirty = false;
+        e->modules[i].bwd_entries = 0;
+    }
+    for (int i = 0; i < e->nscratch; i++) e->scratch[i].busy = false;
     return zgrads_zero(e);
 }
