@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpt2_layers.h"
 
@@ -37,6 +38,7 @@ struct zinc_gpt2 {
     float *dx, *dres, *dln, *datty, *dqkv, *datt, *dfchg, *dfch, *dtmp;
     int32_t *inp, *tgt;
     float *capture;
+    double t_engine, t_steps; /* seconds inside engine calls, and in whole training steps */
 };
 
 static size_t z(size_t n) { return n ? n : 1; }
@@ -235,6 +237,31 @@ void zinc_gpt2_capture_grads(zinc_gpt2 *m, float *out) { m->capture = out; }
 
 /* ---------------------------------------------------------------- module entry and exit */
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The engine's calls, timed: the split of a step into the model's compute and the engine's work. */
+static zinc_status module_enter(zinc_gpt2 *m, int module, zinc_phase ph) {
+    double t = now_s();
+    zinc_status st = zinc_module_enter(m->e, module, ph);
+    m->t_engine += now_s() - t;
+    return st;
+}
+static zinc_status module_exit(zinc_gpt2 *m, int module, zinc_phase ph) {
+    double t = now_s();
+    zinc_status st = zinc_module_exit(m->e, module, ph);
+    m->t_engine += now_s() - t;
+    return st;
+}
+
+void zinc_gpt2_times(const zinc_gpt2 *m, double *steps_s, double *engine_s) {
+    *steps_s = m->t_steps;
+    *engine_s = m->t_engine;
+}
+
 #define CHECK(expr)                                                                                        \
     do {                                                                                                   \
         zinc_status st_ = (expr);                                                                          \
@@ -272,7 +299,7 @@ static void add_into(void *dst, zinc_dtype t, const float *src, int64_t n) {
 /* Enters a module, points m->w[kind] at float views of its parameters (in place for fp32) and, in
  * backward, m->g[kind] at zeroed float gradients. Parameters first..first+count-1 (registration order). */
 static zinc_status enter(zinc_gpt2 *m, int module, zinc_phase ph, int first, int count) {
-    CHECK(zinc_module_enter(m->e, module, ph));
+    CHECK(module_enter(m, module, ph));
     zinc_dtype t = zinc_compute_dtype(m->e);
     size_t off = 0;
     for (int i = first; i < first + count; i++) {
@@ -308,7 +335,7 @@ static zinc_status exit_backward(zinc_gpt2 *m, int module, int first, int count)
             for (int64_t j = 0; j < n; j++) c[j] = m->g[k][j] * inv;
         }
     }
-    return zinc_module_exit(m->e, module, ZINC_BACKWARD);
+    return module_exit(m, module, ZINC_BACKWARD);
 }
 
 static int block_first(int l) { return 2 + NBLOCK_KINDS * l; }
@@ -328,7 +355,7 @@ static zinc_status forward(zinc_gpt2 *m, int B, int T) {
         const float *te = m->wte_f + (int64_t)m->inp[n] * C, *pe = wpe + (n % T) * C;
         for (int c = 0; c < C; c++) x0[n * C + c] = te[c] + pe[c];
     }
-    CHECK(zinc_module_exit(m->e, m->mod_embed, ZINC_FORWARD));
+    CHECK(module_exit(m, m->mod_embed, ZINC_FORWARD));
     for (int l = 0; l < L; l++) {
         CHECK(enter(m, m->mod_block[l], ZINC_FORWARD, block_first(l), NBLOCK_KINDS));
         block_acts *a = &m->acts[l];
@@ -345,11 +372,11 @@ static zinc_status forward(zinc_gpt2 *m, int B, int T) {
         gpt2_gelu_forward(a->fchg, a->fch, 4 * NC);
         gpt2_matmul_forward(m->dtmp, a->fchg, w[GPT2_FCPROJW], w[GPT2_FCPROJB], N, 4 * C, C);
         for (int64_t i = 0; i < NC; i++) y[i] = a->res2[i] + m->dtmp[i];
-        CHECK(zinc_module_exit(m->e, m->mod_block[l], ZINC_FORWARD));
+        CHECK(module_exit(m, m->mod_block[l], ZINC_FORWARD));
     }
     CHECK(enter(m, m->mod_lnf, ZINC_FORWARD, lnf_first(m), 2));
     gpt2_layernorm_forward(m->lnf, m->lnfm, m->lnfr, m->xs + L * NC, m->w[GPT2_LNFW], m->w[GPT2_LNFB], N, C);
-    return zinc_module_exit(m->e, m->mod_lnf, ZINC_FORWARD);
+    return module_exit(m, m->mod_lnf, ZINC_FORWARD);
 }
 
 static zinc_status backward(zinc_gpt2 *m, int B, int T) {
@@ -473,7 +500,7 @@ zinc_status zinc_gpt2_train_step(zinc_gpt2 *m, const gpt2_tokens *data, int64_t 
     }
     uint16_t *win = malloc((size_t)m->mb * (size_t)(T + 1) * sizeof *win);
     if (!win) return ZINC_ERR_NOMEM;
-    double sum = 0;
+    double sum = 0, t0 = now_s();
     zinc_status st = ZINC_OK;
     for (int64_t j = 0; j < gas && st == ZINC_OK; j++) {
         int64_t first = step * B + (j * W + r) * m->mb;
@@ -481,8 +508,12 @@ zinc_status zinc_gpt2_train_step(zinc_gpt2 *m, const gpt2_tokens *data, int64_t 
         st = zinc_gpt2_microstep(m, win, m->mb, &sum);
     }
     free(win);
+    double ts = now_s();
     if (st == ZINC_OK) st = zinc_step(e, info);
     if (st == ZINC_OK) st = zinc_allreduce_sum(e, &sum, 1);
+    double t1 = now_s();
+    m->t_engine += t1 - ts;
+    m->t_steps += t1 - t0;
     if (st == ZINC_OK && loss) *loss = sum / ((double)B * T);
     return st;
 }

@@ -64,6 +64,11 @@ zinc_status zinc_gpt2_gather_llmc(zinc_gpt2 *m, float *out);
  * as the model computed it before handing it to the engine (unscaled; NULL to stop capturing). */
 void zinc_gpt2_capture_grads(zinc_gpt2 *m, float *out);
 
+/* Seconds spent in zinc_gpt2_train_step so far, and the part of them inside engine calls (module entries
+ * and exits: stage-3 gathers and gradient reduction; zinc_step: the reduction's end, clipping, Adam; the
+ * loss's all-reduce); the rest is the model's own compute. Validation and sampling are not counted. */
+void zinc_gpt2_times(const zinc_gpt2 *m, double *steps_s, double *engine_s);
+
 const gpt2_shape *zinc_gpt2_shape(const zinc_gpt2 *m);
 int zinc_gpt2_context(const zinc_gpt2 *m);
 

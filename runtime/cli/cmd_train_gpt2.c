@@ -422,6 +422,12 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
                 "only); checksum %016" PRIx64 "\n",
                 steps - start, elapsed, first_loss, loss, "", tps, sum);
         if (!isnan(last_val)) fprintf(stderr, "zinc train: final validation loss %.4f\n", last_val);
+        double steps_s, engine_s;
+        zinc_gpt2_times(m, &steps_s, &engine_s);
+        if (steps_s > 0)
+            fprintf(stderr, "zinc train: step time %.1f%% model compute, %.1f%% engine (module entries and exits, "
+                            "reduction, clipping, Adam, gathers, waiting for other ranks)\n",
+                    100 * (steps_s - engine_s) / steps_s, 100 * engine_s / steps_s);
         if (report) {
             char hex[32];
             snprintf(hex, sizeof hex, "%016" PRIx64, sum);
@@ -437,6 +443,10 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
                 "seconds", elapsed, "param_checksum", hex, "resumed_from_step", (json_int_t)start, "tokens_per_step",
                 (json_int_t)(B * context));
             if (j && !isnan(last_val)) json_object_set_new(j, "final_val_loss", json_real(last_val));
+            if (j)
+                json_object_set_new(j, "time_split", json_pack("{s:f, s:f, s:f}", "train_steps_s", steps_s,
+                                                               "engine_s", engine_s, "model_compute_s",
+                                                               steps_s - engine_s));
             if (j && sample_text) json_object_set(j, "sample", sample_text);
             if (!j || json_dump_file(j, report, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0) {
                 fprintf(stderr, "zinc train: cannot write the report to %s\n", report);
