@@ -4,6 +4,8 @@
   errors:  a truncated or wrong-magic checkpoint or token file, a vocabulary/shape mismatch between --init
            and the flags, a token id >= vocabulary, a context longer than the checkpoint's: each exits 1
            with a message naming the file, the field and the expected value;
+  resume:  --save-every then --resume (shape from zinc_gpt2.json) ends bitwise where the uninterrupted run
+           does, with one loss per step it ran;
   files:   an llm.c model file (written here with struct, from the format facts) --init'ed, saved after 0
            steps and exported with --format llmc comes back byte for byte (version 3); a bf16 export
            (version 5) is the round-to-nearest-even of it and trains again through --init;
@@ -162,6 +164,18 @@ def main():
         r2 = json.load(open(rep2))
         check(r2["losses"][0] < r1["losses"][0], f"training continues from the exported model: {r2['losses'][0]} "
               f"after {r1['losses']}")
+        # --save-every and --resume: the resumed run continues the sequential data and ends bitwise where the
+        # uninterrupted one does (same checksum); its report has one loss per step it ran, equal to the
+        # uninterrupted run's losses of those steps
+        shape = ["--layers", "2", "--width", "16", "--heads", "2", "--context", "8", "--vocab", "128"]
+        base = z + ["--config", w("c0.json"), "--data", w("tok.bin")] + shape
+        run(base + ["--steps", "6", "--report", w("full.json")])
+        run(base + ["--steps", "3", "--save", w("ckr"), "--save-every", "3"])
+        run(z + ["--config", w("c0.json"), "--data", w("tok.bin"), "--steps", "6", "--resume", w("ckr"),
+                 "--report", w("resumed.json")])
+        full, res = json.load(open(w("full.json"))), json.load(open(w("resumed.json")))
+        check(res["param_checksum"] == full["param_checksum"], "resumed run ends bitwise where the full run does")
+        check(res["losses"] == full["losses"][3:], f"resumed losses {res['losses']} vs {full['losses'][3:]}")
         # export without the shape file needs --vocab and --heads
         os.remove(w("ck1/zinc_gpt2.json"))
         out = run([a.zinc, "checkpoint", "export", "--format", "llmc", w("ck1"), "--out", w("x.bin")], expect=2)

@@ -189,7 +189,8 @@ zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_g
     size_t embed = (size_t)(m->s.padded_vocab + m->s.max_context) * (size_t)C, block = 0;
     for (int k = GPT2_LN1W; k <= GPT2_FCPROJB; k++) block += (size_t)gpt2_kind_numel(&m->s, k);
     size_t scratch = embed > block ? embed : block;
-    m->wscratch = malloc(scratch * sizeof(float));
+    /* fp32 parameters are read in place: the float copies are for bf16/fp16 only */
+    m->wscratch = malloc((zinc_compute_dtype(e) == ZINC_FP32 ? 1 : scratch) * sizeof(float));
     m->gscratch = malloc(scratch * sizeof(float));
     m->wte_f = malloc((size_t)V * C * sizeof(float));
     m->dwte_f = malloc((size_t)V * C * sizeof(float));

@@ -417,10 +417,14 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
     uint64_t sum = checksum(master, (size_t)n);
     double tps = train_time > 0 ? (double)((steps - start) * B * context) / train_time : 0;
     if (rank0) {
-        fprintf(stderr,
-                "zinc train: gpt2, %" PRId64 " steps in %.1f s; loss %.4f -> %.4f%s; %.0f tokens/s (training steps "
-                "only); checksum %016" PRIx64 "\n",
-                steps - start, elapsed, first_loss, loss, "", tps, sum);
+        if (steps > start)
+            fprintf(stderr,
+                    "zinc train: gpt2, %" PRId64 " steps in %.1f s; loss %.4f -> %.4f; %.0f tokens/s (training steps "
+                    "only); checksum %016" PRIx64 "\n",
+                    steps - start, elapsed, first_loss, loss, tps, sum);
+        else
+            fprintf(stderr, "zinc train: gpt2, no steps to run (at step %" PRId64 "); checksum %016" PRIx64 "\n",
+                    start, sum);
         if (!isnan(last_val)) fprintf(stderr, "zinc train: final validation loss %.4f\n", last_val);
         double steps_s, engine_s;
         zinc_gpt2_times(m, &steps_s, &engine_s);
