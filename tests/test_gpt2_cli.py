@@ -13,7 +13,8 @@
            12 = micro 2 x accumulation x ranks) against the 1-rank stage-0 run of its dtype: every step's
            loss within 1e-6 relative (fp32; seen: 0 at 1 rank, <= 4e-9 at 2-3 ranks), 1e-3 (bf16; seen
            <= 1e-4) and 1e-4 (fp16; seen <= 4e-6): reduction order changes with the rank count, and 16-bit
-           gradients round differently; and the 1-rank stage-0 loss falls;
+           gradients round differently; and the 1-rank stage-0 loss falls; optimizer state offloaded to CPU
+           memory (stage 2) and NVMe (stage 3) at 2 ranks within the fp32 tolerance;
   text:    (--text) trains on a Debian licence text (the MPL-2.0 from base-files) for 60 steps: loss falls by more than 1.0 nat from
            ln(256), the report has one loss per step, a validation loss and a sample.
 Exit 0 pass, 1 fail.
@@ -85,10 +86,13 @@ def bf16_round(b):
     return bytes(out)
 
 
-def config(path, stage, dtype, micro=2, batch=12):
+def config(path, stage, dtype, micro=2, batch=12, offload=None):
     c = {"train_batch_size": batch, "train_micro_batch_size_per_gpu": micro,
          "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}},
          "gradient_clipping": 1.0, "zero_optimization": {"stage": stage}, "steps_per_print": 0}
+    if offload:
+        c["zero_optimization"]["offload_optimizer"] = offload
+        c["zero_optimization"]["sub_group_size"] = 4096
     if dtype == "bf16":
         c["bf16"] = {"enabled": True}
     if dtype == "fp16":
@@ -211,6 +215,21 @@ def main():
                     worst = max(abs(x - y) / abs(y) for x, y in zip(losses, ref[dtype]))
                     print(f"{dtype} stage {stage} ranks {ranks}: max relative loss difference {worst:.2e}", flush=True)
                     check(worst <= tol[dtype], f"{dtype} stage {stage} x{ranks}: {worst:.3e} > {tol[dtype]}")
+
+        # optimizer offload (CPU memory, NVMe files) at 2 ranks, against the fp32 reference
+        for name, stage, off in (("cpu", 2, {"device": "cpu"}),
+                                 ("nvme", 3, {"device": "nvme", "nvme_path": w("nvme"), "buffer_count": 4})):
+            config(w(f"coff_{name}.json"), stage, "fp32", offload=off)
+            rep = w(f"r_off_{name}.json")
+            run(mpi + ["-np", "2"] + z + ["--config", w(f"coff_{name}.json"), "--steps", "20", "--data", w("tok.bin"),
+                                          "--report", rep, "--seed", "7"] + shape)
+            try:
+                losses = json.load(open(rep))["losses"]
+                worst = max(abs(x - y) / abs(y) for x, y in zip(losses, ref["fp32"]))
+                print(f"fp32 stage {stage} offload {name} ranks 2: max relative loss difference {worst:.2e}", flush=True)
+                check(len(losses) == 20 and worst <= tol["fp32"], f"offload {name}: {worst:.3e}")
+            except (OSError, ValueError):
+                check(False, f"no report from offload {name}")
 
     if a.text:
         rep = w("text.json")
