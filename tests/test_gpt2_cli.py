@@ -14,7 +14,8 @@
            loss within 1e-6 relative (fp32; seen: 0 at 1 rank, <= 4e-9 at 2-3 ranks), 1e-3 (bf16; seen
            <= 1e-4) and 1e-4 (fp16; seen <= 4e-6): reduction order changes with the rank count, and 16-bit
            gradients round differently; and the 1-rank stage-0 loss falls; optimizer state offloaded to CPU
-           memory (stage 2) and NVMe (stage 3) at 2 ranks within the fp32 tolerance;
+           memory (stage 2) and NVMe (stage 3) at 2 ranks within the fp32 tolerance; --shuffle gives the
+           same batches on 1 and 2 ranks, and other batches than the file order;
   text:    (--text) trains on a Debian licence text (the MPL-2.0 from base-files) for 60 steps: loss falls by more than 1.0 nat from
            ln(256), the report has one loss per step, a validation loss and a sample.
 Exit 0 pass, 1 fail.
@@ -230,6 +231,22 @@ def main():
                 check(len(losses) == 20 and worst <= tol["fp32"], f"offload {name}: {worst:.3e}")
             except (OSError, ValueError):
                 check(False, f"no report from offload {name}")
+
+        # --shuffle: the same seeded batch order on 1 and 2 ranks, not the file order
+        sh = {}
+        for ranks, stage in ((1, 0), (2, 2)):
+            rep = w(f"r_shuffle_{ranks}.json")
+            run((mpi + ["-np", "2"] if ranks > 1 else []) + z + [
+                "--config", w(f"c{stage}fp32.json"), "--steps", "20", "--data", w("tok.bin"), "--report", rep,
+                "--seed", "7", "--shuffle"] + shape)
+            try:
+                sh[ranks] = json.load(open(rep))["losses"]
+            except (OSError, ValueError):
+                sh[ranks] = None
+        if check(sh[1] and sh[2], "shuffled runs report"):
+            worst = max(abs(x - y) / abs(y) for x, y in zip(sh[2], sh[1]))
+            check(worst <= tol["fp32"], f"--shuffle at 2 ranks vs 1: {worst:.3e}")
+            check(sh[1][1:] != ref["fp32"][1:], "--shuffle changes the batches")
 
     if a.text:
         rep = w("text.json")

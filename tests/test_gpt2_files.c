@@ -155,6 +155,25 @@ static void test_tokens(void) {
         ok &= !memcmp(w, t + pos, 5 * 2) && pos + 5 <= 100;
     }
     ZT_CHECK(ok, "sequential windows");
+    /* --shuffle: each pass visits every batch once, in an order that changes with the pass and the seed */
+    int64_t nb = 4;
+    int perm_ok = 1, differs = 0;
+    for (int64_t pass = 0; pass < 3; pass++) {
+        int seen[4] = {0};
+        for (int64_t i = 0; i < nb; i++) {
+            int64_t k = (pass * nb + i) * global;
+            gpt2_window_shuffled(&d, T, global, k, 99, w);
+            int64_t pos = -1;
+            for (int64_t bb = 0; bb < nb; bb++)
+                if (!memcmp(w, t + bb * global * T, 5 * 2)) pos = bb;
+            if (pos < 0 || seen[pos]++) perm_ok = 0;
+            differs |= pos != i;
+            gpt2_window_shuffled(&d, T, global, k + 3, 99, w); /* windows inside a batch keep their order */
+            perm_ok &= pos >= 0 && !memcmp(w, t + pos * global * T + 3 * T, 5 * 2);
+        }
+    }
+    ZT_CHECK(perm_ok, "shuffled passes are permutations of the batches");
+    ZT_CHECK(differs, "shuffling changes the order");
     gpt2_tokens tiny = {t, 24};
     ZT_CHECK(gpt2_batches_per_pass(&tiny, T, global) == 0, "a file of global*T tokens holds no batch (needs +1)");
     free(t);

@@ -6,6 +6,7 @@
 #include "gpt2.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,8 @@ struct zinc_gpt2 {
     int32_t *inp, *tgt;
     float *capture;
     double t_engine, t_steps; /* seconds inside engine calls, and in whole training steps */
+    int shuffle;
+    uint64_t shuffle_seed;
 };
 
 static size_t z(size_t n) { return n ? n : 1; }
@@ -154,6 +157,7 @@ zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_g
         return ZINC_ERR_UNSUPPORTED;
     }
     gpt2_layers_init();
+    if (cfg->threads > 0) omp_set_num_threads(cfg->threads);
     zinc_gpt2 *m = calloc(1, sizeof *m);
     if (!m) return ZINC_ERR_NOMEM;
     m->e = e;
@@ -235,6 +239,10 @@ bad:
 const gpt2_shape *zinc_gpt2_shape(const zinc_gpt2 *m) { return &m->s; }
 int zinc_gpt2_context(const zinc_gpt2 *m) { return m->T; }
 void zinc_gpt2_capture_grads(zinc_gpt2 *m, float *out) { m->capture = out; }
+void zinc_gpt2_shuffle(zinc_gpt2 *m, uint64_t seed) {
+    m->shuffle = 1;
+    m->shuffle_seed = seed;
+}
 
 /* ---------------------------------------------------------------- module entry and exit */
 
@@ -505,7 +513,10 @@ zinc_status zinc_gpt2_train_step(zinc_gpt2 *m, const gpt2_tokens *data, int64_t 
     zinc_status st = ZINC_OK;
     for (int64_t j = 0; j < gas && st == ZINC_OK; j++) {
         int64_t first = step * B + (j * W + r) * m->mb;
-        for (int b = 0; b < m->mb; b++) gpt2_window(data, T, B, first + b, win + (size_t)b * (T + 1));
+        for (int b = 0; b < m->mb; b++) {
+            if (m->shuffle) gpt2_window_shuffled(data, T, B, first + b, m->shuffle_seed, win + (size_t)b * (T + 1));
+            else gpt2_window(data, T, B, first + b, win + (size_t)b * (T + 1));
+        }
         st = zinc_gpt2_microstep(m, win, m->mb, &sum);
     }
     free(win);

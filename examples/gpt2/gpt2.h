@@ -30,6 +30,8 @@ typedef struct zinc_gpt2_config {
     const float *init;    /* all parameters in llm.c's order (gpt2_files.h), or NULL: GPT-2's initialisation
                              (normal 0.02, residual projections 0.02/sqrt(2 L), biases 0, LayerNorm 1/0,
                              padding rows of wte 0) seeded by the engine seed */
+    int threads;          /* OpenMP threads of the model's compute (process-wide omp_set_num_threads);
+                             0: OpenMP's default (OMP_NUM_THREADS, else every core) */
 } zinc_gpt2_config;
 
 typedef struct zinc_gpt2 zinc_gpt2;
@@ -53,6 +55,8 @@ zinc_status zinc_gpt2_next_logits(zinc_gpt2 *m, const uint16_t *tokens, int n, f
  * positions of the global batch (every rank), from this step's forward passes before its update. */
 zinc_status zinc_gpt2_train_step(zinc_gpt2 *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
                                  double *loss);
+/* From now on training windows are read through gpt2_window_shuffled with this seed (--shuffle). */
+void zinc_gpt2_shuffle(zinc_gpt2 *m, uint64_t seed);
 /* Mean loss over `batches` global batches (train_batch_size windows each, from window 0) of `data`,
  * forward only, shared across ranks. Collective. */
 zinc_status zinc_gpt2_val_loss(zinc_gpt2 *m, const gpt2_tokens *data, int64_t batches, double *loss);

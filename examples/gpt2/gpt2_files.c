@@ -260,3 +260,28 @@ void gpt2_window(const gpt2_tokens *t, int T, int64_t global, int64_t k, uint16_
     int64_t batch = (k / global) % nb, within = k % global;
     memcpy(dst, t->tok + (batch * global + within) * T, (size_t)(T + 1) * sizeof *dst);
 }
+
+static uint64_t mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+static uint64_t gcd(uint64_t a, uint64_t b) {
+    while (b) {
+        uint64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+void gpt2_window_shuffled(const gpt2_tokens *t, int T, int64_t global, int64_t k, uint64_t seed, uint16_t *dst) {
+    uint64_t nb = (uint64_t)gpt2_batches_per_pass(t, T, global), idx = (uint64_t)(k / global);
+    uint64_t pass = idx / nb, h = mix64(seed ^ mix64(pass + 1));
+    uint64_t a = nb > 1 ? 1 + h % (nb - 1) : 1, b = mix64(h) % nb;
+    while (gcd(a, nb) != 1) a = a + 1 < nb ? a + 1 : 1;
+    uint64_t batch = (unsigned __int128)a * (idx % nb) % nb;
+    batch = (batch + b) % nb;
+    memcpy(dst, t->tok + ((int64_t)batch * global + k % global) * T, (size_t)(T + 1) * sizeof *dst);
+}

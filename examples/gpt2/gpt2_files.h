@@ -65,5 +65,9 @@ void gpt2_tokens_free(gpt2_tokens *t);
 int64_t gpt2_batches_per_pass(const gpt2_tokens *t, int T, int64_t global);
 /* Copies window k (T + 1 tokens) to dst. */
 void gpt2_window(const gpt2_tokens *t, int T, int64_t global, int64_t k, uint16_t *dst);
+/* --shuffle: the batch of each pass is picked by a permutation of the pass's batches that depends on
+ * `seed` and the pass number (an affine map i -> (a i + b) mod batches with a coprime to batches); the
+ * windows inside a batch keep their order. Every rank computes the same permutation. */
+void gpt2_window_shuffled(const gpt2_tokens *t, int T, int64_t global, int64_t k, uint64_t seed, uint16_t *dst);
 
 #endif

@@ -29,13 +29,16 @@ static void usage(FILE *f) {
             "  --data FILE             llm.c token file (uint16 tokens), read sequentially like llm.c's loader\n"
             "  --text FILE             a text file, one token per byte (vocabulary 256); its last 10%% is the\n"
             "                          validation set unless --val-data is given\n"
+            "  --shuffle               visit each pass's global batches in a seeded order (--seed), not in file order\n"
             "  --val-data FILE         llm.c token file for the validation loss\n"
             "  --val-every K           validation loss every K steps and at the end (default: steps_per_print)\n"
             "  --val-batches N         global batches per validation (default 4)\n"
             "  --sample-every K        generate --sample-tokens N tokens (default 64) every K steps and at the end\n"
             "training:\n"
             "  --config FILE --steps N (default 100) --seed S (new model's initialisation and sampling)\n"
-            "  --save DIR [--save-every K] --resume PATH --report FILE --threads N --quiet\n");
+            "  --save DIR [--save-every K] --resume PATH --report FILE --quiet\n"
+            "  --threads N             threads per rank for the engine's kernels and the model's compute\n"
+            "                          (default: the engine's cores / ranks, the model's OMP_NUM_THREADS or all)\n");
 }
 
 static double now_s(void) {
@@ -152,7 +155,7 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
             sample_tokens = 64;
     int64_t layers = -1, width = -1, heads = -1, vocab = -1, padded = -1, max_context = -1, context = -1;
     zinc_options o = zinc_default_options();
-    int quiet = 0;
+    int quiet = 0, shuffle = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         struct {
@@ -190,6 +193,7 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
             }
         if (matched) continue;
         if (!strcmp(a, "--quiet")) quiet = 1;
+        else if (!strcmp(a, "--shuffle")) shuffle = 1;
         else if (!strcmp(a, "--model") && v && !strcmp(v, "gpt2")) i++;
         else if (!strcmp(a, "--device") && v && !strcmp(v, "cpu")) o.device = ZINC_DEVICE_CPU, i++;
         else {
@@ -265,6 +269,7 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
     mc.shape = s;
     mc.context = (int)context;
     mc.init = init_params;
+    mc.threads = (int)threads;
 
     /* the data */
     if (text_path) {
@@ -309,6 +314,7 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
     }
     free(init_params);
     init_params = NULL;
+    if (shuffle) zinc_gpt2_shuffle(m, (uint64_t)seed);
     int64_t start = 0, last_saved = -1, B = zinc_train_batch_size(e);
     if (gpt2_batches_per_pass(&train, (int)context, B) < 1) {
         fprintf(stderr, "zinc train: %s has %lld tokens, fewer than one global batch needs (train_batch_size %lld x "
