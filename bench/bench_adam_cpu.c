@@ -6,7 +6,7 @@
  *   mixed layouts: fp32 master/m/v, fp16 or bf16 grad, bf16 param_out: read 14 + write 14 = 28 B/param.
  *
  * usage: bench_adam_cpu [--n 1e8] [--reps 10] [--warmup 2] [--threads 1,2,0] [--layout fp32,fp16,bf16]
- *   threads 0 means all (omp_get_max_threads()); ZINC_SIMD=scalar|avx2 forces a lower SIMD path. */
+ *   threads 0 means all (the CPUs this process may run on); ZINC_SIMD=scalar|avx2 forces a lower SIMD path. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

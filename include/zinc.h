@@ -108,7 +108,12 @@ typedef struct zinc_options {
     void *log_userdata;
     zinc_log_level log_level; /* default ZINC_LOG_INFO */
     uint64_t seed;            /* base seed for per-parameter initialisation; default 1234 */
-    int cpu_threads;          /* CPU kernel threads per rank; 0 = cores / ranks on this node */
+    /* Threads of this engine's CPU kernels (Adam, gradient statistics, casts), the calling thread
+     * included; 0 = cores / ranks on this node, at most 1024. Per engine: each engine owns its threads
+     * (two engines in a process may use different counts), made at zinc_create and joined at
+     * zinc_destroy. Between kernel calls they sleep (blocked, no spinning), so they take no CPU time
+     * from the model's own threads between steps. */
+    int cpu_threads;
 } zinc_options;
 
 zinc_options zinc_default_options(void);
@@ -131,9 +136,19 @@ void zinc_finalize(void);
 #define ZINC_PARAM_NO_DECAY 0u
 
 /* Adds a module (a unit of gathering and gradient completion) and returns its id (>= 0), or -1 on error.
- * Modules must be added in forward order. */
+ * Modules must be added in forward order (stage 3 prefetches in the order it records, but buckets fill
+ * best when backward visits modules in reverse order of addition). A module may have no parameters (it is
+ * accepted and costs nothing; entering it does nothing). */
 int zinc_module_add(zinc_engine *e, const char *name);
-/* Adds a parameter to a module; returns NULL on error. Shapes have 1 to 8 dimensions, each >= 1. */
+/* Adds a parameter to module `module`, which must be the most recently added one (so a module's
+ * parameters are contiguous, in forward order); returns NULL on error. Shapes have 1 to 8 dimensions,
+ * each >= 1; names are unique. Registration order fixes the layout and the checkpoint order.
+ *
+ * Layout: after zinc_build the parameters of a module lie in one flat buffer in registration order, each
+ * starting on an 8-element boundary (so at least 16-byte aligned in bf16/fp16, 32 in fp32), with padding
+ * between them: a module's parameters are NOT one contiguous array. Gradients have the same layout. A
+ * model that keeps all its parameters in one block copies in and out with zinc_param_to_f32 /
+ * zinc_grad_add_f32 (or zinc_param_data and zinc_param_grad per tensor). */
 zinc_param *zinc_param_add(zinc_engine *e, int module, const char *name, int ndim, const int64_t *shape,
                            unsigned flags);
 zinc_param *zinc_param_find(zinc_engine *e, const char *name);
@@ -163,26 +178,65 @@ zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata);
 
 typedef enum zinc_phase { ZINC_FORWARD = 0, ZINC_BACKWARD = 1 } zinc_phase;
 
+/* The rules of enter and exit (the same at every ZeRO stage; what one stage accepts, all accept, with the
+ * same result up to floating-point summation order, and what one refuses, all refuse):
+ * - A micro-step is a forward pass followed by a backward pass. A forward entry begins the next micro-step
+ *   when it follows a backward exit and no module is open for backward. A forward entered while some
+ *   module is open for backward is a recomputation inside backward (activation checkpointing), not a new
+ *   micro-step: enter(m, BACKWARD), enter(m, FORWARD), ..., exit(m, FORWARD), ..., exit(m, BACKWARD).
+ * - Nesting: other modules may be entered (in either phase) while a module is open, and exited in any
+ *   order. A module cannot be entered again in the same phase while it is open (ZINC_ERR_STATE).
+ * - Re-entry: a module may be entered several times per pass; this is how a parameter is used in two
+ *   places (a tied embedding and output projection): enter its module again where it is used, in forward
+ *   to read it and in backward to add its gradient. Gradients of all entries of a micro-step add up.
+ * - Cost of nesting and re-entry (stages 2-3; stages 0-1 keep a full gradient buffer and pay nothing): a
+ *   module entered for backward twice in a micro-step, or one that was open for backward while another
+ *   module had to start a new bucket, keeps its gradients in a buffer of its own (its size in the gradient
+ *   dtype, memory category "buckets") from then on and is reduce-scattered once per micro-step, at its end;
+ *   the first micro-step in which this is discovered reduces the first entry's gradients separately. A
+ *   module entered for backward inside such an open module before that is learned takes a pooled scratch
+ *   buffer of its size and is reduce-scattered when it exits. zinc_step_info counts the reduce-scatters.
+ * - Forward-only passes (a validation loss) are fine at any time: they change no gradient, and stage 3's
+ *   recorded prefetch order ignores them.
+ * - zinc_step needs at least one backward pass since the previous step and no open module. */
+
 /* Marks the start of a module's forward or backward. In stage 3 this gathers the module's parameters
- * (and prefetches the next ones in recorded order). In backward it also hands out zeroed gradient
- * buffers for the module's parameters. A forward entry after a backward starts a new micro-step. */
+ * (and prefetches the next ones in recorded order). In backward it also hands out gradient buffers for
+ * the module's parameters (zeroed at the first entry of a micro-step where they are not accumulated in
+ * place). */
 zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase);
-/* Marks the end of a module's forward or backward. After backward the module's gradients are complete:
- * they are bucketed and reduced (stage 2/3). Stage 3 releases the gathered parameters. */
+/* Marks the end of a module's forward or backward. After its last backward entry of a micro-step the
+ * module's gradients are complete: they are bucketed and reduced (stages 2-3). Stage 3 releases the
+ * gathered parameters unless another open entry or the recorded order needs them soon. */
 zinc_status zinc_module_exit(zinc_engine *e, int module, zinc_phase phase);
 
 /* The parameter's values in the compute dtype (zinc_compute_dtype), numel elements, row-major. On cuda
- * this is device memory. Stage 3: valid only between enter and exit of its module; NULL otherwise (and
- * zinc_last_error says why). */
+ * this is device memory. Valid only between enter and exit of its module (either phase), at every
+ * stage; NULL otherwise (and zinc_last_error says why). Do not keep the pointer past the exit: stage 3
+ * frees the memory. */
 const void *zinc_param_data(const zinc_param *p);
 /* The parameter's gradient buffer (zinc_grad_dtype elements), valid between enter and exit of its module
- * in backward. The model ADDS its gradient (scaled by zinc_loss_scale) into it. NULL outside. */
+ * in backward; NULL outside. The model ADDS its gradient, multiplied by zinc_loss_scale, into it. Do not
+ * write through the pointer after the exit: the gradients may already be on the wire. */
 void *zinc_param_grad(const zinc_param *p);
+
+/* fp32 views, for models that compute in fp32 while the engine runs bf16 or fp16 (one vectorised pass per
+ * tensor instead of a call per element). Both need the parameter's module to be entered (backward for
+ * the gradient), and `out` / `g` are numel floats in the engine's compute-device memory (host memory on
+ * cpu). zinc_param_to_f32 widens the parameter into out. zinc_grad_add_f32 adds g times zinc_loss_scale
+ * into the gradient (rounded once to the gradient dtype): g is the gradient of the UNscaled loss, and
+ * scaling each gradient as it is written is exactly what scaling the loss before backward does, so the
+ * model needs no loss scaling of its own. Memory: nothing on cpu; on a GPU a 4 MiB device scratch,
+ * allocated at the first call. */
+zinc_status zinc_param_to_f32(const zinc_param *p, float *out);
+zinc_status zinc_grad_add_f32(zinc_param *p, const float *g);
 
 zinc_dtype zinc_compute_dtype(const zinc_engine *e);
 zinc_dtype zinc_grad_dtype(const zinc_engine *e);
-/* Multiply the loss by this before backward (1 for fp32/bf16; the dynamic or static scale for fp16). The
- * engine divides gradients by it, by the accumulation steps and by the world size at the step. */
+/* Multiply the loss by this before backward (1 for fp32/bf16; the dynamic or static scale for fp16), or
+ * equivalently multiply each gradient by it as it is written (zinc_grad_add_f32 does). The engine
+ * divides gradients by it, by the accumulation steps and by the world size at the step, so the model
+ * writes the gradient of its micro-batch's mean loss. */
 float zinc_loss_scale(const zinc_engine *e);
 
 typedef struct zinc_step_info {

@@ -1,19 +1,23 @@
 /* The fast CPU kernels: run-time SIMD dispatch (AVX-512, AVX2 or scalar; ZINC_SIMD forces a lower one)
- * and OpenMP threading over fixed-size chunks. The SIMD bodies are in adam_avx2.c / adam_avx512.c; the
- * scalar element code, shared with their tails, is in adam_scalar.h.
+ * and threading over fixed-size chunks on a thread pool (thread_pool.h). The SIMD bodies are in
+ * adam_avx2.c / adam_avx512.c; the scalar element code, shared with their tails, is in adam_scalar.h.
  *
  * Threading: work is split into ZK_CHUNK-element chunks (a multiple of ZADAM_MASK_GROUP and of 64, so
- * chunk starts fall on mask groups and, for aligned arrays, on cache lines), scheduled statically so each
- * thread streams one contiguous range. Below two chunks the call runs on the calling thread, with no
- * OpenMP region at all. Results never depend on the thread count: Adam is elementwise, and zgrad_stats
- * sums in a fixed order (blocks of ZSTATS_BLOCK left to right, then block sums left to right). */
-#include <omp.h>
+ * chunk starts fall on mask groups and, for aligned arrays, on cache lines). Each
+ * chunk is one task of the pool (handed out one at a time, so a thread the OS is slow to run holds up
+ * only its own chunk). Below two chunks the call runs on the calling thread, without waking the pool.
+ * Results never depend on the thread count: Adam is elementwise, and zgrad_stats sums in a fixed order
+ * (blocks of ZSTATS_BLOCK left to right, then block sums left to right, whichever thread made them). */
 #include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/adam_scalar.h"
+#include "kernels/thread_pool.h"
 
 #define ZK_CHUNK ((size_t)65536)
 #define ZK_AI static inline __attribute__((always_inline))
@@ -118,98 +122,166 @@ int zkernels_set_simd(const char *name) {
     return 0;
 }
 
+/* ---------------------------------------------------------------- threads */
+/* The pool the kernels run on: the one a caller made current on this thread (an engine's device, around
+ * its kernel calls), else the process default, sized by zkernels_set_threads and made on first use. */
+static _Thread_local zpool *zk_current;
+static pthread_mutex_t zk_default_mu = PTHREAD_MUTEX_INITIALIZER;
+static zpool *zk_default_pool;
 static int zk_threads_set;
-void zkernels_set_threads(int n) { zk_threads_set = n > 0 ? n : 0; }
-int zkernels_threads(void) { return zk_threads_set > 0 ? zk_threads_set : omp_get_max_threads(); }
+static bool zk_default_failed; /* the default pool could not be made: run on the caller */
 
-/* Threads for n elements in ZK_CHUNK chunks: 1 when there is less than two chunks of work. */
-static int threads_for(size_t nchunks) {
-    if (nchunks < 2) return 1;
-    int t = zkernels_threads();
-    if ((size_t)t > nchunks) t = (int)nchunks;
-    return t < 1 ? 1 : t;
+zpool *zkernels_use_pool(zpool *p) {
+    zpool *prev = zk_current;
+    zk_current = p;
+    return prev;
 }
 
+int zkernels_cpu_count(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int default_threads(void) {
+    int n = zk_threads_set > 0 ? zk_threads_set : zkernels_cpu_count();
+    return n < ZPOOL_MAX_THREADS ? n : ZPOOL_MAX_THREADS;
+}
+
+zpool *zkernels_default_pool(void) {
+    pthread_mutex_lock(&zk_default_mu);
+    if (!zk_default_pool && !zk_default_failed && zpool_create(default_threads(), &zk_default_pool) != ZINC_OK)
+        zk_default_failed = true; /* the same results on one thread; zinc_last_error says why */
+    zpool *p = zk_default_pool;
+    pthread_mutex_unlock(&zk_default_mu);
+    return p;
+}
+
+void zkernels_set_threads(int n) {
+    pthread_mutex_lock(&zk_default_mu);
+    zk_threads_set = n > 0 ? n : 0;
+    if (zk_default_pool && zpool_threads(zk_default_pool) != default_threads()) {
+        zpool_destroy(zk_default_pool);
+        zk_default_pool = NULL;
+    }
+    zk_default_failed = false;
+    pthread_mutex_unlock(&zk_default_mu);
+}
+
+int zkernels_threads(void) {
+    if (zk_current) return zpool_threads(zk_current);
+    pthread_mutex_lock(&zk_default_mu);
+    int n = default_threads();
+    pthread_mutex_unlock(&zk_default_mu);
+    return n;
+}
+
+static zpool *current_pool(void) { return zk_current ? zk_current : zkernels_default_pool(); }
+
+/* The pool for a call of nch ZK_CHUNK chunks, or NULL to run on the calling thread: fewer than two
+ * chunks, or a one-thread pool. */
+static zpool *pool_for(size_t nch) {
+    if (nch < 2) return NULL;
+    zpool *p = current_pool();
+    return zpool_threads(p) > 1 ? p : NULL;
+}
+
+#define CHUNK_RANGE(n, k, s, len) size_t s = (k) * ZK_CHUNK, len = (n) - s < ZK_CHUNK ? (n) - s : ZK_CHUNK
+
 /* ---------------------------------------------------------------- Adam, casts, axpy, scale */
+typedef struct adam_job {
+    const zk_ops *o;
+    const zk_adam_consts *c;
+    size_t n, gsz, psz;
+    float *master, *m, *v;
+    const void *grad;
+    zinc_dtype gdt;
+    void *param_out;
+    int pt;
+    const uint8_t *mask;
+} adam_job;
+
+static void adam_task(void *ctx, size_t k) {
+    const adam_job *j = (const adam_job *)ctx;
+    CHUNK_RANGE(j->n, k, s, len);
+    j->o->adam(j->c, len, j->master + s, j->m + s, j->v + s, (const char *)j->grad + s * j->gsz, j->gdt,
+               j->param_out ? (char *)j->param_out + s * j->psz : NULL, j->pt,
+               j->mask ? j->mask + s / ZADAM_MASK_GROUP : NULL);
+}
+
 void zadam_step(const zadam_hparams *h, size_t n, float *master, float *m, float *v, const void *grad,
                 zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask) {
     const zk_ops *o = ops();
     const zk_adam_consts c = zk_adam_consts_make(h);
     const int pt = param_out ? (int)pdt : ZK_NO_OUT;
-    const size_t gsz = zinc_dtype_size(gdt), psz = param_out ? zinc_dtype_size(pdt) : 0;
     const size_t nch = (n + ZK_CHUNK - 1) / ZK_CHUNK;
-    const int nt = threads_for(nch);
-    if (nt == 1) {
+    zpool *p = pool_for(nch);
+    if (!p) {
         o->adam(&c, n, master, m, v, grad, gdt, param_out, pt, decay_mask);
         return;
     }
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (size_t k = 0; k < nch; k++) {
-        size_t s = k * ZK_CHUNK, len = n - s < ZK_CHUNK ? n - s : ZK_CHUNK;
-        o->adam(&c, len, master + s, m + s, v + s, (const char *)grad + s * gsz, gdt,
-                param_out ? (char *)param_out + s * psz : NULL, pt, decay_mask ? decay_mask + s / ZADAM_MASK_GROUP : NULL);
+    adam_job j = {o, &c, n, zinc_dtype_size(gdt), param_out ? zinc_dtype_size(pdt) : 0, master, m, v, grad, gdt,
+                  param_out, pt, decay_mask};
+    zpool_for(p, nch, adam_task, &j);
+}
+
+/* The element-wise conversions: one job type, one task function switching on the kind. */
+typedef enum { EW_AXPY, EW_CAST_FROM, EW_CAST_TO, EW_SCALE } ew_kind;
+typedef struct ew_job {
+    const zk_ops *o;
+    ew_kind kind;
+    size_t n, sz;
+    float *f32;    /* axpy dst, cast_to dst, cast_from src */
+    void *other;   /* axpy src, cast_to src, cast_from dst, scale x */
+    zinc_dtype t;
+    float scale;
+    int accumulate;
+} ew_job;
+
+static void ew_task(void *ctx, size_t k) {
+    const ew_job *j = (const ew_job *)ctx;
+    CHUNK_RANGE(j->n, k, s, len);
+    char *x = (char *)j->other + s * j->sz;
+    switch (j->kind) {
+    case EW_AXPY: j->o->axpy(j->f32 + s, x, j->t, j->scale, len, j->accumulate); break;
+    case EW_CAST_FROM: j->o->cast_from(x, j->t, j->f32 + s, len); break;
+    case EW_CAST_TO: j->o->cast_to(j->f32 + s, x, j->t, len); break;
+    case EW_SCALE: j->o->scale(x, j->t, j->scale, len); break;
     }
+}
+
+static void ew_run(ew_kind kind, float *f32, void *other, zinc_dtype t, float scale, int accumulate, size_t n) {
+    const zk_ops *o = ops();
+    const size_t nch = (n + ZK_CHUNK - 1) / ZK_CHUNK;
+    zpool *p = pool_for(nch);
+    /* An in-place fp32 cast is a no-op memmove: no threads for it. */
+    if (!p || ((kind == EW_CAST_FROM || kind == EW_CAST_TO) && t == ZINC_FP32 && (void *)f32 == other)) {
+        switch (kind) {
+        case EW_AXPY: o->axpy(f32, other, t, scale, n, accumulate); break;
+        case EW_CAST_FROM: o->cast_from(other, t, f32, n); break;
+        case EW_CAST_TO: o->cast_to(f32, other, t, n); break;
+        case EW_SCALE: o->scale(other, t, scale, n); break;
+        }
+        return;
+    }
+    ew_job j = {o, kind, n, zinc_dtype_size(t), f32, other, t, scale, accumulate};
+    zpool_for(p, nch, ew_task, &j);
 }
 
 void zaxpy_f32(float *dst, const void *src, zinc_dtype t, float scale, size_t n, int accumulate) {
-    const zk_ops *o = ops();
-    const size_t sz = zinc_dtype_size(t), nch = (n + ZK_CHUNK - 1) / ZK_CHUNK;
-    const int nt = threads_for(nch);
-    if (nt == 1) {
-        o->axpy(dst, src, t, scale, n, accumulate);
-        return;
-    }
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (size_t k = 0; k < nch; k++) {
-        size_t s = k * ZK_CHUNK, len = n - s < ZK_CHUNK ? n - s : ZK_CHUNK;
-        o->axpy(dst + s, (const char *)src + s * sz, t, scale, len, accumulate);
-    }
+    ew_run(EW_AXPY, dst, (void *)src, t, scale, accumulate, n);
 }
 
 void zcast_from_f32(void *dst, zinc_dtype t, const float *src, size_t n) {
-    const zk_ops *o = ops();
-    const size_t sz = zinc_dtype_size(t), nch = (n + ZK_CHUNK - 1) / ZK_CHUNK;
-    const int nt = threads_for(nch);
-    if (nt == 1 || (t == ZINC_FP32 && dst == (const void *)src)) {
-        o->cast_from(dst, t, src, n);
-        return;
-    }
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (size_t k = 0; k < nch; k++) {
-        size_t s = k * ZK_CHUNK, len = n - s < ZK_CHUNK ? n - s : ZK_CHUNK;
-        o->cast_from((char *)dst + s * sz, t, src + s, len);
-    }
+    ew_run(EW_CAST_FROM, (float *)src, dst, t, 1.0f, 0, n);
 }
 
 void zcast_to_f32(float *dst, const void *src, zinc_dtype t, size_t n) {
-    const zk_ops *o = ops();
-    const size_t sz = zinc_dtype_size(t), nch = (n + ZK_CHUNK - 1) / ZK_CHUNK;
-    const int nt = threads_for(nch);
-    if (nt == 1 || (t == ZINC_FP32 && (const void *)dst == src)) {
-        o->cast_to(dst, src, t, n);
-        return;
-    }
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (size_t k = 0; k < nch; k++) {
-        size_t s = k * ZK_CHUNK, len = n - s < ZK_CHUNK ? n - s : ZK_CHUNK;
-        o->cast_to(dst + s, (const char *)src + s * sz, t, len);
-    }
+    ew_run(EW_CAST_TO, dst, (void *)src, t, 1.0f, 0, n);
 }
 
-void zscale_inplace(void *x, zinc_dtype t, float scale, size_t n) {
-    const zk_ops *o = ops();
-    const size_t sz = zinc_dtype_size(t), nch = (n + ZK_CHUNK - 1) / ZK_CHUNK;
-    const int nt = threads_for(nch);
-    if (nt == 1) {
-        o->scale(x, t, scale, n);
-        return;
-    }
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (size_t k = 0; k < nch; k++) {
-        size_t s = k * ZK_CHUNK, len = n - s < ZK_CHUNK ? n - s : ZK_CHUNK;
-        o->scale((char *)x + s * sz, t, scale, len);
-    }
-}
+void zscale_inplace(void *x, zinc_dtype t, float scale, size_t n) { ew_run(EW_SCALE, NULL, x, t, scale, 0, n); }
 
 /* ---------------------------------------------------------------- gradient statistics */
 /* The sum of squares of a full block is a chain of 4096 dependent double adds; to keep that from being
@@ -283,35 +355,45 @@ static void stats_chunk(const void *x, zinc_dtype t, size_t s, size_t len, doubl
     *first = f;
 }
 
+typedef struct stats_job {
+    const void *x;
+    zinc_dtype t;
+    size_t n;
+    double *bs;
+    size_t *cnt, *firsts;
+} stats_job;
+
+static void stats_task(void *ctx, size_t k) {
+    const stats_job *j = (const stats_job *)ctx;
+    CHUNK_RANGE(j->n, k, s, len);
+    stats_chunk(j->x, j->t, s, len, j->bs + k * ZK_BLOCKS_PER_CHUNK, &j->cnt[k], &j->firsts[k]);
+}
+
 void zgrad_stats_compute(const void *x, zinc_dtype t, size_t n, zgrad_stats *out) {
     const size_t nch = (n + ZK_CHUNK - 1) / ZK_CHUNK;
     const size_t nblocks = (n + ZSTATS_BLOCK - 1) / ZSTATS_BLOCK;
-    int nt = threads_for(nch);
+    zpool *p = pool_for(nch);
     double one_chunk[ZK_BLOCKS_PER_CHUNK];
     double *bs = NULL;
-    size_t *cnt = NULL;
-    if (nt > 1) {
+    if (p) {
         bs = malloc(nblocks * sizeof(double) + 2 * nch * sizeof(size_t));
-        if (bs) cnt = (size_t *)(bs + nblocks);
-        else nt = 1;
+        if (!bs) p = NULL; /* the same sums, on this thread */
     }
     double total = 0.0;
     size_t nonfinite = 0, first = SIZE_MAX;
-    if (nt == 1) { /* chunk by chunk on this thread; same order of additions */
+    if (!p) { /* chunk by chunk on this thread; same order of additions */
         for (size_t k = 0; k < nch; k++) {
-            size_t s = k * ZK_CHUNK, len = n - s < ZK_CHUNK ? n - s : ZK_CHUNK, c, f;
+            size_t c, f;
+            CHUNK_RANGE(n, k, s, len);
             stats_chunk(x, t, s, len, one_chunk, &c, &f);
             for (size_t b = 0; b < (len + ZSTATS_BLOCK - 1) / ZSTATS_BLOCK; b++) total += one_chunk[b];
             if (c && first == SIZE_MAX) first = f;
             nonfinite += c;
         }
-    } else {
-        size_t *firsts = cnt + nch;
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (size_t k = 0; k < nch; k++) {
-            size_t s = k * ZK_CHUNK, len = n - s < ZK_CHUNK ? n - s : ZK_CHUNK;
-            stats_chunk(x, t, s, len, bs + k * ZK_BLOCKS_PER_CHUNK, &cnt[k], &firsts[k]);
-        }
+    } else { /* per-chunk partials, combined in chunk order */
+        size_t *cnt = (size_t *)(bs + nblocks), *firsts = cnt + nch;
+        stats_job j = {x, t, n, bs, cnt, firsts};
+        zpool_for(p, nch, stats_task, &j);
         for (size_t b = 0; b < nblocks; b++) total += bs[b];
         for (size_t k = 0; k < nch; k++) {
             if (cnt[k] && first == SIZE_MAX) first = firsts[k];

@@ -72,8 +72,21 @@ const char *zkernels_simd_name(void);
  * ZINC_SIMD). Returns 0, or -1 (nothing changed) for an unknown name or a path this CPU lacks. Not to be
  * called while kernels run on other threads. */
 int zkernels_set_simd(const char *name);
-/* Threads the fast kernels use (OpenMP). 0 resets to the default. */
+/* Threads. The fast kernels run on a thread pool (kernels/thread_pool.h): the one made current on the
+ * calling thread with zkernels_use_pool (an engine's device does that around its kernel calls, so each
+ * engine uses its own), else a process default pool made on first use. zkernels_use_pool returns the
+ * previous pool, to restore; NULL selects the default. */
+typedef struct zpool zpool;
+zpool *zkernels_use_pool(zpool *p);
+/* The default pool's size (for tests and benchmarks): n threads, 0 = the CPUs this process may run on.
+ * Not to be called while kernels run on the default pool. */
 void zkernels_set_threads(int n);
+/* Threads the kernels called on this thread use: the current pool's, else the default's. */
 int zkernels_threads(void);
+/* The default pool (made now if needed; NULL if it could not be made, and the kernels then run on the
+ * calling thread). */
+zpool *zkernels_default_pool(void);
+/* CPUs this process may run on (its affinity mask), at least 1. */
+int zkernels_cpu_count(void);
 
 #endif

@@ -7,8 +7,8 @@
 #include "error.h"
 #include "kernels/cuda_kernels.h"
 
-zinc_status zdev_create(zinc_device_kind kind, zmemtrack *mem, const zlog *log, int local_rank, zdevice **out) {
-    *out = NULL;
+static zinc_status create_kind(zinc_device_kind kind, zmemtrack *mem, const zlog *log, int local_rank,
+                               zdevice **out) {
     if (kind == ZINC_DEVICE_CUDA) return zdev_create_cuda(mem, log, local_rank, out);
     const char *discrete = getenv("ZINC_CPU_DISCRETE");
     if (discrete && !strcmp(discrete, "1")) {
@@ -17,6 +17,20 @@ zinc_status zdev_create(zinc_device_kind kind, zmemtrack *mem, const zlog *log, 
         return zdev_create_cpu_discrete(mem, out);
     }
     return zdev_create_cpu(mem, out);
+}
+
+zinc_status zdev_create(zinc_device_kind kind, zmemtrack *mem, const zlog *log, int local_rank, int host_threads,
+                        zdevice **out) {
+    zinc_status st = ZINC_OK;
+    zdevice *d = NULL;
+    *out = NULL;
+    TRY(create_kind(kind, mem, log, local_rank, &d));
+    TRY(zpool_create(host_threads, &d->pool));
+    *out = d;
+    return ZINC_OK;
+fail:
+    zdev_destroy(d);
+    return st;
 }
 
 uint64_t zdev_cuda_fixed_bytes(void) {
@@ -43,7 +57,7 @@ zinc_status zdev_download_f32(zdevice *d, float *host_dst, const void *src, zinc
     zinc_status st = ZINC_OK;
     char *tile = NULL;
     if (d->host_addressable) {
-        zcast_to_f32(host_dst, src, t, n);
+        ZDEV_ON_POOL(d, zcast_to_f32(host_dst, src, t, n));
         return ZINC_OK;
     }
     size_t es = zinc_dtype_size(t);
@@ -62,7 +76,7 @@ zinc_status zdev_upload_f32(zdevice *d, void *dst, zinc_dtype t, const float *ho
     zinc_status st = ZINC_OK;
     char *tile = NULL;
     if (d->host_addressable) {
-        zcast_from_f32(dst, t, host_src, n);
+        ZDEV_ON_POOL(d, zcast_from_f32(dst, t, host_src, n));
         return ZINC_OK;
     }
     size_t es = zinc_dtype_size(t);

@@ -23,6 +23,7 @@
 
 #include "comm.h"
 #include "kernels/cpu_kernels.h"
+#include "kernels/thread_pool.h"
 #include "log.h"
 #include "memtrack.h"
 #include "zinc.h"
@@ -96,12 +97,25 @@ struct zdevice {
     void *compute_stream;       /* cudaStream_t as void *; NULL on cpu */
     void *comm_stream;
     void *impl;
+    /* The threads of this device's host-side CPU kernels (all of them on cpu; the offloaded optimizer
+     * step on cuda): made by zdev_create with the engine's cpu_threads, destroyed with the device. NULL
+     * (a device made by zdev_create_cpu directly): the kernels' process default pool. */
+    zpool *pool;
 };
 
+/* Runs `call` with the fast CPU kernels on d's pool (see zkernels_use_pool). */
+#define ZDEV_ON_POOL(d, call)                                                                              \
+    do {                                                                                                   \
+        zpool *zdev_prev_pool_ = zkernels_use_pool((d)->pool);                                             \
+        call;                                                                                              \
+        zkernels_use_pool(zdev_prev_pool_);                                                                \
+    } while (0)
+
 /* kind ZINC_DEVICE_CPU or ZINC_DEVICE_CUDA (ZINC_ERR_UNSUPPORTED in a build without CUDA,
- * ZINC_ERR_DEVICE without a GPU; the GPU is local_rank modulo the GPU count). `mem` must outlive the
- * device. */
-zinc_status zdev_create(zinc_device_kind kind, zmemtrack *mem, const zlog *log, int local_rank, zdevice **out);
+ * ZINC_ERR_DEVICE without a GPU; the GPU is local_rank modulo the GPU count), with a pool of
+ * host_threads CPU kernel threads (1 .. ZPOOL_MAX_THREADS). `mem` must outlive the device. */
+zinc_status zdev_create(zinc_device_kind kind, zmemtrack *mem, const zlog *log, int local_rank, int host_threads,
+                        zdevice **out);
 zinc_status zdev_create_cpu(zmemtrack *mem, zdevice **out);
 /* The cpu device presented as a discrete device (device_cpu.c); zdev_create gives it for kind cpu when
  * ZINC_CPU_DISCRETE=1 is in the environment (tests of the GPU code paths on machines without a GPU). */
@@ -116,7 +130,10 @@ int zdev_cuda_count(void);
 #define ZDEV_CUDA_CONV_ELEMS ((size_t)1 << 20)
 uint64_t zdev_cuda_fixed_bytes(void);
 static inline void zdev_destroy(zdevice *d) {
-    if (d) d->ops->destroy(d);
+    if (!d) return;
+    zpool *p = d->pool;
+    d->ops->destroy(d);
+    zpool_destroy(p);
 }
 
 /* The request pointer for a collective the engine completes at once: NULL (blocking) on a host-addressable

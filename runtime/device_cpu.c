@@ -1,6 +1,7 @@
 /* The CPU device (see device.h): buffers are 64-byte aligned host memory and every operation is the CPU
  * kernel the engine has always used, so results are bitwise those of the engine before the device layer.
- * Everything is complete on return; there are no streams.
+ * Everything is complete on return; there are no streams. The kernels run on the device's own thread
+ * pool (d->pool, sized by the engine's cpu_threads), so two engines in a process keep their own counts.
  *
  * "cpu-discrete" is the same device presented as a discrete one (host_addressable false, buffers counted
  * as device memory, staging as pinned): the engine then takes every path it takes on a GPU (state
@@ -66,57 +67,50 @@ static zinc_status cpu_pin(zdevice *d, void *p, size_t bytes) {
 static void cpu_unpin(zdevice *d, void *p) { (void)d, (void)p; }
 
 static zinc_status cpu_cast_to_f32(zdevice *d, float *dst, const void *src, zinc_dtype t, size_t n) {
-    (void)d;
-    zcast_to_f32(dst, src, t, n);
+    ZDEV_ON_POOL(d, zcast_to_f32(dst, src, t, n));
     return ZINC_OK;
 }
 
 static zinc_status cpu_cast_from_f32(zdevice *d, void *dst, zinc_dtype t, const float *src, size_t n) {
-    (void)d;
-    zcast_from_f32(dst, t, src, n);
+    ZDEV_ON_POOL(d, zcast_from_f32(dst, t, src, n));
     return ZINC_OK;
 }
 
 /* Through a small fp32 tile: widen, multiply, round once. */
 static zinc_status cpu_convert(zdevice *d, void *dst, zinc_dtype dt, const void *src, zinc_dtype st, size_t n,
                                float scale) {
-    (void)d;
     float tile[2048];
     size_t ds = zinc_dtype_size(dt), ss = zinc_dtype_size(st);
     for (size_t i = 0; i < n; i += 2048) {
         size_t k = n - i < 2048 ? n - i : 2048;
-        zcast_to_f32(tile, (const char *)src + i * ss, st, k);
+        ZDEV_ON_POOL(d, zcast_to_f32(tile, (const char *)src + i * ss, st, k));
         if (scale != 1.0f)
             for (size_t j = 0; j < k; j++) tile[j] *= scale;
-        zcast_from_f32((char *)dst + i * ds, dt, tile, k);
+        ZDEV_ON_POOL(d, zcast_from_f32((char *)dst + i * ds, dt, tile, k));
     }
     return ZINC_OK;
 }
 
 static zinc_status cpu_axpy(zdevice *d, float *dst, const void *src, zinc_dtype t, float scale, size_t n,
                             int accumulate) {
-    (void)d;
-    zaxpy_f32(dst, src, t, scale, n, accumulate);
+    ZDEV_ON_POOL(d, zaxpy_f32(dst, src, t, scale, n, accumulate));
     return ZINC_OK;
 }
 
 static zinc_status cpu_scale(zdevice *d, void *x, zinc_dtype t, float scale, size_t n) {
-    (void)d;
-    zscale_inplace(x, t, scale, n);
+    ZDEV_ON_POOL(d, zscale_inplace(x, t, scale, n));
     return ZINC_OK;
 }
 
 static zinc_status cpu_grad_stats(zdevice *d, const void *x, zinc_dtype t, size_t n, zgrad_stats *out) {
-    (void)d;
-    zgrad_stats(x, t, n, out);
+    ZDEV_ON_POOL(d, zgrad_stats(x, t, n, out));
     return ZINC_OK;
 }
 
 static zinc_status cpu_adam(zdevice *d, const zadam_hparams *h, size_t n, float *master, float *m, float *v,
                             const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt,
                             const uint8_t *decay_mask) {
-    (void)d;
-    zadam_step(h, n, master, m, v, grad, gdt, param_out, pdt, decay_mask);
+    ZDEV_ON_POOL(d, zadam_step(h, n, master, m, v, grad, gdt, param_out, pdt, decay_mask));
     return ZINC_OK;
 }
 

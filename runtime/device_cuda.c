@@ -215,7 +215,7 @@ static zinc_status find_nonfinite(zdevice *d, const void *x, zinc_dtype t, size_
         CU_TRY(cudaMemcpyAsync(im(d)->scan, (const char *)x + i * es, k * es, cudaMemcpyDeviceToHost, cs(d)));
         CU_TRY(cudaStreamSynchronize(cs(d)));
         zgrad_stats s;
-        zgrad_stats(im(d)->scan, t, k, &s);
+        ZDEV_ON_POOL(d, zgrad_stats(im(d)->scan, t, k, &s));
         if (s.nonfinite && out->first_nonfinite == SIZE_MAX) out->first_nonfinite = i + s.first_nonfinite;
         out->nonfinite += s.nonfinite;
     }

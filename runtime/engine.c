@@ -54,7 +54,7 @@ static int default_threads(const zinc_engine *e) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int local = e->comm->local_size > 0 ? e->comm->local_size : 1;
     long t = cores / local;
-    return t < 1 ? 1 : (int)t;
+    return t < 1 ? 1 : t > ZPOOL_MAX_THREADS ? ZPOOL_MAX_THREADS : (int)t;
 }
 
 zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
@@ -66,6 +66,9 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     if (!o.config_path && !o.config_json)
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: give options.config_path (a ds_config.json file) or "
                                           "options.config_json (the JSON text)");
+    if (o.cpu_threads < 0 || o.cpu_threads > ZPOOL_MAX_THREADS)
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.cpu_threads %d: want 0 (cores / ranks on this node) "
+                                          "or 1 to %d", o.cpu_threads, ZPOOL_MAX_THREADS);
     TRY_ALLOC(e, 1, "the engine");
     e->log.fn = o.log_fn;
     e->log.userdata = o.log_userdata;
@@ -89,7 +92,8 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
                                    "cpu (zinc.device in the config or --device cpu)");
     if (want == ZINC_DEVICE_AUTO) want = cuda_allowed() && zdev_cuda_count() > 0 ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
     e->device = want;
-    TRY(zdev_create(want, &e->mem, &e->log, e->comm->local_rank, &e->dev));
+    TRY(zdev_create(want, &e->mem, &e->log, e->comm->local_rank, o.cpu_threads > 0 ? o.cpu_threads : default_threads(e),
+                    &e->dev));
     TRY(e->dev->ops->comm_create(e->dev, e->comm, &e->log, &e->dcomm));
 
     e->stage = e->cfg.zero.stage;
@@ -115,15 +119,14 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
         zls_init_static(&e->scaler, 1.0);
     }
 
-    zkernels_set_threads(o.cpu_threads > 0 ? o.cpu_threads : default_threads(e));
     ZLOG_INFO(&e->log,
               "zinc %s: %d rank%s (%s), device %s, ZeRO stage %d, %s compute, %s communication, "
               "batch %lld = micro %lld x accumulation %lld x ranks %d, %d kernel thread%s (%s)",
               zinc_version(), e->world, e->world == 1 ? "" : "s", e->dcomm->ops->name, e->dev->ops->name, e->stage,
               zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->comm_dtype),
               (long long)e->cfg.train_batch_size, (long long)e->cfg.train_micro_batch_size_per_gpu,
-              (long long)e->cfg.gradient_accumulation_steps, e->world, zkernels_threads(),
-              zkernels_threads() == 1 ? "" : "s", zkernels_simd_name());
+              (long long)e->cfg.gradient_accumulation_steps, e->world, zpool_threads(e->dev->pool),
+              zpool_threads(e->dev->pool) == 1 ? "" : "s", zkernels_simd_name());
     *out = e;
     return ZINC_OK;
 fail:
@@ -136,6 +139,7 @@ void zinc_destroy(zinc_engine *e) {
     if (e->built) {
         zgather_free(e);
         zgrads_free(e);
+        zengine_f32_free(e);
         zengine_free(e, ZINC_MEM_PARAMS, e->params_full, e->bytes_params_full);
         zengine_free(e, ZINC_MEM_PARAMS, e->params_shard, e->bytes_params_shard);
         zstate_destroy(e->state);
@@ -392,9 +396,6 @@ zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
     if (e->built) return ZERR(ZINC_ERR_STATE, "zinc_build: the engine is already built");
     if (!init_fn) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_build: init_fn is required");
     if (e->nparams == 0) return ZERR(ZINC_ERR_STATE, "zinc_build: no parameters were added");
-    for (int m = 0; m < e->nmodules; m++)
-        if (e->modules[m].nparams == 0)
-            return ZERR(ZINC_ERR_STATE, "zinc_build: module \"%s\" has no parameters", e->modules[m].name);
 
     layout(e);
     TRY(zmem_preflight(e)); /* refuses, with the numbers, a config this machine cannot hold */
@@ -495,8 +496,10 @@ zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
         e->in_backward_pass = true;
         e->micro_steps++;
     }
-    if (e->stage == 3) TRY(zgather_module_enter(e, module, (int)phase));
-    if (phase == ZINC_BACKWARD) TRY(zgrads_module_backward_enter(e, module));
+    if (m->nparams > 0) { /* a module without parameters only marks the micro-step's phases */
+        if (e->stage == 3) TRY(zgather_module_enter(e, module, (int)phase));
+        if (phase == ZINC_BACKWARD) TRY(zgrads_module_backward_enter(e, module));
+    }
     m->in_phase[phase] = true;
     if (phase == ZINC_BACKWARD) e->open_backward++;
     e->last_phase = (int)phase;
@@ -513,10 +516,9 @@ zinc_status zinc_module_exit(zinc_engine *e, int module, zinc_phase phase) {
         return ZERR(ZINC_ERR_STATE, "zinc_module_exit: module \"%s\" was not entered for %s", m->name,
                     phase_name(phase));
     m->in_phase[phase] = false;
-    if (phase == ZINC_BACKWARD) {
-        e->open_backward--;
-        TRY(zgrads_module_backward_exit(e, module));
-    }
+    if (phase == ZINC_BACKWARD) e->open_backward--;
+    if (m->nparams == 0) return ZINC_OK;
+    if (phase == ZINC_BACKWARD) TRY(zgrads_module_backward_exit(e, module));
     if (e->stage == 3) TRY(zgather_module_exit(e, module, (int)phase));
     return ZINC_OK;
 fail:

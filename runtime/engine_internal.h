@@ -128,6 +128,7 @@ struct zinc_engine {
     zscratch *scratch;          /* buffers of modules entered inside another open module's backward */
     int nscratch;
     int open_backward;          /* modules entered for backward and not yet exited */
+    float *f32_scratch;         /* zinc_grad_add_f32 on a device the host cannot address (engine_f32.c) */
     int64_t stat_rs_sends;      /* reduce-scatters issued since the last step (for tests and step info) */
 
     /* stage 3 gathering */
@@ -193,6 +194,9 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info);
 zinc_status zengine_allgather_params(zinc_engine *e);
 /* Rewrites this rank's compute-dtype parameters from the fp32 master weights. */
 zinc_status zengine_params_from_master(zinc_engine *e);
+
+/* runtime/engine_f32.c */
+void zengine_f32_free(zinc_engine *e);
 
 /* Helpers. */
 zinc_status zengine_alloc(zinc_engine *e, zinc_mem_category cat, size_t bytes, const char *what, void **out);

@@ -147,8 +147,9 @@ static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void 
             TRY(d->ops->copy_wait(d, PARAM_SLOT(b))); /* chunk i-2's upload from hp[b] */
             for (int64_t o = 0; o < v.n; o += sub) {
                 size_t k = (size_t)(v.n - o < sub ? v.n - o : sub);
-                zadam_step(h, k, v.master + o, v.m + o, v.v + o, hg[b] + (size_t)o * gsz, gdt, hp[b] + (size_t)o * csz,
-                           e->compute_dtype, e->decay_mask + (v.lo + o) / ZADAM_MASK_GROUP);
+                ZDEV_ON_POOL(d, zadam_step(h, k, v.master + o, v.m + o, v.v + o, hg[b] + (size_t)o * gsz, gdt,
+                                           hp[b] + (size_t)o * csz, e->compute_dtype,
+                                           e->decay_mask + (v.lo + o) / ZADAM_MASK_GROUP));
                 TRY(zstate_poll(s));
             }
             TRY(d->ops->copy_async(d, pc, hp[b], (size_t)v.n * csz, ZDEV_H2D, PARAM_SLOT(b)));

@@ -18,8 +18,7 @@ target_include_directories(zinc_cuda_emulated PRIVATE ${PROJECT_SOURCE_DIR} ${PR
 target_compile_definitions(zinc_cuda_emulated PUBLIC ZINC_HAVE_CUDA=1
                            PRIVATE _GNU_SOURCE ZINC_VERSION="${PROJECT_VERSION}")
 target_compile_options(zinc_cuda_emulated PRIVATE ${ZINC_WARN})
-target_link_libraries(zinc_cuda_emulated PRIVATE PkgConfig::JANSSON PkgConfig::URING MPI::MPI_C OpenMP::OpenMP_C
-                      Threads::Threads m)
+target_link_libraries(zinc_cuda_emulated PRIVATE PkgConfig::JANSSON PkgConfig::URING MPI::MPI_C Threads::Threads m)
 
 add_library(zinc_mlp_cuda_emulated STATIC ${PROJECT_SOURCE_DIR}/examples/mlp/mlp.c
             ${PROJECT_SOURCE_DIR}/examples/mlp/mlp_cuda.c ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/mlp_kernels_host.c)

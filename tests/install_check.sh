@@ -1,6 +1,7 @@
 #!/bin/sh
-# Installs the build into a scratch prefix, then builds and runs a program against the installed header
-# and library found through pkg-config: what a user of `cmake --install` does.
+# What a user of zinc does to build against it, four ways: pkg-config and find_package(zinc), each from the
+# build tree and from `cmake --install` into a scratch prefix. The same small program builds every time,
+# out of tree, and runs.
 set -eu
 bin=$1
 prefix=$bin/install-check
@@ -8,8 +9,9 @@ rm -rf "$prefix"
 cmake --install "$bin" --prefix "$prefix" >/dev/null
 test -x "$prefix/bin/zinc"
 "$prefix/bin/zinc" --version
-pc=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs zinc)
-cat > "$prefix/consumer.c" <<'C'
+src=$prefix/consumer-src
+mkdir -p "$src"
+cat > "$src/consumer.c" <<'C'
 #include <stdio.h>
 #include <string.h>
 #include <zinc.h>
@@ -19,9 +21,32 @@ int main(void) {
     o.log_level = ZINC_LOG_ERROR;
     zinc_engine *e = NULL;
     if (zinc_create(&o, &e) == ZINC_OK || !strstr(zinc_last_error(), "did you mean")) return 1;
-    printf("installed zinc %s works\n", zinc_version());
+    printf("zinc %s works\n", zinc_version());
     return 0;
 }
 C
-cc "$prefix/consumer.c" $pc -Wl,-rpath,"$prefix/lib" -o "$prefix/consumer"
-"$prefix/consumer"
+cat > "$src/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.20)
+project(consumer C)
+find_package(zinc 0.1 REQUIRED)
+add_executable(consumer consumer.c)
+target_link_libraries(consumer PRIVATE zinc::zinc)
+CM
+
+# 1. pkg-config, installed
+pc=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs zinc)
+cc "$src/consumer.c" $pc -Wl,-rpath,"$prefix/lib" -o "$prefix/consumer-pc-installed"
+"$prefix/consumer-pc-installed"
+# 2. pkg-config, build tree (zinc-uninstalled.pc)
+pc=$(PKG_CONFIG_PATH=$bin pkg-config --cflags --libs zinc)
+cc "$src/consumer.c" $pc -o "$prefix/consumer-pc-build"
+"$prefix/consumer-pc-build"
+# 3. find_package, installed
+cmake -S "$src" -B "$prefix/cm-installed" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$prefix/cm-installed" >/dev/null
+"$prefix/cm-installed/consumer"
+# 4. find_package, build tree
+cmake -S "$src" -B "$prefix/cm-build" -Dzinc_DIR="$bin" >/dev/null
+cmake --build "$prefix/cm-build" >/dev/null
+"$prefix/cm-build/consumer"
+echo "4 of 4 ways to build against zinc work"

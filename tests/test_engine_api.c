@@ -81,8 +81,7 @@ int main(void) {
     zinc_param *w = zinc_param_add(e, m0, "layer0.w", 2, (int64_t[]){3, 5}, ZINC_PARAM_DECAY);
     ZT_CHECK(w != NULL, "param add: %s", zinc_last_error());
     ZT_CHECK(zinc_param_add(e, m0, "layer0.w", 1, (int64_t[]){4}, 0) == NULL, "duplicate parameter name accepted");
-    int m1 = zinc_module_add(e, "empty");
-    ZT_ERR(zinc_build(e, init_zero, NULL), ZINC_ERR_STATE, "module \"empty\" has no parameters");
+    int m1 = zinc_module_add(e, "empty"); /* gets a parameter below; modules without any are fine too */
     ZT_CHECK(zinc_param_add(e, m0, "late", 1, (int64_t[]){4}, 0) == NULL &&
                  strstr(zinc_last_error(), "most recently added module"),
              "param added to an earlier module");

@@ -30,6 +30,7 @@ typedef struct model {
     zinc_engine *e;
     zinc_param *w[NMOD], *b[NMOD];
     int mod[NMOD];
+    int empty; /* a module without parameters (an activation, say), entered like the others */
     int rank, world, gas, micro;
 } model;
 
@@ -95,26 +96,30 @@ static zinc_status leave(model *md, int m, zinc_phase ph) { return zinc_module_e
  * the mean over its samples (the engine averages over ranks and micro-steps). Module 0's two parameters
  * take use 1 or 2 (a tied weight used twice); the others use 0. */
 static zinc_status add_grad(model *md, int m, int use, int step, int micro) {
-    zinc_dtype cdt = zinc_compute_dtype(md->e), gdt = zinc_grad_dtype(md->e);
-    float scale = zinc_loss_scale(md->e);
     zinc_param *ps[2] = {md->w[m], md->b[m]};
-    for (int q = 0; q < 2; q++) {
+    zinc_status st = ZINC_OK;
+    for (int q = 0; q < 2 && st == ZINC_OK; q++) {
         zinc_param_info info;
         if (zinc_param_get_info(ps[q], &info) != ZINC_OK) return ZINC_ERR_INTERNAL;
-        const void *w = zinc_param_data(ps[q]);
-        void *g = zinc_param_grad(ps[q]);
-        if (!w || !g) return ZINC_ERR_STATE;
-        for (int64_t i = 0; i < info.numel; i++) {
-            double wi = zinc_load_f32(w, cdt, (size_t)i), acc = 0;
+        /* The model computes in fp32 whatever the engine's dtype: fp32 views in, the unscaled fp32
+         * gradient out (zinc_grad_add_f32 applies the loss scale). */
+        float *w = malloc((size_t)info.numel * sizeof *w), *g = malloc((size_t)info.numel * sizeof *g);
+        if (!w || !g) st = ZINC_ERR_NOMEM;
+        if (st == ZINC_OK) st = zinc_param_to_f32(ps[q], w);
+        for (int64_t i = 0; st == ZINC_OK && i < info.numel; i++) {
+            double acc = 0;
             for (int j = 0; j < md->micro; j++) {
                 int64_t s = (int64_t)step * BATCH + (int64_t)micro * md->world * md->micro +
                             (int64_t)md->rank * md->micro + j;
-                acc += grad_fn(info.index, i, wi, s, use);
+                acc += grad_fn(info.index, i, (double)w[i], s, use);
             }
-            zinc_add_f32(g, gdt, (size_t)i, (float)(acc / md->micro * scale));
+            g[i] = (float)(acc / md->micro);
         }
+        if (st == ZINC_OK) st = zinc_grad_add_f32(ps[q], g);
+        free(w);
+        free(g);
     }
-    return ZINC_OK;
+    return st;
 }
 
 /* Reads the module's parameters the way a forward pass does (fails where they are not readable). */
@@ -130,6 +135,8 @@ static zinc_status touch(model *md, int m) {
     } while (0)
 
 static zinc_status forward(model *md, enum pattern p) {
+    T(zinc_module_enter(md->e, md->empty, ZINC_FORWARD));
+    T(zinc_module_exit(md->e, md->empty, ZINC_FORWARD));
     for (int m = 0; m < NMOD; m++) {
         T(enter(md, m, ZINC_FORWARD));
         T(touch(md, m));
@@ -155,6 +162,8 @@ static zinc_status plain_backward(model *md, int m, int step, int micro) {
 }
 
 static zinc_status backward(model *md, enum pattern p, int step, int micro) {
+    T(zinc_module_enter(md->e, md->empty, ZINC_BACKWARD));
+    T(zinc_module_exit(md->e, md->empty, ZINC_BACKWARD));
     switch (p) {
     case P_FLAT:
         for (int m = NMOD - 1; m >= 1; m--) T(plain_backward(md, m, step, micro));
@@ -270,6 +279,8 @@ static zinc_status model_create(const run *r, model *md) {
         md->b[m] = zinc_param_add(md->e, md->mod[m], name, 1, (int64_t[]){WIDTH}, ZINC_PARAM_DECAY);
         if (md->mod[m] < 0 || !md->w[m] || !md->b[m]) return ZINC_ERR_INTERNAL;
     }
+    md->empty = zinc_module_add(md->e, "activation");
+    if (md->empty < 0) return ZINC_ERR_INTERNAL;
     T(zinc_build(md->e, init_fn, NULL));
     md->rank = g_rank = zinc_rank(md->e);
     md->world = zinc_world_size(md->e);
@@ -426,6 +437,46 @@ static void test_refusals(void) {
     }
 }
 
+/* zinc_param_to_f32 / zinc_grad_add_f32 give the same bits as the per-element calls, in every dtype. */
+static void test_f32_views(void) {
+    for (int di = 0; di < 3; di++)
+        for (int stage = 0; stage <= 3; stage += 3) {
+            zinc_dtype dt = di == 0 ? ZINC_FP32 : di == 1 ? ZINC_BF16 : ZINC_FP16;
+            run r = {.stage = stage, .gas = 1, .bucket = 1000, .dtype = dt, .pattern = P_FLAT, .switch_to = P_COUNT};
+            model md;
+            ZT_OK(model_create(&r, &md));
+            zinc_param *p = md.w[0];
+            int64_t n = ROWS0 * WIDTH;
+            float *f = malloc((size_t)n * sizeof *f), *g = malloc((size_t)n * sizeof *g);
+            ZT_ERR(zinc_param_to_f32(p, f), ZINC_ERR_STATE, "between zinc_module_enter");
+            ZT_OK(zinc_module_enter(md.e, md.mod[0], ZINC_BACKWARD));
+            ZT_OK(zinc_param_to_f32(p, f));
+            const void *w = zinc_param_data(p);
+            int same = 1;
+            for (int64_t i = 0; i < n; i++) same &= f[i] == zinc_load_f32(w, dt, (size_t)i);
+            ZT_CHECK(same, "%s: zinc_param_to_f32 differs from zinc_load_f32", zinc_dtype_name(dt));
+            void *gr = zinc_param_grad(p);
+            zinc_dtype gdt = zinc_grad_dtype(md.e);
+            size_t gbytes = (size_t)n * zinc_dtype_size(gdt);
+            unsigned char *want = malloc(gbytes);
+            for (int64_t i = 0; i < n; i++) g[i] = 1e-3f * (float)((i * 7919) % 1000 - 500);
+            ZT_OK(zinc_grad_add_f32(p, g)); /* onto zeros */
+            ZT_OK(zinc_grad_add_f32(p, g)); /* and onto itself: rounding once per add */
+            memset(want, 0, gbytes);
+            float sc = zinc_loss_scale(md.e);
+            for (int k = 0; k < 2; k++)
+                for (int64_t i = 0; i < n; i++) zinc_add_f32(want, gdt, (size_t)i, g[i] * sc);
+            ZT_CHECK(memcmp(want, gr, gbytes) == 0, "%s stage %d: zinc_grad_add_f32 differs from zinc_add_f32",
+                     zinc_dtype_name(dt), stage);
+            ZT_OK(zinc_module_exit(md.e, md.mod[0], ZINC_BACKWARD));
+            ZT_ERR(zinc_grad_add_f32(p, g), ZINC_ERR_STATE, "backward");
+            free(f);
+            free(g);
+            free(want);
+            zinc_destroy(md.e);
+        }
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     (void)argv;
@@ -433,6 +484,7 @@ int main(int argc, char **argv) {
     ref_param rp[2 * NMOD];
     ref_train(rp, 2 * NMOD, 0.01, 0.9, 0.999, 1e-8, 0.01);
     test_refusals();
+    test_f32_views();
     test_matrix(rp);
     test_reduce_count();
     test_forward_only();
