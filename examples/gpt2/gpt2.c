@@ -1,8 +1,9 @@
 /* See gpt2.h. Forward: embed -> blocks -> lnf, then the tied output projection and the loss outside any
  * module (on the float copy of wte). Backward: the projection first (into dlnf and the float wte
  * gradient), then lnf, the blocks last to first, and embed, where the projection's wte gradient joins the
- * embedding's. Every module entry reads its parameters as float (in place for fp32) and every backward
- * exit adds float gradients into the engine's buffers. */
+ * embedding's. Every module entry reads its parameters as float (in place for fp32, else through
+ * zinc_param_to_f32) and every backward exit adds the float gradients of the unscaled loss into the
+ * engine's buffers with zinc_grad_add_f32, which applies the loss scale. */
 #include "gpt2.h"
 
 #include <math.h>
@@ -294,17 +295,6 @@ static void to_float(float *dst, const void *src, zinc_dtype t, int64_t n) {
     }
 }
 
-static void add_into(void *dst, zinc_dtype t, const float *src, int64_t n) {
-    if (t == ZINC_FP32) {
-        float *d = dst;
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++) d[i] += src[i];
-    } else {
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++) zinc_add_f32(dst, t, (size_t)i, src[i]);
-    }
-}
-
 /* Enters a module, points m->w[kind] at float views of its parameters (in place for fp32) and, in
  * backward, m->g[kind] at zeroed float gradients. Parameters first..first+count-1 (registration order). */
 static zinc_status enter(zinc_gpt2 *m, int module, zinc_phase ph, int first, int count) {
@@ -318,7 +308,10 @@ static zinc_status enter(zinc_gpt2 *m, int module, zinc_phase ph, int first, int
         if (!data) return ZINC_ERR_STATE;
         if (t == ZINC_FP32) m->w[k] = (float *)data;
         else if (k == GPT2_WTE) m->w[k] = NULL; /* only its first V rows are read, through wte_f */
-        else to_float(m->w[k] = m->wscratch + off, data, t, n);
+        else {
+            m->w[k] = m->wscratch + off;
+            CHECK(zinc_param_to_f32(m->params[i], m->w[k]));
+        }
         if (k == GPT2_WTE && ph == ZINC_FORWARD) to_float(m->wte_f, data, t, (int64_t)m->s.vocab * m->s.channels);
         if (ph == ZINC_BACKWARD) {
             m->g[k] = m->gscratch + off;
@@ -329,20 +322,15 @@ static zinc_status enter(zinc_gpt2 *m, int module, zinc_phase ph, int first, int
     return ZINC_OK;
 }
 
-/* Adds the module's float gradients into the engine's and exits it. */
+/* Adds the module's float gradients (of the unscaled loss) into the engine's, times the loss scale
+ * (zinc_grad_add_f32), and exits it. */
 static zinc_status exit_backward(zinc_gpt2 *m, int module, int first, int count) {
-    zinc_dtype gt = zinc_grad_dtype(m->e);
-    float inv = 1.0f / zinc_loss_scale(m->e);
     for (int i = first; i < first + count; i++) {
         int k = m->pkind[i];
-        int64_t n = gpt2_kind_numel(&m->s, k);
-        void *g = zinc_param_grad(m->params[i]);
-        if (!g) return ZINC_ERR_STATE;
-        add_into(g, gt, m->g[k], n);
-        if (m->capture) {
-            float *c = m->capture + gpt2_llmc_offset(&m->s, k, m->player[i]);
-            for (int64_t j = 0; j < n; j++) c[j] = m->g[k][j] * inv;
-        }
+        CHECK(zinc_grad_add_f32(m->params[i], m->g[k]));
+        if (m->capture)
+            memcpy(m->capture + gpt2_llmc_offset(&m->s, k, m->player[i]), m->g[k],
+                   (size_t)gpt2_kind_numel(&m->s, k) * sizeof(float));
     }
     return module_exit(m, module, ZINC_BACKWARD);
 }
@@ -467,7 +455,7 @@ zinc_status zinc_gpt2_microstep(zinc_gpt2 *m, const uint16_t *windows, int B, do
     load_windows(m, windows, B, T);
     CHECK(forward(m, B, T));
     gpt2_matmul_forward(m->logits, m->lnf, m->wte_f, NULL, N, C, V);
-    float dscale = zinc_loss_scale(m->e) / (float)N;
+    float dscale = 1.0f / (float)N; /* the loss scale is applied as gradients are added (exit_backward) */
     *loss_sum += gpt2_crossentropy(m->logits, m->logits, m->tgt, N, V, dscale); /* dlogits in place */
     return backward(m, B, T);
 }

@@ -5,7 +5,8 @@
  * Modules, in forward order: "embed" (wte, wpe), "h0" .. "h<L-1>" (one per block, 12 tensors each),
  * "lnf". In stage 3 the engine gathers one module at a time. The model computes on the host in float
  * (matrix products through OpenBLAS's sgemm, gpt2_layers.c): bf16/fp16 parameters are converted to float
- * at each module entry and float gradients are added into the engine's buffers before each exit.
+ * at each module entry (zinc_param_to_f32) and float gradients are added into the engine's buffers before
+ * each exit (zinc_grad_add_f32, which applies the loss scale).
  *
  * The tied embedding without nested modules: the output projection needs wte after "lnf" and gives wte a
  * gradient at the start of backward, while wte lives in "embed", which backward enters last. The model
