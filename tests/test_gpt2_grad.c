@@ -2,7 +2,8 @@
  * context 5, vocabulary 11 padded to 16): the gradient the model hands to the engine for every parameter
  * kind, the tied embedding included, against central finite differences of the loss the model computes
  * through the engine (zinc_gpt2_eval on a model built from perturbed parameters), fp32, stage 0.
- * Tolerance per element: |g - fd| <= 1e-3 + 3e-2 |fd| (float forward passes, step 5e-3), and the cosine of
+ * Tolerance per element: |g - fd| <= 1e-3 + 3e-2 |fd| (float forward passes, step 1e-3: 5e-3 failed on
+ * one seed in ~40 from the truncation error, 1e-3 passed 40 of 40), and the cosine of
  * the checked gradient vector with the finite differences >= 0.9999. Padding rows of wte get exactly 0. */
 #include <math.h>
 #include <stdlib.h>
@@ -70,7 +71,7 @@ int main(void) {
         pad_zero &= g[i] == 0.0f;
     ZT_CHECK(pad_zero, "padding rows of wte have a non-zero gradient");
 
-    double dot = 0, ng = 0, nf = 0, h = 5e-3;
+    double dot = 0, ng = 0, nf = 0, h = 1e-3;
     int checked[GPT2_NKINDS] = {0}, bad = 0;
     for (int k = 0; k < GPT2_NKINDS; k++) {
         int per = k >= GPT2_LN1W && k <= GPT2_FCPROJB;
