@@ -9,14 +9,15 @@
  *     last_overflow_iter = cur_iter                  (also when absorbed by hysteresis)
  *   clean:
  *     if consecutive_hysteresis: cur_hysteresis = delayed_shift
- *     if (cur_iter - last_overflow_iter) % scale_window == 0:
+ *     stable = cur_iter - last_overflow_iter - 1     (DeepSpeed >= 0.17.1; before, the -1 was missing)
+ *     if stable > 0 and stable % scale_window == 0:
  *       if not consecutive_hysteresis: cur_hysteresis = delayed_shift
  *       cur_scale *= scale_factor
  *   cur_iter += 1
  *
- * With last_overflow_iter starting at -1 the first growth happens on call number scale_window (cur_iter =
- * scale_window - 1), and after an overflow at iteration k on the scale_window-th clean call after it. There
- * is no maximum scale, as in DeepSpeed. */
+ * With last_overflow_iter starting at -1 the first growth happens on call number scale_window + 1 (cur_iter
+ * = scale_window), and after an overflow at iteration k on the (scale_window + 1)-th clean call after it,
+ * i.e. after scale_window clean steps following it. There is no maximum scale, as in DeepSpeed. */
 #include "amp/loss_scaler.h"
 
 #include <math.h>
@@ -78,8 +79,11 @@ zls_event zls_update(zloss_scaler *s, bool overflow, double *prev_scale) {
         s->last_overflow_iter = s->cur_iter;
     } else {
         if (s->consecutive_hysteresis) s->cur_hysteresis = s->delayed_shift;
-        /* cur_iter > last_overflow_iter always, so the operands are positive and C's % equals Python's. */
-        if ((s->cur_iter - s->last_overflow_iter) % s->scale_window == 0) {
+        /* DeepSpeed >= 0.17.1: grow after scale_window clean steps FOLLOWING the last overflow (the overflow
+         * step itself is not one of them). cur_iter > last_overflow_iter always, so stable >= 0 and C's %
+         * equals Python's. */
+        int64_t stable = s->cur_iter - s->last_overflow_iter - 1;
+        if (stable > 0 && stable % s->scale_window == 0) {
             if (!s->consecutive_hysteresis) s->cur_hysteresis = s->delayed_shift;
             s->cur_scale *= s->scale_factor;
             ev = ZLS_GREW;

@@ -55,8 +55,8 @@ static zadam_hparams hparams(const zinc_engine *e, int t) {
         .beta2 = (float)o->beta2,
         .eps = (float)o->eps,
         .weight_decay = (float)o->weight_decay,
-        .bias_correction1 = o->bias_correction ? (float)(1.0 - pow(o->beta1, t)) : 1.0f,
-        .bias_correction2 = o->bias_correction ? (float)(1.0 - pow(o->beta2, t)) : 1.0f,
+        .bias_correction1 = o->bias_correction ? 1.0 - pow(o->beta1, t) : 1.0,
+        .bias_correction2 = o->bias_correction ? 1.0 - pow(o->beta2, t) : 1.0,
         .grad_factor = 1.0f,
         .adamw = o->adam_w_mode,
     };

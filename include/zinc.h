@@ -46,7 +46,8 @@ typedef enum zinc_status {
     ZINC_ERR_LOSS_SCALE,    /* fp16 overflow with the loss scale already at its minimum */
     ZINC_ERR_UNSUPPORTED,   /* a feature that this build or this zinc version does not provide */
     ZINC_ERR_CORRUPT,       /* stored data failed its checksum or does not match what was expected */
-    ZINC_ERR_INTERNAL       /* a bug in zinc: please report it with the message */
+    ZINC_ERR_INTERNAL,      /* a bug in zinc: please report it with the message */
+    ZINC_ERR_NONFINITE      /* a non-finite gradient (fp32/bf16) or parameter: the run went bad at that step */
 } zinc_status;
 
 /* The message of the last failed call on this thread ("" if none). Valid until the next zinc call. */
@@ -100,6 +101,13 @@ typedef enum zinc_device_kind {
 
 /* ---------------------------------------------------------------- options and engine lifecycle */
 
+/* What zinc_step does with a non-finite gradient in fp32/bf16 training (fp16 always skips the step and
+ * lowers its loss scale). DEFAULT: ZINC_ERR_NONFINITE naming the step and the first tensor, and the
+ * parameters are checked after every taken step (an update that made one non-finite is the same error).
+ * SKIP: the step is skipped with a warning (zinc.max_skipped_steps bounds a run of them) and parameters
+ * are not checked. */
+typedef enum { ZINC_NONFINITE_DEFAULT = 0, ZINC_NONFINITE_SKIP = 1 } zinc_nonfinite;
+
 typedef struct zinc_options {
     const char *config_path;  /* a ds_config.json file, or NULL */
     const char *config_json;  /* or the JSON text itself (used when config_path is NULL) */
@@ -114,6 +122,19 @@ typedef struct zinc_options {
      * zinc_destroy. Between kernel calls they sleep (blocked, no spinning), so they take no CPU time
      * from the model's own threads between steps. */
     int cpu_threads;
+    /* Added after the first release, at the end so that code which fills the struct by field name, or starts
+     * from zinc_default_options() (which sets both to "none"), keeps compiling and behaving as before. */
+    /* NULL-terminated list of "PATH=VALUE" overrides of the ds_config, as `zinc train --set`: a dotted key
+     * path and a JSON value (a bare word that is not JSON is a string). Each fills an "auto" or replaces the
+     * written value (logged at INFO with the old value) before validation. NULL = none. The strings are
+     * read during zinc_create only. */
+    const char *const *config_overrides;
+    /* The run's optimizer steps, when the caller knows them: fills an "auto" scheduler.params.total_num_steps
+     * (as the Hugging Face Trainer fills it from its num_training_steps). 0 = unknown. */
+    int64_t total_steps;
+    /* What a non-finite fp32/bf16 gradient, or a step that makes parameters non-finite, does: default
+     * ZINC_NONFINITE_DEFAULT stops with ZINC_ERR_NONFINITE naming the step and tensor. */
+    zinc_nonfinite nonfinite;
 } zinc_options;
 
 zinc_options zinc_default_options(void);
@@ -173,6 +194,12 @@ typedef zinc_status (*zinc_init_fn)(void *userdata, const zinc_param_info *param
 /* Partitions the flat buffers, allocates parameters, gradients and optimizer state, and initialises
  * parameters through init_fn (every rank computes the same values, so nothing is broadcast). */
 zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata);
+/* Before zinc_build: an item every rank must agree on (up to 256, names up to 48 characters), e.g.
+ * zinc_agree_add(e, "steps", &steps, sizeof steps). zinc_build compares, by one collective, every rank's
+ * resolved config (key by key), registered parameters, device, seed and these items; a difference is
+ * ZINC_ERR_CONFIG on every rank naming the first differing item and the ranks that differ from rank 0.
+ * Short values (8- or 4-byte integers, text) are shown in the message. */
+zinc_status zinc_agree_add(zinc_engine *e, const char *name, const void *data, size_t n);
 
 /* ---------------------------------------------------------------- training */
 
@@ -371,6 +398,13 @@ int64_t zinc_step_count(const zinc_engine *e);
  * and shape) in `dtype` (ZINC_FP32, or rounded to nearest even for ZINC_BF16 / ZINC_FP16). Reads the
  * shard files directly, verifying their checksums. */
 zinc_status zinc_export_safetensors(const char *checkpoint, const char *out_path, zinc_dtype dtype);
+/* The same with flags: ZINC_EXPORT_REPLACE replaces an existing regular file at out_path (without it an
+ * existing out_path is an error). Anything but a regular file (a link, device, FIFO, directory) and the
+ * checkpoint's own files are never replaced; out_path's directory must belong to this user or root and
+ * not be writable by every user unless sticky. zinc_export_safetensors is flags 0. */
+#define ZINC_EXPORT_REPLACE 1u
+zinc_status zinc_export_safetensors_ex(const char *checkpoint, const char *out_path, zinc_dtype dtype,
+                                       unsigned flags);
 
 #ifdef __cplusplus
 }

@@ -20,7 +20,8 @@ namespace {
 using namespace zcu;
 
 struct AdamScalars {
-    float lr, b1, b2, eps, wd, bc1, bc2, factor;
+    float lr, b1, b2, eps, wd, factor;
+    double bc1, bc2; /* the step's constants are derived from them in double and rounded once */
     int adamw, skip;
 };
 
@@ -108,8 +109,8 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(const zadam_device_param
     op.eps = s.eps;
     op.wd = s.wd;
     op.factor = s.factor;
-    op.sqrt_bc2 = __fsqrt_rn(s.bc2);
-    op.step_size = __fdiv_rn(s.lr, s.bc1);
+    op.sqrt_bc2 = (float)sqrt(s.bc2);
+    op.step_size = (float)((double)s.lr / s.bc1);
     op.lr_wd = __fmul_rn(s.lr, s.wd);
     op.adamw = s.adamw;
     run_plan(op, pl);

@@ -20,8 +20,8 @@ void zadam_step_ref(const zadam_hparams *h, size_t n, float *master, float *m, f
                     zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask) {
     const float one_minus_b1 = 1.0f - h->beta1;
     const float one_minus_b2 = 1.0f - h->beta2;
-    const float inv_sqrt_bc2 = 1.0f / sqrtf(h->bias_correction2);
-    const float step_size = h->lr / h->bias_correction1;
+    const float inv_sqrt_bc2 = (float)(1.0 / sqrt(h->bias_correction2)); /* in double, rounded once */
+    const float step_size = (float)((double)h->lr / h->bias_correction1);
     const float lr_wd = h->lr * h->weight_decay;
     const int has_wd = h->weight_decay != 0.0f;
 

@@ -39,8 +39,8 @@ static inline zk_adam_consts zk_adam_consts_make(const zadam_hparams *h) {
     c.b2 = h->beta2;
     c.omb2 = 1.0f - h->beta2;
     c.eps = h->eps;
-    c.ibc2 = 1.0f / sqrtf(h->bias_correction2);
-    c.step = h->lr / h->bias_correction1;
+    c.ibc2 = (float)(1.0 / sqrt(h->bias_correction2)); /* in double, rounded once */
+    c.step = (float)((double)h->lr / h->bias_correction1);
     c.wd = h->weight_decay;
     c.lrwd = h->lr * h->weight_decay;
     c.l2 = !h->adamw && h->weight_decay != 0.0f;

@@ -16,8 +16,11 @@ typedef struct zadam_hparams {
     float beta1, beta2;
     float eps;
     float weight_decay;
-    float bias_correction1; /* 1 - beta1^t, or 1 without bias correction */
-    float bias_correction2; /* 1 - beta2^t, or 1 without bias correction */
+    /* In double: the step's constants lr / bc1 and 1 / sqrt(bc2) are derived in double and rounded to float
+     * once, as torch and DeepSpeed's CPU Adam do (1 - beta2^t rounded to float first is off by up to 3
+     * float roundings by the time it scales the update). */
+    double bias_correction1; /* 1 - beta1^t, or 1 without bias correction */
+    double bias_correction2; /* 1 - beta2^t, or 1 without bias correction */
     float grad_factor;      /* one combined unscale-and-clip factor applied to every gradient element */
     int adamw;              /* 1: decoupled weight decay (AdamW); 0: L2 added to the gradient */
 } zadam_hparams;

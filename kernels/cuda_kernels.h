@@ -39,8 +39,8 @@ typedef struct zadam_device_params {
     float beta1, beta2;
     float eps;
     float weight_decay;
-    float bias_correction1; /* 1 - beta1^t, or 1 */
-    float bias_correction2; /* 1 - beta2^t, or 1 */
+    double bias_correction1; /* 1 - beta1^t, or 1 (double, as zadam_hparams) */
+    double bias_correction2; /* 1 - beta2^t, or 1 */
     float grad_factor;      /* combined unscale-and-clip factor applied to every gradient element */
     int adamw;              /* 1: decoupled weight decay; 0: L2 added to the gradient */
     int skip;               /* != 0: the Adam kernel returns without reading or writing anything */
@@ -104,7 +104,7 @@ int zcu_grad_stats(const void *x, zinc_dtype t, size_t n, void *workspace, zcu_g
 /* Host-side inputs of zcu_adam_finalize (passed by value into the kernel). */
 typedef struct zcu_finalize_args {
     float lr, beta1, beta2, eps, weight_decay;
-    float bias_correction1, bias_correction2;
+    double bias_correction1, bias_correction2; /* double, as zadam_hparams */
     int adamw;
     float clip;        /* gradient clipping max norm; <= 0 disables clipping */
     float base_factor; /* 1 / (loss_scale * world * gas) when loss_scale is NULL; 1 / (world * gas) when

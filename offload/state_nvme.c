@@ -35,7 +35,7 @@
 #include "state_nvme.h"
 
 #define NT 3 /* tensors: master, exp_avg, exp_avg_sq */
-#define NV_MIN_BUFFERS 3
+#define NV_MIN_BUFFERS ZCFG_NVME_MIN_BUFFERS /* also refused at load (config_resolve.c) */
 
 static const char *const file_names[NT] = {"master.swp", "exp_avg.swp", "exp_avg_sq.swp"};
 static const char *const tensor_names[NT] = {"master", "exp_avg", "exp_avg_sq"};

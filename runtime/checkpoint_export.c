@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint_internal.h"
@@ -56,7 +57,47 @@ fail:
     return NULL;
 }
 
+/* Where the export may go: its directory checked like a checkpoint directory; an existing out_path must be a
+ * regular file, replaced only with ZINC_EXPORT_REPLACE, and never one of the checkpoint's own files. */
+static zinc_status check_out(const zckpt_manifest *m, const char *out_path, unsigned flags) {
+    char dir[ZCKPT_PATH_MAX];
+    if (snprintf(dir, sizeof dir, "%s", out_path) >= (int)sizeof dir)
+        return ZERR(ZINC_ERR_INVALID_ARG, "output path too long: %s", out_path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    zinc_status st = zckpt_check_dir(dir, "export directory");
+    if (st != ZINC_OK) return st;
+    struct stat sb, tb;
+    if (lstat(out_path, &sb) != 0) {
+        if (errno == ENOENT) return ZINC_OK;
+        return ZERR(ZINC_ERR_IO, "cannot stat %s: %s", out_path, strerror(errno));
+    }
+    if (!S_ISREG(sb.st_mode))
+        return ZERR(ZINC_ERR_IO, "export: %s exists and is not a regular file (%s): refused; give another --out path",
+                    out_path, S_ISLNK(sb.st_mode) ? "a symbolic link" : S_ISDIR(sb.st_mode) ? "a directory"
+                              : S_ISFIFO(sb.st_mode) ? "a FIFO" : "a device or special file");
+    char p[ZCKPT_PATH_MAX + 80];
+    for (int i = -1; i < m->nfiles; i++) {
+        snprintf(p, sizeof p, "%s/%s", m->dir, i < 0 ? ZCKPT_MANIFEST : m->files[i].name);
+        if (stat(p, &tb) == 0 && tb.st_dev == sb.st_dev && tb.st_ino == sb.st_ino)
+            return ZERR(ZINC_ERR_INVALID_ARG, "export: %s is the checkpoint's own file %s: refused (it would destroy "
+                                              "the checkpoint)",
+                        out_path, p);
+    }
+    if (!(flags & ZINC_EXPORT_REPLACE))
+        return ZERR(ZINC_ERR_IO, "export: %s already exists; pass --force (ZINC_EXPORT_REPLACE) to replace it",
+                    out_path);
+    return ZINC_OK;
+}
+
 zinc_status zinc_export_safetensors(const char *checkpoint, const char *out_path, zinc_dtype dtype) {
+    return zinc_export_safetensors_ex(checkpoint, out_path, dtype, 0);
+}
+
+zinc_status zinc_export_safetensors_ex(const char *checkpoint, const char *out_path, zinc_dtype dtype,
+                                       unsigned flags) {
     zinc_status st = ZINC_OK;
     zckpt_manifest m;
     zckpt_reader *rd = NULL;
@@ -82,12 +123,15 @@ zinc_status zinc_export_safetensors(const char *checkpoint, const char *out_path
     size_t hlen = 0, esz = zinc_dtype_size(dtype);
     hdr = build_header(&m, dtype, &hlen);
     if (!hdr) FAIL(ZINC_ERR_NOMEM, "out of memory building the safetensors header for %s", out_path);
-    if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", out_path, (long)getpid()) >= (int)sizeof tmp)
+    TRY(check_out(&m, out_path, flags));
+    /* A fresh name no one can predict, created exclusively (mkstemp: O_EXCL, never follows a link). */
+    if (snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", out_path) >= (int)sizeof tmp)
         FAIL(ZINC_ERR_INVALID_ARG, "output path too long: %s", out_path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) FAIL(ZINC_ERR_IO, "cannot create %s: %s (check the directory exists and is writable)", tmp,
                      strerror(errno));
     created = true;
+    if (fchmod(fd, 0644) != 0) FAIL(ZINC_ERR_IO, "cannot set the mode of %s: %s", tmp, strerror(errno));
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
     TRY(zckpt_pwrite(&w, fd, tmp, len8, 8, 0));

@@ -25,9 +25,11 @@
 struct zinc_engine;
 
 #define ZCKPT_FORMAT "zinc-checkpoint"
-#define ZCKPT_FORMAT_VERSION 1
+#define ZCKPT_FORMAT_VERSION 2 /* 2: the manifest is sealed by its CRC-32C */
+#define ZCKPT_FORMAT_VERSION_UNSEALED 1 /* still read: the same manifest without the seal */
 #define ZCKPT_MANIFEST "manifest.json"
 #define ZCKPT_LATEST "latest"
+#define ZCKPT_LOCK ".zinc.lock" /* flock'd by the directory writer for the whole save */
 #define ZCKPT_MAGIC "ZINCSHRD"
 #define ZCKPT_HEADER_BYTES 4096
 #define ZCKPT_SECTION_ALIGN 4096
@@ -35,6 +37,13 @@ struct zinc_engine;
 #define ZCKPT_TAG_MAX 128
 #define ZCKPT_PATH_MAX 4096
 #define ZCKPT_UID_LEN 16 /* hex characters */
+/* Ranges of a manifest's fields (checkpoint_validate.c): beyond them a file is refused before any
+ * arithmetic on its numbers. */
+#define ZCKPT_MAX_STEPS ((int64_t)1 << 53)
+#define ZCKPT_MAX_ELEMS ((int64_t)1 << 50)
+#define ZCKPT_MAX_WORLD (1 << 20)
+#define ZCKPT_MAX_PARAMS (1 << 24)
+#define ZCKPT_MAX_BATCH ((int64_t)1 << 31)
 
 enum { ZCKPT_SEC_MASTER = 0, ZCKPT_SEC_EXP_AVG, ZCKPT_SEC_EXP_AVG_SQ, ZCKPT_SEC_PARAMS, ZCKPT_NSEC };
 extern const char *const zckpt_section_names[ZCKPT_NSEC];
@@ -66,13 +75,15 @@ typedef struct zckpt_manifest {
     char tag[ZCKPT_TAG_MAX + 1];
     char uid[ZCKPT_UID_LEN + 1];
     char zinc_version[32];
+    int format_version;             /* 1: saved before manifests were sealed (read, validated, not checksummed) */
     int world_size, stage;
     zinc_dtype compute_dtype;
     bool fp16_enabled;
-    int64_t train_batch_size;
+    int64_t train_batch_size, micro_batch, grad_accum;
     int64_t steps, steps_taken, steps_skipped, consecutive_skips;
     zloss_scaler scaler;
     int64_t flat_numel;             /* end of the last parameter, aligned */
+    int64_t flat_shard;             /* the saving run's shard size */
     int nparams;
     zckpt_param *params;
     int nfiles;
@@ -109,6 +120,8 @@ void zckpt_writer_init(zckpt_writer *w);
 zinc_status zckpt_pwrite(zckpt_writer *w, int fd, const char *path, const void *buf, size_t n, int64_t off);
 /* Writes a small file atomically: dir/name.tmp, fsync, rename to dir/name, fsync dir. */
 zinc_status zckpt_write_small(zckpt_writer *w, const char *dir, const char *name, const void *data, size_t n);
+/* Opens a file for reading that must be a regular file (a FIFO or device is refused without blocking). */
+zinc_status zckpt_open_regular(const char *path, int *fd);
 /* Reads a whole small file (NUL-terminated, malloc'd). */
 zinc_status zckpt_read_small(const char *path, char **out, size_t *n);
 
@@ -139,8 +152,33 @@ zinc_status zckpt_header_check(const zckpt_manifest *m, const zckpt_file *f, con
 /* The manifest of engine e's checkpoint `tag` with the given files (checksums filled in). */
 json_t *zckpt_manifest_build(const struct zinc_engine *e, const char *tag, const char *uid, const zckpt_file *files,
                              int nfiles);
-/* Reads and validates tagdir/manifest.json. */
+/* Reads and validates tagdir/manifest.json: its seal, every field's type and range, and the consistency
+ * of the fields with each other (checkpoint_validate.c). */
 zinc_status zckpt_manifest_read(const char *tagdir, zckpt_manifest *m);
+/* The same on a manifest's text; `path` names it in messages. */
+zinc_status zckpt_manifest_parse(const char *path, const char *text, size_t len, zckpt_manifest *m);
+
+/* ---------------------------------------------------------------- checkpoint_safe.c */
+
+/* A directory zinc writes into: exists, owned by this user or root, not writable by every user unless
+ * sticky, writable by us. `what` names it in the message. */
+zinc_status zckpt_check_dir(const char *path, const char *what);
+/* Creates path exclusively (O_EXCL | O_NOFOLLOW), first removing a stale file or link of that name. */
+zinc_status zckpt_create_excl(const char *path, int flags, int *fd);
+/* Takes dir's lock file (flock, non-blocking): a second saver fails with a message naming the first. */
+zinc_status zckpt_lock_dir(const char *dir, int *fd);
+void zckpt_unlock_dir(int fd);
+/* Under the lock: restores a `.TAG.old` whose TAG is missing, removes stale `.TAG.partial` and `*.tmp`. */
+zinc_status zckpt_clean_stale(const char *dir);
+
+/* ---------------------------------------------------------------- checkpoint_validate.c */
+
+/* The manifest's text: a first line `{"manifest_crc32c": "XXXXXXXX",` holding the CRC-32C of everything
+ * after it, then the JSON object's members (malloc'd; NULL when out of memory). */
+char *zckpt_manifest_seal(const json_t *root);
+zinc_status zckpt_manifest_check_seal(const char *path, const char *text, size_t len);
+/* Every field in range and consistent with the others (the layout zinc's save would write). */
+zinc_status zckpt_manifest_validate(const char *path, const zckpt_manifest *m);
 void zckpt_manifest_free(zckpt_manifest *m);
 /* Whether the manifest's parameter table is this engine's; the error names the first difference. */
 zinc_status zckpt_manifest_match(const zckpt_manifest *m, const struct zinc_engine *e);

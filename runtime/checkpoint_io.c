@@ -91,6 +91,20 @@ zinc_status zckpt_resolve(const char *path, char *tagdir, size_t cap, char *tag,
     if (snprintf(tagdir, cap, "%s/%s", p, latest) >= (int)cap) FAIL(ZINC_ERR_INVALID_ARG, "checkpoint path too long");
     snprintf(tag, tag_cap, "%s", latest);
     snprintf(buf, sizeof buf, "%s/" ZCKPT_MANIFEST, tagdir);
+    struct stat msb;
+    if (stat(buf, &msb) == 0 && !S_ISREG(msb.st_mode))
+        FAIL(ZINC_ERR_CORRUPT, "checkpoint %s: %s is not a regular file (%s): refused", p, buf,
+             S_ISFIFO(msb.st_mode) ? "a FIFO" : S_ISDIR(msb.st_mode) ? "a directory" : "a special file");
+    if (!is_file(buf)) {
+        /* A re-save of this tag on a file system without an atomic directory exchange was interrupted
+         * between moving the old directory aside and putting the new one in place: the old one is whole. */
+        char old[ZCKPT_PATH_MAX + 32];
+        if (snprintf(old, sizeof old, "%s/.%s.old/" ZCKPT_MANIFEST, p, latest) < (int)sizeof old && is_file(old)) {
+            if (snprintf(tagdir, cap, "%s/.%s.old", p, latest) >= (int)cap)
+                FAIL(ZINC_ERR_INVALID_ARG, "checkpoint path too long");
+            goto fail;
+        }
+    }
     if (!is_file(buf))
         FAIL(ZINC_ERR_IO, "checkpoint %s: `latest` names tag \"%s\" but %s does not exist (was the tag directory "
                           "removed?); give DIR/TAG of another checkpoint",
@@ -198,8 +212,7 @@ zinc_status zckpt_write_small(zckpt_writer *w, const char *dir, const char *name
     int fd = -1;
     TRY(zckpt_path(tmp, sizeof tmp, "%s/%s.tmp", dir, name));
     TRY(zckpt_path(fin, sizeof fin, "%s/%s", dir, name));
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) FAIL(ZINC_ERR_IO, "cannot create %s: %s (check the directory's permissions)", tmp, strerror(errno));
+    TRY(zckpt_create_excl(tmp, O_WRONLY, &fd));
     TRY(zckpt_pwrite(w, fd, tmp, data, n, 0));
     if (fsync(fd) != 0) FAIL(ZINC_ERR_IO, "fsync of %s failed: %s", tmp, strerror(errno));
     close(fd);
@@ -211,25 +224,57 @@ fail:
     return st;
 }
 
+zinc_status zckpt_open_regular(const char *path, int *fd_out) {
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    *fd_out = -1;
+    if (fd < 0)
+        return ZERR(ZINC_ERR_IO, "cannot open checkpoint file %s: %s (%s)", path, strerror(errno),
+                    errno == ENOENT ? "the file is missing: with checkpoint.use_node_local_storage every node holds "
+                                      "only its own ranks' files; copy them here or load an earlier checkpoint"
+                                    : "check its permissions");
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int err = errno;
+        close(fd);
+        return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s is not a regular file (%s): refused; a checkpoint holds "
+                                      "only regular files",
+                    path, S_ISFIFO(sb.st_mode) ? "a FIFO" : S_ISDIR(sb.st_mode) ? "a directory"
+                          : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device" : S_ISSOCK(sb.st_mode) ? "a socket"
+                          : strerror(err));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    *fd_out = fd;
+    return ZINC_OK;
+}
+
 zinc_status zckpt_read_small(const char *path, char **out, size_t *n) {
     zinc_status st = ZINC_OK;
     char *buf = NULL;
-    FILE *f = fopen(path, "rb");
+    int fd = -1;
     *out = NULL;
-    if (!f) return ZERR(ZINC_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) FAIL(ZINC_ERR_IO, "cannot seek in %s: %s", path, strerror(errno));
-    long len = ftell(f);
-    if (len < 0 || len > (1L << 30)) FAIL(ZINC_ERR_IO, "cannot size %s", path);
-    rewind(f);
-    TRY_ALLOC(buf, (size_t)len + 1, path);
-    if (fread(buf, 1, (size_t)len, f) != (size_t)len) FAIL(ZINC_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    TRY(zckpt_open_regular(path, &fd));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) FAIL(ZINC_ERR_IO, "cannot stat %s: %s", path, strerror(errno));
+    if (sb.st_size > (1L << 30))
+        FAIL(ZINC_ERR_CORRUPT, "%s is %lld bytes, more than the 1 GiB a checkpoint's small files may have", path,
+             (long long)sb.st_size);
+    size_t len = (size_t)sb.st_size, got = 0;
+    TRY_ALLOC(buf, len + 1, path);
+    while (got < len) {
+        ssize_t k = read(fd, buf + got, len - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) FAIL(ZINC_ERR_IO, "cannot read %s: %s", path, k < 0 ? strerror(errno) : "it shrank while read");
+        got += (size_t)k;
+    }
     buf[len] = 0;
     *out = buf;
-    *n = (size_t)len;
+    *n = len;
     buf = NULL;
 fail:
     free(buf);
-    fclose(f);
+    if (fd >= 0) close(fd);
     return st;
 }
 
@@ -315,12 +360,7 @@ zinc_status zckpt_reader_open(zckpt_reader *r, const zckpt_manifest *m, int i) {
     for (int s = 0; s <= ZCKPT_NSEC; s++) r->cache_block[s] = -1;
     if (snprintf(r->path, sizeof r->path, "%s/%s", m->dir, r->f->name) >= (int)sizeof r->path)
         FAIL(ZINC_ERR_INVALID_ARG, "checkpoint path too long: %s/%s", m->dir, r->f->name);
-    r->fd = open(r->path, O_RDONLY | O_CLOEXEC);
-    if (r->fd < 0)
-        FAIL(ZINC_ERR_IO, "cannot open checkpoint file %s: %s (%s)", r->path, strerror(errno),
-             errno == ENOENT ? "the file is missing: with checkpoint.use_node_local_storage every node holds only "
-                               "its own ranks' files; copy them here or load an earlier checkpoint"
-                             : "check its permissions");
+    TRY(zckpt_open_regular(r->path, &r->fd));
     struct stat sb;
     if (fstat(r->fd, &sb) != 0) FAIL(ZINC_ERR_IO, "cannot stat %s: %s", r->path, strerror(errno));
     if ((int64_t)sb.st_size != r->f->bytes)

@@ -59,6 +59,8 @@ static zinc_status check_files(const zinc_engine *e, const zckpt_manifest *m) {
                                           "holds only its own ranks' files; copy them here or load an earlier "
                                           "checkpoint"
                                         : "check its permissions");
+        if (!S_ISREG(sb.st_mode))
+            return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s is not a regular file: refused", p);
         if ((int64_t)sb.st_size != f->bytes)
             return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s is %lld bytes but the manifest says %lld: the file is %s; "
                                           "restore it or load an earlier checkpoint",
@@ -176,6 +178,10 @@ zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path) {
     if (local == ZINC_OK) local = check_files(e, &m);
     TRY(zckpt_agree(e, local));
     report_differences(e, &m);
+    if (m.format_version == ZCKPT_FORMAT_VERSION_UNSEALED)
+        ZLOG_WARN(&e->log, "checkpoint %s was saved by zinc %s before manifests carried a checksum: its fields were "
+                           "validated, but a damaged manifest could go unnoticed; save again to add one",
+                  agreed, m.zinc_version);
 
     /* From here a failure leaves the engine's state partly loaded. */
     touched = true;

@@ -202,6 +202,19 @@ static zinc_status get_i64(const mctx *c, json_t *obj, const char *key, int64_t 
     return st;
 }
 
+/* An integer field within [lo, hi], checked before it is narrowed or used in arithmetic. */
+static zinc_status get_range(const mctx *c, json_t *obj, const char *key, int64_t lo, int64_t hi, int64_t *out) {
+    json_t *v = NULL;
+    zinc_status st = need(c, obj, key, JSON_INTEGER, &v);
+    if (st != ZINC_OK) return st;
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return ZERR(ZINC_ERR_CORRUPT, "checkpoint manifest %s: field \"%s\" = %lld is outside [%lld, %lld]", c->path,
+                    key, (long long)x, (long long)lo, (long long)hi);
+    *out = (int64_t)x;
+    return ZINC_OK;
+}
+
 static zinc_status get_f64(const mctx *c, json_t *obj, const char *key, double *out) {
     json_t *v = NULL;
     zinc_status st = need(c, obj, key, JSON_REAL, &v);
@@ -252,14 +265,14 @@ static zinc_status read_scaler(const mctx *c, json_t *o, zloss_scaler *s) {
     TRY(get_f64(c, o, "cur_scale", &s->cur_scale));
     TRY(get_f64(c, o, "min_scale", &s->min_scale));
     TRY(get_f64(c, o, "scale_factor", &s->scale_factor));
-    TRY(get_i64(c, o, "scale_window", &s->scale_window));
-    TRY(get_i64(c, o, "delayed_shift", &x));
+    TRY(get_range(c, o, "scale_window", 1, ZCKPT_MAX_STEPS, &s->scale_window));
+    TRY(get_range(c, o, "delayed_shift", 1, 1000000, &x));
     s->delayed_shift = (int)x;
-    TRY(get_i64(c, o, "cur_hysteresis", &x));
+    TRY(get_range(c, o, "cur_hysteresis", 1, 1000000, &x));
     s->cur_hysteresis = (int)x;
     TRY(get_bool(c, o, "consecutive_hysteresis", &s->consecutive_hysteresis));
-    TRY(get_i64(c, o, "cur_iter", &s->cur_iter));
-    TRY(get_i64(c, o, "last_overflow_iter", &s->last_overflow_iter));
+    TRY(get_range(c, o, "cur_iter", 0, ZCKPT_MAX_STEPS, &s->cur_iter));
+    TRY(get_range(c, o, "last_overflow_iter", -1, ZCKPT_MAX_STEPS, &s->last_overflow_iter));
 fail:
     return st;
 }
@@ -273,14 +286,14 @@ static zinc_status read_file_entry(const mctx *c, const zckpt_manifest *m, json_
     if (strlen(name) >= sizeof f->name || strchr(name, '/') || name[0] == '.')
         FAIL(ZINC_ERR_CORRUPT, "checkpoint manifest %s: file name \"%s\" is not a shard file name", c->path, name);
     snprintf(f->name, sizeof f->name, "%s", name);
-    TRY(get_i64(c, o, "rank", &x));
+    TRY(get_range(c, o, "rank", 0, ZCKPT_MAX_WORLD - 1, &x));
     f->rank = (int)x;
-    TRY(get_i64(c, o, "flat_lo", &f->flat_lo));
-    TRY(get_i64(c, o, "flat_hi", &f->flat_hi));
-    TRY(get_i64(c, o, "bytes", &f->bytes));
+    TRY(get_range(c, o, "flat_lo", 0, m->flat_numel, &f->flat_lo));
+    TRY(get_range(c, o, "flat_hi", 0, m->flat_numel, &f->flat_hi));
+    TRY(get_range(c, o, "bytes", ZCKPT_HEADER_BYTES, ZCKPT_MAX_ELEMS * 16, &f->bytes));
     TRY(get_str(c, o, "crc32c", &crc));
     TRY(get_crc(c, crc, &f->crc));
-    TRY(get_i64(c, o, "block_bytes", &f->block_bytes));
+    TRY(get_range(c, o, "block_bytes", 4096, (int64_t)1 << 30, &f->block_bytes));
     TRY(need(c, o, "block_crc32c", JSON_ARRAY, &blocks));
     TRY(need(c, o, "sections", JSON_OBJECT, &secs));
     if (f->flat_lo < 0 || f->flat_hi < f->flat_lo || f->flat_hi > m->flat_numel || f->block_bytes < 4096 ||
@@ -310,7 +323,7 @@ static zinc_status read_file_entry(const mctx *c, const zckpt_manifest *m, json_
                      zckpt_section_names[s]);
             continue;
         }
-        TRY(get_i64(c, sec, "offset", &f->sec_offset[s]));
+        TRY(get_range(c, sec, "offset", ZCKPT_HEADER_BYTES, f->bytes, &f->sec_offset[s]));
         TRY(get_dtype(c, sec, "dtype", &f->sec_dtype[s]));
         if (s != ZCKPT_SEC_PARAMS && f->sec_dtype[s] != ZINC_FP32)
             FAIL(ZINC_ERR_CORRUPT, "checkpoint manifest %s: section %s of %s is not fp32", c->path,
@@ -328,16 +341,42 @@ zinc_status zckpt_manifest_read(const char *tagdir, zckpt_manifest *m) {
     zinc_status st = ZINC_OK;
     char path[ZCKPT_PATH_MAX + 32], *text = NULL;
     size_t len;
+    memset(m, 0, sizeof *m);
+    snprintf(path, sizeof path, "%s/" ZCKPT_MANIFEST, tagdir);
+    TRY(zckpt_read_small(path, &text, &len));
+    TRY(zckpt_manifest_parse(path, text, len, m));
+fail:
+    snprintf(m->dir, sizeof m->dir, "%s", tagdir);
+    free(text);
+    return st;
+}
+
+zinc_status zckpt_manifest_parse(const char *path, const char *text, size_t len, zckpt_manifest *m) {
+    zinc_status st = ZINC_OK;
     json_error_t jerr;
     json_t *v = NULL, *arr = NULL;
     const char *s = NULL;
     int64_t x;
     memset(m, 0, sizeof *m);
-    snprintf(m->dir, sizeof m->dir, "%s", tagdir);
-    snprintf(path, sizeof path, "%s/" ZCKPT_MANIFEST, tagdir);
     mctx c = {path};
-    TRY(zckpt_read_small(path, &text, &len));
-    m->root = json_loadb(text, len, 0, &jerr);
+    /* Manifests open with their checksum. One without it is read only as format version 1 (saved by zinc
+     * before the seal existed): a sealed manifest needs two damaged places (seal and version) to pass as
+     * one, so a single flipped bit is still always caught. */
+    static const char seal_key[] = "{\"manifest_crc32c\"";
+    bool sealed = len >= sizeof seal_key - 1 && memcmp(text, seal_key, sizeof seal_key - 1) == 0;
+    zinc_status seal = zckpt_manifest_check_seal(path, text, len);
+    if (sealed && seal != ZINC_OK) TRY(seal);
+    char seal_msg[1024];
+    snprintf(seal_msg, sizeof seal_msg, "%s", seal != ZINC_OK ? zinc_last_error() : "");
+    { /* the message without the error trail's location suffix */
+        char *at = strstr(seal_msg, " [");
+        if (at) *at = '\0';
+    }
+    m->root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!sealed && (!m->root || !json_is_object(m->root) ||
+                    json_integer_value(json_object_get(m->root, "format_version")) != ZCKPT_FORMAT_VERSION_UNSEALED ||
+                    !json_is_integer(json_object_get(m->root, "format_version"))))
+        FAIL(ZINC_ERR_CORRUPT, "%s", seal_msg); /* the seal is missing or damaged */
     if (!m->root || !json_is_object(m->root))
         FAIL(ZINC_ERR_CORRUPT, "checkpoint manifest %s is not valid JSON (line %d: %s): the file is damaged; load an "
                                "earlier checkpoint",
@@ -346,38 +385,43 @@ zinc_status zckpt_manifest_read(const char *tagdir, zckpt_manifest *m) {
     if (strcmp(s, ZCKPT_FORMAT) != 0)
         FAIL(ZINC_ERR_CORRUPT, "%s: format \"%s\" is not \"" ZCKPT_FORMAT "\"", path, s);
     TRY(get_i64(&c, m->root, "format_version", &x));
-    if (x != ZCKPT_FORMAT_VERSION)
+    m->format_version = (int)x;
+    if (x != (sealed ? ZCKPT_FORMAT_VERSION : ZCKPT_FORMAT_VERSION_UNSEALED))
         FAIL(ZINC_ERR_UNSUPPORTED, "%s: checkpoint format version %lld; this zinc (%s) reads version %d", path,
              (long long)x, zinc_version(), ZCKPT_FORMAT_VERSION);
     TRY(get_str(&c, m->root, "zinc_version", &s));
     snprintf(m->zinc_version, sizeof m->zinc_version, "%s", s);
     TRY(get_str(&c, m->root, "tag", &s));
+    if (strlen(s) > ZCKPT_TAG_MAX) FAIL(ZINC_ERR_CORRUPT, "%s: field \"tag\" is longer than %d", path, ZCKPT_TAG_MAX);
     snprintf(m->tag, sizeof m->tag, "%s", s);
     TRY(get_str(&c, m->root, "uid", &s));
     if (strlen(s) != ZCKPT_UID_LEN) FAIL(ZINC_ERR_CORRUPT, "%s: \"uid\" is not %d characters", path, ZCKPT_UID_LEN);
     memcpy(m->uid, s, ZCKPT_UID_LEN + 1);
-    TRY(get_i64(&c, m->root, "world_size", &x));
+    TRY(get_range(&c, m->root, "world_size", 1, ZCKPT_MAX_WORLD, &x));
     m->world_size = (int)x;
-    TRY(get_i64(&c, m->root, "zero_stage", &x));
+    TRY(get_range(&c, m->root, "zero_stage", 0, 3, &x));
     m->stage = (int)x;
-    if (m->world_size < 1 || m->stage < 0 || m->stage > 3)
-        FAIL(ZINC_ERR_CORRUPT, "%s: world_size %d or zero_stage %d is impossible", path, m->world_size, m->stage);
     TRY(get_bool(&c, m->root, "fp16", &m->fp16_enabled));
     TRY(need(&c, m->root, "dtypes", JSON_OBJECT, &v));
     TRY(get_dtype(&c, v, "compute", &m->compute_dtype));
     TRY(need(&c, m->root, "batch", JSON_OBJECT, &v));
-    TRY(get_i64(&c, v, "train_batch_size", &m->train_batch_size));
+    TRY(get_range(&c, v, "train_batch_size", 1, ZCKPT_MAX_BATCH, &m->train_batch_size));
+    TRY(get_range(&c, v, "train_micro_batch_size_per_gpu", 1, ZCKPT_MAX_BATCH, &m->micro_batch));
+    TRY(get_range(&c, v, "gradient_accumulation_steps", 1, ZCKPT_MAX_BATCH, &m->grad_accum));
     TRY(need(&c, m->root, "step", JSON_OBJECT, &v));
-    TRY(get_i64(&c, v, "steps", &m->steps));
-    TRY(get_i64(&c, v, "steps_taken", &m->steps_taken));
-    TRY(get_i64(&c, v, "steps_skipped", &m->steps_skipped));
-    TRY(get_i64(&c, v, "consecutive_skips", &m->consecutive_skips));
+    TRY(get_range(&c, v, "steps", 0, ZCKPT_MAX_STEPS, &m->steps));
+    TRY(get_range(&c, v, "steps_taken", 0, ZCKPT_MAX_STEPS, &m->steps_taken));
+    TRY(get_range(&c, v, "steps_skipped", 0, ZCKPT_MAX_STEPS, &m->steps_skipped));
+    TRY(get_range(&c, v, "consecutive_skips", 0, ZCKPT_MAX_STEPS, &m->consecutive_skips));
     TRY(need(&c, m->root, "loss_scaler", JSON_OBJECT, &v));
     TRY(read_scaler(&c, v, &m->scaler));
     TRY(need(&c, m->root, "flat", JSON_OBJECT, &v));
-    TRY(get_i64(&c, v, "numel", &m->flat_numel));
+    TRY(get_range(&c, v, "numel", 0, ZCKPT_MAX_ELEMS, &m->flat_numel));
+    TRY(get_range(&c, v, "shard", 1, ZCKPT_MAX_ELEMS, &m->flat_shard));
 
     TRY(need(&c, m->root, "params", JSON_ARRAY, &arr));
+    if (json_array_size(arr) > ZCKPT_MAX_PARAMS)
+        FAIL(ZINC_ERR_CORRUPT, "%s: field \"params\" has more than %d entries", path, ZCKPT_MAX_PARAMS);
     m->nparams = (int)json_array_size(arr);
     TRY_ALLOC(m->params, m->nparams, "the checkpoint's parameter table");
     for (int i = 0; i < m->nparams; i++) {
@@ -392,18 +436,25 @@ zinc_status zckpt_manifest_read(const char *tagdir, zckpt_manifest *m) {
         int64_t numel = 1;
         for (int d = 0; d < p->ndim; d++) {
             json_t *dim = json_array_get(shape, (size_t)d);
-            if (!json_is_integer(dim) || json_integer_value(dim) < 1)
-                FAIL(ZINC_ERR_CORRUPT, "%s: parameter \"%s\" has a bad shape", path, s);
+            if (!json_is_integer(dim) || json_integer_value(dim) < 1 || json_integer_value(dim) > ZCKPT_MAX_ELEMS ||
+                (int64_t)json_integer_value(dim) > ZCKPT_MAX_ELEMS / numel)
+                FAIL(ZINC_ERR_CORRUPT, "%s: field \"params[%d].shape\" of \"%s\" is impossible (a dimension below 1 "
+                                       "or more than 2^50 elements)",
+                     path, i, s);
             p->shape[d] = (int64_t)json_integer_value(dim);
             numel *= p->shape[d];
         }
-        TRY(get_i64(&c, o, "numel", &p->numel));
-        TRY(get_i64(&c, o, "flat_offset", &p->flat_offset));
+        TRY(get_range(&c, o, "numel", 1, ZCKPT_MAX_ELEMS, &p->numel));
+        TRY(get_range(&c, o, "flat_offset", 0, ZCKPT_MAX_ELEMS, &p->flat_offset));
         TRY(get_bool(&c, o, "decay", &p->decay));
         if (p->numel != numel || p->flat_offset < 0 || p->flat_offset + p->numel > m->flat_numel)
-            FAIL(ZINC_ERR_CORRUPT, "%s: parameter \"%s\" has an inconsistent numel or flat offset", path, s);
+            FAIL(ZINC_ERR_CORRUPT, "checkpoint manifest %s: field \"params[%d].numel\" or \"flat_offset\" of \"%s\" is "
+                                   "inconsistent with its shape or field \"flat.numel\"",
+                 path, i, s);
     }
     TRY(need(&c, m->root, "files", JSON_ARRAY, &arr));
+    if (json_array_size(arr) > ZCKPT_MAX_WORLD)
+        FAIL(ZINC_ERR_CORRUPT, "%s: field \"files\" has more than %d entries", path, ZCKPT_MAX_WORLD);
     m->nfiles = (int)json_array_size(arr);
     if (m->nfiles < 1) FAIL(ZINC_ERR_CORRUPT, "%s: the checkpoint lists no shard files", path);
     TRY_ALLOC(m->files, m->nfiles, "the checkpoint's file table");
@@ -414,10 +465,11 @@ zinc_status zckpt_manifest_read(const char *tagdir, zckpt_manifest *m) {
                  m->files[i].name);
     }
     if (m->files[0].flat_lo != 0 || m->files[m->nfiles - 1].flat_hi != m->flat_numel)
-        FAIL(ZINC_ERR_CORRUPT, "%s: the shard files do not cover the flat buffer [0, %lld)", path,
-             (long long)m->flat_numel);
+        FAIL(ZINC_ERR_CORRUPT, "checkpoint manifest %s: the shard files (field \"files\") do not cover the flat "
+                               "buffer [0, %lld) (field \"flat.numel\")",
+             path, (long long)m->flat_numel);
+    TRY(zckpt_manifest_validate(path, m));
 fail:
-    free(text);
     if (st != ZINC_OK) zckpt_manifest_free(m);
     return st;
 }

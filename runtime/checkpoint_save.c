@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +83,17 @@ static zinc_status write_sections(zinc_engine *e, zckpt_writer *w, int fd, const
         int64_t lo = a > f->flat_lo ? a : f->flat_lo, hi = b < f->flat_hi ? b : f->flat_hi;
         if (hi > lo) {
             const float *src[3] = {v.master, v.m, v.v};
+            /* A checkpoint of a run gone bad would resume into the same NaNs: never saved silently. */
+            for (int s = 0; s < 3; s++)
+                for (int64_t x = 0; x < hi - lo; x++)
+                    if (!isfinite(src[s][lo - a + x])) {
+                        const zinc_param *p = zengine_param_at(e, lo + x);
+                        FAIL(ZINC_ERR_NONFINITE, "zinc_save_checkpoint: step %lld: the %s state of parameter \"%s\" "
+                                                 "element %lld is %g: refusing to save a checkpoint with non-finite "
+                                                 "values (the run went bad; resume from an earlier checkpoint)",
+                             (long long)e->steps, zckpt_section_names[s], p ? p->name : "?",
+                             (long long)(p ? lo + x - p->flat_offset : lo + x), (double)src[s][lo - a + x]);
+                    }
             for (int s = 0; s < 3; s++)
                 TRY(zckpt_pwrite(w, fd, path, src[s] + (lo - a), (size_t)(hi - lo) * sizeof(float),
                                  f->sec_offset[s] + (lo - f->flat_lo) * (int64_t)sizeof(float)));
@@ -141,9 +154,7 @@ static zinc_status write_shard(zinc_engine *e, zckpt_writer *w, const char *part
     int fd = -1;
     TRY(zckpt_path(tmp, sizeof tmp, "%s/%s.tmp", partial, f->name));
     TRY(zckpt_path(fin, sizeof fin, "%s/%s", partial, f->name));
-    fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) FAIL(ZINC_ERR_IO, "cannot create checkpoint file %s: %s (check the directory's permissions)", tmp,
-                     strerror(errno));
+    TRY(zckpt_create_excl(tmp, O_RDWR, &fd));
     zckpt_header_encode(f, uid, hdr);
     TRY(zckpt_pwrite(w, fd, tmp, hdr, sizeof hdr, 0));
     TRY(write_sections(e, w, fd, tmp, f));
@@ -165,18 +176,25 @@ static zinc_status install_dir(const char *dir, const char *tag, const char *par
     zinc_status st = ZINC_OK;
     struct stat sb;
     if (lstat(final, &sb) == 0) {
+        const char *no_x = getenv("ZINC_CKPT_TEST_NO_EXCHANGE"); /* tests: the portable path below */
 #ifdef RENAME_EXCHANGE
-        if (renameat2(AT_FDCWD, partial, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+        if (!(no_x && *no_x == '1') && renameat2(AT_FDCWD, partial, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
             TRY(zckpt_fsync_dir(dir));
             TRY(zckpt_rmtree(partial)); /* now the old contents */
             return ZINC_OK;
         }
 #endif
-        /* No atomic exchange on this file system: move the old one aside first. */
+        /* No atomic exchange on this file system (NFS, some FUSE): move the old one aside first. A kill
+         * between the two renames leaves `latest` naming a missing TAG and the whole old one as .TAG.old:
+         * zckpt_resolve loads that, and the next save (zckpt_clean_stale) puts it back. */
+        (void)no_x;
         char old[ZCKPT_PATH_MAX];
         TRY(zckpt_path(old, sizeof old, "%s/.%s.old", dir, tag));
         TRY(zckpt_rmtree(old));
         if (rename(final, old) != 0) FAIL(ZINC_ERR_IO, "cannot move %s aside to %s: %s", final, old, strerror(errno));
+        TRY(zckpt_fsync_dir(dir));
+        const char *kill_between = getenv("ZINC_CKPT_TEST_KILL_BETWEEN_RENAMES");
+        if (kill_between && *kill_between == '1') raise(SIGKILL);
         if (rename(partial, final) != 0) FAIL(ZINC_ERR_IO, "cannot rename %s to %s: %s", partial, final, strerror(errno));
         TRY(zckpt_fsync_dir(dir));
         TRY(zckpt_rmtree(old));
@@ -194,7 +212,7 @@ static zinc_status publish(zinc_engine *e, zckpt_writer *w, const char *dir, con
     char *text = NULL, latest[ZCKPT_TAG_MAX + 2];
     json_t *man = zckpt_manifest_build(e, tag, uid, files, nfiles);
     if (!man) FAIL(ZINC_ERR_NOMEM, "out of memory building the checkpoint manifest");
-    text = json_dumps(man, JSON_INDENT(1));
+    text = zckpt_manifest_seal(man);
     if (!text) FAIL(ZINC_ERR_NOMEM, "out of memory writing the checkpoint manifest");
     TRY(zckpt_write_small(w, partial, ZCKPT_MANIFEST, text, strlen(text)));
     TRY(install_dir(dir, tag, partial, final));
@@ -217,6 +235,7 @@ zinc_status zinc_save_checkpoint(zinc_engine *e, const char *dir, const char *ta
     int nfiles = 0;
     int64_t total = 0;
     bool writer = false, has = false;
+    int lock_fd = -1;
     double t0 = now_s();
     memset(&mine, 0, sizeof mine);
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_save_checkpoint: engine is NULL");
@@ -242,8 +261,12 @@ zinc_status zinc_save_checkpoint(zinc_engine *e, const char *dir, const char *ta
     /* 1. A fresh staging directory. */
     writer = zckpt_is_dir_writer(e);
     if (writer) {
+        /* The directory is checked (owner, mode) and locked for the whole save; leftovers of interrupted
+         * saves are cleaned under the lock, then the staging directory is created fresh. */
         local = zckpt_mkdirs(dir);
-        if (local == ZINC_OK) local = zckpt_rmtree(partial);
+        if (local == ZINC_OK) local = zckpt_check_dir(dir, "checkpoint directory");
+        if (local == ZINC_OK) local = zckpt_lock_dir(dir, &lock_fd);
+        if (local == ZINC_OK) local = zckpt_clean_stale(dir);
         if (local == ZINC_OK && mkdir(partial, 0755) != 0)
             local = ZERR(ZINC_ERR_IO, "cannot create checkpoint directory %s: %s (check the permissions of %s)",
                          partial, strerror(errno), dir);
@@ -292,6 +315,7 @@ zinc_status zinc_save_checkpoint(zinc_engine *e, const char *dir, const char *ta
     ZLOG_INFO(&e->log, "saved checkpoint %s: step %lld, %d shard file%s, %.1f MiB, %.2f s", final,
               (long long)e->steps, nfiles, nfiles == 1 ? "" : "s", (double)total / 1048576.0, now_s() - t0);
 fail:
+    zckpt_unlock_dir(lock_fd);
     for (int i = 0; files && i < nfiles; i++) free(files[i].block_crc);
     free(files);
     free(mine.block_crc);

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "log.h"
+#include "watchdog.h"
 #include "zinc.h"
 
 typedef struct zcomm zcomm;
@@ -54,27 +55,39 @@ zinc_status zcomm_create(const zlog *log, zcomm **out);
 zinc_status zcomm_create_single(zcomm **out);
 zinc_status zcomm_create_mpi(const zlog *log, zcomm **out);
 
-/* Convenience wrappers: a NULL req pointer means blocking. */
+/* Convenience wrappers: a NULL req pointer means blocking. Blocking calls and waits of a communicator
+ * with more than one rank run under the collective watchdog (watchdog.h). */
+#define ZCOMM_WATCHED(c, blocking, what, call)                                                             \
+    do {                                                                                                   \
+        bool w_ = (blocking) && (c)->size > 1;                                                             \
+        if (w_) zwatch_arm(what);                                                                          \
+        zinc_status s_ = (call);                                                                           \
+        if (w_) zwatch_disarm();                                                                           \
+        return s_;                                                                                         \
+    } while (0)
 static inline zinc_status zcomm_allreduce(zcomm *c, void *buf, size_t n, zinc_dtype t, zcomm_op op,
                                           zcomm_req **req) {
-    return c->ops->allreduce(c, buf, n, t, op, req);
+    ZCOMM_WATCHED(c, !req, "allreduce", c->ops->allreduce(c, buf, n, t, op, req));
 }
 static inline zinc_status zcomm_reduce_scatterv(zcomm *c, const void *send, void *recv, const size_t *counts,
                                                 zinc_dtype t, zcomm_req **req) {
-    return c->ops->reduce_scatterv(c, send, recv, counts, t, req);
+    ZCOMM_WATCHED(c, !req, "reduce-scatter", c->ops->reduce_scatterv(c, send, recv, counts, t, req));
 }
 static inline zinc_status zcomm_allgatherv_inplace(zcomm *c, void *buf, const size_t *counts,
                                                    const size_t *displs, zinc_dtype t, zcomm_req **req) {
-    return c->ops->allgatherv_inplace(c, buf, counts, displs, t, req);
+    ZCOMM_WATCHED(c, !req, "all-gather", c->ops->allgatherv_inplace(c, buf, counts, displs, t, req));
 }
 static inline zinc_status zcomm_allgather_bytes(zcomm *c, const void *in, void *out, size_t bytes) {
-    return c->ops->allgather_bytes(c, in, out, bytes);
+    ZCOMM_WATCHED(c, true, "all-gather (bytes)", c->ops->allgather_bytes(c, in, out, bytes));
 }
 static inline zinc_status zcomm_bcast(zcomm *c, void *buf, size_t bytes, int root) {
-    return c->ops->bcast(c, buf, bytes, root);
+    ZCOMM_WATCHED(c, true, "broadcast", c->ops->bcast(c, buf, bytes, root));
 }
-static inline zinc_status zcomm_barrier(zcomm *c) { return c->ops->barrier(c); }
-static inline zinc_status zcomm_wait(zcomm *c, zcomm_req *req) { return req ? c->ops->wait(c, req) : ZINC_OK; }
+static inline zinc_status zcomm_barrier(zcomm *c) { ZCOMM_WATCHED(c, true, "barrier", c->ops->barrier(c)); }
+static inline zinc_status zcomm_wait(zcomm *c, zcomm_req *req) {
+    if (!req) return ZINC_OK;
+    ZCOMM_WATCHED(c, true, "wait", c->ops->wait(c, req));
+}
 static inline void zcomm_destroy(zcomm *c) {
     if (c) c->ops->destroy(c);
 }

@@ -13,6 +13,8 @@
 
 #define ZCFG_PATH_MAX 4096
 #define ZCFG_GIVEN_MAX 8192
+/* The NVMe optimizer pipeline's fewest swap buffers: one chunk read ahead, one updated, one written back. */
+#define ZCFG_NVME_MIN_BUFFERS 3
 
 typedef enum { ZOPT_ADAM = 0, ZOPT_ADAMW = 1 } zcfg_optimizer_type;
 
@@ -168,7 +170,24 @@ typedef struct zinc_config {
     /* The canonical paths written in the file, as "|path|path|...|", so the dump can mark defaults and
      * resolution can tell "written false" from "not written" (overlap_comm). */
     char given[ZCFG_GIVEN_MAX];
+    /* Keys written as "auto" and filled at load time, one "path\thow it was chosen\n" line each, for the
+     * "_filled" list of the dump. */
+    char filled[ZCFG_GIVEN_MAX];
 } zinc_config;
+
+/* What the caller knows beyond the file: `--set PATH=VALUE` overrides and the run length. */
+typedef struct zcfg_load_opts {
+    /* NULL-terminated list of "PATH=VALUE" (dotted JSON path, JSON value; a bare word that is not JSON is
+     * taken as a string). Each fills an "auto" or overrides what the file wrote (logged at INFO with the old
+     * value), in order, before the config is validated. NULL: none. */
+    const char *const *sets;
+    /* The run's optimizer steps (zinc train --steps): fills an "auto" scheduler.params.total_num_steps.
+     * 0 = not known (an "auto" there is then an error naming the flags that fill it). */
+    int64_t run_steps;
+    /* Where run_steps comes from, for the warning that fills total_num_steps with it; NULL: "the run's
+     * --steps". */
+    const char *run_steps_from;
+} zcfg_load_opts;
 
 /* DeepSpeed's defaults (zinc's where documented), world_size 1, no batch sizes resolved. */
 void zcfg_defaults(zinc_config *c);
@@ -182,11 +201,18 @@ zinc_status zcfg_load_file(const char *path, int world_size, const zlog *log, zi
 zinc_status zcfg_load_text(const char *json, const char *origin, int world_size, const zlog *log,
                            zinc_config *out);
 
+/* As zcfg_load_file/zcfg_load_text, with overrides and the run length (opts may be NULL). */
+zinc_status zcfg_load_file_ex(const char *path, int world_size, const zcfg_load_opts *opts, const zlog *log,
+                              zinc_config *out);
+zinc_status zcfg_load_text_ex(const char *json, const char *origin, int world_size, const zcfg_load_opts *opts,
+                              const zlog *log, zinc_config *out);
+
 /* Whether the file wrote the key at canonical path `path` ("zero_optimization.overlap_comm"). */
 bool zcfg_given(const zinc_config *c, const char *path);
 
 /* The fully resolved config as indented JSON: every key with its effective value, and a "_defaults" list
- * naming the keys that came from defaults. Returns a malloc'd string, or NULL on allocation failure. */
+ * naming the keys that came from defaults and "_filled" the "auto" keys filled at load time (with how each
+ * was chosen). Returns a malloc'd string, or NULL on allocation failure. */
 char *zcfg_dump_json(const zinc_config *c);
 
 #endif

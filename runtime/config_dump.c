@@ -8,7 +8,7 @@
 #include "config_internal.h"
 #include "config_schema.h"
 
-static json_t *value(const zinc_config *c, const zk_key *k) {
+json_t *zcfg_key_json(const zinc_config *c, const zk_key *k) {
     const char *base = (const char *)c;
     switch (k->kind) {
     case ZK_BOOL: return json_boolean(*(const bool *)(base + k->off));
@@ -41,7 +41,7 @@ static void dump_table(const zinc_config *c, const zk_table *t, json_t *out, jso
             json_object_set_new(out, k->name, sub);
             continue;
         }
-        json_t *v = value(c, k);
+        json_t *v = zcfg_key_json(c, k);
         if (!v) continue;
         json_object_set_new(out, k->name, v);
         if (!zcfg_given(c, path)) json_array_append_new(defaults, json_string(path));
@@ -76,6 +76,18 @@ char *zcfg_dump_json(const zinc_config *c) {
     json_object_set_new(root, "_compute_dtype", json_string(zinc_dtype_name(c->compute_dtype)));
     dump_table(c, &zk_top, root, defaults);
     json_object_set_new(root, "_defaults", defaults);
+    /* "_filled": each "auto" filled at load time and how its value was chosen */
+    json_t *filled = json_object();
+    for (const char *p = c->filled; filled && *p;) {
+        const char *tab = strchr(p, '\t'), *nl = tab ? strchr(tab, '\n') : NULL;
+        if (!nl) break;
+        char key[512], how[1024];
+        snprintf(key, sizeof key, "%.*s", (int)(tab - p), p);
+        snprintf(how, sizeof how, "%.*s", (int)(nl - tab - 1), tab + 1);
+        json_object_set_new(filled, key, json_string(how));
+        p = nl + 1;
+    }
+    if (filled) json_object_set_new(root, "_filled", filled);
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(digits_needed(c, &zk_top, 1)));
     json_decref(root);
     return s;

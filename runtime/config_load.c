@@ -17,6 +17,22 @@
 #include "config_schema.h"
 #include "error.h"
 
+/* "|a|b|" lists of paths. */
+static void list_add(char *list, size_t cap, const char *path) {
+    size_t n = strlen(list), k = strlen(path);
+    if (n == 0 && k + 2 < cap) snprintf(list, cap, "|%s|", path);
+    else if (n && n + k + 2 < cap) snprintf(list + n, cap - n, "%s|", path);
+}
+
+static bool list_has(const char *list, const char *path, bool prefix) {
+    size_t k = strlen(path);
+    for (const char *p = strstr(list, path); p; p = strstr(p + 1, path))
+        if (p > list && p[-1] == '|' && (p[k] == '|' || (prefix && (p[k] == '.' || p[k] == '[')))) return true;
+    return false;
+}
+
+bool zcfg_had_problem(const zcfg_loader *L, const char *path) { return list_has(L->bad, path, true); }
+
 void zcfg_problem(zcfg_loader *L, const char *path, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
@@ -24,6 +40,7 @@ void zcfg_problem(zcfg_loader *L, const char *path, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     L->nerr++;
+    list_add(L->bad, sizeof L->bad, path);
     size_t need = strlen(L->origin) + strlen(path) + strlen(msg) + 8;
     if (L->elen + need >= L->ecap) {
         size_t cap = (L->ecap + need) * 2;
@@ -168,6 +185,12 @@ static void unknown_key(zcfg_loader *L, const zk_table *t, const char *key, cons
     size_t len = strlen(key);
     if (best && bestd <= (len < 9 ? 2 : len / 4 + 1)) {
         zcfg_problem(L, path, "unknown key; did you mean \"%s\"?", best);
+        return;
+    }
+    /* DeepSpeed ignores unknown top-level keys (people keep notes, launcher settings and their own options
+     * there); inside its sections it forbids them, and so does zinc. */
+    if (t == &zk_top) {
+        ZLOG_WARN(L->log, "%s: %s: unknown key, ignored; DeepSpeed ignores unknown top-level keys too", L->origin, path);
         return;
     }
     char list[1024] = "";
@@ -377,26 +400,6 @@ static void legacy(zcfg_loader *L, const zk_key *k, const json_t *v, const char 
     }
 }
 
-static void log_auto(zcfg_loader *L, const zk_key *k, const char *path) {
-    char *base = (char *)L->c;
-    switch (k->kind) {
-    case ZK_BOOL: ZLOG_INFO(L->log, "%s: %s: \"auto\" -> %s (the default)", L->origin, path,
-                            *(bool *)(base + k->off) ? "true" : "false"); break;
-    case ZK_INT: ZLOG_INFO(L->log, "%s: %s: \"auto\" -> %d (the default)", L->origin, path, *(int *)(base + k->off)); break;
-    case ZK_I64:
-    case ZK_SIZE:
-        if (k->off == offsetof(zinc_config, train_batch_size) ||
-            k->off == offsetof(zinc_config, train_micro_batch_size_per_gpu) ||
-            k->off == offsetof(zinc_config, gradient_accumulation_steps))
-            return; /* resolved with the batch triad, which logs it */
-        ZLOG_INFO(L->log, "%s: %s: \"auto\" -> %lld (the default)", L->origin, path,
-                  (long long)*(int64_t *)(base + k->off));
-        break;
-    case ZK_F64: ZLOG_INFO(L->log, "%s: %s: \"auto\" -> %g (the default)", L->origin, path, *(double *)(base + k->off)); break;
-    default: ZLOG_INFO(L->log, "%s: %s: \"auto\" -> the default", L->origin, path); break;
-    }
-}
-
 /* A scheduler parameter that does not belong to the scheduler's type. */
 static void scheduler_param_mismatch(zcfg_loader *L, const zk_table *t, const char *path) {
     zcfg_scheduler_type type = L->c->scheduler.type;
@@ -414,6 +417,31 @@ static void scheduler_param_mismatch(zcfg_loader *L, const zk_table *t, const ch
         if ((t->keys[i].mask & (1u << type)) && t->keys[i].kind != ZK_IGNORED)
             n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", t->keys[i].name);
     zcfg_problem(L, path, "not a parameter of the %s schedule; its parameters are: %s", zk_scheduler_names[type], list);
+}
+
+/* DeepSpeed's other optimizers: one message, and their parameters are not checked against Adam's. */
+static bool refused_optimizer(zcfg_loader *L, const char *name, const char *path) {
+    static const struct { const char *name, *why; } tab[] = {
+        {"Lamb", "LAMB is not implemented in zinc yet"},
+        {"Lion", "Lion is not implemented in zinc yet"},
+        {"OneBitAdam", "1-bit Adam compresses the gradient communication, which zinc does not implement"},
+        {"OneBitLamb", "1-bit LAMB compresses the gradient communication, which zinc does not implement"},
+        {"ZeroOneAdam", "0/1 Adam compresses the gradient communication, which zinc does not implement"},
+        {"Adagrad", "Adagrad is not implemented in zinc"},
+        {"MuAdam", "muP optimizers are not implemented in zinc"},
+        {"MuAdamW", "muP optimizers are not implemented in zinc"},
+        {"MuSGD", "muP optimizers are not implemented in zinc"},
+        {"Muon", "Muon is not implemented in zinc"},
+        {"SGD", "SGD is not implemented in zinc"},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (!strcasecmp(name, tab[i].name)) {
+            zcfg_problem(L, path, "\"%s\": %s; use \"Adam\" or \"AdamW\" (its parameters are not checked)", name,
+                         tab[i].why);
+            L->optimizer_refused = true;
+            return true;
+        }
+    return false;
 }
 
 static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const json_t *v, const char *prefix) {
@@ -455,6 +483,24 @@ static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const js
         if (active(v)) ZLOG_WARN(L->log, "%s: %s: %s", L->origin, path, k->status);
         return;
     case ZK_REFUSED:
+        if (json_is_object(v) && active(v)) {
+            /* name the techniques switched on (compression_training.weight_quantization, ...) */
+            char on[400] = "";
+            size_t n = 0;
+            const char *ck;
+            json_t *cv;
+            json_object_foreach((json_t *)v, ck, cv) {
+                bool found = false; /* only sub-sections switched on by an explicit "enabled": true */
+                if (json_is_object(cv) && has_enabled(cv, &found) && n < sizeof on - 80)
+                    n += (size_t)snprintf(on + n, sizeof on - n, "%s%s.%s", n ? ", " : "", path, ck);
+            }
+            if (n) {
+                zcfg_problem(L, path, "%s %s switched on, but zinc does not implement it and ignoring it would change "
+                                      "training: %s. Remove the key or switch it off",
+                             on, strchr(on, ',') ? "are" : "is", k->status);
+                return;
+            }
+        }
         if (active(v) || (!strcmp(k->name, "max_grad_norm") && !json_is_null(v))) {
             show(v, s, sizeof s);
             zcfg_problem(L, path, "%s is set, but zinc does not implement it and ignoring it would change "
@@ -486,10 +532,10 @@ static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const js
     }
     if (json_is_null(v)) return; /* null: the default, as DeepSpeed's Optional fields */
     if (json_is_string(v) && !strcmp(json_string_value(v), "auto")) {
-        zcfg_mark_auto(L, cpath);
-        log_auto(L, k, path);
+        zcfg_mark_auto(L, cpath); /* filled after the walk (config_auto.c), when every written value is known */
         return;
     }
+    if (!strcmp(cpath, "optimizer.type") && json_is_string(v) && refused_optimizer(L, json_string_value(v), path)) return;
     int before = L->nerr;
     set_scalar(L, k, v, path);
     if (L->nerr == before) zcfg_mark_given(L->c, cpath);
@@ -504,14 +550,56 @@ static void walk(zcfg_loader *L, const zk_table *t, const json_t *obj, const cha
     if (type && zk_find(t, "type")) one_key(L, t, "type", type, prefix);
     json_object_foreach((json_t *)obj, key, v) {
         if (type && !strcmp(key, "type") && zk_find(t, "type")) continue;
+        if (L->optimizer_refused && !strcmp(prefix, "optimizer") && !strcmp(key, "params")) continue;
         one_key(L, t, key, v, prefix);
     }
 }
 
-void zcfg_mark_auto(zcfg_loader *L, const char *path) {
-    size_t n = strlen(L->autos);
-    if (n + strlen(path) + 2 < sizeof L->autos)
-        snprintf(L->autos + n, sizeof L->autos - n, "%s%s", n ? ", " : "", path);
+void zcfg_mark_auto(zcfg_loader *L, const char *path) { list_add(L->autos, sizeof L->autos, path); }
+
+bool zcfg_is_auto(const zcfg_loader *L, const char *path) {
+    return list_has(L->autos, path, false) && !zcfg_given(L->c, path);
+}
+
+/* A key's schema entry from its canonical dotted path. */
+const zk_key *zcfg_lookup(const char *path) {
+    const zk_table *t = &zk_top;
+    char seg[128];
+    for (const char *p = path;;) {
+        const char *dot = strchr(p, '.');
+        size_t n = dot ? (size_t)(dot - p) : strlen(p);
+        if (n >= sizeof seg) return NULL;
+        memcpy(seg, p, n);
+        seg[n] = 0;
+        const zk_key *k = zk_find(t, seg);
+        if (!k || !dot) return k;
+        if (k->kind != ZK_OBJECT) return NULL;
+        t = k->sub;
+        p = dot + 1;
+    }
+}
+
+void zcfg_fill(zcfg_loader *L, const char *path, json_t *v, const char *how) {
+    const zk_key *k = zcfg_lookup(path);
+    int before = L->nerr;
+    if (!k) {
+        json_decref(v);
+        return;
+    }
+    if (v) {
+        set_scalar(L, k, v, path);
+        json_decref(v);
+    }
+    if (L->nerr != before) return;
+    zcfg_mark_given(L->c, path);
+    char shown[80];
+    json_t *now = zcfg_key_json(L->c, k);
+    show(now, shown, sizeof shown);
+    json_decref(now);
+    size_t n = strlen(L->c->filled);
+    if (n + strlen(path) + strlen(how) + 3 < sizeof L->c->filled)
+        snprintf(L->c->filled + n, sizeof L->c->filled - n, "%s\t%s\n", path, how);
+    ZLOG_WARN(L->log, "%s: %s: \"auto\" -> %s (%s)", L->origin, path, shown, how);
 }
 
 /* hjson-style comments (DeepSpeed reads ds_configs with hjson): "//" and "#" to the end of the line and
@@ -542,8 +630,14 @@ static ptrdiff_t strip_comments(char *s) {
 }
 
 zinc_status zcfg_load_text(const char *json, const char *origin, int world_size, const zlog *log, zinc_config *out) {
+    return zcfg_load_text_ex(json, origin, world_size, NULL, log, out);
+}
+
+zinc_status zcfg_load_text_ex(const char *json, const char *origin, int world_size, const zcfg_load_opts *opts,
+                              const zlog *log, zinc_config *out) {
     zinc_status st = ZINC_OK;
-    zcfg_loader L = {.origin = origin ? origin : "<json text>", .log = log};
+    zcfg_load_opts none = {0};
+    zcfg_loader L = {.origin = origin ? origin : "<json text>", .log = log, .opts = opts ? opts : &none};
     zinc_config *c = NULL;
     json_t *root = NULL;
     char *text = NULL;
@@ -578,8 +672,10 @@ zinc_status zcfg_load_text(const char *json, const char *origin, int world_size,
              strstr(je.text, "duplicate") ? " (each key may appear once per object)" : "");
     if (!json_is_object(root)) FAIL(ZINC_ERR_CONFIG, "%s: the top level must be a JSON object ({...})", L.origin);
 
+    zcfg_apply_sets(&L, root);
     walk(&L, &zk_top, root, "");
-    if (L.nerr == 0) zcfg_resolve(&L);
+    zcfg_fill_autos(&L);
+    zcfg_resolve(&L); /* also after problems: every problem of the file in one run */
     if (L.nerr) {
         FAIL(ZINC_ERR_CONFIG, "invalid ds_config (%d problem%s):\n%s", L.nerr, L.nerr > 1 ? "s" : "",
              L.err ? L.err : "(out of memory formatting the messages)");
@@ -596,6 +692,11 @@ fail:
 #define ZCFG_FILE_MAX (64l << 20)
 
 zinc_status zcfg_load_file(const char *path, int world_size, const zlog *log, zinc_config *out) {
+    return zcfg_load_file_ex(path, world_size, NULL, log, out);
+}
+
+zinc_status zcfg_load_file_ex(const char *path, int world_size, const zcfg_load_opts *opts, const zlog *log,
+                              zinc_config *out) {
     zinc_status st = ZINC_OK;
     FILE *f = NULL;
     char *text = NULL;
@@ -625,7 +726,7 @@ zinc_status zcfg_load_file(const char *path, int world_size, const zlog *log, zi
     if (ferror(f)) FAIL(ZINC_ERR_IO, "cannot read \"%s\": %s", path, strerror(errno));
     text[n] = 0;
     if (memchr(text, 0, n)) FAIL(ZINC_ERR_CONFIG, "%s: contains a NUL byte; is it a JSON file?", path);
-    TRY(zcfg_load_text(text, path, world_size, log, out));
+    TRY(zcfg_load_text_ex(text, path, world_size, opts, log, out));
 fail:
     if (f) fclose(f);
     free(text);

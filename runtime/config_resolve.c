@@ -52,8 +52,38 @@ static bool mul3(int64_t a, int64_t b, int64_t c, int64_t *out) {
 }
 
 /* DeepSpeed's _set_batch_related_parameters and _batch_assertion, with the arithmetic in the message. */
+/* The triad's "auto"s, as the Hugging Face Trainer fills them (per_device_train_batch_size 8,
+ * gradient_accumulation_steps 1, train_batch_size = world x micro x accumulation), except that a value the
+ * written batch sizes determine is derived from them rather than contradicting them. */
+static void fill_batch_autos(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    bool a_tb = zcfg_is_auto(L, "train_batch_size"), a_mb = zcfg_is_auto(L, "train_micro_batch_size_per_gpu"),
+         a_ga = zcfg_is_auto(L, "gradient_accumulation_steps");
+    if (!a_tb && !a_mb && !a_ga) return;
+    bool g_tb = zcfg_given(c, "train_batch_size"), g_mb = zcfg_given(c, "train_micro_batch_size_per_gpu");
+    if (a_ga && !(g_tb && g_mb))
+        zcfg_fill(L, "gradient_accumulation_steps", json_integer(1),
+                  "the Hugging Face Trainer's default gradient_accumulation_steps; --set "
+                  "gradient_accumulation_steps=N to choose");
+    bool g_ga = zcfg_given(c, "gradient_accumulation_steps");
+    /* The Trainer's micro-batch wherever the written sizes leave it open (also when train_batch_size is
+     * "auto" and the micro-batch is not written: the Trainer computes train_batch_size from its own). */
+    if ((a_mb || !g_mb) && !(g_tb && g_ga) && !g_mb)
+        zcfg_fill(L, "train_micro_batch_size_per_gpu", json_integer(8),
+                  "the Hugging Face Trainer's default per_device_train_batch_size; --set "
+                  "train_micro_batch_size_per_gpu=N to choose");
+}
+
+static void note_derived(zcfg_loader *L, const char *path, const char *how) {
+    if (zcfg_is_auto(L, path)) zcfg_fill(L, path, NULL, how);
+}
+
 static void resolve_batch(zcfg_loader *L) {
     zinc_config *c = L->c;
+    if (zcfg_had_problem(L, "train_batch_size") || zcfg_had_problem(L, "train_micro_batch_size_per_gpu") ||
+        zcfg_had_problem(L, "gradient_accumulation_steps"))
+        return; /* the key's own problem says it; the arithmetic would only repeat it */
+    fill_batch_autos(L);
     int64_t W = c->world_size, tb = c->train_batch_size, mb = c->train_micro_batch_size_per_gpu,
             ga = c->gradient_accumulation_steps, prod = 0;
     const char *how;
@@ -105,8 +135,7 @@ static void resolve_batch(zcfg_loader *L) {
     } else {
         zcfg_problem(L, "train_batch_size",
                      "give train_batch_size or train_micro_batch_size_per_gpu (or both, with "
-                     "gradient_accumulation_steps); neither is set%s",
-                     strstr(L->autos, "batch") ? " (\"auto\" needs one of them written as a number)" : "");
+                     "gradient_accumulation_steps); the file writes neither");
         return;
     }
     bool fits = mul3(mb, ga, W, &prod);
@@ -114,16 +143,25 @@ static void resolve_batch(zcfg_loader *L) {
         char eq[64];
         if (fits) snprintf(eq, sizeof eq, "%" PRId64, prod);
         else snprintf(eq, sizeof eq, "a product too large for 64 bits");
+        /* a value derived here is shown as derived, not as if the file wrote it */
+        bool d_tb = !zcfg_given(c, "train_batch_size"), d_mb = !zcfg_given(c, "train_micro_batch_size_per_gpu"),
+             d_ga = !zcfg_given(c, "gradient_accumulation_steps");
         zcfg_problem(L, "train_batch_size",
                      "the batch sizes do not fit the world size: train_batch_size %" PRId64
-                     " must equal train_micro_batch_size_per_gpu %" PRId64 " x gradient_accumulation_steps %" PRId64
-                     " x world_size %" PRId64 " = %s (%s). %s",
-                     tb, mb, ga, W, eq, how, advice);
+                     "%s must equal train_micro_batch_size_per_gpu %" PRId64 "%s x gradient_accumulation_steps %" PRId64
+                     "%s x world_size %" PRId64 " = %s (%s). %s",
+                     tb, d_tb ? " (derived)" : "", mb, d_mb ? " (derived)" : "", ga, d_ga ? " (derived)" : "", W,
+                     eq, how, advice);
         return;
     }
     c->train_batch_size = tb;
     c->train_micro_batch_size_per_gpu = mb;
     c->gradient_accumulation_steps = ga;
+    char derived[200];
+    snprintf(derived, sizeof derived, "derived: %s", how);
+    note_derived(L, "train_batch_size", derived);
+    note_derived(L, "train_micro_batch_size_per_gpu", derived);
+    note_derived(L, "gradient_accumulation_steps", derived);
     if (L->autos[0] || !zcfg_given(c, "train_batch_size") || !zcfg_given(c, "train_micro_batch_size_per_gpu") ||
         !zcfg_given(c, "gradient_accumulation_steps"))
         ZLOG_INFO(L->log, "%s: batch sizes for world size %d: train_batch_size %" PRId64 ", micro %" PRId64
@@ -134,22 +172,36 @@ static void resolve_batch(zcfg_loader *L) {
 static void resolve_scheduler(zcfg_loader *L) {
     zinc_config *c = L->c;
     zcfg_scheduler *s = &c->scheduler;
-    /* HF fills these with "auto" from the trainer's arguments; zinc does not know the run length */
-    const char *auto_note = " (\"auto\" cannot be resolved here: give the number)";
+    if (zcfg_had_problem(L, "scheduler")) return; /* its own problems say it */
+    /* an unfilled "auto" is reported once, with the flags that fill it (config_auto.c) */
     if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
-        !zcfg_given(c, "scheduler.params.total_num_steps"))
-        zcfg_problem(L, "scheduler.params.total_num_steps", "required by %s; set it to the run's optimizer steps%s",
-                     zk_scheduler_names[s->type],
-                     strstr(L->autos, "scheduler.params.total_num_steps") ? auto_note : "");
+        !zcfg_given(c, "scheduler.params.total_num_steps") && !zcfg_is_auto(L, "scheduler.params.total_num_steps"))
+        zcfg_problem(L, "scheduler.params.total_num_steps", "required by %s; set it to the run's optimizer steps",
+                     zk_scheduler_names[s->type]);
     if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
         zcfg_given(c, "scheduler.params.total_num_steps") && s->total_num_steps < s->warmup_num_steps)
         ZLOG_WARN(L->log, "%s: scheduler.params.total_num_steps %" PRId64 " is below warmup_num_steps %" PRId64
                           ": the decay never starts",
                   L->origin, s->total_num_steps, s->warmup_num_steps);
+    /* DeepSpeed >= 0.17.2: WarmupLR without warmup_max_lr warms up to the optimizer's lr (WarmupDecayLR keeps
+     * its 0.001 default) */
+    if (s->type == ZSCHED_WARMUP_LR && !zcfg_given(c, "scheduler.params.warmup_max_lr")) {
+        s->warmup_max_lr = c->optimizer.lr;
+        ZLOG_INFO(L->log, "%s: scheduler.params.warmup_max_lr not given: WarmupLR warms up to the optimizer's lr %g, "
+                          "as DeepSpeed >= 0.17.2",
+                  L->origin, c->optimizer.lr);
+    }
+    /* DeepSpeed 0.19.6: an explicit negative cycle_second_stair_count means no stairs in the falling half (it
+     * quantises only for a count above 0); left out, the falling half has as many stairs as the rising one */
+    if (!zcfg_given(c, "scheduler.params.cycle_second_stair_count"))
+        s->cycle_second_stair_count = s->cycle_first_stair_count; /* effective, so the dump reads back the same */
+    else if (s->cycle_second_stair_count < 0)
+        s->cycle_second_stair_count = 0;
     if (s->type == ZSCHED_ONE_CYCLE) {
-        if (!zcfg_given(c, "scheduler.params.cycle_min_lr") || !zcfg_given(c, "scheduler.params.cycle_max_lr"))
-            zcfg_problem(L, "scheduler.params", "OneCycle needs cycle_min_lr and cycle_max_lr%s",
-                         strstr(L->autos, "scheduler.params.cycle_") ? auto_note : "");
+        if (zcfg_is_auto(L, "scheduler.params.cycle_min_lr") || zcfg_is_auto(L, "scheduler.params.cycle_max_lr"))
+            ; /* reported with the other unfilled "auto"s */
+        else if (!zcfg_given(c, "scheduler.params.cycle_min_lr") || !zcfg_given(c, "scheduler.params.cycle_max_lr"))
+            zcfg_problem(L, "scheduler.params", "OneCycle needs cycle_min_lr and cycle_max_lr");
         else if (s->cycle_min_lr > s->cycle_max_lr)
             zcfg_problem(L, "scheduler.params.cycle_min_lr", "%g is above cycle_max_lr %g", s->cycle_min_lr,
                          s->cycle_max_lr);
@@ -171,11 +223,22 @@ static void resolve_offload(zcfg_loader *L) {
     if (op->device == ZOFFLOAD_NVME && !op->nvme_path[0])
         zcfg_problem(L, "zero_optimization.offload_param.nvme_path",
                      "required when device is \"nvme\": the directory for the swap files");
-    if (op->device != ZOFFLOAD_NONE && c->zero.stage != 3)
+    /* DeepSpeed ignores offload_param below stage 3; it does not change the math, so neither does zinc */
+    if (op->device != ZOFFLOAD_NONE && c->zero.stage != 3) {
+        ZLOG_WARN(L->log, "%s: zero_optimization.offload_param: ignored at stage %d (parameter offload needs stage 3; "
+                          "DeepSpeed ignores it there too)",
+                  L->origin, c->zero.stage);
+        op->device = ZOFFLOAD_NONE;
+    }
+    if (op->device == ZOFFLOAD_NVME)
         zcfg_problem(L, "zero_optimization.offload_param.device",
-                     "parameter offload needs stage 3 (stage is %d); DeepSpeed silently ignores it there. Set "
-                     "\"stage\": 3 or remove offload_param",
-                     c->zero.stage);
+                     "\"nvme\": parameter offload to NVMe is not implemented; use \"cpu\" (the parameter shard in "
+                     "host memory)");
+    if (oo->device == ZOFFLOAD_NVME && oo->buffer_count < ZCFG_NVME_MIN_BUFFERS)
+        zcfg_problem(L, "zero_optimization.offload_optimizer.buffer_count",
+                     "%d is out of range for device \"nvme\"; allowed: at least %d (the NVMe pipeline holds one chunk "
+                     "being read, one being updated and one being written back)",
+                     oo->buffer_count, ZCFG_NVME_MIN_BUFFERS);
     if (oo->device != ZOFFLOAD_NONE && c->zero.stage == 0)
         zcfg_problem(L, "zero_optimization.offload_optimizer.device",
                      "optimizer offload needs stage 1, 2 or 3 (stage is 0)");
@@ -185,6 +248,50 @@ static void resolve_offload(zcfg_loader *L) {
     if (c->aio.use_gds) zcfg_problem(L, "aio.use_gds", "GPUDirect Storage is not implemented; set it to false");
     if (c->aio.block_size % 4096)
         zcfg_problem(L, "aio.block_size", "%" PRId64 " is not a multiple of 4096 (needed for O_DIRECT)", c->aio.block_size);
+}
+
+/* Values inside their key's range that cannot train: refused with the reason (issue 18). */
+static void resolve_learnable(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    if (c->optimizer.eps <= 0 && !zcfg_had_problem(L, "optimizer.params.eps"))
+        zcfg_problem(L, "optimizer.params.eps", "%g is out of range; allowed: above 0, up to 1. Adam divides by "
+                                                "sqrt(v) + eps, and v is 0 wherever the gradient has been 0, so eps 0 "
+                                                "makes those updates 0/0 = NaN (1e-8 is the usual value)",
+                     c->optimizer.eps);
+    if (c->scheduler.type == ZSCHED_ONE_CYCLE && c->scheduler.cycle_momentum && c->scheduler.cycle_max_mom >= 1 &&
+        !zcfg_had_problem(L, "scheduler"))
+        zcfg_problem(L, "scheduler.params.cycle_max_mom",
+                     "%g is out of range with cycle_momentum; allowed: 0 to below 1. It becomes Adam's beta1, and "
+                     "beta1 1 makes the bias correction 1 - beta1^t zero (a division by zero) and freezes the first "
+                     "moment",
+                     c->scheduler.cycle_max_mom);
+    if (c->fp16.enabled && c->fp16.loss_scale > 65504)
+        zcfg_problem(L, "fp16.loss_scale",
+                     "%g is out of range for a static scale; allowed: 0 (dynamic) or up to 65504. The backward pass "
+                     "starts from the loss gradient times the scale, which in fp16 above 65504 (its largest finite "
+                     "value) is inf: every step would overflow and be skipped",
+                     c->fp16.loss_scale);
+    if (c->fp16.enabled && c->fp16.loss_scale > 0) {
+        static const char *const dyn[] = {"fp16.initial_scale_power", "fp16.loss_scale_window", "fp16.hysteresis",
+                                          "fp16.consecutive_hysteresis", "fp16.min_loss_scale"};
+        char list[300] = "";
+        size_t n = 0;
+        for (size_t i = 0; i < sizeof dyn / sizeof dyn[0]; i++)
+            if (zcfg_given(c, dyn[i])) n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", dyn[i]);
+        if (n)
+            ZLOG_WARN(L->log, "%s: %s: no effect with the static fp16.loss_scale %g (DeepSpeed reads them only for "
+                              "dynamic scaling, loss_scale 0)",
+                      L->origin, list, c->fp16.loss_scale);
+    }
+    /* 2^16 either way: beyond it the pre-division shifts fp16 gradients (largest finite 65504, smallest normal
+     * 6.1e-5) past their whole range, so they overflow or flush to zero; zinc runs no more ranks than that. */
+    double f = c->gradient_predivide_factor;
+    if ((f < 0x1p-16 || f > 0x1p16) && !zcfg_had_problem(L, "gradient_predivide_factor"))
+        zcfg_problem(L, "gradient_predivide_factor",
+                     "%g is out of range; allowed: 1/65536 to 65536. Gradients are divided by it before the "
+                     "reduction and multiplied back after, and a factor beyond 2^16 moves fp16 gradients past their "
+                     "whole range (they overflow or flush to zero); the useful value is at most the rank count",
+                     f);
 }
 
 void zcfg_resolve(zcfg_loader *L) {
@@ -210,5 +317,6 @@ void zcfg_resolve(zcfg_loader *L) {
                      c->fp16.min_loss_scale, c->fp16.initial_scale_power);
     resolve_scheduler(L);
     resolve_offload(L);
-    if (L->autos[0]) ZLOG_INFO(L->log, "%s: resolved \"auto\" for: %s", L->origin, L->autos);
+    resolve_learnable(L);
+    zcfg_report_default_autos(L);
 }

@@ -130,6 +130,8 @@ static const zk_key bf16_keys[] = {
     BOOL("immediate_grad_update", bf16_immediate_grad_update,
          "accepted; zinc accumulates into the reduced gradient as soon as a bucket is reduced"),
     IGNORED("check_grad_overflow", "ignored: bf16 runs never check for overflow (as DeepSpeed)"),
+    REFUSED("bf16_master_weights_and_grads", "not implemented: zinc always keeps fp32 master weights and gradients"),
+    REFUSED("bf16_optimizer_states", "not implemented: zinc keeps the optimizer state in fp32"),
 };
 static TABLE(bf16_tbl, "bf16", bf16_keys);
 
@@ -143,6 +145,8 @@ static const zk_key offload_opt_keys[] = {
     BOOL("pipeline_write", zero.offload_optimizer.pipeline_write, "overlap NVMe writes with the update"),
     BOOL("fast_init", zero.offload_optimizer.fast_init, "accepted; zinc initialises swap files lazily"),
     DBL("ratio", zero.offload_optimizer.ratio, 0, 1, "fraction of the state offloaded (stage 3)"),
+    IGNORED("super_offload", "ignored: zinc's CPU update is its own offload path (the same Adam math)"),
+    IGNORED("cpuadam_cores_perc", "ignored: zinc sizes its CPU threads with --threads / cpu_threads"),
 };
 static TABLE(offload_opt_tbl, "zero_optimization.offload_optimizer", offload_opt_keys);
 
@@ -167,7 +171,8 @@ static const zk_key zero_keys[] = {
     BOOL("allgather_partitions", zero.allgather_partitions, "accepted (DeepSpeed parses it and never reads it)"),
     OBJ("offload_optimizer", offload_opt_tbl, "optimizer state in host memory or on NVMe"),
     OBJ("offload_param", offload_param_tbl, "stage-3 parameter shards in host memory or on NVMe"),
-    SIZE("sub_group_size", zero.sub_group_size, 1, BIG, "elements per optimizer update chunk (offload)"),
+    SIZE("sub_group_size", zero.sub_group_size, 0, BIG,
+         "elements per optimizer update chunk (offload); 0: the smallest chunks, as DeepSpeed's one parameter per group"),
     SIZE("stage3_prefetch_bucket_size", zero.prefetch_bucket_size, 0, BIG, "elements prefetched ahead (stage 3)"),
     SIZE("stage3_param_persistence_threshold", zero.param_persistence_threshold, 0, BIG,
          "modules with fewer elements stay gathered (stage 3)"),
@@ -207,6 +212,11 @@ static const zk_key zero_keys[] = {
     REFUSED("mics_shard_size", "not implemented: MiCS (-1 is accepted)"),
     REFUSED("zeropp_loco_param", "not implemented: ZeRO++ LoCo"),
     REFUSED("legacy_stage1", "not implemented (DeepSpeed refuses it too)"),
+    REFUSED("zenflow", "not implemented: ZenFlow's stale-gradient CPU updates change the math"),
+    IGNORED("allgather_sequential", "ignored: zinc all-gathers the flat buffer in one call"),
+    IGNORED("enable_sanity_checks", "ignored: zinc always validates its buffers"),
+    IGNORED("save_muon_momentum_buffer_in_memory", "ignored: zinc has no Muon optimizer"),
+    IGNORED("leaf_module", "ignored: zinc gathers per registered module"),
 };
 static TABLE(zero_tbl, "zero_optimization", zero_keys);
 
@@ -299,6 +309,23 @@ static const zk_key top_keys[] = {
     REFUSED("compression_training", "not implemented: compression changes the math"),
     REFUSED("sparse_attention", "not implemented: a model feature outside the optimizer"),
     REFUSED("fp32_allreduce", "not implemented as a key: use communication_data_type \"fp32\""),
+    /* newer DeepSpeed keys (deepspeed/runtime/config.py of release 0.19.6) */
+    IGNORED("compile", "ignored: torch.compile is a PyTorch feature; zinc's kernels are compiled C/CUDA"),
+    IGNORED("hybrid_engine", "ignored: the RLHF inference engine does not change training"),
+    IGNORED("torch_autocast", "ignored: the model owns its casts in zinc (as fp16.auto_cast)"),
+    IGNORED("dataloader_drop_last", "ignored: zinc has no data loader; the model feeds its batches"),
+    IGNORED("eigenvalue", "ignored: the eigenvalue estimate only informs progressive layer drop and quantization"),
+    IGNORED("comms_config", "ignored: zinc logs communication through its log callback"),
+    IGNORED("graph_harvesting", "ignored: a CUDA-graph capture detail of DeepSpeed"),
+    IGNORED("log_level", "ignored: zinc's log level is zinc_options.log_level / --quiet"),
+    IGNORED("lower_precision_safe_modules", "ignored: a PyTorch module detail"),
+    IGNORED("use_data_before_expert_parallelism", "ignored: zinc has no expert parallelism"),
+    IGNORED("weight_quantization", "ignored: inference-time weight quantization"),
+    REFUSED("tensor_parallel", "not implemented: tensor parallelism splits the model's math across ranks"),
+    REFUSED("quantize_training", "not implemented: quantization-aware training changes the math"),
+    REFUSED("progressive_layer_drop", "not implemented: progressive layer drop skips layers"),
+    REFUSED("expert_parallel", "not implemented: mixture-of-experts parallelism"),
+    REFUSED("fp8", "not implemented: fp8 mixed precision; use fp16 or bf16"),
 };
 TABLE(zk_top, "", top_keys);
 

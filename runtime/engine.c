@@ -6,10 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint_internal.h"
 #include "engine_internal.h"
 #include "error.h"
 #include "kernels/cpu_kernels.h"
 #include "mem_estimate.h"
+#include "watchdog.h"
 
 zinc_options zinc_default_options(void) {
     zinc_options o;
@@ -75,15 +77,23 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     e->log.level = o.log_level;
     e->log.rank = 0;
     e->seed = o.seed;
+    e->nonfinite = o.nonfinite;
     e->last_phase = -1;
 
     TRY(zcomm_create(&e->log, &e->comm));
     e->rank = e->comm->rank;
     e->world = e->comm->size;
     e->log.rank = e->rank;
+    zwatch_configure(&e->log, e->rank);
 
-    if (o.config_path) TRY(zcfg_load_file(o.config_path, e->world, &e->log, &e->cfg));
-    else TRY(zcfg_load_text(o.config_json, "<json text>", e->world, &e->log, &e->cfg));
+    if (o.total_steps < 0)
+        FAIL(ZINC_ERR_INVALID_ARG, "zinc_create: options.total_steps is %lld; give the run's optimizer steps, or 0 "
+                                   "when not known", (long long)o.total_steps);
+    zcfg_load_opts lo = {.sets = o.config_overrides, .run_steps = o.total_steps};
+    /* A rank whose config fails must not leave the others waiting in the collectives that follow. */
+    if (o.config_path) st = zcfg_load_file_ex(o.config_path, e->world, &lo, &e->log, &e->cfg);
+    else st = zcfg_load_text_ex(o.config_json, "<json text>", e->world, &lo, &e->log, &e->cfg);
+    TRY(zckpt_agree(e, st));
 
     zinc_device_kind want = o.device != ZINC_DEVICE_AUTO ? o.device : e->cfg.device;
     if (want == ZINC_DEVICE_CUDA && !cuda_allowed())
@@ -92,8 +102,8 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
                                    "cpu (zinc.device in the config or --device cpu)");
     if (want == ZINC_DEVICE_AUTO) want = cuda_allowed() && zdev_cuda_count() > 0 ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
     e->device = want;
-    TRY(zdev_create(want, &e->mem, &e->log, e->comm->local_rank, o.cpu_threads > 0 ? o.cpu_threads : default_threads(e),
-                    &e->dev));
+    TRY(zckpt_agree(e, zdev_create(want, &e->mem, &e->log, e->comm->local_rank,
+                                   o.cpu_threads > 0 ? o.cpu_threads : default_threads(e), &e->dev)));
     TRY(e->dev->ops->comm_create(e->dev, e->comm, &e->log, &e->dcomm));
 
     e->stage = e->cfg.zero.stage;
@@ -106,9 +116,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
         ZLOG_WARN(&e->log, "data_types.grad_accum_dtype=%s: in stage %d zinc accumulates the gradient shard "
                            "in fp32 (more accurate, 4 bytes per shard element)",
                   zinc_dtype_name(e->cfg.grad_accum_dtype), e->stage);
-    if (e->cfg.zero.offload_param.device == ZOFFLOAD_NVME)
-        FAIL(ZINC_ERR_UNSUPPORTED, "zero_optimization.offload_param.device \"nvme\": parameter offload to NVMe "
-                                   "is not implemented; use \"cpu\" (the parameter shard in host memory)");
+    /* offload_param "nvme" is refused at load (config_resolve.c), so that zinc config check refuses it too */
 
     if (e->cfg.fp16.enabled) {
         if (e->cfg.fp16.loss_scale == 0)
@@ -152,6 +160,7 @@ void zinc_destroy(zinc_engine *e) {
     }
     free(e->params);
     for (int i = 0; i < e->nmodules; i++) free(e->modules[i].name);
+    zengine_agree_free(e);
     free(e->modules);
     free(e->trace);
     if (e->dcomm != e->comm) zcomm_destroy(e->dcomm);
@@ -398,6 +407,7 @@ zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
     if (e->nparams == 0) return ZERR(ZINC_ERR_STATE, "zinc_build: no parameters were added");
 
     layout(e);
+    TRY(zengine_agree(e)); /* one collective: config, model and the caller's items agree on every rank */
     TRY(zmem_preflight(e)); /* refuses, with the numbers, a config this machine cannot hold */
     size_t csz = zinc_dtype_size(e->compute_dtype);
     int64_t own = e->own_hi - e->own_lo;

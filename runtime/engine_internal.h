@@ -151,6 +151,11 @@ struct zinc_engine {
     /* Non-empty after a step or a checkpoint load failed part-way: the optimizer state may be partly
      * updated, so training and saving refuse (naming this) until a checkpoint loads successfully. */
     char broken[512];
+
+    /* the caller's items for the rank agreement (zinc_agree_add; engine_agree.c) */
+    void *agree_items;
+    int agree_n, agree_cap;
+    zinc_nonfinite nonfinite;   /* zinc_options.nonfinite (engine_finite.c) */
 };
 
 /* zero/grads.c: gradient buffers and their reduction. */
@@ -207,5 +212,16 @@ zinc_mem_kind zengine_compute_kind(const zinc_engine *e);
 bool zengine_state_on_device(const zinc_engine *e);
 /* The parameter holding flat element x (binary search), or NULL for padding. */
 zinc_param *zengine_param_at(const zinc_engine *e, int64_t x);
+
+/* engine_agree.c: collective, at zinc_build: every rank's config, model, device, seed and the caller's
+ * items compared by one all-gather; a difference is the same error on every rank. */
+zinc_status zengine_agree(zinc_engine *e);
+void zengine_agree_free(zinc_engine *e);
+
+/* engine_finite.c: fp32/bf16 runs that go bad stop. Whether a non-finite gradient is an error here; the
+ * error naming the step and the first tensor; collective: every rank's updated parameters finite. */
+bool zengine_nonfinite_is_error(const zinc_engine *e);
+zinc_status zengine_nonfinite_grad_error(const zinc_engine *e, int64_t first_bad, int bad_rank);
+zinc_status zengine_check_params(zinc_engine *e, const void *own_params);
 
 #endif

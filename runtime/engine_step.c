@@ -195,7 +195,9 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     double lr = zlr_at(&e->cfg.scheduler, e->cfg.optimizer.lr, e->steps_taken);
     e->steps++;
 
-    if (nonfinite) {
+    if (nonfinite && zengine_nonfinite_is_error(e)) {
+        TRY(zengine_nonfinite_grad_error(e, first_bad, bad_rank));
+    } else if (nonfinite) {
         TRY(skip_step(e, info, first_bad, bad_rank));
     } else {
         double clip = 1.0;
@@ -212,8 +214,8 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
             .beta2 = (float)o->beta2,
             .eps = (float)o->eps,
             .weight_decay = (float)o->weight_decay,
-            .bias_correction1 = o->bias_correction ? (float)(1.0 - pow(beta1, t)) : 1.0f,
-            .bias_correction2 = o->bias_correction ? (float)(1.0 - pow(o->beta2, t)) : 1.0f,
+            .bias_correction1 = o->bias_correction ? 1.0 - pow(beta1, t) : 1.0, /* double: zadam_hparams */
+            .bias_correction2 = o->bias_correction ? 1.0 - pow(o->beta2, t) : 1.0,
             .grad_factor = (float)(inv / clip),
             .adamw = o->adam_w_mode,
         };
@@ -222,6 +224,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         size_t csz = zinc_dtype_size(e->compute_dtype);
         void *out = e->stage == 3 ? e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
         TRY(adam_pass(e, &h, g, gdt, out));
+        if (zengine_nonfinite_is_error(e)) TRY(zengine_check_params(e, out));
         if (e->stage == 1 || e->stage == 2) TRY(zengine_allgather_params(e));
         double prev;
         if (zls_update(&e->scaler, false, &prev) == ZLS_GREW)

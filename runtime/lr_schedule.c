@@ -11,7 +11,8 @@
  *   keeps going) and T == N divides by zero. Identical to the reference for every N <= it < T.
  * - OneCycle stair counts: quantised as later DeepSpeed does (from the integer offset within the cycle,
  *   floor(position * stairs / half) / stairs). The reference commit stores the counts and ignores them.
- *   cycle_second_stair_count < 0 means "same as the first" (DeepSpeed's None).
+ *   cycle_second_stair_count < 0 means "same as the first" (DeepSpeed's None, the key left out); the loader
+ *   turns a -1 written in the file into 0 (no stairs), as DeepSpeed 0.19.6 reads it.
  * - OneCycle with cycle_momentum: DeepSpeed sets betas = (mom, 0.99), clobbering beta2. zinc only replaces
  *   beta1 (zlr_beta1_at) and keeps the configured beta2.
  * - OneCycle with decay_step_size == 0 or a zero decay rate: no decay (lr stays cycle_min_lr, momentum

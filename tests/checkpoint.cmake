@@ -70,3 +70,9 @@ if(zinc_st_python)
 else()
   message(STATUS "zinc: no python3 found; the checkpoint CLI and safetensors tests are not registered")
 endif()
+# Issue 18: every single-bit flip of a manifest refused, edited-and-resealed manifests refused field by
+# field, FIFOs in place of checkpoint files refused without blocking.
+zinc_test(NAME ckpt_manifest SOURCES test_checkpoint_manifest.c engine_util.c LABELS checkpoint TIMEOUT 600)
+# Issue 18: two savers (the directory lock), a portable re-save killed between its renames, planted links,
+# directories of other users or open to all, export refusing what it must not replace.
+zinc_test(NAME ckpt_safety SOURCES test_checkpoint_safety.c engine_util.c LABELS checkpoint TIMEOUT 600)

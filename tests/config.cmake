@@ -2,6 +2,8 @@
 # loader fuzz target.
 zinc_test(NAME config SOURCES test_config.c LABELS config unit)
 zinc_test(NAME config_files SOURCES test_config_files.c LABELS config unit)
+zinc_test(NAME config_auto SOURCES test_config_auto.c LABELS config unit)
+zinc_test(NAME config_corpus SOURCES test_config_corpus.c LABELS config unit)
 zinc_test(NAME config_cli SOURCES test_config_cli.c LABELS config cli)
 add_dependencies(test_config_cli zinc_cli)
 
@@ -10,6 +12,7 @@ add_dependencies(test_config_cli zinc_cli)
 # shared library (and MPI) being instrumented.
 set(ZINC_CONFIG_LOADER_SOURCES
     ${PROJECT_SOURCE_DIR}/runtime/config_load.c ${PROJECT_SOURCE_DIR}/runtime/config_resolve.c
+    ${PROJECT_SOURCE_DIR}/runtime/config_auto.c ${PROJECT_SOURCE_DIR}/runtime/config_override.c
     ${PROJECT_SOURCE_DIR}/runtime/config_schema.c ${PROJECT_SOURCE_DIR}/runtime/config_dump.c
     ${PROJECT_SOURCE_DIR}/runtime/error.c ${PROJECT_SOURCE_DIR}/runtime/log.c ${PROJECT_SOURCE_DIR}/runtime/dtype.c)
 set(ZINC_CONFIG_LOADER_HEADERS
@@ -81,3 +84,9 @@ if(ZINC_LIBFUZZER_WORKS)
   set_tests_properties(config_libfuzzer PROPERTIES LABELS "fuzz;config" TIMEOUT 120
                        ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
 endif()
+
+# A config problem under mpirun: one message per job, every problem of the file in it (issue 14).
+add_test(NAME config_once_per_job
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/config_once_per_job.sh ${ZINC_MPIRUN} $<TARGET_FILE:zinc_cli>)
+set_tests_properties(config_once_per_job PROPERTIES LABELS "config;cli;mpi" TIMEOUT 120 RESOURCE_LOCK mpirun
+                     ENVIRONMENT "${ZINC_TEST_ENV}")

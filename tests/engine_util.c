@@ -52,6 +52,7 @@ zinc_status eu_create(const eu_run *r, zinc_engine **e, zinc_mlp **m) {
     o.device = eu_device(r);
     o.log_fn = r->log_fn ? r->log_fn : quiet_log;
     o.cpu_threads = 1;
+    if (r->nonfinite_skip) o.nonfinite = ZINC_NONFINITE_SKIP;
     zinc_status st = zinc_create(&o, e);
     if (st != ZINC_OK) return st;
     zinc_mlp_config mc = eu_model();

@@ -70,7 +70,8 @@ static char zero_extra_buf[2][4400];
 static const char *g_tree = "ckpt_test"; /* under the build directory; --tree changes it */
 
 static eu_run make_run(const scenario *s, int stage, int off, int slot, int rank) {
-    eu_run r = {.stage = stage, .dtype = s->dtype, .extra = extra, .fp16_extra = "\"loss_scale_window\": 3"};
+    eu_run r = {.stage = stage, .dtype = s->dtype, .extra = extra, .fp16_extra = "\"loss_scale_window\": 3",
+                .nonfinite_skip = 1};
     if (off == OFF_CPU) {
         r.zero_extra = "\"offload_optimizer\": {\"device\": \"cpu\"}, \"sub_group_size\": 1024";
     } else if (off == OFF_NVME) {

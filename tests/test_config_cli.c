@@ -36,10 +36,10 @@ static int run_zinc(const char *const *args) {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    char *argv[12];
+    char *argv[24];
     int n = 0;
     argv[n++] = zinc_bin;
-    for (int i = 0; args[i] && n < 11; i++) argv[n++] = (char *)args[i];
+    for (int i = 0; args[i] && n < 23; i++) argv[n++] = (char *)args[i];
     argv[n] = NULL;
     pid_t pid;
     int rc = posix_spawn(&pid, zinc_bin, &fa, NULL, argv, environ);
@@ -86,8 +86,8 @@ static json_t *check_dump(int world) {
     ZT_CHECK(json_is_array(json_object_get(root, "_defaults")), "no _defaults array");
     ZT_CHECK(json_integer_value(json_object_get(root, "_world_size")) == world, "_world_size is not %d", world);
     json_t *copy = json_deep_copy(root);
-    const char *drop[] = {"_source", "_world_size", "_compute_dtype", "_defaults"};
-    for (int i = 0; i < 4; i++) json_object_del(copy, drop[i]);
+    const char *drop[] = {"_source", "_world_size", "_compute_dtype", "_defaults", "_filled"};
+    for (int i = 0; i < 5; i++) json_object_del(copy, drop[i]);
     char *text = json_dumps(copy, JSON_COMPACT);
     zinc_config c;
     ZT_OK(zcfg_load_text(text, "<stdout>", world, NULL, &c));
@@ -178,12 +178,56 @@ int main(void) {
                                                            "device")),
                          "cpu"),
                  "cpu_offload not translated in the dump");
-        ZT_CHECK(in_defaults(root, "optimizer.params.lr"), "\"auto\" lr not listed as a default");
+        ZT_CHECK(!in_defaults(root, "optimizer.params.lr") &&
+                     json_is_string(json_object_get(json_object_get(root, "_filled"), "optimizer.params.lr")),
+                 "\"auto\" lr not listed under _filled");
         json_decref(root);
     }
     RUN(0, "config", "check", "--quiet", p, "--world-size", "3");
     HAS(err_text, "[zinc WARN");
     LACKS(err_text, "[zinc INFO");
+
+    /* "auto" as the Hugging Face Trainer fills it, --steps and --set (issue 14) */
+    write_cfg("hf.json",
+              "{\"train_batch_size\": \"auto\", \"train_micro_batch_size_per_gpu\": \"auto\", "
+              "\"gradient_accumulation_steps\": \"auto\", \"optimizer\": {\"type\": \"AdamW\", \"params\": "
+              "{\"lr\": \"auto\"}}, \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"total_num_steps\": "
+              "\"auto\", \"warmup_num_steps\": \"auto\"}}}",
+              p, sizeof p);
+    RUN(1, "config", "check", p);
+    HAS(err_text, "scheduler.params.total_num_steps (give the run length: --steps N");
+    LACKS(err_text, ".c:"); /* no internal trail in a config error */
+    RUN(0, "config", "check", p, "--steps", "120", "--set", "train_micro_batch_size_per_gpu=4", "--set",
+        "optimizer.params.lr=2e-4", "--world-size", "2");
+    HAS(err_text, "train_micro_batch_size_per_gpu = 4 (--set fills its \"auto\")");
+    HAS(err_text, "gradient_accumulation_steps: \"auto\" -> 1");
+    root = check_dump(2);
+    if (root) {
+        json_t *f = json_object_get(root, "_filled");
+        ZT_CHECK(json_integer_value(json_object_get(root, "train_batch_size")) == 8, "train_batch_size 4 x 2");
+        ZT_CHECK(json_is_string(json_object_get(f, "scheduler.params.total_num_steps")) &&
+                     json_is_string(json_object_get(f, "gradient_accumulation_steps")),
+                 "_filled lacks total_num_steps or gradient_accumulation_steps");
+        ZT_CHECK(json_integer_value(json_object_get(json_object_get(json_object_get(root, "scheduler"), "params"),
+                                                    "total_num_steps")) == 120,
+                 "--steps not used");
+        json_decref(root);
+    }
+    RUN(1, "config", "check", p, "--steps", "120", "--set", "optimizer.params.lrr=1");
+    HAS(err_text, "\"lrr\" is not a key");
+    RUN(2, "config", "check", p, "--set");
+    HAS(err_text, "--set needs PATH=VALUE");
+    RUN(2, "config", "check", p, "--steps", "0");
+    /* zinc train takes the same --set, and --steps fills total_num_steps */
+    RUN(0, "train", "--config", p, "--steps", "3", "--set", "train_micro_batch_size_per_gpu=2", "--hidden", "8",
+        "--quiet");
+    HAS(err_text, "scheduler.params.total_num_steps: \"auto\" -> 3");
+    RUN(1, "train", "--config", p, "--steps", "3", "--set", "zero_optimization.stage=5", "--quiet");
+    HAS(err_text, "zero_optimization.stage: 5 is out of range");
+    RUN(2, "train", "--config", p, "--set");
+    /* memory does not depend on the schedule: zinc mem reads the same config without --steps */
+    RUN(0, "mem", "estimate", "--params", "100000", "--config", p);
+    HAS(err_text, "total_num_steps: \"auto\" -> 1 (a placeholder");
 
     /* IO problems: exit 1 */
     snprintf(p, sizeof p, "%s/missing.json", tmpdir);
@@ -213,7 +257,7 @@ int main(void) {
     RUN(0, "config", "check", "--help");
     HAS(out_text, "_defaults");
 
-    const char *junk[] = {"stdout.txt", "stderr.txt", "bad.json", "broken.json", "dup.json", "old.json"};
+    const char *junk[] = {"stdout.txt", "stderr.txt", "bad.json", "broken.json", "dup.json", "old.json", "hf.json"};
     for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", tmpdir, junk[i]);
         unlink(p);

@@ -91,8 +91,8 @@ static void check_file(const char *dir, const char *name, int world) {
     ZT_CHECK(root && json_is_array(json_object_get(root, "_defaults")), "%s: dump is not JSON with _defaults: %s", name,
              je.text);
     if (root) {
-        const char *drop[] = {"_source", "_world_size", "_compute_dtype", "_defaults"};
-        for (int i = 0; i < 4; i++) json_object_del(root, drop[i]);
+        const char *drop[] = {"_source", "_world_size", "_compute_dtype", "_defaults", "_filled"};
+        for (int i = 0; i < 5; i++) json_object_del(root, drop[i]);
         char *text = json_dumps(root, JSON_COMPACT);
         lc.warnings = 0;
         st = zcfg_load_text(text, name, world, &log, &again);

@@ -2,9 +2,11 @@
  * the step, the loss scale drop (or hysteresis absorb it), the parameters stay bitwise unchanged and the
  * LR schedule not advance; at the minimum scale the step fails with a message naming the parameter. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_internal.h"
 #include "engine_util.h"
 #include "zt.h"
 
@@ -23,7 +25,7 @@ static void inject_on_last_rank(zinc_engine *e, zinc_mlp *m, float v) {
 }
 
 static void skip_case(int stage, zinc_dtype t, const char *fp16_extra, float expect_scale_after) {
-    eu_run r = {.stage = stage, .dtype = t, .fp16_extra = fp16_extra,
+    eu_run r = {.stage = stage, .dtype = t, .fp16_extra = fp16_extra, .nonfinite_skip = 1,
                 .extra = "\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_min_lr\": 0.0, "
                          "\"warmup_max_lr\": 0.003, \"warmup_num_steps\": 10, \"warmup_type\": \"linear\"}}"};
     zinc_engine *e = NULL;
@@ -79,8 +81,75 @@ static void at_minimum_case(int stage) {
     zinc_destroy(e);
 }
 
+/* Issue 18: without fp16 a non-finite gradient stops the run naming the step and the tensor (the default),
+ * an update that makes parameters non-finite stops it too, and a checkpoint with non-finite values is
+ * refused. */
+static void nonfinite_cases(int stage, zinc_dtype t) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/ckpt_test/nonfinite_s%d_%s", zt_build_dir(), stage, zinc_dtype_name(t));
+    eu_run r = {.stage = stage, .dtype = t};
+    zinc_engine *e = NULL;
+    zinc_mlp *m = NULL;
+    ZT_OK(eu_create(&r, &e, &m));
+    if (!e) return;
+    ZT_OK(zinc_mlp_train_step(m, 0, NULL, NULL));
+    inject_on_last_rank(e, m, INFINITY);
+    ZT_ERR(zinc_mlp_train_step(m, 1, NULL, NULL), ZINC_ERR_NONFINITE, "step 2: non-finite gradient");
+    ZT_CHECK(strstr(zinc_last_error(), "parameter \"") != NULL, "the error names no tensor: %s", zinc_last_error());
+    ZT_ERR(zinc_save_checkpoint(e, dir, NULL), ZINC_ERR_STATE, "optimizer step 2");
+    zinc_mlp_destroy(m);
+    zinc_destroy(e);
+
+    /* A learning rate no model survives: lr 1000 with AdamW's weight decay 0.01 multiplies every weight by
+     * -9 per step, so within about 45 steps the update overflows fp32 and bf16. */
+    eu_run big = {.stage = stage, .dtype = t,
+                  .extra = "\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_min_lr\": 1000, "
+                           "\"warmup_max_lr\": 1000, \"warmup_num_steps\": 1}}"};
+    ZT_OK(eu_create(&big, &e, &m));
+    if (!e) return;
+    zinc_status st = ZINC_OK;
+    int s = 0;
+    for (; s < 100 && st == ZINC_OK; s++) st = zinc_mlp_train_step(m, s, NULL, NULL);
+    ZT_ERR(st, ZINC_ERR_NONFINITE, "non-finite"); /* the gradients or the update overflow first */
+    ZT_CHECK(strstr(zinc_last_error(), "step ") != NULL, "no step named: %s", zinc_last_error());
+    zinc_mlp_destroy(m);
+    zinc_destroy(e);
+
+    /* The check after an update, on its own: one parameter made NaN in this rank's updated range. */
+    ZT_OK(eu_create(&r, &e, &m));
+    if (!e) return;
+    ZT_OK(zinc_mlp_train_step(m, 0, NULL, NULL));
+    size_t csz = zinc_dtype_size(t);
+    char *own = e->stage == 3 ? (char *)e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
+    int64_t x = e->part.numel - e->own_lo > 3 ? 3 : 0; /* element own_lo + 3 (own_lo on a rank of padding) */
+    /* (Written from the host: on a discrete device, where parameters live in device memory, not run.) */
+    if (e->dev->host_addressable) {
+        if (e->own_lo + x < e->part.numel && zinc_rank(e) == zinc_world_size(e) - 1) {
+            uint16_t nan16 = t == ZINC_BF16 ? 0x7fc0 : 0x7e00;
+            float nan32 = NAN;
+            memcpy(own + (size_t)x * csz, t == ZINC_FP32 ? (const void *)&nan32 : (const void *)&nan16, csz);
+        }
+        ZT_ERR(zengine_check_params(e, own), ZINC_ERR_NONFINITE, "the update made 1");
+    }
+    zinc_mlp_destroy(m);
+    zinc_destroy(e);
+
+    /* With skipping allowed the same run goes on, but its non-finite state is never saved. */
+    big.nonfinite_skip = 1;
+    ZT_OK(eu_create(&big, &e, &m));
+    if (!e) return;
+    for (int k = 0; k < 100; k++) (void)zinc_mlp_train_step(m, k, NULL, NULL);
+    ZT_ERR(zinc_save_checkpoint(e, dir, NULL), ZINC_ERR_NONFINITE, "refusing to save");
+    zinc_mlp_destroy(m);
+    zinc_destroy(e);
+}
+
 int main(void) {
     zt_name = "engine_overflow";
+    for (int stage = 0; stage <= 3; stage++) {
+        nonfinite_cases(stage, ZINC_BF16);
+        nonfinite_cases(stage, ZINC_FP32);
+    }
     for (int stage = 0; stage <= 3; stage++) {
         skip_case(stage, ZINC_FP16, "\"hysteresis\": 1", 128.0f);  /* 2^8 halves */
         skip_case(stage, ZINC_FP16, "\"hysteresis\": 2", 256.0f);  /* absorbed by hysteresis */

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/adam_scalar.h"
 #include "kernels/cpu_kernels.h"
 #include "zt.h"
 
@@ -91,8 +92,8 @@ static zadam_hparams hparams_at(const adam_case *c, int t) {
     h.beta2 = 0.999f;
     h.eps = 1e-8f;
     h.weight_decay = c->wd;
-    h.bias_correction1 = c->bc ? (float)(1.0 - pow(0.9f, t)) : 1.0f;
-    h.bias_correction2 = c->bc ? (float)(1.0 - pow(0.999f, t)) : 1.0f;
+    h.bias_correction1 = c->bc ? 1.0 - pow(0.9f, t) : 1.0;
+    h.bias_correction2 = c->bc ? 1.0 - pow(0.999f, t) : 1.0;
     h.grad_factor = c->gf;
     h.adamw = c->adamw;
     return h;
@@ -472,8 +473,35 @@ static void test_dispatch(void) {
     ZT_CHECK(zkernels_threads() >= 1, "default threads %d", zkernels_threads());
 }
 
+/* The step's constants (lr / (1 - beta1^t), 1 / sqrt(1 - beta2^t)) are formed in double and rounded to float
+ * once, as torch and DeepSpeed's CPU Adam do: exactly the float nearest the float64 value, at every step. The
+ * scalar path, the SIMD paths and their tails all read them from zk_adam_consts_make. */
+static void test_bias_correction_precision(void) {
+    static const struct { double lr, b1, b2; } hp[] = {{1e-3, 0.9, 0.999}, {3e-4, 0.9, 0.95}, {5e-5, 0.8, 0.9999}};
+    static const int64_t steps[] = {1, 2, 3, 10, 77, 1000, 4321, 100000};
+    int worse = 0;
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        for (size_t j = 0; j < sizeof steps / sizeof steps[0]; j++) {
+            float b1 = (float)hp[i].b1, b2 = (float)hp[i].b2, lr = (float)hp[i].lr;
+            double bc1 = 1.0 - pow(b1, (double)steps[j]), bc2 = 1.0 - pow(b2, (double)steps[j]);
+            zadam_hparams h = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = 1e-8f, .bias_correction1 = bc1,
+                               .bias_correction2 = bc2, .grad_factor = 1.0f, .adamw = 1};
+            zk_adam_consts c = zk_adam_consts_make(&h);
+            float want_ibc2 = (float)(1.0 / sqrt(bc2)), want_step = (float)((double)lr / bc1);
+            ZT_CHECK(c.ibc2 == want_ibc2, "beta2 %g t %lld: 1/sqrt(bc2) %.9g, want %.9g", hp[i].b2, (long long)steps[j],
+                     c.ibc2, want_ibc2);
+            ZT_CHECK(c.step == want_step, "t %lld: lr/bc1 %.9g, want %.9g", (long long)steps[j], c.step, want_step);
+            /* rounding bc2 to float first, as zinc did before, misses the nearest float in some of these */
+            float old_ibc2 = 1.0f / sqrtf((float)bc2);
+            worse += old_ibc2 != want_ibc2;
+        }
+    printf("bias corrections: %d of %zu cases would round differently through a float 1 - beta2^t\n", worse,
+           (sizeof hp / sizeof hp[0]) * (sizeof steps / sizeof steps[0]));
+}
+
 int main(void) {
     zt_name = "test_kernels_cpu";
+    test_bias_correction_precision();
     rng = zt_seed();
     test_dispatch();
     test_casts();

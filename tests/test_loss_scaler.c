@@ -25,7 +25,8 @@
  *     else:
  *       if self.consecutive_hysteresis:
  *         self.cur_hysteresis = self.delayed_shift
- *       if (self.cur_iter - self.last_overflow_iter) % self.scale_window == 0:
+ *       stable_interval = (self.cur_iter - self.last_overflow_iter) - 1     # DeepSpeed >= 0.17.1
+ *       if (stable_interval > 0) and (stable_interval % self.scale_window == 0):
  *         if not self.consecutive_hysteresis:
  *           self.cur_hysteresis = self.delayed_shift
  *         self.cur_scale *= self.scale_factor
@@ -74,7 +75,8 @@ static zls_event py_update_scale(py_scaler *self, bool overflow) {
         self->last_overflow_iter = self->cur_iter;
     } else {
         if (self->consecutive_hysteresis) self->cur_hysteresis = self->delayed_shift;
-        if (py_mod(self->cur_iter - self->last_overflow_iter, self->scale_window) == 0) {
+        int64_t stable_interval = (self->cur_iter - self->last_overflow_iter) - 1;
+        if (stable_interval > 0 && py_mod(stable_interval, self->scale_window) == 0) {
             if (!self->consecutive_hysteresis) self->cur_hysteresis = self->delayed_shift;
             self->cur_scale *= self->scale_factor;
             branch = ZLS_GREW;
@@ -123,52 +125,56 @@ static void test_init(void) {
     ZT_CHECK(s.cur_scale == 4294967296.0, "2^32");
 }
 
-/* Window 4, no hysteresis: doubles on the 4th clean call (cur_iter 3) and every 4 after. */
+/* Window 4, no hysteresis: doubles once 4 clean calls have passed (DeepSpeed >= 0.17.1: on the 5th clean
+ * call, cur_iter 4) and every 4 after. */
 static void test_growth_window(void) {
     zloss_scaler s;
     zls_init_dynamic(&s, 4, 4, 1, false, 1.0);
     double sc = 16;
     for (int it = 0; it < 20; it++) {
-        bool grow = (it + 1) % 4 == 0;
+        bool grow = it > 0 && it % 4 == 0;
         if (grow) sc *= 2;
         STEP(&s, false, grow ? ZLS_GREW : ZLS_NO_CHANGE, sc, 1, -1);
     }
-    ZT_CHECK(s.cur_scale == 16.0 * 32, "after 20 clean steps: %g", s.cur_scale);
+    ZT_CHECK(s.cur_scale == 16.0 * 16, "after 20 clean steps: %g", s.cur_scale);
 
-    /* Window 1 doubles on every clean call. */
+    /* Window 1 doubles on every clean call after the first. */
     zls_init_dynamic(&s, 0, 1, 1, false, 1.0);
-    for (int it = 0; it < 5; it++) STEP(&s, false, ZLS_GREW, ldexp(1, it + 1), 1, -1);
+    STEP(&s, false, ZLS_NO_CHANGE, 1, 1, -1);
+    for (int it = 1; it < 6; it++) STEP(&s, false, ZLS_GREW, ldexp(1, it), 1, -1);
 
-    /* Default window 1000: first growth at iteration 999. */
+    /* Default window 1000: first growth at iteration 1000. */
     zls_init_dynamic(&s, 16, 1000, 2, false, 1.0);
-    for (int it = 0; it < 999; it++) {
+    for (int it = 0; it < 1000; it++) {
         zls_event ev = zls_update(&s, false, NULL);
         if (ev != ZLS_NO_CHANGE) {
             ZT_CHECK(0, "grew early at %d", it);
             break;
         }
     }
-    ZT_CHECK(s.cur_scale == 65536.0, "no growth before 999");
+    ZT_CHECK(s.cur_scale == 65536.0, "no growth before 1000");
     STEP(&s, false, ZLS_GREW, 131072.0, 2, -1);
 }
 
-/* After an overflow at iteration k, growth happens on the window-th clean call after it (k + window). */
+/* After an overflow at iteration k, growth happens once `window` clean calls follow it (k + window + 1). */
 static void test_growth_after_overflow(void) {
     zloss_scaler s;
     zls_init_dynamic(&s, 10, 3, 1, false, 1.0);
     STEP(&s, false, ZLS_NO_CHANGE, 1024, 1, -1);  /* it 0 */
     STEP(&s, true, ZLS_REDUCED, 512, 1, 1);       /* it 1 */
-    STEP(&s, false, ZLS_NO_CHANGE, 512, 1, 1);    /* it 2: 1 */
-    STEP(&s, false, ZLS_NO_CHANGE, 512, 1, 1);    /* it 3: 2 */
-    STEP(&s, false, ZLS_GREW, 1024, 1, 1);        /* it 4: 3 */
-    STEP(&s, false, ZLS_NO_CHANGE, 1024, 1, 1);   /* it 5 */
+    STEP(&s, false, ZLS_NO_CHANGE, 512, 1, 1);    /* it 2: stable 0 */
+    STEP(&s, false, ZLS_NO_CHANGE, 512, 1, 1);    /* it 3: 1 */
+    STEP(&s, false, ZLS_NO_CHANGE, 512, 1, 1);    /* it 4: 2 (grew here before DeepSpeed 0.17.1) */
+    STEP(&s, false, ZLS_GREW, 1024, 1, 1);        /* it 5: 3 */
     STEP(&s, false, ZLS_NO_CHANGE, 1024, 1, 1);   /* it 6 */
-    STEP(&s, false, ZLS_GREW, 2048, 1, 1);        /* it 7 */
-    STEP(&s, true, ZLS_REDUCED, 1024, 1, 8);      /* it 8 */
-    STEP(&s, true, ZLS_REDUCED, 512, 1, 9);       /* it 9: consecutive overflows halve again */
-    STEP(&s, false, ZLS_NO_CHANGE, 512, 1, 9);    /* it 10 */
-    STEP(&s, false, ZLS_NO_CHANGE, 512, 1, 9);    /* it 11 */
-    STEP(&s, false, ZLS_GREW, 1024, 1, 9);        /* it 12 */
+    STEP(&s, false, ZLS_NO_CHANGE, 1024, 1, 1);   /* it 7 */
+    STEP(&s, false, ZLS_GREW, 2048, 1, 1);        /* it 8: 6 */
+    STEP(&s, true, ZLS_REDUCED, 1024, 1, 9);      /* it 9 */
+    STEP(&s, true, ZLS_REDUCED, 512, 1, 10);      /* it 10: consecutive overflows halve again */
+    STEP(&s, false, ZLS_NO_CHANGE, 512, 1, 10);   /* it 11 */
+    STEP(&s, false, ZLS_NO_CHANGE, 512, 1, 10);   /* it 12 */
+    STEP(&s, false, ZLS_NO_CHANGE, 512, 1, 10);   /* it 13 */
+    STEP(&s, false, ZLS_GREW, 1024, 1, 10);       /* it 14 */
 }
 
 /* Hysteresis 2: the first overflow is absorbed, the second halves; refilled only at growth. */
@@ -181,10 +187,11 @@ static void test_hysteresis(void) {
     STEP(&s, false, ZLS_NO_CHANGE, 64, 1, 2);     /* it 3: not refilled on a clean step */
     STEP(&s, false, ZLS_NO_CHANGE, 64, 1, 2);     /* it 4 */
     STEP(&s, false, ZLS_NO_CHANGE, 64, 1, 2);     /* it 5 */
-    STEP(&s, false, ZLS_GREW, 128, 2, 2);         /* it 6: growth refills */
-    STEP(&s, true, ZLS_HYSTERESIS, 128, 1, 7);    /* it 7: absorbed again */
-    STEP(&s, false, ZLS_NO_CHANGE, 128, 1, 7);    /* it 8 */
-    STEP(&s, true, ZLS_REDUCED, 64, 1, 9);        /* it 9: not consecutive, but hysteresis was not refilled */
+    STEP(&s, false, ZLS_NO_CHANGE, 64, 1, 2);     /* it 6 */
+    STEP(&s, false, ZLS_GREW, 128, 2, 2);         /* it 7: growth refills */
+    STEP(&s, true, ZLS_HYSTERESIS, 128, 1, 8);    /* it 8: absorbed again */
+    STEP(&s, false, ZLS_NO_CHANGE, 128, 1, 8);    /* it 9 */
+    STEP(&s, true, ZLS_REDUCED, 64, 1, 10);       /* it 10: not consecutive, but hysteresis was not refilled */
 
     /* Hysteresis 3 */
     zls_init_dynamic(&s, 8, 100, 3, false, 1.0);
@@ -208,7 +215,8 @@ static void test_consecutive_hysteresis(void) {
     STEP(&s, false, ZLS_NO_CHANGE, 128, 3, 7);    /* it 8 */
     STEP(&s, false, ZLS_NO_CHANGE, 128, 3, 7);    /* it 9 */
     STEP(&s, false, ZLS_NO_CHANGE, 128, 3, 7);    /* it 10 */
-    STEP(&s, false, ZLS_GREW, 256, 3, 7);         /* it 11 */
+    STEP(&s, false, ZLS_NO_CHANGE, 128, 3, 7);    /* it 11 */
+    STEP(&s, false, ZLS_GREW, 256, 3, 7);         /* it 12 */
 
     /* The same sequence without consecutive_hysteresis never refills before growth. */
     zls_init_dynamic(&s, 8, 4, 3, false, 1.0);
@@ -230,7 +238,8 @@ static void test_absorbed_overflow_resets_window(void) {
     STEP(&s, false, ZLS_NO_CHANGE, 256, 1, 2);    /* it 3: would have grown without the overflow */
     STEP(&s, false, ZLS_NO_CHANGE, 256, 1, 2);    /* it 4 */
     STEP(&s, false, ZLS_NO_CHANGE, 256, 1, 2);    /* it 5 */
-    STEP(&s, false, ZLS_GREW, 512, 2, 2);         /* it 6 = 2 + 4 */
+    STEP(&s, false, ZLS_NO_CHANGE, 256, 1, 2);    /* it 6 */
+    STEP(&s, false, ZLS_GREW, 512, 2, 2);         /* it 7 = 2 + 4 + 1 */
 }
 
 /* min_scale clamps the halving; an overflow at the minimum (with no hysteresis left) is ZLS_AT_MINIMUM
@@ -250,7 +259,8 @@ static void test_min_scale(void) {
     zls_init_dynamic(&s, 1, 2, 1, false, 1.0);
     STEP(&s, true, ZLS_REDUCED, 1, 1, 0);
     STEP(&s, true, ZLS_AT_MINIMUM, 1, 1, 0);
-    STEP(&s, false, ZLS_GREW, 2, 1, 0);           /* it 2: (2 - 0) % 2 == 0 */
+    STEP(&s, false, ZLS_NO_CHANGE, 1, 1, 0);      /* it 2: stable 1 */
+    STEP(&s, false, ZLS_GREW, 2, 1, 0);           /* it 3: stable 2, 2 % 2 == 0 */
 
     /* Hysteresis still absorbs at the minimum; the error comes only when it would have to halve. */
     zls_init_dynamic(&s, 0, 1000, 2, false, 1.0);
@@ -291,6 +301,7 @@ static void test_static(void) {
 static void test_prev_null(void) {
     zloss_scaler s;
     zls_init_dynamic(&s, 2, 1, 1, false, 1.0);
+    ZT_CHECK(zls_update(&s, false, NULL) == ZLS_NO_CHANGE, "NULL prev, first clean call");
     ZT_CHECK(zls_update(&s, false, NULL) == ZLS_GREW, "NULL prev grows");
     ZT_CHECK(zls_update(&s, true, NULL) == ZLS_REDUCED, "NULL prev reduces");
     ZT_CHECK(s.cur_scale == 4.0, "scale %g", s.cur_scale);

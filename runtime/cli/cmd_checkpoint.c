@@ -1,5 +1,6 @@
 /* zinc checkpoint inspect|export: look into a checkpoint and consolidate it into a safetensors file, in
  * one process, reading the shard files directly (no MPI, no engine). */
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -14,7 +15,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: zinc checkpoint inspect DIR[/TAG] [--verify] [--json] [--params N]\n"
-            "       zinc checkpoint export DIR[/TAG] --out FILE.safetensors [--dtype fp32|bf16|fp16]\n"
+            "       zinc checkpoint export DIR[/TAG] --out FILE.safetensors [--dtype fp32|bf16|fp16] [--force]\n"
             "       zinc checkpoint export --format llmc DIR[/TAG] --out FILE.bin [--dtype fp32|bf16] (a GPT-2)\n"
             "\n"
             "DIR is a checkpoint directory (its `latest` names the tag) and DIR/TAG one checkpoint, as written by\n"
@@ -25,7 +26,8 @@ static void usage(FILE *f) {
             "          --verify reads every file and checks its size and checksums (exit 1 on a bad file).\n"
             "          --json prints manifest.json instead.\n"
             "export    writes the consolidated fp32 master weights as a safetensors file (one tensor per\n"
-            "          parameter), in fp32 (default) or rounded to bf16 / fp16.\n");
+            "          parameter), in fp32 (default) or rounded to bf16 / fp16. An existing FILE is replaced only\n"
+            "          with --force, and only when it is a regular file that is not part of the checkpoint.\n");
 }
 
 static double jnum(json_t *o, const char *a, const char *b) {
@@ -47,7 +49,20 @@ static int inspect(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--verify")) verify = 1;
         else if (!strcmp(argv[i], "--json")) as_json = 1;
-        else if (!strcmp(argv[i], "--params") && i + 1 < argc) show = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--params")) {
+            char *end = NULL;
+            if (i + 1 >= argc) {
+                fprintf(stderr, "zinc checkpoint inspect: --params needs a value\n");
+                return 2;
+            }
+            errno = 0;
+            show = strtol(argv[++i], &end, 10);
+            if (!*argv[i] || *end || errno || show < 0 || show > 1000000000) {
+                fprintf(stderr, "zinc checkpoint inspect: --params \"%s\" is not a count in [0, 1000000000]\n",
+                        argv[i]);
+                return 2;
+            }
+        }
         else if (argv[i][0] == '-') {
             fprintf(stderr, "zinc checkpoint inspect: unknown option \"%s\"\n", argv[i]);
             return 2;
@@ -128,9 +143,15 @@ static int inspect(int argc, char **argv) {
 static int export_cmd(int argc, char **argv) {
     const char *path = NULL, *out = NULL;
     zinc_dtype dt = ZINC_FP32;
+    unsigned flags = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--out") && v) out = v, i++;
+        if ((!strcmp(a, "--out") || !strcmp(a, "--dtype")) && !v) {
+            fprintf(stderr, "zinc checkpoint export: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--force")) flags |= ZINC_EXPORT_REPLACE;
+        else if (!strcmp(a, "--out") && v) out = v, i++;
         else if (!strcmp(a, "--dtype") && v) {
             if (!strcmp(v, "fp32")) dt = ZINC_FP32;
             else if (!strcmp(v, "bf16")) dt = ZINC_BF16;
@@ -154,7 +175,7 @@ static int export_cmd(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (zinc_export_safetensors(path, out, dt) != ZINC_OK) {
+    if (zinc_export_safetensors_ex(path, out, dt, flags) != ZINC_OK) {
         fprintf(stderr, "zinc checkpoint export: %s\n", zinc_last_error());
         return 1;
     }

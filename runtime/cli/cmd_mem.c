@@ -65,6 +65,8 @@ static int parse_args(int argc, char **argv, mopts *o) {
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t x;
+        /* A value that is the next option means this one lacks its value (`--config --json`). */
+        if (v && v[0] == '-' && v[1] == '-') v = NULL;
 #define I64(flag, lo, hi, dst)                                                                             \
     else if (!strcmp(a, flag)) {                                                                           \
         if (parse_i64(a, v, lo, hi, &x)) return -1;                                                        \
@@ -86,10 +88,17 @@ static int parse_args(int argc, char **argv, mopts *o) {
         I64("--stage", 0, 3, o->stage)
         I64("--steps", 1, 1000000, o->steps)
         I64("--seed", 0, INT64_MAX, o->seed)
-        else if (!strcmp(a, "--config")) o->config = v, i++;
-        else if (!strcmp(a, "--shapes")) o->shapes = v, i++;
-        else if (!strcmp(a, "--plot")) o->plot = v, i++;
-        else if (!strcmp(a, "--gpt2")) o->preset = v, i++;
+        else if (!strcmp(a, "--config") || !strcmp(a, "--shapes") || !strcmp(a, "--plot") || !strcmp(a, "--gpt2")) {
+            if (!v) {
+                fprintf(stderr, "zinc mem: %s needs a value\n", a);
+                return -1;
+            }
+            if (!strcmp(a, "--config")) o->config = v;
+            else if (!strcmp(a, "--shapes")) o->shapes = v;
+            else if (!strcmp(a, "--plot")) o->plot = v;
+            else o->preset = v;
+            i++;
+        }
         else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "--csv")) o->csv = true;
         else if (!strcmp(a, "--bytes")) o->exact = true;
@@ -171,7 +180,9 @@ static zinc_status load_variant(json_t *base, const char *origin, int stage, con
     char *text = mc_config_text(base, stage, offload);
     if (!text) return ZINC_ERR_NOMEM;
     zlog log = {.fn = quiet ? NULL : log_to_stderr, .level = ZINC_LOG_WARN};
-    zinc_status st = zcfg_load_text(text, origin, world, &log, cfg);
+    /* the schedule's length changes no byte: an "auto" total_num_steps needs no --steps here */
+    zcfg_load_opts lo = {.run_steps = 1, .run_steps_from = "a placeholder (the schedule length does not change memory)"};
+    zinc_status st = zcfg_load_text_ex(text, origin, world, &lo, &log, cfg);
     free(text);
     return st;
 }

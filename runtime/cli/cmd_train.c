@@ -1,5 +1,9 @@
 /* zinc train: trains the example MLP (examples/mlp) through the engine with a ds_config. */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoint_internal.h"
 #include "commands.h"
 #include "gpt2_cli.h"
 #include "mlp.h"
@@ -35,7 +40,28 @@ static void usage(FILE *f) {
             "                    and every K steps with --save-every K\n"
             "  --resume PATH     continue from a checkpoint: DIR (its latest) or DIR/TAG; any rank count and\n"
             "                    ZeRO stage can resume any checkpoint of the same model\n"
-            "  --quiet           only warnings, errors and the summary\n");
+            "  --set PATH=VALUE  fill an \"auto\" or override a ds_config value: a dotted key path and a JSON\n"
+            "                    value (--set train_micro_batch_size_per_gpu=4 --set optimizer.params.lr=3e-4);\n"
+            "                    repeatable. An \"auto\" not set is filled as the Hugging Face Trainer fills it\n"
+            "                    with its default arguments (a warning names each); total_num_steps from --steps\n"
+            "  --on-nonfinite P  error (default): a non-finite gradient in fp32/bf16, or parameters made\n"
+            "                    non-finite by a step, stop the run naming the step and tensor; skip: such\n"
+            "                    steps are skipped with a warning (fp16 always skips and lowers its loss scale)\n"
+            "  --quiet           only warnings, errors and the summary\n"
+            "\n"
+            "ZINC_COLLECTIVE_TIMEOUT_S (default for this program 1800, 0 = off): a rank that waits longer in a collective (another\n"
+            "rank died or stopped) ends with exit status 113 and a message, so the launcher ends the job.\n");
+}
+
+/* This process's rank as the launcher set it (mpirun, srun, PMI), 0 when started alone: known even when
+ * zinc_create failed before returning an engine. */
+static int launcher_rank(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return atoi(v);
+    }
+    return 0;
 }
 
 static double now_s(void) {
@@ -46,8 +72,9 @@ static double now_s(void) {
 
 static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out) {
     char *end = NULL;
+    errno = 0;
     long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || !*v || *end || x < lo || x > hi) {
+    if (!v || !*v || *end || errno || x < lo || x > hi) {
         fprintf(stderr, "zinc train: %s needs an integer in %lld..%lld, got \"%s\"\n", flag, (long long)lo,
                 (long long)hi, v ? v : "");
         return -1;
@@ -74,6 +101,58 @@ static void progress(int64_t done, int64_t total, double loss, double rate) {
     fflush(stderr);
 }
 
+/* Whether a path can be written, tried before any training is spent on it: --save DIR is created (as the
+ * save would) and a probe file made and removed in it; --report FILE is opened for writing (created and
+ * removed when it does not exist yet; an existing one must be a regular file and is left as it is). ""
+ * when it can, else why not. */
+static void check_out_path(const char *flag, const char *path, int is_dir, char *why, size_t cap) {
+    char p[4200];
+    struct stat sb;
+    why[0] = 0;
+    if (strlen(path) >= 4000) {
+        snprintf(why, cap, "%s %.64s...: the path is too long", flag, path);
+        return;
+    }
+    if (is_dir) {
+        snprintf(p, sizeof p, "%s", path);
+        for (char *c = p + 1;; c++) {
+            if (*c == '/' || !*c) {
+                char keep = *c;
+                *c = 0;
+                if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+                    snprintf(why, cap, "%s %s: cannot create directory %s: %s", flag, path, p, strerror(errno));
+                    return;
+                }
+                *c = keep;
+                if (!keep) break;
+            }
+        }
+        if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            snprintf(why, cap, "%s %s exists and is not a directory", flag, path);
+            return;
+        }
+        snprintf(p, sizeof p, "%s/.zinc-probe-%ld", path, (long)getpid());
+    } else {
+        if (lstat(path, &sb) == 0) {
+            if (!S_ISREG(sb.st_mode)) snprintf(why, cap, "%s %s exists and is not a regular file", flag, path);
+            else {
+                int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0) snprintf(why, cap, "%s %s cannot be written: %s", flag, path, strerror(errno));
+                else close(fd);
+            }
+            return;
+        }
+        snprintf(p, sizeof p, "%s", path);
+    }
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(why, cap, "%s %s cannot be written: creating %s failed: %s", flag, path, p, strerror(errno));
+        return;
+    }
+    close(fd);
+    unlink(p);
+}
+
 int zinc_cmd_train(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--model")) {
@@ -87,10 +166,19 @@ int zinc_cmd_train(int argc, char **argv) {
     int64_t steps = 100, seed = 1234, data_seed = 42, threads = 0, save_every = 0;
     zinc_mlp_config mc = zinc_mlp_default_config();
     zinc_options o = zinc_default_options();
-    int quiet = 0;
+    int quiet = 0, nsets = 0, run_lock = -1;
+    const char *sets[ZINC_MAX_SETS + 1] = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t x;
+        /* Every option but these takes a value, and a value is never the next option: `--resume` alone or
+         * `--save --quiet` is an error, not a run from scratch or a directory named --quiet. */
+        if (strcmp(a, "--help") && strcmp(a, "-h") && strcmp(a, "--quiet") && a[0] == '-' &&
+            (!v || (v[0] == '-' && v[1] == '-'))) {
+            fprintf(stderr, "zinc train: %s needs a value%s%s%s (see zinc train --help)\n", a, v ? ", got the option \"" : "",
+                    v ? v : "", v ? "\"" : "");
+            return 2;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -98,14 +186,23 @@ int zinc_cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--report")) report = v, i++;
         else if (!strcmp(a, "--save")) save_dir = v, i++;
         else if (!strcmp(a, "--resume")) resume = v, i++;
+        else if (!strcmp(a, "--set")) {
+            if (!v || nsets == ZINC_MAX_SETS) {
+                fprintf(stderr, "zinc train: --set needs PATH=VALUE, for example --set train_micro_batch_size_per_gpu=4 "
+                                "(at most %d of them)\n", ZINC_MAX_SETS);
+                return 2;
+            }
+            sets[nsets++] = v;
+            i++;
+        }
         else if (!strcmp(a, "--save-every")) {
-            if (parse_i64(a, v, 1, INT64_MAX / 2, &save_every)) return 2;
+            if (parse_i64(a, v, 1, (int64_t)1 << 53, &save_every)) return 2;
             i++;
         }
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--model")) i++; /* mlp: checked above */
         else if (!strcmp(a, "--steps")) {
-            if (parse_i64(a, v, 0, INT64_MAX / 2, &steps)) return 2;
+            if (parse_i64(a, v, 0, (int64_t)1 << 53, &steps)) return 2;
             i++;
         } else if (!strcmp(a, "--seed")) {
             if (parse_i64(a, v, 0, INT64_MAX, &seed)) return 2;
@@ -125,6 +222,14 @@ int zinc_cmd_train(int argc, char **argv) {
             else if (!strcmp(a, "--depth")) mc.depth = (int)x;
             else if (!strcmp(a, "--in-dim")) mc.in_dim = (int)x;
             else mc.classes = (int)x;
+            i++;
+        } else if (!strcmp(a, "--on-nonfinite")) {
+            if (!strcmp(v, "error")) o.nonfinite = ZINC_NONFINITE_DEFAULT;
+            else if (!strcmp(v, "skip")) o.nonfinite = ZINC_NONFINITE_SKIP;
+            else {
+                fprintf(stderr, "zinc train: --on-nonfinite must be error or skip, got \"%s\"\n", v);
+                return 2;
+            }
             i++;
         } else if (!strcmp(a, "--device")) {
             if (v && !strcmp(v, "cpu")) o.device = ZINC_DEVICE_CPU;
@@ -149,7 +254,14 @@ int zinc_cmd_train(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    /* Output paths are checked before any training is spent on them (every rank checks its own view of
+     * the file system; the result is one of the items the ranks agree on). */
+    char save_why[8800] = "", report_why[8800] = "";
+    if (save_dir) check_out_path("--save", save_dir, 1, save_why, sizeof save_why);
+    if (report) check_out_path("--report", report, 0, report_why, sizeof report_why);
     o.config_path = config;
+    o.config_overrides = sets;
+    o.total_steps = steps; /* fills an "auto" scheduler.params.total_num_steps */
     o.seed = (uint64_t)seed;
     o.cpu_threads = (int)threads;
     if (quiet) o.log_level = ZINC_LOG_WARN;
@@ -159,12 +271,65 @@ int zinc_cmd_train(int argc, char **argv) {
     zinc_mlp *m = NULL;
     float *master = NULL;
     int rc = 1;
-    if (zinc_create(&o, &e) != ZINC_OK) {
-        fprintf(stderr, "zinc train: %s\n", zinc_last_error());
+    zinc_status cst = zinc_create(&o, &e);
+    if (cst != ZINC_OK) {
+        /* A config problem is the same on every rank: said once per job, by rank 0; the other ranks exit with
+         * the same status silently. Other failures can differ by rank and are printed by each. */
+        if (cst != ZINC_ERR_CONFIG || launcher_rank() == 0) fprintf(stderr, "zinc train: %s\n", zinc_last_error());
         return 1;
+    }
+    /* What every rank must have been given alike; zinc_build (in zinc_mlp_create) compares them. */
+    {
+        int64_t flags = (save_dir ? 1 : 0) | (resume ? 2 : 0) | (report ? 4 : 0) | (quiet ? 8 : 0);
+        /* One run per --save directory: rank 0 holds DIR/.zinc.run.lock for the whole run (each save also
+         * locks DIR/.zinc.lock), so a second run fails now rather than after its training. */
+        if (save_dir && !save_why[0] && zinc_rank(e) == 0) {
+            char lp[4200];
+            snprintf(lp, sizeof lp, "%s/.zinc.run.lock", save_dir);
+            if (zckpt_check_dir(save_dir, "--save directory") != ZINC_OK)
+                snprintf(save_why, sizeof save_why, "%s", zinc_last_error());
+            else if ((run_lock = open(lp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644)) < 0 ||
+                     flock(run_lock, LOCK_EX | LOCK_NB) != 0) {
+                char owner[64] = "";
+                ssize_t k = run_lock >= 0 ? pread(run_lock, owner, sizeof owner - 1, 0) : -1;
+                owner[k > 0 ? k : 0] = 0;
+                owner[strcspn(owner, "\n")] = 0;
+                snprintf(save_why, sizeof save_why, "--save %s: another zinc train (%s) saves into this directory; "
+                                                   "use another directory or wait for it to finish",
+                         save_dir, owner[0] ? owner : "unknown pid");
+            } else {
+                char me[64];
+                int n = snprintf(me, sizeof me, "pid %ld\n", (long)getpid());
+                if (ftruncate(run_lock, 0) == 0 && pwrite(run_lock, me, (size_t)n, 0) < 0) { /* only for messages */
+                }
+            }
+            if (save_why[0] && zinc_world_size(e) > 1) fprintf(stderr, "zinc train: %s\n", save_why);
+        }
+        int64_t paths_ok = !save_why[0] && !report_why[0];
+        if (zinc_agree_add(e, "--steps", &steps, sizeof steps) != ZINC_OK ||
+            zinc_agree_add(e, "--seed", &seed, sizeof seed) != ZINC_OK ||
+            zinc_agree_add(e, "--data-seed", &data_seed, sizeof data_seed) != ZINC_OK ||
+            zinc_agree_add(e, "--save/--resume/--report given", &flags, sizeof flags) != ZINC_OK ||
+            zinc_agree_add(e, "--save-every", &save_every, sizeof save_every) != ZINC_OK ||
+            zinc_agree_add(e, "--resume", resume ? resume : "", resume ? strlen(resume) : 0) != ZINC_OK ||
+            zinc_agree_add(e, "--save and --report paths writable", &paths_ok, sizeof paths_ok) != ZINC_OK) {
+            fprintf(stderr, "zinc train: %s\n", zinc_last_error());
+            goto done;
+        }
     }
     if (zinc_mlp_create(e, &mc, &m) != ZINC_OK) {
         fprintf(stderr, "zinc train: building the model failed: %s\n", zinc_last_error());
+        goto done;
+    }
+    if (save_why[0] || report_why[0]) {
+        fprintf(stderr, "zinc train: %s (checked before training; nothing was trained)\n",
+                save_why[0] ? save_why : report_why);
+        goto done;
+    }
+    if (steps > INT64_MAX / 4 / zinc_train_batch_size(e)) {
+        fprintf(stderr, "zinc train: --steps %" PRId64 " x train_batch_size %" PRId64 " samples overflows the sample "
+                        "index; use fewer steps\n",
+                steps, (int64_t)zinc_train_batch_size(e));
         goto done;
     }
     int64_t start = 0, last_saved = -1;
@@ -261,6 +426,7 @@ int zinc_cmd_train(int argc, char **argv) {
     }
     rc = 0;
 done:
+    if (run_lock >= 0) close(run_lock);
     free(master);
     zinc_mlp_destroy(m);
     zinc_destroy(e);

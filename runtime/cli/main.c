@@ -1,5 +1,6 @@
 /* The zinc program: dispatches to its subcommands. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -31,6 +32,9 @@ int main(int argc, char **argv) {
         printf("zinc %s\n", ZINC_VERSION_STRING);
         return 0;
     }
+    /* The library ends a rank stuck in a collective only when asked (runtime/watchdog.h); the zinc program
+     * asks, so a job whose ranks disagree or lost a rank ends instead of holding its nodes forever. */
+    setenv("ZINC_COLLECTIVE_TIMEOUT_S", "1800", 0);
     if (!strcmp(argv[1], "train")) return zinc_cmd_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "config")) return zinc_cmd_config(argc - 1, argv + 1);
     if (!strcmp(argv[1], "mem")) return zinc_cmd_mem(argc - 1, argv + 1);

@@ -1,4 +1,5 @@
 /* zinc mem: the model description (--params, --gpt2, --shapes) as modules and parameter shapes. */
+#include <errno.h>
 #include <ctype.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -39,6 +40,26 @@ static int model_add(mmodel *m, const char *module, const char *name, int ndim, 
         return -1;
     }
     if (mod < 0 || ndim < 1 || ndim > 8) return -1;
+    /* Untrusted numbers (a --shapes file): each tensor and the model at most 2^45 elements, checked before
+     * any product or sum can overflow. */
+    const int64_t lim = (int64_t)1 << 45;
+    int64_t numel = 1, total = mc_model_total(m);
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 1 || shape[i] > lim / numel) {
+            fprintf(stderr, "zinc mem: parameter \"%s\": its shape has more than 2^45 elements (or a dimension below "
+                            "1)\n", name);
+            return -1;
+        }
+        numel *= shape[i];
+    }
+    if (numel > lim - total) {
+        fprintf(stderr, "zinc mem: parameter \"%s\": the model would have more than 2^45 elements\n", name);
+        return -1;
+    }
+    if (m->n >= (1 << 24)) {
+        fprintf(stderr, "zinc mem: more than 2^24 parameters\n");
+        return -1;
+    }
     if (m->n == m->cap) {
         m->cap = m->cap ? 2 * m->cap : 256;
         mparam *np = realloc(m->p, (size_t)m->cap * sizeof *np);
@@ -131,8 +152,9 @@ static int model_shapes(mmodel *m, const char *path) {
         bool ok = nt >= 3 && nd <= 8;
         for (int i = 0; ok && i < nd; i++) {
             char *end;
+            errno = 0;
             long long v = strtoll(tok[2 + i], &end, 10);
-            ok = *end == 0 && v >= 1;
+            ok = *end == 0 && v >= 1 && errno == 0;
             shape[i] = v;
         }
         if (!ok || model_add(m, tok[0], tok[1], nd, shape)) {

@@ -93,8 +93,8 @@ static void check_accepted(const zinc_config *c, int world, const char *text) {
     json_error_t je;
     json_t *root = json_loads(dump, 0, &je);
     require(root != NULL, "dump is JSON", text);
-    const char *drop[] = {"_source", "_world_size", "_compute_dtype", "_defaults"};
-    for (int i = 0; i < 4; i++) json_object_del(root, drop[i]);
+    const char *drop[] = {"_source", "_world_size", "_compute_dtype", "_defaults", "_filled"};
+    for (int i = 0; i < 5; i++) json_object_del(root, drop[i]);
     char *again = json_dumps(root, JSON_COMPACT);
     json_decref(root);
     require(again != NULL, "re-dump", text);

@@ -1,0 +1,69 @@
+# Issue 18 (hardening): mismatched ranks end with one error on every rank, a rank that stops or dies ends
+# the job through the collective watchdog (ZINC_COLLECTIVE_TIMEOUT_S), never a hang.
+find_program(ZINC_PYTHON3_FOR_MISMATCH python3)
+if(ZINC_PYTHON3_FOR_MISMATCH)
+  string(REPLACE ";" " " zinc_mm_mpirun "${ZINC_MPIRUN}")
+  add_test(NAME mismatch_ranks COMMAND ${ZINC_PYTHON3_FOR_MISMATCH} ${CMAKE_CURRENT_SOURCE_DIR}/test_mismatch.py
+           --zinc $<TARGET_FILE:zinc_cli> --mpirun "${zinc_mm_mpirun}" --workdir ${PROJECT_BINARY_DIR}/mismatch_test
+           --configs ${PROJECT_SOURCE_DIR}/ds_configs)
+  set_tests_properties(mismatch_ranks PROPERTIES TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV}" LABELS "mpi;hardening"
+                       WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+endif()
+
+# ---------------------------------------------------------------- fuzzing the checkpoint manifest reader
+# As tests/config.cmake does for the config loader: the reader's sources built straight into the fuzz
+# programs (with sanitizers where they work), a standalone driver with a bounded deterministic mutation
+# loop, and a libFuzzer binary when clang links -fsanitize=fuzzer. Seeds: tests/fuzz/manifest_corpus (real
+# manifests of stages 0-3, fp32/fp16/bf16, 1-4 ranks).
+set(ZINC_MANIFEST_READER_SOURCES
+    ${PROJECT_SOURCE_DIR}/runtime/checkpoint_manifest.c ${PROJECT_SOURCE_DIR}/runtime/checkpoint_validate.c
+    ${PROJECT_SOURCE_DIR}/runtime/checkpoint_io.c ${PROJECT_SOURCE_DIR}/runtime/checkpoint_safe.c
+    ${PROJECT_SOURCE_DIR}/offload/crc32c.c ${PROJECT_SOURCE_DIR}/zero/partition.c
+    ${PROJECT_SOURCE_DIR}/runtime/lr_schedule.c ${ZINC_CONFIG_LOADER_SOURCES})
+set(ZINC_MANIFEST_SEEDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/manifest_corpus)
+add_executable(fuzz_manifest fuzz/fuzz_manifest.c ${ZINC_MANIFEST_READER_SOURCES})
+target_include_directories(fuzz_manifest PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include
+                           ${PROJECT_SOURCE_DIR}/runtime)
+target_compile_definitions(fuzz_manifest PRIVATE _GNU_SOURCE ZINC_VERSION="${PROJECT_VERSION}")
+target_compile_options(fuzz_manifest PRIVATE ${ZINC_WARN})
+target_link_libraries(fuzz_manifest PRIVATE PkgConfig::JANSSON m)
+if(ZINC_HAVE_ASAN_UBSAN)
+  target_compile_options(fuzz_manifest PRIVATE -fsanitize=address,undefined -fno-sanitize-recover=all
+                         -fno-omit-frame-pointer)
+  target_link_options(fuzz_manifest PRIVATE -fsanitize=address,undefined)
+endif()
+add_test(NAME manifest_fuzz COMMAND fuzz_manifest --iterations 20000 --seed 1 --max-seconds 45 ${ZINC_MANIFEST_SEEDS})
+set_tests_properties(manifest_fuzz PROPERTIES LABELS "fuzz;checkpoint" TIMEOUT 120
+                     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1;UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
+if(ZINC_LIBFUZZER_WORKS)
+  set(fzm ${CMAKE_CURRENT_BINARY_DIR}/fuzz_manifest_libfuzzer)
+  set(fzm_flags -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+                -DZINC_LIBFUZZER -D_GNU_SOURCE -DZINC_VERSION="${PROJECT_VERSION}" -I${PROJECT_SOURCE_DIR}
+                -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/runtime)
+  foreach(d ${JANSSON_INCLUDE_DIRS})
+    list(APPEND fzm_flags -I${d})
+  endforeach()
+  add_custom_command(OUTPUT ${fzm}
+                     COMMAND ${ZINC_CLANG} ${fzm_flags} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_manifest.c
+                             ${ZINC_MANIFEST_READER_SOURCES} ${JANSSON_LINK_LIBRARIES} -lm -o ${fzm}
+                     DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_manifest.c ${ZINC_MANIFEST_READER_SOURCES}
+                             ${PROJECT_SOURCE_DIR}/runtime/checkpoint_internal.h ${ZINC_CONFIG_LOADER_HEADERS}
+                     COMMENT "Building the libFuzzer target fuzz_manifest_libfuzzer with ${ZINC_CLANG}"
+                     COMMAND_EXPAND_LISTS VERBATIM)
+  add_custom_target(fuzz_manifest_libfuzzer ALL DEPENDS ${fzm})
+  add_test(NAME manifest_libfuzzer
+           COMMAND sh -c "d=$(mktemp -d) || exit 1; \"$0\" -runs=20000 -seed=1 -max_total_time=30 \"$d\" \"$@\"; rc=$?; rm -rf \"$d\"; exit $rc"
+                   ${fzm} ${ZINC_MANIFEST_SEEDS})
+  set_tests_properties(manifest_libfuzzer PROPERTIES LABELS "fuzz;checkpoint" TIMEOUT 120
+                       ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
+endif()
+
+# The command line under misuse: options without values, numbers out of range, unusable output paths before
+# training, bit flips through inspect --verify and export, FIFOs, export targets it must not replace.
+if(ZINC_PYTHON3_FOR_MISMATCH)
+  add_test(NAME cli_hardening COMMAND ${ZINC_PYTHON3_FOR_MISMATCH} ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_hardening.py
+           --zinc $<TARGET_FILE:zinc_cli> --configs ${PROJECT_SOURCE_DIR}/ds_configs
+           --workdir ${PROJECT_BINARY_DIR}/cli_hardening_test)
+  set_tests_properties(cli_hardening PROPERTIES TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV}" LABELS "cli;hardening"
+                       WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+endif()
