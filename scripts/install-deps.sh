@@ -5,7 +5,8 @@
 #   scripts/install-deps.sh --bench  also fio and gnuplot (benchmarks, plots)
 set -euo pipefail
 
-pkgs=(build-essential cmake pkg-config libjansson-dev liburing-dev libopenmpi-dev openmpi-bin python3 python3-venv)
+pkgs=(build-essential cmake pkg-config libjansson-dev liburing-dev libopenmpi-dev openmpi-bin python3 python3-venv
+      libopenblas-dev)
 if [[ "${1:-}" == "--bench" ]]; then pkgs+=(fio gnuplot-nox); fi
 
 missing=()

@@ -9,12 +9,14 @@
 
 #include "checkpoint_internal.h"
 #include "commands.h"
+#include "gpt2_cli.h"
 #include "zinc.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: zinc checkpoint inspect DIR[/TAG] [--verify] [--json] [--params N]\n"
             "       zinc checkpoint export DIR[/TAG] --out FILE.safetensors [--dtype fp32|bf16|fp16] [--force]\n"
+            "       zinc checkpoint export --format llmc DIR[/TAG] --out FILE.bin [--dtype fp32|bf16] (a GPT-2)\n"
             "\n"
             "DIR is a checkpoint directory (its `latest` names the tag) and DIR/TAG one checkpoint, as written by\n"
             "zinc train --save or zinc_save_checkpoint (docs/checkpoints.md).\n"
@@ -187,7 +189,11 @@ int zinc_cmd_checkpoint(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "inspect")) return inspect(argc - 2, argv + 2);
-    if (!strcmp(argv[1], "export")) return export_cmd(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "export")) {
+        for (int i = 2; i + 1 < argc; i++) /* --format llmc: an llm.c GPT-2 model file (cmd_export_llmc.c) */
+            if (!strcmp(argv[i], "--format") && !strcmp(argv[i + 1], "llmc")) return zinc_cmd_export_llmc(argc - 2, argv + 2);
+        return export_cmd(argc - 2, argv + 2);
+    }
     fprintf(stderr, "zinc checkpoint: unknown subcommand \"%s\" (inspect or export)\n", argv[1]);
     usage(stderr);
     return 2;

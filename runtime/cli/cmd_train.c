@@ -14,12 +14,13 @@
 
 #include "checkpoint_internal.h"
 #include "commands.h"
+#include "gpt2_cli.h"
 #include "mlp.h"
 #include "zinc.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: zinc train --config FILE [options]\n"
+            "usage: zinc train [--model mlp] --config FILE [options]   (GPT-2: zinc train --model gpt2 --help)\n"
             "\n"
             "Trains the example MLP (examples/mlp) on its synthetic classification task with a DeepSpeed\n"
             "ds_config.json. Run under mpirun/srun for several ranks: mpirun -np 4 zinc train ...\n"
@@ -153,6 +154,14 @@ static void check_out_path(const char *flag, const char *path, int is_dir, char 
 }
 
 int zinc_cmd_train(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--model")) {
+            if (!strcmp(argv[i + 1], "gpt2")) return zinc_cmd_train_gpt2(argc, argv);
+            if (strcmp(argv[i + 1], "mlp")) {
+                fprintf(stderr, "zinc train: --model must be mlp or gpt2, got \"%s\"\n", argv[i + 1]);
+                return 2;
+            }
+        }
     const char *config = NULL, *report = NULL, *save_dir = NULL, *resume = NULL;
     int64_t steps = 100, seed = 1234, data_seed = 42, threads = 0, save_every = 0;
     zinc_mlp_config mc = zinc_mlp_default_config();
@@ -191,6 +200,7 @@ int zinc_cmd_train(int argc, char **argv) {
             i++;
         }
         else if (!strcmp(a, "--quiet")) quiet = 1;
+        else if (!strcmp(a, "--model")) i++; /* mlp: checked above */
         else if (!strcmp(a, "--steps")) {
             if (parse_i64(a, v, 0, (int64_t)1 << 53, &steps)) return 2;
             i++;

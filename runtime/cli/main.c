@@ -13,7 +13,7 @@ static void usage(FILE *f) {
             "usage: zinc <command> [options]\n"
             "\n"
             "commands:\n"
-            "  train       train the example model with a ds_config (zinc train --help)\n"
+            "  train       train GPT-2 (--model gpt2) or the example MLP with a ds_config (zinc train --help)\n"
             "  config      check a ds_config and print it fully resolved (zinc config check FILE)\n"
             "  mem         per-rank memory: zinc mem estimate (predict) | zinc mem measure (run and compare)\n"
             "  checkpoint  inspect a checkpoint or export it to safetensors (zinc checkpoint --help)\n"

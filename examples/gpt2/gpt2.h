@@ -1,0 +1,80 @@
+/* GPT-2 wrapped through the zinc engine (public API only): learned token and position embeddings, pre-LN
+ * blocks (causal multi-head attention, GELU-tanh MLP 4x), final LayerNorm, output projection tied to the
+ * token embedding; no dropout, LayerNorm eps 1e-5; the loss and softmax see the first `vocab` logits only.
+ *
+ * Modules, in forward order: "embed" (wte, wpe), "h0" .. "h<L-1>" (one per block, 12 tensors each),
+ * "lnf". In stage 3 the engine gathers one module at a time. The model computes on the host in float
+ * (matrix products through OpenBLAS's sgemm, gpt2_layers.c): bf16/fp16 parameters are converted to float
+ * at each module entry (zinc_param_to_f32) and float gradients are added into the engine's buffers before
+ * each exit (zinc_grad_add_f32, which applies the loss scale).
+ *
+ * The tied embedding without nested modules: the output projection needs wte after "lnf" and gives wte a
+ * gradient at the start of backward, while wte lives in "embed", which backward enters last. The model
+ * keeps a float copy of wte's first `vocab` rows from the embed forward entry, and a float buffer for the
+ * projection's wte gradient, added into wte's gradient when backward enters "embed": 2 x vocab x channels
+ * floats per rank, on top of the activations (about (16 C + H T) x B x T x layers floats).
+ *
+ * Data: llm.c's sequential loader (gpt2_files.h). The global window k of the run is
+ * step * train_batch_size + (micro_step * world + rank) * micro_batch + b, so any rank count with the same
+ * train_batch_size sees the same windows per step. */
+#ifndef ZINC_EXAMPLES_GPT2_H
+#define ZINC_EXAMPLES_GPT2_H
+
+#include <stdint.h>
+
+#include "gpt2_files.h"
+#include "zinc.h"
+
+typedef struct zinc_gpt2_config {
+    gpt2_shape shape;
+    int context;          /* T of training windows, 1..shape.max_context */
+    const float *init;    /* all parameters in llm.c's order (gpt2_files.h), or NULL: GPT-2's initialisation
+                             (normal 0.02, residual projections 0.02/sqrt(2 L), biases 0, LayerNorm 1/0,
+                             padding rows of wte 0) seeded by the engine seed */
+    int threads;          /* OpenMP threads of the model's compute (process-wide omp_set_num_threads);
+                             0: OpenMP's default (OMP_NUM_THREADS, else every core) */
+} zinc_gpt2_config;
+
+typedef struct zinc_gpt2 zinc_gpt2;
+
+/* Registers the modules and parameters and builds the engine (zinc_build). The engine must be on a
+ * host-addressable device (cpu). */
+zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_gpt2 **out);
+void zinc_gpt2_destroy(zinc_gpt2 *m);
+
+/* Forward and backward of one micro-batch: windows holds B rows of T+1 tokens (inputs are the first T,
+ * targets the last T). Adds the sum of the B*T losses to *loss_sum. The gradient is that of the
+ * micro-batch's mean loss (times the loss scale). */
+zinc_status zinc_gpt2_microstep(zinc_gpt2 *m, const uint16_t *windows, int B, double *loss_sum);
+/* Forward only (no gradients): adds the sum of the B*T losses to *loss_sum. B <= micro batch. */
+zinc_status zinc_gpt2_eval(zinc_gpt2 *m, const uint16_t *windows, int B, double *loss_sum);
+/* Forward only over one sequence of n tokens (1..context): the first `vocab` logits of its last position. */
+zinc_status zinc_gpt2_next_logits(zinc_gpt2 *m, const uint16_t *tokens, int n, float *logits);
+
+/* One optimizer step on the sequential windows of `data` (gpt2_window with the engine's batch sizes):
+ * zinc_grad_accum_steps micro-steps, then zinc_step. *loss = the mean over all train_batch_size x T
+ * positions of the global batch (every rank), from this step's forward passes before its update. */
+zinc_status zinc_gpt2_train_step(zinc_gpt2 *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
+                                 double *loss);
+/* From now on training windows are read through gpt2_window_shuffled with this seed (--shuffle). */
+void zinc_gpt2_shuffle(zinc_gpt2 *m, uint64_t seed);
+/* Mean loss over `batches` global batches (train_batch_size windows each, from window 0) of `data`,
+ * forward only, shared across ranks. Collective. */
+zinc_status zinc_gpt2_val_loss(zinc_gpt2 *m, const gpt2_tokens *data, int64_t batches, double *loss);
+
+/* Collective: every parameter (fp32 master weights) in llm.c's order, gpt2_num_params floats. */
+zinc_status zinc_gpt2_gather_llmc(zinc_gpt2 *m, float *out);
+
+/* Test hook: the float gradient of the last micro-step's loss w.r.t. every parameter, in llm.c's order,
+ * as the model computed it before handing it to the engine (unscaled; NULL to stop capturing). */
+void zinc_gpt2_capture_grads(zinc_gpt2 *m, float *out);
+
+/* Seconds spent in zinc_gpt2_train_step so far, and the part of them inside engine calls (module entries
+ * and exits: stage-3 gathers and gradient reduction; zinc_step: the reduction's end, clipping, Adam; the
+ * loss's all-reduce); the rest is the model's own compute. Validation and sampling are not counted. */
+void zinc_gpt2_times(const zinc_gpt2 *m, double *steps_s, double *engine_s);
+
+const gpt2_shape *zinc_gpt2_shape(const zinc_gpt2 *m);
+int zinc_gpt2_context(const zinc_gpt2 *m);
+
+#endif

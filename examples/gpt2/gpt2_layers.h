@@ -1,0 +1,45 @@
+/* GPT-2's layers on float buffers, forward and backward, with no engine in sight: the model (gpt2.c)
+ * calls them between module entries, and the tests check each against a float64 reference. Shapes:
+ * N = B*T token positions, C channels; every 2-D buffer is row-major. Backward functions ADD into the
+ * gradients they are given (d-inputs and d-parameters), so a buffer used twice (the tied embedding, the
+ * residual stream) accumulates. Matrix products go through cblas_sgemm (OpenBLAS); the rest is threaded
+ * with OpenMP. */
+#ifndef ZINC_EXAMPLES_GPT2_LAYERS_H
+#define ZINC_EXAMPLES_GPT2_LAYERS_H
+
+#include <stdint.h>
+
+#define GPT2_LN_EPS 1e-5f
+
+/* Makes OpenBLAS single-threaded: the layers parallelise their sgemm calls with OpenMP themselves. */
+void gpt2_layers_init(void);
+
+/* out[N,C] = (x - mean) * rstd * w + b over the last axis; mean and rstd (N each) saved for backward. */
+void gpt2_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                            int64_t N, int C);
+void gpt2_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                             const float *mean, const float *rstd, int64_t N, int C);
+
+/* out[N,OC] = x[N,IC] W^T + b, W is OC x IC (torch.nn.Linear's layout); b may be NULL. */
+void gpt2_matmul_forward(float *out, const float *x, const float *W, const float *b, int64_t N, int IC, int OC);
+/* dx[N,IC] += dout W (dx may be NULL), dW += dout^T x, db += column sums of dout (db may be NULL). */
+void gpt2_matmul_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
+                          int64_t N, int IC, int OC);
+
+/* Causal multi-head self-attention. qkv[B,T,3C] holds q, k, v (each C wide; head h takes channels
+ * h*C/H .. (h+1)*C/H - 1 of each); out[B,T,C]; att[B,H,T,T] keeps the softmax weights for backward
+ * (entries above the diagonal are 0). Scores are scaled by 1/sqrt(C/H). */
+void gpt2_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int H);
+/* dqkv += ...; datt is scratch of B*H*T*T floats. */
+void gpt2_attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att, int B,
+                             int T, int C, int H);
+
+/* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+void gpt2_gelu_forward(float *out, const float *x, int64_t n);
+void gpt2_gelu_backward(float *dx, const float *x, const float *dout, int64_t n);
+
+/* Softmax cross-entropy over the first V of the V columns of logits[N,V] (row stride V). Returns the sum
+ * of the N losses (double), writes dlogits[N,V] = (softmax - onehot) * dscale. targets[i] in 0..V-1. */
+double gpt2_crossentropy(float *dlogits, const float *logits, const int32_t *targets, int64_t N, int V, float dscale);
+
+#endif

@@ -1,0 +1,27 @@
+# GPT-2 example (examples/gpt2): layers against float64 references, whole-model gradient check, llm.c files.
+zinc_test(NAME gpt2_layers SOURCES test_gpt2_layers.c LIBS zinc_gpt2 LABELS gpt2 unit ENV OMP_NUM_THREADS=2)
+zinc_test(NAME gpt2_grad SOURCES test_gpt2_grad.c LIBS zinc_gpt2 LABELS gpt2 unit)
+zinc_test(NAME gpt2_files SOURCES test_gpt2_files.c LIBS zinc_gpt2 LABELS gpt2 unit)
+# The CLI end to end (tests/test_gpt2_cli.py, standard-library python3): error messages and llm.c file round
+# trips; the stage x ranks x dtype matrix against the 1-rank stage-0 run; loss falling on a licence text
+# that Debian's base-files installs.
+find_program(ZINC_GPT2_PYTHON3 python3)
+if(ZINC_GPT2_PYTHON3)
+  string(REPLACE ";" " " zinc_gpt2_mpirun "${ZINC_MPIRUN}")
+  foreach(part files matrix text)
+    set(extra "")
+    set(labels "gpt2")
+    if(part STREQUAL "matrix")
+      set(extra --matrix --mpirun "${zinc_gpt2_mpirun}")
+      set(labels "gpt2;mpi")
+    elseif(part STREQUAL "text")
+      set(extra --text /usr/share/common-licenses/MPL-2.0)
+    endif()
+    add_test(NAME gpt2_cli_${part} COMMAND ${ZINC_GPT2_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_gpt2_cli.py
+             --zinc $<TARGET_FILE:zinc_cli> --workdir ${PROJECT_BINARY_DIR}/gpt2_test/${part} ${extra})
+    set(tmp ${PROJECT_BINARY_DIR}/test-tmp/gpt2_cli_${part})
+    file(MAKE_DIRECTORY ${tmp})
+    set_tests_properties(gpt2_cli_${part} PROPERTIES TIMEOUT 900 ENVIRONMENT "${ZINC_TEST_ENV};TMPDIR=${tmp}"
+                         LABELS "${labels}" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  endforeach()
+endif()
