@@ -142,7 +142,12 @@ static void check_out_path(const char *flag, const char *path, int is_dir, char 
             }
             return;
         }
-        snprintf(p, sizeof p, "%s", path);
+        /* A probe of this process's own beside the file: every rank checks at once, and probing with the
+         * path itself would let one rank's probe make another's O_EXCL fail. */
+        const char *slash = strrchr(path, '/');
+        if (slash) snprintf(p, sizeof p, "%.*s/.zinc-probe-%ld", (int)(slash - path), path, (long)getpid());
+        else snprintf(p, sizeof p, ".zinc-probe-%ld", (long)getpid());
+        if (slash == path) snprintf(p, sizeof p, "/.zinc-probe-%ld", (long)getpid());
     }
     int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
