@@ -250,6 +250,23 @@ static void resolve_offload(zcfg_loader *L) {
         zcfg_problem(L, "aio.block_size", "%" PRId64 " is not a multiple of 4096 (needed for O_DIRECT)", c->aio.block_size);
 }
 
+/* Lion takes lr, betas and weight_decay (DeepSpeed's FusedLion and DeepSpeedCPULion; their constructors
+ * raise a TypeError on any other keyword, so DeepSpeed refuses Adam's parameters under Lion too). Its
+ * weight decay is always decoupled. */
+static void resolve_lion(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    if (c->optimizer.type != ZOPT_LION) return;
+    static const char *const adam_only[] = {"eps", "bias_correction", "adam_w_mode", "torch_adam"};
+    char path[64];
+    for (size_t i = 0; i < sizeof adam_only / sizeof adam_only[0]; i++) {
+        snprintf(path, sizeof path, "optimizer.params.%s", adam_only[i]);
+        if (zcfg_given(c, path) && !zcfg_had_problem(L, path))
+            zcfg_problem(L, path, "not a parameter of Lion (DeepSpeed's Lion takes lr, betas and weight_decay; "
+                                  "it refuses this key too): remove it");
+    }
+    c->optimizer.adam_w_mode = true; /* Lion's decay is decoupled (p *= 1 - lr*wd) */
+}
+
 /* Values inside their key's range that cannot train: refused with the reason (issue 18). */
 static void resolve_learnable(zcfg_loader *L) {
     zinc_config *c = L->c;
@@ -304,6 +321,7 @@ void zcfg_resolve(zcfg_loader *L) {
     /* DeepSpeed: the model dtype under ZeRO; fp32 for bf16 without ZeRO (its BF16_Optimizer). */
     if (!c->grad_accum_dtype_set)
         c->grad_accum_dtype = (c->compute_dtype == ZINC_BF16 && c->zero.stage == 0) ? ZINC_FP32 : c->compute_dtype;
+    resolve_lion(L);
     c->optimizer.adam_w_mode = c->optimizer.type == ZOPT_ADAMW || c->optimizer.adam_w_mode;
     if (c->optimizer.type == ZOPT_ADAM && c->optimizer.adam_w_mode && c->optimizer.weight_decay > 0 &&
         !zcfg_given(c, "optimizer.params.adam_w_mode"))

@@ -216,6 +216,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
             .bias_correction2 = o->bias_correction ? 1.0 - pow(o->beta2, t) : 1.0,
             .grad_factor = (float)(inv / clip),
             .adamw = o->adam_w_mode,
+            .lion = o->type == ZOPT_LION, /* the same pass and device operation run Lion (zlion_step_ref) */
         };
         zinc_dtype gdt;
         const void *g = zgrads_local(e, &gdt);
