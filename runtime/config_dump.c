@@ -41,6 +41,10 @@ static void dump_table(const zinc_config *c, const zk_table *t, json_t *out, jso
             json_object_set_new(out, k->name, sub);
             continue;
         }
+        /* Lion has lr, betas and weight_decay only (Adam's other keys are refused under it). */
+        if (c->optimizer.type == ZOPT_LION && !strcmp(t->path, "optimizer.params") && strcmp(k->name, "lr") &&
+            strcmp(k->name, "betas") && strcmp(k->name, "weight_decay"))
+            continue;
         json_t *v = zcfg_key_json(c, k);
         if (!v) continue;
         json_object_set_new(out, k->name, v);

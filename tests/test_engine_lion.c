@@ -74,6 +74,7 @@ static void ref_train(void) {
 static int g_rank, g_world = 1;
 typedef struct run {
     int stage, gas, bucket, offload;
+    const char *type; /* NULL: "Lion" */
 } run;
 
 typedef struct model {
@@ -92,11 +93,11 @@ static zinc_status model_create(const run *r, model *md) {
     char cfg[2048];
     snprintf(cfg, sizeof cfg,
              "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d, "
-             "\"optimizer\": {\"type\": \"Lion\", \"params\": {\"lr\": %g, \"betas\": [%g, %g], "
+             "\"optimizer\": {\"type\": \"%s\", \"params\": {\"lr\": %g, \"betas\": [%g, %g], "
              "\"weight_decay\": %g}},"
              "\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": %d, "
              "\"stage3_param_persistence_threshold\": 0%s}}",
-             BATCH, r->gas, LR, B1, B2, WD, r->stage, r->bucket,
+             BATCH, r->gas, r->type ? r->type : "Lion", LR, B1, B2, WD, r->stage, r->bucket,
              r->offload ? ", \"offload_optimizer\": {\"device\": \"cpu\"}" : "");
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
@@ -264,6 +265,17 @@ static void test_checkpoint(void) {
         zinc_destroy(md.e);
         ZT_CHECK(memcmp(a, b, (size_t)n * sizeof *a) == 0, "stage %d: resumed Lion run differs from the uninterrupted one",
                  stage);
+        /* A Lion checkpoint into an AdamW run (and back) is refused before anything is touched. */
+        run adam = r;
+        adam.type = "AdamW";
+        ZT_OK(model_create(&adam, &md));
+        ZT_ERR(zinc_load_checkpoint(md.e, path), ZINC_ERR_CONFIG, "saved by the Lion optimizer, this run uses Adam/AdamW");
+        ZT_OK(zinc_save_checkpoint(md.e, dir, "adam"));
+        zinc_destroy(md.e);
+        ZT_OK(model_create(&r, &md));
+        snprintf(path, sizeof path, "%s/adam", dir);
+        ZT_ERR(zinc_load_checkpoint(md.e, path), ZINC_ERR_CONFIG, "saved by the AdamW optimizer, this run uses Lion");
+        zinc_destroy(md.e);
         free(a);
         free(b);
     }
