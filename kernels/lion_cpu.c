@@ -3,7 +3,8 @@
  * Lion is elementwise with one sign and no division or square root, so the fast version is the same loop
  * specialised per gradient / parameter dtype and compiled twice, once for the baseline ISA and once for
  * AVX2 (chosen with the Adam kernels' SIMD level, zkernels_simd_name); gcc's vectoriser makes the SIMD
- * code. The build is ISO C11, where gcc does not contract a*b+c into an FMA, so every path rounds as the
+ * code (the element update is branch-free for it). 16-bit gradients and outputs go through fp32 tiles
+ * converted by the SIMD casts (lion_tiled). bench/bench_lion_cpu.c times it against Adam. The build is ISO C11, where gcc does not contract a*b+c into an FMA, so every path rounds as the
  * reference does: the results are bitwise equal (tests/test_kernels_cpu.c checks it). Threads: chunks
  * of ZK_CHUNK_ELEMS on the current pool, as the Adam kernel. */
 #include <string.h>
@@ -29,13 +30,17 @@ static lion_consts lion_consts_make(const zadam_hparams *h) {
     return c;
 }
 
-/* One element; `decayed` is its mask bit (1 without a mask). Returns the new master and updates *m. */
+/* One element; `decayed` is its mask bit (1 without a mask). Returns the new master and updates *m.
+ * Branch-free so that gcc vectorises the loops around it: the sign is (c > 0) - (c < 0) (0 for 0 and for
+ * NaN), and an undecayed element is multiplied by exactly 1 (which leaves every float, inf and NaN
+ * included, as it is). */
 static inline __attribute__((always_inline)) float lion_elem(const lion_consts *c, float p, float *m, float graw,
                                                              int decayed) {
     float g = graw * c->gf;
     float cm = c->b1 * *m + c->omb1 * g;
-    float sgn = cm > 0.0f ? 1.0f : (cm < 0.0f ? -1.0f : 0.0f);
-    if (c->decay && decayed) p = p * c->after_decay;
+    float sgn = (float)(cm > 0.0f) - (float)(cm < 0.0f);
+    float keep = (c->decay & decayed) ? c->after_decay : 1.0f;
+    p = p * keep;
     p = p - c->lr * sgn;
     *m = c->b2 * *m + c->omb2 * g;
     return p;
@@ -87,8 +92,10 @@ void zlion_step_ref(const zadam_hparams *h, size_t n, float *master, float *m, c
     } while (0)
 
 #define LION_CHUNK_FN(NAME, ATTR)                                                                            \
-    ATTR static void NAME(const lion_consts *c, size_t n, float *restrict p, float *restrict m,              \
+    ATTR static void NAME(const lion_consts *cp, size_t n, float *restrict p, float *restrict m,             \
                           const void *g, zinc_dtype gdt, void *po, int pdt, const uint8_t *mask) {           \
+        const lion_consts cl = *cp; /* a local copy: stores to p and m cannot alias it */                    \
+        const lion_consts *c = &cl;                                                                          \
         if (!po) pdt = ZK_NO_OUT;                                                                            \
         switch (gdt) {                                                                                       \
         case ZINC_FP16: LION_SWITCH(ZINC_FP16); break;                                                       \
@@ -106,11 +113,37 @@ LION_CHUNK_FN(lion_chunk_avx2, __attribute__((target("avx2,fma,f16c"))))
 typedef void (*lion_chunk_fn)(const lion_consts *c, size_t n, float *p, float *m, const void *g, zinc_dtype gdt,
                               void *po, int pdt, const uint8_t *mask);
 
+/* The fp32 loop vectorises; the 16-bit conversions inside it (a branch for NaN in each) do not. So a
+ * 16-bit gradient or parameter output goes through fp32 tiles converted by the casts' own SIMD code
+ * (zcast_to_f32 / zcast_from_f32, bit-identical to the scalar conversions; one tile is under one chunk, so
+ * they run on this thread). */
+#define LION_TILE 2048
+static void lion_tiled(lion_chunk_fn fp32_fn, const lion_consts *c, size_t n, float *p, float *m, const void *g,
+                       zinc_dtype gdt, void *po, int pdt, const uint8_t *mask) {
+    float gt[LION_TILE];
+    const size_t gsz = zinc_dtype_size(gdt), psz = po ? zinc_dtype_size((zinc_dtype)pdt) : 0;
+    for (size_t o = 0; o < n; o += LION_TILE) { /* LION_TILE is a multiple of ZADAM_MASK_GROUP */
+        size_t k = n - o < LION_TILE ? n - o : LION_TILE;
+        const void *gk = (const char *)g + o * gsz;
+        if (gdt != ZINC_FP32) zcast_to_f32(gt, gk, gdt, k);
+        fp32_fn(c, k, p + o, m + o, gdt != ZINC_FP32 ? gt : gk, ZINC_FP32, NULL, ZK_NO_OUT,
+                mask ? mask + o / ZADAM_MASK_GROUP : NULL);
+        if (po) zcast_from_f32((char *)po + o * psz, (zinc_dtype)pdt, p + o, k);
+    }
+}
+
 static lion_chunk_fn chunk_fn(void) {
 #ifdef HAVE_LION_AVX2
     if (strcmp(zkernels_simd_name(), "scalar") != 0) return lion_chunk_avx2; /* avx2 or avx512 */
 #endif
     return lion_chunk_base;
+}
+
+/* One chunk: the fp32 loop directly when nothing is 16-bit, else through tiles. */
+static void lion_chunk(lion_chunk_fn fn, const lion_consts *c, size_t n, float *p, float *m, const void *g,
+                       zinc_dtype gdt, void *po, int pdt, const uint8_t *mask) {
+    if (gdt == ZINC_FP32 && (!po || pdt == ZINC_FP32)) fn(c, n, p, m, g, gdt, po, pdt, mask);
+    else lion_tiled(fn, c, n, p, m, g, gdt, po, pdt, mask);
 }
 
 typedef struct lion_job {
@@ -128,7 +161,7 @@ typedef struct lion_job {
 static void lion_task(void *ctx, size_t k) {
     const lion_job *j = (const lion_job *)ctx;
     size_t s = k * ZK_CHUNK_ELEMS, len = j->n - s < ZK_CHUNK_ELEMS ? j->n - s : ZK_CHUNK_ELEMS;
-    j->fn(j->c, len, j->master + s, j->m + s, (const char *)j->grad + s * j->gsz, j->gdt,
+    lion_chunk(j->fn, j->c, len, j->master + s, j->m + s, (const char *)j->grad + s * j->gsz, j->gdt,
           j->param_out ? (char *)j->param_out + s * j->psz : NULL, j->pt,
           j->mask ? j->mask + s / ZADAM_MASK_GROUP : NULL);
 }
@@ -141,7 +174,7 @@ void zlion_step(const zadam_hparams *h, size_t n, float *master, float *m, const
     const size_t nch = (n + ZK_CHUNK_ELEMS - 1) / ZK_CHUNK_ELEMS;
     zpool *p = zk_pool_for(nch);
     if (!p) {
-        fn(&c, n, master, m, grad, gdt, param_out, pt, decay_mask);
+        lion_chunk(fn, &c, n, master, m, grad, gdt, param_out, pt, decay_mask);
         return;
     }
     lion_job j = {fn, &c, n, zinc_dtype_size(gdt), param_out ? zinc_dtype_size(pdt) : 0, master, m, grad, gdt,
