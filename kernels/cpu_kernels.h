@@ -60,6 +60,33 @@ void zlion_step_ref(const zadam_hparams *h, size_t n, float *master, float *m, c
 void zlion_step(const zadam_hparams *h, size_t n, float *master, float *m, const void *grad, zinc_dtype gdt,
                 void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
 
+/* LAMB (DeepSpeed's FusedLamb), per parameter tensor: with g = grad * grad_factor,
+ *   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g           (moments not bias-corrected)
+ *   u = m / (eps_inside_sqrt ? sqrt(v + eps) : sqrt(v) + eps);  if (wd && decayed) u += wd*p
+ *   coeff = clamp(||p|| / ||u||, min_coeff, max_coeff), or 1 where either norm is 0   (over the TENSOR)
+ *   p -= (step * coeff) * u,  step = lr * sqrt(bc2) / bc1  (lr without bias correction)
+ * The norms span the whole tensor, which ZeRO may split across chunks and ranks, so the step is two
+ * passes: zlamb_sums over each local piece of a tensor (||p||^2 and ||u||^2 of the piece, in double,
+ * nothing stored), the pieces summed over the tensor and the ranks, zlamb_coeff, then zlamb_apply with the
+ * tensor's coeff (stores m, v, p and param_out). Both passes compute u identically. The reference versions
+ * are single-threaded; the others run on the current pool (apply bitwise equal to the reference; sums
+ * added per chunk of ZK chunks in a fixed order). */
+typedef struct zlamb_hparams {
+    float lr, beta1, beta2, eps, weight_decay, grad_factor;
+    double bias_correction1, bias_correction2; /* 1 - beta^t, or 1 without bias correction */
+    float max_coeff, min_coeff;
+    int eps_inside_sqrt;
+} zlamb_hparams;
+void zlamb_sums_ref(const zlamb_hparams *h, size_t n, const float *master, const float *m, const float *v,
+                    const void *grad, zinc_dtype gdt, const uint8_t *decay_mask, double *wsq, double *usq);
+void zlamb_sums(const zlamb_hparams *h, size_t n, const float *master, const float *m, const float *v,
+                const void *grad, zinc_dtype gdt, const uint8_t *decay_mask, double *wsq, double *usq);
+float zlamb_coeff(const zlamb_hparams *h, double wsq, double usq);
+void zlamb_apply_ref(const zlamb_hparams *h, float coeff, size_t n, float *master, float *m, float *v,
+                     const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+void zlamb_apply(const zlamb_hparams *h, float coeff, size_t n, float *master, float *m, float *v, const void *grad,
+                 zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+
 /* Sum of squares (in double, in a fixed order independent of thread count: blocks of ZSTATS_BLOCK
  * elements summed left to right, block sums added left to right) and the count of non-finite elements,
  * of x[i]. Also the index of the first non-finite element (or SIZE_MAX). */
