@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
         for (char *tok = strtok_r(thr, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             int nt = atoi(tok);
             zkernels_set_threads(nt <= 0 ? all : nt);
-            zadam_hparams h = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.1f, 0.001f, 1.0f, 1};
+            zadam_hparams h = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.1f, 0.001f, 1.0f, 1, 0};
             for (int r = -warmup; r < reps; r++) {
                 double t0 = now_ms();
                 zadam_step(&h, n, p, m, v, grad, gdt, po, ZINC_BF16, NULL);

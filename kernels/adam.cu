@@ -203,6 +203,7 @@ extern "C" int zcu_adam_step_host(const struct zadam_hparams *h, size_t n, float
                                   const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt,
                                   const uint8_t *decay_mask, void *stream) {
     if (!h) return n ? (int)cudaErrorInvalidValue : 0;
+    if (h->lion) return zcu_lion_step_host(h, n, master, m, grad, gdt, param_out, pdt, decay_mask, stream);
     zadam_device_params p;
     memset(&p, 0, sizeof p);
     p.lr = h->lr;

@@ -19,7 +19,7 @@
 #include "kernels/adam_scalar.h"
 #include "kernels/thread_pool.h"
 
-#define ZK_CHUNK ((size_t)65536)
+#define ZK_CHUNK ZK_CHUNK_ELEMS
 #define ZK_AI static inline __attribute__((always_inline))
 
 /* ---------------------------------------------------------------- the scalar path */
@@ -187,6 +187,8 @@ static zpool *pool_for(size_t nch) {
     return zpool_threads(p) > 1 ? p : NULL;
 }
 
+zpool *zk_pool_for(size_t nch) { return pool_for(nch); }
+
 #define CHUNK_RANGE(n, k, s, len) size_t s = (k) * ZK_CHUNK, len = (n) - s < ZK_CHUNK ? (n) - s : ZK_CHUNK
 
 /* ---------------------------------------------------------------- Adam, casts, axpy, scale */
@@ -212,6 +214,10 @@ static void adam_task(void *ctx, size_t k) {
 
 void zadam_step(const zadam_hparams *h, size_t n, float *master, float *m, float *v, const void *grad,
                 zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask) {
+    if (h->lion) {
+        zlion_step(h, n, master, m, grad, gdt, param_out, pdt, decay_mask);
+        return;
+    }
     const zk_ops *o = ops();
     const zk_adam_consts c = zk_adam_consts_make(h);
     const int pt = param_out ? (int)pdt : ZK_NO_OUT;

@@ -18,6 +18,10 @@ static void store_f32(void *buf, zinc_dtype t, size_t i, float x) {
 
 void zadam_step_ref(const zadam_hparams *h, size_t n, float *master, float *m, float *v, const void *grad,
                     zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask) {
+    if (h->lion) {
+        zlion_step_ref(h, n, master, m, grad, gdt, param_out, pdt, decay_mask);
+        return;
+    }
     const float one_minus_b1 = 1.0f - h->beta1;
     const float one_minus_b2 = 1.0f - h->beta2;
     const float inv_sqrt_bc2 = (float)(1.0 / sqrt(h->bias_correction2)); /* in double, rounded once */

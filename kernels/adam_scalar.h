@@ -144,6 +144,12 @@ typedef struct zk_ops {
     void (*scale)(void *x, zinc_dtype t, float scale, size_t n);
 } zk_ops;
 
+/* The pool a kernel of nch chunks of ZK_CHUNK_ELEMS elements runs on, or NULL for the calling thread
+ * (adam_cpu.c; lion_cpu.c uses it too). */
+#define ZK_CHUNK_ELEMS ((size_t)65536)
+struct zpool;
+struct zpool *zk_pool_for(size_t nch);
+
 extern const zk_ops zk_ops_avx2;
 extern const zk_ops zk_ops_avx512;
 

@@ -23,6 +23,10 @@ typedef struct zadam_hparams {
     double bias_correction2; /* 1 - beta2^t, or 1 without bias correction */
     float grad_factor;      /* one combined unscale-and-clip factor applied to every gradient element */
     int adamw;              /* 1: decoupled weight decay (AdamW); 0: L2 added to the gradient */
+    /* 1: the step is Lion (zlion_step_ref), not Adam: it reads lr, beta1, beta2, weight_decay and
+     * grad_factor, and leaves v untouched (v may be NULL). zadam_step / zadam_step_ref / the device
+     * adam_step operations dispatch on it, so every caller of the Adam step runs either optimizer. */
+    int lion;
 } zadam_hparams;
 
 /* Weight decay applies per group of ZADAM_MASK_GROUP elements (parameters start on such boundaries in
@@ -42,6 +46,46 @@ void zadam_step_ref(const zadam_hparams *h, size_t n, float *master, float *m, f
                     zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
 void zadam_step(const zadam_hparams *h, size_t n, float *master, float *m, float *v, const void *grad,
                 zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+
+/* One Lion step over n elements (Chen et al. 2023; DeepSpeed's FusedLion / CPU Lion, torch's Lion):
+ *   g = grad * grad_factor
+ *   c = b1*m + (1-b1)*g
+ *   if (wd && decayed) p = p * (1 - lr*wd)     (decoupled decay, pre-update p; 1 - lr*wd rounded once)
+ *   p = p - lr * sign(c)                        (sign(0) = 0, as torch.sign)
+ *   m = b2*m + (1-b2)*g
+ * Arguments as zadam_step without v. The fast version (SIMD through the compiler's vectoriser, threads on
+ * the current pool) computes the same operations in the same order: bitwise equal to the reference. */
+void zlion_step_ref(const zadam_hparams *h, size_t n, float *master, float *m, const void *grad, zinc_dtype gdt,
+                    void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+void zlion_step(const zadam_hparams *h, size_t n, float *master, float *m, const void *grad, zinc_dtype gdt,
+                void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+
+/* LAMB (DeepSpeed's FusedLamb), per parameter tensor: with g = grad * grad_factor,
+ *   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g           (moments not bias-corrected)
+ *   u = m / (eps_inside_sqrt ? sqrt(v + eps) : sqrt(v) + eps);  if (wd && decayed) u += wd*p
+ *   coeff = clamp(||p|| / ||u||, min_coeff, max_coeff), or 1 where either norm is 0   (over the TENSOR)
+ *   p -= (step * coeff) * u,  step = lr * sqrt(bc2) / bc1  (lr without bias correction)
+ * The norms span the whole tensor, which ZeRO may split across chunks and ranks, so the step is two
+ * passes: zlamb_sums over each local piece of a tensor (||p||^2 and ||u||^2 of the piece, in double,
+ * nothing stored), the pieces summed over the tensor and the ranks, zlamb_coeff, then zlamb_apply with the
+ * tensor's coeff (stores m, v, p and param_out). Both passes compute u identically. The reference versions
+ * are single-threaded; the others run on the current pool (apply bitwise equal to the reference; sums
+ * added per chunk of ZK chunks in a fixed order). */
+typedef struct zlamb_hparams {
+    float lr, beta1, beta2, eps, weight_decay, grad_factor;
+    double bias_correction1, bias_correction2; /* 1 - beta^t, or 1 without bias correction */
+    float max_coeff, min_coeff;
+    int eps_inside_sqrt;
+} zlamb_hparams;
+void zlamb_sums_ref(const zlamb_hparams *h, size_t n, const float *master, const float *m, const float *v,
+                    const void *grad, zinc_dtype gdt, const uint8_t *decay_mask, double *wsq, double *usq);
+void zlamb_sums(const zlamb_hparams *h, size_t n, const float *master, const float *m, const float *v,
+                const void *grad, zinc_dtype gdt, const uint8_t *decay_mask, double *wsq, double *usq);
+float zlamb_coeff(const zlamb_hparams *h, double wsq, double usq);
+void zlamb_apply_ref(const zlamb_hparams *h, float coeff, size_t n, float *master, float *m, float *v,
+                     const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+void zlamb_apply(const zlamb_hparams *h, float coeff, size_t n, float *master, float *m, float *v, const void *grad,
+                 zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
 
 /* Sum of squares (in double, in a fixed order independent of thread count: blocks of ZSTATS_BLOCK
  * elements summed left to right, block sums added left to right) and the count of non-finite elements,

@@ -78,6 +78,12 @@ int zcu_adam_step_host(const struct zadam_hparams *h, size_t n, float *master, f
                        const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt,
                        const uint8_t *decay_mask, void *stream);
 
+/* One fused Lion step (h->lion; the math of zlion_step_ref, bit for bit): master, m fp32 in place, grad
+ * in gdt, param_out in pdt or NULL, decay_mask as zcu_adam_step. h is a HOST pointer read before return.
+ * zcu_adam_step_host with h->lion set calls it. */
+int zcu_lion_step_host(const struct zadam_hparams *h, size_t n, float *master, float *m, const void *grad,
+                       zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask, void *stream);
+
 /* ---------------------------------------------------------------- gradient statistics */
 
 /* The fixed grid of zcu_grad_stats: ZCU_STATS_BLOCKS blocks of ZCU_STATS_THREADS threads on every device,

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "checkpoint_internal.h"
@@ -67,6 +68,21 @@ static zinc_status check_files(const zinc_engine *e, const zckpt_manifest *m) {
                         p, (long long)sb.st_size, (long long)f->bytes,
                         (int64_t)sb.st_size < f->bytes ? "truncated" : "not the one this manifest describes");
     }
+    return ZINC_OK;
+}
+
+/* The optimizer state means different things to Adam (exp_avg, exp_avg_sq) and Lion (exp_avg only; its
+ * exp_avg_sq stays zero): loading one into the other would divide by sqrt(0) + eps (Adam from a Lion
+ * checkpoint) or silently change the momentum's meaning. Checkpoints from before Lion name Adam or AdamW. */
+static zinc_status check_optimizer(const zinc_engine *e, const zckpt_manifest *m) {
+    json_t *t = json_object_get(json_object_get(json_object_get(m->root, "config"), "optimizer"), "type");
+    const char *saved = json_is_string(t) ? json_string_value(t) : "Adam";
+    bool saved_lion = strcasecmp(saved, "Lion") == 0, now_lion = e->cfg.optimizer.type == ZOPT_LION;
+    if (saved_lion != now_lion)
+        return ZERR(ZINC_ERR_CONFIG, "checkpoint %s was saved by the %s optimizer, this run uses %s: their optimizer "
+                                     "states are not interchangeable; set \"optimizer\": {\"type\": \"%s\"} to "
+                                     "continue it",
+                    m->dir, saved, now_lion ? "Lion" : "Adam/AdamW", saved_lion ? "Lion" : saved);
     return ZINC_OK;
 }
 
@@ -175,6 +191,7 @@ zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path) {
     TRY(zckpt_agree_string(e, tagdir, agreed, sizeof agreed, "path"));
     local = zckpt_manifest_read(agreed, &m);
     if (local == ZINC_OK) local = zckpt_manifest_match(&m, e);
+    if (local == ZINC_OK) local = check_optimizer(e, &m);
     if (local == ZINC_OK) local = check_files(e, &m);
     TRY(zckpt_agree(e, local));
     report_differences(e, &m);

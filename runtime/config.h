@@ -16,7 +16,7 @@
 /* The NVMe optimizer pipeline's fewest swap buffers: one chunk read ahead, one updated, one written back. */
 #define ZCFG_NVME_MIN_BUFFERS 3
 
-typedef enum { ZOPT_ADAM = 0, ZOPT_ADAMW = 1 } zcfg_optimizer_type;
+typedef enum { ZOPT_ADAM = 0, ZOPT_ADAMW = 1, ZOPT_LION = 2, ZOPT_LAMB = 3 } zcfg_optimizer_type;
 
 typedef enum {
     ZSCHED_NONE = 0, /* constant lr */
@@ -33,7 +33,7 @@ typedef enum { ZOFFLOAD_NONE = 0, ZOFFLOAD_CPU = 1, ZOFFLOAD_NVME = 2 } zcfg_off
 typedef enum { ZTAG_WARN = 0, ZTAG_IGNORE = 1, ZTAG_FAIL = 2 } zcfg_tag_validation;
 
 typedef struct zcfg_optimizer {
-    zcfg_optimizer_type type;  /* "Adam" or "AdamW" (case-insensitive) */
+    zcfg_optimizer_type type;  /* "Adam", "AdamW", "Lion" or "Lamb" (case-insensitive) */
     double lr;                 /* 1e-3 */
     double beta1, beta2;       /* 0.9, 0.999 */
     double eps;                /* 1e-8 */
@@ -41,6 +41,8 @@ typedef struct zcfg_optimizer {
     bool bias_correction;      /* true */
     bool adam_w_mode;          /* the EFFECTIVE mode: type=="adamw" || params.adam_w_mode (default true) */
     bool torch_adam;           /* accepted; zinc's kernels compute the same math (logged) */
+    double max_coeff, min_coeff; /* Lamb: the trust ratio's clamp, 10 and 0.01 */
+    bool eps_inside_sqrt;      /* Lamb: sqrt(v + eps) instead of sqrt(v) + eps; false */
 } zcfg_optimizer;
 
 typedef struct zcfg_scheduler {

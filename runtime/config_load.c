@@ -422,8 +422,6 @@ static void scheduler_param_mismatch(zcfg_loader *L, const zk_table *t, const ch
 /* DeepSpeed's other optimizers: one message, and their parameters are not checked against Adam's. */
 static bool refused_optimizer(zcfg_loader *L, const char *name, const char *path) {
     static const struct { const char *name, *why; } tab[] = {
-        {"Lamb", "LAMB is not implemented in zinc yet"},
-        {"Lion", "Lion is not implemented in zinc yet"},
         {"OneBitAdam", "1-bit Adam compresses the gradient communication, which zinc does not implement"},
         {"OneBitLamb", "1-bit LAMB compresses the gradient communication, which zinc does not implement"},
         {"ZeroOneAdam", "0/1 Adam compresses the gradient communication, which zinc does not implement"},
@@ -436,7 +434,7 @@ static bool refused_optimizer(zcfg_loader *L, const char *name, const char *path
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcasecmp(name, tab[i].name)) {
-            zcfg_problem(L, path, "\"%s\": %s; use \"Adam\" or \"AdamW\" (its parameters are not checked)", name,
+            zcfg_problem(L, path, "\"%s\": %s; use \"Adam\", \"AdamW\", \"Lion\" or \"Lamb\" (its parameters are not checked)", name,
                          tab[i].why);
             L->optimizer_refused = true;
             return true;

@@ -13,7 +13,8 @@ void zcfg_defaults(zinc_config *c) {
     memset(c, 0, sizeof *c);
     c->world_size = 1;
     c->optimizer = (zcfg_optimizer){.type = ZOPT_ADAM, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-                                    .bias_correction = true, .adam_w_mode = true};
+                                    .bias_correction = true, .adam_w_mode = true,
+                                    .max_coeff = 10.0, .min_coeff = 0.01};
     c->scheduler = (zcfg_scheduler){.type = ZSCHED_NONE, .warmup_max_lr = 1e-3, .warmup_num_steps = 1000,
                                     .warmup_type = ZWARMUP_LOG, .cos_min_ratio = 1e-4,
                                     .cycle_first_step_size = 2000, .cycle_second_step_size = -1,
@@ -250,6 +251,37 @@ static void resolve_offload(zcfg_loader *L) {
         zcfg_problem(L, "aio.block_size", "%" PRId64 " is not a multiple of 4096 (needed for O_DIRECT)", c->aio.block_size);
 }
 
+/* Each optimizer takes the keyword arguments of its DeepSpeed class (FusedAdam, FusedLion / DeepSpeedCPULion,
+ * FusedLamb); their constructors raise a TypeError on any other, so DeepSpeed refuses these too. Lion's
+ * weight decay is always decoupled. */
+static void resolve_optimizer_keys(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    static const struct { const char *key, *takes; unsigned who; } only[] = {
+        /* who: bit 0 Adam/AdamW, bit 1 Lion, bit 2 Lamb */
+        {"eps", "Adam, AdamW and Lamb", 1u | 4u},
+        {"bias_correction", "Adam, AdamW and Lamb", 1u | 4u},
+        {"adam_w_mode", "Adam and AdamW", 1u},
+        {"torch_adam", "Adam and AdamW", 1u},
+        {"max_coeff", "Lamb", 4u},
+        {"min_coeff", "Lamb", 4u},
+        {"eps_inside_sqrt", "Lamb", 4u},
+    };
+    unsigned me = c->optimizer.type == ZOPT_LION ? 2u : c->optimizer.type == ZOPT_LAMB ? 4u : 1u;
+    char path[64];
+    for (size_t i = 0; i < sizeof only / sizeof only[0]; i++) {
+        snprintf(path, sizeof path, "optimizer.params.%s", only[i].key);
+        if (!(only[i].who & me) && zcfg_given(c, path) && !zcfg_had_problem(L, path))
+            zcfg_problem(L, path, "not a parameter of %s (only %s take it; DeepSpeed refuses it too): remove it",
+                         zk_optimizer_names[c->optimizer.type], only[i].takes);
+    }
+    if (c->optimizer.type == ZOPT_LAMB && c->optimizer.min_coeff > c->optimizer.max_coeff &&
+        !zcfg_had_problem(L, "optimizer.params.min_coeff"))
+        zcfg_problem(L, "optimizer.params.min_coeff", "%g is above max_coeff %g; the trust ratio is clamped to "
+                                                      "[min_coeff, max_coeff]",
+                     c->optimizer.min_coeff, c->optimizer.max_coeff);
+    if (c->optimizer.type == ZOPT_LION) c->optimizer.adam_w_mode = true; /* p *= 1 - lr*wd */
+}
+
 /* Values inside their key's range that cannot train: refused with the reason (issue 18). */
 static void resolve_learnable(zcfg_loader *L) {
     zinc_config *c = L->c;
@@ -304,6 +336,7 @@ void zcfg_resolve(zcfg_loader *L) {
     /* DeepSpeed: the model dtype under ZeRO; fp32 for bf16 without ZeRO (its BF16_Optimizer). */
     if (!c->grad_accum_dtype_set)
         c->grad_accum_dtype = (c->compute_dtype == ZINC_BF16 && c->zero.stage == 0) ? ZINC_FP32 : c->compute_dtype;
+    resolve_optimizer_keys(L);
     c->optimizer.adam_w_mode = c->optimizer.type == ZOPT_ADAMW || c->optimizer.adam_w_mode;
     if (c->optimizer.type == ZOPT_ADAM && c->optimizer.adam_w_mode && c->optimizer.weight_decay > 0 &&
         !zcfg_given(c, "optimizer.params.adam_w_mode"))

@@ -26,7 +26,7 @@
 #define REFUSED(n, why) {.name = n, .kind = ZK_REFUSED, .status = why}
 #define TABLE(var, p, arr) const zk_table var = {p, arr, sizeof arr / sizeof arr[0]}
 
-const char *const zk_optimizer_names[] = {"Adam", "AdamW", NULL};
+const char *const zk_optimizer_names[] = {"Adam", "AdamW", "Lion", "Lamb", NULL};
 const char *const zk_scheduler_names[] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", NULL};
 static const char *const warmup_names[] = {"log", "linear", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
@@ -44,13 +44,16 @@ static const zk_key optimizer_params_keys[] = {
     BOOL("adam_w_mode", optimizer.adam_w_mode,
          "decoupled weight decay; DeepSpeed's default true makes \"Adam\" behave as AdamW"),
     BOOL("torch_adam", optimizer.torch_adam, "accepted: zinc's kernels compute torch's Adam math"),
+    DBL("max_coeff", optimizer.max_coeff, 0, 1e6, "Lamb: upper clamp of the trust ratio ||p|| / ||u||"),
+    DBL("min_coeff", optimizer.min_coeff, 0, 1e6, "Lamb: lower clamp of the trust ratio ||p|| / ||u||"),
+    BOOL("eps_inside_sqrt", optimizer.eps_inside_sqrt, "Lamb: sqrt(v + eps) instead of sqrt(v) + eps"),
     REFUSED("amsgrad", "not implemented: DeepSpeed's FusedAdam refuses amsgrad too"),
     REFUSED("max_grad_norm", "not an optimizer parameter: use the top-level gradient_clipping"),
 };
 static TABLE(optimizer_params, "optimizer.params", optimizer_params_keys);
 
 static const zk_key optimizer_keys[] = {
-    ENUM("type", optimizer.type, zk_optimizer_names, "Adam or AdamW (case-insensitive)"),
+    ENUM("type", optimizer.type, zk_optimizer_names, "Adam, AdamW, Lion or Lamb (case-insensitive)"),
     OBJ("params", optimizer_params, "the optimizer's parameters"),
 };
 static TABLE(optimizer_tbl, "optimizer", optimizer_keys);
@@ -264,7 +267,7 @@ static const zk_key top_keys[] = {
     SIZE("train_batch_size", train_batch_size, 1, BIG, "samples per optimizer step over all ranks"),
     SIZE("train_micro_batch_size_per_gpu", train_micro_batch_size_per_gpu, 1, BIG, "samples per micro-step per rank"),
     SIZE("gradient_accumulation_steps", gradient_accumulation_steps, 1, BIG, "micro-steps per optimizer step"),
-    OBJ("optimizer", optimizer_tbl, "Adam or AdamW and its parameters"),
+    OBJ("optimizer", optimizer_tbl, "Adam, AdamW, Lion or Lamb and its parameters"),
     OBJ("scheduler", scheduler_tbl, "learning-rate schedule"),
     DBL("gradient_clipping", gradient_clipping, 0, 1e38, "clip the global gradient norm to this (0: off)"),
     OBJ("fp16", fp16_tbl, "fp16 mixed precision and loss scaling"),
@@ -291,8 +294,8 @@ static const zk_key top_keys[] = {
     IGNORED("flops_profiler", "ignored: no profiler in zinc"),
     IGNORED("activation_checkpointing", "ignored: activation checkpointing is the model's business in C"),
     IGNORED("autotuning", "ignored: no autotuner in zinc"),
-    IGNORED("zero_allow_untested_optimizer", "ignored: zinc has only its own Adam/AdamW"),
-    IGNORED("zero_force_ds_cpu_optimizer", "ignored: zinc has only its own Adam/AdamW"),
+    IGNORED("zero_allow_untested_optimizer", "ignored: zinc has only its own Adam/AdamW and Lion"),
+    IGNORED("zero_force_ds_cpu_optimizer", "ignored: zinc has only its own Adam/AdamW and Lion"),
     IGNORED("disable_allgather", "ignored"),
     IGNORED("gradient_accumulation_dtype", "ignored: use data_types.grad_accum_dtype"),
     IGNORED("seq_parallel_communication_data_type", "ignored: no sequence parallelism in zinc"),

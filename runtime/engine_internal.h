@@ -217,6 +217,9 @@ bool zengine_state_on_device(const zinc_engine *e);
  * into the parameter buffer, and the fp32 elements of scratch the build allocates (ranged: zinc_build_ranged). */
 bool zengine_init_in_place(const zinc_engine *e);
 int64_t zengine_init_scratch_numel(const zinc_engine *e, bool ranged);
+/* The LAMB step over the state store (runtime/engine_lamb.c): g and out as adam_pass's (own range). */
+struct zlamb_hparams;
+zinc_status zengine_lamb_pass(zinc_engine *e, const struct zlamb_hparams *h, const void *g, zinc_dtype gdt, void *out);
 /* The parameter holding flat element x (binary search), or NULL for padding. */
 zinc_param *zengine_param_at(const zinc_engine *e, int64_t x);
 

@@ -218,12 +218,22 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
             .bias_correction2 = o->bias_correction ? 1.0 - pow(o->beta2, t) : 1.0,
             .grad_factor = (float)(inv / clip),
             .adamw = o->adam_w_mode,
+            .lion = o->type == ZOPT_LION, /* the same pass and device operation run Lion (zlion_step_ref) */
         };
         zinc_dtype gdt;
         const void *g = zgrads_local(e, &gdt);
         size_t csz = zinc_dtype_size(e->compute_dtype);
         void *out = e->stage == 3 ? e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
-        TRY(adam_pass(e, &h, g, gdt, out));
+        if (o->type == ZOPT_LAMB) {
+            zlamb_hparams lh = {.lr = h.lr, .beta1 = h.beta1, .beta2 = h.beta2, .eps = h.eps,
+                                .weight_decay = h.weight_decay, .grad_factor = h.grad_factor,
+                                .bias_correction1 = h.bias_correction1, .bias_correction2 = h.bias_correction2,
+                                .max_coeff = (float)o->max_coeff, .min_coeff = (float)o->min_coeff,
+                                .eps_inside_sqrt = o->eps_inside_sqrt};
+            TRY(zengine_lamb_pass(e, &lh, g, gdt, out));
+        } else {
+            TRY(adam_pass(e, &h, g, gdt, out));
+        }
         if (zengine_nonfinite_is_error(e)) TRY(zengine_check_params(e, out));
         if (e->stage == 1 || e->stage == 2) TRY(zengine_allgather_params(e));
         double prev;

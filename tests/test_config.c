@@ -198,6 +198,7 @@ static bool field_is(const zinc_config *c, const zk_key *k, const char *want_tex
 #define SCHED_OC "{\"scheduler\":{\"type\":\"OneCycle\",\"params\":{\"cycle_min_lr\":0.001,\"cycle_max_lr\":0.01}}}"
 #define STAGE2 "{\"zero_optimization\":{\"stage\":2}}"
 #define STAGE3 "{\"zero_optimization\":{\"stage\":3}}"
+#define OPT_LAMB "{\"optimizer\":{\"type\":\"Lamb\"}}"
 
 typedef struct {
     const char *path;   /* canonical JSON path */
@@ -232,6 +233,9 @@ static const key_row rows[] = {
     {"optimizer.params.bias_correction", F(optimizer.bias_correction), NULL, "false", "false", "true", 0},
     {"optimizer.params.adam_w_mode", F(optimizer.adam_w_mode), NULL, "false", "false", "true", 0},
     {"optimizer.params.torch_adam", F(optimizer.torch_adam), NULL, "true", "true", "false", 0},
+    {"optimizer.params.max_coeff", F(optimizer.max_coeff), OPT_LAMB, "5.0", "5.0", "10.0", 0},
+    {"optimizer.params.min_coeff", F(optimizer.min_coeff), OPT_LAMB, "0.1", "0.1", "0.01", 0},
+    {"optimizer.params.eps_inside_sqrt", F(optimizer.eps_inside_sqrt), OPT_LAMB, "true", "true", "false", 0},
     /* scheduler */
     {"scheduler.type", F(scheduler.type), NULL, "\"warmuplr\"", "\"WarmupLR\"", "\"none\"", 0},
     {"scheduler.params.warmup_min_lr", F(scheduler.warmup_min_lr), SCHED_WLR, "1e-5", "1e-5", "0.0", 0},
@@ -1177,8 +1181,8 @@ static void test_overlap_adam(void) {
     }
     ZT_OK(load("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Adam\", \"params\": {\"weight_decay\": 0.1}}}"));
     ZT_CHECK(logged(ZINC_LOG_INFO, "decoupled", "adam_w_mode") == 1, "Adam + weight_decay: the AdamW surprise not logged");
-    EXPECT_ERR("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Lamb\"}}", "optimizer.type", "\"Lamb\"",
-               "\"Adam\" or \"AdamW\"", "not implemented");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Adagrad\"}}", "optimizer.type", "\"Adagrad\"",
+               "\"Lion\" or \"Lamb\"", "not implemented");
 }
 
 static void test_scheduler(void) {

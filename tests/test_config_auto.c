@@ -337,9 +337,26 @@ static const verdict_row verdicts[] = {
      "(1 problem)", NULL, "freeze_step"},
     {TB "\"optimizer\": {\"type\": \"ZeroOneAdam\", \"params\": {\"var_freeze_step\": 100}}}",
      "0/1 Adam compresses the gradient communication", NULL, "unknown key"},
-    {TB "\"optimizer\": {\"type\": \"Lamb\", \"params\": {\"max_coeff\": 0.3, \"min_coeff\": 0.01}}}",
-     "LAMB is not implemented", NULL, "max_coeff"},
-    {TB "\"optimizer\": {\"type\": \"Lion\", \"params\": {\"lr\": 1e-4}}}", "Lion is not implemented", NULL, NULL},
+    /* Lamb (DeepSpeed's FusedLamb): its own keys accepted, refused under the others, and Adam's mode keys refused */
+    {TB "\"optimizer\": {\"type\": \"Lamb\", \"params\": {\"lr\": 1e-3, \"weight_decay\": 0.01, "
+     "\"bias_correction\": false, \"max_coeff\": 0.3, \"min_coeff\": 0.01}}}", NULL, NULL, NULL},
+    {TB "\"optimizer\": {\"type\": \"LAMB\", \"params\": {\"eps_inside_sqrt\": true, \"eps\": 1e-6}}}", NULL, NULL, NULL},
+    {TB "\"optimizer\": {\"type\": \"Lamb\", \"params\": {\"adam_w_mode\": true}}}",
+     "optimizer.params.adam_w_mode: not a parameter of Lamb", NULL, NULL},
+    {TB "\"optimizer\": {\"type\": \"Lamb\", \"params\": {\"max_coeff\": 0.1, \"min_coeff\": 0.2}}}",
+     "optimizer.params.min_coeff: 0.2 is above max_coeff 0.1", NULL, NULL},
+    {TB "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"max_coeff\": 10}}}",
+     "optimizer.params.max_coeff: not a parameter of AdamW (only Lamb take it", NULL, NULL},
+    {TB "\"optimizer\": {\"type\": \"Lion\", \"params\": {\"min_coeff\": 0.1}}}",
+     "optimizer.params.min_coeff: not a parameter of Lion", NULL, NULL},
+    /* Lion (DeepSpeed's FusedLion / DeepSpeedCPULion): lr, betas, weight_decay; Adam's own keys refused as there */
+    {TB "\"optimizer\": {\"type\": \"Lion\", \"params\": {\"lr\": 1e-4, \"betas\": [0.9, 0.99], "
+     "\"weight_decay\": 0.1}}}", NULL, NULL, NULL},
+    {TB "\"optimizer\": {\"type\": \"lion\"}}", NULL, NULL, NULL},
+    {TB "\"optimizer\": {\"type\": \"Lion\", \"params\": {\"lr\": 1e-4, \"eps\": 1e-8, \"bias_correction\": true}}}",
+     "optimizer.params.eps: not a parameter of Lion", NULL, NULL},
+    {TB "\"optimizer\": {\"type\": \"Lion\", \"params\": {\"adam_w_mode\": false}}}",
+     "optimizer.params.adam_w_mode: not a parameter of Lion", NULL, NULL},
     /* compression_training names what is switched on */
     {TB "\"compression_training\": {\"weight_quantization\": {\"shared_parameters\": {\"enabled\": true}}, "
      "\"sparse_pruning\": {\"shared_parameters\": {\"enabled\": false}}}}",

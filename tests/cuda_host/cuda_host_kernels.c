@@ -32,7 +32,7 @@ static void run_adam(void *p) {
         const zadam_device_params *d = a->dparams;
         if (d->skip) return;
         h = (zadam_hparams){d->lr, d->beta1, d->beta2, d->eps, d->weight_decay, d->bias_correction1,
-                            d->bias_correction2, d->grad_factor, d->adamw};
+                            d->bias_correction2, d->grad_factor, d->adamw, 0};
     }
     zadam_step(&h, a->n, a->master, a->m, a->v, a->grad, a->gdt, a->param_out, a->pdt, a->decay_mask);
 }
@@ -62,10 +62,43 @@ int zcu_adam_step(const zadam_device_params *dparams, size_t n, float *master, f
 int zcu_adam_step_host(const struct zadam_hparams *h, size_t n, float *master, float *m, float *v, const void *grad,
                        zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask, void *stream) {
     if (!h && n) return cudaErrorInvalidValue;
+    if (h && h->lion) return zcu_lion_step_host(h, n, master, m, grad, gdt, param_out, pdt, decay_mask, stream);
     adam_args a = {.n = n, .master = master, .m = m, .v = v, .grad = grad, .gdt = gdt, .pdt = pdt,
                    .param_out = param_out, .decay_mask = decay_mask};
     if (h) a.h = *h;
     return launch_adam(&a, stream);
+}
+
+/* ---------------------------------------------------------------- Lion */
+
+typedef struct lion_args {
+    zadam_hparams h;
+    size_t n;
+    float *master, *m;
+    const void *grad;
+    zinc_dtype gdt, pdt;
+    void *param_out;
+    const uint8_t *decay_mask;
+} lion_args;
+
+static void run_lion(void *p) {
+    lion_args *a = p;
+    zlion_step_ref(&a->h, a->n, a->master, a->m, a->grad, a->gdt, a->param_out, a->pdt, a->decay_mask);
+}
+
+int zcu_lion_step_host(const struct zadam_hparams *h, size_t n, float *master, float *m, const void *grad,
+                       zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask, void *stream) {
+    if (n == 0) return 0;
+    if (!h || !master || !m || !grad || !valid(gdt) || (param_out && !valid(pdt))) return cudaErrorInvalidValue;
+    cuda_host_check_span(master, n * 4, "zcu_lion_step master");
+    cuda_host_check_span(m, n * 4, "zcu_lion_step m");
+    cuda_host_check_span(grad, n * esize(gdt), "zcu_lion_step grad");
+    if (param_out) cuda_host_check_span(param_out, n * esize(pdt), "zcu_lion_step param_out");
+    if (decay_mask)
+        cuda_host_check_span(decay_mask, (n + ZADAM_MASK_GROUP - 1) / ZADAM_MASK_GROUP, "zcu_lion_step mask");
+    lion_args a = {.h = *h, .n = n, .master = master, .m = m, .grad = grad, .gdt = gdt, .pdt = pdt,
+                   .param_out = param_out, .decay_mask = decay_mask};
+    return cuda_host_enqueue(stream, run_lion, &a, sizeof a);
 }
 
 /* ---------------------------------------------------------------- gradient statistics */
