@@ -133,6 +133,10 @@ def main():
         expect_error(base + ["--init", w("magic.bin")], "magic.bin", "header[0] (magic) is 1234", "expected 20240326")
         expect_error(base + ["--init", w("m.bin"), "--vocab", "300"], "--vocab 300", "m.bin", "header[3]", "give 256")
         expect_error(base + ["--init", w("m.bin"), "--layers", "3"], "--layers 3", "m.bin", "header[4]", "give 2")
+        # outputs are checked before training, and an option without its value is an error
+        expect_error(base + ["--report", "/proc/nope/r.json"], "--report /proc/nope/r.json", "nothing was trained")
+        out = run(base + ["--save", "--shuffle"], expect=2)
+        check("--save needs a path" in out, f"--save without its value: {out.strip()[-300:]}")
         expect_error(base + ["--init", w("m.bin"), "--context", "32"], "--context 32", "m.bin",
                      "header[2] (max context) is 16", "1..16")
         write_tokens(w("big.bin"), toks[:100] + [300] + toks[100:])
@@ -191,6 +195,13 @@ def main():
 
     if a.matrix:
         mpi = shlex.split(a.mpirun)
+        # ranks given different settings end with one error naming them, never a hang
+        one = z + ["--config", w("c0.json"), "--text", w("t.txt"), "--layers", "1", "--width", "16", "--heads", "2",
+                   "--context", "8"]
+        p = subprocess.run(mpi + ["-np", "1"] + one + ["--steps", "2", ":", "-np", "1"] + one + ["--steps", "3"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+        check(p.returncode != 0 and "--steps is 2 on rank 0 but 3 on rank 1" in p.stdout,
+              f"mismatched --steps: exit {p.returncode}: {p.stdout.strip()[-400:]}")
         shape = ["--layers", "2", "--width", "16", "--heads", "2", "--context", "8", "--vocab", "128"]
         ref = {}
         tol = {"fp32": 1e-6, "bf16": 1e-3, "fp16": 1e-4}

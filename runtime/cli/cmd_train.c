@@ -15,6 +15,7 @@
 #include "checkpoint_internal.h"
 #include "commands.h"
 #include "gpt2_cli.h"
+#include "train_guard.h"
 #include "mlp.h"
 #include "zinc.h"
 
@@ -105,58 +106,6 @@ static void progress(int64_t done, int64_t total, double loss, double rate) {
  * save would) and a probe file made and removed in it; --report FILE is opened for writing (created and
  * removed when it does not exist yet; an existing one must be a regular file and is left as it is). ""
  * when it can, else why not. */
-static void check_out_path(const char *flag, const char *path, int is_dir, char *why, size_t cap) {
-    char p[4200];
-    struct stat sb;
-    why[0] = 0;
-    if (strlen(path) >= 4000) {
-        snprintf(why, cap, "%s %.64s...: the path is too long", flag, path);
-        return;
-    }
-    if (is_dir) {
-        snprintf(p, sizeof p, "%s", path);
-        for (char *c = p + 1;; c++) {
-            if (*c == '/' || !*c) {
-                char keep = *c;
-                *c = 0;
-                if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-                    snprintf(why, cap, "%s %s: cannot create directory %s: %s", flag, path, p, strerror(errno));
-                    return;
-                }
-                *c = keep;
-                if (!keep) break;
-            }
-        }
-        if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-            snprintf(why, cap, "%s %s exists and is not a directory", flag, path);
-            return;
-        }
-        snprintf(p, sizeof p, "%s/.zinc-probe-%ld", path, (long)getpid());
-    } else {
-        if (lstat(path, &sb) == 0) {
-            if (!S_ISREG(sb.st_mode)) snprintf(why, cap, "%s %s exists and is not a regular file", flag, path);
-            else {
-                int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-                if (fd < 0) snprintf(why, cap, "%s %s cannot be written: %s", flag, path, strerror(errno));
-                else close(fd);
-            }
-            return;
-        }
-        /* A probe of this process's own beside the file: every rank checks at once, and probing with the
-         * path itself would let one rank's probe make another's O_EXCL fail. */
-        const char *slash = strrchr(path, '/');
-        if (slash) snprintf(p, sizeof p, "%.*s/.zinc-probe-%ld", (int)(slash - path), path, (long)getpid());
-        else snprintf(p, sizeof p, ".zinc-probe-%ld", (long)getpid());
-        if (slash == path) snprintf(p, sizeof p, "/.zinc-probe-%ld", (long)getpid());
-    }
-    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        snprintf(why, cap, "%s %s cannot be written: creating %s failed: %s", flag, path, p, strerror(errno));
-        return;
-    }
-    close(fd);
-    unlink(p);
-}
 
 int zinc_cmd_train(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++)
@@ -262,8 +211,8 @@ int zinc_cmd_train(int argc, char **argv) {
     /* Output paths are checked before any training is spent on them (every rank checks its own view of
      * the file system; the result is one of the items the ranks agree on). */
     char save_why[8800] = "", report_why[8800] = "";
-    if (save_dir) check_out_path("--save", save_dir, 1, save_why, sizeof save_why);
-    if (report) check_out_path("--report", report, 0, report_why, sizeof report_why);
+    if (save_dir) zcli_check_out_path("--save", save_dir, 1, save_why, sizeof save_why);
+    if (report) zcli_check_out_path("--report", report, 0, report_why, sizeof report_why);
     o.config_path = config;
     o.config_overrides = sets;
     o.total_steps = steps; /* fills an "auto" scheduler.params.total_num_steps */
@@ -289,25 +238,7 @@ int zinc_cmd_train(int argc, char **argv) {
         /* One run per --save directory: rank 0 holds DIR/.zinc.run.lock for the whole run (each save also
          * locks DIR/.zinc.lock), so a second run fails now rather than after its training. */
         if (save_dir && !save_why[0] && zinc_rank(e) == 0) {
-            char lp[4200];
-            snprintf(lp, sizeof lp, "%s/.zinc.run.lock", save_dir);
-            if (zckpt_check_dir(save_dir, "--save directory") != ZINC_OK)
-                snprintf(save_why, sizeof save_why, "%s", zinc_last_error());
-            else if ((run_lock = open(lp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644)) < 0 ||
-                     flock(run_lock, LOCK_EX | LOCK_NB) != 0) {
-                char owner[64] = "";
-                ssize_t k = run_lock >= 0 ? pread(run_lock, owner, sizeof owner - 1, 0) : -1;
-                owner[k > 0 ? k : 0] = 0;
-                owner[strcspn(owner, "\n")] = 0;
-                snprintf(save_why, sizeof save_why, "--save %s: another zinc train (%s) saves into this directory; "
-                                                   "use another directory or wait for it to finish",
-                         save_dir, owner[0] ? owner : "unknown pid");
-            } else {
-                char me[64];
-                int n = snprintf(me, sizeof me, "pid %ld\n", (long)getpid());
-                if (ftruncate(run_lock, 0) == 0 && pwrite(run_lock, me, (size_t)n, 0) < 0) { /* only for messages */
-                }
-            }
+            run_lock = zcli_run_lock(save_dir, save_why, sizeof save_why);
             if (save_why[0] && zinc_world_size(e) > 1) fprintf(stderr, "zinc train: %s\n", save_why);
         }
         int64_t paths_ok = !save_why[0] && !report_why[0];

@@ -7,9 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "commands.h"
 #include "gpt2.h"
 #include "gpt2_cli.h"
+#include "train_guard.h"
 #include "zinc.h"
 
 static void usage(FILE *f) {
@@ -37,6 +40,8 @@ static void usage(FILE *f) {
             "training:\n"
             "  --config FILE --steps N (default 100) --seed S (new model's initialisation and sampling)\n"
             "  --save DIR [--save-every K] --resume PATH --report FILE --quiet\n"
+            "  --set PATH=VALUE        fill an \"auto\" or override a ds_config value (repeatable; see zinc train --help)\n"
+            "  --on-nonfinite P        error (default) or skip: what a non-finite fp32/bf16 gradient does\n"
             "  --threads N             threads per rank for the engine's kernels and the model's compute\n"
             "                          (default: the engine's cores / ranks, the model's OMP_NUM_THREADS or all)\n");
 }
@@ -155,9 +160,10 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
             sample_tokens = 64;
     int64_t layers = -1, width = -1, heads = -1, vocab = -1, padded = -1, max_context = -1, context = -1;
     zinc_options o = zinc_default_options();
-    int quiet = 0, shuffle = 0;
+    int quiet = 0, shuffle = 0, nsets = 0, run_lock = -1;
+    const char *sets[ZINC_MAX_SETS + 1] = {0};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const char *a = argv[i], *v = zcli_value(argc, argv, i);
         struct {
             const char *name;
             int64_t *dst, lo, hi;
@@ -194,6 +200,19 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         if (matched) continue;
         if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--shuffle")) shuffle = 1;
+        else if (!strcmp(a, "--set")) {
+            if (!v || nsets == ZINC_MAX_SETS) {
+                fprintf(stderr, "zinc train: --set needs PATH=VALUE (at most %d of them)\n", ZINC_MAX_SETS);
+                return 2;
+            }
+            sets[nsets++] = v, i++;
+        } else if (!strcmp(a, "--on-nonfinite")) {
+            if (!v || (strcmp(v, "error") && strcmp(v, "skip"))) {
+                fprintf(stderr, "zinc train: --on-nonfinite must be error or skip, got \"%s\"\n", v ? v : "");
+                return 2;
+            }
+            o.nonfinite = !strcmp(v, "skip") ? ZINC_NONFINITE_SKIP : ZINC_NONFINITE_DEFAULT, i++;
+        }
         else if (!strcmp(a, "--model") && v && !strcmp(v, "gpt2")) i++;
         else if (!strcmp(a, "--device") && v && !strcmp(v, "cpu")) o.device = ZINC_DEVICE_CPU, i++;
         else {
@@ -210,6 +229,11 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         fprintf(stderr, "zinc train: --save-every needs --save DIR\n");
         return 2;
     }
+    /* Output paths are checked before any training is spent on them (each rank its own view; the ranks
+     * agree on the result at the build). */
+    char save_why[8800] = "", report_why[8800] = "";
+    if (save_dir) zcli_check_out_path("--save", save_dir, 1, save_why, sizeof save_why);
+    if (report) zcli_check_out_path("--report", report, 0, report_why, sizeof report_why);
 
     char err[1024];
     zinc_gpt2_config mc = {0};
@@ -301,6 +325,8 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
     }
 
     o.config_path = config;
+    o.config_overrides = sets;
+    o.total_steps = steps; /* fills an "auto" scheduler.params.total_num_steps */
     o.seed = (uint64_t)seed;
     o.cpu_threads = (int)threads;
     if (quiet) o.log_level = ZINC_LOG_WARN;
@@ -308,8 +334,34 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         fprintf(stderr, "zinc train: %s\n", zinc_last_error());
         goto done;
     }
+    { /* what every rank must have been given alike; zinc_build (in zinc_gpt2_create) compares them */
+        if (save_dir && !save_why[0] && zinc_rank(e) == 0) {
+            run_lock = zcli_run_lock(save_dir, save_why, sizeof save_why);
+            if (save_why[0] && zinc_world_size(e) > 1) fprintf(stderr, "zinc train: %s\n", save_why);
+        }
+        int64_t flags = (save_dir ? 1 : 0) | (resume ? 2 : 0) | (report ? 4 : 0) | (init ? 8 : 0) | (shuffle ? 16 : 0);
+        int64_t shape[7] = {s.layers, s.channels, s.heads, s.vocab, s.padded_vocab, s.max_context, context};
+        int64_t paths_ok = !save_why[0] && !report_why[0];
+        if (zinc_agree_add(e, "--steps", &steps, sizeof steps) != ZINC_OK ||
+            zinc_agree_add(e, "--seed", &seed, sizeof seed) != ZINC_OK ||
+            zinc_agree_add(e, "--save/--resume/--report/--init/--shuffle given", &flags, sizeof flags) != ZINC_OK ||
+            zinc_agree_add(e, "--save-every", &save_every, sizeof save_every) != ZINC_OK ||
+            zinc_agree_add(e, "--val-every", &val_every, sizeof val_every) != ZINC_OK ||
+            zinc_agree_add(e, "the model shape and --context",
+                           shape, sizeof shape) != ZINC_OK ||
+            zinc_agree_add(e, "--resume", resume ? resume : "", resume ? strlen(resume) : 0) != ZINC_OK ||
+            zinc_agree_add(e, "--save and --report paths writable", &paths_ok, sizeof paths_ok) != ZINC_OK) {
+            fprintf(stderr, "zinc train: %s\n", zinc_last_error());
+            goto done;
+        }
+    }
     if (zinc_gpt2_create(e, &mc, &m) != ZINC_OK) {
         fprintf(stderr, "zinc train: building the model failed: %s\n", zinc_last_error());
+        goto done;
+    }
+    if (save_why[0] || report_why[0]) {
+        fprintf(stderr, "zinc train: %s (checked before training; nothing was trained)\n",
+                save_why[0] ? save_why : report_why);
         goto done;
     }
     free(init_params);
@@ -477,5 +529,6 @@ done:
     gpt2_tokens_free(&val);
     zinc_gpt2_destroy(m);
     zinc_destroy(e);
+    if (run_lock >= 0) close(run_lock);
     return rc;
 }
