@@ -84,6 +84,9 @@ static void run_case(const lcase *c, size_t n, int threads) {
     float *p = malloc(n * 4), *m = malloc(n * 4), *po = malloc(n * 4);
     float *fp = malloc(n * 4), *fm = malloc(n * 4), *fpo = malloc(n * 4);
     double *dp = malloc(n * 8), *dm = malloc(n * 8), *cz = malloc(n * 8);
+    /* An element whose c came within 1e-5 of 0 at any step may take the other sign in float than in float64
+     * there, and its p then differs by 2 lr from that step on: its p is not compared again (m still is). */
+    uint8_t *near0 = calloc(n, 1);
     void *g = malloc(n * 4);
     uint8_t *mask = c->masked ? malloc(n / ZADAM_MASK_GROUP + 1) : NULL;
     if (mask)
@@ -113,8 +116,11 @@ static void run_case(const lcase *c, size_t n, int threads) {
         size_t bad = 0, first = SIZE_MAX, nz = 0;
         for (size_t i = 0; i < n; i++) {
             int ok = fabs(m[i] - dm[i]) <= 1e-6 * fabs(dm[i]) + 1e-7;
-            if (cz[i] > 1e-5) ok = ok && fabs(p[i] - dp[i]) <= 1e-6 * fabs(dp[i]) + 1e-7;
-            else nz += cz[i] != 0;
+            if (cz[i] <= 1e-5) {
+                near0[i] = 1;
+                nz += cz[i] != 0; /* the deliberate c == 0 elements are not a weakness */
+            }
+            if (!near0[i]) ok = ok && fabs(p[i] - dp[i]) <= 1e-6 * fabs(dp[i]) + 1e-7;
             if (!ok && bad++ == 0) first = i;
         }
         near_zero_total += nz;
@@ -143,7 +149,7 @@ static void run_case(const lcase *c, size_t n, int threads) {
         free(sm);
     }
     zkernels_set_threads(0);
-    free(p), free(m), free(po), free(fp), free(fm), free(fpo), free(dp), free(dm), free(cz), free(g), free(mask);
+    free(p), free(m), free(po), free(fp), free(fm), free(fpo), free(dp), free(dm), free(cz), free(near0), free(g), free(mask);
 }
 
 /* The Adam entry points with h.lion run Lion, and v is neither read nor written. */
