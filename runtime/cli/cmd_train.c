@@ -233,35 +233,20 @@ int zinc_cmd_train(int argc, char **argv) {
         return 1;
     }
     /* What every rank must have been given alike; zinc_build (in zinc_mlp_create) compares them. */
-    {
-        int64_t flags = (save_dir ? 1 : 0) | (resume ? 2 : 0) | (report ? 4 : 0) | (quiet ? 8 : 0);
-        /* One run per --save directory: rank 0 holds DIR/.zinc.run.lock for the whole run (each save also
-         * locks DIR/.zinc.lock), so a second run fails now rather than after its training. */
-        if (save_dir && !save_why[0] && zinc_rank(e) == 0) {
-            run_lock = zcli_run_lock(save_dir, save_why, sizeof save_why);
-            if (save_why[0] && zinc_world_size(e) > 1) fprintf(stderr, "zinc train: %s\n", save_why);
-        }
-        int64_t paths_ok = !save_why[0] && !report_why[0];
-        if (zinc_agree_add(e, "--steps", &steps, sizeof steps) != ZINC_OK ||
-            zinc_agree_add(e, "--seed", &seed, sizeof seed) != ZINC_OK ||
-            zinc_agree_add(e, "--data-seed", &data_seed, sizeof data_seed) != ZINC_OK ||
-            zinc_agree_add(e, "--save/--resume/--report given", &flags, sizeof flags) != ZINC_OK ||
-            zinc_agree_add(e, "--save-every", &save_every, sizeof save_every) != ZINC_OK ||
-            zinc_agree_add(e, "--resume", resume ? resume : "", resume ? strlen(resume) : 0) != ZINC_OK ||
-            zinc_agree_add(e, "--save and --report paths writable", &paths_ok, sizeof paths_ok) != ZINC_OK) {
-            fprintf(stderr, "zinc train: %s\n", zinc_last_error());
-            goto done;
-        }
+    zcli_run run = {.steps = steps, .seed = seed, .save_every = save_every,
+                    .given = (save_dir ? 1 : 0) | (resume ? 2 : 0) | (report ? 4 : 0) | (quiet ? 8 : 0),
+                    .save_dir = save_dir, .resume = resume, .save_why = save_why, .report_why = report_why,
+                    .why_cap = sizeof save_why};
+    if (zcli_agree_run(e, &run, &run_lock)) goto done;
+    if (zinc_agree_add(e, "--data-seed", &data_seed, sizeof data_seed) != ZINC_OK) {
+        fprintf(stderr, "zinc train: %s\n", zinc_last_error());
+        goto done;
     }
     if (zinc_mlp_create(e, &mc, &m) != ZINC_OK) {
         fprintf(stderr, "zinc train: building the model failed: %s\n", zinc_last_error());
         goto done;
     }
-    if (save_why[0] || report_why[0]) {
-        fprintf(stderr, "zinc train: %s (checked before training; nothing was trained)\n",
-                save_why[0] ? save_why : report_why);
-        goto done;
-    }
+    if (zcli_outputs_refused(&run)) goto done;
     if (steps > INT64_MAX / 4 / zinc_train_batch_size(e)) {
         fprintf(stderr, "zinc train: --steps %" PRId64 " x train_batch_size %" PRId64 " samples overflows the sample "
                         "index; use fewer steps\n",

@@ -334,36 +334,24 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         fprintf(stderr, "zinc train: %s\n", zinc_last_error());
         goto done;
     }
-    { /* what every rank must have been given alike; zinc_build (in zinc_gpt2_create) compares them */
-        if (save_dir && !save_why[0] && zinc_rank(e) == 0) {
-            run_lock = zcli_run_lock(save_dir, save_why, sizeof save_why);
-            if (save_why[0] && zinc_world_size(e) > 1) fprintf(stderr, "zinc train: %s\n", save_why);
-        }
-        int64_t flags = (save_dir ? 1 : 0) | (resume ? 2 : 0) | (report ? 4 : 0) | (init ? 8 : 0) | (shuffle ? 16 : 0);
-        int64_t shape[7] = {s.layers, s.channels, s.heads, s.vocab, s.padded_vocab, s.max_context, context};
-        int64_t paths_ok = !save_why[0] && !report_why[0];
-        if (zinc_agree_add(e, "--steps", &steps, sizeof steps) != ZINC_OK ||
-            zinc_agree_add(e, "--seed", &seed, sizeof seed) != ZINC_OK ||
-            zinc_agree_add(e, "--save/--resume/--report/--init/--shuffle given", &flags, sizeof flags) != ZINC_OK ||
-            zinc_agree_add(e, "--save-every", &save_every, sizeof save_every) != ZINC_OK ||
-            zinc_agree_add(e, "--val-every", &val_every, sizeof val_every) != ZINC_OK ||
-            zinc_agree_add(e, "the model shape and --context",
-                           shape, sizeof shape) != ZINC_OK ||
-            zinc_agree_add(e, "--resume", resume ? resume : "", resume ? strlen(resume) : 0) != ZINC_OK ||
-            zinc_agree_add(e, "--save and --report paths writable", &paths_ok, sizeof paths_ok) != ZINC_OK) {
-            fprintf(stderr, "zinc train: %s\n", zinc_last_error());
-            goto done;
-        }
+    /* what every rank must have been given alike; zinc_build (in zinc_gpt2_create) compares them */
+    zcli_run run = {.steps = steps, .seed = seed, .save_every = save_every,
+                    .given = (save_dir ? 1 : 0) | (resume ? 2 : 0) | (report ? 4 : 0) | (init ? 8 : 0) |
+                             (shuffle ? 16 : 0),
+                    .save_dir = save_dir, .resume = resume, .save_why = save_why, .report_why = report_why,
+                    .why_cap = sizeof save_why};
+    int64_t shape[7] = {s.layers, s.channels, s.heads, s.vocab, s.padded_vocab, s.max_context, context};
+    if (zcli_agree_run(e, &run, &run_lock)) goto done;
+    if (zinc_agree_add(e, "--val-every", &val_every, sizeof val_every) != ZINC_OK ||
+        zinc_agree_add(e, "the model shape and --context", shape, sizeof shape) != ZINC_OK) {
+        fprintf(stderr, "zinc train: %s\n", zinc_last_error());
+        goto done;
     }
     if (zinc_gpt2_create(e, &mc, &m) != ZINC_OK) {
         fprintf(stderr, "zinc train: building the model failed: %s\n", zinc_last_error());
         goto done;
     }
-    if (save_why[0] || report_why[0]) {
-        fprintf(stderr, "zinc train: %s (checked before training; nothing was trained)\n",
-                save_why[0] ? save_why : report_why);
-        goto done;
-    }
+    if (zcli_outputs_refused(&run)) goto done;
     free(init_params);
     init_params = NULL;
     if (shuffle) zinc_gpt2_shuffle(m, (uint64_t)seed);

@@ -97,3 +97,29 @@ const char *zcli_value(int argc, char **argv, int i) {
     const char *v = argv[i + 1];
     return v[0] == '-' && v[1] == '-' ? NULL : v;
 }
+
+int zcli_agree_run(zinc_engine *e, const zcli_run *r, int *run_lock) {
+    *run_lock = -1;
+    if (r->save_dir && !r->save_why[0] && zinc_rank(e) == 0) {
+        *run_lock = zcli_run_lock(r->save_dir, r->save_why, r->why_cap);
+        if (r->save_why[0] && zinc_world_size(e) > 1) fprintf(stderr, "zinc train: %s\n", r->save_why);
+    }
+    int64_t paths_ok = !r->save_why[0] && !r->report_why[0];
+    if (zinc_agree_add(e, "--steps", &r->steps, sizeof r->steps) != ZINC_OK ||
+        zinc_agree_add(e, "--seed", &r->seed, sizeof r->seed) != ZINC_OK ||
+        zinc_agree_add(e, "which of --save/--resume/--report were given", &r->given, sizeof r->given) != ZINC_OK ||
+        zinc_agree_add(e, "--save-every", &r->save_every, sizeof r->save_every) != ZINC_OK ||
+        zinc_agree_add(e, "--resume", r->resume ? r->resume : "", r->resume ? strlen(r->resume) : 0) != ZINC_OK ||
+        zinc_agree_add(e, "--save and --report paths writable", &paths_ok, sizeof paths_ok) != ZINC_OK) {
+        fprintf(stderr, "zinc train: %s\n", zinc_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+int zcli_outputs_refused(const zcli_run *r) {
+    if (!r->save_why[0] && !r->report_why[0]) return 0;
+    fprintf(stderr, "zinc train: %s (checked before training; nothing was trained)\n",
+            r->save_why[0] ? r->save_why : r->report_why);
+    return -1;
+}

@@ -4,6 +4,9 @@
 #define ZINC_CLI_TRAIN_GUARD_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "zinc.h"
 
 /* Checks that `path` (a directory to create when is_dir, else a file) can be written, by creating and removing
  * a probe file of this process's own; on failure writes why (naming flag and path) to `why`, else "". */
@@ -11,6 +14,20 @@ void zcli_check_out_path(const char *flag, const char *path, int is_dir, char *w
 /* Rank 0 of a run with --save DIR: checks DIR (owner, mode) and holds DIR/.zinc.run.lock for the whole run.
  * Returns the lock's descriptor (close it at the end), or -1 with why set. */
 int zcli_run_lock(const char *save_dir, char *why, size_t cap);
+/* What every run of zinc train must have been given alike, whatever the model. */
+typedef struct zcli_run {
+    int64_t steps, seed, save_every;
+    int64_t given;          /* model-specific bits: which of --save/--resume/--report/... were given */
+    const char *save_dir;   /* or NULL */
+    const char *resume;     /* or NULL */
+    char *save_why, *report_why; /* from zcli_check_out_path; rank 0 adds the run lock's refusal */
+    size_t why_cap;
+} zcli_run;
+/* After zinc_create, before the model's zinc_build: rank 0 takes the --save directory's run lock (*run_lock,
+ * -1 if none), and every rank adds the run's items to the engine's agreement. 0, or -1 after printing why. */
+int zcli_agree_run(zinc_engine *e, const zcli_run *r, int *run_lock);
+/* After the build (the ranks agreed): 0, or -1 after printing why no output can be written. */
+int zcli_outputs_refused(const zcli_run *r);
 /* An option's value, or NULL when there is none: the end of the arguments or the next option
  * (`--save --quiet` lacks its value rather than saving into "--quiet"). */
 const char *zcli_value(int argc, char **argv, int i);
