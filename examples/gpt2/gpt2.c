@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "gpt2_layers.h"
+#include "../common/example_rng.h"
 
 #define NBLOCK_KINDS 12 /* GPT2_LN1W .. GPT2_FCPROJB */
 
@@ -49,18 +50,6 @@ static size_t z(size_t n) { return n ? n : 1; }
 
 /* ---------------------------------------------------------------- deterministic random numbers */
 
-static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-static double uniform(uint64_t *s) { return (double)(mix((*s)++) >> 11) * 0x1.0p-53; }
-static double normal(uint64_t *s) {
-    double u1 = uniform(s), u2 = uniform(s);
-    if (u1 < 1e-300) u1 = 1e-300;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
 
 static zinc_status init_param(void *userdata, const zinc_param_info *p, uint64_t seed, float *out) {
     const zinc_gpt2 *m = userdata;
@@ -78,7 +67,7 @@ static zinc_status init_param(void *userdata, const zinc_param_info *p, uint64_t
     case GPT2_WTE: case GPT2_WPE: case GPT2_QKVW: case GPT2_FCW: {
         uint64_t s = seed;
         int64_t n = kind == GPT2_WTE ? (int64_t)m->s.vocab * m->s.channels : p->numel; /* padding rows 0 */
-        for (int64_t i = 0; i < p->numel; i++) out[i] = i < n ? (float)(normal(&s) * std) : 0.0f;
+        for (int64_t i = 0; i < p->numel; i++) out[i] = i < n ? (float)(example_normal(&s) * std) : 0.0f;
         return ZINC_OK;
     }
     default:

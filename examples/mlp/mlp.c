@@ -3,6 +3,7 @@
  * file holds the task, the parameters, the training loop and the host path of forward and backward;
  * mlp_cuda.c holds the GPU path (cuBLAS), which the loop picks on a cuda engine. */
 #include "mlp_internal.h"
+#include "../common/example_rng.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -16,18 +17,6 @@ zinc_mlp_config zinc_mlp_default_config(void) {
 
 /* ---------------------------------------------------------------- deterministic random numbers */
 
-static uint64_t mix(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static double uniform(uint64_t *s) { return (double)(mix((*s)++) >> 11) * 0x1.0p-53; }
-static double normal(uint64_t *s) {
-    double u1 = uniform(s), u2 = uniform(s);
-    if (u1 < 1e-300) u1 = 1e-300;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
 
 /* torch.nn.Linear's default: U(-1/sqrt(in), 1/sqrt(in)) for weights and biases. */
 static zinc_status init_param(void *userdata, const zinc_param_info *p, uint64_t seed, float *out) {
@@ -40,7 +29,7 @@ static zinc_status init_param(void *userdata, const zinc_param_info *p, uint64_t
     }
     double bound = 1.0 / sqrt((double)fan_in);
     uint64_t s = seed;
-    for (int64_t i = 0; i < p->numel; i++) out[i] = (float)((2.0 * uniform(&s) - 1.0) * bound);
+    for (int64_t i = 0; i < p->numel; i++) out[i] = (float)((2.0 * example_uniform(&s) - 1.0) * bound);
     return ZINC_OK;
 }
 
@@ -48,8 +37,8 @@ static zinc_status init_param(void *userdata, const zinc_param_info *p, uint64_t
 
 static void sample(const zinc_mlp *m, int64_t index, float *x, int *label) {
     int d = m->cfg.in_dim, hdim = 2 * d, c = m->cfg.classes;
-    uint64_t s = mix(m->cfg.data_seed ^ mix((uint64_t)index));
-    for (int i = 0; i < d; i++) x[i] = (float)normal(&s);
+    uint64_t s = example_mix(m->cfg.data_seed ^ example_mix((uint64_t)index));
+    for (int i = 0; i < d; i++) x[i] = (float)example_normal(&s);
     float h[1024];
     for (int j = 0; j < hdim; j++) {
         double acc = 0;
@@ -127,9 +116,9 @@ zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp
         zinc_mlp_destroy(m);
         return ZINC_ERR_NOMEM;
     }
-    uint64_t s = mix(m->cfg.data_seed);
-    for (int i = 0; i < 2 * d * d; i++) m->teacher_w1[i] = (float)(normal(&s) * 2.0 / sqrt((double)d));
-    for (int i = 0; i < m->cfg.classes * 2 * d; i++) m->teacher_w2[i] = (float)(normal(&s) / sqrt(2.0 * d));
+    uint64_t s = example_mix(m->cfg.data_seed);
+    for (int i = 0; i < 2 * d * d; i++) m->teacher_w1[i] = (float)(example_normal(&s) * 2.0 / sqrt((double)d));
+    for (int i = 0; i < m->cfg.classes * 2 * d; i++) m->teacher_w2[i] = (float)(example_normal(&s) / sqrt(2.0 * d));
 
     /* Modules and parameters, in forward order. */
     for (int l = 0; l < m->nlayers; l++) {
