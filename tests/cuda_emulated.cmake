@@ -30,11 +30,11 @@ target_link_libraries(zinc_mlp_cuda_emulated PUBLIC zinc_cuda_emulated PRIVATE m
 # zinc_emulated_test(NAME n SOURCE test_x.c [RANKS r] [ARGS ...] [ENV ...]): the test program built
 # against the emulation (target <source>_emulated), labelled cuda-emulated.
 function(zinc_emulated_test)
-  cmake_parse_arguments(T "" "NAME;SOURCE;RANKS" "ARGS;ENV" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;SOURCE;RANKS" "ARGS;ENV;EXTRA" ${ARGN})
   get_filename_component(base ${T_SOURCE} NAME_WE)
   set(exe ${base}_emulated)
   if(NOT TARGET ${exe})
-    add_executable(${exe} ${T_SOURCE} engine_util.c zt.c)
+    add_executable(${exe} ${T_SOURCE} ${T_EXTRA} engine_util.c zt.c)
     target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/runtime
                                ${CMAKE_CURRENT_SOURCE_DIR})
     target_compile_options(${exe} PRIVATE ${ZINC_WARN})

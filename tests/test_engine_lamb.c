@@ -15,30 +15,13 @@
 #include <unistd.h>
 
 #include "engine_util.h"
+#include "optim_engine.h"
 #include "zinc.h"
 #include "zt.h"
 
-enum { NMOD = 3, BATCH = 24, STEPS = 6 };
-static const int64_t ROWS = 40, WIDTH = 8;
 static const double LR = 0.01, B1 = 0.9, B2 = 0.999, WD = 0.01, EPS = 1e-6;
 static double g_max_coeff = 10.0, g_min_coeff = 0.01;
 
-static float init_value(int k, int64_t i) { return 0.5f * sinf(0.37f * (float)i + 0.11f * (float)k); }
-
-static zinc_status init_fn(void *ud, const zinc_param_info *p, uint64_t seed, float *out) {
-    (void)ud;
-    (void)seed;
-    for (int64_t i = 0; i < p->numel; i++) out[i] = init_value(p->index, i);
-    return ZINC_OK;
-}
-
-/* The gradient of sample s for element i of parameter k whose value is w. */
-static double grad_fn(int k, int64_t i, double w, int64_t s) {
-    double a = 0.05 * (double)(1 + s % 5);
-    return w * a + 0.01 * cos(0.13 * (double)i + 0.7 * (double)k + 0.29 * (double)s);
-}
-
-static int64_t numel_of(int k) { return k % 2 == 0 ? ROWS * WIDTH : WIDTH; }
 
 /* ---------------------------------------------------------------- float64 LAMB */
 static double *ref_p[2 * NMOD];
@@ -46,22 +29,22 @@ static double *ref_p[2 * NMOD];
 static void ref_train(void) {
     double *m[2 * NMOD], *v[2 * NMOD], *u[2 * NMOD];
     for (int k = 0; k < 2 * NMOD; k++) {
-        int64_t n = numel_of(k);
+        int64_t n = oe_numel_of(k);
         free(ref_p[k]);
         ref_p[k] = malloc((size_t)n * sizeof(double));
         m[k] = calloc((size_t)n, sizeof(double));
         v[k] = calloc((size_t)n, sizeof(double));
         u[k] = calloc((size_t)n, sizeof(double));
-        for (int64_t i = 0; i < n; i++) ref_p[k][i] = init_value(k, i);
+        for (int64_t i = 0; i < n; i++) ref_p[k][i] = oe_init_value(k, i);
     }
     double b1 = (double)(float)B1, b2 = (double)(float)B2; /* the engine's float betas */
     for (int t = 1; t <= STEPS; t++)
         for (int k = 0; k < 2 * NMOD; k++) {
-            int64_t n = numel_of(k);
+            int64_t n = oe_numel_of(k);
             double W = 0, U = 0, wd = k % 2 == 0 ? (double)(float)WD : 0; /* weights decayed, biases not */
             for (int64_t i = 0; i < n; i++) {
                 double g = 0, w = ref_p[k][i];
-                for (int64_t j = 0; j < BATCH; j++) g += grad_fn(k, i, w, (int64_t)(t - 1) * BATCH + j);
+                for (int64_t j = 0; j < BATCH; j++) g += oe_grad_fn(k, i, w, (int64_t)(t - 1) * BATCH + j);
                 g /= BATCH;
                 m[k][i] = b1 * m[k][i] + (1 - b1) * g;
                 v[k][i] = b2 * v[k][i] + (1 - b2) * g * g;
@@ -85,137 +68,26 @@ static void ref_train(void) {
     }
 }
 
-/* ---------------------------------------------------------------- the model */
-static int g_rank, g_world = 1;
-typedef struct run {
-    int stage, gas, bucket, offload;
-    const char *type; /* NULL: "Lamb" */
-} run;
+/* ---------------------------------------------------------------- the model (optim_engine.c) */
+typedef oe_run run;
+typedef oe_model model;
 
-typedef struct model {
-    zinc_engine *e;
-    zinc_param *p[2 * NMOD];
-    int mod[NMOD];
-    int rank, world, micro;
-} model;
-
-static void quiet(void *ud, zinc_log_level l, int rank, const char *msg) {
-    (void)ud;
-    if (l >= ZINC_LOG_WARN && rank == 0) fprintf(stderr, "zinc: %s\n", msg);
+static void optimizer_json(const run *r, char *buf, size_t cap) {
+    snprintf(buf, cap,
+             "{\"type\": \"%s\", \"params\": {\"lr\": %g, \"betas\": [%g, %g], \"weight_decay\": %g, "
+             "\"eps\": %g, \"max_coeff\": %g, \"min_coeff\": %g}}",
+             r->type ? r->type : "Lamb", LR, B1, B2, WD, EPS, g_max_coeff, g_min_coeff);
 }
-
-static zinc_status model_create(const run *r, model *md) {
-    char cfg[2048];
-    snprintf(cfg, sizeof cfg,
-             "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d, "
-             "\"optimizer\": {\"type\": \"%s\", \"params\": {\"lr\": %g, \"betas\": [%g, %g], "
-             "\"weight_decay\": %g, \"eps\": %g, \"max_coeff\": %g, \"min_coeff\": %g}},"
-             "\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": %d, "
-             "\"stage3_param_persistence_threshold\": 0%s}}",
-             BATCH, r->gas, r->type ? r->type : "Lamb", LR, B1, B2, WD, EPS, g_max_coeff, g_min_coeff, r->stage, r->bucket,
-             r->offload ? ", \"offload_optimizer\": {\"device\": \"cpu\"}, \"sub_group_size\": 2000" : "");
-    zinc_options o = zinc_default_options();
-    o.config_json = cfg;
-    o.device = eu_device(NULL);
-    o.log_fn = quiet;
-    o.cpu_threads = 1;
-    memset(md, 0, sizeof *md);
-    zinc_status st = zinc_create(&o, &md->e);
-    if (st != ZINC_OK) return st;
-    char name[64];
-    for (int m = 0; m < NMOD; m++) {
-        snprintf(name, sizeof name, "m%d", m);
-        md->mod[m] = zinc_module_add(md->e, name);
-        snprintf(name, sizeof name, "m%d.w", m);
-        md->p[2 * m] = zinc_param_add(md->e, md->mod[m], name, 2, (int64_t[]){ROWS, WIDTH}, ZINC_PARAM_DECAY);
-        snprintf(name, sizeof name, "m%d.b", m);
-        md->p[2 * m + 1] = zinc_param_add(md->e, md->mod[m], name, 1, (int64_t[]){WIDTH}, 0);
-        if (md->mod[m] < 0 || !md->p[2 * m] || !md->p[2 * m + 1]) return ZINC_ERR_INTERNAL;
-    }
-    st = zinc_build(md->e, init_fn, NULL);
-    if (st != ZINC_OK) return st;
-    md->rank = zinc_rank(md->e);
-    md->world = zinc_world_size(md->e);
-    g_rank = md->rank;
-    g_world = md->world;
-    md->micro = BATCH / (md->world * r->gas);
-    return ZINC_OK;
-}
-
-#define T(x)                                                                                                 \
-    do {                                                                                                     \
-        zinc_status s_ = (x);                                                                                \
-        if (s_ != ZINC_OK) return s_;                                                                        \
-    } while (0)
-
-/* The engine computes in fp32 here, so the parameter and its gradient are fp32 buffers in the engine's
- * device memory: read through zinc_copy_to_host, add on the host (loss scale 1: the same bits as the
- * engine's axpy), write back with zinc_copy_from_host. The same code runs on cpu and on the (emulated)
- * cuda device. */
-static zinc_status add_grad(model *md, int k, int step, int micro) {
-    zinc_param_info info;
-    T(zinc_param_get_info(md->p[k], &info));
-    size_t bytes = (size_t)info.numel * sizeof(float);
-    float *w = malloc(bytes), *g = malloc(bytes);
-    const void *pd = zinc_param_data(md->p[k]);
-    void *gd = zinc_param_grad(md->p[k]);
-    zinc_status st = (w && g) ? ZINC_OK : ZINC_ERR_NOMEM;
-    if (st == ZINC_OK && (!pd || !gd || zinc_compute_dtype(md->e) != ZINC_FP32 || zinc_loss_scale(md->e) != 1.0f))
-        st = ZINC_ERR_INTERNAL;
-    if (st == ZINC_OK) st = zinc_copy_to_host(md->e, w, pd, bytes);
-    if (st == ZINC_OK) st = zinc_copy_to_host(md->e, g, gd, bytes);
-    for (int64_t i = 0; st == ZINC_OK && i < info.numel; i++) {
-        double acc = 0;
-        for (int j = 0; j < md->micro; j++) {
-            int64_t s = (int64_t)step * BATCH + (int64_t)micro * md->world * md->micro + (int64_t)md->rank * md->micro + j;
-            acc += grad_fn(info.index, i, (double)w[i], s);
-        }
-        g[i] = g[i] + (float)(acc / md->micro);
-    }
-    if (st == ZINC_OK) st = zinc_copy_from_host(md->e, gd, g, bytes);
-    free(w);
-    free(g);
-    return st;
-}
-
-static zinc_status train_steps(model *md, const run *r, int from, int to) {
-    for (int t = from; t < to; t++) {
-        for (int micro = 0; micro < r->gas; micro++) {
-            for (int m = 0; m < NMOD; m++) {
-                T(zinc_module_enter(md->e, md->mod[m], ZINC_FORWARD));
-                T(zinc_module_exit(md->e, md->mod[m], ZINC_FORWARD));
-            }
-            for (int m = NMOD - 1; m >= 0; m--) {
-                T(zinc_module_enter(md->e, md->mod[m], ZINC_BACKWARD));
-                T(add_grad(md, 2 * m, t, micro));
-                T(add_grad(md, 2 * m + 1, t, micro));
-                T(zinc_module_exit(md->e, md->mod[m], ZINC_BACKWARD));
-            }
-        }
-        zinc_step_info info;
-        T(zinc_step(md->e, &info));
-        if (!info.taken) return ZINC_ERR_INTERNAL;
-    }
-    return ZINC_OK;
-}
-
-static int64_t total_numel(void) { return NMOD * (ROWS * WIDTH + WIDTH); }
-
-static zinc_status train(const run *r, float *out) {
-    model md;
-    zinc_status st = model_create(r, &md);
-    if (st == ZINC_OK) st = train_steps(&md, r, 0, STEPS);
-    if (st == ZINC_OK) st = zinc_gather_master(md.e, out, (size_t)total_numel());
-    zinc_destroy(md.e);
-    return st;
-}
+static const oe_optimizer optimizer = {optimizer_json, ", \"offload_optimizer\": {\"device\": \"cpu\"}, \"sub_group_size\": 2000"};
+static zinc_status model_create(const run *r, model *md) { return oe_model_create(&optimizer, r, md); }
+static zinc_status train(const run *r, float *out) { return oe_train(&optimizer, r, out); }
 
 /* ---------------------------------------------------------------- tests */
 static double max_diff(const float *x) {
     int64_t off = 0;
     double worst = 0;
     for (int k = 0; k < 2 * NMOD; k++)
-        for (int64_t i = 0; i < numel_of(k); i++, off++) {
+        for (int64_t i = 0; i < oe_numel_of(k); i++, off++) {
             double d = fabs((double)x[off] - ref_p[k][i]);
             if (!(d <= worst)) worst = d; /* NaN propagates */
         }
@@ -223,7 +95,7 @@ static double max_diff(const float *x) {
 }
 
 static void test_matrix(void) {
-    float *x = malloc((size_t)total_numel() * sizeof *x);
+    float *x = malloc((size_t)oe_total_numel() * sizeof *x);
     int runs = 0;
     double worst_all = 0;
     for (int clamp = 0; clamp < 2; clamp++) {
@@ -246,23 +118,23 @@ static void test_matrix(void) {
                 }
     }
     free(x);
-    if (g_rank == 0) fprintf(stderr, "lamb engine: %d runs, worst |zinc - float64| %.3g\n", runs, worst_all);
+    if (oe_rank == 0) fprintf(stderr, "lamb engine: %d runs, worst |zinc - float64| %.3g\n", runs, worst_all);
 }
 
 /* The clamp binds in the min_coeff 0.5 runs: the float64 model with min_coeff 0.01 ends elsewhere. */
 static void test_clamp_matters(void) {
     g_min_coeff = 0.01;
     ref_train();
-    double *loose = malloc((size_t)total_numel() * sizeof *loose);
+    double *loose = malloc((size_t)oe_total_numel() * sizeof *loose);
     int64_t off = 0;
     for (int k = 0; k < 2 * NMOD; k++)
-        for (int64_t i = 0; i < numel_of(k); i++) loose[off++] = ref_p[k][i];
+        for (int64_t i = 0; i < oe_numel_of(k); i++) loose[off++] = ref_p[k][i];
     g_min_coeff = 0.5;
     ref_train();
     double d = 0;
     off = 0;
     for (int k = 0; k < 2 * NMOD; k++)
-        for (int64_t i = 0; i < numel_of(k); i++, off++) d = fmax(d, fabs(loose[off] - ref_p[k][i]));
+        for (int64_t i = 0; i < oe_numel_of(k); i++, off++) d = fmax(d, fabs(loose[off] - ref_p[k][i]));
     ZT_CHECK(d > 1e-3, "min_coeff 0.5 vs 0.01 changes the float64 result by only %.3g: the clamp test is vacuous", d);
     free(loose);
 }
@@ -272,20 +144,20 @@ static void test_checkpoint(void) {
     g_min_coeff = 0.01;
     for (int stage = 1; stage <= 3; stage += 2) {
         run r = {.stage = stage, .gas = 1, .bucket = 1000, .offload = 0};
-        int64_t n = total_numel();
+        int64_t n = oe_total_numel();
         float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
         ZT_OK(train(&r, a));
         char dir[512], path[600];
-        snprintf(dir, sizeof dir, "%s/lamb_ckpt_np%d_s%d", zt_build_dir(), g_world, stage);
+        snprintf(dir, sizeof dir, "%s/lamb_ckpt_np%d_s%d", zt_build_dir(), oe_world, stage);
         model md;
         ZT_OK(model_create(&r, &md));
-        ZT_OK(train_steps(&md, &r, 0, 3));
+        ZT_OK(oe_train_steps(&md, &r, 0, 3));
         ZT_OK(zinc_save_checkpoint(md.e, dir, "step3"));
         zinc_destroy(md.e);
         ZT_OK(model_create(&r, &md));
         snprintf(path, sizeof path, "%s/step3", dir);
         ZT_OK(zinc_load_checkpoint(md.e, path));
-        ZT_OK(train_steps(&md, &r, 3, STEPS));
+        ZT_OK(oe_train_steps(&md, &r, 3, STEPS));
         ZT_OK(zinc_gather_master(md.e, b, (size_t)n));
         zinc_destroy(md.e);
         ZT_CHECK(memcmp(a, b, (size_t)n * sizeof *a) == 0, "stage %d: resumed Lamb run differs from the uninterrupted one",
