@@ -1,7 +1,7 @@
 /* The optimizer step with NVMe offload on the CPU: a READ_WRITE pass over one rank's optimizer state on
  * disk (fp32 master + exp_avg + exp_avg_sq, 12 B/param) with real Adam (zadam_step, multi-threaded, on each
  * chunk while the next is read and the previous written), an fp32 gradient and a bf16 param_out in memory,
- * as the engine's step does (runtime/engine_step.c, adam_pass, state not on the device), against the floor
+ * as the engine's step does (runtime/engine/engine_step.c, adam_pass, state not on the device), against the floor
  * of the disk: read_bytes / read bandwidth + write_bytes / write bandwidth (one disk serves both), with the
  * bandwidths measured by fio in the same script (bench/run_nvme_step.sh).
  *
@@ -30,7 +30,7 @@
 #include <time.h>
 
 #include "bench_util.h"
-#include "engine_internal.h"
+#include "runtime/engine/engine_internal.h"
 #include "kernels/cpu_kernels.h"
 #include "offload/crc32c.h"
 #include "offload/state_nvme.h"

@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "bench_util.h"
-#include "engine_internal.h"
+#include "runtime/engine/engine_internal.h"
 #include "offload/state_nvme.h"
 #include "zinc.h"
 

@@ -4,7 +4,7 @@
 if(ZINC_HAVE_CUDA)
   if(NOT TARGET bench_adam_cuda)
     add_executable(bench_adam_cuda ${CMAKE_CURRENT_LIST_DIR}/bench_adam_cuda.c)
-    target_include_directories(bench_adam_cuda PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/runtime)
+    target_include_directories(bench_adam_cuda PRIVATE ${PROJECT_SOURCE_DIR})
     target_compile_options(bench_adam_cuda PRIVATE ${ZINC_WARN})
     target_compile_definitions(bench_adam_cuda PRIVATE _GNU_SOURCE)
     target_link_libraries(bench_adam_cuda PRIVATE zinc m)

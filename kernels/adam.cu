@@ -11,7 +11,7 @@
 // reference to the last bit or within an ulp.
 #include <string.h>
 
-#include "cuda_common.cuh"
+#include "kernels/cuda_common.cuh"
 #include "kernels/cpu_kernels.h"
 #include "kernels/cuda_kernels.h"
 

@@ -2,7 +2,7 @@
 // grid-stride launch with 4-wide accesses when the arrays share their alignment.
 #include <string.h>
 
-#include "cuda_common.cuh"
+#include "kernels/cuda_common.cuh"
 #include "kernels/cuda_kernels.h"
 
 namespace {

@@ -2,7 +2,7 @@
 // the arrays share their alignment. The arithmetic follows zlion_step_ref operation by operation with
 // round-to-nearest intrinsics, so nvcc does not contract it into FMAs and the result matches the CPU
 // reference bit for bit. Traffic per element: read master, m (8 B) + grad; write master, m + param_out.
-#include "cuda_common.cuh"
+#include "kernels/cuda_common.cuh"
 #include "kernels/cpu_kernels.h"
 #include "kernels/cuda_kernels.h"
 

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/error.h"
+#include "runtime/core/error.h"
 
 typedef struct zpool_worker {
     zpool *pool;

@@ -1,5 +1,5 @@
 /* io_uring file IO with O_DIRECT detection, retry of short and interrupted IO, and fault injection. */
-#include "aio.h"
+#include "offload/aio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "error.h"
+#include "runtime/core/error.h"
 
 #define ZAIO_MAX_INFLIGHT 4096
 #define ZAIO_MAX_RETRIES 64

@@ -1,10 +1,10 @@
 /* Dispatch and pass-order checking for the optimizer-state stores. */
-#include "state.h"
+#include "offload/state.h"
 
 #include <stdlib.h>
 
-#include "engine_internal.h"
-#include "error.h"
+#include "runtime/engine/engine_internal.h"
+#include "runtime/core/error.h"
 
 int64_t zstate_chunk_elems(int64_t sub_group_size, int64_t n) {
     int64_t c = sub_group_size < ZSTATE_CHUNK_ALIGN ? ZSTATE_CHUNK_ALIGN : sub_group_size;

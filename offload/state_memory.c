@@ -5,9 +5,9 @@
  * (unless it only reads). */
 #include <stdlib.h>
 
-#include "engine_internal.h"
-#include "error.h"
-#include "state.h"
+#include "runtime/engine/engine_internal.h"
+#include "runtime/core/error.h"
+#include "offload/state.h"
 
 typedef struct zstate_memory {
     zstate base;

@@ -27,12 +27,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "crc32c.h"
-#include "engine_internal.h"
-#include "error.h"
+#include "offload/crc32c.h"
+#include "runtime/engine/engine_internal.h"
+#include "runtime/core/error.h"
 #include "offload/aio.h"
-#include "state.h"
-#include "state_nvme.h"
+#include "offload/state.h"
+#include "offload/state_nvme.h"
 
 #define NT 3 /* tensors: master, exp_avg, exp_avg_sq */
 #define NV_MIN_BUFFERS ZCFG_NVME_MIN_BUFFERS /* also refused at load (config_resolve.c) */

@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#include "state.h"
+#include "offload/state.h"
 
 typedef struct zstate_nvme_stats {
     uint64_t passes;

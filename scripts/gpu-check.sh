@@ -69,7 +69,7 @@ log "build rc=$build_rc"
 BENCH_BIN=$(find "$BUILD" -name bench_adam_cuda -type f -perm -u+x 2>/dev/null | head -1)
 if [[ -z $BENCH_BIN && -f $BUILD/libzinc.so ]]; then
   BENCH_BIN=$BUILD/bench_adam_cuda_direct
-  gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -I. -Iruntime -I/usr/local/cuda/include bench/bench_adam_cuda.c \
+  gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -I. -I/usr/local/cuda/include bench/bench_adam_cuda.c \
       -o "$BENCH_BIN" -L"$BUILD" -lzinc -L/usr/local/cuda/lib64 -lcudart -lm \
       -Wl,-rpath,"$BUILD:/usr/local/cuda/lib64" >> "$OUT/build.log" 2>&1 || BENCH_BIN=
 fi

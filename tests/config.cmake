@@ -11,14 +11,14 @@ add_dependencies(test_config_cli zinc_cli)
 # The loader's sources are built straight into the fuzz programs, so they can carry sanitizers without the
 # shared library (and MPI) being instrumented.
 set(ZINC_CONFIG_LOADER_SOURCES
-    ${PROJECT_SOURCE_DIR}/runtime/config_load.c ${PROJECT_SOURCE_DIR}/runtime/config_resolve.c
-    ${PROJECT_SOURCE_DIR}/runtime/config_auto.c ${PROJECT_SOURCE_DIR}/runtime/config_override.c
-    ${PROJECT_SOURCE_DIR}/runtime/config_schema.c ${PROJECT_SOURCE_DIR}/runtime/config_dump.c
-    ${PROJECT_SOURCE_DIR}/runtime/error.c ${PROJECT_SOURCE_DIR}/runtime/log.c ${PROJECT_SOURCE_DIR}/runtime/dtype.c)
+    ${PROJECT_SOURCE_DIR}/runtime/config/config_load.c ${PROJECT_SOURCE_DIR}/runtime/config/config_resolve.c
+    ${PROJECT_SOURCE_DIR}/runtime/config/config_auto.c ${PROJECT_SOURCE_DIR}/runtime/config/config_override.c
+    ${PROJECT_SOURCE_DIR}/runtime/config/config_schema.c ${PROJECT_SOURCE_DIR}/runtime/config/config_dump.c
+    ${PROJECT_SOURCE_DIR}/runtime/core/error.c ${PROJECT_SOURCE_DIR}/runtime/core/log.c ${PROJECT_SOURCE_DIR}/runtime/core/dtype.c)
 set(ZINC_CONFIG_LOADER_HEADERS
-    ${PROJECT_SOURCE_DIR}/include/zinc.h ${PROJECT_SOURCE_DIR}/runtime/config.h
-    ${PROJECT_SOURCE_DIR}/runtime/config_schema.h ${PROJECT_SOURCE_DIR}/runtime/config_internal.h
-    ${PROJECT_SOURCE_DIR}/runtime/error.h ${PROJECT_SOURCE_DIR}/runtime/log.h)
+    ${PROJECT_SOURCE_DIR}/include/zinc.h ${PROJECT_SOURCE_DIR}/runtime/config/config.h
+    ${PROJECT_SOURCE_DIR}/runtime/config/config_schema.h ${PROJECT_SOURCE_DIR}/runtime/config/config_internal.h
+    ${PROJECT_SOURCE_DIR}/runtime/core/error.h ${PROJECT_SOURCE_DIR}/runtime/core/log.h)
 set(ZINC_FUZZ_SEEDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus ${PROJECT_SOURCE_DIR}/ds_configs)
 
 # The standalone driver (any C compiler): seeds, then a bounded deterministic mutation loop. With gcc or
@@ -31,7 +31,7 @@ unset(CMAKE_REQUIRED_FLAGS)
 unset(CMAKE_REQUIRED_LINK_OPTIONS)
 
 add_executable(fuzz_config fuzz/fuzz_config.c ${ZINC_CONFIG_LOADER_SOURCES})
-target_include_directories(fuzz_config PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/runtime)
+target_include_directories(fuzz_config PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
 target_compile_definitions(fuzz_config PRIVATE _GNU_SOURCE)
 target_compile_options(fuzz_config PRIVATE ${ZINC_WARN})
 target_link_libraries(fuzz_config PRIVATE PkgConfig::JANSSON m)
@@ -66,7 +66,7 @@ endif()
 if(ZINC_LIBFUZZER_WORKS)
   set(fz ${CMAKE_CURRENT_BINARY_DIR}/fuzz_config_libfuzzer)
   set(fz_flags -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-               -DZINC_LIBFUZZER -D_GNU_SOURCE -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/runtime)
+               -DZINC_LIBFUZZER -D_GNU_SOURCE -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR})
   foreach(d ${JANSSON_INCLUDE_DIRS})
     list(APPEND fz_flags -I${d})
   endforeach()

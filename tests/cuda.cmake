@@ -7,7 +7,7 @@ if(ZINC_HAVE_CUDA)
   zinc_test(NAME comm_nccl SOURCES test_comm_nccl.c LABELS gpu LIBS CUDA::cudart)
   zinc_test(NAME engine_cuda SOURCES test_engine_cuda.c engine_util.c LABELS gpu engine TIMEOUT 600)
   # Two ranks on one GPU: NCCL refuses that, so the engine reduces through MPI with pinned staging
-  # (runtime/comm_staged.c); compared with the cpu engine at 2 ranks. On a machine with 2+ GPUs it runs NCCL.
+  # (runtime/device/comm_staged.c); compared with the cpu engine at 2 ranks. On a machine with 2+ GPUs it runs NCCL.
   zinc_test(NAME engine_cuda_shared_np2 SOURCES test_engine_cuda.c engine_util.c RANKS 2 LABELS gpu engine
             TIMEOUT 600)
 else()

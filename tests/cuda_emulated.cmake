@@ -1,6 +1,6 @@
 # The CUDA device backend on a host emulation of CUDA (tests/cuda_host/: the runtime with lazy streams,
 # cuBLAS SGEMM, one-rank NCCL, and the kernel launchers on the CPU kernels), so the engine's CUDA host
-# code (runtime/device_cuda.c, runtime/comm_nccl.c, the staged collectives on a cuda device) and the
+# code (runtime/device/device_cuda.c, runtime/comm/comm_nccl.c, the staged collectives on a cuda device) and the
 # example MLP's GPU path run in CI without a GPU. A second build of the library: the same sources with
 # ZINC_HAVE_CUDA, against the emulation's headers instead of CUDA's.
 file(GLOB ZINC_CUDA_HOST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/cuda_host_*.c)
@@ -10,11 +10,11 @@ set_source_files_properties(${ZINC_AVX512_SOURCES} PROPERTIES
                             COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mfma;-mf16c")
 set_property(SOURCE ${ZINC_KERNEL_C_SOURCES} APPEND PROPERTY COMPILE_OPTIONS "-fno-math-errno;-O3")
 
-add_library(zinc_cuda_emulated SHARED ${ZINC_C_SOURCES} ${PROJECT_SOURCE_DIR}/runtime/device_cuda.c
-            ${PROJECT_SOURCE_DIR}/runtime/comm_nccl.c ${ZINC_CUDA_HOST_SOURCES})
+add_library(zinc_cuda_emulated SHARED ${ZINC_C_SOURCES} ${PROJECT_SOURCE_DIR}/runtime/device/device_cuda.c
+            ${PROJECT_SOURCE_DIR}/runtime/comm/comm_nccl.c ${ZINC_CUDA_HOST_SOURCES})
 target_include_directories(zinc_cuda_emulated BEFORE PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host
                            ${PROJECT_SOURCE_DIR}/include)
-target_include_directories(zinc_cuda_emulated PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/runtime)
+target_include_directories(zinc_cuda_emulated PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_definitions(zinc_cuda_emulated PUBLIC ZINC_HAVE_CUDA=1
                            PRIVATE _GNU_SOURCE ZINC_VERSION="${PROJECT_VERSION}")
 target_compile_options(zinc_cuda_emulated PRIVATE ${ZINC_WARN})
@@ -35,7 +35,7 @@ function(zinc_emulated_test)
   set(exe ${base}_emulated)
   if(NOT TARGET ${exe})
     add_executable(${exe} ${T_SOURCE} ${T_EXTRA} engine_util.c zt.c)
-    target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/runtime
+    target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}
                                ${CMAKE_CURRENT_SOURCE_DIR})
     target_compile_options(${exe} PRIVATE ${ZINC_WARN})
     target_compile_definitions(${exe} PRIVATE _GNU_SOURCE)

@@ -16,14 +16,13 @@ endif()
 # loop, and a libFuzzer binary when clang links -fsanitize=fuzzer. Seeds: tests/fuzz/manifest_corpus (real
 # manifests of stages 0-3, fp32/fp16/bf16, 1-4 ranks).
 set(ZINC_MANIFEST_READER_SOURCES
-    ${PROJECT_SOURCE_DIR}/runtime/checkpoint_manifest.c ${PROJECT_SOURCE_DIR}/runtime/checkpoint_validate.c
-    ${PROJECT_SOURCE_DIR}/runtime/checkpoint_io.c ${PROJECT_SOURCE_DIR}/runtime/checkpoint_safe.c
+    ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_manifest.c ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_validate.c
+    ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_io.c ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_safe.c
     ${PROJECT_SOURCE_DIR}/offload/crc32c.c ${PROJECT_SOURCE_DIR}/zero/partition.c
-    ${PROJECT_SOURCE_DIR}/runtime/lr_schedule.c ${ZINC_CONFIG_LOADER_SOURCES})
+    ${PROJECT_SOURCE_DIR}/runtime/engine/lr_schedule.c ${ZINC_CONFIG_LOADER_SOURCES})
 set(ZINC_MANIFEST_SEEDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/manifest_corpus)
 add_executable(fuzz_manifest fuzz/fuzz_manifest.c ${ZINC_MANIFEST_READER_SOURCES})
-target_include_directories(fuzz_manifest PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include
-                           ${PROJECT_SOURCE_DIR}/runtime)
+target_include_directories(fuzz_manifest PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
 target_compile_definitions(fuzz_manifest PRIVATE _GNU_SOURCE ZINC_VERSION="${PROJECT_VERSION}")
 target_compile_options(fuzz_manifest PRIVATE ${ZINC_WARN})
 target_link_libraries(fuzz_manifest PRIVATE PkgConfig::JANSSON m)
@@ -39,7 +38,7 @@ if(ZINC_LIBFUZZER_WORKS)
   set(fzm ${CMAKE_CURRENT_BINARY_DIR}/fuzz_manifest_libfuzzer)
   set(fzm_flags -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
                 -DZINC_LIBFUZZER -D_GNU_SOURCE -DZINC_VERSION="${PROJECT_VERSION}" -I${PROJECT_SOURCE_DIR}
-                -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/runtime)
+                -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR})
   foreach(d ${JANSSON_INCLUDE_DIRS})
     list(APPEND fzm_flags -I${d})
   endforeach()
@@ -47,7 +46,7 @@ if(ZINC_LIBFUZZER_WORKS)
                      COMMAND ${ZINC_CLANG} ${fzm_flags} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_manifest.c
                              ${ZINC_MANIFEST_READER_SOURCES} ${JANSSON_LINK_LIBRARIES} -lm -o ${fzm}
                      DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_manifest.c ${ZINC_MANIFEST_READER_SOURCES}
-                             ${PROJECT_SOURCE_DIR}/runtime/checkpoint_internal.h ${ZINC_CONFIG_LOADER_HEADERS}
+                             ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_internal.h ${ZINC_CONFIG_LOADER_HEADERS}
                      COMMENT "Building the libFuzzer target fuzz_manifest_libfuzzer with ${ZINC_CLANG}"
                      COMMAND_EXPAND_LISTS VERBATIM)
   add_custom_target(fuzz_manifest_libfuzzer ALL DEPENDS ${fzm})

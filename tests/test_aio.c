@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine_internal.h"
+#include "runtime/engine/engine_internal.h"
 #include "engine_util.h"
 #include "offload/aio.h"
 #include "offload/crc32c.h"

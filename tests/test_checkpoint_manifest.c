@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint_internal.h"
+#include "runtime/checkpoint/checkpoint_internal.h"
 #include "engine_util.h"
 #include "zt.h"
 

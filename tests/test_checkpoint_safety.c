@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "checkpoint_internal.h"
+#include "runtime/checkpoint/checkpoint_internal.h"
 #include "engine_util.h"
 #include "zt.h"
 

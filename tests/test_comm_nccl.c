@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm_nccl.h"
+#include "runtime/comm/comm_nccl.h"
 #include "zt.h"
 
 #define CU(call)                                                                                           \

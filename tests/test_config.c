@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "config_schema.h"
+#include "runtime/config/config.h"
+#include "runtime/config/config_schema.h"
 #include "zt.h"
 
 /* ------------------------------------------------------------------ helpers */

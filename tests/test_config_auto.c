@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "runtime/config/config.h"
 #include "zt.h"
 
 #define CAP_MAX 256

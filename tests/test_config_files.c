@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "config_schema.h"
+#include "runtime/config/config.h"
+#include "runtime/config/config_schema.h"
 #include "zt.h"
 
 typedef struct {

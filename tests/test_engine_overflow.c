@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "runtime/engine/engine_internal.h"
 #include "engine_util.h"
 #include "zt.h"
 

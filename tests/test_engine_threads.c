@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "runtime/engine/engine_internal.h"
 #include "kernels/thread_pool.h"
 #include "zinc.h"
 #include "zt.h"

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "lr_schedule.h"
+#include "runtime/engine/lr_schedule.h"
 #include "zt.h"
 
 #define PI 3.141592653589793

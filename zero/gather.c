@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
-#include "error.h"
+#include "runtime/engine/engine_internal.h"
+#include "runtime/core/error.h"
 #include "zero/sizing.h"
 
 static size_t csz(const zinc_engine *e) { return zinc_dtype_size(e->compute_dtype); }

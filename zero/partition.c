@@ -1,4 +1,4 @@
-#include "partition.h"
+#include "zero/partition.h"
 
 void zpart_init(zpartition *p, int64_t numel, int world, int rank) {
     p->world = world;

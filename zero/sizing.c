@@ -1,4 +1,4 @@
-#include "sizing.h"
+#include "zero/sizing.h"
 
 float zsize_pre_scale(bool prescale_gradients, double predivide_factor, int world) {
     if (prescale_gradients) return 1.0f / (float)world;

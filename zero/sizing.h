@@ -1,5 +1,5 @@
 /* Sizing rules shared by the engine (zero/grads.c, zero/gather.c) and the memory estimator
- * (runtime/mem_estimate.c), so a prediction cannot drift from what is allocated: gradient buffers and
+ * (runtime/mem/mem_estimate.c), so a prediction cannot drift from what is allocated: gradient buffers and
  * reduction buckets per stage, whether gradients need a separate send copy, and stage-3 persistence. */
 #ifndef ZINC_ZERO_SIZING_H
 #define ZINC_ZERO_SIZING_H
@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "partition.h"
+#include "zero/partition.h"
 #include "zinc.h"
 
 /* What gradients are multiplied by before communication (DeepSpeed's prescale_gradients divides by the

@@ -19,8 +19,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
-#include "config_schema.h"
+#include "runtime/config/config.h"
+#include "runtime/config/config_schema.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "checkpoint_internal.h"
+#include "runtime/checkpoint/checkpoint_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,0 +1,45 @@
+/* The zinc program: dispatches to its subcommands. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "zinc.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "zinc %s: ZeRO-sharded training runtime in C (reads DeepSpeed ds_config.json files)\n"
+            "\n"
+            "usage: zinc <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  train       train GPT-2 (--model gpt2) or the example MLP with a ds_config (zinc train --help)\n"
+            "  config      check a ds_config and print it fully resolved (zinc config check FILE)\n"
+            "  mem         per-rank memory: zinc mem estimate (predict) | zinc mem measure (run and compare)\n"
+            "  checkpoint  inspect a checkpoint or export it to safetensors (zinc checkpoint --help)\n"
+            "\n"
+            "  zinc --version | zinc --help\n"
+            "Several ranks: mpirun -np N zinc train --config FILE (or srun).\n",
+            ZINC_VERSION_STRING);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("zinc %s\n", ZINC_VERSION_STRING);
+        return 0;
+    }
+    /* The library ends a rank stuck in a collective only when asked (runtime/comm/watchdog.h); the zinc program
+     * asks, so a job whose ranks disagree or lost a rank ends instead of holding its nodes forever. */
+    setenv("ZINC_COLLECTIVE_TIMEOUT_S", "1800", 0);
+    if (!strcmp(argv[1], "train")) return zinc_cmd_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "config")) return zinc_cmd_config(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "mem")) return zinc_cmd_mem(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "checkpoint")) return zinc_cmd_checkpoint(argc - 1, argv + 1);
+    fprintf(stderr, "zinc: unknown command \"%s\"\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

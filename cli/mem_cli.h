@@ -1,0 +1,79 @@
+/* Shared by the zinc mem command's files: the model description (mem_model.c), the options, the config
+ * variants and formatting (cmd_mem.c, mem_format.c), and the measurement (mem_measure.c). */
+#ifndef ZINC_CLI_MEM_CLI_H
+#define ZINC_CLI_MEM_CLI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/config/config.h"
+#include "runtime/mem/mem_estimate.h"
+#include "zinc.h"
+
+typedef struct mparam {
+    int module;
+    char name[96];
+    int ndim;
+    int64_t shape[8];
+    int64_t numel;
+} mparam;
+
+typedef struct mmodel {
+    mparam *p;
+    int n, cap;
+    char **modules;
+    int nmodules, mcap;
+    char desc[256];
+    bool params_only; /* --params: each module one 1-D tensor */
+} mmodel;
+
+
+typedef struct mopts {
+    bool measure;
+    const char *config;
+    int64_t params, largest;
+    int64_t layers, width, vocab, context;
+    const char *preset;
+    const char *shapes;
+    int64_t nodes, gpn;
+    zinc_device_kind device;
+    bool device_set;        /* --device was given (measure: else the engine's automatic choice) */
+    int stage;              /* -1: the config's */
+    const char *offload;    /* NULL: the config's */
+    bool json, csv, exact;
+    const char *plot;
+    int64_t steps, seed;
+    bool check, verbose;
+    bool init_whole;        /* measure: zinc_build with a whole-tensor init_fn (default: zinc_build_ranged) */
+    int64_t rss_tol_pct;    /* measure --check: the real peak's growth within this % of the estimate */
+    int64_t rss_slack_mib;  /* ... plus this many MiB */
+    bool plan;              /* zinc mem plan */
+    bool paper, units_gb;   /* plan: the ZeRO paper's byte model; GB (1e9) instead of GiB */
+    bool units_set;
+    uint64_t gpu_mem, host_mem, nvme_bytes, act_bytes; /* plan: per GPU, per node, per node, per sample */
+    int64_t max_gpus;       /* plan: the largest GPU count tried */
+    unsigned headroom_pct;  /* plan: kept free (ZINC_MEM_HEADROOM, default 10) */
+} mopts;
+
+
+void mc_model_free(mmodel *m);
+int64_t mc_model_total(const mmodel *m);
+int mc_model_arrays(const mmodel *m, int64_t **numel, int **module);
+int mc_build_model(const mopts *o, mmodel *m);
+void mc_human(char *buf, size_t cap, uint64_t b, bool exact);
+void mc_prose(char *buf, size_t cap, uint64_t b, bool exact);
+const char *mc_commas(int64_t v, char *buf, size_t cap);
+void mc_shuman(char *buf, size_t cap, int64_t d, bool exact);
+const char *mc_offload_name(zcfg_offload_device d);
+void mc_cat_label(const zmem_estimate *e, int c, char *buf, size_t cap);
+const char *mc_kind_title(int k);
+int mc_cmd_measure(const mopts *o, mmodel *m);
+char *mc_config_text(json_t *base, int stage, const char *offload);
+int mc_load_base(const mopts *o, json_t **base);
+zinc_status mc_load_variant(json_t *base, const char *origin, int stage, const char *offload, int world, bool quiet,
+                            zinc_config *cfg);
+int mc_cmd_plan(const mopts *o, mmodel *m);
+double mc_paper_bytes(int stage, double psi, double n);
+
+#endif

@@ -1,0 +1,195 @@
+/* Checkpoints (docs/checkpoints.md): what the save, load, export and inspect files share.
+ *
+ * A checkpoint is a directory <dir>/<tag>/ holding manifest.json and one shard file per rank that owned
+ * optimizer state (one file in stage 0, where every rank holds the same full state). <dir>/latest names
+ * the newest complete tag. A shard file covers the flat range [flat_lo, flat_hi) (the rank's own range,
+ * clipped to the end of the last parameter) and holds, after a 4 KiB header, the sections master,
+ * exp_avg, exp_avg_sq (fp32) and, from stage 3, params (the compute-dtype shard), each starting on a
+ * 4 KiB boundary: element x of a section is at offset + (x - flat_lo) * dtype size. Flat offsets do not
+ * depend on the world size, so any rank count and stage can read any checkpoint by byte ranges.
+ *
+ * Integrity: the manifest stores each file's size, a CRC-32C of the whole file and one CRC-32C per
+ * 1 MiB block; readers verify every block they read, so a rank that reads a few ranges verifies just
+ * those (every byte a load uses is verified). */
+#ifndef ZINC_RUNTIME_CHECKPOINT_INTERNAL_H
+#define ZINC_RUNTIME_CHECKPOINT_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amp/loss_scaler.h"
+#include "zinc.h"
+
+struct zinc_engine;
+
+#define ZCKPT_FORMAT "zinc-checkpoint"
+#define ZCKPT_FORMAT_VERSION 2 /* 2: the manifest is sealed by its CRC-32C */
+#define ZCKPT_FORMAT_VERSION_UNSEALED 1 /* still read: the same manifest without the seal */
+#define ZCKPT_MANIFEST "manifest.json"
+#define ZCKPT_LATEST "latest"
+#define ZCKPT_LOCK ".zinc.lock" /* flock'd by the directory writer for the whole save */
+#define ZCKPT_MAGIC "ZINCSHRD"
+#define ZCKPT_HEADER_BYTES 4096
+#define ZCKPT_SECTION_ALIGN 4096
+#define ZCKPT_BLOCK_BYTES ((int64_t)1 << 20)
+#define ZCKPT_TAG_MAX 128
+#define ZCKPT_PATH_MAX 4096
+#define ZCKPT_UID_LEN 16 /* hex characters */
+/* Ranges of a manifest's fields (checkpoint_validate.c): beyond them a file is refused before any
+ * arithmetic on its numbers. */
+#define ZCKPT_MAX_STEPS ((int64_t)1 << 53)
+#define ZCKPT_MAX_ELEMS ((int64_t)1 << 50)
+#define ZCKPT_MAX_WORLD (1 << 20)
+#define ZCKPT_MAX_PARAMS (1 << 24)
+#define ZCKPT_MAX_BATCH ((int64_t)1 << 31)
+
+enum { ZCKPT_SEC_MASTER = 0, ZCKPT_SEC_EXP_AVG, ZCKPT_SEC_EXP_AVG_SQ, ZCKPT_SEC_PARAMS, ZCKPT_NSEC };
+extern const char *const zckpt_section_names[ZCKPT_NSEC];
+
+typedef struct zckpt_param {
+    char *name;
+    int ndim;
+    int64_t shape[8];
+    int64_t numel;
+    int64_t flat_offset;
+    bool decay;
+} zckpt_param;
+
+typedef struct zckpt_file {
+    char name[64];
+    int rank;                       /* the rank that wrote it */
+    int64_t flat_lo, flat_hi;       /* elements covered */
+    int64_t bytes;                  /* file size */
+    uint32_t crc;                   /* CRC-32C of the whole file */
+    int64_t block_bytes;
+    int64_t nblocks;
+    uint32_t *block_crc;            /* nblocks entries */
+    int64_t sec_offset[ZCKPT_NSEC]; /* byte offset of each section, -1 when absent */
+    zinc_dtype sec_dtype[ZCKPT_NSEC];
+} zckpt_file;
+
+typedef struct zckpt_manifest {
+    char dir[ZCKPT_PATH_MAX];       /* the tag directory */
+    char tag[ZCKPT_TAG_MAX + 1];
+    char uid[ZCKPT_UID_LEN + 1];
+    char zinc_version[32];
+    int format_version;             /* 1: saved before manifests were sealed (read, validated, not checksummed) */
+    int world_size, stage;
+    zinc_dtype compute_dtype;
+    bool fp16_enabled;
+    int64_t train_batch_size, micro_batch, grad_accum;
+    int64_t steps, steps_taken, steps_skipped, consecutive_skips;
+    zloss_scaler scaler;
+    int64_t flat_numel;             /* end of the last parameter, aligned */
+    int64_t flat_shard;             /* the saving run's shard size */
+    int nparams;
+    zckpt_param *params;
+    int nfiles;
+    zckpt_file *files;
+    json_t *root;                   /* the parsed manifest (config, lr_schedule, ...) */
+} zckpt_manifest;
+
+/* ---------------------------------------------------------------- checkpoint_io.c */
+
+/* Tags are 1..128 characters of [A-Za-z0-9._+-], not starting with '.'. */
+zinc_status zckpt_check_tag(const char *tag);
+/* PATH is a tag directory (has manifest.json) or a checkpoint directory (has `latest`): the tag
+ * directory and its tag. */
+zinc_status zckpt_resolve(const char *path, char *tagdir, size_t cap, char *tag, size_t tag_cap);
+/* snprintf into a path buffer; an error when it does not fit. */
+zinc_status zckpt_path(char *buf, size_t cap, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+zinc_status zckpt_mkdirs(const char *path);
+zinc_status zckpt_fsync_dir(const char *path);
+/* Removes a directory tree (no symlinks followed); a missing path is not an error. */
+zinc_status zckpt_rmtree(const char *path);
+zinc_status zckpt_host_little_endian(void);
+
+/* Writing with the test hook ZINC_CKPT_TEST_KILL_AFTER_BYTES=N: the process raises SIGKILL once it has
+ * written N bytes of checkpoint data in this save (to test that an interrupted save is harmless). */
+typedef struct zckpt_writer {
+    int64_t written;
+    int64_t kill_after; /* -1: off */
+} zckpt_writer;
+void zckpt_writer_init(zckpt_writer *w);
+zinc_status zckpt_pwrite(zckpt_writer *w, int fd, const char *path, const void *buf, size_t n, int64_t off);
+/* Writes a small file atomically: dir/name.tmp, fsync, rename to dir/name, fsync dir. */
+zinc_status zckpt_write_small(zckpt_writer *w, const char *dir, const char *name, const void *data, size_t n);
+/* Opens a file for reading that must be a regular file (a FIFO or device is refused without blocking). */
+zinc_status zckpt_open_regular(const char *path, int *fd);
+/* Reads a whole small file (NUL-terminated, malloc'd). */
+zinc_status zckpt_read_small(const char *path, char **out, size_t *n);
+
+/* A reader of one shard file that verifies every 1 MiB block it reads against the manifest. */
+typedef struct zckpt_reader {
+    const zckpt_manifest *m;
+    const zckpt_file *f;
+    char path[ZCKPT_PATH_MAX];
+    int fd;
+    uint8_t *cache[ZCKPT_NSEC + 1]; /* one verified block per stream (header + sections) */
+    int64_t cache_block[ZCKPT_NSEC + 1];
+} zckpt_reader;
+/* Opens file `i` of the manifest, checks its size and (through block 0) its header. */
+zinc_status zckpt_reader_open(zckpt_reader *r, const zckpt_manifest *m, int i);
+/* Reads elements [x, x + n) of section `sec` (flat indices within the file's range) into dst. */
+zinc_status zckpt_reader_read(zckpt_reader *r, int sec, int64_t x, int64_t n, void *dst);
+void zckpt_reader_close(zckpt_reader *r);
+/* Reads all of file `i` and checks its size, whole-file checksum and every block. */
+zinc_status zckpt_verify_file(const zckpt_manifest *m, int i);
+
+/* ---------------------------------------------------------------- checkpoint_manifest.c */
+
+/* The layout of a shard file over [lo, hi), with the params section when with_params. */
+void zckpt_layout(zckpt_file *f, int rank, int64_t lo, int64_t hi, bool with_params, zinc_dtype param_dtype);
+/* The 4 KiB header of a shard file. */
+void zckpt_header_encode(const zckpt_file *f, const char *uid, uint8_t *hdr);
+zinc_status zckpt_header_check(const zckpt_manifest *m, const zckpt_file *f, const char *path, const uint8_t *hdr);
+/* The manifest of engine e's checkpoint `tag` with the given files (checksums filled in). */
+json_t *zckpt_manifest_build(const struct zinc_engine *e, const char *tag, const char *uid, const zckpt_file *files,
+                             int nfiles);
+/* Reads and validates tagdir/manifest.json: its seal, every field's type and range, and the consistency
+ * of the fields with each other (checkpoint_validate.c). */
+zinc_status zckpt_manifest_read(const char *tagdir, zckpt_manifest *m);
+/* The same on a manifest's text; `path` names it in messages. */
+zinc_status zckpt_manifest_parse(const char *path, const char *text, size_t len, zckpt_manifest *m);
+
+/* ---------------------------------------------------------------- checkpoint_safe.c */
+
+/* A directory zinc writes into: exists, owned by this user or root, not writable by every user unless
+ * sticky, writable by us. `what` names it in the message. */
+zinc_status zckpt_check_dir(const char *path, const char *what);
+/* Creates path exclusively (O_EXCL | O_NOFOLLOW), first removing a stale file or link of that name. */
+zinc_status zckpt_create_excl(const char *path, int flags, int *fd);
+/* Takes dir's lock file (flock, non-blocking): a second saver fails with a message naming the first. */
+zinc_status zckpt_lock_dir(const char *dir, int *fd);
+void zckpt_unlock_dir(int fd);
+/* Under the lock: restores a `.TAG.old` whose TAG is missing, removes stale `.TAG.partial` and `*.tmp`. */
+zinc_status zckpt_clean_stale(const char *dir);
+
+/* ---------------------------------------------------------------- checkpoint_validate.c */
+
+/* The manifest's text: a first line `{"manifest_crc32c": "XXXXXXXX",` holding the CRC-32C of everything
+ * after it, then the JSON object's members (malloc'd; NULL when out of memory). */
+char *zckpt_manifest_seal(const json_t *root);
+zinc_status zckpt_manifest_check_seal(const char *path, const char *text, size_t len);
+/* Every field in range and consistent with the others (the layout zinc's save would write). */
+zinc_status zckpt_manifest_validate(const char *path, const zckpt_manifest *m);
+void zckpt_manifest_free(zckpt_manifest *m);
+/* Whether the manifest's parameter table is this engine's; the error names the first difference. */
+zinc_status zckpt_manifest_match(const zckpt_manifest *m, const struct zinc_engine *e);
+
+/* ---------------------------------------------------------------- checkpoint_agree.c */
+
+/* Collective: makes every rank use rank 0's string (a tag or path, at most ZCKPT_PATH_MAX - 1 bytes),
+ * applying checkpoint.tag_validation (Warn, Ignore, Fail) when they differ. `what` names it in messages. */
+zinc_status zckpt_agree_string(struct zinc_engine *e, const char *mine, char *out, size_t cap, const char *what);
+/* Whether this rank creates directories and writes the manifest and `latest`: rank 0, or the first rank
+ * of every node with checkpoint.use_node_local_storage. */
+bool zckpt_is_dir_writer(const struct zinc_engine *e);
+
+#endif

@@ -1,0 +1,324 @@
+/* zinc_save_checkpoint: every rank writes its shard file under <dir>/.<tag>.partial/ (temporary name,
+ * fsync, rename), the ranks exchange the files' checksums, then the directory writer (rank 0, or the first
+ * rank of every node with checkpoint.use_node_local_storage) writes manifest.json the same way, puts the
+ * directory in place as <dir>/<tag> (atomically exchanging it with an older one of the same tag) and
+ * updates <dir>/latest last. A save interrupted at any point leaves the previous checkpoint and `latest`
+ * as they were. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/checkpoint/checkpoint_internal.h"
+#include "offload/crc32c.h"
+#include "runtime/engine/engine_internal.h"
+#include "runtime/core/error.h"
+
+/* Per-file facts every rank sends to the directory writers; block checksums follow. */
+typedef struct file_rec {
+    int32_t has;
+    int32_t pad;
+    int64_t bytes;
+    int64_t nblocks;
+    uint32_t crc;
+    uint32_t pad2;
+} file_rec;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static zinc_status precheck(zinc_engine *e, const char *dir, const char *tag, char *tagbuf, size_t cap) {
+    if (!dir || !*dir) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_save_checkpoint: dir is NULL or empty");
+    if (strlen(dir) > ZCKPT_PATH_MAX - ZCKPT_TAG_MAX - 64)
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_save_checkpoint: dir \"%.64s...\" is too long", dir);
+    for (int m = 0; m < e->nmodules; m++)
+        if (e->modules[m].in_phase[0] || e->modules[m].in_phase[1])
+            return ZERR(ZINC_ERR_STATE, "zinc_save_checkpoint: module \"%s\" is still entered; save between "
+                                        "optimizer steps",
+                        e->modules[m].name);
+    if (e->micro_steps > 0)
+        return ZERR(ZINC_ERR_STATE, "zinc_save_checkpoint: %lld micro-step%s of gradients are accumulated and not "
+                                    "yet stepped (they are not part of a checkpoint); save right after zinc_step",
+                    (long long)e->micro_steps, e->micro_steps == 1 ? "" : "s");
+    zinc_status st = zckpt_host_little_endian();
+    if (st != ZINC_OK) return st;
+    if (tag) snprintf(tagbuf, cap, "%s", tag);
+    else snprintf(tagbuf, cap, "step%lld", (long long)e->steps);
+    return zckpt_check_tag(tagbuf);
+}
+
+/* The range of the file this rank writes, if any: the own range clipped to the parameters. Stage 0 has
+ * one file (every rank holds the whole state), written by rank 0 and, with node-local storage, by the
+ * first rank of every node. */
+static bool my_file(const zinc_engine *e, zckpt_file *f) {
+    int64_t numel = e->part.numel;
+    if (e->stage == 0) {
+        if (!zckpt_is_dir_writer(e)) return false;
+        zckpt_layout(f, 0, 0, numel, false, e->compute_dtype);
+        return true;
+    }
+    int64_t lo = e->own_lo < numel ? e->own_lo : numel, hi = e->own_hi < numel ? e->own_hi : numel;
+    zckpt_layout(f, e->rank, lo, hi, e->stage == 3, e->compute_dtype);
+    return true;
+}
+
+static zinc_status write_sections(zinc_engine *e, zckpt_writer *w, int fd, const char *path, const zckpt_file *f) {
+    zinc_status st = ZINC_OK;
+    void *host = NULL;
+    TRY(zstate_pass_begin(e->state, ZSTATE_READ | ZSTATE_HOST_VIEW));
+    for (int64_t i = 0; i < e->state->nchunks; i++) {
+        zstate_view v;
+        TRY(zstate_acquire(e->state, i, &v));
+        int64_t a = e->own_lo + v.lo, b = a + v.n;
+        int64_t lo = a > f->flat_lo ? a : f->flat_lo, hi = b < f->flat_hi ? b : f->flat_hi;
+        if (hi > lo) {
+            const float *src[3] = {v.master, v.m, v.v};
+            /* A checkpoint of a run gone bad would resume into the same NaNs: never saved silently. */
+            for (int s = 0; s < 3; s++)
+                for (int64_t x = 0; x < hi - lo; x++)
+                    if (!isfinite(src[s][lo - a + x])) {
+                        const zinc_param *p = zengine_param_at(e, lo + x);
+                        FAIL(ZINC_ERR_NONFINITE, "zinc_save_checkpoint: step %lld: the %s state of parameter \"%s\" "
+                                                 "element %lld is %g: refusing to save a checkpoint with non-finite "
+                                                 "values (the run went bad; resume from an earlier checkpoint)",
+                             (long long)e->steps, zckpt_section_names[s], p ? p->name : "?",
+                             (long long)(p ? lo + x - p->flat_offset : lo + x), (double)src[s][lo - a + x]);
+                    }
+            for (int s = 0; s < 3; s++)
+                TRY(zckpt_pwrite(w, fd, path, src[s] + (lo - a), (size_t)(hi - lo) * sizeof(float),
+                                 f->sec_offset[s] + (lo - f->flat_lo) * (int64_t)sizeof(float)));
+        }
+        TRY(zstate_release(e->state, i));
+    }
+    TRY(zstate_pass_end(e->state));
+    if (f->sec_offset[ZCKPT_SEC_PARAMS] >= 0 && f->flat_hi > f->flat_lo) {
+        size_t csz = zinc_dtype_size(e->compute_dtype), bytes = (size_t)(f->flat_hi - f->flat_lo) * csz;
+        const char *src = (const char *)e->params_shard + (size_t)(f->flat_lo - e->own_lo) * csz;
+        if (!e->dev->host_addressable) { /* the parameter shard lives on the GPU */
+            TRY(e->dev->ops->alloc_host(e->dev, ZINC_MEM_STAGING, bytes, "checkpoint parameter staging", &host));
+            TRY(e->dev->ops->copy(e->dev, host, src, bytes, ZDEV_D2H));
+            src = host;
+        }
+        TRY(zckpt_pwrite(w, fd, path, src, bytes, f->sec_offset[ZCKPT_SEC_PARAMS]));
+    }
+    goto done;
+fail:
+    zstate_pass_abort(e->state);
+done:
+    if (host)
+        e->dev->ops->free_host(e->dev, ZINC_MEM_STAGING, host,
+                               (size_t)(f->flat_hi - f->flat_lo) * zinc_dtype_size(e->compute_dtype));
+    return st;
+}
+
+/* Reads the written file back (from the page cache, normally) for its block and whole-file checksums. */
+static zinc_status checksum_file(int fd, const char *path, zckpt_file *f) {
+    zinc_status st = ZINC_OK;
+    uint8_t *buf = NULL;
+    TRY_ALLOC(buf, (size_t)f->block_bytes, "checkpoint checksums");
+    TRY_ALLOC(f->block_crc, f->nblocks, "checkpoint checksums");
+    f->crc = 0;
+    for (int64_t b = 0; b < f->nblocks; b++) {
+        int64_t off = b * f->block_bytes, len = f->bytes - off < f->block_bytes ? f->bytes - off : f->block_bytes;
+        int64_t got = 0;
+        while (got < len) {
+            ssize_t k = pread(fd, buf + got, (size_t)(len - got), (off_t)(off + got));
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0)
+                FAIL(ZINC_ERR_IO, "reading back checkpoint file %s at offset %lld failed: %s", path,
+                     (long long)(off + got), k < 0 ? strerror(errno) : "unexpected end of file");
+            got += k;
+        }
+        f->block_crc[b] = zcrc32c(0, buf, (size_t)len);
+        f->crc = zcrc32c(f->crc, buf, (size_t)len);
+    }
+fail:
+    free(buf);
+    return st;
+}
+
+static zinc_status write_shard(zinc_engine *e, zckpt_writer *w, const char *partial, const char *uid, zckpt_file *f) {
+    zinc_status st = ZINC_OK;
+    char tmp[ZCKPT_PATH_MAX], fin[ZCKPT_PATH_MAX];
+    uint8_t hdr[ZCKPT_HEADER_BYTES];
+    int fd = -1;
+    TRY(zckpt_path(tmp, sizeof tmp, "%s/%s.tmp", partial, f->name));
+    TRY(zckpt_path(fin, sizeof fin, "%s/%s", partial, f->name));
+    TRY(zckpt_create_excl(tmp, O_RDWR, &fd));
+    zckpt_header_encode(f, uid, hdr);
+    TRY(zckpt_pwrite(w, fd, tmp, hdr, sizeof hdr, 0));
+    TRY(write_sections(e, w, fd, tmp, f));
+    if (ftruncate(fd, (off_t)f->bytes) != 0)
+        FAIL(ZINC_ERR_IO, "cannot size checkpoint file %s to %lld bytes: %s (check free space)", tmp,
+             (long long)f->bytes, strerror(errno));
+    TRY(checksum_file(fd, tmp, f));
+    if (fsync(fd) != 0) FAIL(ZINC_ERR_IO, "fsync of checkpoint file %s failed: %s", tmp, strerror(errno));
+    close(fd);
+    fd = -1;
+    if (rename(tmp, fin) != 0) FAIL(ZINC_ERR_IO, "cannot rename %s to %s: %s", tmp, fin, strerror(errno));
+fail:
+    if (fd >= 0) close(fd);
+    return st;
+}
+
+/* Puts the finished staging directory in place as dir/tag, replacing an older one atomically. */
+static zinc_status install_dir(const char *dir, const char *tag, const char *partial, const char *final) {
+    zinc_status st = ZINC_OK;
+    struct stat sb;
+    if (lstat(final, &sb) == 0) {
+        const char *no_x = getenv("ZINC_CKPT_TEST_NO_EXCHANGE"); /* tests: the portable path below */
+#ifdef RENAME_EXCHANGE
+        if (!(no_x && *no_x == '1') && renameat2(AT_FDCWD, partial, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+            TRY(zckpt_fsync_dir(dir));
+            TRY(zckpt_rmtree(partial)); /* now the old contents */
+            return ZINC_OK;
+        }
+#endif
+        /* No atomic exchange on this file system (NFS, some FUSE): move the old one aside first. A kill
+         * between the two renames leaves `latest` naming a missing TAG and the whole old one as .TAG.old:
+         * zckpt_resolve loads that, and the next save (zckpt_clean_stale) puts it back. */
+        (void)no_x;
+        char old[ZCKPT_PATH_MAX];
+        TRY(zckpt_path(old, sizeof old, "%s/.%s.old", dir, tag));
+        TRY(zckpt_rmtree(old));
+        if (rename(final, old) != 0) FAIL(ZINC_ERR_IO, "cannot move %s aside to %s: %s", final, old, strerror(errno));
+        TRY(zckpt_fsync_dir(dir));
+        const char *kill_between = getenv("ZINC_CKPT_TEST_KILL_BETWEEN_RENAMES");
+        if (kill_between && *kill_between == '1') raise(SIGKILL);
+        if (rename(partial, final) != 0) FAIL(ZINC_ERR_IO, "cannot rename %s to %s: %s", partial, final, strerror(errno));
+        TRY(zckpt_fsync_dir(dir));
+        TRY(zckpt_rmtree(old));
+        return ZINC_OK;
+    }
+    if (rename(partial, final) != 0) FAIL(ZINC_ERR_IO, "cannot rename %s to %s: %s", partial, final, strerror(errno));
+    TRY(zckpt_fsync_dir(dir));
+fail:
+    return st;
+}
+
+static zinc_status publish(zinc_engine *e, zckpt_writer *w, const char *dir, const char *tag, const char *uid,
+                           const char *partial, const char *final, zckpt_file *files, int nfiles) {
+    zinc_status st = ZINC_OK;
+    char *text = NULL, latest[ZCKPT_TAG_MAX + 2];
+    json_t *man = zckpt_manifest_build(e, tag, uid, files, nfiles);
+    if (!man) FAIL(ZINC_ERR_NOMEM, "out of memory building the checkpoint manifest");
+    text = zckpt_manifest_seal(man);
+    if (!text) FAIL(ZINC_ERR_NOMEM, "out of memory writing the checkpoint manifest");
+    TRY(zckpt_write_small(w, partial, ZCKPT_MANIFEST, text, strlen(text)));
+    TRY(install_dir(dir, tag, partial, final));
+    int n = snprintf(latest, sizeof latest, "%s\n", tag);
+    TRY(zckpt_write_small(w, dir, ZCKPT_LATEST, latest, (size_t)n));
+fail:
+    free(text);
+    json_decref(man);
+    return st;
+}
+
+zinc_status zinc_save_checkpoint(zinc_engine *e, const char *dir, const char *tag) {
+    zinc_status st = ZINC_OK, local = ZINC_OK;
+    char mytag[ZCKPT_TAG_MAX + 1] = "", tagv[ZCKPT_PATH_MAX], uid[ZCKPT_UID_LEN + 1] = "";
+    char partial[ZCKPT_PATH_MAX], final[ZCKPT_PATH_MAX];
+    zckpt_file *files = NULL, mine;
+    uint8_t *recs = NULL;
+    size_t rec_bytes = 0;
+    zckpt_writer w;
+    int nfiles = 0;
+    int64_t total = 0;
+    bool writer = false, has = false;
+    int lock_fd = -1;
+    double t0 = now_s();
+    memset(&mine, 0, sizeof mine);
+    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_save_checkpoint: engine is NULL");
+    if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_save_checkpoint: call zinc_build first");
+    if ((st = zengine_check_usable(e, "zinc_save_checkpoint")) != ZINC_OK) return st;
+    zckpt_writer_init(&w);
+
+    TRY(zcomm_agree_status(e->comm, precheck(e, dir, tag, mytag, sizeof mytag)));
+    TRY(zckpt_agree_string(e, mytag, tagv, sizeof tagv, "tag"));
+    if (e->rank == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t h = ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+        h ^= (uintptr_t)&h; /* address-space randomisation as a little more entropy */
+        h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+        h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+        snprintf(uid, sizeof uid, "%016llx", (unsigned long long)(h ^ (h >> 31)));
+    }
+    TRY(zcomm_bcast(e->comm, uid, sizeof uid, 0));
+    TRY(zckpt_path(partial, sizeof partial, "%s/.%s.partial", dir, tagv));
+    TRY(zckpt_path(final, sizeof final, "%s/%s", dir, tagv));
+
+    /* 1. A fresh staging directory. */
+    writer = zckpt_is_dir_writer(e);
+    if (writer) {
+        /* The directory is checked (owner, mode) and locked for the whole save; leftovers of interrupted
+         * saves are cleaned under the lock, then the staging directory is created fresh. */
+        local = zckpt_mkdirs(dir);
+        if (local == ZINC_OK) local = zckpt_check_dir(dir, "checkpoint directory");
+        if (local == ZINC_OK) local = zckpt_lock_dir(dir, &lock_fd);
+        if (local == ZINC_OK) local = zckpt_clean_stale(dir);
+        if (local == ZINC_OK && mkdir(partial, 0755) != 0)
+            local = ZERR(ZINC_ERR_IO, "cannot create checkpoint directory %s: %s (check the permissions of %s)",
+                         partial, strerror(errno), dir);
+    }
+    TRY(zcomm_agree_status(e->comm, local));
+
+    /* 2. The shard files. */
+    has = my_file(e, &mine);
+    local = has ? write_shard(e, &w, partial, uid, &mine) : ZINC_OK;
+    TRY(zcomm_agree_status(e->comm, local));
+
+    /* 3. Every file's size and checksums to the directory writers. */
+    nfiles = e->stage == 0 ? 1 : e->world;
+    zckpt_file biggest;
+    zckpt_layout(&biggest, 0, 0, e->stage == 0 ? e->part.numel : e->part.shard, e->stage == 3, e->compute_dtype);
+    rec_bytes = sizeof(file_rec) + (size_t)biggest.nblocks * sizeof(uint32_t);
+    rec_bytes = (rec_bytes + 7) / 8 * 8;
+    recs = calloc((size_t)e->world + 1, rec_bytes);
+    TRY(zcomm_agree_status(e->comm, recs ? ZINC_OK : ZERR(ZINC_ERR_NOMEM, "out of memory for the checkpoint file checksums")));
+    uint8_t *my = recs + rec_bytes * (size_t)e->world;
+    file_rec fr = {.has = has, .bytes = mine.bytes, .nblocks = mine.nblocks, .crc = mine.crc};
+    memcpy(my, &fr, sizeof fr);
+    if (has) memcpy(my + sizeof fr, mine.block_crc, (size_t)mine.nblocks * sizeof(uint32_t));
+    if (e->world > 1) TRY(zcomm_allgather_bytes(e->comm, my, recs, rec_bytes));
+    else memcpy(recs, my, rec_bytes);
+    TRY_ALLOC(files, nfiles, "the checkpoint file table");
+    for (int i = 0; i < nfiles; i++) {
+        int64_t numel = e->part.numel, lo = (int64_t)i * e->part.shard, hi = lo + e->part.shard;
+        if (e->stage == 0) lo = 0, hi = numel;
+        zckpt_layout(&files[i], i, lo < numel ? lo : numel, hi < numel ? hi : numel, e->stage == 3, e->compute_dtype);
+        file_rec r;
+        memcpy(&r, recs + rec_bytes * (size_t)i, sizeof r);
+        if (!r.has || r.bytes != files[i].bytes || r.nblocks != files[i].nblocks)
+            FAIL(ZINC_ERR_INTERNAL, "checkpoint: rank %d's file record disagrees with the layout (%lld bytes, "
+                                    "expected %lld)",
+                 i, (long long)r.bytes, (long long)files[i].bytes);
+        files[i].crc = r.crc;
+        TRY_ALLOC(files[i].block_crc, files[i].nblocks, "checkpoint checksums");
+        memcpy(files[i].block_crc, recs + rec_bytes * (size_t)i + sizeof r, (size_t)r.nblocks * sizeof(uint32_t));
+        total += files[i].bytes;
+    }
+
+    /* 4. The manifest, the directory in place, then `latest`. */
+    local = writer ? publish(e, &w, dir, tagv, uid, partial, final, files, nfiles) : ZINC_OK;
+    TRY(zcomm_agree_status(e->comm, local));
+    ZLOG_INFO(&e->log, "saved checkpoint %s: step %lld, %d shard file%s, %.1f MiB, %.2f s", final,
+              (long long)e->steps, nfiles, nfiles == 1 ? "" : "s", (double)total / 1048576.0, now_s() - t0);
+fail:
+    zckpt_unlock_dir(lock_fd);
+    for (int i = 0; files && i < nfiles; i++) free(files[i].block_crc);
+    free(files);
+    free(mine.block_crc);
+    free(recs);
+    return st;
+}

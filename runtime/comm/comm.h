@@ -1,0 +1,99 @@
+/* Collective backends. The engine sees one small table; `mpi` serves host buffers (GPU buffers reach it
+ * staged through pinned host memory by runtime/device/comm_staged.c), `single` is the one-rank path that needs no launcher, and
+ * `nccl` serves GPU buffers with one rank per GPU.
+ *
+ * Reductions are sums (or max for flags). Half-precision sums over MPI use a user-defined MPI op that
+ * adds in fp32 and rounds once per element. Counts are in elements and may exceed INT_MAX (the MPI
+ * backend splits or uses derived datatypes). Results are deterministic for a fixed rank count. */
+#ifndef ZINC_RUNTIME_COMM_H
+#define ZINC_RUNTIME_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "runtime/core/log.h"
+#include "runtime/comm/watchdog.h"
+#include "zinc.h"
+
+typedef struct zcomm zcomm;
+typedef struct zcomm_req zcomm_req; /* a pending non-blocking collective; finish it with zcomm_wait */
+
+typedef enum { ZCOMM_SUM = 0, ZCOMM_MAX = 1 } zcomm_op;
+
+typedef struct zcomm_ops {
+    const char *name;
+    /* All-reduce in place over n elements. */
+    zinc_status (*allreduce)(zcomm *c, void *buf, size_t n, zinc_dtype t, zcomm_op op, zcomm_req **req);
+    /* Variable-count reduce-scatter (sum): `send` holds sum(counts) elements laid out rank by rank; rank r
+     * receives counts[r] elements into `recv`. Counts may be 0. recv must not alias send. */
+    zinc_status (*reduce_scatterv)(zcomm *c, const void *send, void *recv, const size_t *counts, zinc_dtype t,
+                                   zcomm_req **req);
+    /* In-place variable-count all-gather: `buf` holds sum(counts) elements; rank r's counts[r] elements
+     * already sit at offset displs[r]; afterwards every rank holds all of them. */
+    zinc_status (*allgatherv_inplace)(zcomm *c, void *buf, const size_t *counts, const size_t *displs,
+                                      zinc_dtype t, zcomm_req **req);
+    /* Gathers `bytes` from every rank into out (size * bytes), rank order; blocking. */
+    zinc_status (*allgather_bytes)(zcomm *c, const void *in, void *out, size_t bytes);
+    zinc_status (*bcast)(zcomm *c, void *buf, size_t bytes, int root);
+    zinc_status (*barrier)(zcomm *c);
+    /* Completes a request returned by a non-blocking call (req pointers passed as non-NULL) and frees it. */
+    zinc_status (*wait)(zcomm *c, zcomm_req *req);
+    void (*destroy)(zcomm *c);
+} zcomm_ops;
+
+struct zcomm {
+    const zcomm_ops *ops;
+    int rank, size;
+    int local_rank, local_size; /* ranks on this node */
+    void *impl;
+};
+
+/* Picks the backend: MPI when started by a launcher (mpirun, srun: OMPI_/PMI_/PMIX_/SLURM_ variables) or
+ * when MPI is already initialised, else the single-rank path without touching MPI. MPI is initialised
+ * (MPI_THREAD_FUNNELED) if needed and finalised at process exit by zinc_finalize or atexit. */
+zinc_status zcomm_create(const zlog *log, zcomm **out);
+zinc_status zcomm_create_single(zcomm **out);
+zinc_status zcomm_create_mpi(const zlog *log, zcomm **out);
+
+/* Convenience wrappers: a NULL req pointer means blocking. Blocking calls and waits of a communicator
+ * with more than one rank run under the collective watchdog (watchdog.h). */
+#define ZCOMM_WATCHED(c, blocking, what, call)                                                             \
+    do {                                                                                                   \
+        bool w_ = (blocking) && (c)->size > 1;                                                             \
+        if (w_) zwatch_arm(what);                                                                          \
+        zinc_status s_ = (call);                                                                           \
+        if (w_) zwatch_disarm();                                                                           \
+        return s_;                                                                                         \
+    } while (0)
+static inline zinc_status zcomm_allreduce(zcomm *c, void *buf, size_t n, zinc_dtype t, zcomm_op op,
+                                          zcomm_req **req) {
+    ZCOMM_WATCHED(c, !req, "allreduce", c->ops->allreduce(c, buf, n, t, op, req));
+}
+static inline zinc_status zcomm_reduce_scatterv(zcomm *c, const void *send, void *recv, const size_t *counts,
+                                                zinc_dtype t, zcomm_req **req) {
+    ZCOMM_WATCHED(c, !req, "reduce-scatter", c->ops->reduce_scatterv(c, send, recv, counts, t, req));
+}
+static inline zinc_status zcomm_allgatherv_inplace(zcomm *c, void *buf, const size_t *counts,
+                                                   const size_t *displs, zinc_dtype t, zcomm_req **req) {
+    ZCOMM_WATCHED(c, !req, "all-gather", c->ops->allgatherv_inplace(c, buf, counts, displs, t, req));
+}
+static inline zinc_status zcomm_allgather_bytes(zcomm *c, const void *in, void *out, size_t bytes) {
+    ZCOMM_WATCHED(c, true, "all-gather (bytes)", c->ops->allgather_bytes(c, in, out, bytes));
+}
+static inline zinc_status zcomm_bcast(zcomm *c, void *buf, size_t bytes, int root) {
+    ZCOMM_WATCHED(c, true, "broadcast", c->ops->bcast(c, buf, bytes, root));
+}
+static inline zinc_status zcomm_barrier(zcomm *c) { ZCOMM_WATCHED(c, true, "barrier", c->ops->barrier(c)); }
+static inline zinc_status zcomm_wait(zcomm *c, zcomm_req *req) {
+    if (!req) return ZINC_OK;
+    ZCOMM_WATCHED(c, true, "wait", c->ops->wait(c, req));
+}
+static inline void zcomm_destroy(zcomm *c) {
+    if (c) c->ops->destroy(c);
+}
+
+/* comm_agree.c. Collective: combines every rank's status. When some rank failed, every rank returns the
+ * lowest failing rank's status and message (a rank that failed itself keeps its own message). */
+zinc_status zcomm_agree_status(zcomm *c, zinc_status mine);
+
+#endif

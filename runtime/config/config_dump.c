@@ -1,0 +1,112 @@
+/* The resolved config as JSON, generated from the schema tables so every implemented key appears with
+ * its effective value; "_defaults" lists the keys the file did not write. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/config/config_internal.h"
+#include "runtime/config/config_schema.h"
+
+json_t *zcfg_key_json(const zinc_config *c, const zk_key *k) {
+    const char *base = (const char *)c;
+    switch (k->kind) {
+    case ZK_BOOL: return json_boolean(*(const bool *)(base + k->off));
+    case ZK_INT: return json_integer(*(const int *)(base + k->off));
+    case ZK_I64:
+    case ZK_SIZE: return json_integer((json_int_t) * (const int64_t *)(base + k->off));
+    case ZK_F64: return json_real(*(const double *)(base + k->off));
+    case ZK_ENUM: return json_string(k->names[*(const int *)(base + k->off)]);
+    case ZK_DTYPE: return json_string(zinc_dtype_name(*(const zinc_dtype *)(base + k->off)));
+    case ZK_STR: return json_string(base + k->off);
+    case ZK_BETAS: {
+        const double *b = (const double *)(base + k->off);
+        return json_pack("[ff]", b[0], b[1]);
+    }
+    default: return NULL;
+    }
+}
+
+/* The parameters each optimizer has (the others are refused under it, config_resolve.c). */
+static bool optimizer_takes(zcfg_optimizer_type t, const char *key) {
+    static const char *const lion[] = {"lr", "betas", "weight_decay", NULL};
+    static const char *const lamb[] = {"lr", "betas", "eps", "weight_decay", "bias_correction", "max_coeff",
+                                       "min_coeff", "eps_inside_sqrt", NULL};
+    static const char *const lamb_only[] = {"max_coeff", "min_coeff", "eps_inside_sqrt", NULL};
+    const char *const *list = t == ZOPT_LION ? lion : t == ZOPT_LAMB ? lamb : NULL;
+    if (!list) { /* Adam / AdamW: all but Lamb's own */
+        for (int i = 0; lamb_only[i]; i++)
+            if (!strcmp(key, lamb_only[i])) return false;
+        return true;
+    }
+    for (int i = 0; list[i]; i++)
+        if (!strcmp(key, list[i])) return true;
+    return false;
+}
+
+static void dump_table(const zinc_config *c, const zk_table *t, json_t *out, json_t *defaults) {
+    char path[512];
+    for (size_t i = 0; i < t->nkeys; i++) {
+        const zk_key *k = &t->keys[i];
+        if (k->mask && !(k->mask & (1u << c->scheduler.type))) continue;
+        if (*t->path) snprintf(path, sizeof path, "%s.%s", t->path, k->name);
+        else snprintf(path, sizeof path, "%s", k->name);
+        if (k->kind == ZK_OBJECT) {
+            if (!strcmp(path, "scheduler.params") && c->scheduler.type == ZSCHED_NONE) continue;
+            json_t *sub = json_object();
+            dump_table(c, k->sub, sub, defaults);
+            json_object_set_new(out, k->name, sub);
+            continue;
+        }
+        if (!strcmp(t->path, "optimizer.params") && !optimizer_takes(c->optimizer.type, k->name)) continue;
+        json_t *v = zcfg_key_json(c, k);
+        if (!v) continue;
+        json_object_set_new(out, k->name, v);
+        if (!zcfg_given(c, path)) json_array_append_new(defaults, json_string(path));
+    }
+}
+
+/* The digits the dump needs so that every real reads back exactly: the most any one value needs, so
+ * 0.001 prints as 0.001 rather than 0.0010000000000000000208. */
+static int digits_needed(const zinc_config *c, const zk_table *t, int most) {
+    for (size_t i = 0; i < t->nkeys; i++) {
+        const zk_key *k = &t->keys[i];
+        const double *d = (const double *)((const char *)c + k->off);
+        if (k->kind == ZK_OBJECT) most = digits_needed(c, k->sub, most);
+        else if (k->kind == ZK_F64 || k->kind == ZK_BETAS)
+            for (int j = 0; j < (k->kind == ZK_BETAS ? 2 : 1); j++) {
+                int p = zcfg_shortest_digits(d[j]);
+                if (p > most) most = p;
+            }
+    }
+    return most;
+}
+
+char *zcfg_dump_json(const zinc_config *c) {
+    json_t *root = json_object(), *defaults = json_array();
+    if (!root || !defaults) {
+        json_decref(root);
+        json_decref(defaults);
+        return NULL;
+    }
+    json_object_set_new(root, "_source", json_string(c->source));
+    json_object_set_new(root, "_world_size", json_integer(c->world_size));
+    json_object_set_new(root, "_compute_dtype", json_string(zinc_dtype_name(c->compute_dtype)));
+    dump_table(c, &zk_top, root, defaults);
+    json_object_set_new(root, "_defaults", defaults);
+    /* "_filled": each "auto" filled at load time and how its value was chosen */
+    json_t *filled = json_object();
+    for (const char *p = c->filled; filled && *p;) {
+        const char *tab = strchr(p, '\t'), *nl = tab ? strchr(tab, '\n') : NULL;
+        if (!nl) break;
+        char key[512], how[1024];
+        snprintf(key, sizeof key, "%.*s", (int)(tab - p), p);
+        snprintf(how, sizeof how, "%.*s", (int)(nl - tab - 1), tab + 1);
+        json_object_set_new(filled, key, json_string(how));
+        p = nl + 1;
+    }
+    if (filled) json_object_set_new(root, "_filled", filled);
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(digits_needed(c, &zk_top, 1)));
+    json_decref(root);
+    return s;
+}

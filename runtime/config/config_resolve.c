@@ -1,0 +1,355 @@
+/* Defaults, and the rules that span keys: the batch triad (DeepSpeed's arithmetic, errors that show it),
+ * dtypes, the effective Adam mode, overlap_comm's stage-dependent default, scheduler requirements and
+ * the offload combinations zinc can run. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/config/config_internal.h"
+#include "runtime/config/config_schema.h"
+
+void zcfg_defaults(zinc_config *c) {
+    memset(c, 0, sizeof *c);
+    c->world_size = 1;
+    c->optimizer = (zcfg_optimizer){.type = ZOPT_ADAM, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                                    .bias_correction = true, .adam_w_mode = true,
+                                    .max_coeff = 10.0, .min_coeff = 0.01};
+    c->scheduler = (zcfg_scheduler){.type = ZSCHED_NONE, .warmup_max_lr = 1e-3, .warmup_num_steps = 1000,
+                                    .warmup_type = ZWARMUP_LOG, .cos_min_ratio = 1e-4,
+                                    .cycle_first_step_size = 2000, .cycle_second_step_size = -1,
+                                    .cycle_second_stair_count = -1, .cycle_momentum = true,
+                                    .cycle_min_mom = 0.8, .cycle_max_mom = 0.9};
+    c->fp16 = (zcfg_fp16){.initial_scale_power = 16, .loss_scale_window = 1000, .hysteresis = 2,
+                          .min_loss_scale = 1};
+    c->zero.contiguous_gradients = true;
+    c->zero.reduce_scatter = true;
+    c->zero.reduce_bucket_size = 500000000;
+    c->zero.allgather_bucket_size = 500000000;
+    c->zero.allgather_partitions = true;
+    c->zero.offload_optimizer = (zcfg_offload){.buffer_count = 4, .ratio = 1.0, .buffer_size = 100000000,
+                                               .max_in_cpu = 1000000000};
+    c->zero.offload_param = (zcfg_offload){.buffer_count = 5, .ratio = 1.0, .buffer_size = 100000000,
+                                           .max_in_cpu = 1000000000};
+    c->zero.sub_group_size = 1000000000;
+    c->zero.prefetch_bucket_size = 50000000;
+    c->zero.param_persistence_threshold = 100000;
+    c->zero.model_persistence_threshold = INT64_MAX;
+    c->zero.max_live_parameters = 1000000000;
+    c->zero.max_reuse_distance = 1000000000;
+    c->zero.ignore_unused_parameters = true;
+    c->zero.load_from_fp32_weights = true;
+    c->aio = (zcfg_aio){.block_size = 1048576, .queue_depth = 8, .intra_op_parallelism = 1, .overlap_events = true};
+    c->checkpoint.tag_validation = ZTAG_WARN;
+    c->gradient_predivide_factor = 1.0;
+    c->compute_dtype = c->comm_dtype = c->grad_accum_dtype = ZINC_FP32;
+    c->device = ZINC_DEVICE_AUTO;
+    snprintf(c->source, sizeof c->source, "<defaults>");
+}
+
+static bool mul3(int64_t a, int64_t b, int64_t c, int64_t *out) {
+    int64_t t;
+    return !__builtin_mul_overflow(a, b, &t) && !__builtin_mul_overflow(t, c, out);
+}
+
+/* DeepSpeed's _set_batch_related_parameters and _batch_assertion, with the arithmetic in the message. */
+/* The triad's "auto"s, as the Hugging Face Trainer fills them (per_device_train_batch_size 8,
+ * gradient_accumulation_steps 1, train_batch_size = world x micro x accumulation), except that a value the
+ * written batch sizes determine is derived from them rather than contradicting them. */
+static void fill_batch_autos(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    bool a_tb = zcfg_is_auto(L, "train_batch_size"), a_mb = zcfg_is_auto(L, "train_micro_batch_size_per_gpu"),
+         a_ga = zcfg_is_auto(L, "gradient_accumulation_steps");
+    if (!a_tb && !a_mb && !a_ga) return;
+    bool g_tb = zcfg_given(c, "train_batch_size"), g_mb = zcfg_given(c, "train_micro_batch_size_per_gpu");
+    if (a_ga && !(g_tb && g_mb))
+        zcfg_fill(L, "gradient_accumulation_steps", json_integer(1),
+                  "the Hugging Face Trainer's default gradient_accumulation_steps; --set "
+                  "gradient_accumulation_steps=N to choose");
+    bool g_ga = zcfg_given(c, "gradient_accumulation_steps");
+    /* The Trainer's micro-batch wherever the written sizes leave it open (also when train_batch_size is
+     * "auto" and the micro-batch is not written: the Trainer computes train_batch_size from its own). */
+    if ((a_mb || !g_mb) && !(g_tb && g_ga) && !g_mb)
+        zcfg_fill(L, "train_micro_batch_size_per_gpu", json_integer(8),
+                  "the Hugging Face Trainer's default per_device_train_batch_size; --set "
+                  "train_micro_batch_size_per_gpu=N to choose");
+}
+
+static void note_derived(zcfg_loader *L, const char *path, const char *how) {
+    if (zcfg_is_auto(L, path)) zcfg_fill(L, path, NULL, how);
+}
+
+static void resolve_batch(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    if (zcfg_had_problem(L, "train_batch_size") || zcfg_had_problem(L, "train_micro_batch_size_per_gpu") ||
+        zcfg_had_problem(L, "gradient_accumulation_steps"))
+        return; /* the key's own problem says it; the arithmetic would only repeat it */
+    fill_batch_autos(L);
+    int64_t W = c->world_size, tb = c->train_batch_size, mb = c->train_micro_batch_size_per_gpu,
+            ga = c->gradient_accumulation_steps, prod = 0;
+    const char *how;
+    char advice[200];
+    if (tb && mb && ga) {
+        how = "all three given";
+        bool ok = mul3(mb, ga, W, &prod);
+        if (ok)
+            snprintf(advice, sizeof advice,
+                     "Set train_batch_size to %" PRId64 ", or leave one of the three out to have it derived", prod);
+        else snprintf(advice, sizeof advice, "Lower train_micro_batch_size_per_gpu or gradient_accumulation_steps");
+    } else if (tb && mb) {
+        ga = tb / mb / W;
+        how = "gradient_accumulation_steps = train_batch_size / micro / world_size";
+        int64_t m;
+        if (__builtin_mul_overflow(mb, W, &m)) snprintf(advice, sizeof advice, "Lower train_micro_batch_size_per_gpu");
+        else snprintf(advice, sizeof advice, "Make train_batch_size a multiple of micro x world_size = %" PRId64, m);
+    } else if (tb && ga) {
+        mb = tb / W / ga;
+        how = "train_micro_batch_size_per_gpu = train_batch_size / world_size / gradient_accumulation_steps";
+        int64_t m;
+        if (__builtin_mul_overflow(ga, W, &m)) snprintf(advice, sizeof advice, "Lower gradient_accumulation_steps");
+        else snprintf(advice, sizeof advice, "Make train_batch_size a multiple of world_size x gradient_accumulation_steps = %" PRId64, m);
+    } else if (mb && ga) {
+        how = "train_batch_size = micro * gradient_accumulation_steps * world_size";
+        if (!mul3(mb, ga, W, &tb)) {
+            zcfg_problem(L, "train_batch_size",
+                         "train_micro_batch_size_per_gpu %" PRId64 " x gradient_accumulation_steps %" PRId64
+                         " x world_size %" PRId64 " is too large (above 2^63 - 1)",
+                         mb, ga, W);
+            return;
+        }
+        snprintf(advice, sizeof advice, "(internal: derived values always fit)");
+    } else if (tb) {
+        ga = 1;
+        mb = tb / W;
+        how = "gradient_accumulation_steps = 1, micro = train_batch_size / world_size";
+        snprintf(advice, sizeof advice, "Make train_batch_size a multiple of world_size %" PRId64, W);
+    } else if (mb) {
+        ga = 1;
+        how = "gradient_accumulation_steps = 1, train_batch_size = micro * world_size";
+        if (__builtin_mul_overflow(mb, W, &tb)) {
+            zcfg_problem(L, "train_batch_size",
+                         "train_micro_batch_size_per_gpu %" PRId64 " x world_size %" PRId64 " is too large (above 2^63 - 1)",
+                         mb, W);
+            return;
+        }
+        snprintf(advice, sizeof advice, "(internal: derived values always fit)");
+    } else {
+        zcfg_problem(L, "train_batch_size",
+                     "give train_batch_size or train_micro_batch_size_per_gpu (or both, with "
+                     "gradient_accumulation_steps); the file writes neither");
+        return;
+    }
+    bool fits = mul3(mb, ga, W, &prod);
+    if (mb < 1 || ga < 1 || !fits || tb != prod) {
+        char eq[64];
+        if (fits) snprintf(eq, sizeof eq, "%" PRId64, prod);
+        else snprintf(eq, sizeof eq, "a product too large for 64 bits");
+        /* a value derived here is shown as derived, not as if the file wrote it */
+        bool d_tb = !zcfg_given(c, "train_batch_size"), d_mb = !zcfg_given(c, "train_micro_batch_size_per_gpu"),
+             d_ga = !zcfg_given(c, "gradient_accumulation_steps");
+        zcfg_problem(L, "train_batch_size",
+                     "the batch sizes do not fit the world size: train_batch_size %" PRId64
+                     "%s must equal train_micro_batch_size_per_gpu %" PRId64 "%s x gradient_accumulation_steps %" PRId64
+                     "%s x world_size %" PRId64 " = %s (%s). %s",
+                     tb, d_tb ? " (derived)" : "", mb, d_mb ? " (derived)" : "", ga, d_ga ? " (derived)" : "", W,
+                     eq, how, advice);
+        return;
+    }
+    c->train_batch_size = tb;
+    c->train_micro_batch_size_per_gpu = mb;
+    c->gradient_accumulation_steps = ga;
+    char derived[200];
+    snprintf(derived, sizeof derived, "derived: %s", how);
+    note_derived(L, "train_batch_size", derived);
+    note_derived(L, "train_micro_batch_size_per_gpu", derived);
+    note_derived(L, "gradient_accumulation_steps", derived);
+    if (L->autos[0] || !zcfg_given(c, "train_batch_size") || !zcfg_given(c, "train_micro_batch_size_per_gpu") ||
+        !zcfg_given(c, "gradient_accumulation_steps"))
+        ZLOG_INFO(L->log, "%s: batch sizes for world size %d: train_batch_size %" PRId64 ", micro %" PRId64
+                          ", gradient_accumulation_steps %" PRId64,
+                  L->origin, c->world_size, tb, mb, ga);
+}
+
+static void resolve_scheduler(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    zcfg_scheduler *s = &c->scheduler;
+    if (zcfg_had_problem(L, "scheduler")) return; /* its own problems say it */
+    /* an unfilled "auto" is reported once, with the flags that fill it (config_auto.c) */
+    if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
+        !zcfg_given(c, "scheduler.params.total_num_steps") && !zcfg_is_auto(L, "scheduler.params.total_num_steps"))
+        zcfg_problem(L, "scheduler.params.total_num_steps", "required by %s; set it to the run's optimizer steps",
+                     zk_scheduler_names[s->type]);
+    if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
+        zcfg_given(c, "scheduler.params.total_num_steps") && s->total_num_steps < s->warmup_num_steps)
+        ZLOG_WARN(L->log, "%s: scheduler.params.total_num_steps %" PRId64 " is below warmup_num_steps %" PRId64
+                          ": the decay never starts",
+                  L->origin, s->total_num_steps, s->warmup_num_steps);
+    /* DeepSpeed >= 0.17.2: WarmupLR without warmup_max_lr warms up to the optimizer's lr (WarmupDecayLR keeps
+     * its 0.001 default) */
+    if (s->type == ZSCHED_WARMUP_LR && !zcfg_given(c, "scheduler.params.warmup_max_lr")) {
+        s->warmup_max_lr = c->optimizer.lr;
+        ZLOG_INFO(L->log, "%s: scheduler.params.warmup_max_lr not given: WarmupLR warms up to the optimizer's lr %g, "
+                          "as DeepSpeed >= 0.17.2",
+                  L->origin, c->optimizer.lr);
+    }
+    /* DeepSpeed 0.19.6: an explicit negative cycle_second_stair_count means no stairs in the falling half (it
+     * quantises only for a count above 0); left out, the falling half has as many stairs as the rising one */
+    if (!zcfg_given(c, "scheduler.params.cycle_second_stair_count"))
+        s->cycle_second_stair_count = s->cycle_first_stair_count; /* effective, so the dump reads back the same */
+    else if (s->cycle_second_stair_count < 0)
+        s->cycle_second_stair_count = 0;
+    if (s->type == ZSCHED_ONE_CYCLE) {
+        if (zcfg_is_auto(L, "scheduler.params.cycle_min_lr") || zcfg_is_auto(L, "scheduler.params.cycle_max_lr"))
+            ; /* reported with the other unfilled "auto"s */
+        else if (!zcfg_given(c, "scheduler.params.cycle_min_lr") || !zcfg_given(c, "scheduler.params.cycle_max_lr"))
+            zcfg_problem(L, "scheduler.params", "OneCycle needs cycle_min_lr and cycle_max_lr");
+        else if (s->cycle_min_lr > s->cycle_max_lr)
+            zcfg_problem(L, "scheduler.params.cycle_min_lr", "%g is above cycle_max_lr %g", s->cycle_min_lr,
+                         s->cycle_max_lr);
+        if (s->cycle_min_mom > s->cycle_max_mom)
+            zcfg_problem(L, "scheduler.params.cycle_min_mom", "%g is above cycle_max_mom %g", s->cycle_min_mom,
+                         s->cycle_max_mom);
+    }
+    if ((s->type == ZSCHED_WARMUP_LR || s->type == ZSCHED_WARMUP_DECAY_LR) && s->warmup_min_lr > s->warmup_max_lr)
+        ZLOG_WARN(L->log, "%s: scheduler.params.warmup_min_lr %g is above warmup_max_lr %g: the warmup decreases",
+                  L->origin, s->warmup_min_lr, s->warmup_max_lr);
+}
+
+static void resolve_offload(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    zcfg_offload *oo = &c->zero.offload_optimizer, *op = &c->zero.offload_param;
+    if (oo->device == ZOFFLOAD_NVME && !oo->nvme_path[0])
+        zcfg_problem(L, "zero_optimization.offload_optimizer.nvme_path",
+                     "required when device is \"nvme\": the directory for the swap files");
+    if (op->device == ZOFFLOAD_NVME && !op->nvme_path[0])
+        zcfg_problem(L, "zero_optimization.offload_param.nvme_path",
+                     "required when device is \"nvme\": the directory for the swap files");
+    /* DeepSpeed ignores offload_param below stage 3; it does not change the math, so neither does zinc */
+    if (op->device != ZOFFLOAD_NONE && c->zero.stage != 3) {
+        ZLOG_WARN(L->log, "%s: zero_optimization.offload_param: ignored at stage %d (parameter offload needs stage 3; "
+                          "DeepSpeed ignores it there too)",
+                  L->origin, c->zero.stage);
+        op->device = ZOFFLOAD_NONE;
+    }
+    if (op->device == ZOFFLOAD_NVME)
+        zcfg_problem(L, "zero_optimization.offload_param.device",
+                     "\"nvme\": parameter offload to NVMe is not implemented; use \"cpu\" (the parameter shard in "
+                     "host memory)");
+    if (oo->device == ZOFFLOAD_NVME && oo->buffer_count < ZCFG_NVME_MIN_BUFFERS)
+        zcfg_problem(L, "zero_optimization.offload_optimizer.buffer_count",
+                     "%d is out of range for device \"nvme\"; allowed: at least %d (the NVMe pipeline holds one chunk "
+                     "being read, one being updated and one being written back)",
+                     oo->buffer_count, ZCFG_NVME_MIN_BUFFERS);
+    if (oo->device != ZOFFLOAD_NONE && c->zero.stage == 0)
+        zcfg_problem(L, "zero_optimization.offload_optimizer.device",
+                     "optimizer offload needs stage 1, 2 or 3 (stage is 0)");
+    if (oo->ratio < 1.0 && oo->device != ZOFFLOAD_NONE)
+        zcfg_problem(L, "zero_optimization.offload_optimizer.ratio",
+                     "%g: partial offload is not implemented; zinc offloads all of the optimizer state (1.0)", oo->ratio);
+    if (c->aio.use_gds) zcfg_problem(L, "aio.use_gds", "GPUDirect Storage is not implemented; set it to false");
+    if (c->aio.block_size % 4096)
+        zcfg_problem(L, "aio.block_size", "%" PRId64 " is not a multiple of 4096 (needed for O_DIRECT)", c->aio.block_size);
+}
+
+/* Each optimizer takes the keyword arguments of its DeepSpeed class (FusedAdam, FusedLion / DeepSpeedCPULion,
+ * FusedLamb); their constructors raise a TypeError on any other, so DeepSpeed refuses these too. Lion's
+ * weight decay is always decoupled. */
+static void resolve_optimizer_keys(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    static const struct { const char *key, *takes; unsigned who; } only[] = {
+        /* who: bit 0 Adam/AdamW, bit 1 Lion, bit 2 Lamb */
+        {"eps", "Adam, AdamW and Lamb", 1u | 4u},
+        {"bias_correction", "Adam, AdamW and Lamb", 1u | 4u},
+        {"adam_w_mode", "Adam and AdamW", 1u},
+        {"torch_adam", "Adam and AdamW", 1u},
+        {"max_coeff", "Lamb", 4u},
+        {"min_coeff", "Lamb", 4u},
+        {"eps_inside_sqrt", "Lamb", 4u},
+    };
+    unsigned me = c->optimizer.type == ZOPT_LION ? 2u : c->optimizer.type == ZOPT_LAMB ? 4u : 1u;
+    char path[64];
+    for (size_t i = 0; i < sizeof only / sizeof only[0]; i++) {
+        snprintf(path, sizeof path, "optimizer.params.%s", only[i].key);
+        if (!(only[i].who & me) && zcfg_given(c, path) && !zcfg_had_problem(L, path))
+            zcfg_problem(L, path, "not a parameter of %s (only %s take it; DeepSpeed refuses it too): remove it",
+                         zk_optimizer_names[c->optimizer.type], only[i].takes);
+    }
+    if (c->optimizer.type == ZOPT_LAMB && c->optimizer.min_coeff > c->optimizer.max_coeff &&
+        !zcfg_had_problem(L, "optimizer.params.min_coeff"))
+        zcfg_problem(L, "optimizer.params.min_coeff", "%g is above max_coeff %g; the trust ratio is clamped to "
+                                                      "[min_coeff, max_coeff]",
+                     c->optimizer.min_coeff, c->optimizer.max_coeff);
+    if (c->optimizer.type == ZOPT_LION) c->optimizer.adam_w_mode = true; /* p *= 1 - lr*wd */
+}
+
+/* Values inside their key's range that cannot train: refused with the reason (issue 18). */
+static void resolve_learnable(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    if (c->optimizer.eps <= 0 && !zcfg_had_problem(L, "optimizer.params.eps"))
+        zcfg_problem(L, "optimizer.params.eps", "%g is out of range; allowed: above 0, up to 1. Adam divides by "
+                                                "sqrt(v) + eps, and v is 0 wherever the gradient has been 0, so eps 0 "
+                                                "makes those updates 0/0 = NaN (1e-8 is the usual value)",
+                     c->optimizer.eps);
+    if (c->scheduler.type == ZSCHED_ONE_CYCLE && c->scheduler.cycle_momentum && c->scheduler.cycle_max_mom >= 1 &&
+        !zcfg_had_problem(L, "scheduler"))
+        zcfg_problem(L, "scheduler.params.cycle_max_mom",
+                     "%g is out of range with cycle_momentum; allowed: 0 to below 1. It becomes Adam's beta1, and "
+                     "beta1 1 makes the bias correction 1 - beta1^t zero (a division by zero) and freezes the first "
+                     "moment",
+                     c->scheduler.cycle_max_mom);
+    if (c->fp16.enabled && c->fp16.loss_scale > 65504)
+        zcfg_problem(L, "fp16.loss_scale",
+                     "%g is out of range for a static scale; allowed: 0 (dynamic) or up to 65504. The backward pass "
+                     "starts from the loss gradient times the scale, which in fp16 above 65504 (its largest finite "
+                     "value) is inf: every step would overflow and be skipped",
+                     c->fp16.loss_scale);
+    if (c->fp16.enabled && c->fp16.loss_scale > 0) {
+        static const char *const dyn[] = {"fp16.initial_scale_power", "fp16.loss_scale_window", "fp16.hysteresis",
+                                          "fp16.consecutive_hysteresis", "fp16.min_loss_scale"};
+        char list[300] = "";
+        size_t n = 0;
+        for (size_t i = 0; i < sizeof dyn / sizeof dyn[0]; i++)
+            if (zcfg_given(c, dyn[i])) n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", dyn[i]);
+        if (n)
+            ZLOG_WARN(L->log, "%s: %s: no effect with the static fp16.loss_scale %g (DeepSpeed reads them only for "
+                              "dynamic scaling, loss_scale 0)",
+                      L->origin, list, c->fp16.loss_scale);
+    }
+    /* 2^16 either way: beyond it the pre-division shifts fp16 gradients (largest finite 65504, smallest normal
+     * 6.1e-5) past their whole range, so they overflow or flush to zero; zinc runs no more ranks than that. */
+    double f = c->gradient_predivide_factor;
+    if ((f < 0x1p-16 || f > 0x1p16) && !zcfg_had_problem(L, "gradient_predivide_factor"))
+        zcfg_problem(L, "gradient_predivide_factor",
+                     "%g is out of range; allowed: 1/65536 to 65536. Gradients are divided by it before the "
+                     "reduction and multiplied back after, and a factor beyond 2^16 moves fp16 gradients past their "
+                     "whole range (they overflow or flush to zero); the useful value is at most the rank count",
+                     f);
+}
+
+void zcfg_resolve(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    resolve_batch(L);
+    if (c->fp16.enabled && c->bf16_enabled)
+        zcfg_problem(L, "bf16.enabled", "fp16 and bf16 are both enabled; enable one of them");
+    c->compute_dtype = c->fp16.enabled ? ZINC_FP16 : c->bf16_enabled ? ZINC_BF16 : ZINC_FP32;
+    if (!c->comm_dtype_set) c->comm_dtype = c->compute_dtype;
+    /* DeepSpeed: the model dtype under ZeRO; fp32 for bf16 without ZeRO (its BF16_Optimizer). */
+    if (!c->grad_accum_dtype_set)
+        c->grad_accum_dtype = (c->compute_dtype == ZINC_BF16 && c->zero.stage == 0) ? ZINC_FP32 : c->compute_dtype;
+    resolve_optimizer_keys(L);
+    c->optimizer.adam_w_mode = c->optimizer.type == ZOPT_ADAMW || c->optimizer.adam_w_mode;
+    if (c->optimizer.type == ZOPT_ADAM && c->optimizer.adam_w_mode && c->optimizer.weight_decay > 0 &&
+        !zcfg_given(c, "optimizer.params.adam_w_mode"))
+        ZLOG_INFO(L->log, "%s: optimizer \"Adam\" with weight_decay %g uses decoupled decay (AdamW), as "
+                          "DeepSpeed's adam_w_mode default; set optimizer.params.adam_w_mode false for L2 decay",
+                  L->origin, c->optimizer.weight_decay);
+    if (!zcfg_given(c, "zero_optimization.overlap_comm")) c->zero.overlap_comm = c->zero.stage == 3;
+    if (c->fp16.enabled && c->fp16.loss_scale == 0 && c->fp16.min_loss_scale > ldexp(1.0, c->fp16.initial_scale_power))
+        zcfg_problem(L, "fp16.min_loss_scale", "%g is above the initial scale 2^%d; lower it or raise "
+                                               "initial_scale_power",
+                     c->fp16.min_loss_scale, c->fp16.initial_scale_power);
+    resolve_scheduler(L);
+    resolve_offload(L);
+    resolve_learnable(L);
+    zcfg_report_default_autos(L);
+}

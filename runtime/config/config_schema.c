@@ -1,0 +1,349 @@
+/* The ds_config schema tables (see config_schema.h). Ranges are zinc's: DeepSpeed validates only the
+ * zero_optimization block, and a value it would accept but that cannot work is refused here with the
+ * range instead. */
+#include "runtime/config/config_schema.h"
+
+#include <float.h>
+#include <stdint.h>
+#include <string.h>
+
+#define F(field) offsetof(zinc_config, field)
+#define IMPL "implemented"
+#define BIG ((double)INT64_MAX)
+
+#define BOOL(n, fld, m) {.name = n, .kind = ZK_BOOL, .off = F(fld), .meaning = m, .status = IMPL}
+#define INT(n, fld, a, b, m) {.name = n, .kind = ZK_INT, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
+#define I64(n, fld, a, b, m) {.name = n, .kind = ZK_I64, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
+#define SIZE(n, fld, a, b, m) {.name = n, .kind = ZK_SIZE, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
+#define DBL(n, fld, a, b, m) {.name = n, .kind = ZK_F64, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
+#define ENUM(n, fld, nm, m) {.name = n, .kind = ZK_ENUM, .off = F(fld), .names = nm, .meaning = m, .status = IMPL}
+#define STR(n, fld, m) {.name = n, .kind = ZK_STR, .off = F(fld), .meaning = m, .status = IMPL}
+#define OBJ(n, tbl, m) {.name = n, .kind = ZK_OBJECT, .sub = &tbl, .meaning = m, .status = IMPL}
+#define ALIAS(n, t) {.name = n, .kind = ZK_ALIAS, .target = t, .status = IMPL}
+#define DEPR(n, t) {.name = n, .kind = ZK_ALIAS, .target = t, .deprecated = 1, .status = IMPL}
+#define LEGACY(n, t) {.name = n, .kind = ZK_LEGACY, .target = t, .status = IMPL}
+#define IGNORED(n, why) {.name = n, .kind = ZK_IGNORED, .status = why}
+#define REFUSED(n, why) {.name = n, .kind = ZK_REFUSED, .status = why}
+#define TABLE(var, p, arr) const zk_table var = {p, arr, sizeof arr / sizeof arr[0]}
+
+const char *const zk_optimizer_names[] = {"Adam", "AdamW", "Lion", "Lamb", NULL};
+const char *const zk_scheduler_names[] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", NULL};
+static const char *const warmup_names[] = {"log", "linear", NULL};
+static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
+static const char *const tag_names[] = {"Warn", "Ignore", "Fail", NULL};
+static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
+
+/* ------------------------------------------------------------------ optimizer */
+static const zk_key optimizer_params_keys[] = {
+    DBL("lr", optimizer.lr, 0, 1e3, "learning rate (the schedulers' WarmupCosineLR scales it)"),
+    {.name = "betas", .kind = ZK_BETAS, .off = F(optimizer.beta1), .lo = 0, .hi = 1 - DBL_EPSILON,
+     .meaning = "[beta1, beta2], each in [0, 1)", .status = IMPL},
+    DBL("eps", optimizer.eps, 0, 1, "added after the bias-corrected square root"),
+    DBL("weight_decay", optimizer.weight_decay, 0, 1e3, "decoupled (AdamW mode) or L2 (Adam mode)"),
+    BOOL("bias_correction", optimizer.bias_correction, "divide the moments by 1 - beta^t"),
+    BOOL("adam_w_mode", optimizer.adam_w_mode,
+         "decoupled weight decay; DeepSpeed's default true makes \"Adam\" behave as AdamW"),
+    BOOL("torch_adam", optimizer.torch_adam, "accepted: zinc's kernels compute torch's Adam math"),
+    DBL("max_coeff", optimizer.max_coeff, 0, 1e6, "Lamb: upper clamp of the trust ratio ||p|| / ||u||"),
+    DBL("min_coeff", optimizer.min_coeff, 0, 1e6, "Lamb: lower clamp of the trust ratio ||p|| / ||u||"),
+    BOOL("eps_inside_sqrt", optimizer.eps_inside_sqrt, "Lamb: sqrt(v + eps) instead of sqrt(v) + eps"),
+    REFUSED("amsgrad", "not implemented: DeepSpeed's FusedAdam refuses amsgrad too"),
+    REFUSED("max_grad_norm", "not an optimizer parameter: use the top-level gradient_clipping"),
+};
+static TABLE(optimizer_params, "optimizer.params", optimizer_params_keys);
+
+static const zk_key optimizer_keys[] = {
+    ENUM("type", optimizer.type, zk_optimizer_names, "Adam, AdamW, Lion or Lamb (case-insensitive)"),
+    OBJ("params", optimizer_params, "the optimizer's parameters"),
+};
+static TABLE(optimizer_tbl, "optimizer", optimizer_keys);
+
+/* ------------------------------------------------------------------ scheduler */
+#define S_WLR (1u << ZSCHED_WARMUP_LR)
+#define S_WDL (1u << ZSCHED_WARMUP_DECAY_LR)
+#define S_WCL (1u << ZSCHED_WARMUP_COSINE_LR)
+#define S_OC (1u << ZSCHED_ONE_CYCLE)
+static const zk_key scheduler_params_keys[] = {
+    {.name = "warmup_min_lr", .kind = ZK_F64, .off = F(scheduler.warmup_min_lr), .lo = 0, .hi = 1e3,
+     .mask = S_WLR | S_WDL, .meaning = "lr at step 0 of the warmup", .status = IMPL},
+    {.name = "warmup_max_lr", .kind = ZK_F64, .off = F(scheduler.warmup_max_lr), .lo = 0, .hi = 1e3,
+     .mask = S_WLR | S_WDL, .meaning = "lr at the end of the warmup", .status = IMPL},
+    {.name = "warmup_num_steps", .kind = ZK_I64, .off = F(scheduler.warmup_num_steps), .lo = 0, .hi = BIG,
+     .mask = S_WLR | S_WDL | S_WCL, .meaning = "warmup length in optimizer steps", .status = IMPL},
+    {.name = "warmup_type", .kind = ZK_ENUM, .off = F(scheduler.warmup_type), .names = warmup_names,
+     .mask = S_WLR | S_WDL | S_WCL, .meaning = "log or linear warmup", .status = IMPL},
+    {.name = "total_num_steps", .kind = ZK_I64, .off = F(scheduler.total_num_steps), .lo = 1, .hi = BIG,
+     .mask = S_WDL | S_WCL, .meaning = "steps at which the decay reaches its end (required)", .status = IMPL},
+    {.name = "warmup_min_ratio", .kind = ZK_F64, .off = F(scheduler.warmup_min_ratio), .lo = 0, .hi = 1,
+     .mask = S_WCL, .meaning = "lr ratio at step 0 of the warmup", .status = IMPL},
+    {.name = "cos_min_ratio", .kind = ZK_F64, .off = F(scheduler.cos_min_ratio), .lo = 0, .hi = 1,
+     .mask = S_WCL, .meaning = "lr ratio at the end of the cosine", .status = IMPL},
+    {.name = "cycle_min_lr", .kind = ZK_F64, .off = F(scheduler.cycle_min_lr), .lo = 0, .hi = 1e3,
+     .mask = S_OC, .meaning = "lowest lr of the cycle (required)", .status = IMPL},
+    {.name = "cycle_max_lr", .kind = ZK_F64, .off = F(scheduler.cycle_max_lr), .lo = 0, .hi = 1e3,
+     .mask = S_OC, .meaning = "highest lr of the cycle (required)", .status = IMPL},
+    {.name = "decay_lr_rate", .kind = ZK_F64, .off = F(scheduler.decay_lr_rate), .lo = 0, .hi = 1e3,
+     .mask = S_OC, .meaning = "lr decay rate after the cycle", .status = IMPL},
+    {.name = "cycle_first_step_size", .kind = ZK_I64, .off = F(scheduler.cycle_first_step_size), .lo = 1,
+     .hi = BIG, .mask = S_OC, .meaning = "steps of the rising half", .status = IMPL},
+    {.name = "cycle_second_step_size", .kind = ZK_I64, .off = F(scheduler.cycle_second_step_size), .lo = -1,
+     .hi = BIG, .mask = S_OC, .meaning = "steps of the falling half (-1: same as the first)", .status = IMPL},
+    {.name = "cycle_first_stair_count", .kind = ZK_I64, .off = F(scheduler.cycle_first_stair_count), .lo = 0,
+     .hi = BIG, .mask = S_OC, .meaning = "stairs in the rising half (0: smooth)", .status = IMPL},
+    {.name = "cycle_second_stair_count", .kind = ZK_I64, .off = F(scheduler.cycle_second_stair_count),
+     .lo = -1, .hi = BIG, .mask = S_OC, .meaning = "stairs in the falling half (-1: as the first)",
+     .status = IMPL},
+    {.name = "decay_step_size", .kind = ZK_I64, .off = F(scheduler.decay_step_size), .lo = 0, .hi = BIG,
+     .mask = S_OC, .meaning = "steps per decay interval after the cycle (0: no decay)", .status = IMPL},
+    {.name = "cycle_momentum", .kind = ZK_BOOL, .off = F(scheduler.cycle_momentum), .mask = S_OC,
+     .meaning = "cycle beta1 inversely to the lr (beta2 is left alone, unlike DeepSpeed)", .status = IMPL},
+    {.name = "cycle_min_mom", .kind = ZK_F64, .off = F(scheduler.cycle_min_mom), .lo = 0, .hi = 1,
+     .mask = S_OC, .meaning = "lowest beta1 of the cycle", .status = IMPL},
+    {.name = "cycle_max_mom", .kind = ZK_F64, .off = F(scheduler.cycle_max_mom), .lo = 0, .hi = 1,
+     .mask = S_OC, .meaning = "highest beta1 of the cycle", .status = IMPL},
+    {.name = "decay_mom_rate", .kind = ZK_F64, .off = F(scheduler.decay_mom_rate), .lo = 0, .hi = 1e3,
+     .mask = S_OC, .meaning = "momentum decay rate after the cycle", .status = IMPL},
+    {.name = "last_batch_iteration", .kind = ZK_IGNORED, .mask = S_WLR | S_WDL | S_WCL | S_OC,
+     .status = "ignored: zinc restores the schedule position from its checkpoint"},
+};
+static TABLE(scheduler_params, "scheduler.params", scheduler_params_keys);
+
+static const zk_key scheduler_keys[] = {
+    ENUM("type", scheduler.type, zk_scheduler_names, "WarmupLR, WarmupDecayLR, WarmupCosineLR or OneCycle"),
+    OBJ("params", scheduler_params, "the schedule's parameters"),
+};
+static TABLE(scheduler_tbl, "scheduler", scheduler_keys);
+
+/* ------------------------------------------------------------------ fp16 / bf16 */
+static const zk_key fp16_keys[] = {
+    BOOL("enabled", fp16.enabled, "fp16 parameters and gradients, fp32 master weights"),
+    BOOL("auto_cast", fp16.auto_cast, "accepted; zinc does not cast model inputs (the model owns its math)"),
+    DBL("loss_scale", fp16.loss_scale, 0, 1e38, "0: dynamic loss scaling; otherwise a static scale"),
+    INT("initial_scale_power", fp16.initial_scale_power, 0, 62, "the dynamic scale starts at 2^this"),
+    I64("loss_scale_window", fp16.loss_scale_window, 1, BIG, "clean steps before the scale doubles"),
+    INT("hysteresis", fp16.hysteresis, 1, 1 << 30, "overflows tolerated before the scale halves"),
+    BOOL("consecutive_hysteresis", fp16.consecutive_hysteresis, "refill hysteresis on every clean step"),
+    DBL("min_loss_scale", fp16.min_loss_scale, 1e-30, 1e38, "the scale never goes below this"),
+    REFUSED("fp16_master_weights_and_grads", "not implemented: zinc always keeps fp32 master weights"),
+};
+static TABLE(fp16_tbl, "fp16", fp16_keys);
+
+static const zk_key bf16_keys[] = {
+    BOOL("enabled", bf16_enabled, "bf16 parameters and gradients, fp32 master weights, no loss scaling"),
+    BOOL("immediate_grad_update", bf16_immediate_grad_update,
+         "accepted; zinc accumulates into the reduced gradient as soon as a bucket is reduced"),
+    IGNORED("check_grad_overflow", "ignored: bf16 runs never check for overflow (as DeepSpeed)"),
+    REFUSED("bf16_master_weights_and_grads", "not implemented: zinc always keeps fp32 master weights and gradients"),
+    REFUSED("bf16_optimizer_states", "not implemented: zinc keeps the optimizer state in fp32"),
+};
+static TABLE(bf16_tbl, "bf16", bf16_keys);
+
+/* ------------------------------------------------------------------ zero_optimization */
+static const zk_key offload_opt_keys[] = {
+    ENUM("device", zero.offload_optimizer.device, offload_names, "none, cpu or nvme"),
+    STR("nvme_path", zero.offload_optimizer.nvme_path, "directory for the NVMe swap files (device nvme)"),
+    INT("buffer_count", zero.offload_optimizer.buffer_count, 0, 1 << 20, "swap buffers for the NVMe pipeline"),
+    BOOL("pin_memory", zero.offload_optimizer.pin_memory, "page-locked host memory for the offloaded state"),
+    BOOL("pipeline_read", zero.offload_optimizer.pipeline_read, "overlap NVMe reads with the update"),
+    BOOL("pipeline_write", zero.offload_optimizer.pipeline_write, "overlap NVMe writes with the update"),
+    BOOL("fast_init", zero.offload_optimizer.fast_init, "accepted; zinc initialises swap files lazily"),
+    DBL("ratio", zero.offload_optimizer.ratio, 0, 1, "fraction of the state offloaded (stage 3)"),
+    IGNORED("super_offload", "ignored: zinc's CPU update is its own offload path (the same Adam math)"),
+    IGNORED("cpuadam_cores_perc", "ignored: zinc sizes its CPU threads with --threads / cpu_threads"),
+};
+static TABLE(offload_opt_tbl, "zero_optimization.offload_optimizer", offload_opt_keys);
+
+static const zk_key offload_param_keys[] = {
+    ENUM("device", zero.offload_param.device, offload_names, "none, cpu or nvme (stage 3 only)"),
+    STR("nvme_path", zero.offload_param.nvme_path, "directory for the NVMe swap files (device nvme)"),
+    INT("buffer_count", zero.offload_param.buffer_count, 0, 1 << 20, "parameter swap buffers"),
+    SIZE("buffer_size", zero.offload_param.buffer_size, 0, BIG, "elements per parameter swap buffer"),
+    SIZE("max_in_cpu", zero.offload_param.max_in_cpu, 0, BIG, "parameter elements kept in host memory"),
+    BOOL("pin_memory", zero.offload_param.pin_memory, "page-locked host memory for offloaded parameters"),
+};
+static TABLE(offload_param_tbl, "zero_optimization.offload_param", offload_param_keys);
+
+static const zk_key zero_keys[] = {
+    INT("stage", zero.stage, 0, 3, "0: data parallel; 1: shard optimizer state; 2: + gradients; 3: + parameters"),
+    BOOL("contiguous_gradients", zero.contiguous_gradients, "accepted; zinc's gradient shard is always contiguous"),
+    BOOL("overlap_comm", zero.overlap_comm, "non-blocking reductions overlapping backward (default: stage 3 only)"),
+    BOOL("reduce_scatter", zero.reduce_scatter, "accepted; zinc always reduce-scatters in stages 1-3"),
+    SIZE("reduce_bucket_size", zero.reduce_bucket_size, 0, BIG, "elements per gradient reduction bucket"),
+    SIZE("allgather_bucket_size", zero.allgather_bucket_size, 0, BIG,
+         "accepted; zinc all-gathers the flat buffer in place in one call"),
+    BOOL("allgather_partitions", zero.allgather_partitions, "accepted (DeepSpeed parses it and never reads it)"),
+    OBJ("offload_optimizer", offload_opt_tbl, "optimizer state in host memory or on NVMe"),
+    OBJ("offload_param", offload_param_tbl, "stage-3 parameter shards in host memory or on NVMe"),
+    SIZE("sub_group_size", zero.sub_group_size, 0, BIG,
+         "elements per optimizer update chunk (offload); 0: the smallest chunks, as DeepSpeed's one parameter per group"),
+    SIZE("stage3_prefetch_bucket_size", zero.prefetch_bucket_size, 0, BIG, "elements prefetched ahead (stage 3)"),
+    SIZE("stage3_param_persistence_threshold", zero.param_persistence_threshold, 0, BIG,
+         "modules with fewer elements stay gathered (stage 3)"),
+    SIZE("stage3_model_persistence_threshold", zero.model_persistence_threshold, 0, BIG,
+         "cap on the total persistent elements (stage 3)"),
+    SIZE("stage3_max_live_parameters", zero.max_live_parameters, 0, BIG, "cap on gathered elements (stage 3)"),
+    SIZE("stage3_max_reuse_distance", zero.max_reuse_distance, 0, BIG,
+         "keep a module gathered if it is reused within this many elements (stage 3)"),
+    BOOL("stage3_gather_16bit_weights_on_model_save", zero.gather_16bit_weights_on_model_save,
+         "accepted; zinc checkpoints are resharded on load and exported with zinc checkpoint export"),
+    BOOL("round_robin_gradients", zero.round_robin_gradients, "accepted; zinc's reduce-scatter already balances"),
+    BOOL("ignore_unused_parameters", zero.ignore_unused_parameters, "a parameter without a gradient reduces as zero"),
+    BOOL("load_from_fp32_weights", zero.load_from_fp32_weights, "accepted; zinc always loads fp32 master weights"),
+    ALIAS("prefetch_bucket_size", "stage3_prefetch_bucket_size"),
+    ALIAS("param_persistence_threshold", "stage3_param_persistence_threshold"),
+    ALIAS("model_persistence_threshold", "stage3_model_persistence_threshold"),
+    ALIAS("max_live_parameters", "stage3_max_live_parameters"),
+    ALIAS("max_reuse_distance", "stage3_max_reuse_distance"),
+    ALIAS("gather_16bit_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save"),
+    DEPR("stage3_gather_fp16_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save"),
+    LEGACY("cpu_offload", "offload_optimizer"),
+    LEGACY("cpu_offload_param", "offload_param"),
+    LEGACY("cpu_offload_use_pin_memory", "offload_optimizer.pin_memory and offload_param.pin_memory"),
+    IGNORED("use_multi_rank_bucket_allreduce", "ignored: zinc reduce-scatters"),
+    IGNORED("stage3_module_granularity_threshold", "ignored: zinc gathers per registered module"),
+    IGNORED("stage3_use_all_reduce_for_fetch_params", "ignored: zinc gathers with all-gather"),
+    IGNORED("memory_efficient_linear", "ignored: a PyTorch autograd detail"),
+    IGNORED("override_module_apply", "ignored: a PyTorch module detail"),
+    IGNORED("log_trace_cache_warnings", "ignored"),
+    IGNORED("elastic_checkpoint", "ignored: no longer supported by DeepSpeed either"),
+    IGNORED("pipeline_loading_checkpoint", "ignored"),
+    IGNORED("mics_hierarchical_params_gather", "ignored: zinc does not implement MiCS"),
+    REFUSED("zero_quantized_weights", "not implemented: ZeRO++ quantized weights"),
+    REFUSED("zero_quantized_nontrainable_weights", "not implemented: ZeRO++ quantized weights"),
+    REFUSED("zero_quantized_gradients", "not implemented: ZeRO++ quantized gradients"),
+    REFUSED("zero_hpz_partition_size", "not implemented: ZeRO++ hierarchical partitioning (1 is accepted)"),
+    REFUSED("mics_shard_size", "not implemented: MiCS (-1 is accepted)"),
+    REFUSED("zeropp_loco_param", "not implemented: ZeRO++ LoCo"),
+    REFUSED("legacy_stage1", "not implemented (DeepSpeed refuses it too)"),
+    REFUSED("zenflow", "not implemented: ZenFlow's stale-gradient CPU updates change the math"),
+    IGNORED("allgather_sequential", "ignored: zinc all-gathers the flat buffer in one call"),
+    IGNORED("enable_sanity_checks", "ignored: zinc always validates its buffers"),
+    IGNORED("save_muon_momentum_buffer_in_memory", "ignored: zinc has no Muon optimizer"),
+    IGNORED("leaf_module", "ignored: zinc gathers per registered module"),
+};
+static TABLE(zero_tbl, "zero_optimization", zero_keys);
+
+/* ------------------------------------------------------------------ aio, checkpoint, data_types, zinc */
+static const zk_key aio_keys[] = {
+    SIZE("block_size", aio.block_size, 4096, 1 << 30, "bytes per IO request (a multiple of 4096)"),
+    INT("queue_depth", aio.queue_depth, 1, 32768, "IO requests in flight per file"),
+    INT("intra_op_parallelism", aio.intra_op_parallelism, 1, 1024, "IO requests a swap is split into"),
+    DEPR("thread_count", "intra_op_parallelism"),
+    BOOL("single_submit", aio.single_submit, "accepted; io_uring submits in batches either way"),
+    BOOL("overlap_events", aio.overlap_events, "accepted; completions are reaped as they arrive"),
+    BOOL("use_gds", aio.use_gds, "GPUDirect Storage: not implemented, true is an error"),
+};
+static TABLE(aio_tbl, "aio", aio_keys);
+
+static const zk_key parallel_write_keys[] = {
+    BOOL("pipeline_stage", checkpoint.parallel_write_pipeline_stage, "accepted; zinc has no pipeline stages"),
+};
+static TABLE(parallel_write_tbl, "checkpoint.parallel_write", parallel_write_keys);
+
+static const zk_key checkpoint_keys[] = {
+    ENUM("tag_validation", checkpoint.tag_validation, tag_names, "Warn, Ignore or Fail on tags that differ across ranks"),
+    BOOL("load_universal", checkpoint.load_universal, "accepted; every zinc checkpoint loads on any rank count"),
+    BOOL("use_node_local_storage", checkpoint.use_node_local_storage, "each node writes its own ranks' shards"),
+    OBJ("parallel_write", parallel_write_tbl, "pipeline-parallel write options"),
+};
+static TABLE(checkpoint_tbl, "checkpoint", checkpoint_keys);
+
+static const zk_key data_types_keys[] = {
+    {.name = "grad_accum_dtype", .kind = ZK_DTYPE, .off = F(grad_accum_dtype), .aux_off = F(grad_accum_dtype_set),
+     .meaning = "dtype of the stage 0-1 gradient accumulation buffer", .status = IMPL},
+};
+static TABLE(data_types_tbl, "data_types", data_types_keys);
+
+static const zk_key zinc_keys[] = {
+    ENUM("device", device, device_names, "auto, cpu or cuda"),
+    I64("max_skipped_steps", fp16.max_skipped_steps, 0, BIG,
+        "error after this many consecutive overflow-skipped steps (0: never)"),
+    BOOL("allow_buffered_io", aio.allow_buffered_io, "NVMe offload falls back to buffered IO where O_DIRECT is refused"),
+};
+static TABLE(zinc_tbl, "zinc", zinc_keys);
+
+/* ------------------------------------------------------------------ top level */
+static const zk_key top_keys[] = {
+    SIZE("train_batch_size", train_batch_size, 1, BIG, "samples per optimizer step over all ranks"),
+    SIZE("train_micro_batch_size_per_gpu", train_micro_batch_size_per_gpu, 1, BIG, "samples per micro-step per rank"),
+    SIZE("gradient_accumulation_steps", gradient_accumulation_steps, 1, BIG, "micro-steps per optimizer step"),
+    OBJ("optimizer", optimizer_tbl, "Adam, AdamW, Lion or Lamb and its parameters"),
+    OBJ("scheduler", scheduler_tbl, "learning-rate schedule"),
+    DBL("gradient_clipping", gradient_clipping, 0, 1e38, "clip the global gradient norm to this (0: off)"),
+    OBJ("fp16", fp16_tbl, "fp16 mixed precision and loss scaling"),
+    OBJ("bf16", bf16_tbl, "bf16 mixed precision"),
+    DEPR("bfloat16", "bf16"),
+    OBJ("zero_optimization", zero_tbl, "ZeRO stage and its buffers"),
+    OBJ("aio", aio_tbl, "NVMe IO settings"),
+    I64("steps_per_print", steps_per_print, 0, BIG, "log a progress line every this many steps (0: never)"),
+    BOOL("wall_clock_breakdown", wall_clock_breakdown, "log per-phase step times"),
+    BOOL("memory_breakdown", memory_breakdown, "log the memory report with each progress line"),
+    BOOL("dump_state", dump_state, "log the resolved config at start"),
+    OBJ("checkpoint", checkpoint_tbl, "checkpoint options"),
+    {.name = "communication_data_type", .kind = ZK_DTYPE, .off = F(comm_dtype), .aux_off = F(comm_dtype_set),
+     .meaning = "dtype of gradient reductions (default: the compute dtype)", .status = IMPL},
+    BOOL("prescale_gradients", prescale_gradients, "divide gradients by the world size before reducing"),
+    DBL("gradient_predivide_factor", gradient_predivide_factor, 1e-30, 1e30,
+        "divide by this before the reduction and by world/this after"),
+    OBJ("data_types", data_types_tbl, "gradient accumulation dtype"),
+    OBJ("zinc", zinc_tbl, "zinc's own settings"),
+    IGNORED("tensorboard", "ignored: zinc logs through its log callback"),
+    IGNORED("wandb", "ignored: zinc logs through its log callback"),
+    IGNORED("csv_monitor", "ignored: zinc logs through its log callback"),
+    IGNORED("comet", "ignored: zinc logs through its log callback"),
+    IGNORED("flops_profiler", "ignored: no profiler in zinc"),
+    IGNORED("activation_checkpointing", "ignored: activation checkpointing is the model's business in C"),
+    IGNORED("autotuning", "ignored: no autotuner in zinc"),
+    IGNORED("zero_allow_untested_optimizer", "ignored: zinc has only its own Adam/AdamW and Lion"),
+    IGNORED("zero_force_ds_cpu_optimizer", "ignored: zinc has only its own Adam/AdamW and Lion"),
+    IGNORED("disable_allgather", "ignored"),
+    IGNORED("gradient_accumulation_dtype", "ignored: use data_types.grad_accum_dtype"),
+    IGNORED("seq_parallel_communication_data_type", "ignored: no sequence parallelism in zinc"),
+    IGNORED("pipeline", "ignored: no pipeline parallelism in zinc"),
+    IGNORED("comms_logger", "ignored"),
+    IGNORED("timers", "ignored"),
+    IGNORED("nebula", "ignored"),
+    IGNORED("zero_force_ds_cpu_initialization", "ignored"),
+    REFUSED("amp", "not implemented: NVIDIA apex amp; use fp16 or bf16"),
+    REFUSED("elasticity", "not implemented: elastic batch sizes would change the batch triad"),
+    REFUSED("sparse_gradients", "not implemented: sparse gradients"),
+    REFUSED("curriculum_learning", "not implemented: curriculum learning changes the data the model sees"),
+    REFUSED("data_efficiency", "not implemented: data sampling and routing"),
+    REFUSED("compression_training", "not implemented: compression changes the math"),
+    REFUSED("sparse_attention", "not implemented: a model feature outside the optimizer"),
+    REFUSED("fp32_allreduce", "not implemented as a key: use communication_data_type \"fp32\""),
+    /* newer DeepSpeed keys (deepspeed/runtime/config.py of release 0.19.6) */
+    IGNORED("compile", "ignored: torch.compile is a PyTorch feature; zinc's kernels are compiled C/CUDA"),
+    IGNORED("hybrid_engine", "ignored: the RLHF inference engine does not change training"),
+    IGNORED("torch_autocast", "ignored: the model owns its casts in zinc (as fp16.auto_cast)"),
+    IGNORED("dataloader_drop_last", "ignored: zinc has no data loader; the model feeds its batches"),
+    IGNORED("eigenvalue", "ignored: the eigenvalue estimate only informs progressive layer drop and quantization"),
+    IGNORED("comms_config", "ignored: zinc logs communication through its log callback"),
+    IGNORED("graph_harvesting", "ignored: a CUDA-graph capture detail of DeepSpeed"),
+    IGNORED("log_level", "ignored: zinc's log level is zinc_options.log_level / --quiet"),
+    IGNORED("lower_precision_safe_modules", "ignored: a PyTorch module detail"),
+    IGNORED("use_data_before_expert_parallelism", "ignored: zinc has no expert parallelism"),
+    IGNORED("weight_quantization", "ignored: inference-time weight quantization"),
+    REFUSED("tensor_parallel", "not implemented: tensor parallelism splits the model's math across ranks"),
+    REFUSED("quantize_training", "not implemented: quantization-aware training changes the math"),
+    REFUSED("progressive_layer_drop", "not implemented: progressive layer drop skips layers"),
+    REFUSED("expert_parallel", "not implemented: mixture-of-experts parallelism"),
+    REFUSED("fp8", "not implemented: fp8 mixed precision; use fp16 or bf16"),
+};
+TABLE(zk_top, "", top_keys);
+
+const zk_key *zk_find(const zk_table *t, const char *name) {
+    for (size_t i = 0; i < t->nkeys; i++)
+        if (!strcmp(t->keys[i].name, name)) return &t->keys[i];
+    return NULL;
+}
+
+static size_t collect(const zk_table *t, const zk_table **out, size_t n, size_t max) {
+    if (n < max) out[n] = t;
+    n++;
+    for (size_t i = 0; i < t->nkeys; i++)
+        if (t->keys[i].kind == ZK_OBJECT) n = collect(t->keys[i].sub, out, n, max);
+    return n;
+}
+
+size_t zk_all_tables(const zk_table **out, size_t max) { return collect(&zk_top, out, 0, max); }

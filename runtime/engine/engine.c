@@ -1,0 +1,725 @@
+/* Engine lifecycle, model registration, build (partition, allocate, initialise) and accessors. The
+ * step lives in engine_step.c, gradient reduction in zero/grads.c, stage-3 gathering in zero/gather.c. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/engine/engine_internal.h"
+#include "runtime/core/error.h"
+#include "kernels/cpu_kernels.h"
+#include "runtime/mem/mem_estimate.h"
+#include "runtime/comm/watchdog.h"
+
+zinc_options zinc_default_options(void) {
+    zinc_options o;
+    memset(&o, 0, sizeof o);
+    o.device = ZINC_DEVICE_AUTO;
+    o.log_fn = zinc_log_stderr;
+    o.log_level = ZINC_LOG_INFO;
+    o.seed = 1234;
+    return o;
+}
+
+static char *dupstr(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+zinc_mem_kind zengine_compute_kind(const zinc_engine *e) {
+    return e->dev->mem_kind;
+}
+
+zinc_status zengine_alloc(zinc_engine *e, zinc_mem_category cat, size_t bytes, const char *what, void **out) {
+    return e->dev->ops->alloc(e->dev, cat, bytes, what, out);
+}
+
+void zengine_free(zinc_engine *e, zinc_mem_category cat, void *p, size_t bytes) {
+    if (p) e->dev->ops->free(e->dev, cat, p, bytes);
+}
+
+bool zengine_state_on_device(const zinc_engine *e) {
+    return e->dev->host_addressable || e->state->device_resident;
+}
+
+/* ZINC_EXPERIMENTAL_CUDA=1 lets the engine use the CUDA device backend, which has never run on a GPU. */
+static bool cuda_allowed(void) {
+    const char *x = getenv("ZINC_EXPERIMENTAL_CUDA");
+    return x && !strcmp(x, "1");
+}
+
+static int default_threads(const zinc_engine *e) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int local = e->comm->local_size > 0 ? e->comm->local_size : 1;
+    long t = cores / local;
+    return t < 1 ? 1 : t > ZPOOL_MAX_THREADS ? ZPOOL_MAX_THREADS : (int)t;
+}
+
+zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
+    zinc_status st = ZINC_OK;
+    zinc_engine *e = NULL;
+    if (!out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: out is NULL");
+    *out = NULL;
+    zinc_options o = opts ? *opts : zinc_default_options();
+    if (!o.config_path && !o.config_json)
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: give options.config_path (a ds_config.json file) or "
+                                          "options.config_json (the JSON text)");
+    if (o.cpu_threads < 0 || o.cpu_threads > ZPOOL_MAX_THREADS)
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.cpu_threads %d: want 0 (cores / ranks on this node) "
+                                          "or 1 to %d", o.cpu_threads, ZPOOL_MAX_THREADS);
+    TRY_ALLOC(e, 1, "the engine");
+    e->log.fn = o.log_fn;
+    e->log.userdata = o.log_userdata;
+    e->log.level = o.log_level;
+    e->log.rank = 0;
+    e->seed = o.seed;
+    e->nonfinite = o.nonfinite;
+    e->last_phase = -1;
+
+    TRY(zcomm_create(&e->log, &e->comm));
+    e->rank = e->comm->rank;
+    e->world = e->comm->size;
+    e->log.rank = e->rank;
+    zwatch_configure(&e->log, e->rank);
+
+    if (o.total_steps < 0)
+        FAIL(ZINC_ERR_INVALID_ARG, "zinc_create: options.total_steps is %lld; give the run's optimizer steps, or 0 "
+                                   "when not known", (long long)o.total_steps);
+    zcfg_load_opts lo = {.sets = o.config_overrides, .run_steps = o.total_steps};
+    /* A rank whose config fails must not leave the others waiting in the collectives that follow. */
+    if (o.config_path) st = zcfg_load_file_ex(o.config_path, e->world, &lo, &e->log, &e->cfg);
+    else st = zcfg_load_text_ex(o.config_json, "<json text>", e->world, &lo, &e->log, &e->cfg);
+    TRY(zcomm_agree_status(e->comm, st));
+
+    zinc_device_kind want = o.device != ZINC_DEVICE_AUTO ? o.device : e->cfg.device;
+    if (want == ZINC_DEVICE_CUDA && !cuda_allowed())
+        FAIL(ZINC_ERR_UNSUPPORTED, "device cuda: zinc's CUDA device backend is compiled but has never run on a GPU "
+                                   "yet; set ZINC_EXPERIMENTAL_CUDA=1 in the environment to try it, or use device "
+                                   "cpu (zinc.device in the config or --device cpu)");
+    if (want == ZINC_DEVICE_AUTO) want = cuda_allowed() && zdev_cuda_count() > 0 ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
+    e->device = want;
+    TRY(zcomm_agree_status(e->comm, zdev_create(want, &e->mem, &e->log, e->comm->local_rank,
+                                   o.cpu_threads > 0 ? o.cpu_threads : default_threads(e), &e->dev)));
+    if (e->cfg.optimizer.type == ZOPT_LAMB && !e->dev->host_addressable) /* runtime/engine/engine_lamb.c */
+        TRY(ZERR(ZINC_ERR_UNSUPPORTED, "optimizer \"Lamb\" runs on the cpu device only in this zinc version (its GPU "
+                                       "kernels are not written yet); use \"Adam\", \"AdamW\" or \"Lion\" on device %s",
+                 e->dev->ops->name));
+    TRY(e->dev->ops->comm_create(e->dev, e->comm, &e->log, &e->dcomm));
+
+    e->stage = e->cfg.zero.stage;
+    e->compute_dtype = e->cfg.compute_dtype;
+    e->comm_dtype = e->cfg.comm_dtype;
+    /* Stages 0-1 accumulate micro-step gradients in the full buffer in grad_accum_dtype; stages 2-3 hand
+     * the model compute-dtype bucket slots and accumulate the reduced shard in fp32. */
+    e->grad_dtype = e->stage <= 1 ? e->cfg.grad_accum_dtype : e->compute_dtype;
+    if (e->stage >= 2 && e->cfg.grad_accum_dtype_set && e->cfg.grad_accum_dtype != ZINC_FP32)
+        ZLOG_WARN(&e->log, "data_types.grad_accum_dtype=%s: in stage %d zinc accumulates the gradient shard "
+                           "in fp32 (more accurate, 4 bytes per shard element)",
+                  zinc_dtype_name(e->cfg.grad_accum_dtype), e->stage);
+    /* offload_param "nvme" is refused at load (config_resolve.c), so that zinc config check refuses it too */
+
+    if (e->cfg.fp16.enabled) {
+        if (e->cfg.fp16.loss_scale == 0)
+            zls_init_dynamic(&e->scaler, e->cfg.fp16.initial_scale_power, e->cfg.fp16.loss_scale_window,
+                             e->cfg.fp16.hysteresis, e->cfg.fp16.consecutive_hysteresis, e->cfg.fp16.min_loss_scale);
+        else zls_init_static(&e->scaler, e->cfg.fp16.loss_scale);
+    } else {
+        zls_init_static(&e->scaler, 1.0);
+    }
+
+    ZLOG_INFO(&e->log,
+              "zinc %s: %d rank%s (%s), device %s, ZeRO stage %d, %s compute, %s communication, "
+              "batch %lld = micro %lld x accumulation %lld x ranks %d, %d kernel thread%s (%s)",
+              zinc_version(), e->world, e->world == 1 ? "" : "s", e->dcomm->ops->name, e->dev->ops->name, e->stage,
+              zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->comm_dtype),
+              (long long)e->cfg.train_batch_size, (long long)e->cfg.train_micro_batch_size_per_gpu,
+              (long long)e->cfg.gradient_accumulation_steps, e->world, zpool_threads(e->dev->pool),
+              zpool_threads(e->dev->pool) == 1 ? "" : "s", zkernels_simd_name());
+    *out = e;
+    return ZINC_OK;
+fail:
+    zinc_destroy(e);
+    return st;
+}
+
+void zinc_destroy(zinc_engine *e) {
+    if (!e) return;
+    if (e->built) {
+        zgather_free(e);
+        zgrads_free(e);
+        zengine_f32_free(e);
+        zengine_free(e, ZINC_MEM_PARAMS, e->params_full, e->bytes_params_full);
+        zengine_free(e, ZINC_MEM_PARAMS, e->params_shard, e->bytes_params_shard);
+        zstate_destroy(e->state);
+        if (e->decay_mask_dev != e->decay_mask) zengine_free(e, ZINC_MEM_OTHER, e->decay_mask_dev, e->bytes_mask);
+        zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_OTHER, e->decay_mask, e->bytes_mask);
+    }
+    for (int i = 0; i < e->nparams; i++) {
+        free(e->params[i]->name);
+        free(e->params[i]);
+    }
+    free(e->params);
+    for (int i = 0; i < e->nmodules; i++) free(e->modules[i].name);
+    zengine_agree_free(e);
+    free(e->modules);
+    free(e->trace);
+    if (e->dcomm != e->comm) zcomm_destroy(e->dcomm);
+    zdev_destroy(e->dev);
+    zcomm_destroy(e->comm);
+    free(e);
+}
+
+/* ---------------------------------------------------------------- registration */
+
+int zinc_module_add(zinc_engine *e, const char *name) {
+    if (!e || !name || !*name) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_add: engine and a non-empty name are required");
+        return -1;
+    }
+    if (e->built) {
+        ZERR(ZINC_ERR_STATE, "zinc_module_add(\"%s\"): modules must be added before zinc_build", name);
+        return -1;
+    }
+    for (int i = 0; i < e->nmodules; i++)
+        if (strcmp(e->modules[i].name, name) == 0) {
+            ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_add: a module named \"%s\" already exists", name);
+            return -1;
+        }
+    if (e->nmodules == e->cap_modules) {
+        int cap = e->cap_modules ? 2 * e->cap_modules : 16;
+        zmodule *m = realloc(e->modules, (size_t)cap * sizeof *m);
+        if (!m) {
+            ZERR(ZINC_ERR_NOMEM, "zinc_module_add: out of memory");
+            return -1;
+        }
+        e->modules = m;
+        e->cap_modules = cap;
+    }
+    zmodule *m = &e->modules[e->nmodules];
+    memset(m, 0, sizeof *m);
+    m->name = dupstr(name);
+    if (!m->name) {
+        ZERR(ZINC_ERR_NOMEM, "zinc_module_add: out of memory");
+        return -1;
+    }
+    m->first_param = e->nparams;
+    return e->nmodules++;
+}
+
+zinc_param *zinc_param_add(zinc_engine *e, int module, const char *name, int ndim, const int64_t *shape,
+                           unsigned flags) {
+    if (!e || !name || !*name || !shape) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add: engine, name and shape are required");
+        return NULL;
+    }
+    if (e->built) {
+        ZERR(ZINC_ERR_STATE, "zinc_param_add(\"%s\"): parameters must be added before zinc_build", name);
+        return NULL;
+    }
+    if (module < 0 || module >= e->nmodules) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): module %d does not exist (%d modules added)", name,
+             module, e->nmodules);
+        return NULL;
+    }
+    if (module != e->nmodules - 1) {
+        ZERR(ZINC_ERR_STATE,
+             "zinc_param_add(\"%s\"): parameters must be added to the most recently added module (\"%s\"), "
+             "so every module's parameters are contiguous in forward order",
+             name, e->modules[e->nmodules - 1].name);
+        return NULL;
+    }
+    if (ndim < 1 || ndim > 8) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): ndim %d is out of range 1..8", name, ndim);
+        return NULL;
+    }
+    if (zinc_param_find(e, name)) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add: a parameter named \"%s\" already exists", name);
+        return NULL;
+    }
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 1 || shape[i] > ((int64_t)1 << 40)) {
+            ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): shape[%d] = %lld is out of range 1..2^40", name, i,
+                 (long long)shape[i]);
+            return NULL;
+        }
+        numel *= shape[i];
+        if (numel > ((int64_t)1 << 45)) {
+            ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): too many elements", name);
+            return NULL;
+        }
+    }
+    if (e->nparams == e->cap_params) {
+        int cap = e->cap_params ? 2 * e->cap_params : 64;
+        zinc_param **p = realloc(e->params, (size_t)cap * sizeof *p);
+        if (!p) {
+            ZERR(ZINC_ERR_NOMEM, "zinc_param_add: out of memory");
+            return NULL;
+        }
+        e->params = p;
+        e->cap_params = cap;
+    }
+    zinc_param *p = calloc(1, sizeof *p);
+    if (!p || !(p->name = dupstr(name))) {
+        free(p);
+        ZERR(ZINC_ERR_NOMEM, "zinc_param_add: out of memory");
+        return NULL;
+    }
+    p->e = e;
+    p->module = module;
+    p->ndim = ndim;
+    memcpy(p->shape, shape, (size_t)ndim * sizeof *shape);
+    p->numel = numel;
+    p->flags = flags;
+    p->index = e->nparams;
+    p->flat_offset = -1;
+    e->params[e->nparams++] = p;
+    e->modules[module].nparams++;
+    return p;
+}
+
+zinc_param *zinc_param_find(zinc_engine *e, const char *name) {
+    if (!e || !name) return NULL;
+    for (int i = 0; i < e->nparams; i++)
+        if (strcmp(e->params[i]->name, name) == 0) return e->params[i];
+    return NULL;
+}
+
+zinc_status zinc_param_get_info(const zinc_param *p, zinc_param_info *out) {
+    if (!p || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_get_info: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->name = p->name;
+    out->module = p->module;
+    out->ndim = p->ndim;
+    memcpy(out->shape, p->shape, sizeof out->shape);
+    out->numel = p->numel;
+    out->flat_offset = p->flat_offset;
+    out->flags = p->flags;
+    out->index = p->index;
+    return ZINC_OK;
+}
+
+zinc_param *zengine_param_at(const zinc_engine *e, int64_t x) {
+    int lo = 0, hi = e->nparams - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        zinc_param *p = e->params[mid];
+        if (x < p->flat_offset) hi = mid - 1;
+        else if (x >= p->flat_offset + p->numel) lo = mid + 1;
+        else return p;
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- build */
+
+/* A per-parameter seed from the engine seed and the parameter's name (FNV-1a, then splitmix64), so it
+ * is the same on every rank and for every rank count. */
+static uint64_t param_seed(uint64_t seed, const char *name) {
+    uint64_t h = 1469598103934665603ull ^ seed;
+    for (const unsigned char *s = (const unsigned char *)name; *s; s++) h = (h ^ *s) * 1099511628211ull;
+    h += 0x9e3779b97f4a7c15ull;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+static void layout(zinc_engine *e) {
+    int64_t off = 0;
+    for (int m = 0; m < e->nmodules; m++) {
+        zmodule *mod = &e->modules[m];
+        mod->flat_begin = off;
+        for (int i = 0; i < mod->nparams; i++) {
+            zinc_param *p = e->params[mod->first_param + i];
+            p->flat_offset = off;
+            off = zpart_align_up(off + p->numel, ZPART_PARAM_ALIGN);
+        }
+        mod->flat_end = off;
+    }
+    zpart_init(&e->part, off, e->world, e->rank);
+    if (e->stage == 0) {
+        e->own_lo = 0;
+        e->own_hi = e->part.padded;
+    } else {
+        e->own_lo = (int64_t)e->rank * e->part.shard;
+        e->own_hi = e->own_lo + e->part.shard;
+    }
+}
+
+static void fill_decay_mask(zinc_engine *e) {
+    int64_t groups = (e->own_hi - e->own_lo) / ZPART_PARAM_ALIGN;
+    for (int64_t g = 0; g < groups; g++) {
+        zinc_param *p = zengine_param_at(e, e->own_lo + g * ZPART_PARAM_ALIGN);
+        e->decay_mask[g] = (uint8_t)(p && (p->flags & ZINC_PARAM_DECAY));
+    }
+}
+
+/* Copies the float values of parameter p's elements that fall into [lo, hi) to dst (compute dtype, on
+ * the device, indexed from dst_base). */
+static zinc_status place_param(zinc_engine *e, const zinc_param *p, const float *vals, void *dst,
+                               int64_t dst_base, int64_t lo, int64_t hi) {
+    int64_t a = p->flat_offset > lo ? p->flat_offset : lo;
+    int64_t b = p->flat_offset + p->numel < hi ? p->flat_offset + p->numel : hi;
+    if (b <= a) return ZINC_OK;
+    size_t esz = zinc_dtype_size(e->compute_dtype);
+    return zdev_upload_f32(e->dev, (char *)dst + (size_t)(a - dst_base) * esz, e->compute_dtype,
+                           vals + (a - p->flat_offset), (size_t)(b - a));
+}
+
+/* The master weights start as the compute-dtype parameters widened, so master and parameters agree
+ * exactly; the moments start at zero. */
+static zinc_status init_state(zinc_engine *e) {
+    zinc_status st = ZINC_OK;
+    size_t csz = zinc_dtype_size(e->compute_dtype);
+    const char *own = e->stage <= 2 ? (const char *)e->params_full + (size_t)e->own_lo * csz
+                                    : (const char *)e->params_shard;
+    zdevice *d = e->dev;
+    bool on_dev = zengine_state_on_device(e);
+    TRY(zstate_pass_begin(e->state, ZSTATE_WRITE));
+    for (int64_t i = 0; i < e->state->nchunks; i++) {
+        zstate_view v;
+        TRY(zstate_acquire(e->state, i, &v));
+        size_t nb = (size_t)v.n * sizeof(float);
+        if (on_dev) {
+            TRY(d->ops->cast_to_f32(d, v.master, own + (size_t)v.lo * csz, e->compute_dtype, (size_t)v.n));
+            TRY(d->ops->memset0(d, v.m, nb));
+            TRY(d->ops->memset0(d, v.v, nb));
+        } else { /* offloaded state, parameters on the GPU */
+            TRY(zdev_download_f32(d, v.master, own + (size_t)v.lo * csz, e->compute_dtype, (size_t)v.n));
+            memset(v.m, 0, nb);
+            memset(v.v, 0, nb);
+        }
+        TRY(zstate_release(e->state, i));
+    }
+    TRY(zstate_pass_end(e->state));
+    return ZINC_OK;
+fail:
+    zstate_pass_abort(e->state);
+    return st;
+}
+
+/* Whether zinc_build(whole-tensor init_fn) can let init_fn write straight into the parameter buffer: the
+ * full fp32 buffer in host memory (stages 0-2 on a host-addressable device), so no scratch is needed. */
+bool zengine_init_in_place(const zinc_engine *e) {
+    return e->stage <= 2 && e->compute_dtype == ZINC_FP32 && e->dev->host_addressable;
+}
+
+/* The elements of parameter p this rank initialises: the whole tensor at stages 0-2, its own part at 3. */
+static bool init_range(const zinc_engine *e, const zinc_param *p, int64_t *lo, int64_t *hi) {
+    int64_t p_lo = p->flat_offset, p_hi = p->flat_offset + p->numel;
+    if (e->stage <= 2) {
+        *lo = p_lo, *hi = p_hi;
+        return true;
+    }
+    *lo = p_lo > e->own_lo ? p_lo : e->own_lo;
+    *hi = p_hi < e->own_hi ? p_hi : e->own_hi;
+    return *hi > *lo;
+}
+
+int64_t zengine_init_scratch_numel(const zinc_engine *e, bool ranged) {
+    if (!ranged && zengine_init_in_place(e)) return 0;
+    int64_t most = 0;
+    for (int i = 0; i < e->nparams; i++) {
+        int64_t lo, hi;
+        const zinc_param *p = e->params[i];
+        if (!init_range(e, p, &lo, &hi)) continue;
+        int64_t n = ranged ? hi - lo : p->numel;
+        if (n > most) most = n;
+    }
+    return ranged && most > ZINC_INIT_PIECE ? ZINC_INIT_PIECE : most;
+}
+
+static zinc_status init_params(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn ranged, void *userdata) {
+    zinc_status st = ZINC_OK;
+    float *vals = NULL;
+    int64_t cap = zengine_init_scratch_numel(e, ranged != NULL);
+    if (cap) TRY_ALLOC(vals, cap, "parameter initialisation");
+    for (int i = 0; i < e->nparams; i++) {
+        zinc_param *p = e->params[i];
+        int64_t lo, hi;
+        if (!init_range(e, p, &lo, &hi)) continue;
+        zinc_param_info info;
+        zinc_param_get_info(p, &info);
+        uint64_t seed = param_seed(e->seed, p->name);
+        void *dst = e->stage <= 2 ? e->params_full : e->params_shard;
+        int64_t dst_base = e->stage <= 2 ? 0 : e->own_lo;
+        if (ranged) { /* pieces of at most ZINC_INIT_PIECE elements, only the ones this rank holds */
+            for (int64_t a = lo; a < hi; a += cap) {
+                int64_t n = hi - a < cap ? hi - a : cap;
+                memset(vals, 0, (size_t)n * sizeof *vals);
+                st = ranged(userdata, &info, seed, a - p->flat_offset, n, vals);
+                if (st != ZINC_OK) {
+                    zinc__error_trace(__FILE__, __LINE__);
+                    goto fail;
+                }
+                TRY(zdev_upload_f32(e->dev, (char *)dst + (size_t)(a - dst_base) * zinc_dtype_size(e->compute_dtype),
+                                    e->compute_dtype, vals, (size_t)n));
+            }
+        } else if (!vals) { /* in place: the fp32 host buffer holds the tensor contiguously, zeroed */
+            st = whole(userdata, &info, seed, (float *)e->params_full + p->flat_offset);
+            if (st != ZINC_OK) {
+                zinc__error_trace(__FILE__, __LINE__);
+                goto fail;
+            }
+        } else {
+            memset(vals, 0, (size_t)p->numel * sizeof *vals);
+            st = whole(userdata, &info, seed, vals);
+            if (st != ZINC_OK) {
+                zinc__error_trace(__FILE__, __LINE__);
+                goto fail;
+            }
+            TRY(place_param(e, p, vals, dst, dst_base, lo, hi));
+        }
+    }
+fail:
+    free(vals);
+    return st;
+}
+
+static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn ranged, void *userdata,
+                         const char *fn) {
+    zinc_status st = ZINC_OK;
+    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "%s: engine is NULL", fn);
+    if (e->built) return ZERR(ZINC_ERR_STATE, "%s: the engine is already built", fn);
+    if (!whole && !ranged) return ZERR(ZINC_ERR_INVALID_ARG, "%s: init_fn is required", fn);
+    if (e->nparams == 0) return ZERR(ZINC_ERR_STATE, "%s: no parameters were added", fn);
+
+    layout(e);
+    TRY(zengine_agree(e)); /* one collective: config, model and the caller's items agree on every rank */
+    e->init_ranged = ranged != NULL;
+    e->init_in_place = !ranged && zengine_init_in_place(e);
+    TRY(zmem_preflight(e)); /* refuses, with the numbers, a config this machine cannot hold */
+    size_t csz = zinc_dtype_size(e->compute_dtype);
+    int64_t own = e->own_hi - e->own_lo;
+    e->built = true; /* from here on zinc_destroy frees what was allocated */
+    if (e->stage <= 2) {
+        e->bytes_params_full = (size_t)e->part.padded * csz;
+        TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_full, "parameters", &e->params_full));
+    } else {
+        e->bytes_params_shard = (size_t)e->part.shard * csz;
+        TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_shard, "the parameter shard", &e->params_shard));
+    }
+    e->bytes_state = (size_t)own * sizeof(float);
+    TRY(zstate_create(e, own, &e->state));
+    e->bytes_mask = (size_t)(own / ZPART_PARAM_ALIGN);
+    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_OTHER, e->bytes_mask, "the weight-decay mask",
+                        (void **)&e->decay_mask));
+    fill_decay_mask(e);
+    e->decay_mask_dev = e->decay_mask;
+    if (!e->dev->host_addressable && e->bytes_mask) {
+        TRY(zengine_alloc(e, ZINC_MEM_OTHER, e->bytes_mask, "the weight-decay mask", (void **)&e->decay_mask_dev));
+        TRY(e->dev->ops->copy(e->dev, e->decay_mask_dev, e->decay_mask, e->bytes_mask, ZDEV_H2D));
+    }
+    TRY(zgrads_alloc(e));
+
+    /* Initialise: every rank computes every parameter it holds any part of from the same seed. */
+    TRY(init_params(e, whole, ranged, userdata));
+    TRY(init_state(e));
+    if (e->stage == 3) TRY(zgather_after_step(e)); /* gathers the persistent modules */
+
+    int64_t total = 0;
+    for (int i = 0; i < e->nparams; i++) total += e->params[i]->numel;
+    ZLOG_INFO(&e->log,
+              "built: %lld parameters in %d tensors, %d modules; flat buffer %lld elements, shard %lld per rank; "
+              "optimizer state %.1f MiB per rank",
+              (long long)total, e->nparams, e->nmodules, (long long)e->part.padded, (long long)e->part.shard,
+              3.0 * (double)e->bytes_state / 1048576.0);
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
+    if (!init_fn) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_build: init_fn is required");
+    return build(e, init_fn, NULL, userdata, "zinc_build");
+}
+
+zinc_status zinc_build_ranged(zinc_engine *e, zinc_init_range_fn init_fn, void *userdata) {
+    if (!init_fn) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_build_ranged: init_fn is required");
+    return build(e, NULL, init_fn, userdata, "zinc_build_ranged");
+}
+
+/* ---------------------------------------------------------------- training entry points */
+
+static zinc_status check_module(zinc_engine *e, int module, int phase, const char *fn) {
+    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "%s: engine is NULL", fn);
+    if (!e->built) return ZERR(ZINC_ERR_STATE, "%s: call zinc_build first", fn);
+    if (module < 0 || module >= e->nmodules)
+        return ZERR(ZINC_ERR_INVALID_ARG, "%s: module %d does not exist (%d modules)", fn, module, e->nmodules);
+    if (phase != ZINC_FORWARD && phase != ZINC_BACKWARD)
+        return ZERR(ZINC_ERR_INVALID_ARG, "%s: phase %d is neither ZINC_FORWARD nor ZINC_BACKWARD", fn, phase);
+    return ZINC_OK;
+}
+
+static const char *phase_name(int phase) { return phase == ZINC_FORWARD ? "forward" : "backward"; }
+
+zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
+    zinc_status st = check_module(e, module, (int)phase, "zinc_module_enter");
+    if (st != ZINC_OK) return st;
+    if ((st = zengine_check_usable(e, "zinc_module_enter")) != ZINC_OK) return st;
+    zmodule *m = &e->modules[module];
+    if (m->in_phase[phase])
+        return ZERR(ZINC_ERR_STATE,
+                    "zinc_module_enter: module \"%s\" is already in %s (missing zinc_module_exit); a module is "
+                    "entered again only after it exits (nesting other modules inside it is fine)",
+                    m->name, phase_name(phase));
+    /* A forward after a completed backward begins the next micro-step: finish this one's reductions. A
+     * forward inside an open backward is a recomputation (activation checkpointing), not a new micro-step. */
+    if (phase == ZINC_FORWARD && e->last_phase == ZINC_BACKWARD && e->open_backward == 0) {
+        TRY(zgrads_flush(e));
+        e->in_backward_pass = false;
+    }
+    if (phase == ZINC_BACKWARD && !e->in_backward_pass) {
+        e->in_backward_pass = true;
+        e->micro_steps++;
+    }
+    if (m->nparams > 0) { /* a module without parameters only marks the micro-step's phases */
+        if (e->stage == 3) TRY(zgather_module_enter(e, module, (int)phase));
+        if (phase == ZINC_BACKWARD) TRY(zgrads_module_backward_enter(e, module));
+    }
+    m->in_phase[phase] = true;
+    if (phase == ZINC_BACKWARD) e->open_backward++;
+    e->last_phase = (int)phase;
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+zinc_status zinc_module_exit(zinc_engine *e, int module, zinc_phase phase) {
+    zinc_status st = check_module(e, module, (int)phase, "zinc_module_exit");
+    if (st != ZINC_OK) return st;
+    zmodule *m = &e->modules[module];
+    if (!m->in_phase[phase])
+        return ZERR(ZINC_ERR_STATE, "zinc_module_exit: module \"%s\" was not entered for %s", m->name,
+                    phase_name(phase));
+    m->in_phase[phase] = false;
+    if (phase == ZINC_BACKWARD) e->open_backward--;
+    if (m->nparams == 0) return ZINC_OK;
+    if (phase == ZINC_BACKWARD) TRY(zgrads_module_backward_exit(e, module));
+    if (e->stage == 3) TRY(zgather_module_exit(e, module, (int)phase));
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+const void *zinc_param_data(const zinc_param *p) {
+    if (!p) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_data: NULL parameter");
+        return NULL;
+    }
+    const zinc_engine *e = p->e;
+    if (!e->built) {
+        ZERR(ZINC_ERR_STATE, "zinc_param_data(\"%s\"): call zinc_build first", p->name);
+        return NULL;
+    }
+    const zmodule *m = &e->modules[p->module];
+    if (!m->in_phase[0] && !m->in_phase[1]) {
+        /* Refused at every stage, not only where stage 3 has released the parameters, so a model that
+         * works at one stage works at all of them. */
+        ZERR(ZINC_ERR_STATE,
+             "zinc_param_data(\"%s\"): parameters are readable only between zinc_module_enter and "
+             "zinc_module_exit of their module (\"%s\"), at every ZeRO stage (stage 3 frees them on exit); enter "
+             "the module again where the parameter is used a second time (a tied weight), or read the fp32 "
+             "master weights with zinc_gather_master",
+             p->name, m->name);
+        return NULL;
+    }
+    size_t csz = zinc_dtype_size(e->compute_dtype);
+    if (e->stage <= 2) return (const char *)e->params_full + (size_t)p->flat_offset * csz;
+    return (const char *)m->gathered + (size_t)(p->flat_offset - m->flat_begin) * csz;
+}
+
+void *zinc_param_grad(const zinc_param *p) {
+    if (!p) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_grad: NULL parameter");
+        return NULL;
+    }
+    if (!p->grad)
+        ZERR(ZINC_ERR_STATE,
+             "zinc_param_grad(\"%s\"): gradients exist only between zinc_module_enter and zinc_module_exit of "
+             "the module's backward",
+             p->name);
+    return p->grad;
+}
+
+void zengine_mark_broken(zinc_engine *e, const char *what) {
+    if (e->broken[0]) return;
+    const char *msg = zinc_last_error();
+    size_t n = strcspn(msg, "\n");
+    snprintf(e->broken, sizeof e->broken, "%s failed part-way (%.*s)", what, (int)(n < 400 ? n : 400), msg);
+}
+
+zinc_status zengine_check_usable(const zinc_engine *e, const char *fn) {
+    if (!e->broken[0]) return ZINC_OK;
+    return ZERR(ZINC_ERR_STATE,
+                "%s: %s. The optimizer state may be partly updated, so this engine refuses to go on: load a "
+                "checkpoint (zinc_load_checkpoint, zinc train --resume) or create a new engine",
+                fn, e->broken);
+}
+
+zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
+    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_step: engine is NULL");
+    if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_step: call zinc_build first");
+    zinc_status usable = zengine_check_usable(e, "zinc_step");
+    if (usable != ZINC_OK) return usable;
+    for (int m = 0; m < e->nmodules; m++)
+        if (e->modules[m].in_phase[0] || e->modules[m].in_phase[1])
+            return ZERR(ZINC_ERR_STATE, "zinc_step: module \"%s\" is still entered (%s); exit it first",
+                        e->modules[m].name, e->modules[m].in_phase[0] ? "forward" : "backward");
+    if (e->micro_steps == 0)
+        return ZERR(ZINC_ERR_STATE,
+                    "zinc_step: no backward pass since the last step (no module was entered for backward), so there "
+                    "is no gradient to apply; run forward and backward (zinc_module_enter(..., ZINC_BACKWARD)) "
+                    "before each step");
+    zinc_step_info tmp;
+    return zengine_step(e, info ? info : &tmp);
+}
+
+/* ---------------------------------------------------------------- accessors */
+
+zinc_dtype zinc_compute_dtype(const zinc_engine *e) { return e->compute_dtype; }
+zinc_dtype zinc_grad_dtype(const zinc_engine *e) { return e->grad_dtype; }
+float zinc_loss_scale(const zinc_engine *e) { return (float)e->scaler.cur_scale; }
+int zinc_rank(const zinc_engine *e) { return e->rank; }
+int zinc_world_size(const zinc_engine *e) { return e->world; }
+int zinc_zero_stage(const zinc_engine *e) { return e->stage; }
+int64_t zinc_micro_batch_size(const zinc_engine *e) { return e->cfg.train_micro_batch_size_per_gpu; }
+int64_t zinc_grad_accum_steps(const zinc_engine *e) { return e->cfg.gradient_accumulation_steps; }
+int64_t zinc_train_batch_size(const zinc_engine *e) { return e->cfg.train_batch_size; }
+int64_t zinc_steps_per_print(const zinc_engine *e) { return e->cfg.steps_per_print; }
+zinc_device_kind zinc_device(const zinc_engine *e) { return e->device; }
+int zinc_device_host_addressable(const zinc_engine *e) { return e && e->dev ? e->dev->host_addressable : 0; }
+
+void zinc_log(const zinc_engine *e, zinc_log_level level, const char *fmt, ...) {
+    if (!e || !e->log.fn || level < e->log.level) return;
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    e->log.fn(e->log.userdata, level, e->rank, buf);
+}
+
+zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out) {
+    if (!e || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_memory_get: NULL argument");
+    zmem_report(&e->mem, out);
+    e->dev->ops->mem_info(e->dev, &out->device_used_bytes, &out->device_total_bytes);
+    return ZINC_OK;
+}
+
+void *zinc_stream(const zinc_engine *e) { return e && e->dev ? e->dev->compute_stream : NULL; }
+
+zinc_status zinc_copy_to_host(zinc_engine *e, void *host_dst, const void *src, size_t bytes) {
+    if (!e || !e->dev || ((!host_dst || !src) && bytes))
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_copy_to_host: NULL argument");
+    return bytes ? e->dev->ops->copy(e->dev, host_dst, src, bytes, ZDEV_D2H) : ZINC_OK;
+}
+
+zinc_status zinc_copy_from_host(zinc_engine *e, void *dst, const void *host_src, size_t bytes) {
+    if (!e || !e->dev || ((!dst || !host_src) && bytes))
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_copy_from_host: NULL argument");
+    return bytes ? e->dev->ops->copy(e->dev, dst, host_src, bytes, ZDEV_H2D) : ZINC_OK;
+}

@@ -1,0 +1,69 @@
+/* fp32 views for models that compute in fp32 while the engine keeps bf16/fp16 parameters and gradients:
+ * whole-tensor conversions through the device's vectorised casts, instead of one zinc_load_f32 /
+ * zinc_add_f32 call per element. */
+#include "runtime/engine/engine_internal.h"
+#include "runtime/core/error.h"
+#include "kernels/cpu_kernels.h"
+
+/* Elements converted per pass through the device scratch when the device is not host-addressable. */
+enum { F32_CHUNK = 1 << 20, F32_TILE = 4096 };
+
+zinc_status zinc_param_to_f32(const zinc_param *p, float *out) {
+    if (!p || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_to_f32: NULL argument");
+    const void *src = zinc_param_data(p);
+    if (!src) return ZINC_ERR_STATE; /* zinc_param_data said why */
+    zinc_engine *e = p->e;
+    return e->dev->ops->cast_to_f32(e->dev, out, src, e->compute_dtype, (size_t)p->numel);
+}
+
+/* The device scratch for conversions on a device the host cannot address (allocated once, 4 MiB). */
+static zinc_status scratch(zinc_engine *e, float **out) {
+    zinc_status st = ZINC_OK;
+    if (!e->f32_scratch)
+        TRY(zengine_alloc(e, ZINC_MEM_STAGING, (size_t)F32_CHUNK * sizeof(float),
+                          "the fp32 gradient conversion scratch (zinc_grad_add_f32)", (void **)&e->f32_scratch));
+    *out = e->f32_scratch;
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+zinc_status zinc_grad_add_f32(zinc_param *p, const float *g) {
+    zinc_status st = ZINC_OK;
+    if (!p || !g) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_grad_add_f32: NULL argument");
+    void *dst = zinc_param_grad(p);
+    if (!dst) return ZINC_ERR_STATE; /* zinc_param_grad said why */
+    zinc_engine *e = p->e;
+    zdevice *d = e->dev;
+    float scale = (float)e->scaler.cur_scale;
+    size_t n = (size_t)p->numel, gs = zinc_dtype_size(e->grad_dtype);
+    if (e->grad_dtype == ZINC_FP32) return d->ops->axpy_f32(d, dst, g, ZINC_FP32, scale, n, 1);
+    if (d->host_addressable) { /* widen a tile, add, round once: the bits of a fused kernel */
+        float tile[F32_TILE];
+        for (size_t i = 0; i < n; i += F32_TILE) {
+            size_t k = n - i < F32_TILE ? n - i : F32_TILE;
+            char *x = (char *)dst + i * gs;
+            zcast_to_f32(tile, x, e->grad_dtype, k);
+            zaxpy_f32(tile, g + i, ZINC_FP32, scale, k, 1);
+            zcast_from_f32(x, e->grad_dtype, tile, k);
+        }
+        return ZINC_OK;
+    }
+    float *tmp;
+    TRY(scratch(e, &tmp));
+    for (size_t i = 0; i < n; i += F32_CHUNK) {
+        size_t k = n - i < F32_CHUNK ? n - i : F32_CHUNK;
+        char *x = (char *)dst + i * gs;
+        TRY(d->ops->cast_to_f32(d, tmp, x, e->grad_dtype, k));
+        TRY(d->ops->axpy_f32(d, tmp, g + i, ZINC_FP32, scale, k, 1));
+        TRY(d->ops->cast_from_f32(d, x, e->grad_dtype, tmp, k));
+    }
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+void zengine_f32_free(zinc_engine *e) {
+    zengine_free(e, ZINC_MEM_STAGING, e->f32_scratch, (size_t)F32_CHUNK * sizeof(float));
+    e->f32_scratch = NULL;
+}

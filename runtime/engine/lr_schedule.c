@@ -1,0 +1,161 @@
+/* DeepSpeed's learning-rate schedules (deepspeed/runtime/lr_schedules.py; reference/deepspeed.md section 1),
+ * as pure functions of the iteration. `it` below is DeepSpeed's last_batch_iteration; zinc evaluates the
+ * schedule at it = steps_taken (see lr_schedule.h), so the first optimizer step uses iteration 0.
+ *
+ * Every expression keeps Python's operand order so the doubles come out bit-identical to DeepSpeed's
+ * (e.g. inverse_log_warm_up * log(it + 1), min + delta * gamma).
+ *
+ * Deliberate choices where DeepSpeed's code is undefined or has since been fixed upstream:
+ * - WarmupCosineLR after warmup: the cosine progress (it - N + 1) / (T - N) is clamped to 1 and T - N to at
+ *   least 1, as later DeepSpeed does. At the reference commit the ratio climbs back up past T (the cosine
+ *   keeps going) and T == N divides by zero. Identical to the reference for every N <= it < T.
+ * - OneCycle stair counts: quantised as later DeepSpeed does (from the integer offset within the cycle,
+ *   floor(position * stairs / half) / stairs). The reference commit stores the counts and ignores them.
+ *   cycle_second_stair_count < 0 means "same as the first" (DeepSpeed's None, the key left out); the loader
+ *   turns a -1 written in the file into 0 (no stairs), as DeepSpeed 0.19.6 reads it.
+ * - OneCycle with cycle_momentum: DeepSpeed sets betas = (mom, 0.99), clobbering beta2. zinc only replaces
+ *   beta1 (zlr_beta1_at) and keeps the configured beta2.
+ * - OneCycle with decay_step_size == 0 or a zero decay rate: no decay (lr stays cycle_min_lr, momentum
+ *   cycle_max_mom), which is DeepSpeed's skip_lr_decay / skip_mom_decay. The momentum decay multiplies
+ *   (max_mom * (1 + rate * interval)), exactly as DeepSpeed does, even though that makes it grow. */
+#include "runtime/engine/lr_schedule.h"
+
+#include <math.h>
+
+static const double zlr_pi = 3.14159265358979323846; /* Python's math.pi */
+
+static int64_t warmup_steps(const zcfg_scheduler *s) {
+    return s->warmup_num_steps < 2 ? 2 : s->warmup_num_steps; /* max(2, warmup_num_steps) */
+}
+
+/* The warmup fraction in [0, 1) for it < N (WarmupLR._get_gamma's first branch; the raw ratio of
+ * WarmupCosineLR.get_lr_ratio). */
+static double warmup_fraction(const zcfg_scheduler *s, int64_t it, int64_t n) {
+    if (s->warmup_type == ZWARMUP_LINEAR) return (double)it / (double)n;
+    double inverse_log_warm_up = 1.0 / log((double)n);
+    return inverse_log_warm_up * log((double)(it + 1));
+}
+
+static double warmup_lr(const zcfg_scheduler *s, int64_t it, bool decay) {
+    int64_t n = warmup_steps(s);
+    double gamma;
+    if (it < n) {
+        gamma = warmup_fraction(s, it, n);
+    } else if (!decay) {
+        gamma = 1.0;
+    } else {
+        double den = (double)(s->total_num_steps - n);
+        if (den < 1.0) den = 1.0;
+        gamma = (double)(s->total_num_steps - it) / den;
+        if (gamma < 0.0) gamma = 0.0;
+    }
+    double delta = s->warmup_max_lr - s->warmup_min_lr;
+    return s->warmup_min_lr + delta * gamma;
+}
+
+static double cosine_ratio(const zcfg_scheduler *s, int64_t it) {
+    int64_t n = warmup_steps(s);
+    if (it < n) {
+        double ratio = warmup_fraction(s, it, n);
+        double ratio_delta = 1. - s->warmup_min_ratio;
+        return s->warmup_min_ratio + ratio * ratio_delta;
+    }
+    double real_last_step = (double)(it - n + 1);
+    double real_total_steps = (double)(s->total_num_steps - n);
+    if (real_total_steps < 1.0) real_total_steps = 1.0;
+    /* math.pi * real_last_step / real_total_steps, in Python's order; clamped at the end of the schedule */
+    double angle = real_last_step < real_total_steps ? zlr_pi * real_last_step / real_total_steps : zlr_pi;
+    double ratio_delta = 1. - s->cos_min_ratio;
+    double ratio = (1 + cos(angle)) / 2;
+    ratio = s->cos_min_ratio + ratio_delta * ratio;
+    return ratio > 0.0 ? ratio : 0.0;
+}
+
+typedef struct {
+    double first, second, total, step_ratio;
+} one_cycle_shape;
+
+static one_cycle_shape cycle_shape(const zcfg_scheduler *s) {
+    one_cycle_shape c;
+    c.first = (double)s->cycle_first_step_size;
+    c.second = s->cycle_second_step_size < 0 ? c.first : (double)s->cycle_second_step_size;
+    c.total = c.first + c.second;
+    c.step_ratio = c.total > 0 ? c.first / c.total : 0.0;
+    return c;
+}
+
+/* OneCycle._get_scale_factor: evaluated at batch_iteration = it + 1. */
+static double cycle_scale_factor(const zcfg_scheduler *s, const one_cycle_shape *c, int64_t it) {
+    double batch_iteration = (double)(it + 1);
+    double cycle = floor(1 + batch_iteration / c->total);
+    double x = 1. + batch_iteration / c->total - cycle;
+    double scale_factor;
+    int64_t stair_count;
+    if (x <= c->step_ratio) {
+        scale_factor = x / c->step_ratio;
+        stair_count = s->cycle_first_stair_count;
+    } else {
+        scale_factor = (x - 1) / (c->step_ratio - 1);
+        stair_count = s->cycle_second_stair_count < 0 ? s->cycle_first_stair_count : s->cycle_second_stair_count;
+    }
+    if (stair_count > 0) {
+        double stairs = (double)stair_count;
+        double cycle_iteration = fmod(batch_iteration, c->total);
+        double stair_position = cycle_iteration <= c->first ? cycle_iteration * stairs / c->first
+                                                            : (c->total - cycle_iteration) * stairs / c->second;
+        scale_factor = floor(stair_position) / stairs;
+    }
+    return scale_factor;
+}
+
+/* In the cycle: sets *scale_factor and returns true. After it: sets *decay_interval (NAN when decay is
+ * skipped for lack of a decay_step_size) and returns false. */
+static bool one_cycle_phase(const zcfg_scheduler *s, int64_t it, double *scale_factor, double *decay_interval) {
+    one_cycle_shape c = cycle_shape(s);
+    if (c.total > 0 && (double)it < c.total) {
+        *scale_factor = cycle_scale_factor(s, &c, it);
+        return true;
+    }
+    double decay_batch_iteration = (double)it - c.total + 1;
+    *decay_interval = s->decay_step_size == 0 ? (double)NAN : decay_batch_iteration / (double)s->decay_step_size;
+    return false;
+}
+
+static double one_cycle_lr(const zcfg_scheduler *s, int64_t it) {
+    double sf = 0, interval = 0;
+    if (one_cycle_phase(s, it, &sf, &interval)) {
+        double base_height = (s->cycle_max_lr - s->cycle_min_lr) * sf;
+        return s->cycle_min_lr + base_height;
+    }
+    if (isnan(interval) || s->decay_lr_rate == 0.0) return s->cycle_min_lr; /* skip_lr_decay */
+    double lr_decay_factor = (1 + s->decay_lr_rate * interval);
+    return s->cycle_min_lr / lr_decay_factor;
+}
+
+static double one_cycle_mom(const zcfg_scheduler *s, int64_t it) {
+    double sf = 0, interval = 0;
+    if (one_cycle_phase(s, it, &sf, &interval)) {
+        double base_height = (s->cycle_max_mom - s->cycle_min_mom) * sf;
+        return s->cycle_max_mom - base_height;
+    }
+    if (isnan(interval) || s->decay_mom_rate == 0.0) return s->cycle_max_mom; /* skip_mom_decay */
+    double mom_decay_factor = (1 + s->decay_mom_rate * interval);
+    return s->cycle_max_mom * mom_decay_factor;
+}
+
+double zlr_at(const zcfg_scheduler *s, double base_lr, int64_t steps_taken) {
+    int64_t it = steps_taken < 0 ? 0 : steps_taken;
+    switch (s->type) {
+    case ZSCHED_WARMUP_LR: return warmup_lr(s, it, false);
+    case ZSCHED_WARMUP_DECAY_LR: return warmup_lr(s, it, true);
+    case ZSCHED_WARMUP_COSINE_LR: return base_lr * cosine_ratio(s, it);
+    case ZSCHED_ONE_CYCLE: return one_cycle_lr(s, it);
+    case ZSCHED_NONE:
+    default: return base_lr;
+    }
+}
+
+double zlr_beta1_at(const zcfg_scheduler *s, double base_beta1, int64_t steps_taken) {
+    if (s->type != ZSCHED_ONE_CYCLE || !s->cycle_momentum) return base_beta1;
+    return one_cycle_mom(s, steps_taken < 0 ? 0 : steps_taken);
+}
