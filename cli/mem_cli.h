@@ -15,7 +15,7 @@ typedef struct mparam {
     int module;
     char name[96];
     int ndim;
-    int64_t shape[8];
+    int64_t shape[ZINC_MAX_DIMS];
     int64_t numel;
 } mparam;
 

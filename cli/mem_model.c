@@ -39,7 +39,7 @@ static int model_add(mmodel *m, const char *module, const char *name, int ndim, 
                         "listed together\n", module);
         return -1;
     }
-    if (mod < 0 || ndim < 1 || ndim > 8) return -1;
+    if (mod < 0 || ndim < 1 || ndim > ZINC_MAX_DIMS) return -1;
     /* Untrusted numbers (a --shapes file): each tensor and the model at most 2^45 elements, checked before
      * any product or sum can overflow. */
     const int64_t lim = (int64_t)1 << 45;
@@ -143,13 +143,13 @@ static int model_shapes(mmodel *m, const char *path) {
         ln++;
         char *h = strchr(line, '#');
         if (h) *h = 0;
-        char *tok[16];
+        char *tok[ZINC_MAX_DIMS + 8];
         int nt = 0;
-        for (char *s = strtok(line, " \t\r\nx,:[]()"); s && nt < 16; s = strtok(NULL, " \t\r\nx,:[]()")) tok[nt++] = s;
+        for (char *s = strtok(line, " \t\r\nx,:[]()"); s && nt < ZINC_MAX_DIMS + 8; s = strtok(NULL, " \t\r\nx,:[]()")) tok[nt++] = s;
         if (nt == 0) continue;
-        int64_t shape[8];
+        int64_t shape[ZINC_MAX_DIMS];
         int nd = nt - 2;
-        bool ok = nt >= 3 && nd <= 8;
+        bool ok = nt >= 3 && nd <= ZINC_MAX_DIMS;
         for (int i = 0; ok && i < nd; i++) {
             char *end;
             errno = 0;
@@ -158,8 +158,8 @@ static int model_shapes(mmodel *m, const char *path) {
             shape[i] = v;
         }
         if (!ok || model_add(m, tok[0], tok[1], nd, shape)) {
-            fprintf(stderr, "%s:%d: expected \"MODULE NAME DIM [DIM...]\" with 1 to 8 positive dimensions\n", path,
-                    ln);
+            fprintf(stderr, "%s:%d: expected \"MODULE NAME DIM [DIM...]\" with 1 to %d positive dimensions\n", path,
+                    ln, ZINC_MAX_DIMS);
             rc = -1;
             break;
         }

@@ -32,6 +32,24 @@ extern "C" {
 #define ZINC_VERSION_PATCH 0
 #define ZINC_VERSION_STRING "0.1.0"
 
+/* Conventions of this header:
+ * - A call that can fail returns zinc_status (ZINC_OK = 0) and leaves the reason for zinc_last_error().
+ *   The few calls that return something else say how they fail: zinc_module_add returns -1,
+ *   zinc_param_add / zinc_param_find / zinc_param_data / zinc_param_grad return NULL, each with a message
+ *   for zinc_last_error() (zinc_param_find: only for a NULL argument; an unknown name is not an error).
+ * - Accessors (zinc_rank ... zinc_numel_total, zinc_step_count) never fail on a valid engine. Given a NULL
+ *   engine they return a value no engine has: -1 for the integer ones, 0.0f for zinc_loss_scale, NULL for
+ *   pointers, and ZINC_DEVICE_AUTO / ZINC_FP32 for the enums (these two are ambiguous: check the engine),
+ *   and zinc_last_error() says which call got NULL. zinc_destroy(NULL) and zinc_log(NULL, ...) do nothing.
+ * - Growing without breaking callers: zinc_options starts with struct_size, which zinc_default_options()
+ *   sets; a library newer than the caller's header reads only the fields the caller knew and takes
+ *   defaults for the rest, and an older library refuses a larger struct with ZINC_ERR_UNSUPPORTED. The
+ *   structs the library fills (zinc_param_info, zinc_step_info, zinc_memory_report) end in reserved space
+ *   that new fields take, so their size stays the same within a major version; the library zeroes it. */
+
+/* The most dimensions a parameter may have. */
+#define ZINC_MAX_DIMS 8
+
 /* ---------------------------------------------------------------- status and errors */
 
 typedef enum zinc_status {
@@ -109,6 +127,9 @@ typedef enum zinc_device_kind {
 typedef enum { ZINC_NONFINITE_DEFAULT = 0, ZINC_NONFINITE_SKIP = 1 } zinc_nonfinite;
 
 typedef struct zinc_options {
+    /* sizeof(zinc_options) as the caller was compiled: set by zinc_default_options(). Start from it and set
+     * fields by name; zinc_create refuses 0 (a struct that did not come from zinc_default_options). */
+    size_t struct_size;
     const char *config_path;  /* a ds_config.json file, or NULL */
     const char *config_json;  /* or the JSON text itself (used when config_path is NULL) */
     zinc_device_kind device;  /* default ZINC_DEVICE_AUTO */
@@ -145,7 +166,7 @@ typedef struct zinc_param zinc_param;
 /* Creates an engine: reads and validates the config, joins the ranks (MPI when started by mpirun/srun;
  * a single process needs no launcher), picks the device. */
 zinc_status zinc_create(const zinc_options *opts, zinc_engine **out);
-/* Frees everything the engine owns. NULL is allowed. */
+/* Frees everything the engine owns. NULL does nothing. */
 void zinc_destroy(zinc_engine *e);
 /* Finalizes MPI if zinc initialized it. Optional: zinc also does this at process exit. */
 void zinc_finalize(void);
@@ -162,7 +183,7 @@ void zinc_finalize(void);
  * accepted and costs nothing; entering it does nothing). */
 int zinc_module_add(zinc_engine *e, const char *name);
 /* Adds a parameter to module `module`, which must be the most recently added one (so a module's
- * parameters are contiguous, in forward order); returns NULL on error. Shapes have 1 to 8 dimensions,
+ * parameters are contiguous, in forward order); returns NULL on error. Shapes have 1 to ZINC_MAX_DIMS dimensions,
  * each >= 1; names are unique. Registration order fixes the layout and the checkpoint order.
  *
  * Layout: after zinc_build the parameters of a module lie in one flat buffer in registration order, each
@@ -179,11 +200,12 @@ typedef struct zinc_param_info {
     const char *name;
     int module;
     int ndim;
-    int64_t shape[8];
+    int64_t shape[ZINC_MAX_DIMS];
     int64_t numel;
     int64_t flat_offset; /* offset in the flat parameter buffer (elements), known after build */
     unsigned flags;
     int index;           /* registration order */
+    uint64_t reserved[4]; /* zero; later fields take this space */
 } zinc_param_info;
 zinc_status zinc_param_get_info(const zinc_param *p, zinc_param_info *out);
 
@@ -294,6 +316,7 @@ typedef struct zinc_step_info {
     int64_t reduce_scatters;   /* stages 1-3: gradient reduce-scatter calls (buckets and chunks) */
     int64_t prefetch_gathers;  /* stage 3: module all-gathers started ahead of use from the recorded trace */
     int64_t blocking_gathers;  /* stage 3: module all-gathers the model waited for at zinc_module_enter */
+    uint64_t reserved[8];      /* zero; later fields take this space */
 } zinc_step_info;
 
 /* Finishes the gradient reduction, checks for overflow on every rank, and (unless skipped) clips,
@@ -365,6 +388,7 @@ typedef struct zinc_memory_report {
     uint64_t peak_total[ZINC_MEMKIND_COUNT];
     uint64_t device_used_bytes;  /* the device's own count (cudaMemGetInfo total - free); 0 on cpu */
     uint64_t device_total_bytes;
+    uint64_t reserved[8];         /* zero; later fields take this space */
 } zinc_memory_report;
 
 zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out);

@@ -132,9 +132,9 @@ static char *build(const char *ctx, const char *path, const char *value) {
 }
 
 /* The schema key at a canonical dotted path. */
-static const zk_key *schema_key(const char *path, const zk_table **tab) {
-    const zk_table *all[64];
-    size_t n = zk_all_tables(all, 64);
+static const zkey_key *schema_key(const char *path, const zkey_table **tab) {
+    const zkey_table *all[64];
+    size_t n = zkey_all_tables(all, 64);
     const char *dot = strrchr(path, '.');
     char prefix[512] = "";
     if (dot) snprintf(prefix, sizeof prefix, "%.*s", (int)(dot - path), path);
@@ -142,30 +142,30 @@ static const zk_key *schema_key(const char *path, const zk_table **tab) {
     for (size_t i = 0; i < n && i < 64; i++)
         if (!strcmp(all[i]->path, prefix)) {
             if (tab) *tab = all[i];
-            return zk_find(all[i], name);
+            return zkey_find(all[i], name);
         }
     return NULL;
 }
 
 /* The value of key k in c, as JSON (independent of config_dump.c). */
-static json_t *field_json(const zinc_config *c, const zk_key *k) {
+static json_t *field_json(const zinc_config *c, const zkey_key *k) {
     const char *b = (const char *)c + k->off;
     switch (k->kind) {
-    case ZK_BOOL: return json_boolean(*(const bool *)b);
-    case ZK_INT: return json_integer(*(const int *)b);
-    case ZK_I64:
-    case ZK_SIZE: return json_integer((json_int_t) * (const int64_t *)b);
-    case ZK_F64: return json_real(*(const double *)b);
-    case ZK_ENUM: return json_string(k->names[*(const int *)b]);
-    case ZK_DTYPE: return json_string(zinc_dtype_name(*(const zinc_dtype *)b));
-    case ZK_STR: return json_string(b);
-    case ZK_BETAS: return json_pack("[ff]", ((const double *)b)[0], ((const double *)b)[1]);
+    case ZKEY_BOOL: return json_boolean(*(const bool *)b);
+    case ZKEY_INT: return json_integer(*(const int *)b);
+    case ZKEY_I64:
+    case ZKEY_SIZE: return json_integer((json_int_t) * (const int64_t *)b);
+    case ZKEY_F64: return json_real(*(const double *)b);
+    case ZKEY_ENUM: return json_string(k->names[*(const int *)b]);
+    case ZKEY_DTYPE: return json_string(zinc_dtype_name(*(const zinc_dtype *)b));
+    case ZKEY_STR: return json_string(b);
+    case ZKEY_BETAS: return json_pack("[ff]", ((const double *)b)[0], ((const double *)b)[1]);
     default: return NULL;
     }
 }
 
 /* Whether the field equals the expected JSON text (numbers compared exactly, enum names case-insensitively). */
-static bool field_is(const zinc_config *c, const zk_key *k, const char *want_text, char *got_out, size_t n) {
+static bool field_is(const zinc_config *c, const zkey_key *k, const char *want_text, char *got_out, size_t n) {
     json_t *got = field_json(c, k), *want = jparse(want_text);
     char *gs = json_dumps(got, JSON_ENCODE_ANY | JSON_COMPACT);
     snprintf(got_out, n, "%s", gs ? gs : "?");
@@ -363,7 +363,7 @@ static const alias_row aliases[] = {
     {"bfloat16", "bf16.enabled", NULL, "{\"enabled\": true}", "true", 1},
 };
 
-/* Keys with their own translation (ZK_LEGACY). */
+/* Keys with their own translation (ZKEY_LEGACY). */
 static const char *const legacy_paths[] = {"zero_optimization.cpu_offload", "zero_optimization.cpu_offload_param",
                                            "zero_optimization.cpu_offload_use_pin_memory"};
 
@@ -464,19 +464,19 @@ static void join_path(char *out, size_t n, const char *prefix, const char *name)
 
 static int in_list(const char *path, int which) {
     switch (which) {
-    case ZK_ALIAS:
+    case ZKEY_ALIAS:
         for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
             if (!strcmp(aliases[i].path, path)) return 1;
         return 0;
-    case ZK_LEGACY:
+    case ZKEY_LEGACY:
         for (size_t i = 0; i < sizeof legacy_paths / sizeof legacy_paths[0]; i++)
             if (!strcmp(legacy_paths[i], path)) return 1;
         return 0;
-    case ZK_IGNORED:
+    case ZKEY_IGNORED:
         for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++)
             if (!strcmp(ignored[i].path, path)) return 1;
         return 0;
-    case ZK_REFUSED:
+    case ZKEY_REFUSED:
         for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
             if (!strcmp(refused[i].path, path)) return 1;
         return 0;
@@ -485,14 +485,14 @@ static int in_list(const char *path, int which) {
 }
 
 static void test_coverage(void) {
-    const zk_table *all[64];
-    size_t n = zk_all_tables(all, 64);
-    ZT_CHECK(n > 10 && n <= 64, "zk_all_tables returned %zu", n);
+    const zkey_table *all[64];
+    size_t n = zkey_all_tables(all, 64);
+    ZT_CHECK(n > 10 && n <= 64, "zkey_all_tables returned %zu", n);
     int keys = 0;
     for (size_t t = 0; t < n && t < 64; t++)
         for (size_t i = 0; i < all[t]->nkeys; i++) {
-            const zk_key *k = &all[t]->keys[i];
-            if (k->kind == ZK_OBJECT) continue;
+            const zkey_key *k = &all[t]->keys[i];
+            if (k->kind == ZKEY_OBJECT) continue;
             char path[512];
             join_path(path, sizeof path, all[t]->path, k->name);
             keys++;
@@ -500,24 +500,24 @@ static void test_coverage(void) {
         }
     /* and every row names a schema key of the right kind */
     for (size_t i = 0; i < NROWS; i++) {
-        const zk_key *k = schema_key(rows[i].path, NULL);
-        ZT_CHECK(k && k->kind != ZK_ALIAS && k->kind != ZK_IGNORED && k->kind != ZK_REFUSED, "row %s: not a schema key",
+        const zkey_key *k = schema_key(rows[i].path, NULL);
+        ZT_CHECK(k && k->kind != ZKEY_ALIAS && k->kind != ZKEY_IGNORED && k->kind != ZKEY_REFUSED, "row %s: not a schema key",
                  rows[i].path);
         if (k) ZT_CHECK(k->off == rows[i].off, "%s: the schema maps it to offset %zu, the test expects %zu",
                         rows[i].path, k->off, rows[i].off);
     }
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
-        const zk_key *k = schema_key(aliases[i].path, NULL);
-        ZT_CHECK(k && k->kind == ZK_ALIAS && k->deprecated == aliases[i].deprecated, "%s: alias row mismatch",
+        const zkey_key *k = schema_key(aliases[i].path, NULL);
+        ZT_CHECK(k && k->kind == ZKEY_ALIAS && k->deprecated == aliases[i].deprecated, "%s: alias row mismatch",
                  aliases[i].path);
     }
     for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) {
-        const zk_key *k = schema_key(ignored[i].path, NULL);
-        ZT_CHECK(k && k->kind == ZK_IGNORED, "%s: not an ignored key", ignored[i].path);
+        const zkey_key *k = schema_key(ignored[i].path, NULL);
+        ZT_CHECK(k && k->kind == ZKEY_IGNORED, "%s: not an ignored key", ignored[i].path);
     }
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        const zk_key *k = schema_key(refused[i].path, NULL);
-        ZT_CHECK(k && k->kind == ZK_REFUSED, "%s: not a refused key", refused[i].path);
+        const zkey_key *k = schema_key(refused[i].path, NULL);
+        ZT_CHECK(k && k->kind == ZKEY_REFUSED, "%s: not a refused key", refused[i].path);
     }
     printf("schema: %zu tables, %d keys\n", n, keys);
 }
@@ -528,7 +528,7 @@ static void test_key_rows(void) {
     char got[256];
     for (size_t i = 0; i < NROWS; i++) {
         const key_row *r = &rows[i];
-        const zk_key *k = schema_key(r->path, NULL);
+        const zkey_key *k = schema_key(r->path, NULL);
         if (!k) continue; /* reported by test_coverage */
         /* the valid value, and no warning for it */
         char *j = build(r->ctx, r->path, r->good);
@@ -610,18 +610,18 @@ static void test_bad_values(void) {
     char v[64], shown[96];
     for (size_t i = 0; i < NROWS; i++) {
         const key_row *r = &rows[i];
-        const zk_key *k = schema_key(r->path, NULL);
+        const zkey_key *k = schema_key(r->path, NULL);
         if (!k) continue;
         expect_bad(r, "{\"x\": 1}", "{\"x\":1}", NULL); /* an object where a scalar belongs */
         switch (k->kind) {
-        case ZK_BOOL:
+        case ZKEY_BOOL:
             expect_bad(r, "\"yes\"", "\"yes\"", "true or false");
             expect_bad(r, "1", "got 1", "true or false");
             break;
-        case ZK_INT:
-        case ZK_I64:
-        case ZK_SIZE:
-        case ZK_F64: {
+        case ZKEY_INT:
+        case ZKEY_I64:
+        case ZKEY_SIZE:
+        case ZKEY_F64: {
             expect_bad(r, "\"ten\"", "\"ten\"", "expected a number");
             expect_bad(r, "true", "got true", "expected a number");
             expect_bad(r, "[1]", "[1]", "expected a number");
@@ -637,28 +637,28 @@ static void test_bad_values(void) {
             } else {
                 expect_bad(r, "1e300", "out of range", "allowed");
             }
-            if (k->kind == ZK_INT || k->kind == ZK_I64) {
+            if (k->kind == ZKEY_INT || k->kind == ZKEY_I64) {
                 snprintf(v, sizeof v, "%.1f", k->lo + 0.5);
                 expect_bad(r, v, v, "whole number");
             }
             break;
         }
-        case ZK_ENUM: {
+        case ZKEY_ENUM: {
             char first[64];
             snprintf(first, sizeof first, "\"%s\"", k->names[0]);
             expect_bad(r, "\"bogus\"", "\"bogus\" is not one of", first);
             expect_bad(r, "3", "3 is not one of", first);
             break;
         }
-        case ZK_DTYPE:
+        case ZKEY_DTYPE:
             expect_bad(r, "\"int8\"", "\"int8\" is not a dtype", "\"bf16\"");
             expect_bad(r, "16", "16 is not a dtype", "\"fp16\"");
             break;
-        case ZK_STR:
+        case ZKEY_STR:
             expect_bad(r, "5", "got 5", "expected a string");
             expect_bad(r, "false", "got false", "expected a string");
             break;
-        case ZK_BETAS:
+        case ZKEY_BETAS:
             expect_bad(r, "0.9", "got 0.9", "expected [beta1, beta2]");
             expect_bad(r, "[0.9]", "got [0.9]", "expected [beta1, beta2]");
             expect_bad(r, "[0.9, 0.99, 0.999]", "0.999]", "expected [beta1, beta2]");
@@ -669,7 +669,7 @@ static void test_bad_values(void) {
         default: break;
         }
         /* sizes accept floats and round them with a warning; other integers refuse fractions */
-        if (k->kind == ZK_SIZE && k->lo + 0.4 <= k->hi) {
+        if (k->kind == ZKEY_SIZE && k->lo + 0.4 <= k->hi) {
             snprintf(v, sizeof v, "%.1f", k->lo + 0.4);
             char *j = build(r->ctx, r->path, v);
             zinc_status st = load(j);
@@ -701,7 +701,7 @@ static void test_aliases(void) {
     char got[128];
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
         const alias_row *a = &aliases[i];
-        const zk_key *k = schema_key(a->canon, NULL);
+        const zkey_key *k = schema_key(a->canon, NULL);
         char *j = build(a->ctx, a->path, a->value);
         zinc_status st = load(j);
         ZT_CHECK(st == ZINC_OK, "%s: %s", a->path, zinc_last_error());
@@ -788,7 +788,7 @@ static void test_aliases(void) {
 static void test_ignored_refused(void) {
     for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) {
         const onoff_row *r = &ignored[i];
-        const zk_key *k = schema_key(r->path, NULL);
+        const zkey_key *k = schema_key(r->path, NULL);
         char *j = build(r->ctx, r->path, r->on);
         zinc_status st = load(j);
         ZT_CHECK(st == ZINC_OK, "%s = %s: %s", r->path, r->on, zinc_last_error());
@@ -1448,12 +1448,12 @@ static void roundtrip(const char *what, int world) {
     zinc_status st = load_w(again, world);
     ZT_CHECK(st == ZINC_OK, "%s: the dump does not load: %s\n%s", what, zinc_last_error(), s);
     if (st == ZINC_OK) {
-        const zk_table *all[64];
-        size_t nt = zk_all_tables(all, 64);
+        const zkey_table *all[64];
+        size_t nt = zkey_all_tables(all, 64);
         char g1[256], g2[256];
         for (size_t t = 0; t < nt && t < 64; t++)
             for (size_t k = 0; k < all[t]->nkeys; k++) {
-                const zk_key *key = &all[t]->keys[k];
+                const zkey_key *key = &all[t]->keys[k];
                 json_t *v1 = field_json(&a, key);
                 if (!v1) continue;
                 char *t1 = json_dumps(v1, JSON_ENCODE_ANY | JSON_COMPACT);

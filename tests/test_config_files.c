@@ -25,24 +25,24 @@ static void count_fn(void *ud, zinc_log_level lv, int rank, const char *m) {
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Field-by-field equality through the schema (the struct has padding, so no memcmp). */
-static int same_fields(const zinc_config *a, const zinc_config *b, const zk_table *t, char *what, size_t n) {
+static int same_fields(const zinc_config *a, const zinc_config *b, const zkey_table *t, char *what, size_t n) {
     for (size_t i = 0; i < t->nkeys; i++) {
-        const zk_key *k = &t->keys[i];
+        const zkey_key *k = &t->keys[i];
         const char *pa = (const char *)a + k->off, *pb = (const char *)b + k->off;
         int eq = 1;
         switch (k->kind) {
-        case ZK_OBJECT:
+        case ZKEY_OBJECT:
             if (!same_fields(a, b, k->sub, what, n)) return 0;
             continue;
-        case ZK_BOOL: eq = *(const bool *)pa == *(const bool *)pb; break;
-        case ZK_INT:
-        case ZK_ENUM: eq = *(const int *)pa == *(const int *)pb; break;
-        case ZK_I64:
-        case ZK_SIZE: eq = *(const int64_t *)pa == *(const int64_t *)pb; break;
-        case ZK_F64: eq = *(const double *)pa == *(const double *)pb; break;
-        case ZK_BETAS: eq = !memcmp(pa, pb, 2 * sizeof(double)); break;
-        case ZK_DTYPE: eq = *(const zinc_dtype *)pa == *(const zinc_dtype *)pb; break;
-        case ZK_STR: eq = !strcmp(pa, pb); break;
+        case ZKEY_BOOL: eq = *(const bool *)pa == *(const bool *)pb; break;
+        case ZKEY_INT:
+        case ZKEY_ENUM: eq = *(const int *)pa == *(const int *)pb; break;
+        case ZKEY_I64:
+        case ZKEY_SIZE: eq = *(const int64_t *)pa == *(const int64_t *)pb; break;
+        case ZKEY_F64: eq = *(const double *)pa == *(const double *)pb; break;
+        case ZKEY_BETAS: eq = !memcmp(pa, pb, 2 * sizeof(double)); break;
+        case ZKEY_DTYPE: eq = *(const zinc_dtype *)pa == *(const zinc_dtype *)pb; break;
+        case ZKEY_STR: eq = !strcmp(pa, pb); break;
         default: continue;
         }
         if (!eq) {
@@ -99,7 +99,7 @@ static void check_file(const char *dir, const char *name, int world) {
         ZT_CHECK(st == ZINC_OK, "%s: the dump does not load: %s", name, zinc_last_error());
         char what[600] = "";
         if (st == ZINC_OK)
-            ZT_CHECK(same_fields(&c, &again, &zk_top, what, sizeof what) && again.compute_dtype == c.compute_dtype &&
+            ZT_CHECK(same_fields(&c, &again, &zkey_top, what, sizeof what) && again.compute_dtype == c.compute_dtype &&
                          again.comm_dtype == c.comm_dtype && again.grad_accum_dtype == c.grad_accum_dtype,
                      "%s: %s changed through the dump", name, what[0] ? what : "a resolved dtype");
         free(text);

@@ -51,7 +51,7 @@ extern const char *const zckpt_section_names[ZCKPT_NSEC];
 typedef struct zckpt_param {
     char *name;
     int ndim;
-    int64_t shape[8];
+    int64_t shape[ZINC_MAX_DIMS];
     int64_t numel;
     int64_t flat_offset;
     bool decay;

@@ -233,4 +233,10 @@ fail:
     return st;
 }
 
-int64_t zinc_step_count(const zinc_engine *e) { return e ? e->steps : 0; }
+int64_t zinc_step_count(const zinc_engine *e) {
+    if (!e) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_step_count: NULL engine");
+        return -1;
+    }
+    return e->steps;
+}

@@ -432,7 +432,8 @@ zinc_status zckpt_manifest_parse(const char *path, const char *text, size_t len,
         if (!p->name) FAIL(ZINC_ERR_NOMEM, "out of memory reading %s", path);
         TRY(need(&c, o, "shape", JSON_ARRAY, &shape));
         p->ndim = (int)json_array_size(shape);
-        if (p->ndim < 1 || p->ndim > 8) FAIL(ZINC_ERR_CORRUPT, "%s: parameter \"%s\" has %d dimensions", path, s, p->ndim);
+        if (p->ndim < 1 || p->ndim > ZINC_MAX_DIMS)
+            FAIL(ZINC_ERR_CORRUPT, "%s: parameter \"%s\" has %d dimensions (want 1 to %d)", path, s, p->ndim, ZINC_MAX_DIMS);
         int64_t numel = 1;
         for (int d = 0; d < p->ndim; d++) {
             json_t *dim = json_array_get(shape, (size_t)d);

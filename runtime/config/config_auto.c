@@ -40,8 +40,8 @@ void zcfg_fill_autos(zcfg_loader *L) {
     char how[400];
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         if (!zcfg_is_auto(L, rules[i].path)) continue;
-        const zk_key *k = zcfg_lookup(rules[i].path);
-        json_t *v = k && k->kind == ZK_BOOL ? json_boolean(rules[i].value != 0) : json_real(rules[i].value);
+        const zkey_key *k = zcfg_lookup(rules[i].path);
+        json_t *v = k && k->kind == ZKEY_BOOL ? json_boolean(rules[i].value != 0) : json_real(rules[i].value);
         snprintf(how, sizeof how, "%s; " CHOOSE, rules[i].why, rules[i].path);
         zcfg_fill(L, rules[i].path, v, how);
     }
@@ -89,7 +89,7 @@ void zcfg_report_default_autos(zcfg_loader *L) {
         snprintf(path, sizeof path, "%.*s", (int)(bar - p), p);
         p = bar + 1;
         if (!zcfg_is_auto(L, path) || zcfg_had_problem(L, path) || strstr(L->unresolved, path)) continue;
-        const zk_key *k = zcfg_lookup(path);
+        const zkey_key *k = zcfg_lookup(path);
         if (!k) continue;
         if (!strcmp(path, "zero_optimization.reduce_bucket_size") ||
             !strcmp(path, "zero_optimization.stage3_prefetch_bucket_size") ||

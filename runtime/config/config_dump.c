@@ -8,18 +8,18 @@
 #include "runtime/config/config_internal.h"
 #include "runtime/config/config_schema.h"
 
-json_t *zcfg_key_json(const zinc_config *c, const zk_key *k) {
+json_t *zcfg_key_json(const zinc_config *c, const zkey_key *k) {
     const char *base = (const char *)c;
     switch (k->kind) {
-    case ZK_BOOL: return json_boolean(*(const bool *)(base + k->off));
-    case ZK_INT: return json_integer(*(const int *)(base + k->off));
-    case ZK_I64:
-    case ZK_SIZE: return json_integer((json_int_t) * (const int64_t *)(base + k->off));
-    case ZK_F64: return json_real(*(const double *)(base + k->off));
-    case ZK_ENUM: return json_string(k->names[*(const int *)(base + k->off)]);
-    case ZK_DTYPE: return json_string(zinc_dtype_name(*(const zinc_dtype *)(base + k->off)));
-    case ZK_STR: return json_string(base + k->off);
-    case ZK_BETAS: {
+    case ZKEY_BOOL: return json_boolean(*(const bool *)(base + k->off));
+    case ZKEY_INT: return json_integer(*(const int *)(base + k->off));
+    case ZKEY_I64:
+    case ZKEY_SIZE: return json_integer((json_int_t) * (const int64_t *)(base + k->off));
+    case ZKEY_F64: return json_real(*(const double *)(base + k->off));
+    case ZKEY_ENUM: return json_string(k->names[*(const int *)(base + k->off)]);
+    case ZKEY_DTYPE: return json_string(zinc_dtype_name(*(const zinc_dtype *)(base + k->off)));
+    case ZKEY_STR: return json_string(base + k->off);
+    case ZKEY_BETAS: {
         const double *b = (const double *)(base + k->off);
         return json_pack("[ff]", b[0], b[1]);
     }
@@ -44,14 +44,14 @@ static bool optimizer_takes(zcfg_optimizer_type t, const char *key) {
     return false;
 }
 
-static void dump_table(const zinc_config *c, const zk_table *t, json_t *out, json_t *defaults) {
+static void dump_table(const zinc_config *c, const zkey_table *t, json_t *out, json_t *defaults) {
     char path[512];
     for (size_t i = 0; i < t->nkeys; i++) {
-        const zk_key *k = &t->keys[i];
+        const zkey_key *k = &t->keys[i];
         if (k->mask && !(k->mask & (1u << c->scheduler.type))) continue;
         if (*t->path) snprintf(path, sizeof path, "%s.%s", t->path, k->name);
         else snprintf(path, sizeof path, "%s", k->name);
-        if (k->kind == ZK_OBJECT) {
+        if (k->kind == ZKEY_OBJECT) {
             if (!strcmp(path, "scheduler.params") && c->scheduler.type == ZSCHED_NONE) continue;
             json_t *sub = json_object();
             dump_table(c, k->sub, sub, defaults);
@@ -68,13 +68,13 @@ static void dump_table(const zinc_config *c, const zk_table *t, json_t *out, jso
 
 /* The digits the dump needs so that every real reads back exactly: the most any one value needs, so
  * 0.001 prints as 0.001 rather than 0.0010000000000000000208. */
-static int digits_needed(const zinc_config *c, const zk_table *t, int most) {
+static int digits_needed(const zinc_config *c, const zkey_table *t, int most) {
     for (size_t i = 0; i < t->nkeys; i++) {
-        const zk_key *k = &t->keys[i];
+        const zkey_key *k = &t->keys[i];
         const double *d = (const double *)((const char *)c + k->off);
-        if (k->kind == ZK_OBJECT) most = digits_needed(c, k->sub, most);
-        else if (k->kind == ZK_F64 || k->kind == ZK_BETAS)
-            for (int j = 0; j < (k->kind == ZK_BETAS ? 2 : 1); j++) {
+        if (k->kind == ZKEY_OBJECT) most = digits_needed(c, k->sub, most);
+        else if (k->kind == ZKEY_F64 || k->kind == ZKEY_BETAS)
+            for (int j = 0; j < (k->kind == ZKEY_BETAS ? 2 : 1); j++) {
                 int p = zcfg_shortest_digits(d[j]);
                 if (p > most) most = p;
             }
@@ -92,7 +92,7 @@ char *zcfg_dump_json(const zinc_config *c) {
     json_object_set_new(root, "_source", json_string(c->source));
     json_object_set_new(root, "_world_size", json_integer(c->world_size));
     json_object_set_new(root, "_compute_dtype", json_string(zinc_dtype_name(c->compute_dtype)));
-    dump_table(c, &zk_top, root, defaults);
+    dump_table(c, &zkey_top, root, defaults);
     json_object_set_new(root, "_defaults", defaults);
     /* "_filled": each "auto" filled at load time and how its value was chosen */
     json_t *filled = json_object();
@@ -106,7 +106,7 @@ char *zcfg_dump_json(const zinc_config *c) {
         p = nl + 1;
     }
     if (filled) json_object_set_new(root, "_filled", filled);
-    char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(digits_needed(c, &zk_top, 1)));
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(digits_needed(c, &zkey_top, 1)));
     json_decref(root);
     return s;
 }

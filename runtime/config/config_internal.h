@@ -43,7 +43,7 @@ bool zcfg_had_problem(const zcfg_loader *L, const char *path);
  * comes from and the flag that changes it). */
 void zcfg_fill(zcfg_loader *L, const char *path, json_t *v, const char *how);
 /* A key's schema entry from its canonical dotted path; NULL if there is none. */
-const zk_key *zcfg_lookup(const char *path);
+const zkey_key *zcfg_lookup(const char *path);
 /* Reports the "auto" keys nothing filled, now holding their resolved defaults (config_auto.c). */
 void zcfg_report_default_autos(zcfg_loader *L);
 /* Applies the --set overrides to the parsed file (config_override.c). */
@@ -52,7 +52,7 @@ void zcfg_apply_sets(zcfg_loader *L, json_t *root);
  * (config_auto.c); the batch triad is left to zcfg_resolve. */
 void zcfg_fill_autos(zcfg_loader *L);
 /* A key's value as JSON (config_dump.c); NULL for kinds without one. */
-json_t *zcfg_key_json(const zinc_config *c, const zk_key *k);
+json_t *zcfg_key_json(const zinc_config *c, const zkey_key *k);
 bool zcfg_parse_dtype(const char *s, zinc_dtype *out);
 /* The fewest significant digits (1..17) that print x so that it reads back exactly. */
 int zcfg_shortest_digits(double x);

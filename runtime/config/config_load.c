@@ -108,11 +108,11 @@ static void show(const json_t *v, char *buf, size_t n) {
 }
 
 /* What a number key allows, for messages: "0 to 3", "at least 1". */
-static void range_text(const zk_key *k, char *buf, size_t n) {
+static void range_text(const zkey_key *k, char *buf, size_t n) {
     char lo[40], hi[40];
     num_text(k->lo, lo, sizeof lo);
     num_text(k->hi, hi, sizeof hi);
-    if (k->kind == ZK_BETAS) snprintf(buf, n, "%s to below 1", lo);
+    if (k->kind == ZKEY_BETAS) snprintf(buf, n, "%s to below 1", lo);
     else if (k->hi >= 0x1p63) snprintf(buf, n, "at least %s", lo);
     else snprintf(buf, n, "%s to %s", lo, hi);
 }
@@ -164,12 +164,12 @@ static size_t edit_distance(const char *a, const char *b) {
     return row[lb];
 }
 
-static void unknown_key(zcfg_loader *L, const zk_table *t, const char *key, const char *path) {
+static void unknown_key(zcfg_loader *L, const zkey_table *t, const char *key, const char *path) {
     /* A key that exists elsewhere in the schema: say where it belongs. */
-    const zk_table *all[32];
-    size_t nt = zk_all_tables(all, 32);
+    const zkey_table *all[32];
+    size_t nt = zkey_all_tables(all, 32);
     for (size_t i = 0; i < nt && i < 32; i++) {
-        if (all[i] == t || !zk_find(all[i], key)) continue;
+        if (all[i] == t || !zkey_find(all[i], key)) continue;
         if (!*all[i]->path)
             zcfg_problem(L, path, "unknown key here; \"%s\" belongs at the top level", key);
         else
@@ -189,15 +189,15 @@ static void unknown_key(zcfg_loader *L, const zk_table *t, const char *key, cons
     }
     /* DeepSpeed ignores unknown top-level keys (people keep notes, launcher settings and their own options
      * there); inside its sections it forbids them, and so does zinc. */
-    if (t == &zk_top) {
+    if (t == &zkey_top) {
         ZLOG_WARN(L->log, "%s: %s: unknown key, ignored; DeepSpeed ignores unknown top-level keys too", L->origin, path);
         return;
     }
     char list[1024] = "";
     size_t n = 0;
     for (size_t i = 0; i < t->nkeys && n < sizeof list - 64; i++) {
-        if (t->keys[i].kind != ZK_ALIAS && t->keys[i].kind != ZK_LEGACY && t->keys[i].kind != ZK_IGNORED &&
-            t->keys[i].kind != ZK_REFUSED)
+        if (t->keys[i].kind != ZKEY_ALIAS && t->keys[i].kind != ZKEY_LEGACY && t->keys[i].kind != ZKEY_IGNORED &&
+            t->keys[i].kind != ZKEY_REFUSED)
             n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", t->keys[i].name);
     }
     zcfg_problem(L, path, "unknown key; the keys allowed %s%s%s are: %s", *t->path ? "in \"" : "at the top level",
@@ -255,7 +255,7 @@ bool zcfg_parse_dtype(const char *s, zinc_dtype *out) {
 }
 
 /* Reads a number into a double, or reports why not. Integers beyond 2^53 stay exact through json_integer. */
-static bool number(zcfg_loader *L, const zk_key *k, const json_t *v, const char *path, double *out) {
+static bool number(zcfg_loader *L, const zkey_key *k, const json_t *v, const char *path, double *out) {
     char s[80], r[100];
     show(v, s, sizeof s);
     range_text(k, r, sizeof r);
@@ -269,7 +269,7 @@ static bool number(zcfg_loader *L, const zk_key *k, const json_t *v, const char 
         return false;
     }
     /* (double)INT64_MAX is 2^63, one past the largest int64: a float there cannot be converted */
-    bool int_kind = k->kind == ZK_INT || k->kind == ZK_I64 || k->kind == ZK_SIZE;
+    bool int_kind = k->kind == ZKEY_INT || k->kind == ZKEY_I64 || k->kind == ZKEY_SIZE;
     if (x < k->lo || x > k->hi || (int_kind && json_is_real(v) && x >= 0x1p63)) {
         zcfg_problem(L, path, "%s is out of range; allowed: %s", s, r);
         return false;
@@ -278,22 +278,22 @@ static bool number(zcfg_loader *L, const zk_key *k, const json_t *v, const char 
     return true;
 }
 
-static void set_scalar(zcfg_loader *L, const zk_key *k, const json_t *v, const char *path) {
+static void set_scalar(zcfg_loader *L, const zkey_key *k, const json_t *v, const char *path) {
     char *base = (char *)L->c;
     char s[80];
     show(v, s, sizeof s);
     double x = 0;
     switch (k->kind) {
-    case ZK_BOOL:
+    case ZKEY_BOOL:
         if (!json_is_boolean(v)) zcfg_problem(L, path, "expected true or false, got %s", s);
         else *(bool *)(base + k->off) = json_is_true(v);
         return;
-    case ZK_INT:
-    case ZK_I64:
-    case ZK_SIZE:
+    case ZKEY_INT:
+    case ZKEY_I64:
+    case ZKEY_SIZE:
         if (!number(L, k, v, path, &x)) return;
         if (json_is_real(v) && x != floor(x)) {
-            if (k->kind != ZK_SIZE) {
+            if (k->kind != ZKEY_SIZE) {
                 char r[100];
                 range_text(k, r, sizeof r);
                 zcfg_problem(L, path, "%s must be a whole number (%s)", s, r);
@@ -302,13 +302,13 @@ static void set_scalar(zcfg_loader *L, const zk_key *k, const json_t *v, const c
             ZLOG_WARN(L->log, "%s: %s: %s is not a whole number; rounded to %.0f", L->origin, path, s, round(x));
             x = round(x);
         }
-        if (k->kind == ZK_INT) *(int *)(base + k->off) = (int)x;
+        if (k->kind == ZKEY_INT) *(int *)(base + k->off) = (int)x;
         else *(int64_t *)(base + k->off) = json_is_integer(v) ? (int64_t)json_integer_value(v) : (int64_t)x;
         return;
-    case ZK_F64:
+    case ZKEY_F64:
         if (number(L, k, v, path, &x)) *(double *)(base + k->off) = x;
         return;
-    case ZK_ENUM: {
+    case ZKEY_ENUM: {
         char list[512];
         enum_list(k->names, list, sizeof list);
         if (json_is_string(v))
@@ -320,7 +320,7 @@ static void set_scalar(zcfg_loader *L, const zk_key *k, const json_t *v, const c
         zcfg_problem(L, path, "%s is not one of %s (case-insensitive)", s, list);
         return;
     }
-    case ZK_DTYPE: {
+    case ZKEY_DTYPE: {
         zinc_dtype t;
         if (!json_is_string(v) || !zcfg_parse_dtype(json_string_value(v), &t)) {
             zcfg_problem(L, path, "%s is not a dtype; allowed: \"fp32\", \"fp16\", \"bf16\"", s);
@@ -330,7 +330,7 @@ static void set_scalar(zcfg_loader *L, const zk_key *k, const json_t *v, const c
         if (k->aux_off) *(bool *)(base + k->aux_off) = true;
         return;
     }
-    case ZK_STR:
+    case ZKEY_STR:
         if (!json_is_string(v)) zcfg_problem(L, path, "expected a string, got %s", s);
         else if (json_string_length(v) >= ZCFG_PATH_MAX)
             zcfg_problem(L, path, "the string is %zu bytes; at most %d allowed", json_string_length(v), ZCFG_PATH_MAX - 1);
@@ -338,7 +338,7 @@ static void set_scalar(zcfg_loader *L, const zk_key *k, const json_t *v, const c
             zcfg_problem(L, path, "the string contains a NUL character");
         else snprintf(base + k->off, ZCFG_PATH_MAX, "%s", json_string_value(v));
         return;
-    case ZK_BETAS: {
+    case ZKEY_BETAS: {
         double b[2];
         if (!json_is_array(v) || json_array_size(v) != 2) {
             zcfg_problem(L, path, "expected [beta1, beta2], two numbers in [0, 1), got %s", s);
@@ -358,11 +358,11 @@ static void set_scalar(zcfg_loader *L, const zk_key *k, const json_t *v, const c
     }
 }
 
-static void walk(zcfg_loader *L, const zk_table *t, const json_t *obj, const char *prefix);
+static void walk(zcfg_loader *L, const zkey_table *t, const json_t *obj, const char *prefix);
 
 /* The deprecated ZeRO offload flags, translated to the keys that replaced them. Setting the same thing
  * both ways is an error whichever comes first (the other order is caught in one_key through L->via). */
-static void legacy(zcfg_loader *L, const zk_key *k, const json_t *v, const char *path) {
+static void legacy(zcfg_loader *L, const zkey_key *k, const json_t *v, const char *path) {
     zinc_config *c = L->c;
     char s[80];
     if (json_is_null(v)) return;
@@ -401,7 +401,7 @@ static void legacy(zcfg_loader *L, const zk_key *k, const json_t *v, const char 
 }
 
 /* A scheduler parameter that does not belong to the scheduler's type. */
-static void scheduler_param_mismatch(zcfg_loader *L, const zk_table *t, const char *path) {
+static void scheduler_param_mismatch(zcfg_loader *L, const zkey_table *t, const char *path) {
     zcfg_scheduler_type type = L->c->scheduler.type;
     if (L->sched_type_bad) return; /* the type's own problem says it all */
     if (type == ZSCHED_NONE) {
@@ -414,9 +414,9 @@ static void scheduler_param_mismatch(zcfg_loader *L, const zk_table *t, const ch
     char list[512] = "";
     size_t n = 0;
     for (size_t i = 0; i < t->nkeys && n < sizeof list - 64; i++)
-        if ((t->keys[i].mask & (1u << type)) && t->keys[i].kind != ZK_IGNORED)
+        if ((t->keys[i].mask & (1u << type)) && t->keys[i].kind != ZKEY_IGNORED)
             n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", t->keys[i].name);
-    zcfg_problem(L, path, "not a parameter of the %s schedule; its parameters are: %s", zk_scheduler_names[type], list);
+    zcfg_problem(L, path, "not a parameter of the %s schedule; its parameters are: %s", zkey_scheduler_names[type], list);
 }
 
 /* DeepSpeed's other optimizers: one message, and their parameters are not checked against Adam's. */
@@ -442,10 +442,10 @@ static bool refused_optimizer(zcfg_loader *L, const char *name, const char *path
     return false;
 }
 
-static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const json_t *v, const char *prefix) {
+static void one_key(zcfg_loader *L, const zkey_table *t, const char *key, const json_t *v, const char *prefix) {
     char path[512], cpath[512], other[512];
     join(path, sizeof path, prefix, *key ? key : "\"\"");
-    const zk_key *k = zk_find(t, key);
+    const zkey_key *k = zkey_find(t, key);
     if (!k) {
         unknown_key(L, t, key, path);
         return;
@@ -454,8 +454,8 @@ static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const js
         scheduler_param_mismatch(L, t, path);
         return;
     }
-    if (k->kind == ZK_ALIAS) {
-        const zk_key *canon = zk_find(t, k->target);
+    if (k->kind == ZKEY_ALIAS) {
+        const zkey_key *canon = zkey_find(t, k->target);
         join(cpath, sizeof cpath, prefix, k->target);
         if (zcfg_given(L->c, cpath)) {
             zcfg_problem(L, path, "the same setting as \"%s\", which is also given; keep one", k->target);
@@ -474,13 +474,13 @@ static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const js
     }
     char s[80];
     switch (k->kind) {
-    case ZK_LEGACY:
+    case ZKEY_LEGACY:
         legacy(L, k, v, path);
         return;
-    case ZK_IGNORED:
+    case ZKEY_IGNORED:
         if (active(v)) ZLOG_WARN(L->log, "%s: %s: %s", L->origin, path, k->status);
         return;
-    case ZK_REFUSED:
+    case ZKEY_REFUSED:
         if (json_is_object(v) && active(v)) {
             /* name the techniques switched on (compression_training.weight_quantization, ...) */
             char on[400] = "";
@@ -506,7 +506,7 @@ static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const js
                          s, k->status);
         }
         return;
-    case ZK_OBJECT:
+    case ZKEY_OBJECT:
         if (json_is_null(v)) return;
         if (json_is_boolean(v) && !strcmp(cpath, "zero_optimization")) {
             /* DeepSpeed's deprecated form: "zero_optimization": true is stage 1 (read_zero_config_deprecated) */
@@ -540,14 +540,14 @@ static void one_key(zcfg_loader *L, const zk_table *t, const char *key, const js
     else if (!strcmp(cpath, "scheduler.type")) L->sched_type_bad = true;
 }
 
-static void walk(zcfg_loader *L, const zk_table *t, const json_t *obj, const char *prefix) {
+static void walk(zcfg_loader *L, const zkey_table *t, const json_t *obj, const char *prefix) {
     const char *key;
     json_t *v;
     /* "type" first: a scheduler's parameters are checked against its type. */
     json_t *type = json_object_get(obj, "type");
-    if (type && zk_find(t, "type")) one_key(L, t, "type", type, prefix);
+    if (type && zkey_find(t, "type")) one_key(L, t, "type", type, prefix);
     json_object_foreach((json_t *)obj, key, v) {
-        if (type && !strcmp(key, "type") && zk_find(t, "type")) continue;
+        if (type && !strcmp(key, "type") && zkey_find(t, "type")) continue;
         if (L->optimizer_refused && !strcmp(prefix, "optimizer") && !strcmp(key, "params")) continue;
         one_key(L, t, key, v, prefix);
     }
@@ -560,8 +560,8 @@ bool zcfg_is_auto(const zcfg_loader *L, const char *path) {
 }
 
 /* A key's schema entry from its canonical dotted path. */
-const zk_key *zcfg_lookup(const char *path) {
-    const zk_table *t = &zk_top;
+const zkey_key *zcfg_lookup(const char *path) {
+    const zkey_table *t = &zkey_top;
     char seg[128];
     for (const char *p = path;;) {
         const char *dot = strchr(p, '.');
@@ -569,16 +569,16 @@ const zk_key *zcfg_lookup(const char *path) {
         if (n >= sizeof seg) return NULL;
         memcpy(seg, p, n);
         seg[n] = 0;
-        const zk_key *k = zk_find(t, seg);
+        const zkey_key *k = zkey_find(t, seg);
         if (!k || !dot) return k;
-        if (k->kind != ZK_OBJECT) return NULL;
+        if (k->kind != ZKEY_OBJECT) return NULL;
         t = k->sub;
         p = dot + 1;
     }
 }
 
 void zcfg_fill(zcfg_loader *L, const char *path, json_t *v, const char *how) {
-    const zk_key *k = zcfg_lookup(path);
+    const zkey_key *k = zcfg_lookup(path);
     int before = L->nerr;
     if (!k) {
         json_decref(v);
@@ -671,7 +671,7 @@ zinc_status zcfg_load_text_ex(const char *json, const char *origin, int world_si
     if (!json_is_object(root)) FAIL(ZINC_ERR_CONFIG, "%s: the top level must be a JSON object ({...})", L.origin);
 
     zcfg_apply_sets(&L, root);
-    walk(&L, &zk_top, root, "");
+    walk(&L, &zkey_top, root, "");
     zcfg_fill_autos(&L);
     zcfg_resolve(&L); /* also after problems: every problem of the file in one run */
     if (L.nerr) {

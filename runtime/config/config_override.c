@@ -24,21 +24,21 @@ static void render(const json_t *v, char *buf, size_t n) {
 /* An override names a key zinc knows: a typo on the command line is an error, not a silently ignored key.
  * Below a key zinc ignores or refuses as a whole (tensorboard, amp), the rest of the path is not checked. */
 static bool known_path(zcfg_loader *L, const char *what, const char *path) {
-    const zk_table *t = &zk_top;
+    const zkey_table *t = &zkey_top;
     char seg[512], at[512] = "";
     for (const char *p = path;;) {
         const char *dot = strchr(p, '.');
         snprintf(seg, sizeof seg, "%.*s", dot ? (int)(dot - p) : (int)strlen(p), p);
-        const zk_key *k = zk_find(t, seg);
-        if (k && k->kind == ZK_ALIAS) k = zk_find(t, k->target);
+        const zkey_key *k = zkey_find(t, seg);
+        if (k && k->kind == ZKEY_ALIAS) k = zkey_find(t, k->target);
         if (!k) {
             zcfg_problem(L, what, "\"%s\" is not a key zinc knows %s%s%s; see zinc config check's output for the "
                                   "keys and their paths",
                          seg, *at ? "inside \"" : "at the top level", at, *at ? "\"" : "");
             return false;
         }
-        if (!dot || k->kind == ZK_IGNORED || k->kind == ZK_REFUSED) return true;
-        if (k->kind != ZK_OBJECT) {
+        if (!dot || k->kind == ZKEY_IGNORED || k->kind == ZKEY_REFUSED) return true;
+        if (k->kind != ZKEY_OBJECT) {
             zcfg_problem(L, what, "\"%s\" is a value, not a section: it has no key \"%s\"", seg, dot + 1);
             return false;
         }

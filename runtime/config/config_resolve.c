@@ -178,7 +178,7 @@ static void resolve_scheduler(zcfg_loader *L) {
     if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
         !zcfg_given(c, "scheduler.params.total_num_steps") && !zcfg_is_auto(L, "scheduler.params.total_num_steps"))
         zcfg_problem(L, "scheduler.params.total_num_steps", "required by %s; set it to the run's optimizer steps",
-                     zk_scheduler_names[s->type]);
+                     zkey_scheduler_names[s->type]);
     if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
         zcfg_given(c, "scheduler.params.total_num_steps") && s->total_num_steps < s->warmup_num_steps)
         ZLOG_WARN(L->log, "%s: scheduler.params.total_num_steps %" PRId64 " is below warmup_num_steps %" PRId64
@@ -272,7 +272,7 @@ static void resolve_optimizer_keys(zcfg_loader *L) {
         snprintf(path, sizeof path, "optimizer.params.%s", only[i].key);
         if (!(only[i].who & me) && zcfg_given(c, path) && !zcfg_had_problem(L, path))
             zcfg_problem(L, path, "not a parameter of %s (only %s take it; DeepSpeed refuses it too): remove it",
-                         zk_optimizer_names[c->optimizer.type], only[i].takes);
+                         zkey_optimizer_names[c->optimizer.type], only[i].takes);
     }
     if (c->optimizer.type == ZOPT_LAMB && c->optimizer.min_coeff > c->optimizer.max_coeff &&
         !zcfg_had_problem(L, "optimizer.params.min_coeff"))

@@ -11,32 +11,32 @@
 #define IMPL "implemented"
 #define BIG ((double)INT64_MAX)
 
-#define BOOL(n, fld, m) {.name = n, .kind = ZK_BOOL, .off = F(fld), .meaning = m, .status = IMPL}
-#define INT(n, fld, a, b, m) {.name = n, .kind = ZK_INT, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
-#define I64(n, fld, a, b, m) {.name = n, .kind = ZK_I64, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
-#define SIZE(n, fld, a, b, m) {.name = n, .kind = ZK_SIZE, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
-#define DBL(n, fld, a, b, m) {.name = n, .kind = ZK_F64, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
-#define ENUM(n, fld, nm, m) {.name = n, .kind = ZK_ENUM, .off = F(fld), .names = nm, .meaning = m, .status = IMPL}
-#define STR(n, fld, m) {.name = n, .kind = ZK_STR, .off = F(fld), .meaning = m, .status = IMPL}
-#define OBJ(n, tbl, m) {.name = n, .kind = ZK_OBJECT, .sub = &tbl, .meaning = m, .status = IMPL}
-#define ALIAS(n, t) {.name = n, .kind = ZK_ALIAS, .target = t, .status = IMPL}
-#define DEPR(n, t) {.name = n, .kind = ZK_ALIAS, .target = t, .deprecated = 1, .status = IMPL}
-#define LEGACY(n, t) {.name = n, .kind = ZK_LEGACY, .target = t, .status = IMPL}
-#define IGNORED(n, why) {.name = n, .kind = ZK_IGNORED, .status = why}
-#define REFUSED(n, why) {.name = n, .kind = ZK_REFUSED, .status = why}
-#define TABLE(var, p, arr) const zk_table var = {p, arr, sizeof arr / sizeof arr[0]}
+#define BOOL(n, fld, m) {.name = n, .kind = ZKEY_BOOL, .off = F(fld), .meaning = m, .status = IMPL}
+#define INT(n, fld, a, b, m) {.name = n, .kind = ZKEY_INT, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
+#define I64(n, fld, a, b, m) {.name = n, .kind = ZKEY_I64, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
+#define SIZE(n, fld, a, b, m) {.name = n, .kind = ZKEY_SIZE, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
+#define DBL(n, fld, a, b, m) {.name = n, .kind = ZKEY_F64, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
+#define ENUM(n, fld, nm, m) {.name = n, .kind = ZKEY_ENUM, .off = F(fld), .names = nm, .meaning = m, .status = IMPL}
+#define STR(n, fld, m) {.name = n, .kind = ZKEY_STR, .off = F(fld), .meaning = m, .status = IMPL}
+#define OBJ(n, tbl, m) {.name = n, .kind = ZKEY_OBJECT, .sub = &tbl, .meaning = m, .status = IMPL}
+#define ALIAS(n, t) {.name = n, .kind = ZKEY_ALIAS, .target = t, .status = IMPL}
+#define DEPR(n, t) {.name = n, .kind = ZKEY_ALIAS, .target = t, .deprecated = 1, .status = IMPL}
+#define LEGACY(n, t) {.name = n, .kind = ZKEY_LEGACY, .target = t, .status = IMPL}
+#define IGNORED(n, why) {.name = n, .kind = ZKEY_IGNORED, .status = why}
+#define REFUSED(n, why) {.name = n, .kind = ZKEY_REFUSED, .status = why}
+#define TABLE(var, p, arr) const zkey_table var = {p, arr, sizeof arr / sizeof arr[0]}
 
-const char *const zk_optimizer_names[] = {"Adam", "AdamW", "Lion", "Lamb", NULL};
-const char *const zk_scheduler_names[] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", NULL};
+const char *const zkey_optimizer_names[] = {"Adam", "AdamW", "Lion", "Lamb", NULL};
+const char *const zkey_scheduler_names[] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", NULL};
 static const char *const warmup_names[] = {"log", "linear", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const tag_names[] = {"Warn", "Ignore", "Fail", NULL};
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 
 /* ------------------------------------------------------------------ optimizer */
-static const zk_key optimizer_params_keys[] = {
+static const zkey_key optimizer_params_keys[] = {
     DBL("lr", optimizer.lr, 0, 1e3, "learning rate (the schedulers' WarmupCosineLR scales it)"),
-    {.name = "betas", .kind = ZK_BETAS, .off = F(optimizer.beta1), .lo = 0, .hi = 1 - DBL_EPSILON,
+    {.name = "betas", .kind = ZKEY_BETAS, .off = F(optimizer.beta1), .lo = 0, .hi = 1 - DBL_EPSILON,
      .meaning = "[beta1, beta2], each in [0, 1)", .status = IMPL},
     DBL("eps", optimizer.eps, 0, 1, "added after the bias-corrected square root"),
     DBL("weight_decay", optimizer.weight_decay, 0, 1e3, "decoupled (AdamW mode) or L2 (Adam mode)"),
@@ -52,8 +52,8 @@ static const zk_key optimizer_params_keys[] = {
 };
 static TABLE(optimizer_params, "optimizer.params", optimizer_params_keys);
 
-static const zk_key optimizer_keys[] = {
-    ENUM("type", optimizer.type, zk_optimizer_names, "Adam, AdamW, Lion or Lamb (case-insensitive)"),
+static const zkey_key optimizer_keys[] = {
+    ENUM("type", optimizer.type, zkey_optimizer_names, "Adam, AdamW, Lion or Lamb (case-insensitive)"),
     OBJ("params", optimizer_params, "the optimizer's parameters"),
 };
 static TABLE(optimizer_tbl, "optimizer", optimizer_keys);
@@ -63,59 +63,59 @@ static TABLE(optimizer_tbl, "optimizer", optimizer_keys);
 #define S_WDL (1u << ZSCHED_WARMUP_DECAY_LR)
 #define S_WCL (1u << ZSCHED_WARMUP_COSINE_LR)
 #define S_OC (1u << ZSCHED_ONE_CYCLE)
-static const zk_key scheduler_params_keys[] = {
-    {.name = "warmup_min_lr", .kind = ZK_F64, .off = F(scheduler.warmup_min_lr), .lo = 0, .hi = 1e3,
+static const zkey_key scheduler_params_keys[] = {
+    {.name = "warmup_min_lr", .kind = ZKEY_F64, .off = F(scheduler.warmup_min_lr), .lo = 0, .hi = 1e3,
      .mask = S_WLR | S_WDL, .meaning = "lr at step 0 of the warmup", .status = IMPL},
-    {.name = "warmup_max_lr", .kind = ZK_F64, .off = F(scheduler.warmup_max_lr), .lo = 0, .hi = 1e3,
+    {.name = "warmup_max_lr", .kind = ZKEY_F64, .off = F(scheduler.warmup_max_lr), .lo = 0, .hi = 1e3,
      .mask = S_WLR | S_WDL, .meaning = "lr at the end of the warmup", .status = IMPL},
-    {.name = "warmup_num_steps", .kind = ZK_I64, .off = F(scheduler.warmup_num_steps), .lo = 0, .hi = BIG,
+    {.name = "warmup_num_steps", .kind = ZKEY_I64, .off = F(scheduler.warmup_num_steps), .lo = 0, .hi = BIG,
      .mask = S_WLR | S_WDL | S_WCL, .meaning = "warmup length in optimizer steps", .status = IMPL},
-    {.name = "warmup_type", .kind = ZK_ENUM, .off = F(scheduler.warmup_type), .names = warmup_names,
+    {.name = "warmup_type", .kind = ZKEY_ENUM, .off = F(scheduler.warmup_type), .names = warmup_names,
      .mask = S_WLR | S_WDL | S_WCL, .meaning = "log or linear warmup", .status = IMPL},
-    {.name = "total_num_steps", .kind = ZK_I64, .off = F(scheduler.total_num_steps), .lo = 1, .hi = BIG,
+    {.name = "total_num_steps", .kind = ZKEY_I64, .off = F(scheduler.total_num_steps), .lo = 1, .hi = BIG,
      .mask = S_WDL | S_WCL, .meaning = "steps at which the decay reaches its end (required)", .status = IMPL},
-    {.name = "warmup_min_ratio", .kind = ZK_F64, .off = F(scheduler.warmup_min_ratio), .lo = 0, .hi = 1,
+    {.name = "warmup_min_ratio", .kind = ZKEY_F64, .off = F(scheduler.warmup_min_ratio), .lo = 0, .hi = 1,
      .mask = S_WCL, .meaning = "lr ratio at step 0 of the warmup", .status = IMPL},
-    {.name = "cos_min_ratio", .kind = ZK_F64, .off = F(scheduler.cos_min_ratio), .lo = 0, .hi = 1,
+    {.name = "cos_min_ratio", .kind = ZKEY_F64, .off = F(scheduler.cos_min_ratio), .lo = 0, .hi = 1,
      .mask = S_WCL, .meaning = "lr ratio at the end of the cosine", .status = IMPL},
-    {.name = "cycle_min_lr", .kind = ZK_F64, .off = F(scheduler.cycle_min_lr), .lo = 0, .hi = 1e3,
+    {.name = "cycle_min_lr", .kind = ZKEY_F64, .off = F(scheduler.cycle_min_lr), .lo = 0, .hi = 1e3,
      .mask = S_OC, .meaning = "lowest lr of the cycle (required)", .status = IMPL},
-    {.name = "cycle_max_lr", .kind = ZK_F64, .off = F(scheduler.cycle_max_lr), .lo = 0, .hi = 1e3,
+    {.name = "cycle_max_lr", .kind = ZKEY_F64, .off = F(scheduler.cycle_max_lr), .lo = 0, .hi = 1e3,
      .mask = S_OC, .meaning = "highest lr of the cycle (required)", .status = IMPL},
-    {.name = "decay_lr_rate", .kind = ZK_F64, .off = F(scheduler.decay_lr_rate), .lo = 0, .hi = 1e3,
+    {.name = "decay_lr_rate", .kind = ZKEY_F64, .off = F(scheduler.decay_lr_rate), .lo = 0, .hi = 1e3,
      .mask = S_OC, .meaning = "lr decay rate after the cycle", .status = IMPL},
-    {.name = "cycle_first_step_size", .kind = ZK_I64, .off = F(scheduler.cycle_first_step_size), .lo = 1,
+    {.name = "cycle_first_step_size", .kind = ZKEY_I64, .off = F(scheduler.cycle_first_step_size), .lo = 1,
      .hi = BIG, .mask = S_OC, .meaning = "steps of the rising half", .status = IMPL},
-    {.name = "cycle_second_step_size", .kind = ZK_I64, .off = F(scheduler.cycle_second_step_size), .lo = -1,
+    {.name = "cycle_second_step_size", .kind = ZKEY_I64, .off = F(scheduler.cycle_second_step_size), .lo = -1,
      .hi = BIG, .mask = S_OC, .meaning = "steps of the falling half (-1: same as the first)", .status = IMPL},
-    {.name = "cycle_first_stair_count", .kind = ZK_I64, .off = F(scheduler.cycle_first_stair_count), .lo = 0,
+    {.name = "cycle_first_stair_count", .kind = ZKEY_I64, .off = F(scheduler.cycle_first_stair_count), .lo = 0,
      .hi = BIG, .mask = S_OC, .meaning = "stairs in the rising half (0: smooth)", .status = IMPL},
-    {.name = "cycle_second_stair_count", .kind = ZK_I64, .off = F(scheduler.cycle_second_stair_count),
+    {.name = "cycle_second_stair_count", .kind = ZKEY_I64, .off = F(scheduler.cycle_second_stair_count),
      .lo = -1, .hi = BIG, .mask = S_OC, .meaning = "stairs in the falling half (-1: as the first)",
      .status = IMPL},
-    {.name = "decay_step_size", .kind = ZK_I64, .off = F(scheduler.decay_step_size), .lo = 0, .hi = BIG,
+    {.name = "decay_step_size", .kind = ZKEY_I64, .off = F(scheduler.decay_step_size), .lo = 0, .hi = BIG,
      .mask = S_OC, .meaning = "steps per decay interval after the cycle (0: no decay)", .status = IMPL},
-    {.name = "cycle_momentum", .kind = ZK_BOOL, .off = F(scheduler.cycle_momentum), .mask = S_OC,
+    {.name = "cycle_momentum", .kind = ZKEY_BOOL, .off = F(scheduler.cycle_momentum), .mask = S_OC,
      .meaning = "cycle beta1 inversely to the lr (beta2 is left alone, unlike DeepSpeed)", .status = IMPL},
-    {.name = "cycle_min_mom", .kind = ZK_F64, .off = F(scheduler.cycle_min_mom), .lo = 0, .hi = 1,
+    {.name = "cycle_min_mom", .kind = ZKEY_F64, .off = F(scheduler.cycle_min_mom), .lo = 0, .hi = 1,
      .mask = S_OC, .meaning = "lowest beta1 of the cycle", .status = IMPL},
-    {.name = "cycle_max_mom", .kind = ZK_F64, .off = F(scheduler.cycle_max_mom), .lo = 0, .hi = 1,
+    {.name = "cycle_max_mom", .kind = ZKEY_F64, .off = F(scheduler.cycle_max_mom), .lo = 0, .hi = 1,
      .mask = S_OC, .meaning = "highest beta1 of the cycle", .status = IMPL},
-    {.name = "decay_mom_rate", .kind = ZK_F64, .off = F(scheduler.decay_mom_rate), .lo = 0, .hi = 1e3,
+    {.name = "decay_mom_rate", .kind = ZKEY_F64, .off = F(scheduler.decay_mom_rate), .lo = 0, .hi = 1e3,
      .mask = S_OC, .meaning = "momentum decay rate after the cycle", .status = IMPL},
-    {.name = "last_batch_iteration", .kind = ZK_IGNORED, .mask = S_WLR | S_WDL | S_WCL | S_OC,
+    {.name = "last_batch_iteration", .kind = ZKEY_IGNORED, .mask = S_WLR | S_WDL | S_WCL | S_OC,
      .status = "ignored: zinc restores the schedule position from its checkpoint"},
 };
 static TABLE(scheduler_params, "scheduler.params", scheduler_params_keys);
 
-static const zk_key scheduler_keys[] = {
-    ENUM("type", scheduler.type, zk_scheduler_names, "WarmupLR, WarmupDecayLR, WarmupCosineLR or OneCycle"),
+static const zkey_key scheduler_keys[] = {
+    ENUM("type", scheduler.type, zkey_scheduler_names, "WarmupLR, WarmupDecayLR, WarmupCosineLR or OneCycle"),
     OBJ("params", scheduler_params, "the schedule's parameters"),
 };
 static TABLE(scheduler_tbl, "scheduler", scheduler_keys);
 
 /* ------------------------------------------------------------------ fp16 / bf16 */
-static const zk_key fp16_keys[] = {
+static const zkey_key fp16_keys[] = {
     BOOL("enabled", fp16.enabled, "fp16 parameters and gradients, fp32 master weights"),
     BOOL("auto_cast", fp16.auto_cast, "accepted; zinc does not cast model inputs (the model owns its math)"),
     DBL("loss_scale", fp16.loss_scale, 0, 1e38, "0: dynamic loss scaling; otherwise a static scale"),
@@ -128,7 +128,7 @@ static const zk_key fp16_keys[] = {
 };
 static TABLE(fp16_tbl, "fp16", fp16_keys);
 
-static const zk_key bf16_keys[] = {
+static const zkey_key bf16_keys[] = {
     BOOL("enabled", bf16_enabled, "bf16 parameters and gradients, fp32 master weights, no loss scaling"),
     BOOL("immediate_grad_update", bf16_immediate_grad_update,
          "accepted; zinc accumulates into the reduced gradient as soon as a bucket is reduced"),
@@ -139,7 +139,7 @@ static const zk_key bf16_keys[] = {
 static TABLE(bf16_tbl, "bf16", bf16_keys);
 
 /* ------------------------------------------------------------------ zero_optimization */
-static const zk_key offload_opt_keys[] = {
+static const zkey_key offload_opt_keys[] = {
     ENUM("device", zero.offload_optimizer.device, offload_names, "none, cpu or nvme"),
     STR("nvme_path", zero.offload_optimizer.nvme_path, "directory for the NVMe swap files (device nvme)"),
     INT("buffer_count", zero.offload_optimizer.buffer_count, 0, 1 << 20, "swap buffers for the NVMe pipeline"),
@@ -153,7 +153,7 @@ static const zk_key offload_opt_keys[] = {
 };
 static TABLE(offload_opt_tbl, "zero_optimization.offload_optimizer", offload_opt_keys);
 
-static const zk_key offload_param_keys[] = {
+static const zkey_key offload_param_keys[] = {
     ENUM("device", zero.offload_param.device, offload_names, "none, cpu or nvme (stage 3 only)"),
     STR("nvme_path", zero.offload_param.nvme_path, "directory for the NVMe swap files (device nvme)"),
     INT("buffer_count", zero.offload_param.buffer_count, 0, 1 << 20, "parameter swap buffers"),
@@ -163,7 +163,7 @@ static const zk_key offload_param_keys[] = {
 };
 static TABLE(offload_param_tbl, "zero_optimization.offload_param", offload_param_keys);
 
-static const zk_key zero_keys[] = {
+static const zkey_key zero_keys[] = {
     INT("stage", zero.stage, 0, 3, "0: data parallel; 1: shard optimizer state; 2: + gradients; 3: + parameters"),
     BOOL("contiguous_gradients", zero.contiguous_gradients, "accepted; zinc's gradient shard is always contiguous"),
     BOOL("overlap_comm", zero.overlap_comm, "non-blocking reductions overlapping backward (default: stage 3 only)"),
@@ -224,7 +224,7 @@ static const zk_key zero_keys[] = {
 static TABLE(zero_tbl, "zero_optimization", zero_keys);
 
 /* ------------------------------------------------------------------ aio, checkpoint, data_types, zinc */
-static const zk_key aio_keys[] = {
+static const zkey_key aio_keys[] = {
     SIZE("block_size", aio.block_size, 4096, 1 << 30, "bytes per IO request (a multiple of 4096)"),
     INT("queue_depth", aio.queue_depth, 1, 32768, "IO requests in flight per file"),
     INT("intra_op_parallelism", aio.intra_op_parallelism, 1, 1024, "IO requests a swap is split into"),
@@ -235,12 +235,12 @@ static const zk_key aio_keys[] = {
 };
 static TABLE(aio_tbl, "aio", aio_keys);
 
-static const zk_key parallel_write_keys[] = {
+static const zkey_key parallel_write_keys[] = {
     BOOL("pipeline_stage", checkpoint.parallel_write_pipeline_stage, "accepted; zinc has no pipeline stages"),
 };
 static TABLE(parallel_write_tbl, "checkpoint.parallel_write", parallel_write_keys);
 
-static const zk_key checkpoint_keys[] = {
+static const zkey_key checkpoint_keys[] = {
     ENUM("tag_validation", checkpoint.tag_validation, tag_names, "Warn, Ignore or Fail on tags that differ across ranks"),
     BOOL("load_universal", checkpoint.load_universal, "accepted; every zinc checkpoint loads on any rank count"),
     BOOL("use_node_local_storage", checkpoint.use_node_local_storage, "each node writes its own ranks' shards"),
@@ -248,13 +248,13 @@ static const zk_key checkpoint_keys[] = {
 };
 static TABLE(checkpoint_tbl, "checkpoint", checkpoint_keys);
 
-static const zk_key data_types_keys[] = {
-    {.name = "grad_accum_dtype", .kind = ZK_DTYPE, .off = F(grad_accum_dtype), .aux_off = F(grad_accum_dtype_set),
+static const zkey_key data_types_keys[] = {
+    {.name = "grad_accum_dtype", .kind = ZKEY_DTYPE, .off = F(grad_accum_dtype), .aux_off = F(grad_accum_dtype_set),
      .meaning = "dtype of the stage 0-1 gradient accumulation buffer", .status = IMPL},
 };
 static TABLE(data_types_tbl, "data_types", data_types_keys);
 
-static const zk_key zinc_keys[] = {
+static const zkey_key zinc_keys[] = {
     ENUM("device", device, device_names, "auto, cpu or cuda"),
     I64("max_skipped_steps", fp16.max_skipped_steps, 0, BIG,
         "error after this many consecutive overflow-skipped steps (0: never)"),
@@ -263,7 +263,7 @@ static const zk_key zinc_keys[] = {
 static TABLE(zinc_tbl, "zinc", zinc_keys);
 
 /* ------------------------------------------------------------------ top level */
-static const zk_key top_keys[] = {
+static const zkey_key top_keys[] = {
     SIZE("train_batch_size", train_batch_size, 1, BIG, "samples per optimizer step over all ranks"),
     SIZE("train_micro_batch_size_per_gpu", train_micro_batch_size_per_gpu, 1, BIG, "samples per micro-step per rank"),
     SIZE("gradient_accumulation_steps", gradient_accumulation_steps, 1, BIG, "micro-steps per optimizer step"),
@@ -280,7 +280,7 @@ static const zk_key top_keys[] = {
     BOOL("memory_breakdown", memory_breakdown, "log the memory report with each progress line"),
     BOOL("dump_state", dump_state, "log the resolved config at start"),
     OBJ("checkpoint", checkpoint_tbl, "checkpoint options"),
-    {.name = "communication_data_type", .kind = ZK_DTYPE, .off = F(comm_dtype), .aux_off = F(comm_dtype_set),
+    {.name = "communication_data_type", .kind = ZKEY_DTYPE, .off = F(comm_dtype), .aux_off = F(comm_dtype_set),
      .meaning = "dtype of gradient reductions (default: the compute dtype)", .status = IMPL},
     BOOL("prescale_gradients", prescale_gradients, "divide gradients by the world size before reducing"),
     DBL("gradient_predivide_factor", gradient_predivide_factor, 1e-30, 1e30,
@@ -330,20 +330,20 @@ static const zk_key top_keys[] = {
     REFUSED("expert_parallel", "not implemented: mixture-of-experts parallelism"),
     REFUSED("fp8", "not implemented: fp8 mixed precision; use fp16 or bf16"),
 };
-TABLE(zk_top, "", top_keys);
+TABLE(zkey_top, "", top_keys);
 
-const zk_key *zk_find(const zk_table *t, const char *name) {
+const zkey_key *zkey_find(const zkey_table *t, const char *name) {
     for (size_t i = 0; i < t->nkeys; i++)
         if (!strcmp(t->keys[i].name, name)) return &t->keys[i];
     return NULL;
 }
 
-static size_t collect(const zk_table *t, const zk_table **out, size_t n, size_t max) {
+static size_t collect(const zkey_table *t, const zkey_table **out, size_t n, size_t max) {
     if (n < max) out[n] = t;
     n++;
     for (size_t i = 0; i < t->nkeys; i++)
-        if (t->keys[i].kind == ZK_OBJECT) n = collect(t->keys[i].sub, out, n, max);
+        if (t->keys[i].kind == ZKEY_OBJECT) n = collect(t->keys[i].sub, out, n, max);
     return n;
 }
 
-size_t zk_all_tables(const zk_table **out, size_t max) { return collect(&zk_top, out, 0, max); }
+size_t zkey_all_tables(const zkey_table **out, size_t max) { return collect(&zkey_top, out, 0, max); }

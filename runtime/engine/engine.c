@@ -1,6 +1,7 @@
 /* Engine lifecycle, model registration, build (partition, allocate, initialise) and accessors. The
  * step lives in engine_step.c, gradient reduction in zero/grads.c, stage-3 gathering in zero/gather.c. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 zinc_options zinc_default_options(void) {
     zinc_options o;
     memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
     o.device = ZINC_DEVICE_AUTO;
     o.log_fn = zinc_log_stderr;
     o.log_level = ZINC_LOG_INFO;
@@ -58,12 +60,32 @@ static int default_threads(const zinc_engine *e) {
     return t < 1 ? 1 : t > ZPOOL_MAX_THREADS ? ZPOOL_MAX_THREADS : (int)t;
 }
 
+/* The caller's options over the defaults: only the fields its zinc.h had (struct_size bytes). */
+static zinc_status options_read(const zinc_options *opts, zinc_options *o) {
+    if (!opts) return ZINC_OK;
+    if (opts->struct_size == 0)
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.struct_size is 0: start from zinc_default_options() "
+                                          "and set the fields you need by name");
+    if (opts->struct_size > sizeof *o)
+        return ZERR(ZINC_ERR_UNSUPPORTED, "zinc_create: options.struct_size %zu is larger than this libzinc (%s) knows "
+                                          "(%zu bytes): the program was compiled against a newer zinc.h; run it with "
+                                          "the libzinc it was built for", opts->struct_size, ZINC_VERSION, sizeof *o);
+    if (opts->struct_size < offsetof(zinc_options, config_json) + sizeof o->config_json)
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.struct_size %zu is smaller than any zinc_options "
+                                          "(%zu bytes); start from zinc_default_options()", opts->struct_size,
+                    offsetof(zinc_options, config_json) + sizeof o->config_json);
+    memcpy(o, opts, opts->struct_size);
+    o->struct_size = sizeof *o;
+    return ZINC_OK;
+}
+
 zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     zinc_status st = ZINC_OK;
     zinc_engine *e = NULL;
     if (!out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: out is NULL");
     *out = NULL;
-    zinc_options o = opts ? *opts : zinc_default_options();
+    zinc_options o = zinc_default_options();
+    TRY(options_read(opts, &o));
     if (!o.config_path && !o.config_json)
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: give options.config_path (a ds_config.json file) or "
                                           "options.config_json (the JSON text)");
@@ -231,8 +253,8 @@ zinc_param *zinc_param_add(zinc_engine *e, int module, const char *name, int ndi
              name, e->modules[e->nmodules - 1].name);
         return NULL;
     }
-    if (ndim < 1 || ndim > 8) {
-        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): ndim %d is out of range 1..8", name, ndim);
+    if (ndim < 1 || ndim > ZINC_MAX_DIMS) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): ndim %d is out of range 1..%d", name, ndim, ZINC_MAX_DIMS);
         return NULL;
     }
     if (zinc_param_find(e, name)) {
@@ -680,18 +702,29 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
 
 /* ---------------------------------------------------------------- accessors */
 
-zinc_dtype zinc_compute_dtype(const zinc_engine *e) { return e->compute_dtype; }
-zinc_dtype zinc_grad_dtype(const zinc_engine *e) { return e->grad_dtype; }
-float zinc_loss_scale(const zinc_engine *e) { return (float)e->scaler.cur_scale; }
-int zinc_rank(const zinc_engine *e) { return e->rank; }
-int zinc_world_size(const zinc_engine *e) { return e->world; }
-int zinc_zero_stage(const zinc_engine *e) { return e->stage; }
-int64_t zinc_micro_batch_size(const zinc_engine *e) { return e->cfg.train_micro_batch_size_per_gpu; }
-int64_t zinc_grad_accum_steps(const zinc_engine *e) { return e->cfg.gradient_accumulation_steps; }
-int64_t zinc_train_batch_size(const zinc_engine *e) { return e->cfg.train_batch_size; }
-int64_t zinc_steps_per_print(const zinc_engine *e) { return e->cfg.steps_per_print; }
-zinc_device_kind zinc_device(const zinc_engine *e) { return e->device; }
-int zinc_device_host_addressable(const zinc_engine *e) { return e && e->dev ? e->dev->host_addressable : 0; }
+/* Accessors: a NULL engine is a caller's bug, answered the same way by each (include/zinc.h, Conventions). */
+#define ACCESS(type, name, none, expr)                                                                      \
+    type name(const zinc_engine *e) {                                                                     \
+        if (!e) {                                                                                         \
+            ZERR(ZINC_ERR_INVALID_ARG, #name ": NULL engine");                                            \
+            return none;                                                                                  \
+        }                                                                                                 \
+        return expr;                                                                                      \
+    }
+ACCESS(zinc_dtype, zinc_compute_dtype, ZINC_FP32, e->compute_dtype)
+ACCESS(zinc_dtype, zinc_grad_dtype, ZINC_FP32, e->grad_dtype)
+ACCESS(float, zinc_loss_scale, 0.0f, (float)e->scaler.cur_scale)
+ACCESS(int, zinc_rank, -1, e->rank)
+ACCESS(int, zinc_world_size, -1, e->world)
+ACCESS(int, zinc_zero_stage, -1, e->stage)
+ACCESS(int64_t, zinc_micro_batch_size, -1, e->cfg.train_micro_batch_size_per_gpu)
+ACCESS(int64_t, zinc_grad_accum_steps, -1, e->cfg.gradient_accumulation_steps)
+ACCESS(int64_t, zinc_train_batch_size, -1, e->cfg.train_batch_size)
+ACCESS(int64_t, zinc_steps_per_print, -1, e->cfg.steps_per_print)
+ACCESS(zinc_device_kind, zinc_device, ZINC_DEVICE_AUTO, e->device)
+ACCESS(int, zinc_device_host_addressable, -1, e->dev ? e->dev->host_addressable : 0)
+ACCESS(void *, zinc_stream, NULL, e->dev ? e->dev->compute_stream : NULL)
+#undef ACCESS
 
 void zinc_log(const zinc_engine *e, zinc_log_level level, const char *fmt, ...) {
     if (!e || !e->log.fn || level < e->log.level) return;
@@ -705,12 +738,11 @@ void zinc_log(const zinc_engine *e, zinc_log_level level, const char *fmt, ...) 
 
 zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out) {
     if (!e || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_memory_get: NULL argument");
+    memset(out, 0, sizeof *out);
     zmem_report(&e->mem, out);
     e->dev->ops->mem_info(e->dev, &out->device_used_bytes, &out->device_total_bytes);
     return ZINC_OK;
 }
-
-void *zinc_stream(const zinc_engine *e) { return e && e->dev ? e->dev->compute_stream : NULL; }
 
 zinc_status zinc_copy_to_host(zinc_engine *e, void *host_dst, const void *src, size_t bytes) {
     if (!e || !e->dev || ((!host_dst || !src) && bytes))

@@ -25,7 +25,11 @@ fail:
 
 int64_t zinc_numel_total(const zinc_engine *e) {
     int64_t n = 0;
-    for (int i = 0; e && i < e->nparams; i++) n += e->params[i]->numel;
+    if (!e) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_numel_total: NULL engine");
+        return -1;
+    }
+    for (int i = 0; i < e->nparams; i++) n += e->params[i]->numel;
     return n;
 }
 

@@ -20,7 +20,7 @@ struct zinc_param {
     char *name;
     int module;
     int ndim;
-    int64_t shape[8];
+    int64_t shape[ZINC_MAX_DIMS];
     int64_t numel;
     int64_t flat_offset;
     unsigned flags;

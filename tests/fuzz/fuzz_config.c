@@ -40,22 +40,22 @@ static void require(bool ok, const char *what, const char *input) {
     abort();
 }
 
-static bool same_fields(const zinc_config *a, const zinc_config *b, const zk_table *t) {
+static bool same_fields(const zinc_config *a, const zinc_config *b, const zkey_table *t) {
     for (size_t i = 0; i < t->nkeys; i++) {
-        const zk_key *k = &t->keys[i];
+        const zkey_key *k = &t->keys[i];
         const char *pa = (const char *)a + k->off, *pb = (const char *)b + k->off;
         bool eq = true;
         switch (k->kind) {
-        case ZK_OBJECT: eq = same_fields(a, b, k->sub); break;
-        case ZK_BOOL: eq = *(const bool *)pa == *(const bool *)pb; break;
-        case ZK_INT:
-        case ZK_ENUM: eq = *(const int *)pa == *(const int *)pb; break;
-        case ZK_I64:
-        case ZK_SIZE: eq = *(const int64_t *)pa == *(const int64_t *)pb; break;
-        case ZK_F64: eq = !memcmp(pa, pb, sizeof(double)); break;
-        case ZK_BETAS: eq = !memcmp(pa, pb, 2 * sizeof(double)); break;
-        case ZK_DTYPE: eq = *(const zinc_dtype *)pa == *(const zinc_dtype *)pb; break;
-        case ZK_STR: eq = !strcmp(pa, pb); break;
+        case ZKEY_OBJECT: eq = same_fields(a, b, k->sub); break;
+        case ZKEY_BOOL: eq = *(const bool *)pa == *(const bool *)pb; break;
+        case ZKEY_INT:
+        case ZKEY_ENUM: eq = *(const int *)pa == *(const int *)pb; break;
+        case ZKEY_I64:
+        case ZKEY_SIZE: eq = *(const int64_t *)pa == *(const int64_t *)pb; break;
+        case ZKEY_F64: eq = !memcmp(pa, pb, sizeof(double)); break;
+        case ZKEY_BETAS: eq = !memcmp(pa, pb, 2 * sizeof(double)); break;
+        case ZKEY_DTYPE: eq = *(const zinc_dtype *)pa == *(const zinc_dtype *)pb; break;
+        case ZKEY_STR: eq = !strcmp(pa, pb); break;
         default: break;
         }
         if (!eq) {
@@ -102,7 +102,7 @@ static void check_accepted(const zinc_config *c, int world, const char *text) {
     zinc_status st = zcfg_load_text(again, "<dump>", world, NULL, &c2);
     if (st != ZINC_OK) fprintf(stderr, "dump:\n%s\n", dump);
     require(st == ZINC_OK, "the dump loads", text);
-    require(same_fields(c, &c2, &zk_top) && c2.compute_dtype == c->compute_dtype && c2.comm_dtype == c->comm_dtype &&
+    require(same_fields(c, &c2, &zkey_top) && c2.compute_dtype == c->compute_dtype && c2.comm_dtype == c->comm_dtype &&
                 c2.grad_accum_dtype == c->grad_accum_dtype,
             "the dump round trip", text);
     free(again);
@@ -215,24 +215,24 @@ static const char *syntax[] = {"{", "}", "[", "]", ",", ":", "\"", "\\", "//", "
                                "-", ".", "0", "\xff", "\x80", "\xc3", "\t", "\"\":", ",,"};
 
 static const char *random_key(void) {
-    const zk_table *all[64];
-    size_t nt = zk_all_tables(all, 64);
-    const zk_table *t = all[below(nt < 64 ? nt : 64)];
+    const zkey_table *all[64];
+    size_t nt = zkey_all_tables(all, 64);
+    const zkey_table *t = all[below(nt < 64 ? nt : 64)];
     return t->nkeys ? t->keys[below(t->nkeys)].name : "stage";
 }
 
 /* A config generated from the schema: random keys at their own nesting, values from the pool. */
-static size_t generate(char *out, size_t cap, const zk_table *t, int depth) {
+static size_t generate(char *out, size_t cap, const zkey_table *t, int depth) {
     size_t n = 0;
     n += (size_t)snprintf(out + n, cap - n, "{");
     size_t keys = below(t->nkeys < 6 ? t->nkeys + 1 : 7);
     if (depth == 0 && below(4)) /* a batch size most of the time, so configs get past the triad */
         n += (size_t)snprintf(out + n, cap - n, "\"train_batch_size\": %d%s", (int)(1 + below(4)) * 8, keys ? ", " : "");
     for (size_t i = 0; i < keys && n + 512 < cap; i++) {
-        const zk_key *k = &t->keys[below(t->nkeys)];
+        const zkey_key *k = &t->keys[below(t->nkeys)];
         n += (size_t)snprintf(out + n, cap - n, "%s\"%s\": ", i ? ", " : "", k->name);
-        if (k->kind == ZK_OBJECT && depth < 4 && below(8)) n += generate(out + n, cap - n, k->sub, depth + 1);
-        else if (k->kind == ZK_ENUM && below(2)) n += (size_t)snprintf(out + n, cap - n, "\"%s\"", k->names[below(3)]);
+        if (k->kind == ZKEY_OBJECT && depth < 4 && below(8)) n += generate(out + n, cap - n, k->sub, depth + 1);
+        else if (k->kind == ZKEY_ENUM && below(2)) n += (size_t)snprintf(out + n, cap - n, "\"%s\"", k->names[below(3)]);
         else n += (size_t)snprintf(out + n, cap - n, "%s", values[below(sizeof values / sizeof values[0])]);
     }
     n += (size_t)snprintf(out + n, cap - n, "}");
@@ -342,7 +342,7 @@ int main(int argc, char **argv) {
     for (; done < iterations; done++) {
         size_t len;
         if (done % 5 == 4) {
-            len = generate(buf, BUF_MAX, &zk_top, 0);
+            len = generate(buf, BUF_MAX, &zkey_top, 0);
             if (below(2)) len = mutate(buf, len);
         } else {
             const blob *b = &seeds[below(nseeds)];
