@@ -1,5 +1,5 @@
-/* DeepSpeed's DynamicLossScaler.update_scale (deepspeed/runtime/fp16/loss_scaler.py; reference/deepspeed.md
- * section 2), transcribed step for step, and the static scaler (LossScaler.update_scale is a no-op).
+/* DeepSpeed's DynamicLossScaler.update_scale (deepspeed/runtime/fp16/loss_scaler.py, DeepSpeed
+ * 0.19; the v0.17.1 growth rule), transcribed step for step, and the static scaler (LossScaler.update_scale is a no-op).
  *
  *   overflow:
  *     if delayed_shift == 1 or cur_hysteresis == 1:

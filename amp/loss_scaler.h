@@ -1,4 +1,5 @@
-/* Loss scaling for fp16: DeepSpeed's DynamicLossScaler state machine (reference/deepspeed.md section 2)
+/* Loss scaling for fp16: DeepSpeed's DynamicLossScaler state machine (DeepSpeed 0.19,
+ * deepspeed/runtime/fp16/loss_scaler.py)
  * and the static scaler. bf16 and fp32 use a static scale of 1. The state is plain data so checkpoints
  * can store it. */
 #ifndef ZINC_AMP_LOSS_SCALER_H

@@ -451,7 +451,7 @@ static json_t *why_list(const variant *v, const mopts *o, int64_t P, int64_t L, 
 }
 
 static void print_why(const variant *v, const mopts *o, int64_t P, int64_t L, int G, int gpn, bool off_param) {
-    printf("\nWhy DeepSpeed's estimate differs (reference/deepspeed.md section 6):\n");
+    printf("\nWhy DeepSpeed's estimate differs (its estimate_zero2/3_model_states_mem_needs, DeepSpeed 0.19; docs/mem.md):\n");
     json_t *w = why_list(v, o, P, L, G, gpn, off_param);
     size_t i;
     json_t *x;

@@ -16,7 +16,7 @@
 #include "cli/commands.h"
 #include "cli/gpt2_cli.h"
 #include "cli/train_guard.h"
-#include "mlp.h"
+#include "examples/mlp/mlp.h"
 #include "zinc.h"
 
 static void usage(FILE *f) {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "gpt2.h"
+#include "examples/gpt2/gpt2.h"
 #include "cli/gpt2_cli.h"
 #include "cli/train_guard.h"
 #include "zinc.h"

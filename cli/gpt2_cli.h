@@ -4,7 +4,7 @@
 #ifndef ZINC_CLI_GPT2_CLI_H
 #define ZINC_CLI_GPT2_CLI_H
 
-#include "gpt2_files.h"
+#include "examples/gpt2/gpt2_files.h"
 
 int zinc_cmd_train_gpt2(int argc, char **argv);
 int zinc_cmd_export_llmc(int argc, char **argv);

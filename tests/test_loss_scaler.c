@@ -1,5 +1,5 @@
-/* The dynamic loss scaler against DeepSpeed's DynamicLossScaler.update_scale (reference/deepspeed.md
- * section 2): scripted overflow sequences checked step by step, then long random sequences compared with a
+/* The dynamic loss scaler against DeepSpeed's DynamicLossScaler.update_scale (DeepSpeed
+ * 0.19, deepspeed/runtime/fp16/loss_scaler.py): scripted overflow sequences checked step by step, then long random sequences compared with a
  * line-by-line transliteration of the Python. */
 #include <math.h>
 #include <stdbool.h>

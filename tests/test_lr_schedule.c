@@ -1,4 +1,4 @@
-/* The lr schedules against DeepSpeed's formulas (reference/deepspeed.md section 1; deepspeed/runtime/
+/* The lr schedules against DeepSpeed's formulas (DeepSpeed 0.19, deepspeed/runtime/
  * lr_schedules.py), recomputed here in double from the formulas as written, at many iterations including
  * the boundaries (0, N-1, N, T-1, T, past T). zinc evaluates the schedule at DeepSpeed's
  * last_batch_iteration = steps_taken. */

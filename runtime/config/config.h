@@ -1,5 +1,5 @@
-/* The typed form of a DeepSpeed ds_config.json, with DeepSpeed's code defaults (reference/deepspeed.md
- * section 1) and zinc's deliberate differences (README "Config keys"). Loading validates every key: an
+/* The typed form of a DeepSpeed ds_config.json, with DeepSpeed's code defaults (DeepSpeed
+ * 0.19: deepspeed/runtime/config.py, constants.py, zero/config.py, zero/offload_config.py) and zinc's deliberate differences (README "Config keys"). Loading validates every key: an
  * unknown key is an error naming the closest valid key; each error names the JSON path, the value and
  * what is allowed; warnings (deprecated spellings, keys zinc accepts but ignores) go to the log sink. */
 #ifndef ZINC_RUNTIME_CONFIG_H

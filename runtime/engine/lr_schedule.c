@@ -1,4 +1,4 @@
-/* DeepSpeed's learning-rate schedules (deepspeed/runtime/lr_schedules.py; reference/deepspeed.md section 1),
+/* DeepSpeed's learning-rate schedules (deepspeed/runtime/lr_schedules.py, DeepSpeed 0.19),
  * as pure functions of the iteration. `it` below is DeepSpeed's last_batch_iteration; zinc evaluates the
  * schedule at it = steps_taken (see lr_schedule.h), so the first optimizer step uses iteration 0.
  *

@@ -6,7 +6,9 @@
  * in forward and in reverse order in backward. tests/test_mem_estimate.c checks it against the engine's
  * accounting for every stage, offload choice and 1-4 ranks.
  *
- * Also here: DeepSpeed's own estimators (reference/deepspeed.md section 6), for comparison, and the
+ * Also here: DeepSpeed's own estimators (DeepSpeed 0.19:
+ * estimate_zero2_model_states_mem_needs in deepspeed/runtime/zero/stage_1_and_2.py and
+ * estimate_zero3_model_states_mem_needs in deepspeed/runtime/zero/stage3.py), for comparison, and the
  * pre-flight check zinc_build runs before allocating anything. */
 #ifndef ZINC_RUNTIME_MEM_ESTIMATE_H
 #define ZINC_RUNTIME_MEM_ESTIMATE_H

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""The library's folders and what each may include (HACKING.md, "Layers"), checked from the sources.
+
+Every `#include "..."` in the library names its folder from the source root (or is the public "zinc.h").
+This script reads them all and fails when
+  - an include does not name its folder (a bare "error.h" from another folder would hide a dependency),
+  - a folder includes one that its layer does not allow (LAYERS below, lowest first),
+  - the folder graph has a cycle (impossible while LAYERS is obeyed; checked anyway),
+  - a library file calls getenv outside runtime/core/env.c (the one place environment variables are read).
+
+  scripts/check_layers.py [ROOT]          check; prints the folder graph
+  scripts/check_layers.py --dot [ROOT]    the folder graph in Graphviz dot (for a drawing)
+"""
+import os
+import re
+import sys
+
+# Folder -> folders it may include (besides itself and include/zinc.h). Lowest layer first.
+LAYERS = {
+    "runtime/core": [],
+    "kernels": ["runtime/core"],
+    "amp": ["runtime/core"],
+    "runtime/config": ["runtime/core"],
+    "runtime/comm": ["runtime/core"],
+    "runtime/device": ["runtime/core", "runtime/comm", "kernels"],
+    "zero": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels"],
+    "offload": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels"],
+    "runtime/mem": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "zero",
+                    "offload"],
+    "runtime/engine": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "amp",
+                       "zero", "offload", "runtime/mem"],
+    "runtime/checkpoint": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "amp",
+                           "zero", "offload", "runtime/engine"],
+    # the zinc program drives the example models (examples/mlp, examples/gpt2) through the engine API
+    "cli": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "amp", "zero",
+            "offload", "runtime/mem", "runtime/engine", "runtime/checkpoint", "examples"],
+}
+SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".inc")
+GETENV_HOME = "runtime/core/env.c"
+
+
+def folder_of(path):
+    parts = path.split("/")
+    return "/".join(parts[:2]) if parts[0] == "runtime" else parts[0]
+
+
+def scan(root):
+    edges, problems = {}, []
+    include_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+    getenv_re = re.compile(r"\b(secure_)?getenv\s*\(")
+    for top in ("runtime", "zero", "offload", "amp", "kernels", "cli"):
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for name in sorted(files):
+                if not name.endswith(SOURCE_EXT):
+                    continue
+                path = os.path.relpath(os.path.join(dirpath, name), root)
+                here = folder_of(path)
+                text = open(os.path.join(root, path), encoding="utf-8").read()
+                if here != "cli" and path != GETENV_HOME:
+                    code = re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
+                    if getenv_re.search(code):
+                        problems.append(f"{path}: calls getenv; read environment variables through "
+                                        f"runtime/core/env.h (the one table of them)")
+                for m in include_re.finditer(text):
+                    inc = m.group(1)
+                    if inc == "zinc.h":
+                        continue
+                    if "/" not in inc or not os.path.exists(os.path.join(root, inc)):
+                        problems.append(f'{path}: #include "{inc}" does not name its folder from the source root')
+                        continue
+                    there = folder_of(inc)
+                    if there == here:
+                        continue
+                    edges.setdefault(here, {}).setdefault(there, path)
+                    if here not in LAYERS:
+                        problems.append(f"{path}: folder {here} has no layer in scripts/check_layers.py")
+                    elif there not in LAYERS[here]:
+                        problems.append(f'{path}: #include "{inc}": {here} may not include {there} '
+                                        f"(allowed: {', '.join(LAYERS[here]) or 'nothing'})")
+    return edges, problems
+
+
+def find_cycle(edges):
+    state, stack = {}, []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(edges.get(n, {})):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if not state.get(m):
+                c = visit(m)
+                if c:
+                    return c
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(edges):
+        if not state.get(n):
+            c = visit(n)
+            if c:
+                return c
+    return None
+
+
+def main(argv):
+    dot = "--dot" in argv
+    args = [a for a in argv if a != "--dot"]
+    root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    edges, problems = scan(root)
+    if dot:
+        print("digraph zinc_folders {\n  rankdir=BT;")
+        for a in sorted(edges):
+            for b in sorted(edges[a]):
+                print(f'  "{a}" -> "{b}";')
+        print("}")
+        return 0
+    for a in sorted(edges):
+        print(f"{a} -> {', '.join(sorted(edges[a]))}")
+    cycle = find_cycle(edges)
+    if cycle:
+        problems.append("folder cycle: " + " -> ".join(cycle) + " (e.g. " +
+                        "; ".join(edges[a][b] for a, b in zip(cycle, cycle[1:])) + ")")
+    for p in problems:
+        print("check_layers: " + p, file=sys.stderr)
+    print(f"check_layers: {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
