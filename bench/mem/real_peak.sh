@@ -7,6 +7,7 @@
 # each rank's real growth (VmHWM less VmRSS before zinc_build), largest over ranks.
 #
 #   bench/mem/real_peak.sh [BUILD_DIR] [DTYPE fp32|bf16|fp16] [MODEL ARGS...]
+#   RANKS="3 4" MODES=after bench/mem/real_peak.sh ...   other rank counts; only the current code paths
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -25,11 +26,11 @@ case $dtype in
   *) echo "real_peak.sh: dtype must be fp32, bf16 or fp16" >&2; exit 2 ;;
 esac
 printf "%-6s %-5s %-6s %12s %12s %12s %8s %8s\n" stage ranks mode counted_MiB estimate_MiB real_MiB "cnt %" "est %"
-for np in 1 2; do
+for np in ${RANKS:-1 2}; do
   for s in 0 1 2 3; do
     cfg="$out/ds_stage${s}_$dtype.json"
     echo "{ $prec \"zero_optimization\": {\"stage\": $s} }" > "$cfg"
-    for mode in before after; do
+    for mode in ${MODES:-before after}; do
       if [ $mode = before ]; then env=(ZINC_MPI_PIECE_ELEMENTS=2147483647); extra=(--init whole)
       else env=(); extra=(); fi
       json=$(env "${env[@]}" "${mpi[@]}" -np "$np" "$zinc" mem measure "${model[@]}" --config "$cfg" --steps 2 \
