@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/mem_cli.h"
+#include "cli/mem_plot.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -471,15 +472,10 @@ static void csv_text(const char *t) {
 
 static int plot(const mopts *o, json_t *base, const char *origin, const zmem_model *md, const char *md_desc,
                 int world) {
-    char dat[4200], gp[4200];
+    char dat[4200], gp[4200], sub[1200];
+    if (zcli_plot_check_name("zinc mem", o->plot)) return -1;
     snprintf(dat, sizeof dat, "%s.dat", o->plot);
     snprintf(gp, sizeof gp, "%s.gp", o->plot);
-    const char *ext = strrchr(o->plot, '.');
-    bool png = ext && !strcmp(ext, ".png");
-    if (!ext || (!png && strcmp(ext, ".svg"))) {
-        fprintf(stderr, "zinc mem: --plot needs a file name ending in .svg or .png\n");
-        return -1;
-    }
     FILE *f = fopen(dat, "w");
     if (!f) {
         fprintf(stderr, "zinc mem: cannot write %s\n", dat);
@@ -495,8 +491,9 @@ static int plot(const mopts *o, json_t *base, const char *origin, const zmem_mod
             xs[j - 1] = t;
         }
     zinc_mem_kind ck = o->device == ZINC_DEVICE_CUDA ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
-    fprintf(f, "# ranks  stage0 stage1 stage2 stage3 (bytes per rank, %s memory%s)\n", mc_kind_title(ck),
-            ck == ZINC_MEMKIND_HOST ? " incl. pinned" : "");
+    double unit = o->units_gb ? 1e9 : 1073741824.0;
+    fprintf(f, "# ranks  stage0 stage1 stage2 stage3 (%s per rank, %s memory%s)\n", o->units_gb ? "GB" : "GiB",
+            mc_kind_title(ck), ck == ZINC_MEMKIND_HOST ? " incl. pinned" : "");
     for (int i = 0; i < nx; i++) {
         fprintf(f, "%d", xs[i]);
         for (int s = 0; s <= 3; s++) {
@@ -509,44 +506,22 @@ static int plot(const mopts *o, json_t *base, const char *origin, const zmem_mod
                 continue;
             }
             uint64_t y = e.total[ck] + (ck == ZINC_MEMKIND_HOST ? e.total[ZINC_MEMKIND_PINNED] : 0);
-            fprintf(f, " %" PRIu64, y);
+            fprintf(f, " %.6g", (double)y / unit);
         }
         fprintf(f, "\n");
     }
-    fclose(f);
-    f = fopen(gp, "w");
-    if (!f) return -1;
-    fprintf(f,
-            "set terminal %s size 900,560\nset output '%s'\n"
-            "set title \"zinc mem estimate: %s bytes per rank\\n%s, %s, offload %s\" noenhanced\n"
-            "set xlabel 'ranks'\nset ylabel 'GiB per rank'\n"
-            "set logscale xy 2\nset grid\nset key top right\n"
-            "plot for [s=0:3] '%s' using 1:(column(s+2)/2**30) with linespoints title sprintf('stage %%d', s)\n",
-            png ? "pngcairo" : "svg", o->plot, mc_kind_title(ck), md_desc, origin, o->offload ? o->offload : "as configured",
-            dat);
-    fclose(f);
-    bool have = false;
-    const char *path = getenv("PATH");
-    char buf[4300];
-    for (const char *p = path; p && *p && !have;) {
-        const char *q = strchr(p, ':');
-        size_t n = q ? (size_t)(q - p) : strlen(p);
-        snprintf(buf, sizeof buf, "%.*s/gnuplot", (int)n, p);
-        have = access(buf, X_OK) == 0;
-        p = q ? q + 1 : p + n;
-    }
-    if (!have) {
-        fprintf(stderr, "zinc mem: gnuplot is not installed: skipped the plot (the data is in %s and the script in "
-                        "%s: gnuplot %s)\n", dat, gp, gp);
-        return 0;
-    }
-    snprintf(buf, sizeof buf, "gnuplot '%s'", gp);
-    if (system(buf) != 0) {
-        fprintf(stderr, "zinc mem: gnuplot failed on %s (with png, try .svg: the png terminal needs cairo)\n", gp);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "zinc mem: cannot write %s\n", dat);
         return -1;
     }
-    fprintf(stderr, "zinc mem: wrote %s (data %s, script %s)\n", o->plot, dat, gp);
-    return 0;
+    char title[128], ylabel[64];
+    snprintf(title, sizeof title, "zinc mem estimate: %s bytes per rank against rank count", mc_kind_title(ck));
+    snprintf(sub, sizeof sub, "%s; %s; offload %s", md_desc, origin, o->offload ? o->offload : "as configured");
+    snprintf(ylabel, sizeof ylabel, "%s per rank", o->units_gb ? "GB" : "GiB");
+    zcli_plot p = {.out = o->plot, .dat = dat, .script = gp, .title = title, .subtitle = sub, .xlabel = "ranks",
+                   .ylabel = ylabel, .unit = o->units_gb ? "GB" : "GiB",
+                   .capacity = ck == ZINC_MEMKIND_DEVICE ? (double)o->gpu_mem / unit : 0};
+    return zcli_plot_render("zinc mem", &p);
 }
 
 static json_t *est_json(const zmem_estimate *e) {

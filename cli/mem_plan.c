@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/mem_cli.h"
+#include "cli/mem_plot.h"
 
 /* The paper's bytes per GPU for Psi parameters on N data-parallel GPUs (mixed precision, Adam K = 12). */
 double mc_paper_bytes(int stage, double psi, double n) {
@@ -65,11 +66,9 @@ static int write_plot(const mopts *o, json_t *base, const char *origin, const zm
     char *dat = malloc(L + 8), *gp = malloc(L + 8);
     int rc = -1;
     FILE *f = NULL;
-    if (!dat || !gp) goto done;
+    if (!dat || !gp || zcli_plot_check_name("zinc mem plan", o->plot)) goto done;
     snprintf(dat, L + 8, "%s.dat", o->plot);
     snprintf(gp, L + 8, "%s.gp", o->plot);
-    const char *ext = strrchr(o->plot, '.');
-    bool png = ext && !strcmp(ext, ".png");
     if (!(f = fopen(dat, "w"))) {
         fprintf(stderr, "zinc mem plan: cannot write %s\n", dat);
         goto done;
@@ -84,54 +83,19 @@ static int write_plot(const mopts *o, json_t *base, const char *origin, const zm
         }
         fprintf(f, "\n");
     }
-    fclose(f);
+    int closed = fclose(f);
     f = NULL;
-    if (!(f = fopen(gp, "w"))) goto done;
-    /* Names go into gnuplot as single-quoted strings: a quote is doubled, so any file name works. */
-    fprintf(f, "set terminal %s size 1000,620\nset output '", png ? "pngcairo" : "svg");
-    for (const char *p = o->plot; *p; p++) fprintf(f, *p == '\'' ? "''" : "%c", *p);
-    fprintf(f, "'\nset tmargin 5\nset title '");
-    char title[600];
-    snprintf(title, sizeof title, "zinc mem plan: %s per GPU against GPU count\n%s%s", unit_name(o), desc,
-             o->paper ? " (ZeRO paper byte model)" : "");
-    for (const char *p = title; *p; p++) fprintf(f, *p == '\'' ? "''" : *p == '\n' ? "\\n" : "%c", *p);
-    fprintf(f, "' noenhanced\nset xlabel 'GPUs'\nset ylabel '%s per GPU'\nset logscale xy 2\nset grid\n"
-               "set key outside right\n",
-            unit_name(o));
-    fprintf(f, "cap = %.6g\nplot for [s=0:3] '", (double)o->gpu_mem / unit_bytes(o));
-    for (const char *p = dat; *p; p++) fprintf(f, *p == '\'' ? "''" : "%c", *p);
-    fprintf(f, "' using 1:(column(s+2)) with linespoints title sprintf('stage %%d', s), "
-               "cap with lines dt 2 lw 2 title sprintf('GPU capacity %%.4g %s', cap)\n",
-            unit_name(o));
-    fclose(f);
-    f = NULL;
-    char buf[8192];
-    const char *path = getenv("PATH");
-    bool have = false;
-    for (const char *p = path ? path : ""; *p;) {
-        size_t n = strcspn(p, ":");
-        snprintf(buf, sizeof buf, "%.*s/gnuplot", (int)n, p);
-        if (access(buf, X_OK) == 0) have = true;
-        p += n + (p[n] == ':');
-    }
-    if (!have) {
-        fprintf(stderr, "zinc mem plan: gnuplot is not installed: skipped the plot (data %s, script %s)\n", dat, gp);
-        rc = 0;
+    if (closed != 0) {
+        fprintf(stderr, "zinc mem plan: cannot write %s\n", dat);
         goto done;
     }
-    /* The script's name goes through the shell: single-quoted, embedded quotes closed and escaped. */
-    size_t k = (size_t)snprintf(buf, sizeof buf, "gnuplot '");
-    for (const char *p = gp; *p && k + 8 < sizeof buf; p++) {
-        if (*p == '\'') k += (size_t)snprintf(buf + k, sizeof buf - k, "'\\''");
-        else buf[k++] = *p;
-    }
-    snprintf(buf + k, sizeof buf - k, "'");
-    if (system(buf) != 0) {
-        fprintf(stderr, "zinc mem plan: gnuplot failed on %s\n", gp);
-        goto done;
-    }
-    fprintf(stderr, "zinc mem plan: wrote %s (data %s, script %s)\n", o->plot, dat, gp);
-    rc = 0;
+    char sub[1200], ylabel[64];
+    snprintf(sub, sizeof sub, "%s%s", desc, o->paper ? " (ZeRO paper byte model)" : "");
+    snprintf(ylabel, sizeof ylabel, "%s per GPU", unit_name(o));
+    zcli_plot p = {.out = o->plot, .dat = dat, .script = gp, .title = "zinc mem plan: GPU memory per GPU against GPU count",
+                   .subtitle = sub, .xlabel = "GPUs", .ylabel = ylabel, .unit = unit_name(o),
+                   .capacity = (double)o->gpu_mem / unit_bytes(o)};
+    rc = zcli_plot_render("zinc mem plan", &p);
 done:
     if (f) fclose(f);
     free(dat);

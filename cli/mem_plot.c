@@ -1,0 +1,102 @@
+/* The memory plots' gnuplot script and its run (mem_plot.h). */
+#include "cli/mem_plot.h"
+
+#include <errno.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+extern char **environ;
+
+int zcli_plot_check_name(const char *who, const char *out) {
+    const char *ext = strrchr(out, '.');
+    if (ext && (!strcmp(ext, ".svg") || !strcmp(ext, ".png"))) return 0;
+    fprintf(stderr, "%s: --plot %s: the file name must end in .svg or .png\n", who, out);
+    return -1;
+}
+
+/* A gnuplot double-quoted string: backslash and quote escaped, newline as \n. */
+static void put_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+        else if (*s == '\n') fputs("\\n", f);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* The subtitle broken at spaces into lines of at most `width` characters (a longer word stays whole). */
+static void wrap(char *dst, size_t cap, const char *s, size_t width) {
+    size_t k = 0, col = 0;
+    while (*s && k + 2 < cap) {
+        size_t word = strcspn(s, " ");
+        if (col > 0 && col + 1 + word > width) {
+            dst[k++] = '\n';
+            col = 0;
+        } else if (col > 0) {
+            dst[k++] = ' ';
+            col++;
+        }
+        for (size_t i = 0; i < word && k + 2 < cap; i++) dst[k++] = s[i];
+        col += word;
+        s += word;
+        while (*s == ' ') s++;
+    }
+    dst[k] = 0;
+}
+
+static int write_script(const zcli_plot *p, bool png) {
+    FILE *f = fopen(p->script, "w");
+    if (!f) return -1;
+    char sub[2048];
+    wrap(sub, sizeof sub, p->subtitle ? p->subtitle : "", 95);
+    int lines = 2;
+    for (const char *c = sub; *c; c++) lines += *c == '\n';
+    fprintf(f, "set terminal %s size 1000,640 noenhanced\nset output ", png ? "pngcairo" : "svg");
+    put_string(f, p->out);
+    fprintf(f, "\nset tmargin %d\nset title ", lines + 2);
+    char title[2300];
+    snprintf(title, sizeof title, "%s\n%s", p->title, sub);
+    put_string(f, title);
+    fprintf(f, " noenhanced\nset xlabel ");
+    put_string(f, p->xlabel);
+    fprintf(f, "\nset ylabel ");
+    put_string(f, p->ylabel);
+    fprintf(f, "\nset logscale xy 2\nset grid\nset key below horizontal noenhanced\n");
+    fprintf(f, "plot for [s=0:3] ");
+    put_string(f, p->dat);
+    fprintf(f, " using 1:(column(s+2)) with linespoints title sprintf('stage %%d', s)");
+    if (p->capacity > 0)
+        fprintf(f, ", %.6g with lines dashtype 2 linewidth 2 title sprintf('GPU capacity %%.4g %s', %.6g)",
+                p->capacity, p->unit, p->capacity);
+    fprintf(f, "\n");
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+int zcli_plot_render(const char *who, const zcli_plot *p) {
+    if (zcli_plot_check_name(who, p->out)) return -1;
+    const char *ext = strrchr(p->out, '.');
+    if (write_script(p, !strcmp(ext, ".png"))) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", who, p->script, strerror(errno));
+        return -1;
+    }
+    pid_t pid;
+    char *argv[] = {"gnuplot", (char *)p->script, NULL};
+    int err = posix_spawnp(&pid, "gnuplot", NULL, NULL, argv, environ);
+    if (err == ENOENT) {
+        fprintf(stderr, "%s: gnuplot is not installed (Debian: gnuplot-nox): skipped the plot; the data is in %s "
+                        "and the script in %s\n", who, p->dat, p->script);
+        return 0;
+    }
+    int status = 0;
+    if (err || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "%s: gnuplot failed on %s%s\n", who, p->script,
+                !strcmp(ext, ".png") ? " (the png terminal needs cairo: try .svg)" : "");
+        return -1;
+    }
+    fprintf(stderr, "%s: wrote %s (data %s, script %s)\n", who, p->out, p->dat, p->script);
+    return 0;
+}

@@ -1,0 +1,25 @@
+/* The `zinc mem estimate --plot` and `zinc mem plan --plot` drawing: four lines (stages 0-3) of a data file
+ * the caller wrote (column 1 the rank or GPU count, columns 2-5 the stages, already in `unit`), on log-log
+ * axes, with the GPU capacity as a dashed line when known. Any file name works: names reach gnuplot as
+ * escaped strings and gnuplot is started without a shell. */
+#ifndef ZINC_CLI_MEM_PLOT_H
+#define ZINC_CLI_MEM_PLOT_H
+
+typedef struct zcli_plot {
+    const char *out;      /* FILE.svg or FILE.png */
+    const char *dat;      /* the data file */
+    const char *script;   /* the gnuplot script to write */
+    const char *title;    /* first title line */
+    const char *subtitle; /* the model and config: wrapped to the picture's width */
+    const char *xlabel, *ylabel;
+    const char *unit;     /* "GiB" or "GB": the capacity's unit */
+    double capacity;      /* the GPU's memory in `unit`; 0 = not drawn */
+} zcli_plot;
+
+/* 0 when `out` ends in .svg or .png, else -1 with a message naming the choices. */
+int zcli_plot_check_name(const char *who, const char *out);
+/* Writes the script and runs gnuplot on it. 0 when drawn or when gnuplot is not installed (said on stderr
+ * with the data and script left for later), -1 on failure (said on stderr). */
+int zcli_plot_render(const char *who, const zcli_plot *p);
+
+#endif
