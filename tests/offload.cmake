@@ -28,3 +28,4 @@ zinc_test(NAME offload_equiv_discrete_np2 SOURCES test_offload_equiv.c engine_ut
 # temp nvme_path): no engine, no model. Round trips byte for byte, polled passes, files changed behind the
 # store's back, configuration and ordering errors with their messages.
 zinc_test(NAME offload_store_nvme SOURCES test_store_nvme.c LABELS offload unit)
+zinc_test(NAME offload_store_nvme_np2 SOURCES test_store_nvme.c RANKS 2 LABELS offload)

@@ -9,6 +9,8 @@
  * swap file truncated, overwritten or removed behind the store's back; chunks out of order, a release
  * without an acquire, a pass inside a pass.
  * Memory store: host, pinned (through a discrete device) and device-resident with host-view staging.
+ * Under mpirun (offload_store_nvme_np2): the collective set-up, one run directory with a directory per
+ * rank, and a rank that cannot set up failing every rank, naming it, with nothing left behind.
  *
  * Files go under $ZINC_BINARY_DIR/store_nvme_test_<pid>/. Where that file system refuses O_DIRECT the
  * store runs with allow_buffered_io (and its warning is checked). Speed: bench/bench_nvme_store. */
@@ -668,15 +670,111 @@ static void test_memory(void) {
     ref_free(&r);
 }
 
+/* ---------------------------------------------------------------- several ranks (under mpirun) */
+
+/* Set-up is collective: every rank gets its own directory under one run directory, and a rank that cannot
+ * set up makes every rank fail, naming it, with nothing left behind. */
+static void test_nvme_ranks(zcomm *world) {
+    fixture x;
+    int rank = world->rank;
+    char dir[2048], run[2304], bad[2304];
+    snprintf(dir, sizeof dir, "%s/ranks", root);
+    snprintf(bad, sizeof bad, "%s/afile", root);
+    ZT_OK(fx_init(&x, ZOFFLOAD_NVME, false));
+    zcomm_destroy(x.comm);
+    x.comm = NULL;
+    x.ctx.comm = world;
+    zstate *s = NULL;
+    uint64_t rs = zt_seed() ^ (uint64_t)(rank + 1) * 0x9e3779b97f4a7c15ull;
+    int64_t n = N + 1000 * rank; /* own ranges need not be equal */
+    ref r;
+    ref_fill(&r, n, &rs);
+    if (rank == 0) {
+        FILE *fp = fopen(bad, "w");
+        ZT_CHECK(fp != NULL, "cannot create %s", bad);
+        if (fp) fclose(fp);
+    }
+    ZT_OK(zcomm_barrier(world));
+
+    fx_set_path(&x, dir);
+    ZT_OK(zstate_create_nvme(&x.ctx, n, &s));
+    if (s) {
+        int64_t bad_elems = 0, seen = 0;
+        ZT_OK(store_write(s, &r, 0));
+        ZT_OK(store_check(s, &r, 0, &bad_elems, &seen));
+        ZT_CHECK(bad_elems == 0 && seen == n, "rank %d: %lld differ, %lld of %lld seen", rank, (long long)bad_elems,
+                 (long long)seen, (long long)n);
+        ZT_OK(zcomm_barrier(world));
+        if (rank == 0) {
+            ZT_CHECK(find_run_dir(dir, run, sizeof run), "no single run directory under %s", dir);
+            ZT_CHECK(count_entries(run) == world->size, "%s: %d rank directories for %d ranks", run,
+                     count_entries(run), world->size);
+        }
+        ZT_OK(zcomm_barrier(world));
+    }
+    zstate_destroy(s);
+    s = NULL;
+    ZT_OK(zcomm_barrier(world));
+    ZT_CHECK(count_entries(dir) == 0, "%s: %d entries left after every rank destroyed its store", dir,
+             count_entries(dir));
+    ZT_OK(zcomm_barrier(world)); /* every rank has looked before the next create makes a run directory */
+
+    /* The last rank cannot set up (its nvme_path is a regular file): every rank fails. */
+    int last = world->size - 1;
+    fx_set_path(&x, rank == last ? bad : dir);
+    zinc_status st = zstate_create_nvme(&x.ctx, n, &s);
+    char want[64];
+    snprintf(want, sizeof want, "rank %d could not set up", last);
+    if (rank == last)
+        ZT_CHECK(st == ZINC_ERR_CONFIG && contains(zinc_last_error(), "is not a directory"),
+                 "rank %d with a bad nvme_path: %s: %s", rank, zinc_status_name(st), zinc_last_error());
+    else
+        ZT_CHECK(st == ZINC_ERR_CONFIG && contains(zinc_last_error(), want),
+                 "rank %d while rank %d fails: %s: %s", rank, last, zinc_status_name(st), zinc_last_error());
+    ZT_CHECK(s == NULL, "rank %d: a store came back from a failed create", rank);
+    /* Rank 0 cannot make the run directory: every rank fails with its reason. */
+    fx_set_path(&x, rank == 0 ? bad : dir);
+    st = zstate_create_nvme(&x.ctx, n, &s);
+    if (rank != 0)
+        ZT_CHECK(st == ZINC_ERR_CONFIG && contains(zinc_last_error(), "rank 0 could not set up nvme_path") &&
+                     contains(zinc_last_error(), "is not a directory"),
+                 "rank %d while rank 0 fails: %s: %s", rank, zinc_status_name(st), zinc_last_error());
+    else
+        ZT_CHECK(st == ZINC_ERR_CONFIG, "rank 0 with a bad nvme_path: %s", zinc_status_name(st));
+    zstate_destroy(s);
+    ZT_OK(zcomm_barrier(world));
+    ZT_CHECK(count_entries(dir) == 0, "%s: %d entries left after failed creates", dir, count_entries(dir));
+    ZT_CHECK(mem_total(&x.mem) == 0, "rank %d: %llu bytes still counted", rank, (unsigned long long)mem_total(&x.mem));
+    ref_free(&r);
+    zdev_destroy(x.dev);
+}
+
 int main(void) {
     zt_name = "store_nvme";
-    snprintf(root, sizeof root, "%s/store_nvme_test_%ld", zt_build_dir(), (long)getpid());
-    rm_tree(root);
-    if (mkdir(root, 0700) != 0) {
-        fprintf(stderr, "cannot create %s: %s\n", root, strerror(errno));
+    zlog wlog = {.fn = capture_log, .level = ZINC_LOG_WARN};
+    zcomm *world = NULL;
+    if (zcomm_create(&wlog, &world) != ZINC_OK) {
+        fprintf(stderr, "cannot create the communicator: %s\n", zinc_last_error());
         return 1;
     }
-    direct_ok = direct_supported(root);
+    /* Under mpirun every rank uses rank 0's directory. */
+    long id = (long)getpid();
+    if (zcomm_bcast(world, &id, sizeof id, 0) != ZINC_OK) return 1;
+    snprintf(root, sizeof root, "%s/store_nvme_test_%ld", zt_build_dir(), id);
+    if (world->rank == 0) {
+        rm_tree(root);
+        direct_ok = -1;
+        if (mkdir(root, 0700) != 0) fprintf(stderr, "cannot create %s: %s\n", root, strerror(errno));
+        else direct_ok = direct_supported(root);
+    }
+    if (zcomm_bcast(world, &direct_ok, sizeof direct_ok, 0) != ZINC_OK || direct_ok < 0) return 1;
+    if (world->size > 1) {
+        test_nvme_ranks(world);
+        zcomm_barrier(world);
+        if (world->rank == 0) rm_tree(root);
+        zcomm_destroy(world);
+        return zt_finish();
+    }
     if (!direct_ok) printf("%s refuses O_DIRECT: the stores run with zinc.allow_buffered_io\n", root);
     test_nvme_roundtrip();
     test_nvme_sizes();
@@ -686,5 +784,6 @@ int main(void) {
     test_nvme_write_error();
     test_memory();
     rm_tree(root);
+    zcomm_destroy(world);
     return zt_finish();
 }
