@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
     t_build = bench_now_s() - t_build;
     zstate *s = e->state;
     zinc_dtype gdt;
-    float *grad = (float *)zgrads_local(e, &gdt); /* the engine's own fp32 gradient shard */
+    float *grad = (float *)zgrads_local(&e->grads, &gdt); /* the engine's own fp32 gradient shard */
     if (gdt != ZINC_FP32 || !grad) {
         fprintf(stderr, "bench_nvme_step: expected the engine's fp32 gradient shard\n");
         zinc_destroy(e);

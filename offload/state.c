@@ -3,7 +3,6 @@
 
 #include <stdlib.h>
 
-#include "runtime/engine/engine_internal.h"
 #include "runtime/core/error.h"
 
 int64_t zstate_chunk_elems(int64_t sub_group_size, int64_t n) {
@@ -13,25 +12,25 @@ int64_t zstate_chunk_elems(int64_t sub_group_size, int64_t n) {
     return c;
 }
 
-zinc_status zstate_create(zinc_engine *e, int64_t n, zstate **out) {
-    const zcfg_offload *o = &e->cfg.zero.offload_optimizer;
+zinc_status zstate_create(const zstate_ctx *ctx, int64_t n, zstate **out) {
+    const zcfg_offload *o = &ctx->offload;
+    const zdevice *d = ctx->dev;
     switch (o->device) {
     case ZOFFLOAD_NVME:
-        return zstate_create_nvme(e, n, out);
+        return zstate_create_nvme(ctx, n, out);
     case ZOFFLOAD_CPU:
         /* Pinning matters only for copies to a discrete device (a GPU); on a CPU run it would only spend
          * RLIMIT_MEMLOCK. */
-        if (o->pin_memory && e->dev->host_addressable)
-            ZLOG_INFO(&e->log, "offload_optimizer.pin_memory has no effect on a CPU run (no device copies)");
-        return zstate_create_memory(e, n,
-                                    o->pin_memory && !e->dev->host_addressable ? ZINC_MEMKIND_PINNED
-                                                                              : ZINC_MEMKIND_HOST,
-                                    zstate_chunk_elems(e->cfg.zero.sub_group_size, n), out);
+        if (o->pin_memory && d->host_addressable)
+            ZLOG_INFO(ctx->log, "offload_optimizer.pin_memory has no effect on a CPU run (no device copies)");
+        return zstate_create_memory(ctx, n,
+                                    o->pin_memory && !d->host_addressable ? ZINC_MEMKIND_PINNED : ZINC_MEMKIND_HOST,
+                                    zstate_chunk_elems(ctx->sub_group_size, n), out);
     default:
         /* On the compute device: one chunk on cpu (as always); on a GPU chunks of ZSTATE_DEVICE_CHUNK so a
          * host-view pass (checkpoints) stages a bounded amount. */
-        return zstate_create_memory(e, n, zengine_compute_kind(e),
-                                    e->dev->host_addressable ? (n > 0 ? n : 1) : zstate_chunk_elems(ZSTATE_DEVICE_CHUNK, n),
+        return zstate_create_memory(ctx, n, d->mem_kind,
+                                    d->host_addressable ? (n > 0 ? n : 1) : zstate_chunk_elems(ZSTATE_DEVICE_CHUNK, n),
                                     out);
     }
 }

@@ -11,16 +11,35 @@
  *   TRY(zstate_pass_end(s));
  *
  * A failed pass leaves the stored state as it was before the failing chunk (chunks are written whole,
- * after their update); zstate_pass_abort drops what is in flight. */
+ * after their update); zstate_pass_abort drops what is in flight.
+ *
+ * A store sees its owner only through a zstate_ctx: offload/ may include runtime/core, runtime/comm,
+ * runtime/device, runtime/config and kernels; never runtime/engine, runtime/checkpoint, runtime/mem or
+ * cli (tests/test_store_nvme.c builds stores with no engine at all). */
 #ifndef ZINC_OFFLOAD_STATE_H
 #define ZINC_OFFLOAD_STATE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "runtime/comm/comm.h"
+#include "runtime/config/config.h"
+#include "runtime/core/log.h"
+#include "runtime/core/memtrack.h"
+#include "runtime/device/device.h"
 #include "zinc.h"
 
-struct zinc_engine;
+/* What a store needs from its owner (the engine fills it in at zinc_build; tests build one by hand). The
+ * store keeps a copy; the pointed-to objects must outlive it. */
+typedef struct zstate_ctx {
+    zdevice *dev;               /* the compute device: arrays of a store in its memory, copies, pinning */
+    zmemtrack *mem;             /* host arrays, swap buffers and NVMe files are counted here */
+    const zlog *log;
+    zcomm *comm;                /* host buffers; the NVMe store's set-up is collective over it */
+    zcfg_offload offload;       /* zero_optimization.offload_optimizer */
+    zcfg_aio aio;               /* the NVMe store's IO settings */
+    int64_t sub_group_size;     /* zero_optimization.sub_group_size: elements per chunk (rounded) */
+} zstate_ctx;
 
 typedef enum {
     ZSTATE_READ = 1,        /* chunks are read, not changed */
@@ -53,7 +72,7 @@ typedef struct zstate_ops {
 
 struct zstate {
     const zstate_ops *ops;
-    struct zinc_engine *e;
+    zstate_ctx ctx;
     int64_t n;              /* elements stored (the own range) */
     int64_t chunk;          /* elements per chunk (the last may be shorter) */
     int64_t nchunks;
@@ -66,11 +85,12 @@ struct zstate {
 
 /* Creates the store the config asks for: zero_optimization.offload_optimizer.device none (the compute
  * device's memory), cpu (host memory, pinned with pin_memory) or nvme (files under nvme_path). */
-zinc_status zstate_create(struct zinc_engine *e, int64_t n, zstate **out);
-/* kind == the compute device's kind: the arrays are allocated by the engine's device (device_resident
- * when the host cannot address them); any other kind: host memory counted under that kind. */
-zinc_status zstate_create_memory(struct zinc_engine *e, int64_t n, zinc_mem_kind kind, int64_t chunk, zstate **out);
-zinc_status zstate_create_nvme(struct zinc_engine *e, int64_t n, zstate **out);
+zinc_status zstate_create(const zstate_ctx *ctx, int64_t n, zstate **out);
+/* kind == the compute device's kind: the arrays are allocated by ctx->dev (device_resident when the host
+ * cannot address them); any other kind: host memory counted under that kind in ctx->mem. */
+zinc_status zstate_create_memory(const zstate_ctx *ctx, int64_t n, zinc_mem_kind kind, int64_t chunk, zstate **out);
+/* Collective over ctx->comm: every rank calls it, and every rank fails when one does. */
+zinc_status zstate_create_nvme(const zstate_ctx *ctx, int64_t n, zstate **out);
 void zstate_destroy(zstate *s);
 
 zinc_status zstate_pass_begin(zstate *s, zstate_mode mode);

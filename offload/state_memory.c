@@ -5,14 +5,13 @@
  * (unless it only reads). */
 #include <stdlib.h>
 
-#include "runtime/engine/engine_internal.h"
 #include "runtime/core/error.h"
 #include "offload/state.h"
 
 typedef struct zstate_memory {
     zstate base;
     zinc_mem_kind kind;
-    bool on_device;         /* allocated by the engine's device */
+    bool on_device;         /* allocated by the context's device */
     size_t bytes;
     float *master, *m, *v;
     bool pinned[3];         /* master, m, v page-locked through the device (pin_memory with a GPU) */
@@ -21,7 +20,7 @@ typedef struct zstate_memory {
     int64_t cur_lo, cur_n;
 } zstate_memory;
 
-static zdevice *dev_of(zstate *s) { return s->e->dev; }
+static zdevice *dev_of(zstate *s) { return s->ctx.dev; }
 
 static void free_stage(zstate_memory *z) {
     if (!z->stage) return;
@@ -87,11 +86,11 @@ static void mem_destroy(zstate *s) {
     const zinc_mem_category cats[3] = {ZINC_MEM_MASTER, ZINC_MEM_EXP_AVG, ZINC_MEM_EXP_AVG_SQ};
     for (int k = 0; k < 3; k++) {
         if (z->on_device) {
-            s->e->dev->ops->free(s->e->dev, cats[k], arr[k], z->bytes);
+            s->ctx.dev->ops->free(s->ctx.dev, cats[k], arr[k], z->bytes);
             continue;
         }
-        if (z->pinned[k]) s->e->dev->ops->unpin(s->e->dev, arr[k]);
-        zmem_host_free(&s->e->mem, z->kind, cats[k], arr[k], z->bytes);
+        if (z->pinned[k]) s->ctx.dev->ops->unpin(s->ctx.dev, arr[k]);
+        zmem_host_free(s->ctx.mem, z->kind, cats[k], arr[k], z->bytes);
     }
     free(z);
 }
@@ -99,24 +98,25 @@ static void mem_destroy(zstate *s) {
 static const zstate_ops memory_ops = {"memory", mem_pass_begin, mem_acquire, mem_release,
                                       mem_pass_end, mem_pass_abort, mem_destroy, NULL};
 
-zinc_status zstate_create_memory(zinc_engine *e, int64_t n, zinc_mem_kind kind, int64_t chunk, zstate **out) {
+zinc_status zstate_create_memory(const zstate_ctx *ctx, int64_t n, zinc_mem_kind kind, int64_t chunk, zstate **out) {
     zinc_status st = ZINC_OK;
     zstate_memory *z = NULL;
+    zdevice *d = ctx->dev;
     TRY_ALLOC(z, 1, "the optimizer state store");
-    z->base = (zstate){.ops = &memory_ops, .e = e, .n = n, .chunk = chunk > 0 ? chunk : 1};
+    z->base = (zstate){.ops = &memory_ops, .ctx = *ctx, .n = n, .chunk = chunk > 0 ? chunk : 1};
     z->base.nchunks = n > 0 ? (n + z->base.chunk - 1) / z->base.chunk : 0;
     z->kind = kind;
-    z->on_device = kind == zengine_compute_kind(e);
-    z->base.device_resident = z->on_device && !e->dev->host_addressable;
+    z->on_device = kind == d->mem_kind;
+    z->base.device_resident = z->on_device && !d->host_addressable;
     z->bytes = (size_t)n * sizeof(float);
     float **arr[3] = {&z->master, &z->m, &z->v};
     const zinc_mem_category cats[3] = {ZINC_MEM_MASTER, ZINC_MEM_EXP_AVG, ZINC_MEM_EXP_AVG_SQ};
     const char *what[3] = {"fp32 master weights", "Adam exp_avg", "Adam exp_avg_sq"};
     for (int k = 0; k < 3; k++) {
-        if (z->on_device) TRY(e->dev->ops->alloc(e->dev, cats[k], z->bytes, what[k], (void **)arr[k]));
-        else TRY(zmem_host_alloc(&e->mem, kind, cats[k], z->bytes, what[k], (void **)arr[k]));
+        if (z->on_device) TRY(d->ops->alloc(d, cats[k], z->bytes, what[k], (void **)arr[k]));
+        else TRY(zmem_host_alloc(ctx->mem, kind, cats[k], z->bytes, what[k], (void **)arr[k]));
         if (kind == ZINC_MEMKIND_PINNED) { /* page-locked, so the device copies it asynchronously */
-            TRY(e->dev->ops->pin(e->dev, *arr[k], z->bytes));
+            TRY(d->ops->pin(d, *arr[k], z->bytes));
             z->pinned[k] = true;
         }
     }

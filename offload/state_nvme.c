@@ -28,7 +28,6 @@
 #include <unistd.h>
 
 #include "offload/crc32c.h"
-#include "runtime/engine/engine_internal.h"
 #include "runtime/core/error.h"
 #include "offload/aio.h"
 #include "offload/state.h"
@@ -374,7 +373,7 @@ static zinc_status nv_pass_end(zstate *base) {
         struct timespec t1;
         clock_now(&t1);
         double dt = (double)(t1.tv_sec - z->pass_t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - z->pass_t0.tv_nsec);
-        ZLOG_DEBUG(&base->e->log, "NVMe store pass: read %.1f MiB, wrote %.1f MiB in %.3f s (%.0f MiB/s)",
+        ZLOG_DEBUG(base->ctx.log, "NVMe store pass: read %.1f MiB, wrote %.1f MiB in %.3f s (%.0f MiB/s)",
                    (double)z->pass_rbytes / 1048576.0, (double)z->pass_wbytes / 1048576.0, dt,
                    dt > 0 ? (double)(z->pass_rbytes + z->pass_wbytes) / 1048576.0 / dt : 0.0);
     }
@@ -408,7 +407,7 @@ zinc_status zstate_nvme_stats_get(const zstate *s, zstate_nvme_stats *out) {
 
 static void nv_destroy(zstate *base) {
     zstate_nvme *z = (zstate_nvme *)base;
-    zmemtrack *t = &base->e->mem;
+    zmemtrack *t = base->ctx.mem;
     if (z->aio) zaio_drain(z->aio);
     zaio_destroy(z->aio); /* closes the files */
     for (int k = 0; k < NT; k++) {
@@ -473,7 +472,7 @@ static zinc_status make_dirs(const char *path) {
 }
 
 /* Run directories of processes that no longer exist on this host: crashed runs leave their files. */
-static void warn_stale(zinc_engine *e, const char *root) {
+static void warn_stale(const zlog *log, const char *root) {
     DIR *d = opendir(root);
     if (!d) return;
     int stale = 0;
@@ -488,7 +487,7 @@ static void warn_stale(zinc_engine *e, const char *root) {
     }
     closedir(d);
     if (stale)
-        ZLOG_WARN(&e->log,
+        ZLOG_WARN(log,
                   "NVMe offload: %d run director%s under %s (e.g. %s) belong%s to processes no longer running on this "
                   "host: runs that did not exit cleanly left their swap files. Remove them to free the space (zinc "
                   "never deletes another run's files)",
@@ -503,13 +502,13 @@ typedef struct run_msg {
 
 /* Rank 0 creates the run directory under nvme_path and tells the others its name (collective: every rank
  * gets the same outcome). */
-static zinc_status make_run_dir(zinc_engine *e, const char *root, char name[96]) {
+static zinc_status make_run_dir(const zstate_ctx *c, const char *root, char name[96]) {
     run_msg msg;
     memset(&msg, 0, sizeof msg);
     zinc_status st = ZINC_OK;
-    if (e->rank == 0) {
+    if (c->comm->rank == 0) {
         st = make_dirs(root);
-        if (st == ZINC_OK) warn_stale(e, root);
+        if (st == ZINC_OK) warn_stale(c->log, root);
         for (int attempt = 0; st == ZINC_OK; attempt++) {
             uint32_t rnd = 0;
             if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
@@ -529,9 +528,9 @@ static zinc_status make_run_dir(zinc_engine *e, const char *root, char name[96])
         msg.status = (int32_t)st;
         if (st != ZINC_OK) snprintf(msg.error, sizeof msg.error, "%s", zinc_last_error());
     }
-    zinc_status cst = zcomm_bcast(e->comm, &msg, sizeof msg, 0);
+    zinc_status cst = zcomm_bcast(c->comm, &msg, sizeof msg, 0);
     if (cst != ZINC_OK) return cst;
-    if (e->rank == 0 && st != ZINC_OK) return st;
+    if (c->comm->rank == 0 && st != ZINC_OK) return st;
     if (msg.status != ZINC_OK)
         return ZERR((zinc_status)msg.status, "NVMe offload: rank 0 could not set up nvme_path %s: %s", root, msg.error);
     memcpy(name, msg.name, sizeof msg.name);
@@ -541,16 +540,16 @@ static zinc_status make_run_dir(zinc_engine *e, const char *root, char name[96])
 /* Everything after the run directory exists: this rank's directory, files, buffers, registration. */
 static zinc_status setup_local(zstate_nvme *z) {
     zinc_status st = ZINC_OK;
-    zinc_engine *e = z->base.e;
-    const zcfg_offload *o = &e->cfg.zero.offload_optimizer;
-    if (e->rank != 0) {
+    const zstate_ctx *c = &z->base.ctx;
+    const zcfg_offload *o = &c->offload;
+    if (c->comm->rank != 0) {
         /* Ranks on other nodes see their own (node-local) nvme_path: make the same run directory there. */
         TRY(make_dirs(o->nvme_path));
         if (mkdir(z->run_dir, 0700) != 0 && errno != EEXIST)
             FAIL(ZINC_ERR_IO, "cannot create the run directory %s: %s", z->run_dir, strerror(errno));
     }
     char name[32];
-    snprintf(name, sizeof name, "rank%d", e->rank);
+    snprintf(name, sizeof name, "rank%d", c->comm->rank);
     z->rank_dir = path_join(z->run_dir, name);
     if (!z->rank_dir) FAIL(ZINC_ERR_NOMEM, "out of memory");
     if (mkdir(z->rank_dir, 0700) != 0)
@@ -558,11 +557,11 @@ static zinc_status setup_local(zstate_nvme *z) {
              errno == EEXIST ? " (another run uses the same directory: remove it)" : "");
     z->made_rank_dir = true;
 
-    zaio_params p = {.block_size = e->cfg.aio.block_size,
-                     .queue_depth = e->cfg.aio.queue_depth,
-                     .intra_op_parallelism = e->cfg.aio.intra_op_parallelism,
-                     .single_submit = e->cfg.aio.single_submit,
-                     .overlap_events = e->cfg.aio.overlap_events};
+    zaio_params p = {.block_size = c->aio.block_size,
+                     .queue_depth = c->aio.queue_depth,
+                     .intra_op_parallelism = c->aio.intra_op_parallelism,
+                     .single_submit = c->aio.single_submit,
+                     .overlap_events = c->aio.overlap_events};
     TRY(zaio_create(&p, &z->aio));
     bool buffered_warned = false;
     z->align = 512;
@@ -570,11 +569,11 @@ static zinc_status setup_local(zstate_nvme *z) {
         z->path[t] = path_join(z->rank_dir, file_names[t]);
         if (!z->path[t]) FAIL(ZINC_ERR_NOMEM, "out of memory");
         z->made_files[t] = true; /* unlinked by destroy even if the open below fails half-way */
-        TRY(zaio_open(z->aio, z->path[t], e->cfg.aio.allow_buffered_io, &z->file[t]));
+        TRY(zaio_open(z->aio, z->path[t], c->aio.allow_buffered_io, &z->file[t]));
         const zaio_file *f = zaio_file_info(z->aio, z->file[t]);
         if (f->align > z->align) z->align = f->align;
         if (!f->direct && !buffered_warned) {
-            ZLOG_WARN(&e->log,
+            ZLOG_WARN(c->log,
                       "NVMe offload: the file system holding %s refuses O_DIRECT (%s); using buffered IO because "
                       "zinc.allow_buffered_io is set. The page cache will hold a second copy of the optimizer state "
                       "and the numbers will not reflect the disk's speed",
@@ -586,7 +585,7 @@ static zinc_status setup_local(zstate_nvme *z) {
     int64_t last = z->base.nchunks - 1;
     z->file_bytes = (uint64_t)(last >= 0 ? last * z->stride + chunk_io_len(z, last) : 0);
     for (int t = 0; t < NT; t++) TRY(zaio_preallocate(z->aio, z->file[t], (int64_t)z->file_bytes));
-    for (int t = 0; t < NT; t++) zmem_add(&e->mem, ZINC_MEMKIND_NVME, cats[t], z->file_bytes);
+    for (int t = 0; t < NT; t++) zmem_add(c->mem, ZINC_MEMKIND_NVME, cats[t], z->file_bytes);
     z->counted_files = true;
 
     /* Buffers: as many as configured, no more than there are chunks. */
@@ -625,37 +624,37 @@ static zinc_status setup_local(zstate_nvme *z) {
     free(lens);
     if (st != ZINC_OK) goto fail;
     if (!z->bufs_registered && why[0])
-        ZLOG_INFO(&e->log, "NVMe offload: io_uring could not register the swap buffers (%s); using unregistered "
+        ZLOG_INFO(c->log, "NVMe offload: io_uring could not register the swap buffers (%s); using unregistered "
                            "buffers (slightly more CPU per IO)",
                   why);
     z->buf_kind = z->bufs_registered ? ZINC_MEMKIND_PINNED : ZINC_MEMKIND_HOST;
     z->buf_bytes = (uint64_t)z->nbuf * slot_bytes;
-    zmem_add(&e->mem, z->buf_kind, ZINC_MEM_STAGING, z->buf_bytes);
+    zmem_add(c->mem, z->buf_kind, ZINC_MEM_STAGING, z->buf_bytes);
     z->crc = calloc((size_t)(z->base.nchunks > 0 ? z->base.nchunks : 1) * NT, sizeof *z->crc);
     z->cstate = calloc((size_t)(z->base.nchunks > 0 ? z->base.nchunks : 1), 1);
     if (!z->crc || !z->cstate) FAIL(ZINC_ERR_NOMEM, "out of memory for the chunk checksums");
 
     const zaio_file *f0 = zaio_file_info(z->aio, z->file[0]);
-    ZLOG_INFO(&e->log,
+    ZLOG_INFO(c->log,
               "NVMe optimizer store: %s, %lld chunks of %lld elements, 3 files of %.1f MiB, %d swap buffers of "
               "%.1f MiB (%s), %s IO aligned to %u bytes (%s), %s, block %lld, queue depth %d x %d, CRC32C %s",
               z->rank_dir, (long long)z->base.nchunks, (long long)z->base.chunk, (double)z->file_bytes / 1048576.0,
               z->nbuf, (double)slot_bytes / 1048576.0, z->bufs_registered ? "registered" : "unregistered",
               f0->direct ? "O_DIRECT" : "buffered", z->align, f0->align_source, zaio_backend(z->aio),
-              (long long)e->cfg.aio.block_size, e->cfg.aio.queue_depth, e->cfg.aio.intra_op_parallelism,
+              (long long)c->aio.block_size, c->aio.queue_depth, c->aio.intra_op_parallelism,
               zcrc32c_impl());
     return ZINC_OK;
 fail:
     return st;
 }
 
-zinc_status zstate_create_nvme(zinc_engine *e, int64_t n, zstate **out) {
+zinc_status zstate_create_nvme(const zstate_ctx *c, int64_t n, zstate **out) {
     zinc_status st = ZINC_OK;
     zstate_nvme *z = NULL;
     int32_t *all = NULL;
     *out = NULL;
-    const zcfg_offload *o = &e->cfg.zero.offload_optimizer;
-    int64_t chunk = zstate_chunk_elems(e->cfg.zero.sub_group_size, n);
+    const zcfg_offload *o = &c->offload;
+    int64_t chunk = zstate_chunk_elems(c->sub_group_size, n);
     /* Checks every rank makes alike, before any collective. */
     if (o->buffer_count < NV_MIN_BUFFERS)
         return ZERR(ZINC_ERR_CONFIG,
@@ -669,19 +668,19 @@ zinc_status zstate_create_nvme(zinc_engine *e, int64_t n, zstate **out) {
                                      "for the swap files (on a local NVMe or SSD)");
 
     TRY_ALLOC(z, 1, "the NVMe optimizer store");
-    z->base = (zstate){.ops = &nvme_ops, .e = e, .n = n, .chunk = chunk};
+    z->base = (zstate){.ops = &nvme_ops, .ctx = *c, .n = n, .chunk = chunk};
     z->base.nchunks = n > 0 ? (n + chunk - 1) / chunk : 0;
     for (int t = 0; t < NT; t++) z->file[t] = -1;
     char run[96];
-    TRY(make_run_dir(e, o->nvme_path, run));
+    TRY(make_run_dir(c, o->nvme_path, run));
     z->run_dir = path_join(o->nvme_path, run);
     if (!z->run_dir) FAIL(ZINC_ERR_NOMEM, "out of memory");
     /* Every rank learns whether every other rank got its files, so none waits in a collective for one that
      * failed. */
     zinc_status local = setup_local(z);
-    TRY_ALLOC(all, e->world, "status exchange");
+    TRY_ALLOC(all, c->comm->size, "status exchange");
     int32_t mine = (int32_t)local;
-    zinc_status cst = zcomm_allgather_bytes(e->comm, &mine, all, sizeof mine);
+    zinc_status cst = zcomm_allgather_bytes(c->comm, &mine, all, sizeof mine);
     if (local != ZINC_OK) {
         st = local;
         goto fail;
@@ -690,7 +689,7 @@ zinc_status zstate_create_nvme(zinc_engine *e, int64_t n, zstate **out) {
         st = cst;
         goto fail;
     }
-    for (int r = 0; r < e->world; r++)
+    for (int r = 0; r < c->comm->size; r++)
         if (all[r] != ZINC_OK)
             FAIL((zinc_status)all[r], "NVMe offload: rank %d could not set up its optimizer-state files under %s "
                                       "(its own error says why)",

@@ -23,3 +23,9 @@ set_tests_properties(offload_cli_nvme_np2 PROPERTIES LABELS "offload;cli;mpi")
 # Offload from a discrete device (ZINC_CPU_DISCRETE=1): the pipelined, pinned-staging step a GPU run takes.
 zinc_test(NAME offload_equiv_discrete_np2 SOURCES test_offload_equiv.c engine_util.c RANKS 2 LABELS offload
           TIMEOUT 600 ENV ZINC_CPU_DISCRETE=1)
+
+# The NVMe and memory optimizer-state stores from a hand-made context (cpu device, single-rank comm, a
+# temp nvme_path): no engine, no model. Round trips byte for byte, polled passes, files changed behind the
+# store's back, configuration and ordering errors with their messages.
+zinc_test(NAME offload_store_nvme SOURCES test_store_nvme.c LABELS offload unit)
+zinc_test(NAME offload_store_nvme_np2 SOURCES test_store_nvme.c RANKS 2 LABELS offload)

@@ -404,12 +404,12 @@ static void test_store(void) {
                       &m));
     if (!e) return;
     /* A second store of SN elements under its own directory, with the engine's settings. */
-    if (snprintf(e->cfg.zero.offload_optimizer.nvme_path, sizeof e->cfg.zero.offload_optimizer.nvme_path, "%s", dir) >=
-        (int)sizeof e->cfg.zero.offload_optimizer.nvme_path)
+    zstate_ctx ctx = e->state_ctx;
+    if (snprintf(ctx.offload.nvme_path, sizeof ctx.offload.nvme_path, "%s", dir) >= (int)sizeof ctx.offload.nvme_path)
         goto out;
     zinc_memory_report before, after;
     zinc_memory_get(e, &before);
-    ZT_OK(zstate_create_nvme(e, SN, &s));
+    ZT_OK(zstate_create_nvme(&ctx, SN, &s));
     if (!s) goto out;
     ZT_CHECK(s->nchunks == 6 && s->chunk == 2048, "store: %lld chunks of %lld", (long long)s->nchunks,
              (long long)s->chunk);

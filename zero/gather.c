@@ -16,85 +16,94 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/engine/engine_internal.h"
+#include "zero/gather.h"
+
 #include "runtime/core/error.h"
 #include "zero/sizing.h"
 
-static size_t csz(const zinc_engine *e) { return zinc_dtype_size(e->compute_dtype); }
-static int64_t numel(const zmodule *m) { return m->flat_end - m->flat_begin; }
+/* Device buffers, counted by the device's tracker; a NULL pointer frees nothing. */
+static zinc_status dalloc(zgather *g, zinc_mem_category cat, size_t bytes, const char *what, void **out) {
+    return g->c.dev->ops->alloc(g->c.dev, cat, bytes, what, out);
+}
+
+static void dfree(zgather *g, zinc_mem_category cat, void *p, size_t bytes) {
+    if (p) g->c.dev->ops->free(g->c.dev, cat, p, bytes);
+}
+
+static size_t csz(const zgather *g) { return zinc_dtype_size(g->c.compute_dtype); }
 
 static zinc_mem_category cat_of(const zmodule *m) { return m->persistent ? ZINC_MEM_PARAMS : ZINC_MEM_GATHER; }
 
-static void decide_persistence(zinc_engine *e) {
+static void decide_persistence(zgather *g) {
     int64_t total = 0;
-    for (int i = 0; i < e->nmodules; i++) {
-        zmodule *m = &e->modules[i];
-        int64_t n = numel(m);
-        m->persistent = zsize_persistent(n, &total, e->cfg.zero.param_persistence_threshold,
-                                         e->cfg.zero.model_persistence_threshold);
+    for (int i = 0; i < g->c.nmodules; i++) {
+        zmodule *m = &g->c.modules[i];
+        int64_t n = zmodule_numel(m);
+        m->persistent = zsize_persistent(n, &total, g->c.cfg->param_persistence_threshold,
+                                         g->c.cfg->model_persistence_threshold);
     }
 }
 
 /* Makes the module's pending all-gather complete for the compute stream (cpu: the host waits). */
-static zinc_status gather_wait(zinc_engine *e, zmodule *m) {
+static zinc_status gather_wait(zgather *g, zmodule *m) {
     if (!m->gather_req) return ZINC_OK;
     zcomm_req *r = m->gather_req;
     m->gather_req = NULL;
-    return zdev_comm_wait(e->dev, e->dcomm, r);
+    return zdev_comm_wait(g->c.dev, g->c.dcomm, r);
 }
 
 /* Starts (or, when blocking, completes) the all-gather of module m into a fresh buffer. */
-static zinc_status gather_start(zinc_engine *e, zmodule *m, bool blocking) {
+static zinc_status gather_start(zgather *g, zmodule *m, bool blocking) {
     zinc_status st = ZINC_OK;
     if (!m->g_counts) {
-        TRY_ALLOC(m->g_counts, e->world, "gather counts");
-        TRY_ALLOC(m->g_displs, e->world, "gather displacements");
+        TRY_ALLOC(m->g_counts, g->c.world, "gather counts");
+        TRY_ALLOC(m->g_displs, g->c.world, "gather displacements");
     }
     if (!m->gathered) {
-        TRY(zengine_alloc(e, cat_of(m), (size_t)numel(m) * csz(e), "gathered parameters", &m->gathered));
-        if (!m->persistent) e->live_numel += numel(m);
+        TRY(dalloc(g, cat_of(m), (size_t)zmodule_numel(m) * csz(g), "gathered parameters", &m->gathered));
+        if (!m->persistent) g->live_numel += zmodule_numel(m);
     }
-    zpart_range_split(&e->part, m->flat_begin, m->flat_end, m->g_counts, m->g_displs);
+    zpart_range_split(g->c.part, m->flat_begin, m->flat_end, m->g_counts, m->g_displs);
     int64_t lo, hi;
-    zpart_intersect(&e->part, e->rank, m->flat_begin, m->flat_end, &lo, &hi);
+    zpart_intersect(g->c.part, g->c.rank, m->flat_begin, m->flat_end, &lo, &hi);
     if (hi > lo)
-        TRY(e->dev->ops->copy(e->dev, (char *)m->gathered + (size_t)(lo - m->flat_begin) * csz(e),
-                              (const char *)e->params_shard + (size_t)(lo - e->own_lo) * csz(e),
-                              (size_t)(hi - lo) * csz(e), ZDEV_D2D));
-    TRY(zdev_comm_begin(e->dev));
+        TRY(g->c.dev->ops->copy(g->c.dev, (char *)m->gathered + (size_t)(lo - m->flat_begin) * csz(g),
+                                (const char *)g->c.params_shard + (size_t)(lo - g->c.own_lo) * csz(g),
+                                (size_t)(hi - lo) * csz(g), ZDEV_D2D));
+    TRY(zdev_comm_begin(g->c.dev));
     /* Blocking: on cpu the call itself; on a GPU a request that the compute stream waits for at once. */
-    TRY(zcomm_allgatherv_inplace(e->dcomm, m->gathered, m->g_counts, m->g_displs, e->compute_dtype,
-                                 blocking ? zdev_req(e->dev, &m->gather_req) : &m->gather_req));
-    if (blocking) TRY(gather_wait(e, m));
+    TRY(zcomm_allgatherv_inplace(g->c.dcomm, m->gathered, m->g_counts, m->g_displs, g->c.compute_dtype,
+                                 blocking ? zdev_req(g->c.dev, &m->gather_req) : &m->gather_req));
+    if (blocking) TRY(gather_wait(g, m));
     return ZINC_OK;
 fail:
     return st;
 }
 
 
-static zinc_status release(zinc_engine *e, zmodule *m) {
+static zinc_status release(zgather *g, zmodule *m) {
     zinc_status st = ZINC_OK;
     if (m->persistent || !m->gathered) return ZINC_OK;
-    TRY(gather_wait(e, m));
-    zengine_free(e, ZINC_MEM_GATHER, m->gathered, (size_t)numel(m) * csz(e));
+    TRY(gather_wait(g, m));
+    dfree(g, ZINC_MEM_GATHER, m->gathered, (size_t)zmodule_numel(m) * csz(g));
     m->gathered = NULL;
-    e->live_numel -= numel(m);
+    g->live_numel -= zmodule_numel(m);
     return ZINC_OK;
 fail:
     return st;
 }
 
-static zinc_status trace_push(zinc_engine *e, int module, int phase) {
-    if (e->trace_len == e->trace_cap) {
-        int cap = e->trace_cap ? 2 * e->trace_cap : 64;
-        ztrace_entry *t = realloc(e->trace, (size_t)cap * sizeof *t);
+static zinc_status trace_push(zgather *g, int module, int phase) {
+    if (g->trace_len == g->trace_cap) {
+        int cap = g->trace_cap ? 2 * g->trace_cap : 64;
+        ztrace_entry *t = realloc(g->trace, (size_t)cap * sizeof *t);
         if (!t) return ZERR(ZINC_ERR_NOMEM, "out of memory recording the stage-3 module trace");
-        e->trace = t;
-        e->trace_cap = cap;
+        g->trace = t;
+        g->trace_cap = cap;
     }
-    e->trace[e->trace_len].module = module;
-    e->trace[e->trace_len].phase = phase;
-    e->trace_len++;
+    g->trace[g->trace_len].module = module;
+    g->trace[g->trace_len].phase = phase;
+    g->trace_len++;
     return ZINC_OK;
 }
 
@@ -104,160 +113,169 @@ static bool same_entry(const ztrace_entry *a, const ztrace_entry *b) {
 
 /* Forward-only passes recorded before the training pass repeat its forward: when the entries before the
  * first backward one are k copies of a period p, only the last copy belongs to the micro-step. */
-static void trace_trim_forward_repeats(zinc_engine *e) {
+static void trace_trim_forward_repeats(zgather *g) {
     int k = 0;
-    while (k < e->trace_len && e->trace[k].phase == ZINC_FORWARD) k++;
+    while (k < g->trace_len && g->trace[k].phase == ZINC_FORWARD) k++;
     for (int p = 1; p <= k / 2; p++) {
         if (k % p) continue;
         bool periodic = true;
-        for (int i = p; i < k && periodic; i++) periodic = same_entry(&e->trace[i], &e->trace[i - p]);
+        for (int i = p; i < k && periodic; i++) periodic = same_entry(&g->trace[i], &g->trace[i - p]);
         if (!periodic) continue;
-        memmove(e->trace, e->trace + (k - p), (size_t)(e->trace_len - (k - p)) * sizeof *e->trace);
-        e->trace_len -= k - p;
-        ZLOG_DEBUG(&e->log, "stage 3: dropped %d forward-only pass%s from the recorded trace", k / p - 1,
+        memmove(g->trace, g->trace + (k - p), (size_t)(g->trace_len - (k - p)) * sizeof *g->trace);
+        g->trace_len -= k - p;
+        ZLOG_DEBUG(g->c.log, "stage 3: dropped %d forward-only pass%s from the recorded trace", k / p - 1,
                    k / p - 1 == 1 ? "" : "es");
         return;
     }
 }
 
-static void trace_finish_recording(zinc_engine *e) {
-    if (!e->trace_recording) return;
+static void trace_finish_recording(zgather *g) {
+    if (!g->trace_recording) return;
     bool has_backward = false;
-    for (int i = 0; i < e->trace_len && !has_backward; i++) has_backward = e->trace[i].phase == ZINC_BACKWARD;
+    for (int i = 0; i < g->trace_len && !has_backward; i++) has_backward = g->trace[i].phase == ZINC_BACKWARD;
     if (!has_backward) { /* forward-only passes: not a training micro-step, keep recording */
-        e->trace_len = 0;
+        g->trace_len = 0;
         return;
     }
-    trace_trim_forward_repeats(e);
-    e->trace_recording = false;
-    e->trace_valid = e->trace_len > 0;
-    ZLOG_DEBUG(&e->log, "stage 3: recorded a trace of %d module entries", e->trace_len);
+    trace_trim_forward_repeats(g);
+    g->trace_recording = false;
+    g->trace_valid = g->trace_len > 0;
+    ZLOG_DEBUG(g->c.log, "stage 3: recorded a trace of %d module entries", g->trace_len);
 }
 
-static void trace_restart(zinc_engine *e) {
-    trace_finish_recording(e);
-    e->trace_pos = 0;
+static void trace_restart(zgather *g) {
+    trace_finish_recording(g);
+    g->trace_pos = 0;
 }
 
 /* An entry that is not the next one of the trace: continue from its next occurrence (after the current
  * position first, then from the start), or stop prefetching until the next step records a new trace. */
-static void trace_resync(zinc_engine *e, const ztrace_entry *x) {
+static void trace_resync(zgather *g, const ztrace_entry *x) {
     for (int pass = 0; pass < 2; pass++) {
-        int from = pass == 0 ? e->trace_pos : 0, to = pass == 0 ? e->trace_len : e->trace_pos;
+        int from = pass == 0 ? g->trace_pos : 0, to = pass == 0 ? g->trace_len : g->trace_pos;
         for (int j = from; j < to; j++)
-            if (same_entry(&e->trace[j], x)) {
-                e->trace_pos = j + 1;
-                e->stat_trace_resync++;
+            if (same_entry(&g->trace[j], x)) {
+                g->trace_pos = j + 1;
+                g->stat_trace_resync++;
                 return;
             }
     }
-    ZLOG_DEBUG(&e->log, "stage 3: module \"%s\" (%s) is not in the recorded trace; prefetching stops and the "
-                        "next step records the trace again",
-               e->modules[x->module].name, x->phase == ZINC_FORWARD ? "forward" : "backward");
-    e->trace_valid = false;
-    e->trace_lost = true;
+    ZLOG_DEBUG(g->c.log, "stage 3: module \"%s\" (%s) is not in the recorded trace; prefetching stops and the "
+                         "next step records the trace again",
+               g->c.modules[x->module].name, x->phase == ZINC_FORWARD ? "forward" : "backward");
+    g->trace_valid = false;
+    g->trace_lost = true;
 }
 
 /* Prefetches the modules that follow trace position `from`. */
-static zinc_status prefetch(zinc_engine *e, int from) {
+static zinc_status prefetch(zgather *g, int from) {
     zinc_status st = ZINC_OK;
     int64_t inflight = 0;
-    for (int j = from; j < e->trace_len; j++) {
-        zmodule *m = &e->modules[e->trace[j].module];
+    for (int j = from; j < g->trace_len; j++) {
+        zmodule *m = &g->c.modules[g->trace[j].module];
         if (m->persistent || m->gathered) {
-            if (m->gather_req) inflight += numel(m);
+            if (m->gather_req) inflight += zmodule_numel(m);
             continue;
         }
-        if (inflight + numel(m) > e->cfg.zero.prefetch_bucket_size) break;
-        if (e->live_numel + numel(m) > e->cfg.zero.max_live_parameters) break;
-        TRY(gather_start(e, m, false));
-        e->stat_prefetch++;
-        inflight += numel(m);
+        if (inflight + zmodule_numel(m) > g->c.cfg->prefetch_bucket_size) break;
+        if (g->live_numel + zmodule_numel(m) > g->c.cfg->max_live_parameters) break;
+        TRY(gather_start(g, m, false));
+        g->stat_prefetch++;
+        inflight += zmodule_numel(m);
     }
     return ZINC_OK;
 fail:
     return st;
 }
 
-zinc_status zgather_module_enter(zinc_engine *e, int module, int phase) {
+zinc_status zgather_module_enter(zgather *g, int module, int phase, bool new_micro_step) {
     zinc_status st = ZINC_OK;
-    zmodule *m = &e->modules[module];
-    if (phase == ZINC_FORWARD && e->last_phase == ZINC_BACKWARD && e->open_backward == 0) trace_restart(e);
-    if (e->trace_recording) {
-        TRY(trace_push(e, module, phase));
-    } else if (e->trace_valid) {
+    zmodule *m = &g->c.modules[module];
+    if (new_micro_step) trace_restart(g);
+    if (g->trace_recording) {
+        TRY(trace_push(g, module, phase));
+    } else if (g->trace_valid) {
         ztrace_entry x = {module, phase};
-        if (e->trace_pos < e->trace_len && same_entry(&e->trace[e->trace_pos], &x)) e->trace_pos++;
-        else trace_resync(e, &x);
+        if (g->trace_pos < g->trace_len && same_entry(&g->trace[g->trace_pos], &x)) g->trace_pos++;
+        else trace_resync(g, &x);
     }
     if (!m->gathered) {
-        e->stat_gather_blocking++;
-        TRY(gather_start(e, m, true));
+        g->stat_gather_blocking++;
+        TRY(gather_start(g, m, true));
     } else {
-        TRY(gather_wait(e, m));
+        TRY(gather_wait(g, m));
     }
-    if (e->trace_valid) TRY(prefetch(e, e->trace_pos));
+    if (g->trace_valid) TRY(prefetch(g, g->trace_pos));
     return ZINC_OK;
 fail:
     return st;
 }
 
 /* True when the trace says module `module` is entered again within max_reuse_distance elements. */
-static bool reused_soon(const zinc_engine *e, int module) {
-    if (!e->trace_valid) return false;
+static bool reused_soon(const zgather *g, int module) {
+    if (!g->trace_valid) return false;
     int64_t dist = 0;
-    for (int j = e->trace_pos; j < e->trace_len; j++) {
-        int mj = e->trace[j].module;
-        if (mj == module) return dist <= e->cfg.zero.max_reuse_distance;
-        dist += numel(&e->modules[mj]);
-        if (dist > e->cfg.zero.max_reuse_distance) return false;
+    for (int j = g->trace_pos; j < g->trace_len; j++) {
+        int mj = g->trace[j].module;
+        if (mj == module) return dist <= g->c.cfg->max_reuse_distance;
+        dist += zmodule_numel(&g->c.modules[mj]);
+        if (dist > g->c.cfg->max_reuse_distance) return false;
     }
     return false;
 }
 
-zinc_status zgather_module_exit(zinc_engine *e, int module, int phase) {
-    zmodule *m = &e->modules[module];
+zinc_status zgather_module_exit(zgather *g, int module, int phase) {
+    zmodule *m = &g->c.modules[module];
     (void)phase;
     if (m->in_phase[0] || m->in_phase[1]) return ZINC_OK; /* still in use by the other phase */
-    if (reused_soon(e, module)) return ZINC_OK;
-    return release(e, m);
+    if (reused_soon(g, module)) return ZINC_OK;
+    return release(g, m);
 }
 
-zinc_status zgather_after_step(zinc_engine *e) {
+zinc_status zgather_after_step(zgather *g) {
     zinc_status st = ZINC_OK;
-    if (!e->trace_started) { /* at build: decide persistence, record the first micro-step */
-        decide_persistence(e);
-        e->trace_started = true;
-        e->trace_recording = true;
-    } else if (e->trace_lost) { /* the model's order changed: record it again */
-        e->trace_lost = false;
-        e->trace_valid = false;
-        e->trace_recording = true;
-        e->trace_len = e->trace_pos = 0;
+    if (!g->trace_started) { /* at build: decide persistence, record the first micro-step */
+        decide_persistence(g);
+        g->trace_started = true;
+        g->trace_recording = true;
+    } else if (g->trace_lost) { /* the model's order changed: record it again */
+        g->trace_lost = false;
+        g->trace_valid = false;
+        g->trace_recording = true;
+        g->trace_len = g->trace_pos = 0;
     } else {
-        trace_restart(e);
+        trace_restart(g);
     }
-    for (int i = 0; i < e->nmodules; i++) {
-        zmodule *m = &e->modules[i];
-        TRY(gather_wait(e, m));
-        if (m->persistent) TRY(gather_start(e, m, true)); /* refresh with the updated shards */
-        else TRY(release(e, m));
+    for (int i = 0; i < g->c.nmodules; i++) {
+        zmodule *m = &g->c.modules[i];
+        TRY(gather_wait(g, m));
+        if (m->persistent) TRY(gather_start(g, m, true)); /* refresh with the updated shards */
+        else TRY(release(g, m));
     }
     return ZINC_OK;
 fail:
     return st;
 }
 
-void zgather_free(zinc_engine *e) {
-    for (int i = 0; i < e->nmodules; i++) {
-        zmodule *m = &e->modules[i];
-        if (m->gather_req) zcomm_wait(e->dcomm, m->gather_req);
+void zgather_init(zgather *g, const zgather_ctx *ctx) { g->c = *ctx; }
+
+void zgather_forget_empty_trace(zgather *g) {
+    if (g->trace_recording && g->trace_len == 0) g->trace_started = false;
+}
+
+void zgather_free(zgather *g) {
+    for (int i = 0; i < g->c.nmodules; i++) {
+        zmodule *m = &g->c.modules[i];
+        if (m->gather_req) zcomm_wait(g->c.dcomm, m->gather_req);
         m->gather_req = NULL;
-        if (m->gathered) zengine_free(e, cat_of(m), m->gathered, (size_t)numel(m) * csz(e));
+        if (m->gathered) dfree(g, cat_of(m), m->gathered, (size_t)zmodule_numel(m) * csz(g));
         m->gathered = NULL;
         free(m->g_counts);
         free(m->g_displs);
         m->g_counts = m->g_displs = NULL;
     }
-    e->live_numel = 0;
+    g->live_numel = 0;
+    free(g->trace);
+    g->trace = NULL;
+    g->trace_len = g->trace_cap = g->trace_pos = 0;
 }

@@ -17,70 +17,79 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/engine/engine_internal.h"
+#include "zero/grads.h"
+
 #include "runtime/core/error.h"
 #include "zero/sizing.h"
 
-static size_t gsz(const zinc_engine *e) { return zinc_dtype_size(e->grad_dtype); }
-static int64_t mod_numel(const zmodule *m) { return m->flat_end - m->flat_begin; }
+/* Device buffers, counted by the device's tracker; a NULL pointer frees nothing (a partly built zgrads). */
+static zinc_status dalloc(zgrads *g, zinc_mem_category cat, size_t bytes, const char *what, void **out) {
+    return g->c.dev->ops->alloc(g->c.dev, cat, bytes, what, out);
+}
+
+static void dfree(zgrads *g, zinc_mem_category cat, void *p, size_t bytes) {
+    if (p) g->c.dev->ops->free(g->c.dev, cat, p, bytes);
+}
+
+static size_t gsz(const zgrads *g) { return zinc_dtype_size(g->c.grad_dtype); }
 
 /* What each rank multiplies its gradient by before communication: DeepSpeed's prescale_gradients
  * divides by the world size first; otherwise it divides by gradient_predivide_factor (default 1) and
  * the step multiplies by predivide / world afterwards (see zgrads_post_scale). */
-static float pre_scale(const zinc_engine *e) {
-    return zsize_pre_scale(e->cfg.prescale_gradients, e->cfg.gradient_predivide_factor, e->world);
+static float pre_scale(const zgrads *g) {
+    return zsize_pre_scale(g->c.prescale_gradients, g->c.predivide_factor, g->c.world);
 }
 
 /* Converts n elements from one dtype to another on the device, multiplying by scale. */
-static zinc_status convert(zinc_engine *e, void *dst, zinc_dtype dt, const void *src, zinc_dtype st, size_t n,
+static zinc_status convert(zgrads *g, void *dst, zinc_dtype dt, const void *src, zinc_dtype st, size_t n,
                            float scale) {
-    return e->dev->ops->convert(e->dev, dst, dt, src, st, n, scale);
+    return g->c.dev->ops->convert(g->c.dev, dst, dt, src, st, n, scale);
 }
 
-static bool send_needs_copy(const zinc_engine *e) {
-    return zsize_send_needs_copy(e->comm_dtype, e->grad_dtype, e->cfg.prescale_gradients,
-                                 e->cfg.gradient_predivide_factor, e->world);
+static bool send_needs_copy(const zgrads *g) {
+    return zsize_send_needs_copy(g->c.comm_dtype, g->c.grad_dtype, g->c.prescale_gradients,
+                                 g->c.predivide_factor, g->c.world);
 }
 
-zinc_status zgrads_alloc(zinc_engine *e) {
+void zgrads_init(zgrads *g, const zgrads_ctx *ctx) { g->c = *ctx; }
+
+zinc_status zgrads_alloc(zgrads *g) {
     zinc_status st = ZINC_OK;
     /* The sizes come from zero/sizing.c, which the memory estimator uses too. */
     int64_t biggest = 0;
-    for (int m = 0; m < e->nmodules; m++) {
-        int64_t n = e->modules[m].flat_end - e->modules[m].flat_begin;
+    for (int m = 0; m < g->c.nmodules; m++) {
+        int64_t n = zmodule_numel(&g->c.modules[m]);
         if (n > biggest) biggest = n;
     }
     zgrads_plan plan;
-    zgrads_plan_make(&(zgrads_plan_in){.stage = e->stage, .world = e->world, .part = &e->part,
-                                       .grad_dtype = e->grad_dtype, .comm_dtype = e->comm_dtype,
-                                       .send_needs_copy = send_needs_copy(e),
-                                       .reduce_bucket_size = e->cfg.zero.reduce_bucket_size,
-                                       .biggest_module = biggest, .overlap_comm = e->cfg.zero.overlap_comm},
+    zgrads_plan_make(&(zgrads_plan_in){.stage = g->c.stage, .world = g->c.world, .part = g->c.part,
+                                       .grad_dtype = g->c.grad_dtype, .comm_dtype = g->c.comm_dtype,
+                                       .send_needs_copy = send_needs_copy(g),
+                                       .reduce_bucket_size = g->c.reduce_bucket_size,
+                                       .biggest_module = biggest, .overlap_comm = g->c.overlap_comm},
                      &plan);
-    e->bytes_grads_full = plan.bytes_grads_full;
-    e->bytes_grads_shard = plan.bytes_grads_shard;
-    if (e->stage <= 1)
-        TRY(zengine_alloc(e, ZINC_MEM_GRADS, e->bytes_grads_full, "the gradient buffer", &e->grads_full));
-    if (e->stage >= 1)
-        TRY(zengine_alloc(e, ZINC_MEM_GRADS, e->bytes_grads_shard, "the fp32 gradient shard",
-                          (void **)&e->grads_shard));
+    g->bytes_full = plan.bytes_grads_full;
+    g->bytes_shard = plan.bytes_grads_shard;
+    if (g->c.stage <= 1) TRY(dalloc(g, ZINC_MEM_GRADS, g->bytes_full, "the gradient buffer", &g->full));
+    if (g->c.stage >= 1)
+        TRY(dalloc(g, ZINC_MEM_GRADS, g->bytes_shard, "the fp32 gradient shard", (void **)&g->shard));
     if (plan.nbuckets == 0) return ZINC_OK;
-    e->bucket_cap = plan.bucket_cap;
-    e->bytes_landing = plan.bytes_landing;
-    if (e->bytes_landing)
-        TRY(zengine_alloc(e, ZINC_MEM_BUCKETS, e->bytes_landing, "the gradient landing buffer for large modules",
-                          &e->landing));
-    e->nbuckets = plan.nbuckets;
-    e->bytes_bucket_grads = plan.bytes_bucket_grads;
-    e->bytes_bucket_send = plan.bytes_bucket_send;
-    e->bytes_bucket_recv = plan.bytes_bucket_recv;
-    for (int i = 0; i < e->nbuckets; i++) {
-        zbucket *b = &e->buckets[i];
-        TRY(zengine_alloc(e, ZINC_MEM_BUCKETS, e->bytes_bucket_grads, "a gradient bucket", &b->grads));
-        TRY(zengine_alloc(e, ZINC_MEM_BUCKETS, e->bytes_bucket_send, "a communication buffer", &b->send));
-        TRY(zengine_alloc(e, ZINC_MEM_BUCKETS, e->bytes_bucket_recv, "a reduce-scatter buffer", &b->recv));
-        TRY_ALLOC(b->counts, e->world, "collective counts");
-        TRY_ALLOC(b->displs, e->world, "collective displacements");
+    g->bucket_cap = plan.bucket_cap;
+    g->bytes_landing = plan.bytes_landing;
+    if (g->bytes_landing)
+        TRY(dalloc(g, ZINC_MEM_BUCKETS, g->bytes_landing, "the gradient landing buffer for large modules",
+                   &g->landing));
+    g->nbuckets = plan.nbuckets;
+    g->bytes_bucket_grads = plan.bytes_bucket_grads;
+    g->bytes_bucket_send = plan.bytes_bucket_send;
+    g->bytes_bucket_recv = plan.bytes_bucket_recv;
+    for (int i = 0; i < g->nbuckets; i++) {
+        zbucket *b = &g->buckets[i];
+        TRY(dalloc(g, ZINC_MEM_BUCKETS, g->bytes_bucket_grads, "a gradient bucket", &b->grads));
+        TRY(dalloc(g, ZINC_MEM_BUCKETS, g->bytes_bucket_send, "a communication buffer", &b->send));
+        TRY(dalloc(g, ZINC_MEM_BUCKETS, g->bytes_bucket_recv, "a reduce-scatter buffer", &b->recv));
+        TRY_ALLOC(b->counts, g->c.world, "collective counts");
+        TRY_ALLOC(b->displs, g->c.world, "collective displacements");
         b->lo = b->hi = 0;
     }
     return ZINC_OK;
@@ -88,49 +97,49 @@ fail:
     return st;
 }
 
-void zgrads_free(zinc_engine *e) {
-    for (int i = 0; i < e->nbuckets; i++) {
-        zbucket *b = &e->buckets[i];
-        if (b->req) zcomm_wait(e->dcomm, b->req);
+void zgrads_free(zgrads *g) {
+    for (int i = 0; i < g->nbuckets; i++) {
+        zbucket *b = &g->buckets[i];
+        if (b->req) zcomm_wait(g->c.dcomm, b->req);
         b->req = NULL;
-        zengine_free(e, ZINC_MEM_BUCKETS, b->grads, e->bytes_bucket_grads);
-        zengine_free(e, ZINC_MEM_BUCKETS, b->send, e->bytes_bucket_send);
-        zengine_free(e, ZINC_MEM_BUCKETS, b->recv, e->bytes_bucket_recv);
+        dfree(g, ZINC_MEM_BUCKETS, b->grads, g->bytes_bucket_grads);
+        dfree(g, ZINC_MEM_BUCKETS, b->send, g->bytes_bucket_send);
+        dfree(g, ZINC_MEM_BUCKETS, b->recv, g->bytes_bucket_recv);
         free(b->counts);
         free(b->displs);
         b->counts = b->displs = NULL;
     }
-    e->nbuckets = 0;
-    zengine_free(e, ZINC_MEM_BUCKETS, e->landing, e->bytes_landing);
-    e->landing = NULL;
-    for (int i = 0; i < e->nmodules; i++) {
-        zmodule *m = &e->modules[i];
-        zengine_free(e, ZINC_MEM_BUCKETS, m->held, m->held ? (size_t)mod_numel(m) * gsz(e) : 0);
+    g->nbuckets = 0;
+    dfree(g, ZINC_MEM_BUCKETS, g->landing, g->bytes_landing);
+    g->landing = NULL;
+    for (int i = 0; i < g->c.nmodules; i++) {
+        zmodule *m = &g->c.modules[i];
+        dfree(g, ZINC_MEM_BUCKETS, m->held, m->held ? (size_t)zmodule_numel(m) * gsz(g) : 0);
         m->held = NULL;
         m->held_dirty = false;
     }
-    for (int i = 0; i < e->nscratch; i++) zengine_free(e, ZINC_MEM_BUCKETS, e->scratch[i].buf, e->scratch[i].bytes);
-    free(e->scratch);
-    e->scratch = NULL;
-    e->nscratch = 0;
-    zengine_free(e, ZINC_MEM_GRADS, e->grads_full, e->bytes_grads_full);
-    zengine_free(e, ZINC_MEM_GRADS, e->grads_shard, e->bytes_grads_shard);
-    e->grads_full = NULL;
-    e->grads_shard = NULL;
+    for (int i = 0; i < g->nscratch; i++) dfree(g, ZINC_MEM_BUCKETS, g->scratch[i].buf, g->scratch[i].bytes);
+    free(g->scratch);
+    g->scratch = NULL;
+    g->nscratch = 0;
+    dfree(g, ZINC_MEM_GRADS, g->full, g->bytes_full);
+    dfree(g, ZINC_MEM_GRADS, g->shard, g->bytes_shard);
+    g->full = NULL;
+    g->shard = NULL;
 }
 
 /* Completes a slot's pending reduce-scatter and adds this rank's piece into the fp32 shard. */
-static zinc_status complete(zinc_engine *e, zbucket *b) {
+static zinc_status complete(zgrads *g, zbucket *b) {
     zinc_status st = ZINC_OK;
     if (!b->req && b->recv_hi <= b->recv_lo) return ZINC_OK;
     if (b->req) {
         zcomm_req *r = b->req;
         b->req = NULL;
-        TRY(zdev_comm_wait(e->dev, e->dcomm, r));
+        TRY(zdev_comm_wait(g->c.dev, g->c.dcomm, r));
     }
     if (b->recv_hi > b->recv_lo) {
-        int64_t shard_lo = (int64_t)e->rank * e->part.shard;
-        TRY(e->dev->ops->axpy_f32(e->dev, e->grads_shard + (b->recv_lo - shard_lo), b->recv, e->comm_dtype, 1.0f,
+        int64_t shard_lo = (int64_t)g->c.rank * g->c.part->shard;
+        TRY(g->c.dev->ops->axpy_f32(g->c.dev, g->shard + (b->recv_lo - shard_lo), b->recv, g->c.comm_dtype, 1.0f,
                                   (size_t)(b->recv_hi - b->recv_lo), 1));
     }
     b->recv_lo = b->recv_hi = 0;
@@ -141,36 +150,36 @@ fail:
 
 /* Starts the reduce-scatter of flat range [a, b), whose grad-dtype values start at src, using slot b's
  * buffers. Blocking unless overlap_comm. */
-static zinc_status issue(zinc_engine *e, zbucket *bk, const void *src, int64_t a, int64_t b) {
+static zinc_status issue(zgrads *g, zbucket *bk, const void *src, int64_t a, int64_t b) {
     zinc_status st = ZINC_OK;
     const void *send = src;
-    if (send_needs_copy(e)) {
-        TRY(convert(e, bk->send, e->comm_dtype, src, e->grad_dtype, (size_t)(b - a), pre_scale(e)));
+    if (send_needs_copy(g)) {
+        TRY(convert(g, bk->send, g->c.comm_dtype, src, g->c.grad_dtype, (size_t)(b - a), pre_scale(g)));
         send = bk->send;
     }
-    zpart_range_split(&e->part, a, b, bk->counts, bk->displs);
-    zpart_intersect(&e->part, e->rank, a, b, &bk->recv_lo, &bk->recv_hi);
-    TRY(zdev_comm_begin(e->dev));
-    e->stat_rs_sends++;
+    zpart_range_split(g->c.part, a, b, bk->counts, bk->displs);
+    zpart_intersect(g->c.part, g->c.rank, a, b, &bk->recv_lo, &bk->recv_hi);
+    TRY(zdev_comm_begin(g->c.dev));
+    g->stat_rs_sends++;
     /* One bucket: blocking on cpu; on a GPU a request the compute stream waits for in complete(). */
-    TRY(zcomm_reduce_scatterv(e->dcomm, send, bk->recv, bk->counts, e->comm_dtype,
-                              e->nbuckets > 1 ? &bk->req : zdev_req(e->dev, &bk->req)));
-    if (e->nbuckets == 1) TRY(complete(e, bk));
+    TRY(zcomm_reduce_scatterv(g->c.dcomm, send, bk->recv, bk->counts, g->c.comm_dtype,
+                              g->nbuckets > 1 ? &bk->req : zdev_req(g->c.dev, &bk->req)));
+    if (g->nbuckets == 1) TRY(complete(g, bk));
     return ZINC_OK;
 fail:
     return st;
 }
 
 /* Sends the current bucket and moves to the other slot (finishing what that slot had in flight). */
-static zinc_status flush_current(zinc_engine *e) {
+static zinc_status flush_current(zgrads *g) {
     zinc_status st = ZINC_OK;
-    zbucket *b = &e->buckets[e->cur_bucket];
+    zbucket *b = &g->buckets[g->cur_bucket];
     if (b->hi <= b->lo) return ZINC_OK;
-    const void *src = (const char *)b->grads + (size_t)(e->bucket_cap - (b->hi - b->lo)) * gsz(e);
-    TRY(issue(e, b, src, b->lo, b->hi));
+    const void *src = (const char *)b->grads + (size_t)(g->bucket_cap - (b->hi - b->lo)) * gsz(g);
+    TRY(issue(g, b, src, b->lo, b->hi));
     b->lo = b->hi = 0;
-    e->cur_bucket = (e->cur_bucket + 1) % e->nbuckets;
-    TRY(complete(e, &e->buckets[e->cur_bucket]));
+    g->cur_bucket = (g->cur_bucket + 1) % g->nbuckets;
+    TRY(complete(g, &g->buckets[g->cur_bucket]));
     return ZINC_OK;
 fail:
     return st;
@@ -180,79 +189,72 @@ fail:
  * chunks, through the buckets' communication buffers only: the buckets' gradient contents (which may hold
  * an open module's slot) and the current bucket stay as they are. Everything is complete on return, so the
  * buffer may be reused. */
-static zinc_status send_buffer(zinc_engine *e, const void *src, int64_t lo, int64_t hi) {
+static zinc_status send_buffer(zgrads *g, const void *src, int64_t lo, int64_t hi) {
     zinc_status st = ZINC_OK;
-    int k = e->cur_bucket;
-    for (int64_t a = lo; a < hi; a += e->bucket_cap) {
-        int64_t b = a + e->bucket_cap < hi ? a + e->bucket_cap : hi;
-        k = (k + 1) % e->nbuckets;
-        zbucket *bk = &e->buckets[k];
-        TRY(complete(e, bk));
-        TRY(issue(e, bk, (const char *)src + (size_t)(a - lo) * gsz(e), a, b));
+    int k = g->cur_bucket;
+    for (int64_t a = lo; a < hi; a += g->bucket_cap) {
+        int64_t b = a + g->bucket_cap < hi ? a + g->bucket_cap : hi;
+        k = (k + 1) % g->nbuckets;
+        zbucket *bk = &g->buckets[k];
+        TRY(complete(g, bk));
+        TRY(issue(g, bk, (const char *)src + (size_t)(a - lo) * gsz(g), a, b));
     }
-    for (int i = 0; i < e->nbuckets; i++) TRY(complete(e, &e->buckets[i]));
+    for (int i = 0; i < g->nbuckets; i++) TRY(complete(g, &g->buckets[i]));
     return ZINC_OK;
 fail:
     return st;
 }
 
-static void point_grads(zinc_engine *e, const zmodule *m, char *base) {
-    for (int i = 0; i < m->nparams; i++) {
-        zinc_param *p = e->params[m->first_param + i];
-        p->grad = base + (size_t)(p->flat_offset - m->flat_begin) * gsz(e);
-    }
-}
-
 /* An open module other than `self` whose slot is `kind`, or NULL. */
-static zmodule *open_in(zinc_engine *e, int self, zgrad_slot kind) {
-    for (int i = 0; i < e->nmodules; i++)
-        if (i != self && e->modules[i].in_phase[ZINC_BACKWARD] && e->modules[i].slot == (int)kind)
-            return &e->modules[i];
+static zmodule *open_in(zgrads *g, int self, zgrad_slot kind) {
+    for (int i = 0; i < g->c.nmodules; i++)
+        if (i != self && g->c.modules[i].in_phase[ZINC_BACKWARD] && g->c.modules[i].slot == (int)kind)
+            return &g->c.modules[i];
     return NULL;
 }
 
 /* The module's own buffer: zeroed at its first entry of a micro-step, added into by later ones. */
-static zinc_status enter_held(zinc_engine *e, zmodule *m) {
+static zinc_status enter_held(zgrads *g, zmodule *m, void **out) {
     zinc_status st = ZINC_OK;
     if (!m->held)
-        TRY(zengine_alloc(e, ZINC_MEM_BUCKETS, (size_t)mod_numel(m) * gsz(e),
-                          "the gradient buffer of a re-entered or enclosing module", &m->held));
-    if (!m->held_dirty) TRY(e->dev->ops->memset0(e->dev, m->held, (size_t)mod_numel(m) * gsz(e)));
+        TRY(dalloc(g, ZINC_MEM_BUCKETS, (size_t)zmodule_numel(m) * gsz(g),
+                   "the gradient buffer of a re-entered or enclosing module", &m->held));
+    if (!m->held_dirty) TRY(g->c.dev->ops->memset0(g->c.dev, m->held, (size_t)zmodule_numel(m) * gsz(g)));
     m->held_dirty = true;
     m->slot = ZSLOT_HELD;
-    point_grads(e, m, m->held);
+    *out = m->held;
     return ZINC_OK;
 fail:
     return st;
 }
 
 /* A pooled buffer for a module entered while another module's slot must stay untouched. */
-static zinc_status enter_scratch(zinc_engine *e, zmodule *m) {
+static zinc_status enter_scratch(zgrads *g, zmodule *m, void **out) {
     zinc_status st = ZINC_OK;
-    size_t bytes = (size_t)mod_numel(m) * gsz(e);
+    size_t bytes = (size_t)zmodule_numel(m) * gsz(g);
     int k = -1;
-    for (int i = 0; i < e->nscratch; i++)
-        if (!e->scratch[i].busy && (k < 0 || e->scratch[i].bytes > e->scratch[k].bytes)) k = i;
+    for (int i = 0; i < g->nscratch; i++)
+        if (!g->scratch[i].busy && (k < 0 || g->scratch[i].bytes > g->scratch[k].bytes)) k = i;
     if (k < 0) {
-        zscratch *s = realloc(e->scratch, (size_t)(e->nscratch + 1) * sizeof *s);
+        zscratch *s = realloc(g->scratch, (size_t)(g->nscratch + 1) * sizeof *s);
         if (!s) return ZERR(ZINC_ERR_NOMEM, "out of memory for the nested-module gradient pool");
-        e->scratch = s;
-        k = e->nscratch++;
-        e->scratch[k] = (zscratch){0};
+        g->scratch = s;
+        k = g->nscratch++;
+        g->scratch[k] = (zscratch){0};
     }
-    zscratch *sc = &e->scratch[k];
+    zscratch *sc = &g->scratch[k];
     if (sc->bytes < bytes) {
-        zengine_free(e, ZINC_MEM_BUCKETS, sc->buf, sc->bytes);
+        dfree(g, ZINC_MEM_BUCKETS, sc->buf, sc->bytes);
         sc->buf = NULL;
         sc->bytes = 0;
-        TRY(zengine_alloc(e, ZINC_MEM_BUCKETS, bytes, "the gradient buffer of a nested module", &sc->buf));
+        TRY(dalloc(g, ZINC_MEM_BUCKETS, bytes, "the gradient buffer of a nested module", &sc->buf));
         sc->bytes = bytes;
     }
-    TRY(e->dev->ops->memset0(e->dev, sc->buf, bytes));
+    TRY(g->c.dev->ops->memset0(g->c.dev, sc->buf, bytes));
     sc->busy = true;
     m->scratch = k;
     m->slot = ZSLOT_SCRATCH;
-    point_grads(e, m, sc->buf);
+    *out = sc->buf;
     return ZINC_OK;
 fail:
     return st;
@@ -262,61 +264,61 @@ fail:
  * module's backward, keeps its gradients in a buffer of its own from then on (`hold`), so all of its
  * entries are reduced once, at the end of the micro-step. A module whose usual slot would send or
  * overwrite an open module's gradients takes a scratch buffer, reduced when it exits. */
-static zinc_status enter_sharded(zinc_engine *e, int module) {
+static zinc_status enter_sharded(zgrads *g, int module, void **out) {
     zinc_status st = ZINC_OK;
-    zmodule *m = &e->modules[module];
+    zmodule *m = &g->c.modules[module];
     if (m->bwd_entries > 0 && !m->hold) {
-        ZLOG_DEBUG(&e->log, "module \"%s\" entered twice in one backward: its gradients now collect in a buffer "
-                            "of their own and are reduced once per micro-step",
+        ZLOG_DEBUG(g->c.log, "module \"%s\" entered twice in one backward: its gradients now collect in a buffer "
+                             "of their own and are reduced once per micro-step",
                    m->name);
         m->hold = true;
     }
-    if (m->hold) return enter_held(e, m);
+    if (m->hold) return enter_held(g, m, out);
 
-    zbucket *b = &e->buckets[e->cur_bucket];
-    bool large = mod_numel(m) > e->bucket_cap;
-    bool needs_flush = b->hi > b->lo && (large || b->lo != m->flat_end || b->hi - m->flat_begin > e->bucket_cap);
-    zmodule *blocker = needs_flush ? open_in(e, module, ZSLOT_BUCKET) : NULL;
-    if (!blocker && large) blocker = open_in(e, module, ZSLOT_LANDING);
+    zbucket *b = &g->buckets[g->cur_bucket];
+    bool large = zmodule_numel(m) > g->bucket_cap;
+    bool needs_flush = b->hi > b->lo && (large || b->lo != m->flat_end || b->hi - m->flat_begin > g->bucket_cap);
+    zmodule *blocker = needs_flush ? open_in(g, module, ZSLOT_BUCKET) : NULL;
+    if (!blocker && large) blocker = open_in(g, module, ZSLOT_LANDING);
     if (blocker) {
-        ZLOG_DEBUG(&e->log, "module \"%s\" entered inside the backward of \"%s\": a scratch buffer for now, and "
-                            "\"%s\" keeps its gradients in a buffer of its own from the next micro-step",
+        ZLOG_DEBUG(g->c.log, "module \"%s\" entered inside the backward of \"%s\": a scratch buffer for now, and "
+                             "\"%s\" keeps its gradients in a buffer of its own from the next micro-step",
                    m->name, blocker->name, blocker->name);
         blocker->hold = true;
-        return enter_scratch(e, m);
+        return enter_scratch(g, m, out);
     }
     if (large) {
         /* The landing buffer, once every send that may still read it is done. */
-        TRY(flush_current(e));
-        for (int i = 0; i < e->nbuckets; i++) TRY(complete(e, &e->buckets[i]));
-        TRY(e->dev->ops->memset0(e->dev, e->landing, (size_t)mod_numel(m) * gsz(e)));
+        TRY(flush_current(g));
+        for (int i = 0; i < g->nbuckets; i++) TRY(complete(g, &g->buckets[i]));
+        TRY(g->c.dev->ops->memset0(g->c.dev, g->landing, (size_t)zmodule_numel(m) * gsz(g)));
         m->slot = ZSLOT_LANDING;
-        point_grads(e, m, e->landing);
+        *out = g->landing;
         return ZINC_OK;
     }
     if (needs_flush) {
-        TRY(flush_current(e));
-        b = &e->buckets[e->cur_bucket];
+        TRY(flush_current(g));
+        b = &g->buckets[g->cur_bucket];
     }
     if (b->hi <= b->lo) b->lo = b->hi = m->flat_end;
     b->lo = m->flat_begin;
-    char *base = (char *)b->grads + (size_t)(e->bucket_cap - (b->hi - m->flat_begin)) * gsz(e);
-    TRY(e->dev->ops->memset0(e->dev, base, (size_t)mod_numel(m) * gsz(e)));
+    char *base = (char *)b->grads + (size_t)(g->bucket_cap - (b->hi - m->flat_begin)) * gsz(g);
+    TRY(g->c.dev->ops->memset0(g->c.dev, base, (size_t)zmodule_numel(m) * gsz(g)));
     m->slot = ZSLOT_BUCKET;
-    point_grads(e, m, base);
+    *out = base;
     return ZINC_OK;
 fail:
     return st;
 }
 
-zinc_status zgrads_module_backward_enter(zinc_engine *e, int module) {
+zinc_status zgrads_module_backward_enter(zgrads *g, int module, void **grads) {
     zinc_status st = ZINC_OK;
-    zmodule *m = &e->modules[module];
-    if (e->stage <= 1) {
+    zmodule *m = &g->c.modules[module];
+    if (g->c.stage <= 1) {
         m->slot = ZSLOT_FULL; /* every entry adds into the full buffer: nesting and re-entry need nothing */
-        point_grads(e, m, (char *)e->grads_full + (size_t)m->flat_begin * gsz(e));
+        *grads = (char *)g->full + (size_t)m->flat_begin * gsz(g);
     } else {
-        TRY(enter_sharded(e, module));
+        TRY(enter_sharded(g, module, grads));
     }
     m->bwd_entries++;
     return ZINC_OK;
@@ -324,133 +326,132 @@ fail:
     return st;
 }
 
-zinc_status zgrads_module_backward_exit(zinc_engine *e, int module) {
+zinc_status zgrads_module_backward_exit(zgrads *g, int module, bool none_open) {
     zinc_status st = ZINC_OK;
-    zmodule *m = &e->modules[module];
-    for (int i = 0; i < m->nparams; i++) e->params[m->first_param + i]->grad = NULL;
+    zmodule *m = &g->c.modules[module];
     int slot = m->slot;
     m->slot = ZSLOT_NONE;
-    if (slot == ZSLOT_LANDING) TRY(send_buffer(e, e->landing, m->flat_begin, m->flat_end));
+    if (slot == ZSLOT_LANDING) TRY(send_buffer(g, g->landing, m->flat_begin, m->flat_end));
     if (slot == ZSLOT_SCRATCH) {
-        zscratch *sc = &e->scratch[m->scratch];
-        TRY(send_buffer(e, sc->buf, m->flat_begin, m->flat_end));
+        zscratch *sc = &g->scratch[m->scratch];
+        TRY(send_buffer(g, sc->buf, m->flat_begin, m->flat_end));
         sc->busy = false;
     }
     /* The first module closes backward: send what is left now rather than at the next forward (held
      * modules wait for the micro-step's end: a tied module may still be entered again). */
-    if (e->stage >= 2 && module == 0 && e->open_backward == 0) TRY(flush_current(e));
+    if (g->c.stage >= 2 && module == 0 && none_open) TRY(flush_current(g));
     return ZINC_OK;
 fail:
     return st;
 }
 
-zinc_status zgrads_flush(zinc_engine *e) {
+zinc_status zgrads_flush(zgrads *g) {
     zinc_status st = ZINC_OK;
-    for (int i = 0; i < e->nmodules; i++) e->modules[i].bwd_entries = 0;
-    if (e->stage < 2) return ZINC_OK;
-    TRY(flush_current(e));
-    for (int i = 0; i < e->nmodules; i++) {
-        zmodule *m = &e->modules[i];
+    for (int i = 0; i < g->c.nmodules; i++) g->c.modules[i].bwd_entries = 0;
+    if (g->c.stage < 2) return ZINC_OK;
+    TRY(flush_current(g));
+    for (int i = 0; i < g->c.nmodules; i++) {
+        zmodule *m = &g->c.modules[i];
         if (!m->held_dirty) continue;
         m->held_dirty = false;
-        TRY(send_buffer(e, m->held, m->flat_begin, m->flat_end));
+        TRY(send_buffer(g, m->held, m->flat_begin, m->flat_end));
     }
-    for (int i = 0; i < e->nbuckets; i++) TRY(complete(e, &e->buckets[i]));
+    for (int i = 0; i < g->nbuckets; i++) TRY(complete(g, &g->buckets[i]));
     return ZINC_OK;
 fail:
     return st;
 }
 
 /* Stage 0: all-reduce the full gradient in chunks (converted when the comm dtype differs). */
-static zinc_status allreduce_full(zinc_engine *e) {
+static zinc_status allreduce_full(zgrads *g) {
     zinc_status st = ZINC_OK;
     zcomm_req *r;
-    if (e->world == 1 && !send_needs_copy(e)) return ZINC_OK;
-    if (!send_needs_copy(e)) {
-        TRY(zdev_comm_begin(e->dev));
-        TRY(zcomm_allreduce(e->dcomm, e->grads_full, (size_t)e->part.padded, e->grad_dtype, ZCOMM_SUM,
-                            zdev_req(e->dev, &r)));
-        TRY(zdev_comm_wait(e->dev, e->dcomm, r));
+    if (g->c.world == 1 && !send_needs_copy(g)) return ZINC_OK;
+    if (!send_needs_copy(g)) {
+        TRY(zdev_comm_begin(g->c.dev));
+        TRY(zcomm_allreduce(g->c.dcomm, g->full, (size_t)g->c.part->padded, g->c.grad_dtype, ZCOMM_SUM,
+                            zdev_req(g->c.dev, &r)));
+        TRY(zdev_comm_wait(g->c.dev, g->c.dcomm, r));
         return ZINC_OK;
     }
-    void *buf = e->buckets[0].send;
-    for (int64_t a = 0; a < e->part.padded; a += e->bucket_cap) {
-        int64_t n = e->part.padded - a < e->bucket_cap ? e->part.padded - a : e->bucket_cap;
-        char *g = (char *)e->grads_full + (size_t)a * gsz(e);
-        TRY(convert(e, buf, e->comm_dtype, g, e->grad_dtype, (size_t)n, pre_scale(e)));
-        TRY(zdev_comm_begin(e->dev));
-        TRY(zcomm_allreduce(e->dcomm, buf, (size_t)n, e->comm_dtype, ZCOMM_SUM, zdev_req(e->dev, &r)));
-        TRY(zdev_comm_wait(e->dev, e->dcomm, r));
-        TRY(convert(e, g, e->grad_dtype, buf, e->comm_dtype, (size_t)n, 1.0f));
+    void *buf = g->buckets[0].send;
+    for (int64_t a = 0; a < g->c.part->padded; a += g->bucket_cap) {
+        int64_t n = g->c.part->padded - a < g->bucket_cap ? g->c.part->padded - a : g->bucket_cap;
+        char *piece = (char *)g->full + (size_t)a * gsz(g);
+        TRY(convert(g, buf, g->c.comm_dtype, piece, g->c.grad_dtype, (size_t)n, pre_scale(g)));
+        TRY(zdev_comm_begin(g->c.dev));
+        TRY(zcomm_allreduce(g->c.dcomm, buf, (size_t)n, g->c.comm_dtype, ZCOMM_SUM, zdev_req(g->c.dev, &r)));
+        TRY(zdev_comm_wait(g->c.dev, g->c.dcomm, r));
+        TRY(convert(g, piece, g->c.grad_dtype, buf, g->c.comm_dtype, (size_t)n, 1.0f));
     }
     return ZINC_OK;
 fail:
     return st;
 }
 
-zinc_status zgrads_reduce_boundary(zinc_engine *e) {
+zinc_status zgrads_reduce_boundary(zgrads *g) {
     zinc_status st = ZINC_OK;
-    if (e->stage == 0) return allreduce_full(e);
-    if (e->stage >= 2) return zgrads_flush(e);
+    if (g->c.stage == 0) return allreduce_full(g);
+    if (g->c.stage >= 2) return zgrads_flush(g);
     /* Stage 1: reduce-scatter the full buffer chunk by chunk, alternating slots under overlap_comm. */
-    for (int64_t a = 0; a < e->part.padded; a += e->bucket_cap) {
-        int64_t b = a + e->bucket_cap < e->part.padded ? a + e->bucket_cap : e->part.padded;
-        zbucket *bk = &e->buckets[e->cur_bucket];
-        TRY(complete(e, bk));
-        TRY(issue(e, bk, (const char *)e->grads_full + (size_t)a * gsz(e), a, b));
-        e->cur_bucket = (e->cur_bucket + 1) % e->nbuckets;
+    for (int64_t a = 0; a < g->c.part->padded; a += g->bucket_cap) {
+        int64_t b = a + g->bucket_cap < g->c.part->padded ? a + g->bucket_cap : g->c.part->padded;
+        zbucket *bk = &g->buckets[g->cur_bucket];
+        TRY(complete(g, bk));
+        TRY(issue(g, bk, (const char *)g->full + (size_t)a * gsz(g), a, b));
+        g->cur_bucket = (g->cur_bucket + 1) % g->nbuckets;
     }
-    for (int i = 0; i < e->nbuckets; i++) TRY(complete(e, &e->buckets[i]));
+    for (int i = 0; i < g->nbuckets; i++) TRY(complete(g, &g->buckets[i]));
     return ZINC_OK;
 fail:
     return st;
 }
 
-double zgrads_post_scale(const zinc_engine *e) {
-    if (e->cfg.prescale_gradients) return 1.0;
-    return e->cfg.gradient_predivide_factor / (double)e->world;
+double zgrads_post_scale(const zgrads *g) {
+    if (g->c.prescale_gradients) return 1.0;
+    return g->c.predivide_factor / (double)g->c.world;
 }
 
-const void *zgrads_local(const zinc_engine *e, zinc_dtype *dtype) {
-    if (e->stage == 0) {
-        *dtype = e->grad_dtype;
-        return e->grads_full;
+const void *zgrads_local(const zgrads *g, zinc_dtype *dtype) {
+    if (g->c.stage == 0) {
+        *dtype = g->c.grad_dtype;
+        return g->full;
     }
     *dtype = ZINC_FP32;
-    return e->grads_shard;
+    return g->shard;
 }
 
-const void *zgrads_norm_slice(const zinc_engine *e, zinc_dtype *dtype, size_t *n, int64_t *flat_lo) {
-    *n = (size_t)e->part.shard;
-    *flat_lo = (int64_t)e->rank * e->part.shard;
-    if (e->stage == 0) {
-        *dtype = e->grad_dtype;
-        return (const char *)e->grads_full + (size_t)*flat_lo * gsz(e);
+const void *zgrads_norm_slice(const zgrads *g, zinc_dtype *dtype, size_t *n, int64_t *flat_lo) {
+    *n = (size_t)g->c.part->shard;
+    *flat_lo = (int64_t)g->c.rank * g->c.part->shard;
+    if (g->c.stage == 0) {
+        *dtype = g->c.grad_dtype;
+        return (const char *)g->full + (size_t)*flat_lo * gsz(g);
     }
     *dtype = ZINC_FP32;
-    return e->grads_shard;
+    return g->shard;
 }
 
-zinc_status zgrads_zero(zinc_engine *e) {
+zinc_status zgrads_zero(zgrads *g) {
     zinc_status st = ZINC_OK;
-    if (e->grads_full) TRY(e->dev->ops->memset0(e->dev, e->grads_full, e->bytes_grads_full));
-    if (e->grads_shard) TRY(e->dev->ops->memset0(e->dev, e->grads_shard, e->bytes_grads_shard));
+    if (g->full) TRY(g->c.dev->ops->memset0(g->c.dev, g->full, g->bytes_full));
+    if (g->shard) TRY(g->c.dev->ops->memset0(g->c.dev, g->shard, g->bytes_shard));
 fail:
     return st;
 }
 
-zinc_status zgrads_reset(zinc_engine *e) {
-    for (int i = 0; i < e->nbuckets; i++) {
-        zbucket *b = &e->buckets[i];
-        if (b->req) (void)zdev_comm_wait(e->dev, e->dcomm, b->req); /* its data is dropped either way */
+zinc_status zgrads_reset(zgrads *g) {
+    for (int i = 0; i < g->nbuckets; i++) {
+        zbucket *b = &g->buckets[i];
+        if (b->req) (void)zdev_comm_wait(g->c.dev, g->c.dcomm, b->req); /* its data is dropped either way */
         b->req = NULL;
         b->lo = b->hi = b->recv_lo = b->recv_hi = 0;
     }
-    e->cur_bucket = 0;
-    for (int i = 0; i < e->nmodules; i++) {
-        e->modules[i].held_dirty = false;
-        e->modules[i].bwd_entries = 0;
+    g->cur_bucket = 0;
+    for (int i = 0; i < g->c.nmodules; i++) {
+        g->c.modules[i].held_dirty = false;
+        g->c.modules[i].bwd_entries = 0;
     }
-    for (int i = 0; i < e->nscratch; i++) e->scratch[i].busy = false;
-    return zgrads_zero(e);
+    for (int i = 0; i < g->nscratch; i++) g->scratch[i].busy = false;
+    return zgrads_zero(g);
 }

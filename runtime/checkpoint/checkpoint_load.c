@@ -25,7 +25,7 @@ static zinc_status precheck(zinc_engine *e, const char *path) {
                         e->modules[m].name);
     if (e->broken[0]) {
         /* After a failed step the accumulated gradients belong to the failed step: drop them. */
-        zinc_status z = zgrads_reset(e);
+        zinc_status z = zgrads_reset(&e->grads);
         if (z != ZINC_OK) return z;
         e->micro_steps = 0;
         e->in_backward_pass = false;
@@ -216,8 +216,8 @@ zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path) {
     if (e->stage == 3) {
         /* A fresh engine has recorded no module trace yet: start recording anew rather than end an empty
          * recording (which would leave prefetching off for the whole run). */
-        if (e->trace_recording && e->trace_len == 0) e->trace_started = false;
-        TRY(zgather_after_step(e));
+        zgather_forget_empty_trace(&e->gather);
+        TRY(zgather_after_step(&e->gather));
     }
     e->steps = m.steps;
     e->steps_taken = m.steps_taken;

@@ -170,8 +170,8 @@ fail:
 void zinc_destroy(zinc_engine *e) {
     if (!e) return;
     if (e->built) {
-        zgather_free(e);
-        zgrads_free(e);
+        zgather_free(&e->gather);
+        zgrads_free(&e->grads);
         zengine_f32_free(e);
         zengine_free(e, ZINC_MEM_PARAMS, e->params_full, e->bytes_params_full);
         zengine_free(e, ZINC_MEM_PARAMS, e->params_shard, e->bytes_params_shard);
@@ -187,7 +187,6 @@ void zinc_destroy(zinc_engine *e) {
     for (int i = 0; i < e->nmodules; i++) free(e->modules[i].name);
     zengine_agree_free(e);
     free(e->modules);
-    free(e->trace);
     if (e->dcomm != e->comm) zcomm_destroy(e->dcomm);
     zdev_destroy(e->dev);
     zcomm_destroy(e->comm);
@@ -525,7 +524,8 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
         TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_shard, "the parameter shard", &e->params_shard));
     }
     e->bytes_state = (size_t)own * sizeof(float);
-    TRY(zstate_create(e, own, &e->state));
+    zengine_contexts(e); /* what zero/ and offload/ see of the engine (engine_ctx.c) */
+    TRY(zstate_create(&e->state_ctx, own, &e->state));
     e->bytes_mask = (size_t)(own / ZPART_PARAM_ALIGN);
     TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_OTHER, e->bytes_mask, "the weight-decay mask",
                         (void **)&e->decay_mask));
@@ -535,12 +535,12 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
         TRY(zengine_alloc(e, ZINC_MEM_OTHER, e->bytes_mask, "the weight-decay mask", (void **)&e->decay_mask_dev));
         TRY(e->dev->ops->copy(e->dev, e->decay_mask_dev, e->decay_mask, e->bytes_mask, ZDEV_H2D));
     }
-    TRY(zgrads_alloc(e));
+    TRY(zgrads_alloc(&e->grads));
 
     /* Initialise: every rank computes every parameter it holds any part of from the same seed. */
     TRY(init_params(e, whole, ranged, userdata));
     TRY(init_state(e));
-    if (e->stage == 3) TRY(zgather_after_step(e)); /* gathers the persistent modules */
+    if (e->stage == 3) TRY(zgather_after_step(&e->gather)); /* gathers the persistent modules */
 
     int64_t total = 0;
     for (int i = 0; i < e->nparams; i++) total += e->params[i]->numel;
@@ -576,6 +576,15 @@ static zinc_status check_module(zinc_engine *e, int module, int phase, const cha
     return ZINC_OK;
 }
 
+/* Points the module's parameters at their gradients (grads: the module's first element), or at none. */
+static void point_grads(zinc_engine *e, const zmodule *m, void *grads) {
+    size_t gsz = zinc_dtype_size(e->grad_dtype);
+    for (int i = 0; i < m->nparams; i++) {
+        zinc_param *p = e->params[m->first_param + i];
+        p->grad = grads ? (char *)grads + (size_t)(p->flat_offset - m->flat_begin) * gsz : NULL;
+    }
+}
+
 static const char *phase_name(int phase) { return phase == ZINC_FORWARD ? "forward" : "backward"; }
 
 zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
@@ -590,8 +599,9 @@ zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
                     m->name, phase_name(phase));
     /* A forward after a completed backward begins the next micro-step: finish this one's reductions. A
      * forward inside an open backward is a recomputation (activation checkpointing), not a new micro-step. */
-    if (phase == ZINC_FORWARD && e->last_phase == ZINC_BACKWARD && e->open_backward == 0) {
-        TRY(zgrads_flush(e));
+    bool new_micro_step = phase == ZINC_FORWARD && e->last_phase == ZINC_BACKWARD && e->open_backward == 0;
+    if (new_micro_step) {
+        TRY(zgrads_flush(&e->grads));
         e->in_backward_pass = false;
     }
     if (phase == ZINC_BACKWARD && !e->in_backward_pass) {
@@ -599,8 +609,12 @@ zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
         e->micro_steps++;
     }
     if (m->nparams > 0) { /* a module without parameters only marks the micro-step's phases */
-        if (e->stage == 3) TRY(zgather_module_enter(e, module, (int)phase));
-        if (phase == ZINC_BACKWARD) TRY(zgrads_module_backward_enter(e, module));
+        if (e->stage == 3) TRY(zgather_module_enter(&e->gather, module, (int)phase, new_micro_step));
+        if (phase == ZINC_BACKWARD) {
+            void *grads = NULL;
+            TRY(zgrads_module_backward_enter(&e->grads, module, &grads));
+            point_grads(e, m, grads);
+        }
     }
     m->in_phase[phase] = true;
     if (phase == ZINC_BACKWARD) e->open_backward++;
@@ -620,8 +634,11 @@ zinc_status zinc_module_exit(zinc_engine *e, int module, zinc_phase phase) {
     m->in_phase[phase] = false;
     if (phase == ZINC_BACKWARD) e->open_backward--;
     if (m->nparams == 0) return ZINC_OK;
-    if (phase == ZINC_BACKWARD) TRY(zgrads_module_backward_exit(e, module));
-    if (e->stage == 3) TRY(zgather_module_exit(e, module, (int)phase));
+    if (phase == ZINC_BACKWARD) {
+        point_grads(e, m, NULL);
+        TRY(zgrads_module_backward_exit(&e->grads, module, e->open_backward == 0));
+    }
+    if (e->stage == 3) TRY(zgather_module_exit(&e->gather, module, (int)phase));
     return ZINC_OK;
 fail:
     return st;

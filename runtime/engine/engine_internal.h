@@ -1,4 +1,6 @@
-/* The engine's private state, shared by the runtime/engine files and the zero/ files. */
+/* The engine's private state, shared by the runtime/engine files (and read by runtime/checkpoint,
+ * runtime/mem). zero/ and offload/ never include it: they work through the contexts of zero/grads.h,
+ * zero/gather.h and offload/state.h, which engine_ctx.c fills in. */
 #ifndef ZINC_RUNTIME_ENGINE_INTERNAL_H
 #define ZINC_RUNTIME_ENGINE_INTERNAL_H
 
@@ -12,6 +14,9 @@
 #include "runtime/core/log.h"
 #include "runtime/core/memtrack.h"
 #include "offload/state.h"
+#include "zero/gather.h"
+#include "zero/grads.h"
+#include "zero/module.h"
 #include "zero/partition.h"
 #include "zinc.h"
 
@@ -27,59 +32,6 @@ struct zinc_param {
     int index;
     void *grad;            /* the model's gradient buffer while its module is in backward, else NULL */
 };
-
-typedef struct zmodule {
-    char *name;
-    int first_param, nparams;
-    int64_t flat_begin, flat_end;   /* [begin, end) in the flat buffer, ZPART_PARAM_ALIGN-aligned */
-    bool in_phase[2];               /* entered and not yet exited, per phase */
-    /* stage 3 */
-    bool persistent;                /* small enough to stay gathered (stage3_param_persistence_threshold) */
-    void *gathered;                 /* compute-dtype copy of [flat_begin, flat_end) while live */
-    zcomm_req *gather_req;          /* pending (prefetch) all-gather into `gathered` */
-    size_t *g_counts, *g_displs;    /* per-rank pieces of the gather; live as long as the request */
-    /* backward, stages 2-3: where the open entry's gradients are written (zero/grads.c) */
-    int slot;                       /* zgrad_slot */
-    int scratch;                    /* index into zinc_engine.scratch for ZSLOT_SCRATCH */
-    int bwd_entries;                /* backward entries in the current micro-step (every stage) */
-    bool hold;                      /* learned: gradients collect in `held` until the micro-step ends */
-    bool held_dirty;                /* `held` has gradients of this micro-step not yet reduced */
-    void *held;                     /* grad dtype, the module's elements; allocated when hold is set */
-} zmodule;
-
-/* Where a module's gradients go while it is open in backward (stages 2-3). */
-typedef enum zgrad_slot {
-    ZSLOT_NONE = 0,
-    ZSLOT_FULL,     /* stages 0-1: the full gradient buffer */
-    ZSLOT_BUCKET,   /* the current bucket, in place */
-    ZSLOT_LANDING,  /* the landing buffer (a module larger than a bucket) */
-    ZSLOT_HELD,     /* the module's own buffer, reduced once at the end of the micro-step */
-    ZSLOT_SCRATCH   /* a pooled buffer, reduced at exit (entered inside another open module) */
-} zgrad_slot;
-
-typedef struct zscratch {
-    void *buf;
-    size_t bytes;
-    bool busy;
-} zscratch;
-
-/* One gradient bucket (stages 2-3): a contiguous flat range [lo, hi) of the gradients of modules that
- * finished backward, filled from the top down (backward visits modules in reverse order), reduce-
- * scattered to the owners when full. With overlap_comm there are two, alternating. */
-typedef struct zbucket {
-    void *grads;            /* model-grad dtype, capacity elements; element x at grads[cap - (hi - x)] */
-    void *send;             /* comm dtype copy when it differs from the grad dtype (else == grads) */
-    void *recv;             /* this rank's reduced piece, comm dtype */
-    int64_t lo, hi;         /* occupied flat range; lo == hi: empty */
-    zcomm_req *req;         /* pending reduce-scatter */
-    int64_t recv_lo, recv_hi; /* flat range of the pending piece owned by this rank */
-    size_t *counts, *displs;  /* per-rank pieces; live as long as the request */
-} zbucket;
-
-typedef struct ztrace_entry {
-    int module;
-    int phase;
-} ztrace_entry;
 
 struct zinc_engine {
     zinc_config cfg;
@@ -112,34 +64,19 @@ struct zinc_engine {
     /* model states */
     void *params_full;          /* compute dtype, padded elements (stages 0-2) */
     void *params_shard;         /* compute dtype, S elements (stage 3) */
-    void *grads_full;           /* grad dtype, padded elements (stages 0-1) */
-    float *grads_shard;         /* fp32, S elements (stages 1-3) */
+    zstate_ctx state_ctx;       /* what the store sees of the engine (engine_ctx.c) */
     zstate *state;              /* fp32 master, exp_avg, exp_avg_sq over the own range */
     uint8_t *decay_mask;        /* one byte per ZPART_PARAM_ALIGN elements of the own range (host) */
     uint8_t *decay_mask_dev;    /* the same on the compute device (== decay_mask on cpu) */
-    size_t bytes_params_full, bytes_params_shard, bytes_grads_full, bytes_grads_shard, bytes_state,
-        bytes_mask;
+    size_t bytes_params_full, bytes_params_shard, bytes_state, bytes_mask;
 
-    /* stage 2-3 buckets */
-    zbucket buckets[2];
-    int nbuckets, cur_bucket;
-    int64_t bucket_cap;         /* elements */
-    void *landing;              /* stages 2-3: gradients of modules larger than a bucket (grad dtype) */
-    size_t bytes_landing;
-    size_t bytes_bucket_grads, bytes_bucket_send, bytes_bucket_recv;
-    zscratch *scratch;          /* buffers of modules entered inside another open module's backward */
-    int nscratch;
+    /* gradients and their reduction (zero/grads.c) */
+    zgrads grads;
     int open_backward;          /* modules entered for backward and not yet exited */
     float *f32_scratch;         /* zinc_grad_add_f32 on a device the host cannot address (engine_f32.c) */
-    int64_t stat_rs_sends;      /* reduce-scatters issued since the last step (for tests and step info) */
 
-    /* stage 3 gathering */
-    int64_t live_numel;         /* gathered elements of non-persistent modules */
-    ztrace_entry *trace;
-    int trace_len, trace_cap, trace_pos;
-    bool trace_started, trace_recording, trace_valid;
-    bool trace_lost;            /* an entry the trace does not have: re-record at the next step */
-    int64_t stat_prefetch, stat_gather_blocking, stat_trace_resync; /* since the last step */
+    /* stage 3 gathering (zero/gather.c) */
+    zgather gather;
 
     /* micro-step bookkeeping */
     int last_phase;             /* -1 before any enter */
@@ -160,34 +97,6 @@ struct zinc_engine {
     zinc_nonfinite nonfinite;   /* zinc_options.nonfinite (engine_finite.c) */
 };
 
-/* zero/grads.c: gradient buffers and their reduction. */
-zinc_status zgrads_alloc(zinc_engine *e);
-void zgrads_free(zinc_engine *e);
-zinc_status zgrads_module_backward_enter(zinc_engine *e, int module);
-zinc_status zgrads_module_backward_exit(zinc_engine *e, int module);
-/* Ends the current micro-step: finishes every reduction of it (stages 2-3: buckets and held modules). */
-zinc_status zgrads_flush(zinc_engine *e);
-/* At the accumulation boundary: stage 0 all-reduces, stage 1 reduce-scatters, stages 2-3 flush. Leaves
- * the reduced local gradient in zgrads_local (fp32 shard or full grads in stage 0). */
-zinc_status zgrads_reduce_boundary(zinc_engine *e);
-/* The local gradient the optimizer reads for the own range, and its dtype. */
-const void *zgrads_local(const zinc_engine *e, zinc_dtype *dtype);
-/* The slice of the local gradient over this rank's shard (for the norm: every element counted once). */
-const void *zgrads_norm_slice(const zinc_engine *e, zinc_dtype *dtype, size_t *n, int64_t *flat_lo);
-zinc_status zgrads_zero(zinc_engine *e);
-/* Drops every gradient: waits out pending reductions, empties the buckets, zeroes the buffers (after a
- * failed step, before a checkpoint load). */
-zinc_status zgrads_reset(zinc_engine *e);
-/* The factor the step applies after communication to turn summed gradients into their mean. */
-double zgrads_post_scale(const zinc_engine *e);
-
-/* zero/gather.c: stage-3 parameter gathering. */
-zinc_status zgather_module_enter(zinc_engine *e, int module, int phase);
-zinc_status zgather_module_exit(zinc_engine *e, int module, int phase);
-/* After the optimizer step: drop stale gathered copies and refresh persistent modules. */
-zinc_status zgather_after_step(zinc_engine *e);
-void zgather_free(zinc_engine *e);
-
 /* Marks the engine broken with the current error's first line (see zinc_engine.broken). */
 void zengine_mark_broken(zinc_engine *e, const char *what);
 /* ZINC_ERR_STATE naming why, when the engine is broken; ZINC_OK otherwise. */
@@ -204,6 +113,9 @@ zinc_status zengine_params_from_master(zinc_engine *e);
 
 /* runtime/engine/engine_f32.c */
 void zengine_f32_free(zinc_engine *e);
+
+/* engine_ctx.c: fills the contexts zero/ and offload/ work through (at zinc_build, before allocating). */
+void zengine_contexts(zinc_engine *e);
 
 /* Helpers. */
 zinc_status zengine_alloc(zinc_engine *e, zinc_mem_category cat, size_t bytes, const char *what, void **out);

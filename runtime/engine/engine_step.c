@@ -26,7 +26,7 @@ static zinc_status global_stats(zinc_engine *e, double *sumsq, int64_t *nonfinit
     zinc_dtype dt;
     size_t n;
     int64_t flat_lo;
-    const void *g = zgrads_norm_slice(e, &dt, &n, &flat_lo);
+    const void *g = zgrads_norm_slice(&e->grads, &dt, &n, &flat_lo);
     zgrad_stats s;
     TRY(e->dev->ops->grad_stats(e->dev, g, dt, n, &s)); /* the host waits for the statistic here */
     rank_stats mine = {s.sumsq, (int64_t)s.nonfinite, s.nonfinite ? flat_lo + (int64_t)s.first_nonfinite : -1};
@@ -176,7 +176,7 @@ done:
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     zinc_status st = ZINC_OK;
     memset(info, 0, sizeof *info);
-    TRY(zgrads_reduce_boundary(e));
+    TRY(zgrads_reduce_boundary(&e->grads));
     int64_t gas = e->cfg.gradient_accumulation_steps;
     if (e->micro_steps != gas && !e->warned_micro_mismatch) {
         ZLOG_WARN(&e->log, "zinc_step after %lld backward passes, but gradient_accumulation_steps is %lld: "
@@ -190,7 +190,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     int bad_rank = -1;
     TRY(global_stats(e, &sumsq, &nonfinite, &first_bad, &bad_rank));
     double scale = e->scaler.cur_scale;
-    double inv = zgrads_post_scale(e) / (scale * (double)gas); /* summed, scaled -> mean, unscaled */
+    double inv = zgrads_post_scale(&e->grads) / (scale * (double)gas); /* summed, scaled -> mean, unscaled */
     double norm = nonfinite ? (double)NAN : sqrt(sumsq) * inv;
     double lr = zlr_at(&e->cfg.scheduler, e->cfg.optimizer.lr, e->steps_taken);
     e->steps++;
@@ -221,7 +221,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
             .lion = o->type == ZOPT_LION, /* the same pass and device operation run Lion (zlion_step_ref) */
         };
         zinc_dtype gdt;
-        const void *g = zgrads_local(e, &gdt);
+        const void *g = zgrads_local(&e->grads, &gdt);
         size_t csz = zinc_dtype_size(e->compute_dtype);
         void *out = e->stage == 3 ? e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
         if (o->type == ZOPT_LAMB) {
@@ -244,8 +244,8 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         e->consecutive_skips = 0;
         info->taken = 1;
     }
-    if (e->stage == 3) TRY(zgather_after_step(e));
-    TRY(zgrads_zero(e));
+    if (e->stage == 3) TRY(zgather_after_step(&e->gather));
+    TRY(zgrads_zero(&e->grads));
     e->micro_steps = 0;
     e->in_backward_pass = false;
     e->last_phase = -1;
@@ -256,10 +256,11 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     info->loss_scale = (float)e->scaler.cur_scale;
     info->grad_norm = norm;
     info->lr = lr;
-    info->reduce_scatters = e->stat_rs_sends;
-    info->prefetch_gathers = e->stat_prefetch;
-    info->blocking_gathers = e->stat_gather_blocking;
-    e->stat_rs_sends = e->stat_prefetch = e->stat_gather_blocking = e->stat_trace_resync = 0;
+    info->reduce_scatters = e->grads.stat_rs_sends;
+    info->prefetch_gathers = e->gather.stat_prefetch;
+    info->blocking_gathers = e->gather.stat_gather_blocking;
+    e->grads.stat_rs_sends = 0;
+    e->gather.stat_prefetch = e->gather.stat_gather_blocking = e->gather.stat_trace_resync = 0;
     return ZINC_OK;
 fail: {
     char what[64];

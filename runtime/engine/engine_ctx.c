@@ -1,0 +1,49 @@
+/* The narrow views of the engine that zero/ and offload/ work through: they never see struct zinc_engine
+ * (runtime/engine depends on them, not the other way round). Filled once at zinc_build, after the layout
+ * and the parameter buffers exist; the modules array no longer moves then (registration is closed). */
+#include "runtime/engine/engine_internal.h"
+
+void zengine_contexts(zinc_engine *e) {
+    e->state_ctx = (zstate_ctx){
+        .dev = e->dev,
+        .mem = &e->mem,
+        .log = &e->log,
+        .comm = e->comm,
+        .offload = e->cfg.zero.offload_optimizer,
+        .aio = e->cfg.aio,
+        .sub_group_size = e->cfg.zero.sub_group_size,
+    };
+    zgrads_ctx g = {
+        .dev = e->dev,
+        .dcomm = e->dcomm,
+        .log = &e->log,
+        .part = &e->part,
+        .stage = e->stage,
+        .rank = e->rank,
+        .world = e->world,
+        .grad_dtype = e->grad_dtype,
+        .comm_dtype = e->comm_dtype,
+        .prescale_gradients = e->cfg.prescale_gradients,
+        .predivide_factor = e->cfg.gradient_predivide_factor,
+        .reduce_bucket_size = e->cfg.zero.reduce_bucket_size,
+        .overlap_comm = e->cfg.zero.overlap_comm,
+        .modules = e->modules,
+        .nmodules = e->nmodules,
+    };
+    zgrads_init(&e->grads, &g);
+    zgather_ctx s = {
+        .dev = e->dev,
+        .dcomm = e->dcomm,
+        .log = &e->log,
+        .part = &e->part,
+        .rank = e->rank,
+        .world = e->world,
+        .compute_dtype = e->compute_dtype,
+        .params_shard = e->params_shard,
+        .own_lo = e->own_lo,
+        .cfg = &e->cfg.zero,
+        .modules = e->modules,
+        .nmodules = e->nmodules,
+    };
+    zgather_init(&e->gather, &s);
+}

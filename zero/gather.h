@@ -1,0 +1,60 @@
+/* Stage-3 parameter gathering (zero/gather.c). The engine owns a zgather, fills in its context at
+ * zinc_build and calls these functions; zero/ never sees the engine. */
+#ifndef ZINC_ZERO_GATHER_H
+#define ZINC_ZERO_GATHER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/comm/comm.h"
+#include "runtime/config/config.h"
+#include "runtime/core/log.h"
+#include "runtime/device/device.h"
+#include "zero/module.h"
+#include "zero/partition.h"
+#include "zinc.h"
+
+typedef struct ztrace_entry {
+    int module;
+    int phase;
+} ztrace_entry;
+
+/* What gathering needs from its owner; the pointed-to objects outlive the zgather. */
+typedef struct zgather_ctx {
+    zdevice *dev;               /* gathered copies live on it */
+    zcomm *dcomm;               /* collectives on device buffers */
+    const zlog *log;
+    const zpartition *part;
+    int rank, world;
+    zinc_dtype compute_dtype;
+    const void *params_shard;   /* this rank's compute-dtype parameter shard, starting at flat element own_lo */
+    int64_t own_lo;
+    const zcfg_zero *cfg;       /* zero_optimization: the stage3_* thresholds */
+    zmodule *modules;           /* registration order; fixed once built */
+    int nmodules;
+} zgather_ctx;
+
+typedef struct zgather {
+    zgather_ctx c;
+    int64_t live_numel;         /* gathered elements of non-persistent modules */
+    ztrace_entry *trace;
+    int trace_len, trace_cap, trace_pos;
+    bool trace_started, trace_recording, trace_valid;
+    bool trace_lost;            /* an entry the trace does not have: re-record at the next step */
+    int64_t stat_prefetch, stat_gather_blocking, stat_trace_resync; /* since the owner last reset them */
+} zgather;
+
+/* Takes the context (nothing is allocated before the first zgather_after_step). */
+void zgather_init(zgather *g, const zgather_ctx *ctx);
+/* new_micro_step: a forward after a completed backward (no module open in backward). */
+zinc_status zgather_module_enter(zgather *g, int module, int phase, bool new_micro_step);
+zinc_status zgather_module_exit(zgather *g, int module, int phase);
+/* After the optimizer step (and at build): drop stale gathered copies and refresh persistent modules. */
+zinc_status zgather_after_step(zgather *g);
+/* A fresh engine has recorded no module trace yet: the next zgather_after_step starts recording anew
+ * rather than ending an empty recording (a checkpoint load before any training). */
+void zgather_forget_empty_trace(zgather *g);
+/* Frees the gathered copies and the trace (also for a zeroed zgather). */
+void zgather_free(zgather *g);
+
+#endif

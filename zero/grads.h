@@ -1,0 +1,107 @@
+/* Gradient buffers and their reduction across ranks (zero/grads.c). The engine owns a zgrads, fills in
+ * its context at zinc_build and calls these functions; zero/ never sees the engine. */
+#ifndef ZINC_ZERO_GRADS_H
+#define ZINC_ZERO_GRADS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/comm/comm.h"
+#include "runtime/core/log.h"
+#include "runtime/device/device.h"
+#include "zero/module.h"
+#include "zero/partition.h"
+#include "zinc.h"
+
+/* Where a module's gradients go while it is open in backward (stages 2-3). */
+typedef enum zgrad_slot {
+    ZSLOT_NONE = 0,
+    ZSLOT_FULL,     /* stages 0-1: the full gradient buffer */
+    ZSLOT_BUCKET,   /* the current bucket, in place */
+    ZSLOT_LANDING,  /* the landing buffer (a module larger than a bucket) */
+    ZSLOT_HELD,     /* the module's own buffer, reduced once at the end of the micro-step */
+    ZSLOT_SCRATCH   /* a pooled buffer, reduced at exit (entered inside another open module) */
+} zgrad_slot;
+
+typedef struct zscratch {
+    void *buf;
+    size_t bytes;
+    bool busy;
+} zscratch;
+
+/* One gradient bucket (stages 2-3): a contiguous flat range [lo, hi) of the gradients of modules that
+ * finished backward, filled from the top down (backward visits modules in reverse order), reduce-
+ * scattered to the owners when full. With overlap_comm there are two, alternating. */
+typedef struct zbucket {
+    void *grads;            /* model-grad dtype, capacity elements; element x at grads[cap - (hi - x)] */
+    void *send;             /* comm dtype copy when it differs from the grad dtype (else == grads) */
+    void *recv;             /* this rank's reduced piece, comm dtype */
+    int64_t lo, hi;         /* occupied flat range; lo == hi: empty */
+    zcomm_req *req;         /* pending reduce-scatter */
+    int64_t recv_lo, recv_hi; /* flat range of the pending piece owned by this rank */
+    size_t *counts, *displs;  /* per-rank pieces; live as long as the request */
+} zbucket;
+
+/* What the gradient code needs from its owner; the pointed-to objects outlive the zgrads. */
+typedef struct zgrads_ctx {
+    zdevice *dev;               /* every gradient buffer lives on it */
+    zcomm *dcomm;               /* collectives on device buffers */
+    const zlog *log;
+    const zpartition *part;
+    int stage, rank, world;
+    zinc_dtype grad_dtype;      /* as the model writes gradients */
+    zinc_dtype comm_dtype;      /* on the wire */
+    bool prescale_gradients;    /* prescale_gradients */
+    double predivide_factor;    /* gradient_predivide_factor */
+    int64_t reduce_bucket_size; /* zero_optimization.reduce_bucket_size (elements) */
+    bool overlap_comm;          /* zero_optimization.overlap_comm */
+    zmodule *modules;           /* registration order; fixed once built */
+    int nmodules;
+} zgrads_ctx;
+
+typedef struct zgrads {
+    zgrads_ctx c;
+    void *full;                 /* grad dtype, padded elements (stages 0-1) */
+    float *shard;               /* fp32, S elements (stages 1-3) */
+    size_t bytes_full, bytes_shard;
+    /* stage 2-3 buckets (stage 0-1: communication buffers) */
+    zbucket buckets[2];
+    int nbuckets, cur_bucket;
+    int64_t bucket_cap;         /* elements */
+    void *landing;              /* stages 2-3: gradients of modules larger than a bucket (grad dtype) */
+    size_t bytes_landing;
+    size_t bytes_bucket_grads, bytes_bucket_send, bytes_bucket_recv;
+    zscratch *scratch;          /* buffers of modules entered inside another open module's backward */
+    int nscratch;
+    int64_t stat_rs_sends;      /* reduce-scatters issued since the owner last reset it */
+} zgrads;
+
+/* Takes the context (nothing is allocated). */
+void zgrads_init(zgrads *g, const zgrads_ctx *ctx);
+/* Allocates the buffers the context calls for (sizes from zero/sizing.c, which the estimator shares). */
+zinc_status zgrads_alloc(zgrads *g);
+/* Frees everything (also after a failed or no zgrads_alloc: a zeroed zgrads frees nothing). */
+void zgrads_free(zgrads *g);
+/* *grads: where the gradient of the module's first element goes (its parameters follow at their flat
+ * offsets), valid until the module's backward exit. */
+zinc_status zgrads_module_backward_enter(zgrads *g, int module, void **grads);
+/* none_open: no other module is still open in backward (backward is over when it is module 0). */
+zinc_status zgrads_module_backward_exit(zgrads *g, int module, bool none_open);
+/* Ends the current micro-step: finishes every reduction of it (stages 2-3: buckets and held modules). */
+zinc_status zgrads_flush(zgrads *g);
+/* At the accumulation boundary: stage 0 all-reduces, stage 1 reduce-scatters, stages 2-3 flush. Leaves
+ * the reduced local gradient in zgrads_local (fp32 shard or full grads in stage 0). */
+zinc_status zgrads_reduce_boundary(zgrads *g);
+/* The local gradient the optimizer reads for the own range, and its dtype. */
+const void *zgrads_local(const zgrads *g, zinc_dtype *dtype);
+/* The slice of the local gradient over this rank's shard (for the norm: every element counted once). */
+const void *zgrads_norm_slice(const zgrads *g, zinc_dtype *dtype, size_t *n, int64_t *flat_lo);
+zinc_status zgrads_zero(zgrads *g);
+/* Drops every gradient: waits out pending reductions, empties the buckets, zeroes the buffers (after a
+ * failed step, before a checkpoint load). */
+zinc_status zgrads_reset(zgrads *g);
+/* The factor the step applies after communication to turn summed gradients into their mean. */
+double zgrads_post_scale(const zgrads *g);
+
+#endif
