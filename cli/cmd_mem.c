@@ -306,8 +306,8 @@ static void print_notes(const zest_estimate *e, const mopts *o) {
                mc_commas(e->gather_peak_numel, n1, sizeof n1), e->nmodules - e->npersistent, e->npersistent,
                e->npersistent == 1 ? "" : "s", mc_commas(e->persistent_numel, n2, sizeof n2));
     if (e->offload == ZOFFLOAD_NVME) {
-        mc_prose(a, sizeof a, (uint64_t)e->state_chunk * 12, o->exact);
-        mc_prose(b, sizeof b, e->bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING], o->exact);
+        mc_prose(a, sizeof a, e->nvme_swap_each, o->exact);
+        mc_prose(b, sizeof b, e->nvme_swap_each * (uint64_t)e->nvme_swap_buffers, o->exact);
         printf("  nvme: 3 files (master, m, v); %d swap buffer%s of one %s-element chunk of all three (%s each) = %s, "
                "pinned when io_uring registers them (host memory otherwise); a smaller sub_group_size shrinks them\n",
                e->nvme_swap_buffers, e->nvme_swap_buffers == 1 ? "" : "s", mc_commas(e->state_chunk, n1, sizeof n1), a, b);
