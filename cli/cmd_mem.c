@@ -257,11 +257,11 @@ typedef struct variant {
     zcfg_offload_device off;
     bool valid;
     char why[160];
-    zmem_estimate est;
-    zmem_ds_estimate ds;
+    zest_estimate est;
+    zest_ds_estimate ds;
 } variant;
 
-static void print_matrix(const zmem_estimate *e, bool exact) {
+static void print_matrix(const zest_estimate *e, bool exact) {
     char lab[64], v[32];
     printf("%-32s", "category");
     for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) printf(" %12s", mc_kind_title(k));
@@ -289,7 +289,7 @@ static void print_matrix(const zmem_estimate *e, bool exact) {
     printf(" %12s\n", v);
 }
 
-static void print_notes(const zmem_estimate *e, const mopts *o) {
+static void print_notes(const zest_estimate *e, const mopts *o) {
     char a[32], b[32], n1[32], n2[32], n3[32];
     zinc_mem_kind ck = e->device == ZINC_DEVICE_CUDA ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
     if (e->nbuckets) {
@@ -307,8 +307,8 @@ static void print_notes(const zmem_estimate *e, const mopts *o) {
                mc_commas(e->gather_peak_numel, n1, sizeof n1), e->nmodules - e->npersistent, e->npersistent,
                e->npersistent == 1 ? "" : "s", mc_commas(e->persistent_numel, n2, sizeof n2));
     if (e->offload == ZOFFLOAD_NVME) {
-        mc_prose(a, sizeof a, (uint64_t)e->state_chunk * 12, o->exact);
-        mc_prose(b, sizeof b, e->bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING], o->exact);
+        mc_prose(a, sizeof a, e->nvme_swap_each, o->exact);
+        mc_prose(b, sizeof b, e->nvme_swap_each * (uint64_t)e->nvme_swap_buffers, o->exact);
         printf("  nvme: 3 files (master, m, v); %d swap buffer%s of one %s-element chunk of all three (%s each) = %s, "
                "pinned when io_uring registers them (host memory otherwise); a smaller sub_group_size shrinks them\n",
                e->nvme_swap_buffers, e->nvme_swap_buffers == 1 ? "" : "s", mc_commas(e->state_chunk, n1, sizeof n1), a, b);
@@ -330,7 +330,7 @@ static void print_notes(const zmem_estimate *e, const mopts *o) {
                "against an emulated discrete device on the CPU (ZINC_CPU_DISCRETE=1), not against cudaMemGetInfo\n");
 }
 
-static const char *ds_short(const zmem_ds_estimate *d) {
+static const char *ds_short(const zest_ds_estimate *d) {
     return !d->available ? "" : strstr(d->function, "zero2") ? "zero2" : "zero3";
 }
 
@@ -376,7 +376,7 @@ static void why_add(json_t *arr, const char *topic, const char *fmt, ...) {
 /* Why zinc's numbers differ from DeepSpeed's for one variant, as a list every output format carries. */
 static json_t *why_list(const variant *v, const mopts *o, int64_t P, int64_t L, int G, int gpn, bool off_param) {
     json_t *w = json_array();
-    const zmem_estimate *e = &v->est;
+    const zest_estimate *e = &v->est;
     char a[32], b[32], c[32], n1[32], n2[32];
     if (!v->valid) return w;
     if (!v->ds.available) {
@@ -470,7 +470,7 @@ static void csv_text(const char *t) {
     putchar('"');
 }
 
-static int plot(const mopts *o, json_t *base, const char *origin, const zmem_model *md, const char *md_desc,
+static int plot(const mopts *o, json_t *base, const char *origin, const zplan_model *md, const char *md_desc,
                 int world) {
     char dat[4200], gp[4200], sub[1200];
     if (zcli_plot_check_name("zinc mem", o->plot)) return -1;
@@ -498,10 +498,10 @@ static int plot(const mopts *o, json_t *base, const char *origin, const zmem_mod
         fprintf(f, "%d", xs[i]);
         for (int s = 0; s <= 3; s++) {
             zinc_config cfg;
-            zmem_estimate e;
+            zest_estimate e;
             const char *off = s == 0 ? "none" : o->offload;
             if (mc_load_variant(base, origin, s, off, xs[i], true, &cfg) != ZINC_OK ||
-                zmem_estimate_compute(md, &cfg, xs[i], 0, o->device, &e) != ZINC_OK) {
+                zest_compute(md, &cfg, xs[i], 0, o->device, &e) != ZINC_OK) {
                 fprintf(f, " NaN");
                 continue;
             }
@@ -524,7 +524,7 @@ static int plot(const mopts *o, json_t *base, const char *origin, const zmem_mod
     return zcli_plot_render("zinc mem", &p);
 }
 
-static json_t *est_json(const zmem_estimate *e) {
+static json_t *est_json(const zest_estimate *e) {
     json_t *j = json_object(), *by = json_object();
     for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) {
         json_t *row = json_object();
@@ -551,7 +551,7 @@ static json_t *est_json(const zmem_estimate *e) {
     return j;
 }
 
-static json_t *ds_json(const zmem_ds_estimate *d) {
+static json_t *ds_json(const zest_ds_estimate *d) {
     if (!d->available) return json_null();
     return json_pack("{s:s, s:I, s:I, s:I}", "function", d->function, "gpu_bytes_per_gpu", (json_int_t)d->gpu_bytes,
                      "cpu_bytes_per_node", (json_int_t)d->cpu_bytes, "cpu_bytes_per_node_no_zero_init",
@@ -592,7 +592,7 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
     int nodes = (int)o->nodes, gpn = (int)o->gpn, G = nodes * gpn;
     const char *origin = o->config ? o->config : "<defaults>";
     if (mc_load_base(o, &base) || mc_model_arrays(m, &numel, &module)) goto done;
-    zmem_model md = {m->n, numel, module};
+    zplan_model md = {m->n, numel, module, 0};
     zinc_config cfg;
     if (mc_load_variant(base, origin, o->stage, o->offload, G, false, &cfg) != ZINC_OK) {
         fprintf(stderr, "zinc mem: %s\n", zinc_last_error());
@@ -600,12 +600,12 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
     }
     int64_t P = mc_model_total(m), L = largest_module(m);
     variant main_v = {.stage = cfg.zero.stage, .off = cfg.zero.offload_optimizer.device, .valid = true};
-    if (zmem_estimate_compute(&md, &cfg, G, 0, o->device, &main_v.est) != ZINC_OK) {
+    if (zest_compute(&md, &cfg, G, 0, o->device, &main_v.est) != ZINC_OK) {
         fprintf(stderr, "zinc mem: %s\n", zinc_last_error());
         goto done;
     }
     bool off_param = cfg.zero.offload_param.device != ZOFFLOAD_NONE;
-    zmem_deepspeed_estimate(main_v.stage, main_v.off, off_param, P, L, nodes, gpn, 1.5, &main_v.ds);
+    zest_deepspeed(main_v.stage, main_v.off, off_param, P, L, nodes, gpn, 1.5, &main_v.ds);
     static const zcfg_offload_device offs[] = {ZOFFLOAD_NONE, ZOFFLOAD_CPU, ZOFFLOAD_NVME};
     for (int s = 0; s <= 3; s++)
         for (int k = 0; k < 3; k++) {
@@ -622,12 +622,12 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
                 snprintf(x->why, sizeof x->why, "config refused: %.120s", zinc_last_error());
                 continue;
             }
-            if (zmem_estimate_compute(&md, &vc, G, 0, o->device, &x->est) != ZINC_OK) {
+            if (zest_compute(&md, &vc, G, 0, o->device, &x->est) != ZINC_OK) {
                 snprintf(x->why, sizeof x->why, "%.150s", zinc_last_error());
                 continue;
             }
             x->valid = true;
-            zmem_deepspeed_estimate(s, offs[k], s == 3 && off_param, P, L, nodes, gpn, 1.5, &x->ds);
+            zest_deepspeed(s, offs[k], s == 3 && off_param, P, L, nodes, gpn, 1.5, &x->ds);
         }
 
     if (o->json) {
@@ -688,7 +688,7 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
             json_decref(w);
         }
     } else {
-        const zmem_estimate *e = &main_v.est;
+        const zest_estimate *e = &main_v.est;
         char n1[32], n2[32];
         printf("model:  %s: %s parameters in %d tensors, %d modules; largest module %s\n", m->desc,
                mc_commas(P, n1, sizeof n1), m->n, m->nmodules, mc_commas(L, n2, sizeof n2));
@@ -727,7 +727,7 @@ int zinc_cmd_mem(int argc, char **argv) {
     int pr = parse_args(argc, argv, &o);
     if (pr) return pr > 0 ? 0 : 2;
     if (!o.units_set) o.units_gb = o.paper; /* the paper counts in 1e9 bytes */
-    if (o.plan && zmem_headroom_read(&o.headroom_pct) != ZINC_OK) {
+    if (o.plan && zest_headroom_read(&o.headroom_pct) != ZINC_OK) {
         fprintf(stderr, "zinc mem plan: %s\n", zinc_last_error());
         return 2;
     }

@@ -66,7 +66,7 @@ void mc_prose(char *buf, size_t cap, uint64_t b, bool exact);
 const char *mc_commas(int64_t v, char *buf, size_t cap);
 void mc_shuman(char *buf, size_t cap, int64_t d, bool exact);
 const char *mc_offload_name(zcfg_offload_device d);
-void mc_cat_label(const zmem_estimate *e, int c, char *buf, size_t cap);
+void mc_cat_label(const zest_estimate *e, int c, char *buf, size_t cap);
 const char *mc_kind_title(int k);
 int mc_cmd_measure(const mopts *o, mmodel *m);
 char *mc_config_text(json_t *base, int stage, const char *offload);

@@ -51,7 +51,7 @@ const char *mc_offload_name(zcfg_offload_device d) {
     return d == ZOFFLOAD_CPU ? "cpu" : d == ZOFFLOAD_NVME ? "nvme" : "none";
 }
 
-void mc_cat_label(const zmem_estimate *e, int c, char *buf, size_t cap) {
+void mc_cat_label(const zest_estimate *e, int c, char *buf, size_t cap) {
     switch (c) {
     case ZINC_MEM_PARAMS:
         snprintf(buf, cap, "params (%s%s)", zinc_dtype_name(e->compute_dtype),

@@ -11,6 +11,7 @@
 
 #include "cli/mem_cli.h"
 #include "runtime/core/memtrack.h"
+#include "runtime/engine/engine_mem.h"
 
 /* ---------------------------------------------------------------- measure */
 
@@ -121,9 +122,9 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
     }
     uint64_t rss1 = 0;
     if (!zmem_proc_rss(&rss1, &proc[PROC_PEAK])) proc[PROC_OK] = 0;
-    if (zmem_allgather_reports(e, all) != ZINC_OK) goto fail_step;
+    if (zengine_allgather_reports(e, all) != ZINC_OK) goto fail_step;
     procs = calloc((size_t)world * PROC_N, sizeof *procs);
-    if (!procs || zmem_allgather_u64(e, proc, PROC_N, procs) != ZINC_OK) goto fail_step;
+    if (!procs || zengine_allgather_u64(e, proc, PROC_N, procs) != ZINC_OK) goto fail_step;
 
     /* The estimate for the same shapes and config, computed as `zinc mem estimate --device cpu|cuda` would
      * for the engine's device (a discrete device, real or emulated, is estimated as cuda), plus the staging
@@ -131,8 +132,8 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
     zinc_memory_report after;
     if (zinc_memory_get(e, &after) != ZINC_OK) goto fail_step;
     bool discrete = !zinc_device_host_addressable(e);
-    zmem_estimate est;
-    if (zmem_estimate_engine(e, &est) != ZINC_OK) {
+    zest_estimate est;
+    if (zengine_estimate(e, &est) != ZINC_OK) {
         fprintf(stderr, "zinc mem measure: estimate: %s\n", zinc_last_error());
         goto done;
     }
@@ -151,7 +152,7 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
         goto done;
     }
     /* The process: each rank's real peak growth against the estimate's prediction of it. */
-    uint64_t rss_est = zmem_estimate_rss(&est, zinc_device(e) == ZINC_DEVICE_CPU);
+    uint64_t rss_est = zest_rss(&est, zinc_device(e) == ZINC_DEVICE_CPU);
     uint64_t rss_allow = rss_est / 100 * (uint64_t)o->rss_tol_pct + (uint64_t)o->rss_slack_mib * 1048576u;
     int rss_bad = 0, rss_unknown = 0;
     json_t *prow = json_array();
@@ -178,7 +179,7 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
         for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++) {
             uint64_t want = est.bytes[k][c], got = meas[k][c];
             if (!want && !got) continue;
-            bool ms = zmem_is_model_state((zinc_mem_category)c);
+            bool ms = zest_is_model_state((zinc_mem_category)c);
             bool ok = got == want;
             /* NVMe files: the estimate assumes 4 KiB O_DIRECT alignment for the last chunk's padding. */
             if (!ok && k == ZINC_MEMKIND_NVME && got <= want && want - got < 4096) ok = true;

@@ -38,7 +38,7 @@ typedef struct prow {
 static const char *off_name(zcfg_offload_device d) { return mc_offload_name(d); }
 
 /* One rank's needs at N GPUs: device bytes, host bytes per node, NVMe bytes per node. */
-static int needs(const mopts *o, json_t *base, const char *origin, const zmem_model *md, double psi, int stage,
+static int needs(const mopts *o, json_t *base, const char *origin, const zplan_model *md, double psi, int stage,
                  zcfg_offload_device off, int n, uint64_t *dev, uint64_t *host, uint64_t *nvme) {
     int per_node = n < o->gpn ? n : (int)o->gpn;
     if (o->paper) {
@@ -47,12 +47,12 @@ static int needs(const mopts *o, json_t *base, const char *origin, const zmem_mo
         return 0;
     }
     zinc_config cfg;
-    zmem_estimate e;
+    zest_estimate e;
     if (mc_load_variant(base, origin, stage, off_name(off), n, true, &cfg) != ZINC_OK ||
-        zmem_estimate_compute(md, &cfg, n, 0, ZINC_DEVICE_CUDA, &e) != ZINC_OK)
+        zest_compute(md, &cfg, n, 0, ZINC_DEVICE_CUDA, &e) != ZINC_OK)
         return -1;
     *dev = e.total[ZINC_MEMKIND_DEVICE];
-    *host = zmem_estimate_rss(&e, false) * (uint64_t)per_node;
+    *host = zest_rss(&e, false) * (uint64_t)per_node;
     *nvme = e.total[ZINC_MEMKIND_NVME] * (uint64_t)per_node;
     return 0;
 }
@@ -60,7 +60,7 @@ static int needs(const mopts *o, json_t *base, const char *origin, const zmem_mo
 static double unit_bytes(const mopts *o) { return o->units_gb ? 1e9 : 1073741824.0; }
 static const char *unit_name(const mopts *o) { return o->units_gb ? "GB" : "GiB"; }
 
-static int write_plot(const mopts *o, json_t *base, const char *origin, const zmem_model *md, double psi,
+static int write_plot(const mopts *o, json_t *base, const char *origin, const zplan_model *md, double psi,
                       const char *desc) {
     size_t L = strlen(o->plot);
     char *dat = malloc(L + 8), *gp = malloc(L + 8);
@@ -114,7 +114,7 @@ int mc_cmd_plan(const mopts *o, mmodel *m) {
         return 2;
     }
     if (mc_load_base(o, &base) || mc_model_arrays(m, &numel, &module)) goto done;
-    zmem_model md = {m->n, numel, module};
+    zplan_model md = {m->n, numel, module, 0};
     double psi = (double)mc_model_total(m), U = unit_bytes(o);
     double room = (double)o->gpu_mem * 100.0 / (100.0 + (double)o->headroom_pct); /* usable per GPU */
     prow rows[12];

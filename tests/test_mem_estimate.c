@@ -2,7 +2,7 @@
  *
  * For stages 0-3 x offload none/cpu/nvme x fp32/fp16/bf16 (and stage-3 gather variants) a synthetic
  * model runs two optimizer steps of random gradients, and every rank compares its peak bytes per
- * (memory kind, category) with zmem_estimate_compute for the same shapes and config:
+ * (memory kind, category) with zest_compute for the same shapes and config:
  *   - model states (params, grads, master, exp_avg, exp_avg_sq, other): equal, to the byte;
  *   - buffers: buckets, stage-3 gather buffers and the NVMe store's swap buffers (staging) equal too
  *     (the estimator shares the engine's sizing code and simulates its gather schedule); swap buffers
@@ -22,6 +22,7 @@
 
 #include "runtime/config/config.h"
 #include "runtime/device/device.h"
+#include "runtime/engine/engine_mem.h"
 #include "runtime/mem/mem_estimate.h"
 #include "zero/partition.h"
 #include "zt.h"
@@ -182,8 +183,8 @@ static void check_case(const tcase *c, int world, int rank) {
     int64_t numel[NP];
     int module[NP];
     model_desc(numel, module);
-    zmem_estimate est;
-    ZT_OK(zmem_estimate_compute(&(zmem_model){NP, numel, module}, &cfg, world, rank, estimate_device(), &est));
+    zest_estimate est;
+    ZT_OK(zest_compute(&(zplan_model){NP, numel, module, 0}, &cfg, world, rank, estimate_device(), &est));
 
     zinc_options o = zinc_default_options();
     o.config_json = json;
@@ -204,8 +205,8 @@ static void check_case(const tcase *c, int world, int rank) {
     ZT_CHECK(st == ZINC_OK, "%s: run: %s: %s", what, zinc_status_name(st), zinc_last_error());
     /* The engine's own estimate (what the pre-flight checks) is this one plus the staging of device
      * collectives through MPI, which only the engine's setup decides (ranks sharing a GPU). */
-    zmem_estimate ee;
-    ZT_OK(zmem_estimate_engine(e, &ee));
+    zest_estimate ee;
+    ZT_OK(zengine_estimate(e, &ee));
     uint64_t comm_staging = ee.bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] - est.bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] +
                             ee.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] - est.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING];
     ZT_CHECK(ee.total[ZINC_MEMKIND_DEVICE] == est.total[ZINC_MEMKIND_DEVICE] &&
@@ -234,7 +235,7 @@ static void check_case(const tcase *c, int world, int rank) {
             }
             ZT_CHECK(got == want, "%s: %s %s: measured %llu, estimate %llu (%s)", what, kn, cn,
                      (unsigned long long)got, (unsigned long long)want,
-                     zmem_is_model_state((zinc_mem_category)cat) ? "model state: must be exact"
+                     zest_is_model_state((zinc_mem_category)cat) ? "model state: must be exact"
                                                                  : "buffer: estimated exactly");
         }
         if (!nvme)
@@ -255,7 +256,7 @@ static void check_case(const tcase *c, int world, int rank) {
         uint64_t ms = 0;
         for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
             for (int cat = 0; cat < ZINC_MEM_CATEGORY_COUNT; cat++)
-                if (zmem_is_model_state((zinc_mem_category)cat) && cat != ZINC_MEM_OTHER) ms += rep.peak[k][cat];
+                if (zest_is_model_state((zinc_mem_category)cat) && cat != ZINC_MEM_OTHER) ms += rep.peak[k][cat];
         ms -= (uint64_t)est.persistent_numel * cs;
         double per_elem = (double)cs + 4 + 12, flat = (double)est.flat_numel;
         double lo = flat / world * per_elem, hi = (flat / world + ZPART_SHARD_ALIGN) * per_elem;
@@ -268,30 +269,30 @@ static void check_case(const tcase *c, int world, int rank) {
 }
 
 static void check_deepspeed(void) {
-    zmem_ds_estimate d;
+    zest_ds_estimate d;
     int64_t P = 1000000000, L = 100000000;
-    zmem_deepspeed_estimate(2, ZOFFLOAD_NONE, false, P, L, 1, 8, 1.5, &d);
+    zest_deepspeed(2, ZOFFLOAD_NONE, false, P, L, 1, 8, 1.5, &d);
     ZT_CHECK(d.available && d.gpu_bytes == 4250000000ull && d.cpu_bytes == 48000000000ull,
              "zero2 none: gpu %llu cpu %llu", (unsigned long long)d.gpu_bytes, (unsigned long long)d.cpu_bytes);
-    zmem_deepspeed_estimate(2, ZOFFLOAD_CPU, false, P, L, 2, 8, 1.5, &d);
+    zest_deepspeed(2, ZOFFLOAD_CPU, false, P, L, 2, 8, 1.5, &d);
     ZT_CHECK(d.gpu_bytes == 2000000000ull && d.cpu_bytes == 96000000000ull, "zero2 cpu: gpu %llu cpu %llu",
              (unsigned long long)d.gpu_bytes, (unsigned long long)d.cpu_bytes);
-    zmem_deepspeed_estimate(3, ZOFFLOAD_NONE, false, P, L, 1, 8, 1.5, &d);
+    zest_deepspeed(3, ZOFFLOAD_NONE, false, P, L, 1, 8, 1.5, &d);
     ZT_CHECK(d.gpu_bytes == 400000000ull + 2250000000ull && d.cpu_bytes == 4800000000ull &&
                  d.cpu_bytes_no_zero_init == 48000000000ull,
              "zero3 none: gpu %llu cpu %llu / %llu", (unsigned long long)d.gpu_bytes, (unsigned long long)d.cpu_bytes,
              (unsigned long long)d.cpu_bytes_no_zero_init);
-    zmem_deepspeed_estimate(3, ZOFFLOAD_CPU, false, P, L, 2, 4, 1.5, &d);
+    zest_deepspeed(3, ZOFFLOAD_CPU, false, P, L, 2, 4, 1.5, &d);
     ZT_CHECK(d.gpu_bytes == 400000000ull + 250000000ull && d.cpu_bytes == 12000000000ull &&
                  d.cpu_bytes_no_zero_init == 24000000000ull,
              "zero3 cpu: gpu %llu cpu %llu / %llu", (unsigned long long)d.gpu_bytes, (unsigned long long)d.cpu_bytes,
              (unsigned long long)d.cpu_bytes_no_zero_init);
-    zmem_deepspeed_estimate(3, ZOFFLOAD_CPU, true, P, L, 1, 8, 1.5, &d);
+    zest_deepspeed(3, ZOFFLOAD_CPU, true, P, L, 1, 8, 1.5, &d);
     ZT_CHECK(d.gpu_bytes == 400000000ull && d.cpu_bytes == 27000000000ull && d.cpu_bytes_no_zero_init == 48000000000ull,
              "zero3 cpu+params: gpu %llu cpu %llu", (unsigned long long)d.gpu_bytes, (unsigned long long)d.cpu_bytes);
-    zmem_deepspeed_estimate(0, ZOFFLOAD_NONE, false, P, L, 1, 8, 1.5, &d);
+    zest_deepspeed(0, ZOFFLOAD_NONE, false, P, L, 1, 8, 1.5, &d);
     ZT_CHECK(!d.available, "stage 0 has no DeepSpeed estimator");
-    zmem_deepspeed_estimate(3, ZOFFLOAD_NVME, false, P, L, 1, 8, 1.5, &d);
+    zest_deepspeed(3, ZOFFLOAD_NVME, false, P, L, 1, 8, 1.5, &d);
     ZT_CHECK(!d.available, "NVMe has no DeepSpeed estimator");
 }
 
@@ -361,8 +362,8 @@ static void check_preflight(int world, int rank) {
     int64_t numel[NP];
     int module[NP];
     model_desc(numel, module);
-    zmem_estimate est;
-    ZT_OK(zmem_estimate_compute(&(zmem_model){NP, numel, module}, &cfg, world, rank, ZINC_DEVICE_CUDA, &est));
+    zest_estimate est;
+    ZT_OK(zest_compute(&(zplan_model){NP, numel, module, 0}, &cfg, world, rank, ZINC_DEVICE_CUDA, &est));
     /* Pinned: master, m and v, plus the step's two gradient (fp32) and two parameter staging chunks; host:
      * the decay mask, built there before its copy goes to the GPU. */
     uint64_t staging = 2 * (uint64_t)est.state_chunk * (4 + zinc_dtype_size(est.compute_dtype));
@@ -371,10 +372,10 @@ static void check_preflight(int world, int rank) {
              "cuda + cpu offload + pin_memory: pinned %llu (staging %llu) host %llu",
              (unsigned long long)est.total[ZINC_MEMKIND_PINNED], (unsigned long long)est.offload_staging,
              (unsigned long long)est.total[ZINC_MEMKIND_HOST]);
-    zmem_available a = {.have_mem = true, .mem_available = (uint64_t)1 << 40, .have_memlock = true, .memlock = 4096};
-    ZT_ERR(zmem_preflight_check(&est, 1, &a, NULL), ZINC_ERR_NOMEM, "RLIMIT_MEMLOCK is 4.0 KiB");
+    zest_available a = {.have_mem = true, .mem_available = (uint64_t)1 << 40, .have_memlock = true, .memlock = 4096};
+    ZT_ERR(zest_preflight_check(&est, 1, &a, NULL), ZINC_ERR_NOMEM, "RLIMIT_MEMLOCK is 4.0 KiB");
     a.memlock = (uint64_t)1 << 40;
-    ZT_OK(zmem_preflight_check(&est, 1, &a, NULL));
+    ZT_OK(zest_preflight_check(&est, 1, &a, NULL));
 }
 
 int main(void) {

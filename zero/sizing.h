@@ -1,6 +1,7 @@
-/* Sizing rules shared by the engine (zero/grads.c, zero/gather.c) and the memory estimator
- * (runtime/mem/mem_estimate.c), so a prediction cannot drift from what is allocated: gradient buffers and
- * reduction buckets per stage, whether gradients need a separate send copy, and stage-3 persistence. */
+/* ZeRO's sizing rules: gradient buffers and reduction buckets per stage, whether gradients need a
+ * separate send copy, and stage-3 persistence. zero/grads.c and zero/gather.c size with them, and the
+ * sizing plan (runtime/mem/plan.c), which zinc_build allocates from and the estimator sums, holds their
+ * results, so a prediction cannot drift from what is allocated. */
 #ifndef ZINC_ZERO_SIZING_H
 #define ZINC_ZERO_SIZING_H
 

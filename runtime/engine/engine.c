@@ -10,7 +10,8 @@
 #include "runtime/engine/engine_internal.h"
 #include "runtime/core/error.h"
 #include "kernels/cpu_kernels.h"
-#include "runtime/mem/mem_estimate.h"
+#include "runtime/engine/engine_mem.h"
+#include "offload/state_nvme.h"
 #include "runtime/comm/watchdog.h"
 
 zinc_options zinc_default_options(void) {
@@ -177,7 +178,7 @@ void zinc_destroy(zinc_engine *e) {
         zengine_free(e, ZINC_MEM_PARAMS, e->params_shard, e->bytes_params_shard);
         zstate_destroy(e->state);
         if (e->decay_mask_dev != e->decay_mask) zengine_free(e, ZINC_MEM_OTHER, e->decay_mask_dev, e->bytes_mask);
-        zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_OTHER, e->decay_mask, e->bytes_mask);
+        zmem_host_free(&e->mem, e->plan.buf[ZPLAN_DECAY_MASK].kind, ZINC_MEM_OTHER, e->decay_mask, e->bytes_mask);
     }
     for (int i = 0; i < e->nparams; i++) {
         free(e->params[i]->name);
@@ -186,6 +187,7 @@ void zinc_destroy(zinc_engine *e) {
     free(e->params);
     for (int i = 0; i < e->nmodules; i++) free(e->modules[i].name);
     zengine_agree_free(e);
+    zplan_free(&e->plan);
     free(e->modules);
     if (e->dcomm != e->comm) zcomm_destroy(e->dcomm);
     zdev_destroy(e->dev);
@@ -348,26 +350,17 @@ static uint64_t param_seed(uint64_t seed, const char *name) {
     return h ^ (h >> 31);
 }
 
+/* The flat layout from the plan: parameter offsets, module ranges, the partition and the own range. */
 static void layout(zinc_engine *e) {
-    int64_t off = 0;
+    const zplan *pl = &e->plan;
+    for (int i = 0; i < e->nparams; i++) e->params[i]->flat_offset = pl->flat_offset[i];
     for (int m = 0; m < e->nmodules; m++) {
-        zmodule *mod = &e->modules[m];
-        mod->flat_begin = off;
-        for (int i = 0; i < mod->nparams; i++) {
-            zinc_param *p = e->params[mod->first_param + i];
-            p->flat_offset = off;
-            off = zpart_align_up(off + p->numel, ZPART_PARAM_ALIGN);
-        }
-        mod->flat_end = off;
+        e->modules[m].flat_begin = pl->module_begin[m];
+        e->modules[m].flat_end = pl->module_end[m];
     }
-    zpart_init(&e->part, off, e->world, e->rank);
-    if (e->stage == 0) {
-        e->own_lo = 0;
-        e->own_hi = e->part.padded;
-    } else {
-        e->own_lo = (int64_t)e->rank * e->part.shard;
-        e->own_hi = e->own_lo + e->part.shard;
-    }
+    e->part = pl->part;
+    e->own_lo = pl->own_lo;
+    e->own_hi = pl->own_hi;
 }
 
 static void fill_decay_mask(zinc_engine *e) {
@@ -422,12 +415,6 @@ fail:
     return st;
 }
 
-/* Whether zinc_build(whole-tensor init_fn) can let init_fn write straight into the parameter buffer: the
- * full fp32 buffer in host memory (stages 0-2 on a host-addressable device), so no scratch is needed. */
-bool zengine_init_in_place(const zinc_engine *e) {
-    return e->stage <= 2 && e->compute_dtype == ZINC_FP32 && e->dev->host_addressable;
-}
-
 /* The elements of parameter p this rank initialises: the whole tensor at stages 0-2, its own part at 3. */
 static bool init_range(const zinc_engine *e, const zinc_param *p, int64_t *lo, int64_t *hi) {
     int64_t p_lo = p->flat_offset, p_hi = p->flat_offset + p->numel;
@@ -440,23 +427,11 @@ static bool init_range(const zinc_engine *e, const zinc_param *p, int64_t *lo, i
     return *hi > *lo;
 }
 
-int64_t zengine_init_scratch_numel(const zinc_engine *e, bool ranged) {
-    if (!ranged && zengine_init_in_place(e)) return 0;
-    int64_t most = 0;
-    for (int i = 0; i < e->nparams; i++) {
-        int64_t lo, hi;
-        const zinc_param *p = e->params[i];
-        if (!init_range(e, p, &lo, &hi)) continue;
-        int64_t n = ranged ? hi - lo : p->numel;
-        if (n > most) most = n;
-    }
-    return ranged && most > ZINC_INIT_PIECE ? ZINC_INIT_PIECE : most;
-}
-
 static zinc_status init_params(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn ranged, void *userdata) {
     zinc_status st = ZINC_OK;
     float *vals = NULL;
-    int64_t cap = zengine_init_scratch_numel(e, ranged != NULL);
+    /* The plan's scratch: pieces for a ranged initialiser, the largest tensor for a whole one (none in place). */
+    int64_t cap = ranged ? e->plan.init_scratch_ranged : e->plan.init_scratch_whole;
     if (cap) TRY_ALLOC(vals, cap, "parameter initialisation");
     for (int i = 0; i < e->nparams; i++) {
         zinc_param *p = e->params[i];
@@ -500,6 +475,32 @@ fail:
     return st;
 }
 
+/* What zinc_build allocated against the plan it allocated from, which the estimate and the pre-flight
+ * summed: a difference means they were off by it. The NVMe files' size depends on the alignment the
+ * store found when it opened them, so the plan is made again with it. */
+static void check_plan(zinc_engine *e) {
+    zstate_nvme_stats ns;
+    zplan real = {0};
+    const zplan *p = &e->plan;
+    if (e->cfg.zero.offload_optimizer.device == ZOFFLOAD_NVME) {
+        if (zstate_nvme_stats_get(e->state, &ns) != ZINC_OK || zengine_plan(e, &e->cfg, ns.align, &real) != ZINC_OK) {
+            zinc__error_clear();
+            return;
+        }
+        p = &real;
+    }
+    zinc_mem_kind k;
+    zinc_mem_category c;
+    uint64_t want;
+    if (zplan_differs(p, ZPLAN_AT_BUILD, (const uint64_t(*)[ZINC_MEM_CATEGORY_COUNT])e->mem.current, &k, &c, &want))
+        ZLOG_WARN(&e->log,
+                  "zinc_build: %s memory for %s holds %llu bytes, but the sizing plan (runtime/mem/plan.c) says %llu: "
+                  "the memory estimate and the pre-flight are off by the difference; please report this",
+                  zinc_mem_kind_name(k), zinc_mem_category_name(c), (unsigned long long)e->mem.current[k][c],
+                  (unsigned long long)want);
+    zplan_free(&real);
+}
+
 static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn ranged, void *userdata,
                          const char *fn) {
     zinc_status st = ZINC_OK;
@@ -508,39 +509,47 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
     if (!whole && !ranged) return ZERR(ZINC_ERR_INVALID_ARG, "%s: init_fn is required", fn);
     if (e->nparams == 0) return ZERR(ZINC_ERR_STATE, "%s: no parameters were added", fn);
 
+    /* The sizing plan: the layout and every buffer's size (runtime/mem/plan.h). */
+    zplan_free(&e->plan);
+    TRY(zengine_plan(e, &e->cfg, 0, &e->plan));
     layout(e);
     TRY(zengine_agree(e)); /* one collective: config, model and the caller's items agree on every rank */
     e->init_ranged = ranged != NULL;
-    e->init_in_place = !ranged && zengine_init_in_place(e);
-    TRY(zmem_preflight(e)); /* refuses, with the numbers, a config this machine cannot hold */
-    size_t csz = zinc_dtype_size(e->compute_dtype);
+    e->init_in_place = !ranged && e->plan.init_in_place;
+    TRY(zengine_preflight(e, &e->plan)); /* refuses, with the numbers, a config this machine cannot hold */
+    const zplan_entry *pb = e->plan.buf;
     int64_t own = e->own_hi - e->own_lo;
     e->built = true; /* from here on zinc_destroy frees what was allocated */
     if (e->stage <= 2) {
-        e->bytes_params_full = (size_t)e->part.padded * csz;
-        TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_full, "parameters", &e->params_full));
+        e->bytes_params_full = pb[ZPLAN_PARAMS].each;
+        TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_full, pb[ZPLAN_PARAMS].what, &e->params_full));
     } else {
-        e->bytes_params_shard = (size_t)e->part.shard * csz;
-        TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_shard, "the parameter shard", &e->params_shard));
+        e->bytes_params_shard = pb[ZPLAN_PARAMS].each;
+        TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_shard, pb[ZPLAN_PARAMS].what, &e->params_shard));
     }
+    /* The state store places itself as the plan does (offload/state.c, sized by zstate_chunk_elems). */
     e->bytes_state = (size_t)own * sizeof(float);
     zengine_contexts(e); /* what zero/ and offload/ see of the engine (engine_ctx.c) */
     TRY(zstate_create(&e->state_ctx, own, &e->state));
-    e->bytes_mask = (size_t)(own / ZPART_PARAM_ALIGN);
-    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_OTHER, e->bytes_mask, "the weight-decay mask",
+    e->bytes_mask = pb[ZPLAN_DECAY_MASK].each;
+    TRY(zmem_host_alloc(&e->mem, pb[ZPLAN_DECAY_MASK].kind, ZINC_MEM_OTHER, e->bytes_mask, pb[ZPLAN_DECAY_MASK].what,
                         (void **)&e->decay_mask));
     fill_decay_mask(e);
     e->decay_mask_dev = e->decay_mask;
-    if (!e->dev->host_addressable && e->bytes_mask) {
-        TRY(zengine_alloc(e, ZINC_MEM_OTHER, e->bytes_mask, "the weight-decay mask", (void **)&e->decay_mask_dev));
+    if (pb[ZPLAN_DECAY_MASK_DEVICE].count) {
+        TRY(zengine_alloc(e, ZINC_MEM_OTHER, pb[ZPLAN_DECAY_MASK_DEVICE].each, pb[ZPLAN_DECAY_MASK_DEVICE].what,
+                          (void **)&e->decay_mask_dev));
         TRY(e->dev->ops->copy(e->dev, e->decay_mask_dev, e->decay_mask, e->bytes_mask, ZDEV_H2D));
     }
+    /* Gradients and buckets: zero/grads.c sizes them with zgrads_plan_make, the function the plan holds
+     * the result of (e->plan.grads). */
     TRY(zgrads_alloc(&e->grads));
 
     /* Initialise: every rank computes every parameter it holds any part of from the same seed. */
     TRY(init_params(e, whole, ranged, userdata));
     TRY(init_state(e));
     if (e->stage == 3) TRY(zgather_after_step(&e->gather)); /* gathers the persistent modules */
+    check_plan(e);
 
     int64_t total = 0;
     for (int i = 0; i < e->nparams; i++) total += e->params[i]->numel;

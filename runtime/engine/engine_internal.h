@@ -13,6 +13,7 @@
 #include "runtime/device/device.h"
 #include "runtime/core/log.h"
 #include "runtime/core/memtrack.h"
+#include "runtime/mem/plan.h"
 #include "offload/state.h"
 #include "zero/gather.h"
 #include "zero/grads.h"
@@ -53,7 +54,9 @@ struct zinc_engine {
     bool init_ranged; /* zinc_build_ranged: initialisation in pieces, no whole-tensor scratch */
     bool init_in_place; /* zinc_build writes fp32 values straight into the host parameter buffer */
 
-    /* layout and dtypes */
+    /* layout and dtypes: from the sizing plan (runtime/mem/plan.h), made at zinc_build, which every
+     * buffer zinc_build allocates takes its size from */
+    zplan plan;
     zpartition part;
     int stage;
     zinc_dtype compute_dtype;   /* parameters as the model reads them */
@@ -125,10 +128,6 @@ zinc_mem_kind zengine_compute_kind(const zinc_engine *e);
  * when the state is not offloaded): else the step stages gradients and parameters through the host. */
 bool zengine_state_on_device(const zinc_engine *e);
 
-/* Build-time initialisation scratch (engine.c): whether zinc_build's whole-tensor init_fn writes straight
- * into the parameter buffer, and the fp32 elements of scratch the build allocates (ranged: zinc_build_ranged). */
-bool zengine_init_in_place(const zinc_engine *e);
-int64_t zengine_init_scratch_numel(const zinc_engine *e, bool ranged);
 /* The LAMB step over the state store (runtime/engine/engine_lamb.c): g and out as adam_pass's (own range). */
 struct zlamb_hparams;
 zinc_status zengine_lamb_pass(zinc_engine *e, const struct zlamb_hparams *h, const void *g, zinc_dtype gdt, void *out);

@@ -108,7 +108,14 @@ static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void 
     size_t gsz = zinc_dtype_size(gdt), csz = zinc_dtype_size(e->compute_dtype);
     bool on_dev = zengine_state_on_device(e);
     char *hg[2] = {NULL, NULL}, *hp[2] = {NULL, NULL};
-    size_t hg_bytes = (size_t)s->chunk * gsz, hp_bytes = (size_t)s->chunk * csz;
+    /* The staging the sizing plan laid out (runtime/mem/plan.h): a chunk of the fp32 gradient and one of
+     * the compute-dtype parameters per buffer. */
+    size_t hg_bytes = e->plan.buf[ZPLAN_OFFLOAD_GRAD_STAGING].each, hp_bytes = e->plan.buf[ZPLAN_OFFLOAD_PARAM_STAGING].each;
+    if (!on_dev && (hg_bytes < (size_t)s->chunk * gsz || hp_bytes < (size_t)s->chunk * csz))
+        return ZERR(ZINC_ERR_INTERNAL,
+                    "offload step: the sizing plan's staging (%zu and %zu bytes) is smaller than a chunk of %lld elements "
+                    "(%s gradients); please report this",
+                    hg_bytes, hp_bytes, (long long)s->chunk, zinc_dtype_name(gdt));
     if (!on_dev) {
         for (int b = 0; b < 2; b++) {
             TRY(d->ops->alloc_host(d, ZINC_MEM_STAGING, hg_bytes, "offload gradient staging", (void **)&hg[b]));

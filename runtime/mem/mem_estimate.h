@@ -1,15 +1,14 @@
-/* The memory estimator: from a model's parameter sizes (grouped into modules), a resolved ds_config, the
- * world size and the compute device, the bytes one rank's engine allocates, by memory kind and category,
- * at their peak. It follows the engine's own rules (zero/partition.h for the flat layout, zero/sizing.h
- * for gradients, buckets and stage-3 persistence, offload/state.h for where the optimizer state lives)
- * and simulates the stage-3 gather schedule for a model that enters its modules in registration order
- * in forward and in reverse order in backward. tests/test_mem_estimate.c checks it against the engine's
- * accounting for every stage, offload choice and 1-4 ranks.
+/* The memory estimator: the bytes one rank's engine allocates, by memory kind and category, at their
+ * peak, for a model's parameter sizes (grouped into modules), a resolved ds_config, the world size and
+ * the compute device. It has no sizing rule of its own: it sums the sizing plan (plan.h), the same plan
+ * zinc_build allocates from. tests/test_mem_estimate.c checks it against the engine's accounting for every
+ * stage, offload choice and 1-4 ranks, tests/test_mem_plan.c the plan against what zinc_build allocates.
  *
- * Also here: DeepSpeed's own estimators (DeepSpeed 0.19:
+ * Also here: DeepSpeed's own estimators (for comparison: DeepSpeed 0.19's
  * estimate_zero2_model_states_mem_needs in deepspeed/runtime/zero/stage_1_and_2.py and
- * estimate_zero3_model_states_mem_needs in deepspeed/runtime/zero/stage3.py), for comparison, and the
- * pre-flight check zinc_build runs before allocating anything. */
+ * estimate_zero3_model_states_mem_needs in deepspeed/runtime/zero/stage3.py), and the pre-flight check
+ * zinc_build runs before allocating anything (the engine's side is runtime/engine/engine_mem.h). Prefix zest_ (the allocation
+ * tracker, runtime/core/memtrack.h, is zmem_). May include what plan.h may; never runtime/engine. */
 #ifndef ZINC_RUNTIME_MEM_ESTIMATE_H
 #define ZINC_RUNTIME_MEM_ESTIMATE_H
 
@@ -17,19 +16,10 @@
 #include <stdint.h>
 
 #include "runtime/config/config.h"
+#include "runtime/mem/plan.h"
 #include "zinc.h"
 
-struct zinc_engine;
-
-/* Parameters in registration (forward) order and the module of each: 0 for the first parameter,
- * nondecreasing, no gaps (what zinc_module_add / zinc_param_add allow). */
-typedef struct zmem_model {
-    int nparams;
-    const int64_t *numel;
-    const int *module;
-} zmem_model;
-
-typedef struct zmem_estimate {
+typedef struct zest_estimate {
     /* Peak bytes per (memory kind, category). Only the gather buffers come and go during a step, so the
      * peak of each kind's total is the sum of its row. */
     uint64_t bytes[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT];
@@ -56,12 +46,13 @@ typedef struct zmem_estimate {
     int64_t gather_peak_numel;        /* stage 3: non-persistent elements gathered at once, at most */
     int64_t state_chunk;              /* elements per optimizer-state chunk (sub_group_size) */
     int nvme_swap_buffers;            /* NVMe store: swap buffers, each one chunk of master, m and v */
+    uint64_t nvme_swap_each;          /* bytes of each (3 chunks at the files' stride) */
     uint64_t offload_staging;         /* GPU with offload: the step's pinned gradient and parameter staging */
 
     /* Transients the engine's counters do not hold but the process's resident memory does (host bytes):
      * the build's fp32 initialisation scratch (freed before zinc_build returns) and MPI's temporaries
      * inside one collective piece (comm_mpi.h), at most `comm_pending` pieces at once. */
-    uint64_t init_scratch;            /* as the engine builds (zmem_estimate_compute: zinc_build_ranged) */
+    uint64_t init_scratch;            /* as the engine builds (zest_compute: zinc_build_ranged) */
     uint64_t init_scratch_whole;      /* zinc_build with a whole-tensor init_fn */
     int64_t comm_piece;               /* elements per MPI call at most (zcomm_mpi_max_count) */
     int comm_pending;                 /* pieces in flight at once (reduce buckets with overlap_comm) */
@@ -72,52 +63,52 @@ typedef struct zmem_estimate {
     int cheaper_stage;                /* set by the pre-flight: the higher stage needing the least memory of the
                                        * kind that is short at this rank count, -1: none is cheaper */
     uint64_t cheaper_bytes;           /* its bytes of that kind */
-} zmem_estimate;
+} zest_estimate;
 
 /* The process's resident-memory growth this estimate predicts from before zinc_build to its peak:
  * memory in host RAM (host, pinned, and the device's bytes when the device is host memory) at the
  * larger of the build (model state without gather buffers, plus the init scratch) and the steps
  * (everything, plus MPI's temporaries). `device_in_host`: the device allocates host memory (the cpu
  * device, also when presented as discrete). */
-uint64_t zmem_estimate_rss(const zmem_estimate *est, bool device_in_host);
-
-/* The multiple of a piece's bytes Open MPI allocates as temporaries inside one collective call, at most
- * (reduce-scatter and allreduce in Open MPI's tuned and libnbc components; docs/mem.md). */
-#define ZMEM_MPI_TEMP_FACTOR 2
+uint64_t zest_rss(const zest_estimate *est, bool device_in_host);
 
 /* Computes the estimate for rank `rank` of `world`. cfg must be resolved (zcfg_load_*). device is the
- * compute device: ZINC_DEVICE_CPU places everything in host memory (what the engine does today),
- * ZINC_DEVICE_CUDA places the same plan in device memory (pinned host for offload with pin_memory).
- * Fails with ZINC_ERR_INVALID_ARG for an empty or malformed model. */
-zinc_status zmem_estimate_compute(const zmem_model *m, const zinc_config *cfg, int world, int rank,
-                                  zinc_device_kind device, zmem_estimate *out);
+ * compute device: ZINC_DEVICE_CPU places everything in host memory, ZINC_DEVICE_CUDA places the same
+ * plan in device memory (pinned host for offload with pin_memory); zplan_device_for says what else
+ * each assumes. Fails with ZINC_ERR_INVALID_ARG for an empty or malformed model. */
+zinc_status zest_compute(const zplan_model *m, const zinc_config *cfg, int world, int rank,
+                         zinc_device_kind device, zest_estimate *out);
+
+/* The estimate of a plan: its buffers summed at the steps' peak (zplan_sum, ZPLAN_IN_STEP), the
+ * initialisation scratch of zinc_build_ranged (init_ranged) or zinc_build. */
+void zest_from_plan(const zplan *p, bool init_ranged, zest_estimate *out);
 
 /* The model-state categories (parameters, gradients, master, moments, bookkeeping), which the estimate
  * predicts exactly, as opposed to the buffers (buckets, gather, staging). */
-bool zmem_is_model_state(zinc_mem_category c);
+bool zest_is_model_state(zinc_mem_category c);
 
 /* ---------------------------------------------------------------- DeepSpeed's estimators */
 
-typedef struct zmem_ds_estimate {
+typedef struct zest_ds_estimate {
     bool available;         /* DeepSpeed has a formula for this stage/offload combination */
     const char *function;   /* e.g. "estimate_zero3_model_states_mem_needs" */
     uint64_t gpu_bytes;     /* per GPU */
     uint64_t cpu_bytes;     /* per node; ZeRO-3: with zero_init */
     uint64_t cpu_bytes_no_zero_init; /* ZeRO-3 without zero_init (ZeRO-2: same as cpu_bytes) */
-} zmem_ds_estimate;
+} zest_ds_estimate;
 
 /* DeepSpeed's estimate_zero2/zero3_model_states_mem_needs (reference section 6) for P parameters,
  * largest layer L, nodes x gpus_per_node GPUs and additional_buffer_factor abf (DeepSpeed: 1.5). Stage 0
  * has none; stage 1 uses the ZeRO-2 formula (DeepSpeed has one estimator for stage_1_and_2.py); NVMe
  * offload has none. */
-void zmem_deepspeed_estimate(int stage, zcfg_offload_device offload_optimizer, bool offload_param, int64_t P,
-                             int64_t L, int nodes, int gpus_per_node, double abf, zmem_ds_estimate *out);
+void zest_deepspeed(int stage, zcfg_offload_device offload_optimizer, bool offload_param, int64_t P,
+                             int64_t L, int nodes, int gpus_per_node, double abf, zest_ds_estimate *out);
 
 /* ---------------------------------------------------------------- pre-flight */
 
 /* What this machine offers a rank. Each amount can be faked for tests with an environment variable
  * holding bytes: ZINC_FAKE_MEM_AVAILABLE, ZINC_FAKE_MEMLOCK, ZINC_FAKE_NVME_FREE. */
-typedef struct zmem_available {
+typedef struct zest_available {
     bool have_mem;
     uint64_t mem_available;   /* MemAvailable in /proc/meminfo */
     bool have_memlock;        /* false: unlimited or unknown */
@@ -137,34 +128,22 @@ typedef struct zmem_available {
     uint64_t as_free;         /* RLIMIT_AS soft limit less VmSize; ZINC_FAKE_AS_FREE */
     uint64_t as_limit;
     unsigned headroom_pct;    /* the share kept free: ZINC_MEM_HEADROOM (percent, default 10) */
-} zmem_available;
+} zest_available;
 
-void zmem_available_read(const char *nvme_path, zmem_available *out);
+void zest_available_read(const char *nvme_path, zest_available *out);
 
 /* ZINC_MEM_HEADROOM: the percentage of each limit the pre-flight keeps free (0-90, default 10). */
-#define ZMEM_HEADROOM_DEFAULT 10
-zinc_status zmem_headroom_read(unsigned *pct);
+#define ZEST_HEADROOM_DEFAULT 10
+zinc_status zest_headroom_read(unsigned *pct);
 
 /* Checks an estimate against what is available when `local_ranks` ranks share the node (and the NVMe
  * path): device bytes of the ranks sharing a GPU against its free memory, host + pinned bytes against
  * MemAvailable, pinned bytes per process against RLIMIT_MEMLOCK, NVMe bytes against the free space. Returns ZINC_ERR_NOMEM with the numbers and what to change. */
-zinc_status zmem_preflight_check(const zmem_estimate *est, int local_ranks, const zmem_available *avail,
+zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, const zest_available *avail,
                                  const char *nvme_path);
 
-/* The estimate for an engine that exists (its model, config, ranks and device), plus what depends on
- * how it was set up: the staging buffer of device collectives through MPI (ranks sharing a GPU). */
-zinc_status zmem_estimate_engine(struct zinc_engine *e, zmem_estimate *out);
-/* The same for another config of this engine (the pre-flight's alternatives). */
-zinc_status zmem_estimate_engine_cfg(struct zinc_engine *e, const zinc_config *cfg, zmem_estimate *out);
-
-/* zinc_build's pre-flight (after the layout, before any allocation): estimates this engine and checks
- * it. ZINC_PREFLIGHT=0 in the environment turns it off. */
-zinc_status zmem_preflight(struct zinc_engine *e);
-
-/* Collective: every rank's memory report, in rank order (all holds world entries), on every rank. */
-zinc_status zmem_allgather_reports(struct zinc_engine *e, zinc_memory_report *all);
-
-/* Collective: n values from every rank, in rank order (all holds world x n). */
-zinc_status zmem_allgather_u64(struct zinc_engine *e, const uint64_t *mine, int n, uint64_t *all);
+/* For the pre-flight on a device: its free memory (cudaMemGetInfo's total less used, or
+ * ZINC_FAKE_DEVICE_FREE in bytes) and the ranks of this node sharing it. */
+void zest_available_device(zest_available *a, uint64_t used, uint64_t total, int ranks_per_device);
 
 #endif

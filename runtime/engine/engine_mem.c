@@ -1,0 +1,111 @@
+/* The engine's plan, estimate and pre-flight (engine_mem.h). */
+#include "runtime/engine/engine_mem.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/core/error.h"
+#include "runtime/device/comm_staged.h"
+#include "runtime/engine/engine_internal.h"
+
+zinc_status zengine_plan(zinc_engine *e, const zinc_config *cfg, uint32_t nvme_align, zplan *out) {
+    zinc_status st = ZINC_OK;
+    int64_t *numel = NULL;
+    int *module = NULL;
+    TRY_ALLOC(numel, e->nparams, "the engine's memory plan");
+    TRY_ALLOC(module, e->nparams, "the engine's memory plan");
+    for (int i = 0; i < e->nparams; i++) {
+        numel[i] = e->params[i]->numel;
+        module[i] = e->params[i]->module;
+    }
+    /* The device: a GPU (or the cpu device presented as one, which counts the cuda device's fixed
+     * scratch) allocates in device memory and stages through pinned memory. */
+    zplan_device dev = {.compute_kind = e->dev->mem_kind,
+                        .host_addressable = e->dev->host_addressable,
+                        .fixed_bytes = e->dev->mem_kind == ZINC_MEMKIND_DEVICE ? zdev_cuda_fixed_bytes() : 0,
+                        .comm_staging_bytes = zcomm_staged_bytes(e->dcomm),
+                        .nvme_align = nvme_align};
+    TRY(zplan_make(&(zplan_model){e->nparams, numel, module, e->nmodules}, cfg, e->world, e->rank, &dev, out));
+fail:
+    free(numel);
+    free(module);
+    return st;
+}
+
+zinc_status zengine_estimate(zinc_engine *e, zest_estimate *out) { return zengine_estimate_cfg(e, &e->cfg, out); }
+
+zinc_status zengine_estimate_cfg(zinc_engine *e, const zinc_config *cfg, zest_estimate *out) {
+    zinc_status st = ZINC_OK;
+    zplan plan;
+    TRY(zengine_plan(e, cfg, 0, &plan));
+    zest_from_plan(&plan, e->init_ranged, out);
+    zplan_free(&plan);
+fail:
+    return st;
+}
+
+/* Which higher stage, if any, needs less at this rank count, for the advice (device memory on a GPU,
+ * the process's host peak on the CPU). */
+static void cheaper_stage(zinc_engine *e, zest_estimate *est) {
+    zinc_mem_kind ck = e->dev->mem_kind == ZINC_MEMKIND_DEVICE ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
+    uint64_t now = ck == ZINC_MEMKIND_DEVICE ? est->total[ck] : zest_rss(est, false);
+    for (int s2 = est->stage + 1; s2 <= 3; s2++) {
+        zinc_config alt = e->cfg;
+        alt.zero.stage = s2;
+        if (!zcfg_given(&e->cfg, "zero_optimization.overlap_comm")) alt.zero.overlap_comm = s2 == 3;
+        zest_estimate ae;
+        if (zengine_estimate_cfg(e, &alt, &ae) != ZINC_OK) {
+            zinc__error_clear();
+            continue;
+        }
+        uint64_t b = ck == ZINC_MEMKIND_DEVICE ? ae.total[ck] : zest_rss(&ae, false);
+        if (b < now && (est->cheaper_stage < 0 || b < est->cheaper_bytes)) {
+            est->cheaper_stage = s2;
+            est->cheaper_bytes = b;
+        }
+    }
+}
+
+zinc_status zengine_preflight(zinc_engine *e, const zplan *plan) {
+    zinc_status st = ZINC_OK;
+    const char *off = getenv("ZINC_PREFLIGHT");
+    if (off && !strcmp(off, "0")) return ZINC_OK;
+    zest_estimate est;
+    zest_from_plan(plan, e->init_ranged, &est);
+    const char *nvme_path = e->cfg.zero.offload_optimizer.nvme_path;
+    zest_available avail;
+    zest_available_read(nvme_path, &avail);
+    TRY(zest_headroom_read(&avail.headroom_pct));
+    cheaper_stage(e, &est);
+    if (e->dev->mem_kind == ZINC_MEMKIND_DEVICE) { /* a GPU, or the cpu device presented as one */
+        uint64_t used = 0, total = 0;
+        int gpus = e->dev->kind == ZINC_DEVICE_CUDA ? zdev_cuda_count() : 1;
+        e->dev->ops->mem_info(e->dev, &used, &total);
+        zest_available_device(&avail, used, total, gpus > 0 ? (e->comm->local_size + gpus - 1) / gpus : 1);
+    }
+    ZLOG_DEBUG(&e->log,
+               "pre-flight: per rank %" PRIu64 " device, %" PRIu64 " host, %" PRIu64 " pinned, %" PRIu64
+               " NVMe bytes; %d rank(s) on this node; MemAvailable %" PRIu64 "%s",
+               est.total[ZINC_MEMKIND_DEVICE], est.total[ZINC_MEMKIND_HOST], est.total[ZINC_MEMKIND_PINNED],
+               est.total[ZINC_MEMKIND_NVME], e->comm->local_size, avail.mem_available,
+               avail.have_mem ? "" : " (unknown)");
+    TRY(zest_preflight_check(&est, e->comm->local_size, &avail, nvme_path));
+fail:
+    return st;
+}
+
+zinc_status zengine_allgather_reports(zinc_engine *e, zinc_memory_report *all) {
+    zinc_status st = ZINC_OK;
+    zinc_memory_report mine;
+    if (!e || !all) return ZERR(ZINC_ERR_INVALID_ARG, "zengine_allgather_reports: NULL argument");
+    TRY(zinc_memory_get(e, &mine));
+    TRY(zcomm_allgather_bytes(e->comm, &mine, all, sizeof mine));
+fail:
+    return st;
+}
+
+zinc_status zengine_allgather_u64(zinc_engine *e, const uint64_t *mine, int n, uint64_t *all) {
+    if (!e || !mine || !all || n < 1) return ZERR(ZINC_ERR_INVALID_ARG, "zengine_allgather_u64: bad argument");
+    return zcomm_allgather_bytes(e->comm, mine, all, (size_t)n * sizeof *mine);
+}

@@ -1,0 +1,315 @@
+/* The sizing plan (plan.h): the flat layout, then every buffer in the order zinc_build allocates them. */
+#include "runtime/mem/plan.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "offload/state.h"
+#include "runtime/comm/comm_mpi.h"
+#include "runtime/core/error.h"
+#include "runtime/device/device.h"
+#include "runtime/mem/plan_gather.h"
+
+zplan_device zplan_device_for(zinc_device_kind kind) {
+    if (kind == ZINC_DEVICE_CUDA)
+        return (zplan_device){.compute_kind = ZINC_MEMKIND_DEVICE, .fixed_bytes = zdev_cuda_fixed_bytes()};
+    return (zplan_device){.compute_kind = ZINC_MEMKIND_HOST, .host_addressable = true};
+}
+
+const char *zplan_when_name(zplan_when w) {
+    static const char *names[] = {"create", "build", "step", "checkpoint"};
+    return (unsigned)w < ZPLAN_WHEN_COUNT ? names[w] : "?";
+}
+
+static void put(zplan *p, zplan_buf b, const char *what, zinc_mem_category cat, zinc_mem_kind kind, zplan_when when,
+                int count, uint64_t each) {
+    if (count < 1 || each == 0) count = 0, each = 0;
+    p->buf[b] = (zplan_entry){.what = what, .cat = cat, .kind = kind, .when = when, .count = count, .each = each,
+                              .bytes = (uint64_t)count * each};
+}
+
+static zinc_status check_model(const zplan_model *m, int world, int rank) {
+    if (!m || m->nparams < 1 || !m->numel || !m->module)
+        return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: a model with at least one parameter is required");
+    if (world < 1 || rank < 0 || rank >= world)
+        return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: rank %d of world %d is out of range", rank, world);
+    if (m->module[0] < 0)
+        return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: parameter 0 has module %d", m->module[0]);
+    for (int i = 0; i < m->nparams; i++) {
+        if (m->numel[i] < 1)
+            return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: parameter %d has %" PRId64 " elements", i, m->numel[i]);
+        if (i > 0 && m->module[i] < m->module[i - 1])
+            return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: parameter %d: modules must be in order (module %d after %d)",
+                        i, m->module[i], m->module[i - 1]);
+    }
+    if (m->nmodules && m->module[m->nparams - 1] >= m->nmodules)
+        return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: parameter %d has module %d of %d", m->nparams - 1,
+                    m->module[m->nparams - 1], m->nmodules);
+    return ZINC_OK;
+}
+
+/* The flat buffer: each parameter on a ZPART_PARAM_ALIGN boundary, modules in order; the partition and
+ * the range this rank's optimizer owns. */
+static zinc_status lay_out(zplan *p, const zplan_model *m) {
+    zinc_status st = ZINC_OK;
+    int64_t off = 0, *mod_numel = NULL;
+    p->nparams = m->nparams;
+    p->nmodules = m->nmodules ? m->nmodules : m->module[m->nparams - 1] + 1;
+    TRY_ALLOC(p->flat_offset, p->nparams, "the memory plan");
+    TRY_ALLOC(p->module_begin, p->nmodules, "the memory plan");
+    TRY_ALLOC(p->module_end, p->nmodules, "the memory plan");
+    TRY_ALLOC(p->persistent, p->nmodules, "the memory plan");
+    TRY_ALLOC(mod_numel, p->nmodules, "the memory plan");
+    /* Modules in order, each parameter on a ZPART_PARAM_ALIGN boundary; a module without parameters is
+     * an empty range where it stands. */
+    for (int mod = 0, i = 0; mod < p->nmodules; mod++) {
+        p->module_begin[mod] = off;
+        for (; i < m->nparams && m->module[i] == mod; i++) {
+            p->flat_offset[i] = off;
+            off = zpart_align_up(off + m->numel[i], ZPART_PARAM_ALIGN);
+            mod_numel[mod] += m->numel[i];
+            p->numel += m->numel[i];
+            if (m->numel[i] > p->largest_param) p->largest_param = m->numel[i];
+        }
+        p->module_end[mod] = off;
+        int64_t flat = off - p->module_begin[mod];
+        if (mod_numel[mod] > p->largest_module) p->largest_module = mod_numel[mod];
+        if (flat > p->largest_module_flat) p->largest_module_flat = flat;
+    }
+    zpart_init(&p->part, off, p->world, p->rank);
+    p->own_lo = p->stage == 0 ? 0 : (int64_t)p->rank * p->part.shard;
+    p->own_hi = p->stage == 0 ? p->part.padded : p->own_lo + p->part.shard;
+fail:
+    free(mod_numel);
+    return st;
+}
+
+/* Parameters: the full flat buffer (stages 0-2), or the shard plus the modules that stay gathered. */
+static void plan_params(zplan *p, const zinc_config *cfg) {
+    zinc_mem_kind ck = p->device.compute_kind;
+    uint64_t csz = zinc_dtype_size(p->compute_dtype);
+    if (p->stage <= 2) {
+        put(p, ZPLAN_PARAMS, "parameters", ZINC_MEM_PARAMS, ck, ZPLAN_AT_BUILD, 1, (uint64_t)p->part.padded * csz);
+        return;
+    }
+    put(p, ZPLAN_PARAMS, "the parameter shard", ZINC_MEM_PARAMS, ck, ZPLAN_AT_BUILD, 1, (uint64_t)p->part.shard * csz);
+    int64_t total = 0;
+    for (int i = 0; i < p->nmodules; i++) {
+        p->persistent[i] = zsize_persistent(p->module_end[i] - p->module_begin[i], &total,
+                                            cfg->zero.param_persistence_threshold,
+                                            cfg->zero.model_persistence_threshold);
+        p->npersistent += p->persistent[i];
+    }
+    p->persistent_numel = total;
+    /* Modules of different sizes: `each` holds all of them together. */
+    put(p, ZPLAN_PARAMS_PERSISTENT, "persistent gathered parameters", ZINC_MEM_PARAMS, ck, ZPLAN_AT_BUILD, 1,
+        (uint64_t)total * csz);
+    if (total) p->buf[ZPLAN_PARAMS_PERSISTENT].count = p->npersistent;
+}
+
+/* Optimizer state: fp32 master, exp_avg, exp_avg_sq over the own range, where offload_optimizer puts
+ * them (offload/state.c): the compute device, host memory (pinned with pin_memory on a discrete device
+ * only: on the CPU it would only spend RLIMIT_MEMLOCK), or three NVMe files with swap buffers. */
+static void plan_state(zplan *p, const zinc_config *cfg) {
+    const zcfg_offload *oo = &cfg->zero.offload_optimizer;
+    int64_t own = p->own_hi - p->own_lo;
+    bool offload = oo->device == ZOFFLOAD_CPU || oo->device == ZOFFLOAD_NVME;
+    zinc_mem_kind staging = p->device.host_addressable ? ZINC_MEMKIND_HOST : ZINC_MEMKIND_PINNED;
+    p->state_kind = p->device.compute_kind;
+    if (oo->device == ZOFFLOAD_CPU)
+        p->state_kind = oo->pin_memory && !p->device.host_addressable ? ZINC_MEMKIND_PINNED : ZINC_MEMKIND_HOST;
+    if (oo->device == ZOFFLOAD_NVME) p->state_kind = ZINC_MEMKIND_NVME;
+    /* Chunks: sub_group_size with offload; one chunk on the cpu device; bounded chunks on a GPU so a
+     * host-view pass stages a bounded amount. */
+    if (offload) p->state_chunk = zstate_chunk_elems(cfg->zero.sub_group_size, own);
+    else if (p->device.host_addressable) p->state_chunk = own > 0 ? own : 1;
+    else p->state_chunk = zstate_chunk_elems(ZSTATE_DEVICE_CHUNK, own);
+
+    p->nvme_chunk = zstate_chunk_elems(cfg->zero.sub_group_size, own);
+    int64_t nch = p->nvme_chunk > 0 ? (own + p->nvme_chunk - 1) / p->nvme_chunk : 1;
+    p->nvme_buffers = (int)(oo->buffer_count < nch ? oo->buffer_count : nch);
+    if (p->nvme_buffers < 1) p->nvme_buffers = 1;
+    int64_t align = p->device.nvme_align ? p->device.nvme_align : ZPLAN_NVME_ALIGN;
+    p->nvme_stride = zpart_align_up(p->nvme_chunk * (int64_t)sizeof(float), align);
+    int64_t last = own - (nch - 1) * p->nvme_chunk;
+    p->nvme_file_bytes = own > 0 ? (uint64_t)((nch - 1) * p->nvme_stride +
+                                              zpart_align_up(last * (int64_t)sizeof(float), align))
+                                 : 0;
+
+    uint64_t sbytes = oo->device == ZOFFLOAD_NVME ? p->nvme_file_bytes : (uint64_t)own * sizeof(float);
+    put(p, ZPLAN_MASTER, "fp32 master weights", ZINC_MEM_MASTER, p->state_kind, ZPLAN_AT_BUILD, 1, sbytes);
+    put(p, ZPLAN_EXP_AVG, "Adam exp_avg", ZINC_MEM_EXP_AVG, p->state_kind, ZPLAN_AT_BUILD, 1, sbytes);
+    put(p, ZPLAN_EXP_AVG_SQ, "Adam exp_avg_sq", ZINC_MEM_EXP_AVG_SQ, p->state_kind, ZPLAN_AT_BUILD, 1, sbytes);
+    /* Swap buffers are pinned when io_uring registers them, host memory when the kernel refuses
+     * (RLIMIT_MEMLOCK): the plan says pinned. */
+    if (oo->device == ZOFFLOAD_NVME)
+        put(p, ZPLAN_NVME_SWAP, "NVMe swap buffers", ZINC_MEM_STAGING, ZINC_MEMKIND_PINNED, ZPLAN_AT_BUILD,
+            p->nvme_buffers, 3 * (uint64_t)p->nvme_stride);
+    /* Offloaded from a discrete device, the step stages two chunks of the fp32 gradient shard and two of
+     * the updated compute-dtype parameters (engine_step.c's pipeline). */
+    if (offload && !p->device.host_addressable) {
+        put(p, ZPLAN_OFFLOAD_GRAD_STAGING, "offload gradient staging", ZINC_MEM_STAGING, staging, ZPLAN_IN_STEP, 2,
+            (uint64_t)p->state_chunk * sizeof(float));
+        put(p, ZPLAN_OFFLOAD_PARAM_STAGING, "offload parameter staging", ZINC_MEM_STAGING, staging, ZPLAN_IN_STEP,
+            2, (uint64_t)p->state_chunk * zinc_dtype_size(p->compute_dtype));
+    }
+    /* State in device memory is read and written through host staging in checkpoint passes. */
+    if (!offload && !p->device.host_addressable)
+        put(p, ZPLAN_HOST_VIEW_STAGING, "optimizer-state staging", ZINC_MEM_STAGING, staging, ZPLAN_IN_CHECKPOINT, 1,
+            3 * (uint64_t)p->state_chunk * sizeof(float));
+    /* The weight-decay mask: one byte per ZPART_PARAM_ALIGN own elements, built on the host and copied to
+     * a device the host cannot address, where the kernels read it. */
+    uint64_t mask = (uint64_t)(own / ZPART_PARAM_ALIGN);
+    put(p, ZPLAN_DECAY_MASK, "the weight-decay mask", ZINC_MEM_OTHER, ZINC_MEMKIND_HOST, ZPLAN_AT_BUILD, 1, mask);
+    if (!p->device.host_addressable)
+        put(p, ZPLAN_DECAY_MASK_DEVICE, "the weight-decay mask (device copy)", ZINC_MEM_OTHER, p->device.compute_kind,
+            ZPLAN_AT_BUILD, 1, mask);
+}
+
+/* Gradients and reduction buckets (zero/sizing.c; zero/grads.c allocates with the same function). */
+static void plan_grads(zplan *p, const zinc_config *cfg) {
+    zinc_mem_kind ck = p->device.compute_kind;
+    p->send_needs_copy = zsize_send_needs_copy(p->comm_dtype, p->grad_dtype, cfg->prescale_gradients,
+                                               cfg->gradient_predivide_factor, p->world);
+    zgrads_plan_make(&(zgrads_plan_in){.stage = p->stage, .world = p->world, .part = &p->part,
+                                       .grad_dtype = p->grad_dtype, .comm_dtype = p->comm_dtype,
+                                       .send_needs_copy = p->send_needs_copy,
+                                       .reduce_bucket_size = cfg->zero.reduce_bucket_size,
+                                       .biggest_module = p->largest_module_flat,
+                                       .overlap_comm = cfg->zero.overlap_comm},
+                     &p->grads);
+    const zgrads_plan *g = &p->grads;
+    put(p, ZPLAN_GRADS_FULL, "the gradient buffer", ZINC_MEM_GRADS, ck, ZPLAN_AT_BUILD, 1, g->bytes_grads_full);
+    put(p, ZPLAN_GRADS_SHARD, "the fp32 gradient shard", ZINC_MEM_GRADS, ck, ZPLAN_AT_BUILD, 1, g->bytes_grads_shard);
+    put(p, ZPLAN_BUCKET_GRADS, "a gradient bucket", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, g->nbuckets,
+        g->bytes_bucket_grads);
+    put(p, ZPLAN_BUCKET_SEND, "a communication buffer", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, g->nbuckets,
+        g->bytes_bucket_send);
+    put(p, ZPLAN_BUCKET_RECV, "a reduce-scatter buffer", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, g->nbuckets,
+        g->bytes_bucket_recv);
+    put(p, ZPLAN_LANDING, "the gradient landing buffer for large modules", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, 1,
+        g->bytes_landing);
+}
+
+/* Initialisation scratch (engine.c init_params): a whole-tensor init_fn needs the largest tensor this
+ * rank initialises (whole tensors at stages 0-2, ones touching the own shard at 3) in fp32, except in
+ * place (fp32 parameters in host memory, stages 0-2); a ranged one pieces of at most ZINC_INIT_PIECE
+ * elements of what this rank holds. */
+static void plan_init(zplan *p, const zplan_model *m) {
+    p->init_in_place = p->stage <= 2 && p->compute_dtype == ZINC_FP32 && p->device.host_addressable;
+    int64_t most = 0, most_whole = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        int64_t lo = p->flat_offset[i], hi = lo + m->numel[i];
+        if (p->stage == 3) {
+            lo = lo > p->own_lo ? lo : p->own_lo;
+            hi = hi < p->own_hi ? hi : p->own_hi;
+            if (hi <= lo) continue;
+        }
+        if (hi - lo > most) most = hi - lo;
+        if (m->numel[i] > most_whole) most_whole = m->numel[i];
+    }
+    p->init_scratch_ranged = most < ZINC_INIT_PIECE ? most : ZINC_INIT_PIECE;
+    p->init_scratch_whole = p->init_in_place ? 0 : most_whole;
+}
+
+/* MPI's temporaries: the largest message (stage 0's gradient all-reduce, the reduce buckets, the
+ * parameter all-gathers) is cut into pieces of comm_piece elements (comm_mpi.c); with overlap_comm one
+ * piece per pending bucket is in flight. A single rank calls no reducing collective. */
+static void plan_comm_temp(zplan *p) {
+    p->comm_piece = (int64_t)zcomm_mpi_max_count();
+    p->comm_pending = p->grads.nbuckets > 1 ? p->grads.nbuckets : 1;
+    if (p->world < 2) return;
+    int64_t msg = p->stage <= 2 ? p->part.padded
+                                : (p->grads.bucket_cap > p->largest_module_flat ? p->grads.bucket_cap
+                                                                                : p->largest_module_flat);
+    if (msg > p->comm_piece) msg = p->comm_piece;
+    size_t es = zinc_dtype_size(p->comm_dtype);
+    if (zinc_dtype_size(p->grad_dtype) > es) es = zinc_dtype_size(p->grad_dtype);
+    if (zinc_dtype_size(p->compute_dtype) > es) es = zinc_dtype_size(p->compute_dtype);
+    p->comm_temp = (uint64_t)p->comm_pending * ZPLAN_MPI_TEMP_FACTOR * (uint64_t)msg * es;
+}
+
+zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, int rank, const zplan_device *dev,
+                       zplan *out) {
+    zinc_status st = ZINC_OK;
+    if (!out || !cfg || !dev) return ZERR(ZINC_ERR_INVALID_ARG, "zplan_make: NULL argument");
+    memset(out, 0, sizeof *out);
+    TRY(check_model(m, world, rank));
+    out->stage = cfg->zero.stage;
+    out->world = world;
+    out->rank = rank;
+    out->device = *dev;
+    out->offload = cfg->zero.offload_optimizer.device;
+    out->compute_dtype = cfg->compute_dtype;
+    out->comm_dtype = cfg->comm_dtype;
+    /* Stages 0-1 accumulate in grad_accum_dtype, stages 2-3 hand out compute-dtype slots. */
+    out->grad_dtype = out->stage <= 1 ? cfg->grad_accum_dtype : cfg->compute_dtype;
+    TRY(lay_out(out, m));
+
+    zinc_mem_kind staging = dev->host_addressable ? ZINC_MEMKIND_HOST : ZINC_MEMKIND_PINNED;
+    if (dev->compute_kind == ZINC_MEMKIND_DEVICE)
+        put(out, ZPLAN_DEVICE_SCRATCH, "the device's own scratch", ZINC_MEM_STAGING, ZINC_MEMKIND_DEVICE,
+            ZPLAN_AT_CREATE, 1, dev->fixed_bytes);
+    put(out, ZPLAN_COMM_STAGING, "collective staging", ZINC_MEM_STAGING, staging, ZPLAN_AT_CREATE, 1,
+        dev->comm_staging_bytes);
+    plan_params(out, cfg);
+    plan_state(out, cfg);
+    plan_grads(out, cfg);
+    if (out->stage == 3) {
+        TRY(zplan_gather_peak(out->module_begin, out->module_end, out->persistent, out->nmodules, &cfg->zero,
+                              &out->gather_peak_numel));
+        put(out, ZPLAN_GATHER, "gathered parameters", ZINC_MEM_GATHER, dev->compute_kind, ZPLAN_IN_STEP, 1,
+            (uint64_t)out->gather_peak_numel * zinc_dtype_size(out->compute_dtype));
+    }
+    plan_init(out, m);
+    plan_comm_temp(out);
+    return ZINC_OK;
+fail:
+    zplan_free(out);
+    return st;
+}
+
+void zplan_free(zplan *p) {
+    if (!p) return;
+    free(p->flat_offset);
+    free(p->module_begin);
+    free(p->module_end);
+    free(p->persistent);
+    p->flat_offset = p->module_begin = p->module_end = NULL;
+    p->persistent = NULL;
+}
+
+void zplan_sum(const zplan *p, zplan_when when, uint64_t out[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT]) {
+    for (int b = 0; b < ZPLAN_BUF_COUNT; b++) {
+        const zplan_entry *x = &p->buf[b];
+        if (!x->bytes) continue;
+        bool in = x->when == ZPLAN_IN_CHECKPOINT ? when == ZPLAN_IN_CHECKPOINT
+                  : when == ZPLAN_IN_CHECKPOINT  ? x->when <= ZPLAN_AT_BUILD
+                                                 : x->when <= when;
+        if (in) out[x->kind][x->cat] += x->bytes;
+    }
+}
+
+bool zplan_differs(const zplan *p, zplan_when when, const uint64_t got[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT],
+                   zinc_mem_kind *kind, zinc_mem_category *cat, uint64_t *want) {
+    uint64_t w[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT] = {{0}};
+    zplan_sum(p, when, w);
+    /* Swap buffers the kernel would not register (RLIMIT_MEMLOCK) are ordinary host memory. */
+    uint64_t swap = p->buf[ZPLAN_NVME_SWAP].bytes;
+    uint64_t *wp = &w[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING], *wh = &w[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING];
+    if (swap && p->buf[ZPLAN_NVME_SWAP].when <= when && *wp >= swap &&
+        got[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] == *wp - swap && got[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] == *wh + swap) {
+        *wp -= swap;
+        *wh += swap;
+    }
+    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
+        for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++)
+            if (got[k][c] != w[k][c]) {
+                *kind = (zinc_mem_kind)k;
+                *cat = (zinc_mem_category)c;
+                *want = w[k][c];
+                return true;
+            }
+    return false;
+}

@@ -1,0 +1,164 @@
+/* The sizing plan: every buffer one rank's engine allocates, laid out from the config, the parameter
+ * shapes, the world size, the rank and what the compute device is. It is the one place the sizing rules
+ * live: zinc_build takes its layout and buffer sizes from it (runtime/engine/engine.c), and the memory
+ * estimator (mem_estimate.h, `zinc mem estimate`, the pre-flight) only sums it, so the two cannot
+ * disagree. It uses the rules of zero/partition.h (the flat layout), zero/sizing.h (gradients, buckets,
+ * stage-3 persistence) and offload/state.h (state chunks), and knows nothing of the engine's struct.
+ *
+ * May include: runtime/core, runtime/config, runtime/comm (MPI piece size), runtime/device (the device's
+ * fixed scratch), zero (sizing, partition), offload (state chunk rules). Never runtime/engine. */
+#ifndef ZINC_RUNTIME_MEM_PLAN_H
+#define ZINC_RUNTIME_MEM_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/config/config.h"
+#include "zero/partition.h"
+#include "zero/sizing.h"
+#include "zinc.h"
+
+/* Parameters in registration (forward) order and the module of each, nondecreasing (what zinc_module_add
+ * / zinc_param_add allow); a module number no parameter has is a module without parameters. */
+typedef struct zplan_model {
+    int nparams;
+    const int64_t *numel;
+    const int *module;
+    int nmodules;                 /* 0: the last parameter's module + 1 */
+} zplan_model;
+
+/* What the plan needs to know about the compute device. */
+typedef struct zplan_device {
+    zinc_mem_kind compute_kind;   /* where its buffers count: DEVICE (a GPU, or the cpu presented as one), HOST */
+    bool host_addressable;        /* the host reads its buffers directly (the cpu device) */
+    uint64_t fixed_bytes;         /* its own scratch, allocated when it is created (compute kind, staging) */
+    uint64_t comm_staging_bytes;  /* host staging of device collectives through MPI (zcomm_staged_bytes) */
+    uint32_t nvme_align;          /* the NVMe files' O_DIRECT alignment; 0: ZPLAN_NVME_ALIGN */
+} zplan_device;
+
+/* The device an estimate assumes for a device kind: ZINC_DEVICE_CUDA a discrete GPU with the cuda
+ * device's fixed scratch, anything else the cpu device (host memory). No collective staging. */
+zplan_device zplan_device_for(zinc_device_kind kind);
+
+/* The alignment the NVMe files are assumed to have when the file system's is not known yet (it is
+ * found when the files are opened, 512 to 4096 bytes in practice): chunks are multiples of 4 KiB, so
+ * only the last chunk's padding depends on it, at most 3.5 KiB per file high where it is smaller. */
+#define ZPLAN_NVME_ALIGN 4096
+
+/* The multiple of a piece's bytes Open MPI allocates as temporaries inside one collective call, at most
+ * (reduce-scatter and allreduce in Open MPI's tuned and libnbc components; docs/mem.md). */
+#define ZPLAN_MPI_TEMP_FACTOR 2
+
+/* When a buffer exists. */
+typedef enum zplan_when {
+    ZPLAN_AT_CREATE = 0,   /* allocated by zinc_create (the device, collective staging) */
+    ZPLAN_AT_BUILD,        /* allocated by zinc_build and kept for the run */
+    ZPLAN_IN_STEP,         /* allocated during the training steps; the figure is the most at once */
+    ZPLAN_IN_CHECKPOINT,   /* allocated during a checkpoint save or load only */
+    ZPLAN_WHEN_COUNT
+} zplan_when;
+
+/* Every buffer, by what it is for. */
+typedef enum zplan_buf {
+    ZPLAN_DEVICE_SCRATCH = 0, /* the device's own scratch (conversions, gradient statistics) */
+    ZPLAN_COMM_STAGING,       /* device collectives staged through host memory */
+    ZPLAN_PARAMS,             /* compute dtype: the full flat buffer (stages 0-2) or the shard (stage 3) */
+    ZPLAN_PARAMS_PERSISTENT,  /* stage 3: gathered copies of the modules that stay gathered */
+    ZPLAN_MASTER,             /* fp32 master weights over the own range (memory, or an NVMe file) */
+    ZPLAN_EXP_AVG,
+    ZPLAN_EXP_AVG_SQ,
+    ZPLAN_NVME_SWAP,          /* the NVMe store's swap buffers, each one chunk of the three tensors */
+    ZPLAN_DECAY_MASK,         /* one byte per ZPART_PARAM_ALIGN own elements, built on the host */
+    ZPLAN_DECAY_MASK_DEVICE,  /* its copy on a device the host cannot address */
+    ZPLAN_GRADS_FULL,         /* stages 0-1: the full gradient buffer, grad dtype */
+    ZPLAN_GRADS_SHARD,        /* stages 1-3: the fp32 gradient shard */
+    ZPLAN_BUCKET_GRADS,       /* per bucket: gradients (stages 2-3) */
+    ZPLAN_BUCKET_SEND,        /* per bucket: the comm-dtype send copy */
+    ZPLAN_BUCKET_RECV,        /* per bucket: this rank's reduced piece */
+    ZPLAN_LANDING,            /* stages 2-3: gradients of a module larger than a bucket */
+    ZPLAN_OFFLOAD_GRAD_STAGING,  /* offload from a discrete device: two fp32 gradient chunks */
+    ZPLAN_OFFLOAD_PARAM_STAGING, /* and two compute-dtype parameter chunks */
+    ZPLAN_GATHER,             /* stage 3: non-persistent gathered modules, at most at once (simulated) */
+    ZPLAN_HOST_VIEW_STAGING,  /* state in device memory read through the host (checkpoints): 3 chunks */
+    ZPLAN_BUF_COUNT
+} zplan_buf;
+
+typedef struct zplan_entry {
+    const char *what;
+    zinc_mem_category cat;
+    zinc_mem_kind kind;
+    zplan_when when;
+    int count;          /* buffers (0: none) */
+    uint64_t each;      /* bytes of each buffer (persistent modules and gathers: of all together) */
+    uint64_t bytes;     /* of all of them */
+} zplan_entry;
+
+typedef struct zplan {
+    zplan_entry buf[ZPLAN_BUF_COUNT];
+
+    /* what it was laid out from */
+    int stage, world, rank;
+    zplan_device device;
+    zcfg_offload_device offload;      /* offload_optimizer.device */
+    zinc_dtype compute_dtype, grad_dtype, comm_dtype;
+
+    /* the flat layout (zero/partition.h) */
+    int nparams, nmodules;
+    int64_t *flat_offset;             /* per parameter */
+    int64_t *module_begin, *module_end; /* per module, [begin, end) in the flat buffer */
+    zpartition part;
+    int64_t own_lo, own_hi;           /* the range this rank's optimizer updates (all of it at stage 0) */
+    int64_t numel;                    /* parameters (no padding) */
+    int64_t largest_module;           /* parameters of the largest module (no padding): DeepSpeed's L */
+    int64_t largest_module_flat;      /* its flat (aligned) elements */
+    int64_t largest_param;
+
+    /* stage 3 */
+    bool *persistent;                 /* per module */
+    int npersistent;
+    int64_t persistent_numel;
+    int64_t gather_peak_numel;        /* non-persistent elements gathered at once, at most */
+
+    /* gradients and buckets (zero/sizing.h) */
+    zgrads_plan grads;
+    bool send_needs_copy;
+
+    /* optimizer state (offload/state.h) */
+    zinc_mem_kind state_kind;         /* where master, exp_avg and exp_avg_sq live */
+    int64_t state_chunk;              /* elements per chunk the store is visited in */
+    int64_t nvme_chunk;               /* elements per chunk with NVMe offload (sub_group_size, capped) */
+    int nvme_buffers;                 /* swap buffers NVMe offload uses (buffer_count, capped) */
+    int64_t nvme_stride;              /* bytes per chunk in each NVMe file */
+    uint64_t nvme_file_bytes;         /* per file */
+
+    /* Transients the engine's counters do not hold but the process's resident memory does (host bytes). */
+    bool init_in_place;               /* zinc_build's whole-tensor init_fn writes into the parameter buffer */
+    int64_t init_scratch_ranged;      /* fp32 elements of initialisation scratch: zinc_build_ranged */
+    int64_t init_scratch_whole;       /* zinc_build with a whole-tensor init_fn */
+    int64_t comm_piece;               /* elements per MPI call at most (zcomm_mpi_max_count) */
+    int comm_pending;                 /* pieces in flight at once (reduce buckets with overlap_comm) */
+    uint64_t comm_temp;               /* bound on MPI's temporaries, bytes */
+} zplan;
+
+/* Lays out rank `rank` of `world`. cfg must be resolved (zcfg_load_*). Fails with ZINC_ERR_INVALID_ARG
+ * for an empty or malformed model. The plan owns arrays: zplan_free releases them. */
+zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, int rank, const zplan_device *dev,
+                       zplan *out);
+void zplan_free(zplan *p);
+
+/* Adds the bytes of every buffer that exists at `when` to out[kind][category]: AT_CREATE counts what
+ * zinc_create allocates, AT_BUILD that and what zinc_build keeps (what the tracker holds when zinc_build
+ * returns), IN_STEP all of it at the steps' peak. Checkpoint-only buffers are added only for IN_CHECKPOINT
+ * (with the AT_BUILD ones). */
+void zplan_sum(const zplan *p, zplan_when when, uint64_t out[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT]);
+
+/* The first (kind, category) where the tracker's table `got` differs from the plan's buffers at `when`
+ * (*want: the plan's bytes there), the NVMe swap buffers taken as pinned or host memory, whichever the
+ * store used. False when none differs. */
+bool zplan_differs(const zplan *p, zplan_when when, const uint64_t got[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT],
+                   zinc_mem_kind *kind, zinc_mem_category *cat, uint64_t *want);
+
+/* "create", "build", "step", "checkpoint". */
+const char *zplan_when_name(zplan_when w);
+
+#endif
