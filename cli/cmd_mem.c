@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/mem_cli.h"
+#include "runtime/core/env.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -526,7 +527,7 @@ static int plot(const mopts *o, json_t *base, const char *origin, const zmem_mod
             dat);
     fclose(f);
     bool have = false;
-    const char *path = getenv("PATH");
+    const char *path = zenv_get(ZENV_PATH);
     char buf[4300];
     for (const char *p = path; p && *p && !have;) {
         const char *q = strchr(p, ':');

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/mem_cli.h"
+#include "runtime/core/env.h"
 
 /* The paper's bytes per GPU for Psi parameters on N data-parallel GPUs (mixed precision, Adam K = 12). */
 double mc_paper_bytes(int stage, double psi, double n) {
@@ -106,7 +107,7 @@ static int write_plot(const mopts *o, json_t *base, const char *origin, const zm
     fclose(f);
     f = NULL;
     char buf[8192];
-    const char *path = getenv("PATH");
+    const char *path = zenv_get(ZENV_PATH);
     bool have = false;
     for (const char *p = path ? path : ""; *p;) {
         size_t n = strcspn(p, ":");

@@ -11,6 +11,7 @@
 #include "runtime/comm/comm_mpi.h"
 #include "runtime/device/comm_staged.h"
 #include "runtime/engine/engine_internal.h"
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "offload/state.h"
 #include "zero/partition.h"
@@ -391,8 +392,8 @@ void zmem_deepspeed_estimate(int stage, zcfg_offload_device offload_optimizer, b
 
 /* ---------------------------------------------------------------- pre-flight */
 
-static bool env_bytes(const char *name, uint64_t *out) {
-    const char *v = getenv(name);
+static bool env_bytes(zenv_id id, uint64_t *out) {
+    const char *v = zenv_get(id);
     if (!v || !*v) return false;
     char *end = NULL;
     unsigned long long x = strtoull(v, &end, 10);
@@ -414,7 +415,7 @@ static bool read_u64_file(const char *path, uint64_t *out) {
 
 /* The tightest memory-cgroup limit over this process's cgroup and its ancestors, v2 or v1. */
 static void read_cgroup(zmem_available *out) {
-    if (env_bytes("ZINC_FAKE_CGROUP_FREE", &out->cgroup_free)) {
+    if (env_bytes(ZENV_FAKE_CGROUP_FREE, &out->cgroup_free)) {
         out->have_cgroup = true;
         out->cgroup_limit = out->cgroup_free;
         snprintf(out->cgroup_file, sizeof out->cgroup_file, "ZINC_FAKE_CGROUP_FREE");
@@ -471,7 +472,7 @@ static void read_cgroup(zmem_available *out) {
 }
 
 zinc_status zmem_headroom_read(unsigned *pct) {
-    const char *v = getenv("ZINC_MEM_HEADROOM");
+    const char *v = zenv_get(ZENV_MEM_HEADROOM);
     *pct = ZMEM_HEADROOM_DEFAULT;
     if (!v || !*v) return ZINC_OK;
     char *end = NULL;
@@ -488,7 +489,7 @@ zinc_status zmem_headroom_read(unsigned *pct) {
 
 void zmem_available_read(const char *nvme_path, zmem_available *out) {
     memset(out, 0, sizeof *out);
-    if (env_bytes("ZINC_FAKE_MEM_AVAILABLE", &out->mem_available)) {
+    if (env_bytes(ZENV_FAKE_MEM_AVAILABLE, &out->mem_available)) {
         out->have_mem = true;
     } else {
         FILE *f = fopen("/proc/meminfo", "r");
@@ -503,7 +504,7 @@ void zmem_available_read(const char *nvme_path, zmem_available *out) {
         }
         if (f) fclose(f);
     }
-    if (env_bytes("ZINC_FAKE_MEMLOCK", &out->memlock)) {
+    if (env_bytes(ZENV_FAKE_MEMLOCK, &out->memlock)) {
         out->have_memlock = true;
     } else {
         struct rlimit rl;
@@ -513,7 +514,7 @@ void zmem_available_read(const char *nvme_path, zmem_available *out) {
         }
     }
     read_cgroup(out);
-    if (env_bytes("ZINC_FAKE_AS_FREE", &out->as_free)) {
+    if (env_bytes(ZENV_FAKE_AS_FREE, &out->as_free)) {
         out->have_as = true;
     } else {
         struct rlimit rl;
@@ -532,7 +533,7 @@ void zmem_available_read(const char *nvme_path, zmem_available *out) {
         }
     }
     out->headroom_pct = ZMEM_HEADROOM_DEFAULT;
-    if (env_bytes("ZINC_FAKE_NVME_FREE", &out->nvme_free)) {
+    if (env_bytes(ZENV_FAKE_NVME_FREE, &out->nvme_free)) {
         out->have_nvme = true;
     } else if (nvme_path && *nvme_path) {
         struct statvfs sv;
@@ -767,7 +768,7 @@ fail:
 
 zinc_status zmem_preflight(zinc_engine *e) {
     zinc_status st = ZINC_OK;
-    const char *off = getenv("ZINC_PREFLIGHT");
+    const char *off = zenv_get(ZENV_PREFLIGHT);
     if (off && !strcmp(off, "0")) return ZINC_OK;
     zmem_estimate est;
     TRY(zmem_estimate_engine(e, &est));
@@ -805,7 +806,7 @@ zinc_status zmem_preflight(zinc_engine *e) {
         int gpus = e->dev->kind == ZINC_DEVICE_CUDA ? zdev_cuda_count() : 1;
         e->dev->ops->mem_info(e->dev, &used, &total);
         avail.device_free = total - used;
-        avail.have_device = env_bytes("ZINC_FAKE_DEVICE_FREE", &avail.device_free) || total > 0;
+        avail.have_device = env_bytes(ZENV_FAKE_DEVICE_FREE, &avail.device_free) || total > 0;
         avail.ranks_per_device = gpus > 0 ? (e->comm->local_size + gpus - 1) / gpus : 1;
     }
     ZLOG_DEBUG(&e->log,
