@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "runtime/checkpoint/checkpoint_internal.h"
+#include "runtime/core/env.h"
 #include "cli/commands.h"
 #include "cli/gpt2_cli.h"
 #include "cli/train_guard.h"
@@ -57,9 +58,9 @@ static void usage(FILE *f) {
 /* This process's rank as the launcher set it (mpirun, srun, PMI), 0 when started alone: known even when
  * zinc_create failed before returning an engine. */
 static int launcher_rank(void) {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    static const zenv_id vars[] = {ZENV_OMPI_COMM_WORLD_RANK, ZENV_PMIX_RANK, ZENV_PMI_RANK, ZENV_SLURM_PROCID};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
+        const char *v = zenv_get(vars[i]);
         if (v && *v) return atoi(v);
     }
     return 0;

@@ -18,6 +18,7 @@
 
 #include "kernels/adam_scalar.h"
 #include "kernels/thread_pool.h"
+#include "runtime/core/env.h"
 
 #define ZK_CHUNK ZK_CHUNK_ELEMS
 #define ZK_AI static inline __attribute__((always_inline))
@@ -94,7 +95,7 @@ static void zk_init(void) {
     zk_cpu_level = ZK_SCALAR;
 #endif
     zk_default_level = zk_cpu_level;
-    const char *e = getenv("ZINC_SIMD");
+    const char *e = zenv_get(ZENV_SIMD);
     if (e && *e) {
         int l = level_of(e);
         if (l < 0) fprintf(stderr, "zinc: ignoring ZINC_SIMD=%s (want scalar, avx2 or avx512)\n", e);

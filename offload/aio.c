@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 
 #define ZAIO_MAX_INFLIGHT 4096
@@ -149,7 +150,7 @@ zinc_status zaio_create(const zaio_params *p, zaio **out) {
     zaio *a = NULL;
     *out = NULL;
     if (!g_fault_api) {
-        const char *env = getenv("ZINC_AIO_FAULT");
+        const char *env = zenv_get(ZENV_AIO_FAULT);
         if (env && *env) {
             zaio_fault f;
             TRY(zaio_fault_parse(env, &f));

@@ -14,7 +14,8 @@ set(ZINC_CONFIG_LOADER_SOURCES
     ${PROJECT_SOURCE_DIR}/runtime/config/config_load.c ${PROJECT_SOURCE_DIR}/runtime/config/config_resolve.c
     ${PROJECT_SOURCE_DIR}/runtime/config/config_auto.c ${PROJECT_SOURCE_DIR}/runtime/config/config_override.c
     ${PROJECT_SOURCE_DIR}/runtime/config/config_schema.c ${PROJECT_SOURCE_DIR}/runtime/config/config_dump.c
-    ${PROJECT_SOURCE_DIR}/runtime/core/error.c ${PROJECT_SOURCE_DIR}/runtime/core/log.c ${PROJECT_SOURCE_DIR}/runtime/core/dtype.c)
+    ${PROJECT_SOURCE_DIR}/runtime/core/error.c ${PROJECT_SOURCE_DIR}/runtime/core/log.c ${PROJECT_SOURCE_DIR}/runtime/core/dtype.c
+    ${PROJECT_SOURCE_DIR}/runtime/core/env.c)
 set(ZINC_CONFIG_LOADER_HEADERS
     ${PROJECT_SOURCE_DIR}/include/zinc.h ${PROJECT_SOURCE_DIR}/runtime/config/config.h
     ${PROJECT_SOURCE_DIR}/runtime/config/config_schema.h ${PROJECT_SOURCE_DIR}/runtime/config/config_internal.h

@@ -2,7 +2,8 @@
 # cuBLAS SGEMM, one-rank NCCL, and the kernel launchers on the CPU kernels), so the engine's CUDA host
 # code (runtime/device/device_cuda.c, runtime/comm/comm_nccl.c, the staged collectives on a cuda device) and the
 # example MLP's GPU path run in CI without a GPU. A second build of the library: the same sources with
-# ZINC_HAVE_CUDA, against the emulation's headers instead of CUDA's.
+# ZINC_HAVE_CUDA, against the emulation's headers instead of CUDA's, with the test hooks (docs/env.md) and
+# every symbol exported (the tests reach inside).
 file(GLOB ZINC_CUDA_HOST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/cuda_host_*.c)
 # The SIMD and -O3 flags of kernels/*.c are source properties of the top directory: repeat them here.
 set_source_files_properties(${ZINC_AVX2_SOURCES} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
@@ -16,7 +17,7 @@ target_include_directories(zinc_cuda_emulated BEFORE PUBLIC ${CMAKE_CURRENT_SOUR
                            ${PROJECT_SOURCE_DIR}/include)
 target_include_directories(zinc_cuda_emulated PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_definitions(zinc_cuda_emulated PUBLIC ZINC_HAVE_CUDA=1
-                           PRIVATE _GNU_SOURCE ZINC_VERSION="${PROJECT_VERSION}")
+                           PRIVATE _GNU_SOURCE ZINC_VERSION="${PROJECT_VERSION}" ZINC_TEST_HOOKS=1)
 target_compile_options(zinc_cuda_emulated PRIVATE ${ZINC_WARN})
 target_link_libraries(zinc_cuda_emulated PRIVATE PkgConfig::JANSSON PkgConfig::URING MPI::MPI_C Threads::Threads m)
 

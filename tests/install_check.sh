@@ -49,4 +49,15 @@ cmake --build "$prefix/cm-installed" >/dev/null
 cmake -S "$src" -B "$prefix/cm-build" -Dzinc_DIR="$bin" >/dev/null
 cmake --build "$prefix/cm-build" >/dev/null
 "$prefix/cm-build/consumer"
-echo "4 of 4 ways to build against zinc work"
+# The library exports the public API only: a program calling an internal function does not link.
+cat > "$src/internal.c" <<'C'
+void zinc__error_clear(void);
+int main(void) { zinc__error_clear(); return 0; }
+C
+pc=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs zinc)
+if cc "$src/internal.c" $pc -o "$prefix/internal" 2>"$prefix/internal.log"; then
+    echo "a program calling zinc__error_clear (internal) linked against the installed libzinc"
+    exit 1
+fi
+grep -q "zinc__error_clear" "$prefix/internal.log"
+echo "4 of 4 ways to build against zinc work; internal symbols are not exported"

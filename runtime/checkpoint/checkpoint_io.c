@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "runtime/checkpoint/checkpoint_internal.h"
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "offload/crc32c.h"
 
@@ -173,7 +174,7 @@ zinc_status zckpt_rmtree(const char *path) {
 void zckpt_writer_init(zckpt_writer *w) {
     w->written = 0;
     w->kill_after = -1;
-    const char *k = getenv("ZINC_CKPT_TEST_KILL_AFTER_BYTES");
+    const char *k = zenv_get(ZENV_CKPT_TEST_KILL_AFTER_BYTES);
     if (k && *k) {
         char *end = NULL;
         long long v = strtoll(k, &end, 10);

@@ -19,6 +19,7 @@
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "offload/crc32c.h"
 #include "runtime/engine/engine_internal.h"
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 
 /* Per-file facts every rank sends to the directory writers; block checksums follow. */
@@ -176,7 +177,7 @@ static zinc_status install_dir(const char *dir, const char *tag, const char *par
     zinc_status st = ZINC_OK;
     struct stat sb;
     if (lstat(final, &sb) == 0) {
-        const char *no_x = getenv("ZINC_CKPT_TEST_NO_EXCHANGE"); /* tests: the portable path below */
+        const char *no_x = zenv_get(ZENV_CKPT_TEST_NO_EXCHANGE); /* tests: the portable path below */
 #ifdef RENAME_EXCHANGE
         if (!(no_x && *no_x == '1') && renameat2(AT_FDCWD, partial, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
             TRY(zckpt_fsync_dir(dir));
@@ -193,7 +194,7 @@ static zinc_status install_dir(const char *dir, const char *tag, const char *par
         TRY(zckpt_rmtree(old));
         if (rename(final, old) != 0) FAIL(ZINC_ERR_IO, "cannot move %s aside to %s: %s", final, old, strerror(errno));
         TRY(zckpt_fsync_dir(dir));
-        const char *kill_between = getenv("ZINC_CKPT_TEST_KILL_BETWEEN_RENAMES");
+        const char *kill_between = zenv_get(ZENV_CKPT_TEST_KILL_BETWEEN_RENAMES);
         if (kill_between && *kill_between == '1') raise(SIGKILL);
         if (rename(partial, final) != 0) FAIL(ZINC_ERR_IO, "cannot rename %s to %s: %s", partial, final, strerror(errno));
         TRY(zckpt_fsync_dir(dir));

@@ -14,21 +14,19 @@
 
 #include "runtime/comm/comm.h"
 #include "runtime/comm/comm_mpi.h"
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
 
 static int g_we_initialised; /* zinc called MPI_Init_thread */
 static int g_atexit_registered;
 
-static int env_set(const char *name) {
-    const char *v = getenv(name);
-    return v != NULL && v[0] != '\0';
-}
+static int env_set(zenv_id id) { return zenv_get(id) != NULL; }
 
 int zcomm_launcher_detected(void) {
-    if (env_set("OMPI_COMM_WORLD_RANK") || env_set("OMPI_COMM_WORLD_SIZE")) return 1;
-    if (env_set("PMI_RANK") || env_set("PMIX_RANK")) return 1;
-    if (env_set("SLURM_PROCID") && env_set("SLURM_STEP_ID")) return 1;
+    if (env_set(ZENV_OMPI_COMM_WORLD_RANK) || env_set(ZENV_OMPI_COMM_WORLD_SIZE)) return 1;
+    if (env_set(ZENV_PMI_RANK) || env_set(ZENV_PMIX_RANK)) return 1;
+    if (env_set(ZENV_SLURM_PROCID) && env_set(ZENV_SLURM_STEP_ID)) return 1;
     return 0;
 }
 
@@ -72,7 +70,7 @@ void zinc_finalize(void) {
 zinc_status zcomm_create(const zlog *log, zcomm **out) {
     if (!out) return ZERR(ZINC_ERR_INVALID_ARG, "zcomm_create: out is NULL");
     *out = NULL;
-    const char *force = getenv("ZINC_COMM");
+    const char *force = zenv_get(ZENV_COMM);
     if (force && force[0]) {
         if (strcmp(force, "single") == 0) return zcomm_create_single(out);
         if (strcmp(force, "mpi") == 0) return zcomm_create_mpi(log, out);

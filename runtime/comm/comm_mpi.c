@@ -18,6 +18,7 @@
 
 #include "runtime/comm/comm.h"
 #include "runtime/comm/comm_mpi.h"
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
 
@@ -499,7 +500,7 @@ static const zcomm_ops mpi_ops = {
 
 /* ZINC_MPI_PIECE_ELEMENTS: the largest count of one MPI call (see comm_mpi.h). */
 static zinc_status read_piece_env(void) {
-    const char *s = getenv("ZINC_MPI_PIECE_ELEMENTS");
+    const char *s = zenv_get(ZENV_MPI_PIECE_ELEMENTS);
     if (!s || !*s) return ZINC_OK;
     char *end = NULL;
     errno = 0;

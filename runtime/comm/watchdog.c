@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/core/env.h"
+
 static _Atomic int64_t g_deadline_ns;  /* 0: disarmed */
 static _Atomic(const char *) g_what;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -26,7 +28,7 @@ static int64_t now_ns(void) {
 
 double zwatch_timeout_s(void) {
     if (g_timeout < 0) {
-        const char *v = getenv("ZINC_COLLECTIVE_TIMEOUT_S");
+        const char *v = zenv_get(ZENV_COLLECTIVE_TIMEOUT_S);
         char *end = NULL;
         /* Off unless asked for: the library ends a process only when its user chose that (the zinc program
          * asks for 1800 s unless the variable is set; see cli/main.c). */

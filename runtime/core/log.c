@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "runtime/core/env.h"
+
 static const char *level_name(zinc_log_level l) {
     switch (l) {
     case ZINC_LOG_DEBUG: return "DEBUG";
@@ -17,7 +19,7 @@ static const char *level_name(zinc_log_level l) {
 void zinc_log_stderr(void *userdata, zinc_log_level level, int rank, const char *msg) {
     (void)userdata;
     if (rank != 0) {
-        const char *all = getenv("ZINC_LOG_ALL_RANKS");
+        const char *all = zenv_get(ZENV_LOG_ALL_RANKS);
         if (!(all && all[0] == '1' && level >= ZINC_LOG_WARN)) return;
     }
     fprintf(stderr, "[zinc %s r%d] %s\n", level_name(level), rank, msg);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 
 typedef struct staged_impl {
@@ -30,7 +31,7 @@ static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 /* ---------------------------------------------------------------- the environment */
 
 zinc_status zdcomm_choice_from_env(zdcomm_choice *out) {
-    const char *v = getenv("ZINC_DEVICE_COMM");
+    const char *v = zenv_get(ZENV_DEVICE_COMM);
     *out = ZDCOMM_AUTO;
     if (!v || !v[0] || !strcmp(v, "auto")) return ZINC_OK;
     if (!strcmp(v, "nccl")) *out = ZDCOMM_NCCL;
@@ -43,7 +44,7 @@ zinc_status zdcomm_choice_from_env(zdcomm_choice *out) {
 }
 
 zinc_status zcomm_staging_bytes_from_env(size_t *out) {
-    const char *v = getenv("ZINC_STAGING_BYTES");
+    const char *v = zenv_get(ZENV_STAGING_BYTES);
     *out = ZCOMM_STAGING_DEFAULT;
     if (!v || !v[0]) return ZINC_OK;
     char *end = NULL;

@@ -4,13 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "kernels/cuda_kernels.h"
 
 static zinc_status create_kind(zinc_device_kind kind, zmemtrack *mem, const zlog *log, int local_rank,
                                zdevice **out) {
     if (kind == ZINC_DEVICE_CUDA) return zdev_create_cuda(mem, log, local_rank, out);
-    const char *discrete = getenv("ZINC_CPU_DISCRETE");
+    const char *discrete = zenv_get(ZENV_CPU_DISCRETE);
     if (discrete && !strcmp(discrete, "1")) {
         ZLOG_INFO(log, "device cpu presented as a discrete device (ZINC_CPU_DISCRETE=1): buffers are reached "
                        "through copies and counted as device memory");

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "runtime/engine/engine_internal.h"
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "kernels/cpu_kernels.h"
 #include "runtime/engine/engine_mem.h"
@@ -50,7 +51,7 @@ bool zengine_state_on_device(const zinc_engine *e) {
 
 /* ZINC_EXPERIMENTAL_CUDA=1 lets the engine use the CUDA device backend, which has never run on a GPU. */
 static bool cuda_allowed(void) {
-    const char *x = getenv("ZINC_EXPERIMENTAL_CUDA");
+    const char *x = zenv_get(ZENV_EXPERIMENTAL_CUDA);
     return x && !strcmp(x, "1");
 }
 

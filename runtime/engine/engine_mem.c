@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/device/comm_staged.h"
 #include "runtime/engine/engine_internal.h"
@@ -69,7 +70,7 @@ static void cheaper_stage(zinc_engine *e, zest_estimate *est) {
 
 zinc_status zengine_preflight(zinc_engine *e, const zplan *plan) {
     zinc_status st = ZINC_OK;
-    const char *off = getenv("ZINC_PREFLIGHT");
+    const char *off = zenv_get(ZENV_PREFLIGHT);
     if (off && !strcmp(off, "0")) return ZINC_OK;
     zest_estimate est;
     zest_from_plan(plan, e->init_ranged, &est);

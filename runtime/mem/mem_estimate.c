@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/device/device.h"
 
@@ -134,8 +135,8 @@ void zest_deepspeed(int stage, zcfg_offload_device offload_optimizer, bool offlo
 
 /* ---------------------------------------------------------------- pre-flight */
 
-static bool env_bytes(const char *name, uint64_t *out) {
-    const char *v = getenv(name);
+static bool env_bytes(zenv_id id, uint64_t *out) {
+    const char *v = zenv_get(id);
     if (!v || !*v) return false;
     char *end = NULL;
     unsigned long long x = strtoull(v, &end, 10);
@@ -157,7 +158,7 @@ static bool read_u64_file(const char *path, uint64_t *out) {
 
 /* The tightest memory-cgroup limit over this process's cgroup and its ancestors, v2 or v1. */
 static void read_cgroup(zest_available *out) {
-    if (env_bytes("ZINC_FAKE_CGROUP_FREE", &out->cgroup_free)) {
+    if (env_bytes(ZENV_FAKE_CGROUP_FREE, &out->cgroup_free)) {
         out->have_cgroup = true;
         out->cgroup_limit = out->cgroup_free;
         snprintf(out->cgroup_file, sizeof out->cgroup_file, "ZINC_FAKE_CGROUP_FREE");
@@ -214,7 +215,7 @@ static void read_cgroup(zest_available *out) {
 }
 
 zinc_status zest_headroom_read(unsigned *pct) {
-    const char *v = getenv("ZINC_MEM_HEADROOM");
+    const char *v = zenv_get(ZENV_MEM_HEADROOM);
     *pct = ZEST_HEADROOM_DEFAULT;
     if (!v || !*v) return ZINC_OK;
     char *end = NULL;
@@ -231,7 +232,7 @@ zinc_status zest_headroom_read(unsigned *pct) {
 
 void zest_available_read(const char *nvme_path, zest_available *out) {
     memset(out, 0, sizeof *out);
-    if (env_bytes("ZINC_FAKE_MEM_AVAILABLE", &out->mem_available)) {
+    if (env_bytes(ZENV_FAKE_MEM_AVAILABLE, &out->mem_available)) {
         out->have_mem = true;
     } else {
         FILE *f = fopen("/proc/meminfo", "r");
@@ -246,7 +247,7 @@ void zest_available_read(const char *nvme_path, zest_available *out) {
         }
         if (f) fclose(f);
     }
-    if (env_bytes("ZINC_FAKE_MEMLOCK", &out->memlock)) {
+    if (env_bytes(ZENV_FAKE_MEMLOCK, &out->memlock)) {
         out->have_memlock = true;
     } else {
         struct rlimit rl;
@@ -256,7 +257,7 @@ void zest_available_read(const char *nvme_path, zest_available *out) {
         }
     }
     read_cgroup(out);
-    if (env_bytes("ZINC_FAKE_AS_FREE", &out->as_free)) {
+    if (env_bytes(ZENV_FAKE_AS_FREE, &out->as_free)) {
         out->have_as = true;
     } else {
         struct rlimit rl;
@@ -275,7 +276,7 @@ void zest_available_read(const char *nvme_path, zest_available *out) {
         }
     }
     out->headroom_pct = ZEST_HEADROOM_DEFAULT;
-    if (env_bytes("ZINC_FAKE_NVME_FREE", &out->nvme_free)) {
+    if (env_bytes(ZENV_FAKE_NVME_FREE, &out->nvme_free)) {
         out->have_nvme = true;
     } else if (nvme_path && *nvme_path) {
         struct statvfs sv;
@@ -478,6 +479,6 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
 
 void zest_available_device(zest_available *a, uint64_t used, uint64_t total, int ranks_per_device) {
     a->device_free = total > used ? total - used : 0;
-    a->have_device = env_bytes("ZINC_FAKE_DEVICE_FREE", &a->device_free) || total > 0;
+    a->have_device = env_bytes(ZENV_FAKE_DEVICE_FREE, &a->device_free) || total > 0;
     a->ranks_per_device = ranks_per_device > 0 ? ranks_per_device : 1;
 }

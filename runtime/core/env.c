@@ -1,0 +1,86 @@
+/* The one place zinc reads its environment (see env.h). The rows follow zenv_id's order; docs/env.md
+ * holds the same table for users and tests/test_env.c checks that the names, values, defaults, readers
+ * and kinds agree. The only getenv call of the library is in zenv_get. */
+#include "runtime/core/env.h"
+
+#include <stdlib.h>
+
+#define SETTING(id, n, t, d, w, what) [id] = {n, t, d, w, ZENV_SETTING, what}
+#define HOOK(id, n, t, what) [id] = {n, t, "unset", "library", ZENV_TEST_HOOK, what}
+#define FOREIGN(id, n, t, w, what) [id] = {n, t, "unset", w, ZENV_FOREIGN, what}
+
+static const zenv_var g_vars[ZENV_COUNT] = {
+    SETTING(ZENV_COMM, "ZINC_COMM", "single or mpi", "automatic", "library",
+            "the host collective backend: single (one rank) or mpi; unset: mpi when started by a launcher or "
+            "with MPI initialised, else single"),
+    SETTING(ZENV_DEVICE_COMM, "ZINC_DEVICE_COMM", "auto, nccl, mpi or staged", "auto", "library",
+            "collectives on device buffers: NCCL, MPI, or MPI through pinned host staging; auto: NCCL with "
+            "one GPU per rank, staging when ranks share a GPU"),
+    SETTING(ZENV_STAGING_BYTES, "ZINC_STAGING_BYTES", "bytes, 4096 to 2^40", "67108864 (64 MiB)", "library",
+            "host staging memory per rank for collectives on device buffers through MPI"),
+    SETTING(ZENV_MPI_PIECE_ELEMENTS, "ZINC_MPI_PIECE_ELEMENTS", "elements, 64 to 2^31-1", "262144", "library",
+            "the largest element count one MPI call gets (bounds MPI's temporary buffers)"),
+    SETTING(ZENV_COLLECTIVE_TIMEOUT_S, "ZINC_COLLECTIVE_TIMEOUT_S", "seconds, 0 = off",
+            "0 (off); 1800 in the zinc program", "library",
+            "a rank that waits longer than this in a collective ends its process with status 113"),
+    SETTING(ZENV_LOG_ALL_RANKS, "ZINC_LOG_ALL_RANKS", "flag (1)", "unset", "library",
+            "the default log sink (zinc_log_stderr) prints warnings and errors of every rank, not rank 0 only"),
+    SETTING(ZENV_SIMD, "ZINC_SIMD", "scalar, avx2 or avx512", "the best the CPU has", "library",
+            "caps the SIMD path of the CPU optimizer kernels (can only lower it); read once per process"),
+    SETTING(ZENV_MEM_HEADROOM, "ZINC_MEM_HEADROOM", "percent, 0 to 90", "10", "library",
+            "the share of each memory limit the pre-flight check keeps free"),
+    SETTING(ZENV_PREFLIGHT, "ZINC_PREFLIGHT", "0", "on", "library",
+            "0 turns off the memory pre-flight check of zinc_build"),
+    SETTING(ZENV_EXPERIMENTAL_CUDA, "ZINC_EXPERIMENTAL_CUDA", "flag (1)", "unset", "library",
+            "lets the engine use the CUDA device backend, which has never run on a GPU"),
+    HOOK(ZENV_CPU_DISCRETE, "ZINC_CPU_DISCRETE", "flag (1)",
+         "presents the cpu device as a discrete one (buffers reached through copies, counted as device memory)"),
+    HOOK(ZENV_FAKE_MEM_AVAILABLE, "ZINC_FAKE_MEM_AVAILABLE", "bytes",
+         "the pre-flight's MemAvailable instead of /proc/meminfo's"),
+    HOOK(ZENV_FAKE_MEMLOCK, "ZINC_FAKE_MEMLOCK", "bytes", "the pre-flight's RLIMIT_MEMLOCK"),
+    HOOK(ZENV_FAKE_AS_FREE, "ZINC_FAKE_AS_FREE", "bytes", "the pre-flight's free address space under RLIMIT_AS"),
+    HOOK(ZENV_FAKE_NVME_FREE, "ZINC_FAKE_NVME_FREE", "bytes", "the pre-flight's free space under nvme_path"),
+    HOOK(ZENV_FAKE_DEVICE_FREE, "ZINC_FAKE_DEVICE_FREE", "bytes", "the pre-flight's free device memory"),
+    HOOK(ZENV_FAKE_CGROUP_FREE, "ZINC_FAKE_CGROUP_FREE", "bytes",
+         "the pre-flight's free memory (and limit) of the memory cgroup"),
+    HOOK(ZENV_CKPT_TEST_KILL_AFTER_BYTES, "ZINC_CKPT_TEST_KILL_AFTER_BYTES", "bytes",
+         "a checkpoint save raises SIGKILL after writing this many bytes"),
+    HOOK(ZENV_CKPT_TEST_KILL_BETWEEN_RENAMES, "ZINC_CKPT_TEST_KILL_BETWEEN_RENAMES", "flag (1)",
+         "a checkpoint save without atomic exchange raises SIGKILL between its two renames"),
+    HOOK(ZENV_CKPT_TEST_NO_EXCHANGE, "ZINC_CKPT_TEST_NO_EXCHANGE", "flag (1)",
+         "checkpoint saves take the portable replace (two renames) instead of renameat2(RENAME_EXCHANGE)"),
+    HOOK(ZENV_AIO_FAULT, "ZINC_AIO_FAULT", "fault spec (offload/aio.h)",
+         "NVMe IO fault injection, e.g. write:EIO:skip=3:count=1, read:short, refuse_direct, no_uring"),
+    FOREIGN(ZENV_OMPI_COMM_WORLD_RANK, "OMPI_COMM_WORLD_RANK", "rank", "library, zinc program",
+            "Open MPI's mpirun: set means launched (library); the rank for messages before an engine exists "
+            "(zinc program)"),
+    FOREIGN(ZENV_OMPI_COMM_WORLD_SIZE, "OMPI_COMM_WORLD_SIZE", "ranks", "library",
+            "Open MPI's mpirun: set means launched"),
+    FOREIGN(ZENV_PMI_RANK, "PMI_RANK", "rank", "library, zinc program", "PMI launchers (MPICH's hydra): as above"),
+    FOREIGN(ZENV_PMIX_RANK, "PMIX_RANK", "rank", "library, zinc program", "PMIx launchers: as above"),
+    FOREIGN(ZENV_SLURM_PROCID, "SLURM_PROCID", "rank", "library, zinc program",
+            "srun: launched when SLURM_STEP_ID is set too; the rank (zinc program)"),
+    FOREIGN(ZENV_SLURM_STEP_ID, "SLURM_STEP_ID", "step", "library", "srun: a job step (see SLURM_PROCID)"),
+    FOREIGN(ZENV_PATH, "PATH", "directories", "zinc program", "where `zinc mem` looks for gnuplot to draw plots"),
+};
+
+bool zenv_test_hooks_enabled(void) {
+#ifdef ZINC_TEST_HOOKS
+    return true;
+#else
+    return false;
+#endif
+}
+
+const zenv_var *zenv_info(zenv_id id) {
+    if ((int)id < 0 || id >= ZENV_COUNT) return NULL;
+    return &g_vars[id];
+}
+
+const char *zenv_get(zenv_id id) {
+    const zenv_var *v = zenv_info(id);
+    if (!v || !v->name) return NULL;
+    if (v->kind == ZENV_TEST_HOOK && !zenv_test_hooks_enabled()) return NULL;
+    const char *s = getenv(v->name);
+    return s && *s ? s : NULL;
+}
