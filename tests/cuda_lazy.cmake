@@ -12,5 +12,8 @@ endif()
 add_test(NAME cuda_libs_not_mapped
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cuda_libs_lazy.sh maps $<TARGET_FILE:zinc_cli>
                  $<TARGET_FILE:zinc_maps_at_exit> ${PROJECT_SOURCE_DIR} ${zinc_libcuda_stub})
-set_tests_properties(cuda_libs_not_needed cuda_libs_not_mapped PROPERTIES LABELS "cli;unit" TIMEOUT 300
-                     ENVIRONMENT "${ZINC_TEST_ENV}" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+foreach(t cuda_libs_not_needed cuda_libs_not_mapped)
+  file(MAKE_DIRECTORY ${PROJECT_BINARY_DIR}/test-tmp/${t})
+  set_tests_properties(${t} PROPERTIES LABELS "cli;unit" TIMEOUT 300 WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
+                       ENVIRONMENT "${ZINC_TEST_ENV};TMPDIR=${PROJECT_BINARY_DIR}/test-tmp/${t}")
+endforeach()

@@ -42,9 +42,8 @@ static zinc_status load_nccl(const zlog *log) {
         .env = "ZINC_NCCL_LIBRARY",
         .names = names,
         .symbols = symbols,
-        .fix = "install NCCL 2 (Debian/Ubuntu: libnccl2; or pip's nvidia-nccl-cu13) and put its folder on "
-               "LD_LIBRARY_PATH, name the file in ZINC_NCCL_LIBRARY, or set ZINC_DEVICE_COMM=staged to reduce "
-               "through MPI with pinned host staging instead",
+        .fix = "install NCCL 2 (Debian/Ubuntu: libnccl2) and put its folder on LD_LIBRARY_PATH, name the file in "
+               "ZINC_NCCL_LIBRARY, or set ZINC_DEVICE_COMM=staged to reduce through MPI with pinned host staging",
     };
     void *fns[sizeof symbols / sizeof symbols[0] - 1];
     _Static_assert(sizeof fns == sizeof nccl, "one pointer per NCCL function");
@@ -188,7 +187,7 @@ static zinc_status nccl_reduce_scatterv(zcomm *c, const void *send, void *recv, 
         for (int r = 0; r < c->size; r++) {
             if (counts[r] > 0 && first_err == ncclSuccess) {
                 ncclResult_t e = nccl.Reduce((const char *)send + off * es, recv, counts[r], dt, ncclSum, r, im->comm,
-                                            im->stream);
+                                             im->stream);
                 if (e != ncclSuccess) { first_err = e; what = "ncclReduce"; }
             }
             off += counts[r];
@@ -196,7 +195,8 @@ static zinc_status nccl_reduce_scatterv(zcomm *c, const void *send, void *recv, 
         ncclResult_t e2 = nccl.GroupEnd();
         if (first_err != ncclSuccess)
             FAIL(ZINC_ERR_COMM, "nccl: %s (reduce_scatterv) failed: %s", what, nccl.GetErrorString(first_err));
-        if (e2 != ncclSuccess) FAIL(ZINC_ERR_COMM, "nccl: ncclGroupEnd (reduce_scatterv) failed: %s", nccl.GetErrorString(e2));
+        if (e2 != ncclSuccess)
+            FAIL(ZINC_ERR_COMM, "nccl: ncclGroupEnd (reduce_scatterv) failed: %s", nccl.GetErrorString(e2));
     }
     TRY(finish(c, req));
     return ZINC_OK;
@@ -217,7 +217,8 @@ static zinc_status nccl_allgatherv_inplace(zcomm *c, void *buf, const size_t *co
     for (int r = 0; r < c->size; r++) regular &= counts[r] == counts[0] && displs[r] == (size_t)r * counts[0];
     if (regular) {
         if (counts[0] > 0 && c->size > 1)
-            NCCL_TRY(nccl.AllGather((const char *)buf + displs[c->rank] * es, buf, counts[0], dt, im->comm, im->stream));
+            NCCL_TRY(nccl.AllGather((const char *)buf + displs[c->rank] * es, buf, counts[0], dt, im->comm,
+                                    im->stream));
     } else if (c->size > 1) {
         NCCL_TRY(nccl.GroupStart());
         ncclResult_t first_err = ncclSuccess;
@@ -229,7 +230,8 @@ static zinc_status nccl_allgatherv_inplace(zcomm *c, void *buf, const size_t *co
         ncclResult_t e2 = nccl.GroupEnd();
         if (first_err != ncclSuccess)
             FAIL(ZINC_ERR_COMM, "nccl: ncclBroadcast (allgatherv) failed: %s", nccl.GetErrorString(first_err));
-        if (e2 != ncclSuccess) FAIL(ZINC_ERR_COMM, "nccl: ncclGroupEnd (allgatherv) failed: %s", nccl.GetErrorString(e2));
+        if (e2 != ncclSuccess)
+            FAIL(ZINC_ERR_COMM, "nccl: ncclGroupEnd (allgatherv) failed: %s", nccl.GetErrorString(e2));
     }
     TRY(finish(c, req));
     return ZINC_OK;
