@@ -41,7 +41,7 @@ zinc_status zdynlib_load(const zdynlib *lib, void **fns, const zlog *log) {
     const char *const *files = override && *override ? one : lib->names;
     TRY_ALLOC(got, n, "a library's function table");
     if (files == lib->names && from_process(lib, got, n)) {
-        ZLOG_DEBUG(log, "%s: its %zu functions are already in the process (%s first)", lib->what, n, lib->symbols[0]);
+        ZLOG_DEBUG(log, "%s: using the %zu functions the process already has (%s, ...)", lib->what, n, lib->symbols[0]);
         goto done;
     }
     for (size_t f = 0; files[f] && !h; f++) {
@@ -53,7 +53,6 @@ zinc_status zdynlib_load(const zdynlib *lib, void **fns, const zlog *log) {
             continue;
         }
         for (size_t i = 0; i < n; i++) {
-            (void)dlerror();
             got[i] = dlsym(h, lib->symbols[i]);
             if (!got[i]) {
                 dlclose(h);
