@@ -11,7 +11,7 @@ set_source_files_properties(${ZINC_AVX512_SOURCES} PROPERTIES
 set_property(SOURCE ${ZINC_KERNEL_C_SOURCES} APPEND PROPERTY COMPILE_OPTIONS "-fno-math-errno;-O3")
 
 add_library(zinc_cuda_emulated SHARED ${ZINC_C_SOURCES} ${PROJECT_SOURCE_DIR}/runtime/device/device_cuda.c
-            ${PROJECT_SOURCE_DIR}/runtime/comm/comm_nccl.c ${PROJECT_SOURCE_DIR}/runtime/device/dynlib_cuda.c
+            ${PROJECT_SOURCE_DIR}/runtime/comm/comm_nccl.c ${PROJECT_SOURCE_DIR}/runtime/core/dynlib_cuda.c
             ${ZINC_CUDA_HOST_SOURCES})
 target_include_directories(zinc_cuda_emulated BEFORE PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host
                            ${PROJECT_SOURCE_DIR}/include)

@@ -1,4 +1,4 @@
-/* NCCL and cuBLAS are loaded at first use, not linked (runtime/device/dynlib.h, comm_nccl.c, the MLP's
+/* NCCL and cuBLAS are loaded at first use, not linked (runtime/core/dynlib.h, comm_nccl.c, the MLP's
  * cuBLAS in examples/mlp/mlp_cuda.c):
  * - the loader: definitions already in the process first, then dlopen of each name in turn, the
  *   environment's file instead; a file that cannot be loaded or lacks a function is an error naming it,
@@ -16,7 +16,7 @@
 #include "engine_util.h"
 #include "runtime/comm/comm_nccl.h"
 #include "runtime/device/device.h"
-#include "runtime/device/dynlib.h"
+#include "runtime/core/dynlib.h"
 #include "zt.h"
 
 /* 1 when a mapping of this process names `lib` (a file name such as "libnccl.so"). */

@@ -13,9 +13,9 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
-#include "runtime/device/dynlib.h"
+#include "runtime/core/dynlib.h"
 
-/* NCCL is loaded at the first communicator (runtime/device/dynlib.h), not linked: a CPU run of a build
+/* NCCL is loaded at the first communicator (runtime/core/dynlib.h), not linked: a CPU run of a build
  * with the CUDA backend never maps it, and the build starts where NCCL is not installed. These are the
  * functions this file calls, with the types nccl.h declares. */
 #define NCCL_FUNCTIONS(X)                                                                                  \

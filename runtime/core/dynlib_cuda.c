@@ -1,5 +1,5 @@
 /* Loading a library's functions at first use (see dynlib.h). */
-#include "runtime/device/dynlib.h"
+#include "runtime/core/dynlib.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

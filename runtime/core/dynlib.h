@@ -2,8 +2,8 @@
  * needs nor maps NCCL unless a device path calls it: a CPU run of that build costs what a CPU-only
  * build costs, and the same binary starts where the library is not installed. Built with the CUDA
  * backend only (dynlib_cuda.c), and in the emulated CUDA build (tests/cuda_emulated.cmake). */
-#ifndef ZINC_RUNTIME_DEVICE_DYNLIB_H
-#define ZINC_RUNTIME_DEVICE_DYNLIB_H
+#ifndef ZINC_RUNTIME_CORE_DYNLIB_H
+#define ZINC_RUNTIME_CORE_DYNLIB_H
 
 #include "runtime/core/log.h"
 #include "zinc.h"
