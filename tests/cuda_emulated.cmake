@@ -12,21 +12,25 @@ set_source_files_properties(${ZINC_AVX512_SOURCES} PROPERTIES
 set_property(SOURCE ${ZINC_KERNEL_C_SOURCES} APPEND PROPERTY COMPILE_OPTIONS "-fno-math-errno;-O3")
 
 add_library(zinc_cuda_emulated SHARED ${ZINC_C_SOURCES} ${PROJECT_SOURCE_DIR}/runtime/device/device_cuda.c
-            ${PROJECT_SOURCE_DIR}/runtime/comm/comm_nccl.c ${ZINC_CUDA_HOST_SOURCES})
+            ${PROJECT_SOURCE_DIR}/runtime/comm/comm_nccl.c ${PROJECT_SOURCE_DIR}/runtime/core/dynlib_cuda.c
+            ${ZINC_CUDA_HOST_SOURCES})
 target_include_directories(zinc_cuda_emulated BEFORE PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host
                            ${PROJECT_SOURCE_DIR}/include)
 target_include_directories(zinc_cuda_emulated PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_definitions(zinc_cuda_emulated PUBLIC ZINC_HAVE_CUDA=1
                            PRIVATE _GNU_SOURCE ZINC_VERSION="${PROJECT_VERSION}" ZINC_TEST_HOOKS=1)
 target_compile_options(zinc_cuda_emulated PRIVATE ${ZINC_WARN})
-target_link_libraries(zinc_cuda_emulated PRIVATE PkgConfig::JANSSON PkgConfig::URING MPI::MPI_C Threads::Threads m)
+# NCCL and cuBLAS are found by the loaders of comm_nccl.c and mlp_cuda.c in the process (the emulation's
+# definitions, exported by this library), as a real build finds a NCCL or cuBLAS already loaded.
+target_link_libraries(zinc_cuda_emulated PRIVATE PkgConfig::JANSSON PkgConfig::URING MPI::MPI_C Threads::Threads m
+                      ${CMAKE_DL_LIBS})
 
 add_library(zinc_mlp_cuda_emulated STATIC ${PROJECT_SOURCE_DIR}/examples/mlp/mlp.c
             ${PROJECT_SOURCE_DIR}/examples/mlp/mlp_cuda.c ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/mlp_kernels_host.c)
 target_include_directories(zinc_mlp_cuda_emulated PUBLIC ${PROJECT_SOURCE_DIR}/examples/mlp)
 target_compile_definitions(zinc_mlp_cuda_emulated PRIVATE ZINC_MLP_CUDA=1)
 target_compile_options(zinc_mlp_cuda_emulated PRIVATE ${ZINC_WARN})
-target_link_libraries(zinc_mlp_cuda_emulated PUBLIC zinc_cuda_emulated PRIVATE m)
+target_link_libraries(zinc_mlp_cuda_emulated PUBLIC zinc_cuda_emulated PRIVATE m Threads::Threads ${CMAKE_DL_LIBS})
 
 # zinc_emulated_test(NAME n SOURCE test_x.c [RANKS r] [ARGS ...] [ENV ...]): the test program built
 # against the emulation (target <source>_emulated), labelled cuda-emulated.
@@ -71,6 +75,8 @@ zinc_emulated_test(NAME mem_estimate_cuda_emulated SOURCE test_mem_estimate.c)
 zinc_emulated_test(NAME mem_estimate_cuda_emulated_np3 SOURCE test_mem_estimate.c RANKS 3)
 # The NCCL backend's collectives (comm_nccl.c) on the emulated NCCL.
 zinc_emulated_test(NAME comm_nccl_emulated SOURCE test_comm_nccl.c)
+# NCCL and cuBLAS found by their loaders (the emulation's, in the process), and their error paths.
+zinc_emulated_test(NAME dynlib_cuda_emulated SOURCE test_dynlib_cuda.c)
 
 # The CPU engine tests on the emulated cuda device (ZINC_TEST_DEVICE=cuda, engine_util.c's eu_device): the
 # full equivalence matrix against the CPU reference, overflow handling, memory accounting, CPU/NVMe offload

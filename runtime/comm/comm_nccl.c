@@ -7,11 +7,59 @@
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
 #include <nccl.h>
 #pragma GCC diagnostic pop
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
+#include "runtime/core/dynlib.h"
+
+/* NCCL is loaded at the first communicator (runtime/core/dynlib.h), not linked: a CPU run of a build
+ * with the CUDA backend never maps it, and the build starts where NCCL is not installed. These are the
+ * functions this file calls, with the types nccl.h declares. */
+#define NCCL_FUNCTIONS(X)                                                                                  \
+    X(GetErrorString) X(GetVersion) X(GetUniqueId) X(CommInitRank) X(CommDestroy) X(GroupStart) X(GroupEnd) \
+    X(AllReduce) X(ReduceScatter) X(Reduce) X(AllGather) X(Broadcast)
+
+static struct nccl_api {
+#define NCCL_MEMBER(f) __typeof__(&nccl##f) f;
+    NCCL_FUNCTIONS(NCCL_MEMBER)
+#undef NCCL_MEMBER
+} nccl;
+
+static zinc_status load_nccl(const zlog *log) {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static int loaded;
+    static const char *const names[] = {"libnccl.so.2", "libnccl.so", NULL};
+    static const char *const symbols[] = {
+#define NCCL_NAME(f) "nccl" #f,
+        NCCL_FUNCTIONS(NCCL_NAME)
+#undef NCCL_NAME
+        NULL};
+    static const zdynlib lib = {
+        .what = "device cuda needs NCCL for its collectives",
+        .env = "ZINC_NCCL_LIBRARY",
+        .names = names,
+        .symbols = symbols,
+        .fix = "install NCCL 2 (Debian/Ubuntu: libnccl2) and put its folder on LD_LIBRARY_PATH, name the file in "
+               "ZINC_NCCL_LIBRARY, or set ZINC_DEVICE_COMM=staged to reduce through MPI with pinned host staging",
+    };
+    void *fns[sizeof symbols / sizeof symbols[0] - 1];
+    _Static_assert(sizeof fns == sizeof nccl, "one pointer per NCCL function");
+    zinc_status st = ZINC_OK;
+    pthread_mutex_lock(&lock);
+    if (!loaded) {
+        st = zdynlib_load(&lib, fns, log);
+        if (st == ZINC_OK) {
+            /* POSIX: a function's address from dlsym converts through void *. */
+            memcpy(&nccl, fns, sizeof nccl);
+            loaded = 1;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return st;
+}
 
 typedef struct nccl_impl {
     ncclComm_t comm;
@@ -29,7 +77,7 @@ struct zcomm_req {
 #define NCCL_TRY(call)                                                                                     \
     do {                                                                                                   \
         ncclResult_t r_ = (call);                                                                          \
-        if (r_ != ncclSuccess) FAIL(ZINC_ERR_COMM, "nccl: %s failed: %s", #call, ncclGetErrorString(r_));   \
+        if (r_ != ncclSuccess) FAIL(ZINC_ERR_COMM, "nccl: %s failed: %s", #call, nccl.GetErrorString(r_));   \
     } while (0)
 
 #define CUDA_TRY(call)                                                                                     \
@@ -111,7 +159,7 @@ static zinc_status nccl_allreduce(zcomm *c, void *buf, size_t n, zinc_dtype t, z
     if (req) *req = NULL;
     TRY(nccl_type(t, &dt));
     if (op != ZCOMM_SUM && op != ZCOMM_MAX) FAIL(ZINC_ERR_INVALID_ARG, "nccl: unknown reduction op %d", (int)op);
-    if (n > 0) NCCL_TRY(ncclAllReduce(buf, buf, n, dt, op == ZCOMM_SUM ? ncclSum : ncclMax, im->comm, im->stream));
+    if (n > 0) NCCL_TRY(nccl.AllReduce(buf, buf, n, dt, op == ZCOMM_SUM ? ncclSum : ncclMax, im->comm, im->stream));
     TRY(finish(c, req));
     return ZINC_OK;
 fail:
@@ -130,24 +178,25 @@ static zinc_status nccl_reduce_scatterv(zcomm *c, const void *send, void *recv, 
     int equal = 1;
     for (int r = 1; r < c->size; r++) equal &= counts[r] == counts[0];
     if (equal) {
-        if (counts[0] > 0) NCCL_TRY(ncclReduceScatter(send, recv, counts[0], dt, ncclSum, im->comm, im->stream));
+        if (counts[0] > 0) NCCL_TRY(nccl.ReduceScatter(send, recv, counts[0], dt, ncclSum, im->comm, im->stream));
     } else {
-        NCCL_TRY(ncclGroupStart());
+        NCCL_TRY(nccl.GroupStart());
         size_t off = 0;
         ncclResult_t first_err = ncclSuccess;
         const char *what = NULL;
         for (int r = 0; r < c->size; r++) {
             if (counts[r] > 0 && first_err == ncclSuccess) {
-                ncclResult_t e = ncclReduce((const char *)send + off * es, recv, counts[r], dt, ncclSum, r, im->comm,
-                                            im->stream);
+                ncclResult_t e = nccl.Reduce((const char *)send + off * es, recv, counts[r], dt, ncclSum, r, im->comm,
+                                             im->stream);
                 if (e != ncclSuccess) { first_err = e; what = "ncclReduce"; }
             }
             off += counts[r];
         }
-        ncclResult_t e2 = ncclGroupEnd();
+        ncclResult_t e2 = nccl.GroupEnd();
         if (first_err != ncclSuccess)
-            FAIL(ZINC_ERR_COMM, "nccl: %s (reduce_scatterv) failed: %s", what, ncclGetErrorString(first_err));
-        if (e2 != ncclSuccess) FAIL(ZINC_ERR_COMM, "nccl: ncclGroupEnd (reduce_scatterv) failed: %s", ncclGetErrorString(e2));
+            FAIL(ZINC_ERR_COMM, "nccl: %s (reduce_scatterv) failed: %s", what, nccl.GetErrorString(first_err));
+        if (e2 != ncclSuccess)
+            FAIL(ZINC_ERR_COMM, "nccl: ncclGroupEnd (reduce_scatterv) failed: %s", nccl.GetErrorString(e2));
     }
     TRY(finish(c, req));
     return ZINC_OK;
@@ -168,19 +217,21 @@ static zinc_status nccl_allgatherv_inplace(zcomm *c, void *buf, const size_t *co
     for (int r = 0; r < c->size; r++) regular &= counts[r] == counts[0] && displs[r] == (size_t)r * counts[0];
     if (regular) {
         if (counts[0] > 0 && c->size > 1)
-            NCCL_TRY(ncclAllGather((const char *)buf + displs[c->rank] * es, buf, counts[0], dt, im->comm, im->stream));
+            NCCL_TRY(nccl.AllGather((const char *)buf + displs[c->rank] * es, buf, counts[0], dt, im->comm,
+                                    im->stream));
     } else if (c->size > 1) {
-        NCCL_TRY(ncclGroupStart());
+        NCCL_TRY(nccl.GroupStart());
         ncclResult_t first_err = ncclSuccess;
         for (int r = 0; r < c->size && first_err == ncclSuccess; r++) {
             if (counts[r] == 0) continue;
             char *p = (char *)buf + displs[r] * es;
-            first_err = ncclBroadcast(p, p, counts[r], dt, r, im->comm, im->stream);
+            first_err = nccl.Broadcast(p, p, counts[r], dt, r, im->comm, im->stream);
         }
-        ncclResult_t e2 = ncclGroupEnd();
+        ncclResult_t e2 = nccl.GroupEnd();
         if (first_err != ncclSuccess)
-            FAIL(ZINC_ERR_COMM, "nccl: ncclBroadcast (allgatherv) failed: %s", ncclGetErrorString(first_err));
-        if (e2 != ncclSuccess) FAIL(ZINC_ERR_COMM, "nccl: ncclGroupEnd (allgatherv) failed: %s", ncclGetErrorString(e2));
+            FAIL(ZINC_ERR_COMM, "nccl: ncclBroadcast (allgatherv) failed: %s", nccl.GetErrorString(first_err));
+        if (e2 != ncclSuccess)
+            FAIL(ZINC_ERR_COMM, "nccl: ncclGroupEnd (allgatherv) failed: %s", nccl.GetErrorString(e2));
     }
     TRY(finish(c, req));
     return ZINC_OK;
@@ -194,7 +245,7 @@ static zinc_status nccl_allgather_bytes(zcomm *c, const void *in, void *out, siz
     if (bytes == 0) return ZINC_OK;
     size_t total = bytes * (size_t)c->size;
     if (is_device_ptr(in) && is_device_ptr(out)) {
-        NCCL_TRY(ncclAllGather(in, out, bytes, ncclUint8, im->comm, im->stream));
+        NCCL_TRY(nccl.AllGather(in, out, bytes, ncclUint8, im->comm, im->stream));
         CUDA_TRY(cudaStreamSynchronize(im->stream));
         return ZINC_OK;
     }
@@ -202,7 +253,7 @@ static zinc_status nccl_allgather_bytes(zcomm *c, const void *in, void *out, siz
     TRY(ensure_scratch(im, total));
     char *d = (char *)im->scratch;
     CUDA_TRY(cudaMemcpyAsync(d + (size_t)c->rank * bytes, in, bytes, cudaMemcpyDefault, im->stream));
-    NCCL_TRY(ncclAllGather(d + (size_t)c->rank * bytes, d, bytes, ncclUint8, im->comm, im->stream));
+    NCCL_TRY(nccl.AllGather(d + (size_t)c->rank * bytes, d, bytes, ncclUint8, im->comm, im->stream));
     CUDA_TRY(cudaMemcpyAsync(out, d, total, cudaMemcpyDefault, im->stream));
     CUDA_TRY(cudaStreamSynchronize(im->stream));
     return ZINC_OK;
@@ -216,11 +267,11 @@ static zinc_status nccl_bcast(zcomm *c, void *buf, size_t bytes, int root) {
     if (root < 0 || root >= c->size) FAIL(ZINC_ERR_INVALID_ARG, "nccl: bcast root %d out of range", root);
     if (bytes == 0) return ZINC_OK;
     if (is_device_ptr(buf)) {
-        NCCL_TRY(ncclBroadcast(buf, buf, bytes, ncclUint8, root, im->comm, im->stream));
+        NCCL_TRY(nccl.Broadcast(buf, buf, bytes, ncclUint8, root, im->comm, im->stream));
     } else {
         TRY(ensure_scratch(im, bytes));
         if (c->rank == root) CUDA_TRY(cudaMemcpyAsync(im->scratch, buf, bytes, cudaMemcpyDefault, im->stream));
-        NCCL_TRY(ncclBroadcast(im->scratch, im->scratch, bytes, ncclUint8, root, im->comm, im->stream));
+        NCCL_TRY(nccl.Broadcast(im->scratch, im->scratch, bytes, ncclUint8, root, im->comm, im->stream));
         CUDA_TRY(cudaMemcpyAsync(buf, im->scratch, bytes, cudaMemcpyDefault, im->stream));
     }
     CUDA_TRY(cudaStreamSynchronize(im->stream));
@@ -234,7 +285,7 @@ static zinc_status nccl_barrier(zcomm *c) {
     nccl_impl *im = impl_of(c);
     TRY(ensure_scratch(im, sizeof(int)));
     CUDA_TRY(cudaMemsetAsync(im->scratch, 0, sizeof(int), im->stream));
-    NCCL_TRY(ncclAllReduce(im->scratch, im->scratch, 1, ncclInt32, ncclSum, im->comm, im->stream));
+    NCCL_TRY(nccl.AllReduce(im->scratch, im->scratch, 1, ncclInt32, ncclSum, im->comm, im->stream));
     CUDA_TRY(cudaStreamSynchronize(im->stream));
     return ZINC_OK;
 fail:
@@ -259,7 +310,7 @@ static void nccl_destroy(zcomm *c) {
     nccl_impl *im = impl_of(c);
     if (im) {
         if (im->stream) (void)cudaStreamSynchronize(im->stream);
-        if (im->comm) ncclCommDestroy(im->comm);
+        if (im->comm) nccl.CommDestroy(im->comm);
         if (im->scratch) cudaFree(im->scratch);
         if (im->own_stream && im->stream) cudaStreamDestroy(im->stream);
         free(im);
@@ -306,6 +357,7 @@ zinc_status zcomm_create_nccl(zcomm *mpi, void *stream, const zlog *log, zcomm *
     *out = NULL;
     int rank = mpi ? mpi->rank : 0, size = mpi ? mpi->size : 1;
     int ndev = 0;
+    TRY(load_nccl(log));
     cudaError_t ce = cudaGetDeviceCount(&ndev);
     if (ce != cudaSuccess || ndev <= 0) {
         (void)cudaGetLastError();
@@ -330,13 +382,13 @@ zinc_status zcomm_create_nccl(zcomm *mpi, void *stream, const zlog *log, zcomm *
 
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
-    if (rank == 0) NCCL_TRY(ncclGetUniqueId(&id));
+    if (rank == 0) NCCL_TRY(nccl.GetUniqueId(&id));
     if (mpi && size > 1) TRY(zcomm_bcast(mpi, &id, sizeof id, 0));
-    NCCL_TRY(ncclCommInitRank(&im->comm, size, id, rank));
+    NCCL_TRY(nccl.CommInitRank(&im->comm, size, id, rank));
     {
         int dev = -1, ver = 0;
         (void)cudaGetDevice(&dev);
-        (void)ncclGetVersion(&ver);
+        (void)nccl.GetVersion(&ver);
         ZLOG_DEBUG(&im->log, "nccl: communicator rank %d of %d on device %d (NCCL %d)", rank, size, dev, ver);
     }
     *out = c;

@@ -4,6 +4,7 @@
 #include "runtime/core/env.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define SETTING(id, n, t, d, w, what) [id] = {n, t, d, w, ZENV_SETTING, what}
 #define HOOK(id, n, t, what) [id] = {n, t, "unset", "library", ZENV_TEST_HOOK, what}
@@ -33,6 +34,9 @@ static const zenv_var g_vars[ZENV_COUNT] = {
             "0 turns off the memory pre-flight check of zinc_build"),
     SETTING(ZENV_EXPERIMENTAL_CUDA, "ZINC_EXPERIMENTAL_CUDA", "flag (1)", "unset", "library",
             "lets the engine use the CUDA device backend, which has never run on a GPU"),
+    SETTING(ZENV_NCCL_LIBRARY, "ZINC_NCCL_LIBRARY", "a file name or path", "libnccl.so.2, then libnccl.so",
+            "library", "the NCCL library device cuda loads at its first NCCL communicator (instead of the default "
+            "names)"),
     HOOK(ZENV_CPU_DISCRETE, "ZINC_CPU_DISCRETE", "flag (1)",
          "presents the cpu device as a discrete one (buffers reached through copies, counted as device memory)"),
     HOOK(ZENV_FAKE_MEM_AVAILABLE, "ZINC_FAKE_MEM_AVAILABLE", "bytes",
@@ -83,4 +87,10 @@ const char *zenv_get(zenv_id id) {
     if (v->kind == ZENV_TEST_HOOK && !zenv_test_hooks_enabled()) return NULL;
     const char *s = getenv(v->name);
     return s && *s ? s : NULL;
+}
+
+const char *zenv_get_named(const char *name) {
+    for (int id = 0; name && id < ZENV_COUNT; id++)
+        if (g_vars[id].name && !strcmp(g_vars[id].name, name)) return zenv_get((zenv_id)id);
+    return NULL;
 }

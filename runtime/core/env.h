@@ -23,6 +23,7 @@ typedef enum zenv_id {
     ZENV_MEM_HEADROOM,
     ZENV_PREFLIGHT,
     ZENV_EXPERIMENTAL_CUDA,
+    ZENV_NCCL_LIBRARY,
     /* test hooks (ZINC_TEST_HOOKS builds only) */
     ZENV_CPU_DISCRETE,
     ZENV_FAKE_MEM_AVAILABLE,
@@ -64,6 +65,9 @@ typedef struct zenv_var {
 /* The variable's value; NULL when unset or empty, and for a test hook in a build without
  * ZINC_TEST_HOOKS (or an id out of range). */
 const char *zenv_get(zenv_id id);
+/* zenv_get for the table's row called `name`, for code that holds a variable by name (runtime/core/dynlib.h);
+ * NULL for a name the table does not have. */
+const char *zenv_get_named(const char *name);
 /* The table row of `id` (NULL out of range). */
 const zenv_var *zenv_info(zenv_id id);
 /* Whether this build reads the test hooks. */

@@ -11,6 +11,12 @@ typedef enum { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_NOT_INITIALIZED = 1, CUB
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
 typedef struct cuda_host_blas *cublasHandle_t;
 
+/* As in cuBLAS's own header: the library's functions carry the _v2 names (what dlsym must look for). */
+#define cublasCreate cublasCreate_v2
+#define cublasDestroy cublasDestroy_v2
+#define cublasSetStream cublasSetStream_v2
+#define cublasSgemm cublasSgemm_v2
+
 cublasStatus_t cublasCreate(cublasHandle_t *handle);
 cublasStatus_t cublasDestroy(cublasHandle_t handle);
 cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t s);
