@@ -102,7 +102,8 @@ static void check_table_and_doc(void) {
     ZT_CHECK(hooks >= 10, "%d test hooks in the table", hooks);
     for (int k = 0; k < nrows; k++) {
         const doc_row *r = &rows[k];
-        if (!strcmp(r->cell[1], "tests")) continue;
+        /* rows read by the tests or by the example models (which use only the public API) are theirs */
+        if (!strcmp(r->cell[1], "tests") || !strncmp(r->cell[1], "examples/", 9)) continue;
         int known = 0;
         for (int id = 0; id < ZENV_COUNT; id++) known += !strcmp(zenv_info((zenv_id)id)->name, r->cell[0]);
         ZT_CHECK(known == 1, "docs/env.md:%d: %s is read by \"%s\" but is not in runtime/core/env.c's table",
