@@ -55,19 +55,9 @@ void zgrads_init(zgrads *g, const zgrads_ctx *ctx) { g->c = *ctx; }
 
 zinc_status zgrads_alloc(zgrads *g) {
     zinc_status st = ZINC_OK;
-    /* The sizes come from zero/sizing.c, which the memory estimator uses too. */
-    int64_t biggest = 0;
-    for (int m = 0; m < g->c.nmodules; m++) {
-        int64_t n = zmodule_numel(&g->c.modules[m]);
-        if (n > biggest) biggest = n;
-    }
-    zgrads_plan plan;
-    zgrads_plan_make(&(zgrads_plan_in){.stage = g->c.stage, .world = g->c.world, .part = g->c.part,
-                                       .grad_dtype = g->c.grad_dtype, .comm_dtype = g->c.comm_dtype,
-                                       .send_needs_copy = send_needs_copy(g),
-                                       .reduce_bucket_size = g->c.reduce_bucket_size,
-                                       .biggest_module = biggest, .overlap_comm = g->c.overlap_comm},
-                     &plan);
+    /* The sizes are the engine's sizing plan's (runtime/mem/plan.h), the figures the estimator sums. */
+    if (!g->c.sizes) return ZERR(ZINC_ERR_INTERNAL, "zgrads_alloc: no sizes from the sizing plan");
+    const zgrads_plan plan = *g->c.sizes;
     g->bytes_full = plan.bytes_grads_full;
     g->bytes_shard = plan.bytes_grads_shard;
     if (g->c.stage <= 1) TRY(dalloc(g, ZINC_MEM_GRADS, g->bytes_full, "the gradient buffer", &g->full));

@@ -12,6 +12,7 @@
 #include "runtime/device/device.h"
 #include "zero/module.h"
 #include "zero/partition.h"
+#include "zero/sizing.h"
 #include "zinc.h"
 
 /* Where a module's gradients go while it is open in backward (stages 2-3). */
@@ -58,6 +59,9 @@ typedef struct zgrads_ctx {
     bool overlap_comm;          /* zero_optimization.overlap_comm */
     zmodule *modules;           /* registration order; fixed once built */
     int nmodules;
+    /* The buffers' sizes, from the engine's sizing plan (runtime/mem/plan.h: zplan.grads, made by
+     * zgrads_plan_make from the same fields); zgrads_alloc allocates exactly these. */
+    const zgrads_plan *sizes;
 } zgrads_ctx;
 
 typedef struct zgrads {

@@ -542,8 +542,7 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
                           (void **)&e->decay_mask_dev));
         TRY(e->dev->ops->copy(e->dev, e->decay_mask_dev, e->decay_mask, e->bytes_mask, ZDEV_H2D));
     }
-    /* Gradients and buckets: zero/grads.c sizes them with zgrads_plan_make, the function the plan holds
-     * the result of (e->plan.grads). */
+    /* Gradients and buckets, at the plan's sizes (e->plan.grads, handed to zero/ in its context). */
     TRY(zgrads_alloc(&e->grads));
 
     /* Initialise: every rank computes every parameter it holds any part of from the same seed. */

@@ -29,6 +29,7 @@ void zengine_contexts(zinc_engine *e) {
         .overlap_comm = e->cfg.zero.overlap_comm,
         .modules = e->modules,
         .nmodules = e->nmodules,
+        .sizes = &e->plan.grads,
     };
     zgrads_init(&e->grads, &g);
     zgather_ctx s = {
