@@ -97,16 +97,15 @@ void gpt2_matmul_backward(float *dx, float *dW, float *db, const float *dout, co
                             W, IC, 1.0f, dx + lo * IC, IC);
         }
         slice(OC, &lo, &hi);
-        if (hi > lo) {
+        if (hi > lo && dW)
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(hi - lo), IC, (int)N, 1.0f, dout + lo, OC, x, IC,
                         1.0f, dW + lo * IC, IC);
-            if (db)
-                for (int64_t o = lo; o < hi; o++) {
-                    float s = 0;
-                    for (int64_t n = 0; n < N; n++) s += dout[n * OC + o];
-                    db[o] += s;
-                }
-        }
+        if (db)
+            for (int64_t o = lo; o < hi; o++) {
+                float s = 0;
+                for (int64_t n = 0; n < N; n++) s += dout[n * OC + o];
+                db[o] += s;
+            }
     }
 }
 

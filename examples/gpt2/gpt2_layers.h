@@ -22,7 +22,8 @@ void gpt2_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
 
 /* out[N,OC] = x[N,IC] W^T + b, W is OC x IC (torch.nn.Linear's layout); b may be NULL. */
 void gpt2_matmul_forward(float *out, const float *x, const float *W, const float *b, int64_t N, int IC, int OC);
-/* dx[N,IC] += dout W (dx may be NULL), dW += dout^T x, db += column sums of dout (db may be NULL). */
+/* dx[N,IC] += dout W, dW += dout^T x, db += column sums of dout; any of the three may be NULL (W is
+ * read for dx only, x for dW only). */
 void gpt2_matmul_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
                           int64_t N, int IC, int OC);
 
