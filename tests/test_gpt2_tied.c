@@ -5,7 +5,8 @@
  * every step, from the first. A second backward entry of "embed" (the projection's gradient added where it
  * is computed) would give the module a held buffer of its own: one more reduce-scatter per micro-step, and
  * one more still in the first step. Each run's losses are compared with the same model's stage-0 run
- * (fp32: |diff| <= 1e-6 relative; bf16: 1e-3), and the stage-0 run must learn (on a learnable token stream, the last loss below the first). */
+ * (fp32: |diff| <= 1e-6 relative; bf16: 1e-3), and the stage-0 run must learn (on a learnable token
+ * stream, the last loss below the first). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,7 @@ static zinc_status train(int stage, const char *dtype, const gpt2_tokens *data, 
     zinc_engine *e = NULL;
     zinc_gpt2 *m = NULL;
     zinc_status st = zinc_create(&o, &e);
-    zinc_gpt2_config c = {S, T, NULL, 1};
+    zinc_gpt2_config c = {S, T, NULL};
     if (st == ZINC_OK) st = zinc_gpt2_create(e, &c, &m);
     for (int s = 0; s < STEPS && st == ZINC_OK; s++) {
         zinc_step_info info;

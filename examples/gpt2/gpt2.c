@@ -10,7 +10,6 @@
 #include "gpt2.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +44,7 @@ struct zinc_gpt2 {
     float *lnf, *lnfm, *lnfr, *logits;
     float *dx, *dres, *dln, *datty, *dqkv, *datt, *dfchg, *dfch, *dtmp;
     int32_t *inp, *tgt;
+    double *row_loss;       /* the cross-entropy's per-position losses (N) */
     float *capture;
     double t_engine, t_steps; /* seconds inside engine calls, and in whole training steps */
     int shuffle;
@@ -144,6 +144,7 @@ void zinc_gpt2_destroy(zinc_gpt2 *m) {
                      m->dres,    m->dln,   m->datty, m->dqkv, m->datt, m->dfchg, m->dfch, m->dtmp};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(m->inp);
+    free(m->row_loss);
     free(m->tgt);
     free(m->mod_block);
     free(m->params);
@@ -170,7 +171,6 @@ zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_g
         return ZINC_ERR_UNSUPPORTED;
     }
     gpt2_layers_init();
-    if (cfg->threads > 0) omp_set_num_threads(cfg->threads);
     zinc_gpt2 *m = calloc(1, sizeof *m);
     if (!m) return ZINC_ERR_NOMEM;
     m->e = e;
@@ -221,9 +221,10 @@ zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_g
     m->dqkv = malloc(3 * NC * 4), m->datt = malloc(z(att) * 4), m->dfchg = malloc(4 * NC * 4);
     m->dfch = malloc(4 * NC * 4), m->dtmp = malloc(NC * 4);
     m->inp = malloc(N * sizeof(int32_t)), m->tgt = malloc(N * sizeof(int32_t));
+    m->row_loss = malloc(N * sizeof(double));
     if (!m->scratch || !m->xs || !m->lnf || !m->lnfm || !m->lnfr ||
         !m->logits || !m->dx || !m->dres || !m->dln || !m->datty || !m->dqkv || !m->datt || !m->dfchg || !m->dfch ||
-        !m->dtmp || !m->inp || !m->tgt)
+        !m->dtmp || !m->inp || !m->tgt || !m->row_loss)
         goto nomem;
 
     m->init = cfg->init;
@@ -345,7 +346,8 @@ static float *embed_grad(zinc_gpt2 *m, int index) {
     size_t n = (size_t)gpt2_kind_numel(&m->s, k);
     if (m->direct_embed) {
         float *g = zinc_param_grad(m->params[index]);
-        if (g && m->capture) /* test hook: note the gradient so far, to hand on what this entry adds */ memcpy(m->capture + gpt2_llmc_offset(&m->s, k, 0), g, n * sizeof(float));
+        /* test hook: note the gradient so far, to hand on what this entry adds */
+        if (g && m->capture) memcpy(m->capture + gpt2_llmc_offset(&m->s, k, 0), g, n * sizeof(float));
         return g;
     }
     memset(m->scratch, 0, n * sizeof(float));
@@ -385,6 +387,43 @@ static int lnf_first(const zinc_gpt2 *m) { return 2 + NBLOCK_KINDS * m->s.layers
 
 /* ---------------------------------------------------------------- forward and backward */
 
+typedef struct embed_args {
+    zinc_gpt2 *m;
+    const void *wte;   /* in the compute dtype */
+    const float *wpe;
+    zinc_dtype t;
+    int T;
+} embed_args;
+
+/* x0 rows lo..hi-1: the token's row of wte (widened) plus the position's row of wpe. */
+static void embed_rows(void *arg, int64_t lo, int64_t hi) {
+    const embed_args *a = arg;
+    int C = a->m->s.channels;
+    size_t row = (size_t)C * (a->t == ZINC_FP32 ? 4 : 2);
+    for (int64_t n = lo; n < hi; n++) {
+        float *x = a->m->xs + n * C;
+        const float *pe = a->wpe + (n % a->T) * C;
+        to_float(x, (const char *)a->wte + (size_t)a->m->inp[n] * row, a->t, C);
+        for (int c = 0; c < C; c++) x[c] += pe[c];
+    }
+}
+
+typedef struct add_args {
+    float *y;
+    const float *a, *b;
+} add_args;
+
+static void add_range(void *arg, int64_t lo, int64_t hi) {
+    const add_args *a = arg;
+    for (int64_t i = lo; i < hi; i++) a->y[i] = a->a[i] + a->b[i];
+}
+
+/* y = a + b elementwise (n floats) on the engine's threads. */
+static zinc_status add(zinc_gpt2 *m, float *y, const float *a, const float *b, int64_t n) {
+    add_args x = {y, a, b};
+    return zinc_parallel_for(m->e, n, add_range, &x);
+}
+
 /* Forward over B sequences of T tokens in m->inp, up to the final LayerNorm's output in m->lnf. */
 static zinc_status forward(zinc_gpt2 *m, int B, int T) {
     int C = m->s.channels, L = m->s.layers, H = m->s.heads;
@@ -394,16 +433,8 @@ static zinc_status forward(zinc_gpt2 *m, int B, int T) {
     const float *wpe;
     if (!wte) return ZINC_ERR_STATE;
     CHECK(embed_view(m, 1, &wpe));
-    zinc_dtype t = zinc_compute_dtype(m->e);
-    size_t row = (size_t)C * (t == ZINC_FP32 ? 4 : 2);
-    float *x0 = m->xs;
-#pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; n++) {
-        float *x = x0 + n * C;
-        const float *pe = wpe + (n % T) * C;
-        to_float(x, (const char *)wte + (size_t)m->inp[n] * row, t, C);
-        for (int c = 0; c < C; c++) x[c] += pe[c];
-    }
+    embed_args ea = {m, wte, wpe, zinc_compute_dtype(m->e), T};
+    CHECK(zinc_parallel_for(m->e, N, embed_rows, &ea));
     CHECK(module_exit(m, m->mod_embed, ZINC_FORWARD));
     for (int l = 0; l < L; l++) {
         CHECK(enter(m, m->mod_block[l], ZINC_FORWARD, block_first(l), NBLOCK_KINDS));
@@ -411,20 +442,20 @@ static zinc_status forward(zinc_gpt2 *m, int B, int T) {
         float *const *w = m->w;
         const float *x = m->xs + l * NC;
         float *y = m->xs + (l + 1) * NC;
-        gpt2_layernorm_forward(a->ln1, a->ln1m, a->ln1r, x, w[GPT2_LN1W], w[GPT2_LN1B], N, C);
-        gpt2_matmul_forward(a->qkv, a->ln1, w[GPT2_QKVW], w[GPT2_QKVB], N, C, 3 * C);
-        gpt2_attention_forward(a->atty, a->att, a->qkv, B, T, C, H);
-        gpt2_matmul_forward(m->dtmp, a->atty, w[GPT2_ATTPROJW], w[GPT2_ATTPROJB], N, C, C);
-        for (int64_t i = 0; i < NC; i++) a->res2[i] = x[i] + m->dtmp[i];
-        gpt2_layernorm_forward(a->ln2, a->ln2m, a->ln2r, a->res2, w[GPT2_LN2W], w[GPT2_LN2B], N, C);
-        gpt2_matmul_forward(a->fch, a->ln2, w[GPT2_FCW], w[GPT2_FCB], N, C, 4 * C);
-        gpt2_gelu_forward(a->fchg, a->fch, 4 * NC);
-        gpt2_matmul_forward(m->dtmp, a->fchg, w[GPT2_FCPROJW], w[GPT2_FCPROJB], N, 4 * C, C);
-        for (int64_t i = 0; i < NC; i++) y[i] = a->res2[i] + m->dtmp[i];
+        gpt2_layernorm_forward(m->e, a->ln1, a->ln1m, a->ln1r, x, w[GPT2_LN1W], w[GPT2_LN1B], N, C);
+        gpt2_matmul_forward(m->e, a->qkv, a->ln1, w[GPT2_QKVW], w[GPT2_QKVB], N, C, 3 * C);
+        gpt2_attention_forward(m->e, a->atty, a->att, a->qkv, B, T, C, H);
+        gpt2_matmul_forward(m->e, m->dtmp, a->atty, w[GPT2_ATTPROJW], w[GPT2_ATTPROJB], N, C, C);
+        CHECK(add(m, a->res2, x, m->dtmp, NC));
+        gpt2_layernorm_forward(m->e, a->ln2, a->ln2m, a->ln2r, a->res2, w[GPT2_LN2W], w[GPT2_LN2B], N, C);
+        gpt2_matmul_forward(m->e, a->fch, a->ln2, w[GPT2_FCW], w[GPT2_FCB], N, C, 4 * C);
+        gpt2_gelu_forward(m->e, a->fchg, a->fch, 4 * NC);
+        gpt2_matmul_forward(m->e, m->dtmp, a->fchg, w[GPT2_FCPROJW], w[GPT2_FCPROJB], N, 4 * C, C);
+        CHECK(add(m, y, a->res2, m->dtmp, NC));
         CHECK(module_exit(m, m->mod_block[l], ZINC_FORWARD));
     }
     CHECK(enter(m, m->mod_lnf, ZINC_FORWARD, lnf_first(m), 2));
-    gpt2_layernorm_forward(m->lnf, m->lnfm, m->lnfr, m->xs + L * NC, m->w[GPT2_LNFW], m->w[GPT2_LNFB], N, C);
+    gpt2_layernorm_forward(m->e, m->lnf, m->lnfm, m->lnfr, m->xs + L * NC, m->w[GPT2_LNFW], m->w[GPT2_LNFB], N, C);
     return module_exit(m, m->mod_lnf, ZINC_FORWARD);
 }
 
@@ -438,16 +469,35 @@ static zinc_status projection(zinc_gpt2 *m, const float *x, int64_t rows, float 
     const float *wte;
     CHECK(module_enter(m, m->mod_embed, ZINC_FORWARD));
     CHECK(embed_view(m, 0, &wte));
-    gpt2_matmul_forward(logits, x, wte, NULL, rows, C, V);
+    gpt2_matmul_forward(m->e, logits, x, wte, NULL, rows, C, V);
     if (train) {
         float dscale = 1.0f / (float)rows; /* the loss scale is applied as gradients are added */
-        *loss_sum += gpt2_crossentropy(logits, logits, m->tgt, rows, V, dscale);
+        *loss_sum += gpt2_crossentropy(m->e, logits, logits, m->tgt, rows, V, dscale, m->row_loss);
         memset(m->dx, 0, (size_t)(rows * C) * sizeof(float));
-        gpt2_matmul_backward(m->dx, NULL, NULL, logits, x, wte, rows, C, V);
+        gpt2_matmul_backward(m->e, m->dx, NULL, NULL, logits, x, wte, rows, C, V);
     } else if (loss_sum) {
-        *loss_sum += gpt2_crossentropy(NULL, logits, m->tgt, rows, V, 0.0f);
+        *loss_sum += gpt2_crossentropy(m->e, NULL, logits, m->tgt, rows, V, 0.0f, m->row_loss);
     }
     return module_exit(m, m->mod_embed, ZINC_FORWARD);
+}
+
+typedef struct scatter_args {
+    zinc_gpt2 *m;
+    float *g;       /* wte's or wpe's float gradient */
+    int64_t N;
+    int T, positions; /* 0: rows by token (wte), 1: by position (wpe) */
+} scatter_args;
+
+/* Adds the gradient at the residual stream's input (m->dres) into the rows of wte or wpe the positions
+ * used, for channels lo..hi-1: rows repeat, so the work is split by channel. */
+static void scatter_channels(void *arg, int64_t lo, int64_t hi) {
+    const scatter_args *a = arg;
+    int64_t C = a->m->s.channels;
+    for (int64_t c = lo; c < hi; c++)
+        for (int64_t n = 0; n < a->N; n++) {
+            int64_t r = a->positions ? n % a->T : (int64_t)a->m->inp[n];
+            a->g[r * C + c] += a->m->dres[n * C + c];
+        }
 }
 
 /* After projection(train): the gradients of everything, m->dx being the gradient at lnf's output. */
@@ -456,7 +506,7 @@ static zinc_status backward(zinc_gpt2 *m, int B, int T) {
     int64_t N = (int64_t)B * T, NC = N * C;
     CHECK(enter(m, m->mod_lnf, ZINC_BACKWARD, lnf_first(m), 2));
     memset(m->dres, 0, (size_t)NC * sizeof(float));
-    gpt2_layernorm_backward(m->dres, m->g[GPT2_LNFW], m->g[GPT2_LNFB], m->dx, m->xs + L * NC, m->w[GPT2_LNFW],
+    gpt2_layernorm_backward(m->e, m->dres, m->g[GPT2_LNFW], m->g[GPT2_LNFB], m->dx, m->xs + L * NC, m->w[GPT2_LNFW],
                             m->lnfm, m->lnfr, N, C);
     CHECK(exit_backward(m, m->mod_lnf, lnf_first(m), 2));
     /* m->dres: the gradient at the residual stream above the current block */
@@ -467,40 +517,38 @@ static zinc_status backward(zinc_gpt2 *m, int B, int T) {
         const float *x = m->xs + l * NC;
         /* MLP branch: y = res2 + fcproj(gelu(fc(ln2(res2)))) */
         memset(m->dfchg, 0, (size_t)(4 * NC) * sizeof(float));
-        gpt2_matmul_backward(m->dfchg, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, a->fchg, w[GPT2_FCPROJW], N, 4 * C,
-                             C);
+        gpt2_matmul_backward(m->e, m->dfchg, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, a->fchg, w[GPT2_FCPROJW], N,
+                             4 * C, C);
         memset(m->dfch, 0, (size_t)(4 * NC) * sizeof(float));
-        gpt2_gelu_backward(m->dfch, a->fch, m->dfchg, 4 * NC);
+        gpt2_gelu_backward(m->e, m->dfch, a->fch, m->dfchg, 4 * NC);
         memset(m->dln, 0, (size_t)NC * sizeof(float));
-        gpt2_matmul_backward(m->dln, g[GPT2_FCW], g[GPT2_FCB], m->dfch, a->ln2, w[GPT2_FCW], N, C, 4 * C);
-        gpt2_layernorm_backward(m->dres, g[GPT2_LN2W], g[GPT2_LN2B], m->dln, a->res2, w[GPT2_LN2W], a->ln2m,
+        gpt2_matmul_backward(m->e, m->dln, g[GPT2_FCW], g[GPT2_FCB], m->dfch, a->ln2, w[GPT2_FCW], N, C, 4 * C);
+        gpt2_layernorm_backward(m->e, m->dres, g[GPT2_LN2W], g[GPT2_LN2B], m->dln, a->res2, w[GPT2_LN2W], a->ln2m,
                                 a->ln2r, N, C);
         /* attention branch: res2 = x + attproj(attn(qkv(ln1(x)))) */
         memset(m->datty, 0, (size_t)NC * sizeof(float));
-        gpt2_matmul_backward(m->datty, g[GPT2_ATTPROJW], g[GPT2_ATTPROJB], m->dres, a->atty, w[GPT2_ATTPROJW], N, C,
-                             C);
+        gpt2_matmul_backward(m->e, m->datty, g[GPT2_ATTPROJW], g[GPT2_ATTPROJB], m->dres, a->atty, w[GPT2_ATTPROJW], N,
+                             C, C);
         memset(m->dqkv, 0, (size_t)(3 * NC) * sizeof(float));
-        gpt2_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T, C, H);
+        gpt2_attention_backward(m->e, m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T, C, H);
         memset(m->dln, 0, (size_t)NC * sizeof(float));
-        gpt2_matmul_backward(m->dln, g[GPT2_QKVW], g[GPT2_QKVB], m->dqkv, a->ln1, w[GPT2_QKVW], N, C, 3 * C);
-        gpt2_layernorm_backward(m->dres, g[GPT2_LN1W], g[GPT2_LN1B], m->dln, x, w[GPT2_LN1W], a->ln1m, a->ln1r, N, C);
+        gpt2_matmul_backward(m->e, m->dln, g[GPT2_QKVW], g[GPT2_QKVB], m->dqkv, a->ln1, w[GPT2_QKVW], N, C, 3 * C);
+        gpt2_layernorm_backward(m->e, m->dres, g[GPT2_LN1W], g[GPT2_LN1B], m->dln, x, w[GPT2_LN1W], a->ln1m, a->ln1r,
+                                N, C);
         CHECK(exit_backward(m, m->mod_block[l], block_first(l), NBLOCK_KINDS));
     }
     /* embed: wte's gradient is the projection's dlogits^T lnf plus the token rows' */
     CHECK(module_enter(m, m->mod_embed, ZINC_BACKWARD));
     float *dwte = embed_grad(m, 0);
     if (!dwte) return ZINC_ERR_STATE;
-    gpt2_matmul_backward(NULL, dwte, NULL, m->logits, m->lnf, NULL, N, C, V);
-    /* token rows repeat, so the scatter runs over channels in parallel */
-#pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++)
-        for (int64_t n = 0; n < N; n++) dwte[(int64_t)m->inp[n] * C + c] += m->dres[n * C + c];
+    gpt2_matmul_backward(m->e, NULL, dwte, NULL, m->logits, m->lnf, NULL, N, C, V);
+    scatter_args sa = {m, dwte, N, T, 0};
+    CHECK(zinc_parallel_for(m->e, C, scatter_channels, &sa));
     CHECK(embed_grad_done(m, 0, dwte));
     float *dwpe = embed_grad(m, 1);
     if (!dwpe) return ZINC_ERR_STATE;
-#pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++)
-        for (int64_t n = 0; n < N; n++) dwpe[(n % T) * C + c] += m->dres[n * C + c];
+    sa.g = dwpe, sa.positions = 1;
+    CHECK(zinc_parallel_for(m->e, C, scatter_channels, &sa));
     CHECK(embed_grad_done(m, 1, dwpe));
     return module_exit(m, m->mod_embed, ZINC_BACKWARD);
 }

@@ -4,7 +4,8 @@
  *
  * Modules, in forward order: "embed" (wte, wpe), "h0" .. "h<L-1>" (one per block, 12 tensors each),
  * "lnf". In stage 3 the engine gathers one module at a time. The model computes on the host in float
- * (matrix products through OpenBLAS's sgemm, gpt2_layers.c): bf16/fp16 parameters are converted to float
+ * (matrix products through OpenBLAS's sgemm, gpt2_layers.c; every loop on the engine's threads through
+ * zinc_parallel_for, so the model has no thread pool of its own): bf16/fp16 parameters are converted to float
  * at each module entry (zinc_param_to_f32) and float gradients are added into the engine's buffers before
  * each exit (zinc_grad_add_f32, which applies the loss scale).
  *
@@ -36,8 +37,6 @@ typedef struct zinc_gpt2_config {
     const float *init;    /* all parameters in llm.c's order (gpt2_files.h), or NULL: GPT-2's initialisation
                              (normal 0.02, residual projections 0.02/sqrt(2 L), biases 0, LayerNorm 1/0,
                              padding rows of wte 0) seeded by the engine seed */
-    int threads;          /* OpenMP threads of the model's compute (process-wide omp_set_num_threads);
-                             0: OpenMP's default (OMP_NUM_THREADS, else every core) */
 } zinc_gpt2_config;
 
 typedef struct zinc_gpt2 zinc_gpt2;
