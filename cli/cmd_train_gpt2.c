@@ -293,7 +293,6 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
     mc.shape = s;
     mc.context = (int)context;
     mc.init = init_params;
-    mc.threads = (int)threads;
 
     /* the data */
     if (text_path) {

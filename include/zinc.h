@@ -325,6 +325,22 @@ typedef struct zinc_step_info {
  * scale already at its minimum (the message names the step and the first non-finite parameter). */
 zinc_status zinc_step(zinc_engine *e, zinc_step_info *info);
 
+/* Runs a model's own loop on the engine's CPU threads (the cpu_threads of zinc_options, the threads of the
+ * engine's kernels), so that the model needs no second thread pool of its own competing for the cores:
+ * the threads sleep between jobs instead of spinning. fn(ctx, lo, hi) is called on disjoint ranges
+ * [lo, hi) covering [0, n) exactly once each, concurrently, and the call returns when all are done; the
+ * calling thread takes part (a thread that finds a range not yet taken runs it, so one thread may run
+ * several when another is slow to wake). The ranges depend only on n and the thread count t: min(n, t)
+ * ranges of n / t elements, the first n % t of them one more (OpenMP's static schedule), never on timing,
+ * so a loop whose ranges write disjoint outputs gives the same bits every run. n == 0 calls nothing and
+ * returns ZINC_OK; n < 0, a NULL engine or a NULL fn is ZINC_ERR_INVALID_ARG. A call from inside fn (a
+ * nested loop) runs fn(ctx, 0, n) on the calling thread; a call while another thread's loop holds the
+ * threads runs its ranges one after another on its own thread. Valid from zinc_create on, on any device
+ * (on cuda these are the host threads of the offloaded optimizer step). fn must not call zinc_step or
+ * enter or exit modules. */
+zinc_status zinc_parallel_for(zinc_engine *e, int64_t n, void (*fn)(void *ctx, int64_t lo, int64_t hi),
+                              void *ctx);
+
 /* ---------------------------------------------------------------- topology and config */
 
 int zinc_rank(const zinc_engine *e);

@@ -9,9 +9,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh > build.log 2>&1 || { tail -50 build.log; exit 1; }
-# Idle OpenMP threads sleep instead of spinning: on a machine shared with other work, spinning threads
-# wait for cores that the spinning itself keeps busy (4x slower steps seen on a loaded 2-core VM).
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 if [[ $# -eq 0 ]]; then
   lic=/usr/share/common-licenses
   cat "$lic/GPL-3" "$lic/GPL-2" "$lic/LGPL-2.1" "$lic/MPL-2.0" "$lic/GFDL-1.3" "$lic/Apache-2.0" > build/licences.txt

@@ -1,7 +1,11 @@
 # GPT-2 example (examples/gpt2): layers against float64 references, whole-model gradient check, llm.c files.
-zinc_test(NAME gpt2_layers SOURCES test_gpt2_layers.c LIBS zinc_gpt2 LABELS gpt2 unit ENV OMP_NUM_THREADS=2)
+zinc_test(NAME gpt2_layers SOURCES test_gpt2_layers.c LIBS zinc_gpt2 LABELS gpt2 unit)
 zinc_test(NAME gpt2_grad SOURCES test_gpt2_grad.c LIBS zinc_gpt2 LABELS gpt2 unit)
 zinc_test(NAME gpt2_files SOURCES test_gpt2_files.c LIBS zinc_gpt2 LABELS gpt2 unit)
+# zinc_parallel_for, the engine API the model's loops run on (runtime/engine/engine_parallel.c).
+zinc_test(NAME parallel_for SOURCES test_parallel_for.c LABELS gpt2 unit)
+# The tied embedding: one reduce-scatter per micro-step at stages 2-3, losses as at stage 0.
+zinc_test(NAME gpt2_tied SOURCES test_gpt2_tied.c LIBS zinc_gpt2 LABELS gpt2 unit)
 # The CLI end to end (tests/test_gpt2_cli.py, standard-library python3): error messages and llm.c file round
 # trips; the stage x ranks x dtype matrix against the 1-rank stage-0 run; loss falling on a licence text
 # that Debian's base-files installs.

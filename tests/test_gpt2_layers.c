@@ -1,7 +1,8 @@
 /* examples/gpt2's layers (gpt2_layers.c, float, OpenBLAS) against float64 references written here from the
  * definitions, forward and backward, on random inputs. Backward references are the analytic derivatives
  * in double; the float layers must agree within 2e-5 absolute + 2e-4 relative (float rounding over sums
- * of up to a few hundred terms), after ADDING into pre-filled gradient buffers (they accumulate). */
+ * of up to a few hundred terms), after ADDING into pre-filled gradient buffers (they accumulate). Each
+ * runs twice: on an engine's 3 threads (zinc_parallel_for, as the model runs them) and on the caller. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "zt.h"
 
 static uint64_t rng;
+static zinc_engine *E; /* whose threads run the layers' loops (NULL: the calling thread) */
 
 static float *rnd(int64_t n, double scale) {
     float *x = malloc((size_t)n * sizeof *x);
@@ -39,7 +41,7 @@ static void test_layernorm(int64_t N, int C) {
     float *x = rnd(N * C, 1.5), *w = rnd(C, 1), *b = rnd(C, 1), *dout = rnd(N * C, 1);
     for (int64_t i = 0; i < N * C; i++) x[i] += 0.7f; /* a non-zero mean */
     float *out = malloc(N * C * 4), *mean = malloc(N * 4), *rstd = malloc(N * 4);
-    gpt2_layernorm_forward(out, mean, rstd, x, w, b, N, C);
+    gpt2_layernorm_forward(E, out, mean, rstd, x, w, b, N, C);
     double *ro = malloc(N * C * 8), *rdx = calloc(N * C, 8), *rdw = calloc(C, 8), *rdb = calloc(C, 8);
     for (int64_t n = 0; n < N; n++) {
         double m = 0, v = 0;
@@ -64,7 +66,7 @@ static void test_layernorm(int64_t N, int C) {
     close_to(out, NULL, ro, N * C, "layernorm out");
     float *dx = rnd(N * C, 1), *dw = rnd(C, 1), *db = rnd(C, 1);
     float *dx0 = copyf(dx, N * C), *dw0 = copyf(dw, C), *db0 = copyf(db, C);
-    gpt2_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C);
+    gpt2_layernorm_backward(E, dx, dw, db, dout, x, w, mean, rstd, N, C);
     close_to(dx, dx0, rdx, N * C, "layernorm dx");
     close_to(dw, dw0, rdw, C, "layernorm dw");
     close_to(db, db0, rdb, C, "layernorm db");
@@ -75,7 +77,7 @@ static void test_layernorm(int64_t N, int C) {
 static void test_matmul(int64_t N, int IC, int OC, int with_bias) {
     float *x = rnd(N * IC, 1), *W = rnd((int64_t)OC * IC, 0.3), *b = with_bias ? rnd(OC, 1) : NULL;
     float *dout = rnd(N * OC, 1), *out = malloc(N * OC * 4);
-    gpt2_matmul_forward(out, x, W, b, N, IC, OC);
+    gpt2_matmul_forward(E, out, x, W, b, N, IC, OC);
     double *ro = calloc(N * OC, 8), *rdx = calloc(N * IC, 8), *rdW = calloc((size_t)OC * IC, 8), *rdb = calloc(OC, 8);
     for (int64_t n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) {
@@ -91,7 +93,7 @@ static void test_matmul(int64_t N, int IC, int OC, int with_bias) {
     close_to(out, NULL, ro, N * OC, "matmul out");
     float *dx = rnd(N * IC, 1), *dW = rnd((int64_t)OC * IC, 1), *db = rnd(OC, 1);
     float *dx0 = copyf(dx, N * IC), *dW0 = copyf(dW, (int64_t)OC * IC), *db0 = copyf(db, OC);
-    gpt2_matmul_backward(dx, dW, b ? db : NULL, dout, x, W, N, IC, OC);
+    gpt2_matmul_backward(E, dx, dW, b ? db : NULL, dout, x, W, N, IC, OC);
     close_to(dx, dx0, rdx, N * IC, "matmul dx");
     close_to(dW, dW0, rdW, (int64_t)OC * IC, "matmul dW");
     if (b) close_to(db, db0, rdb, OC, "matmul db");
@@ -103,7 +105,7 @@ static void test_attention(int B, int T, int C, int H) {
     int hs = C / H;
     int64_t n3 = (int64_t)B * T * 3 * C, nout = (int64_t)B * T * C, natt = (int64_t)B * H * T * T;
     float *qkv = rnd(n3, 1), *dout = rnd(nout, 1), *out = malloc(nout * 4), *att = malloc(natt * 4);
-    gpt2_attention_forward(out, att, qkv, B, T, C, H);
+    gpt2_attention_forward(E, out, att, qkv, B, T, C, H);
     double *ro = calloc(nout, 8), *rd = calloc(n3, 8), *a = calloc((size_t)T, 8), *da = calloc((size_t)T, 8);
     double scale = 1 / sqrt((double)hs);
     for (int b = 0; b < B; b++)
@@ -147,7 +149,7 @@ static void test_attention(int B, int T, int C, int H) {
             }
     close_to(out, NULL, ro, nout, "attention out");
     float *dqkv = rnd(n3, 1), *dqkv0 = copyf(dqkv, n3), *datt = malloc(natt * 4);
-    gpt2_attention_backward(dqkv, datt, dout, qkv, att, B, T, C, H);
+    gpt2_attention_backward(E, dqkv, datt, dout, qkv, att, B, T, C, H);
     close_to(dqkv, dqkv0, rd, n3, "attention dqkv");
     free(qkv), free(dout), free(out), free(att), free(ro), free(rd), free(a), free(da), free(dqkv), free(dqkv0);
     free(datt);
@@ -161,8 +163,8 @@ static void test_gelu(int64_t n) {
         ro[i] = 0.5 * v * (1 + th);
         rdx[i] = dout[i] * (0.5 * (1 + th) + 0.5 * v * (1 - th * th) * k * (1 + 3 * 0.044715 * v * v));
     }
-    gpt2_gelu_forward(out, x, n);
-    gpt2_gelu_backward(dx, x, dout, n);
+    gpt2_gelu_forward(E, out, x, n);
+    gpt2_gelu_backward(E, dx, x, dout, n);
     close_to(out, NULL, ro, n, "gelu out");
     close_to(dx, dx0, rdx, n, "gelu dx");
     free(x), free(dout), free(out), free(dx), free(dx0), free(ro), free(rdx);
@@ -179,29 +181,42 @@ static void test_crossentropy(int64_t N, int V) {
         loss += log(s) - z[n * V + tg[n]];
         for (int k = 0; k < V; k++) rd[n * V + k] = (exp((double)z[n * V + k]) / s - (k == tg[n])) * scale;
     }
-    double got = gpt2_crossentropy(d, z, tg, N, V, (float)scale);
+    double *rows = malloc(N * 8);
+    double got = gpt2_crossentropy(E, d, z, tg, N, V, (float)scale, rows);
     ZT_NEAR(got, loss, 1e-6, 1e-6, "cross-entropy sum %.12g, reference %.12g", got, loss);
     close_to(d, NULL, rd, N * V, "cross-entropy dlogits");
     /* in place, as the model calls it */
-    double got2 = gpt2_crossentropy(z, z, tg, N, V, (float)scale);
+    double got2 = gpt2_crossentropy(E, z, z, tg, N, V, (float)scale, rows);
     ZT_NEAR(got2, loss, 1e-6, 1e-6, "in-place cross-entropy sum");
     close_to(z, NULL, rd, N * V, "in-place dlogits");
-    free(z), free(d), free(tg), free(rd);
+    free(z), free(d), free(tg), free(rd), free(rows);
 }
 
 int main(void) {
     zt_name = "gpt2_layers";
     rng = zt_seed();
     gpt2_layers_init();
-    test_layernorm(37, 48);
-    test_layernorm(5, 1);
-    test_matmul(37, 24, 72, 1);
-    test_matmul(64, 96, 24, 1);
-    test_matmul(3, 5, 7, 0);
-    test_attention(2, 9, 12, 3);
-    test_attention(1, 1, 8, 2);
-    test_attention(3, 16, 16, 1);
-    test_gelu(1001);
-    test_crossentropy(19, 37);
+    zinc_options o = zinc_default_options();
+    o.config_json = "{\"train_batch_size\": 1, \"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 0.001}}}";
+    o.log_level = ZINC_LOG_WARN;
+    o.cpu_threads = 3; /* more threads than some loops have items */
+    zinc_engine *engine = NULL;
+    ZT_OK(zinc_create(&o, &engine));
+    zinc_engine *run_on[] = {engine, NULL};
+    for (int r = 0; r < 2; r++) {
+        E = run_on[r];
+        test_layernorm(37, 48);
+        test_layernorm(5, 1);
+        test_matmul(37, 24, 72, 1);
+        test_matmul(64, 96, 24, 1);
+        test_matmul(3, 5, 7, 0);
+        test_attention(2, 9, 12, 3);
+        test_attention(1, 1, 8, 2);
+        test_attention(3, 16, 16, 1);
+        test_gelu(1001);
+        test_crossentropy(19, 37);
+    }
+    zinc_destroy(engine);
+    zinc_finalize();
     return zt_finish();
 }

@@ -4,15 +4,21 @@
  *
  * Modules, in forward order: "embed" (wte, wpe), "h0" .. "h<L-1>" (one per block, 12 tensors each),
  * "lnf". In stage 3 the engine gathers one module at a time. The model computes on the host in float
- * (matrix products through OpenBLAS's sgemm, gpt2_layers.c): bf16/fp16 parameters are converted to float
+ * (matrix products through OpenBLAS's sgemm, gpt2_layers.c; every loop on the engine's threads through
+ * zinc_parallel_for, so the model has no thread pool of its own): bf16/fp16 parameters are converted to float
  * at each module entry (zinc_param_to_f32) and float gradients are added into the engine's buffers before
  * each exit (zinc_grad_add_f32, which applies the loss scale).
  *
- * The tied embedding without nested modules: the output projection needs wte after "lnf" and gives wte a
- * gradient at the start of backward, while wte lives in "embed", which backward enters last. The model
- * keeps a float copy of wte's first `vocab` rows from the embed forward entry, and a float buffer for the
- * projection's wte gradient, added into wte's gradient when backward enters "embed": 2 x vocab x channels
- * floats per rank, on top of the activations (about (16 C + H T) x B x T x layers floats).
+ * The tied embedding, by re-entering "embed" (include/zinc.h, "Re-entry"): after "lnf" the forward enters
+ * "embed" again to read wte for the output projection (logits, loss, and the gradient at lnf's output,
+ * dlogits wte); backward's single entry of "embed" then computes wte's whole gradient, the projection's
+ * dlogits^T lnf (both buffers kept from the forward) plus the token rows'. No module is entered twice for
+ * backward, so at stages 2-3 the embedding takes a bucket slot and is reduced once per micro-step like any
+ * module (no held buffer). The model keeps no copy of wte: with fp32 compute it reads wte in place and, with
+ * fp32 gradients, writes the embedding's gradients straight into the engine's buffers; with bf16/fp16 it
+ * converts wte (and its gradient) through its one float scratch, max(2 x one block, padded_vocab x
+ * channels) floats (fp32: one block), on top of the activations (about (16 C + H T) x B x T x layers
+ * floats) and the logits (B x T x vocab floats).
  *
  * Data: llm.c's sequential loader (gpt2_files.h). The global window k of the run is
  * step * train_batch_size + (micro_step * world + rank) * micro_batch + b, so any rank count with the same
@@ -31,8 +37,6 @@ typedef struct zinc_gpt2_config {
     const float *init;    /* all parameters in llm.c's order (gpt2_files.h), or NULL: GPT-2's initialisation
                              (normal 0.02, residual projections 0.02/sqrt(2 L), biases 0, LayerNorm 1/0,
                              padding rows of wte 0) seeded by the engine seed */
-    int threads;          /* OpenMP threads of the model's compute (process-wide omp_set_num_threads);
-                             0: OpenMP's default (OMP_NUM_THREADS, else every core) */
 } zinc_gpt2_config;
 
 typedef struct zinc_gpt2 zinc_gpt2;
@@ -66,7 +70,10 @@ zinc_status zinc_gpt2_val_loss(zinc_gpt2 *m, const gpt2_tokens *data, int64_t ba
 zinc_status zinc_gpt2_gather_llmc(zinc_gpt2 *m, float *out);
 
 /* Test hook: the float gradient of the last micro-step's loss w.r.t. every parameter, in llm.c's order,
- * as the model computed it before handing it to the engine (unscaled; NULL to stop capturing). */
+ * as the model computed it before handing it to the engine (unscaled; NULL to stop capturing). Where the
+ * model writes into the engine's fp32 buffers directly (the embedding, fp32), it is what the micro-step
+ * added there (the buffer after minus before: exact when the buffer started at 0, as in a step's first
+ * micro-step at stage 0). */
 void zinc_gpt2_capture_grads(zinc_gpt2 *m, float *out);
 
 /* Seconds spent in zinc_gpt2_train_step so far, and the part of them inside engine calls (module entries

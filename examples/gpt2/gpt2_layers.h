@@ -2,44 +2,51 @@
  * calls them between module entries, and the tests check each against a float64 reference. Shapes:
  * N = B*T token positions, C channels; every 2-D buffer is row-major. Backward functions ADD into the
  * gradients they are given (d-inputs and d-parameters), so a buffer used twice (the tied embedding, the
- * residual stream) accumulates. Matrix products go through cblas_sgemm (OpenBLAS); the rest is threaded
- * with OpenMP. */
+ * residual stream) accumulates. Matrix products go through cblas_sgemm (OpenBLAS, one thread per call);
+ * every function splits its work over the threads of the engine e (zinc_parallel_for: the same threads as
+ * the engine's kernels, asleep between jobs); e NULL runs it on the calling thread. */
 #ifndef ZINC_EXAMPLES_GPT2_LAYERS_H
 #define ZINC_EXAMPLES_GPT2_LAYERS_H
 
 #include <stdint.h>
 
+#include "zinc.h"
+
 #define GPT2_LN_EPS 1e-5f
 
-/* Makes OpenBLAS single-threaded: the layers parallelise their sgemm calls with OpenMP themselves. */
+/* Makes OpenBLAS single-threaded: the layers split their sgemm calls over the engine's threads. */
 void gpt2_layers_init(void);
 
 /* out[N,C] = (x - mean) * rstd * w + b over the last axis; mean and rstd (N each) saved for backward. */
-void gpt2_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
-                            int64_t N, int C);
-void gpt2_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
-                             const float *mean, const float *rstd, int64_t N, int C);
+void gpt2_layernorm_forward(zinc_engine *e, float *out, float *mean, float *rstd, const float *x, const float *w,
+                            const float *b, int64_t N, int C);
+void gpt2_layernorm_backward(zinc_engine *e, float *dx, float *dw, float *db, const float *dout, const float *x,
+                             const float *w, const float *mean, const float *rstd, int64_t N, int C);
 
 /* out[N,OC] = x[N,IC] W^T + b, W is OC x IC (torch.nn.Linear's layout); b may be NULL. */
-void gpt2_matmul_forward(float *out, const float *x, const float *W, const float *b, int64_t N, int IC, int OC);
-/* dx[N,IC] += dout W (dx may be NULL), dW += dout^T x, db += column sums of dout (db may be NULL). */
-void gpt2_matmul_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
-                          int64_t N, int IC, int OC);
+void gpt2_matmul_forward(zinc_engine *e, float *out, const float *x, const float *W, const float *b, int64_t N, int IC,
+                         int OC);
+/* dx[N,IC] += dout W, dW += dout^T x, db += column sums of dout; any of the three may be NULL (W is
+ * read for dx only, x for dW only). */
+void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
+                          const float *W, int64_t N, int IC, int OC);
 
 /* Causal multi-head self-attention. qkv[B,T,3C] holds q, k, v (each C wide; head h takes channels
  * h*C/H .. (h+1)*C/H - 1 of each); out[B,T,C]; att[B,H,T,T] keeps the softmax weights for backward
  * (entries above the diagonal are 0). Scores are scaled by 1/sqrt(C/H). */
-void gpt2_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int H);
+void gpt2_attention_forward(zinc_engine *e, float *out, float *att, const float *qkv, int B, int T, int C, int H);
 /* dqkv += ...; datt is scratch of B*H*T*T floats. */
-void gpt2_attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att, int B,
-                             int T, int C, int H);
+void gpt2_attention_backward(zinc_engine *e, float *dqkv, float *datt, const float *dout, const float *qkv,
+                             const float *att, int B, int T, int C, int H);
 
 /* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
-void gpt2_gelu_forward(float *out, const float *x, int64_t n);
-void gpt2_gelu_backward(float *dx, const float *x, const float *dout, int64_t n);
+void gpt2_gelu_forward(zinc_engine *e, float *out, const float *x, int64_t n);
+void gpt2_gelu_backward(zinc_engine *e, float *dx, const float *x, const float *dout, int64_t n);
 
 /* Softmax cross-entropy over the first V of the V columns of logits[N,V] (row stride V). Returns the sum
- * of the N losses (double), writes dlogits[N,V] = (softmax - onehot) * dscale. targets[i] in 0..V-1. */
-double gpt2_crossentropy(float *dlogits, const float *logits, const int32_t *targets, int64_t N, int V, float dscale);
+ * of the N losses (double, summed in row order), writes dlogits[N,V] = (softmax - onehot) * dscale
+ * (dlogits may be NULL, or logits itself). targets[i] in 0..V-1; row_loss: scratch of N doubles. */
+double gpt2_crossentropy(zinc_engine *e, float *dlogits, const float *logits, const int32_t *targets, int64_t N, int V,
+                         float dscale, double *row_loss);
 
 #endif
