@@ -69,8 +69,10 @@ void zlion_step(const zadam_hparams *h, size_t n, float *master, float *m, const
  * passes: zlamb_sums over each local piece of a tensor (||p||^2 and ||u||^2 of the piece, in double,
  * nothing stored), the pieces summed over the tensor and the ranks, zlamb_coeff, then zlamb_apply with the
  * tensor's coeff (stores m, v, p and param_out). Both passes compute u identically. The reference versions
- * are single-threaded; the others run on the current pool (apply bitwise equal to the reference; sums
- * added per chunk of ZK chunks in a fixed order). */
+ * are single-threaded scalar loops; the others run the SIMD path of zkernels_simd_name on the current pool
+ * (apply bitwise equal to the reference; sums in per-lane double partials within a chunk and per chunk in
+ * chunk order: independent of the thread count, within double rounding of the reference). The CUDA
+ * kernels are zcu_lamb_sums / zcu_lamb_apply (kernels/cuda_kernels.h). */
 typedef struct zlamb_hparams {
     float lr, beta1, beta2, eps, weight_decay, grad_factor;
     double bias_correction1, bias_correction2; /* 1 - beta^t, or 1 without bias correction */
