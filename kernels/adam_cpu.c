@@ -1,6 +1,7 @@
 /* The fast CPU kernels: run-time SIMD dispatch (AVX-512, AVX2 or scalar; ZINC_SIMD forces a lower one)
  * and threading over fixed-size chunks on a thread pool (thread_pool.h). The SIMD bodies are in
- * adam_simd.inc (instantiated by adam_avx2.c / adam_avx512.c); the scalar element code, shared with their tails, is in adam_scalar.h.
+ * adam_simd.inc (instantiated by adam_avx2.c / adam_avx512.c); the scalar element code, shared with their
+ * tails, is in adam_scalar.h.
  *
  * Threading: work is split into ZK_CHUNK-element chunks (a multiple of ZADAM_MASK_GROUP and of 64, so
  * chunk starts fall on mask groups and, for aligned arrays, on cache lines). Each
@@ -120,7 +121,8 @@ static void zk_init(void) {
     const char *e = getenv("ZINC_SIMD");
     if (e && *e) {
         int l = level_of(e);
-        if (l < 0) ZLOG_WARN(kernels_log(), "ignoring ZINC_SIMD=%s (want scalar, avx2 or avx512)", e);
+        if (l < 0) ZLOG_WARN(kernels_log(), "ignoring ZINC_SIMD=%s (want scalar, avx2 or avx512); using %s", e,
+                           zk_levels[zk_default_level]->name);
         else if (l < zk_default_level) zk_default_level = l;
     }
     zk_level = zk_default_level;
