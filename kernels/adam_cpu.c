@@ -1,6 +1,7 @@
 /* The fast CPU kernels: run-time SIMD dispatch (AVX-512, AVX2 or scalar; ZINC_SIMD forces a lower one)
  * and threading over fixed-size chunks on a thread pool (thread_pool.h). The SIMD bodies are in
- * adam_avx2.c / adam_avx512.c; the scalar element code, shared with their tails, is in adam_scalar.h.
+ * adam_simd.inc (instantiated by adam_avx2.c / adam_avx512.c); the scalar element code, shared with their
+ * tails, is in adam_scalar.h.
  *
  * Threading: work is split into ZK_CHUNK-element chunks (a multiple of ZADAM_MASK_GROUP and of 64, so
  * chunk starts fall on mask groups and, for aligned arrays, on cache lines). Each
@@ -11,7 +12,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,6 +19,7 @@
 #include "kernels/adam_scalar.h"
 #include "kernels/thread_pool.h"
 #include "runtime/core/env.h"
+#include "runtime/core/log.h"
 
 #define ZK_CHUNK ZK_CHUNK_ELEMS
 #define ZK_AI static inline __attribute__((always_inline))
@@ -66,14 +67,37 @@ static void cast_to_scalar(float *dst, const void *src, zinc_dtype t, size_t n) 
 static void scale_scalar(void *x, zinc_dtype t, float scale, size_t n) {
     for (size_t i = 0; i < n; i++) zk_store(x, t, i, zk_load(x, t, i) * scale);
 }
-static const zk_ops zk_ops_scalar = {"scalar", adam_scalar, axpy_scalar, cast_from_scalar, cast_to_scalar,
-                                     scale_scalar};
+static void lamb_sums_scalar(const zk_lamb_consts *c, size_t n, const float *p, const float *m, const float *v,
+                             const void *g, zinc_dtype gdt, const uint8_t *mask, double *wsq, double *usq) {
+    *wsq = *usq = 0;
+    zk_lamb_sums_range(c, 0, n, p, m, v, g, gdt, mask, wsq, usq);
+}
+static void lamb_apply_scalar(const zk_lamb_consts *c, float sc, size_t n, float *p, float *m, float *v,
+                              const void *g, zinc_dtype gdt, void *po, int pdt, const uint8_t *mask) {
+    zk_lamb_apply_range(c, sc, 0, n, p, m, v, g, gdt, po, po ? pdt : ZK_NO_OUT, mask);
+}
+static const zk_ops zk_ops_scalar = {"scalar",         adam_scalar,    axpy_scalar,      cast_from_scalar,
+                                     cast_to_scalar,   scale_scalar,   lamb_sums_scalar, lamb_apply_scalar};
 
 /* ---------------------------------------------------------------- dispatch */
 enum { ZK_SCALAR = 0, ZK_AVX2 = 1, ZK_AVX512 = 2 };
 static const zk_ops *const zk_levels[] = {&zk_ops_scalar, &zk_ops_avx2, &zk_ops_avx512};
 static int zk_cpu_level, zk_default_level, zk_level;
 static pthread_once_t zk_once = PTHREAD_ONCE_INIT;
+
+/* Where the kernels report: the library's default sink until a caller sets its own. */
+static zlog zk_log;
+static bool zk_log_set;
+
+void zkernels_set_log(const zlog *log) {
+    zk_log_set = log != NULL;
+    if (log) zk_log = *log;
+}
+
+static const zlog *kernels_log(void) {
+    if (!zk_log_set) zk_log = zlog_default();
+    return &zk_log;
+}
 
 static int level_of(const char *name) {
     if (!strcmp(name, "scalar")) return ZK_SCALAR;
@@ -98,7 +122,8 @@ static void zk_init(void) {
     const char *e = zenv_get(ZENV_SIMD);
     if (e && *e) {
         int l = level_of(e);
-        if (l < 0) fprintf(stderr, "zinc: ignoring ZINC_SIMD=%s (want scalar, avx2 or avx512)\n", e);
+        if (l < 0) ZLOG_WARN(kernels_log(), "ignoring ZINC_SIMD=%s (want scalar, avx2 or avx512); using %s", e,
+                           zk_levels[zk_default_level]->name);
         else if (l < zk_default_level) zk_default_level = l;
     }
     zk_level = zk_default_level;
@@ -110,6 +135,8 @@ static const zk_ops *ops(void) {
 }
 
 const char *zkernels_simd_name(void) { return ops()->name; }
+
+const zk_ops *zk_current_ops(void) { return ops(); }
 
 int zkernels_set_simd(const char *name) {
     pthread_once(&zk_once, zk_init);

@@ -132,6 +132,70 @@ static inline void zk_adam_scalar_range(const zk_adam_consts *c, size_t i0, size
     }
 }
 
+/* ---------------------------------------------------------------- the LAMB element update */
+typedef struct zk_lamb_consts {
+    float gf, b1, omb1, b2, omb2, eps, wd, step;
+    int eps_inside, decay;
+} zk_lamb_consts;
+
+static inline zk_lamb_consts zk_lamb_consts_make(const zlamb_hparams *h) {
+    zk_lamb_consts c;
+    c.gf = h->grad_factor;
+    c.b1 = h->beta1;
+    c.omb1 = 1.0f - h->beta1;
+    c.b2 = h->beta2;
+    c.omb2 = 1.0f - h->beta2;
+    c.eps = h->eps;
+    c.wd = h->weight_decay;
+    /* DeepSpeed's FusedLamb: lr * sqrt(bc2) / bc1 (moments themselves not corrected); in double, rounded once. */
+    c.step = (float)((double)h->lr * sqrt(h->bias_correction2) / h->bias_correction1);
+    c.eps_inside = h->eps_inside_sqrt;
+    c.decay = h->weight_decay != 0.0f;
+    return c;
+}
+
+/* The new moments and the update u of one element; the SIMD bodies do the same operations lane by lane. */
+static inline float zk_lamb_update(const zk_lamb_consts *c, float p, float *m, float *v, float graw, int decayed) {
+    float g = graw * c->gf;
+    float mm = c->b1 * *m + c->omb1 * g;
+    float vv = c->b2 * *v + c->omb2 * (g * g);
+    float denom = c->eps_inside ? sqrtf(vv + c->eps) : sqrtf(vv) + c->eps;
+    float u = mm / denom;
+    if (c->decay && decayed) u = u + c->wd * p;
+    *m = mm;
+    *v = vv;
+    return u;
+}
+
+/* Elements [i0, n): ||p||^2 and ||u||^2 added, left to right, to *wsq and *usq (the state is only read). */
+static inline void zk_lamb_sums_range(const zk_lamb_consts *c, size_t i0, size_t n, const float *p, const float *m,
+                                      const float *v, const void *g, zinc_dtype gdt, const uint8_t *mask,
+                                      double *wsq, double *usq) {
+    double w = *wsq, s = *usq;
+    for (size_t i = i0; i < n; i++) {
+        float mi = m[i], vi = v[i], pi = p[i];
+        float u = zk_lamb_update(c, pi, &mi, &vi, zk_load(g, gdt, i), mask ? mask[i / ZADAM_MASK_GROUP] != 0 : 1);
+        w += (double)pi * (double)pi;
+        s += (double)u * (double)u;
+    }
+    *wsq = w;
+    *usq = s;
+}
+
+/* Elements [i0, n): the moments stored, p -= sc * u (sc = step * coeff), param_out written unless pdt is
+ * ZK_NO_OUT. */
+static inline void zk_lamb_apply_range(const zk_lamb_consts *c, float sc, size_t i0, size_t n, float *p, float *m,
+                                       float *v, const void *g, zinc_dtype gdt, void *po, int pdt,
+                                       const uint8_t *mask) {
+    for (size_t i = i0; i < n; i++) {
+        float x = p[i];
+        float u = zk_lamb_update(c, x, &m[i], &v[i], zk_load(g, gdt, i), mask ? mask[i / ZADAM_MASK_GROUP] != 0 : 1);
+        x = x - sc * u;
+        p[i] = x;
+        if (pdt != ZK_NO_OUT) zk_store(po, pdt, i, x);
+    }
+}
+
 /* ---------------------------------------------------------------- per-ISA chunk kernels */
 /* Each works on one chunk with no threading of its own; pdt is ZK_NO_OUT when po is NULL. */
 typedef struct zk_ops {
@@ -142,7 +206,15 @@ typedef struct zk_ops {
     void (*cast_from)(void *dst, zinc_dtype t, const float *src, size_t n);
     void (*cast_to)(float *dst, const void *src, zinc_dtype t, size_t n);
     void (*scale)(void *x, zinc_dtype t, float scale, size_t n);
+    /* LAMB's two passes over one chunk: sums set *wsq, *usq (not added to); apply takes sc = step * coeff. */
+    void (*lamb_sums)(const zk_lamb_consts *c, size_t n, const float *p, const float *m, const float *v,
+                      const void *g, zinc_dtype gdt, const uint8_t *mask, double *wsq, double *usq);
+    void (*lamb_apply)(const zk_lamb_consts *c, float sc, size_t n, float *p, float *m, float *v, const void *g,
+                       zinc_dtype gdt, void *po, int pdt, const uint8_t *mask);
 } zk_ops;
+
+/* The chunk kernels of the SIMD path in use (adam_cpu.c; lamb_cpu.c uses them too). */
+const zk_ops *zk_current_ops(void);
 
 /* The pool a kernel of nch chunks of ZK_CHUNK_ELEMS elements runs on, or NULL for the calling thread
  * (adam_cpu.c; lion_cpu.c uses it too). */

@@ -69,8 +69,10 @@ void zlion_step(const zadam_hparams *h, size_t n, float *master, float *m, const
  * passes: zlamb_sums over each local piece of a tensor (||p||^2 and ||u||^2 of the piece, in double,
  * nothing stored), the pieces summed over the tensor and the ranks, zlamb_coeff, then zlamb_apply with the
  * tensor's coeff (stores m, v, p and param_out). Both passes compute u identically. The reference versions
- * are single-threaded; the others run on the current pool (apply bitwise equal to the reference; sums
- * added per chunk of ZK chunks in a fixed order). */
+ * are single-threaded scalar loops; the others run the SIMD path of zkernels_simd_name on the current pool
+ * (apply bitwise equal to the reference; sums in per-lane double partials within a chunk and per chunk in
+ * chunk order: independent of the thread count, within double rounding of the reference). The CUDA
+ * kernels are zcu_lamb_sums / zcu_lamb_apply (kernels/cuda_kernels.h). */
 typedef struct zlamb_hparams {
     float lr, beta1, beta2, eps, weight_decay, grad_factor;
     double bias_correction1, bias_correction2; /* 1 - beta^t, or 1 without bias correction */
@@ -119,6 +121,11 @@ const char *zkernels_simd_name(void);
  * ZINC_SIMD). Returns 0, or -1 (nothing changed) for an unknown name or a path this CPU lacks. Not to be
  * called while kernels run on other threads. */
 int zkernels_set_simd(const char *name);
+/* The log sink the kernels report through (today only an unusable ZINC_SIMD value, once, when the SIMD path
+ * is first chosen); the kernels never print on their own. NULL, or never called: the library's default
+ * sink (zlog_default: stderr on rank 0). The sink is copied; not to be called while kernels run. */
+struct zlog;
+void zkernels_set_log(const struct zlog *log);
 /* Threads. The fast kernels run on a thread pool (kernels/thread_pool.h): the one made current on the
  * calling thread with zkernels_use_pool (an engine's device does that around its kernel calls, so each
  * engine uses its own), else a process default pool made on first use. zkernels_use_pool returns the

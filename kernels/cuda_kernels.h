@@ -84,6 +84,25 @@ int zcu_adam_step_host(const struct zadam_hparams *h, size_t n, float *master, f
 int zcu_lion_step_host(const struct zadam_hparams *h, size_t n, float *master, float *m, const void *grad,
                        zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask, void *stream);
 
+/* ---------------------------------------------------------------- LAMB */
+/* LAMB's two passes over one piece of a parameter tensor (the math of zlamb_sums_ref / zlamb_apply_ref,
+ * kernels/cpu_kernels.h; h is a HOST pointer read before return; decay_mask as zcu_adam_step, or NULL).
+ * zcu_lamb_sums: out[0] = (accumulate ? out[0] : 0) + ||master||^2 and out[1] likewise + ||u||^2, in double,
+ * deterministic as zcu_grad_stats (fixed grid, fixed trees, no atomics; within ~1e-12 relative of the
+ * reference, whose order differs); the state is only read. out: 2 doubles of DEVICE memory; workspace: at
+ * least zcu_lamb_sums_workspace_bytes() bytes of device memory, not shared between calls that may run
+ * concurrently. accumulate lets the pieces of one tensor feed one pair, in a fixed order.
+ * zcu_lamb_apply: the moments stored, master -= (step * coeff) * u, param_out written in pdt (or NULL);
+ * bit for bit the reference's results. */
+struct zlamb_hparams;
+size_t zcu_lamb_sums_workspace_bytes(void);
+int zcu_lamb_sums(const struct zlamb_hparams *h, size_t n, const float *master, const float *m, const float *v,
+                  const void *grad, zinc_dtype gdt, const uint8_t *decay_mask, void *workspace, double *out,
+                  int accumulate, void *stream);
+int zcu_lamb_apply(const struct zlamb_hparams *h, float coeff, size_t n, float *master, float *m, float *v,
+                   const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask,
+                   void *stream);
+
 /* ---------------------------------------------------------------- gradient statistics */
 
 /* The fixed grid of zcu_grad_stats: ZCU_STATS_BLOCKS blocks of ZCU_STATS_THREADS threads on every device,

@@ -1,76 +1,29 @@
 /* LAMB over a segment of one parameter (kernels/cpu_kernels.h): the sums pass (||p||^2 and ||u||^2 of the
  * segment, the moments computed but not stored) and the apply pass (the moments stored, p -= step*coeff*u).
- * Both passes compute u with the same operations in the same order (lamb_update), so the u the trust
- * ratio measured is the u applied. Reference and fast versions: the fast apply is the reference loop split
- * into ZK_CHUNK_ELEMS chunks on the current pool (elementwise, so bitwise equal); the fast sums add
- * per-chunk partial sums in chunk order, so they do not depend on the thread count (and equal the
- * reference to double rounding of the regrouped sum). */
+ * Both passes compute u with the same operations in the same order (zk_lamb_update, adam_scalar.h, and its
+ * SIMD twin in adam_simd.inc), so the u the trust ratio measured is the u applied. Reference and fast
+ * versions: the reference is the scalar element loop; the fast versions run the SIMD path's chunk kernels
+ * (zk_ops, chosen as for Adam) on ZK_CHUNK_ELEMS chunks of the current pool. The fast apply is elementwise
+ * with the reference's operations, so bitwise equal to it; the fast sums add per-lane double sums within a
+ * chunk and per-chunk sums in chunk order, so they do not depend on the thread count (and equal the
+ * reference to double rounding of the regrouped sum; they depend on the SIMD width). */
 #include <math.h>
 #include <stdlib.h>
 
 #include "kernels/adam_scalar.h"
 #include "kernels/thread_pool.h"
 
-typedef struct lamb_consts {
-    float gf, b1, omb1, b2, omb2, eps, wd, step;
-    int eps_inside, decay;
-} lamb_consts;
-
-static lamb_consts lamb_consts_make(const zlamb_hparams *h) {
-    lamb_consts c;
-    c.gf = h->grad_factor;
-    c.b1 = h->beta1;
-    c.omb1 = 1.0f - h->beta1;
-    c.b2 = h->beta2;
-    c.omb2 = 1.0f - h->beta2;
-    c.eps = h->eps;
-    c.wd = h->weight_decay;
-    /* DeepSpeed's FusedLamb: lr * sqrt(bc2) / bc1 (moments themselves not corrected); in double, rounded once. */
-    c.step = (float)((double)h->lr * sqrt(h->bias_correction2) / h->bias_correction1);
-    c.eps_inside = h->eps_inside_sqrt;
-    c.decay = h->weight_decay != 0.0f;
-    return c;
-}
-
-/* The new moments and the update u of one element. */
-static inline __attribute__((always_inline)) float lamb_update(const lamb_consts *c, float p, float *m, float *v,
-                                                               float graw, int decayed) {
-    float g = graw * c->gf;
-    float mm = c->b1 * *m + c->omb1 * g;
-    float vv = c->b2 * *v + c->omb2 * (g * g);
-    float denom = c->eps_inside ? sqrtf(vv + c->eps) : sqrtf(vv) + c->eps;
-    float u = mm / denom;
-    if (c->decay && decayed) u = u + c->wd * p;
-    *m = mm;
-    *v = vv;
-    return u;
-}
-
-static inline int decayed_at(const uint8_t *mask, size_t i) { return mask == NULL || mask[i / ZADAM_MASK_GROUP] != 0; }
-
-static void sums_range(const lamb_consts *c, size_t n, const float *master, const float *m, const float *v,
+/* The reference passes: the scalar element code (adam_scalar.h), single-threaded, left to right. */
+static void sums_range(const zk_lamb_consts *c, size_t n, const float *master, const float *m, const float *v,
                        const void *grad, zinc_dtype gdt, const uint8_t *mask, double *wsq, double *usq) {
-    double w = 0, s = 0;
-    for (size_t i = 0; i < n; i++) {
-        float mi = m[i], vi = v[i], p = master[i];
-        float u = lamb_update(c, p, &mi, &vi, zk_load(grad, gdt, i), decayed_at(mask, i));
-        w += (double)p * (double)p;
-        s += (double)u * (double)u;
-    }
-    *wsq = w;
-    *usq = s;
+    *wsq = *usq = 0;
+    zk_lamb_sums_range(c, 0, n, master, m, v, grad, gdt, mask, wsq, usq);
 }
 
-static void apply_range(const lamb_consts *c, float coeff, size_t n, float *master, float *m, float *v,
+static void apply_range(const zk_lamb_consts *c, float coeff, size_t n, float *master, float *m, float *v,
                         const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *mask) {
     const float sc = c->step * coeff; /* DeepSpeed: (step_size * lamb_coeff) * update */
-    for (size_t i = 0; i < n; i++) {
-        float p = master[i];
-        float u = lamb_update(c, p, &m[i], &v[i], zk_load(grad, gdt, i), decayed_at(mask, i));
-        p = p - sc * u;
-        master[i] = p;
-        if (param_out) zk_store(param_out, (int)pdt, i, p);
-    }
+    zk_lamb_apply_range(c, sc, 0, n, master, m, v, grad, gdt, param_out, param_out ? (int)pdt : ZK_NO_OUT, mask);
 }
 
 float zlamb_coeff(const zlamb_hparams *h, double wsq, double usq) {
@@ -84,24 +37,26 @@ float zlamb_coeff(const zlamb_hparams *h, double wsq, double usq) {
 
 void zlamb_sums_ref(const zlamb_hparams *h, size_t n, const float *master, const float *m, const float *v,
                     const void *grad, zinc_dtype gdt, const uint8_t *decay_mask, double *wsq, double *usq) {
-    const lamb_consts c = lamb_consts_make(h);
+    const zk_lamb_consts c = zk_lamb_consts_make(h);
     sums_range(&c, n, master, m, v, grad, gdt, decay_mask, wsq, usq);
 }
 
 void zlamb_apply_ref(const zlamb_hparams *h, float coeff, size_t n, float *master, float *m, float *v,
                      const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask) {
-    const lamb_consts c = lamb_consts_make(h);
+    const zk_lamb_consts c = zk_lamb_consts_make(h);
     apply_range(&c, coeff, n, master, m, v, grad, gdt, param_out, pdt, decay_mask);
 }
 
-/* ---------------------------------------------------------------- threaded */
+/* ---------------------------------------------------------------- fast: SIMD chunks on threads */
 typedef struct lamb_job {
-    const lamb_consts *c;
-    float coeff;
+    const zk_ops *o;
+    const zk_lamb_consts *c;
+    float sc;
     size_t n, gsz, psz;
     float *master, *m, *v;
     const void *grad;
-    zinc_dtype gdt, pdt;
+    zinc_dtype gdt;
+    int pt;
     void *param_out;
     const uint8_t *mask;
     double *part; /* sums: two per chunk */
@@ -113,37 +68,39 @@ typedef struct lamb_job {
 static void sums_task(void *ctx, size_t k) {
     const lamb_job *j = ctx;
     CHUNK_OF(j, k, s, len);
-    sums_range(j->c, len, j->master + s, j->m + s, j->v + s, (const char *)j->grad + s * j->gsz, j->gdt,
-               j->mask ? j->mask + s / ZADAM_MASK_GROUP : NULL, &j->part[2 * k], &j->part[2 * k + 1]);
+    j->o->lamb_sums(j->c, len, j->master + s, j->m + s, j->v + s, (const char *)j->grad + s * j->gsz, j->gdt,
+                    j->mask ? j->mask + s / ZADAM_MASK_GROUP : NULL, &j->part[2 * k], &j->part[2 * k + 1]);
 }
 
 static void apply_task(void *ctx, size_t k) {
     const lamb_job *j = ctx;
     CHUNK_OF(j, k, s, len);
-    apply_range(j->c, j->coeff, len, j->master + s, j->m + s, j->v + s, (const char *)j->grad + s * j->gsz, j->gdt,
-                j->param_out ? (char *)j->param_out + s * j->psz : NULL, j->pdt,
-                j->mask ? j->mask + s / ZADAM_MASK_GROUP : NULL);
+    j->o->lamb_apply(j->c, j->sc, len, j->master + s, j->m + s, j->v + s, (const char *)j->grad + s * j->gsz,
+                     j->gdt, j->param_out ? (char *)j->param_out + s * j->psz : NULL, j->pt,
+                     j->mask ? j->mask + s / ZADAM_MASK_GROUP : NULL);
 }
 
+/* Chunk sums are added in chunk order whichever thread made them (or the calling thread, in the same order,
+ * when there is no pool or the partials could not be allocated). */
 void zlamb_sums(const zlamb_hparams *h, size_t n, const float *master, const float *m, const float *v,
                 const void *grad, zinc_dtype gdt, const uint8_t *decay_mask, double *wsq, double *usq) {
-    const lamb_consts c = lamb_consts_make(h);
+    const zk_lamb_consts c = zk_lamb_consts_make(h);
     const size_t nch = (n + ZK_CHUNK_ELEMS - 1) / ZK_CHUNK_ELEMS;
     double one[2], *part = nch <= 1 ? one : malloc(2 * nch * sizeof(double));
     zpool *p = part ? zk_pool_for(nch) : NULL;
+    lamb_job j = {zk_current_ops(), &c, 0.0f, n, zinc_dtype_size(gdt), 0, (float *)master, (float *)m, (float *)v,
+                  grad, gdt, ZK_NO_OUT, NULL, decay_mask, part};
     double w = 0, s = 0;
-    if (!part || !p) { /* the same chunked sums on this thread */
+    if (!part || !p) {
         for (size_t k = 0; k < nch; k++) {
-            size_t o = k * ZK_CHUNK_ELEMS, len = n - o < ZK_CHUNK_ELEMS ? n - o : ZK_CHUNK_ELEMS;
-            double a, b;
-            sums_range(&c, len, master + o, m + o, v + o, (const char *)grad + o * zinc_dtype_size(gdt), gdt,
-                       decay_mask ? decay_mask + o / ZADAM_MASK_GROUP : NULL, &a, &b);
-            w += a;
-            s += b;
+            CHUNK_OF(&j, k, o, len);
+            double pw, ps;
+            j.o->lamb_sums(&c, len, master + o, m + o, v + o, (const char *)grad + o * j.gsz, gdt,
+                           decay_mask ? decay_mask + o / ZADAM_MASK_GROUP : NULL, &pw, &ps);
+            w += pw;
+            s += ps;
         }
     } else {
-        lamb_job j = {&c, 1.0f, n, zinc_dtype_size(gdt), 0, (float *)master, (float *)m, (float *)v, grad, gdt,
-                      ZINC_FP32, NULL, decay_mask, part};
         zpool_for(p, nch, sums_task, &j);
         for (size_t k = 0; k < nch; k++) {
             w += part[2 * k];
@@ -157,14 +114,17 @@ void zlamb_sums(const zlamb_hparams *h, size_t n, const float *master, const flo
 
 void zlamb_apply(const zlamb_hparams *h, float coeff, size_t n, float *master, float *m, float *v, const void *grad,
                  zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask) {
-    const lamb_consts c = lamb_consts_make(h);
+    const zk_lamb_consts c = zk_lamb_consts_make(h);
+    const zk_ops *o = zk_current_ops();
+    const float sc = c.step * coeff; /* as the reference */
+    const int pt = param_out ? (int)pdt : ZK_NO_OUT;
     const size_t nch = (n + ZK_CHUNK_ELEMS - 1) / ZK_CHUNK_ELEMS;
     zpool *p = zk_pool_for(nch);
     if (!p) {
-        apply_range(&c, coeff, n, master, m, v, grad, gdt, param_out, pdt, decay_mask);
+        o->lamb_apply(&c, sc, n, master, m, v, grad, gdt, param_out, pt, decay_mask);
         return;
     }
-    lamb_job j = {&c, coeff, n, zinc_dtype_size(gdt), param_out ? zinc_dtype_size(pdt) : 0, master, m, v, grad, gdt,
-                  pdt, param_out, decay_mask, NULL};
+    lamb_job j = {o, &c, sc, n, zinc_dtype_size(gdt), param_out ? zinc_dtype_size(pdt) : 0, master, m, v, grad, gdt,
+                  pt, param_out, decay_mask, NULL};
     zpool_for(p, nch, apply_task, &j);
 }

@@ -11,3 +11,11 @@ zinc_test(NAME engine_lamb_np2 SOURCES test_engine_lamb.c optim_engine.c engine_
 if(COMMAND zinc_emulated_test)
   zinc_emulated_test(NAME engine_lamb_cuda_emulated_np1 SOURCE test_engine_lamb.c EXTRA optim_engine.c ENV ZINC_TEST_DEVICE=cuda)
 endif()
+# The CUDA LAMB kernels (kernels/lamb.cu) against their CPU references: on a GPU (label gpu, skipped without
+# one), and on the host emulation, where it tests the launchers' contract (the math there is the reference).
+if(ZINC_HAVE_CUDA)
+  zinc_test(NAME kernels_lamb_cuda SOURCES test_kernels_lamb_cuda.c LABELS gpu LIBS CUDA::cudart TIMEOUT 600)
+endif()
+if(COMMAND zinc_emulated_test)
+  zinc_emulated_test(NAME kernels_lamb_cuda_emulated SOURCE test_kernels_lamb_cuda.c)
+endif()

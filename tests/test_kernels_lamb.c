@@ -6,9 +6,10 @@
  * cancels: its terms are ~5e-3 here, a few fp32 roundings of those); p within 1e-6 relative + 5e-8
  * absolute (parameters ~0.3 and updates of that size nearly cancelling with the tight clamp: a few fp32
  * roundings of 0.3). Also: the
- * threaded versions (1-4 threads, sizes across the thread chunks) give the same apply bits as the
- * reference and sums within 1e-12 relative (regrouped double sums), the coefficient is 1 for a zero
- * tensor, and the clamp holds. */
+ * fast versions on every SIMD path this CPU has (scalar, avx2, avx512; the others are skipped and said so),
+ * threaded (1-4 threads, sizes across the thread chunks and vector tails), without and with a random decay
+ * mask, give the same apply bits as the reference and sums within 1e-12 relative (regrouped double sums),
+ * the sums pass leaves the state as it is, the coefficient is 1 for a zero tensor, and the clamp holds. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +36,45 @@ typedef struct lcase {
     int bc, inside, tight;
 } lcase;
 
+static const char *const paths[] = {"scalar", "avx2", "avx512"};
+static int have_path[3];
+
+/* From the state (p0, m0, v0), which it leaves as it is: the reference passes, then zlamb_sums / zlamb_apply
+ * on every SIMD path this CPU has: apply bit-equal to the reference (master, m, v and every param_out element,
+ * poisoned first), sums within 1e-12 relative (per-lane and per-chunk regrouping of a double sum). */
+static void check_paths(const zlamb_hparams *h, float coeff, size_t n, const float *p0, const float *m0,
+                        const float *v0, const void *g, zinc_dtype gdt, void *po_buf, zinc_dtype pdt,
+                        const uint8_t *mask, const char *name, int t) {
+    size_t psz = zinc_dtype_size(pdt);
+    float *rp = malloc(n * 4), *rm = malloc(n * 4), *rv = malloc(n * 4), *rpo = malloc(n * 4);
+    float *xp = malloc(n * 4), *xm = malloc(n * 4), *xv = malloc(n * 4);
+    memcpy(rp, p0, n * 4), memcpy(rm, m0, n * 4), memcpy(rv, v0, n * 4);
+    double w, u;
+    zlamb_sums_ref(h, n, rp, rm, rv, g, gdt, mask, &w, &u);
+    zlamb_apply_ref(h, coeff, n, rp, rm, rv, g, gdt, po_buf ? rpo : NULL, pdt, mask);
+    for (int k = 0; k < 3; k++) {
+        if (!have_path[k]) continue;
+        zkernels_set_simd(paths[k]);
+        memcpy(xp, p0, n * 4), memcpy(xm, m0, n * 4), memcpy(xv, v0, n * 4);
+        double fw, fu;
+        zlamb_sums(h, n, xp, xm, xv, g, gdt, mask, &fw, &fu);
+        ZT_CHECK(!memcmp(xp, p0, n * 4) && !memcmp(xm, m0, n * 4) && !memcmp(xv, v0, n * 4),
+                 "%s step %d %s mask=%d: the sums pass wrote the state", name, t, paths[k], mask != NULL);
+        ZT_CHECK(rel_ok(fw, w, 1e-12, 0) && rel_ok(fu, u, 1e-12, 0),
+                 "%s step %d %s mask=%d: sums %.17g %.17g vs the reference's %.17g %.17g", name, t, paths[k],
+                 mask != NULL, fw, fu, w, u);
+        if (po_buf) memset(po_buf, 0xff, n * psz);
+        zlamb_apply(h, coeff, n, xp, xm, xv, g, gdt, po_buf, pdt, mask);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) bad += xp[i] != rp[i] || xm[i] != rm[i] || xv[i] != rv[i];
+        ZT_CHECK(bad == 0 && (!po_buf || !memcmp(po_buf, rpo, n * psz)),
+                 "%s step %d %s mask=%d: apply differs from the reference (%zu of %zu elements; param_out %s)",
+                 name, t, paths[k], mask != NULL, bad, n, po_buf && memcmp(po_buf, rpo, n * psz) ? "differs" : "ok");
+    }
+    zkernels_set_simd(NULL);
+    free(rp), free(rm), free(rv), free(rpo), free(xp), free(xm), free(xv);
+}
+
 static void run_case(const lcase *c, size_t n, int threads) {
     char name[160];
     snprintf(name, sizeof name, "n=%zu grad=%s out=%s wd=%g bc=%d inside=%d tight=%d threads=%d", n,
@@ -44,6 +84,7 @@ static void run_case(const lcase *c, size_t n, int threads) {
     float *fp = malloc(n * 4), *fm = calloc(n, 4), *fv = calloc(n, 4), *fpo = malloc(n * 4);
     double *dp = malloc(n * 8), *dm = calloc(n, 8), *dv = calloc(n, 8), *du = malloc(n * 8);
     void *g = malloc(n * 4);
+    uint8_t *mask = malloc((n + 7) / 8);
     for (size_t i = 0; i < n; i++) dp[i] = fp[i] = p[i] = (float)(0.3 * zt_rand_normal(&rng));
     zinc_dtype pdt = c->pdt == 3 ? ZINC_FP32 : (zinc_dtype)c->pdt;
     zkernels_set_threads(threads);
@@ -88,24 +129,25 @@ static void run_case(const lcase *c, size_t n, int threads) {
         ZT_CHECK(bad == 0, "%s step %d: %zu elements off float64, first %zu: p %.9g/%.9g m %.9g/%.9g v %.9g/%.9g",
                  name, t, bad, first, (double)p[first], dp[first], (double)m[first], dm[first], (double)v[first],
                  dv[first]);
-        /* threaded, from the same state */
-        double fw, fu;
-        zlamb_sums(&h, n, fp, fm, fv, g, c->gdt, NULL, &fw, &fu);
-        ZT_CHECK(rel_ok(fw, w, 1e-12, 0) && rel_ok(fu, u, 1e-12, 0), "%s step %d: threaded sums differ", name, t);
-        memset(fpo, 0xff, n * 4);
-        zlamb_apply(&h, coeff, n, fp, fm, fv, g, c->gdt, c->pdt == 3 ? NULL : fpo, pdt, NULL);
-        ZT_CHECK(!memcmp(fp, p, n * 4) && !memcmp(fm, m, n * 4) && !memcmp(fv, v, n * 4) &&
-                     (c->pdt == 3 || !memcmp(fpo, po, n * zinc_dtype_size(pdt))),
-                 "%s step %d: threaded apply differs from the reference", name, t);
+        /* every SIMD path, threaded, from the same state, without and with a decay mask */
+        check_paths(&h, coeff, n, fp, fm, fv, g, c->gdt, c->pdt == 3 ? NULL : fpo, pdt, NULL, name, t);
+        for (size_t i = 0; i < (n + 7) / 8; i++) mask[i] = (uint8_t)(zt_rand_u64(&rng) % 3 != 0);
+        check_paths(&h, coeff, n, fp, fm, fv, g, c->gdt, c->pdt == 3 ? NULL : fpo, pdt, mask, name, t);
+        memcpy(fp, p, n * 4), memcpy(fm, m, n * 4), memcpy(fv, v, n * 4);
     }
     zkernels_set_threads(0);
     free(p), free(m), free(v), free(po), free(fp), free(fm), free(fv), free(fpo);
-    free(dp), free(dm), free(dv), free(du), free(g);
+    free(dp), free(dm), free(dv), free(du), free(g), free(mask);
 }
 
 int main(void) {
     zt_name = "test_kernels_lamb";
     rng = zt_seed();
+    for (int k = 0; k < 3; k++) {
+        have_path[k] = zkernels_set_simd(paths[k]) == 0;
+        if (!have_path[k]) fprintf(stderr, "SIMD path %s: not on this CPU, skipped\n", paths[k]);
+    }
+    zkernels_set_simd(NULL);
     int nbig = 0;
     for (int combo = 0; combo < 3 * 4 * 2 * 2 * 2 * 2; combo++) {
         int r = combo;

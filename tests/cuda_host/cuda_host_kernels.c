@@ -101,6 +101,73 @@ int zcu_lion_step_host(const struct zadam_hparams *h, size_t n, float *master, f
     return cuda_host_enqueue(stream, run_lion, &a, sizeof a);
 }
 
+/* ---------------------------------------------------------------- LAMB */
+
+typedef struct lamb_args {
+    zlamb_hparams h;
+    float coeff;
+    size_t n;
+    float *master, *m, *v;
+    const void *grad;
+    zinc_dtype gdt, pdt;
+    void *param_out;
+    const uint8_t *decay_mask;
+    double *out; /* sums only */
+    int accumulate;
+} lamb_args;
+
+static void run_lamb_sums(void *p) {
+    lamb_args *a = p;
+    double w = 0, u = 0;
+    if (a->n) zlamb_sums_ref(&a->h, a->n, a->master, a->m, a->v, a->grad, a->gdt, a->decay_mask, &w, &u);
+    a->out[0] = a->accumulate ? a->out[0] + w : w;
+    a->out[1] = a->accumulate ? a->out[1] + u : u;
+}
+
+static void run_lamb_apply(void *p) {
+    lamb_args *a = p;
+    zlamb_apply_ref(&a->h, a->coeff, a->n, a->master, a->m, a->v, a->grad, a->gdt, a->param_out, a->pdt,
+                    a->decay_mask);
+}
+
+static void check_lamb_spans(const lamb_args *a, const char *what) {
+    cuda_host_check_span(a->master, a->n * 4, what);
+    cuda_host_check_span(a->m, a->n * 4, what);
+    cuda_host_check_span(a->v, a->n * 4, what);
+    cuda_host_check_span(a->grad, a->n * esize(a->gdt), what);
+    if (a->param_out) cuda_host_check_span(a->param_out, a->n * esize(a->pdt), what);
+    if (a->decay_mask) cuda_host_check_span(a->decay_mask, (a->n + ZADAM_MASK_GROUP - 1) / ZADAM_MASK_GROUP, what);
+}
+
+size_t zcu_lamb_sums_workspace_bytes(void) { return (size_t)ZCU_STATS_BLOCKS * 2 * sizeof(double); }
+
+int zcu_lamb_sums(const struct zlamb_hparams *h, size_t n, const float *master, const float *m, const float *v,
+                  const void *grad, zinc_dtype gdt, const uint8_t *decay_mask, void *workspace, double *out,
+                  int accumulate, void *stream) {
+    if (!h || !out || !valid(gdt)) return cudaErrorInvalidValue;
+    if (n && (!master || !m || !v || !grad || !workspace)) return cudaErrorInvalidValue;
+    if (n == 0 && accumulate) return 0;
+    lamb_args a = {.h = *h, .n = n, .master = (float *)master, .m = (float *)m, .v = (float *)v, .grad = grad,
+                   .gdt = gdt, .decay_mask = decay_mask, .out = out, .accumulate = accumulate};
+    cuda_host_check_span(out, 2 * sizeof(double), "zcu_lamb_sums out");
+    if (n) {
+        check_lamb_spans(&a, "zcu_lamb_sums");
+        cuda_host_check_span(workspace, zcu_lamb_sums_workspace_bytes(), "zcu_lamb_sums workspace");
+    }
+    return cuda_host_enqueue(stream, run_lamb_sums, &a, sizeof a);
+}
+
+int zcu_lamb_apply(const struct zlamb_hparams *h, float coeff, size_t n, float *master, float *m, float *v,
+                   const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask,
+                   void *stream) {
+    if (n == 0) return 0;
+    if (!h || !master || !m || !v || !grad || !valid(gdt) || (param_out && !valid(pdt))) return cudaErrorInvalidValue;
+    lamb_args a = {.h = *h, .coeff = coeff, .n = n, .master = master, .m = m, .v = v, .grad = grad, .gdt = gdt,
+                   .pdt = pdt, .param_out = param_out, .decay_mask = decay_mask};
+    check_lamb_spans(&a, "zcu_lamb_apply");
+    return cuda_host_enqueue(stream, run_lamb_apply, &a, sizeof a);
+}
+
 /* ---------------------------------------------------------------- gradient statistics */
 
 size_t zcu_grad_stats_workspace_bytes(void) { return (size_t)ZCU_STATS_BLOCKS * (sizeof(double) + sizeof(int)); }
