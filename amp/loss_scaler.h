@@ -14,9 +14,9 @@ typedef struct zloss_scaler {
     bool dynamic;
     double cur_scale;
     double min_scale;
-    double scale_factor;     /* 2 */
+    double scale_factor; /* 2 */
     int64_t scale_window;
-    int delayed_shift;       /* hysteresis as configured */
+    int delayed_shift; /* hysteresis as configured */
     int cur_hysteresis;
     bool consecutive_hysteresis;
     int64_t cur_iter;
@@ -26,10 +26,10 @@ typedef struct zloss_scaler {
 /* What one update did, for the log line. */
 typedef enum {
     ZLS_NO_CHANGE = 0,
-    ZLS_GREW,            /* scale doubled after a clean window */
-    ZLS_REDUCED,         /* overflow: scale halved (or clamped to the minimum) */
-    ZLS_HYSTERESIS,      /* overflow absorbed by hysteresis: scale kept, hysteresis decremented */
-    ZLS_AT_MINIMUM       /* overflow with the scale already at its minimum: an error for the caller */
+    ZLS_GREW,       /* scale doubled after a clean window */
+    ZLS_REDUCED,    /* overflow: scale halved (or clamped to the minimum) */
+    ZLS_HYSTERESIS, /* overflow absorbed by hysteresis: scale kept, hysteresis decremented */
+    ZLS_AT_MINIMUM  /* overflow with the scale already at its minimum: an error for the caller */
 } zls_event;
 
 /* Dynamic: init = 2^initial_scale_power etc. Static: cur_scale = scale (1 for bf16/fp32). */

@@ -13,21 +13,20 @@
 #include "zinc.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: zinc checkpoint inspect DIR[/TAG] [--verify] [--json] [--params N]\n"
-            "       zinc checkpoint export DIR[/TAG] --out FILE.safetensors [--dtype fp32|bf16|fp16] [--force]\n"
-            "       zinc checkpoint export --format llmc DIR[/TAG] --out FILE.bin [--dtype fp32|bf16] (a GPT-2)\n"
-            "\n"
-            "DIR is a checkpoint directory (its `latest` names the tag) and DIR/TAG one checkpoint, as written by\n"
-            "zinc train --save or zinc_save_checkpoint (docs/checkpoints.md).\n"
-            "\n"
-            "inspect   prints the step, the saving run's ranks, stage and dtypes, loss scale, LR position, the\n"
-            "          parameter table (the first N, default 20; --params 0 for all) and the shard files.\n"
-            "          --verify reads every file and checks its size and checksums (exit 1 on a bad file).\n"
-            "          --json prints manifest.json instead.\n"
-            "export    writes the consolidated fp32 master weights as a safetensors file (one tensor per\n"
-            "          parameter), in fp32 (default) or rounded to bf16 / fp16. An existing FILE is replaced only\n"
-            "          with --force, and only when it is a regular file that is not part of the checkpoint.\n");
+    fprintf(f, "usage: zinc checkpoint inspect DIR[/TAG] [--verify] [--json] [--params N]\n"
+               "       zinc checkpoint export DIR[/TAG] --out FILE.safetensors [--dtype fp32|bf16|fp16] [--force]\n"
+               "       zinc checkpoint export --format llmc DIR[/TAG] --out FILE.bin [--dtype fp32|bf16] (a GPT-2)\n"
+               "\n"
+               "DIR is a checkpoint directory (its `latest` names the tag) and DIR/TAG one checkpoint, as written by\n"
+               "zinc train --save or zinc_save_checkpoint (docs/checkpoints.md).\n"
+               "\n"
+               "inspect   prints the step, the saving run's ranks, stage and dtypes, loss scale, LR position, the\n"
+               "          parameter table (the first N, default 20; --params 0 for all) and the shard files.\n"
+               "          --verify reads every file and checks its size and checksums (exit 1 on a bad file).\n"
+               "          --json prints manifest.json instead.\n"
+               "export    writes the consolidated fp32 master weights as a safetensors file (one tensor per\n"
+               "          parameter), in fp32 (default) or rounded to bf16 / fp16. An existing FILE is replaced only\n"
+               "          with --force, and only when it is a regular file that is not part of the checkpoint.\n");
 }
 
 static double jnum(json_t *o, const char *a, const char *b) {
@@ -47,8 +46,10 @@ static int inspect(int argc, char **argv) {
     int verify = 0, as_json = 0;
     long show = 20;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--verify")) verify = 1;
-        else if (!strcmp(argv[i], "--json")) as_json = 1;
+        if (!strcmp(argv[i], "--verify"))
+            verify = 1;
+        else if (!strcmp(argv[i], "--json"))
+            as_json = 1;
         else if (!strcmp(argv[i], "--params")) {
             char *end = NULL;
             if (i + 1 >= argc) {
@@ -62,11 +63,11 @@ static int inspect(int argc, char **argv) {
                         argv[i]);
                 return 2;
             }
-        }
-        else if (argv[i][0] == '-') {
+        } else if (argv[i][0] == '-') {
             fprintf(stderr, "zinc checkpoint inspect: unknown option \"%s\"\n", argv[i]);
             return 2;
-        } else if (!path) path = argv[i];
+        } else if (!path)
+            path = argv[i];
         else {
             fprintf(stderr, "zinc checkpoint inspect: one checkpoint path, got \"%s\" too\n", argv[i]);
             return 2;
@@ -150,12 +151,17 @@ static int export_cmd(int argc, char **argv) {
             fprintf(stderr, "zinc checkpoint export: %s needs a value\n", a);
             return 2;
         }
-        if (!strcmp(a, "--force")) flags |= ZINC_EXPORT_REPLACE;
-        else if (!strcmp(a, "--out") && v) out = v, i++;
+        if (!strcmp(a, "--force"))
+            flags |= ZINC_EXPORT_REPLACE;
+        else if (!strcmp(a, "--out") && v)
+            out = v, i++;
         else if (!strcmp(a, "--dtype") && v) {
-            if (!strcmp(v, "fp32")) dt = ZINC_FP32;
-            else if (!strcmp(v, "bf16")) dt = ZINC_BF16;
-            else if (!strcmp(v, "fp16")) dt = ZINC_FP16;
+            if (!strcmp(v, "fp32"))
+                dt = ZINC_FP32;
+            else if (!strcmp(v, "bf16"))
+                dt = ZINC_BF16;
+            else if (!strcmp(v, "fp16"))
+                dt = ZINC_FP16;
             else {
                 fprintf(stderr, "zinc checkpoint export: --dtype must be fp32, bf16 or fp16, got \"%s\"\n", v);
                 return 2;
@@ -164,7 +170,8 @@ static int export_cmd(int argc, char **argv) {
         } else if (a[0] == '-') {
             fprintf(stderr, "zinc checkpoint export: unknown option \"%s\" (or it lacks its value)\n", a);
             return 2;
-        } else if (!path) path = a;
+        } else if (!path)
+            path = a;
         else {
             fprintf(stderr, "zinc checkpoint export: one checkpoint path, got \"%s\" too\n", a);
             return 2;
@@ -191,7 +198,8 @@ int zinc_cmd_checkpoint(int argc, char **argv) {
     if (!strcmp(argv[1], "inspect")) return inspect(argc - 2, argv + 2);
     if (!strcmp(argv[1], "export")) {
         for (int i = 2; i + 1 < argc; i++) /* --format llmc: an llm.c GPT-2 model file (cmd_export_llmc.c) */
-            if (!strcmp(argv[i], "--format") && !strcmp(argv[i + 1], "llmc")) return zinc_cmd_export_llmc(argc - 2, argv + 2);
+            if (!strcmp(argv[i], "--format") && !strcmp(argv[i + 1], "llmc"))
+                return zinc_cmd_export_llmc(argc - 2, argv + 2);
         return export_cmd(argc - 2, argv + 2);
     }
     fprintf(stderr, "zinc checkpoint: unknown subcommand \"%s\" (inspect or export)\n", argv[1]);

@@ -68,7 +68,8 @@ int zinc_cmd_config(int argc, char **argv) {
             i++;
         } else if (!strcmp(argv[i], "--set")) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "zinc config: --set needs PATH=VALUE, for example --set train_micro_batch_size_per_gpu=4\n");
+                fprintf(stderr,
+                        "zinc config: --set needs PATH=VALUE, for example --set train_micro_batch_size_per_gpu=4\n");
                 goto done;
             }
             sets[nsets++] = argv[++i];

@@ -18,8 +18,8 @@ static int read_safetensors(const char *path, json_t **header, char **data, size
     uint64_t hl = 0;
     long total;
     if (!f) return -1;
-    int ok = fread(&hl, 8, 1, f) == 1 && fseek(f, 0, SEEK_END) == 0 && (total = ftell(f)) > 0 &&
-             hl <= (uint64_t)total - 8;
+    int ok =
+        fread(&hl, 8, 1, f) == 1 && fseek(f, 0, SEEK_END) == 0 && (total = ftell(f)) > 0 && hl <= (uint64_t)total - 8;
     char *h = ok ? malloc(hl + 1) : NULL;
     ok = ok && h && fseek(f, 8, SEEK_SET) == 0 && fread(h, 1, hl, f) == hl;
     if (ok) {
@@ -41,23 +41,32 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
     long vocab = -1, heads = -1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--format") && v) i++;
-        else if (!strcmp(a, "--out") && v) out = v, i++;
+        if (!strcmp(a, "--format") && v)
+            i++;
+        else if (!strcmp(a, "--out") && v)
+            out = v, i++;
         else if (!strcmp(a, "--dtype") && v) {
-            if (!strcmp(v, "fp32")) version = 3;
-            else if (!strcmp(v, "bf16")) version = 5;
+            if (!strcmp(v, "fp32"))
+                version = 3;
+            else if (!strcmp(v, "bf16"))
+                version = 5;
             else {
-                fprintf(stderr, "zinc checkpoint export --format llmc: --dtype must be fp32 (version 3) or bf16 "
-                                "(version 5), got \"%s\"\n", v);
+                fprintf(stderr,
+                        "zinc checkpoint export --format llmc: --dtype must be fp32 (version 3) or bf16 "
+                        "(version 5), got \"%s\"\n",
+                        v);
                 return 2;
             }
             i++;
-        } else if (!strcmp(a, "--vocab") && v) vocab = strtol(v, NULL, 10), i++;
-        else if (!strcmp(a, "--heads") && v) heads = strtol(v, NULL, 10), i++;
+        } else if (!strcmp(a, "--vocab") && v)
+            vocab = strtol(v, NULL, 10), i++;
+        else if (!strcmp(a, "--heads") && v)
+            heads = strtol(v, NULL, 10), i++;
         else if (a[0] == '-' || path) {
             fprintf(stderr, "zinc checkpoint export --format llmc: unexpected \"%s\"\n", a);
             return 2;
-        } else path = a;
+        } else
+            path = a;
     }
     if (!path || !out) {
         fprintf(stderr, "usage: zinc checkpoint export --format llmc DIR[/TAG] --out FILE.bin [--dtype fp32|bf16] "
@@ -74,8 +83,10 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
     if (vocab > 0) s.vocab = (int)vocab;
     if (heads > 0) s.heads = (int)heads;
     if (have != 0 && (vocab <= 0 || heads <= 0)) {
-        fprintf(stderr, "zinc checkpoint export: %s has no %s (zinc train --model gpt2 --save writes it): give "
-                        "--vocab V and --heads H\n", path, GPT2_SHAPE_FILE);
+        fprintf(stderr,
+                "zinc checkpoint export: %s has no %s (zinc train --model gpt2 --save writes it): give "
+                "--vocab V and --heads H\n",
+                path, GPT2_SHAPE_FILE);
         return 2;
     }
     snprintf(tmp, sizeof tmp, "%s.export-tmp", out);
@@ -95,8 +106,10 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
     /* shapes from the tensors */
     json_t *wte = json_object_get(h, "wte"), *wpe = json_object_get(h, "wpe");
     if (!wte || !wpe) {
-        fprintf(stderr, "zinc checkpoint export: %s is not a GPT-2 checkpoint of zinc's example (no wte/wpe "
-                        "tensors)\n", path);
+        fprintf(stderr,
+                "zinc checkpoint export: %s is not a GPT-2 checkpoint of zinc's example (no wte/wpe "
+                "tensors)\n",
+                path);
         goto done;
     }
     s.padded_vocab = (int)json_integer_value(json_array_get(json_object_get(wte, "shape"), 0));
@@ -117,8 +130,10 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
     if (!params) goto done;
     for (int k = 0; k < GPT2_NKINDS; k++)
         for (int l = 0; l < (k >= GPT2_LN1W && k <= GPT2_FCPROJB ? s.layers : 1); l++) {
-            if (k >= GPT2_LN1W && k <= GPT2_FCPROJB) snprintf(name, sizeof name, "h%d.%s", l, gpt2_kind_name(k));
-            else snprintf(name, sizeof name, "%s", gpt2_kind_name(k));
+            if (k >= GPT2_LN1W && k <= GPT2_FCPROJB)
+                snprintf(name, sizeof name, "h%d.%s", l, gpt2_kind_name(k));
+            else
+                snprintf(name, sizeof name, "%s", gpt2_kind_name(k));
             json_t *t = json_object_get(h, name), *offs = json_object_get(t, "data_offsets");
             int64_t lo = json_integer_value(json_array_get(offs, 0)), hi = json_integer_value(json_array_get(offs, 1));
             int64_t want = gpt2_kind_numel(&s, k) * 4;
@@ -133,8 +148,9 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
         fprintf(stderr, "zinc checkpoint export: %s\n", err);
         goto done;
     }
-    fprintf(stderr, "zinc checkpoint export: wrote %s (llm.c version %d, %d layers, %d channels, %d heads, "
-                    "vocabulary %d padded %d, max context %d)\n",
+    fprintf(stderr,
+            "zinc checkpoint export: wrote %s (llm.c version %d, %d layers, %d channels, %d heads, "
+            "vocabulary %d padded %d, max context %d)\n",
             out, version, s.layers, s.channels, s.heads, s.vocab, s.padded_vocab, s.max_context);
     rc = 0;
 done:

@@ -17,50 +17,49 @@
 #include "cli/mem_plot.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: zinc mem estimate MODEL [options]\n"
-            "       [mpirun -np N] zinc mem measure MODEL [options]\n"
-            "       zinc mem plan MODEL --gpu-mem SIZE [options]\n"
-            "\n"
-            "estimate: the bytes one rank needs, by category (parameters, gradients, fp32 master, Adam m and v,\n"
-            "  reduce buckets, stage-3 gather/prefetch buffers, staging, other) and memory kind (GPU, host,\n"
-            "  pinned host, NVMe), for a model, a ds_config and nodes x GPUs per node; then every stage and\n"
-            "  offload choice, each beside what DeepSpeed's own estimators say.\n"
-            "measure: runs real steps of a synthetic model with those shapes through the engine on the CPU\n"
-            "  (random gradients), on as many ranks as mpirun starts, and prints the peak bytes the engine\n"
-            "  counted next to the estimate, with the difference per row.\n"
-            "\n"
-            "MODEL, one of:\n"
-            "  --params N [--largest-layer L]   N parameters in modules of at most L (default N/16)\n"
-            "  --gpt2 small|medium|large|xl     a GPT-2 shape; or --layers N --width W [--vocab V] [--context C]\n"
-            "                                   (vocabulary 50257, context 1024 by default)\n"
-            "  --shapes FILE                    one parameter per line: MODULE NAME DIM [DIM...]; modules in\n"
-            "                                   forward order (the order zinc_module_add would see them)\n"
-            "options:\n"
-            "  --config FILE        the ds_config.json (default: DeepSpeed's defaults, stage 0, fp32)\n"
-            "  --stage S            override zero_optimization.stage\n"
-            "  --offload D          override zero_optimization.offload_optimizer.device: none, cpu or nvme\n"
-            "  --nodes N --gpus-per-node M   estimate: the ranks (default 1 x 1); measure uses mpirun's\n"
-            "  --device cuda|cpu    estimate: where the compute-dtype state lives (default cuda); measure: the\n"
-            "                       engine's device (default: cuda when usable, else cpu)\n"
-            "  --plot FILE.svg|png  estimate: bytes per rank against rank count, stages 0-3 (needs gnuplot)\n"
-            "  --steps N            measure: optimizer steps (default 3; the peak is reached by step 2)\n"
-            "  --seed S             measure: gradient seed (default 1)\n"
-            "  --check              measure: exit 1 unless every row matches the estimate and each rank's real\n"
-            "                       peak (VmHWM less the resident bytes before zinc_build) is within\n"
-            "                       --rss-tolerance PCT (default 5) %% plus --rss-slack MIB (default 4) of it\n"
-            "plan: --gpu-mem SIZE [--host-mem SIZE] [--nvme SIZE] [--gpus-per-node G (default 8)]\n"
-            "                       [--activation-bytes-per-sample SIZE] [--max-gpus N (default 1024)]\n"
-            "                       [--paper] [--units GB|GiB] [--plot FILE.svg|png] [--json]\n"
-            "  for each stage and offload: the fewest GPUs (and nodes) holding one rank's estimate with\n"
-            "  ZINC_MEM_HEADROOM %% (default 10) kept free, and the largest micro-batch beside it; --paper uses\n"
-            "  the ZeRO paper's 2+2+12 bytes per parameter (Table 1) and GB (1e9) unless --units GiB\n"
-            "  --init ranged|whole  measure: initialise with zinc_build_ranged (default) or a whole-tensor\n"
-            "                       init_fn through zinc_build (its fp32 scratch shows in the real peak)\n"
-            "  --json | --csv       machine-readable output instead of tables\n"
-            "  --bytes              exact byte counts in the tables instead of KiB/MiB/GiB\n"
-            "  --verbose            the engine's log (measure)\n"
-            "Batch sizes do not change these bytes: zinc mem runs the config with a micro-batch of 1.\n");
+    fprintf(f, "usage: zinc mem estimate MODEL [options]\n"
+               "       [mpirun -np N] zinc mem measure MODEL [options]\n"
+               "       zinc mem plan MODEL --gpu-mem SIZE [options]\n"
+               "\n"
+               "estimate: the bytes one rank needs, by category (parameters, gradients, fp32 master, Adam m and v,\n"
+               "  reduce buckets, stage-3 gather/prefetch buffers, staging, other) and memory kind (GPU, host,\n"
+               "  pinned host, NVMe), for a model, a ds_config and nodes x GPUs per node; then every stage and\n"
+               "  offload choice, each beside what DeepSpeed's own estimators say.\n"
+               "measure: runs real steps of a synthetic model with those shapes through the engine on the CPU\n"
+               "  (random gradients), on as many ranks as mpirun starts, and prints the peak bytes the engine\n"
+               "  counted next to the estimate, with the difference per row.\n"
+               "\n"
+               "MODEL, one of:\n"
+               "  --params N [--largest-layer L]   N parameters in modules of at most L (default N/16)\n"
+               "  --gpt2 small|medium|large|xl     a GPT-2 shape; or --layers N --width W [--vocab V] [--context C]\n"
+               "                                   (vocabulary 50257, context 1024 by default)\n"
+               "  --shapes FILE                    one parameter per line: MODULE NAME DIM [DIM...]; modules in\n"
+               "                                   forward order (the order zinc_module_add would see them)\n"
+               "options:\n"
+               "  --config FILE        the ds_config.json (default: DeepSpeed's defaults, stage 0, fp32)\n"
+               "  --stage S            override zero_optimization.stage\n"
+               "  --offload D          override zero_optimization.offload_optimizer.device: none, cpu or nvme\n"
+               "  --nodes N --gpus-per-node M   estimate: the ranks (default 1 x 1); measure uses mpirun's\n"
+               "  --device cuda|cpu    estimate: where the compute-dtype state lives (default cuda); measure: the\n"
+               "                       engine's device (default: cuda when usable, else cpu)\n"
+               "  --plot FILE.svg|png  estimate: bytes per rank against rank count, stages 0-3 (needs gnuplot)\n"
+               "  --steps N            measure: optimizer steps (default 3; the peak is reached by step 2)\n"
+               "  --seed S             measure: gradient seed (default 1)\n"
+               "  --check              measure: exit 1 unless every row matches the estimate and each rank's real\n"
+               "                       peak (VmHWM less the resident bytes before zinc_build) is within\n"
+               "                       --rss-tolerance PCT (default 5) %% plus --rss-slack MIB (default 4) of it\n"
+               "plan: --gpu-mem SIZE [--host-mem SIZE] [--nvme SIZE] [--gpus-per-node G (default 8)]\n"
+               "                       [--activation-bytes-per-sample SIZE] [--max-gpus N (default 1024)]\n"
+               "                       [--paper] [--units GB|GiB] [--plot FILE.svg|png] [--json]\n"
+               "  for each stage and offload: the fewest GPUs (and nodes) holding one rank's estimate with\n"
+               "  ZINC_MEM_HEADROOM %% (default 10) kept free, and the largest micro-batch beside it; --paper uses\n"
+               "  the ZeRO paper's 2+2+12 bytes per parameter (Table 1) and GB (1e9) unless --units GiB\n"
+               "  --init ranged|whole  measure: initialise with zinc_build_ranged (default) or a whole-tensor\n"
+               "                       init_fn through zinc_build (its fp32 scratch shows in the real peak)\n"
+               "  --json | --csv       machine-readable output instead of tables\n"
+               "  --bytes              exact byte counts in the tables instead of KiB/MiB/GiB\n"
+               "  --verbose            the engine's log (measure)\n"
+               "Batch sizes do not change these bytes: zinc mem runs the config with a micro-batch of 1.\n");
 }
 
 static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out) {
@@ -88,12 +87,14 @@ static int parse_size(const char *flag, const char *v, uint64_t *out) {
         bool dec = !strcasecmp(r, "B") && u != 'B';
         if (u == 'B' && *r) pw = 99;
         if (pw != 99 && !dec && *r && strcasecmp(r, "iB") && strcasecmp(r, "i")) pw = 99;
-        if (pw == 99) x = -1;
-        else mul = pow(dec ? 1000.0 : 1024.0, pw);
+        if (pw == 99)
+            x = -1;
+        else
+            mul = pow(dec ? 1000.0 : 1024.0, pw);
     }
     if (!v || !*v || x <= 0 || x * mul > 1.8e19) {
-        fprintf(stderr, "zinc mem: %s needs a size such as 80GB (1e9 bytes), 80GiB or 80G (2^30), got \"%s\"\n",
-                flag, v ? v : "");
+        fprintf(stderr, "zinc mem: %s needs a size such as 80GB (1e9 bytes), 80GiB or 80G (2^30), got \"%s\"\n", flag,
+                v ? v : "");
         return -1;
     }
     *out = (uint64_t)(x * mul);
@@ -106,11 +107,11 @@ static int parse_args(int argc, char **argv, mopts *o) {
         int64_t x;
         /* A value that is the next option means this one lacks its value (`--config --json`). */
         if (v && v[0] == '-' && v[1] == '-') v = NULL;
-#define I64(flag, lo, hi, dst)                                                                             \
-    else if (!strcmp(a, flag)) {                                                                           \
-        if (parse_i64(a, v, lo, hi, &x)) return -1;                                                        \
-        dst = x;                                                                                           \
-        i++;                                                                                               \
+#define I64(flag, lo, hi, dst)                                                                                         \
+    else if (!strcmp(a, flag)) {                                                                                       \
+        if (parse_i64(a, v, lo, hi, &x)) return -1;                                                                    \
+        dst = x;                                                                                                       \
+        i++;                                                                                                           \
     }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
@@ -132,11 +133,14 @@ static int parse_args(int argc, char **argv, mopts *o) {
         I64("--max-gpus", 1, 1 << 20, o->max_gpus)
         else if (!strcmp(a, "--gpu-mem") || !strcmp(a, "--host-mem") || !strcmp(a, "--nvme") ||
                  !strcmp(a, "--activation-bytes-per-sample")) {
-            uint64_t *dst = !strcmp(a, "--gpu-mem") ? &o->gpu_mem : !strcmp(a, "--host-mem") ? &o->host_mem
-                          : !strcmp(a, "--nvme") ? &o->nvme_bytes : &o->act_bytes;
+            uint64_t *dst = !strcmp(a, "--gpu-mem")    ? &o->gpu_mem
+                            : !strcmp(a, "--host-mem") ? &o->host_mem
+                            : !strcmp(a, "--nvme")     ? &o->nvme_bytes
+                                                       : &o->act_bytes;
             if (parse_size(a, v, dst)) return -1;
             i++;
-        } else if (!strcmp(a, "--paper")) o->paper = true;
+        }
+        else if (!strcmp(a, "--paper")) o->paper = true;
         else if (!strcmp(a, "--units")) {
             if (!v || (strcmp(v, "GB") && strcmp(v, "GiB"))) {
                 fprintf(stderr, "zinc mem: --units must be GB (1e9 bytes) or GiB (2^30), got \"%s\"\n", v ? v : "");
@@ -156,10 +160,14 @@ static int parse_args(int argc, char **argv, mopts *o) {
                 fprintf(stderr, "zinc mem: %s needs a value\n", a);
                 return -1;
             }
-            if (!strcmp(a, "--config")) o->config = v;
-            else if (!strcmp(a, "--shapes")) o->shapes = v;
-            else if (!strcmp(a, "--plot")) o->plot = v;
-            else o->preset = v;
+            if (!strcmp(a, "--config"))
+                o->config = v;
+            else if (!strcmp(a, "--shapes"))
+                o->shapes = v;
+            else if (!strcmp(a, "--plot"))
+                o->plot = v;
+            else
+                o->preset = v;
             i++;
         }
         else if (!strcmp(a, "--json")) o->json = true;
@@ -173,16 +181,20 @@ static int parse_args(int argc, char **argv, mopts *o) {
                 return -1;
             }
             o->offload = v, i++;
-        } else if (!strcmp(a, "--device")) {
+        }
+        else if (!strcmp(a, "--device")) {
             o->device_set = true;
-            if (v && !strcmp(v, "cuda")) o->device = ZINC_DEVICE_CUDA;
-            else if (v && !strcmp(v, "cpu")) o->device = ZINC_DEVICE_CPU;
+            if (v && !strcmp(v, "cuda"))
+                o->device = ZINC_DEVICE_CUDA;
+            else if (v && !strcmp(v, "cpu"))
+                o->device = ZINC_DEVICE_CPU;
             else {
                 fprintf(stderr, "zinc mem: --device must be cuda or cpu, got \"%s\"\n", v ? v : "");
                 return -1;
             }
             i++;
-        } else {
+        }
+        else {
             fprintf(stderr, "zinc mem: unknown option \"%s\" (see zinc mem --help)\n", a);
             return -1;
         }
@@ -204,7 +216,9 @@ char *mc_config_text(json_t *base, int stage, const char *offload) {
     json_t *j = json_deep_copy(base);
     if (!j) return NULL;
     json_t *gas = json_object_get(j, "gradient_accumulation_steps");
-    json_int_t g = json_is_integer(gas) ? json_integer_value(gas) : json_is_real(gas) ? (json_int_t)json_real_value(gas) : 1;
+    json_int_t g = json_is_integer(gas) ? json_integer_value(gas)
+                   : json_is_real(gas)  ? (json_int_t)json_real_value(gas)
+                                        : 1;
     json_object_del(j, "train_batch_size");
     json_object_set_new(j, "train_micro_batch_size_per_gpu", json_integer(1));
     json_object_set_new(j, "gradient_accumulation_steps", json_integer(g > 0 ? g : 1));
@@ -244,7 +258,8 @@ zinc_status mc_load_variant(json_t *base, const char *origin, int stage, const c
     if (!text) return ZINC_ERR_NOMEM;
     zlog log = {.fn = quiet ? NULL : log_to_stderr, .level = ZINC_LOG_WARN};
     /* the schedule's length changes no byte: an "auto" total_num_steps needs no --steps here */
-    zcfg_load_opts lo = {.run_steps = 1, .run_steps_from = "a placeholder (the schedule length does not change memory)"};
+    zcfg_load_opts lo = {.run_steps = 1,
+                         .run_steps_from = "a placeholder (the schedule length does not change memory)"};
     zinc_status st = zcfg_load_text_ex(text, origin, world, &lo, &log, cfg);
     free(text);
     return st;
@@ -295,7 +310,8 @@ static void print_notes(const zest_estimate *e, const mopts *o) {
     if (e->nbuckets) {
         mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_BUCKETS], o->exact);
         printf("  buckets: %d x %s elements (reduce_bucket_size%s%s)%s = %s\n", e->nbuckets,
-               mc_commas(e->bucket_cap, n1, sizeof n1), e->bucket_cap == e->padded ? ", capped at the whole buffer" : "",
+               mc_commas(e->bucket_cap, n1, sizeof n1),
+               e->bucket_cap == e->padded ? ", capped at the whole buffer" : "",
                e->nbuckets > 1 ? "; two with overlap_comm" : "",
                e->bytes_landing ? " + a landing buffer for modules larger than a bucket" : "", a);
     }
@@ -311,11 +327,13 @@ static void print_notes(const zest_estimate *e, const mopts *o) {
         mc_prose(b, sizeof b, e->nvme_swap_each * (uint64_t)e->nvme_swap_buffers, o->exact);
         printf("  nvme: 3 files (master, m, v); %d swap buffer%s of one %s-element chunk of all three (%s each) = %s, "
                "pinned when io_uring registers them (host memory otherwise); a smaller sub_group_size shrinks them\n",
-               e->nvme_swap_buffers, e->nvme_swap_buffers == 1 ? "" : "s", mc_commas(e->state_chunk, n1, sizeof n1), a, b);
+               e->nvme_swap_buffers, e->nvme_swap_buffers == 1 ? "" : "s", mc_commas(e->state_chunk, n1, sizeof n1), a,
+               b);
     }
     printf("  layout: %s parameters, flat buffer %s elements (tensors aligned to 8), shard %s per rank (aligned to "
            "64)\n",
-           mc_commas(e->numel, n1, sizeof n1), mc_commas(e->flat_numel, n2, sizeof n2), mc_commas(e->shard, n3, sizeof n3));
+           mc_commas(e->numel, n1, sizeof n1), mc_commas(e->flat_numel, n2, sizeof n2),
+           mc_commas(e->shard, n3, sizeof n3));
     char sc[32], mt[32];
     mc_prose(sc, sizeof sc, e->init_scratch, o->exact);
     mc_prose(mt, sizeof mt, e->comm_temp, o->exact);
@@ -350,13 +368,15 @@ static void print_variants(const variant *v, int nv, const mopts *o, int nodes, 
         printf("%-5d %-7s %12s %12s %12s %12s | ", x->stage, mc_offload_name(x->off), s[0], s[1], s[2], s[3]);
         if (!x->ds.available) {
             printf("%s\n", x->stage == 0 ? "none (DeepSpeed has no stage-0 estimator)"
-                                          : "none (DeepSpeed's estimators have no NVMe case)");
+                                         : "none (DeepSpeed's estimators have no NVMe case)");
             continue;
         }
         mc_human(s[0], sizeof s[0], x->ds.gpu_bytes, o->exact);
         mc_human(s[1], sizeof s[1], x->ds.cpu_bytes, o->exact);
         printf("%-6s %12s %14s%s\n", ds_short(&x->ds), s[0], s[1],
-               x->stage == 3 ? " (zero_init)" : x->stage == 1 ? " (ZeRO-2 formula)" : "");
+               x->stage == 3   ? " (zero_init)"
+               : x->stage == 1 ? " (ZeRO-2 formula)"
+                               : "");
     }
     (void)nodes;
 }
@@ -391,68 +411,83 @@ static json_t *why_list(const variant *v, const mopts *o, int64_t P, int64_t L, 
             v->ds.function, b, ck == ZINC_MEMKIND_DEVICE ? "GPU" : "host (--device cpu)", mc_commas(P, n1, sizeof n1),
             mc_commas(L, n2, sizeof n2), G);
     mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_BUCKETS], o->exact);
-    why_add(w, "buckets", "Buckets: DeepSpeed leaves out its reduce/ipg buckets; zinc counts its %d x %s-element bucket%s: %s.",
+    why_add(w, "buckets",
+            "Buckets: DeepSpeed leaves out its reduce/ipg buckets; zinc counts its %d x %s-element bucket%s: %s.",
             e->nbuckets, mc_commas(e->bucket_cap, n1, sizeof n1), e->nbuckets == 1 ? "" : "s", a);
     if (e->compute_dtype == ZINC_FP32 || e->grad_dtype == ZINC_FP32)
-        why_add(w, "dtype", "Dtypes: DeepSpeed's formulas count 2 bytes per parameter and gradient (fp16) whatever the config; "
-                            "this config keeps %s parameters and %s gradients (%zu and %zu bytes).",
+        why_add(w, "dtype",
+                "Dtypes: DeepSpeed's formulas count 2 bytes per parameter and gradient (fp16) whatever the config; "
+                "this config keeps %s parameters and %s gradients (%zu and %zu bytes).",
                 zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->grad_dtype), zinc_dtype_size(e->compute_dtype),
                 zinc_dtype_size(e->grad_dtype));
     if (e->stage <= 2 && e->offload == ZOFFLOAD_NONE)
-        why_add(w, "gradients", "Gradients: DeepSpeed's 18 bytes per partitioned parameter are 2 (fp16 grads) + 4 (fp32 grads) + 4 "
-                               "(fp32 params) + 8 (m, v); zinc keeps %s gradients and 12 bytes of optimizer state per own "
-                               "element.",
-                e->stage == 2 ? "only the 4-byte fp32 shard of the" : "the full compute-dtype buffer and the fp32 shard of the");
+        why_add(w, "gradients",
+                "Gradients: DeepSpeed's 18 bytes per partitioned parameter are 2 (fp16 grads) + 4 (fp32 grads) + 4 "
+                "(fp32 params) + 8 (m, v); zinc keeps %s gradients and 12 bytes of optimizer state per own "
+                "element.",
+                e->stage == 2 ? "only the 4-byte fp32 shard of the"
+                              : "the full compute-dtype buffer and the fp32 shard of the");
     if (e->stage == 1 && e->offload != ZOFFLOAD_NONE) {
         mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_GRADS], o->exact);
-        why_add(w, "stage1_offload_grads", "Stage 1 with offload: DeepSpeed's ZeRO-2 formula partitions the gradients; "
-                                           "zinc's stage 1 keeps the whole %s gradient buffer and the fp32 shard on the "
-                                           "GPU (%s), since only stage 2 shards gradients.",
+        why_add(w, "stage1_offload_grads",
+                "Stage 1 with offload: DeepSpeed's ZeRO-2 formula partitions the gradients; "
+                "zinc's stage 1 keeps the whole %s gradient buffer and the fp32 shard on the "
+                "GPU (%s), since only stage 2 shards gradients.",
                 zinc_dtype_name(e->grad_dtype), a);
     }
     if (e->stage == 3) {
         mc_prose(a, sizeof a, (uint64_t)(4 * L), o->exact);
         mc_prose(b, sizeof b, e->bytes[ck][ZINC_MEM_GATHER], o->exact);
         mc_prose(c, sizeof c, (uint64_t)e->persistent_numel * zinc_dtype_size(e->compute_dtype), o->exact);
-        why_add(w, "gather", "Gathered parameters: DeepSpeed allows 4L = %s (the largest layer's fp16 parameters and gradients); zinc's gather "
-                            "schedule peaks at %s, plus %s of persistent modules, because modules reused within "
-                            "stage3_max_reuse_distance stay gathered and prefetch runs ahead.",
+        why_add(w, "gather",
+                "Gathered parameters: DeepSpeed allows 4L = %s (the largest layer's fp16 parameters and gradients); "
+                "zinc's gather "
+                "schedule peaks at %s, plus %s of persistent modules, because modules reused within "
+                "stage3_max_reuse_distance stay gathered and prefetch runs ahead.",
                 a, b, c);
     }
     if (e->offload != ZOFFLOAD_NONE)
-        why_add(w, "offload", "Offload: DeepSpeed's GPU figure keeps fp16 parameters (2 bytes per parameter%s) on the GPU; zinc "
-                             "also keeps its gradient shard and buckets there and puts only master, m and v in host "
-                             "memory.",
+        why_add(w, "offload",
+                "Offload: DeepSpeed's GPU figure keeps fp16 parameters (2 bytes per parameter%s) on the GPU; zinc "
+                "also keeps its gradient shard and buckets there and puts only master, m and v in host "
+                "memory.",
                 e->stage == 3 ? " per rank" : "");
     if (off_param)
-        why_add(w, "offload_param", e->stage == 3
+        why_add(w, "offload_param",
+                e->stage == 3
                     ? "offload_param: DeepSpeed's ZeRO-3 estimator moves the parameters to the CPU; zinc keeps them on "
                       "the GPU (it does not offload parameters), so its GPU figure does not shrink."
                     : "offload_param has no effect below stage 3 (DeepSpeed applies it only to ZeRO-3; zinc drops it), "
                       "so neither figure changes.");
     mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_OTHER], o->exact);
     mc_prose(b, sizeof b, e->bytes[ck][ZINC_MEM_STAGING], o->exact);
-    why_add(w, "mask_scratch", "Mask and scratch: zinc counts its weight-decay mask (%s, one byte per 8 own elements)%s%s; DeepSpeed counts "
-                               "neither.",
+    why_add(w, "mask_scratch",
+            "Mask and scratch: zinc counts its weight-decay mask (%s, one byte per 8 own elements)%s%s; DeepSpeed "
+            "counts "
+            "neither.",
             a, e->bytes[ck][ZINC_MEM_STAGING] ? " and its device scratch and staging " : "",
             e->bytes[ck][ZINC_MEM_STAGING] ? b : "");
     mc_prose(a, sizeof a, v->ds.cpu_bytes, o->exact);
     uint64_t host = e->total[ZINC_MEMKIND_HOST] + e->total[ZINC_MEMKIND_PINNED];
     mc_prose(b, sizeof b, host * (uint64_t)gpn, o->exact);
-    why_add(w, "host", "Host: DeepSpeed's CPU figure (%s per node%s) is mostly the model each rank loads before partitioning, "
-                       "times additional_buffer_factor 1.5%s; zinc builds the parameters in place and counts what stays: "
-                       "%s per node of %d rank%s%s.",
-            a, e->stage == 3 ? ", with zero_init" : "", e->offload != ZOFFLOAD_NONE ? ", plus the offloaded optimizer state" : "",
-            b, gpn, gpn == 1 ? "" : "s",
-            e->offload == ZOFFLOAD_CPU ? " (master, m and v in host memory)"
-            : e->offload == ZOFFLOAD_NVME ? " (the NVMe swap buffers)" : "");
-    why_add(w, "padding", "Padding: zinc aligns every tensor to 8 elements and every shard to 64; DeepSpeed divides P by G "
-                          "exactly. Neither estimator counts activations.");
+    why_add(w, "host",
+            "Host: DeepSpeed's CPU figure (%s per node%s) is mostly the model each rank loads before partitioning, "
+            "times additional_buffer_factor 1.5%s; zinc builds the parameters in place and counts what stays: "
+            "%s per node of %d rank%s%s.",
+            a, e->stage == 3 ? ", with zero_init" : "",
+            e->offload != ZOFFLOAD_NONE ? ", plus the offloaded optimizer state" : "", b, gpn, gpn == 1 ? "" : "s",
+            e->offload == ZOFFLOAD_CPU    ? " (master, m and v in host memory)"
+            : e->offload == ZOFFLOAD_NVME ? " (the NVMe swap buffers)"
+                                          : "");
+    why_add(w, "padding",
+            "Padding: zinc aligns every tensor to 8 elements and every shard to 64; DeepSpeed divides P by G "
+            "exactly. Neither estimator counts activations.");
     return w;
 }
 
 static void print_why(const variant *v, const mopts *o, int64_t P, int64_t L, int G, int gpn, bool off_param) {
-    printf("\nWhy DeepSpeed's estimate differs (its estimate_zero2/3_model_states_mem_needs, DeepSpeed 0.19; docs/mem.md):\n");
+    printf("\nWhy DeepSpeed's estimate differs (its estimate_zero2/3_model_states_mem_needs, DeepSpeed 0.19; "
+           "docs/mem.md):\n");
     json_t *w = why_list(v, o, P, L, G, gpn, off_param);
     size_t i;
     json_t *x;
@@ -484,7 +519,7 @@ static int plot(const mopts *o, json_t *base, const char *origin, const zplan_mo
     int xs[64], nx = 0, maxr = world > 64 ? world : 64;
     for (int r = 1; r <= maxr && nx < 60; r *= 2) xs[nx++] = r;
     if (world > 1 && (world & (world - 1))) xs[nx++] = world; /* the asked-for rank count too */
-    for (int i = 1; i < nx; i++) /* sorted */
+    for (int i = 1; i < nx; i++)                              /* sorted */
         for (int j = i; j > 0 && xs[j] < xs[j - 1]; j--) {
             int t = xs[j];
             xs[j] = xs[j - 1];
@@ -518,8 +553,14 @@ static int plot(const mopts *o, json_t *base, const char *origin, const zplan_mo
     snprintf(title, sizeof title, "zinc mem estimate: %s bytes per rank against rank count", mc_kind_title(ck));
     snprintf(sub, sizeof sub, "%s; %s; offload %s", md_desc, origin, o->offload ? o->offload : "as configured");
     snprintf(ylabel, sizeof ylabel, "%s per rank", o->units_gb ? "GB" : "GiB");
-    zcli_plot p = {.out = o->plot, .dat = dat, .script = gp, .title = title, .subtitle = sub, .xlabel = "ranks",
-                   .ylabel = ylabel, .unit = o->units_gb ? "GB" : "GiB",
+    zcli_plot p = {.out = o->plot,
+                   .dat = dat,
+                   .script = gp,
+                   .title = title,
+                   .subtitle = sub,
+                   .xlabel = "ranks",
+                   .ylabel = ylabel,
+                   .unit = o->units_gb ? "GB" : "GiB",
                    .capacity = ck == ZINC_MEMKIND_DEVICE ? (double)o->gpu_mem / unit : 0};
     return zcli_plot_render("zinc mem", &p);
 }
@@ -529,7 +570,8 @@ static json_t *est_json(const zest_estimate *e) {
     for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) {
         json_t *row = json_object();
         for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++)
-            json_object_set_new(row, zinc_mem_category_name((zinc_mem_category)c), json_integer((json_int_t)e->bytes[k][c]));
+            json_object_set_new(row, zinc_mem_category_name((zinc_mem_category)c),
+                                json_integer((json_int_t)e->bytes[k][c]));
         json_object_set_new(row, "total", json_integer((json_int_t)e->total[k]));
         json_object_set_new(by, zinc_mem_kind_name((zinc_mem_kind)k), row);
     }
@@ -633,9 +675,9 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
     if (o->json) {
         json_t *j = json_object(), *tab = json_array();
         json_object_set_new(j, "command", json_string("estimate"));
-        json_object_set_new(j, "model", json_pack("{s:s, s:I, s:i, s:i, s:I}", "description", m->desc, "parameters",
-                                                  (json_int_t)P, "tensors", m->n, "modules", m->nmodules,
-                                                  "largest_module", (json_int_t)L));
+        json_object_set_new(j, "model",
+                            json_pack("{s:s, s:I, s:i, s:i, s:I}", "description", m->desc, "parameters", (json_int_t)P,
+                                      "tensors", m->n, "modules", m->nmodules, "largest_module", (json_int_t)L));
         json_object_set_new(j, "config", json_string(origin));
         json_object_set_new(j, "nodes", json_integer(nodes));
         json_object_set_new(j, "gpus_per_node", json_integer(gpn));
@@ -720,9 +762,17 @@ int zinc_cmd_mem(int argc, char **argv) {
         usage(help ? stdout : stderr);
         return help ? 0 : 2;
     }
-    mopts o = {.measure = !strcmp(argv[1], "measure"), .nodes = 1, .gpn = 1, .device = ZINC_DEVICE_CUDA,
-               .stage = -1, .steps = 3, .seed = 1, .rss_tol_pct = 5, .rss_slack_mib = 4,
-               .plan = !strcmp(argv[1], "plan"), .max_gpus = 1024};
+    mopts o = {.measure = !strcmp(argv[1], "measure"),
+               .nodes = 1,
+               .gpn = 1,
+               .device = ZINC_DEVICE_CUDA,
+               .stage = -1,
+               .steps = 3,
+               .seed = 1,
+               .rss_tol_pct = 5,
+               .rss_slack_mib = 4,
+               .plan = !strcmp(argv[1], "plan"),
+               .max_gpus = 1024};
     if (o.plan) o.gpn = 8;
     int pr = parse_args(argc, argv, &o);
     if (pr) return pr > 0 ? 0 : 2;

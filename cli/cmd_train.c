@@ -21,38 +21,38 @@
 #include "zinc.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: zinc train [--model mlp] --config FILE [options]   (GPT-2: zinc train --model gpt2 --help)\n"
-            "\n"
-            "Trains the example MLP (examples/mlp) on its synthetic classification task with a DeepSpeed\n"
-            "ds_config.json. Run under mpirun/srun for several ranks: mpirun -np 4 zinc train ...\n"
-            "\n"
-            "options:\n"
-            "  --config FILE     the ds_config.json (required)\n"
-            "  --steps N         the optimizer step count to reach (default 100); a run resumed at step K\n"
-            "                    trains N - K more\n"
-            "  --seed S          parameter initialisation seed (default 1234)\n"
-            "  --data-seed S     the synthetic task's seed (default 42)\n"
-            "  --hidden N        hidden width (default 128); --depth N hidden layers (default 2)\n"
-            "  --in-dim N        input features (default 32); --classes N (default 8)\n"
-            "  --device D        cpu | cuda | auto (default: the config's zinc.device, else auto)\n"
-            "  --threads N       CPU kernel threads per rank (default: cores / ranks on the node)\n"
-            "  --report FILE     write a JSON summary (loss, steps, loss scale, parameter norm and checksum)\n"
-            "  --save DIR        save checkpoints to DIR (tags step<N>, DIR/latest names the newest): at the end,\n"
-            "                    and every K steps with --save-every K\n"
-            "  --resume PATH     continue from a checkpoint: DIR (its latest) or DIR/TAG; any rank count and\n"
-            "                    ZeRO stage can resume any checkpoint of the same model\n"
-            "  --set PATH=VALUE  fill an \"auto\" or override a ds_config value: a dotted key path and a JSON\n"
-            "                    value (--set train_micro_batch_size_per_gpu=4 --set optimizer.params.lr=3e-4);\n"
-            "                    repeatable. An \"auto\" not set is filled as the Hugging Face Trainer fills it\n"
-            "                    with its default arguments (a warning names each); total_num_steps from --steps\n"
-            "  --on-nonfinite P  error (default): a non-finite gradient in fp32/bf16, or parameters made\n"
-            "                    non-finite by a step, stop the run naming the step and tensor; skip: such\n"
-            "                    steps are skipped with a warning (fp16 always skips and lowers its loss scale)\n"
-            "  --quiet           only warnings, errors and the summary\n"
-            "\n"
-            "ZINC_COLLECTIVE_TIMEOUT_S (default for this program 1800, 0 = off): a rank that waits longer in a collective (another\n"
-            "rank died or stopped) ends with exit status 113 and a message, so the launcher ends the job.\n");
+    fprintf(f, "usage: zinc train [--model mlp] --config FILE [options]   (GPT-2: zinc train --model gpt2 --help)\n"
+               "\n"
+               "Trains the example MLP (examples/mlp) on its synthetic classification task with a DeepSpeed\n"
+               "ds_config.json. Run under mpirun/srun for several ranks: mpirun -np 4 zinc train ...\n"
+               "\n"
+               "options:\n"
+               "  --config FILE     the ds_config.json (required)\n"
+               "  --steps N         the optimizer step count to reach (default 100); a run resumed at step K\n"
+               "                    trains N - K more\n"
+               "  --seed S          parameter initialisation seed (default 1234)\n"
+               "  --data-seed S     the synthetic task's seed (default 42)\n"
+               "  --hidden N        hidden width (default 128); --depth N hidden layers (default 2)\n"
+               "  --in-dim N        input features (default 32); --classes N (default 8)\n"
+               "  --device D        cpu | cuda | auto (default: the config's zinc.device, else auto)\n"
+               "  --threads N       CPU kernel threads per rank (default: cores / ranks on the node)\n"
+               "  --report FILE     write a JSON summary (loss, steps, loss scale, parameter norm and checksum)\n"
+               "  --save DIR        save checkpoints to DIR (tags step<N>, DIR/latest names the newest): at the end,\n"
+               "                    and every K steps with --save-every K\n"
+               "  --resume PATH     continue from a checkpoint: DIR (its latest) or DIR/TAG; any rank count and\n"
+               "                    ZeRO stage can resume any checkpoint of the same model\n"
+               "  --set PATH=VALUE  fill an \"auto\" or override a ds_config value: a dotted key path and a JSON\n"
+               "                    value (--set train_micro_batch_size_per_gpu=4 --set optimizer.params.lr=3e-4);\n"
+               "                    repeatable. An \"auto\" not set is filled as the Hugging Face Trainer fills it\n"
+               "                    with its default arguments (a warning names each); total_num_steps from --steps\n"
+               "  --on-nonfinite P  error (default): a non-finite gradient in fp32/bf16, or parameters made\n"
+               "                    non-finite by a step, stop the run naming the step and tensor; skip: such\n"
+               "                    steps are skipped with a warning (fp16 always skips and lowers its loss scale)\n"
+               "  --quiet           only warnings, errors and the summary\n"
+               "\n"
+               "ZINC_COLLECTIVE_TIMEOUT_S (default for this program 1800, 0 = off): a rank that waits longer in a "
+               "collective (another\n"
+               "rank died or stopped) ends with exit status 113 and a message, so the launcher ends the job.\n");
 }
 
 /* This process's rank as the launcher set it (mpirun, srun, PMI), 0 when started alone: known even when
@@ -130,32 +130,38 @@ int zinc_cmd_train(int argc, char **argv) {
          * `--save --quiet` is an error, not a run from scratch or a directory named --quiet. */
         if (strcmp(a, "--help") && strcmp(a, "-h") && strcmp(a, "--quiet") && a[0] == '-' &&
             (!v || (v[0] == '-' && v[1] == '-'))) {
-            fprintf(stderr, "zinc train: %s needs a value%s%s%s (see zinc train --help)\n", a, v ? ", got the option \"" : "",
-                    v ? v : "", v ? "\"" : "");
+            fprintf(stderr, "zinc train: %s needs a value%s%s%s (see zinc train --help)\n", a,
+                    v ? ", got the option \"" : "", v ? v : "", v ? "\"" : "");
             return 2;
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(a, "--config")) config = v, i++;
-        else if (!strcmp(a, "--report")) report = v, i++;
-        else if (!strcmp(a, "--save")) save_dir = v, i++;
-        else if (!strcmp(a, "--resume")) resume = v, i++;
+        } else if (!strcmp(a, "--config"))
+            config = v, i++;
+        else if (!strcmp(a, "--report"))
+            report = v, i++;
+        else if (!strcmp(a, "--save"))
+            save_dir = v, i++;
+        else if (!strcmp(a, "--resume"))
+            resume = v, i++;
         else if (!strcmp(a, "--set")) {
             if (!v || nsets == ZINC_MAX_SETS) {
-                fprintf(stderr, "zinc train: --set needs PATH=VALUE, for example --set train_micro_batch_size_per_gpu=4 "
-                                "(at most %d of them)\n", ZINC_MAX_SETS);
+                fprintf(stderr,
+                        "zinc train: --set needs PATH=VALUE, for example --set train_micro_batch_size_per_gpu=4 "
+                        "(at most %d of them)\n",
+                        ZINC_MAX_SETS);
                 return 2;
             }
             sets[nsets++] = v;
             i++;
-        }
-        else if (!strcmp(a, "--save-every")) {
+        } else if (!strcmp(a, "--save-every")) {
             if (parse_i64(a, v, 1, (int64_t)1 << 53, &save_every)) return 2;
             i++;
-        }
-        else if (!strcmp(a, "--quiet")) quiet = 1;
-        else if (!strcmp(a, "--model")) i++; /* mlp: checked above */
+        } else if (!strcmp(a, "--quiet"))
+            quiet = 1;
+        else if (!strcmp(a, "--model"))
+            i++; /* mlp: checked above */
         else if (!strcmp(a, "--steps")) {
             if (parse_i64(a, v, 0, (int64_t)1 << 53, &steps)) return 2;
             i++;
@@ -173,23 +179,32 @@ int zinc_cmd_train(int argc, char **argv) {
             if (parse_i64(a, v, !strcmp(a, "--depth") ? 0 : (!strcmp(a, "--classes") ? 2 : 1),
                           !strcmp(a, "--in-dim") ? 512 : 65536, &x))
                 return 2;
-            if (!strcmp(a, "--hidden")) mc.hidden = (int)x;
-            else if (!strcmp(a, "--depth")) mc.depth = (int)x;
-            else if (!strcmp(a, "--in-dim")) mc.in_dim = (int)x;
-            else mc.classes = (int)x;
+            if (!strcmp(a, "--hidden"))
+                mc.hidden = (int)x;
+            else if (!strcmp(a, "--depth"))
+                mc.depth = (int)x;
+            else if (!strcmp(a, "--in-dim"))
+                mc.in_dim = (int)x;
+            else
+                mc.classes = (int)x;
             i++;
         } else if (!strcmp(a, "--on-nonfinite")) {
-            if (!strcmp(v, "error")) o.nonfinite = ZINC_NONFINITE_DEFAULT;
-            else if (!strcmp(v, "skip")) o.nonfinite = ZINC_NONFINITE_SKIP;
+            if (!strcmp(v, "error"))
+                o.nonfinite = ZINC_NONFINITE_DEFAULT;
+            else if (!strcmp(v, "skip"))
+                o.nonfinite = ZINC_NONFINITE_SKIP;
             else {
                 fprintf(stderr, "zinc train: --on-nonfinite must be error or skip, got \"%s\"\n", v);
                 return 2;
             }
             i++;
         } else if (!strcmp(a, "--device")) {
-            if (v && !strcmp(v, "cpu")) o.device = ZINC_DEVICE_CPU;
-            else if (v && !strcmp(v, "cuda")) o.device = ZINC_DEVICE_CUDA;
-            else if (v && !strcmp(v, "auto")) o.device = ZINC_DEVICE_AUTO;
+            if (v && !strcmp(v, "cpu"))
+                o.device = ZINC_DEVICE_CPU;
+            else if (v && !strcmp(v, "cuda"))
+                o.device = ZINC_DEVICE_CUDA;
+            else if (v && !strcmp(v, "auto"))
+                o.device = ZINC_DEVICE_AUTO;
             else {
                 fprintf(stderr, "zinc train: --device must be cpu, cuda or auto, got \"%s\"\n", v ? v : "");
                 return 2;
@@ -234,9 +249,14 @@ int zinc_cmd_train(int argc, char **argv) {
         return 1;
     }
     /* What every rank must have been given alike; zinc_build (in zinc_mlp_create) compares them. */
-    zcli_run run = {.steps = steps, .seed = seed, .save_every = save_every,
+    zcli_run run = {.steps = steps,
+                    .seed = seed,
+                    .save_every = save_every,
                     .given = (save_dir ? 1 : 0) | (resume ? 2 : 0) | (report ? 4 : 0) | (quiet ? 8 : 0),
-                    .save_dir = save_dir, .resume = resume, .save_why = save_why, .report_why = report_why,
+                    .save_dir = save_dir,
+                    .resume = resume,
+                    .save_why = save_why,
+                    .report_why = report_why,
                     .why_cap = sizeof save_why};
     if (zcli_agree_run(e, &run, &run_lock)) goto done;
     if (zinc_agree_add(e, "--data-seed", &data_seed, sizeof data_seed) != ZINC_OK) {
@@ -249,8 +269,9 @@ int zinc_cmd_train(int argc, char **argv) {
     }
     if (zcli_outputs_refused(&run)) goto done;
     if (steps > INT64_MAX / 4 / zinc_train_batch_size(e)) {
-        fprintf(stderr, "zinc train: --steps %" PRId64 " x train_batch_size %" PRId64 " samples overflows the sample "
-                        "index; use fewer steps\n",
+        fprintf(stderr,
+                "zinc train: --steps %" PRId64 " x train_batch_size %" PRId64 " samples overflows the sample "
+                "index; use fewer steps\n",
                 steps, (int64_t)zinc_train_batch_size(e));
         goto done;
     }
@@ -262,8 +283,8 @@ int zinc_cmd_train(int argc, char **argv) {
         }
         start = zinc_step_count(e);
         if (start > steps && zinc_rank(e) == 0)
-            fprintf(stderr, "zinc train: the checkpoint is at step %" PRId64 ", beyond --steps %" PRId64
-                            "; nothing to train\n",
+            fprintf(stderr,
+                    "zinc train: the checkpoint is at step %" PRId64 ", beyond --steps %" PRId64 "; nothing to train\n",
                     start, steps);
     }
     int rank0 = zinc_rank(e) == 0;
@@ -324,20 +345,20 @@ int zinc_cmd_train(int argc, char **argv) {
                 "loss %.4f -> %.4f, accuracy %.3f -> %.3f; loss scale %g; parameter norm %.6f, checksum %016" PRIx64
                 "\n",
                 info.step, info.steps_taken, info.steps_skipped, elapsed,
-                elapsed > 0 ? (double)((steps - start) * zinc_train_batch_size(e)) / elapsed : 0.0, first.loss, met.loss,
-                first.accuracy, met.accuracy, (double)info.loss_scale, norm, sum);
+                elapsed > 0 ? (double)((steps - start) * zinc_train_batch_size(e)) / elapsed : 0.0, first.loss,
+                met.loss, first.accuracy, met.accuracy, (double)info.loss_scale, norm, sum);
         if (report) {
             char hex[32];
             snprintf(hex, sizeof hex, "%016" PRIx64, sum);
-            json_t *j = json_pack("{s:s, s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:s, s:f, s:I}",
-                                  "config", config, "world_size", zinc_world_size(e), "zero_stage", zinc_zero_stage(e),
-                                  "steps", (json_int_t)info.step, "steps_taken", (json_int_t)info.steps_taken,
-                                  "steps_skipped", (json_int_t)info.steps_skipped, "first_loss", first.loss,
-                                  "final_loss", met.loss, "final_accuracy", met.accuracy, "final_loss_scale",
-                                  (double)info.loss_scale, "final_lr", info.lr, "final_grad_norm",
-                                  isfinite(info.grad_norm) ? info.grad_norm : -1.0, "parameters", (json_int_t)n,
-                                  "param_l2_norm", norm, "param_checksum", hex, "seconds", elapsed, "resumed_from_step",
-                                  (json_int_t)start);
+            json_t *j =
+                json_pack("{s:s, s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:s, s:f, s:I}",
+                          "config", config, "world_size", zinc_world_size(e), "zero_stage", zinc_zero_stage(e), "steps",
+                          (json_int_t)info.step, "steps_taken", (json_int_t)info.steps_taken, "steps_skipped",
+                          (json_int_t)info.steps_skipped, "first_loss", first.loss, "final_loss", met.loss,
+                          "final_accuracy", met.accuracy, "final_loss_scale", (double)info.loss_scale, "final_lr",
+                          info.lr, "final_grad_norm", isfinite(info.grad_norm) ? info.grad_norm : -1.0, "parameters",
+                          (json_int_t)n, "param_l2_norm", norm, "param_checksum", hex, "seconds", elapsed,
+                          "resumed_from_step", (json_int_t)start);
             if (!j || json_dump_file(j, report, JSON_INDENT(2)) != 0) {
                 fprintf(stderr, "zinc train: cannot write the report to %s\n", report);
                 json_decref(j);

@@ -40,7 +40,8 @@ static void usage(FILE *f) {
             "training:\n"
             "  --config FILE --steps N (default 100) --seed S (new model's initialisation and sampling)\n"
             "  --save DIR [--save-every K] --resume PATH --report FILE --quiet\n"
-            "  --set PATH=VALUE        fill an \"auto\" or override a ds_config value (repeatable; see zinc train --help)\n"
+            "  --set PATH=VALUE        fill an \"auto\" or override a ds_config value (repeatable; see zinc train "
+            "--help)\n"
             "  --on-nonfinite P        error (default) or skip: what a non-finite fp32/bf16 gradient does\n"
             "  --threads N             threads per rank for the engine's kernels and the model's compute\n"
             "                          (default: the engine's cores / ranks, the model's OMP_NUM_THREADS or all)\n");
@@ -123,8 +124,10 @@ static int sample(zinc_engine *e, zinc_gpt2 *m, int n, uint16_t start, uint64_t 
         toks[len++] = (uint16_t)pick;
         unsigned t = (unsigned)pick;
         if (V <= 256) {
-            if (t == '\n' || t == '\t' || (t >= 32 && t < 127)) text[tl++] = (char)t;
-            else tl += (size_t)sprintf(text + tl, "\\x%02x", t);
+            if (t == '\n' || t == '\t' || (t >= 32 && t < 127))
+                text[tl++] = (char)t;
+            else
+                tl += (size_t)sprintf(text + tl, "\\x%02x", t);
         } else {
             tl += (size_t)sprintf(text + tl, "%s%u", i ? " " : "", t);
         }
@@ -167,13 +170,20 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         struct {
             const char *name;
             int64_t *dst, lo, hi;
-        } ints[] = {{"--steps", &steps, 0, INT64_MAX / 2},       {"--seed", &seed, 0, INT64_MAX},
-                    {"--threads", &threads, 1, 1024},             {"--save-every", &save_every, 1, INT64_MAX / 2},
-                    {"--val-every", &val_every, 1, INT64_MAX / 2}, {"--val-batches", &val_batches, 1, 1 << 20},
-                    {"--sample-every", &sample_every, 1, INT64_MAX / 2}, {"--sample-tokens", &sample_tokens, 1, 1 << 16},
-                    {"--layers", &layers, 1, 1024},               {"--width", &width, 1, 65536},
-                    {"--heads", &heads, 1, 65536},                {"--vocab", &vocab, 1, 65536},
-                    {"--padded-vocab", &padded, 1, 1 << 20},      {"--max-context", &max_context, 1, 1 << 20},
+        } ints[] = {{"--steps", &steps, 0, INT64_MAX / 2},
+                    {"--seed", &seed, 0, INT64_MAX},
+                    {"--threads", &threads, 1, 1024},
+                    {"--save-every", &save_every, 1, INT64_MAX / 2},
+                    {"--val-every", &val_every, 1, INT64_MAX / 2},
+                    {"--val-batches", &val_batches, 1, 1 << 20},
+                    {"--sample-every", &sample_every, 1, INT64_MAX / 2},
+                    {"--sample-tokens", &sample_tokens, 1, 1 << 16},
+                    {"--layers", &layers, 1, 1024},
+                    {"--width", &width, 1, 65536},
+                    {"--heads", &heads, 1, 65536},
+                    {"--vocab", &vocab, 1, 65536},
+                    {"--padded-vocab", &padded, 1, 1 << 20},
+                    {"--max-context", &max_context, 1, 1 << 20},
                     {"--context", &context, 1, 1 << 20}};
         int matched = 0;
         for (size_t k = 0; k < sizeof ints / sizeof *ints; k++)
@@ -188,7 +198,8 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
             return 0;
         }
         const char **strs[] = {&config, &report, &save_dir, &resume, &init, &data_path, &text_path, &val_path};
-        const char *snames[] = {"--config", "--report", "--save", "--resume", "--init", "--data", "--text", "--val-data"};
+        const char *snames[] = {"--config", "--report", "--save", "--resume",
+                                "--init",   "--data",   "--text", "--val-data"};
         for (size_t k = 0; k < sizeof strs / sizeof *strs; k++)
             if (!strcmp(a, snames[k])) {
                 if (!v || !*v) {
@@ -198,8 +209,10 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
                 *strs[k] = v, i++, matched = 1;
             }
         if (matched) continue;
-        if (!strcmp(a, "--quiet")) quiet = 1;
-        else if (!strcmp(a, "--shuffle")) shuffle = 1;
+        if (!strcmp(a, "--quiet"))
+            quiet = 1;
+        else if (!strcmp(a, "--shuffle"))
+            shuffle = 1;
         else if (!strcmp(a, "--set")) {
             if (!v || nsets == ZINC_MAX_SETS) {
                 fprintf(stderr, "zinc train: --set needs PATH=VALUE (at most %d of them)\n", ZINC_MAX_SETS);
@@ -212,9 +225,10 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
                 return 2;
             }
             o.nonfinite = !strcmp(v, "skip") ? ZINC_NONFINITE_SKIP : ZINC_NONFINITE_DEFAULT, i++;
-        }
-        else if (!strcmp(a, "--model") && v && !strcmp(v, "gpt2")) i++;
-        else if (!strcmp(a, "--device") && v && !strcmp(v, "cpu")) o.device = ZINC_DEVICE_CPU, i++;
+        } else if (!strcmp(a, "--model") && v && !strcmp(v, "gpt2"))
+            i++;
+        else if (!strcmp(a, "--device") && v && !strcmp(v, "cpu"))
+            o.device = ZINC_DEVICE_CPU, i++;
         else {
             fprintf(stderr, "zinc train --model gpt2: unknown option \"%s\" (see zinc train --model gpt2 --help)\n", a);
             return 2;
@@ -257,8 +271,9 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
             check_flag(init, "--padded-vocab", padded, s.padded_vocab, 7))
             goto done;
         if (context > s.max_context) {
-            fprintf(stderr, "zinc train: --context %lld is longer than %s allows: its header[2] (max context) is %d; "
-                            "give --context 1..%d\n",
+            fprintf(stderr,
+                    "zinc train: --context %lld is longer than %s allows: its header[2] (max context) is %d; "
+                    "give --context 1..%d\n",
                     (long long)context, init, s.max_context, s.max_context);
             goto done;
         }
@@ -334,10 +349,15 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         goto done;
     }
     /* what every rank must have been given alike; zinc_build (in zinc_gpt2_create) compares them */
-    zcli_run run = {.steps = steps, .seed = seed, .save_every = save_every,
-                    .given = (save_dir ? 1 : 0) | (resume ? 2 : 0) | (report ? 4 : 0) | (init ? 8 : 0) |
-                             (shuffle ? 16 : 0),
-                    .save_dir = save_dir, .resume = resume, .save_why = save_why, .report_why = report_why,
+    zcli_run run = {.steps = steps,
+                    .seed = seed,
+                    .save_every = save_every,
+                    .given =
+                        (save_dir ? 1 : 0) | (resume ? 2 : 0) | (report ? 4 : 0) | (init ? 8 : 0) | (shuffle ? 16 : 0),
+                    .save_dir = save_dir,
+                    .resume = resume,
+                    .save_why = save_why,
+                    .report_why = report_why,
                     .why_cap = sizeof save_why};
     int64_t shape[7] = {s.layers, s.channels, s.heads, s.vocab, s.padded_vocab, s.max_context, context};
     if (zcli_agree_run(e, &run, &run_lock)) goto done;
@@ -356,14 +376,16 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
     if (shuffle) zinc_gpt2_shuffle(m, (uint64_t)seed);
     int64_t start = 0, last_saved = -1, B = zinc_train_batch_size(e);
     if (gpt2_batches_per_pass(&train, (int)context, B) < 1) {
-        fprintf(stderr, "zinc train: %s has %lld tokens, fewer than one global batch needs (train_batch_size %lld x "
-                        "context %lld + 1)\n",
+        fprintf(stderr,
+                "zinc train: %s has %lld tokens, fewer than one global batch needs (train_batch_size %lld x "
+                "context %lld + 1)\n",
                 text_path ? text_path : data_path, (long long)train.n, (long long)B, (long long)context);
         goto done;
     }
     if (val.n && gpt2_batches_per_pass(&val, (int)context, B) < 1) {
-        fprintf(stderr, "zinc train: the validation data (%s) has %lld tokens, fewer than one global batch needs "
-                        "(%lld x %lld + 1); validation is off\n",
+        fprintf(stderr,
+                "zinc train: the validation data (%s) has %lld tokens, fewer than one global batch needs "
+                "(%lld x %lld + 1); validation is off\n",
                 val_path ? val_path : text_path, (long long)val.n, (long long)B, (long long)context);
         gpt2_tokens_free(&val);
     }
@@ -468,34 +490,36 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
                     "only); checksum %016" PRIx64 "\n",
                     steps - start, elapsed, first_loss, loss, tps, sum);
         else
-            fprintf(stderr, "zinc train: gpt2, no steps to run (at step %" PRId64 "); checksum %016" PRIx64 "\n",
-                    start, sum);
+            fprintf(stderr, "zinc train: gpt2, no steps to run (at step %" PRId64 "); checksum %016" PRIx64 "\n", start,
+                    sum);
         if (!isnan(last_val)) fprintf(stderr, "zinc train: final validation loss %.4f\n", last_val);
         double steps_s, engine_s;
         zinc_gpt2_times(m, &steps_s, &engine_s);
         if (steps_s > 0)
-            fprintf(stderr, "zinc train: step time %.1f%% model compute, %.1f%% engine (module entries and exits, "
-                            "reduction, clipping, Adam, gathers, waiting for other ranks)\n",
+            fprintf(stderr,
+                    "zinc train: step time %.1f%% model compute, %.1f%% engine (module entries and exits, "
+                    "reduction, clipping, Adam, gathers, waiting for other ranks)\n",
                     100 * (steps_s - engine_s) / steps_s, 100 * engine_s / steps_s);
         if (report) {
             char hex[32];
             snprintf(hex, sizeof hex, "%016" PRIx64, sum);
-            json_t *j = json_pack(
-                "{s:s, s:s, s:i, s:i, s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:I}, s:I, s:I, s:I, s:o, s:o, s:f, s:f, "
-                "s:f, s:f, s:s, s:I, s:I}",
-                "model", "gpt2", "config", config, "world_size", W, "zero_stage", zinc_zero_stage(e), "compute_dtype",
-                zinc_dtype_name(zinc_compute_dtype(e)), "shape", "layers", s.layers, "channels", s.channels, "heads",
-                s.heads, "vocab", s.vocab, "padded_vocab", s.padded_vocab, "max_context", s.max_context, "context",
-                (json_int_t)context, "parameters", (json_int_t)n, "steps", (json_int_t)info.step, "steps_skipped",
-                (json_int_t)info.steps_skipped, "losses", json_incref(losses), "val_losses", json_incref(vlosses),
-                "first_loss", isnan(first_loss) ? 0.0 : first_loss, "final_loss", loss, "tokens_per_s", tps,
-                "seconds", elapsed, "param_checksum", hex, "resumed_from_step", (json_int_t)start, "tokens_per_step",
-                (json_int_t)(B * context));
+            json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:I}, s:I, s:I, s:I, "
+                                  "s:o, s:o, s:f, s:f, "
+                                  "s:f, s:f, s:s, s:I, s:I}",
+                                  "model", "gpt2", "config", config, "world_size", W, "zero_stage", zinc_zero_stage(e),
+                                  "compute_dtype", zinc_dtype_name(zinc_compute_dtype(e)), "shape", "layers", s.layers,
+                                  "channels", s.channels, "heads", s.heads, "vocab", s.vocab, "padded_vocab",
+                                  s.padded_vocab, "max_context", s.max_context, "context", (json_int_t)context,
+                                  "parameters", (json_int_t)n, "steps", (json_int_t)info.step, "steps_skipped",
+                                  (json_int_t)info.steps_skipped, "losses", json_incref(losses), "val_losses",
+                                  json_incref(vlosses), "first_loss", isnan(first_loss) ? 0.0 : first_loss,
+                                  "final_loss", loss, "tokens_per_s", tps, "seconds", elapsed, "param_checksum", hex,
+                                  "resumed_from_step", (json_int_t)start, "tokens_per_step", (json_int_t)(B * context));
             if (j && !isnan(last_val)) json_object_set_new(j, "final_val_loss", json_real(last_val));
             if (j)
-                json_object_set_new(j, "time_split", json_pack("{s:f, s:f, s:f}", "train_steps_s", steps_s,
-                                                               "engine_s", engine_s, "model_compute_s",
-                                                               steps_s - engine_s));
+                json_object_set_new(j, "time_split",
+                                    json_pack("{s:f, s:f, s:f}", "train_steps_s", steps_s, "engine_s", engine_s,
+                                              "model_compute_s", steps_s - engine_s));
             if (j && sample_text) json_object_set(j, "sample", sample_text);
             if (!j || json_dump_file(j, report, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0) {
                 fprintf(stderr, "zinc train: cannot write the report to %s\n", report);

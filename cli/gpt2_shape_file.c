@@ -44,13 +44,15 @@ static int load_one(const char *path, gpt2_shape *s, char *err, size_t cap) {
         snprintf(err, cap, "%s: line %d: %s", path, je.line, je.text);
         return -1;
     }
-    int rc = json_unpack(j, "{s:i, s:i, s:i, s:i, s:i, s:i}", "max_context", &s->max_context, "vocab", &s->vocab,
-                         "layers", &s->layers, "heads", &s->heads, "channels", &s->channels, "padded_vocab",
-                         &s->padded_vocab);
+    int rc =
+        json_unpack(j, "{s:i, s:i, s:i, s:i, s:i, s:i}", "max_context", &s->max_context, "vocab", &s->vocab, "layers",
+                    &s->layers, "heads", &s->heads, "channels", &s->channels, "padded_vocab", &s->padded_vocab);
     json_decref(j);
     char why[256];
-    if (rc != 0) snprintf(err, cap, "%s: needs integer max_context, vocab, layers, heads, channels, padded_vocab", path);
-    else if (gpt2_shape_check(s, why, sizeof why)) snprintf(err, cap, "%s: %s", path, why), rc = -1;
+    if (rc != 0)
+        snprintf(err, cap, "%s: needs integer max_context, vocab, layers, heads, channels, padded_vocab", path);
+    else if (gpt2_shape_check(s, why, sizeof why))
+        snprintf(err, cap, "%s: %s", path, why), rc = -1;
     return rc ? -1 : 0;
 }
 

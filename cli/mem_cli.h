@@ -28,7 +28,6 @@ typedef struct mmodel {
     bool params_only; /* --params: each module one 1-D tensor */
 } mmodel;
 
-
 typedef struct mopts {
     bool measure;
     const char *config;
@@ -38,24 +37,23 @@ typedef struct mopts {
     const char *shapes;
     int64_t nodes, gpn;
     zinc_device_kind device;
-    bool device_set;        /* --device was given (measure: else the engine's automatic choice) */
-    int stage;              /* -1: the config's */
-    const char *offload;    /* NULL: the config's */
+    bool device_set;     /* --device was given (measure: else the engine's automatic choice) */
+    int stage;           /* -1: the config's */
+    const char *offload; /* NULL: the config's */
     bool json, csv, exact;
     const char *plot;
     int64_t steps, seed;
     bool check, verbose;
-    bool init_whole;        /* measure: zinc_build with a whole-tensor init_fn (default: zinc_build_ranged) */
-    int64_t rss_tol_pct;    /* measure --check: the real peak's growth within this % of the estimate */
-    int64_t rss_slack_mib;  /* ... plus this many MiB */
-    bool plan;              /* zinc mem plan */
-    bool paper, units_gb;   /* plan: the ZeRO paper's byte model; GB (1e9) instead of GiB */
+    bool init_whole;       /* measure: zinc_build with a whole-tensor init_fn (default: zinc_build_ranged) */
+    int64_t rss_tol_pct;   /* measure --check: the real peak's growth within this % of the estimate */
+    int64_t rss_slack_mib; /* ... plus this many MiB */
+    bool plan;             /* zinc mem plan */
+    bool paper, units_gb;  /* plan: the ZeRO paper's byte model; GB (1e9) instead of GiB */
     bool units_set;
     uint64_t gpu_mem, host_mem, nvme_bytes, act_bytes; /* plan: per GPU, per node, per node, per sample */
-    int64_t max_gpus;       /* plan: the largest GPU count tried */
-    unsigned headroom_pct;  /* plan: kept free (ZINC_MEM_HEADROOM, default 10) */
+    int64_t max_gpus;                                  /* plan: the largest GPU count tried */
+    unsigned headroom_pct;                             /* plan: kept free (ZINC_MEM_HEADROOM, default 10) */
 } mopts;
-
 
 void mc_model_free(mmodel *m);
 int64_t mc_model_total(const mmodel *m);

@@ -14,18 +14,26 @@
 
 void mc_human(char *buf, size_t cap, uint64_t b, bool exact) {
     double x = (double)b;
-    if (exact) snprintf(buf, cap, "%" PRIu64, b);
-    else if (b == 0) snprintf(buf, cap, "-");
-    else if (b >= (1ull << 30)) snprintf(buf, cap, "%.2f GiB", x / 1073741824.0);
-    else if (b >= (1ull << 20)) snprintf(buf, cap, "%.2f MiB", x / 1048576.0);
-    else if (b >= 1024) snprintf(buf, cap, "%.1f KiB", x / 1024.0);
-    else snprintf(buf, cap, "%" PRIu64 " B", b);
+    if (exact)
+        snprintf(buf, cap, "%" PRIu64, b);
+    else if (b == 0)
+        snprintf(buf, cap, "-");
+    else if (b >= (1ull << 30))
+        snprintf(buf, cap, "%.2f GiB", x / 1073741824.0);
+    else if (b >= (1ull << 20))
+        snprintf(buf, cap, "%.2f MiB", x / 1048576.0);
+    else if (b >= 1024)
+        snprintf(buf, cap, "%.1f KiB", x / 1024.0);
+    else
+        snprintf(buf, cap, "%" PRIu64 " B", b);
 }
 
 /* For sentences: never "-". */
 void mc_prose(char *buf, size_t cap, uint64_t b, bool exact) {
-    if (b == 0) snprintf(buf, cap, "0 B");
-    else mc_human(buf, cap, b, exact);
+    if (b == 0)
+        snprintf(buf, cap, "0 B");
+    else
+        mc_human(buf, cap, b, exact);
 }
 
 /* 1557611200 -> "1,557,611,200" */
@@ -59,7 +67,9 @@ void mc_cat_label(const zest_estimate *e, int c, char *buf, size_t cap) {
         break;
     case ZINC_MEM_GRADS:
         snprintf(buf, cap, "grads (%s)",
-                 e->stage == 0 ? zinc_dtype_name(e->grad_dtype) : e->stage == 1 ? "full + fp32 shard" : "fp32 shard");
+                 e->stage == 0   ? zinc_dtype_name(e->grad_dtype)
+                 : e->stage == 1 ? "full + fp32 shard"
+                                 : "fp32 shard");
         break;
     case ZINC_MEM_MASTER: snprintf(buf, cap, "master (fp32)"); break;
     case ZINC_MEM_EXP_AVG: snprintf(buf, cap, "exp_avg (m)"); break;
@@ -75,4 +85,3 @@ const char *mc_kind_title(int k) {
     static const char *t[] = {"GPU", "host", "pinned", "NVMe"};
     return t[k];
 }
-

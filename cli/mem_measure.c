@@ -52,8 +52,10 @@ static float rnd(uint64_t *s) {
 static void fill_grad(void *g, zinc_dtype t, int64_t n, float scale, uint64_t *s) {
     for (int64_t i = 0; i < n; i++) {
         float v = rnd(s) * scale;
-        if (t == ZINC_FP32) ((float *)g)[i] += v;
-        else zinc_add_f32(g, t, (size_t)i, v);
+        if (t == ZINC_FP32)
+            ((float *)g)[i] += v;
+        else
+            zinc_add_f32(g, t, (size_t)i, v);
     }
 }
 
@@ -104,7 +106,8 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
     for (int64_t step = 0; step < o->steps; step++) {
         for (int64_t micro = 0; micro < zinc_grad_accum_steps(e); micro++) {
             for (int mm = 0; mm < m->nmodules; mm++)
-                if (zinc_module_enter(e, mm, ZINC_FORWARD) != ZINC_OK || zinc_module_exit(e, mm, ZINC_FORWARD) != ZINC_OK)
+                if (zinc_module_enter(e, mm, ZINC_FORWARD) != ZINC_OK ||
+                    zinc_module_exit(e, mm, ZINC_FORWARD) != ZINC_OK)
                     goto fail_step;
             for (int mm = m->nmodules - 1; mm >= 0; mm--) {
                 if (zinc_module_enter(e, mm, ZINC_BACKWARD) != ZINC_OK) goto fail_step;
@@ -161,14 +164,16 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
         uint64_t growth = pr[PROC_PEAK] > pr[PROC_BASE] ? pr[PROC_PEAK] - pr[PROC_BASE] : 0;
         int64_t diff = (int64_t)growth - (int64_t)rss_est;
         bool within = pr[PROC_OK] && (uint64_t)(diff < 0 ? -diff : diff) <= rss_allow;
-        if (!pr[PROC_OK]) rss_unknown++;
-        else if (!within) rss_bad++;
+        if (!pr[PROC_OK])
+            rss_unknown++;
+        else if (!within)
+            rss_bad++;
         json_array_append_new(prow, json_pack("{s:i, s:b, s:I, s:I, s:I, s:I, s:I, s:f, s:b, s:b}", "rank", r, "known",
                                               (int)pr[PROC_OK], "baseline", (json_int_t)pr[PROC_BASE], "vmhwm",
                                               (json_int_t)pr[PROC_PEAK], "growth", (json_int_t)growth, "estimate",
                                               (json_int_t)rss_est, "diff", (json_int_t)diff, "diff_pct",
-                                              rss_est ? 100.0 * (double)diff / (double)rss_est : 0.0, "within",
-                                              within, "peak_reset", (int)pr[PROC_RESET]));
+                                              rss_est ? 100.0 * (double)diff / (double)rss_est : 0.0, "within", within,
+                                              "peak_reset", (int)pr[PROC_RESET]));
     }
     const char *note_rss =
         "real peak: VmHWM from /proc/self/status after the steps, less VmRSS before zinc_build (where VmHWM "
@@ -199,8 +204,8 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
             json_array_append_new(rows, json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:b}", "kind",
                                                   zinc_mem_kind_name((zinc_mem_kind)k), "category",
                                                   zinc_mem_category_name((zinc_mem_category)c), "model_state", ms,
-                                                  "estimate", (json_int_t)want, "measured", (json_int_t)got,
-                                                  "diff", (json_int_t)((int64_t)got - (int64_t)want), "match", ok));
+                                                  "estimate", (json_int_t)want, "measured", (json_int_t)got, "diff",
+                                                  (json_int_t)((int64_t)got - (int64_t)want), "match", ok));
         }
     const char *note_grads = "gradients are random (normal, 1e-3 x the loss scale), not a model's: the bytes depend "
                              "only on the shapes and the config";
@@ -216,15 +221,15 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
                               "model", m->desc, "config", origin, "parameters", (json_int_t)mc_model_total(m), "ranks",
                               world, "stage", est.stage, "steps", (json_int_t)o->steps, "rows", rows, "ranks_differ",
                               ranks_differ, "mismatches", bad, "note_gradients", note_grads, "note_device", note_dev);
-        json_object_set_new(
-            j, "process",
-            json_pack("{s:I, s:I, s:I, s:s, s:I, s:i, s:I, s:I, s:i, s:i, s:o, s:i, s:i, s:s}", "estimate",
-                      (json_int_t)rss_est, "init_scratch", (json_int_t)est.init_scratch, "init_scratch_whole",
-                      (json_int_t)est.init_scratch_whole, "init", o->init_whole ? "whole" : "ranged", "comm_temp",
-                      (json_int_t)est.comm_temp, "comm_pending", est.comm_pending, "comm_piece",
-                      (json_int_t)est.comm_piece, "allowed_diff", (json_int_t)rss_allow, "tolerance_pct",
-                      (int)o->rss_tol_pct, "slack_mib", (int)o->rss_slack_mib, "ranks", prow, "outside_tolerance",
-                      rss_bad, "unknown", rss_unknown, "note", note_rss));
+        json_object_set_new(j, "process",
+                            json_pack("{s:I, s:I, s:I, s:s, s:I, s:i, s:I, s:I, s:i, s:i, s:o, s:i, s:i, s:s}",
+                                      "estimate", (json_int_t)rss_est, "init_scratch", (json_int_t)est.init_scratch,
+                                      "init_scratch_whole", (json_int_t)est.init_scratch_whole, "init",
+                                      o->init_whole ? "whole" : "ranged", "comm_temp", (json_int_t)est.comm_temp,
+                                      "comm_pending", est.comm_pending, "comm_piece", (json_int_t)est.comm_piece,
+                                      "allowed_diff", (json_int_t)rss_allow, "tolerance_pct", (int)o->rss_tol_pct,
+                                      "slack_mib", (int)o->rss_slack_mib, "ranks", prow, "outside_tolerance", rss_bad,
+                                      "unknown", rss_unknown, "note", note_rss));
         prow = NULL;
         char *s = json_dumps(j, JSON_INDENT(2));
         if (s) printf("%s\n", s);
@@ -254,8 +259,8 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
         json_decref(rows);
     } else {
         char n1[32];
-        printf("model:  %s: %s parameters in %d tensors, %d modules\n", m->desc, mc_commas(mc_model_total(m), n1, sizeof n1),
-               m->n, m->nmodules);
+        printf("model:  %s: %s parameters in %d tensors, %d modules\n", m->desc,
+               mc_commas(mc_model_total(m), n1, sizeof n1), m->n, m->nmodules);
         printf("config: %s: ZeRO stage %d, %s, offload_optimizer %s; %d rank%s, %" PRId64 " step%s of %" PRId64
                " micro-step%s (%" PRId64 " taken)\n",
                origin, est.stage, zinc_dtype_name(est.compute_dtype), mc_offload_name(est.offload), world,
@@ -281,8 +286,9 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
             mc_human(b, sizeof b, (uint64_t)json_integer_value(json_object_get(r, "measured")), o->exact);
             mc_shuman(d, sizeof d, json_integer_value(json_object_get(r, "diff")), o->exact);
             printf("%-7s %-32s %14s %14s %14s  %s\n", mc_kind_title(k), lab, a, b, d,
-                   json_is_true(json_object_get(r, "match")) ? (json_integer_value(json_object_get(r, "diff")) ? "ok (bound)" : "exact")
-                                                             : "DIFFERS");
+                   json_is_true(json_object_get(r, "match"))
+                       ? (json_integer_value(json_object_get(r, "diff")) ? "ok (bound)" : "exact")
+                       : "DIFFERS");
             te[k] += (uint64_t)json_integer_value(json_object_get(r, "estimate"));
             tm[k] += (uint64_t)json_integer_value(json_object_get(r, "measured"));
         }
@@ -302,7 +308,8 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
             /* cudaMemGetInfo counts the whole GPU (other processes too) and the allocator's pools. */
             char a[32], b[32], d[48];
             uint64_t grew = after.device_used_bytes > before.device_used_bytes
-                                ? after.device_used_bytes - before.device_used_bytes : 0;
+                                ? after.device_used_bytes - before.device_used_bytes
+                                : 0;
             mc_human(a, sizeof a, grew, o->exact);
             mc_human(b, sizeof b, after.current_total[ZINC_MEMKIND_DEVICE], o->exact);
             mc_shuman(d, sizeof d, (int64_t)grew - (int64_t)after.current_total[ZINC_MEMKIND_DEVICE], o->exact);
@@ -328,17 +335,21 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
             mc_human(c, sizeof c, (uint64_t)json_integer_value(json_object_get(r, "growth")), o->exact);
             mc_shuman(d, sizeof d, json_integer_value(json_object_get(r, "diff")), o->exact);
             if (!json_is_true(json_object_get(r, "known")))
-                printf("%-5d %14s  (/proc/self/status not readable)\n", (int)json_integer_value(json_object_get(r, "rank")), "?");
+                printf("%-5d %14s  (/proc/self/status not readable)\n",
+                       (int)json_integer_value(json_object_get(r, "rank")), "?");
             else
                 printf("%-5d %14s %14s %14s %14s %14s %7.1f%%%s\n", (int)json_integer_value(json_object_get(r, "rank")),
                        a, b, c, ea, d, json_real_value(json_object_get(r, "diff_pct")),
-                       json_is_true(json_object_get(r, "peak_reset")) ? "" : "  (VmHWM not reset: includes earlier peaks)");
+                       json_is_true(json_object_get(r, "peak_reset")) ? ""
+                                                                      : "  (VmHWM not reset: includes earlier peaks)");
         }
         printf("note:   %s\n", note_rss);
         printf("\n%s; every rank %s; real peaks %s (tolerance %d%% + %d MiB).\n",
                bad ? "SOME ROWS DIFFER from the estimate" : "every row matches the estimate",
                ranks_differ ? "did NOT measure the same bytes" : "measured the same bytes",
-               rss_unknown ? "UNKNOWN on some ranks" : rss_bad ? "OUTSIDE the tolerance on some ranks" : "within tolerance",
+               rss_unknown ? "UNKNOWN on some ranks"
+               : rss_bad   ? "OUTSIDE the tolerance on some ranks"
+                           : "within tolerance",
                (int)o->rss_tol_pct, (int)o->rss_slack_mib);
         json_decref(rows);
     }
@@ -356,4 +367,3 @@ done:
     free(procs);
     return rc;
 }
-

@@ -35,8 +35,10 @@ static int model_module(mmodel *m, const char *name) {
 static int model_add(mmodel *m, const char *module, const char *name, int ndim, const int64_t *shape) {
     int mod = model_module(m, module);
     if (mod == -2) {
-        fprintf(stderr, "zinc mem: module \"%s\" appears again after other modules; a module's parameters must be "
-                        "listed together\n", module);
+        fprintf(stderr,
+                "zinc mem: module \"%s\" appears again after other modules; a module's parameters must be "
+                "listed together\n",
+                module);
         return -1;
     }
     if (mod < 0 || ndim < 1 || ndim > ZINC_MAX_DIMS) return -1;
@@ -46,8 +48,10 @@ static int model_add(mmodel *m, const char *module, const char *name, int ndim, 
     int64_t numel = 1, total = mc_model_total(m);
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 1 || shape[i] > lim / numel) {
-            fprintf(stderr, "zinc mem: parameter \"%s\": its shape has more than 2^45 elements (or a dimension below "
-                            "1)\n", name);
+            fprintf(stderr,
+                    "zinc mem: parameter \"%s\": its shape has more than 2^45 elements (or a dimension below "
+                    "1)\n",
+                    name);
             return -1;
         }
         numel *= shape[i];
@@ -88,8 +92,10 @@ int64_t mc_model_total(const mmodel *m) {
 /* N parameters in modules of at most L elements (one 1-D tensor each). */
 static int model_params(mmodel *m, int64_t n, int64_t l) {
     if (n / l > 200000) {
-        fprintf(stderr, "zinc mem: --params %" PRId64 " with --largest-layer %" PRId64 " makes more than 200000 "
-                        "modules; give a larger --largest-layer\n", n, l);
+        fprintf(stderr,
+                "zinc mem: --params %" PRId64 " with --largest-layer %" PRId64 " makes more than 200000 "
+                "modules; give a larger --largest-layer\n",
+                n, l);
         return -1;
     }
     int i = 0;
@@ -111,10 +117,10 @@ static int model_gpt2(mmodel *m, int64_t layers, int64_t w, int64_t vocab, int64
     if (model_add(m, "wte", "wte.weight", 2, (int64_t[]){vocab, w}) ||
         model_add(m, "wpe", "wpe.weight", 2, (int64_t[]){ctx, w}))
         return -1;
-    static const char *names[] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-                                  "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-                                  "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
-    int64_t shapes[12][2] = {{w, 0}, {w, 0}, {w, 3 * w}, {3 * w, 0}, {w, w}, {w, 0},
+    static const char *names[] = {"ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
+                                  "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
+                                  "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+    int64_t shapes[12][2] = {{w, 0}, {w, 0}, {w, 3 * w}, {3 * w, 0}, {w, w},     {w, 0},
                              {w, 0}, {w, 0}, {w, 4 * w}, {4 * w, 0}, {4 * w, w}, {w, 0}};
     for (int64_t l = 0; l < layers; l++) {
         snprintf(mod, sizeof mod, "h.%" PRId64, l);
@@ -124,8 +130,9 @@ static int model_gpt2(mmodel *m, int64_t layers, int64_t w, int64_t vocab, int64
         }
     }
     if (model_add(m, "ln_f", "ln_f.weight", 1, &w) || model_add(m, "ln_f", "ln_f.bias", 1, &w)) return -1;
-    snprintf(m->desc, sizeof m->desc, "GPT-2%s%s (%" PRId64 " layers, width %" PRId64 ", vocabulary %" PRId64
-             ", context %" PRId64 ", tied LM head)",
+    snprintf(m->desc, sizeof m->desc,
+             "GPT-2%s%s (%" PRId64 " layers, width %" PRId64 ", vocabulary %" PRId64 ", context %" PRId64
+             ", tied LM head)",
              preset ? " " : "", preset ? preset : "", layers, w, vocab, ctx);
     return 0;
 }
@@ -145,7 +152,8 @@ static int model_shapes(mmodel *m, const char *path) {
         if (h) *h = 0;
         char *tok[ZINC_MAX_DIMS + 8];
         int nt = 0;
-        for (char *s = strtok(line, " \t\r\nx,:[]()"); s && nt < ZINC_MAX_DIMS + 8; s = strtok(NULL, " \t\r\nx,:[]()")) tok[nt++] = s;
+        for (char *s = strtok(line, " \t\r\nx,:[]()"); s && nt < ZINC_MAX_DIMS + 8; s = strtok(NULL, " \t\r\nx,:[]()"))
+            tok[nt++] = s;
         if (nt == 0) continue;
         int64_t shape[ZINC_MAX_DIMS];
         int nd = nt - 2;
@@ -158,8 +166,8 @@ static int model_shapes(mmodel *m, const char *path) {
             shape[i] = v;
         }
         if (!ok || model_add(m, tok[0], tok[1], nd, shape)) {
-            fprintf(stderr, "%s:%d: expected \"MODULE NAME DIM [DIM...]\" with 1 to %d positive dimensions\n", path,
-                    ln, ZINC_MAX_DIMS);
+            fprintf(stderr, "%s:%d: expected \"MODULE NAME DIM [DIM...]\" with 1 to %d positive dimensions\n", path, ln,
+                    ZINC_MAX_DIMS);
             rc = -1;
             break;
         }
@@ -183,7 +191,6 @@ int mc_model_arrays(const mmodel *m, int64_t **numel, int **module) {
     }
     return 0;
 }
-
 
 int mc_build_model(const mopts *o, mmodel *m) {
     int given = (o->params > 0) + (o->preset || o->layers > 0) + (o->shapes != NULL);
@@ -217,7 +224,5 @@ int mc_build_model(const mopts *o, mmodel *m) {
         fprintf(stderr, "zinc mem: --layers needs --width\n");
         return -1;
     }
-    return model_gpt2(m, layers, width, o->vocab > 0 ? o->vocab : 50257, o->context > 0 ? o->context : 1024,
-                      o->preset);
+    return model_gpt2(m, layers, width, o->vocab > 0 ? o->vocab : 50257, o->context > 0 ? o->context : 1024, o->preset);
 }
-

@@ -31,7 +31,7 @@ typedef struct prow {
     bool fits;
     int gpus, nodes;
     uint64_t gpu_bytes, host_bytes, nvme_bytes; /* per rank at that count (host, nvme: per node) */
-    int64_t micro_batch;                       /* -1: no activations given */
+    int64_t micro_batch;                        /* -1: no activations given */
     char why[200];
 } prow;
 
@@ -78,8 +78,10 @@ static int write_plot(const mopts *o, json_t *base, const char *origin, const zp
         fprintf(f, "%d", n);
         for (int s = 0; s <= 3; s++) {
             uint64_t d, h, v;
-            if (needs(o, base, origin, md, psi, s, ZOFFLOAD_NONE, n, &d, &h, &v)) fprintf(f, " NaN");
-            else fprintf(f, " %.6g", (double)d / unit_bytes(o));
+            if (needs(o, base, origin, md, psi, s, ZOFFLOAD_NONE, n, &d, &h, &v))
+                fprintf(f, " NaN");
+            else
+                fprintf(f, " %.6g", (double)d / unit_bytes(o));
         }
         fprintf(f, "\n");
     }
@@ -92,8 +94,14 @@ static int write_plot(const mopts *o, json_t *base, const char *origin, const zp
     char sub[1200], ylabel[64];
     snprintf(sub, sizeof sub, "%s%s", desc, o->paper ? " (ZeRO paper byte model)" : "");
     snprintf(ylabel, sizeof ylabel, "%s per GPU", unit_name(o));
-    zcli_plot p = {.out = o->plot, .dat = dat, .script = gp, .title = "zinc mem plan: GPU memory per GPU against GPU count",
-                   .subtitle = sub, .xlabel = "GPUs", .ylabel = ylabel, .unit = unit_name(o),
+    zcli_plot p = {.out = o->plot,
+                   .dat = dat,
+                   .script = gp,
+                   .title = "zinc mem plan: GPU memory per GPU against GPU count",
+                   .subtitle = sub,
+                   .xlabel = "GPUs",
+                   .ylabel = ylabel,
+                   .unit = unit_name(o),
                    .capacity = (double)o->gpu_mem / unit_bytes(o)};
     rc = zcli_plot_render("zinc mem plan", &p);
 done:
@@ -149,11 +157,12 @@ int mc_cmd_plan(const mopts *o, mmodel *m) {
     /* The paper's Table 1 layout: bytes per GPU for these GPU counts. */
     static const int table_n[] = {1, 4, 16, 64, 256, 1024};
     if (o->json) {
-        json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:b, s:s, s:f, s:I, s:I, s:i}", "command", "plan", "model", m->desc,
-                              "config", o->paper ? "the ZeRO paper's byte model (2 + 2 + 12 bytes per parameter)" : origin,
-                              "parameters", (json_int_t)psi, "paper", o->paper, "units", unit_name(o), "gpu_mem",
-                              (double)o->gpu_mem / U, "gpu_mem_bytes", (json_int_t)o->gpu_mem, "gpus_per_node",
-                              (json_int_t)o->gpn, "headroom_pct", (int)o->headroom_pct);
+        json_t *j =
+            json_pack("{s:s, s:s, s:s, s:I, s:b, s:s, s:f, s:I, s:I, s:i}", "command", "plan", "model", m->desc,
+                      "config", o->paper ? "the ZeRO paper's byte model (2 + 2 + 12 bytes per parameter)" : origin,
+                      "parameters", (json_int_t)psi, "paper", o->paper, "units", unit_name(o), "gpu_mem",
+                      (double)o->gpu_mem / U, "gpu_mem_bytes", (json_int_t)o->gpu_mem, "gpus_per_node",
+                      (json_int_t)o->gpn, "headroom_pct", (int)o->headroom_pct);
         json_t *arr = json_array();
         for (int i = 0; i < nr; i++) {
             prow *r = &rows[i];
@@ -185,21 +194,25 @@ int mc_cmd_plan(const mopts *o, mmodel *m) {
             json_array_append_new(tab, x);
         }
         json_object_set_new(j, "per_gpu", tab);
-        json_object_set_new(j, "note", json_string(
-            o->paper ? "ZeRO paper, Table 1: stage 0 (2+2+K)Psi, P_os 4Psi + K Psi/N, P_os+g 2Psi + (2+K)Psi/N, "
-                       "P_os+g+p (2+2+K)Psi/N with K = 12; no buffers, no activations, no offload"
-                     : "zinc's own layout (estimate --device cuda): besides the paper's 2+2+12 bytes it keeps an fp32 "
-                       "gradient shard (4 bytes per own parameter, as DeepSpeed's implementation does), reduce "
-                       "buckets, stage-3 gather buffers, the weight-decay mask and device scratch; --paper gives the "
-                       "paper's model"));
+        json_object_set_new(
+            j, "note",
+            json_string(
+                o->paper
+                    ? "ZeRO paper, Table 1: stage 0 (2+2+K)Psi, P_os 4Psi + K Psi/N, P_os+g 2Psi + (2+K)Psi/N, "
+                      "P_os+g+p (2+2+K)Psi/N with K = 12; no buffers, no activations, no offload"
+                    : "zinc's own layout (estimate --device cuda): besides the paper's 2+2+12 bytes it keeps an fp32 "
+                      "gradient shard (4 bytes per own parameter, as DeepSpeed's implementation does), reduce "
+                      "buckets, stage-3 gather buffers, the weight-decay mask and device scratch; --paper gives the "
+                      "paper's model"));
         char *txt = json_dumps(j, JSON_INDENT(2));
         if (txt) printf("%s\n", txt);
         free(txt);
         json_decref(j);
     } else {
         printf("model:  %s: %.0f parameters\n", m->desc, psi);
-        printf("byte model: %s\n", o->paper ? "the ZeRO paper's (2 + 2 + 12 bytes per parameter, Table 1; no buffers)"
-                                            : "zinc's own (`zinc mem estimate --device cuda`; --paper for the paper's)");
+        printf("byte model: %s\n", o->paper
+                                       ? "the ZeRO paper's (2 + 2 + 12 bytes per parameter, Table 1; no buffers)"
+                                       : "zinc's own (`zinc mem estimate --device cuda`; --paper for the paper's)");
         printf("GPU: %.4g %s each, %" PRId64 " per node, %u%% headroom kept free%s%s\n\n", (double)o->gpu_mem / U,
                unit_name(o), o->gpn, o->headroom_pct, o->host_mem ? "; host memory per node given" : "",
                o->nvme_bytes ? "; NVMe per node given" : "");
@@ -216,14 +229,16 @@ int mc_cmd_plan(const mopts *o, mmodel *m) {
             printf("%-6d %-8s %8d %6d %10.3f %-3s %12.3f %-3s  %s\n", r->stage, off_name(r->off), r->gpus, r->nodes,
                    (double)r->gpu_bytes / U, unit_name(o), (double)r->host_bytes / U, unit_name(o), mb);
         }
-        printf("\nPer GPU (%s), offload none:\n%-8s %12s %12s %12s %12s\n", unit_name(o), "GPUs", "stage 0",
-               "stage 1", "stage 2", "stage 3");
+        printf("\nPer GPU (%s), offload none:\n%-8s %12s %12s %12s %12s\n", unit_name(o), "GPUs", "stage 0", "stage 1",
+               "stage 2", "stage 3");
         for (size_t t = 0; t < sizeof table_n / sizeof table_n[0]; t++) {
             printf("%-8d", table_n[t]);
             for (int s = 0; s <= 3; s++) {
                 uint64_t d, h, v;
-                if (needs(o, base, origin, &md, psi, s, ZOFFLOAD_NONE, table_n[t], &d, &h, &v)) printf(" %12s", "-");
-                else printf(" %12.4g", (double)d / U);
+                if (needs(o, base, origin, &md, psi, s, ZOFFLOAD_NONE, table_n[t], &d, &h, &v))
+                    printf(" %12s", "-");
+                else
+                    printf(" %12.4g", (double)d / U);
             }
             printf("\n");
         }

@@ -21,9 +21,12 @@ int zcli_plot_check_name(const char *who, const char *out) {
 static void put_string(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
-        else if (*s == '\n') fputs("\\n", f);
-        else fputc(*s, f);
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if (*s == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*s, f);
     }
     fputc('"', f);
 }
@@ -70,8 +73,8 @@ static int write_script(const zcli_plot *p, bool png) {
     put_string(f, p->dat);
     fprintf(f, " using 1:(column(s+2)) with linespoints title sprintf('stage %%d', s)");
     if (p->capacity > 0)
-        fprintf(f, ", %.6g with lines dashtype 2 linewidth 2 title sprintf('GPU capacity %%.4g %s', %.6g)",
-                p->capacity, p->unit, p->capacity);
+        fprintf(f, ", %.6g with lines dashtype 2 linewidth 2 title sprintf('GPU capacity %%.4g %s', %.6g)", p->capacity,
+                p->unit, p->capacity);
     fprintf(f, "\n");
     return fclose(f) == 0 ? 0 : -1;
 }
@@ -87,8 +90,10 @@ int zcli_plot_render(const char *who, const zcli_plot *p) {
     char *argv[] = {"gnuplot", (char *)p->script, NULL};
     int err = posix_spawnp(&pid, "gnuplot", NULL, NULL, argv, environ);
     if (err == ENOENT) {
-        fprintf(stderr, "%s: gnuplot is not installed (Debian: gnuplot-nox): skipped the plot; the data is in %s "
-                        "and the script in %s\n", who, p->dat, p->script);
+        fprintf(stderr,
+                "%s: gnuplot is not installed (Debian: gnuplot-nox): skipped the plot; the data is in %s "
+                "and the script in %s\n",
+                who, p->dat, p->script);
         return 0;
     }
     int status = 0;

@@ -12,8 +12,8 @@ typedef struct zcli_plot {
     const char *title;    /* first title line */
     const char *subtitle; /* the model and config: wrapped to the picture's width */
     const char *xlabel, *ylabel;
-    const char *unit;     /* "GiB" or "GB": the capacity's unit */
-    double capacity;      /* the GPU's memory in `unit`; 0 = not drawn */
+    const char *unit; /* "GiB" or "GB": the capacity's unit */
+    double capacity;  /* the GPU's memory in `unit`; 0 = not drawn */
 } zcli_plot;
 
 /* 0 when `out` ends in .svg or .png, else -1 with a message naming the choices. */

@@ -41,19 +41,24 @@ void zcli_check_out_path(const char *flag, const char *path, int is_dir, char *w
         snprintf(p, sizeof p, "%s/.zinc-probe-%ld", path, (long)getpid());
     } else {
         if (lstat(path, &sb) == 0) {
-            if (!S_ISREG(sb.st_mode)) snprintf(why, cap, "%s %s exists and is not a regular file", flag, path);
+            if (!S_ISREG(sb.st_mode))
+                snprintf(why, cap, "%s %s exists and is not a regular file", flag, path);
             else {
                 int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-                if (fd < 0) snprintf(why, cap, "%s %s cannot be written: %s", flag, path, strerror(errno));
-                else close(fd);
+                if (fd < 0)
+                    snprintf(why, cap, "%s %s cannot be written: %s", flag, path, strerror(errno));
+                else
+                    close(fd);
             }
             return;
         }
         /* A probe of this process's own beside the file: every rank checks at once, and probing with the
          * path itself would let one rank's probe make another's O_EXCL fail. */
         const char *slash = strrchr(path, '/');
-        if (slash) snprintf(p, sizeof p, "%.*s/.zinc-probe-%ld", (int)(slash - path), path, (long)getpid());
-        else snprintf(p, sizeof p, ".zinc-probe-%ld", (long)getpid());
+        if (slash)
+            snprintf(p, sizeof p, "%.*s/.zinc-probe-%ld", (int)(slash - path), path, (long)getpid());
+        else
+            snprintf(p, sizeof p, ".zinc-probe-%ld", (long)getpid());
         if (slash == path) snprintf(p, sizeof p, "/.zinc-probe-%ld", (long)getpid());
     }
     int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -79,8 +84,9 @@ int zcli_run_lock(const char *save_dir, char *why, size_t cap) {
         ssize_t k = fd >= 0 ? pread(fd, owner, sizeof owner - 1, 0) : -1;
         owner[k > 0 ? k : 0] = 0;
         owner[strcspn(owner, "\n")] = 0;
-        snprintf(why, cap, "--save %s: another zinc train (%s) saves into this directory; use another directory or "
-                           "wait for it to finish",
+        snprintf(why, cap,
+                 "--save %s: another zinc train (%s) saves into this directory; use another directory or "
+                 "wait for it to finish",
                  save_dir, owner[0] ? owner : "unknown pid");
         if (fd >= 0) close(fd);
         return -1;

@@ -17,9 +17,9 @@ int zcli_run_lock(const char *save_dir, char *why, size_t cap);
 /* What every run of zinc train must have been given alike, whatever the model. */
 typedef struct zcli_run {
     int64_t steps, seed, save_every;
-    int64_t given;          /* model-specific bits: which of --save/--resume/--report/... were given */
-    const char *save_dir;   /* or NULL */
-    const char *resume;     /* or NULL */
+    int64_t given;               /* model-specific bits: which of --save/--resume/--report/... were given */
+    const char *save_dir;        /* or NULL */
+    const char *resume;          /* or NULL */
     char *save_why, *report_why; /* from zcli_check_out_path; rank 0 adds the run lock's refusal */
     size_t why_cap;
 } zcli_run;

@@ -41,8 +41,8 @@ ZK_AI zv v_ld(const void *src, zinc_dtype t, size_t i) {
 ZK_AI __m128i f32_to_bf16x8(__m256 x) {
     __m256i u = _mm256_castps_si256(x);
     __m256i hi = _mm256_srli_epi32(u, 16);
-    __m256i isnan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                       _mm256_set1_epi32(0x7f800000));
+    __m256i isnan =
+        _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
     __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
     __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
     __m256i q = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
@@ -61,9 +61,12 @@ ZK_AI __m128i f32_to_fp16x8(__m256 x) {
 }
 
 ZK_AI void v_st(void *dst, int t, size_t i, zv x) {
-    if (t == ZINC_FP32) _mm256_storeu_ps((float *)dst + i, x);
-    else if (t == ZINC_FP16) _mm_storeu_si128((__m128i *)((uint16_t *)dst + i), f32_to_fp16x8(x));
-    else if (t == ZINC_BF16) _mm_storeu_si128((__m128i *)((uint16_t *)dst + i), f32_to_bf16x8(x));
+    if (t == ZINC_FP32)
+        _mm256_storeu_ps((float *)dst + i, x);
+    else if (t == ZINC_FP16)
+        _mm_storeu_si128((__m128i *)((uint16_t *)dst + i), f32_to_fp16x8(x));
+    else if (t == ZINC_BF16)
+        _mm_storeu_si128((__m128i *)((uint16_t *)dst + i), f32_to_bf16x8(x));
 }
 
 /* LAMB's norms: the 8 lanes as two 4-lane double accumulators. */

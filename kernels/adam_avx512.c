@@ -44,8 +44,8 @@ ZK_AI zv v_ld(const void *src, zinc_dtype t, size_t i) {
 ZK_AI __m256i f32_to_bf16x16(__m512 x) {
     __m512i u = _mm512_castps_si512(x);
     __m512i hi = _mm512_srli_epi32(u, 16);
-    __mmask16 isnan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                              _mm512_set1_epi32(0x7f800000));
+    __mmask16 isnan =
+        _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
     __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
     __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
     r = _mm512_mask_or_epi32(r, isnan, hi, _mm512_set1_epi32(0x40));
@@ -56,16 +56,19 @@ ZK_AI __m256i f32_to_bf16x16(__m512 x) {
 ZK_AI __m256i f32_to_fp16x16(__m512 x) {
     __mmask16 isnan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     __m512i u = _mm512_castps_si512(x);
-    __m512i q = _mm512_or_si512(_mm512_and_si512(u, _mm512_set1_epi32((int)0x80000000u)),
-                                _mm512_set1_epi32(0x7fc00000));
+    __m512i q =
+        _mm512_or_si512(_mm512_and_si512(u, _mm512_set1_epi32((int)0x80000000u)), _mm512_set1_epi32(0x7fc00000));
     x = _mm512_castsi512_ps(_mm512_mask_mov_epi32(u, isnan, q));
     return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
 }
 
 ZK_AI void v_st(void *dst, int t, size_t i, zv x) {
-    if (t == ZINC_FP32) _mm512_storeu_ps((float *)dst + i, x);
-    else if (t == ZINC_FP16) _mm256_storeu_si256((__m256i *)((uint16_t *)dst + i), f32_to_fp16x16(x));
-    else if (t == ZINC_BF16) _mm256_storeu_si256((__m256i *)((uint16_t *)dst + i), f32_to_bf16x16(x));
+    if (t == ZINC_FP32)
+        _mm512_storeu_ps((float *)dst + i, x);
+    else if (t == ZINC_FP16)
+        _mm256_storeu_si256((__m256i *)((uint16_t *)dst + i), f32_to_fp16x16(x));
+    else if (t == ZINC_BF16)
+        _mm256_storeu_si256((__m256i *)((uint16_t *)dst + i), f32_to_bf16x16(x));
 }
 
 /* LAMB's norms: the 16 lanes as two 8-lane double accumulators. */

@@ -29,17 +29,17 @@ ZK_AI void adam_scalar_body(const zk_adam_consts *c, size_t n, float *p, float *
                             const zinc_dtype gdt, void *po, const int pdt, const uint8_t *mask) {
     zk_adam_scalar_range(c, 0, n, p, m, v, g, gdt, po, pdt, mask);
 }
-#define ZK_SCALAR_PDT(GDT)                                                                                 \
-    do {                                                                                                   \
-        switch (pdt) {                                                                                     \
-        case ZINC_FP32: adam_scalar_body(c, n, p, m, v, g, GDT, po, ZINC_FP32, mask); break;               \
-        case ZINC_FP16: adam_scalar_body(c, n, p, m, v, g, GDT, po, ZINC_FP16, mask); break;               \
-        case ZINC_BF16: adam_scalar_body(c, n, p, m, v, g, GDT, po, ZINC_BF16, mask); break;               \
-        default: adam_scalar_body(c, n, p, m, v, g, GDT, NULL, ZK_NO_OUT, mask); break;                    \
-        }                                                                                                  \
+#define ZK_SCALAR_PDT(GDT)                                                                                             \
+    do {                                                                                                               \
+        switch (pdt) {                                                                                                 \
+        case ZINC_FP32: adam_scalar_body(c, n, p, m, v, g, GDT, po, ZINC_FP32, mask); break;                           \
+        case ZINC_FP16: adam_scalar_body(c, n, p, m, v, g, GDT, po, ZINC_FP16, mask); break;                           \
+        case ZINC_BF16: adam_scalar_body(c, n, p, m, v, g, GDT, po, ZINC_BF16, mask); break;                           \
+        default: adam_scalar_body(c, n, p, m, v, g, GDT, NULL, ZK_NO_OUT, mask); break;                                \
+        }                                                                                                              \
     } while (0)
-static void adam_scalar(const zk_adam_consts *c, size_t n, float *p, float *m, float *v, const void *g,
-                        zinc_dtype gdt, void *po, int pdt, const uint8_t *mask) {
+static void adam_scalar(const zk_adam_consts *c, size_t n, float *p, float *m, float *v, const void *g, zinc_dtype gdt,
+                        void *po, int pdt, const uint8_t *mask) {
     if (!po) pdt = ZK_NO_OUT;
     switch (gdt) {
     case ZINC_FP16: ZK_SCALAR_PDT(ZINC_FP16); break;
@@ -55,12 +55,14 @@ static void axpy_scalar(float *dst, const void *src, zinc_dtype t, float scale, 
         for (size_t i = 0; i < n; i++) dst[i] = scale * zk_load(src, t, i);
 }
 static void cast_from_scalar(void *dst, zinc_dtype t, const float *src, size_t n) {
-    if (t == ZINC_FP32) memmove(dst, src, n * sizeof(float));
+    if (t == ZINC_FP32)
+        memmove(dst, src, n * sizeof(float));
     else
         for (size_t i = 0; i < n; i++) zk_store(dst, t, i, src[i]);
 }
 static void cast_to_scalar(float *dst, const void *src, zinc_dtype t, size_t n) {
-    if (t == ZINC_FP32) memmove(dst, src, n * sizeof(float));
+    if (t == ZINC_FP32)
+        memmove(dst, src, n * sizeof(float));
     else
         for (size_t i = 0; i < n; i++) dst[i] = zk_load(src, t, i);
 }
@@ -72,12 +74,12 @@ static void lamb_sums_scalar(const zk_lamb_consts *c, size_t n, const float *p, 
     *wsq = *usq = 0;
     zk_lamb_sums_range(c, 0, n, p, m, v, g, gdt, mask, wsq, usq);
 }
-static void lamb_apply_scalar(const zk_lamb_consts *c, float sc, size_t n, float *p, float *m, float *v,
-                              const void *g, zinc_dtype gdt, void *po, int pdt, const uint8_t *mask) {
+static void lamb_apply_scalar(const zk_lamb_consts *c, float sc, size_t n, float *p, float *m, float *v, const void *g,
+                              zinc_dtype gdt, void *po, int pdt, const uint8_t *mask) {
     zk_lamb_apply_range(c, sc, 0, n, p, m, v, g, gdt, po, po ? pdt : ZK_NO_OUT, mask);
 }
-static const zk_ops zk_ops_scalar = {"scalar",         adam_scalar,    axpy_scalar,      cast_from_scalar,
-                                     cast_to_scalar,   scale_scalar,   lamb_sums_scalar, lamb_apply_scalar};
+static const zk_ops zk_ops_scalar = {"scalar",       adam_scalar,  axpy_scalar,      cast_from_scalar,
+                                     cast_to_scalar, scale_scalar, lamb_sums_scalar, lamb_apply_scalar};
 
 /* ---------------------------------------------------------------- dispatch */
 enum { ZK_SCALAR = 0, ZK_AVX2 = 1, ZK_AVX512 = 2 };
@@ -113,8 +115,10 @@ static void zk_init(void) {
     if (f16 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
         zk_cpu_level = ZK_AVX512;
-    else if (f16 && __builtin_cpu_supports("avx2")) zk_cpu_level = ZK_AVX2;
-    else zk_cpu_level = ZK_SCALAR;
+    else if (f16 && __builtin_cpu_supports("avx2"))
+        zk_cpu_level = ZK_AVX2;
+    else
+        zk_cpu_level = ZK_SCALAR;
 #else
     zk_cpu_level = ZK_SCALAR;
 #endif
@@ -122,9 +126,11 @@ static void zk_init(void) {
     const char *e = zenv_get(ZENV_SIMD);
     if (e && *e) {
         int l = level_of(e);
-        if (l < 0) ZLOG_WARN(kernels_log(), "ignoring ZINC_SIMD=%s (want scalar, avx2 or avx512); using %s", e,
-                           zk_levels[zk_default_level]->name);
-        else if (l < zk_default_level) zk_default_level = l;
+        if (l < 0)
+            ZLOG_WARN(kernels_log(), "ignoring ZINC_SIMD=%s (want scalar, avx2 or avx512); using %s", e,
+                      zk_levels[zk_default_level]->name);
+        else if (l < zk_default_level)
+            zk_default_level = l;
     }
     zk_level = zk_default_level;
 }
@@ -217,7 +223,7 @@ static zpool *pool_for(size_t nch) {
 
 zpool *zk_pool_for(size_t nch) { return pool_for(nch); }
 
-#define CHUNK_RANGE(n, k, s, len) size_t s = (k) * ZK_CHUNK, len = (n) - s < ZK_CHUNK ? (n) - s : ZK_CHUNK
+#define CHUNK_RANGE(n, k, s, len) size_t s = (k)*ZK_CHUNK, len = (n)-s < ZK_CHUNK ? (n)-s : ZK_CHUNK
 
 /* ---------------------------------------------------------------- Adam, casts, axpy, scale */
 typedef struct adam_job {
@@ -240,8 +246,8 @@ static void adam_task(void *ctx, size_t k) {
                j->mask ? j->mask + s / ZADAM_MASK_GROUP : NULL);
 }
 
-void zadam_step(const zadam_hparams *h, size_t n, float *master, float *m, float *v, const void *grad,
-                zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask) {
+void zadam_step(const zadam_hparams *h, size_t n, float *master, float *m, float *v, const void *grad, zinc_dtype gdt,
+                void *param_out, zinc_dtype pdt, const uint8_t *decay_mask) {
     if (h->lion) {
         zlion_step(h, n, master, m, grad, gdt, param_out, pdt, decay_mask);
         return;
@@ -255,8 +261,9 @@ void zadam_step(const zadam_hparams *h, size_t n, float *master, float *m, float
         o->adam(&c, n, master, m, v, grad, gdt, param_out, pt, decay_mask);
         return;
     }
-    adam_job j = {o, &c, n, zinc_dtype_size(gdt), param_out ? zinc_dtype_size(pdt) : 0, master, m, v, grad, gdt,
-                  param_out, pt, decay_mask};
+    adam_job j =
+        {o,         &c, n,         zinc_dtype_size(gdt), param_out ? zinc_dtype_size(pdt) : 0, master, m, v, grad, gdt,
+         param_out, pt, decay_mask};
     zpool_for(p, nch, adam_task, &j);
 }
 
@@ -266,8 +273,8 @@ typedef struct ew_job {
     const zk_ops *o;
     ew_kind kind;
     size_t n, sz;
-    float *f32;    /* axpy dst, cast_to dst, cast_from src */
-    void *other;   /* axpy src, cast_to src, cast_from dst, scale x */
+    float *f32;  /* axpy dst, cast_to dst, cast_from src */
+    void *other; /* axpy src, cast_to src, cast_from dst, scale x */
     zinc_dtype t;
     float scale;
     int accumulate;
@@ -349,9 +356,12 @@ ZK_AI void sums_body(const void *x, const zinc_dtype t, size_t i0, size_t nblock
 
 /* Sums of the full blocks starting at element i0 into out[0..nblocks). */
 static void block_sums(const void *x, zinc_dtype t, size_t i0, size_t nblocks, double *out) {
-    if (t == ZINC_FP16) sums_body(x, ZINC_FP16, i0, nblocks, out);
-    else if (t == ZINC_BF16) sums_body(x, ZINC_BF16, i0, nblocks, out);
-    else sums_body(x, ZINC_FP32, i0, nblocks, out);
+    if (t == ZINC_FP16)
+        sums_body(x, ZINC_FP16, i0, nblocks, out);
+    else if (t == ZINC_BF16)
+        sums_body(x, ZINC_BF16, i0, nblocks, out);
+    else
+        sums_body(x, ZINC_FP32, i0, nblocks, out);
 }
 
 /* Elements [i0, i1) left to right (the partial last block). */

@@ -19,16 +19,16 @@
 #define ZK_NO_OUT (-1)
 
 typedef struct zk_adam_consts {
-    float gf;         /* grad_factor */
-    float b1, omb1;   /* beta1, 1 - beta1 */
-    float b2, omb2;   /* beta2, 1 - beta2 */
+    float gf;       /* grad_factor */
+    float b1, omb1; /* beta1, 1 - beta1 */
+    float b2, omb2; /* beta2, 1 - beta2 */
     float eps;
-    float ibc2;       /* 1 / sqrt(bias_correction2) */
-    float step;       /* lr / bias_correction1 */
-    float wd;         /* weight decay (L2 mode) */
-    float lrwd;       /* lr * weight decay (AdamW mode) */
-    int l2;           /* L2 mode with wd != 0: g += wd * p */
-    int dw;           /* AdamW mode with wd != 0: p -= lr*wd*p */
+    float ibc2; /* 1 / sqrt(bias_correction2) */
+    float step; /* lr / bias_correction1 */
+    float wd;   /* weight decay (L2 mode) */
+    float lrwd; /* lr * weight decay (AdamW mode) */
+    int l2;     /* L2 mode with wd != 0: g += wd * p */
+    int dw;     /* AdamW mode with wd != 0: p -= lr*wd*p */
 } zk_adam_consts;
 
 static inline zk_adam_consts zk_adam_consts_make(const zadam_hparams *h) {
@@ -121,9 +121,8 @@ static inline float zk_adam_elem(const zk_adam_consts *c, float p, float *m, flo
 
 /* Elements [i0, n) of one chunk (mask already offset to the chunk's start; element i uses
  * mask[i / ZADAM_MASK_GROUP]). */
-static inline void zk_adam_scalar_range(const zk_adam_consts *c, size_t i0, size_t n, float *p, float *m,
-                                        float *v, const void *g, zinc_dtype gdt, void *po, int pdt,
-                                        const uint8_t *mask) {
+static inline void zk_adam_scalar_range(const zk_adam_consts *c, size_t i0, size_t n, float *p, float *m, float *v,
+                                        const void *g, zinc_dtype gdt, void *po, int pdt, const uint8_t *mask) {
     for (size_t i = i0; i < n; i++) {
         int dec = mask ? mask[i / ZADAM_MASK_GROUP] != 0 : 1;
         float x = zk_adam_elem(c, p[i], &m[i], &v[i], zk_load(g, gdt, i), dec);
@@ -169,8 +168,8 @@ static inline float zk_lamb_update(const zk_lamb_consts *c, float p, float *m, f
 
 /* Elements [i0, n): ||p||^2 and ||u||^2 added, left to right, to *wsq and *usq (the state is only read). */
 static inline void zk_lamb_sums_range(const zk_lamb_consts *c, size_t i0, size_t n, const float *p, const float *m,
-                                      const float *v, const void *g, zinc_dtype gdt, const uint8_t *mask,
-                                      double *wsq, double *usq) {
+                                      const float *v, const void *g, zinc_dtype gdt, const uint8_t *mask, double *wsq,
+                                      double *usq) {
     double w = *wsq, s = *usq;
     for (size_t i = i0; i < n; i++) {
         float mi = m[i], vi = v[i], pi = p[i];
@@ -200,15 +199,15 @@ static inline void zk_lamb_apply_range(const zk_lamb_consts *c, float sc, size_t
 /* Each works on one chunk with no threading of its own; pdt is ZK_NO_OUT when po is NULL. */
 typedef struct zk_ops {
     const char *name;
-    void (*adam)(const zk_adam_consts *c, size_t n, float *p, float *m, float *v, const void *g,
-                 zinc_dtype gdt, void *po, int pdt, const uint8_t *mask);
+    void (*adam)(const zk_adam_consts *c, size_t n, float *p, float *m, float *v, const void *g, zinc_dtype gdt,
+                 void *po, int pdt, const uint8_t *mask);
     void (*axpy)(float *dst, const void *src, zinc_dtype t, float scale, size_t n, int accumulate);
     void (*cast_from)(void *dst, zinc_dtype t, const float *src, size_t n);
     void (*cast_to)(float *dst, const void *src, zinc_dtype t, size_t n);
     void (*scale)(void *x, zinc_dtype t, float scale, size_t n);
     /* LAMB's two passes over one chunk: sums set *wsq, *usq (not added to); apply takes sc = step * coeff. */
-    void (*lamb_sums)(const zk_lamb_consts *c, size_t n, const float *p, const float *m, const float *v,
-                      const void *g, zinc_dtype gdt, const uint8_t *mask, double *wsq, double *usq);
+    void (*lamb_sums)(const zk_lamb_consts *c, size_t n, const float *p, const float *m, const float *v, const void *g,
+                      zinc_dtype gdt, const uint8_t *mask, double *wsq, double *usq);
     void (*lamb_apply)(const zk_lamb_consts *c, float sc, size_t n, float *p, float *m, float *v, const void *g,
                        zinc_dtype gdt, void *po, int pdt, const uint8_t *mask);
 } zk_ops;

@@ -21,8 +21,8 @@ typedef struct zadam_hparams {
      * float roundings by the time it scales the update). */
     double bias_correction1; /* 1 - beta1^t, or 1 without bias correction */
     double bias_correction2; /* 1 - beta2^t, or 1 without bias correction */
-    float grad_factor;      /* one combined unscale-and-clip factor applied to every gradient element */
-    int adamw;              /* 1: decoupled weight decay (AdamW); 0: L2 added to the gradient */
+    float grad_factor;       /* one combined unscale-and-clip factor applied to every gradient element */
+    int adamw;               /* 1: decoupled weight decay (AdamW); 0: L2 added to the gradient */
     /* 1: the step is Lion (zlion_step_ref), not Adam: it reads lr, beta1, beta2, weight_decay and
      * grad_factor, and leaves v untouched (v may be NULL). zadam_step / zadam_step_ref / the device
      * adam_step operations dispatch on it, so every caller of the Adam step runs either optimizer. */
@@ -44,8 +44,8 @@ typedef struct zadam_hparams {
  * own indexing, which must be a multiple of ZADAM_MASK_GROUP). */
 void zadam_step_ref(const zadam_hparams *h, size_t n, float *master, float *m, float *v, const void *grad,
                     zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
-void zadam_step(const zadam_hparams *h, size_t n, float *master, float *m, float *v, const void *grad,
-                zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+void zadam_step(const zadam_hparams *h, size_t n, float *master, float *m, float *v, const void *grad, zinc_dtype gdt,
+                void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
 
 /* One Lion step over n elements (Chen et al. 2023; DeepSpeed's FusedLion / CPU Lion, torch's Lion):
  *   g = grad * grad_factor
@@ -81,11 +81,11 @@ typedef struct zlamb_hparams {
 } zlamb_hparams;
 void zlamb_sums_ref(const zlamb_hparams *h, size_t n, const float *master, const float *m, const float *v,
                     const void *grad, zinc_dtype gdt, const uint8_t *decay_mask, double *wsq, double *usq);
-void zlamb_sums(const zlamb_hparams *h, size_t n, const float *master, const float *m, const float *v,
-                const void *grad, zinc_dtype gdt, const uint8_t *decay_mask, double *wsq, double *usq);
+void zlamb_sums(const zlamb_hparams *h, size_t n, const float *master, const float *m, const float *v, const void *grad,
+                zinc_dtype gdt, const uint8_t *decay_mask, double *wsq, double *usq);
 float zlamb_coeff(const zlamb_hparams *h, double wsq, double usq);
-void zlamb_apply_ref(const zlamb_hparams *h, float coeff, size_t n, float *master, float *m, float *v,
-                     const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+void zlamb_apply_ref(const zlamb_hparams *h, float coeff, size_t n, float *master, float *m, float *v, const void *grad,
+                     zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
 void zlamb_apply(const zlamb_hparams *h, float coeff, size_t n, float *master, float *m, float *v, const void *grad,
                  zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
 

@@ -41,11 +41,11 @@ typedef struct zadam_device_params {
     float weight_decay;
     double bias_correction1; /* 1 - beta1^t, or 1 (double, as zadam_hparams) */
     double bias_correction2; /* 1 - beta2^t, or 1 */
-    float grad_factor;      /* combined unscale-and-clip factor applied to every gradient element */
-    int adamw;              /* 1: decoupled weight decay; 0: L2 added to the gradient */
-    int skip;               /* != 0: the Adam kernel returns without reading or writing anything */
-    float true_norm;        /* diagnostics written by zcu_adam_finalize: the unscaled global grad norm */
-    float clip_coef;        /* diagnostics: the clip coefficient applied (1 when not clipped) */
+    float grad_factor;       /* combined unscale-and-clip factor applied to every gradient element */
+    int adamw;               /* 1: decoupled weight decay; 0: L2 added to the gradient */
+    int skip;                /* != 0: the Adam kernel returns without reading or writing anything */
+    float true_norm;         /* diagnostics written by zcu_adam_finalize: the unscaled global grad norm */
+    float clip_coef;         /* diagnostics: the clip coefficient applied (1 when not clipped) */
 } zadam_device_params;
 
 /* The output of the gradient statistics, in DEVICE memory. */
@@ -67,16 +67,14 @@ typedef struct zcu_grad_stats_result {
  * converted to pdt, or NULL for none. decay_mask: one byte per ZADAM_MASK_GROUP (8) elements counted
  * from the start of these arrays (device memory), NULL = every element decayed. dparams: DEVICE pointer
  * to the step's scalars; if dparams->skip != 0 nothing is written. One launch, grid-stride. */
-int zcu_adam_step(const zadam_device_params *dparams, size_t n, float *master, float *m, float *v,
-                  const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask,
-                  void *stream);
+int zcu_adam_step(const zadam_device_params *dparams, size_t n, float *master, float *m, float *v, const void *grad,
+                  zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask, void *stream);
 
 /* The same with the scalars passed from the host by value (h is a HOST pointer, read before return;
  * skip is taken as 0). For tests and for callers that know the factor on the host. */
 struct zadam_hparams;
-int zcu_adam_step_host(const struct zadam_hparams *h, size_t n, float *master, float *m, float *v,
-                       const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt,
-                       const uint8_t *decay_mask, void *stream);
+int zcu_adam_step_host(const struct zadam_hparams *h, size_t n, float *master, float *m, float *v, const void *grad,
+                       zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask, void *stream);
 
 /* One fused Lion step (h->lion; the math of zlion_step_ref, bit for bit): master, m fp32 in place, grad
  * in gdt, param_out in pdt or NULL, decay_mask as zcu_adam_step. h is a HOST pointer read before return.
@@ -121,8 +119,8 @@ size_t zcu_grad_stats_workspace_bytes(void);
  * (Values agree with zgrad_stats_ref to ~1e-12 relative; the order of the sum differs.)
  * workspace: at least zcu_grad_stats_workspace_bytes() bytes of device memory, not shared between
  * calls that may run concurrently. accumulate lets several buffers feed one result, in a fixed order. */
-int zcu_grad_stats(const void *x, zinc_dtype t, size_t n, void *workspace, zcu_grad_stats_result *out,
-                   int accumulate, void *stream);
+int zcu_grad_stats(const void *x, zinc_dtype t, size_t n, void *workspace, zcu_grad_stats_result *out, int accumulate,
+                   void *stream);
 
 /* ---------------------------------------------------------------- finalize the step on the device */
 
@@ -154,8 +152,7 @@ int zcu_adam_finalize(const zcu_grad_stats_result *stats, const float *loss_scal
 
 /* dst[i] (fp32) = (accumulate ? dst[i] : 0) + scale * src[i] (src in t). Rounded as the CPU reference
  * (a separate multiply and add, no FMA contraction), so results match zaxpy_f32 bit for bit. */
-int zcu_axpy_f32(float *dst, const void *src, zinc_dtype t, float scale, size_t n, int accumulate,
-                 void *stream);
+int zcu_axpy_f32(float *dst, const void *src, zinc_dtype t, float scale, size_t n, int accumulate, void *stream);
 /* dst (in t) = src (fp32), round to nearest even. */
 int zcu_cast_from_f32(void *dst, zinc_dtype t, const float *src, size_t n, void *stream);
 /* dst (fp32) = src (in t). */

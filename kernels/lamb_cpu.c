@@ -41,8 +41,8 @@ void zlamb_sums_ref(const zlamb_hparams *h, size_t n, const float *master, const
     sums_range(&c, n, master, m, v, grad, gdt, decay_mask, wsq, usq);
 }
 
-void zlamb_apply_ref(const zlamb_hparams *h, float coeff, size_t n, float *master, float *m, float *v,
-                     const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask) {
+void zlamb_apply_ref(const zlamb_hparams *h, float coeff, size_t n, float *master, float *m, float *v, const void *grad,
+                     zinc_dtype gdt, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask) {
     const zk_lamb_consts c = zk_lamb_consts_make(h);
     apply_range(&c, coeff, n, master, m, v, grad, gdt, param_out, pdt, decay_mask);
 }
@@ -62,8 +62,8 @@ typedef struct lamb_job {
     double *part; /* sums: two per chunk */
 } lamb_job;
 
-#define CHUNK_OF(j, k, s, len)                                                                               \
-    size_t s = (k) * ZK_CHUNK_ELEMS, len = (j)->n - s < ZK_CHUNK_ELEMS ? (j)->n - s : ZK_CHUNK_ELEMS
+#define CHUNK_OF(j, k, s, len)                                                                                         \
+    size_t s = (k)*ZK_CHUNK_ELEMS, len = (j)->n - s < ZK_CHUNK_ELEMS ? (j)->n - s : ZK_CHUNK_ELEMS
 
 static void sums_task(void *ctx, size_t k) {
     const lamb_job *j = ctx;
@@ -75,21 +75,34 @@ static void sums_task(void *ctx, size_t k) {
 static void apply_task(void *ctx, size_t k) {
     const lamb_job *j = ctx;
     CHUNK_OF(j, k, s, len);
-    j->o->lamb_apply(j->c, j->sc, len, j->master + s, j->m + s, j->v + s, (const char *)j->grad + s * j->gsz,
-                     j->gdt, j->param_out ? (char *)j->param_out + s * j->psz : NULL, j->pt,
+    j->o->lamb_apply(j->c, j->sc, len, j->master + s, j->m + s, j->v + s, (const char *)j->grad + s * j->gsz, j->gdt,
+                     j->param_out ? (char *)j->param_out + s * j->psz : NULL, j->pt,
                      j->mask ? j->mask + s / ZADAM_MASK_GROUP : NULL);
 }
 
 /* Chunk sums are added in chunk order whichever thread made them (or the calling thread, in the same order,
  * when there is no pool or the partials could not be allocated). */
-void zlamb_sums(const zlamb_hparams *h, size_t n, const float *master, const float *m, const float *v,
-                const void *grad, zinc_dtype gdt, const uint8_t *decay_mask, double *wsq, double *usq) {
+void zlamb_sums(const zlamb_hparams *h, size_t n, const float *master, const float *m, const float *v, const void *grad,
+                zinc_dtype gdt, const uint8_t *decay_mask, double *wsq, double *usq) {
     const zk_lamb_consts c = zk_lamb_consts_make(h);
     const size_t nch = (n + ZK_CHUNK_ELEMS - 1) / ZK_CHUNK_ELEMS;
     double one[2], *part = nch <= 1 ? one : malloc(2 * nch * sizeof(double));
     zpool *p = part ? zk_pool_for(nch) : NULL;
-    lamb_job j = {zk_current_ops(), &c, 0.0f, n, zinc_dtype_size(gdt), 0, (float *)master, (float *)m, (float *)v,
-                  grad, gdt, ZK_NO_OUT, NULL, decay_mask, part};
+    lamb_job j = {zk_current_ops(),
+                  &c,
+                  0.0f,
+                  n,
+                  zinc_dtype_size(gdt),
+                  0,
+                  (float *)master,
+                  (float *)m,
+                  (float *)v,
+                  grad,
+                  gdt,
+                  ZK_NO_OUT,
+                  NULL,
+                  decay_mask,
+                  part};
     double w = 0, s = 0;
     if (!part || !p) {
         for (size_t k = 0; k < nch; k++) {
@@ -124,7 +137,20 @@ void zlamb_apply(const zlamb_hparams *h, float coeff, size_t n, float *master, f
         o->lamb_apply(&c, sc, n, master, m, v, grad, gdt, param_out, pt, decay_mask);
         return;
     }
-    lamb_job j = {o, &c, sc, n, zinc_dtype_size(gdt), param_out ? zinc_dtype_size(pdt) : 0, master, m, v, grad, gdt,
-                  pt, param_out, decay_mask, NULL};
+    lamb_job j = {o,
+                  &c,
+                  sc,
+                  n,
+                  zinc_dtype_size(gdt),
+                  param_out ? zinc_dtype_size(pdt) : 0,
+                  master,
+                  m,
+                  v,
+                  grad,
+                  gdt,
+                  pt,
+                  param_out,
+                  decay_mask,
+                  NULL};
     zpool_for(p, nch, apply_task, &j);
 }

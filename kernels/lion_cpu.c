@@ -60,48 +60,48 @@ void zlion_step_ref(const zadam_hparams *h, size_t n, float *master, float *m, c
 /* ---------------------------------------------------------------- the fast loop */
 /* Groups of ZADAM_MASK_GROUP elements share one mask byte: the inner loop over a group has a
  * loop-invariant decay flag and vectorises; without a mask the whole range is one loop. */
-#define LION_BODY(GDT, PDT)                                                                                  \
-    do {                                                                                                     \
-        if (!mask) {                                                                                         \
-            for (size_t i = 0; i < n; i++) {                                                                 \
-                float x = lion_elem(c, p[i], &m[i], zk_load(g, GDT, i), 1);                                  \
-                p[i] = x;                                                                                    \
-                if (PDT != ZK_NO_OUT) zk_store(po, PDT, i, x);                                               \
-            }                                                                                                \
-        } else {                                                                                             \
-            for (size_t b = 0; b < n; b += ZADAM_MASK_GROUP) {                                               \
-                const int dec = mask[b / ZADAM_MASK_GROUP] != 0;                                             \
-                const size_t e = n - b < ZADAM_MASK_GROUP ? n : b + ZADAM_MASK_GROUP;                        \
-                for (size_t i = b; i < e; i++) {                                                             \
-                    float x = lion_elem(c, p[i], &m[i], zk_load(g, GDT, i), dec);                            \
-                    p[i] = x;                                                                                \
-                    if (PDT != ZK_NO_OUT) zk_store(po, PDT, i, x);                                           \
-                }                                                                                            \
-            }                                                                                                \
-        }                                                                                                    \
+#define LION_BODY(GDT, PDT)                                                                                            \
+    do {                                                                                                               \
+        if (!mask) {                                                                                                   \
+            for (size_t i = 0; i < n; i++) {                                                                           \
+                float x = lion_elem(c, p[i], &m[i], zk_load(g, GDT, i), 1);                                            \
+                p[i] = x;                                                                                              \
+                if (PDT != ZK_NO_OUT) zk_store(po, PDT, i, x);                                                         \
+            }                                                                                                          \
+        } else {                                                                                                       \
+            for (size_t b = 0; b < n; b += ZADAM_MASK_GROUP) {                                                         \
+                const int dec = mask[b / ZADAM_MASK_GROUP] != 0;                                                       \
+                const size_t e = n - b < ZADAM_MASK_GROUP ? n : b + ZADAM_MASK_GROUP;                                  \
+                for (size_t i = b; i < e; i++) {                                                                       \
+                    float x = lion_elem(c, p[i], &m[i], zk_load(g, GDT, i), dec);                                      \
+                    p[i] = x;                                                                                          \
+                    if (PDT != ZK_NO_OUT) zk_store(po, PDT, i, x);                                                     \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
     } while (0)
 
-#define LION_SWITCH(GDT)                                                                                     \
-    do {                                                                                                     \
-        switch (pdt) {                                                                                       \
-        case ZINC_FP32: LION_BODY(GDT, ZINC_FP32); break;                                                    \
-        case ZINC_FP16: LION_BODY(GDT, ZINC_FP16); break;                                                    \
-        case ZINC_BF16: LION_BODY(GDT, ZINC_BF16); break;                                                    \
-        default: LION_BODY(GDT, ZK_NO_OUT); break;                                                           \
-        }                                                                                                    \
+#define LION_SWITCH(GDT)                                                                                               \
+    do {                                                                                                               \
+        switch (pdt) {                                                                                                 \
+        case ZINC_FP32: LION_BODY(GDT, ZINC_FP32); break;                                                              \
+        case ZINC_FP16: LION_BODY(GDT, ZINC_FP16); break;                                                              \
+        case ZINC_BF16: LION_BODY(GDT, ZINC_BF16); break;                                                              \
+        default: LION_BODY(GDT, ZK_NO_OUT); break;                                                                     \
+        }                                                                                                              \
     } while (0)
 
-#define LION_CHUNK_FN(NAME, ATTR)                                                                            \
-    ATTR static void NAME(const lion_consts *cp, size_t n, float *restrict p, float *restrict m,             \
-                          const void *g, zinc_dtype gdt, void *po, int pdt, const uint8_t *mask) {           \
-        const lion_consts cl = *cp; /* a local copy: stores to p and m cannot alias it */                    \
-        const lion_consts *c = &cl;                                                                          \
-        if (!po) pdt = ZK_NO_OUT;                                                                            \
-        switch (gdt) {                                                                                       \
-        case ZINC_FP16: LION_SWITCH(ZINC_FP16); break;                                                       \
-        case ZINC_BF16: LION_SWITCH(ZINC_BF16); break;                                                       \
-        default: LION_SWITCH(ZINC_FP32); break;                                                              \
-        }                                                                                                    \
+#define LION_CHUNK_FN(NAME, ATTR)                                                                                      \
+    ATTR static void NAME(const lion_consts *cp, size_t n, float *restrict p, float *restrict m, const void *g,        \
+                          zinc_dtype gdt, void *po, int pdt, const uint8_t *mask) {                                    \
+        const lion_consts cl = *cp; /* a local copy: stores to p and m cannot alias it */                              \
+        const lion_consts *c = &cl;                                                                                    \
+        if (!po) pdt = ZK_NO_OUT;                                                                                      \
+        switch (gdt) {                                                                                                 \
+        case ZINC_FP16: LION_SWITCH(ZINC_FP16); break;                                                                 \
+        case ZINC_BF16: LION_SWITCH(ZINC_BF16); break;                                                                 \
+        default: LION_SWITCH(ZINC_FP32); break;                                                                        \
+        }                                                                                                              \
     }
 
 LION_CHUNK_FN(lion_chunk_base, )
@@ -142,8 +142,10 @@ static lion_chunk_fn chunk_fn(void) {
 /* One chunk: the fp32 loop directly when nothing is 16-bit, else through tiles. */
 static void lion_chunk(lion_chunk_fn fn, const lion_consts *c, size_t n, float *p, float *m, const void *g,
                        zinc_dtype gdt, void *po, int pdt, const uint8_t *mask) {
-    if (gdt == ZINC_FP32 && (!po || pdt == ZINC_FP32)) fn(c, n, p, m, g, gdt, po, pdt, mask);
-    else lion_tiled(fn, c, n, p, m, g, gdt, po, pdt, mask);
+    if (gdt == ZINC_FP32 && (!po || pdt == ZINC_FP32))
+        fn(c, n, p, m, g, gdt, po, pdt, mask);
+    else
+        lion_tiled(fn, c, n, p, m, g, gdt, po, pdt, mask);
 }
 
 typedef struct lion_job {
@@ -162,8 +164,8 @@ static void lion_task(void *ctx, size_t k) {
     const lion_job *j = (const lion_job *)ctx;
     size_t s = k * ZK_CHUNK_ELEMS, len = j->n - s < ZK_CHUNK_ELEMS ? j->n - s : ZK_CHUNK_ELEMS;
     lion_chunk(j->fn, j->c, len, j->master + s, j->m + s, (const char *)j->grad + s * j->gsz, j->gdt,
-          j->param_out ? (char *)j->param_out + s * j->psz : NULL, j->pt,
-          j->mask ? j->mask + s / ZADAM_MASK_GROUP : NULL);
+               j->param_out ? (char *)j->param_out + s * j->psz : NULL, j->pt,
+               j->mask ? j->mask + s / ZADAM_MASK_GROUP : NULL);
 }
 
 void zlion_step(const zadam_hparams *h, size_t n, float *master, float *m, const void *grad, zinc_dtype gdt,
@@ -177,7 +179,8 @@ void zlion_step(const zadam_hparams *h, size_t n, float *master, float *m, const
         lion_chunk(fn, &c, n, master, m, grad, gdt, param_out, pt, decay_mask);
         return;
     }
-    lion_job j = {fn, &c, n, zinc_dtype_size(gdt), param_out ? zinc_dtype_size(pdt) : 0, master, m, grad, gdt,
-                  param_out, pt, decay_mask};
+    lion_job j =
+        {fn,        &c, n,         zinc_dtype_size(gdt), param_out ? zinc_dtype_size(pdt) : 0, master, m, grad, gdt,
+         param_out, pt, decay_mask};
     zpool_for(p, nch, lion_task, &j);
 }

@@ -89,8 +89,8 @@ zinc_status zpool_create(int nthreads, zpool **out) {
     p->nthreads = nthreads;
     TRY_ALLOC(p->threads, nthreads, "the kernel thread pool's threads");
     TRY_ALLOC(p->args, nthreads, "the kernel thread pool's threads");
-    if (pthread_mutex_init(&p->busy, NULL) || pthread_mutex_init(&p->mu, NULL) ||
-        pthread_cond_init(&p->wake, NULL) || pthread_cond_init(&p->done, NULL))
+    if (pthread_mutex_init(&p->busy, NULL) || pthread_mutex_init(&p->mu, NULL) || pthread_cond_init(&p->wake, NULL) ||
+        pthread_cond_init(&p->done, NULL))
         FAIL(ZINC_ERR_INTERNAL, "the kernel thread pool: cannot initialise its mutex or condition variables");
     sync_ok = true;
     atomic_init(&p->next, 0);

@@ -26,10 +26,10 @@
 
 typedef struct zaio_piece {
     zaio_req *req;
-    int64_t off, len;   /* the piece's range in the file */
-    int64_t done;       /* bytes transferred so far */
+    int64_t off, len; /* the piece's range in the file */
+    int64_t done;     /* bytes transferred so far */
     int retries;
-    int inject;         /* errno the submitted operation completes with (fault injection) */
+    int inject; /* errno the submitted operation completes with (fault injection) */
     struct zaio_piece *next;
 } zaio_piece;
 
@@ -41,9 +41,9 @@ struct zaio {
     zaio_file files[ZAIO_MAX_FILES];
     int nfiles;
     zaio_piece *pieces, *free_pieces;
-    zaio_piece *retry_head, *retry_tail;   /* pieces to submit again (short, EAGAIN) */
-    zaio_req *pend_head, *pend_tail;       /* requests with bytes not yet cut into pieces */
-    int max_inflight, inflight;            /* pieces in the ring */
+    zaio_piece *retry_head, *retry_tail; /* pieces to submit again (short, EAGAIN) */
+    zaio_req *pend_head, *pend_tail;     /* requests with bytes not yet cut into pieces */
+    int max_inflight, inflight;          /* pieces in the ring */
     zaio_stats stats;
 };
 
@@ -91,17 +91,28 @@ zinc_status zaio_fault_parse(const char *spec, zaio_fault *out) {
     char *save = NULL;
     for (char *t = strtok_r(buf, ":,", &save); t; t = strtok_r(NULL, ":,", &save)) {
         char *end = NULL;
-        if (!strcmp(t, "read")) out->op = ZAIO_READ;
-        else if (!strcmp(t, "write")) out->op = ZAIO_WRITE;
-        else if (!strcmp(t, "any")) out->op = 0;
-        else if (!strcmp(t, "short")) out->short_io = true;
-        else if (!strcmp(t, "refuse_direct")) out->refuse_direct = true;
-        else if (!strcmp(t, "no_uring")) out->no_uring = true;
-        else if (!strncmp(t, "skip=", 5)) out->skip = strtoll(t + 5, &end, 10);
-        else if (!strncmp(t, "count=", 6)) out->count = strtoll(t + 6, &end, 10);
-        else if (!strncmp(t, "offset=", 7)) out->offset = strtoll(t + 7, &end, 10);
-        else if (!strncmp(t, "path=", 5)) snprintf(out->path, sizeof out->path, "%s", t + 5);
-        else if (t[0] >= '0' && t[0] <= '9') out->err = (int)strtol(t, &end, 10);
+        if (!strcmp(t, "read"))
+            out->op = ZAIO_READ;
+        else if (!strcmp(t, "write"))
+            out->op = ZAIO_WRITE;
+        else if (!strcmp(t, "any"))
+            out->op = 0;
+        else if (!strcmp(t, "short"))
+            out->short_io = true;
+        else if (!strcmp(t, "refuse_direct"))
+            out->refuse_direct = true;
+        else if (!strcmp(t, "no_uring"))
+            out->no_uring = true;
+        else if (!strncmp(t, "skip=", 5))
+            out->skip = strtoll(t + 5, &end, 10);
+        else if (!strncmp(t, "count=", 6))
+            out->count = strtoll(t + 6, &end, 10);
+        else if (!strncmp(t, "offset=", 7))
+            out->offset = strtoll(t + 7, &end, 10);
+        else if (!strncmp(t, "path=", 5))
+            snprintf(out->path, sizeof out->path, "%s", t + 5);
+        else if (t[0] >= '0' && t[0] <= '9')
+            out->err = (int)strtol(t, &end, 10);
         else {
             int found = 0;
             for (size_t i = 0; i < sizeof errno_names / sizeof *errno_names; i++)
@@ -116,8 +127,7 @@ zinc_status zaio_fault_parse(const char *spec, zaio_fault *out) {
                             "path=TEXT)",
                             spec, t);
         }
-        if (end && *end)
-            return ZERR(ZINC_ERR_INVALID_ARG, "ZINC_AIO_FAULT=\"%s\": \"%s\" is not a number", spec, t);
+        if (end && *end) return ZERR(ZINC_ERR_INVALID_ARG, "ZINC_AIO_FAULT=\"%s\": \"%s\" is not a number", spec, t);
     }
     return ZINC_OK;
 }
@@ -285,8 +295,10 @@ static int probe_direct(int fd, uint32_t align) {
     memset(b, 0, align);
     int err = 0;
     ssize_t w = pwrite(fd, b, align, 0);
-    if (w < 0) err = errno;
-    else if (pread(fd, b, align, 0) < 0) err = errno;
+    if (w < 0)
+        err = errno;
+    else if (pread(fd, b, align, 0) < 0)
+        err = errno;
     free(b);
     if (!err && ftruncate(fd, 0) != 0) err = errno;
     return err;
@@ -311,7 +323,8 @@ zinc_status zaio_open(zaio *a, const char *path, bool allow_buffered, int *out) 
     a->nfiles++; /* from here zaio_destroy closes and frees it */
     const int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
     int err = 0;
-    if (fault_open_hit(path)) err = EINVAL;
+    if (fault_open_hit(path))
+        err = EINVAL;
     else {
         f->fd = open(path, flags | O_DIRECT, 0600);
         if (f->fd < 0) err = errno;
@@ -321,8 +334,9 @@ zinc_status zaio_open(zaio *a, const char *path, bool allow_buffered, int *out) 
         if (!detect_align(f)) {
             snprintf(why, sizeof why, "statx reports no direct-IO support (STATX_DIOALIGN alignment 0)");
         } else if ((err = probe_direct(f->fd, f->align)) != 0) {
-            if (err != EINVAL) FAIL(ZINC_ERR_IO, "cannot write %s (offset 0, length %u, O_DIRECT probe): %s", path,
-                                    f->align, strerror(err));
+            if (err != EINVAL)
+                FAIL(ZINC_ERR_IO, "cannot write %s (offset 0, length %u, O_DIRECT probe): %s", path, f->align,
+                     strerror(err));
             snprintf(why, sizeof why, "the first O_DIRECT write of %u bytes failed with EINVAL", f->align);
         } else {
             f->direct = true;
@@ -342,8 +356,9 @@ zinc_status zaio_open(zaio *a, const char *path, bool allow_buffered, int *out) 
     }
     if (!f->direct) {
         if (!allow_buffered)
-            FAIL(ZINC_ERR_IO, "the file system holding %s refuses O_DIRECT (%s); tmpfs, overlay and some network "
-                              "file systems do. Fix: %s",
+            FAIL(ZINC_ERR_IO,
+                 "the file system holding %s refuses O_DIRECT (%s); tmpfs, overlay and some network "
+                 "file systems do. Fix: %s",
                  path, why, direct_fix);
         f->fd = open(path, flags, 0600);
         if (f->fd < 0) FAIL(ZINC_ERR_IO, "cannot create %s (buffered): %s", path, strerror(errno));
@@ -405,7 +420,8 @@ zinc_status zaio_register(zaio *a, void *const *bufs, const size_t *lens, int n,
         TRY_ALLOC(iov, n, "registered buffers");
         for (int i = 0; i < n; i++) iov[i] = (struct iovec){.iov_base = bufs[i], .iov_len = lens[i]};
         int rc = io_uring_register_buffers(&a->ring, iov, (unsigned)n);
-        if (rc == 0) *bufs_registered = a->bufs_registered = true;
+        if (rc == 0)
+            *bufs_registered = a->bufs_registered = true;
         else if (why && why_cap)
             snprintf(why, why_cap, "%s%s", strerror(-rc),
                      rc == -ENOMEM ? " (locked memory limit: raise it with ulimit -l / RLIMIT_MEMLOCK)" : "");
@@ -434,8 +450,10 @@ static void unlink_pending(zaio *a, zaio_req *r) {
     zaio_req *prev = NULL;
     for (zaio_req *q = a->pend_head; q; prev = q, q = q->next)
         if (q == r) {
-            if (prev) prev->next = q->next;
-            else a->pend_head = q->next;
+            if (prev)
+                prev->next = q->next;
+            else
+                a->pend_head = q->next;
             if (a->pend_tail == q) a->pend_tail = prev;
             q->next = NULL;
             return;
@@ -460,8 +478,10 @@ static void req_piece_done(zaio *a, zaio_piece *pc) {
 
 static void push_retry(zaio *a, zaio_piece *pc) {
     pc->next = NULL;
-    if (a->retry_tail) a->retry_tail->next = pc;
-    else a->retry_head = pc;
+    if (a->retry_tail)
+        a->retry_tail->next = pc;
+    else
+        a->retry_head = pc;
     a->retry_tail = pc;
 }
 
@@ -485,8 +505,10 @@ static void complete(zaio *a, zaio_piece *pc, int64_t res) {
     } else if (res == 0) {
         req_fail(a, r, r->op == ZAIO_READ ? -1 : ENOSPC, off, rem);
     } else {
-        if (r->op == ZAIO_READ) a->stats.bytes_read += (uint64_t)res;
-        else a->stats.bytes_written += (uint64_t)res;
+        if (r->op == ZAIO_READ)
+            a->stats.bytes_read += (uint64_t)res;
+        else
+            a->stats.bytes_written += (uint64_t)res;
         pc->done += res;
         if (pc->done < pc->len) {
             a->stats.short_resubmits++;
@@ -594,11 +616,15 @@ static zinc_status fill(zaio *a) {
             int fd = a->files_registered ? r->file : f->fd;
             bool fixed = a->bufs_registered && r->buf_index >= 0;
             if (r->op == ZAIO_READ) {
-                if (fixed) io_uring_prep_read_fixed(sqe, fd, addr, len, (uint64_t)off, r->buf_index);
-                else io_uring_prep_read(sqe, fd, addr, len, (uint64_t)off);
+                if (fixed)
+                    io_uring_prep_read_fixed(sqe, fd, addr, len, (uint64_t)off, r->buf_index);
+                else
+                    io_uring_prep_read(sqe, fd, addr, len, (uint64_t)off);
             } else {
-                if (fixed) io_uring_prep_write_fixed(sqe, fd, addr, len, (uint64_t)off, r->buf_index);
-                else io_uring_prep_write(sqe, fd, addr, len, (uint64_t)off);
+                if (fixed)
+                    io_uring_prep_write_fixed(sqe, fd, addr, len, (uint64_t)off, r->buf_index);
+                else
+                    io_uring_prep_write(sqe, fd, addr, len, (uint64_t)off);
             }
             if (a->files_registered) sqe->flags |= IOSQE_FIXED_FILE;
         }
@@ -669,8 +695,10 @@ zinc_status zaio_submit(zaio *a, zaio_req *r) {
     r->busy = r->len > 0;
     r->next = NULL;
     if (!r->busy) return ZINC_OK;
-    if (a->pend_tail) a->pend_tail->next = r;
-    else a->pend_head = r;
+    if (a->pend_tail)
+        a->pend_tail->next = r;
+    else
+        a->pend_head = r;
     a->pend_tail = r;
     return fill(a);
 }
@@ -687,15 +715,11 @@ static const char *hint(int err) {
     case EINVAL:
         return "The kernel refused the request (O_DIRECT alignment or file system support): try \"zinc\": "
                "{\"allow_buffered_io\": true} or another file system";
-    case EROFS:
-        return "The file system is read-only: remount it read-write or choose another nvme_path";
+    case EROFS: return "The file system is read-only: remount it read-write or choose another nvme_path";
     case EAGAIN:
-    case EINTR:
-        return "The request was retried 64 times without progress: the device or file system is overloaded";
-    case -1:
-        return "The file is shorter than expected: was it truncated or replaced while zinc ran?";
-    default:
-        return "Check the file system holding nvme_path";
+    case EINTR: return "The request was retried 64 times without progress: the device or file system is overloaded";
+    case -1: return "The file is shorter than expected: was it truncated or replaced while zinc ran?";
+    default: return "Check the file system holding nvme_path";
     }
 }
 
@@ -704,9 +728,8 @@ zinc_status zaio_req_error(const zaio *a, const zaio_req *r) {
     const char *en = r->err > 0 ? errno_name(r->err) : NULL;
     return ZERR(ZINC_ERR_IO, "NVMe offload: %s %s%s%s failed at offset %lld, length %lld: %s%s%s%s. %s",
                 r->op == ZAIO_READ ? "reading" : "writing", r->what[0] ? r->what : "", r->what[0] ? " in " : "", path,
-                (long long)r->err_off, (long long)r->err_len,
-                r->err > 0 ? strerror(r->err) : "unexpected end of file", en ? " (" : "", en ? en : "", en ? ")" : "",
-                hint(r->err));
+                (long long)r->err_off, (long long)r->err_len, r->err > 0 ? strerror(r->err) : "unexpected end of file",
+                en ? " (" : "", en ? en : "", en ? ")" : "", hint(r->err));
 }
 
 zinc_status zaio_complete(zaio *a, zaio_req *r) {

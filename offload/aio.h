@@ -43,15 +43,15 @@ typedef struct zaio_file {
 typedef struct zaio_req {
     /* set by the caller */
     zaio_op op;
-    int file;                 /* from zaio_open */
-    void *buf;                /* aligned to the file's alignment */
-    int buf_index;            /* index in the buffers given to zaio_register, or -1 */
-    int64_t off, len;         /* multiples of the file's alignment on O_DIRECT files */
-    char what[96];            /* names the data in messages, e.g. "chunk 3 of exp_avg" */
+    int file;         /* from zaio_open */
+    void *buf;        /* aligned to the file's alignment */
+    int buf_index;    /* index in the buffers given to zaio_register, or -1 */
+    int64_t off, len; /* multiples of the file's alignment on O_DIRECT files */
+    char what[96];    /* names the data in messages, e.g. "chunk 3 of exp_avg" */
     /* private to aio.c */
     int64_t carved, done;
     int inflight;
-    int err;                  /* first error: errno, or -1 for an unexpected end of file */
+    int err; /* first error: errno, or -1 for an unexpected end of file */
     int64_t err_off, err_len;
     bool busy;
     struct zaio_req *next;
@@ -84,8 +84,8 @@ zinc_status zaio_preallocate(zaio *a, int file, int64_t bytes);
 /* Registers the open files and `n` buffers with the ring. Registration that the kernel refuses
  * (RLIMIT_MEMLOCK, old kernels) is not an error: *bufs_registered says whether requests may use
  * buf_index, and *why (if not NULL) explains a refusal. Call once, after opening the files. */
-zinc_status zaio_register(zaio *a, void *const *bufs, const size_t *lens, int n, bool *bufs_registered,
-                          char *why, size_t why_cap);
+zinc_status zaio_register(zaio *a, void *const *bufs, const size_t *lens, int n, bool *bufs_registered, char *why,
+                          size_t why_cap);
 
 /* Queues a request and submits what fits. The request must stay alive and untouched until it is
  * complete (zaio_req_done) or waited for. */
@@ -119,15 +119,15 @@ void zaio_stats_get(const zaio *a, zaio_stats *out);
  * EDQUOT, ENOMEM, ENXIO, EFAULT) or number, short, refuse_direct, no_uring, skip=N, count=N,
  * offset=N (pieces containing that byte offset), path=SUBSTRING; separated by ':' or ','. */
 typedef struct zaio_fault {
-    int op;              /* ZAIO_READ, ZAIO_WRITE, or 0 for both */
-    int err;             /* errno the piece completes with instead of doing its IO (0: none) */
-    bool short_io;       /* the piece transfers about half its bytes (and is continued) */
-    bool refuse_direct;  /* zaio_open: O_DIRECT opens fail with EINVAL */
-    bool no_uring;       /* zaio_create: io_uring set-up fails with ENOSYS */
-    int64_t skip;        /* matching pieces let through before the first fault */
-    int64_t count;       /* faults injected at most (0: no limit) */
-    int64_t offset;      /* only pieces whose range contains this file offset (-1: any) */
-    char path[128];      /* only files whose path contains this ("": any) */
+    int op;             /* ZAIO_READ, ZAIO_WRITE, or 0 for both */
+    int err;            /* errno the piece completes with instead of doing its IO (0: none) */
+    bool short_io;      /* the piece transfers about half its bytes (and is continued) */
+    bool refuse_direct; /* zaio_open: O_DIRECT opens fail with EINVAL */
+    bool no_uring;      /* zaio_create: io_uring set-up fails with ENOSYS */
+    int64_t skip;       /* matching pieces let through before the first fault */
+    int64_t count;      /* faults injected at most (0: no limit) */
+    int64_t offset;     /* only pieces whose range contains this file offset (-1: any) */
+    char path[128];     /* only files whose path contains this ("": any) */
 } zaio_fault;
 
 /* A fault that matches nothing yet (offset -1); fill in what to inject. */

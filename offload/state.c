@@ -16,8 +16,7 @@ zinc_status zstate_create(const zstate_ctx *ctx, int64_t n, zstate **out) {
     const zcfg_offload *o = &ctx->offload;
     const zdevice *d = ctx->dev;
     switch (o->device) {
-    case ZOFFLOAD_NVME:
-        return zstate_create_nvme(ctx, n, out);
+    case ZOFFLOAD_NVME: return zstate_create_nvme(ctx, n, out);
     case ZOFFLOAD_CPU:
         /* Pinning matters only for copies to a discrete device (a GPU); on a CPU run it would only spend
          * RLIMIT_MEMLOCK. */

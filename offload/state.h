@@ -32,27 +32,27 @@
 /* What a store needs from its owner (the engine fills it in at zinc_build; tests build one by hand). The
  * store keeps a copy; the pointed-to objects must outlive it. */
 typedef struct zstate_ctx {
-    zdevice *dev;               /* the compute device: arrays of a store in its memory, copies, pinning */
-    zmemtrack *mem;             /* host arrays, swap buffers and NVMe files are counted here */
+    zdevice *dev;   /* the compute device: arrays of a store in its memory, copies, pinning */
+    zmemtrack *mem; /* host arrays, swap buffers and NVMe files are counted here */
     const zlog *log;
-    zcomm *comm;                /* host buffers; the NVMe store's set-up is collective over it */
-    zcfg_offload offload;       /* zero_optimization.offload_optimizer */
-    zcfg_aio aio;               /* the NVMe store's IO settings */
-    int64_t sub_group_size;     /* zero_optimization.sub_group_size: elements per chunk (rounded) */
+    zcomm *comm;            /* host buffers; the NVMe store's set-up is collective over it */
+    zcfg_offload offload;   /* zero_optimization.offload_optimizer */
+    zcfg_aio aio;           /* the NVMe store's IO settings */
+    int64_t sub_group_size; /* zero_optimization.sub_group_size: elements per chunk (rounded) */
 } zstate_ctx;
 
 typedef enum {
-    ZSTATE_READ = 1,        /* chunks are read, not changed */
-    ZSTATE_WRITE = 2,       /* chunks are overwritten entirely (initialisation, checkpoint load) */
-    ZSTATE_READ_WRITE = 3,  /* chunks are read and updated (the optimizer step) */
-    ZSTATE_HOST_VIEW = 4    /* or'ed in: the views must be host memory (checkpoints, zinc_gather_master); a
+    ZSTATE_READ = 1,       /* chunks are read, not changed */
+    ZSTATE_WRITE = 2,      /* chunks are overwritten entirely (initialisation, checkpoint load) */
+    ZSTATE_READ_WRITE = 3, /* chunks are read and updated (the optimizer step) */
+    ZSTATE_HOST_VIEW = 4   /* or'ed in: the views must be host memory (checkpoints, zinc_gather_master); a
                                device-resident store stages each chunk through host memory */
 } zstate_mode;
 
 typedef struct zstate_view {
-    int64_t lo;             /* first element of the chunk, relative to own_lo; a multiple of 1024 */
-    int64_t n;              /* elements in the chunk */
-    float *master, *m, *v;  /* n floats each, valid until zstate_release */
+    int64_t lo;            /* first element of the chunk, relative to own_lo; a multiple of 1024 */
+    int64_t n;             /* elements in the chunk */
+    float *master, *m, *v; /* n floats each, valid until zstate_release */
 } zstate_view;
 
 typedef struct zstate zstate;
@@ -73,14 +73,14 @@ typedef struct zstate_ops {
 struct zstate {
     const zstate_ops *ops;
     zstate_ctx ctx;
-    int64_t n;              /* elements stored (the own range) */
-    int64_t chunk;          /* elements per chunk (the last may be shorter) */
+    int64_t n;     /* elements stored (the own range) */
+    int64_t chunk; /* elements per chunk (the last may be shorter) */
     int64_t nchunks;
-    bool device_resident;   /* views are compute-device memory that the host cannot address (cuda, no
+    bool device_resident; /* views are compute-device memory that the host cannot address (cuda, no
                                offload): only the device operations may touch them, or a ZSTATE_HOST_VIEW pass */
-    zstate_mode mode;       /* of the current pass without ZSTATE_HOST_VIEW; 0 outside a pass */
-    bool host_view;         /* the current pass asked for ZSTATE_HOST_VIEW */
-    int64_t next;           /* the chunk the pass expects next (order is checked) */
+    zstate_mode mode;     /* of the current pass without ZSTATE_HOST_VIEW; 0 outside a pass */
+    bool host_view;       /* the current pass asked for ZSTATE_HOST_VIEW */
+    int64_t next;         /* the chunk the pass expects next (order is checked) */
 };
 
 /* Creates the store the config asks for: zero_optimization.offload_optimizer.device none (the compute

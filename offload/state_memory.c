@@ -11,11 +11,11 @@
 typedef struct zstate_memory {
     zstate base;
     zinc_mem_kind kind;
-    bool on_device;         /* allocated by the context's device */
+    bool on_device; /* allocated by the context's device */
     size_t bytes;
     float *master, *m, *v;
-    bool pinned[3];         /* master, m, v page-locked through the device (pin_memory with a GPU) */
-    float *stage;           /* host-view staging: 3 x chunk floats, during a host-view pass */
+    bool pinned[3]; /* master, m, v page-locked through the device (pin_memory with a GPU) */
+    float *stage;   /* host-view staging: 3 x chunk floats, during a host-view pass */
     size_t stage_bytes;
     int64_t cur_lo, cur_n;
 } zstate_memory;
@@ -95,7 +95,7 @@ static void mem_destroy(zstate *s) {
     free(z);
 }
 
-static const zstate_ops memory_ops = {"memory", mem_pass_begin, mem_acquire, mem_release,
+static const zstate_ops memory_ops = {"memory",     mem_pass_begin, mem_acquire, mem_release,
                                       mem_pass_end, mem_pass_abort, mem_destroy, NULL};
 
 zinc_status zstate_create_memory(const zstate_ctx *ctx, int64_t n, zinc_mem_kind kind, int64_t chunk, zstate **out) {
@@ -113,8 +113,10 @@ zinc_status zstate_create_memory(const zstate_ctx *ctx, int64_t n, zinc_mem_kind
     const zinc_mem_category cats[3] = {ZINC_MEM_MASTER, ZINC_MEM_EXP_AVG, ZINC_MEM_EXP_AVG_SQ};
     const char *what[3] = {"fp32 master weights", "Adam exp_avg", "Adam exp_avg_sq"};
     for (int k = 0; k < 3; k++) {
-        if (z->on_device) TRY(d->ops->alloc(d, cats[k], z->bytes, what[k], (void **)arr[k]));
-        else TRY(zmem_host_alloc(ctx->mem, kind, cats[k], z->bytes, what[k], (void **)arr[k]));
+        if (z->on_device)
+            TRY(d->ops->alloc(d, cats[k], z->bytes, what[k], (void **)arr[k]));
+        else
+            TRY(zmem_host_alloc(ctx->mem, kind, cats[k], z->bytes, what[k], (void **)arr[k]));
         if (kind == ZINC_MEMKIND_PINNED) { /* page-locked, so the device copies it asynchronously */
             TRY(d->ops->pin(d, *arr[k], z->bytes));
             z->pinned[k] = true;

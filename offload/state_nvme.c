@@ -33,7 +33,7 @@
 #include "offload/state.h"
 #include "offload/state_nvme.h"
 
-#define NT 3 /* tensors: master, exp_avg, exp_avg_sq */
+#define NT 3                                 /* tensors: master, exp_avg, exp_avg_sq */
 #define NV_MIN_BUFFERS ZCFG_NVME_MIN_BUFFERS /* also refused at load (config_resolve.c) */
 
 static const char *const file_names[NT] = {"master.swp", "exp_avg.swp", "exp_avg_sq.swp"};
@@ -44,10 +44,10 @@ enum { SLOT_FREE = 0, SLOT_READING, SLOT_IN_USE, SLOT_WRITING };
 enum { CHUNK_UNWRITTEN = 0, CHUNK_VALID, CHUNK_LOST };
 
 typedef struct nv_slot {
-    char *buf;              /* NT x stride bytes */
+    char *buf; /* NT x stride bytes */
     int64_t chunk;
     int state;
-    uint32_t crc[NT];       /* of the data being written */
+    uint32_t crc[NT]; /* of the data being written */
     zaio_req req[NT];
 } nv_slot;
 
@@ -57,18 +57,18 @@ typedef struct zstate_nvme {
     int file[NT];
     char *run_dir, *rank_dir, *path[NT];
     bool made_rank_dir, made_files[NT];
-    int64_t stride;         /* bytes per chunk in each file */
+    int64_t stride; /* bytes per chunk in each file */
     uint32_t align;
     int nbuf;
     bool bufs_registered;
     nv_slot *slot;
-    uint32_t *crc;          /* nchunks x NT: the stored chunks' checksums */
-    uint8_t *cstate;        /* nchunks: CHUNK_* */
+    uint32_t *crc;   /* nchunks x NT: the stored chunks' checksums */
+    uint8_t *cstate; /* nchunks: CHUNK_* */
     zinc_mem_kind buf_kind;
-    uint64_t buf_bytes;     /* counted as staging */
-    uint64_t file_bytes;    /* per tensor, counted as NVMe */
+    uint64_t buf_bytes;  /* counted as staging */
+    uint64_t file_bytes; /* per tensor, counted as NVMe */
     bool counted_files;
-    int64_t next_read;      /* the next chunk whose read the pass has not issued */
+    int64_t next_read; /* the next chunk whose read the pass has not issued */
     /* statistics: this pass (reported at debug level) and the totals */
     struct timespec pass_t0;
     uint64_t pass_rbytes, pass_wbytes;
@@ -188,8 +188,8 @@ static zinc_status check_readable(const zstate_nvme *z, int64_t c) {
                     "NVMe offload: chunk %lld of %lld (offset %lld, length %lld in %s and the exp_avg, exp_avg_sq "
                     "files) is lost: its write failed in an earlier pass, so the optimizer state there is unknown. "
                     "Restore the run from a checkpoint",
-                    (long long)c, (long long)z->base.nchunks, (long long)(c * z->stride),
-                    (long long)chunk_io_len(z, c), z->path[0]);
+                    (long long)c, (long long)z->base.nchunks, (long long)(c * z->stride), (long long)chunk_io_len(z, c),
+                    z->path[0]);
     return ZERR(ZINC_ERR_INTERNAL, "NVMe store: chunk %lld read before it was ever written", (long long)c);
 }
 
@@ -427,8 +427,8 @@ static void nv_destroy(zstate *base) {
     free(z);
 }
 
-static const zstate_ops nvme_ops = {"nvme", nv_pass_begin, nv_acquire, nv_release, nv_pass_end, nv_pass_abort,
-                                    nv_destroy, nv_poll};
+static const zstate_ops nvme_ops = {"nvme",      nv_pass_begin, nv_acquire, nv_release,
+                                    nv_pass_end, nv_pass_abort, nv_destroy, nv_poll};
 
 static char *path_join(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
@@ -624,8 +624,9 @@ static zinc_status setup_local(zstate_nvme *z) {
     free(lens);
     if (st != ZINC_OK) goto fail;
     if (!z->bufs_registered && why[0])
-        ZLOG_INFO(c->log, "NVMe offload: io_uring could not register the swap buffers (%s); using unregistered "
-                           "buffers (slightly more CPU per IO)",
+        ZLOG_INFO(c->log,
+                  "NVMe offload: io_uring could not register the swap buffers (%s); using unregistered "
+                  "buffers (slightly more CPU per IO)",
                   why);
     z->buf_kind = z->bufs_registered ? ZINC_MEMKIND_PINNED : ZINC_MEMKIND_HOST;
     z->buf_bytes = (uint64_t)z->nbuf * slot_bytes;
@@ -641,8 +642,7 @@ static zinc_status setup_local(zstate_nvme *z) {
               z->rank_dir, (long long)z->base.nchunks, (long long)z->base.chunk, (double)z->file_bytes / 1048576.0,
               z->nbuf, (double)slot_bytes / 1048576.0, z->bufs_registered ? "registered" : "unregistered",
               f0->direct ? "O_DIRECT" : "buffered", z->align, f0->align_source, zaio_backend(z->aio),
-              (long long)c->aio.block_size, c->aio.queue_depth, c->aio.intra_op_parallelism,
-              zcrc32c_impl());
+              (long long)c->aio.block_size, c->aio.queue_depth, c->aio.intra_op_parallelism, zcrc32c_impl());
     return ZINC_OK;
 fail:
     return st;
@@ -691,8 +691,9 @@ zinc_status zstate_create_nvme(const zstate_ctx *c, int64_t n, zstate **out) {
     }
     for (int r = 0; r < c->comm->size; r++)
         if (all[r] != ZINC_OK)
-            FAIL((zinc_status)all[r], "NVMe offload: rank %d could not set up its optimizer-state files under %s "
-                                      "(its own error says why)",
+            FAIL((zinc_status)all[r],
+                 "NVMe offload: rank %d could not set up its optimizer-state files under %s "
+                 "(its own error says why)",
                  r, o->nvme_path);
     free(all);
     *out = &z->base;

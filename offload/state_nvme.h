@@ -9,13 +9,13 @@
 typedef struct zstate_nvme_stats {
     uint64_t passes;
     uint64_t chunks_read, chunks_written;
-    uint64_t bytes_read, bytes_written;   /* file bytes, all three tensors */
-    int max_reads_ahead;    /* most later chunks being read while a chunk was handed to the caller */
-    int max_writes_behind;  /* most earlier chunks still being written at that moment */
-    double wait_s;          /* time acquire/release/pass_end spent blocked on IO */
-    int buffers;            /* swap buffers in use */
-    uint32_t align;         /* the O_DIRECT alignment used */
-    int direct;             /* 1: O_DIRECT, 0: buffered (zinc.allow_buffered_io) */
+    uint64_t bytes_read, bytes_written; /* file bytes, all three tensors */
+    int max_reads_ahead;                /* most later chunks being read while a chunk was handed to the caller */
+    int max_writes_behind;              /* most earlier chunks still being written at that moment */
+    double wait_s;                      /* time acquire/release/pass_end spent blocked on IO */
+    int buffers;                        /* swap buffers in use */
+    uint32_t align;                     /* the O_DIRECT alignment used */
+    int direct;                         /* 1: O_DIRECT, 0: buffered (zinc.allow_buffered_io) */
 } zstate_nvme_stats;
 
 /* ZINC_ERR_INVALID_ARG when s is not an NVMe store. */

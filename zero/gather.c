@@ -39,8 +39,8 @@ static void decide_persistence(zgather *g) {
     for (int i = 0; i < g->c.nmodules; i++) {
         zmodule *m = &g->c.modules[i];
         int64_t n = zmodule_numel(m);
-        m->persistent = zsize_persistent(n, &total, g->c.cfg->param_persistence_threshold,
-                                         g->c.cfg->model_persistence_threshold);
+        m->persistent =
+            zsize_persistent(n, &total, g->c.cfg->param_persistence_threshold, g->c.cfg->model_persistence_threshold);
     }
 }
 
@@ -79,7 +79,6 @@ static zinc_status gather_start(zgather *g, zmodule *m, bool blocking) {
 fail:
     return st;
 }
-
 
 static zinc_status release(zgather *g, zmodule *m) {
     zinc_status st = ZINC_OK;
@@ -160,8 +159,9 @@ static void trace_resync(zgather *g, const ztrace_entry *x) {
                 return;
             }
     }
-    ZLOG_DEBUG(g->c.log, "stage 3: module \"%s\" (%s) is not in the recorded trace; prefetching stops and the "
-                         "next step records the trace again",
+    ZLOG_DEBUG(g->c.log,
+               "stage 3: module \"%s\" (%s) is not in the recorded trace; prefetching stops and the "
+               "next step records the trace again",
                g->c.modules[x->module].name, x->phase == ZINC_FORWARD ? "forward" : "backward");
     g->trace_valid = false;
     g->trace_lost = true;
@@ -196,8 +196,10 @@ zinc_status zgather_module_enter(zgather *g, int module, int phase, bool new_mic
         TRY(trace_push(g, module, phase));
     } else if (g->trace_valid) {
         ztrace_entry x = {module, phase};
-        if (g->trace_pos < g->trace_len && same_entry(&g->trace[g->trace_pos], &x)) g->trace_pos++;
-        else trace_resync(g, &x);
+        if (g->trace_pos < g->trace_len && same_entry(&g->trace[g->trace_pos], &x))
+            g->trace_pos++;
+        else
+            trace_resync(g, &x);
     }
     if (!m->gathered) {
         g->stat_gather_blocking++;
@@ -249,8 +251,10 @@ zinc_status zgather_after_step(zgather *g) {
     for (int i = 0; i < g->c.nmodules; i++) {
         zmodule *m = &g->c.modules[i];
         TRY(gather_wait(g, m));
-        if (m->persistent) TRY(gather_start(g, m, true)); /* refresh with the updated shards */
-        else TRY(release(g, m));
+        if (m->persistent)
+            TRY(gather_start(g, m, true)); /* refresh with the updated shards */
+        else
+            TRY(release(g, m));
     }
     return ZINC_OK;
 fail:

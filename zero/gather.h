@@ -21,26 +21,26 @@ typedef struct ztrace_entry {
 
 /* What gathering needs from its owner; the pointed-to objects outlive the zgather. */
 typedef struct zgather_ctx {
-    zdevice *dev;               /* gathered copies live on it */
-    zcomm *dcomm;               /* collectives on device buffers */
+    zdevice *dev; /* gathered copies live on it */
+    zcomm *dcomm; /* collectives on device buffers */
     const zlog *log;
     const zpartition *part;
     int rank, world;
     zinc_dtype compute_dtype;
-    const void *params_shard;   /* this rank's compute-dtype parameter shard, starting at flat element own_lo */
+    const void *params_shard; /* this rank's compute-dtype parameter shard, starting at flat element own_lo */
     int64_t own_lo;
-    const zcfg_zero *cfg;       /* zero_optimization: the stage3_* thresholds */
-    zmodule *modules;           /* registration order; fixed once built */
+    const zcfg_zero *cfg; /* zero_optimization: the stage3_* thresholds */
+    zmodule *modules;     /* registration order; fixed once built */
     int nmodules;
 } zgather_ctx;
 
 typedef struct zgather {
     zgather_ctx c;
-    int64_t live_numel;         /* gathered elements of non-persistent modules */
+    int64_t live_numel; /* gathered elements of non-persistent modules */
     ztrace_entry *trace;
     int trace_len, trace_cap, trace_pos;
     bool trace_started, trace_recording, trace_valid;
-    bool trace_lost;            /* an entry the trace does not have: re-record at the next step */
+    bool trace_lost; /* an entry the trace does not have: re-record at the next step */
     int64_t stat_prefetch, stat_gather_blocking, stat_trace_resync; /* since the owner last reset them */
 } zgather;
 

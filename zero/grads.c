@@ -41,14 +41,13 @@ static float pre_scale(const zgrads *g) {
 }
 
 /* Converts n elements from one dtype to another on the device, multiplying by scale. */
-static zinc_status convert(zgrads *g, void *dst, zinc_dtype dt, const void *src, zinc_dtype st, size_t n,
-                           float scale) {
+static zinc_status convert(zgrads *g, void *dst, zinc_dtype dt, const void *src, zinc_dtype st, size_t n, float scale) {
     return g->c.dev->ops->convert(g->c.dev, dst, dt, src, st, n, scale);
 }
 
 static bool send_needs_copy(const zgrads *g) {
-    return zsize_send_needs_copy(g->c.comm_dtype, g->c.grad_dtype, g->c.prescale_gradients,
-                                 g->c.predivide_factor, g->c.world);
+    return zsize_send_needs_copy(g->c.comm_dtype, g->c.grad_dtype, g->c.prescale_gradients, g->c.predivide_factor,
+                                 g->c.world);
 }
 
 void zgrads_init(zgrads *g, const zgrads_ctx *ctx) { g->c = *ctx; }
@@ -61,8 +60,7 @@ zinc_status zgrads_alloc(zgrads *g) {
     g->bytes_full = plan.bytes_grads_full;
     g->bytes_shard = plan.bytes_grads_shard;
     if (g->c.stage <= 1) TRY(dalloc(g, ZINC_MEM_GRADS, g->bytes_full, "the gradient buffer", &g->full));
-    if (g->c.stage >= 1)
-        TRY(dalloc(g, ZINC_MEM_GRADS, g->bytes_shard, "the fp32 gradient shard", (void **)&g->shard));
+    if (g->c.stage >= 1) TRY(dalloc(g, ZINC_MEM_GRADS, g->bytes_shard, "the fp32 gradient shard", (void **)&g->shard));
     if (plan.nbuckets == 0) return ZINC_OK;
     g->bucket_cap = plan.bucket_cap;
     g->bytes_landing = plan.bytes_landing;
@@ -130,7 +128,7 @@ static zinc_status complete(zgrads *g, zbucket *b) {
     if (b->recv_hi > b->recv_lo) {
         int64_t shard_lo = (int64_t)g->c.rank * g->c.part->shard;
         TRY(g->c.dev->ops->axpy_f32(g->c.dev, g->shard + (b->recv_lo - shard_lo), b->recv, g->c.comm_dtype, 1.0f,
-                                  (size_t)(b->recv_hi - b->recv_lo), 1));
+                                    (size_t)(b->recv_hi - b->recv_lo), 1));
     }
     b->recv_lo = b->recv_hi = 0;
     return ZINC_OK;
@@ -258,8 +256,9 @@ static zinc_status enter_sharded(zgrads *g, int module, void **out) {
     zinc_status st = ZINC_OK;
     zmodule *m = &g->c.modules[module];
     if (m->bwd_entries > 0 && !m->hold) {
-        ZLOG_DEBUG(g->c.log, "module \"%s\" entered twice in one backward: its gradients now collect in a buffer "
-                             "of their own and are reduced once per micro-step",
+        ZLOG_DEBUG(g->c.log,
+                   "module \"%s\" entered twice in one backward: its gradients now collect in a buffer "
+                   "of their own and are reduced once per micro-step",
                    m->name);
         m->hold = true;
     }
@@ -271,8 +270,9 @@ static zinc_status enter_sharded(zgrads *g, int module, void **out) {
     zmodule *blocker = needs_flush ? open_in(g, module, ZSLOT_BUCKET) : NULL;
     if (!blocker && large) blocker = open_in(g, module, ZSLOT_LANDING);
     if (blocker) {
-        ZLOG_DEBUG(g->c.log, "module \"%s\" entered inside the backward of \"%s\": a scratch buffer for now, and "
-                             "\"%s\" keeps its gradients in a buffer of its own from the next micro-step",
+        ZLOG_DEBUG(g->c.log,
+                   "module \"%s\" entered inside the backward of \"%s\": a scratch buffer for now, and "
+                   "\"%s\" keeps its gradients in a buffer of its own from the next micro-step",
                    m->name, blocker->name, blocker->name);
         blocker->hold = true;
         return enter_scratch(g, m, out);

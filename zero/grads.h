@@ -18,11 +18,11 @@
 /* Where a module's gradients go while it is open in backward (stages 2-3). */
 typedef enum zgrad_slot {
     ZSLOT_NONE = 0,
-    ZSLOT_FULL,     /* stages 0-1: the full gradient buffer */
-    ZSLOT_BUCKET,   /* the current bucket, in place */
-    ZSLOT_LANDING,  /* the landing buffer (a module larger than a bucket) */
-    ZSLOT_HELD,     /* the module's own buffer, reduced once at the end of the micro-step */
-    ZSLOT_SCRATCH   /* a pooled buffer, reduced at exit (entered inside another open module) */
+    ZSLOT_FULL,    /* stages 0-1: the full gradient buffer */
+    ZSLOT_BUCKET,  /* the current bucket, in place */
+    ZSLOT_LANDING, /* the landing buffer (a module larger than a bucket) */
+    ZSLOT_HELD,    /* the module's own buffer, reduced once at the end of the micro-step */
+    ZSLOT_SCRATCH  /* a pooled buffer, reduced at exit (entered inside another open module) */
 } zgrad_slot;
 
 typedef struct zscratch {
@@ -35,19 +35,19 @@ typedef struct zscratch {
  * finished backward, filled from the top down (backward visits modules in reverse order), reduce-
  * scattered to the owners when full. With overlap_comm there are two, alternating. */
 typedef struct zbucket {
-    void *grads;            /* model-grad dtype, capacity elements; element x at grads[cap - (hi - x)] */
-    void *send;             /* comm dtype copy when it differs from the grad dtype (else == grads) */
-    void *recv;             /* this rank's reduced piece, comm dtype */
-    int64_t lo, hi;         /* occupied flat range; lo == hi: empty */
-    zcomm_req *req;         /* pending reduce-scatter */
+    void *grads;              /* model-grad dtype, capacity elements; element x at grads[cap - (hi - x)] */
+    void *send;               /* comm dtype copy when it differs from the grad dtype (else == grads) */
+    void *recv;               /* this rank's reduced piece, comm dtype */
+    int64_t lo, hi;           /* occupied flat range; lo == hi: empty */
+    zcomm_req *req;           /* pending reduce-scatter */
     int64_t recv_lo, recv_hi; /* flat range of the pending piece owned by this rank */
     size_t *counts, *displs;  /* per-rank pieces; live as long as the request */
 } zbucket;
 
 /* What the gradient code needs from its owner; the pointed-to objects outlive the zgrads. */
 typedef struct zgrads_ctx {
-    zdevice *dev;               /* every gradient buffer lives on it */
-    zcomm *dcomm;               /* collectives on device buffers */
+    zdevice *dev; /* every gradient buffer lives on it */
+    zcomm *dcomm; /* collectives on device buffers */
     const zlog *log;
     const zpartition *part;
     int stage, rank, world;
@@ -66,19 +66,19 @@ typedef struct zgrads_ctx {
 
 typedef struct zgrads {
     zgrads_ctx c;
-    void *full;                 /* grad dtype, padded elements (stages 0-1) */
-    float *shard;               /* fp32, S elements (stages 1-3) */
+    void *full;   /* grad dtype, padded elements (stages 0-1) */
+    float *shard; /* fp32, S elements (stages 1-3) */
     size_t bytes_full, bytes_shard;
     /* stage 2-3 buckets (stage 0-1: communication buffers) */
     zbucket buckets[2];
     int nbuckets, cur_bucket;
-    int64_t bucket_cap;         /* elements */
-    void *landing;              /* stages 2-3: gradients of modules larger than a bucket (grad dtype) */
+    int64_t bucket_cap; /* elements */
+    void *landing;      /* stages 2-3: gradients of modules larger than a bucket (grad dtype) */
     size_t bytes_landing;
     size_t bytes_bucket_grads, bytes_bucket_send, bytes_bucket_recv;
-    zscratch *scratch;          /* buffers of modules entered inside another open module's backward */
+    zscratch *scratch; /* buffers of modules entered inside another open module's backward */
     int nscratch;
-    int64_t stat_rs_sends;      /* reduce-scatters issued since the owner last reset it */
+    int64_t stat_rs_sends; /* reduce-scatters issued since the owner last reset it */
 } zgrads;
 
 /* Takes the context (nothing is allocated). */

@@ -14,9 +14,9 @@
 
 typedef struct zpartition {
     int world, rank;
-    int64_t numel;      /* end of the last parameter (aligned), before shard padding */
-    int64_t shard;      /* S: elements per rank */
-    int64_t padded;     /* world * S */
+    int64_t numel;  /* end of the last parameter (aligned), before shard padding */
+    int64_t shard;  /* S: elements per rank */
+    int64_t padded; /* world * S */
 } zpartition;
 
 static inline int64_t zpart_align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }

@@ -21,11 +21,11 @@ bool zsize_send_needs_copy(zinc_dtype comm_dtype, zinc_dtype grad_dtype, bool pr
 
 /* Gradient buffers and reduction buckets of one rank (zero/grads.c allocates exactly these). */
 typedef struct zgrads_plan {
-    size_t bytes_grads_full;   /* stages 0-1: the full flat gradient buffer, grad dtype */
-    size_t bytes_grads_shard;  /* stages 1-3: the fp32 gradient shard */
-    int nbuckets;              /* 0 when no bucket is needed (stage 0 without a send copy) */
-    int64_t bucket_cap;        /* elements per bucket */
-    int64_t biggest_module;    /* elements (aligned) */
+    size_t bytes_grads_full;  /* stages 0-1: the full flat gradient buffer, grad dtype */
+    size_t bytes_grads_shard; /* stages 1-3: the fp32 gradient shard */
+    int nbuckets;             /* 0 when no bucket is needed (stage 0 without a send copy) */
+    int64_t bucket_cap;       /* elements per bucket */
+    int64_t biggest_module;   /* elements (aligned) */
     size_t bytes_bucket_grads, bytes_bucket_send, bytes_bucket_recv; /* per bucket */
     /* Stages 2-3, when some module is larger than a bucket: one landing buffer of the largest module's
      * size (grad dtype) that such a module's gradients are written into, then reduce-scattered from in
@@ -39,7 +39,7 @@ typedef struct zgrads_plan_in {
     zinc_dtype grad_dtype, comm_dtype;
     bool send_needs_copy;
     int64_t reduce_bucket_size;
-    int64_t biggest_module;    /* largest flat_end - flat_begin over modules */
+    int64_t biggest_module; /* largest flat_end - flat_begin over modules */
     bool overlap_comm;
 } zgrads_plan_in;
 

@@ -38,14 +38,16 @@ zinc_status zckpt_agree_string(zinc_engine *e, const char *mine, char *out, size
     if (first >= 0) {
         zcfg_tag_validation v = e->cfg.checkpoint.tag_validation;
         if (v == ZTAG_FAIL)
-            FAIL(ZINC_ERR_INVALID_ARG, "checkpoint %s differs across ranks: rank 0 has \"%s\", %d rank%s differ%s "
-                                       "(first: rank %d%s%s%s); checkpoint.tag_validation is Fail. Give every rank the "
-                                       "same %s",
-                 what, root, count, count == 1 ? "" : "s", count == 1 ? "s" : "", first,
-                 e->rank == first ? ", \"" : "", e->rank == first ? mine : "", e->rank == first ? "\"" : "", what);
+            FAIL(ZINC_ERR_INVALID_ARG,
+                 "checkpoint %s differs across ranks: rank 0 has \"%s\", %d rank%s differ%s "
+                 "(first: rank %d%s%s%s); checkpoint.tag_validation is Fail. Give every rank the "
+                 "same %s",
+                 what, root, count, count == 1 ? "" : "s", count == 1 ? "s" : "", first, e->rank == first ? ", \"" : "",
+                 e->rank == first ? mine : "", e->rank == first ? "\"" : "", what);
         if (v == ZTAG_WARN)
-            ZLOG_WARN(&e->log, "checkpoint %s differs across ranks (%d rank%s, first rank %d, differ from rank 0's "
-                               "\"%s\"); every rank uses rank 0's (checkpoint.tag_validation is Warn)",
+            ZLOG_WARN(&e->log,
+                      "checkpoint %s differs across ranks (%d rank%s, first rank %d, differ from rank 0's "
+                      "\"%s\"); every rank uses rank 0's (checkpoint.tag_validation is Warn)",
                       what, count, count == 1 ? "" : "s", first, root);
     }
     snprintf(out, cap, "%s", root);

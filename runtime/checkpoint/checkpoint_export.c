@@ -64,9 +64,12 @@ static zinc_status check_out(const zckpt_manifest *m, const char *out_path, unsi
     if (snprintf(dir, sizeof dir, "%s", out_path) >= (int)sizeof dir)
         return ZERR(ZINC_ERR_INVALID_ARG, "output path too long: %s", out_path);
     char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
     zinc_status st = zckpt_check_dir(dir, "export directory");
     if (st != ZINC_OK) return st;
     struct stat sb, tb;
@@ -76,14 +79,18 @@ static zinc_status check_out(const zckpt_manifest *m, const char *out_path, unsi
     }
     if (!S_ISREG(sb.st_mode))
         return ZERR(ZINC_ERR_IO, "export: %s exists and is not a regular file (%s): refused; give another --out path",
-                    out_path, S_ISLNK(sb.st_mode) ? "a symbolic link" : S_ISDIR(sb.st_mode) ? "a directory"
-                              : S_ISFIFO(sb.st_mode) ? "a FIFO" : "a device or special file");
+                    out_path,
+                    S_ISLNK(sb.st_mode)    ? "a symbolic link"
+                    : S_ISDIR(sb.st_mode)  ? "a directory"
+                    : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                                           : "a device or special file");
     char p[ZCKPT_PATH_MAX + 80];
     for (int i = -1; i < m->nfiles; i++) {
         snprintf(p, sizeof p, "%s/%s", m->dir, i < 0 ? ZCKPT_MANIFEST : m->files[i].name);
         if (stat(p, &tb) == 0 && tb.st_dev == sb.st_dev && tb.st_ino == sb.st_ino)
-            return ZERR(ZINC_ERR_INVALID_ARG, "export: %s is the checkpoint's own file %s: refused (it would destroy "
-                                              "the checkpoint)",
+            return ZERR(ZINC_ERR_INVALID_ARG,
+                        "export: %s is the checkpoint's own file %s: refused (it would destroy "
+                        "the checkpoint)",
                         out_path, p);
     }
     if (!(flags & ZINC_EXPORT_REPLACE))
@@ -96,8 +103,7 @@ zinc_status zinc_export_safetensors(const char *checkpoint, const char *out_path
     return zinc_export_safetensors_ex(checkpoint, out_path, dtype, 0);
 }
 
-zinc_status zinc_export_safetensors_ex(const char *checkpoint, const char *out_path, zinc_dtype dtype,
-                                       unsigned flags) {
+zinc_status zinc_export_safetensors_ex(const char *checkpoint, const char *out_path, zinc_dtype dtype, unsigned flags) {
     zinc_status st = ZINC_OK;
     zckpt_manifest m;
     zckpt_reader *rd = NULL;
@@ -128,8 +134,8 @@ zinc_status zinc_export_safetensors_ex(const char *checkpoint, const char *out_p
     if (snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", out_path) >= (int)sizeof tmp)
         FAIL(ZINC_ERR_INVALID_ARG, "output path too long: %s", out_path);
     fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) FAIL(ZINC_ERR_IO, "cannot create %s: %s (check the directory exists and is writable)", tmp,
-                     strerror(errno));
+    if (fd < 0)
+        FAIL(ZINC_ERR_IO, "cannot create %s: %s (check the directory exists and is writable)", tmp, strerror(errno));
     created = true;
     if (fchmod(fd, 0644) != 0) FAIL(ZINC_ERR_IO, "cannot set the mode of %s: %s", tmp, strerror(errno));
     uint8_t len8[8];

@@ -25,7 +25,7 @@
 struct zinc_engine;
 
 #define ZCKPT_FORMAT "zinc-checkpoint"
-#define ZCKPT_FORMAT_VERSION 2 /* 2: the manifest is sealed by its CRC-32C */
+#define ZCKPT_FORMAT_VERSION 2          /* 2: the manifest is sealed by its CRC-32C */
 #define ZCKPT_FORMAT_VERSION_UNSEALED 1 /* still read: the same manifest without the seal */
 #define ZCKPT_MANIFEST "manifest.json"
 #define ZCKPT_LATEST "latest"
@@ -59,10 +59,10 @@ typedef struct zckpt_param {
 
 typedef struct zckpt_file {
     char name[64];
-    int rank;                       /* the rank that wrote it */
-    int64_t flat_lo, flat_hi;       /* elements covered */
-    int64_t bytes;                  /* file size */
-    uint32_t crc;                   /* CRC-32C of the whole file */
+    int rank;                 /* the rank that wrote it */
+    int64_t flat_lo, flat_hi; /* elements covered */
+    int64_t bytes;            /* file size */
+    uint32_t crc;             /* CRC-32C of the whole file */
     int64_t block_bytes;
     int64_t nblocks;
     uint32_t *block_crc;            /* nblocks entries */
@@ -71,24 +71,24 @@ typedef struct zckpt_file {
 } zckpt_file;
 
 typedef struct zckpt_manifest {
-    char dir[ZCKPT_PATH_MAX];       /* the tag directory */
+    char dir[ZCKPT_PATH_MAX]; /* the tag directory */
     char tag[ZCKPT_TAG_MAX + 1];
     char uid[ZCKPT_UID_LEN + 1];
     char zinc_version[32];
-    int format_version;             /* 1: saved before manifests were sealed (read, validated, not checksummed) */
+    int format_version; /* 1: saved before manifests were sealed (read, validated, not checksummed) */
     int world_size, stage;
     zinc_dtype compute_dtype;
     bool fp16_enabled;
     int64_t train_batch_size, micro_batch, grad_accum;
     int64_t steps, steps_taken, steps_skipped, consecutive_skips;
     zloss_scaler scaler;
-    int64_t flat_numel;             /* end of the last parameter, aligned */
-    int64_t flat_shard;             /* the saving run's shard size */
+    int64_t flat_numel; /* end of the last parameter, aligned */
+    int64_t flat_shard; /* the saving run's shard size */
     int nparams;
     zckpt_param *params;
     int nfiles;
     zckpt_file *files;
-    json_t *root;                   /* the parsed manifest (config, lr_schedule, ...) */
+    json_t *root; /* the parsed manifest (config, lr_schedule, ...) */
 } zckpt_manifest;
 
 /* ---------------------------------------------------------------- checkpoint_io.c */

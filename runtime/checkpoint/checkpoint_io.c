@@ -16,7 +16,6 @@
 #include "runtime/core/error.h"
 #include "offload/crc32c.h"
 
-
 zinc_status zckpt_host_little_endian(void) {
     const uint16_t one = 1;
     uint8_t b;
@@ -32,15 +31,17 @@ zinc_status zckpt_host_little_endian(void) {
 zinc_status zckpt_check_tag(const char *tag) {
     size_t n = tag ? strlen(tag) : 0;
     if (n == 0 || n > ZCKPT_TAG_MAX || tag[0] == '.')
-        return ZERR(ZINC_ERR_INVALID_ARG, "checkpoint tag \"%s\": a tag has 1 to %d characters and does not start "
-                                          "with '.'",
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "checkpoint tag \"%s\": a tag has 1 to %d characters and does not start "
+                    "with '.'",
                     tag ? tag : "(null)", ZCKPT_TAG_MAX);
     for (size_t i = 0; i < n; i++) {
         char c = tag[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
               c == '-' || c == '+'))
-            return ZERR(ZINC_ERR_INVALID_ARG, "checkpoint tag \"%s\": character '%c' is not allowed (use letters, "
-                                              "digits and . _ - +)",
+            return ZERR(ZINC_ERR_INVALID_ARG,
+                        "checkpoint tag \"%s\": character '%c' is not allowed (use letters, "
+                        "digits and . _ - +)",
                         tag, c);
     }
     return ZINC_OK;
@@ -74,20 +75,23 @@ zinc_status zckpt_resolve(const char *path, char *tagdir, size_t cap, char *tag,
     if (!is_file(buf)) {
         struct stat sb;
         if (stat(p, &sb) != 0)
-            FAIL(ZINC_ERR_IO, "checkpoint %s: %s (give a checkpoint directory, which holds `latest`, or a tag "
-                              "directory, which holds " ZCKPT_MANIFEST ")",
+            FAIL(ZINC_ERR_IO,
+                 "checkpoint %s: %s (give a checkpoint directory, which holds `latest`, or a tag "
+                 "directory, which holds " ZCKPT_MANIFEST ")",
                  p, strerror(errno));
-        FAIL(ZINC_ERR_IO, "checkpoint %s: neither %s/" ZCKPT_MANIFEST " nor %s/" ZCKPT_LATEST " exists: this is not a "
-                          "zinc checkpoint, or its save did not finish (an interrupted save leaves a .TAG.partial "
-                          "directory and never updates `latest`)",
+        FAIL(ZINC_ERR_IO,
+             "checkpoint %s: neither %s/" ZCKPT_MANIFEST " nor %s/" ZCKPT_LATEST " exists: this is not a "
+             "zinc checkpoint, or its save did not finish (an interrupted save leaves a .TAG.partial "
+             "directory and never updates `latest`)",
              p, p, p);
     }
     size_t ln = 0;
     TRY(zckpt_read_small(buf, &latest, &ln));
     while (ln && (latest[ln - 1] == '\n' || latest[ln - 1] == '\r' || latest[ln - 1] == ' ')) latest[--ln] = 0;
     if (zckpt_check_tag(latest) != ZINC_OK)
-        FAIL(ZINC_ERR_CORRUPT, "checkpoint %s: %s does not hold a valid tag (\"%.64s\"); write the tag of the "
-                               "checkpoint to resume into it, or give DIR/TAG",
+        FAIL(ZINC_ERR_CORRUPT,
+             "checkpoint %s: %s does not hold a valid tag (\"%.64s\"); write the tag of the "
+             "checkpoint to resume into it, or give DIR/TAG",
              p, buf, latest);
     if (snprintf(tagdir, cap, "%s/%s", p, latest) >= (int)cap) FAIL(ZINC_ERR_INVALID_ARG, "checkpoint path too long");
     snprintf(tag, tag_cap, "%s", latest);
@@ -95,7 +99,9 @@ zinc_status zckpt_resolve(const char *path, char *tagdir, size_t cap, char *tag,
     struct stat msb;
     if (stat(buf, &msb) == 0 && !S_ISREG(msb.st_mode))
         FAIL(ZINC_ERR_CORRUPT, "checkpoint %s: %s is not a regular file (%s): refused", p, buf,
-             S_ISFIFO(msb.st_mode) ? "a FIFO" : S_ISDIR(msb.st_mode) ? "a directory" : "a special file");
+             S_ISFIFO(msb.st_mode)  ? "a FIFO"
+             : S_ISDIR(msb.st_mode) ? "a directory"
+                                    : "a special file");
     if (!is_file(buf)) {
         /* A re-save of this tag on a file system without an atomic directory exchange was interrupted
          * between moving the old directory aside and putting the new one in place: the old one is whole. */
@@ -107,8 +113,9 @@ zinc_status zckpt_resolve(const char *path, char *tagdir, size_t cap, char *tag,
         }
     }
     if (!is_file(buf))
-        FAIL(ZINC_ERR_IO, "checkpoint %s: `latest` names tag \"%s\" but %s does not exist (was the tag directory "
-                          "removed?); give DIR/TAG of another checkpoint",
+        FAIL(ZINC_ERR_IO,
+             "checkpoint %s: `latest` names tag \"%s\" but %s does not exist (was the tag directory "
+             "removed?); give DIR/TAG of another checkpoint",
              p, latest, buf);
 fail:
     free(latest);
@@ -198,8 +205,9 @@ zinc_status zckpt_pwrite(zckpt_writer *w, int fd, const char *path, const void *
         ssize_t k = pwrite(fd, p, left, (off_t)off);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0)
-            return ZERR(ZINC_ERR_IO, "writing checkpoint file %s (%zu bytes at offset %lld) failed: %s (check free "
-                                     "space and permissions of its directory)",
+            return ZERR(ZINC_ERR_IO,
+                        "writing checkpoint file %s (%zu bytes at offset %lld) failed: %s (check free "
+                        "space and permissions of its directory)",
                         path, left, (long long)off, k < 0 ? strerror(errno) : "no progress");
         p += k, off += k, left -= (size_t)k;
     }
@@ -238,11 +246,15 @@ zinc_status zckpt_open_regular(const char *path, int *fd_out) {
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         int err = errno;
         close(fd);
-        return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s is not a regular file (%s): refused; a checkpoint holds "
-                                      "only regular files",
-                    path, S_ISFIFO(sb.st_mode) ? "a FIFO" : S_ISDIR(sb.st_mode) ? "a directory"
-                          : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device" : S_ISSOCK(sb.st_mode) ? "a socket"
-                          : strerror(err));
+        return ZERR(ZINC_ERR_CORRUPT,
+                    "checkpoint file %s is not a regular file (%s): refused; a checkpoint holds "
+                    "only regular files",
+                    path,
+                    S_ISFIFO(sb.st_mode)                         ? "a FIFO"
+                    : S_ISDIR(sb.st_mode)                        ? "a directory"
+                    : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                    : S_ISSOCK(sb.st_mode)                       ? "a socket"
+                                                                 : strerror(err));
     }
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
@@ -290,9 +302,10 @@ static zinc_status pread_all(int fd, const char *path, void *buf, size_t n, int6
             return ZERR(ZINC_ERR_IO, "reading checkpoint file %s (%zu bytes at offset %lld) failed: %s", path, n,
                         (long long)off, strerror(errno));
         if (k == 0)
-            return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s ends at offset %lld, before the %zu bytes the manifest "
-                                          "describes there: the file is truncated; restore it or load an earlier "
-                                          "checkpoint",
+            return ZERR(ZINC_ERR_CORRUPT,
+                        "checkpoint file %s ends at offset %lld, before the %zu bytes the manifest "
+                        "describes there: the file is truncated; restore it or load an earlier "
+                        "checkpoint",
                         path, (long long)off, n);
         p += k, off += k, n -= (size_t)k;
     }
@@ -312,9 +325,10 @@ static zinc_status read_block(zckpt_reader *r, int64_t b, void *buf) {
     if (st != ZINC_OK) return st;
     uint32_t c = zcrc32c(0, buf, (size_t)len);
     if (c != f->block_crc[b])
-        return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s is corrupted: bytes %lld..%lld fail their checksum "
-                                      "(CRC-32C %08x, the manifest says %08x); restore the file or load an earlier "
-                                      "checkpoint",
+        return ZERR(ZINC_ERR_CORRUPT,
+                    "checkpoint file %s is corrupted: bytes %lld..%lld fail their checksum "
+                    "(CRC-32C %08x, the manifest says %08x); restore the file or load an earlier "
+                    "checkpoint",
                     r->path, (long long)(b * f->block_bytes), (long long)(b * f->block_bytes + len), c,
                     f->block_crc[b]);
     return ZINC_OK;
@@ -325,8 +339,9 @@ static zinc_status read_bytes(zckpt_reader *r, int slot, int64_t off, int64_t n,
     zinc_status st = ZINC_OK;
     const zckpt_file *f = r->f;
     if (off < 0 || off + n > f->bytes)
-        return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s: bytes %lld..%lld lie outside the file's %lld bytes (the "
-                                      "manifest is inconsistent)",
+        return ZERR(ZINC_ERR_CORRUPT,
+                    "checkpoint file %s: bytes %lld..%lld lie outside the file's %lld bytes (the "
+                    "manifest is inconsistent)",
                     r->path, (long long)off, (long long)(off + n), (long long)f->bytes);
     while (n > 0) {
         int64_t b = off / f->block_bytes, boff = off - b * f->block_bytes, blen = block_len(f, b);
@@ -365,8 +380,9 @@ zinc_status zckpt_reader_open(zckpt_reader *r, const zckpt_manifest *m, int i) {
     struct stat sb;
     if (fstat(r->fd, &sb) != 0) FAIL(ZINC_ERR_IO, "cannot stat %s: %s", r->path, strerror(errno));
     if ((int64_t)sb.st_size != r->f->bytes)
-        FAIL(ZINC_ERR_CORRUPT, "checkpoint file %s is %lld bytes but the manifest says %lld: the file is %s; restore "
-                               "it or load an earlier checkpoint",
+        FAIL(ZINC_ERR_CORRUPT,
+             "checkpoint file %s is %lld bytes but the manifest says %lld: the file is %s; restore "
+             "it or load an earlier checkpoint",
              r->path, (long long)sb.st_size, (long long)r->f->bytes,
              (int64_t)sb.st_size < r->f->bytes ? "truncated" : "not the one this manifest describes");
     TRY(read_bytes(r, ZCKPT_NSEC, 0, ZCKPT_HEADER_BYTES, hdr));
@@ -410,8 +426,9 @@ zinc_status zckpt_verify_file(const zckpt_manifest *m, int i) {
         whole = zcrc32c(whole, buf, (size_t)block_len(r.f, b));
     }
     if (whole != r.f->crc)
-        FAIL(ZINC_ERR_CORRUPT, "checkpoint file %s: whole-file CRC-32C %08x differs from the manifest's %08x (the "
-                               "manifest is inconsistent); load an earlier checkpoint",
+        FAIL(ZINC_ERR_CORRUPT,
+             "checkpoint file %s: whole-file CRC-32C %08x differs from the manifest's %08x (the "
+             "manifest is inconsistent); load an earlier checkpoint",
              r.path, whole, r.f->crc);
 fail:
     free(buf);

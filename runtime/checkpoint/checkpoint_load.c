@@ -20,8 +20,9 @@ static zinc_status precheck(zinc_engine *e, const char *path) {
     if (!path || !*path) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_load_checkpoint: path is NULL or empty");
     for (int m = 0; m < e->nmodules; m++)
         if (e->modules[m].in_phase[0] || e->modules[m].in_phase[1])
-            return ZERR(ZINC_ERR_STATE, "zinc_load_checkpoint: module \"%s\" is still entered; load between "
-                                        "optimizer steps",
+            return ZERR(ZINC_ERR_STATE,
+                        "zinc_load_checkpoint: module \"%s\" is still entered; load between "
+                        "optimizer steps",
                         e->modules[m].name);
     if (e->broken[0]) {
         /* After a failed step the accumulated gradients belong to the failed step: drop them. */
@@ -32,8 +33,9 @@ static zinc_status precheck(zinc_engine *e, const char *path) {
         e->last_phase = -1;
     }
     if (e->micro_steps > 0)
-        return ZERR(ZINC_ERR_STATE, "zinc_load_checkpoint: gradients of %lld micro-step%s are accumulated; load "
-                                    "before training or right after zinc_step",
+        return ZERR(ZINC_ERR_STATE,
+                    "zinc_load_checkpoint: gradients of %lld micro-step%s are accumulated; load "
+                    "before training or right after zinc_step",
                     (long long)e->micro_steps, e->micro_steps == 1 ? "" : "s");
     return zckpt_host_little_endian();
 }
@@ -60,11 +62,11 @@ static zinc_status check_files(const zinc_engine *e, const zckpt_manifest *m) {
                                           "holds only its own ranks' files; copy them here or load an earlier "
                                           "checkpoint"
                                         : "check its permissions");
-        if (!S_ISREG(sb.st_mode))
-            return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s is not a regular file: refused", p);
+        if (!S_ISREG(sb.st_mode)) return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s is not a regular file: refused", p);
         if ((int64_t)sb.st_size != f->bytes)
-            return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s is %lld bytes but the manifest says %lld: the file is %s; "
-                                          "restore it or load an earlier checkpoint",
+            return ZERR(ZINC_ERR_CORRUPT,
+                        "checkpoint file %s is %lld bytes but the manifest says %lld: the file is %s; "
+                        "restore it or load an earlier checkpoint",
                         p, (long long)sb.st_size, (long long)f->bytes,
                         (int64_t)sb.st_size < f->bytes ? "truncated" : "not the one this manifest describes");
     }
@@ -79,9 +81,10 @@ static zinc_status check_optimizer(const zinc_engine *e, const zckpt_manifest *m
     const char *saved = json_is_string(t) ? json_string_value(t) : "Adam";
     bool saved_lion = strcasecmp(saved, "Lion") == 0, now_lion = e->cfg.optimizer.type == ZOPT_LION;
     if (saved_lion != now_lion)
-        return ZERR(ZINC_ERR_CONFIG, "checkpoint %s was saved by the %s optimizer, this run uses %s: their optimizer "
-                                     "states are not interchangeable; set \"optimizer\": {\"type\": \"%s\"} to "
-                                     "continue it",
+        return ZERR(ZINC_ERR_CONFIG,
+                    "checkpoint %s was saved by the %s optimizer, this run uses %s: their optimizer "
+                    "states are not interchangeable; set \"optimizer\": {\"type\": \"%s\"} to "
+                    "continue it",
                     m->dir, saved, now_lion ? "Lion" : "Adam/AdamW", saved_lion ? "Lion" : saved);
     return ZINC_OK;
 }
@@ -138,12 +141,14 @@ static void report_differences(zinc_engine *e, const zckpt_manifest *m) {
                   m->dir, m->world_size, m->world_size == 1 ? "" : "s", m->stage, e->world, e->world == 1 ? "" : "s",
                   e->stage);
     if (m->train_batch_size != e->cfg.train_batch_size)
-        ZLOG_WARN(&e->log, "checkpoint %s was trained with train_batch_size %lld, this run uses %lld: models that "
-                           "derive their data position from the step count will not continue where the saved run was",
+        ZLOG_WARN(&e->log,
+                  "checkpoint %s was trained with train_batch_size %lld, this run uses %lld: models that "
+                  "derive their data position from the step count will not continue where the saved run was",
                   m->dir, (long long)m->train_batch_size, (long long)e->cfg.train_batch_size);
     if (m->compute_dtype != e->compute_dtype)
-        ZLOG_INFO(&e->log, "checkpoint %s computed in %s, this run in %s: parameters are rebuilt from the fp32 master "
-                           "weights",
+        ZLOG_INFO(&e->log,
+                  "checkpoint %s computed in %s, this run in %s: parameters are rebuilt from the fp32 master "
+                  "weights",
                   m->dir, zinc_dtype_name(m->compute_dtype), zinc_dtype_name(e->compute_dtype));
     char *cur = zcfg_dump_json(&e->cfg);
     json_t *now = cur ? json_loads(cur, 0, NULL) : NULL;
@@ -152,8 +157,9 @@ static void report_differences(zinc_engine *e, const zckpt_manifest *m) {
     for (size_t k = 0; now && then && k < sizeof keys / sizeof *keys; k++) {
         json_t *a = json_object_get(then, keys[k]), *b = json_object_get(now, keys[k]);
         if (a && b && !json_equal(a, b))
-            ZLOG_WARN(&e->log, "checkpoint %s: \"%s\" differs from the saved run's; this run's config applies from "
-                               "step %lld on",
+            ZLOG_WARN(&e->log,
+                      "checkpoint %s: \"%s\" differs from the saved run's; this run's config applies from "
+                      "step %lld on",
                       m->dir, keys[k], (long long)m->steps);
     }
     json_decref(now);
@@ -163,8 +169,9 @@ static void report_differences(zinc_engine *e, const zckpt_manifest *m) {
 static void restore_scaler(zinc_engine *e, const zckpt_manifest *m) {
     if (e->cfg.fp16.enabled && m->fp16_enabled) {
         if (m->scaler.dynamic != e->scaler.dynamic)
-            ZLOG_WARN(&e->log, "checkpoint %s used a %s loss scale, this config a %s one; the checkpoint's (%g) is "
-                               "restored",
+            ZLOG_WARN(&e->log,
+                      "checkpoint %s used a %s loss scale, this config a %s one; the checkpoint's (%g) is "
+                      "restored",
                       m->dir, m->scaler.dynamic ? "dynamic" : "static", e->scaler.dynamic ? "dynamic" : "static",
                       m->scaler.cur_scale);
         e->scaler = m->scaler;
@@ -183,8 +190,9 @@ zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path) {
     bool touched = false;
     memset(&m, 0, sizeof m);
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_load_checkpoint: engine is NULL");
-    if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_load_checkpoint: call zinc_build first (it registers the model "
-                                               "the checkpoint is checked against)");
+    if (!e->built)
+        return ZERR(ZINC_ERR_STATE, "zinc_load_checkpoint: call zinc_build first (it registers the model "
+                                    "the checkpoint is checked against)");
     local = precheck(e, path);
     if (local == ZINC_OK) local = zckpt_resolve(path, tagdir, sizeof tagdir, tag, sizeof tag);
     TRY(zcomm_agree_status(e->comm, local));
@@ -196,8 +204,9 @@ zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path) {
     TRY(zcomm_agree_status(e->comm, local));
     report_differences(e, &m);
     if (m.format_version == ZCKPT_FORMAT_VERSION_UNSEALED)
-        ZLOG_WARN(&e->log, "checkpoint %s was saved by zinc %s before manifests carried a checksum: its fields were "
-                           "validated, but a damaged manifest could go unnoticed; save again to add one",
+        ZLOG_WARN(&e->log,
+                  "checkpoint %s was saved by zinc %s before manifests carried a checksum: its fields were "
+                  "validated, but a damaged manifest could go unnoticed; save again to add one",
                   agreed, m.zinc_version);
 
     /* From here a failure leaves the engine's state partly loaded. */
@@ -207,8 +216,9 @@ zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path) {
     st = zcomm_agree_status(e->comm, local);
     if (st != ZINC_OK) {
         zinc__error_trace(__FILE__, __LINE__);
-        ZLOG_ERROR(&e->log, "loading checkpoint %s failed part-way: this engine's optimizer state is incomplete; "
-                            "load a good checkpoint or create a new engine",
+        ZLOG_ERROR(&e->log,
+                   "loading checkpoint %s failed part-way: this engine's optimizer state is incomplete; "
+                   "load a good checkpoint or create a new engine",
                    m.dir);
         goto fail;
     }

@@ -66,19 +66,22 @@ zinc_status zckpt_header_check(const zckpt_manifest *m, const zckpt_file *f, con
     if (memcmp(hdr, ZCKPT_MAGIC, 8) != 0)
         return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s is not a zinc shard file (bad magic)", path);
     if (memcmp(hdr + 40, m->uid, ZCKPT_UID_LEN) != 0)
-        return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s belongs to another checkpoint (its id %.16s is not the "
-                                      "manifest's %s): files of different saves were mixed",
+        return ZERR(ZINC_ERR_CORRUPT,
+                    "checkpoint file %s belongs to another checkpoint (its id %.16s is not the "
+                    "manifest's %s): files of different saves were mixed",
                     path, (const char *)hdr + 40, m->uid);
     if ((int64_t)get64(hdr + 16) != f->rank || (int64_t)get64(hdr + 24) != f->flat_lo ||
         (int64_t)get64(hdr + 32) != f->flat_hi)
-        return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s: its header (rank %lld, range [%lld, %lld)) disagrees with "
-                                      "the manifest (rank %d, range [%lld, %lld))",
+        return ZERR(ZINC_ERR_CORRUPT,
+                    "checkpoint file %s: its header (rank %lld, range [%lld, %lld)) disagrees with "
+                    "the manifest (rank %d, range [%lld, %lld))",
                     path, (long long)get64(hdr + 16), (long long)get64(hdr + 24), (long long)get64(hdr + 32), f->rank,
                     (long long)f->flat_lo, (long long)f->flat_hi);
     for (int s = 0; s < ZCKPT_NSEC; s++)
         if ((int64_t)get64(hdr + 56 + 16 * s) != f->sec_offset[s])
-            return ZERR(ZINC_ERR_CORRUPT, "checkpoint file %s: the %s section's offset in the header disagrees with "
-                                          "the manifest",
+            return ZERR(ZINC_ERR_CORRUPT,
+                        "checkpoint file %s: the %s section's offset in the header disagrees with "
+                        "the manifest",
                         path, zckpt_section_names[s]);
     return ZINC_OK;
 }
@@ -103,17 +106,16 @@ json_t *zckpt_manifest_build(const zinc_engine *e, const char *tag, const char *
     json_t *sched = json_object_get(config, "scheduler");
     json_t *lr = json_pack("{s:I, s:f, s:f, s:O?}", "steps_taken", (json_int_t)e->steps_taken, "next_lr",
                            zlr_at(&e->cfg.scheduler, e->cfg.optimizer.lr, e->steps_taken), "next_beta1",
-                           zlr_beta1_at(&e->cfg.scheduler, e->cfg.optimizer.beta1, e->steps_taken), "scheduler",
-                           sched);
+                           zlr_beta1_at(&e->cfg.scheduler, e->cfg.optimizer.beta1, e->steps_taken), "scheduler", sched);
     json_t *params = json_array(), *fl = json_array();
     for (int i = 0; params && i < e->nparams; i++) {
         const zinc_param *p = e->params[i];
         json_t *shape = json_array();
         for (int d = 0; d < p->ndim; d++) json_array_append_new(shape, json_integer(p->shape[d]));
-        json_array_append_new(params, json_pack("{s:s, s:o, s:I, s:I, s:s, s:b}", "name", p->name, "shape", shape,
-                                                "numel", (json_int_t)p->numel, "flat_offset",
-                                                (json_int_t)p->flat_offset, "module", e->modules[p->module].name,
-                                                "decay", (p->flags & ZINC_PARAM_DECAY) != 0));
+        json_array_append_new(params,
+                              json_pack("{s:s, s:o, s:I, s:I, s:s, s:b}", "name", p->name, "shape", shape, "numel",
+                                        (json_int_t)p->numel, "flat_offset", (json_int_t)p->flat_offset, "module",
+                                        e->modules[p->module].name, "decay", (p->flags & ZINC_PARAM_DECAY) != 0));
     }
     for (int i = 0; fl && i < nfiles; i++) {
         const zckpt_file *f = &files[i];
@@ -130,21 +132,21 @@ json_t *zckpt_manifest_build(const zinc_engine *e, const char *tag, const char *
                                     json_pack("{s:I, s:s}", "offset", (json_int_t)f->sec_offset[s], "dtype",
                                               zinc_dtype_name(f->sec_dtype[s])));
         snprintf(crc, sizeof crc, "%08" PRIx32, f->crc);
-        json_array_append_new(fl, json_pack("{s:s, s:i, s:I, s:I, s:I, s:s, s:I, s:o, s:o}", "name", f->name, "rank",
-                                            f->rank, "flat_lo", (json_int_t)f->flat_lo, "flat_hi",
-                                            (json_int_t)f->flat_hi, "bytes", (json_int_t)f->bytes, "crc32c", crc,
-                                            "block_bytes", (json_int_t)f->block_bytes, "block_crc32c", blocks,
-                                            "sections", secs));
+        json_array_append_new(fl,
+                              json_pack("{s:s, s:i, s:I, s:I, s:I, s:s, s:I, s:o, s:o}", "name", f->name, "rank",
+                                        f->rank, "flat_lo", (json_int_t)f->flat_lo, "flat_hi", (json_int_t)f->flat_hi,
+                                        "bytes", (json_int_t)f->bytes, "crc32c", crc, "block_bytes",
+                                        (json_int_t)f->block_bytes, "block_crc32c", blocks, "sections", secs));
     }
     json_t *dtypes = json_pack("{s:s, s:s, s:s, s:s, s:s}", "compute", zinc_dtype_name(e->compute_dtype), "grad",
-                               zinc_dtype_name(e->grad_dtype), "comm", zinc_dtype_name(e->comm_dtype), "master",
-                               "fp32", "optimizer_state", "fp32");
-    json_t *steps = json_pack("{s:I, s:I, s:I, s:I}", "steps", (json_int_t)e->steps, "steps_taken",
-                              (json_int_t)e->steps_taken, "steps_skipped", (json_int_t)e->steps_skipped,
-                              "consecutive_skips", (json_int_t)e->consecutive_skips);
-    json_t *flat = json_pack("{s:I, s:i, s:I, s:I}", "numel", (json_int_t)e->part.numel, "param_align",
-                             ZPART_PARAM_ALIGN, "shard", (json_int_t)e->part.shard, "padded",
-                             (json_int_t)e->part.padded);
+                               zinc_dtype_name(e->grad_dtype), "comm", zinc_dtype_name(e->comm_dtype), "master", "fp32",
+                               "optimizer_state", "fp32");
+    json_t *steps =
+        json_pack("{s:I, s:I, s:I, s:I}", "steps", (json_int_t)e->steps, "steps_taken", (json_int_t)e->steps_taken,
+                  "steps_skipped", (json_int_t)e->steps_skipped, "consecutive_skips", (json_int_t)e->consecutive_skips);
+    json_t *flat =
+        json_pack("{s:I, s:i, s:I, s:I}", "numel", (json_int_t)e->part.numel, "param_align", ZPART_PARAM_ALIGN, "shard",
+                  (json_int_t)e->part.shard, "padded", (json_int_t)e->part.padded);
     json_t *batch = json_pack("{s:I, s:I, s:I}", "train_batch_size", (json_int_t)e->cfg.train_batch_size,
                               "train_micro_batch_size_per_gpu", (json_int_t)e->cfg.train_micro_batch_size_per_gpu,
                               "gradient_accumulation_steps", (json_int_t)e->cfg.gradient_accumulation_steps);
@@ -188,8 +190,9 @@ static zinc_status need(const mctx *c, json_t *obj, const char *key, json_type t
     json_t *v = obj ? json_object_get(obj, key) : NULL;
     if (!v || (json_typeof(v) != type && !(type == JSON_REAL && json_is_integer(v)) &&
                !(type == JSON_TRUE && json_is_boolean(v))))
-        return ZERR(ZINC_ERR_CORRUPT, "checkpoint manifest %s: \"%s\" is missing or has the wrong type; the manifest "
-                                      "is damaged or not written by zinc",
+        return ZERR(ZINC_ERR_CORRUPT,
+                    "checkpoint manifest %s: \"%s\" is missing or has the wrong type; the manifest "
+                    "is damaged or not written by zinc",
                     c->path, key);
     *out = v;
     return ZINC_OK;
@@ -378,12 +381,12 @@ zinc_status zckpt_manifest_parse(const char *path, const char *text, size_t len,
                     !json_is_integer(json_object_get(m->root, "format_version"))))
         FAIL(ZINC_ERR_CORRUPT, "%s", seal_msg); /* the seal is missing or damaged */
     if (!m->root || !json_is_object(m->root))
-        FAIL(ZINC_ERR_CORRUPT, "checkpoint manifest %s is not valid JSON (line %d: %s): the file is damaged; load an "
-                               "earlier checkpoint",
+        FAIL(ZINC_ERR_CORRUPT,
+             "checkpoint manifest %s is not valid JSON (line %d: %s): the file is damaged; load an "
+             "earlier checkpoint",
              path, jerr.line, jerr.text);
     TRY(get_str(&c, m->root, "format", &s));
-    if (strcmp(s, ZCKPT_FORMAT) != 0)
-        FAIL(ZINC_ERR_CORRUPT, "%s: format \"%s\" is not \"" ZCKPT_FORMAT "\"", path, s);
+    if (strcmp(s, ZCKPT_FORMAT) != 0) FAIL(ZINC_ERR_CORRUPT, "%s: format \"%s\" is not \"" ZCKPT_FORMAT "\"", path, s);
     TRY(get_i64(&c, m->root, "format_version", &x));
     m->format_version = (int)x;
     if (x != (sealed ? ZCKPT_FORMAT_VERSION : ZCKPT_FORMAT_VERSION_UNSEALED))
@@ -433,14 +436,16 @@ zinc_status zckpt_manifest_parse(const char *path, const char *text, size_t len,
         TRY(need(&c, o, "shape", JSON_ARRAY, &shape));
         p->ndim = (int)json_array_size(shape);
         if (p->ndim < 1 || p->ndim > ZINC_MAX_DIMS)
-            FAIL(ZINC_ERR_CORRUPT, "%s: parameter \"%s\" has %d dimensions (want 1 to %d)", path, s, p->ndim, ZINC_MAX_DIMS);
+            FAIL(ZINC_ERR_CORRUPT, "%s: parameter \"%s\" has %d dimensions (want 1 to %d)", path, s, p->ndim,
+                 ZINC_MAX_DIMS);
         int64_t numel = 1;
         for (int d = 0; d < p->ndim; d++) {
             json_t *dim = json_array_get(shape, (size_t)d);
             if (!json_is_integer(dim) || json_integer_value(dim) < 1 || json_integer_value(dim) > ZCKPT_MAX_ELEMS ||
                 (int64_t)json_integer_value(dim) > ZCKPT_MAX_ELEMS / numel)
-                FAIL(ZINC_ERR_CORRUPT, "%s: field \"params[%d].shape\" of \"%s\" is impossible (a dimension below 1 "
-                                       "or more than 2^50 elements)",
+                FAIL(ZINC_ERR_CORRUPT,
+                     "%s: field \"params[%d].shape\" of \"%s\" is impossible (a dimension below 1 "
+                     "or more than 2^50 elements)",
                      path, i, s);
             p->shape[d] = (int64_t)json_integer_value(dim);
             numel *= p->shape[d];
@@ -449,8 +454,9 @@ zinc_status zckpt_manifest_parse(const char *path, const char *text, size_t len,
         TRY(get_range(&c, o, "flat_offset", 0, ZCKPT_MAX_ELEMS, &p->flat_offset));
         TRY(get_bool(&c, o, "decay", &p->decay));
         if (p->numel != numel || p->flat_offset < 0 || p->flat_offset + p->numel > m->flat_numel)
-            FAIL(ZINC_ERR_CORRUPT, "checkpoint manifest %s: field \"params[%d].numel\" or \"flat_offset\" of \"%s\" is "
-                                   "inconsistent with its shape or field \"flat.numel\"",
+            FAIL(ZINC_ERR_CORRUPT,
+                 "checkpoint manifest %s: field \"params[%d].numel\" or \"flat_offset\" of \"%s\" is "
+                 "inconsistent with its shape or field \"flat.numel\"",
                  path, i, s);
     }
     TRY(need(&c, m->root, "files", JSON_ARRAY, &arr));
@@ -466,8 +472,9 @@ zinc_status zckpt_manifest_parse(const char *path, const char *text, size_t len,
                  m->files[i].name);
     }
     if (m->files[0].flat_lo != 0 || m->files[m->nfiles - 1].flat_hi != m->flat_numel)
-        FAIL(ZINC_ERR_CORRUPT, "checkpoint manifest %s: the shard files (field \"files\") do not cover the flat "
-                               "buffer [0, %lld) (field \"flat.numel\")",
+        FAIL(ZINC_ERR_CORRUPT,
+             "checkpoint manifest %s: the shard files (field \"files\") do not cover the flat "
+             "buffer [0, %lld) (field \"flat.numel\")",
              path, (long long)m->flat_numel);
     TRY(zckpt_manifest_validate(path, m));
 fail:
@@ -508,21 +515,24 @@ zinc_status zckpt_manifest_match(const zckpt_manifest *m, const zinc_engine *e) 
         if (strcmp(q->name, p->name) != 0 || !same_shape) {
             shape_str(q->shape, q->ndim, a, sizeof a);
             shape_str(p->shape, p->ndim, b, sizeof b);
-            return ZERR(ZINC_ERR_CORRUPT, "checkpoint %s is of a different model: parameter %d is \"%s\" %s in the "
-                                          "checkpoint but \"%s\" %s in this model (parameters must be registered with "
-                                          "the same names, shapes and order)",
+            return ZERR(ZINC_ERR_CORRUPT,
+                        "checkpoint %s is of a different model: parameter %d is \"%s\" %s in the "
+                        "checkpoint but \"%s\" %s in this model (parameters must be registered with "
+                        "the same names, shapes and order)",
                         m->dir, i, q->name, a, p->name, b);
         }
         if (q->flat_offset != p->flat_offset)
-            return ZERR(ZINC_ERR_CORRUPT, "checkpoint %s: parameter %d \"%s\" is at flat offset %lld in the checkpoint "
-                                          "but %lld here (a different zinc layout)",
+            return ZERR(ZINC_ERR_CORRUPT,
+                        "checkpoint %s: parameter %d \"%s\" is at flat offset %lld in the checkpoint "
+                        "but %lld here (a different zinc layout)",
                         m->dir, i, p->name, (long long)q->flat_offset, (long long)p->flat_offset);
     }
     if (m->nparams != e->nparams) {
         bool more = m->nparams > e->nparams;
         const char *name = more ? m->params[n].name : e->params[n]->name;
-        return ZERR(ZINC_ERR_CORRUPT, "checkpoint %s is of a different model: it has %d parameters, this model %d; "
-                                      "the first difference is parameter %d \"%s\", %s",
+        return ZERR(ZINC_ERR_CORRUPT,
+                    "checkpoint %s is of a different model: it has %d parameters, this model %d; "
+                    "the first difference is parameter %d \"%s\", %s",
                     m->dir, m->nparams, e->nparams, n, name,
                     more ? "which this model does not have" : "which the checkpoint does not have");
     }

@@ -17,17 +17,18 @@
 zinc_status zckpt_check_dir(const char *path, const char *what) {
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return ZERR(ZINC_ERR_IO, "%s %s: %s (create it, or give a directory that exists)", what, path,
-                    strerror(errno));
+        return ZERR(ZINC_ERR_IO, "%s %s: %s (create it, or give a directory that exists)", what, path, strerror(errno));
     if (!S_ISDIR(sb.st_mode)) return ZERR(ZINC_ERR_IO, "%s %s is not a directory", what, path);
     uid_t me = geteuid();
     if (sb.st_uid != me && sb.st_uid != 0)
-        return ZERR(ZINC_ERR_IO, "%s %s belongs to user %ld, not to this user (%ld) or root: another user could "
-                                 "replace what zinc writes there; use a directory of your own",
+        return ZERR(ZINC_ERR_IO,
+                    "%s %s belongs to user %ld, not to this user (%ld) or root: another user could "
+                    "replace what zinc writes there; use a directory of your own",
                     what, path, (long)sb.st_uid, (long)me);
     if ((sb.st_mode & S_IWOTH) && !(sb.st_mode & S_ISVTX))
-        return ZERR(ZINC_ERR_IO, "%s %s is writable by every user and not sticky (mode %04o): another user could "
-                                 "replace what zinc writes there; chmod o-w it or use a directory of your own",
+        return ZERR(ZINC_ERR_IO,
+                    "%s %s is writable by every user and not sticky (mode %04o): another user could "
+                    "replace what zinc writes there; chmod o-w it or use a directory of your own",
                     what, path, (unsigned)(sb.st_mode & 07777));
     if (access(path, W_OK | X_OK) != 0)
         return ZERR(ZINC_ERR_IO, "%s %s is not writable by this user: %s", what, path, strerror(errno));
@@ -75,9 +76,10 @@ zinc_status zckpt_lock_dir(const char *dir, int *fd_out) {
         owner[strcspn(owner, "\n")] = 0;
         close(fd);
         if (err == EWOULDBLOCK)
-            return ZERR(ZINC_ERR_IO, "checkpoint directory %s is being saved into by another process (%s holds %s): "
-                                     "two runs must not save into one directory; use another --save directory or "
-                                     "wait for it to finish",
+            return ZERR(ZINC_ERR_IO,
+                        "checkpoint directory %s is being saved into by another process (%s holds %s): "
+                        "two runs must not save into one directory; use another --save directory or "
+                        "wait for it to finish",
                         dir, owner[0] ? owner : "unknown", p);
         return ZERR(ZINC_ERR_IO, "cannot lock %s: %s", p, strerror(err));
     }

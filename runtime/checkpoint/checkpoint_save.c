@@ -44,17 +44,21 @@ static zinc_status precheck(zinc_engine *e, const char *dir, const char *tag, ch
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_save_checkpoint: dir \"%.64s...\" is too long", dir);
     for (int m = 0; m < e->nmodules; m++)
         if (e->modules[m].in_phase[0] || e->modules[m].in_phase[1])
-            return ZERR(ZINC_ERR_STATE, "zinc_save_checkpoint: module \"%s\" is still entered; save between "
-                                        "optimizer steps",
+            return ZERR(ZINC_ERR_STATE,
+                        "zinc_save_checkpoint: module \"%s\" is still entered; save between "
+                        "optimizer steps",
                         e->modules[m].name);
     if (e->micro_steps > 0)
-        return ZERR(ZINC_ERR_STATE, "zinc_save_checkpoint: %lld micro-step%s of gradients are accumulated and not "
-                                    "yet stepped (they are not part of a checkpoint); save right after zinc_step",
+        return ZERR(ZINC_ERR_STATE,
+                    "zinc_save_checkpoint: %lld micro-step%s of gradients are accumulated and not "
+                    "yet stepped (they are not part of a checkpoint); save right after zinc_step",
                     (long long)e->micro_steps, e->micro_steps == 1 ? "" : "s");
     zinc_status st = zckpt_host_little_endian();
     if (st != ZINC_OK) return st;
-    if (tag) snprintf(tagbuf, cap, "%s", tag);
-    else snprintf(tagbuf, cap, "step%lld", (long long)e->steps);
+    if (tag)
+        snprintf(tagbuf, cap, "%s", tag);
+    else
+        snprintf(tagbuf, cap, "step%lld", (long long)e->steps);
     return zckpt_check_tag(tagbuf);
 }
 
@@ -89,9 +93,10 @@ static zinc_status write_sections(zinc_engine *e, zckpt_writer *w, int fd, const
                 for (int64_t x = 0; x < hi - lo; x++)
                     if (!isfinite(src[s][lo - a + x])) {
                         const zinc_param *p = zengine_param_at(e, lo + x);
-                        FAIL(ZINC_ERR_NONFINITE, "zinc_save_checkpoint: step %lld: the %s state of parameter \"%s\" "
-                                                 "element %lld is %g: refusing to save a checkpoint with non-finite "
-                                                 "values (the run went bad; resume from an earlier checkpoint)",
+                        FAIL(ZINC_ERR_NONFINITE,
+                             "zinc_save_checkpoint: step %lld: the %s state of parameter \"%s\" "
+                             "element %lld is %g: refusing to save a checkpoint with non-finite "
+                             "values (the run went bad; resume from an earlier checkpoint)",
                              (long long)e->steps, zckpt_section_names[s], p ? p->name : "?",
                              (long long)(p ? lo + x - p->flat_offset : lo + x), (double)src[s][lo - a + x]);
                     }
@@ -196,7 +201,8 @@ static zinc_status install_dir(const char *dir, const char *tag, const char *par
         TRY(zckpt_fsync_dir(dir));
         const char *kill_between = zenv_get(ZENV_CKPT_TEST_KILL_BETWEEN_RENAMES);
         if (kill_between && *kill_between == '1') raise(SIGKILL);
-        if (rename(partial, final) != 0) FAIL(ZINC_ERR_IO, "cannot rename %s to %s: %s", partial, final, strerror(errno));
+        if (rename(partial, final) != 0)
+            FAIL(ZINC_ERR_IO, "cannot rename %s to %s: %s", partial, final, strerror(errno));
         TRY(zckpt_fsync_dir(dir));
         TRY(zckpt_rmtree(old));
         return ZINC_OK;
@@ -286,13 +292,16 @@ zinc_status zinc_save_checkpoint(zinc_engine *e, const char *dir, const char *ta
     rec_bytes = sizeof(file_rec) + (size_t)biggest.nblocks * sizeof(uint32_t);
     rec_bytes = (rec_bytes + 7) / 8 * 8;
     recs = calloc((size_t)e->world + 1, rec_bytes);
-    TRY(zcomm_agree_status(e->comm, recs ? ZINC_OK : ZERR(ZINC_ERR_NOMEM, "out of memory for the checkpoint file checksums")));
+    TRY(zcomm_agree_status(e->comm,
+                           recs ? ZINC_OK : ZERR(ZINC_ERR_NOMEM, "out of memory for the checkpoint file checksums")));
     uint8_t *my = recs + rec_bytes * (size_t)e->world;
     file_rec fr = {.has = has, .bytes = mine.bytes, .nblocks = mine.nblocks, .crc = mine.crc};
     memcpy(my, &fr, sizeof fr);
     if (has) memcpy(my + sizeof fr, mine.block_crc, (size_t)mine.nblocks * sizeof(uint32_t));
-    if (e->world > 1) TRY(zcomm_allgather_bytes(e->comm, my, recs, rec_bytes));
-    else memcpy(recs, my, rec_bytes);
+    if (e->world > 1)
+        TRY(zcomm_allgather_bytes(e->comm, my, recs, rec_bytes));
+    else
+        memcpy(recs, my, rec_bytes);
     TRY_ALLOC(files, nfiles, "the checkpoint file table");
     for (int i = 0; i < nfiles; i++) {
         int64_t numel = e->part.numel, lo = (int64_t)i * e->part.shard, hi = lo + e->part.shard;
@@ -301,8 +310,9 @@ zinc_status zinc_save_checkpoint(zinc_engine *e, const char *dir, const char *ta
         file_rec r;
         memcpy(&r, recs + rec_bytes * (size_t)i, sizeof r);
         if (!r.has || r.bytes != files[i].bytes || r.nblocks != files[i].nblocks)
-            FAIL(ZINC_ERR_INTERNAL, "checkpoint: rank %d's file record disagrees with the layout (%lld bytes, "
-                                    "expected %lld)",
+            FAIL(ZINC_ERR_INTERNAL,
+                 "checkpoint: rank %d's file record disagrees with the layout (%lld bytes, "
+                 "expected %lld)",
                  i, (long long)r.bytes, (long long)files[i].bytes);
         files[i].crc = r.crc;
         TRY_ALLOC(files[i].block_crc, files[i].nblocks, "checkpoint checksums");
@@ -313,8 +323,8 @@ zinc_status zinc_save_checkpoint(zinc_engine *e, const char *dir, const char *ta
     /* 4. The manifest, the directory in place, then `latest`. */
     local = writer ? publish(e, &w, dir, tagv, uid, partial, final, files, nfiles) : ZINC_OK;
     TRY(zcomm_agree_status(e->comm, local));
-    ZLOG_INFO(&e->log, "saved checkpoint %s: step %lld, %d shard file%s, %.1f MiB, %.2f s", final,
-              (long long)e->steps, nfiles, nfiles == 1 ? "" : "s", (double)total / 1048576.0, now_s() - t0);
+    ZLOG_INFO(&e->log, "saved checkpoint %s: step %lld, %d shard file%s, %.1f MiB, %.2f s", final, (long long)e->steps,
+              nfiles, nfiles == 1 ? "" : "s", (double)total / 1048576.0, now_s() - t0);
 fail:
     zckpt_unlock_dir(lock_fd);
     for (int i = 0; files && i < nfiles; i++) free(files[i].block_crc);

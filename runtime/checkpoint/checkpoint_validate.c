@@ -45,25 +45,28 @@ char *zckpt_manifest_seal(const json_t *root) {
 zinc_status zckpt_manifest_check_seal(const char *path, const char *text, size_t len) {
     if (len < SEAL_LEN + 2 || memcmp(text, SEAL_HEAD, SEAL_HEAD_LEN) != 0 || text[SEAL_LEN - 2] != '"' ||
         text[SEAL_LEN - 1] != ',')
-        return ZERR(ZINC_ERR_CORRUPT, "checkpoint manifest %s: field \"manifest_crc32c\" (the manifest's checksum, "
-                                      "which must open the file) is missing or damaged: the file is damaged or not "
-                                      "written by this zinc; load an earlier checkpoint",
+        return ZERR(ZINC_ERR_CORRUPT,
+                    "checkpoint manifest %s: field \"manifest_crc32c\" (the manifest's checksum, "
+                    "which must open the file) is missing or damaged: the file is damaged or not "
+                    "written by this zinc; load an earlier checkpoint",
                     path);
     uint32_t want = 0;
     for (int i = 0; i < 8; i++) {
         char c = text[SEAL_HEAD_LEN + i];
         int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
         if (d < 0)
-            return ZERR(ZINC_ERR_CORRUPT, "checkpoint manifest %s: field \"manifest_crc32c\" is not 8 lower-case hex "
-                                          "digits: the file is damaged; load an earlier checkpoint",
+            return ZERR(ZINC_ERR_CORRUPT,
+                        "checkpoint manifest %s: field \"manifest_crc32c\" is not 8 lower-case hex "
+                        "digits: the file is damaged; load an earlier checkpoint",
                         path);
         want = want << 4 | (uint32_t)d;
     }
     uint32_t got = zcrc32c(0, text + SEAL_LEN, len - SEAL_LEN);
     if (got != want)
-        return ZERR(ZINC_ERR_CORRUPT, "checkpoint manifest %s fails its checksum (field \"manifest_crc32c\" says "
-                                      "%08" PRIx32 ", the contents give %08" PRIx32 "): the file was damaged or edited; "
-                                      "load an earlier checkpoint",
+        return ZERR(ZINC_ERR_CORRUPT,
+                    "checkpoint manifest %s fails its checksum (field \"manifest_crc32c\" says "
+                    "%08" PRIx32 ", the contents give %08" PRIx32 "): the file was damaged or edited; "
+                    "load an earlier checkpoint",
                     path, want, got);
     return ZINC_OK;
 }
@@ -97,8 +100,8 @@ static zinc_status check_scaler(const char *path, const zckpt_manifest *m) {
         BAD("checkpoint manifest %s: field \"loss_scaler.delayed_shift\" = %d is outside [1, 1000000]", path,
             s->delayed_shift);
     if (s->cur_hysteresis < 1 || s->cur_hysteresis > s->delayed_shift)
-        BAD("checkpoint manifest %s: field \"loss_scaler.cur_hysteresis\" = %d is outside [1, delayed_shift %d]",
-            path, s->cur_hysteresis, s->delayed_shift);
+        BAD("checkpoint manifest %s: field \"loss_scaler.cur_hysteresis\" = %d is outside [1, delayed_shift %d]", path,
+            s->cur_hysteresis, s->delayed_shift);
     if (s->cur_iter < 0 || s->cur_iter > ZCKPT_MAX_STEPS)
         BAD("checkpoint manifest %s: field \"loss_scaler.cur_iter\" = %lld is outside [0, 2^53]", path,
             (long long)s->cur_iter);
@@ -184,8 +187,8 @@ zinc_status zckpt_manifest_validate(const char *path, const zckpt_manifest *m) {
     qsort(names, (size_t)m->nparams, sizeof *names, strptr_cmp);
     for (int i = 1; i < m->nparams; i++)
         if (!strcmp(names[i - 1], names[i])) {
-            st = ZERR(ZINC_ERR_CORRUPT, "checkpoint manifest %s: field \"params\": the name \"%s\" appears twice",
-                      path, names[i]);
+            st = ZERR(ZINC_ERR_CORRUPT, "checkpoint manifest %s: field \"params\": the name \"%s\" appears twice", path,
+                      names[i]);
             break;
         }
     free(names);
@@ -212,8 +215,8 @@ zinc_status zckpt_manifest_validate(const char *path, const zckpt_manifest *m) {
         if (hi > m->flat_numel) hi = m->flat_numel;
         zckpt_layout(&want, i, lo, hi, m->stage == 3, m->compute_dtype);
         if (strcmp(f->name, want.name) != 0 || f->rank != i)
-            BAD("checkpoint manifest %s: field \"files[%d]\" is \"%s\" of rank %d; expected \"%s\" of rank %d", path,
-                i, f->name, f->rank, want.name, i);
+            BAD("checkpoint manifest %s: field \"files[%d]\" is \"%s\" of rank %d; expected \"%s\" of rank %d", path, i,
+                f->name, f->rank, want.name, i);
         if (f->flat_lo != want.flat_lo || f->flat_hi != want.flat_hi)
             BAD("checkpoint manifest %s: field \"files[%d].flat_lo/flat_hi\" of %s is [%lld, %lld); the layout gives "
                 "[%lld, %lld)",
@@ -225,11 +228,13 @@ zinc_status zckpt_manifest_validate(const char *path, const zckpt_manifest *m) {
                 path, i, f->name, (long long)f->bytes, (long long)f->block_bytes, (long long)want.bytes,
                 (long long)want.block_bytes);
         for (int s = 0; s < ZCKPT_NSEC; s++)
-            if (f->sec_offset[s] != want.sec_offset[s] || (want.sec_offset[s] >= 0 && f->sec_dtype[s] != want.sec_dtype[s]))
+            if (f->sec_offset[s] != want.sec_offset[s] ||
+                (want.sec_offset[s] >= 0 && f->sec_dtype[s] != want.sec_dtype[s]))
                 BAD("checkpoint manifest %s: field \"files[%d].sections.%s\" of %s is at %lld (%s); the layout gives "
                     "%lld (%s)",
                     path, i, zckpt_section_names[s], f->name, (long long)f->sec_offset[s],
-                    zinc_dtype_name(f->sec_dtype[s]), (long long)want.sec_offset[s], zinc_dtype_name(want.sec_dtype[s]));
+                    zinc_dtype_name(f->sec_dtype[s]), (long long)want.sec_offset[s],
+                    zinc_dtype_name(want.sec_dtype[s]));
     }
     return ZINC_OK;
 fail:

@@ -48,12 +48,15 @@ zinc_status zcomm_mpi_ensure_init(const zlog *log) {
     }
     g_we_initialised = 1;
     if (!g_atexit_registered) {
-        if (atexit(zinc_finalize) == 0) g_atexit_registered = 1;
-        else ZLOG_WARN(log, "comm: atexit(zinc_finalize) failed; call zinc_finalize() before exiting");
+        if (atexit(zinc_finalize) == 0)
+            g_atexit_registered = 1;
+        else
+            ZLOG_WARN(log, "comm: atexit(zinc_finalize) failed; call zinc_finalize() before exiting");
     }
     if (provided < MPI_THREAD_FUNNELED)
-        ZLOG_WARN(log, "comm: MPI provides thread level %d < MPI_THREAD_FUNNELED; zinc only calls MPI from "
-                       "the thread that created the engine",
+        ZLOG_WARN(log,
+                  "comm: MPI provides thread level %d < MPI_THREAD_FUNNELED; zinc only calls MPI from "
+                  "the thread that created the engine",
                   provided);
     ZLOG_DEBUG(log, "comm: MPI initialised by zinc (thread level %d)", provided);
     return ZINC_OK;
@@ -74,8 +77,9 @@ zinc_status zcomm_create(const zlog *log, zcomm **out) {
     if (force && force[0]) {
         if (strcmp(force, "single") == 0) return zcomm_create_single(out);
         if (strcmp(force, "mpi") == 0) return zcomm_create_mpi(log, out);
-        return ZERR(ZINC_ERR_INVALID_ARG, "ZINC_COMM=%s: expected \"single\" or \"mpi\" (or unset to choose "
-                                          "automatically)",
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "ZINC_COMM=%s: expected \"single\" or \"mpi\" (or unset to choose "
+                    "automatically)",
                     force);
     }
     int init = 0, fin = 0;

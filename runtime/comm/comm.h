@@ -30,8 +30,8 @@ typedef struct zcomm_ops {
                                    zcomm_req **req);
     /* In-place variable-count all-gather: `buf` holds sum(counts) elements; rank r's counts[r] elements
      * already sit at offset displs[r]; afterwards every rank holds all of them. */
-    zinc_status (*allgatherv_inplace)(zcomm *c, void *buf, const size_t *counts, const size_t *displs,
-                                      zinc_dtype t, zcomm_req **req);
+    zinc_status (*allgatherv_inplace)(zcomm *c, void *buf, const size_t *counts, const size_t *displs, zinc_dtype t,
+                                      zcomm_req **req);
     /* Gathers `bytes` from every rank into out (size * bytes), rank order; blocking. */
     zinc_status (*allgather_bytes)(zcomm *c, const void *in, void *out, size_t bytes);
     zinc_status (*bcast)(zcomm *c, void *buf, size_t bytes, int root);
@@ -57,24 +57,23 @@ zinc_status zcomm_create_mpi(const zlog *log, zcomm **out);
 
 /* Convenience wrappers: a NULL req pointer means blocking. Blocking calls and waits of a communicator
  * with more than one rank run under the collective watchdog (watchdog.h). */
-#define ZCOMM_WATCHED(c, blocking, what, call)                                                             \
-    do {                                                                                                   \
-        bool w_ = (blocking) && (c)->size > 1;                                                             \
-        if (w_) zwatch_arm(what);                                                                          \
-        zinc_status s_ = (call);                                                                           \
-        if (w_) zwatch_disarm();                                                                           \
-        return s_;                                                                                         \
+#define ZCOMM_WATCHED(c, blocking, what, call)                                                                         \
+    do {                                                                                                               \
+        bool w_ = (blocking) && (c)->size > 1;                                                                         \
+        if (w_) zwatch_arm(what);                                                                                      \
+        zinc_status s_ = (call);                                                                                       \
+        if (w_) zwatch_disarm();                                                                                       \
+        return s_;                                                                                                     \
     } while (0)
-static inline zinc_status zcomm_allreduce(zcomm *c, void *buf, size_t n, zinc_dtype t, zcomm_op op,
-                                          zcomm_req **req) {
+static inline zinc_status zcomm_allreduce(zcomm *c, void *buf, size_t n, zinc_dtype t, zcomm_op op, zcomm_req **req) {
     ZCOMM_WATCHED(c, !req, "allreduce", c->ops->allreduce(c, buf, n, t, op, req));
 }
 static inline zinc_status zcomm_reduce_scatterv(zcomm *c, const void *send, void *recv, const size_t *counts,
                                                 zinc_dtype t, zcomm_req **req) {
     ZCOMM_WATCHED(c, !req, "reduce-scatter", c->ops->reduce_scatterv(c, send, recv, counts, t, req));
 }
-static inline zinc_status zcomm_allgatherv_inplace(zcomm *c, void *buf, const size_t *counts,
-                                                   const size_t *displs, zinc_dtype t, zcomm_req **req) {
+static inline zinc_status zcomm_allgatherv_inplace(zcomm *c, void *buf, const size_t *counts, const size_t *displs,
+                                                   zinc_dtype t, zcomm_req **req) {
     ZCOMM_WATCHED(c, !req, "all-gather", c->ops->allgatherv_inplace(c, buf, counts, displs, t, req));
 }
 static inline zinc_status zcomm_allgather_bytes(zcomm *c, const void *in, void *out, size_t bytes) {

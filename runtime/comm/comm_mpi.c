@@ -136,19 +136,19 @@ static zinc_status mpi_fail(const call *k, int rc, const char *fn) {
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error code %d", rc);
     if (k->elems)
-        return ZERR(ZINC_ERR_COMM, "mpi: %s failed in %s of %zu %s elements (rank %d of %d): %s", fn, k->what,
-                    k->count, zinc_dtype_name(k->t), k->c->rank, k->c->size, msg);
+        return ZERR(ZINC_ERR_COMM, "mpi: %s failed in %s of %zu %s elements (rank %d of %d): %s", fn, k->what, k->count,
+                    zinc_dtype_name(k->t), k->c->rank, k->c->size, msg);
     return ZERR(ZINC_ERR_COMM, "mpi: %s failed in %s of %zu bytes (rank %d of %d): %s", fn, k->what, k->count,
                 k->c->rank, k->c->size, msg);
 }
 
-#define MPI_CHECK(k, fn, expr)                                                                             \
-    do {                                                                                                   \
-        int rc_ = (expr);                                                                                  \
-        if (rc_ != MPI_SUCCESS) {                                                                          \
-            st = mpi_fail((k), rc_, (fn));                                                                 \
-            goto fail;                                                                                     \
-        }                                                                                                  \
+#define MPI_CHECK(k, fn, expr)                                                                                         \
+    do {                                                                                                               \
+        int rc_ = (expr);                                                                                              \
+        if (rc_ != MPI_SUCCESS) {                                                                                      \
+            st = mpi_fail((k), rc_, (fn));                                                                             \
+            goto fail;                                                                                                 \
+        }                                                                                                              \
     } while (0)
 
 static void req_free(zcomm_req *r) {
@@ -224,8 +224,7 @@ static zinc_status push(call *k, MPI_Request q) {
 static char g_dummy[16]; /* a valid address for zero-length receive buffers */
 
 /* Starts a call: for a non-blocking one allocates the request. */
-static zinc_status begin(call *k, zcomm *c, zcomm_req **req, const char *what, size_t count, int elems,
-                         zinc_dtype t) {
+static zinc_status begin(call *k, zcomm *c, zcomm_req **req, const char *what, size_t count, int elems, zinc_dtype t) {
     k->c = c;
     k->comm = impl_of(c)->comm;
     k->r = NULL;
@@ -267,7 +266,6 @@ static zinc_status int_array(call *k, size_t n, int **out) {
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
-
 /* ---------------------------------------------------------------- collectives */
 
 static zinc_status m_allreduce(zcomm *c, void *buf, size_t n, zinc_dtype t, zcomm_op op, zcomm_req **req) {
@@ -281,8 +279,7 @@ static zinc_status m_allreduce(zcomm *c, void *buf, size_t n, zinc_dtype t, zcom
     if ((st = op_of(im, "allreduce", t, op, &mop)) != ZINC_OK) return st;
     if (n && !buf) return ZERR(ZINC_ERR_INVALID_ARG, "mpi: allreduce: buf is NULL with %zu elements", n);
     if (n == 0) return ZINC_OK;
-    if ((st = begin(&k, c, req, op == ZCOMM_SUM ? "allreduce(sum)" : "allreduce(max)", n, 1, t)) != ZINC_OK)
-        return st;
+    if ((st = begin(&k, c, req, op == ZCOMM_SUM ? "allreduce(sum)" : "allreduce(max)", n, 1, t)) != ZINC_OK) return st;
     const size_t es = zinc_dtype_size(t), L = g_max_count;
     for (size_t off = 0; off < n; off += L) {
         int cnt = (int)min_sz(L, n - off);
@@ -315,8 +312,7 @@ static zinc_status m_reduce_scatterv(zcomm *c, const void *send, void *recv, con
     if (total == 0) return ZINC_OK;
     if (!send) return ZERR(ZINC_ERR_INVALID_ARG, "mpi: reduce_scatterv: send is NULL with %zu elements", total);
     if (counts[c->rank] && !recv)
-        return ZERR(ZINC_ERR_INVALID_ARG, "mpi: reduce_scatterv: recv is NULL with %zu elements",
-                    counts[c->rank]);
+        return ZERR(ZINC_ERR_INVALID_ARG, "mpi: reduce_scatterv: recv is NULL with %zu elements", counts[c->rank]);
     if ((st = begin(&k, c, req, "reduce_scatterv", total, 1, t)) != ZINC_OK) return st;
     const size_t es = zinc_dtype_size(t), L = g_max_count;
     void *rbuf = counts[c->rank] ? recv : (void *)g_dummy;
@@ -347,8 +343,8 @@ fail:
     return end(&k, st, req);
 }
 
-static zinc_status m_allgatherv_inplace(zcomm *c, void *buf, const size_t *counts, const size_t *displs,
-                                        zinc_dtype t, zcomm_req **req) {
+static zinc_status m_allgatherv_inplace(zcomm *c, void *buf, const size_t *counts, const size_t *displs, zinc_dtype t,
+                                        zcomm_req **req) {
     zinc_status st = ZINC_OK;
     mpi_impl *im = impl_of(c);
     call k = {0};
@@ -356,8 +352,7 @@ static zinc_status m_allgatherv_inplace(zcomm *c, void *buf, const size_t *count
     if (req) *req = NULL;
     MPI_Datatype dt = MPI_DATATYPE_NULL;
     if ((st = dtype_of(im, "allgatherv_inplace", t, &dt)) != ZINC_OK) return st;
-    if (!counts || !displs)
-        return ZERR(ZINC_ERR_INVALID_ARG, "mpi: allgatherv_inplace: counts or displs is NULL");
+    if (!counts || !displs) return ZERR(ZINC_ERR_INVALID_ARG, "mpi: allgatherv_inplace: counts or displs is NULL");
     const int p = c->size;
     size_t total = 0, base = SIZE_MAX, span = 0;
     for (int r = 0; r < p; r++) {
@@ -419,8 +414,8 @@ static zinc_status m_allgather_bytes(zcomm *c, const void *in, void *out, size_t
         for (int r = 0; r < c->size; r++)
             for (size_t off = 0; off < bytes; off += L)
                 MPI_CHECK(&k, "MPI_Bcast",
-                          MPI_Bcast((char *)out + (size_t)r * bytes + off, (int)min_sz(L, bytes - off), MPI_BYTE,
-                                    r, k.comm));
+                          MPI_Bcast((char *)out + (size_t)r * bytes + off, (int)min_sz(L, bytes - off), MPI_BYTE, r,
+                                    k.comm));
     }
 fail:
     return st;
@@ -549,13 +544,15 @@ zinc_status zcomm_create_mpi(const zlog *log, zcomm **out) {
     MPI_CHECK(&k, "MPI_Op_create(fp16 max)", MPI_Op_create(fp16_max_fn, 1, &im->fp16_max));
     MPI_CHECK(&k, "MPI_Op_create(bf16 max)", MPI_Op_create(bf16_max_fn, 1, &im->bf16_max));
     im->log.rank = c->rank;
-    ZLOG_DEBUG(&im->log, "comm: mpi backend, rank %d of %d, local rank %d of %d", c->rank, c->size,
-               c->local_rank, c->local_size);
+    ZLOG_DEBUG(&im->log, "comm: mpi backend, rank %d of %d, local rank %d of %d", c->rank, c->size, c->local_rank,
+               c->local_size);
     *out = c;
     return ZINC_OK;
 fail:
     if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
-    if (c && !c->impl) free(c);
-    else m_destroy(c);
+    if (c && !c->impl)
+        free(c);
+    else
+        m_destroy(c);
     return st;
 }

@@ -18,9 +18,11 @@
 /* NCCL is loaded at the first communicator (runtime/core/dynlib.h), not linked: a CPU run of a build
  * with the CUDA backend never maps it, and the build starts where NCCL is not installed. These are the
  * functions this file calls, with the types nccl.h declares. */
-#define NCCL_FUNCTIONS(X)                                                                                  \
+/* clang-format off */
+#define NCCL_FUNCTIONS(X) \
     X(GetErrorString) X(GetVersion) X(GetUniqueId) X(CommInitRank) X(CommDestroy) X(GroupStart) X(GroupEnd) \
     X(AllReduce) X(ReduceScatter) X(Reduce) X(AllGather) X(Broadcast)
+/* clang-format on */
 
 static struct nccl_api {
 #define NCCL_MEMBER(f) __typeof__(&nccl##f) f;
@@ -36,7 +38,7 @@ static zinc_status load_nccl(const zlog *log) {
 #define NCCL_NAME(f) "nccl" #f,
         NCCL_FUNCTIONS(NCCL_NAME)
 #undef NCCL_NAME
-        NULL};
+            NULL};
     static const zdynlib lib = {
         .what = "device cuda needs NCCL for its collectives",
         .env = "ZINC_NCCL_LIBRARY",
@@ -74,17 +76,16 @@ struct zcomm_req {
     cudaEvent_t ev;
 };
 
-#define NCCL_TRY(call)                                                                                     \
-    do {                                                                                                   \
-        ncclResult_t r_ = (call);                                                                          \
-        if (r_ != ncclSuccess) FAIL(ZINC_ERR_COMM, "nccl: %s failed: %s", #call, nccl.GetErrorString(r_));   \
+#define NCCL_TRY(call)                                                                                                 \
+    do {                                                                                                               \
+        ncclResult_t r_ = (call);                                                                                      \
+        if (r_ != ncclSuccess) FAIL(ZINC_ERR_COMM, "nccl: %s failed: %s", #call, nccl.GetErrorString(r_));             \
     } while (0)
 
-#define CUDA_TRY(call)                                                                                     \
-    do {                                                                                                   \
-        cudaError_t e_ = (call);                                                                           \
-        if (e_ != cudaSuccess) FAIL(ZINC_ERR_DEVICE, "nccl backend: %s failed: %s", #call,                  \
-                                    cudaGetErrorString(e_));                                               \
+#define CUDA_TRY(call)                                                                                                 \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) FAIL(ZINC_ERR_DEVICE, "nccl backend: %s failed: %s", #call, cudaGetErrorString(e_));    \
     } while (0)
 
 static nccl_impl *impl_of(zcomm *c) { return (nccl_impl *)c->impl; }
@@ -166,8 +167,8 @@ fail:
     return st;
 }
 
-static zinc_status nccl_reduce_scatterv(zcomm *c, const void *send, void *recv, const size_t *counts,
-                                        zinc_dtype t, zcomm_req **req) {
+static zinc_status nccl_reduce_scatterv(zcomm *c, const void *send, void *recv, const size_t *counts, zinc_dtype t,
+                                        zcomm_req **req) {
     zinc_status st = ZINC_OK;
     nccl_impl *im = impl_of(c);
     ncclDataType_t dt = ncclFloat32;
@@ -186,9 +187,12 @@ static zinc_status nccl_reduce_scatterv(zcomm *c, const void *send, void *recv, 
         const char *what = NULL;
         for (int r = 0; r < c->size; r++) {
             if (counts[r] > 0 && first_err == ncclSuccess) {
-                ncclResult_t e = nccl.Reduce((const char *)send + off * es, recv, counts[r], dt, ncclSum, r, im->comm,
-                                             im->stream);
-                if (e != ncclSuccess) { first_err = e; what = "ncclReduce"; }
+                ncclResult_t e =
+                    nccl.Reduce((const char *)send + off * es, recv, counts[r], dt, ncclSum, r, im->comm, im->stream);
+                if (e != ncclSuccess) {
+                    first_err = e;
+                    what = "ncclReduce";
+                }
             }
             off += counts[r];
         }
@@ -217,8 +221,8 @@ static zinc_status nccl_allgatherv_inplace(zcomm *c, void *buf, const size_t *co
     for (int r = 0; r < c->size; r++) regular &= counts[r] == counts[0] && displs[r] == (size_t)r * counts[0];
     if (regular) {
         if (counts[0] > 0 && c->size > 1)
-            NCCL_TRY(nccl.AllGather((const char *)buf + displs[c->rank] * es, buf, counts[0], dt, im->comm,
-                                    im->stream));
+            NCCL_TRY(
+                nccl.AllGather((const char *)buf + displs[c->rank] * es, buf, counts[0], dt, im->comm, im->stream));
     } else if (c->size > 1) {
         NCCL_TRY(nccl.GroupStart());
         ncclResult_t first_err = ncclSuccess;

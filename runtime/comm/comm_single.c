@@ -39,14 +39,13 @@ static zinc_status s_reduce_scatterv(zcomm *c, const void *send, void *recv, con
     return ZINC_OK;
 }
 
-static zinc_status s_allgatherv_inplace(zcomm *c, void *buf, const size_t *counts, const size_t *displs,
-                                        zinc_dtype t, zcomm_req **req) {
+static zinc_status s_allgatherv_inplace(zcomm *c, void *buf, const size_t *counts, const size_t *displs, zinc_dtype t,
+                                        zcomm_req **req) {
     (void)c;
     if (req) *req = NULL;
     zinc_status st = check_dtype("allgatherv_inplace", t);
     if (st != ZINC_OK) return st;
-    if (!counts || !displs)
-        return ZERR(ZINC_ERR_INVALID_ARG, "single: allgatherv_inplace: counts or displs is NULL");
+    if (!counts || !displs) return ZERR(ZINC_ERR_INVALID_ARG, "single: allgatherv_inplace: counts or displs is NULL");
     if (counts[0] && !buf) return ZERR(ZINC_ERR_INVALID_ARG, "single: allgatherv_inplace: buf is NULL");
     return ZINC_OK;
 }

@@ -12,7 +12,7 @@
 
 #include "runtime/core/env.h"
 
-static _Atomic int64_t g_deadline_ns;  /* 0: disarmed */
+static _Atomic int64_t g_deadline_ns; /* 0: disarmed */
 static _Atomic(const char *) g_what;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -67,8 +67,10 @@ static void *watch(void *arg) {
                  "that the launcher ends the job",
                  g_rank, t, what ? what : "?", ZWATCH_EXIT);
         /* Every rank logs this one (the default log prints rank 0 only). */
-        if (g_have_log && g_log.fn && g_log.fn != zinc_log_stderr) g_log.fn(g_log.userdata, ZINC_LOG_ERROR, g_rank, msg);
-        else zinc_log_stderr(NULL, ZINC_LOG_ERROR, 0, msg);
+        if (g_have_log && g_log.fn && g_log.fn != zinc_log_stderr)
+            g_log.fn(g_log.userdata, ZINC_LOG_ERROR, g_rank, msg);
+        else
+            zinc_log_stderr(NULL, ZINC_LOG_ERROR, 0, msg);
         pthread_mutex_unlock(&g_log_mu);
         _exit(ZWATCH_EXIT);
     }

@@ -33,69 +33,69 @@ typedef enum { ZOFFLOAD_NONE = 0, ZOFFLOAD_CPU = 1, ZOFFLOAD_NVME = 2 } zcfg_off
 typedef enum { ZTAG_WARN = 0, ZTAG_IGNORE = 1, ZTAG_FAIL = 2 } zcfg_tag_validation;
 
 typedef struct zcfg_optimizer {
-    zcfg_optimizer_type type;  /* "Adam", "AdamW", "Lion" or "Lamb" (case-insensitive) */
-    double lr;                 /* 1e-3 */
-    double beta1, beta2;       /* 0.9, 0.999 */
-    double eps;                /* 1e-8 */
-    double weight_decay;       /* 0 */
-    bool bias_correction;      /* true */
-    bool adam_w_mode;          /* the EFFECTIVE mode: type=="adamw" || params.adam_w_mode (default true) */
-    bool torch_adam;           /* accepted; zinc's kernels compute the same math (logged) */
+    zcfg_optimizer_type type;    /* "Adam", "AdamW", "Lion" or "Lamb" (case-insensitive) */
+    double lr;                   /* 1e-3 */
+    double beta1, beta2;         /* 0.9, 0.999 */
+    double eps;                  /* 1e-8 */
+    double weight_decay;         /* 0 */
+    bool bias_correction;        /* true */
+    bool adam_w_mode;            /* the EFFECTIVE mode: type=="adamw" || params.adam_w_mode (default true) */
+    bool torch_adam;             /* accepted; zinc's kernels compute the same math (logged) */
     double max_coeff, min_coeff; /* Lamb: the trust ratio's clamp, 10 and 0.01 */
-    bool eps_inside_sqrt;      /* Lamb: sqrt(v + eps) instead of sqrt(v) + eps; false */
+    bool eps_inside_sqrt;        /* Lamb: sqrt(v + eps) instead of sqrt(v) + eps; false */
 } zcfg_optimizer;
 
 typedef struct zcfg_scheduler {
     zcfg_scheduler_type type;
     /* WarmupLR / WarmupDecayLR */
-    double warmup_min_lr;      /* 0 */
-    double warmup_max_lr;      /* 1e-3 */
-    int64_t warmup_num_steps;  /* 1000 (clamped to >= 2 for WarmupLR as DeepSpeed does) */
+    double warmup_min_lr;         /* 0 */
+    double warmup_max_lr;         /* 1e-3 */
+    int64_t warmup_num_steps;     /* 1000 (clamped to >= 2 for WarmupLR as DeepSpeed does) */
     zcfg_warmup_type warmup_type; /* log */
-    int64_t total_num_steps;   /* WarmupDecayLR, WarmupCosineLR: required */
+    int64_t total_num_steps;      /* WarmupDecayLR, WarmupCosineLR: required */
     /* WarmupCosineLR (scales the optimizer lr) */
-    double warmup_min_ratio;   /* 0 */
-    double cos_min_ratio;      /* 1e-4 */
+    double warmup_min_ratio; /* 0 */
+    double cos_min_ratio;    /* 1e-4 */
     /* OneCycle */
-    double cycle_min_lr, cycle_max_lr; /* required */
-    double decay_lr_rate;      /* 0 */
-    int64_t cycle_first_step_size;   /* 2000 */
-    int64_t cycle_second_step_size;  /* -1 = same as first */
+    double cycle_min_lr, cycle_max_lr;                         /* required */
+    double decay_lr_rate;                                      /* 0 */
+    int64_t cycle_first_step_size;                             /* 2000 */
+    int64_t cycle_second_step_size;                            /* -1 = same as first */
     int64_t cycle_first_stair_count, cycle_second_stair_count; /* 0 */
-    int64_t decay_step_size;   /* 0 */
-    bool cycle_momentum;       /* true */
-    double cycle_min_mom, cycle_max_mom; /* 0.8, 0.9 */
-    double decay_mom_rate;     /* 0 */
+    int64_t decay_step_size;                                   /* 0 */
+    bool cycle_momentum;                                       /* true */
+    double cycle_min_mom, cycle_max_mom;                       /* 0.8, 0.9 */
+    double decay_mom_rate;                                     /* 0 */
 } zcfg_scheduler;
 
 typedef struct zcfg_fp16 {
-    bool enabled;              /* false */
-    bool auto_cast;            /* false (accepted; zinc does not cast the model) */
-    double loss_scale;         /* 0 = dynamic, otherwise a static scale */
-    int initial_scale_power;   /* 16: zinc always uses 2^16 unless written (DeepSpeed's 2^32 quirk not copied) */
-    int64_t loss_scale_window; /* 1000 */
-    int hysteresis;            /* 2 */
+    bool enabled;                /* false */
+    bool auto_cast;              /* false (accepted; zinc does not cast the model) */
+    double loss_scale;           /* 0 = dynamic, otherwise a static scale */
+    int initial_scale_power;     /* 16: zinc always uses 2^16 unless written (DeepSpeed's 2^32 quirk not copied) */
+    int64_t loss_scale_window;   /* 1000 */
+    int hysteresis;              /* 2 */
     bool consecutive_hysteresis; /* false */
-    double min_loss_scale;     /* 1 */
-    int64_t max_skipped_steps; /* zinc extension under "zinc": 0 = unlimited consecutive skips */
+    double min_loss_scale;       /* 1 */
+    int64_t max_skipped_steps;   /* zinc extension under "zinc": 0 = unlimited consecutive skips */
 } zcfg_fp16;
 
 typedef struct zcfg_offload {
-    zcfg_offload_device device; /* none */
-    char nvme_path[ZCFG_PATH_MAX]; /* "" */
-    int buffer_count;          /* optimizer 4, param 5 */
-    bool pin_memory;           /* false */
+    zcfg_offload_device device;                    /* none */
+    char nvme_path[ZCFG_PATH_MAX];                 /* "" */
+    int buffer_count;                              /* optimizer 4, param 5 */
+    bool pin_memory;                               /* false */
     bool pipeline_read, pipeline_write, fast_init; /* optimizer only */
-    double ratio;              /* optimizer only: 1.0 */
-    int64_t buffer_size;       /* param only: 1e8 */
-    int64_t max_in_cpu;        /* param only: 1e9 */
+    double ratio;                                  /* optimizer only: 1.0 */
+    int64_t buffer_size;                           /* param only: 1e8 */
+    int64_t max_in_cpu;                            /* param only: 1e9 */
 } zcfg_offload;
 
 typedef struct zcfg_zero {
-    int stage;                 /* 0 */
-    bool contiguous_gradients; /* true */
-    bool overlap_comm;         /* resolved: true for stage 3, false otherwise, unless written */
-    bool reduce_scatter;       /* true */
+    int stage;                     /* 0 */
+    bool contiguous_gradients;     /* true */
+    bool overlap_comm;             /* resolved: true for stage 3, false otherwise, unless written */
+    bool reduce_scatter;           /* true */
     int64_t reduce_bucket_size;    /* 5e8 elements */
     int64_t allgather_bucket_size; /* 5e8 */
     bool allgather_partitions;     /* true (DeepSpeed parses it and never reads it) */
@@ -114,19 +114,19 @@ typedef struct zcfg_zero {
 } zcfg_zero;
 
 typedef struct zcfg_aio {
-    int64_t block_size;        /* 1048576 */
-    int queue_depth;           /* 8 */
-    int intra_op_parallelism;  /* 1 (deprecated spelling: thread_count) */
-    bool single_submit;        /* false */
-    bool overlap_events;       /* true */
-    bool use_gds;              /* false: true is an error (zinc has no GDS path) */
-    bool allow_buffered_io;    /* zinc extension: fall back to buffered IO where O_DIRECT is refused */
+    int64_t block_size;       /* 1048576 */
+    int queue_depth;          /* 8 */
+    int intra_op_parallelism; /* 1 (deprecated spelling: thread_count) */
+    bool single_submit;       /* false */
+    bool overlap_events;      /* true */
+    bool use_gds;             /* false: true is an error (zinc has no GDS path) */
+    bool allow_buffered_io;   /* zinc extension: fall back to buffered IO where O_DIRECT is refused */
 } zcfg_aio;
 
 typedef struct zcfg_checkpoint {
     zcfg_tag_validation tag_validation; /* WARN */
-    bool load_universal;       /* false */
-    bool use_node_local_storage; /* false */
+    bool load_universal;                /* false */
+    bool use_node_local_storage;        /* false */
     bool parallel_write_pipeline_stage; /* false */
 } zcfg_checkpoint;
 
@@ -139,16 +139,16 @@ typedef struct zinc_config {
 
     zcfg_optimizer optimizer;
     zcfg_scheduler scheduler;
-    double gradient_clipping;  /* 0 = off (DeepSpeed's code default; its docs say 1.0) */
+    double gradient_clipping; /* 0 = off (DeepSpeed's code default; its docs say 1.0) */
 
     zcfg_fp16 fp16;
-    bool bf16_enabled;         /* "bf16" or legacy "bfloat16" */
+    bool bf16_enabled; /* "bf16" or legacy "bfloat16" */
     bool bf16_immediate_grad_update;
 
     zcfg_zero zero;
     zcfg_aio aio;
 
-    int64_t steps_per_print;   /* 0 = no progress report (DeepSpeed's code default None) */
+    int64_t steps_per_print; /* 0 = no progress report (DeepSpeed's code default None) */
     bool wall_clock_breakdown;
     bool memory_breakdown;
     bool dump_state;
@@ -162,11 +162,11 @@ typedef struct zinc_config {
     bool comm_dtype_set;
     zinc_dtype grad_accum_dtype;
     bool grad_accum_dtype_set;
-    bool prescale_gradients;   /* false */
+    bool prescale_gradients;          /* false */
     double gradient_predivide_factor; /* 1.0 */
 
     /* zinc's own block ("zinc": {...}); DeepSpeed ignores nothing here because it has no such block. */
-    zinc_device_kind device;   /* "device": "auto" | "cpu" | "cuda" */
+    zinc_device_kind device; /* "device": "auto" | "cpu" | "cuda" */
 
     char source[ZCFG_PATH_MAX]; /* the file name (or "<json text>") for messages */
     /* The canonical paths written in the file, as "|path|path|...|", so the dump can mark defaults and
@@ -200,8 +200,7 @@ void zcfg_defaults(zinc_config *c);
  * ZINC_ERR_CONFIG with every problem found (one per line) in zinc_last_error(); warnings go to `log`.
  * `origin` names the text in messages (a file path, or "<json text>"). */
 zinc_status zcfg_load_file(const char *path, int world_size, const zlog *log, zinc_config *out);
-zinc_status zcfg_load_text(const char *json, const char *origin, int world_size, const zlog *log,
-                           zinc_config *out);
+zinc_status zcfg_load_text(const char *json, const char *origin, int world_size, const zlog *log, zinc_config *out);
 
 /* As zcfg_load_file/zcfg_load_text, with overrides and the run length (opts may be NULL). */
 zinc_status zcfg_load_file_ex(const char *path, int world_size, const zcfg_load_opts *opts, const zlog *log,

@@ -13,8 +13,8 @@
 
 typedef struct {
     const char *path;
-    double value;        /* a number, or the boolean (0/1) for BOOL keys */
-    const char *why;     /* the Trainer argument it mirrors */
+    double value;    /* a number, or the boolean (0/1) for BOOL keys */
+    const char *why; /* the Trainer argument it mirrors */
 } hf_rule;
 
 /* TrainingArguments defaults: learning_rate 5e-5, adam_beta1 0.9, adam_beta2 0.999, adam_epsilon 1e-8,
@@ -52,7 +52,8 @@ void zcfg_fill_autos(zcfg_loader *L) {
     }
     /* The Trainer fills warmup_max_lr from the same learning_rate as the optimizer's lr. */
     if (zcfg_is_auto(L, "scheduler.params.warmup_max_lr")) {
-        snprintf(how, sizeof how, "the optimizer's lr, as the Hugging Face Trainer fills both from learning_rate; " CHOOSE,
+        snprintf(how, sizeof how,
+                 "the optimizer's lr, as the Hugging Face Trainer fills both from learning_rate; " CHOOSE,
                  "scheduler.params.warmup_max_lr");
         zcfg_fill(L, "scheduler.params.warmup_max_lr", json_real(c->optimizer.lr), how);
     }
@@ -94,12 +95,13 @@ void zcfg_report_default_autos(zcfg_loader *L) {
         if (!strcmp(path, "zero_optimization.reduce_bucket_size") ||
             !strcmp(path, "zero_optimization.stage3_prefetch_bucket_size") ||
             !strcmp(path, "zero_optimization.stage3_param_persistence_threshold"))
-            snprintf(how, sizeof how, "DeepSpeed's default: the Hugging Face Trainer derives it from the model's "
-                                      "hidden_size, which a ds_config does not give; " CHOOSE, path);
+            snprintf(how, sizeof how,
+                     "DeepSpeed's default: the Hugging Face Trainer derives it from the model's "
+                     "hidden_size, which a ds_config does not give; " CHOOSE,
+                     path);
         else
             snprintf(how, sizeof how, "the default: the Hugging Face Trainer does not fill this key; " CHOOSE, path);
         zcfg_fill(L, path, NULL, how);
     }
-    if (L->unresolved[0])
-        zcfg_problem(L, "\"auto\"", "nothing fills these \"auto\" values here: %s", L->unresolved);
+    if (L->unresolved[0]) zcfg_problem(L, "\"auto\"", "nothing fills these \"auto\" values here: %s", L->unresolved);
 }

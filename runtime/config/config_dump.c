@@ -30,8 +30,9 @@ json_t *zcfg_key_json(const zinc_config *c, const zkey_key *k) {
 /* The parameters each optimizer has (the others are refused under it, config_resolve.c). */
 static bool optimizer_takes(zcfg_optimizer_type t, const char *key) {
     static const char *const lion[] = {"lr", "betas", "weight_decay", NULL};
-    static const char *const lamb[] = {"lr", "betas", "eps", "weight_decay", "bias_correction", "max_coeff",
-                                       "min_coeff", "eps_inside_sqrt", NULL};
+    static const char *const lamb[] = {"lr",           "betas",           "eps",
+                                       "weight_decay", "bias_correction", "max_coeff",
+                                       "min_coeff",    "eps_inside_sqrt", NULL};
     static const char *const lamb_only[] = {"max_coeff", "min_coeff", "eps_inside_sqrt", NULL};
     const char *const *list = t == ZOPT_LION ? lion : t == ZOPT_LAMB ? lamb : NULL;
     if (!list) { /* Adam / AdamW: all but Lamb's own */
@@ -49,8 +50,10 @@ static void dump_table(const zinc_config *c, const zkey_table *t, json_t *out, j
     for (size_t i = 0; i < t->nkeys; i++) {
         const zkey_key *k = &t->keys[i];
         if (k->mask && !(k->mask & (1u << c->scheduler.type))) continue;
-        if (*t->path) snprintf(path, sizeof path, "%s.%s", t->path, k->name);
-        else snprintf(path, sizeof path, "%s", k->name);
+        if (*t->path)
+            snprintf(path, sizeof path, "%s.%s", t->path, k->name);
+        else
+            snprintf(path, sizeof path, "%s", k->name);
         if (k->kind == ZKEY_OBJECT) {
             if (!strcmp(path, "scheduler.params") && c->scheduler.type == ZSCHED_NONE) continue;
             json_t *sub = json_object();
@@ -72,7 +75,8 @@ static int digits_needed(const zinc_config *c, const zkey_table *t, int most) {
     for (size_t i = 0; i < t->nkeys; i++) {
         const zkey_key *k = &t->keys[i];
         const double *d = (const double *)((const char *)c + k->off);
-        if (k->kind == ZKEY_OBJECT) most = digits_needed(c, k->sub, most);
+        if (k->kind == ZKEY_OBJECT)
+            most = digits_needed(c, k->sub, most);
         else if (k->kind == ZKEY_F64 || k->kind == ZKEY_BETAS)
             for (int j = 0; j < (k->kind == ZKEY_BETAS ? 2 : 1); j++) {
                 int p = zcfg_shortest_digits(d[j]);

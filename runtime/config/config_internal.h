@@ -10,19 +10,19 @@
 #include "runtime/config/config_schema.h"
 
 typedef struct zcfg_loader {
-    const char *origin;  /* file name for messages */
+    const char *origin; /* file name for messages */
     const zlog *log;
     zinc_config *c;
-    char *err;           /* collected problems, one per line */
+    char *err; /* collected problems, one per line */
     size_t elen, ecap;
     int nerr;
-    char autos[2048];    /* paths written as "auto" (after --set), as "|path|path|" */
-    char bad[2048];      /* paths that had a problem, as "|path|path|": rules that span keys skip them */
+    char autos[2048];      /* paths written as "auto" (after --set), as "|path|path|" */
+    char bad[2048];        /* paths that had a problem, as "|path|path|": rules that span keys skip them */
     char unresolved[1024]; /* "auto" keys nothing fills, with the flag that would: reported once */
     const zcfg_load_opts *opts;
-    char via[2048];      /* "canonical=spelling|" for settings given through another spelling */
-    bool sched_type_bad; /* scheduler.type was refused: its parameters are not checked against it */
-    bool optimizer_refused; /* a DeepSpeed optimizer zinc does not implement: its params are not checked */
+    char via[2048];             /* "canonical=spelling|" for settings given through another spelling */
+    bool sched_type_bad;        /* scheduler.type was refused: its parameters are not checked against it */
+    bool optimizer_refused;     /* a DeepSpeed optimizer zinc does not implement: its params are not checked */
     bool sched_params_reported; /* parameters without a scheduler type: reported once */
 } zcfg_loader;
 

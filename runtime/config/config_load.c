@@ -20,8 +20,10 @@
 /* "|a|b|" lists of paths. */
 static void list_add(char *list, size_t cap, const char *path) {
     size_t n = strlen(list), k = strlen(path);
-    if (n == 0 && k + 2 < cap) snprintf(list, cap, "|%s|", path);
-    else if (n && n + k + 2 < cap) snprintf(list + n, cap - n, "%s|", path);
+    if (n == 0 && k + 2 < cap)
+        snprintf(list, cap, "|%s|", path);
+    else if (n && n + k + 2 < cap)
+        snprintf(list + n, cap - n, "%s|", path);
 }
 
 static bool list_has(const char *list, const char *path, bool prefix) {
@@ -49,8 +51,8 @@ void zcfg_problem(zcfg_loader *L, const char *path, const char *fmt, ...) {
         L->err = p;
         L->ecap = cap;
     }
-    L->elen += (size_t)snprintf(L->err + L->elen, L->ecap - L->elen, "%s%s: %s%s%s", L->elen ? "\n" : "",
-                                L->origin, path, *path ? ": " : "", msg);
+    L->elen += (size_t)snprintf(L->err + L->elen, L->ecap - L->elen, "%s%s: %s%s%s", L->elen ? "\n" : "", L->origin,
+                                path, *path ? ": " : "", msg);
 }
 
 void zcfg_mark_given(zinc_config *c, const char *path) {
@@ -81,8 +83,10 @@ int zcfg_shortest_digits(double x) {
 
 /* A number as written by a person: the shortest text that reads back exactly. */
 static void num_text(double x, char *buf, size_t n) {
-    if (x == floor(x) && fabs(x) < 1e15) snprintf(buf, n, "%.0f", x);
-    else snprintf(buf, n, "%.*g", zcfg_shortest_digits(x), x);
+    if (x == floor(x) && fabs(x) < 1e15)
+        snprintf(buf, n, "%.0f", x);
+    else
+        snprintf(buf, n, "%.*g", zcfg_shortest_digits(x), x);
 }
 
 /* A short rendering of a JSON value for messages (cut at a character boundary when long). */
@@ -112,9 +116,12 @@ static void range_text(const zkey_key *k, char *buf, size_t n) {
     char lo[40], hi[40];
     num_text(k->lo, lo, sizeof lo);
     num_text(k->hi, hi, sizeof hi);
-    if (k->kind == ZKEY_BETAS) snprintf(buf, n, "%s to below 1", lo);
-    else if (k->hi >= 0x1p63) snprintf(buf, n, "at least %s", lo);
-    else snprintf(buf, n, "%s to %s", lo, hi);
+    if (k->kind == ZKEY_BETAS)
+        snprintf(buf, n, "%s to below 1", lo);
+    else if (k->hi >= 0x1p63)
+        snprintf(buf, n, "at least %s", lo);
+    else
+        snprintf(buf, n, "%s to %s", lo, hi);
 }
 
 /* Settings given through another spelling (an alias or a legacy key): who set them, for "keep one". */
@@ -139,8 +146,10 @@ static const char *via_get(const zcfg_loader *L, const char *canon, char *buf, s
 }
 
 static void join(char *out, size_t n, const char *prefix, const char *key) {
-    if (*prefix) snprintf(out, n, "%s.%s", prefix, key);
-    else snprintf(out, n, "%s", key);
+    if (*prefix)
+        snprintf(out, n, "%s.%s", prefix, key);
+    else
+        snprintf(out, n, "%s", key);
 }
 
 static size_t edit_distance(const char *a, const char *b) {
@@ -190,7 +199,8 @@ static void unknown_key(zcfg_loader *L, const zkey_table *t, const char *key, co
     /* DeepSpeed ignores unknown top-level keys (people keep notes, launcher settings and their own options
      * there); inside its sections it forbids them, and so does zinc. */
     if (t == &zkey_top) {
-        ZLOG_WARN(L->log, "%s: %s: unknown key, ignored; DeepSpeed ignores unknown top-level keys too", L->origin, path);
+        ZLOG_WARN(L->log, "%s: %s: unknown key, ignored; DeepSpeed ignores unknown top-level keys too", L->origin,
+                  path);
         return;
     }
     char list[1024] = "";
@@ -242,9 +252,12 @@ static void enum_list(const char *const *names, char *out, size_t n) {
 }
 
 bool zcfg_parse_dtype(const char *s, zinc_dtype *out) {
-    static const struct { const char *name; zinc_dtype t; } tab[] = {
-        {"fp32", ZINC_FP32}, {"float32", ZINC_FP32}, {"float", ZINC_FP32}, {"fp16", ZINC_FP16},
-        {"float16", ZINC_FP16}, {"half", ZINC_FP16}, {"bf16", ZINC_BF16}, {"bfloat16", ZINC_BF16},
+    static const struct {
+        const char *name;
+        zinc_dtype t;
+    } tab[] = {
+        {"fp32", ZINC_FP32},    {"float32", ZINC_FP32}, {"float", ZINC_FP32}, {"fp16", ZINC_FP16},
+        {"float16", ZINC_FP16}, {"half", ZINC_FP16},    {"bf16", ZINC_BF16},  {"bfloat16", ZINC_BF16},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcasecmp(s, tab[i].name) || (!strncmp(s, "torch.", 6) && !strcasecmp(s + 6, tab[i].name))) {
@@ -285,8 +298,10 @@ static void set_scalar(zcfg_loader *L, const zkey_key *k, const json_t *v, const
     double x = 0;
     switch (k->kind) {
     case ZKEY_BOOL:
-        if (!json_is_boolean(v)) zcfg_problem(L, path, "expected true or false, got %s", s);
-        else *(bool *)(base + k->off) = json_is_true(v);
+        if (!json_is_boolean(v))
+            zcfg_problem(L, path, "expected true or false, got %s", s);
+        else
+            *(bool *)(base + k->off) = json_is_true(v);
         return;
     case ZKEY_INT:
     case ZKEY_I64:
@@ -302,8 +317,10 @@ static void set_scalar(zcfg_loader *L, const zkey_key *k, const json_t *v, const
             ZLOG_WARN(L->log, "%s: %s: %s is not a whole number; rounded to %.0f", L->origin, path, s, round(x));
             x = round(x);
         }
-        if (k->kind == ZKEY_INT) *(int *)(base + k->off) = (int)x;
-        else *(int64_t *)(base + k->off) = json_is_integer(v) ? (int64_t)json_integer_value(v) : (int64_t)x;
+        if (k->kind == ZKEY_INT)
+            *(int *)(base + k->off) = (int)x;
+        else
+            *(int64_t *)(base + k->off) = json_is_integer(v) ? (int64_t)json_integer_value(v) : (int64_t)x;
         return;
     case ZKEY_F64:
         if (number(L, k, v, path, &x)) *(double *)(base + k->off) = x;
@@ -331,12 +348,15 @@ static void set_scalar(zcfg_loader *L, const zkey_key *k, const json_t *v, const
         return;
     }
     case ZKEY_STR:
-        if (!json_is_string(v)) zcfg_problem(L, path, "expected a string, got %s", s);
+        if (!json_is_string(v))
+            zcfg_problem(L, path, "expected a string, got %s", s);
         else if (json_string_length(v) >= ZCFG_PATH_MAX)
-            zcfg_problem(L, path, "the string is %zu bytes; at most %d allowed", json_string_length(v), ZCFG_PATH_MAX - 1);
+            zcfg_problem(L, path, "the string is %zu bytes; at most %d allowed", json_string_length(v),
+                         ZCFG_PATH_MAX - 1);
         else if (strlen(json_string_value(v)) != json_string_length(v))
             zcfg_problem(L, path, "the string contains a NUL character");
-        else snprintf(base + k->off, ZCFG_PATH_MAX, "%s", json_string_value(v));
+        else
+            snprintf(base + k->off, ZCFG_PATH_MAX, "%s", json_string_value(v));
         return;
     case ZKEY_BETAS: {
         double b[2];
@@ -353,8 +373,7 @@ static void set_scalar(zcfg_loader *L, const zkey_key *k, const json_t *v, const
         ((double *)(base + k->off))[1] = b[1];
         return;
     }
-    default:
-        return;
+    default: return;
     }
 }
 
@@ -406,8 +425,9 @@ static void scheduler_param_mismatch(zcfg_loader *L, const zkey_table *t, const 
     if (L->sched_type_bad) return; /* the type's own problem says it all */
     if (type == ZSCHED_NONE) {
         if (!L->sched_params_reported)
-            zcfg_problem(L, "scheduler.type", "missing (or \"none\"), but scheduler.params is given; give one of "
-                                              "\"WarmupLR\", \"WarmupDecayLR\", \"WarmupCosineLR\", \"OneCycle\"");
+            zcfg_problem(L, "scheduler.type",
+                         "missing (or \"none\"), but scheduler.params is given; give one of "
+                         "\"WarmupLR\", \"WarmupDecayLR\", \"WarmupCosineLR\", \"OneCycle\"");
         L->sched_params_reported = true;
         return;
     }
@@ -416,12 +436,15 @@ static void scheduler_param_mismatch(zcfg_loader *L, const zkey_table *t, const 
     for (size_t i = 0; i < t->nkeys && n < sizeof list - 64; i++)
         if ((t->keys[i].mask & (1u << type)) && t->keys[i].kind != ZKEY_IGNORED)
             n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", t->keys[i].name);
-    zcfg_problem(L, path, "not a parameter of the %s schedule; its parameters are: %s", zkey_scheduler_names[type], list);
+    zcfg_problem(L, path, "not a parameter of the %s schedule; its parameters are: %s", zkey_scheduler_names[type],
+                 list);
 }
 
 /* DeepSpeed's other optimizers: one message, and their parameters are not checked against Adam's. */
 static bool refused_optimizer(zcfg_loader *L, const char *name, const char *path) {
-    static const struct { const char *name, *why; } tab[] = {
+    static const struct {
+        const char *name, *why;
+    } tab[] = {
         {"OneBitAdam", "1-bit Adam compresses the gradient communication, which zinc does not implement"},
         {"OneBitLamb", "1-bit LAMB compresses the gradient communication, which zinc does not implement"},
         {"ZeroOneAdam", "0/1 Adam compresses the gradient communication, which zinc does not implement"},
@@ -434,8 +457,9 @@ static bool refused_optimizer(zcfg_loader *L, const char *name, const char *path
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcasecmp(name, tab[i].name)) {
-            zcfg_problem(L, path, "\"%s\": %s; use \"Adam\", \"AdamW\", \"Lion\" or \"Lamb\" (its parameters are not checked)", name,
-                         tab[i].why);
+            zcfg_problem(L, path,
+                         "\"%s\": %s; use \"Adam\", \"AdamW\", \"Lion\" or \"Lamb\" (its parameters are not checked)",
+                         name, tab[i].why);
             L->optimizer_refused = true;
             return true;
         }
@@ -474,9 +498,7 @@ static void one_key(zcfg_loader *L, const zkey_table *t, const char *key, const 
     }
     char s[80];
     switch (k->kind) {
-    case ZKEY_LEGACY:
-        legacy(L, k, v, path);
-        return;
+    case ZKEY_LEGACY: legacy(L, k, v, path); return;
     case ZKEY_IGNORED:
         if (active(v)) ZLOG_WARN(L->log, "%s: %s: %s", L->origin, path, k->status);
         return;
@@ -493,16 +515,18 @@ static void one_key(zcfg_loader *L, const zkey_table *t, const char *key, const 
                     n += (size_t)snprintf(on + n, sizeof on - n, "%s%s.%s", n ? ", " : "", path, ck);
             }
             if (n) {
-                zcfg_problem(L, path, "%s %s switched on, but zinc does not implement it and ignoring it would change "
-                                      "training: %s. Remove the key or switch it off",
+                zcfg_problem(L, path,
+                             "%s %s switched on, but zinc does not implement it and ignoring it would change "
+                             "training: %s. Remove the key or switch it off",
                              on, strchr(on, ',') ? "are" : "is", k->status);
                 return;
             }
         }
         if (active(v) || (!strcmp(k->name, "max_grad_norm") && !json_is_null(v))) {
             show(v, s, sizeof s);
-            zcfg_problem(L, path, "%s is set, but zinc does not implement it and ignoring it would change "
-                                  "training: %s. Remove the key or switch it off",
+            zcfg_problem(L, path,
+                         "%s is set, but zinc does not implement it and ignoring it would change "
+                         "training: %s. Remove the key or switch it off",
                          s, k->status);
         }
         return;
@@ -525,19 +549,21 @@ static void one_key(zcfg_loader *L, const zkey_table *t, const char *key, const 
         zcfg_mark_given(L->c, cpath);
         walk(L, k->sub, v, cpath);
         return;
-    default:
-        break;
+    default: break;
     }
     if (json_is_null(v)) return; /* null: the default, as DeepSpeed's Optional fields */
     if (json_is_string(v) && !strcmp(json_string_value(v), "auto")) {
         zcfg_mark_auto(L, cpath); /* filled after the walk (config_auto.c), when every written value is known */
         return;
     }
-    if (!strcmp(cpath, "optimizer.type") && json_is_string(v) && refused_optimizer(L, json_string_value(v), path)) return;
+    if (!strcmp(cpath, "optimizer.type") && json_is_string(v) && refused_optimizer(L, json_string_value(v), path))
+        return;
     int before = L->nerr;
     set_scalar(L, k, v, path);
-    if (L->nerr == before) zcfg_mark_given(L->c, cpath);
-    else if (!strcmp(cpath, "scheduler.type")) L->sched_type_bad = true;
+    if (L->nerr == before)
+        zcfg_mark_given(L->c, cpath);
+    else if (!strcmp(cpath, "scheduler.type"))
+        L->sched_type_bad = true;
 }
 
 static void walk(zcfg_loader *L, const zkey_table *t, const json_t *obj, const char *prefix) {
@@ -607,8 +633,10 @@ static ptrdiff_t strip_comments(char *s) {
     bool in_str = false;
     for (size_t i = 0; s[i]; i++) {
         if (in_str) {
-            if (s[i] == '\\' && s[i + 1]) i++;
-            else if (s[i] == '"') in_str = false;
+            if (s[i] == '\\' && s[i + 1])
+                i++;
+            else if (s[i] == '"')
+                in_str = false;
         } else if (s[i] == '"') {
             in_str = true;
         } else if (s[i] == '#' || (s[i] == '/' && s[i + 1] == '/')) {
@@ -657,8 +685,10 @@ zinc_status zcfg_load_text_ex(const char *json, const char *origin, int world_si
     if (open >= 0) {
         int line = 1, col = 1;
         for (ptrdiff_t i = 0; i < open; i++) {
-            if (json[i] == '\n') line++, col = 1;
-            else col++;
+            if (json[i] == '\n')
+                line++, col = 1;
+            else
+                col++;
         }
         FAIL(ZINC_ERR_CONFIG, "%s:%d:%d: not valid JSON: unterminated comment (\"/*\" without \"*/\")", L.origin, line,
              col);

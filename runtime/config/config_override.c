@@ -16,8 +16,10 @@ static void render(const json_t *v, char *buf, size_t n) {
         snprintf(buf, n, "(value)");
         return;
     }
-    if (strlen(s) > 80) snprintf(buf, n, "%.77s...", s);
-    else snprintf(buf, n, "%s", s);
+    if (strlen(s) > 80)
+        snprintf(buf, n, "%.77s...", s);
+    else
+        snprintf(buf, n, "%s", s);
     free(s);
 }
 
@@ -32,8 +34,9 @@ static bool known_path(zcfg_loader *L, const char *what, const char *path) {
         const zkey_key *k = zkey_find(t, seg);
         if (k && k->kind == ZKEY_ALIAS) k = zkey_find(t, k->target);
         if (!k) {
-            zcfg_problem(L, what, "\"%s\" is not a key zinc knows %s%s%s; see zinc config check's output for the "
-                                  "keys and their paths",
+            zcfg_problem(L, what,
+                         "\"%s\" is not a key zinc knows %s%s%s; see zinc config check's output for the "
+                         "keys and their paths",
                          seg, *at ? "inside \"" : "at the top level", at, *at ? "\"" : "");
             return false;
         }
@@ -53,8 +56,9 @@ static void apply_one(zcfg_loader *L, json_t *root, const char *arg) {
     snprintf(what, sizeof what, "--set %.500s", arg);
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg) {
-        zcfg_problem(L, what, "expected PATH=VALUE: a dotted key path and a JSON value, for example "
-                              "--set train_micro_batch_size_per_gpu=4 or --set optimizer.params.betas=[0.9,0.95]");
+        zcfg_problem(L, what,
+                     "expected PATH=VALUE: a dotted key path and a JSON value, for example "
+                     "--set train_micro_batch_size_per_gpu=4 or --set optimizer.params.betas=[0.9,0.95]");
         return;
     }
     size_t plen = (size_t)(eq - arg);
@@ -76,8 +80,9 @@ static void apply_one(zcfg_loader *L, json_t *root, const char *arg) {
     if (!v) {
         /* Something that starts like JSON but does not parse is a typo, not a word. */
         if (!*text || strchr("[{\"", text[0])) {
-            zcfg_problem(L, what, "the value is not valid JSON%s%s; write a number, true/false, null, a string, "
-                                  "[...] or {...}",
+            zcfg_problem(L, what,
+                         "the value is not valid JSON%s%s; write a number, true/false, null, a string, "
+                         "[...] or {...}",
                          *text ? ": " : " (it is empty)", *text ? je.text : "");
             return;
         }
@@ -101,8 +106,8 @@ static void apply_one(zcfg_loader *L, json_t *root, const char *arg) {
         } else if (!json_is_object(next)) {
             char old[100];
             render(next, old, sizeof old);
-            zcfg_problem(L, what, "%s is %s in the config, not an object ({...}), so it has no key \"%s\"", walked,
-                         old, dot + 1);
+            zcfg_problem(L, what, "%s is %s in the config, not an object ({...}), so it has no key \"%s\"", walked, old,
+                         dot + 1);
             json_decref(v);
             return;
         }

@@ -12,25 +12,36 @@
 void zcfg_defaults(zinc_config *c) {
     memset(c, 0, sizeof *c);
     c->world_size = 1;
-    c->optimizer = (zcfg_optimizer){.type = ZOPT_ADAM, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-                                    .bias_correction = true, .adam_w_mode = true,
-                                    .max_coeff = 10.0, .min_coeff = 0.01};
-    c->scheduler = (zcfg_scheduler){.type = ZSCHED_NONE, .warmup_max_lr = 1e-3, .warmup_num_steps = 1000,
-                                    .warmup_type = ZWARMUP_LOG, .cos_min_ratio = 1e-4,
-                                    .cycle_first_step_size = 2000, .cycle_second_step_size = -1,
-                                    .cycle_second_stair_count = -1, .cycle_momentum = true,
-                                    .cycle_min_mom = 0.8, .cycle_max_mom = 0.9};
-    c->fp16 = (zcfg_fp16){.initial_scale_power = 16, .loss_scale_window = 1000, .hysteresis = 2,
-                          .min_loss_scale = 1};
+    c->optimizer = (zcfg_optimizer){.type = ZOPT_ADAM,
+                                    .lr = 1e-3,
+                                    .beta1 = 0.9,
+                                    .beta2 = 0.999,
+                                    .eps = 1e-8,
+                                    .bias_correction = true,
+                                    .adam_w_mode = true,
+                                    .max_coeff = 10.0,
+                                    .min_coeff = 0.01};
+    c->scheduler = (zcfg_scheduler){.type = ZSCHED_NONE,
+                                    .warmup_max_lr = 1e-3,
+                                    .warmup_num_steps = 1000,
+                                    .warmup_type = ZWARMUP_LOG,
+                                    .cos_min_ratio = 1e-4,
+                                    .cycle_first_step_size = 2000,
+                                    .cycle_second_step_size = -1,
+                                    .cycle_second_stair_count = -1,
+                                    .cycle_momentum = true,
+                                    .cycle_min_mom = 0.8,
+                                    .cycle_max_mom = 0.9};
+    c->fp16 = (zcfg_fp16){.initial_scale_power = 16, .loss_scale_window = 1000, .hysteresis = 2, .min_loss_scale = 1};
     c->zero.contiguous_gradients = true;
     c->zero.reduce_scatter = true;
     c->zero.reduce_bucket_size = 500000000;
     c->zero.allgather_bucket_size = 500000000;
     c->zero.allgather_partitions = true;
-    c->zero.offload_optimizer = (zcfg_offload){.buffer_count = 4, .ratio = 1.0, .buffer_size = 100000000,
-                                               .max_in_cpu = 1000000000};
-    c->zero.offload_param = (zcfg_offload){.buffer_count = 5, .ratio = 1.0, .buffer_size = 100000000,
-                                           .max_in_cpu = 1000000000};
+    c->zero.offload_optimizer =
+        (zcfg_offload){.buffer_count = 4, .ratio = 1.0, .buffer_size = 100000000, .max_in_cpu = 1000000000};
+    c->zero.offload_param =
+        (zcfg_offload){.buffer_count = 5, .ratio = 1.0, .buffer_size = 100000000, .max_in_cpu = 1000000000};
     c->zero.sub_group_size = 1000000000;
     c->zero.prefetch_bucket_size = 50000000;
     c->zero.param_persistence_threshold = 100000;
@@ -95,19 +106,25 @@ static void resolve_batch(zcfg_loader *L) {
         if (ok)
             snprintf(advice, sizeof advice,
                      "Set train_batch_size to %" PRId64 ", or leave one of the three out to have it derived", prod);
-        else snprintf(advice, sizeof advice, "Lower train_micro_batch_size_per_gpu or gradient_accumulation_steps");
+        else
+            snprintf(advice, sizeof advice, "Lower train_micro_batch_size_per_gpu or gradient_accumulation_steps");
     } else if (tb && mb) {
         ga = tb / mb / W;
         how = "gradient_accumulation_steps = train_batch_size / micro / world_size";
         int64_t m;
-        if (__builtin_mul_overflow(mb, W, &m)) snprintf(advice, sizeof advice, "Lower train_micro_batch_size_per_gpu");
-        else snprintf(advice, sizeof advice, "Make train_batch_size a multiple of micro x world_size = %" PRId64, m);
+        if (__builtin_mul_overflow(mb, W, &m))
+            snprintf(advice, sizeof advice, "Lower train_micro_batch_size_per_gpu");
+        else
+            snprintf(advice, sizeof advice, "Make train_batch_size a multiple of micro x world_size = %" PRId64, m);
     } else if (tb && ga) {
         mb = tb / W / ga;
         how = "train_micro_batch_size_per_gpu = train_batch_size / world_size / gradient_accumulation_steps";
         int64_t m;
-        if (__builtin_mul_overflow(ga, W, &m)) snprintf(advice, sizeof advice, "Lower gradient_accumulation_steps");
-        else snprintf(advice, sizeof advice, "Make train_batch_size a multiple of world_size x gradient_accumulation_steps = %" PRId64, m);
+        if (__builtin_mul_overflow(ga, W, &m))
+            snprintf(advice, sizeof advice, "Lower gradient_accumulation_steps");
+        else
+            snprintf(advice, sizeof advice,
+                     "Make train_batch_size a multiple of world_size x gradient_accumulation_steps = %" PRId64, m);
     } else if (mb && ga) {
         how = "train_batch_size = micro * gradient_accumulation_steps * world_size";
         if (!mul3(mb, ga, W, &tb)) {
@@ -128,7 +145,8 @@ static void resolve_batch(zcfg_loader *L) {
         how = "gradient_accumulation_steps = 1, train_batch_size = micro * world_size";
         if (__builtin_mul_overflow(mb, W, &tb)) {
             zcfg_problem(L, "train_batch_size",
-                         "train_micro_batch_size_per_gpu %" PRId64 " x world_size %" PRId64 " is too large (above 2^63 - 1)",
+                         "train_micro_batch_size_per_gpu %" PRId64 " x world_size %" PRId64
+                         " is too large (above 2^63 - 1)",
                          mb, W);
             return;
         }
@@ -142,8 +160,10 @@ static void resolve_batch(zcfg_loader *L) {
     bool fits = mul3(mb, ga, W, &prod);
     if (mb < 1 || ga < 1 || !fits || tb != prod) {
         char eq[64];
-        if (fits) snprintf(eq, sizeof eq, "%" PRId64, prod);
-        else snprintf(eq, sizeof eq, "a product too large for 64 bits");
+        if (fits)
+            snprintf(eq, sizeof eq, "%" PRId64, prod);
+        else
+            snprintf(eq, sizeof eq, "a product too large for 64 bits");
         /* a value derived here is shown as derived, not as if the file wrote it */
         bool d_tb = !zcfg_given(c, "train_batch_size"), d_mb = !zcfg_given(c, "train_micro_batch_size_per_gpu"),
              d_ga = !zcfg_given(c, "gradient_accumulation_steps");
@@ -151,8 +171,8 @@ static void resolve_batch(zcfg_loader *L) {
                      "the batch sizes do not fit the world size: train_batch_size %" PRId64
                      "%s must equal train_micro_batch_size_per_gpu %" PRId64 "%s x gradient_accumulation_steps %" PRId64
                      "%s x world_size %" PRId64 " = %s (%s). %s",
-                     tb, d_tb ? " (derived)" : "", mb, d_mb ? " (derived)" : "", ga, d_ga ? " (derived)" : "", W,
-                     eq, how, advice);
+                     tb, d_tb ? " (derived)" : "", mb, d_mb ? " (derived)" : "", ga, d_ga ? " (derived)" : "", W, eq,
+                     how, advice);
         return;
     }
     c->train_batch_size = tb;
@@ -165,8 +185,9 @@ static void resolve_batch(zcfg_loader *L) {
     note_derived(L, "gradient_accumulation_steps", derived);
     if (L->autos[0] || !zcfg_given(c, "train_batch_size") || !zcfg_given(c, "train_micro_batch_size_per_gpu") ||
         !zcfg_given(c, "gradient_accumulation_steps"))
-        ZLOG_INFO(L->log, "%s: batch sizes for world size %d: train_batch_size %" PRId64 ", micro %" PRId64
-                          ", gradient_accumulation_steps %" PRId64,
+        ZLOG_INFO(L->log,
+                  "%s: batch sizes for world size %d: train_batch_size %" PRId64 ", micro %" PRId64
+                  ", gradient_accumulation_steps %" PRId64,
                   L->origin, c->world_size, tb, mb, ga);
 }
 
@@ -181,15 +202,17 @@ static void resolve_scheduler(zcfg_loader *L) {
                      zkey_scheduler_names[s->type]);
     if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
         zcfg_given(c, "scheduler.params.total_num_steps") && s->total_num_steps < s->warmup_num_steps)
-        ZLOG_WARN(L->log, "%s: scheduler.params.total_num_steps %" PRId64 " is below warmup_num_steps %" PRId64
-                          ": the decay never starts",
+        ZLOG_WARN(L->log,
+                  "%s: scheduler.params.total_num_steps %" PRId64 " is below warmup_num_steps %" PRId64
+                  ": the decay never starts",
                   L->origin, s->total_num_steps, s->warmup_num_steps);
     /* DeepSpeed >= 0.17.2: WarmupLR without warmup_max_lr warms up to the optimizer's lr (WarmupDecayLR keeps
      * its 0.001 default) */
     if (s->type == ZSCHED_WARMUP_LR && !zcfg_given(c, "scheduler.params.warmup_max_lr")) {
         s->warmup_max_lr = c->optimizer.lr;
-        ZLOG_INFO(L->log, "%s: scheduler.params.warmup_max_lr not given: WarmupLR warms up to the optimizer's lr %g, "
-                          "as DeepSpeed >= 0.17.2",
+        ZLOG_INFO(L->log,
+                  "%s: scheduler.params.warmup_max_lr not given: WarmupLR warms up to the optimizer's lr %g, "
+                  "as DeepSpeed >= 0.17.2",
                   L->origin, c->optimizer.lr);
     }
     /* DeepSpeed 0.19.6: an explicit negative cycle_second_stair_count means no stairs in the falling half (it
@@ -226,8 +249,9 @@ static void resolve_offload(zcfg_loader *L) {
                      "required when device is \"nvme\": the directory for the swap files");
     /* DeepSpeed ignores offload_param below stage 3; it does not change the math, so neither does zinc */
     if (op->device != ZOFFLOAD_NONE && c->zero.stage != 3) {
-        ZLOG_WARN(L->log, "%s: zero_optimization.offload_param: ignored at stage %d (parameter offload needs stage 3; "
-                          "DeepSpeed ignores it there too)",
+        ZLOG_WARN(L->log,
+                  "%s: zero_optimization.offload_param: ignored at stage %d (parameter offload needs stage 3; "
+                  "DeepSpeed ignores it there too)",
                   L->origin, c->zero.stage);
         op->device = ZOFFLOAD_NONE;
     }
@@ -245,10 +269,12 @@ static void resolve_offload(zcfg_loader *L) {
                      "optimizer offload needs stage 1, 2 or 3 (stage is 0)");
     if (oo->ratio < 1.0 && oo->device != ZOFFLOAD_NONE)
         zcfg_problem(L, "zero_optimization.offload_optimizer.ratio",
-                     "%g: partial offload is not implemented; zinc offloads all of the optimizer state (1.0)", oo->ratio);
+                     "%g: partial offload is not implemented; zinc offloads all of the optimizer state (1.0)",
+                     oo->ratio);
     if (c->aio.use_gds) zcfg_problem(L, "aio.use_gds", "GPUDirect Storage is not implemented; set it to false");
     if (c->aio.block_size % 4096)
-        zcfg_problem(L, "aio.block_size", "%" PRId64 " is not a multiple of 4096 (needed for O_DIRECT)", c->aio.block_size);
+        zcfg_problem(L, "aio.block_size", "%" PRId64 " is not a multiple of 4096 (needed for O_DIRECT)",
+                     c->aio.block_size);
 }
 
 /* Each optimizer takes the keyword arguments of its DeepSpeed class (FusedAdam, FusedLion / DeepSpeedCPULion,
@@ -256,7 +282,10 @@ static void resolve_offload(zcfg_loader *L) {
  * weight decay is always decoupled. */
 static void resolve_optimizer_keys(zcfg_loader *L) {
     zinc_config *c = L->c;
-    static const struct { const char *key, *takes; unsigned who; } only[] = {
+    static const struct {
+        const char *key, *takes;
+        unsigned who;
+    } only[] = {
         /* who: bit 0 Adam/AdamW, bit 1 Lion, bit 2 Lamb */
         {"eps", "Adam, AdamW and Lamb", 1u | 4u},
         {"bias_correction", "Adam, AdamW and Lamb", 1u | 4u},
@@ -276,8 +305,9 @@ static void resolve_optimizer_keys(zcfg_loader *L) {
     }
     if (c->optimizer.type == ZOPT_LAMB && c->optimizer.min_coeff > c->optimizer.max_coeff &&
         !zcfg_had_problem(L, "optimizer.params.min_coeff"))
-        zcfg_problem(L, "optimizer.params.min_coeff", "%g is above max_coeff %g; the trust ratio is clamped to "
-                                                      "[min_coeff, max_coeff]",
+        zcfg_problem(L, "optimizer.params.min_coeff",
+                     "%g is above max_coeff %g; the trust ratio is clamped to "
+                     "[min_coeff, max_coeff]",
                      c->optimizer.min_coeff, c->optimizer.max_coeff);
     if (c->optimizer.type == ZOPT_LION) c->optimizer.adam_w_mode = true; /* p *= 1 - lr*wd */
 }
@@ -286,9 +316,10 @@ static void resolve_optimizer_keys(zcfg_loader *L) {
 static void resolve_learnable(zcfg_loader *L) {
     zinc_config *c = L->c;
     if (c->optimizer.eps <= 0 && !zcfg_had_problem(L, "optimizer.params.eps"))
-        zcfg_problem(L, "optimizer.params.eps", "%g is out of range; allowed: above 0, up to 1. Adam divides by "
-                                                "sqrt(v) + eps, and v is 0 wherever the gradient has been 0, so eps 0 "
-                                                "makes those updates 0/0 = NaN (1e-8 is the usual value)",
+        zcfg_problem(L, "optimizer.params.eps",
+                     "%g is out of range; allowed: above 0, up to 1. Adam divides by "
+                     "sqrt(v) + eps, and v is 0 wherever the gradient has been 0, so eps 0 "
+                     "makes those updates 0/0 = NaN (1e-8 is the usual value)",
                      c->optimizer.eps);
     if (c->scheduler.type == ZSCHED_ONE_CYCLE && c->scheduler.cycle_momentum && c->scheduler.cycle_max_mom >= 1 &&
         !zcfg_had_problem(L, "scheduler"))
@@ -311,8 +342,9 @@ static void resolve_learnable(zcfg_loader *L) {
         for (size_t i = 0; i < sizeof dyn / sizeof dyn[0]; i++)
             if (zcfg_given(c, dyn[i])) n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", dyn[i]);
         if (n)
-            ZLOG_WARN(L->log, "%s: %s: no effect with the static fp16.loss_scale %g (DeepSpeed reads them only for "
-                              "dynamic scaling, loss_scale 0)",
+            ZLOG_WARN(L->log,
+                      "%s: %s: no effect with the static fp16.loss_scale %g (DeepSpeed reads them only for "
+                      "dynamic scaling, loss_scale 0)",
                       L->origin, list, c->fp16.loss_scale);
     }
     /* 2^16 either way: beyond it the pre-division shifts fp16 gradients (largest finite 65504, smallest normal
@@ -340,13 +372,15 @@ void zcfg_resolve(zcfg_loader *L) {
     c->optimizer.adam_w_mode = c->optimizer.type == ZOPT_ADAMW || c->optimizer.adam_w_mode;
     if (c->optimizer.type == ZOPT_ADAM && c->optimizer.adam_w_mode && c->optimizer.weight_decay > 0 &&
         !zcfg_given(c, "optimizer.params.adam_w_mode"))
-        ZLOG_INFO(L->log, "%s: optimizer \"Adam\" with weight_decay %g uses decoupled decay (AdamW), as "
-                          "DeepSpeed's adam_w_mode default; set optimizer.params.adam_w_mode false for L2 decay",
+        ZLOG_INFO(L->log,
+                  "%s: optimizer \"Adam\" with weight_decay %g uses decoupled decay (AdamW), as "
+                  "DeepSpeed's adam_w_mode default; set optimizer.params.adam_w_mode false for L2 decay",
                   L->origin, c->optimizer.weight_decay);
     if (!zcfg_given(c, "zero_optimization.overlap_comm")) c->zero.overlap_comm = c->zero.stage == 3;
     if (c->fp16.enabled && c->fp16.loss_scale == 0 && c->fp16.min_loss_scale > ldexp(1.0, c->fp16.initial_scale_power))
-        zcfg_problem(L, "fp16.min_loss_scale", "%g is above the initial scale 2^%d; lower it or raise "
-                                               "initial_scale_power",
+        zcfg_problem(L, "fp16.min_loss_scale",
+                     "%g is above the initial scale 2^%d; lower it or raise "
+                     "initial_scale_power",
                      c->fp16.min_loss_scale, c->fp16.initial_scale_power);
     resolve_scheduler(L);
     resolve_offload(L);

@@ -11,19 +11,32 @@
 #define IMPL "implemented"
 #define BIG ((double)INT64_MAX)
 
-#define BOOL(n, fld, m) {.name = n, .kind = ZKEY_BOOL, .off = F(fld), .meaning = m, .status = IMPL}
-#define INT(n, fld, a, b, m) {.name = n, .kind = ZKEY_INT, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
-#define I64(n, fld, a, b, m) {.name = n, .kind = ZKEY_I64, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
-#define SIZE(n, fld, a, b, m) {.name = n, .kind = ZKEY_SIZE, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
-#define DBL(n, fld, a, b, m) {.name = n, .kind = ZKEY_F64, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL}
-#define ENUM(n, fld, nm, m) {.name = n, .kind = ZKEY_ENUM, .off = F(fld), .names = nm, .meaning = m, .status = IMPL}
-#define STR(n, fld, m) {.name = n, .kind = ZKEY_STR, .off = F(fld), .meaning = m, .status = IMPL}
-#define OBJ(n, tbl, m) {.name = n, .kind = ZKEY_OBJECT, .sub = &tbl, .meaning = m, .status = IMPL}
-#define ALIAS(n, t) {.name = n, .kind = ZKEY_ALIAS, .target = t, .status = IMPL}
-#define DEPR(n, t) {.name = n, .kind = ZKEY_ALIAS, .target = t, .deprecated = 1, .status = IMPL}
-#define LEGACY(n, t) {.name = n, .kind = ZKEY_LEGACY, .target = t, .status = IMPL}
-#define IGNORED(n, why) {.name = n, .kind = ZKEY_IGNORED, .status = why}
-#define REFUSED(n, why) {.name = n, .kind = ZKEY_REFUSED, .status = why}
+#define BOOL(n, fld, m)                                                                                                \
+    { .name = n, .kind = ZKEY_BOOL, .off = F(fld), .meaning = m, .status = IMPL }
+#define INT(n, fld, a, b, m)                                                                                           \
+    { .name = n, .kind = ZKEY_INT, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL }
+#define I64(n, fld, a, b, m)                                                                                           \
+    { .name = n, .kind = ZKEY_I64, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL }
+#define SIZE(n, fld, a, b, m)                                                                                          \
+    { .name = n, .kind = ZKEY_SIZE, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL }
+#define DBL(n, fld, a, b, m)                                                                                           \
+    { .name = n, .kind = ZKEY_F64, .off = F(fld), .lo = a, .hi = b, .meaning = m, .status = IMPL }
+#define ENUM(n, fld, nm, m)                                                                                            \
+    { .name = n, .kind = ZKEY_ENUM, .off = F(fld), .names = nm, .meaning = m, .status = IMPL }
+#define STR(n, fld, m)                                                                                                 \
+    { .name = n, .kind = ZKEY_STR, .off = F(fld), .meaning = m, .status = IMPL }
+#define OBJ(n, tbl, m)                                                                                                 \
+    { .name = n, .kind = ZKEY_OBJECT, .sub = &tbl, .meaning = m, .status = IMPL }
+#define ALIAS(n, t)                                                                                                    \
+    { .name = n, .kind = ZKEY_ALIAS, .target = t, .status = IMPL }
+#define DEPR(n, t)                                                                                                     \
+    { .name = n, .kind = ZKEY_ALIAS, .target = t, .deprecated = 1, .status = IMPL }
+#define LEGACY(n, t)                                                                                                   \
+    { .name = n, .kind = ZKEY_LEGACY, .target = t, .status = IMPL }
+#define IGNORED(n, why)                                                                                                \
+    { .name = n, .kind = ZKEY_IGNORED, .status = why }
+#define REFUSED(n, why)                                                                                                \
+    { .name = n, .kind = ZKEY_REFUSED, .status = why }
 #define TABLE(var, p, arr) const zkey_table var = {p, arr, sizeof arr / sizeof arr[0]}
 
 const char *const zkey_optimizer_names[] = {"Adam", "AdamW", "Lion", "Lamb", NULL};
@@ -36,8 +49,13 @@ static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 /* ------------------------------------------------------------------ optimizer */
 static const zkey_key optimizer_params_keys[] = {
     DBL("lr", optimizer.lr, 0, 1e3, "learning rate (the schedulers' WarmupCosineLR scales it)"),
-    {.name = "betas", .kind = ZKEY_BETAS, .off = F(optimizer.beta1), .lo = 0, .hi = 1 - DBL_EPSILON,
-     .meaning = "[beta1, beta2], each in [0, 1)", .status = IMPL},
+    {.name = "betas",
+     .kind = ZKEY_BETAS,
+     .off = F(optimizer.beta1),
+     .lo = 0,
+     .hi = 1 - DBL_EPSILON,
+     .meaning = "[beta1, beta2], each in [0, 1)",
+     .status = IMPL},
     DBL("eps", optimizer.eps, 0, 1, "added after the bias-corrected square root"),
     DBL("weight_decay", optimizer.weight_decay, 0, 1e3, "decoupled (AdamW mode) or L2 (Adam mode)"),
     BOOL("bias_correction", optimizer.bias_correction, "divide the moments by 1 - beta^t"),
@@ -64,46 +82,158 @@ static TABLE(optimizer_tbl, "optimizer", optimizer_keys);
 #define S_WCL (1u << ZSCHED_WARMUP_COSINE_LR)
 #define S_OC (1u << ZSCHED_ONE_CYCLE)
 static const zkey_key scheduler_params_keys[] = {
-    {.name = "warmup_min_lr", .kind = ZKEY_F64, .off = F(scheduler.warmup_min_lr), .lo = 0, .hi = 1e3,
-     .mask = S_WLR | S_WDL, .meaning = "lr at step 0 of the warmup", .status = IMPL},
-    {.name = "warmup_max_lr", .kind = ZKEY_F64, .off = F(scheduler.warmup_max_lr), .lo = 0, .hi = 1e3,
-     .mask = S_WLR | S_WDL, .meaning = "lr at the end of the warmup", .status = IMPL},
-    {.name = "warmup_num_steps", .kind = ZKEY_I64, .off = F(scheduler.warmup_num_steps), .lo = 0, .hi = BIG,
-     .mask = S_WLR | S_WDL | S_WCL, .meaning = "warmup length in optimizer steps", .status = IMPL},
-    {.name = "warmup_type", .kind = ZKEY_ENUM, .off = F(scheduler.warmup_type), .names = warmup_names,
-     .mask = S_WLR | S_WDL | S_WCL, .meaning = "log or linear warmup", .status = IMPL},
-    {.name = "total_num_steps", .kind = ZKEY_I64, .off = F(scheduler.total_num_steps), .lo = 1, .hi = BIG,
-     .mask = S_WDL | S_WCL, .meaning = "steps at which the decay reaches its end (required)", .status = IMPL},
-    {.name = "warmup_min_ratio", .kind = ZKEY_F64, .off = F(scheduler.warmup_min_ratio), .lo = 0, .hi = 1,
-     .mask = S_WCL, .meaning = "lr ratio at step 0 of the warmup", .status = IMPL},
-    {.name = "cos_min_ratio", .kind = ZKEY_F64, .off = F(scheduler.cos_min_ratio), .lo = 0, .hi = 1,
-     .mask = S_WCL, .meaning = "lr ratio at the end of the cosine", .status = IMPL},
-    {.name = "cycle_min_lr", .kind = ZKEY_F64, .off = F(scheduler.cycle_min_lr), .lo = 0, .hi = 1e3,
-     .mask = S_OC, .meaning = "lowest lr of the cycle (required)", .status = IMPL},
-    {.name = "cycle_max_lr", .kind = ZKEY_F64, .off = F(scheduler.cycle_max_lr), .lo = 0, .hi = 1e3,
-     .mask = S_OC, .meaning = "highest lr of the cycle (required)", .status = IMPL},
-    {.name = "decay_lr_rate", .kind = ZKEY_F64, .off = F(scheduler.decay_lr_rate), .lo = 0, .hi = 1e3,
-     .mask = S_OC, .meaning = "lr decay rate after the cycle", .status = IMPL},
-    {.name = "cycle_first_step_size", .kind = ZKEY_I64, .off = F(scheduler.cycle_first_step_size), .lo = 1,
-     .hi = BIG, .mask = S_OC, .meaning = "steps of the rising half", .status = IMPL},
-    {.name = "cycle_second_step_size", .kind = ZKEY_I64, .off = F(scheduler.cycle_second_step_size), .lo = -1,
-     .hi = BIG, .mask = S_OC, .meaning = "steps of the falling half (-1: same as the first)", .status = IMPL},
-    {.name = "cycle_first_stair_count", .kind = ZKEY_I64, .off = F(scheduler.cycle_first_stair_count), .lo = 0,
-     .hi = BIG, .mask = S_OC, .meaning = "stairs in the rising half (0: smooth)", .status = IMPL},
-    {.name = "cycle_second_stair_count", .kind = ZKEY_I64, .off = F(scheduler.cycle_second_stair_count),
-     .lo = -1, .hi = BIG, .mask = S_OC, .meaning = "stairs in the falling half (-1: as the first)",
+    {.name = "warmup_min_lr",
+     .kind = ZKEY_F64,
+     .off = F(scheduler.warmup_min_lr),
+     .lo = 0,
+     .hi = 1e3,
+     .mask = S_WLR | S_WDL,
+     .meaning = "lr at step 0 of the warmup",
      .status = IMPL},
-    {.name = "decay_step_size", .kind = ZKEY_I64, .off = F(scheduler.decay_step_size), .lo = 0, .hi = BIG,
-     .mask = S_OC, .meaning = "steps per decay interval after the cycle (0: no decay)", .status = IMPL},
-    {.name = "cycle_momentum", .kind = ZKEY_BOOL, .off = F(scheduler.cycle_momentum), .mask = S_OC,
-     .meaning = "cycle beta1 inversely to the lr (beta2 is left alone, unlike DeepSpeed)", .status = IMPL},
-    {.name = "cycle_min_mom", .kind = ZKEY_F64, .off = F(scheduler.cycle_min_mom), .lo = 0, .hi = 1,
-     .mask = S_OC, .meaning = "lowest beta1 of the cycle", .status = IMPL},
-    {.name = "cycle_max_mom", .kind = ZKEY_F64, .off = F(scheduler.cycle_max_mom), .lo = 0, .hi = 1,
-     .mask = S_OC, .meaning = "highest beta1 of the cycle", .status = IMPL},
-    {.name = "decay_mom_rate", .kind = ZKEY_F64, .off = F(scheduler.decay_mom_rate), .lo = 0, .hi = 1e3,
-     .mask = S_OC, .meaning = "momentum decay rate after the cycle", .status = IMPL},
-    {.name = "last_batch_iteration", .kind = ZKEY_IGNORED, .mask = S_WLR | S_WDL | S_WCL | S_OC,
+    {.name = "warmup_max_lr",
+     .kind = ZKEY_F64,
+     .off = F(scheduler.warmup_max_lr),
+     .lo = 0,
+     .hi = 1e3,
+     .mask = S_WLR | S_WDL,
+     .meaning = "lr at the end of the warmup",
+     .status = IMPL},
+    {.name = "warmup_num_steps",
+     .kind = ZKEY_I64,
+     .off = F(scheduler.warmup_num_steps),
+     .lo = 0,
+     .hi = BIG,
+     .mask = S_WLR | S_WDL | S_WCL,
+     .meaning = "warmup length in optimizer steps",
+     .status = IMPL},
+    {.name = "warmup_type",
+     .kind = ZKEY_ENUM,
+     .off = F(scheduler.warmup_type),
+     .names = warmup_names,
+     .mask = S_WLR | S_WDL | S_WCL,
+     .meaning = "log or linear warmup",
+     .status = IMPL},
+    {.name = "total_num_steps",
+     .kind = ZKEY_I64,
+     .off = F(scheduler.total_num_steps),
+     .lo = 1,
+     .hi = BIG,
+     .mask = S_WDL | S_WCL,
+     .meaning = "steps at which the decay reaches its end (required)",
+     .status = IMPL},
+    {.name = "warmup_min_ratio",
+     .kind = ZKEY_F64,
+     .off = F(scheduler.warmup_min_ratio),
+     .lo = 0,
+     .hi = 1,
+     .mask = S_WCL,
+     .meaning = "lr ratio at step 0 of the warmup",
+     .status = IMPL},
+    {.name = "cos_min_ratio",
+     .kind = ZKEY_F64,
+     .off = F(scheduler.cos_min_ratio),
+     .lo = 0,
+     .hi = 1,
+     .mask = S_WCL,
+     .meaning = "lr ratio at the end of the cosine",
+     .status = IMPL},
+    {.name = "cycle_min_lr",
+     .kind = ZKEY_F64,
+     .off = F(scheduler.cycle_min_lr),
+     .lo = 0,
+     .hi = 1e3,
+     .mask = S_OC,
+     .meaning = "lowest lr of the cycle (required)",
+     .status = IMPL},
+    {.name = "cycle_max_lr",
+     .kind = ZKEY_F64,
+     .off = F(scheduler.cycle_max_lr),
+     .lo = 0,
+     .hi = 1e3,
+     .mask = S_OC,
+     .meaning = "highest lr of the cycle (required)",
+     .status = IMPL},
+    {.name = "decay_lr_rate",
+     .kind = ZKEY_F64,
+     .off = F(scheduler.decay_lr_rate),
+     .lo = 0,
+     .hi = 1e3,
+     .mask = S_OC,
+     .meaning = "lr decay rate after the cycle",
+     .status = IMPL},
+    {.name = "cycle_first_step_size",
+     .kind = ZKEY_I64,
+     .off = F(scheduler.cycle_first_step_size),
+     .lo = 1,
+     .hi = BIG,
+     .mask = S_OC,
+     .meaning = "steps of the rising half",
+     .status = IMPL},
+    {.name = "cycle_second_step_size",
+     .kind = ZKEY_I64,
+     .off = F(scheduler.cycle_second_step_size),
+     .lo = -1,
+     .hi = BIG,
+     .mask = S_OC,
+     .meaning = "steps of the falling half (-1: same as the first)",
+     .status = IMPL},
+    {.name = "cycle_first_stair_count",
+     .kind = ZKEY_I64,
+     .off = F(scheduler.cycle_first_stair_count),
+     .lo = 0,
+     .hi = BIG,
+     .mask = S_OC,
+     .meaning = "stairs in the rising half (0: smooth)",
+     .status = IMPL},
+    {.name = "cycle_second_stair_count",
+     .kind = ZKEY_I64,
+     .off = F(scheduler.cycle_second_stair_count),
+     .lo = -1,
+     .hi = BIG,
+     .mask = S_OC,
+     .meaning = "stairs in the falling half (-1: as the first)",
+     .status = IMPL},
+    {.name = "decay_step_size",
+     .kind = ZKEY_I64,
+     .off = F(scheduler.decay_step_size),
+     .lo = 0,
+     .hi = BIG,
+     .mask = S_OC,
+     .meaning = "steps per decay interval after the cycle (0: no decay)",
+     .status = IMPL},
+    {.name = "cycle_momentum",
+     .kind = ZKEY_BOOL,
+     .off = F(scheduler.cycle_momentum),
+     .mask = S_OC,
+     .meaning = "cycle beta1 inversely to the lr (beta2 is left alone, unlike DeepSpeed)",
+     .status = IMPL},
+    {.name = "cycle_min_mom",
+     .kind = ZKEY_F64,
+     .off = F(scheduler.cycle_min_mom),
+     .lo = 0,
+     .hi = 1,
+     .mask = S_OC,
+     .meaning = "lowest beta1 of the cycle",
+     .status = IMPL},
+    {.name = "cycle_max_mom",
+     .kind = ZKEY_F64,
+     .off = F(scheduler.cycle_max_mom),
+     .lo = 0,
+     .hi = 1,
+     .mask = S_OC,
+     .meaning = "highest beta1 of the cycle",
+     .status = IMPL},
+    {.name = "decay_mom_rate",
+     .kind = ZKEY_F64,
+     .off = F(scheduler.decay_mom_rate),
+     .lo = 0,
+     .hi = 1e3,
+     .mask = S_OC,
+     .meaning = "momentum decay rate after the cycle",
+     .status = IMPL},
+    {.name = "last_batch_iteration",
+     .kind = ZKEY_IGNORED,
+     .mask = S_WLR | S_WDL | S_WCL | S_OC,
      .status = "ignored: zinc restores the schedule position from its checkpoint"},
 };
 static TABLE(scheduler_params, "scheduler.params", scheduler_params_keys);
@@ -175,7 +305,8 @@ static const zkey_key zero_keys[] = {
     OBJ("offload_optimizer", offload_opt_tbl, "optimizer state in host memory or on NVMe"),
     OBJ("offload_param", offload_param_tbl, "stage-3 parameter shards in host memory or on NVMe"),
     SIZE("sub_group_size", zero.sub_group_size, 0, BIG,
-         "elements per optimizer update chunk (offload); 0: the smallest chunks, as DeepSpeed's one parameter per group"),
+         "elements per optimizer update chunk (offload); 0: the smallest chunks, as DeepSpeed's one parameter per "
+         "group"),
     SIZE("stage3_prefetch_bucket_size", zero.prefetch_bucket_size, 0, BIG, "elements prefetched ahead (stage 3)"),
     SIZE("stage3_param_persistence_threshold", zero.param_persistence_threshold, 0, BIG,
          "modules with fewer elements stay gathered (stage 3)"),
@@ -241,7 +372,8 @@ static const zkey_key parallel_write_keys[] = {
 static TABLE(parallel_write_tbl, "checkpoint.parallel_write", parallel_write_keys);
 
 static const zkey_key checkpoint_keys[] = {
-    ENUM("tag_validation", checkpoint.tag_validation, tag_names, "Warn, Ignore or Fail on tags that differ across ranks"),
+    ENUM("tag_validation", checkpoint.tag_validation, tag_names,
+         "Warn, Ignore or Fail on tags that differ across ranks"),
     BOOL("load_universal", checkpoint.load_universal, "accepted; every zinc checkpoint loads on any rank count"),
     BOOL("use_node_local_storage", checkpoint.use_node_local_storage, "each node writes its own ranks' shards"),
     OBJ("parallel_write", parallel_write_tbl, "pipeline-parallel write options"),
@@ -249,8 +381,12 @@ static const zkey_key checkpoint_keys[] = {
 static TABLE(checkpoint_tbl, "checkpoint", checkpoint_keys);
 
 static const zkey_key data_types_keys[] = {
-    {.name = "grad_accum_dtype", .kind = ZKEY_DTYPE, .off = F(grad_accum_dtype), .aux_off = F(grad_accum_dtype_set),
-     .meaning = "dtype of the stage 0-1 gradient accumulation buffer", .status = IMPL},
+    {.name = "grad_accum_dtype",
+     .kind = ZKEY_DTYPE,
+     .off = F(grad_accum_dtype),
+     .aux_off = F(grad_accum_dtype_set),
+     .meaning = "dtype of the stage 0-1 gradient accumulation buffer",
+     .status = IMPL},
 };
 static TABLE(data_types_tbl, "data_types", data_types_keys);
 
@@ -258,7 +394,8 @@ static const zkey_key zinc_keys[] = {
     ENUM("device", device, device_names, "auto, cpu or cuda"),
     I64("max_skipped_steps", fp16.max_skipped_steps, 0, BIG,
         "error after this many consecutive overflow-skipped steps (0: never)"),
-    BOOL("allow_buffered_io", aio.allow_buffered_io, "NVMe offload falls back to buffered IO where O_DIRECT is refused"),
+    BOOL("allow_buffered_io", aio.allow_buffered_io,
+         "NVMe offload falls back to buffered IO where O_DIRECT is refused"),
 };
 static TABLE(zinc_tbl, "zinc", zinc_keys);
 
@@ -280,8 +417,12 @@ static const zkey_key top_keys[] = {
     BOOL("memory_breakdown", memory_breakdown, "log the memory report with each progress line"),
     BOOL("dump_state", dump_state, "log the resolved config at start"),
     OBJ("checkpoint", checkpoint_tbl, "checkpoint options"),
-    {.name = "communication_data_type", .kind = ZKEY_DTYPE, .off = F(comm_dtype), .aux_off = F(comm_dtype_set),
-     .meaning = "dtype of gradient reductions (default: the compute dtype)", .status = IMPL},
+    {.name = "communication_data_type",
+     .kind = ZKEY_DTYPE,
+     .off = F(comm_dtype),
+     .aux_off = F(comm_dtype_set),
+     .meaning = "dtype of gradient reductions (default: the compute dtype)",
+     .status = IMPL},
     BOOL("prescale_gradients", prescale_gradients, "divide gradients by the world size before reducing"),
     DBL("gradient_predivide_factor", gradient_predivide_factor, 1e-30, 1e30,
         "divide by this before the reduction and by world/this after"),

@@ -9,20 +9,20 @@
 #include "runtime/config/config.h"
 
 typedef enum {
-    ZKEY_BOOL,       /* bool */
-    ZKEY_INT,        /* int; a float with a fractional part is an error */
-    ZKEY_I64,        /* int64_t; a float with a fractional part is an error */
-    ZKEY_SIZE,       /* int64_t element/byte count; floats (5e8) accepted, rounded with a warning if fractional */
-    ZKEY_F64,        /* double */
-    ZKEY_ENUM,       /* int-sized enum, matched case-insensitively against `names` (index = value) */
-    ZKEY_DTYPE,      /* zinc_dtype from "fp32"/"fp16"/"bf16" (and torch spellings); sets the bool at aux_off */
-    ZKEY_STR,        /* char[ZCFG_PATH_MAX] */
-    ZKEY_BETAS,      /* [beta1, beta2]: two doubles at off and off + sizeof(double) */
-    ZKEY_OBJECT,     /* a nested table */
-    ZKEY_ALIAS,      /* another spelling of `target` in the same table; `deprecated` says whether it warns */
-    ZKEY_LEGACY,     /* a deprecated key with its own translation (handled by name in config_load.c) */
-    ZKEY_IGNORED,    /* a DeepSpeed key zinc accepts and ignores, with a warning saying why */
-    ZKEY_REFUSED     /* a DeepSpeed key zinc does not implement and that changes the math when active: error */
+    ZKEY_BOOL,    /* bool */
+    ZKEY_INT,     /* int; a float with a fractional part is an error */
+    ZKEY_I64,     /* int64_t; a float with a fractional part is an error */
+    ZKEY_SIZE,    /* int64_t element/byte count; floats (5e8) accepted, rounded with a warning if fractional */
+    ZKEY_F64,     /* double */
+    ZKEY_ENUM,    /* int-sized enum, matched case-insensitively against `names` (index = value) */
+    ZKEY_DTYPE,   /* zinc_dtype from "fp32"/"fp16"/"bf16" (and torch spellings); sets the bool at aux_off */
+    ZKEY_STR,     /* char[ZCFG_PATH_MAX] */
+    ZKEY_BETAS,   /* [beta1, beta2]: two doubles at off and off + sizeof(double) */
+    ZKEY_OBJECT,  /* a nested table */
+    ZKEY_ALIAS,   /* another spelling of `target` in the same table; `deprecated` says whether it warns */
+    ZKEY_LEGACY,  /* a deprecated key with its own translation (handled by name in config_load.c) */
+    ZKEY_IGNORED, /* a DeepSpeed key zinc accepts and ignores, with a warning saying why */
+    ZKEY_REFUSED  /* a DeepSpeed key zinc does not implement and that changes the math when active: error */
 } zkey_kind;
 
 typedef struct zkey_table zkey_table;
@@ -30,20 +30,20 @@ typedef struct zkey_table zkey_table;
 typedef struct zkey_key {
     const char *name;
     zkey_kind kind;
-    size_t off;                 /* offset of the field in zinc_config */
-    double lo, hi;              /* inclusive range for numbers */
-    const char *const *names;   /* ZKEY_ENUM: value names, NULL-terminated */
-    const zkey_table *sub;        /* ZKEY_OBJECT */
-    const char *target;         /* ZKEY_ALIAS: canonical key; ZKEY_LEGACY: what replaces it */
-    int deprecated;             /* ZKEY_ALIAS: warn when used */
-    unsigned mask;              /* scheduler params: the scheduler types (1 << type) the key belongs to */
-    size_t aux_off;             /* ZKEY_DTYPE: the bool field that records "was given"; 0 = none */
-    const char *meaning;        /* one line for the README table and the dump */
-    const char *status;         /* "implemented", or why not */
+    size_t off;               /* offset of the field in zinc_config */
+    double lo, hi;            /* inclusive range for numbers */
+    const char *const *names; /* ZKEY_ENUM: value names, NULL-terminated */
+    const zkey_table *sub;    /* ZKEY_OBJECT */
+    const char *target;       /* ZKEY_ALIAS: canonical key; ZKEY_LEGACY: what replaces it */
+    int deprecated;           /* ZKEY_ALIAS: warn when used */
+    unsigned mask;            /* scheduler params: the scheduler types (1 << type) the key belongs to */
+    size_t aux_off;           /* ZKEY_DTYPE: the bool field that records "was given"; 0 = none */
+    const char *meaning;      /* one line for the README table and the dump */
+    const char *status;       /* "implemented", or why not */
 } zkey_key;
 
 struct zkey_table {
-    const char *path;           /* "" for the top level, else "zero_optimization" etc. */
+    const char *path; /* "" for the top level, else "zero_optimization" etc. */
     const zkey_key *keys;
     size_t nkeys;
 };

@@ -52,13 +52,13 @@ uint16_t zinc_f32_to_fp16(float f) {
     uint32_t u = f2u(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return sign | 0x7e00u;      /* NaN */
-    if (a >= 0x477ff000u) return sign | 0x7c00u;     /* >= 65520 rounds to inf */
-    if (a < 0x38800000u) {                           /* below the smallest normal 2^-14: subnormal or 0 */
-        float v = u2f(a) * 16777216.0f;              /* scale by 2^24: the subnormal mantissa */
-        return sign | (uint16_t)lrintf(v);           /* lrintf rounds to nearest even */
+    if (a > 0x7f800000u) return sign | 0x7e00u;  /* NaN */
+    if (a >= 0x477ff000u) return sign | 0x7c00u; /* >= 65520 rounds to inf */
+    if (a < 0x38800000u) {                       /* below the smallest normal 2^-14: subnormal or 0 */
+        float v = u2f(a) * 16777216.0f;          /* scale by 2^24: the subnormal mantissa */
+        return sign | (uint16_t)lrintf(v);       /* lrintf rounds to nearest even */
     }
-    uint32_t r = a + 0xfffu + ((a >> 13) & 1u);      /* round to nearest even at bit 13 */
+    uint32_t r = a + 0xfffu + ((a >> 13) & 1u); /* round to nearest even at bit 13 */
     return sign | (uint16_t)((r - 0x38000000u) >> 13);
 }
 

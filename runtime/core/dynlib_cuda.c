@@ -64,8 +64,8 @@ zinc_status zdynlib_load(const zdynlib *lib, void **fns, const zlog *log) {
         ZLOG_DEBUG(log, "%s: loaded %s", lib->what, files[f]);
     }
     if (!h)
-        FAIL(ZINC_ERR_DEVICE, "%s: cannot load %s%s%s (dlopen: %s); %s", lib->what,
-             files == lib->names ? "" : lib->env, files == lib->names ? "" : "=", names, tried, lib->fix);
+        FAIL(ZINC_ERR_DEVICE, "%s: cannot load %s%s%s (dlopen: %s); %s", lib->what, files == lib->names ? "" : lib->env,
+             files == lib->names ? "" : "=", names, tried, lib->fix);
 done:
     memcpy(fns, got, n * sizeof *got);
 fail:

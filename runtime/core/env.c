@@ -34,8 +34,8 @@ static const zenv_var g_vars[ZENV_COUNT] = {
             "0 turns off the memory pre-flight check of zinc_build"),
     SETTING(ZENV_EXPERIMENTAL_CUDA, "ZINC_EXPERIMENTAL_CUDA", "flag (1)", "unset", "library",
             "lets the engine use the CUDA device backend, which has never run on a GPU"),
-    SETTING(ZENV_NCCL_LIBRARY, "ZINC_NCCL_LIBRARY", "a file name or path", "libnccl.so.2, then libnccl.so",
-            "library", "the NCCL library device cuda loads at its first NCCL communicator (instead of the default "
+    SETTING(ZENV_NCCL_LIBRARY, "ZINC_NCCL_LIBRARY", "a file name or path", "libnccl.so.2, then libnccl.so", "library",
+            "the NCCL library device cuda loads at its first NCCL communicator (instead of the default "
             "names)"),
     HOOK(ZENV_CPU_DISCRETE, "ZINC_CPU_DISCRETE", "flag (1)",
          "presents the cpu device as a discrete one (buffers reached through copies, counted as device memory)"),

@@ -55,11 +55,11 @@ typedef enum zenv_kind {
 
 typedef struct zenv_var {
     const char *name;
-    const char *type;  /* the values it takes, as docs/env.md words them: "flag (1)", "bytes", "a, b or c" */
-    const char *dflt;  /* what applies when it is unset, as docs/env.md words it */
-    const char *who;   /* "library" or "zinc program" (the CLI) */
+    const char *type; /* the values it takes, as docs/env.md words them: "flag (1)", "bytes", "a, b or c" */
+    const char *dflt; /* what applies when it is unset, as docs/env.md words it */
+    const char *who;  /* "library" or "zinc program" (the CLI) */
     zenv_kind kind;
-    const char *what;  /* one line: what it does */
+    const char *what; /* one line: what it does */
 } zenv_var;
 
 /* The variable's value; NULL when unset or empty, and for a test hook in a build without

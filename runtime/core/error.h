@@ -19,27 +19,27 @@ void zinc__error_clear(void);
 #define ZERR(code, ...) zinc__error_set((code), __FILE__, __LINE__, __VA_ARGS__)
 
 /* Needs `zinc_status st` in scope and a `fail:` label. */
-#define TRY(expr)                                                                                          \
-    do {                                                                                                   \
-        st = (expr);                                                                                       \
-        if (st != ZINC_OK) {                                                                               \
-            zinc__error_trace(__FILE__, __LINE__);                                                         \
-            goto fail;                                                                                     \
-        }                                                                                                  \
+#define TRY(expr)                                                                                                      \
+    do {                                                                                                               \
+        st = (expr);                                                                                                   \
+        if (st != ZINC_OK) {                                                                                           \
+            zinc__error_trace(__FILE__, __LINE__);                                                                     \
+            goto fail;                                                                                                 \
+        }                                                                                                              \
     } while (0)
 
-#define FAIL(code, ...)                                                                                    \
-    do {                                                                                                   \
-        st = ZERR((code), __VA_ARGS__);                                                                    \
-        goto fail;                                                                                         \
+#define FAIL(code, ...)                                                                                                \
+    do {                                                                                                               \
+        st = ZERR((code), __VA_ARGS__);                                                                                \
+        goto fail;                                                                                                     \
     } while (0)
 
 /* Allocation helpers that record ZINC_ERR_NOMEM with the size and what it was for. */
-#define TRY_ALLOC(ptr, n, what)                                                                            \
-    do {                                                                                                   \
-        (ptr) = calloc(((size_t)(n) > 0) ? (size_t)(n) : 1, sizeof(*(ptr)));                                     \
-        if (!(ptr)) FAIL(ZINC_ERR_NOMEM, "out of memory allocating %zu bytes for %s",                      \
-                         (size_t)(n) * sizeof(*(ptr)), (what));                                            \
+#define TRY_ALLOC(ptr, n, what)                                                                                        \
+    do {                                                                                                               \
+        (ptr) = calloc(((size_t)(n) > 0) ? (size_t)(n) : 1, sizeof(*(ptr)));                                           \
+        if (!(ptr))                                                                                                    \
+            FAIL(ZINC_ERR_NOMEM, "out of memory allocating %zu bytes for %s", (size_t)(n) * sizeof(*(ptr)), (what));   \
     } while (0)
 
 #endif

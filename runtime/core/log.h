@@ -6,7 +6,7 @@
 #include "zinc.h"
 
 typedef struct zlog {
-    zinc_log_fn fn;     /* NULL: discard */
+    zinc_log_fn fn; /* NULL: discard */
     void *userdata;
     zinc_log_level level;
     int rank;

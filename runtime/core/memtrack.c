@@ -25,8 +25,8 @@ void zmem_sub(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, uint64_t 
  * counted bytes; docs/mem.md). */
 #define ZMEM_MMAP_MIN ((size_t)256 << 10)
 
-zinc_status zmem_host_alloc(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, size_t bytes,
-                            const char *what, void **out) {
+zinc_status zmem_host_alloc(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, size_t bytes, const char *what,
+                            void **out) {
     *out = NULL;
     if (bytes == 0) return ZINC_OK;
     void *p = NULL;
@@ -49,8 +49,10 @@ zinc_status zmem_host_alloc(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category 
 void zmem_host_free(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, void *p, size_t bytes) {
     if (!p) return;
     size_t rounded = (bytes + 63) & ~(size_t)63;
-    if (rounded >= ZMEM_MMAP_MIN) munmap(p, rounded);
-    else free(p);
+    if (rounded >= ZMEM_MMAP_MIN)
+        munmap(p, rounded);
+    else
+        free(p);
     zmem_sub(t, kind, cat, bytes);
 }
 
@@ -63,8 +65,8 @@ void zmem_report(const zmemtrack *t, zinc_memory_report *out) {
 }
 
 const char *zinc_mem_category_name(zinc_mem_category c) {
-    static const char *names[ZINC_MEM_CATEGORY_COUNT] = {
-        "params", "grads", "master", "exp_avg", "exp_avg_sq", "buckets", "gather", "staging", "other"};
+    static const char *names[ZINC_MEM_CATEGORY_COUNT] = {"params",  "grads",  "master",  "exp_avg", "exp_avg_sq",
+                                                         "buckets", "gather", "staging", "other"};
     return (unsigned)c < ZINC_MEM_CATEGORY_COUNT ? names[c] : "?";
 }
 
@@ -80,8 +82,10 @@ bool zmem_proc_rss(uint64_t *rss, uint64_t *hwm) {
     int found = 0;
     unsigned long long kb;
     while (fgets(line, sizeof line, f)) {
-        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) *rss = (uint64_t)kb * 1024, found |= 1;
-        else if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) *hwm = (uint64_t)kb * 1024, found |= 2;
+        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
+            *rss = (uint64_t)kb * 1024, found |= 1;
+        else if (sscanf(line, "VmHWM: %llu kB", &kb) == 1)
+            *hwm = (uint64_t)kb * 1024, found |= 2;
     }
     fclose(f);
     return found == 3;

@@ -23,8 +23,8 @@ void zmem_sub(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, uint64_t 
 
 /* Host allocations, 64-byte aligned and zeroed, counted under (kind, cat). `what` names the buffer in
  * the out-of-memory message. */
-zinc_status zmem_host_alloc(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, size_t bytes,
-                            const char *what, void **out);
+zinc_status zmem_host_alloc(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, size_t bytes, const char *what,
+                            void **out);
 void zmem_host_free(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, void *p, size_t bytes);
 
 void zmem_report(const zmemtrack *t, zinc_memory_report *out);

@@ -18,10 +18,10 @@
 typedef struct staged_impl {
     zcomm *host;
     zdevice *dev;
-    char *stage;       /* staging_bytes of host memory from dev->ops->alloc_host */
+    char *stage; /* staging_bytes of host memory from dev->ops->alloc_host */
     size_t stage_bytes;
-    size_t *kcounts;   /* per rank: elements of the current round */
-    size_t *kdispls;   /* per rank: where its piece sits in the staging buffer */
+    size_t *kcounts; /* per rank: elements of the current round */
+    size_t *kdispls; /* per rank: where its piece sits in the staging buffer */
 } staged_impl;
 
 static staged_impl *impl_of(zcomm *c) { return (staged_impl *)c->impl; }
@@ -34,12 +34,17 @@ zinc_status zdcomm_choice_from_env(zdcomm_choice *out) {
     const char *v = zenv_get(ZENV_DEVICE_COMM);
     *out = ZDCOMM_AUTO;
     if (!v || !v[0] || !strcmp(v, "auto")) return ZINC_OK;
-    if (!strcmp(v, "nccl")) *out = ZDCOMM_NCCL;
-    else if (!strcmp(v, "mpi")) *out = ZDCOMM_MPI;
-    else if (!strcmp(v, "staged")) *out = ZDCOMM_STAGED;
+    if (!strcmp(v, "nccl"))
+        *out = ZDCOMM_NCCL;
+    else if (!strcmp(v, "mpi"))
+        *out = ZDCOMM_MPI;
+    else if (!strcmp(v, "staged"))
+        *out = ZDCOMM_STAGED;
     else
-        return ZERR(ZINC_ERR_INVALID_ARG, "ZINC_DEVICE_COMM=%s: expected auto, nccl, mpi or staged (or unset for "
-                                          "auto)", v);
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "ZINC_DEVICE_COMM=%s: expected auto, nccl, mpi or staged (or unset for "
+                    "auto)",
+                    v);
     return ZINC_OK;
 }
 
@@ -51,8 +56,10 @@ zinc_status zcomm_staging_bytes_from_env(size_t *out) {
     errno = 0;
     unsigned long long b = strtoull(v, &end, 10);
     if (errno || end == v || *end || v[0] == '-' || b < 4096 || b > ((unsigned long long)1 << 40))
-        return ZERR(ZINC_ERR_INVALID_ARG, "ZINC_STAGING_BYTES=%s: expected a byte count from 4096 to 2^40 (host "
-                                          "staging memory per rank for collectives on device buffers)", v);
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "ZINC_STAGING_BYTES=%s: expected a byte count from 4096 to 2^40 (host "
+                    "staging memory per rank for collectives on device buffers)",
+                    v);
     *out = (size_t)b;
     return ZINC_OK;
 }
@@ -74,8 +81,7 @@ static zinc_status check_dtype(const char *what, zinc_dtype t) {
 }
 
 /* Validates per-rank counts (their sum must fit size_t) and returns their sum and largest. */
-static zinc_status sum_counts(const zcomm *c, const size_t *counts, const char *what, size_t *total,
-                              size_t *maxc) {
+static zinc_status sum_counts(const zcomm *c, const size_t *counts, const char *what, size_t *total, size_t *maxc) {
     *total = *maxc = 0;
     if (!counts) return ZERR(ZINC_ERR_INVALID_ARG, "mpi-staged: %s: counts is NULL", what);
     for (int r = 0; r < c->size; r++) {
@@ -153,8 +159,8 @@ fail:
     return st;
 }
 
-static zinc_status st_allgatherv_inplace(zcomm *c, void *buf, const size_t *counts, const size_t *displs,
-                                         zinc_dtype t, zcomm_req **req) {
+static zinc_status st_allgatherv_inplace(zcomm *c, void *buf, const size_t *counts, const size_t *displs, zinc_dtype t,
+                                         zcomm_req **req) {
     zinc_status st = ZINC_OK;
     staged_impl *im = impl_of(c);
     if (req) *req = NULL;
@@ -168,11 +174,13 @@ static zinc_status st_allgatherv_inplace(zcomm *c, void *buf, const size_t *coun
     const size_t es = zinc_dtype_size(t), q = per_round(im, es, (size_t)p);
     for (size_t off = 0; off < maxc; off += q) {
         round_counts(im, p, counts, off, q);
-        TRY(d2h(im, im->stage + im->kdispls[me] * es, (const char *)buf + (displs[me] + off) * es, im->kcounts[me] * es));
+        TRY(d2h(im, im->stage + im->kdispls[me] * es, (const char *)buf + (displs[me] + off) * es,
+                im->kcounts[me] * es));
         TRY(zcomm_allgatherv_inplace(im->host, im->stage, im->kcounts, im->kdispls, t, NULL));
         for (int r = 0; r < p; r++)
             if (r != me)
-                TRY(h2d(im, (char *)buf + (displs[r] + off) * es, im->stage + im->kdispls[r] * es, im->kcounts[r] * es));
+                TRY(h2d(im, (char *)buf + (displs[r] + off) * es, im->stage + im->kdispls[r] * es,
+                        im->kcounts[r] * es));
     }
 fail:
     return st;
@@ -259,8 +267,10 @@ zinc_status zcomm_create_staged(zcomm *host, zdevice *dev, size_t staging_bytes,
     /* A round needs one element of up to 4 bytes for each of size + 1 slots. */
     size_t need = 4 * ((size_t)host->size + 1) > 64 ? 4 * ((size_t)host->size + 1) : 64;
     if (staging_bytes < need)
-        return ZERR(ZINC_ERR_INVALID_ARG, "zcomm_create_staged: %zu staging bytes for %d ranks; at least %zu are "
-                    "needed", staging_bytes, host->size, need);
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "zcomm_create_staged: %zu staging bytes for %d ranks; at least %zu are "
+                    "needed",
+                    staging_bytes, host->size, need);
     TRY_ALLOC(c, 1, "the staged communicator");
     TRY_ALLOC(im, 1, "the staged communicator");
     c->impl = im;

@@ -8,8 +8,7 @@
 #include "runtime/core/error.h"
 #include "kernels/cuda_kernels.h"
 
-static zinc_status create_kind(zinc_device_kind kind, zmemtrack *mem, const zlog *log, int local_rank,
-                               zdevice **out) {
+static zinc_status create_kind(zinc_device_kind kind, zmemtrack *mem, const zlog *log, int local_rank, zdevice **out) {
     if (kind == ZINC_DEVICE_CUDA) return zdev_create_cuda(mem, log, local_rank, out);
     const char *discrete = zenv_get(ZENV_CPU_DISCRETE);
     if (discrete && !strcmp(discrete, "1")) {

@@ -60,8 +60,7 @@ typedef struct zdevice_ops {
     zinc_status (*cast_to_f32)(zdevice *d, float *dst, const void *src, zinc_dtype t, size_t n);
     zinc_status (*cast_from_f32)(zdevice *d, void *dst, zinc_dtype t, const float *src, size_t n);
     /* dst (in dt) = src (in st) * scale, the product rounded to fp32 and then once to dt. */
-    zinc_status (*convert)(zdevice *d, void *dst, zinc_dtype dt, const void *src, zinc_dtype st, size_t n,
-                           float scale);
+    zinc_status (*convert)(zdevice *d, void *dst, zinc_dtype dt, const void *src, zinc_dtype st, size_t n, float scale);
     zinc_status (*axpy_f32)(zdevice *d, float *dst, const void *src, zinc_dtype t, float scale, size_t n,
                             int accumulate);
     zinc_status (*scale)(zdevice *d, void *x, zinc_dtype t, float scale, size_t n);
@@ -91,10 +90,10 @@ typedef struct zdevice_ops {
 struct zdevice {
     const zdevice_ops *ops;
     zinc_device_kind kind;
-    zinc_mem_kind mem_kind;     /* where alloc counts its bytes */
-    bool host_addressable;      /* device buffers are plain host memory (cpu) */
+    zinc_mem_kind mem_kind; /* where alloc counts its bytes */
+    bool host_addressable;  /* device buffers are plain host memory (cpu) */
     zmemtrack *mem;
-    void *compute_stream;       /* cudaStream_t as void *; NULL on cpu */
+    void *compute_stream; /* cudaStream_t as void *; NULL on cpu */
     void *comm_stream;
     void *impl;
     /* The threads of this device's host-side CPU kernels (all of them on cpu; the offloaded optimizer
@@ -104,11 +103,11 @@ struct zdevice {
 };
 
 /* Runs `call` with the fast CPU kernels on d's pool (see zkernels_use_pool). */
-#define ZDEV_ON_POOL(d, call)                                                                              \
-    do {                                                                                                   \
-        zpool *zdev_prev_pool_ = zkernels_use_pool((d)->pool);                                             \
-        call;                                                                                              \
-        zkernels_use_pool(zdev_prev_pool_);                                                                \
+#define ZDEV_ON_POOL(d, call)                                                                                          \
+    do {                                                                                                               \
+        zpool *zdev_prev_pool_ = zkernels_use_pool((d)->pool);                                                         \
+        call;                                                                                                          \
+        zkernels_use_pool(zdev_prev_pool_);                                                                            \
     } while (0)
 
 /* kind ZINC_DEVICE_CPU or ZINC_DEVICE_CUDA (ZINC_ERR_UNSUPPORTED in a build without CUDA,

@@ -165,14 +165,12 @@ typedef struct pending_copy {
     size_t bytes;
 } pending_copy;
 
-static zinc_status discrete_copy_async(zdevice *d, void *dst, const void *src, size_t bytes, zdev_dir dir,
-                                       int slot) {
+static zinc_status discrete_copy_async(zdevice *d, void *dst, const void *src, size_t bytes, zdev_dir dir, int slot) {
     pending_copy *pc = (pending_copy *)d->impl;
     if (slot < 0 || slot >= ZDEV_COPY_SLOTS || dir == ZDEV_D2D)
         return ZERR(ZINC_ERR_INTERNAL, "cpu-discrete: copy_async: slot %d / direction %d", slot, (int)dir);
     if (pc[slot].bytes)
-        return ZERR(ZINC_ERR_INTERNAL, "cpu-discrete: copy_async on slot %d before copy_wait of its last copy",
-                    slot);
+        return ZERR(ZINC_ERR_INTERNAL, "cpu-discrete: copy_async on slot %d before copy_wait of its last copy", slot);
     pc[slot] = (pending_copy){dst, src, bytes};
     return ZINC_OK;
 }

@@ -27,33 +27,33 @@
 typedef struct cuda_impl {
     int ordinal;
     cudaStream_t compute, comm, copy;
-    cudaEvent_t ev;                  /* recorded on compute by comm_begin, waited for by comm */
-    cudaEvent_t copy_after;          /* recorded on compute by copy_async, waited for by copy */
+    cudaEvent_t ev;                     /* recorded on compute by comm_begin, waited for by comm */
+    cudaEvent_t copy_after;             /* recorded on compute by copy_async, waited for by copy */
     cudaEvent_t slots[ZDEV_COPY_SLOTS]; /* recorded on copy after each copy_async */
-    void *stats_ws;                  /* zcu_grad_stats workspace */
+    void *stats_ws;                     /* zcu_grad_stats workspace */
     zcu_grad_stats_result *stats_dev;
     zcu_grad_stats_result *stats_host; /* pinned */
-    float *conv;                     /* ZDEV_CUDA_CONV_ELEMS floats of device scratch */
-    void *scan;                      /* SCAN_ELEMS * 4 bytes, pinned */
-    size_t fixed_bytes;              /* of stats_ws + stats_dev + conv, counted as device staging */
+    float *conv;                       /* ZDEV_CUDA_CONV_ELEMS floats of device scratch */
+    void *scan;                        /* SCAN_ELEMS * 4 bytes, pinned */
+    size_t fixed_bytes;                /* of stats_ws + stats_dev + conv, counted as device staging */
 } cuda_impl;
 
 static cuda_impl *im(zdevice *d) { return (cuda_impl *)d->impl; }
 static cudaStream_t cs(zdevice *d) { return im(d)->compute; }
 
-#define CU_TRY(call)                                                                                       \
-    do {                                                                                                   \
-        cudaError_t e_ = (call);                                                                           \
-        if (e_ != cudaSuccess)                                                                             \
-            FAIL(e_ == cudaErrorMemoryAllocation ? ZINC_ERR_NOMEM : ZINC_ERR_DEVICE, "cuda: %s failed: %s", \
-                 #call, cudaGetErrorString(e_));                                                           \
+#define CU_TRY(call)                                                                                                   \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess)                                                                                         \
+            FAIL(e_ == cudaErrorMemoryAllocation ? ZINC_ERR_NOMEM : ZINC_ERR_DEVICE, "cuda: %s failed: %s", #call,     \
+                 cudaGetErrorString(e_));                                                                              \
     } while (0)
 
 /* For the launchers of kernels/cuda_kernels.h (a cudaError_t as int). */
-#define K_TRY(call)                                                                                        \
-    do {                                                                                                   \
-        int rc_ = (call);                                                                                  \
-        if (rc_ != 0) FAIL(ZINC_ERR_DEVICE, "cuda: %s failed: %s", #call, zcu_error_string(rc_));          \
+#define K_TRY(call)                                                                                                    \
+    do {                                                                                                               \
+        int rc_ = (call);                                                                                              \
+        if (rc_ != 0) FAIL(ZINC_ERR_DEVICE, "cuda: %s failed: %s", #call, zcu_error_string(rc_));                      \
     } while (0)
 
 static zinc_status cu_alloc(zdevice *d, zinc_mem_category cat, size_t bytes, const char *what, void **out) {
@@ -87,8 +87,8 @@ static zinc_status cu_alloc_host(zdevice *d, zinc_mem_category cat, size_t bytes
     if (bytes == 0) return ZINC_OK;
     cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
     if (e != cudaSuccess)
-        return ZERR(ZINC_ERR_NOMEM, "cuda: allocating %zu bytes of pinned host memory for %s failed: %s", bytes,
-                    what, cudaGetErrorString(e));
+        return ZERR(ZINC_ERR_NOMEM, "cuda: allocating %zu bytes of pinned host memory for %s failed: %s", bytes, what,
+                    cudaGetErrorString(e));
     memset(p, 0, bytes);
     zmem_add(d->mem, ZINC_MEMKIND_PINNED, cat, bytes);
     *out = p;
@@ -127,8 +127,8 @@ static zinc_status cu_copy_async(zdevice *d, void *dst, const void *src, size_t 
     if (!bytes) return ZINC_OK;
     CU_TRY(cudaEventRecord(c->copy_after, c->compute));
     CU_TRY(cudaStreamWaitEvent(c->copy, c->copy_after, 0));
-    CU_TRY(cudaMemcpyAsync(dst, src, bytes, dir == ZDEV_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
-                           c->copy));
+    CU_TRY(
+        cudaMemcpyAsync(dst, src, bytes, dir == ZDEV_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, c->copy));
     CU_TRY(cudaEventRecord(c->slots[slot], c->copy));
 fail:
     return st;
@@ -147,8 +147,9 @@ static zinc_status cu_pin(zdevice *d, void *p, size_t bytes) {
     if (!p || !bytes) return ZINC_OK;
     cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
     if (e != cudaSuccess)
-        return ZERR(ZINC_ERR_NOMEM, "cuda: page-locking %zu bytes of host memory (cudaHostRegister) failed: %s; "
-                                    "raise the pinned-memory limit (ulimit -l) or set pin_memory false",
+        return ZERR(ZINC_ERR_NOMEM,
+                    "cuda: page-locking %zu bytes of host memory (cudaHostRegister) failed: %s; "
+                    "raise the pinned-memory limit (ulimit -l) or set pin_memory false",
                     bytes, cudaGetErrorString(e));
     return ZINC_OK;
 }
@@ -286,8 +287,9 @@ static zinc_status cu_comm_create(zdevice *d, zcomm *host, const zlog *log, zcom
     if (choice == ZDCOMM_NCCL || (choice == ZDCOMM_AUTO && !shared))
         return zcomm_create_nccl(host->size > 1 ? host : NULL, d->comm_stream, log, out);
     if (shared && choice == ZDCOMM_AUTO)
-        ZLOG_INFO(log, "device cuda: %d ranks on this node share %d GPU%s: collectives go through MPI with pinned "
-                       "host staging (NCCL needs one rank per GPU)",
+        ZLOG_INFO(log,
+                  "device cuda: %d ranks on this node share %d GPU%s: collectives go through MPI with pinned "
+                  "host staging (NCCL needs one rank per GPU)",
                   host->local_size, gpus, gpus == 1 ? "" : "s");
     TRY(zcomm_create_staged_env(host, d, log, out));
 fail:

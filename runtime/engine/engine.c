@@ -33,9 +33,7 @@ static char *dupstr(const char *s) {
     return d;
 }
 
-zinc_mem_kind zengine_compute_kind(const zinc_engine *e) {
-    return e->dev->mem_kind;
-}
+zinc_mem_kind zengine_compute_kind(const zinc_engine *e) { return e->dev->mem_kind; }
 
 zinc_status zengine_alloc(zinc_engine *e, zinc_mem_category cat, size_t bytes, const char *what, void **out) {
     return e->dev->ops->alloc(e->dev, cat, bytes, what, out);
@@ -45,9 +43,7 @@ void zengine_free(zinc_engine *e, zinc_mem_category cat, void *p, size_t bytes) 
     if (p) e->dev->ops->free(e->dev, cat, p, bytes);
 }
 
-bool zengine_state_on_device(const zinc_engine *e) {
-    return e->dev->host_addressable || e->state->device_resident;
-}
+bool zengine_state_on_device(const zinc_engine *e) { return e->dev->host_addressable || e->state->device_resident; }
 
 /* ZINC_EXPERIMENTAL_CUDA=1 lets the engine use the CUDA device backend, which has never run on a GPU. */
 static bool cuda_allowed(void) {
@@ -69,13 +65,16 @@ static zinc_status options_read(const zinc_options *opts, zinc_options *o) {
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.struct_size is 0: start from zinc_default_options() "
                                           "and set the fields you need by name");
     if (opts->struct_size > sizeof *o)
-        return ZERR(ZINC_ERR_UNSUPPORTED, "zinc_create: options.struct_size %zu is larger than this libzinc (%s) knows "
-                                          "(%zu bytes): the program was compiled against a newer zinc.h; run it with "
-                                          "the libzinc it was built for", opts->struct_size, ZINC_VERSION, sizeof *o);
+        return ZERR(ZINC_ERR_UNSUPPORTED,
+                    "zinc_create: options.struct_size %zu is larger than this libzinc (%s) knows "
+                    "(%zu bytes): the program was compiled against a newer zinc.h; run it with "
+                    "the libzinc it was built for",
+                    opts->struct_size, ZINC_VERSION, sizeof *o);
     if (opts->struct_size < offsetof(zinc_options, config_json) + sizeof o->config_json)
-        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.struct_size %zu is smaller than any zinc_options "
-                                          "(%zu bytes); start from zinc_default_options()", opts->struct_size,
-                    offsetof(zinc_options, config_json) + sizeof o->config_json);
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "zinc_create: options.struct_size %zu is smaller than any zinc_options "
+                    "(%zu bytes); start from zinc_default_options()",
+                    opts->struct_size, offsetof(zinc_options, config_json) + sizeof o->config_json);
     memcpy(o, opts, opts->struct_size);
     o->struct_size = sizeof *o;
     return ZINC_OK;
@@ -92,8 +91,10 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: give options.config_path (a ds_config.json file) or "
                                           "options.config_json (the JSON text)");
     if (o.cpu_threads < 0 || o.cpu_threads > ZPOOL_MAX_THREADS)
-        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.cpu_threads %d: want 0 (cores / ranks on this node) "
-                                          "or 1 to %d", o.cpu_threads, ZPOOL_MAX_THREADS);
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "zinc_create: options.cpu_threads %d: want 0 (cores / ranks on this node) "
+                    "or 1 to %d",
+                    o.cpu_threads, ZPOOL_MAX_THREADS);
     TRY_ALLOC(e, 1, "the engine");
     e->log.fn = o.log_fn;
     e->log.userdata = o.log_userdata;
@@ -110,12 +111,16 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     zwatch_configure(&e->log, e->rank);
 
     if (o.total_steps < 0)
-        FAIL(ZINC_ERR_INVALID_ARG, "zinc_create: options.total_steps is %lld; give the run's optimizer steps, or 0 "
-                                   "when not known", (long long)o.total_steps);
+        FAIL(ZINC_ERR_INVALID_ARG,
+             "zinc_create: options.total_steps is %lld; give the run's optimizer steps, or 0 "
+             "when not known",
+             (long long)o.total_steps);
     zcfg_load_opts lo = {.sets = o.config_overrides, .run_steps = o.total_steps};
     /* A rank whose config fails must not leave the others waiting in the collectives that follow. */
-    if (o.config_path) st = zcfg_load_file_ex(o.config_path, e->world, &lo, &e->log, &e->cfg);
-    else st = zcfg_load_text_ex(o.config_json, "<json text>", e->world, &lo, &e->log, &e->cfg);
+    if (o.config_path)
+        st = zcfg_load_file_ex(o.config_path, e->world, &lo, &e->log, &e->cfg);
+    else
+        st = zcfg_load_text_ex(o.config_json, "<json text>", e->world, &lo, &e->log, &e->cfg);
     TRY(zcomm_agree_status(e->comm, st));
 
     zinc_device_kind want = o.device != ZINC_DEVICE_AUTO ? o.device : e->cfg.device;
@@ -126,10 +131,11 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     if (want == ZINC_DEVICE_AUTO) want = cuda_allowed() && zdev_cuda_count() > 0 ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
     e->device = want;
     TRY(zcomm_agree_status(e->comm, zdev_create(want, &e->mem, &e->log, e->comm->local_rank,
-                                   o.cpu_threads > 0 ? o.cpu_threads : default_threads(e), &e->dev)));
+                                                o.cpu_threads > 0 ? o.cpu_threads : default_threads(e), &e->dev)));
     if (e->cfg.optimizer.type == ZOPT_LAMB && !e->dev->host_addressable) /* runtime/engine/engine_lamb.c */
-        TRY(ZERR(ZINC_ERR_UNSUPPORTED, "optimizer \"Lamb\" runs on the cpu device only in this zinc version (its GPU "
-                                       "kernels are not written yet); use \"Adam\", \"AdamW\" or \"Lion\" on device %s",
+        TRY(ZERR(ZINC_ERR_UNSUPPORTED,
+                 "optimizer \"Lamb\" runs on the cpu device only in this zinc version (its GPU "
+                 "kernels are not written yet); use \"Adam\", \"AdamW\" or \"Lion\" on device %s",
                  e->dev->ops->name));
     TRY(e->dev->ops->comm_create(e->dev, e->comm, &e->log, &e->dcomm));
 
@@ -140,8 +146,9 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
      * the model compute-dtype bucket slots and accumulate the reduced shard in fp32. */
     e->grad_dtype = e->stage <= 1 ? e->cfg.grad_accum_dtype : e->compute_dtype;
     if (e->stage >= 2 && e->cfg.grad_accum_dtype_set && e->cfg.grad_accum_dtype != ZINC_FP32)
-        ZLOG_WARN(&e->log, "data_types.grad_accum_dtype=%s: in stage %d zinc accumulates the gradient shard "
-                           "in fp32 (more accurate, 4 bytes per shard element)",
+        ZLOG_WARN(&e->log,
+                  "data_types.grad_accum_dtype=%s: in stage %d zinc accumulates the gradient shard "
+                  "in fp32 (more accurate, 4 bytes per shard element)",
                   zinc_dtype_name(e->cfg.grad_accum_dtype), e->stage);
     /* offload_param "nvme" is refused at load (config_resolve.c), so that zinc config check refuses it too */
 
@@ -149,7 +156,8 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
         if (e->cfg.fp16.loss_scale == 0)
             zls_init_dynamic(&e->scaler, e->cfg.fp16.initial_scale_power, e->cfg.fp16.loss_scale_window,
                              e->cfg.fp16.hysteresis, e->cfg.fp16.consecutive_hysteresis, e->cfg.fp16.min_loss_scale);
-        else zls_init_static(&e->scaler, e->cfg.fp16.loss_scale);
+        else
+            zls_init_static(&e->scaler, e->cfg.fp16.loss_scale);
     } else {
         zls_init_static(&e->scaler, 1.0);
     }
@@ -158,10 +166,9 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
               "zinc %s: %d rank%s (%s), device %s, ZeRO stage %d, %s compute, %s communication, "
               "batch %lld = micro %lld x accumulation %lld x ranks %d, %d kernel thread%s (%s)",
               zinc_version(), e->world, e->world == 1 ? "" : "s", e->dcomm->ops->name, e->dev->ops->name, e->stage,
-              zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->comm_dtype),
-              (long long)e->cfg.train_batch_size, (long long)e->cfg.train_micro_batch_size_per_gpu,
-              (long long)e->cfg.gradient_accumulation_steps, e->world, zpool_threads(e->dev->pool),
-              zpool_threads(e->dev->pool) == 1 ? "" : "s", zkernels_simd_name());
+              zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->comm_dtype), (long long)e->cfg.train_batch_size,
+              (long long)e->cfg.train_micro_batch_size_per_gpu, (long long)e->cfg.gradient_accumulation_steps, e->world,
+              zpool_threads(e->dev->pool), zpool_threads(e->dev->pool) == 1 ? "" : "s", zkernels_simd_name());
     *out = e;
     return ZINC_OK;
 fail:
@@ -244,8 +251,8 @@ zinc_param *zinc_param_add(zinc_engine *e, int module, const char *name, int ndi
         return NULL;
     }
     if (module < 0 || module >= e->nmodules) {
-        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): module %d does not exist (%d modules added)", name,
-             module, e->nmodules);
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): module %d does not exist (%d modules added)", name, module,
+             e->nmodules);
         return NULL;
     }
     if (module != e->nmodules - 1) {
@@ -331,9 +338,12 @@ zinc_param *zengine_param_at(const zinc_engine *e, int64_t x) {
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
         zinc_param *p = e->params[mid];
-        if (x < p->flat_offset) hi = mid - 1;
-        else if (x >= p->flat_offset + p->numel) lo = mid + 1;
-        else return p;
+        if (x < p->flat_offset)
+            hi = mid - 1;
+        else if (x >= p->flat_offset + p->numel)
+            lo = mid + 1;
+        else
+            return p;
     }
     return NULL;
 }
@@ -374,8 +384,8 @@ static void fill_decay_mask(zinc_engine *e) {
 
 /* Copies the float values of parameter p's elements that fall into [lo, hi) to dst (compute dtype, on
  * the device, indexed from dst_base). */
-static zinc_status place_param(zinc_engine *e, const zinc_param *p, const float *vals, void *dst,
-                               int64_t dst_base, int64_t lo, int64_t hi) {
+static zinc_status place_param(zinc_engine *e, const zinc_param *p, const float *vals, void *dst, int64_t dst_base,
+                               int64_t lo, int64_t hi) {
     int64_t a = p->flat_offset > lo ? p->flat_offset : lo;
     int64_t b = p->flat_offset + p->numel < hi ? p->flat_offset + p->numel : hi;
     if (b <= a) return ZINC_OK;
@@ -389,8 +399,8 @@ static zinc_status place_param(zinc_engine *e, const zinc_param *p, const float 
 static zinc_status init_state(zinc_engine *e) {
     zinc_status st = ZINC_OK;
     size_t csz = zinc_dtype_size(e->compute_dtype);
-    const char *own = e->stage <= 2 ? (const char *)e->params_full + (size_t)e->own_lo * csz
-                                    : (const char *)e->params_shard;
+    const char *own =
+        e->stage <= 2 ? (const char *)e->params_full + (size_t)e->own_lo * csz : (const char *)e->params_shard;
     zdevice *d = e->dev;
     bool on_dev = zengine_state_on_device(e);
     TRY(zstate_pass_begin(e->state, ZSTATE_WRITE));
@@ -729,13 +739,13 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
 /* ---------------------------------------------------------------- accessors */
 
 /* Accessors: a NULL engine is a caller's bug, answered the same way by each (include/zinc.h, Conventions). */
-#define ACCESS(type, name, none, expr)                                                                      \
-    type name(const zinc_engine *e) {                                                                     \
-        if (!e) {                                                                                         \
-            ZERR(ZINC_ERR_INVALID_ARG, #name ": NULL engine");                                            \
-            return none;                                                                                  \
-        }                                                                                                 \
-        return expr;                                                                                      \
+#define ACCESS(type, name, none, expr)                                                                                 \
+    type name(const zinc_engine *e) {                                                                                  \
+        if (!e) {                                                                                                      \
+            ZERR(ZINC_ERR_INVALID_ARG, #name ": NULL engine");                                                         \
+            return none;                                                                                               \
+        }                                                                                                              \
+        return expr;                                                                                                   \
     }
 ACCESS(zinc_dtype, zinc_compute_dtype, ZINC_FP32, e->compute_dtype)
 ACCESS(zinc_dtype, zinc_grad_dtype, ZINC_FP32, e->grad_dtype)

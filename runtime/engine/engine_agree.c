@@ -39,7 +39,8 @@ static void show(char *out, size_t cap, const void *data, size_t n) {
     const unsigned char *b = data;
     bool text = n > 0;
     for (size_t i = 0; i < n && text; i++) text = isprint(b[i]) || (i == n - 1 && b[i] == 0);
-    if (text) snprintf(out, cap, "\"%.*s\"", (int)(n && !b[n - 1] ? n - 1 : n), (const char *)b);
+    if (text)
+        snprintf(out, cap, "\"%.*s\"", (int)(n && !b[n - 1] ? n - 1 : n), (const char *)b);
     else if (n == 8) {
         int64_t v;
         memcpy(&v, data, 8);
@@ -48,12 +49,14 @@ static void show(char *out, size_t cap, const void *data, size_t n) {
         int32_t v;
         memcpy(&v, data, 4);
         snprintf(out, cap, "%" PRId32, v);
-    } else snprintf(out, cap, "(%zu bytes)", n);
+    } else
+        snprintf(out, cap, "(%zu bytes)", n);
 }
 
 static void add(zagree_list *l, const char *name, const void *data, size_t n, const char *shown) {
     zagree_rec *r;
-    if (l->n < AGREE_MAX - 1) r = &l->it[l->n++];
+    if (l->n < AGREE_MAX - 1)
+        r = &l->it[l->n++];
     else { /* fold the rest into the last item */
         r = &l->it[AGREE_MAX - 1];
         if (l->n == AGREE_MAX - 1) {
@@ -68,15 +71,18 @@ static void add(zagree_list *l, const char *name, const void *data, size_t n, co
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "%s", name);
     r->hash = fnv(FNV0, data, n);
-    if (shown) snprintf(r->shown, sizeof r->shown, "%s", shown);
-    else show(r->shown, sizeof r->shown, data, n);
+    if (shown)
+        snprintf(r->shown, sizeof r->shown, "%s", shown);
+    else
+        show(r->shown, sizeof r->shown, data, n);
 }
 
 zinc_status zinc_agree_add(zinc_engine *e, const char *name, const void *data, size_t n) {
     if (!e || !name || !*name || (!data && n))
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_agree_add: engine, name and data are required");
     if (e->built) return ZERR(ZINC_ERR_STATE, "zinc_agree_add(\"%s\"): call it before zinc_build", name);
-    if (strlen(name) > 48) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_agree_add: name \"%.48s...\" is longer than 48", name);
+    if (strlen(name) > 48)
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_agree_add: name \"%.48s...\" is longer than 48", name);
     if (e->agree_n == e->agree_cap) {
         int cap = e->agree_cap ? 2 * e->agree_cap : 16;
         if (cap > 256) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_agree_add: more than 256 items");
@@ -136,7 +142,8 @@ static zinc_status build_list(const zinc_engine *e, zagree_list *l) {
                         snprintf(n3, sizeof n3, "config %s.%s.%s", k, k2, k3);
                         if (!per_node(n3)) add_json(l, n3, v3);
                     }
-                } else if (!per_node(name)) add_json(l, name, v2);
+                } else if (!per_node(name))
+                    add_json(l, name, v2);
             }
         } else {
             char name[128];
@@ -206,9 +213,8 @@ zinc_status zengine_agree(zinc_engine *e) {
                 FAIL(ZINC_ERR_CONFIG,
                      "the ranks were started with different settings: %s is %s on rank %d but %s on rank%s %s; "
                      "every rank must get the same config, model and command line (this check runs in zinc_build)",
-                     a->name, a->shown[0] ? a->shown : "(set)", src, other ? (other->shown[0] ? other->shown : "other")
-                                                                            : "missing",
-                     ndiff > 1 ? "s" : "", ranks);
+                     a->name, a->shown[0] ? a->shown : "(set)", src,
+                     other ? (other->shown[0] ? other->shown : "other") : "missing", ndiff > 1 ? "s" : "", ranks);
             }
         }
     }

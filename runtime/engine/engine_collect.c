@@ -108,8 +108,10 @@ zinc_status zengine_params_from_master(zinc_engine *e) {
     for (int64_t i = 0; i < e->state->nchunks; i++) {
         zstate_view v;
         TRY(zstate_acquire(e->state, i, &v));
-        if (on_dev) TRY(d->ops->cast_from_f32(d, out + (size_t)v.lo * csz, e->compute_dtype, v.master, (size_t)v.n));
-        else TRY(zdev_upload_f32(d, out + (size_t)v.lo * csz, e->compute_dtype, v.master, (size_t)v.n));
+        if (on_dev)
+            TRY(d->ops->cast_from_f32(d, out + (size_t)v.lo * csz, e->compute_dtype, v.master, (size_t)v.n));
+        else
+            TRY(zdev_upload_f32(d, out + (size_t)v.lo * csz, e->compute_dtype, v.master, (size_t)v.n));
         TRY(zstate_release(e->state, i));
     }
     TRY(zstate_pass_end(e->state));

@@ -13,8 +13,10 @@
 
 static void describe(const zinc_engine *e, int64_t flat, char *buf, size_t cap) {
     const zinc_param *p = flat >= 0 ? zengine_param_at(e, flat) : NULL;
-    if (p) snprintf(buf, cap, "parameter \"%s\" element %lld", p->name, (long long)(flat - p->flat_offset));
-    else snprintf(buf, cap, "flat element %lld", (long long)flat);
+    if (p)
+        snprintf(buf, cap, "parameter \"%s\" element %lld", p->name, (long long)(flat - p->flat_offset));
+    else
+        snprintf(buf, cap, "flat element %lld", (long long)flat);
 }
 
 bool zengine_nonfinite_is_error(const zinc_engine *e) {
@@ -46,8 +48,10 @@ zinc_status zengine_check_params(zinc_engine *e, const void *own_params) {
     if (hi > lo) TRY(e->dev->ops->grad_stats(e->dev, own_params, e->compute_dtype, (size_t)(hi - lo), &s));
     bad_rec mine = {(int64_t)s.nonfinite, s.nonfinite ? lo + (int64_t)s.first_nonfinite : -1};
     TRY_ALLOC(all, e->world, "the parameter check");
-    if (e->world > 1) TRY(zcomm_allgather_bytes(e->comm, &mine, all, sizeof mine));
-    else all[0] = mine;
+    if (e->world > 1)
+        TRY(zcomm_allgather_bytes(e->comm, &mine, all, sizeof mine));
+    else
+        all[0] = mine;
     for (int r = 0; r < e->world; r++) {
         if (!all[r].nonfinite) continue;
         char where[512];

@@ -31,17 +31,17 @@ struct zinc_param {
     int64_t flat_offset;
     unsigned flags;
     int index;
-    void *grad;            /* the model's gradient buffer while its module is in backward, else NULL */
+    void *grad; /* the model's gradient buffer while its module is in backward, else NULL */
 };
 
 struct zinc_engine {
     zinc_config cfg;
     zlog log;
-    zcomm *comm;                /* host buffers: metadata, statistics, metrics */
-    zcomm *dcomm;               /* compute-device buffers (== comm on cpu; NCCL on cuda) */
+    zcomm *comm;  /* host buffers: metadata, statistics, metrics */
+    zcomm *dcomm; /* compute-device buffers (== comm on cpu; NCCL on cuda) */
     zmemtrack mem;
     zinc_device_kind device;
-    zdevice *dev;               /* every operation on compute-device buffers goes through it */
+    zdevice *dev; /* every operation on compute-device buffers goes through it */
     uint64_t seed;
     int rank, world;
 
@@ -51,7 +51,7 @@ struct zinc_engine {
     zinc_param **params;
     int nparams, cap_params;
     bool built;
-    bool init_ranged; /* zinc_build_ranged: initialisation in pieces, no whole-tensor scratch */
+    bool init_ranged;   /* zinc_build_ranged: initialisation in pieces, no whole-tensor scratch */
     bool init_in_place; /* zinc_build writes fp32 values straight into the host parameter buffer */
 
     /* layout and dtypes: from the sizing plan (runtime/mem/plan.h), made at zinc_build, which every
@@ -59,31 +59,31 @@ struct zinc_engine {
     zplan plan;
     zpartition part;
     int stage;
-    zinc_dtype compute_dtype;   /* parameters as the model reads them */
-    zinc_dtype grad_dtype;      /* gradients as the model writes them */
-    zinc_dtype comm_dtype;      /* gradients on the wire */
-    int64_t own_lo, own_hi;     /* flat range this rank's optimizer updates (full in stage 0) */
+    zinc_dtype compute_dtype; /* parameters as the model reads them */
+    zinc_dtype grad_dtype;    /* gradients as the model writes them */
+    zinc_dtype comm_dtype;    /* gradients on the wire */
+    int64_t own_lo, own_hi;   /* flat range this rank's optimizer updates (full in stage 0) */
 
     /* model states */
-    void *params_full;          /* compute dtype, padded elements (stages 0-2) */
-    void *params_shard;         /* compute dtype, S elements (stage 3) */
-    zstate_ctx state_ctx;       /* what the store sees of the engine (engine_ctx.c) */
-    zstate *state;              /* fp32 master, exp_avg, exp_avg_sq over the own range */
-    uint8_t *decay_mask;        /* one byte per ZPART_PARAM_ALIGN elements of the own range (host) */
-    uint8_t *decay_mask_dev;    /* the same on the compute device (== decay_mask on cpu) */
+    void *params_full;       /* compute dtype, padded elements (stages 0-2) */
+    void *params_shard;      /* compute dtype, S elements (stage 3) */
+    zstate_ctx state_ctx;    /* what the store sees of the engine (engine_ctx.c) */
+    zstate *state;           /* fp32 master, exp_avg, exp_avg_sq over the own range */
+    uint8_t *decay_mask;     /* one byte per ZPART_PARAM_ALIGN elements of the own range (host) */
+    uint8_t *decay_mask_dev; /* the same on the compute device (== decay_mask on cpu) */
     size_t bytes_params_full, bytes_params_shard, bytes_state, bytes_mask;
 
     /* gradients and their reduction (zero/grads.c) */
     zgrads grads;
-    int open_backward;          /* modules entered for backward and not yet exited */
-    float *f32_scratch;         /* zinc_grad_add_f32 on a device the host cannot address (engine_f32.c) */
+    int open_backward;  /* modules entered for backward and not yet exited */
+    float *f32_scratch; /* zinc_grad_add_f32 on a device the host cannot address (engine_f32.c) */
 
     /* stage 3 gathering (zero/gather.c) */
     zgather gather;
 
     /* micro-step bookkeeping */
-    int last_phase;             /* -1 before any enter */
-    int64_t micro_steps;        /* backward passes begun since the last step */
+    int last_phase;      /* -1 before any enter */
+    int64_t micro_steps; /* backward passes begun since the last step */
     bool in_backward_pass;
 
     /* optimizer state */
@@ -97,7 +97,7 @@ struct zinc_engine {
     /* the caller's items for the rank agreement (zinc_agree_add; engine_agree.c) */
     void *agree_items;
     int agree_n, agree_cap;
-    zinc_nonfinite nonfinite;   /* zinc_options.nonfinite (engine_finite.c) */
+    zinc_nonfinite nonfinite; /* zinc_options.nonfinite (engine_finite.c) */
 };
 
 /* Marks the engine broken with the current error's first line (see zinc_engine.broken). */

@@ -32,7 +32,9 @@ static zinc_status for_pieces(zinc_engine *e, const zstate_view *v, const zlamb_
     return ZINC_OK;
 }
 
-typedef struct sums_ctx { double *wsq, *usq; } sums_ctx;
+typedef struct sums_ctx {
+    double *wsq, *usq;
+} sums_ctx;
 
 static zinc_status sum_piece(zinc_engine *e, int k, const zlamb_hparams *h, const zstate_view *v, int64_t off,
                              int64_t n, const char *g, zinc_dtype gdt, char *out, void *ctx) {
@@ -81,8 +83,9 @@ zinc_status zengine_lamb_pass(zinc_engine *e, const zlamb_hparams *h, const void
     double *sums = NULL;
     float *coeff = NULL;
     if (!e->dev->host_addressable || !zengine_state_on_device(e))
-        return ZERR(ZINC_ERR_UNSUPPORTED, "optimizer \"Lamb\" runs on the cpu device only in this zinc version (its "
-                                          "GPU kernels are not written yet); use \"Adam\", \"AdamW\" or \"Lion\" on a GPU");
+        return ZERR(ZINC_ERR_UNSUPPORTED,
+                    "optimizer \"Lamb\" runs on the cpu device only in this zinc version (its "
+                    "GPU kernels are not written yet); use \"Adam\", \"AdamW\" or \"Lion\" on a GPU");
     int np = e->nparams;
     TRY_ALLOC(sums, 2 * (size_t)np, "LAMB norms");
     TRY_ALLOC(coeff, (size_t)np, "LAMB coefficients");

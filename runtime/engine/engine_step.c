@@ -19,8 +19,7 @@ typedef struct rank_stats {
 } rank_stats;
 
 /* Gathers every rank's statistics and sums them in rank order, so every rank gets the same bits. */
-static zinc_status global_stats(zinc_engine *e, double *sumsq, int64_t *nonfinite, int64_t *first_bad,
-                                int *bad_rank) {
+static zinc_status global_stats(zinc_engine *e, double *sumsq, int64_t *nonfinite, int64_t *first_bad, int *bad_rank) {
     zinc_status st = ZINC_OK;
     rank_stats *all = NULL;
     zinc_dtype dt;
@@ -51,8 +50,10 @@ fail:
 
 static void describe_bad(const zinc_engine *e, int64_t flat, char *buf, size_t cap) {
     const zinc_param *p = flat >= 0 ? zengine_param_at(e, flat) : NULL;
-    if (p) snprintf(buf, cap, "parameter \"%s\" element %lld", p->name, (long long)(flat - p->flat_offset));
-    else snprintf(buf, cap, "flat element %lld", (long long)flat);
+    if (p)
+        snprintf(buf, cap, "parameter \"%s\" element %lld", p->name, (long long)(flat - p->flat_offset));
+    else
+        snprintf(buf, cap, "flat element %lld", (long long)flat);
 }
 
 static zinc_status skip_step(zinc_engine *e, zinc_step_info *info, int64_t first_bad, int bad_rank) {
@@ -69,8 +70,9 @@ static zinc_status skip_step(zinc_engine *e, zinc_step_info *info, int64_t first
                         "(\"bf16\": {\"enabled\": true})",
                         (long long)e->steps, e->scaler.cur_scale, where, bad_rank);
         if (ev == ZLS_HYSTERESIS)
-            ZLOG_INFO(&e->log, "OVERFLOW! step %lld skipped (first non-finite: %s); loss scale stays %g, "
-                               "hysteresis now %d",
+            ZLOG_INFO(&e->log,
+                      "OVERFLOW! step %lld skipped (first non-finite: %s); loss scale stays %g, "
+                      "hysteresis now %d",
                       (long long)e->steps, where, e->scaler.cur_scale, e->scaler.cur_hysteresis);
         else
             ZLOG_INFO(&e->log, "OVERFLOW! step %lld skipped (first non-finite: %s); loss scale %g -> %g",
@@ -98,7 +100,7 @@ static zinc_status skip_step(zinc_engine *e, zinc_step_info *info, int64_t first
  * buffers, pipelined: while chunk i is updated, chunk i+1's gradient comes down and chunk i-1's
  * parameters go up (copy_async on the device's copy stream), and the NVMe store reads and writes
  * around it. */
-#define GRAD_SLOT(b) (b)      /* copy slots: gradient downloads into buffer b */
+#define GRAD_SLOT(b) (b)        /* copy slots: gradient downloads into buffer b */
 #define PARAM_SLOT(b) (2 + (b)) /* parameter uploads from buffer b */
 
 static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void *g, zinc_dtype gdt, void *out) {
@@ -110,10 +112,12 @@ static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void 
     char *hg[2] = {NULL, NULL}, *hp[2] = {NULL, NULL};
     /* The staging the sizing plan laid out (runtime/mem/plan.h): a chunk of the fp32 gradient and one of
      * the compute-dtype parameters per buffer. */
-    size_t hg_bytes = e->plan.buf[ZPLAN_OFFLOAD_GRAD_STAGING].each, hp_bytes = e->plan.buf[ZPLAN_OFFLOAD_PARAM_STAGING].each;
+    size_t hg_bytes = e->plan.buf[ZPLAN_OFFLOAD_GRAD_STAGING].each,
+           hp_bytes = e->plan.buf[ZPLAN_OFFLOAD_PARAM_STAGING].each;
     if (!on_dev && (hg_bytes < (size_t)s->chunk * gsz || hp_bytes < (size_t)s->chunk * csz))
         return ZERR(ZINC_ERR_INTERNAL,
-                    "offload step: the sizing plan's staging (%zu and %zu bytes) is smaller than a chunk of %lld elements "
+                    "offload step: the sizing plan's staging (%zu and %zu bytes) is smaller than a chunk of %lld "
+                    "elements "
                     "(%s gradients); please report this",
                     hg_bytes, hp_bytes, (long long)s->chunk, zinc_dtype_name(gdt));
     if (!on_dev) {
@@ -186,8 +190,9 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     TRY(zgrads_reduce_boundary(&e->grads));
     int64_t gas = e->cfg.gradient_accumulation_steps;
     if (e->micro_steps != gas && !e->warned_micro_mismatch) {
-        ZLOG_WARN(&e->log, "zinc_step after %lld backward passes, but gradient_accumulation_steps is %lld: "
-                           "gradients are averaged over %lld",
+        ZLOG_WARN(&e->log,
+                  "zinc_step after %lld backward passes, but gradient_accumulation_steps is %lld: "
+                  "gradients are averaged over %lld",
                   (long long)e->micro_steps, (long long)gas, (long long)gas);
         e->warned_micro_mismatch = true;
     }
@@ -232,10 +237,16 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         size_t csz = zinc_dtype_size(e->compute_dtype);
         void *out = e->stage == 3 ? e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
         if (o->type == ZOPT_LAMB) {
-            zlamb_hparams lh = {.lr = h.lr, .beta1 = h.beta1, .beta2 = h.beta2, .eps = h.eps,
-                                .weight_decay = h.weight_decay, .grad_factor = h.grad_factor,
-                                .bias_correction1 = h.bias_correction1, .bias_correction2 = h.bias_correction2,
-                                .max_coeff = (float)o->max_coeff, .min_coeff = (float)o->min_coeff,
+            zlamb_hparams lh = {.lr = h.lr,
+                                .beta1 = h.beta1,
+                                .beta2 = h.beta2,
+                                .eps = h.eps,
+                                .weight_decay = h.weight_decay,
+                                .grad_factor = h.grad_factor,
+                                .bias_correction1 = h.bias_correction1,
+                                .bias_correction2 = h.bias_correction2,
+                                .max_coeff = (float)o->max_coeff,
+                                .min_coeff = (float)o->min_coeff,
                                 .eps_inside_sqrt = o->eps_inside_sqrt};
             TRY(zengine_lamb_pass(e, &lh, g, gdt, out));
         } else {
@@ -269,7 +280,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     e->grads.stat_rs_sends = 0;
     e->gather.stat_prefetch = e->gather.stat_gather_blocking = e->gather.stat_trace_resync = 0;
     return ZINC_OK;
-fail: {
+fail : {
     char what[64];
     snprintf(what, sizeof what, "optimizer step %lld", (long long)e->steps);
     zengine_mark_broken(e, what);

@@ -92,8 +92,8 @@ uint64_t zest_rss(const zest_estimate *est, bool device_in_host) {
 
 static uint64_t floor_u64(double x) { return x <= 0 ? 0 : (uint64_t)x; }
 
-void zest_deepspeed(int stage, zcfg_offload_device offload_optimizer, bool offload_param, int64_t P,
-                             int64_t L, int nodes, int gpus_per_node, double abf, zest_ds_estimate *out) {
+void zest_deepspeed(int stage, zcfg_offload_device offload_optimizer, bool offload_param, int64_t P, int64_t L,
+                    int nodes, int gpus_per_node, double abf, zest_ds_estimate *out) {
     memset(out, 0, sizeof *out);
     double p = (double)P, l = (double)L, gpn = (double)gpus_per_node;
     double G = (double)nodes * gpn;
@@ -208,8 +208,10 @@ static void read_cgroup(zest_available *out) {
         char *slash = strrchr(rel, '/');
         if (!slash || !rel[0]) break;
         if (slash == rel && !rel[1]) break; /* "/" done */
-        if (slash == rel) rel[1] = 0;
-        else *slash = 0;
+        if (slash == rel)
+            rel[1] = 0;
+        else
+            *slash = 0;
         if (!strcmp(rel, "/")) rel[0] = 0; /* the root level: root + "" */
     }
 }
@@ -289,10 +291,14 @@ void zest_available_read(const char *nvme_path, zest_available *out) {
 
 static void fmt_bytes(char *buf, size_t cap, uint64_t b) {
     double x = (double)b;
-    if (b >= (1ull << 30)) snprintf(buf, cap, "%.2f GiB", x / 1073741824.0);
-    else if (b >= (1ull << 20)) snprintf(buf, cap, "%.1f MiB", x / 1048576.0);
-    else if (b >= 1024) snprintf(buf, cap, "%.1f KiB", x / 1024.0);
-    else snprintf(buf, cap, "%" PRIu64 " B", b);
+    if (b >= (1ull << 30))
+        snprintf(buf, cap, "%.2f GiB", x / 1073741824.0);
+    else if (b >= (1ull << 20))
+        snprintf(buf, cap, "%.1f MiB", x / 1048576.0);
+    else if (b >= 1024)
+        snprintf(buf, cap, "%.1f KiB", x / 1024.0);
+    else
+        snprintf(buf, cap, "%" PRIu64 " B", b);
 }
 
 /* "params 1.2 GiB, grads ..." for the non-zero categories of the given kinds. */
@@ -316,9 +322,9 @@ static void fit_advice(const zest_estimate *est, zinc_mem_kind k, char *buf, siz
     const uint64_t *h = est->bytes[k];
     uint64_t state = h[ZINC_MEM_MASTER] + h[ZINC_MEM_EXP_AVG] + h[ZINC_MEM_EXP_AVG_SQ];
     char s[32];
-#define ADVICE(...)                                                                                        \
-    do {                                                                                                   \
-        if (len < cap) len += (size_t)snprintf(buf + len, cap - len, __VA_ARGS__);                         \
+#define ADVICE(...)                                                                                                    \
+    do {                                                                                                               \
+        if (len < cap) len += (size_t)snprintf(buf + len, cap - len, __VA_ARGS__);                                     \
     } while (0)
     /* A higher stage only where it costs less at this rank count (the pre-flight computes it; an estimate
      * without that check offers one only with ranks to shard across). */
@@ -337,12 +343,15 @@ static void fit_advice(const zest_estimate *est, zinc_mem_kind k, char *buf, siz
     bool nvme_saves = (int64_t)est->nvme_buffers * est->nvme_chunk < est->own;
     char sgtext[160] = "";
     if (!nvme_saves)
-        snprintf(sgtext, sizeof sgtext, " and zero_optimization.sub_group_size %" PRId64
-                 " (now %" PRId64 ": its swap buffers would hold the whole state)", sg, est->nvme_chunk);
+        snprintf(sgtext, sizeof sgtext,
+                 " and zero_optimization.sub_group_size %" PRId64 " (now %" PRId64
+                 ": its swap buffers would hold the whole state)",
+                 sg, est->nvme_chunk);
     if (state && k == ZINC_MEMKIND_DEVICE) {
         fmt_bytes(s, sizeof s, state);
         ADVICE("; zero_optimization.offload_optimizer.device \"cpu\" (or \"nvme\")%s moves the optimizer state (%s) "
-               "off the GPU", need_stage, s);
+               "off the GPU",
+               need_stage, s);
     } else if (state && est->offload != ZOFFLOAD_NVME) {
         fmt_bytes(s, sizeof s, state);
         ADVICE("; zero_optimization.offload_optimizer.device \"nvme\"%s%s moves the optimizer state (%s) to files",
@@ -350,16 +359,16 @@ static void fit_advice(const zest_estimate *est, zinc_mem_kind k, char *buf, siz
     } else if (est->offload == ZOFFLOAD_NVME && h[ZINC_MEM_STAGING] && est->nvme_buffers > 1 && sg < est->nvme_chunk) {
         fmt_bytes(s, sizeof s, h[ZINC_MEM_STAGING]);
         ADVICE("; a smaller zero_optimization.sub_group_size (%" PRId64 ", now %" PRId64
-               ") shrinks the NVMe swap buffers (%s)", sg, est->nvme_chunk, s);
+               ") shrinks the NVMe swap buffers (%s)",
+               sg, est->nvme_chunk, s);
     } else if (est->offload == ZOFFLOAD_NVME && h[ZINC_MEM_STAGING] && sg < est->nvme_chunk) {
         fmt_bytes(s, sizeof s, h[ZINC_MEM_STAGING]);
-        ADVICE("; zero_optimization.sub_group_size %" PRId64 " (now %" PRId64
-               ") shrinks the NVMe swap buffers (%s)", sg, est->nvme_chunk, s);
+        ADVICE("; zero_optimization.sub_group_size %" PRId64 " (now %" PRId64 ") shrinks the NVMe swap buffers (%s)",
+               sg, est->nvme_chunk, s);
     }
     if (h[ZINC_MEM_BUCKETS] > state / 4 && h[ZINC_MEM_BUCKETS]) {
         fmt_bytes(s, sizeof s, h[ZINC_MEM_BUCKETS]);
-        ADVICE("; a smaller zero_optimization.reduce_bucket_size shrinks the buckets (%s, %d x %" PRId64
-               " elements)",
+        ADVICE("; a smaller zero_optimization.reduce_bucket_size shrinks the buckets (%s, %d x %" PRId64 " elements)",
                s, est->nbuckets, est->bucket_cap);
     }
     if (h[ZINC_MEM_GATHER]) {
@@ -439,8 +448,8 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
                     " bytes). To fit: %s. (ZeRO stage %d, %d rank%s; `zinc mem estimate` shows the breakdown; "
                     "ZINC_PREFLIGHT=0 skips this check)",
                     need, host, parts, extra, hr, lim[i].mult, lim[i].mult == 1 ? "" : "es",
-                    lim[i].mult == 1 ? "s" : "", node, host_hr * lim[i].mult, lim[i].what, have, lim[i].free,
-                    advice, est->stage, est->world, est->world == 1 ? "" : "s");
+                    lim[i].mult == 1 ? "s" : "", node, host_hr * lim[i].mult, lim[i].what, have, lim[i].free, advice,
+                    est->stage, est->world, est->world == 1 ? "" : "s");
     }
     /* The NVMe store's swap buffers fall back to ordinary host memory when they cannot be pinned. */
     uint64_t pinned = est->total[ZINC_MEMKIND_PINNED] - est->bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING];
@@ -466,13 +475,12 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
         breakdown(est, nk, 1, parts, sizeof parts);
         return ZERR(ZINC_ERR_NOMEM,
                     "pre-flight: not enough free space under nvme_path \"%s\": each rank writes %s (%" PRIu64
-                    " bytes: %s); %" PRIu64 " rank%s on this node write%s %s (%" PRIu64
-                    " bytes), but %s (%" PRIu64 " bytes) are free. Free space there, point "
+                    " bytes: %s); %" PRIu64 " rank%s on this node write%s %s (%" PRIu64 " bytes), but %s (%" PRIu64
+                    " bytes) are free. Free space there, point "
                     "zero_optimization.offload_optimizer.nvme_path at a bigger file system, use more nodes, or "
                     "offload to \"cpu\" (ZINC_PREFLIGHT=0 skips this check)",
                     nvme_path ? nvme_path : "", need, nvme, parts, L, L == 1 ? "" : "s", L == 1 ? "s" : "", node,
-                    nvme * L, have,
-                    a->nvme_free);
+                    nvme * L, have, a->nvme_free);
     }
     return ZINC_OK;
 }

@@ -28,41 +28,41 @@ typedef struct zest_estimate {
     /* What it was computed from, for reports. */
     int stage, world, rank;
     zinc_device_kind device;
-    zcfg_offload_device offload;      /* offload_optimizer.device */
+    zcfg_offload_device offload; /* offload_optimizer.device */
     zinc_dtype compute_dtype, grad_dtype, comm_dtype;
-    int64_t numel;                    /* parameters (no padding) */
-    int64_t flat_numel;               /* the flat buffer before shard padding */
-    int64_t shard, padded;            /* elements per rank; world * shard */
-    int64_t own;                      /* elements of optimizer state on this rank */
+    int64_t numel;         /* parameters (no padding) */
+    int64_t flat_numel;    /* the flat buffer before shard padding */
+    int64_t shard, padded; /* elements per rank; world * shard */
+    int64_t own;           /* elements of optimizer state on this rank */
     int nmodules;
-    int64_t largest_module;           /* parameters of the largest module (no padding): DeepSpeed's L */
-    int64_t largest_module_flat;      /* its flat (aligned) elements */
+    int64_t largest_module;      /* parameters of the largest module (no padding): DeepSpeed's L */
+    int64_t largest_module_flat; /* its flat (aligned) elements */
     int64_t largest_param;
-    int npersistent;                  /* stage 3: modules that stay gathered */
+    int npersistent; /* stage 3: modules that stay gathered */
     int64_t persistent_numel;
     int nbuckets;
     int64_t bucket_cap;
-    uint64_t bytes_landing;           /* stages 2-3: the landing buffer for modules larger than a bucket (0: none) */
-    int64_t gather_peak_numel;        /* stage 3: non-persistent elements gathered at once, at most */
-    int64_t state_chunk;              /* elements per optimizer-state chunk (sub_group_size) */
-    int nvme_swap_buffers;            /* NVMe store: swap buffers, each one chunk of master, m and v */
-    uint64_t nvme_swap_each;          /* bytes of each (3 chunks at the files' stride) */
-    uint64_t offload_staging;         /* GPU with offload: the step's pinned gradient and parameter staging */
+    uint64_t bytes_landing;    /* stages 2-3: the landing buffer for modules larger than a bucket (0: none) */
+    int64_t gather_peak_numel; /* stage 3: non-persistent elements gathered at once, at most */
+    int64_t state_chunk;       /* elements per optimizer-state chunk (sub_group_size) */
+    int nvme_swap_buffers;     /* NVMe store: swap buffers, each one chunk of master, m and v */
+    uint64_t nvme_swap_each;   /* bytes of each (3 chunks at the files' stride) */
+    uint64_t offload_staging;  /* GPU with offload: the step's pinned gradient and parameter staging */
 
     /* Transients the engine's counters do not hold but the process's resident memory does (host bytes):
      * the build's fp32 initialisation scratch (freed before zinc_build returns) and MPI's temporaries
      * inside one collective piece (comm_mpi.h), at most `comm_pending` pieces at once. */
-    uint64_t init_scratch;            /* as the engine builds (zest_compute: zinc_build_ranged) */
-    uint64_t init_scratch_whole;      /* zinc_build with a whole-tensor init_fn */
-    int64_t comm_piece;               /* elements per MPI call at most (zcomm_mpi_max_count) */
-    int comm_pending;                 /* pieces in flight at once (reduce buckets with overlap_comm) */
-    uint64_t comm_temp;               /* bound on MPI's temporaries, bytes */
-    uint64_t before_build;            /* host bytes in the totals allocated by zinc_create (collective staging) */
-    int64_t nvme_chunk;               /* elements per chunk with NVMe offload (sub_group_size, capped) */
-    int nvme_buffers;                 /* swap buffers NVMe offload would use (buffer_count, capped) */
-    int cheaper_stage;                /* set by the pre-flight: the higher stage needing the least memory of the
+    uint64_t init_scratch;       /* as the engine builds (zest_compute: zinc_build_ranged) */
+    uint64_t init_scratch_whole; /* zinc_build with a whole-tensor init_fn */
+    int64_t comm_piece;          /* elements per MPI call at most (zcomm_mpi_max_count) */
+    int comm_pending;            /* pieces in flight at once (reduce buckets with overlap_comm) */
+    uint64_t comm_temp;          /* bound on MPI's temporaries, bytes */
+    uint64_t before_build;       /* host bytes in the totals allocated by zinc_create (collective staging) */
+    int64_t nvme_chunk;          /* elements per chunk with NVMe offload (sub_group_size, capped) */
+    int nvme_buffers;            /* swap buffers NVMe offload would use (buffer_count, capped) */
+    int cheaper_stage;           /* set by the pre-flight: the higher stage needing the least memory of the
                                        * kind that is short at this rank count, -1: none is cheaper */
-    uint64_t cheaper_bytes;           /* its bytes of that kind */
+    uint64_t cheaper_bytes;      /* its bytes of that kind */
 } zest_estimate;
 
 /* The process's resident-memory growth this estimate predicts from before zinc_build to its peak:
@@ -76,8 +76,8 @@ uint64_t zest_rss(const zest_estimate *est, bool device_in_host);
  * compute device: ZINC_DEVICE_CPU places everything in host memory, ZINC_DEVICE_CUDA places the same
  * plan in device memory (pinned host for offload with pin_memory); zplan_device_for says what else
  * each assumes. Fails with ZINC_ERR_INVALID_ARG for an empty or malformed model. */
-zinc_status zest_compute(const zplan_model *m, const zinc_config *cfg, int world, int rank,
-                         zinc_device_kind device, zest_estimate *out);
+zinc_status zest_compute(const zplan_model *m, const zinc_config *cfg, int world, int rank, zinc_device_kind device,
+                         zest_estimate *out);
 
 /* The estimate of a plan: its buffers summed at the steps' peak (zplan_sum, ZPLAN_IN_STEP), the
  * initialisation scratch of zinc_build_ranged (init_ranged) or zinc_build. */
@@ -90,10 +90,10 @@ bool zest_is_model_state(zinc_mem_category c);
 /* ---------------------------------------------------------------- DeepSpeed's estimators */
 
 typedef struct zest_ds_estimate {
-    bool available;         /* DeepSpeed has a formula for this stage/offload combination */
-    const char *function;   /* e.g. "estimate_zero3_model_states_mem_needs" */
-    uint64_t gpu_bytes;     /* per GPU */
-    uint64_t cpu_bytes;     /* per node; ZeRO-3: with zero_init */
+    bool available;                  /* DeepSpeed has a formula for this stage/offload combination */
+    const char *function;            /* e.g. "estimate_zero3_model_states_mem_needs" */
+    uint64_t gpu_bytes;              /* per GPU */
+    uint64_t cpu_bytes;              /* per node; ZeRO-3: with zero_init */
     uint64_t cpu_bytes_no_zero_init; /* ZeRO-3 without zero_init (ZeRO-2: same as cpu_bytes) */
 } zest_ds_estimate;
 
@@ -101,8 +101,8 @@ typedef struct zest_ds_estimate {
  * largest layer L, nodes x gpus_per_node GPUs and additional_buffer_factor abf (DeepSpeed: 1.5). Stage 0
  * has none; stage 1 uses the ZeRO-2 formula (DeepSpeed has one estimator for stage_1_and_2.py); NVMe
  * offload has none. */
-void zest_deepspeed(int stage, zcfg_offload_device offload_optimizer, bool offload_param, int64_t P,
-                             int64_t L, int nodes, int gpus_per_node, double abf, zest_ds_estimate *out);
+void zest_deepspeed(int stage, zcfg_offload_device offload_optimizer, bool offload_param, int64_t P, int64_t L,
+                    int nodes, int gpus_per_node, double abf, zest_ds_estimate *out);
 
 /* ---------------------------------------------------------------- pre-flight */
 
@@ -110,24 +110,24 @@ void zest_deepspeed(int stage, zcfg_offload_device offload_optimizer, bool offlo
  * holding bytes: ZINC_FAKE_MEM_AVAILABLE, ZINC_FAKE_MEMLOCK, ZINC_FAKE_NVME_FREE. */
 typedef struct zest_available {
     bool have_mem;
-    uint64_t mem_available;   /* MemAvailable in /proc/meminfo */
-    bool have_memlock;        /* false: unlimited or unknown */
-    uint64_t memlock;         /* RLIMIT_MEMLOCK soft limit */
+    uint64_t mem_available; /* MemAvailable in /proc/meminfo */
+    bool have_memlock;      /* false: unlimited or unknown */
+    uint64_t memlock;       /* RLIMIT_MEMLOCK soft limit */
     bool have_nvme;
-    uint64_t nvme_free;       /* statvfs f_bavail * f_frsize under nvme_path */
+    uint64_t nvme_free; /* statvfs f_bavail * f_frsize under nvme_path */
     bool have_device;
-    uint64_t device_free;     /* the GPU's free memory (cudaMemGetInfo), when the engine runs on one */
-    int ranks_per_device;     /* ranks of this node sharing that GPU */
+    uint64_t device_free; /* the GPU's free memory (cudaMemGetInfo), when the engine runs on one */
+    int ranks_per_device; /* ranks of this node sharing that GPU */
     bool have_cgroup;
-    uint64_t cgroup_free;     /* memory cgroup: the least of limit - usage over this process's cgroup and
+    uint64_t cgroup_free; /* memory cgroup: the least of limit - usage over this process's cgroup and
                                * its ancestors (v2 memory.max - memory.current, v1 memory.limit_in_bytes -
                                * memory.usage_in_bytes); ZINC_FAKE_CGROUP_FREE */
     uint64_t cgroup_limit;
-    char cgroup_file[256];    /* the limit file that binds */
+    char cgroup_file[256]; /* the limit file that binds */
     bool have_as;
-    uint64_t as_free;         /* RLIMIT_AS soft limit less VmSize; ZINC_FAKE_AS_FREE */
+    uint64_t as_free; /* RLIMIT_AS soft limit less VmSize; ZINC_FAKE_AS_FREE */
     uint64_t as_limit;
-    unsigned headroom_pct;    /* the share kept free: ZINC_MEM_HEADROOM (percent, default 10) */
+    unsigned headroom_pct; /* the share kept free: ZINC_MEM_HEADROOM (percent, default 10) */
 } zest_available;
 
 void zest_available_read(const char *nvme_path, zest_available *out);

@@ -25,7 +25,12 @@ const char *zplan_when_name(zplan_when w) {
 static void put(zplan *p, zplan_buf b, const char *what, zinc_mem_category cat, zinc_mem_kind kind, zplan_when when,
                 int count, uint64_t each) {
     if (count < 1 || each == 0) count = 0, each = 0;
-    p->buf[b] = (zplan_entry){.what = what, .cat = cat, .kind = kind, .when = when, .count = count, .each = each,
+    p->buf[b] = (zplan_entry){.what = what,
+                              .cat = cat,
+                              .kind = kind,
+                              .when = when,
+                              .count = count,
+                              .each = each,
                               .bytes = (uint64_t)count * each};
 }
 
@@ -34,14 +39,14 @@ static zinc_status check_model(const zplan_model *m, int world, int rank) {
         return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: a model with at least one parameter is required");
     if (world < 1 || rank < 0 || rank >= world)
         return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: rank %d of world %d is out of range", rank, world);
-    if (m->module[0] < 0)
-        return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: parameter 0 has module %d", m->module[0]);
+    if (m->module[0] < 0) return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: parameter 0 has module %d", m->module[0]);
     for (int i = 0; i < m->nparams; i++) {
         if (m->numel[i] < 1)
             return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: parameter %d has %" PRId64 " elements", i, m->numel[i]);
         if (i > 0 && m->module[i] < m->module[i - 1])
-            return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: parameter %d: modules must be in order (module %d after %d)",
-                        i, m->module[i], m->module[i - 1]);
+            return ZERR(ZINC_ERR_INVALID_ARG,
+                        "memory plan: parameter %d: modules must be in order (module %d after %d)", i, m->module[i],
+                        m->module[i - 1]);
     }
     if (m->nmodules && m->module[m->nparams - 1] >= m->nmodules)
         return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: parameter %d has module %d of %d", m->nparams - 1,
@@ -96,9 +101,9 @@ static void plan_params(zplan *p, const zinc_config *cfg) {
     put(p, ZPLAN_PARAMS, "the parameter shard", ZINC_MEM_PARAMS, ck, ZPLAN_AT_BUILD, 1, (uint64_t)p->part.shard * csz);
     int64_t total = 0;
     for (int i = 0; i < p->nmodules; i++) {
-        p->persistent[i] = zsize_persistent(p->module_end[i] - p->module_begin[i], &total,
-                                            cfg->zero.param_persistence_threshold,
-                                            cfg->zero.model_persistence_threshold);
+        p->persistent[i] =
+            zsize_persistent(p->module_end[i] - p->module_begin[i], &total, cfg->zero.param_persistence_threshold,
+                             cfg->zero.model_persistence_threshold);
         p->npersistent += p->persistent[i];
     }
     p->persistent_numel = total;
@@ -122,9 +127,12 @@ static void plan_state(zplan *p, const zinc_config *cfg) {
     if (oo->device == ZOFFLOAD_NVME) p->state_kind = ZINC_MEMKIND_NVME;
     /* Chunks: sub_group_size with offload; one chunk on the cpu device; bounded chunks on a GPU so a
      * host-view pass stages a bounded amount. */
-    if (offload) p->state_chunk = zstate_chunk_elems(cfg->zero.sub_group_size, own);
-    else if (p->device.host_addressable) p->state_chunk = own > 0 ? own : 1;
-    else p->state_chunk = zstate_chunk_elems(ZSTATE_DEVICE_CHUNK, own);
+    if (offload)
+        p->state_chunk = zstate_chunk_elems(cfg->zero.sub_group_size, own);
+    else if (p->device.host_addressable)
+        p->state_chunk = own > 0 ? own : 1;
+    else
+        p->state_chunk = zstate_chunk_elems(ZSTATE_DEVICE_CHUNK, own);
 
     p->nvme_chunk = zstate_chunk_elems(cfg->zero.sub_group_size, own);
     int64_t nch = p->nvme_chunk > 0 ? (own + p->nvme_chunk - 1) / p->nvme_chunk : 1;
@@ -133,9 +141,8 @@ static void plan_state(zplan *p, const zinc_config *cfg) {
     int64_t align = p->device.nvme_align ? p->device.nvme_align : ZPLAN_NVME_ALIGN;
     p->nvme_stride = zpart_align_up(p->nvme_chunk * (int64_t)sizeof(float), align);
     int64_t last = own - (nch - 1) * p->nvme_chunk;
-    p->nvme_file_bytes = own > 0 ? (uint64_t)((nch - 1) * p->nvme_stride +
-                                              zpart_align_up(last * (int64_t)sizeof(float), align))
-                                 : 0;
+    p->nvme_file_bytes =
+        own > 0 ? (uint64_t)((nch - 1) * p->nvme_stride + zpart_align_up(last * (int64_t)sizeof(float), align)) : 0;
 
     uint64_t sbytes = oo->device == ZOFFLOAD_NVME ? p->nvme_file_bytes : (uint64_t)own * sizeof(float);
     put(p, ZPLAN_MASTER, "fp32 master weights", ZINC_MEM_MASTER, p->state_kind, ZPLAN_AT_BUILD, 1, sbytes);
@@ -151,8 +158,8 @@ static void plan_state(zplan *p, const zinc_config *cfg) {
     if (offload && !p->device.host_addressable) {
         put(p, ZPLAN_OFFLOAD_GRAD_STAGING, "offload gradient staging", ZINC_MEM_STAGING, staging, ZPLAN_IN_STEP, 2,
             (uint64_t)p->state_chunk * sizeof(float));
-        put(p, ZPLAN_OFFLOAD_PARAM_STAGING, "offload parameter staging", ZINC_MEM_STAGING, staging, ZPLAN_IN_STEP,
-            2, (uint64_t)p->state_chunk * zinc_dtype_size(p->compute_dtype));
+        put(p, ZPLAN_OFFLOAD_PARAM_STAGING, "offload parameter staging", ZINC_MEM_STAGING, staging, ZPLAN_IN_STEP, 2,
+            (uint64_t)p->state_chunk * zinc_dtype_size(p->compute_dtype));
     }
     /* State in device memory is read and written through host staging in checkpoint passes. */
     if (!offload && !p->device.host_addressable)
@@ -172,8 +179,11 @@ static void plan_grads(zplan *p, const zinc_config *cfg) {
     zinc_mem_kind ck = p->device.compute_kind;
     p->send_needs_copy = zsize_send_needs_copy(p->comm_dtype, p->grad_dtype, cfg->prescale_gradients,
                                                cfg->gradient_predivide_factor, p->world);
-    zgrads_plan_make(&(zgrads_plan_in){.stage = p->stage, .world = p->world, .part = &p->part,
-                                       .grad_dtype = p->grad_dtype, .comm_dtype = p->comm_dtype,
+    zgrads_plan_make(&(zgrads_plan_in){.stage = p->stage,
+                                       .world = p->world,
+                                       .part = &p->part,
+                                       .grad_dtype = p->grad_dtype,
+                                       .comm_dtype = p->comm_dtype,
                                        .send_needs_copy = p->send_needs_copy,
                                        .reduce_bucket_size = cfg->zero.reduce_bucket_size,
                                        .biggest_module = p->largest_module_flat,
@@ -220,9 +230,9 @@ static void plan_comm_temp(zplan *p) {
     p->comm_piece = (int64_t)zcomm_mpi_max_count();
     p->comm_pending = p->grads.nbuckets > 1 ? p->grads.nbuckets : 1;
     if (p->world < 2) return;
-    int64_t msg = p->stage <= 2 ? p->part.padded
-                                : (p->grads.bucket_cap > p->largest_module_flat ? p->grads.bucket_cap
-                                                                                : p->largest_module_flat);
+    int64_t msg = p->stage <= 2
+                      ? p->part.padded
+                      : (p->grads.bucket_cap > p->largest_module_flat ? p->grads.bucket_cap : p->largest_module_flat);
     if (msg > p->comm_piece) msg = p->comm_piece;
     size_t es = zinc_dtype_size(p->comm_dtype);
     if (zinc_dtype_size(p->grad_dtype) > es) es = zinc_dtype_size(p->grad_dtype);
@@ -299,7 +309,8 @@ bool zplan_differs(const zplan *p, zplan_when when, const uint64_t got[ZINC_MEMK
     uint64_t swap = p->buf[ZPLAN_NVME_SWAP].bytes;
     uint64_t *wp = &w[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING], *wh = &w[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING];
     if (swap && p->buf[ZPLAN_NVME_SWAP].when <= when && *wp >= swap &&
-        got[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] == *wp - swap && got[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] == *wh + swap) {
+        got[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] == *wp - swap &&
+        got[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] == *wh + swap) {
         *wp -= swap;
         *wh += swap;
     }

@@ -24,16 +24,16 @@ typedef struct zplan_model {
     int nparams;
     const int64_t *numel;
     const int *module;
-    int nmodules;                 /* 0: the last parameter's module + 1 */
+    int nmodules; /* 0: the last parameter's module + 1 */
 } zplan_model;
 
 /* What the plan needs to know about the compute device. */
 typedef struct zplan_device {
-    zinc_mem_kind compute_kind;   /* where its buffers count: DEVICE (a GPU, or the cpu presented as one), HOST */
-    bool host_addressable;        /* the host reads its buffers directly (the cpu device) */
-    uint64_t fixed_bytes;         /* its own scratch, allocated when it is created (compute kind, staging) */
-    uint64_t comm_staging_bytes;  /* host staging of device collectives through MPI (zcomm_staged_bytes) */
-    uint32_t nvme_align;          /* the NVMe files' O_DIRECT alignment; 0: ZPLAN_NVME_ALIGN */
+    zinc_mem_kind compute_kind;  /* where its buffers count: DEVICE (a GPU, or the cpu presented as one), HOST */
+    bool host_addressable;       /* the host reads its buffers directly (the cpu device) */
+    uint64_t fixed_bytes;        /* its own scratch, allocated when it is created (compute kind, staging) */
+    uint64_t comm_staging_bytes; /* host staging of device collectives through MPI (zcomm_staged_bytes) */
+    uint32_t nvme_align;         /* the NVMe files' O_DIRECT alignment; 0: ZPLAN_NVME_ALIGN */
 } zplan_device;
 
 /* The device an estimate assumes for a device kind: ZINC_DEVICE_CUDA a discrete GPU with the cuda
@@ -51,10 +51,10 @@ zplan_device zplan_device_for(zinc_device_kind kind);
 
 /* When a buffer exists. */
 typedef enum zplan_when {
-    ZPLAN_AT_CREATE = 0,   /* allocated by zinc_create (the device, collective staging) */
-    ZPLAN_AT_BUILD,        /* allocated by zinc_build and kept for the run */
-    ZPLAN_IN_STEP,         /* allocated during the training steps; the figure is the most at once */
-    ZPLAN_IN_CHECKPOINT,   /* allocated during a checkpoint save or load only */
+    ZPLAN_AT_CREATE = 0, /* allocated by zinc_create (the device, collective staging) */
+    ZPLAN_AT_BUILD,      /* allocated by zinc_build and kept for the run */
+    ZPLAN_IN_STEP,       /* allocated during the training steps; the figure is the most at once */
+    ZPLAN_IN_CHECKPOINT, /* allocated during a checkpoint save or load only */
     ZPLAN_WHEN_COUNT
 } zplan_when;
 
@@ -67,19 +67,19 @@ typedef enum zplan_buf {
     ZPLAN_MASTER,             /* fp32 master weights over the own range (memory, or an NVMe file) */
     ZPLAN_EXP_AVG,
     ZPLAN_EXP_AVG_SQ,
-    ZPLAN_NVME_SWAP,          /* the NVMe store's swap buffers, each one chunk of the three tensors */
-    ZPLAN_DECAY_MASK,         /* one byte per ZPART_PARAM_ALIGN own elements, built on the host */
-    ZPLAN_DECAY_MASK_DEVICE,  /* its copy on a device the host cannot address */
-    ZPLAN_GRADS_FULL,         /* stages 0-1: the full gradient buffer, grad dtype */
-    ZPLAN_GRADS_SHARD,        /* stages 1-3: the fp32 gradient shard */
-    ZPLAN_BUCKET_GRADS,       /* per bucket: gradients (stages 2-3) */
-    ZPLAN_BUCKET_SEND,        /* per bucket: the comm-dtype send copy */
-    ZPLAN_BUCKET_RECV,        /* per bucket: this rank's reduced piece */
-    ZPLAN_LANDING,            /* stages 2-3: gradients of a module larger than a bucket */
+    ZPLAN_NVME_SWAP,             /* the NVMe store's swap buffers, each one chunk of the three tensors */
+    ZPLAN_DECAY_MASK,            /* one byte per ZPART_PARAM_ALIGN own elements, built on the host */
+    ZPLAN_DECAY_MASK_DEVICE,     /* its copy on a device the host cannot address */
+    ZPLAN_GRADS_FULL,            /* stages 0-1: the full gradient buffer, grad dtype */
+    ZPLAN_GRADS_SHARD,           /* stages 1-3: the fp32 gradient shard */
+    ZPLAN_BUCKET_GRADS,          /* per bucket: gradients (stages 2-3) */
+    ZPLAN_BUCKET_SEND,           /* per bucket: the comm-dtype send copy */
+    ZPLAN_BUCKET_RECV,           /* per bucket: this rank's reduced piece */
+    ZPLAN_LANDING,               /* stages 2-3: gradients of a module larger than a bucket */
     ZPLAN_OFFLOAD_GRAD_STAGING,  /* offload from a discrete device: two fp32 gradient chunks */
     ZPLAN_OFFLOAD_PARAM_STAGING, /* and two compute-dtype parameter chunks */
-    ZPLAN_GATHER,             /* stage 3: non-persistent gathered modules, at most at once (simulated) */
-    ZPLAN_HOST_VIEW_STAGING,  /* state in device memory read through the host (checkpoints): 3 chunks */
+    ZPLAN_GATHER,                /* stage 3: non-persistent gathered modules, at most at once (simulated) */
+    ZPLAN_HOST_VIEW_STAGING,     /* state in device memory read through the host (checkpoints): 3 chunks */
     ZPLAN_BUF_COUNT
 } zplan_buf;
 
@@ -88,9 +88,9 @@ typedef struct zplan_entry {
     zinc_mem_category cat;
     zinc_mem_kind kind;
     zplan_when when;
-    int count;          /* buffers (0: none) */
-    uint64_t each;      /* bytes of each buffer (persistent modules and gathers: of all together) */
-    uint64_t bytes;     /* of all of them */
+    int count;      /* buffers (0: none) */
+    uint64_t each;  /* bytes of each buffer (persistent modules and gathers: of all together) */
+    uint64_t bytes; /* of all of them */
 } zplan_entry;
 
 typedef struct zplan {
@@ -99,45 +99,45 @@ typedef struct zplan {
     /* what it was laid out from */
     int stage, world, rank;
     zplan_device device;
-    zcfg_offload_device offload;      /* offload_optimizer.device */
+    zcfg_offload_device offload; /* offload_optimizer.device */
     zinc_dtype compute_dtype, grad_dtype, comm_dtype;
 
     /* the flat layout (zero/partition.h) */
     int nparams, nmodules;
-    int64_t *flat_offset;             /* per parameter */
+    int64_t *flat_offset;               /* per parameter */
     int64_t *module_begin, *module_end; /* per module, [begin, end) in the flat buffer */
     zpartition part;
-    int64_t own_lo, own_hi;           /* the range this rank's optimizer updates (all of it at stage 0) */
-    int64_t numel;                    /* parameters (no padding) */
-    int64_t largest_module;           /* parameters of the largest module (no padding): DeepSpeed's L */
-    int64_t largest_module_flat;      /* its flat (aligned) elements */
+    int64_t own_lo, own_hi;      /* the range this rank's optimizer updates (all of it at stage 0) */
+    int64_t numel;               /* parameters (no padding) */
+    int64_t largest_module;      /* parameters of the largest module (no padding): DeepSpeed's L */
+    int64_t largest_module_flat; /* its flat (aligned) elements */
     int64_t largest_param;
 
     /* stage 3 */
-    bool *persistent;                 /* per module */
+    bool *persistent; /* per module */
     int npersistent;
     int64_t persistent_numel;
-    int64_t gather_peak_numel;        /* non-persistent elements gathered at once, at most */
+    int64_t gather_peak_numel; /* non-persistent elements gathered at once, at most */
 
     /* gradients and buckets (zero/sizing.h) */
     zgrads_plan grads;
     bool send_needs_copy;
 
     /* optimizer state (offload/state.h) */
-    zinc_mem_kind state_kind;         /* where master, exp_avg and exp_avg_sq live */
-    int64_t state_chunk;              /* elements per chunk the store is visited in */
-    int64_t nvme_chunk;               /* elements per chunk with NVMe offload (sub_group_size, capped) */
-    int nvme_buffers;                 /* swap buffers NVMe offload uses (buffer_count, capped) */
-    int64_t nvme_stride;              /* bytes per chunk in each NVMe file */
-    uint64_t nvme_file_bytes;         /* per file */
+    zinc_mem_kind state_kind; /* where master, exp_avg and exp_avg_sq live */
+    int64_t state_chunk;      /* elements per chunk the store is visited in */
+    int64_t nvme_chunk;       /* elements per chunk with NVMe offload (sub_group_size, capped) */
+    int nvme_buffers;         /* swap buffers NVMe offload uses (buffer_count, capped) */
+    int64_t nvme_stride;      /* bytes per chunk in each NVMe file */
+    uint64_t nvme_file_bytes; /* per file */
 
     /* Transients the engine's counters do not hold but the process's resident memory does (host bytes). */
-    bool init_in_place;               /* zinc_build's whole-tensor init_fn writes into the parameter buffer */
-    int64_t init_scratch_ranged;      /* fp32 elements of initialisation scratch: zinc_build_ranged */
-    int64_t init_scratch_whole;       /* zinc_build with a whole-tensor init_fn */
-    int64_t comm_piece;               /* elements per MPI call at most (zcomm_mpi_max_count) */
-    int comm_pending;                 /* pieces in flight at once (reduce buckets with overlap_comm) */
-    uint64_t comm_temp;               /* bound on MPI's temporaries, bytes */
+    bool init_in_place;          /* zinc_build's whole-tensor init_fn writes into the parameter buffer */
+    int64_t init_scratch_ranged; /* fp32 elements of initialisation scratch: zinc_build_ranged */
+    int64_t init_scratch_whole;  /* zinc_build with a whole-tensor init_fn */
+    int64_t comm_piece;          /* elements per MPI call at most (zcomm_mpi_max_count) */
+    int comm_pending;            /* pieces in flight at once (reduce buckets with overlap_comm) */
+    uint64_t comm_temp;          /* bound on MPI's temporaries, bytes */
 } zplan;
 
 /* Lays out rank `rank` of `world`. cfg must be resolved (zcfg_load_*). Fails with ZINC_ERR_INVALID_ARG

@@ -11,10 +11,10 @@
  * in backward, and returns the most non-persistent elements gathered at once. Every micro-step after
  * the recorded one is the same, so two micro-steps give the peak of any run. */
 typedef struct gsim {
-    const int64_t *n;      /* elements per module */
+    const int64_t *n; /* elements per module */
     const bool *persistent;
     bool *gathered, *pending;
-    int *trace;            /* module per trace entry; the phase follows from the position */
+    int *trace; /* module per trace entry; the phase follows from the position */
     int len, pos;
     bool valid, recording;
     int64_t live, peak;
@@ -61,11 +61,15 @@ static void gsim_enter(gsim *s, int m, int phase, int entry) {
     if (s->recording) {
         s->trace[s->len++] = m;
     } else if (s->valid) {
-        if (s->pos < s->len && s->pos == entry) s->pos++; /* sequential: the trace always matches */
-        else s->valid = false;
+        if (s->pos < s->len && s->pos == entry)
+            s->pos++; /* sequential: the trace always matches */
+        else
+            s->valid = false;
     }
-    if (!s->gathered[m]) gsim_gather(s, m, true);
-    else s->pending[m] = false;
+    if (!s->gathered[m])
+        gsim_gather(s, m, true);
+    else
+        s->pending[m] = false;
     if (s->valid) gsim_prefetch(s);
     (void)phase;
 }
