@@ -12,26 +12,31 @@ int64_t zstate_chunk_elems(int64_t sub_group_size, int64_t n) {
     return c;
 }
 
+zstate_layout zstate_layout_make(const zcfg_offload *o, int64_t sub_group_size, int64_t n, zinc_mem_kind compute_kind,
+                                 bool host_addressable) {
+    zstate_layout l = {.kind = compute_kind, .chunk = zstate_chunk_elems(sub_group_size, n)};
+    if (o->device == ZOFFLOAD_NVME) {
+        l.kind = ZINC_MEMKIND_NVME;
+    } else if (o->device == ZOFFLOAD_CPU) {
+        /* Pinning matters only for copies to a discrete device (a GPU); on a CPU run it would only spend
+         * RLIMIT_MEMLOCK. */
+        l.kind = o->pin_memory && !host_addressable ? ZINC_MEMKIND_PINNED : ZINC_MEMKIND_HOST;
+    } else {
+        /* On the compute device: one chunk on cpu (as always); on a GPU chunks of ZSTATE_DEVICE_CHUNK so a
+         * host-view pass (checkpoints) stages a bounded amount. */
+        l.chunk = host_addressable ? (n > 0 ? n : 1) : zstate_chunk_elems(ZSTATE_DEVICE_CHUNK, n);
+    }
+    return l;
+}
+
 zinc_status zstate_create(const zstate_ctx *ctx, int64_t n, zstate **out) {
     const zcfg_offload *o = &ctx->offload;
     const zdevice *d = ctx->dev;
-    switch (o->device) {
-    case ZOFFLOAD_NVME: return zstate_create_nvme(ctx, n, out);
-    case ZOFFLOAD_CPU:
-        /* Pinning matters only for copies to a discrete device (a GPU); on a CPU run it would only spend
-         * RLIMIT_MEMLOCK. */
-        if (o->pin_memory && d->host_addressable)
-            ZLOG_INFO(ctx->log, "offload_optimizer.pin_memory has no effect on a CPU run (no device copies)");
-        return zstate_create_memory(ctx, n,
-                                    o->pin_memory && !d->host_addressable ? ZINC_MEMKIND_PINNED : ZINC_MEMKIND_HOST,
-                                    zstate_chunk_elems(ctx->sub_group_size, n), out);
-    default:
-        /* On the compute device: one chunk on cpu (as always); on a GPU chunks of ZSTATE_DEVICE_CHUNK so a
-         * host-view pass (checkpoints) stages a bounded amount. */
-        return zstate_create_memory(ctx, n, d->mem_kind,
-                                    d->host_addressable ? (n > 0 ? n : 1) : zstate_chunk_elems(ZSTATE_DEVICE_CHUNK, n),
-                                    out);
-    }
+    if (o->device == ZOFFLOAD_NVME) return zstate_create_nvme(ctx, n, out);
+    if (o->device == ZOFFLOAD_CPU && o->pin_memory && d->host_addressable)
+        ZLOG_INFO(ctx->log, "offload_optimizer.pin_memory has no effect on a CPU run (no device copies)");
+    zstate_layout l = zstate_layout_make(o, ctx->sub_group_size, n, d->mem_kind, d->host_addressable);
+    return zstate_create_memory(ctx, n, l.kind, l.chunk, out);
 }
 
 void zstate_destroy(zstate *s) {

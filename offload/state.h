@@ -41,6 +41,15 @@ typedef struct zstate_ctx {
     int64_t sub_group_size; /* zero_optimization.sub_group_size: elements per chunk (rounded) */
 } zstate_ctx;
 
+/* Where a store keeps the state and how it chunks it: the one rule, used by zstate_create and by the sizing
+ * plan (runtime/mem/plan.c), so the estimate and the store cannot disagree. */
+typedef struct zstate_layout {
+    zinc_mem_kind kind; /* the compute device's kind, host, pinned host or NVMe */
+    int64_t chunk;      /* elements per chunk (a pass visits ceil(n / chunk) chunks) */
+} zstate_layout;
+zstate_layout zstate_layout_make(const zcfg_offload *o, int64_t sub_group_size, int64_t n, zinc_mem_kind compute_kind,
+                                 bool host_addressable);
+
 typedef enum {
     ZSTATE_READ = 1,       /* chunks are read, not changed */
     ZSTATE_WRITE = 2,      /* chunks are overwritten entirely (initialisation, checkpoint load) */

@@ -121,18 +121,10 @@ static void plan_state(zplan *p, const zinc_config *cfg) {
     int64_t own = p->own_hi - p->own_lo;
     bool offload = oo->device == ZOFFLOAD_CPU || oo->device == ZOFFLOAD_NVME;
     zinc_mem_kind staging = p->device.host_addressable ? ZINC_MEMKIND_HOST : ZINC_MEMKIND_PINNED;
-    p->state_kind = p->device.compute_kind;
-    if (oo->device == ZOFFLOAD_CPU)
-        p->state_kind = oo->pin_memory && !p->device.host_addressable ? ZINC_MEMKIND_PINNED : ZINC_MEMKIND_HOST;
-    if (oo->device == ZOFFLOAD_NVME) p->state_kind = ZINC_MEMKIND_NVME;
-    /* Chunks: sub_group_size with offload; one chunk on the cpu device; bounded chunks on a GPU so a
-     * host-view pass stages a bounded amount. */
-    if (offload)
-        p->state_chunk = zstate_chunk_elems(cfg->zero.sub_group_size, own);
-    else if (p->device.host_addressable)
-        p->state_chunk = own > 0 ? own : 1;
-    else
-        p->state_chunk = zstate_chunk_elems(ZSTATE_DEVICE_CHUNK, own);
+    zstate_layout l =
+        zstate_layout_make(oo, cfg->zero.sub_group_size, own, p->device.compute_kind, p->device.host_addressable);
+    p->state_kind = l.kind;
+    p->state_chunk = l.chunk;
 
     p->nvme_chunk = zstate_chunk_elems(cfg->zero.sub_group_size, own);
     int64_t nch = p->nvme_chunk > 0 ? (own + p->nvme_chunk - 1) / p->nvme_chunk : 1;
