@@ -13,13 +13,13 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "kernels/adam_scalar.h"
 #include "kernels/thread_pool.h"
 #include "runtime/core/env.h"
-#include "runtime/core/log.h"
 
 #define ZK_CHUNK ZK_CHUNK_ELEMS
 #define ZK_AI static inline __attribute__((always_inline))
@@ -87,19 +87,9 @@ static const zk_ops *const zk_levels[] = {&zk_ops_scalar, &zk_ops_avx2, &zk_ops_
 static int zk_cpu_level, zk_default_level, zk_level;
 static pthread_once_t zk_once = PTHREAD_ONCE_INIT;
 
-/* Where the kernels report: the library's default sink until a caller sets its own. */
-static zlog zk_log;
-static bool zk_log_set;
-
-void zkernels_set_log(const zlog *log) {
-    zk_log_set = log != NULL;
-    if (log) zk_log = *log;
-}
-
-static const zlog *kernels_log(void) {
-    if (!zk_log_set) zk_log = zlog_default();
-    return &zk_log;
-}
+/* What the kernels have to say (an unusable ZINC_SIMD value): kept for whoever logs it (zinc_create logs it
+ * through the engine's own log callback), never printed here. */
+static char zk_warning[192];
 
 static int level_of(const char *name) {
     if (!strcmp(name, "scalar")) return ZK_SCALAR;
@@ -127,8 +117,8 @@ static void zk_init(void) {
     if (e && *e) {
         int l = level_of(e);
         if (l < 0)
-            ZLOG_WARN(kernels_log(), "ignoring ZINC_SIMD=%s (want scalar, avx2 or avx512); using %s", e,
-                      zk_levels[zk_default_level]->name);
+            snprintf(zk_warning, sizeof zk_warning, "ignoring ZINC_SIMD=%.64s (want scalar, avx2 or avx512); using %s",
+                     e, zk_levels[zk_default_level]->name);
         else if (l < zk_default_level)
             zk_default_level = l;
     }
@@ -448,4 +438,9 @@ void zgrad_stats_compute(const void *x, zinc_dtype t, size_t n, zgrad_stats *out
     out->sumsq = total;
     out->nonfinite = nonfinite;
     out->first_nonfinite = first;
+}
+
+const char *zkernels_warning(void) {
+    pthread_once(&zk_once, zk_init);
+    return zk_warning[0] ? zk_warning : NULL;
 }

@@ -121,11 +121,10 @@ const char *zkernels_simd_name(void);
  * ZINC_SIMD). Returns 0, or -1 (nothing changed) for an unknown name or a path this CPU lacks. Not to be
  * called while kernels run on other threads. */
 int zkernels_set_simd(const char *name);
-/* The log sink the kernels report through (today only an unusable ZINC_SIMD value, once, when the SIMD path
- * is first chosen); the kernels never print on their own. NULL, or never called: the library's default
- * sink (zlog_default: stderr on rank 0). The sink is copied; not to be called while kernels run. */
-struct zlog;
-void zkernels_set_log(const struct zlog *log);
+/* What the kernels have to report, or NULL: today only an unusable ZINC_SIMD value (found when the SIMD path
+ * is first chosen, which this call forces). The kernels never print or log on their own: zinc_create logs
+ * this through the engine's log callback. */
+const char *zkernels_warning(void);
 /* Threads. The fast kernels run on a thread pool (kernels/thread_pool.h): the one made current on the
  * calling thread with zkernels_use_pool (an engine's device does that around its kernel calls, so each
  * engine uses its own), else a process default pool made on first use. zkernels_use_pool returns the

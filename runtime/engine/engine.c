@@ -109,6 +109,8 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     e->world = e->comm->size;
     e->log.rank = e->rank;
     zwatch_configure(&e->log, e->rank);
+    const char *kernels_said = zkernels_warning();
+    if (kernels_said) ZLOG_WARN(&e->log, "%s", kernels_said);
 
     if (o.total_steps < 0)
         FAIL(ZINC_ERR_INVALID_ARG,
