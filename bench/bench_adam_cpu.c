@@ -12,41 +12,31 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_util.h"
 #include "kernels/cpu_kernels.h"
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void *xalloc(size_t bytes) {
-    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!p) {
-        fprintf(stderr, "bench_adam_cpu: out of memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
-    return p;
-}
+#define ALLOC(bytes) bench_alloc("bench_adam_cpu", (bytes))
 
 int main(int argc, char **argv) {
     double nd = 1e8;
     int reps = 10, warmup = 2;
     const char *threads_arg = "1,2,0", *layouts_arg = "fp32,fp16,bf16";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--n") && i + 1 < argc) nd = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads_arg = argv[++i];
-        else if (!strcmp(argv[i], "--layout") && i + 1 < argc) layouts_arg = argv[++i];
+        if (!strcmp(argv[i], "--n") && i + 1 < argc)
+            nd = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
+            warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads_arg = argv[++i];
+        else if (!strcmp(argv[i], "--layout") && i + 1 < argc)
+            layouts_arg = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--n 1e8] [--reps 10] [--warmup 2] [--threads 1,2,0] "
-                            "[--layout fp32,fp16,bf16]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--n 1e8] [--reps 10] [--warmup 2] [--threads 1,2,0] "
+                    "[--layout fp32,fp16,bf16]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -57,8 +47,8 @@ int main(int argc, char **argv) {
     printf("zinc bench_adam_cpu: n=%zu, SIMD path %s, default threads %d, median of %d after %d warm-up\n", n,
            zkernels_simd_name(), all, reps, warmup);
 
-    float *p = xalloc(n * 4), *m = xalloc(n * 4), *v = xalloc(n * 4), *g32 = xalloc(n * 4);
-    uint16_t *g16 = xalloc(n * 2), *out = xalloc(n * 2);
+    float *p = ALLOC(n * 4), *m = ALLOC(n * 4), *v = ALLOC(n * 4), *g32 = ALLOC(n * 4);
+    uint16_t *g16 = ALLOC(n * 2), *out = ALLOC(n * 2);
     uint64_t s = 88172645463325252ull;
     for (size_t i = 0; i < n; i++) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
@@ -89,17 +79,18 @@ int main(int argc, char **argv) {
             zkernels_set_threads(nt <= 0 ? all : nt);
             zadam_hparams h = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.1f, 0.001f, 1.0f, 1, 0};
             for (int r = -warmup; r < reps; r++) {
-                double t0 = now_ms();
+                double t0 = bench_now_ms();
                 zadam_step(&h, n, p, m, v, grad, gdt, po, ZINC_BF16, NULL);
-                double dt = now_ms() - t0;
+                double dt = bench_now_ms() - t0;
                 if (r >= 0) t[r] = dt;
             }
-            qsort(t, (size_t)reps, sizeof(double), cmp_double);
+            qsort(t, (size_t)reps, sizeof(double), bench_cmp_double);
             double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
             printf("%9.1fM  zinc %-6s %-28s %2d threads %9.3f ms  %7.1f GB/s  (min %.3f ms)\n", n / 1e6,
                    zkernels_simd_name(),
-                   gdt == ZINC_FP32 ? "fp32 p/m/v/g (torch layout)"
-                                    : gdt == ZINC_FP16 ? "fp16 grad, bf16 param_out" : "bf16 grad, bf16 param_out",
+                   gdt == ZINC_FP32   ? "fp32 p/m/v/g (torch layout)"
+                   : gdt == ZINC_FP16 ? "fp16 grad, bf16 param_out"
+                                      : "bf16 grad, bf16 param_out",
                    zkernels_threads(), med, n * 28.0 / med / 1e6, t[0]);
             fflush(stdout);
         }

@@ -10,36 +10,20 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_util.h"
 #include "kernels/cpu_kernels.h"
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+#define ALLOC(bytes) bench_alloc("bench_lamb_cpu", (bytes))
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static float *xalloc(size_t n) {
-    float *p = aligned_alloc(64, (n * 4 + 63) / 64 * 64);
-    if (!p) {
-        fprintf(stderr, "bench_lamb_cpu: out of memory (%zu floats)\n", n);
-        exit(1);
-    }
-    memset(p, 0, (n * 4 + 63) / 64 * 64);
-    return p;
-}
-
-typedef struct state { float *p, *m, *v, *g; } state;
+typedef struct state {
+    float *p, *m, *v, *g;
+} state;
 
 static double median_ms(int lamb, const zlamb_hparams *lh, const zadam_hparams *ah, size_t n, state *s, int reps,
                         int warmup) {
     double *t = malloc((size_t)reps * sizeof *t);
     for (int r = -warmup; r < reps; r++) {
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         if (lamb) {
             double w, u;
             zlamb_sums(lh, n, s->p, s->m, s->v, s->g, ZINC_FP32, NULL, &w, &u);
@@ -47,10 +31,10 @@ static double median_ms(int lamb, const zlamb_hparams *lh, const zadam_hparams *
         } else {
             zadam_step(ah, n, s->p, s->m, s->v, s->g, ZINC_FP32, NULL, ZINC_FP32, NULL);
         }
-        double dt = now_ms() - t0;
+        double dt = bench_now_ms() - t0;
         if (r >= 0) t[r] = dt;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
     double med = t[reps / 2];
     free(t);
     return med;
@@ -61,10 +45,14 @@ int main(int argc, char **argv) {
     int reps = 7, warmup = 2;
     const char *threads_arg = "1,2";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--n") && i + 1 < argc) nd = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads_arg = argv[++i];
+        if (!strcmp(argv[i], "--n") && i + 1 < argc)
+            nd = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
+            warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads_arg = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--n 2e7] [--reps 7] [--warmup 2] [--threads 1,2]\n", argv[0]);
             return 2;
@@ -73,16 +61,30 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     size_t n = (size_t)nd;
     printf("zinc bench_lamb_cpu: n=%zu, fp32 layout, median of %d after %d warm-up\n", n, reps, warmup);
-    state s = {xalloc(n), xalloc(n), xalloc(n), xalloc(n)};
+    state s = {ALLOC(n * sizeof(float)), ALLOC(n * sizeof(float)), ALLOC(n * sizeof(float)), ALLOC(n * sizeof(float))};
     for (size_t i = 0; i < n; i++) {
         s.p[i] = 0.01f * (float)(i % 101);
         s.g[i] = 1e-3f * (float)((int)(i % 37) - 18);
     }
-    zlamb_hparams lh = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-6f, .weight_decay = 0.01f,
-                        .grad_factor = 1.0f, .bias_correction1 = 0.1, .bias_correction2 = 0.001,
-                        .max_coeff = 10.0f, .min_coeff = 0.01f};
-    zadam_hparams ah = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f,
-                        .bias_correction1 = 0.1, .bias_correction2 = 0.001, .grad_factor = 1.0f, .adamw = 1};
+    zlamb_hparams lh = {.lr = 1e-3f,
+                        .beta1 = 0.9f,
+                        .beta2 = 0.999f,
+                        .eps = 1e-6f,
+                        .weight_decay = 0.01f,
+                        .grad_factor = 1.0f,
+                        .bias_correction1 = 0.1,
+                        .bias_correction2 = 0.001,
+                        .max_coeff = 10.0f,
+                        .min_coeff = 0.01f};
+    zadam_hparams ah = {.lr = 1e-3f,
+                        .beta1 = 0.9f,
+                        .beta2 = 0.999f,
+                        .eps = 1e-8f,
+                        .weight_decay = 0.01f,
+                        .bias_correction1 = 0.1,
+                        .bias_correction2 = 0.001,
+                        .grad_factor = 1.0f,
+                        .adamw = 1};
     static const char *const simd[] = {"scalar", "avx2", "avx512"};
     printf("%-6s %7s %10s %10s %11s\n", "simd", "threads", "adam_ms", "lamb_ms", "lamb/adam");
     for (int k = 0; k < 3; k++) {

@@ -12,28 +12,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_util.h"
 #include "kernels/cpu_kernels.h"
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void *xalloc(size_t bytes) {
-    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!p) {
-        fprintf(stderr, "bench_lion_cpu: out of memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
-    memset(p, 0, (bytes + 63) / 64 * 64);
-    return p;
-}
+#define ALLOC(bytes) bench_alloc("bench_lion_cpu", (bytes))
 
 typedef struct bufs {
     float *p, *m, *v;
@@ -44,12 +26,12 @@ typedef struct bufs {
 static double time_step(const zadam_hparams *h, size_t n, bufs *b, int reps, int warmup) {
     double *t = malloc((size_t)reps * sizeof *t);
     for (int r = -warmup; r < reps; r++) {
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         zadam_step(h, n, b->p, b->m, b->v, b->g, b->gdt, b->po, ZINC_BF16, NULL);
-        double dt = now_ms() - t0;
+        double dt = bench_now_ms() - t0;
         if (r >= 0) t[r] = dt;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
     double med = t[reps / 2];
     free(t);
     return med;
@@ -60,11 +42,16 @@ int main(int argc, char **argv) {
     int reps = 7, warmup = 2;
     const char *threads_arg = "1,2", *layouts_arg = "fp32,bf16";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--n") && i + 1 < argc) nd = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads_arg = argv[++i];
-        else if (!strcmp(argv[i], "--layout") && i + 1 < argc) layouts_arg = argv[++i];
+        if (!strcmp(argv[i], "--n") && i + 1 < argc)
+            nd = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
+            warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads_arg = argv[++i];
+        else if (!strcmp(argv[i], "--layout") && i + 1 < argc)
+            layouts_arg = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--n 2e7] [--reps 7] [--warmup 2] [--threads 1,2] [--layout fp32,bf16]\n",
                     argv[0]);
@@ -74,14 +61,21 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     size_t n = (size_t)nd;
     printf("zinc bench_lion_cpu: n=%zu, median of %d after %d warm-up\n", n, reps, warmup);
-    bufs b = {xalloc(n * 4), xalloc(n * 4), xalloc(n * 4), xalloc(n * 4), xalloc(n * 2), ZINC_FP32};
+    bufs b = {ALLOC(n * 4), ALLOC(n * 4), ALLOC(n * 4), ALLOC(n * 4), ALLOC(n * 2), ZINC_FP32};
     for (size_t i = 0; i < n; i++) {
         b.p[i] = 0.01f * (float)(i % 101);
         ((float *)b.g)[i] = 1e-3f * (float)((int)(i % 37) - 18);
     }
     static const char *const simd[] = {"scalar", "avx2", "avx512"};
-    zadam_hparams adam = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f,
-                          .bias_correction1 = 0.1, .bias_correction2 = 0.001, .grad_factor = 1.0f, .adamw = 1};
+    zadam_hparams adam = {.lr = 1e-3f,
+                          .beta1 = 0.9f,
+                          .beta2 = 0.999f,
+                          .eps = 1e-8f,
+                          .weight_decay = 0.1f,
+                          .bias_correction1 = 0.1,
+                          .bias_correction2 = 0.001,
+                          .grad_factor = 1.0f,
+                          .adamw = 1};
     zadam_hparams lion = adam;
     lion.lion = 1;
     printf("%-7s %-6s %7s %10s %10s %10s\n", "layout", "simd", "threads", "adam_ms", "lion_ms", "adam/lion");
