@@ -6,7 +6,6 @@
  * Files go under $ZINC_BINARY_DIR/aio_test_<pid>/. Where that file system refuses O_DIRECT only the
  * buffered-fallback checks run, then the test reports a skip (77).
  * Throughput is measured by bench/bench_nvme_store, not here. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -50,31 +49,6 @@ static zinc_status make_engine(const char *dir, const char *zero_more, const cha
     *e = NULL;
     *m = NULL;
     return eu_create(&r, e, m);
-}
-
-static int count_entries(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) n++;
-    closedir(d);
-    return n;
-}
-
-/* The single zinc-* run directory under dir (into out), or 0 if there is not exactly one. */
-static int find_run_dir(const char *dir, char *out, size_t cap) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (!strncmp(de->d_name, "zinc-", 5)) {
-            if (snprintf(out, cap, "%s/%s", dir, de->d_name) < (int)cap) n++;
-        }
-    closedir(d);
-    return n == 1;
 }
 
 static void rm_tree(const char *dir) {
@@ -416,7 +390,7 @@ static void test_store(void) {
     const int64_t stride = 2048 * 4;
 
     /* Privacy and accounting. */
-    ZT_CHECK(find_run_dir(dir, run, sizeof run), "no single zinc-* run directory under %s", dir);
+    ZT_CHECK(zt_find_run_dir(dir, run, sizeof run), "no single zinc-* run directory under %s", dir);
     struct stat sb;
     ZT_CHECK(stat(run, &sb) == 0 && (sb.st_mode & 0777) == 0700, "%s: mode %o, want 0700", run, sb.st_mode & 0777);
     snprintf(path, sizeof path, "%s/rank0", run);
@@ -527,7 +501,7 @@ static void test_store(void) {
     /* Destroy removes the files and directories, and the accounting returns. */
     zstate_destroy(s);
     s = NULL;
-    ZT_CHECK(count_entries(dir) == 0, "%s not empty after destroy (%d entries)", dir, count_entries(dir));
+    ZT_CHECK(zt_count_entries(dir) == 0, "%s not empty after destroy (%d entries)", dir, zt_count_entries(dir));
     zinc_memory_get(e, &after);
     ZT_CHECK(after.current_total[ZINC_MEMKIND_NVME] == before.current_total[ZINC_MEMKIND_NVME],
              "NVMe bytes after destroy %llu, before %llu",
@@ -537,7 +511,7 @@ out:
     zstate_destroy(s);
     zinc_mlp_destroy(m);
     zinc_destroy(e);
-    ZT_CHECK(count_entries(engine_dir) == 0, "%s not empty after zinc_destroy", engine_dir);
+    ZT_CHECK(zt_count_entries(engine_dir) == 0, "%s not empty after zinc_destroy", engine_dir);
 }
 
 /* Engine-level: an IO error in a step fails zinc_step cleanly, buffer_count too small is refused. */
@@ -550,7 +524,7 @@ static void test_engine_faults(void) {
     ZT_CHECK(contains(zinc_last_error(), "at least 3"), "buffer_count message does not name the need: %s",
              zinc_last_error());
     printf("buffer_count message: %s\n", zinc_last_error());
-    ZT_CHECK(count_entries(dir) <= 0, "%s: files left after a refused build", dir);
+    ZT_CHECK(zt_count_entries(dir) <= 0, "%s: files left after a refused build", dir);
 
     ZT_OK(make_engine(dir, NULL, NULL, &e, &m));
     if (!e) return;
@@ -590,7 +564,7 @@ static void test_engine_faults(void) {
     free(before);
     zinc_mlp_destroy(m);
     zinc_destroy(e);
-    ZT_CHECK(count_entries(dir) == 0, "%s not empty after zinc_destroy", dir);
+    ZT_CHECK(zt_count_entries(dir) == 0, "%s not empty after zinc_destroy", dir);
 }
 
 /* O_DIRECT refusal: tmpfs where the kernel refuses it, and always through the injected refusal; with
@@ -623,7 +597,7 @@ static void test_refusal(void) {
     ZT_ERR(make_engine(dir, NULL, NULL, &e, &m), ZINC_ERR_IO, "refuses O_DIRECT");
     ZT_CHECK(contains(zinc_last_error(), dir) && contains(zinc_last_error(), "allow_buffered_io"),
              "refusal message lacks the path or the fix: %s", zinc_last_error());
-    ZT_CHECK(count_entries(dir) == 0, "%s: files left after a refused build", dir);
+    ZT_CHECK(zt_count_entries(dir) == 0, "%s: files left after a refused build", dir);
     warnings[0] = 0;
     ZT_OK(make_engine(dir, NULL, "\"zinc\": {\"allow_buffered_io\": true}", &e, &m));
     zaio_fault_set(NULL);

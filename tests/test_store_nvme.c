@@ -14,7 +14,6 @@
  *
  * Files go under $ZINC_BINARY_DIR/store_nvme_test_<pid>/. Where that file system refuses O_DIRECT the
  * store runs with allow_buffered_io (and its warning is checked). Speed: bench/bench_nvme_store. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -45,29 +44,6 @@ static void capture_log(void *u, zinc_log_level l, int rank, const char *msg) {
 }
 
 static int contains(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
-
-static int count_entries(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) n++;
-    closedir(d);
-    return n;
-}
-
-/* The single zinc-* run directory under dir (into out), or 0 if there is not exactly one. */
-static int find_run_dir(const char *dir, char *out, size_t cap) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (!strncmp(de->d_name, "zinc-", 5) && snprintf(out, cap, "%s/%s", dir, de->d_name) < (int)cap) n++;
-    closedir(d);
-    return n == 1;
-}
 
 static void rm_tree(const char *dir) {
     char cmd[8300];
@@ -260,7 +236,7 @@ static void test_nvme_roundtrip(void) {
              ns.buffers, ns.direct, ns.align);
     int64_t stride = ((int64_t)CHUNK * 4 + ns.align - 1) / ns.align * ns.align;
     int64_t last = ((int64_t)(N - 4 * CHUNK) * 4 + ns.align - 1) / ns.align * ns.align;
-    ZT_CHECK(find_run_dir(dir, run, sizeof run), "no single zinc-* run directory under %s", dir);
+    ZT_CHECK(zt_find_run_dir(dir, run, sizeof run), "no single zinc-* run directory under %s", dir);
     struct stat sb;
     ZT_CHECK(stat(run, &sb) == 0 && (sb.st_mode & 0777) == 0700, "%s: mode %o, want 0700", run, sb.st_mode & 0777);
     const char *files[3] = {"master.swp", "exp_avg.swp", "exp_avg_sq.swp"};
@@ -320,7 +296,7 @@ static void test_nvme_roundtrip(void) {
     /* Destroy removes files and directories; every byte counted is returned. */
     zstate_destroy(s);
     s = NULL;
-    ZT_CHECK(count_entries(dir) == 0, "%s: %d entries left after destroy", dir, count_entries(dir));
+    ZT_CHECK(zt_count_entries(dir) == 0, "%s: %d entries left after destroy", dir, zt_count_entries(dir));
     ZT_CHECK(mem_total(&x.mem) == 0, "%llu bytes still counted after destroy", (unsigned long long)mem_total(&x.mem));
 out:
     zstate_destroy(s);
@@ -366,7 +342,7 @@ static void test_nvme_sizes(void) {
         zstate_destroy(s);
         ref_free(&r);
     }
-    ZT_CHECK(count_entries(dir) == 0, "%s: entries left", dir);
+    ZT_CHECK(zt_count_entries(dir) == 0, "%s: entries left", dir);
     ZT_CHECK(mem_total(&x.mem) == 0, "%llu bytes still counted", (unsigned long long)mem_total(&x.mem));
     fx_free(&x);
 }
@@ -427,7 +403,7 @@ static void test_nvme_config_errors(void) {
     } else {
         printf("running as root: the unwritable-directory check is skipped (root writes anywhere)\n");
     }
-    ZT_CHECK(count_entries(ro) == 0, "%s: a failed create left files", ro);
+    ZT_CHECK(zt_count_entries(ro) == 0, "%s: a failed create left files", ro);
     ZT_CHECK(mem_total(&x.mem) == 0, "%llu bytes counted after failed creates", (unsigned long long)mem_total(&x.mem));
     chmod(ro, 0700);
     fx_free(&x);
@@ -468,7 +444,7 @@ static void test_nvme_order_errors(void) {
 out:
     zstate_destroy(s);
     ref_free(&r);
-    ZT_CHECK(count_entries(dir) == 0, "%s: entries left", dir);
+    ZT_CHECK(zt_count_entries(dir) == 0, "%s: entries left", dir);
     fx_free(&x);
 }
 
@@ -487,7 +463,7 @@ static void test_nvme_files_behind_back(void) {
     ZT_OK(zstate_create_nvme(&x.ctx, N, &s));
     if (!s) goto out;
     ZT_OK(store_write(s, &r, 0));
-    ZT_CHECK(find_run_dir(dir, run, sizeof run), "no single run directory under %s", dir);
+    ZT_CHECK(zt_find_run_dir(dir, run, sizeof run), "no single run directory under %s", dir);
     zstate_nvme_stats ns;
     ZT_OK(zstate_nvme_stats_get(s, &ns));
     int64_t stride = ((int64_t)CHUNK * 4 + ns.align - 1) / ns.align * ns.align;
@@ -538,7 +514,7 @@ static void test_nvme_files_behind_back(void) {
     ZT_CHECK(bad == 0 && seen == N, "with a removed file: %lld differ", (long long)bad);
     zstate_destroy(s);
     s = NULL;
-    ZT_CHECK(count_entries(dir) == 0, "%s: %d entries left after destroy", dir, count_entries(dir));
+    ZT_CHECK(zt_count_entries(dir) == 0, "%s: %d entries left after destroy", dir, zt_count_entries(dir));
     ZT_CHECK(mem_total(&x.mem) == 0, "%llu bytes still counted", (unsigned long long)mem_total(&x.mem));
 out:
     zstate_destroy(s);
@@ -593,7 +569,7 @@ static void test_nvme_write_error(void) {
 out:
     zstate_destroy(s);
     ref_free(&r);
-    ZT_CHECK(count_entries(dir) == 0, "%s: entries left", dir);
+    ZT_CHECK(zt_count_entries(dir) == 0, "%s: entries left", dir);
     fx_free(&x);
 }
 
@@ -706,17 +682,17 @@ static void test_nvme_ranks(zcomm *world) {
                  (long long)seen, (long long)n);
         ZT_OK(zcomm_barrier(world));
         if (rank == 0) {
-            ZT_CHECK(find_run_dir(dir, run, sizeof run), "no single run directory under %s", dir);
-            ZT_CHECK(count_entries(run) == world->size, "%s: %d rank directories for %d ranks", run,
-                     count_entries(run), world->size);
+            ZT_CHECK(zt_find_run_dir(dir, run, sizeof run), "no single run directory under %s", dir);
+            ZT_CHECK(zt_count_entries(run) == world->size, "%s: %d rank directories for %d ranks", run,
+                     zt_count_entries(run), world->size);
         }
         ZT_OK(zcomm_barrier(world));
     }
     zstate_destroy(s);
     s = NULL;
     ZT_OK(zcomm_barrier(world));
-    ZT_CHECK(count_entries(dir) == 0, "%s: %d entries left after every rank destroyed its store", dir,
-             count_entries(dir));
+    ZT_CHECK(zt_count_entries(dir) == 0, "%s: %d entries left after every rank destroyed its store", dir,
+             zt_count_entries(dir));
     ZT_OK(zcomm_barrier(world)); /* every rank has looked before the next create makes a run directory */
 
     /* The last rank cannot set up (its nvme_path is a regular file): every rank fails. */
@@ -743,7 +719,7 @@ static void test_nvme_ranks(zcomm *world) {
         ZT_CHECK(st == ZINC_ERR_CONFIG, "rank 0 with a bad nvme_path: %s", zinc_status_name(st));
     zstate_destroy(s);
     ZT_OK(zcomm_barrier(world));
-    ZT_CHECK(count_entries(dir) == 0, "%s: %d entries left after failed creates", dir, count_entries(dir));
+    ZT_CHECK(zt_count_entries(dir) == 0, "%s: %d entries left after failed creates", dir, zt_count_entries(dir));
     ZT_CHECK(mem_total(&x.mem) == 0, "rank %d: %llu bytes still counted", rank, (unsigned long long)mem_total(&x.mem));
     ref_free(&r);
     zdev_destroy(x.dev);

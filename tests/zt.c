@@ -1,7 +1,9 @@
 #include "zt.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -82,4 +84,26 @@ const char *zt_build_dir(void) {
 const char *zt_source_dir(void) {
     const char *d = getenv("ZINC_SOURCE_DIR");
     return d ? d : "..";
+}
+
+int zt_count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+int zt_find_run_dir(const char *dir, char *out, size_t cap) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (!strncmp(de->d_name, "zinc-", 5) && snprintf(out, cap, "%s/%s", dir, de->d_name) < (int)cap) n++;
+    closedir(d);
+    return n == 1;
 }

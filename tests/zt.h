@@ -50,4 +50,9 @@ int zt_skip(const char *why);
 const char *zt_build_dir(void);
 const char *zt_source_dir(void);
 
+/* Entries in a directory other than . and .. (-1 if it cannot be opened). */
+int zt_count_entries(const char *dir);
+/* The single zinc-* run directory (an NVMe store's) under dir, into out; 0 if there is not exactly one. */
+int zt_find_run_dir(const char *dir, char *out, size_t cap);
+
 #endif
