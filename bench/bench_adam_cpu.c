@@ -18,28 +18,12 @@
 #define ALLOC(bytes) bench_alloc("bench_adam_cpu", (bytes))
 
 int main(int argc, char **argv) {
-    double nd = 1e8;
-    int reps = 10, warmup = 2;
-    const char *threads_arg = "1,2,0", *layouts_arg = "fp32,fp16,bf16";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--n") && i + 1 < argc)
-            nd = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
-            warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            threads_arg = argv[++i];
-        else if (!strcmp(argv[i], "--layout") && i + 1 < argc)
-            layouts_arg = argv[++i];
-        else {
-            fprintf(stderr,
-                    "usage: %s [--n 1e8] [--reps 10] [--warmup 2] [--threads 1,2,0] "
-                    "[--layout fp32,fp16,bf16]\n",
-                    argv[0]);
-            return 2;
-        }
-    }
+    bench_cpu_args a = {.n = 1e8, .reps = 10, .warmup = 2, .threads = "1,2,0", .layouts = "fp32,fp16,bf16"};
+    if (bench_cpu_args_parse(argc, argv, &a)) return 2;
+    double nd = a.n;
+    int reps = a.reps, warmup = a.warmup;
+    const char *threads_arg = a.threads;
+    const char *layouts_arg = a.layouts;
     if (reps < 1) reps = 1;
     size_t n = (size_t)nd;
     zkernels_set_threads(0);

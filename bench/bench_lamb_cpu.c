@@ -41,23 +41,11 @@ static double median_ms(int lamb, const zlamb_hparams *lh, const zadam_hparams *
 }
 
 int main(int argc, char **argv) {
-    double nd = 2e7;
-    int reps = 7, warmup = 2;
-    const char *threads_arg = "1,2";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--n") && i + 1 < argc)
-            nd = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
-            warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            threads_arg = argv[++i];
-        else {
-            fprintf(stderr, "usage: %s [--n 2e7] [--reps 7] [--warmup 2] [--threads 1,2]\n", argv[0]);
-            return 2;
-        }
-    }
+    bench_cpu_args a = {.n = 2e7, .reps = 7, .warmup = 2, .threads = "1,2", .layouts = NULL};
+    if (bench_cpu_args_parse(argc, argv, &a)) return 2;
+    double nd = a.n;
+    int reps = a.reps, warmup = a.warmup;
+    const char *threads_arg = a.threads;
     if (reps < 1) reps = 1;
     size_t n = (size_t)nd;
     printf("zinc bench_lamb_cpu: n=%zu, fp32 layout, median of %d after %d warm-up\n", n, reps, warmup);

@@ -2,6 +2,7 @@
 #ifndef ZINC_BENCH_UTIL_H
 #define ZINC_BENCH_UTIL_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,47 @@ static inline void *bench_alloc(const char *who, size_t bytes) {
     }
     memset(p, 0, rounded);
     return p;
+}
+
+/* The options of the CPU optimizer benchmarks: --n N --reps K --warmup W --threads LIST and, where the
+ * benchmark has layouts (layouts not NULL in the defaults), --layout LIST. *a holds the defaults on entry.
+ * Returns 0, or 2 after printing the usage line (with the defaults) for anything else. */
+typedef struct bench_cpu_args {
+    double n;
+    int reps, warmup;
+    const char *threads, *layouts;
+} bench_cpu_args;
+
+static inline int bench_cpu_args_parse(int argc, char **argv, bench_cpu_args *a) {
+    const bool has_layouts = a->layouts != NULL;
+    char n_text[32]; /* 2e7, 1e8: as the usage lines have always shown the default */
+    int e = 0;
+    double m = a->n;
+    while (m >= 10) m /= 10, e++;
+    snprintf(n_text, sizeof n_text, "%ge%d", m, e);
+    char usage[256];
+    snprintf(usage, sizeof usage, "[--n %s] [--reps %d] [--warmup %d] [--threads %s]", n_text, a->reps, a->warmup,
+             a->threads);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--n") && i + 1 < argc)
+            a->n = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            a->reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
+            a->warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            a->threads = argv[++i];
+        else if (has_layouts && !strcmp(argv[i], "--layout") && i + 1 < argc)
+            a->layouts = argv[++i];
+        else {
+            if (has_layouts)
+                fprintf(stderr, "usage: %s %s [--layout %s]\n", argv[0], usage, a->layouts);
+            else
+                fprintf(stderr, "usage: %s %s\n", argv[0], usage);
+            return 2;
+        }
+    }
+    return 0;
 }
 
 /* A zinc_init_fn that sets every parameter to zero (the IO benchmarks do not care about values). */
