@@ -325,10 +325,11 @@ static void print_notes(const zest_estimate *e, const mopts *o) {
     if (e->offload == ZOFFLOAD_NVME) {
         mc_prose(a, sizeof a, e->nvme_swap_each, o->exact);
         mc_prose(b, sizeof b, e->nvme_swap_each * (uint64_t)e->nvme_swap_buffers, o->exact);
-        printf("  nvme: 3 files (master, m, v); %d swap buffer%s of one %s-element chunk of all three (%s each) = %s, "
-               "pinned when io_uring registers them (host memory otherwise); a smaller sub_group_size shrinks them\n",
-               e->nvme_swap_buffers, e->nvme_swap_buffers == 1 ? "" : "s", mc_commas(e->state_chunk, n1, sizeof n1), a,
-               b);
+        bool three = e->state_tensors > 2;
+        printf("  nvme: %s; %d swap buffer%s of one %s-element chunk of each (%s each) = %s, pinned when io_uring "
+               "registers them (host memory otherwise); a smaller sub_group_size shrinks them\n",
+               three ? "3 files (master, m, v)" : "2 files (master, m: Lion keeps no v)", e->nvme_swap_buffers,
+               e->nvme_swap_buffers == 1 ? "" : "s", mc_commas(e->state_chunk, n1, sizeof n1), a, b);
     }
     printf("  layout: %s parameters, flat buffer %s elements (tensors aligned to 8), shard %s per rank (aligned to "
            "64)\n",
@@ -423,10 +424,11 @@ static json_t *why_list(const variant *v, const mopts *o, int64_t P, int64_t L, 
     if (e->stage <= 2 && e->offload == ZOFFLOAD_NONE)
         why_add(w, "gradients",
                 "Gradients: DeepSpeed's 18 bytes per partitioned parameter are 2 (fp16 grads) + 4 (fp32 grads) + 4 "
-                "(fp32 params) + 8 (m, v); zinc keeps %s gradients and 12 bytes of optimizer state per own "
-                "element.",
+                "(fp32 params) + 8 (m, v); zinc keeps %s gradients and %d bytes of optimizer state per own "
+                "element%s.",
                 e->stage == 2 ? "only the 4-byte fp32 shard of the"
-                              : "the full compute-dtype buffer and the fp32 shard of the");
+                              : "the full compute-dtype buffer and the fp32 shard of the",
+                4 * e->state_tensors, e->state_tensors > 2 ? "" : " (Lion: master and m, no v)");
     if (e->stage == 1 && e->offload != ZOFFLOAD_NONE) {
         mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_GRADS], o->exact);
         why_add(w, "stage1_offload_grads",

@@ -193,12 +193,13 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
                 meas[ZINC_MEMKIND_HOST][c] + meas[ZINC_MEMKIND_PINNED][c] ==
                     est.bytes[ZINC_MEMKIND_HOST][c] + est.bytes[ZINC_MEMKIND_PINNED][c])
                 ok = true;
-            /* NVMe swap buffers: each of the 3 x buffers is one chunk rounded up to the file system's
+            /* NVMe swap buffers: each of the tensors x buffers is one chunk rounded up to the file system's
              * O_DIRECT alignment, which the estimate takes as 4 KiB (a smaller one allocates less). */
             if (!ok && c == ZINC_MEM_STAGING && est.offload == ZOFFLOAD_NVME) {
                 uint64_t hm = meas[ZINC_MEMKIND_HOST][c] + meas[ZINC_MEMKIND_PINNED][c];
                 uint64_t he = est.bytes[ZINC_MEMKIND_HOST][c] + est.bytes[ZINC_MEMKIND_PINNED][c];
-                if (hm <= he && he - hm < 4096u * 3u * (uint64_t)est.nvme_swap_buffers) ok = true;
+                if (hm <= he && he - hm < 4096u * (uint64_t)est.state_tensors * (uint64_t)est.nvme_swap_buffers)
+                    ok = true;
             }
             if (!ok) bad++;
             json_array_append_new(rows, json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:b}", "kind",

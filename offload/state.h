@@ -1,7 +1,8 @@
-/* The store of this rank's fp32 optimizer state: master weights, exp_avg and exp_avg_sq over the rank's
- * own flat range [own_lo, own_hi), in memory (device, host or pinned host) or on NVMe. Every user (the
- * step, initialisation, zinc_gather_master, checkpoints) visits it the same way: a pass over chunks in
- * increasing order, so an NVMe store can read chunk i+1 and write chunk i-1 while chunk i is in use.
+/* The store of this rank's fp32 optimizer state: master weights, exp_avg and (for the optimizers that keep
+ * a second moment) exp_avg_sq over the rank's own flat range [own_lo, own_hi), in memory (device, host or
+ * pinned host) or on NVMe. Every user (the step, initialisation, zinc_gather_master, checkpoints) visits it
+ * the same way: a pass over chunks in increasing order, so an NVMe store can read chunk i+1 and write
+ * chunk i-1 while chunk i is in use.
  *
  *   zstate_pass_begin(s, ZSTATE_READ_WRITE);
  *   for (int64_t i = 0; i < s->nchunks; i++) {
@@ -39,7 +40,16 @@ typedef struct zstate_ctx {
     zcfg_offload offload;   /* zero_optimization.offload_optimizer */
     zcfg_aio aio;           /* the NVMe store's IO settings */
     int64_t sub_group_size; /* zero_optimization.sub_group_size: elements per chunk (rounded) */
+    int tensors;            /* arrays kept: zstate_tensors_for(the optimizer), 2 or 3 */
 } zstate_ctx;
+
+/* The arrays a store keeps, in this order: fp32 master weights, exp_avg, exp_avg_sq. Adam, AdamW and LAMB
+ * need all three; Lion has no second moment, so its store keeps two and never allocates exp_avg_sq (its
+ * views have v == NULL). The one rule, used by the engine, the sizing plan and checkpoints. */
+#define ZSTATE_MAX_TENSORS 3
+int zstate_tensors_for(zcfg_optimizer_type type);
+/* ZINC_ERR_INTERNAL unless ctx->tensors is 2 or 3 (a context filled in by hand that forgot it). */
+zinc_status zstate_check_tensors(const zstate_ctx *ctx);
 
 /* Where a store keeps the state and how it chunks it: the one rule, used by zstate_create and by the sizing
  * plan (runtime/mem/plan.c), so the estimate and the store cannot disagree. */
@@ -61,7 +71,7 @@ typedef enum {
 typedef struct zstate_view {
     int64_t lo;            /* first element of the chunk, relative to own_lo; a multiple of 1024 */
     int64_t n;             /* elements in the chunk */
-    float *master, *m, *v; /* n floats each, valid until zstate_release */
+    float *master, *m, *v; /* n floats each, valid until zstate_release; v is NULL in a 2-tensor store */
 } zstate_view;
 
 typedef struct zstate zstate;

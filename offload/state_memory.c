@@ -1,5 +1,6 @@
-/* The in-memory optimizer-state store: three arrays in the compute device's memory (no offload) or in
- * host memory (offload_optimizer.device "cpu"), visited in sub_group_size chunks. Arrays in GPU memory
+/* The in-memory optimizer-state store: two or three arrays (zstate_ctx.tensors: master, exp_avg and, but
+ * for Lion, exp_avg_sq) in the compute device's memory (no offload) or in host memory
+ * (offload_optimizer.device "cpu"), visited in sub_group_size chunks. Arrays in GPU memory
  * (device_resident) are handed out as they are, except in a ZSTATE_HOST_VIEW pass, where each chunk is
  * staged through host memory: copied down on acquire (unless the pass only writes) and up on release
  * (unless it only reads). */
@@ -13,12 +14,15 @@ typedef struct zstate_memory {
     zinc_mem_kind kind;
     bool on_device; /* allocated by the context's device */
     size_t bytes;
+    int nt; /* arrays kept: master, m and, when 3, v (NULL otherwise) */
     float *master, *m, *v;
-    bool pinned[3]; /* master, m, v page-locked through the device (pin_memory with a GPU) */
-    float *stage;   /* host-view staging: 3 x chunk floats, during a host-view pass */
+    bool pinned[ZSTATE_MAX_TENSORS]; /* master, m, v page-locked through the device (pin_memory with a GPU) */
+    float *stage;                    /* host-view staging: nt x chunk floats, during a host-view pass */
     size_t stage_bytes;
     int64_t cur_lo, cur_n;
 } zstate_memory;
+
+static const zinc_mem_category cats[ZSTATE_MAX_TENSORS] = {ZINC_MEM_MASTER, ZINC_MEM_EXP_AVG, ZINC_MEM_EXP_AVG_SQ};
 
 static zdevice *dev_of(zstate *s) { return s->ctx.dev; }
 
@@ -34,7 +38,7 @@ static zinc_status mem_pass_begin(zstate *s, zstate_mode mode) {
     (void)mode;
     if (!s->host_view || !s->device_resident) return ZINC_OK;
     zdevice *d = dev_of(s);
-    z->stage_bytes = 3 * (size_t)s->chunk * sizeof(float);
+    z->stage_bytes = (size_t)z->nt * (size_t)s->chunk * sizeof(float);
     return d->ops->alloc_host(d, ZINC_MEM_STAGING, z->stage_bytes, "optimizer-state staging", (void **)&z->stage);
 }
 
@@ -42,12 +46,12 @@ static zinc_status mem_acquire(zstate *s, int64_t chunk, zstate_view *out) {
     zinc_status st = ZINC_OK;
     zstate_memory *z = (zstate_memory *)s;
     int64_t lo = chunk * s->chunk, n = s->n - lo < s->chunk ? s->n - lo : s->chunk;
-    *out = (zstate_view){.lo = lo, .n = n, .master = z->master + lo, .m = z->m + lo, .v = z->v + lo};
+    *out = (zstate_view){.lo = lo, .n = n, .master = z->master + lo, .m = z->m + lo, .v = z->v ? z->v + lo : NULL};
     if (!z->stage) return ZINC_OK;
     zdevice *d = dev_of(s);
-    float *dev[3] = {out->master, out->m, out->v};
-    float *host[3] = {z->stage, z->stage + s->chunk, z->stage + 2 * s->chunk};
-    for (int k = 0; k < 3 && (s->mode & ZSTATE_READ); k++)
+    float *dev[ZSTATE_MAX_TENSORS] = {out->master, out->m, out->v};
+    float *host[ZSTATE_MAX_TENSORS] = {z->stage, z->stage + s->chunk, z->nt > 2 ? z->stage + 2 * s->chunk : NULL};
+    for (int k = 0; k < z->nt && (s->mode & ZSTATE_READ); k++)
         TRY(d->ops->copy(d, host[k], dev[k], (size_t)n * sizeof(float), ZDEV_D2H));
     out->master = host[0];
     out->m = host[1];
@@ -64,8 +68,8 @@ static zinc_status mem_release(zstate *s, int64_t chunk) {
     (void)chunk;
     if (!z->stage || !(s->mode & ZSTATE_WRITE)) return ZINC_OK;
     zdevice *d = dev_of(s);
-    float *dev[3] = {z->master + z->cur_lo, z->m + z->cur_lo, z->v + z->cur_lo};
-    for (int k = 0; k < 3; k++)
+    float *dev[ZSTATE_MAX_TENSORS] = {z->master + z->cur_lo, z->m + z->cur_lo, z->v ? z->v + z->cur_lo : NULL};
+    for (int k = 0; k < z->nt; k++)
         TRY(d->ops->copy(d, dev[k], z->stage + (size_t)k * (size_t)s->chunk, (size_t)z->cur_n * sizeof(float),
                          ZDEV_H2D));
 fail:
@@ -82,9 +86,8 @@ static void mem_pass_abort(zstate *s) { free_stage((zstate_memory *)s); }
 static void mem_destroy(zstate *s) {
     zstate_memory *z = (zstate_memory *)s;
     free_stage(z);
-    float *arr[3] = {z->master, z->m, z->v};
-    const zinc_mem_category cats[3] = {ZINC_MEM_MASTER, ZINC_MEM_EXP_AVG, ZINC_MEM_EXP_AVG_SQ};
-    for (int k = 0; k < 3; k++) {
+    float *arr[ZSTATE_MAX_TENSORS] = {z->master, z->m, z->v};
+    for (int k = 0; k < z->nt; k++) {
         if (z->on_device) {
             s->ctx.dev->ops->free(s->ctx.dev, cats[k], arr[k], z->bytes);
             continue;
@@ -102,6 +105,7 @@ zinc_status zstate_create_memory(const zstate_ctx *ctx, int64_t n, zinc_mem_kind
     zinc_status st = ZINC_OK;
     zstate_memory *z = NULL;
     zdevice *d = ctx->dev;
+    TRY(zstate_check_tensors(ctx));
     TRY_ALLOC(z, 1, "the optimizer state store");
     z->base = (zstate){.ops = &memory_ops, .ctx = *ctx, .n = n, .chunk = chunk > 0 ? chunk : 1};
     z->base.nchunks = n > 0 ? (n + z->base.chunk - 1) / z->base.chunk : 0;
@@ -109,10 +113,11 @@ zinc_status zstate_create_memory(const zstate_ctx *ctx, int64_t n, zinc_mem_kind
     z->on_device = kind == d->mem_kind;
     z->base.device_resident = z->on_device && !d->host_addressable;
     z->bytes = (size_t)n * sizeof(float);
-    float **arr[3] = {&z->master, &z->m, &z->v};
-    const zinc_mem_category cats[3] = {ZINC_MEM_MASTER, ZINC_MEM_EXP_AVG, ZINC_MEM_EXP_AVG_SQ};
-    const char *what[3] = {"fp32 master weights", "Adam exp_avg", "Adam exp_avg_sq"};
-    for (int k = 0; k < 3; k++) {
+    z->nt = ctx->tensors;
+    float **arr[ZSTATE_MAX_TENSORS] = {&z->master, &z->m, &z->v};
+    const char *what[ZSTATE_MAX_TENSORS] = {"fp32 master weights", z->nt > 2 ? "Adam exp_avg" : "Lion exp_avg",
+                                            "Adam exp_avg_sq"};
+    for (int k = 0; k < z->nt; k++) {
         if (z->on_device)
             TRY(d->ops->alloc(d, cats[k], z->bytes, what[k], (void **)arr[k]));
         else

@@ -1,13 +1,13 @@
 /* The NVMe optimizer-state store (zero_optimization.offload_optimizer.device "nvme").
  *
- * Files: <nvme_path>/zinc-<pid of rank 0>-<random>/rank<r>/{master,exp_avg,exp_avg_sq}.swp, one run
- * directory per run (rank 0 creates it and broadcasts its name), mode 0700 for directories and 0600 for
- * files, all removed by zstate_destroy. Chunk c of each tensor sits at offset c x stride, stride = the
+ * Files: <nvme_path>/zinc-<pid of rank 0>-<random>/rank<r>/{master,exp_avg,exp_avg_sq}.swp (no exp_avg_sq
+ * in a 2-tensor store: Lion), one run directory per run (rank 0 creates it and broadcasts its name), mode
+ * 0700 for directories and 0600 for files, all removed by zstate_destroy. Chunk c of each tensor sits at offset c x stride, stride = the
  * chunk's bytes rounded up to the O_DIRECT alignment; the last chunk is padded with zeros.
  *
- * Buffers: offload_optimizer.buffer_count swap buffers, each holding one chunk of all three tensors
- * (3 x stride bytes, registered with io_uring). A pass needs 3: while chunk i is in use, chunk i+1 is
- * being read and chunk i-1 written; every further buffer adds a chunk of read-ahead.
+ * Buffers: offload_optimizer.buffer_count swap buffers, each holding one chunk of every tensor (nt x
+ * stride bytes, nt = zstate_ctx.tensors, registered with io_uring). A pass needs 3: while chunk i is in
+ * use, chunk i+1 is being read and chunk i-1 written; every further buffer adds a chunk of read-ahead.
  *
  * Integrity: every chunk of every tensor has a CRC32C, computed before its write and checked after its
  * read (ZINC_ERR_CORRUPT names file, chunk and offset). A chunk's new checksum takes effect only when
@@ -33,7 +33,7 @@
 #include "offload/state.h"
 #include "offload/state_nvme.h"
 
-#define NT 3                                 /* tensors: master, exp_avg, exp_avg_sq */
+#define NT ZSTATE_MAX_TENSORS                /* array bound; a store uses its first z->nt */
 #define NV_MIN_BUFFERS ZCFG_NVME_MIN_BUFFERS /* also refused at load (config_resolve.c) */
 
 static const char *const file_names[NT] = {"master.swp", "exp_avg.swp", "exp_avg_sq.swp"};
@@ -44,7 +44,7 @@ enum { SLOT_FREE = 0, SLOT_READING, SLOT_IN_USE, SLOT_WRITING };
 enum { CHUNK_UNWRITTEN = 0, CHUNK_VALID, CHUNK_LOST };
 
 typedef struct nv_slot {
-    char *buf; /* NT x stride bytes */
+    char *buf; /* nt x stride bytes */
     int64_t chunk;
     int state;
     uint32_t crc[NT]; /* of the data being written */
@@ -54,6 +54,7 @@ typedef struct nv_slot {
 typedef struct zstate_nvme {
     zstate base;
     zaio *aio;
+    int nt; /* tensors kept: master, exp_avg and, when 3, exp_avg_sq */
     int file[NT];
     char *run_dir, *rank_dir, *path[NT];
     bool made_rank_dir, made_files[NT];
@@ -62,7 +63,7 @@ typedef struct zstate_nvme {
     int nbuf;
     bool bufs_registered;
     nv_slot *slot;
-    uint32_t *crc;   /* nchunks x NT: the stored chunks' checksums */
+    uint32_t *crc;   /* nchunks x nt: the stored chunks' checksums */
     uint8_t *cstate; /* nchunks: CHUNK_* */
     zinc_mem_kind buf_kind;
     uint64_t buf_bytes;  /* counted as staging */
@@ -97,13 +98,13 @@ static int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 static void submit_slot(zstate_nvme *z, int si, int64_t c, zaio_op op, zinc_status *st) {
     nv_slot *s = &z->slot[si];
-    for (int t = 0; t < NT; t++) {
+    for (int t = 0; t < z->nt; t++) {
         zaio_req *r = &s->req[t];
         memset(r, 0, sizeof *r);
         r->op = op;
         r->file = z->file[t];
         r->buf = s->buf + (size_t)t * (size_t)z->stride;
-        r->buf_index = z->bufs_registered ? si * NT + t : -1;
+        r->buf_index = z->bufs_registered ? si * z->nt + t : -1;
         r->off = c * z->stride;
         r->len = chunk_io_len(z, c);
         snprintf(r->what, sizeof r->what, "chunk %lld of %lld (%s)", (long long)c, (long long)z->base.nchunks,
@@ -113,17 +114,18 @@ static void submit_slot(zstate_nvme *z, int si, int64_t c, zaio_op op, zinc_stat
     }
 }
 
-static bool slot_io_done(const nv_slot *s) {
-    for (int t = 0; t < NT; t++)
+static bool slot_io_done(const zstate_nvme *z, const nv_slot *s) {
+    for (int t = 0; t < z->nt; t++)
         if (!zaio_req_done(&s->req[t])) return false;
     return true;
 }
 
-/* Waits for the slot's three requests; returns the first failure (with its message when `report`). */
+/* Waits for the slot's requests (one per tensor); returns the first failure (with its message when
+ * `report`). */
 static zinc_status wait_slot(zstate_nvme *z, nv_slot *s, bool report) {
     zinc_status first = ZINC_OK;
-    double t0 = slot_io_done(s) ? 0 : mono_s();
-    for (int t = 0; t < NT; t++) {
+    double t0 = slot_io_done(z, s) ? 0 : mono_s();
+    for (int t = 0; t < z->nt; t++) {
         zaio_req *r = &s->req[t];
         zinc_status st = zaio_complete(z->aio, r); /* fails only when the ring itself fails */
         if (st != ZINC_OK) {
@@ -133,7 +135,7 @@ static zinc_status wait_slot(zstate_nvme *z, nv_slot *s, bool report) {
     }
     if (t0 > 0) z->stats.wait_s += mono_s() - t0;
     if (first != ZINC_OK) return first;
-    for (int t = 0; t < NT; t++)
+    for (int t = 0; t < z->nt; t++)
         if (!zaio_req_ok(&s->req[t])) return report ? zaio_req_error(z->aio, &s->req[t]) : ZINC_ERR_IO;
     return ZINC_OK;
 }
@@ -143,10 +145,10 @@ static zinc_status retire_write(zstate_nvme *z, nv_slot *s, bool report) {
     zinc_status st = wait_slot(z, s, report);
     int64_t c = s->chunk;
     if (st == ZINC_OK) {
-        for (int t = 0; t < NT; t++) z->crc[c * NT + t] = s->crc[t];
+        for (int t = 0; t < z->nt; t++) z->crc[c * z->nt + t] = s->crc[t];
         z->cstate[c] = CHUNK_VALID;
         z->stats.chunks_written++;
-        for (int t = 0; t < NT; t++) z->pass_wbytes += (uint64_t)s->req[t].len;
+        for (int t = 0; t < z->nt; t++) z->pass_wbytes += (uint64_t)s->req[t].len;
     } else {
         z->cstate[c] = CHUNK_LOST;
     }
@@ -160,7 +162,7 @@ static zinc_status reap_writes(zstate_nvme *z) {
     zinc_status st = zaio_poll(z->aio), first = st;
     for (int i = 0; i < z->nbuf; i++) {
         nv_slot *s = &z->slot[i];
-        if (s->state == SLOT_WRITING && slot_io_done(s)) {
+        if (s->state == SLOT_WRITING && slot_io_done(z, s)) {
             st = retire_write(z, s, first == ZINC_OK);
             if (first == ZINC_OK) first = st;
         }
@@ -185,11 +187,11 @@ static zinc_status check_readable(const zstate_nvme *z, int64_t c) {
     if (z->cstate[c] == CHUNK_VALID) return ZINC_OK;
     if (z->cstate[c] == CHUNK_LOST)
         return ZERR(ZINC_ERR_IO,
-                    "NVMe offload: chunk %lld of %lld (offset %lld, length %lld in %s and the exp_avg, exp_avg_sq "
+                    "NVMe offload: chunk %lld of %lld (offset %lld, length %lld in %s and the %s "
                     "files) is lost: its write failed in an earlier pass, so the optimizer state there is unknown. "
                     "Restore the run from a checkpoint",
                     (long long)c, (long long)z->base.nchunks, (long long)(c * z->stride), (long long)chunk_io_len(z, c),
-                    z->path[0]);
+                    z->path[0], z->nt > 2 ? "exp_avg, exp_avg_sq" : "exp_avg");
     return ZERR(ZINC_ERR_INTERNAL, "NVMe store: chunk %lld read before it was ever written", (long long)c);
 }
 
@@ -203,7 +205,7 @@ static zinc_status read_ahead(zstate_nvme *z, int64_t limit) {
         nv_slot *s = &z->slot[si];
         if (s->state == SLOT_WRITING) {
             TRY(zaio_poll(z->aio));
-            if (!slot_io_done(s)) break;
+            if (!slot_io_done(z, s)) break;
             TRY(retire_write(z, s, true));
         }
         if (s->state != SLOT_FREE || z->cstate[c] != CHUNK_VALID) break; /* acquire reports a bad chunk */
@@ -277,7 +279,7 @@ static zinc_status nv_acquire(zstate *base, int64_t c, zstate_view *out) {
             goto fail;
         }
         z->stats.chunks_read++;
-        for (int t = 0; t < NT; t++) {
+        for (int t = 0; t < z->nt; t++) {
             z->pass_rbytes += (uint64_t)s->req[t].len;
             uint32_t got = 0;
             st = crc_polled(z, s->buf + (size_t)t * (size_t)z->stride, (size_t)n * sizeof(float), &got);
@@ -286,7 +288,7 @@ static zinc_status nv_acquire(zstate *base, int64_t c, zstate_view *out) {
                 s->chunk = -1;
                 goto fail;
             }
-            uint32_t want = z->crc[c * NT + t];
+            uint32_t want = z->crc[c * z->nt + t];
             if (got != want) {
                 s->state = SLOT_FREE;
                 s->chunk = -1;
@@ -307,14 +309,14 @@ static zinc_status nv_acquire(zstate *base, int64_t c, zstate_view *out) {
     int ahead = 0, behind = 0;
     for (int i = 0; i < z->nbuf; i++) {
         const nv_slot *o = &z->slot[i];
-        if (o->state == SLOT_READING && o->chunk > c && !slot_io_done(o)) ahead++;
-        if (o->state == SLOT_WRITING && o->chunk < c && !slot_io_done(o)) behind++;
+        if (o->state == SLOT_READING && o->chunk > c && !slot_io_done(z, o)) ahead++;
+        if (o->state == SLOT_WRITING && o->chunk < c && !slot_io_done(z, o)) behind++;
     }
     if (ahead > z->stats.max_reads_ahead) z->stats.max_reads_ahead = ahead;
     if (behind > z->stats.max_writes_behind) z->stats.max_writes_behind = behind;
     float *b = (float *)s->buf;
     int64_t fs = z->stride / (int64_t)sizeof(float);
-    *out = (zstate_view){.lo = c * base->chunk, .n = n, .master = b, .m = b + fs, .v = b + 2 * fs};
+    *out = (zstate_view){.lo = c * base->chunk, .n = n, .master = b, .m = b + fs, .v = z->nt > 2 ? b + 2 * fs : NULL};
     return ZINC_OK;
 fail:
     return st;
@@ -329,7 +331,7 @@ static zinc_status nv_release(zstate *base, int64_t c) {
         return ZERR(ZINC_ERR_INTERNAL, "NVMe store: chunk %lld released but not acquired", (long long)c);
     if (base->mode & ZSTATE_WRITE) {
         size_t bytes = (size_t)chunk_n(base, c) * sizeof(float), io = (size_t)chunk_io_len(z, c);
-        for (int t = 0; t < NT; t++) {
+        for (int t = 0; t < z->nt; t++) {
             char *p = s->buf + (size_t)t * (size_t)z->stride;
             if (io > bytes) memset(p + bytes, 0, io - bytes);
             TRY(crc_polled(z, p, bytes, &s->crc[t]));
@@ -410,7 +412,7 @@ static void nv_destroy(zstate *base) {
     zmemtrack *t = base->ctx.mem;
     if (z->aio) zaio_drain(z->aio);
     zaio_destroy(z->aio); /* closes the files */
-    for (int k = 0; k < NT; k++) {
+    for (int k = 0; k < z->nt; k++) {
         if (z->made_files[k]) unlink(z->path[k]);
         free(z->path[k]);
         if (z->counted_files) zmem_sub(t, ZINC_MEMKIND_NVME, cats[k], z->file_bytes);
@@ -565,7 +567,7 @@ static zinc_status setup_local(zstate_nvme *z) {
     TRY(zaio_create(&p, &z->aio));
     bool buffered_warned = false;
     z->align = 512;
-    for (int t = 0; t < NT; t++) {
+    for (int t = 0; t < z->nt; t++) {
         z->path[t] = path_join(z->rank_dir, file_names[t]);
         if (!z->path[t]) FAIL(ZINC_ERR_NOMEM, "out of memory");
         z->made_files[t] = true; /* unlinked by destroy even if the open below fails half-way */
@@ -584,15 +586,15 @@ static zinc_status setup_local(zstate_nvme *z) {
     z->stride = align_up(z->base.chunk * (int64_t)sizeof(float), z->align);
     int64_t last = z->base.nchunks - 1;
     z->file_bytes = (uint64_t)(last >= 0 ? last * z->stride + chunk_io_len(z, last) : 0);
-    for (int t = 0; t < NT; t++) TRY(zaio_preallocate(z->aio, z->file[t], (int64_t)z->file_bytes));
-    for (int t = 0; t < NT; t++) zmem_add(c->mem, ZINC_MEMKIND_NVME, cats[t], z->file_bytes);
+    for (int t = 0; t < z->nt; t++) TRY(zaio_preallocate(z->aio, z->file[t], (int64_t)z->file_bytes));
+    for (int t = 0; t < z->nt; t++) zmem_add(c->mem, ZINC_MEMKIND_NVME, cats[t], z->file_bytes);
     z->counted_files = true;
 
     /* Buffers: as many as configured, no more than there are chunks. */
     z->nbuf = o->buffer_count;
     if (z->nbuf > z->base.nchunks) z->nbuf = (int)(z->base.nchunks > 0 ? z->base.nchunks : 1);
     TRY_ALLOC(z->slot, z->nbuf, "NVMe swap buffers");
-    size_t slot_bytes = (size_t)NT * (size_t)z->stride;
+    size_t slot_bytes = (size_t)z->nt * (size_t)z->stride;
     size_t mem_align = z->align < 4096 ? 4096 : z->align;
     void **bufs = NULL;
     size_t *lens = NULL;
@@ -600,26 +602,26 @@ static zinc_status setup_local(zstate_nvme *z) {
         void *b = NULL;
         if (posix_memalign(&b, mem_align, slot_bytes) != 0 || !b)
             FAIL(ZINC_ERR_NOMEM,
-                 "out of host memory allocating NVMe swap buffer %d of %d (%zu bytes = 3 x %lld-element chunks). Fix: "
-                 "a smaller zero_optimization.sub_group_size or offload_optimizer.buffer_count",
-                 i + 1, z->nbuf, slot_bytes, (long long)z->base.chunk);
+                 "out of host memory allocating NVMe swap buffer %d of %d (%zu bytes = %d x %lld-element chunks). "
+                 "Fix: a smaller zero_optimization.sub_group_size or offload_optimizer.buffer_count",
+                 i + 1, z->nbuf, slot_bytes, z->nt, (long long)z->base.chunk);
         memset(b, 0, slot_bytes);
         z->slot[i].buf = b;
         z->slot[i].chunk = -1;
     }
-    TRY_ALLOC(bufs, (size_t)z->nbuf * NT, "buffer registration");
-    lens = calloc((size_t)z->nbuf * NT, sizeof *lens);
+    TRY_ALLOC(bufs, (size_t)z->nbuf * (size_t)z->nt, "buffer registration");
+    lens = calloc((size_t)z->nbuf * (size_t)z->nt, sizeof *lens);
     if (!lens) {
         free(bufs);
         FAIL(ZINC_ERR_NOMEM, "out of memory registering buffers");
     }
     for (int i = 0; i < z->nbuf; i++)
-        for (int t = 0; t < NT; t++) {
-            bufs[i * NT + t] = z->slot[i].buf + (size_t)t * (size_t)z->stride;
-            lens[i * NT + t] = (size_t)z->stride;
+        for (int t = 0; t < z->nt; t++) {
+            bufs[i * z->nt + t] = z->slot[i].buf + (size_t)t * (size_t)z->stride;
+            lens[i * z->nt + t] = (size_t)z->stride;
         }
     char why[256];
-    st = zaio_register(z->aio, bufs, lens, z->nbuf * NT, &z->bufs_registered, why, sizeof why);
+    st = zaio_register(z->aio, bufs, lens, z->nbuf * z->nt, &z->bufs_registered, why, sizeof why);
     free(bufs);
     free(lens);
     if (st != ZINC_OK) goto fail;
@@ -631,18 +633,19 @@ static zinc_status setup_local(zstate_nvme *z) {
     z->buf_kind = z->bufs_registered ? ZINC_MEMKIND_PINNED : ZINC_MEMKIND_HOST;
     z->buf_bytes = (uint64_t)z->nbuf * slot_bytes;
     zmem_add(c->mem, z->buf_kind, ZINC_MEM_STAGING, z->buf_bytes);
-    z->crc = calloc((size_t)(z->base.nchunks > 0 ? z->base.nchunks : 1) * NT, sizeof *z->crc);
+    z->crc = calloc((size_t)(z->base.nchunks > 0 ? z->base.nchunks : 1) * (size_t)z->nt, sizeof *z->crc);
     z->cstate = calloc((size_t)(z->base.nchunks > 0 ? z->base.nchunks : 1), 1);
     if (!z->crc || !z->cstate) FAIL(ZINC_ERR_NOMEM, "out of memory for the chunk checksums");
 
     const zaio_file *f0 = zaio_file_info(z->aio, z->file[0]);
     ZLOG_INFO(c->log,
-              "NVMe optimizer store: %s, %lld chunks of %lld elements, 3 files of %.1f MiB, %d swap buffers of "
+              "NVMe optimizer store: %s, %lld chunks of %lld elements, %d files of %.1f MiB, %d swap buffers of "
               "%.1f MiB (%s), %s IO aligned to %u bytes (%s), %s, block %lld, queue depth %d x %d, CRC32C %s",
-              z->rank_dir, (long long)z->base.nchunks, (long long)z->base.chunk, (double)z->file_bytes / 1048576.0,
-              z->nbuf, (double)slot_bytes / 1048576.0, z->bufs_registered ? "registered" : "unregistered",
-              f0->direct ? "O_DIRECT" : "buffered", z->align, f0->align_source, zaio_backend(z->aio),
-              (long long)c->aio.block_size, c->aio.queue_depth, c->aio.intra_op_parallelism, zcrc32c_impl());
+              z->rank_dir, (long long)z->base.nchunks, (long long)z->base.chunk, z->nt,
+              (double)z->file_bytes / 1048576.0, z->nbuf, (double)slot_bytes / 1048576.0,
+              z->bufs_registered ? "registered" : "unregistered", f0->direct ? "O_DIRECT" : "buffered", z->align,
+              f0->align_source, zaio_backend(z->aio), (long long)c->aio.block_size, c->aio.queue_depth,
+              c->aio.intra_op_parallelism, zcrc32c_impl());
     return ZINC_OK;
 fail:
     return st;
@@ -656,13 +659,15 @@ zinc_status zstate_create_nvme(const zstate_ctx *c, int64_t n, zstate **out) {
     const zcfg_offload *o = &c->offload;
     int64_t chunk = zstate_chunk_elems(c->sub_group_size, n);
     /* Checks every rank makes alike, before any collective. */
+    TRY(zstate_check_tensors(c));
     if (o->buffer_count < NV_MIN_BUFFERS)
         return ZERR(ZINC_ERR_CONFIG,
                     "zero_optimization.offload_optimizer.buffer_count is %d, but the NVMe optimizer pipeline needs at "
                     "least %d buffers: one chunk being read, one being updated and one being written back (each "
-                    "buffer holds one sub_group_size chunk of master weights, exp_avg and exp_avg_sq, here %lld "
-                    "bytes). Set buffer_count to %d or more (each extra buffer adds a chunk of read-ahead)",
-                    o->buffer_count, NV_MIN_BUFFERS, (long long)(3 * chunk * (int64_t)sizeof(float)), NV_MIN_BUFFERS);
+                    "buffer holds one sub_group_size chunk of the master weights and the optimizer's moments, here "
+                    "%lld bytes). Set buffer_count to %d or more (each extra buffer adds a chunk of read-ahead)",
+                    o->buffer_count, NV_MIN_BUFFERS, (long long)(c->tensors * chunk * (int64_t)sizeof(float)),
+                    NV_MIN_BUFFERS);
     if (!o->nvme_path[0])
         return ZERR(ZINC_ERR_CONFIG, "zero_optimization.offload_optimizer.nvme_path is empty: name the directory "
                                      "for the swap files (on a local NVMe or SSD)");
@@ -670,6 +675,7 @@ zinc_status zstate_create_nvme(const zstate_ctx *c, int64_t n, zstate **out) {
     TRY_ALLOC(z, 1, "the NVMe optimizer store");
     z->base = (zstate){.ops = &nvme_ops, .ctx = *c, .n = n, .chunk = chunk};
     z->base.nchunks = n > 0 ? (n + chunk - 1) / chunk : 0;
+    z->nt = c->tensors;
     for (int t = 0; t < NT; t++) z->file[t] = -1;
     char run[96];
     TRY(make_run_dir(c, o->nvme_path, run));

@@ -9,7 +9,7 @@
 typedef struct zstate_nvme_stats {
     uint64_t passes;
     uint64_t chunks_read, chunks_written;
-    uint64_t bytes_read, bytes_written; /* file bytes, all three tensors */
+    uint64_t bytes_read, bytes_written; /* file bytes, every tensor */
     int max_reads_ahead;                /* most later chunks being read while a chunk was handed to the caller */
     int max_writes_behind;              /* most earlier chunks still being written at that moment */
     double wait_s;                      /* time acquire/release/pass_end spent blocked on IO */

@@ -9,6 +9,8 @@
  * swap file truncated, overwritten or removed behind the store's back; chunks out of order, a release
  * without an acquire, a pass inside a pass.
  * Memory store: host, pinned (through a discrete device) and device-resident with host-view staging.
+ * Both stores with 3 tensors (Adam) and 2 (Lion): no exp_avg_sq array, file, swap-buffer part, staging or
+ * count, views with v NULL; a context with another count is refused.
  * Under mpirun (offload_store_nvme_np2): the collective set-up, one run directory with a directory per
  * rank, and a rank that cannot set up failing every rank, naming it, with nothing left behind.
  *
@@ -88,7 +90,8 @@ static zinc_status fx_init(fixture *x, zcfg_offload_device kind, bool discrete) 
     zinc_config c;
     zcfg_defaults(&c);
     x->ctx = (zstate_ctx){.dev = x->dev, .mem = &x->mem, .log = &x->log, .comm = x->comm,
-                          .offload = c.zero.offload_optimizer, .aio = c.aio, .sub_group_size = CHUNK};
+                          .offload = c.zero.offload_optimizer, .aio = c.aio, .sub_group_size = CHUNK,
+                          .tensors = 3};
     x->ctx.offload.device = kind;
     x->ctx.aio.allow_buffered_io = !direct_ok;
     return ZINC_OK;
@@ -136,16 +139,15 @@ static void ref_free(ref *r) {
     for (int k = 0; k < 3; k++) free(r->a[k]);
 }
 
-/* A WRITE pass storing r. */
+/* A WRITE pass storing r (its first s->ctx.tensors arrays). */
 static zinc_status store_write(zstate *s, const ref *r, zstate_mode extra) {
     zinc_status st = zstate_pass_begin(s, (zstate_mode)(ZSTATE_WRITE | extra));
     for (int64_t c = 0; st == ZINC_OK && c < s->nchunks; c++) {
         zstate_view v;
         st = zstate_acquire(s, c, &v);
         if (st != ZINC_OK) break;
-        memcpy(v.master, r->a[0] + v.lo, (size_t)v.n * sizeof(float));
-        memcpy(v.m, r->a[1] + v.lo, (size_t)v.n * sizeof(float));
-        memcpy(v.v, r->a[2] + v.lo, (size_t)v.n * sizeof(float));
+        float *arr[3] = {v.master, v.m, v.v};
+        for (int k = 0; k < s->ctx.tensors; k++) memcpy(arr[k], r->a[k] + v.lo, (size_t)v.n * sizeof(float));
         st = zstate_release(s, c);
     }
     if (st == ZINC_OK) return zstate_pass_end(s);
@@ -154,7 +156,7 @@ static zinc_status store_write(zstate *s, const ref *r, zstate_mode extra) {
 }
 
 /* A READ pass comparing every byte with r; counts differing elements into *bad and the elements seen into
- * *seen (the views must tile [0, n) in order). */
+ * *seen (the views must tile [0, n) in order; a 2-tensor store's views have no v). */
 static zinc_status store_check(zstate *s, const ref *r, zstate_mode extra, int64_t *bad, int64_t *seen) {
     *bad = *seen = 0;
     zinc_status st = zstate_pass_begin(s, (zstate_mode)(ZSTATE_READ | extra));
@@ -162,9 +164,9 @@ static zinc_status store_check(zstate *s, const ref *r, zstate_mode extra, int64
         zstate_view v;
         st = zstate_acquire(s, c, &v);
         if (st != ZINC_OK) break;
-        if (v.lo != *seen) (*bad)++;
+        if (v.lo != *seen || (v.v != NULL) != (s->ctx.tensors > 2)) (*bad)++;
         const float *got[3] = {v.master, v.m, v.v};
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < s->ctx.tensors; k++)
             for (int64_t i = 0; i < v.n; i++)
                 if (memcmp(&got[k][i], &r->a[k][v.lo + i], sizeof(float))) (*bad)++;
         *seen += v.n;
@@ -186,7 +188,7 @@ static zinc_status store_flip(zstate *s, ref *r, uint32_t mask, int64_t piece, i
         float *arr[3] = {v.master, v.m, v.v};
         for (int64_t a = 0; st == ZINC_OK && a < v.n; a += piece) {
             int64_t b = a + piece < v.n ? a + piece : v.n;
-            for (int k = 0; k < 3; k++)
+            for (int k = 0; k < s->ctx.tensors; k++)
                 for (int64_t i = a; i < b; i++) {
                     uint32_t bits;
                     memcpy(&bits, &arr[k][i], sizeof bits);
@@ -206,11 +208,13 @@ static zinc_status store_flip(zstate *s, ref *r, uint32_t mask, int64_t piece, i
 
 /* ---------------------------------------------------------------- NVMe: data */
 
-static void test_nvme_roundtrip(void) {
+/* nt 3: master, exp_avg, exp_avg_sq (Adam); nt 2: no exp_avg_sq file, buffer or bytes at all (Lion). */
+static void test_nvme_roundtrip(int nt) {
     fixture x;
     char dir[2048], run[2304], path[2560];
-    snprintf(dir, sizeof dir, "%s/roundtrip", root);
+    snprintf(dir, sizeof dir, "%s/roundtrip%d", root, nt);
     ZT_OK(fx_init(&x, ZOFFLOAD_NVME, false));
+    x.ctx.tensors = nt;
     fx_set_path(&x, dir);
     zstate *s = NULL;
     uint64_t rs = zt_seed();
@@ -243,17 +247,22 @@ static void test_nvme_roundtrip(void) {
     const zinc_mem_category cats[3] = {ZINC_MEM_MASTER, ZINC_MEM_EXP_AVG, ZINC_MEM_EXP_AVG_SQ};
     for (int k = 0; k < 3; k++) {
         snprintf(path, sizeof path, "%s/rank0/%s", run, files[k]);
-        ZT_CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600 && sb.st_size == 4 * stride + last,
-                 "%s: mode %o size %lld, want 0600 and %lld", path, sb.st_mode & 0777, (long long)sb.st_size,
-                 (long long)(4 * stride + last));
-        ZT_CHECK(x.mem.current[ZINC_MEMKIND_NVME][cats[k]] == (uint64_t)(4 * stride + last),
-                 "%s: %llu NVMe bytes counted", files[k],
-                 (unsigned long long)x.mem.current[ZINC_MEMKIND_NVME][cats[k]]);
+        uint64_t want = k < nt ? (uint64_t)(4 * stride + last) : 0;
+        if (k < nt)
+            ZT_CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600 && sb.st_size == 4 * stride + last,
+                     "%s: mode %o size %lld, want 0600 and %lld", path, sb.st_mode & 0777, (long long)sb.st_size,
+                     (long long)(4 * stride + last));
+        else
+            ZT_CHECK(stat(path, &sb) != 0 && errno == ENOENT, "%s exists in a %d-tensor store", path, nt);
+        ZT_CHECK(x.mem.current[ZINC_MEMKIND_NVME][cats[k]] == want, "%s: %llu NVMe bytes counted, want %llu",
+                 files[k], (unsigned long long)x.mem.current[ZINC_MEMKIND_NVME][cats[k]], (unsigned long long)want);
     }
+    snprintf(path, sizeof path, "%s/rank0", run);
+    ZT_CHECK(zt_count_entries(path) == nt, "%s: %d files, want %d", path, zt_count_entries(path), nt);
     uint64_t staging = x.mem.current[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] +
                        x.mem.current[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING];
-    ZT_CHECK(staging == 4ull * 3 * (uint64_t)stride, "staging %llu bytes, want 4 buffers x 3 x %lld",
-             (unsigned long long)staging, (long long)stride);
+    ZT_CHECK(staging == 4ull * (uint64_t)nt * (uint64_t)stride, "staging %llu bytes, want 4 buffers x %d x %lld",
+             (unsigned long long)staging, nt, (long long)stride);
 
     /* Write, read back byte for byte. */
     int64_t bad = 0, seen = 0, polls = 0;
@@ -283,14 +292,14 @@ static void test_nvme_roundtrip(void) {
     ZT_CHECK(ns.passes == 6 && ns.chunks_written == 15 && ns.chunks_read == 25,
              "stats: %llu passes, %llu chunks written, %llu read; want 6, 15, 25", (unsigned long long)ns.passes,
              (unsigned long long)ns.chunks_written, (unsigned long long)ns.chunks_read);
-    ZT_CHECK(ns.bytes_written == 3ull * 3 * (uint64_t)(4 * stride + last) &&
-                 ns.bytes_read == 5ull * 3 * (uint64_t)(4 * stride + last),
+    ZT_CHECK(ns.bytes_written == 3ull * (uint64_t)nt * (uint64_t)(4 * stride + last) &&
+                 ns.bytes_read == 5ull * (uint64_t)nt * (uint64_t)(4 * stride + last),
              "stats: %llu bytes written, %llu read", (unsigned long long)ns.bytes_written,
              (unsigned long long)ns.bytes_read);
     if (ns.direct)
         ZT_CHECK(ns.max_reads_ahead >= 1, "no chunk read was ever in flight ahead of the one in use (%d)",
                  ns.max_reads_ahead);
-    printf("nvme store: align %u, %s, up to %d reads ahead and %d writes behind\n", ns.align,
+    printf("nvme store, %d tensors: align %u, %s, up to %d reads ahead and %d writes behind\n", nt, ns.align,
            ns.direct ? "O_DIRECT" : "buffered", ns.max_reads_ahead, ns.max_writes_behind);
 
     /* Destroy removes files and directories; every byte counted is returned. */
@@ -575,7 +584,8 @@ out:
 
 /* ---------------------------------------------------------------- the memory store */
 
-static void test_memory(void) {
+/* nt 3 (Adam) and 2 (Lion: exp_avg_sq neither allocated nor staged). */
+static void test_memory(int nt) {
     uint64_t rs = zt_seed() ^ 19;
     ref r;
     ref_fill(&r, N, &rs);
@@ -599,6 +609,7 @@ static void test_memory(void) {
         zstate *s = NULL;
         ZT_OK(fx_init(&x, cases[t].kind, cases[t].discrete));
         x.ctx.offload.pin_memory = cases[t].pin;
+        x.ctx.tensors = nt;
         logbuf[0] = 0;
         uint64_t base = mem_total(&x.mem); /* the discrete device counts a fixed staging area of its own */
         ZT_OK(zstate_create(&x.ctx, N, &s));
@@ -611,17 +622,26 @@ static void test_memory(void) {
                      s->device_resident == cases[t].resident,
                  "%s: store %s, chunk %lld, device_resident %d", cases[t].what, s->ops->name, (long long)s->chunk,
                  s->device_resident);
-        ZT_CHECK(x.mem.current[mk][ZINC_MEM_MASTER] == N * 4 && x.mem.current[mk][ZINC_MEM_EXP_AVG_SQ] == N * 4,
-                 "%s: master %llu bytes counted under kind %d", cases[t].what,
-                 (unsigned long long)x.mem.current[mk][ZINC_MEM_MASTER], (int)mk);
+        ZT_CHECK(x.mem.current[mk][ZINC_MEM_MASTER] == N * 4 && x.mem.current[mk][ZINC_MEM_EXP_AVG] == N * 4 &&
+                     x.mem.current[mk][ZINC_MEM_EXP_AVG_SQ] == (nt > 2 ? N * 4 : 0),
+                 "%s, %d tensors: master %llu, exp_avg_sq %llu bytes counted under kind %d", cases[t].what, nt,
+                 (unsigned long long)x.mem.current[mk][ZINC_MEM_MASTER],
+                 (unsigned long long)x.mem.current[mk][ZINC_MEM_EXP_AVG_SQ], (int)mk);
+        ZT_CHECK(mem_total(&x.mem) - base == (uint64_t)nt * N * 4, "%s, %d tensors: %llu bytes counted, want %d x %d",
+                 cases[t].what, nt, (unsigned long long)(mem_total(&x.mem) - base), nt, N * 4);
         if (cases[t].pin && !cases[t].discrete)
             ZT_CHECK(contains(logbuf, "pin_memory has no effect"), "%s: no pin_memory note: %s", cases[t].what,
                      logbuf);
         ZT_ERR(zstate_nvme_stats_get(s, &(zstate_nvme_stats){0}), ZINC_ERR_INVALID_ARG, "not an NVMe");
         /* Host views: the arrays themselves, or staged through host memory for a device-resident store. */
+        uint64_t staged0 = x.mem.peak_total[ZINC_MEMKIND_HOST] + x.mem.peak_total[ZINC_MEMKIND_PINNED];
         ZT_OK(store_write(s, &r, ZSTATE_HOST_VIEW));
         ZT_OK(store_check(s, &r, ZSTATE_HOST_VIEW, &bad, &seen));
-        ZT_CHECK(bad == 0 && seen == N, "%s: round trip: %lld differ", cases[t].what, (long long)bad);
+        ZT_CHECK(bad == 0 && seen == N, "%s, %d tensors: round trip: %lld differ", cases[t].what, nt, (long long)bad);
+        uint64_t staged = x.mem.peak_total[ZINC_MEMKIND_HOST] + x.mem.peak_total[ZINC_MEMKIND_PINNED] - staged0;
+        if (s->device_resident) /* one chunk (all N here) of each array staged through host memory */
+            ZT_CHECK(staged == (uint64_t)nt * N * 4, "%s, %d tensors: host-view staging peaked %llu bytes higher",
+                     cases[t].what, nt, (unsigned long long)staged);
         if (s->device_resident) {
             /* Device views go to the device operations: zero exp_avg there, see it through a host view. */
             ZT_OK(zstate_pass_begin(s, ZSTATE_READ_WRITE));
@@ -644,6 +664,24 @@ static void test_memory(void) {
         fx_free(&x);
     }
     ref_free(&r);
+}
+
+/* A context without a valid tensor count (filled in by hand, forgetting it) is refused by both stores. */
+static void test_tensors_error(void) {
+    fixture x;
+    zstate *s = NULL;
+    char dir[2048];
+    snprintf(dir, sizeof dir, "%s/tensors", root);
+    for (int t = 0; t < 2; t++) {
+        ZT_OK(fx_init(&x, t ? ZOFFLOAD_NVME : ZOFFLOAD_CPU, false));
+        fx_set_path(&x, dir);
+        x.ctx.tensors = t ? 4 : 0;
+        ZT_ERR(zstate_create(&x.ctx, N, &s), ZINC_ERR_INTERNAL, "fill zstate_ctx.tensors");
+        ZT_CHECK(s == NULL && mem_total(&x.mem) == 0, "a refused store left %llu bytes counted",
+                 (unsigned long long)mem_total(&x.mem));
+        fx_free(&x);
+    }
+    ZT_CHECK(zt_count_entries(dir) <= 0, "%s: a refused NVMe store left files", dir);
 }
 
 /* ---------------------------------------------------------------- several ranks (under mpirun) */
@@ -752,13 +790,16 @@ int main(void) {
         return zt_finish();
     }
     if (!direct_ok) printf("%s refuses O_DIRECT: the stores run with zinc.allow_buffered_io\n", root);
-    test_nvme_roundtrip();
+    test_nvme_roundtrip(3);
+    test_nvme_roundtrip(2);
     test_nvme_sizes();
     test_nvme_config_errors();
     test_nvme_order_errors();
     test_nvme_files_behind_back();
     test_nvme_write_error();
-    test_memory();
+    test_memory(3);
+    test_memory(2);
+    test_tensors_error();
     rm_tree(root);
     zcomm_destroy(world);
     return zt_finish();

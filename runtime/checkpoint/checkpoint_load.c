@@ -74,7 +74,7 @@ static zinc_status check_files(const zinc_engine *e, const zckpt_manifest *m) {
 }
 
 /* The optimizer state means different things to Adam (exp_avg, exp_avg_sq) and Lion (exp_avg only; its
- * exp_avg_sq stays zero): loading one into the other would divide by sqrt(0) + eps (Adam from a Lion
+ * checkpoints hold a zero exp_avg_sq section): loading one into the other would divide by sqrt(0) + eps (Adam from a Lion
  * checkpoint) or silently change the momentum's meaning. Checkpoints from before Lion name Adam or AdamW. */
 static zinc_status check_optimizer(const zinc_engine *e, const zckpt_manifest *m) {
     json_t *t = json_object_get(json_object_get(json_object_get(m->root, "config"), "optimizer"), "type");
@@ -86,6 +86,23 @@ static zinc_status check_optimizer(const zinc_engine *e, const zckpt_manifest *m
                     "states are not interchangeable; set \"optimizer\": {\"type\": \"%s\"} to "
                     "continue it",
                     m->dir, saved, now_lion ? "Lion" : "Adam/AdamW", saved_lion ? "Lion" : saved);
+    return ZINC_OK;
+}
+
+/* A Lion run keeps no exp_avg_sq, but its checkpoints hold the section (zeros: checkpoint_save.c). It is
+ * still read, so its blocks' checksums are checked like every byte of the file, into `scratch`, the slice
+ * of master weights that the master section overwrites next (no buffer of its own). Anything but zeros
+ * there was not saved by Lion: the manifest and the data disagree. */
+static zinc_status skip_exp_avg_sq(zckpt_reader *r, int64_t x, int64_t n, float *scratch) {
+    zinc_status st = zckpt_reader_read(r, ZCKPT_SEC_EXP_AVG_SQ, x, n, scratch);
+    if (st != ZINC_OK) return st;
+    for (int64_t k = 0; k < n; k++)
+        if (scratch[k] != 0.0f)
+            return ZERR(ZINC_ERR_CORRUPT,
+                        "checkpoint file %s: element %lld of its exp_avg_sq section is %g, but the checkpoint says "
+                        "the Lion optimizer saved it, which keeps no second moment (the section is zero): the "
+                        "manifest does not describe this data; load another checkpoint",
+                        r->path, (long long)(x + k), (double)scratch[k]);
     return ZINC_OK;
 }
 
@@ -103,7 +120,8 @@ static zinc_status read_state(zinc_engine *e, const zckpt_manifest *m) {
         zstate_view v;
         TRY(zstate_acquire(e->state, c, &v));
         float *dst[3] = {v.master, v.m, v.v};
-        for (int s = 0; s < 3; s++) memset(dst[s], 0, (size_t)v.n * sizeof(float));
+        int nsec = v.v ? 3 : 2; /* Lion's store has no exp_avg_sq */
+        for (int s = 0; s < nsec; s++) memset(dst[s], 0, (size_t)v.n * sizeof(float));
         int64_t a = e->own_lo + v.lo, b = a + v.n;
         int64_t hi_all = b < m->flat_numel ? b : m->flat_numel;
         while (first < m->nfiles && m->files[first].flat_hi <= a) first++;
@@ -115,7 +133,8 @@ static zinc_status read_state(zinc_engine *e, const zckpt_manifest *m) {
                 TRY(zckpt_reader_open(&rd[i], m, i));
                 open[i] = true;
             }
-            for (int s = 0; s < 3; s++) TRY(zckpt_reader_read(&rd[i], s, x0, x1 - x0, dst[s] + (x0 - a)));
+            if (!v.v) TRY(skip_exp_avg_sq(&rd[i], x0, x1 - x0, dst[0] + (x0 - a)));
+            for (int s = 0; s < nsec; s++) TRY(zckpt_reader_read(&rd[i], s, x0, x1 - x0, dst[s] + (x0 - a)));
         }
         for (int i = 0; i < m->nfiles; i++)
             if (open[i] && m->files[i].flat_hi <= b) {

@@ -87,10 +87,14 @@ static zinc_status write_sections(zinc_engine *e, zckpt_writer *w, int fd, const
         int64_t a = e->own_lo + v.lo, b = a + v.n;
         int64_t lo = a > f->flat_lo ? a : f->flat_lo, hi = b < f->flat_hi ? b : f->flat_hi;
         if (hi > lo) {
+            /* Lion keeps no exp_avg_sq (v is NULL): its section stays unwritten, and the file (new, and
+             * sized to its full length by write_shard's ftruncate) reads zeros there, the bytes an Adam-style
+             * zero section would hold. The format stays the one every optimizer writes, without the disk
+             * blocks or the buffer of zeros. */
             const float *src[3] = {v.master, v.m, v.v};
             /* A checkpoint of a run gone bad would resume into the same NaNs: never saved silently. */
             for (int s = 0; s < 3; s++)
-                for (int64_t x = 0; x < hi - lo; x++)
+                for (int64_t x = 0; src[s] && x < hi - lo; x++)
                     if (!isfinite(src[s][lo - a + x])) {
                         const zinc_param *p = zengine_param_at(e, lo + x);
                         FAIL(ZINC_ERR_NONFINITE,
@@ -101,8 +105,9 @@ static zinc_status write_sections(zinc_engine *e, zckpt_writer *w, int fd, const
                              (long long)(p ? lo + x - p->flat_offset : lo + x), (double)src[s][lo - a + x]);
                     }
             for (int s = 0; s < 3; s++)
-                TRY(zckpt_pwrite(w, fd, path, src[s] + (lo - a), (size_t)(hi - lo) * sizeof(float),
-                                 f->sec_offset[s] + (lo - f->flat_lo) * (int64_t)sizeof(float)));
+                if (src[s])
+                    TRY(zckpt_pwrite(w, fd, path, src[s] + (lo - a), (size_t)(hi - lo) * sizeof(float),
+                                     f->sec_offset[s] + (lo - f->flat_lo) * (int64_t)sizeof(float)));
         }
         TRY(zstate_release(e->state, i));
     }

@@ -413,11 +413,11 @@ static zinc_status init_state(zinc_engine *e) {
         if (on_dev) {
             TRY(d->ops->cast_to_f32(d, v.master, own + (size_t)v.lo * csz, e->compute_dtype, (size_t)v.n));
             TRY(d->ops->memset0(d, v.m, nb));
-            TRY(d->ops->memset0(d, v.v, nb));
-        } else { /* offloaded state, parameters on the GPU */
+            if (v.v) TRY(d->ops->memset0(d, v.v, nb)); /* no exp_avg_sq under Lion */
+        } else {                                       /* offloaded state, parameters on the GPU */
             TRY(zdev_download_f32(d, v.master, own + (size_t)v.lo * csz, e->compute_dtype, (size_t)v.n));
             memset(v.m, 0, nb);
-            memset(v.v, 0, nb);
+            if (v.v) memset(v.v, 0, nb);
         }
         TRY(zstate_release(e->state, i));
     }

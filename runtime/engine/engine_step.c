@@ -142,7 +142,8 @@ static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void 
         if (on_dev) {
             for (int64_t o = 0; o < v.n; o += sub) {
                 size_t k = (size_t)(v.n - o < sub ? v.n - o : sub);
-                TRY(d->ops->adam_step(d, h, k, v.master + o, v.m + o, v.v + o, gc + (size_t)o * gsz, gdt,
+                float *vo = v.v ? v.v + o : NULL; /* Lion's store keeps no exp_avg_sq */
+                TRY(d->ops->adam_step(d, h, k, v.master + o, v.m + o, vo, gc + (size_t)o * gsz, gdt,
                                       pc + (size_t)o * csz, e->compute_dtype,
                                       e->decay_mask_dev + (v.lo + o) / ZADAM_MASK_GROUP));
                 TRY(zstate_poll(s));
@@ -158,7 +159,8 @@ static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void 
             TRY(d->ops->copy_wait(d, PARAM_SLOT(b))); /* chunk i-2's upload from hp[b] */
             for (int64_t o = 0; o < v.n; o += sub) {
                 size_t k = (size_t)(v.n - o < sub ? v.n - o : sub);
-                ZDEV_ON_POOL(d, zadam_step(h, k, v.master + o, v.m + o, v.v + o, hg[b] + (size_t)o * gsz, gdt,
+                float *vo = v.v ? v.v + o : NULL;
+                ZDEV_ON_POOL(d, zadam_step(h, k, v.master + o, v.m + o, vo, hg[b] + (size_t)o * gsz, gdt,
                                            hp[b] + (size_t)o * csz, e->compute_dtype,
                                            e->decay_mask + (v.lo + o) / ZADAM_MASK_GROUP));
                 TRY(zstate_poll(s));

@@ -49,6 +49,7 @@ void zest_from_plan(const zplan *p, bool init_ranged, zest_estimate *out) {
     out->bytes_landing = p->grads.bytes_landing;
     out->gather_peak_numel = p->gather_peak_numel;
     out->state_chunk = p->state_chunk;
+    out->state_tensors = p->state_tensors;
     out->nvme_swap_buffers = p->buf[ZPLAN_NVME_SWAP].count;
     out->nvme_swap_each = p->buf[ZPLAN_NVME_SWAP].each;
     out->offload_staging = p->buf[ZPLAN_OFFLOAD_GRAD_STAGING].bytes + p->buf[ZPLAN_OFFLOAD_PARAM_STAGING].bytes;

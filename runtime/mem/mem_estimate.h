@@ -45,8 +45,9 @@ typedef struct zest_estimate {
     uint64_t bytes_landing;    /* stages 2-3: the landing buffer for modules larger than a bucket (0: none) */
     int64_t gather_peak_numel; /* stage 3: non-persistent elements gathered at once, at most */
     int64_t state_chunk;       /* elements per optimizer-state chunk (sub_group_size) */
-    int nvme_swap_buffers;     /* NVMe store: swap buffers, each one chunk of master, m and v */
-    uint64_t nvme_swap_each;   /* bytes of each (3 chunks at the files' stride) */
+    int state_tensors;         /* optimizer-state arrays: 3 (master, m, v), 2 for Lion (master, m) */
+    int nvme_swap_buffers;     /* NVMe store: swap buffers, each one chunk of every state tensor */
+    uint64_t nvme_swap_each;   /* bytes of each (state_tensors chunks at the files' stride) */
     uint64_t offload_staging;  /* GPU with offload: the step's pinned gradient and parameter staging */
 
     /* Transients the engine's counters do not hold but the process's resident memory does (host bytes):

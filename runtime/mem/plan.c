@@ -113,12 +113,14 @@ static void plan_params(zplan *p, const zinc_config *cfg) {
     if (total) p->buf[ZPLAN_PARAMS_PERSISTENT].count = p->npersistent;
 }
 
-/* Optimizer state: fp32 master, exp_avg, exp_avg_sq over the own range, where offload_optimizer puts
- * them (offload/state.c): the compute device, host memory (pinned with pin_memory on a discrete device
- * only: on the CPU it would only spend RLIMIT_MEMLOCK), or three NVMe files with swap buffers. */
+/* Optimizer state: fp32 master, exp_avg and (but for Lion) exp_avg_sq over the own range, where
+ * offload_optimizer puts them (offload/state.c): the compute device, host memory (pinned with pin_memory
+ * on a discrete device only: on the CPU it would only spend RLIMIT_MEMLOCK), or one NVMe file per tensor
+ * with swap buffers. */
 static void plan_state(zplan *p, const zinc_config *cfg) {
     const zcfg_offload *oo = &cfg->zero.offload_optimizer;
     int64_t own = p->own_hi - p->own_lo;
+    int nt = p->state_tensors = zstate_tensors_for(cfg->optimizer.type);
     bool offload = oo->device == ZOFFLOAD_CPU || oo->device == ZOFFLOAD_NVME;
     zinc_mem_kind staging = p->device.host_addressable ? ZINC_MEMKIND_HOST : ZINC_MEMKIND_PINNED;
     zstate_layout l =
@@ -138,13 +140,15 @@ static void plan_state(zplan *p, const zinc_config *cfg) {
 
     uint64_t sbytes = oo->device == ZOFFLOAD_NVME ? p->nvme_file_bytes : (uint64_t)own * sizeof(float);
     put(p, ZPLAN_MASTER, "fp32 master weights", ZINC_MEM_MASTER, p->state_kind, ZPLAN_AT_BUILD, 1, sbytes);
-    put(p, ZPLAN_EXP_AVG, "Adam exp_avg", ZINC_MEM_EXP_AVG, p->state_kind, ZPLAN_AT_BUILD, 1, sbytes);
-    put(p, ZPLAN_EXP_AVG_SQ, "Adam exp_avg_sq", ZINC_MEM_EXP_AVG_SQ, p->state_kind, ZPLAN_AT_BUILD, 1, sbytes);
+    put(p, ZPLAN_EXP_AVG, nt > 2 ? "Adam exp_avg" : "Lion exp_avg", ZINC_MEM_EXP_AVG, p->state_kind, ZPLAN_AT_BUILD, 1,
+        sbytes);
+    put(p, ZPLAN_EXP_AVG_SQ, "Adam exp_avg_sq", ZINC_MEM_EXP_AVG_SQ, p->state_kind, ZPLAN_AT_BUILD, 1,
+        nt > 2 ? sbytes : 0);
     /* Swap buffers are pinned when io_uring registers them, host memory when the kernel refuses
      * (RLIMIT_MEMLOCK): the plan says pinned. */
     if (oo->device == ZOFFLOAD_NVME)
         put(p, ZPLAN_NVME_SWAP, "NVMe swap buffers", ZINC_MEM_STAGING, ZINC_MEMKIND_PINNED, ZPLAN_AT_BUILD,
-            p->nvme_buffers, 3 * (uint64_t)p->nvme_stride);
+            p->nvme_buffers, (uint64_t)nt * (uint64_t)p->nvme_stride);
     /* Offloaded from a discrete device, the step stages two chunks of the fp32 gradient shard and two of
      * the updated compute-dtype parameters (engine_step.c's pipeline). */
     if (offload && !p->device.host_addressable) {
@@ -156,7 +160,7 @@ static void plan_state(zplan *p, const zinc_config *cfg) {
     /* State in device memory is read and written through host staging in checkpoint passes. */
     if (!offload && !p->device.host_addressable)
         put(p, ZPLAN_HOST_VIEW_STAGING, "optimizer-state staging", ZINC_MEM_STAGING, staging, ZPLAN_IN_CHECKPOINT, 1,
-            3 * (uint64_t)p->state_chunk * sizeof(float));
+            (uint64_t)nt * (uint64_t)p->state_chunk * sizeof(float));
     /* The weight-decay mask: one byte per ZPART_PARAM_ALIGN own elements, built on the host and copied to
      * a device the host cannot address, where the kernels read it. */
     uint64_t mask = (uint64_t)(own / ZPART_PARAM_ALIGN);

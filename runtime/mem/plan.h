@@ -67,7 +67,7 @@ typedef enum zplan_buf {
     ZPLAN_MASTER,             /* fp32 master weights over the own range (memory, or an NVMe file) */
     ZPLAN_EXP_AVG,
     ZPLAN_EXP_AVG_SQ,
-    ZPLAN_NVME_SWAP,             /* the NVMe store's swap buffers, each one chunk of the three tensors */
+    ZPLAN_NVME_SWAP,             /* the NVMe store's swap buffers, each one chunk of every state tensor */
     ZPLAN_DECAY_MASK,            /* one byte per ZPART_PARAM_ALIGN own elements, built on the host */
     ZPLAN_DECAY_MASK_DEVICE,     /* its copy on a device the host cannot address */
     ZPLAN_GRADS_FULL,            /* stages 0-1: the full gradient buffer, grad dtype */
@@ -125,11 +125,12 @@ typedef struct zplan {
 
     /* optimizer state (offload/state.h) */
     zinc_mem_kind state_kind; /* where master, exp_avg and exp_avg_sq live */
+    int state_tensors;        /* 3: master, exp_avg, exp_avg_sq; 2 (Lion): no exp_avg_sq (zstate_tensors_for) */
     int64_t state_chunk;      /* elements per chunk the store is visited in */
     int64_t nvme_chunk;       /* elements per chunk with NVMe offload (sub_group_size, capped) */
     int nvme_buffers;         /* swap buffers NVMe offload uses (buffer_count, capped) */
     int64_t nvme_stride;      /* bytes per chunk in each NVMe file */
-    uint64_t nvme_file_bytes; /* per file */
+    uint64_t nvme_file_bytes; /* per file (state_tensors files) */
 
     /* Transients the engine's counters do not hold but the process's resident memory does (host bytes). */
     bool init_in_place;          /* zinc_build's whole-tensor init_fn writes into the parameter buffer */
