@@ -1,8 +1,10 @@
 /* The sizing plan (runtime/mem/plan.h) against what zinc_build allocates (run under mpirun, 1-2 ranks;
  * with ZINC_CPU_DISCRETE=1 the cpu device is presented as a discrete one).
  *
- * For stages 0-3 x offload none/cpu/nvme x fp32/bf16/fp16 a model with odd sizes, a module without
- * parameters and a module larger than a bucket is built, and on every rank:
+ * For stages 0-3 x offload none/cpu/nvme x fp32/bf16/fp16 with AdamW, and stages 0-3 x offload
+ * none/cpu/nvme with Lion (one dtype per stage; Lion keeps no exp_avg_sq: none is planned or allocated),
+ * a model with odd sizes, a module without parameters and a module larger than a bucket is built, and on
+ * every rank:
  *   - after zinc_build, every (memory kind, category) the tracker holds equals the plan's buffers that
  *     exist then (zplan_sum ZPLAN_AT_BUILD), to the byte. The NVMe files' size depends on the file
  *     system's O_DIRECT alignment, found when they are opened: the plan is made again with the store's
@@ -53,7 +55,7 @@ static void quiet(void *u, zinc_log_level l, int rank, const char *msg) {
 
 static char nvme_dir[1024];
 
-static void config_json(int stage, const char *offload, zinc_dtype dt, char *buf, size_t cap) {
+static void config_json(int stage, const char *offload, zinc_dtype dt, bool lion, char *buf, size_t cap) {
     char off[1400] = "";
     bool nvme = !strcmp(offload, "nvme");
     if (strcmp(offload, "none"))
@@ -61,11 +63,11 @@ static void config_json(int stage, const char *offload, zinc_dtype dt, char *buf
                  nvme ? ", \"nvme_path\": \"" : "", nvme ? nvme_dir : "", nvme ? "\"" : "");
     snprintf(buf, cap,
              "{\"train_micro_batch_size_per_gpu\": 1, \"gradient_accumulation_steps\": 2,"
-             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001, \"weight_decay\": 0.01}},"
+             " \"optimizer\": {\"type\": \"%s\", \"params\": {\"lr\": 0.001, \"weight_decay\": 0.01}},"
              " \"fp16\": {\"enabled\": %s, \"initial_scale_power\": 8}, \"bf16\": {\"enabled\": %s},"
              " \"zero_optimization\": {\"stage\": %d, \"sub_group_size\": 1000, \"reduce_bucket_size\": 1000,"
              " \"stage3_param_persistence_threshold\": 100%s}%s}",
-             dt == ZINC_FP16 ? "true" : "false", dt == ZINC_BF16 ? "true" : "false", stage, off,
+             lion ? "Lion" : "AdamW", dt == ZINC_FP16 ? "true" : "false", dt == ZINC_BF16 ? "true" : "false", stage, off,
              nvme ? ", \"zinc\": {\"allow_buffered_io\": true}" : "");
 }
 
@@ -137,11 +139,11 @@ static int compare(const char *what, const char *when, const uint64_t got[ZINC_M
 
 static int cases_run, nvme_skipped;
 
-static void check_case(int stage, const char *offload, zinc_dtype dt, int world, int rank) {
+static void check_case(int stage, const char *offload, zinc_dtype dt, bool lion, int world, int rank) {
     char json[4096], what[160];
-    config_json(stage, offload, dt, json, sizeof json);
-    snprintf(what, sizeof what, "stage %d offload %s %s, rank %d of %d", stage, offload, zinc_dtype_name(dt), rank,
-             world);
+    config_json(stage, offload, dt, lion, json, sizeof json);
+    snprintf(what, sizeof what, "%s stage %d offload %s %s, rank %d of %d", lion ? "Lion" : "AdamW", stage, offload,
+             zinc_dtype_name(dt), rank, world);
     zinc_options o = zinc_default_options();
     o.config_json = json;
     o.log_fn = quiet;
@@ -216,6 +218,15 @@ static void check_case(int stage, const char *offload, zinc_dtype dt, int world,
     uint64_t want[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT] = {{0}};
     zplan_sum(&real, ZPLAN_AT_BUILD, want);
     compare(what, "after zinc_build", (const uint64_t(*)[ZINC_MEM_CATEGORY_COUNT])rep.current, want, &real);
+    /* Lion: two state arrays (files with NVMe), nothing of exp_avg_sq anywhere; Adam: three of a size. */
+    ZT_CHECK(real.state_tensors == (lion ? 2 : 3), "%s: the plan keeps %d state tensors", what, real.state_tensors);
+    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) {
+        const uint64_t *c = rep.current[k];
+        ZT_CHECK(c[ZINC_MEM_EXP_AVG_SQ] == (lion ? 0 : c[ZINC_MEM_MASTER]) && c[ZINC_MEM_EXP_AVG] == c[ZINC_MEM_MASTER],
+                 "%s: %s holds master %llu, exp_avg %llu, exp_avg_sq %llu bytes", what,
+                 zinc_mem_kind_name((zinc_mem_kind)k), (unsigned long long)c[ZINC_MEM_MASTER],
+                 (unsigned long long)c[ZINC_MEM_EXP_AVG], (unsigned long long)c[ZINC_MEM_EXP_AVG_SQ]);
+    }
 
     /* The estimator sums the same plan (the engine's alignment assumption aside). */
     zest_estimate est;
@@ -282,8 +293,10 @@ int main(void) {
     static const zinc_dtype dtypes[] = {ZINC_FP32, ZINC_BF16, ZINC_FP16};
     for (int stage = 0; stage <= 3; stage++)
         for (int oi = 0; oi < 3; oi++)
-            for (int di = 0; di < 3; di++) check_case(stage, offloads[oi], dtypes[di], world, rank);
-    ZT_CHECK(cases_run >= (nvme_skipped ? 18 : 27), "only %d cases ran", cases_run);
+            for (int di = 0; di < 3; di++) check_case(stage, offloads[oi], dtypes[di], false, world, rank);
+    for (int stage = 0; stage <= 3; stage++)
+        for (int oi = 0; oi < 3; oi++) check_case(stage, offloads[oi], dtypes[stage % 3], true, world, rank);
+    ZT_CHECK(cases_run >= (nvme_skipped ? 28 : 40), "only %d cases ran", cases_run);
     check_errors();
     if (rank == 0) printf("%d cases built and compared with the plan after zinc_build and at the steps' peak\n", cases_run);
     return zt_finish();
