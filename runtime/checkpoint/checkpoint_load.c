@@ -74,8 +74,9 @@ static zinc_status check_files(const zinc_engine *e, const zckpt_manifest *m) {
 }
 
 /* The optimizer state means different things to Adam (exp_avg, exp_avg_sq) and Lion (exp_avg only; its
- * checkpoints hold a zero exp_avg_sq section): loading one into the other would divide by sqrt(0) + eps (Adam from a Lion
- * checkpoint) or silently change the momentum's meaning. Checkpoints from before Lion name Adam or AdamW. */
+ * checkpoints hold a zero exp_avg_sq section): loading one into the other would divide by sqrt(0) + eps
+ * (Adam from a Lion checkpoint) or silently change the momentum's meaning. Checkpoints from before Lion
+ * name Adam or AdamW. */
 static zinc_status check_optimizer(const zinc_engine *e, const zckpt_manifest *m) {
     json_t *t = json_object_get(json_object_get(json_object_get(m->root, "config"), "optimizer"), "type");
     const char *saved = json_is_string(t) ? json_string_value(t) : "Adam";

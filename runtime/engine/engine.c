@@ -397,7 +397,7 @@ static zinc_status place_param(zinc_engine *e, const zinc_param *p, const float 
 }
 
 /* The master weights start as the compute-dtype parameters widened, so master and parameters agree
- * exactly; the moments start at zero. */
+ * exactly; the moments start at zero (Lion's store has no exp_avg_sq: v is NULL). */
 static zinc_status init_state(zinc_engine *e) {
     zinc_status st = ZINC_OK;
     size_t csz = zinc_dtype_size(e->compute_dtype);
@@ -413,8 +413,8 @@ static zinc_status init_state(zinc_engine *e) {
         if (on_dev) {
             TRY(d->ops->cast_to_f32(d, v.master, own + (size_t)v.lo * csz, e->compute_dtype, (size_t)v.n));
             TRY(d->ops->memset0(d, v.m, nb));
-            if (v.v) TRY(d->ops->memset0(d, v.v, nb)); /* no exp_avg_sq under Lion */
-        } else {                                       /* offloaded state, parameters on the GPU */
+            if (v.v) TRY(d->ops->memset0(d, v.v, nb));
+        } else { /* offloaded state, parameters on the GPU */
             TRY(zdev_download_f32(d, v.master, own + (size_t)v.lo * csz, e->compute_dtype, (size_t)v.n));
             memset(v.m, 0, nb);
             if (v.v) memset(v.v, 0, nb);
