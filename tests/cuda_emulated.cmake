@@ -20,17 +20,22 @@ target_include_directories(zinc_cuda_emulated PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_definitions(zinc_cuda_emulated PUBLIC ZINC_HAVE_CUDA=1
                            PRIVATE _GNU_SOURCE ZINC_VERSION="${PROJECT_VERSION}" ZINC_TEST_HOOKS=1)
 target_compile_options(zinc_cuda_emulated PRIVATE ${ZINC_WARN})
-# NCCL and cuBLAS are found by the loaders of comm_nccl.c and mlp_cuda.c in the process (the emulation's
+# NCCL and cuBLAS are found by the loaders of comm_nccl.c and examples/common/cublas_loader.c in the process (the emulation's
 # definitions, exported by this library), as a real build finds a NCCL or cuBLAS already loaded.
 target_link_libraries(zinc_cuda_emulated PRIVATE PkgConfig::JANSSON PkgConfig::URING MPI::MPI_C Threads::Threads m
                       ${CMAKE_DL_LIBS})
+
+add_library(zinc_cublas_loader_emulated STATIC ${PROJECT_SOURCE_DIR}/examples/common/cublas_loader.c)
+target_compile_options(zinc_cublas_loader_emulated PRIVATE ${ZINC_WARN})
+target_link_libraries(zinc_cublas_loader_emulated PUBLIC zinc_cuda_emulated ${CMAKE_DL_LIBS} Threads::Threads)
 
 add_library(zinc_mlp_cuda_emulated STATIC ${PROJECT_SOURCE_DIR}/examples/mlp/mlp.c
             ${PROJECT_SOURCE_DIR}/examples/mlp/mlp_cuda.c ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/mlp_kernels_host.c)
 target_include_directories(zinc_mlp_cuda_emulated PUBLIC ${PROJECT_SOURCE_DIR}/examples/mlp)
 target_compile_definitions(zinc_mlp_cuda_emulated PRIVATE ZINC_MLP_CUDA=1)
 target_compile_options(zinc_mlp_cuda_emulated PRIVATE ${ZINC_WARN})
-target_link_libraries(zinc_mlp_cuda_emulated PUBLIC zinc_cuda_emulated PRIVATE m Threads::Threads ${CMAKE_DL_LIBS})
+target_link_libraries(zinc_mlp_cuda_emulated PUBLIC zinc_cuda_emulated PRIVATE zinc_cublas_loader_emulated m
+                      Threads::Threads ${CMAKE_DL_LIBS})
 
 # zinc_emulated_test(NAME n SOURCE test_x.c [RANKS r] [ARGS ...] [ENV ...]): the test program built
 # against the emulation (target <source>_emulated), labelled cuda-emulated.
