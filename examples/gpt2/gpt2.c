@@ -106,6 +106,9 @@ static size_t scratch_floats(const zinc_gpt2 *m) {
 
 void zinc_gpt2_destroy(zinc_gpt2 *m) {
     if (!m) return;
+#ifdef ZINC_GPT2_CUDA
+    gpt2_cuda_destroy(m); /* first: it waits for the work that may still use the buffers */
+#endif
     if (m->ops) {
         for (int l = 0; m->acts && l < m->s.layers; l++) {
             gpt2_block_acts *a = &m->acts[l];
@@ -119,9 +122,6 @@ void zinc_gpt2_destroy(zinc_gpt2 *m) {
         if (m->dinp != m->inp) m->ops->release(m, m->dinp);
         if (m->dtgt != m->tgt) m->ops->release(m, m->dtgt);
     }
-#ifdef ZINC_GPT2_CUDA
-    gpt2_cuda_destroy(m);
-#endif
     free(m->acts);
     free(m->inp);
     free(m->tgt);
