@@ -17,3 +17,7 @@ else()
 endif()
 set(ZINC_REGISTERED_TEST_SOURCES
     "${ZINC_REGISTERED_TEST_SOURCES};${CMAKE_CURRENT_SOURCE_DIR}/test_gpt2_cuda_refused.c" CACHE INTERNAL "")
+# The emulated cuBLAS SGEMM itself (both models' GPU paths run on it) against a float64 reference.
+zinc_emulated_test(NAME cuda_host_blas_emulated SOURCE test_cuda_host_blas.c)
+set(ZINC_REGISTERED_TEST_SOURCES
+    "${ZINC_REGISTERED_TEST_SOURCES};${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_host_blas.c" CACHE INTERNAL "")
