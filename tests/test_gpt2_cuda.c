@@ -18,6 +18,7 @@
  * On a real GPU (label gpu) it runs with cuBLAS and gpt2_kernels.cu; on the emulation (label
  * cuda-emulated) with the emulated SGEMM and the host layer functions as kernels
  * (tests/cuda_host/gpt2_kernels_host.c) on lazy streams, so a missing ordering shows up as stale data.
+ * Also one micro-step's gradients as the model computed them (the capture hook), per tensor.
  * First, before cuBLAS is loaded: ZINC_CUBLAS_LIBRARY=/nonexistent makes zinc_gpt2_create fail with a
  * message that names the file and what to do. Without a GPU (or the CUDA backend) it exits 77. */
 #include <math.h>
@@ -118,6 +119,44 @@ static double compare_params(const result *got, const result *ref, const char *w
     return worst;
 }
 
+/* One micro-step's float gradients as each path computed them (zinc_gpt2_capture_grads, copied back from
+ * the device on cuda), fp32 stage 0: per tensor, max |cuda - cpu| <= 1e-4 x max |cpu|. */
+static void check_grads(const gpt2_tokens *data) {
+    int64_t n = gpt2_num_params(&S);
+    float *g[2] = {calloc((size_t)n, sizeof(float)), calloc((size_t)n, sizeof(float))};
+    uint16_t win[2 * (T + 1)];
+    for (int b = 0; b < 2; b++) gpt2_window(data, T, BATCH, b, win + b * (T + 1));
+    for (int cuda = 0; cuda < 2; cuda++) {
+        zinc_engine *e;
+        zinc_gpt2 *m;
+        double loss = 0;
+        ZT_OK(make(cuda, 0, "fp32", &e, &m));
+        if (m) {
+            zinc_gpt2_capture_grads(m, g[cuda]);
+            ZT_OK(zinc_gpt2_microstep(m, win, 2, &loss));
+        }
+        zinc_gpt2_destroy(m);
+        zinc_destroy(e);
+    }
+    double worst = 0;
+    for (int k = 0; k < GPT2_NKINDS; k++)
+        for (int l = 0; l < (k >= GPT2_LN1W && k <= GPT2_FCPROJB ? S.layers : 1); l++) {
+            int64_t off = gpt2_llmc_offset(&S, k, l), cnt = gpt2_kind_numel(&S, k);
+            double mag = 0, diff = 0;
+            for (int64_t i = off; i < off + cnt; i++) {
+                mag = fmax(mag, fabs(g[0][i]));
+                double d = fabs((double)g[1][i] - g[0][i]);
+                if (!(d <= diff)) diff = d;
+            }
+            ZT_CHECK(mag > 0 && diff <= 1e-4 * mag, "micro-step gradient of %s layer %d: max |cuda - cpu| %.3g, "
+                     "max |cpu| %.3g", gpt2_kind_name(k), l, diff, mag);
+            worst = fmax(worst, diff / (mag > 0 ? mag : 1));
+        }
+    printf("one micro-step's gradients, fp32: max |cuda - cpu| per tensor %.2g of its largest\n", worst);
+    free(g[0]);
+    free(g[1]);
+}
+
 static void check_cublas_missing(void) {
     setenv("ZINC_CUBLAS_LIBRARY", "/nonexistent/libcublas.so.13", 1);
     zinc_engine *e;
@@ -145,6 +184,7 @@ int main(void) {
     for (int64_t i = 0; i < data.n; i++)
         data.tok[i] = (uint16_t)(zt_rand_u64(&rng) % 6 ? (uint64_t)((i * 7) % S.vocab)
                                                        : zt_rand_u64(&rng) % (uint64_t)S.vocab);
+    check_grads(&data);
     const char *dtypes[] = {"fp32", "bf16", "fp16"};
     const double ptol[] = {1e-4, 2e-2, 2e-2}, ltol[] = {1e-5, 5e-4, 5e-4}, ntol[] = {1e-4, 1e-2, 1e-2},
                  gtol[] = {5e-4, 5e-2, 5e-2};
