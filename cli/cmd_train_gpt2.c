@@ -44,7 +44,10 @@ static void usage(FILE *f) {
             "--help)\n"
             "  --on-nonfinite P        error (default) or skip: what a non-finite fp32/bf16 gradient does\n"
             "  --threads N             threads per rank for the engine's kernels and the model's compute\n"
-            "                          (default: the engine's cores / ranks, the model's OMP_NUM_THREADS or all)\n");
+            "                          (default: the engine's cores / ranks, the model's OMP_NUM_THREADS or all)\n"
+            "  --device D              cpu | cuda | auto (default: the config's zinc.device, else auto);\n"
+            "                          cuda: cuBLAS and the model's kernels on the GPU (ZINC_EXPERIMENTAL_CUDA=1;\n"
+            "                          never run on a GPU yet)\n");
 }
 
 static double now_s(void) {
@@ -227,9 +230,19 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
             o.nonfinite = !strcmp(v, "skip") ? ZINC_NONFINITE_SKIP : ZINC_NONFINITE_DEFAULT, i++;
         } else if (!strcmp(a, "--model") && v && !strcmp(v, "gpt2"))
             i++;
-        else if (!strcmp(a, "--device") && v && !strcmp(v, "cpu"))
-            o.device = ZINC_DEVICE_CPU, i++;
-        else {
+        else if (!strcmp(a, "--device")) {
+            if (v && !strcmp(v, "cpu"))
+                o.device = ZINC_DEVICE_CPU;
+            else if (v && !strcmp(v, "cuda"))
+                o.device = ZINC_DEVICE_CUDA;
+            else if (v && !strcmp(v, "auto"))
+                o.device = ZINC_DEVICE_AUTO;
+            else {
+                fprintf(stderr, "zinc train: --device must be cpu, cuda or auto, got \"%s\"\n", v ? v : "");
+                return 2;
+            }
+            i++;
+        } else {
             fprintf(stderr, "zinc train --model gpt2: unknown option \"%s\" (see zinc train --model gpt2 --help)\n", a);
             return 2;
         }

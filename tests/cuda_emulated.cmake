@@ -20,22 +20,27 @@ target_include_directories(zinc_cuda_emulated PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_definitions(zinc_cuda_emulated PUBLIC ZINC_HAVE_CUDA=1
                            PRIVATE _GNU_SOURCE ZINC_VERSION="${PROJECT_VERSION}" ZINC_TEST_HOOKS=1)
 target_compile_options(zinc_cuda_emulated PRIVATE ${ZINC_WARN})
-# NCCL and cuBLAS are found by the loaders of comm_nccl.c and mlp_cuda.c in the process (the emulation's
+# NCCL and cuBLAS are found by the loaders of comm_nccl.c and examples/common/cublas_loader.c in the process (the emulation's
 # definitions, exported by this library), as a real build finds a NCCL or cuBLAS already loaded.
 target_link_libraries(zinc_cuda_emulated PRIVATE PkgConfig::JANSSON PkgConfig::URING MPI::MPI_C Threads::Threads m
                       ${CMAKE_DL_LIBS})
+
+add_library(zinc_cublas_loader_emulated STATIC ${PROJECT_SOURCE_DIR}/examples/common/cublas_loader.c)
+target_compile_options(zinc_cublas_loader_emulated PRIVATE ${ZINC_WARN})
+target_link_libraries(zinc_cublas_loader_emulated PUBLIC zinc_cuda_emulated ${CMAKE_DL_LIBS} Threads::Threads)
 
 add_library(zinc_mlp_cuda_emulated STATIC ${PROJECT_SOURCE_DIR}/examples/mlp/mlp.c
             ${PROJECT_SOURCE_DIR}/examples/mlp/mlp_cuda.c ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/mlp_kernels_host.c)
 target_include_directories(zinc_mlp_cuda_emulated PUBLIC ${PROJECT_SOURCE_DIR}/examples/mlp)
 target_compile_definitions(zinc_mlp_cuda_emulated PRIVATE ZINC_MLP_CUDA=1)
 target_compile_options(zinc_mlp_cuda_emulated PRIVATE ${ZINC_WARN})
-target_link_libraries(zinc_mlp_cuda_emulated PUBLIC zinc_cuda_emulated PRIVATE m Threads::Threads ${CMAKE_DL_LIBS})
+target_link_libraries(zinc_mlp_cuda_emulated PUBLIC zinc_cuda_emulated PRIVATE zinc_cublas_loader_emulated m
+                      Threads::Threads ${CMAKE_DL_LIBS})
 
-# zinc_emulated_test(NAME n SOURCE test_x.c [RANKS r] [ARGS ...] [ENV ...]): the test program built
-# against the emulation (target <source>_emulated), labelled cuda-emulated.
+# zinc_emulated_test(NAME n SOURCE test_x.c [RANKS r] [ARGS ...] [ENV ...] [LIBS ...]): the test program built
+# against the emulation (target <source>_emulated, linked with LIBS too), labelled cuda-emulated.
 function(zinc_emulated_test)
-  cmake_parse_arguments(T "" "NAME;SOURCE;RANKS" "ARGS;ENV;EXTRA" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;SOURCE;RANKS" "ARGS;ENV;EXTRA;LIBS" ${ARGN})
   get_filename_component(base ${T_SOURCE} NAME_WE)
   set(exe ${base}_emulated)
   if(NOT TARGET ${exe})
@@ -44,7 +49,8 @@ function(zinc_emulated_test)
                                ${CMAKE_CURRENT_SOURCE_DIR})
     target_compile_options(${exe} PRIVATE ${ZINC_WARN})
     target_compile_definitions(${exe} PRIVATE _GNU_SOURCE)
-    target_link_libraries(${exe} PRIVATE zinc_mlp_cuda_emulated zinc_cuda_emulated MPI::MPI_C PkgConfig::JANSSON m)
+    target_link_libraries(${exe} PRIVATE ${T_LIBS} zinc_mlp_cuda_emulated zinc_cuda_emulated MPI::MPI_C
+                          PkgConfig::JANSSON m)
   endif()
   set(cmd $<TARGET_FILE:${exe}> ${T_ARGS})
   if(T_RANKS)
@@ -100,3 +106,20 @@ zinc_test(NAME ckpt_cuda_emulated_resume_np2 SOURCES test_checkpoint.c engine_ut
           ARGS --phase resume --set nvme --tree ckpt_test_cuda_emulated LABELS checkpoint)
 set_tests_properties(ckpt_cuda_emulated_save_np2 PROPERTIES FIXTURES_SETUP ckpt_cuda_emulated_saved)
 set_tests_properties(ckpt_cuda_emulated_resume_np2 PROPERTIES FIXTURES_REQUIRED ckpt_cuda_emulated_saved)
+
+# GPT-2's GPU path (examples/gpt2/gpt2_cuda.c) on the emulation: its launchers run gpt2_layers.c
+# (cuda_host/gpt2_kernels_host.c), cuBLAS is the emulated SGEMM. A second build without the GPU path checks
+# the refusal a cuda engine gets there. Tests: tests/gpt2_cuda.cmake.
+file(GLOB ZINC_GPT2_HOST_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/examples/gpt2/*.c)
+list(FILTER ZINC_GPT2_HOST_SOURCES EXCLUDE REGEX "_cuda\\.c$")
+foreach(variant cuda_emulated nogpu_emulated)
+  add_library(zinc_gpt2_${variant} STATIC ${ZINC_GPT2_HOST_SOURCES})
+  target_include_directories(zinc_gpt2_${variant} PUBLIC ${PROJECT_SOURCE_DIR}/examples/gpt2)
+  target_compile_options(zinc_gpt2_${variant} PRIVATE ${ZINC_WARN} -O2 -fno-math-errno)
+  target_compile_definitions(zinc_gpt2_${variant} PRIVATE _GNU_SOURCE)
+  target_link_libraries(zinc_gpt2_${variant} PUBLIC zinc_cuda_emulated PRIVATE ${ZINC_BLAS} m)
+endforeach()
+target_sources(zinc_gpt2_cuda_emulated PRIVATE ${PROJECT_SOURCE_DIR}/examples/gpt2/gpt2_cuda.c
+               ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/gpt2_kernels_host.c)
+target_compile_definitions(zinc_gpt2_cuda_emulated PRIVATE ZINC_GPT2_CUDA=1)
+target_link_libraries(zinc_gpt2_cuda_emulated PRIVATE zinc_cublas_loader_emulated)

@@ -133,6 +133,11 @@ def main():
         expect_error(base + ["--init", w("magic.bin")], "magic.bin", "header[0] (magic) is 1234", "expected 20240326")
         expect_error(base + ["--init", w("m.bin"), "--vocab", "300"], "--vocab 300", "m.bin", "header[3]", "give 256")
         expect_error(base + ["--init", w("m.bin"), "--layers", "3"], "--layers 3", "m.bin", "header[4]", "give 2")
+        # the device: a bad name, and cuda (the GPU path) refused without the experimental switch
+        out = run(base + ["--device", "gpu"], expect=2)
+        check("--device must be cpu, cuda or auto" in out, f"--device gpu: {out.strip()[-300:]}")
+        os.environ.pop("ZINC_EXPERIMENTAL_CUDA", None)
+        expect_error(base + ["--device", "cuda"], "device cuda", "ZINC_EXPERIMENTAL_CUDA=1", "device cpu")
         # outputs are checked before training, and an option without its value is an error
         expect_error(base + ["--report", "/proc/nope/r.json"], "--report /proc/nope/r.json", "nothing was trained")
         out = run(base + ["--save", "--shuffle"], expect=2)

@@ -4,9 +4,11 @@
  * wte's whole gradient: the projection's dlogits^T lnf (both kept from the forward) plus the token rows.
  * So no module is entered twice for backward: at stages 2-3 the embedding is reduced once per micro-step
  * like any module, with no held buffer. Every module entry reads its parameters as float (in place for
- * fp32, else through zinc_param_to_f32) and every backward exit adds the float gradients of the unscaled
- * loss into the engine's buffers with zinc_grad_add_f32, which applies the loss scale; with fp32 compute
- * and fp32 gradients the embedding's gradients are written straight into the engine's buffers instead. */
+ * fp32, else through the table's to_f32) and every backward exit adds the float gradients of the unscaled
+ * loss into the engine's buffers with the table's grad_add, which applies the loss scale; with fp32
+ * compute and fp32 gradients the embedding's gradients are written straight into the engine's buffers
+ * instead. What is computed is decided here once for every device; where (the host or the GPU) is the
+ * table of gpt2_internal.h that create picks from the engine's device. */
 #include "gpt2.h"
 
 #include <math.h>
@@ -15,41 +17,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpt2_internal.h"
 #include "gpt2_layers.h"
 #include "../common/example_rng.h"
 
 #define NBLOCK_KINDS 12 /* GPT2_LN1W .. GPT2_FCPROJB */
-
-typedef struct block_acts {
-    float *ln1, *ln1m, *ln1r, *qkv, *att, *atty, *res2, *ln2, *ln2m, *ln2r, *fch, *fchg;
-} block_acts;
-
-struct zinc_gpt2 {
-    zinc_engine *e;
-    gpt2_shape s;
-    int T, mb;
-    int mod_embed, mod_lnf, *mod_block;
-    zinc_param **params;    /* registration order: wte, wpe, 12 per block, lnfw, lnfb */
-    int *pkind, *player;    /* each registered parameter's kind and layer */
-    int nparams;
-    const float *init;      /* during create only */
-    float *w[GPT2_NKINDS];  /* float views of the entered module's parameters */
-    float *g[GPT2_NKINDS];  /* float gradients of the module in backward */
-    float *scratch;         /* float copies of the entered module's parameters (bf16/fp16 compute), then its
-                               float gradients (size: scratch_floats in create) */
-    int copies;             /* compute dtype is not fp32: parameters are read through float copies */
-    int direct_embed;       /* fp32 compute and gradients: embed's gradients go straight into the engine's */
-    float *xs;              /* residual stream: (L + 1) x N x C */
-    block_acts *acts;
-    float *lnf, *lnfm, *lnfr, *logits;
-    float *dx, *dres, *dln, *datty, *dqkv, *datt, *dfchg, *dfch, *dtmp;
-    int32_t *inp, *tgt;
-    double *row_loss;       /* the cross-entropy's per-position losses (N) */
-    float *capture;
-    double t_engine, t_steps; /* seconds inside engine calls, and in whole training steps */
-    int shuffle;
-    uint64_t shuffle_seed;
-};
 
 static size_t z(size_t n) { return n ? n : 1; }
 
@@ -128,29 +100,59 @@ static size_t scratch_floats(const zinc_gpt2 *m) {
         size_t embed = wte > wpe ? wte : wpe;
         if (embed > need) need = embed;
     }
+    if (m->copies && m->ops->embed_widens && wpe + wte > need) need = wpe + wte; /* forward: both at once */
     return need;
 }
 
 void zinc_gpt2_destroy(zinc_gpt2 *m) {
     if (!m) return;
-    for (int l = 0; m->acts && l < m->s.layers; l++) {
-        block_acts *a = &m->acts[l];
-        float **f[] = {&a->ln1, &a->ln1m, &a->ln1r, &a->qkv, &a->att, &a->atty,
-                       &a->res2, &a->ln2, &a->ln2m, &a->ln2r, &a->fch, &a->fchg};
-        for (size_t i = 0; i < sizeof f / sizeof *f; i++) free(*f[i]);
+#ifdef ZINC_GPT2_CUDA
+    gpt2_cuda_destroy(m); /* first: it waits for the work that may still use the buffers */
+#endif
+    if (m->ops) {
+        for (int l = 0; m->acts && l < m->s.layers; l++) {
+            gpt2_block_acts *a = &m->acts[l];
+            float *f[] = {a->ln1, a->ln1m, a->ln1r, a->qkv, a->att, a->atty,
+                          a->res2, a->ln2, a->ln2m, a->ln2r, a->fch, a->fchg};
+            for (size_t i = 0; i < sizeof f / sizeof *f; i++) m->ops->release(m, f[i]);
+        }
+        void *bufs[] = {m->scratch, m->xs,   m->lnf,   m->lnfm, m->lnfr, m->logits, m->dx,   m->dres,
+                        m->dln,     m->datty, m->dqkv, m->datt, m->dfchg, m->dfch,  m->dtmp, m->row_loss};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) m->ops->release(m, bufs[i]);
+        if (m->dinp != m->inp) m->ops->release(m, m->dinp);
+        if (m->dtgt != m->tgt) m->ops->release(m, m->dtgt);
     }
     free(m->acts);
-    float *bufs[] = {m->scratch, m->xs,    m->lnf,  m->lnfm, m->lnfr,  m->logits, m->dx,
-                     m->dres,    m->dln,   m->datty, m->dqkv, m->datt, m->dfchg, m->dfch, m->dtmp};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(m->inp);
-    free(m->row_loss);
     free(m->tgt);
+    free(m->row_loss_host);
     free(m->mod_block);
     free(m->params);
     free(m->pkind);
     free(m->player);
     free(m);
+}
+
+/* Where the model computes: the host when the engine's memory is host memory, else the GPU path. */
+static zinc_status choose_ops(zinc_gpt2 *m) {
+    if (zinc_device_host_addressable(m->e)) {
+        m->ops = &gpt2_host_ops;
+        return ZINC_OK;
+    }
+#ifdef ZINC_GPT2_CUDA
+    if (zinc_device(m->e) == ZINC_DEVICE_CUDA) {
+        zinc_status st = gpt2_cuda_create(m);
+        if (st == ZINC_OK) m->ops = &gpt2_cuda_ops;
+        return st;
+    }
+    zinc_log(m->e, ZINC_LOG_ERROR, "gpt2: the engine's device memory is not host memory and not cuda; the model "
+             "computes on the host (device cpu) or on a CUDA GPU (device cuda)");
+#else
+    zinc_log(m->e, ZINC_LOG_ERROR, "gpt2: the engine is on a GPU but this build of the GPT-2 example has no GPU path "
+             "(zinc was built without the CUDA backend, or without examples/gpt2/gpt2_kernels.cu); use device cpu "
+             "(--device cpu), or rebuild with nvcc on the PATH (-DZINC_CUDA=ON)");
+#endif
+    return ZINC_ERR_UNSUPPORTED;
 }
 
 zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_gpt2 **out) {
@@ -165,11 +167,6 @@ zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_g
                  cfg->shape.max_context);
         return ZINC_ERR_INVALID_ARG;
     }
-    if (!zinc_device_host_addressable(e)) {
-        zinc_log(e, ZINC_LOG_ERROR, "gpt2: the model computes on the host and needs an engine on device cpu "
-                 "(--device cpu); its GPU path is not written yet");
-        return ZINC_ERR_UNSUPPORTED;
-    }
     gpt2_layers_init();
     zinc_gpt2 *m = calloc(1, sizeof *m);
     if (!m) return ZINC_ERR_NOMEM;
@@ -177,6 +174,7 @@ zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_g
     m->s = cfg->shape;
     m->T = cfg->context;
     m->mb = (int)zinc_micro_batch_size(e);
+    m->gas = zinc_grad_accum_steps(e);
     int L = m->s.layers, C = m->s.channels, V = m->s.vocab, H = m->s.heads, T = m->T;
     size_t N = (size_t)m->mb * (size_t)T, NC = N * (size_t)C, att = (size_t)m->mb * H * T * T;
     int np = 4 + NBLOCK_KINDS * L;
@@ -203,32 +201,41 @@ zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_g
         add_param(m, m->mod_lnf, GPT2_LNFB, 0, "lnfb"))
         goto bad;
 
+    zinc_status st = choose_ops(m);
+    if (st != ZINC_OK) {
+        zinc_gpt2_destroy(m);
+        return st;
+    }
     m->copies = zinc_compute_dtype(e) != ZINC_FP32;
     m->direct_embed = !m->copies && zinc_grad_dtype(e) == ZINC_FP32;
-    m->scratch = malloc(scratch_floats(m) * sizeof(float));
-    m->xs = malloc((size_t)(L + 1) * NC * sizeof(float));
+    const gpt2_ops *o = m->ops;
+#define A(p, bytes) if ((st = o->alloc(m, (void **)&(p), (bytes))) != ZINC_OK) goto fail
+    A(m->scratch, scratch_floats(m) * sizeof(float));
+    A(m->xs, (size_t)(L + 1) * NC * sizeof(float));
     for (int l = 0; l < L; l++) {
-        block_acts *a = &m->acts[l];
-        a->ln1 = malloc(NC * 4), a->ln1m = malloc(N * 4), a->ln1r = malloc(N * 4), a->qkv = malloc(3 * NC * 4);
-        a->att = malloc(z(att) * 4), a->atty = malloc(NC * 4), a->res2 = malloc(NC * 4), a->ln2 = malloc(NC * 4);
-        a->ln2m = malloc(N * 4), a->ln2r = malloc(N * 4), a->fch = malloc(4 * NC * 4), a->fchg = malloc(4 * NC * 4);
-        if (!a->ln1 || !a->ln1m || !a->ln1r || !a->qkv || !a->att || !a->atty || !a->res2 || !a->ln2 || !a->ln2m ||
-            !a->ln2r || !a->fch || !a->fchg)
-            goto nomem;
+        gpt2_block_acts *a = &m->acts[l];
+        A(a->ln1, NC * 4); A(a->ln1m, N * 4); A(a->ln1r, N * 4); A(a->qkv, 3 * NC * 4);
+        A(a->att, z(att) * 4); A(a->atty, NC * 4); A(a->res2, NC * 4); A(a->ln2, NC * 4);
+        A(a->ln2m, N * 4); A(a->ln2r, N * 4); A(a->fch, 4 * NC * 4); A(a->fchg, 4 * NC * 4);
     }
-    m->lnf = malloc(NC * 4), m->lnfm = malloc(N * 4), m->lnfr = malloc(N * 4), m->logits = malloc(N * V * 4);
-    m->dx = malloc(NC * 4), m->dres = malloc(NC * 4), m->dln = malloc(NC * 4), m->datty = malloc(NC * 4);
-    m->dqkv = malloc(3 * NC * 4), m->datt = malloc(z(att) * 4), m->dfchg = malloc(4 * NC * 4);
-    m->dfch = malloc(4 * NC * 4), m->dtmp = malloc(NC * 4);
+    A(m->lnf, NC * 4); A(m->lnfm, N * 4); A(m->lnfr, N * 4); A(m->logits, N * (size_t)V * 4);
+    A(m->dx, NC * 4); A(m->dres, NC * 4); A(m->dln, NC * 4); A(m->datty, NC * 4);
+    A(m->dqkv, 3 * NC * 4); A(m->datt, z(att) * 4); A(m->dfchg, 4 * NC * 4);
+    A(m->dfch, 4 * NC * 4); A(m->dtmp, NC * 4);
+    A(m->row_loss, (size_t)m->gas * N * sizeof(double));
+#undef A
     m->inp = malloc(N * sizeof(int32_t)), m->tgt = malloc(N * sizeof(int32_t));
-    m->row_loss = malloc(N * sizeof(double));
-    if (!m->scratch || !m->xs || !m->lnf || !m->lnfm || !m->lnfr ||
-        !m->logits || !m->dx || !m->dres || !m->dln || !m->datty || !m->dqkv || !m->datt || !m->dfchg || !m->dfch ||
-        !m->dtmp || !m->inp || !m->tgt || !m->row_loss)
-        goto nomem;
+    if (!m->inp || !m->tgt) goto nomem;
+    m->dinp = m->inp, m->dtgt = m->tgt;
+    if (o->device) {
+        if ((st = o->alloc(m, (void **)&m->dinp, N * sizeof(int32_t))) != ZINC_OK ||
+            (st = o->alloc(m, (void **)&m->dtgt, N * sizeof(int32_t))) != ZINC_OK)
+            goto fail;
+        if (!(m->row_loss_host = malloc((size_t)m->gas * N * sizeof(double)))) goto nomem;
+    }
 
     m->init = cfg->init;
-    zinc_status st = zinc_build(e, init_param, m);
+    st = zinc_build(e, init_param, m);
     m->init = NULL;
     if (st != ZINC_OK) {
         zinc_gpt2_destroy(m);
@@ -237,9 +244,12 @@ zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_g
     *out = m;
     return ZINC_OK;
 nomem:
-    zinc_log(e, ZINC_LOG_ERROR, "gpt2: no memory for the model's buffers (micro batch %d, context %d)", m->mb, T);
+    st = ZINC_ERR_NOMEM;
+fail:
+    zinc_log(e, ZINC_LOG_ERROR, "gpt2: no memory (%s) for the model's buffers (micro batch %d, context %d)",
+             m->ops ? m->ops->name : "host", m->mb, T);
     zinc_gpt2_destroy(m);
-    return ZINC_ERR_NOMEM;
+    return st;
 bad:
     zinc_gpt2_destroy(m);
     return ZINC_ERR_INVALID_ARG; /* zinc_last_error() holds the engine's message */
@@ -286,22 +296,6 @@ void zinc_gpt2_times(const zinc_gpt2 *m, double *steps_s, double *engine_s) {
         if (st_ != ZINC_OK) return st_;                                                                    \
     } while (0)
 
-/* Float values of n elements of a parameter in dtype t (exact: widening). */
-static void to_float(float *dst, const void *src, zinc_dtype t, int64_t n) {
-    if (t == ZINC_BF16) {
-        const uint16_t *h = src;
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t u = (uint32_t)h[i] << 16;
-            memcpy(&dst[i], &u, 4);
-        }
-    } else if (t == ZINC_FP16) {
-        const uint16_t *h = src;
-        for (int64_t i = 0; i < n; i++) dst[i] = zinc_fp16_to_f32(h[i]);
-    } else {
-        memcpy(dst, src, (size_t)n * sizeof(float));
-    }
-}
-
 /* Enters a block or lnf, points m->w[kind] at float views of its parameters (in place for fp32, else
  * copies at the start of the scratch) and, in backward, m->g[kind] at zeroed float gradients after them.
  * Parameters first..first+count-1 (registration order). */
@@ -310,6 +304,7 @@ static zinc_status enter(zinc_gpt2 *m, int module, zinc_phase ph, int first, int
     size_t total = 0, off = 0;
     for (int i = first; i < first + count; i++) total += (size_t)gpt2_kind_numel(&m->s, m->pkind[i]);
     float *gbase = m->scratch + (m->copies ? total : 0);
+    if (ph == ZINC_BACKWARD) CHECK(m->ops->zero(m, gbase, total * sizeof(float)));
     for (int i = first; i < first + count; i++) {
         int k = m->pkind[i];
         int64_t n = gpt2_kind_numel(&m->s, k);
@@ -318,12 +313,9 @@ static zinc_status enter(zinc_gpt2 *m, int module, zinc_phase ph, int first, int
         if (!m->copies) m->w[k] = (float *)data;
         else {
             m->w[k] = m->scratch + off;
-            CHECK(zinc_param_to_f32(m->params[i], m->w[k]));
+            CHECK(m->ops->to_f32(m, m->w[k], m->params[i], n));
         }
-        if (ph == ZINC_BACKWARD) {
-            m->g[k] = gbase + off;
-            memset(m->g[k], 0, (size_t)n * sizeof(float));
-        }
+        if (ph == ZINC_BACKWARD) m->g[k] = gbase + off;
         off += (size_t)n;
     }
     return ZINC_OK;
@@ -335,23 +327,31 @@ static zinc_status embed_view(zinc_gpt2 *m, int index, const float **out) {
     const void *data = zinc_param_data(m->params[index]);
     if (!data) return ZINC_ERR_STATE;
     *out = m->copies ? m->scratch : data;
-    return m->copies ? zinc_param_to_f32(m->params[index], m->scratch) : ZINC_OK;
+    return m->copies ? m->ops->to_f32(m, m->scratch, m->params[index], gpt2_kind_numel(&m->s, m->pkind[index]))
+                     : ZINC_OK;
+}
+
+/* The test hook's copy of n floats of the model's buffer src (host memory, or the device's through to_host). */
+static zinc_status capture_copy(zinc_gpt2 *m, float *dst, const float *src, int64_t n) {
+    return m->ops->to_host(m, dst, src, (size_t)n * sizeof(float));
 }
 
 /* Inside embed's backward entry: the float gradient to add parameter `index` (wte or wpe) into: the
  * engine's own buffer (direct_embed; the test hook then notes its contents first, see embed_grad_done),
  * else the zeroed start of the scratch. */
-static float *embed_grad(zinc_gpt2 *m, int index) {
+static zinc_status embed_grad(zinc_gpt2 *m, int index, float **out) {
     int k = m->pkind[index];
-    size_t n = (size_t)gpt2_kind_numel(&m->s, k);
+    int64_t n = gpt2_kind_numel(&m->s, k);
     if (m->direct_embed) {
         float *g = zinc_param_grad(m->params[index]);
+        if (!g) return ZINC_ERR_STATE;
         /* test hook: note the gradient so far, to hand on what this entry adds */
-        if (g && m->capture) memcpy(m->capture + gpt2_llmc_offset(&m->s, k, 0), g, n * sizeof(float));
-        return g;
+        if (m->capture) CHECK(capture_copy(m, m->capture + gpt2_llmc_offset(&m->s, k, 0), g, n));
+        *out = g;
+        return ZINC_OK;
     }
-    memset(m->scratch, 0, n * sizeof(float));
-    return m->scratch;
+    *out = m->scratch;
+    return m->ops->zero(m, m->scratch, (size_t)n * sizeof(float));
 }
 
 /* The float gradient g of embed_grad is complete: adds it into the engine's (scratch case) and hands it
@@ -361,23 +361,25 @@ static zinc_status embed_grad_done(zinc_gpt2 *m, int index, const float *g) {
     int64_t n = gpt2_kind_numel(&m->s, k);
     float *cap = m->capture ? m->capture + gpt2_llmc_offset(&m->s, k, 0) : NULL;
     if (m->direct_embed) {
-        for (int64_t i = 0; cap && i < n; i++) cap[i] = g[i] - cap[i];
-        return ZINC_OK;
+        if (!cap) return ZINC_OK;
+        float *now = malloc((size_t)n * sizeof(float));
+        zinc_status st = now ? capture_copy(m, now, g, n) : ZINC_ERR_NOMEM;
+        for (int64_t i = 0; st == ZINC_OK && i < n; i++) cap[i] = now[i] - cap[i];
+        free(now);
+        return st;
     }
-    CHECK(zinc_grad_add_f32(m->params[index], g));
-    if (cap) memcpy(cap, g, (size_t)n * sizeof(float));
-    return ZINC_OK;
+    CHECK(m->ops->grad_add(m, m->params[index], g, n));
+    return cap ? capture_copy(m, cap, g, n) : ZINC_OK;
 }
 
 /* Adds the module's float gradients (of the unscaled loss) into the engine's, times the loss scale
- * (zinc_grad_add_f32), and exits it. */
+ * (the table's grad_add), and exits it. */
 static zinc_status exit_backward(zinc_gpt2 *m, int module, int first, int count) {
     for (int i = first; i < first + count; i++) {
         int k = m->pkind[i];
-        CHECK(zinc_grad_add_f32(m->params[i], m->g[k]));
-        if (m->capture)
-            memcpy(m->capture + gpt2_llmc_offset(&m->s, k, m->player[i]), m->g[k],
-                   (size_t)gpt2_kind_numel(&m->s, k) * sizeof(float));
+        int64_t n = gpt2_kind_numel(&m->s, k);
+        CHECK(m->ops->grad_add(m, m->params[i], m->g[k], n));
+        if (m->capture) CHECK(capture_copy(m, m->capture + gpt2_llmc_offset(&m->s, k, m->player[i]), m->g[k], n));
     }
     return module_exit(m, module, ZINC_BACKWARD);
 }
@@ -387,178 +389,144 @@ static int lnf_first(const zinc_gpt2 *m) { return 2 + NBLOCK_KINDS * m->s.layers
 
 /* ---------------------------------------------------------------- forward and backward */
 
-typedef struct embed_args {
-    zinc_gpt2 *m;
-    const void *wte;   /* in the compute dtype */
-    const float *wpe;
-    zinc_dtype t;
-    int T;
-} embed_args;
-
-/* x0 rows lo..hi-1: the token's row of wte (widened) plus the position's row of wpe. */
-static void embed_rows(void *arg, int64_t lo, int64_t hi) {
-    const embed_args *a = arg;
-    int C = a->m->s.channels;
-    size_t row = (size_t)C * (a->t == ZINC_FP32 ? 4 : 2);
-    for (int64_t n = lo; n < hi; n++) {
-        float *x = a->m->xs + n * C;
-        const float *pe = a->wpe + (n % a->T) * C;
-        to_float(x, (const char *)a->wte + (size_t)a->m->inp[n] * row, a->t, C);
-        for (int c = 0; c < C; c++) x[c] += pe[c];
-    }
-}
-
-typedef struct add_args {
-    float *y;
-    const float *a, *b;
-} add_args;
-
-static void add_range(void *arg, int64_t lo, int64_t hi) {
-    const add_args *a = arg;
-    for (int64_t i = lo; i < hi; i++) a->y[i] = a->a[i] + a->b[i];
-}
-
-/* y = a + b elementwise (n floats) on the engine's threads. */
-static zinc_status add(zinc_gpt2 *m, float *y, const float *a, const float *b, int64_t n) {
-    add_args x = {y, a, b};
-    return zinc_parallel_for(m->e, n, add_range, &x);
-}
-
-/* Forward over B sequences of T tokens in m->inp, up to the final LayerNorm's output in m->lnf. */
+/* Forward over B sequences of T tokens in m->dinp, up to the final LayerNorm's output in m->lnf. */
 static zinc_status forward(zinc_gpt2 *m, int B, int T) {
-    int C = m->s.channels, L = m->s.layers, H = m->s.heads;
+    const gpt2_ops *o = m->ops;
+    int C = m->s.channels, L = m->s.layers;
     int64_t N = (int64_t)B * T, NC = N * C;
     CHECK(module_enter(m, m->mod_embed, ZINC_FORWARD));
     const void *wte = zinc_param_data(m->params[0]); /* rows read as they are: only B*T of them */
     const float *wpe;
     if (!wte) return ZINC_ERR_STATE;
     CHECK(embed_view(m, 1, &wpe));
-    embed_args ea = {m, wte, wpe, zinc_compute_dtype(m->e), T};
-    CHECK(zinc_parallel_for(m->e, N, embed_rows, &ea));
+    /* a table that widens wte whole does it after wpe's copy (scratch_floats counts both) */
+    float *wte_f32 = m->copies && o->embed_widens ? m->scratch + gpt2_kind_numel(&m->s, GPT2_WPE) : NULL;
+    CHECK(o->embed_fwd(m, m->xs, m->dinp, wte, zinc_compute_dtype(m->e), wpe, wte_f32, B, T));
     CHECK(module_exit(m, m->mod_embed, ZINC_FORWARD));
     for (int l = 0; l < L; l++) {
         CHECK(enter(m, m->mod_block[l], ZINC_FORWARD, block_first(l), NBLOCK_KINDS));
-        block_acts *a = &m->acts[l];
+        gpt2_block_acts *a = &m->acts[l];
         float *const *w = m->w;
         const float *x = m->xs + l * NC;
         float *y = m->xs + (l + 1) * NC;
-        gpt2_layernorm_forward(m->e, a->ln1, a->ln1m, a->ln1r, x, w[GPT2_LN1W], w[GPT2_LN1B], N, C);
-        gpt2_matmul_forward(m->e, a->qkv, a->ln1, w[GPT2_QKVW], w[GPT2_QKVB], N, C, 3 * C);
-        gpt2_attention_forward(m->e, a->atty, a->att, a->qkv, B, T, C, H);
-        gpt2_matmul_forward(m->e, m->dtmp, a->atty, w[GPT2_ATTPROJW], w[GPT2_ATTPROJB], N, C, C);
-        CHECK(add(m, a->res2, x, m->dtmp, NC));
-        gpt2_layernorm_forward(m->e, a->ln2, a->ln2m, a->ln2r, a->res2, w[GPT2_LN2W], w[GPT2_LN2B], N, C);
-        gpt2_matmul_forward(m->e, a->fch, a->ln2, w[GPT2_FCW], w[GPT2_FCB], N, C, 4 * C);
-        gpt2_gelu_forward(m->e, a->fchg, a->fch, 4 * NC);
-        gpt2_matmul_forward(m->e, m->dtmp, a->fchg, w[GPT2_FCPROJW], w[GPT2_FCPROJB], N, 4 * C, C);
-        CHECK(add(m, y, a->res2, m->dtmp, NC));
+        CHECK(o->layernorm_fwd(m, a->ln1, a->ln1m, a->ln1r, x, w[GPT2_LN1W], w[GPT2_LN1B], N));
+        CHECK(o->matmul_fwd(m, a->qkv, a->ln1, w[GPT2_QKVW], w[GPT2_QKVB], N, C, 3 * C));
+        CHECK(o->attention_fwd(m, a->atty, a->att, a->qkv, B, T));
+        CHECK(o->matmul_fwd(m, m->dtmp, a->atty, w[GPT2_ATTPROJW], w[GPT2_ATTPROJB], N, C, C));
+        CHECK(o->add(m, a->res2, x, m->dtmp, NC));
+        CHECK(o->layernorm_fwd(m, a->ln2, a->ln2m, a->ln2r, a->res2, w[GPT2_LN2W], w[GPT2_LN2B], N));
+        CHECK(o->matmul_fwd(m, a->fch, a->ln2, w[GPT2_FCW], w[GPT2_FCB], N, C, 4 * C));
+        CHECK(o->gelu_fwd(m, a->fchg, a->fch, 4 * NC));
+        CHECK(o->matmul_fwd(m, m->dtmp, a->fchg, w[GPT2_FCPROJW], w[GPT2_FCPROJB], N, 4 * C, C));
+        CHECK(o->add(m, y, a->res2, m->dtmp, NC));
         CHECK(module_exit(m, m->mod_block[l], ZINC_FORWARD));
     }
     CHECK(enter(m, m->mod_lnf, ZINC_FORWARD, lnf_first(m), 2));
-    gpt2_layernorm_forward(m->e, m->lnf, m->lnfm, m->lnfr, m->xs + L * NC, m->w[GPT2_LNFW], m->w[GPT2_LNFB], N, C);
+    CHECK(o->layernorm_fwd(m, m->lnf, m->lnfm, m->lnfr, m->xs + L * NC, m->w[GPT2_LNFW], m->w[GPT2_LNFB], N));
     return module_exit(m, m->mod_lnf, ZINC_FORWARD);
 }
 
 /* The tied output projection, in a forward re-entry of "embed" (it only reads wte): logits[rows, V] =
- * x wte[:V]^T, x = rows of the final LayerNorm's output. Training: adds the sum of the rows' losses to
- * *loss_sum, turns the logits into dlogits (of the mean loss) in place, kept for embed's backward entry,
- * and sets m->dx = dlogits wte[:V]. Evaluation: adds the loss sum if loss_sum is given. */
-static zinc_status projection(zinc_gpt2 *m, const float *x, int64_t rows, float *logits, int train,
-                              double *loss_sum) {
+ * x wte[:V]^T, x = rows of the final LayerNorm's output. The rows' losses go to row_loss (the caller sums
+ * them, sum_losses) when it is given. Training: turns the logits into dlogits (of the mean loss) in
+ * place, kept for embed's backward entry, and sets m->dx = dlogits wte[:V]. */
+static zinc_status projection(zinc_gpt2 *m, const float *x, int64_t rows, int train, double *row_loss) {
+    const gpt2_ops *o = m->ops;
     int C = m->s.channels, V = m->s.vocab;
     const float *wte;
     CHECK(module_enter(m, m->mod_embed, ZINC_FORWARD));
     CHECK(embed_view(m, 0, &wte));
-    gpt2_matmul_forward(m->e, logits, x, wte, NULL, rows, C, V);
+    CHECK(o->matmul_fwd(m, m->logits, x, wte, NULL, rows, C, V));
     if (train) {
         float dscale = 1.0f / (float)rows; /* the loss scale is applied as gradients are added */
-        *loss_sum += gpt2_crossentropy(m->e, logits, logits, m->tgt, rows, V, dscale, m->row_loss);
-        memset(m->dx, 0, (size_t)(rows * C) * sizeof(float));
-        gpt2_matmul_backward(m->e, m->dx, NULL, NULL, logits, x, wte, rows, C, V);
-    } else if (loss_sum) {
-        *loss_sum += gpt2_crossentropy(m->e, NULL, logits, m->tgt, rows, V, 0.0f, m->row_loss);
+        CHECK(o->crossentropy(m, m->logits, m->logits, m->dtgt, rows, dscale, row_loss));
+        CHECK(o->zero(m, m->dx, (size_t)(rows * C) * sizeof(float)));
+        CHECK(o->matmul_bwd(m, m->dx, NULL, NULL, m->logits, x, wte, rows, C, V));
+    } else if (row_loss) {
+        CHECK(o->crossentropy(m, NULL, m->logits, m->dtgt, rows, 0.0f, row_loss));
     }
     return module_exit(m, m->mod_embed, ZINC_FORWARD);
 }
 
-typedef struct scatter_args {
-    zinc_gpt2 *m;
-    float *g;       /* wte's or wpe's float gradient */
-    int64_t N;
-    int T, positions; /* 0: rows by token (wte), 1: by position (wpe) */
-} scatter_args;
-
-/* Adds the gradient at the residual stream's input (m->dres) into the rows of wte or wpe the positions
- * used, for channels lo..hi-1: rows repeat, so the work is split by channel. */
-static void scatter_channels(void *arg, int64_t lo, int64_t hi) {
-    const scatter_args *a = arg;
-    int64_t C = a->m->s.channels;
-    for (int64_t c = lo; c < hi; c++)
-        for (int64_t n = 0; n < a->N; n++) {
-            int64_t r = a->positions ? n % a->T : (int64_t)a->m->inp[n];
-            a->g[r * C + c] += a->m->dres[n * C + c];
-        }
-}
-
 /* After projection(train): the gradients of everything, m->dx being the gradient at lnf's output. */
 static zinc_status backward(zinc_gpt2 *m, int B, int T) {
-    int C = m->s.channels, L = m->s.layers, H = m->s.heads, V = m->s.vocab;
+    const gpt2_ops *o = m->ops;
+    int C = m->s.channels, L = m->s.layers, V = m->s.vocab;
     int64_t N = (int64_t)B * T, NC = N * C;
     CHECK(enter(m, m->mod_lnf, ZINC_BACKWARD, lnf_first(m), 2));
-    memset(m->dres, 0, (size_t)NC * sizeof(float));
-    gpt2_layernorm_backward(m->e, m->dres, m->g[GPT2_LNFW], m->g[GPT2_LNFB], m->dx, m->xs + L * NC, m->w[GPT2_LNFW],
-                            m->lnfm, m->lnfr, N, C);
+    CHECK(o->zero(m, m->dres, (size_t)NC * sizeof(float)));
+    CHECK(o->layernorm_bwd(m, m->dres, m->g[GPT2_LNFW], m->g[GPT2_LNFB], m->dx, m->xs + L * NC, m->w[GPT2_LNFW],
+                           m->lnfm, m->lnfr, N));
     CHECK(exit_backward(m, m->mod_lnf, lnf_first(m), 2));
     /* m->dres: the gradient at the residual stream above the current block */
     for (int l = L - 1; l >= 0; l--) {
         CHECK(enter(m, m->mod_block[l], ZINC_BACKWARD, block_first(l), NBLOCK_KINDS));
-        block_acts *a = &m->acts[l];
+        gpt2_block_acts *a = &m->acts[l];
         float *const *w = m->w, *const *g = m->g;
         const float *x = m->xs + l * NC;
         /* MLP branch: y = res2 + fcproj(gelu(fc(ln2(res2)))) */
-        memset(m->dfchg, 0, (size_t)(4 * NC) * sizeof(float));
-        gpt2_matmul_backward(m->e, m->dfchg, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, a->fchg, w[GPT2_FCPROJW], N,
-                             4 * C, C);
-        memset(m->dfch, 0, (size_t)(4 * NC) * sizeof(float));
-        gpt2_gelu_backward(m->e, m->dfch, a->fch, m->dfchg, 4 * NC);
-        memset(m->dln, 0, (size_t)NC * sizeof(float));
-        gpt2_matmul_backward(m->e, m->dln, g[GPT2_FCW], g[GPT2_FCB], m->dfch, a->ln2, w[GPT2_FCW], N, C, 4 * C);
-        gpt2_layernorm_backward(m->e, m->dres, g[GPT2_LN2W], g[GPT2_LN2B], m->dln, a->res2, w[GPT2_LN2W], a->ln2m,
-                                a->ln2r, N, C);
+        CHECK(o->zero(m, m->dfchg, (size_t)(4 * NC) * sizeof(float)));
+        CHECK(o->matmul_bwd(m, m->dfchg, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, a->fchg, w[GPT2_FCPROJW], N,
+                            4 * C, C));
+        CHECK(o->zero(m, m->dfch, (size_t)(4 * NC) * sizeof(float)));
+        CHECK(o->gelu_bwd(m, m->dfch, a->fch, m->dfchg, 4 * NC));
+        CHECK(o->zero(m, m->dln, (size_t)NC * sizeof(float)));
+        CHECK(o->matmul_bwd(m, m->dln, g[GPT2_FCW], g[GPT2_FCB], m->dfch, a->ln2, w[GPT2_FCW], N, C, 4 * C));
+        CHECK(o->layernorm_bwd(m, m->dres, g[GPT2_LN2W], g[GPT2_LN2B], m->dln, a->res2, w[GPT2_LN2W], a->ln2m,
+                               a->ln2r, N));
         /* attention branch: res2 = x + attproj(attn(qkv(ln1(x)))) */
-        memset(m->datty, 0, (size_t)NC * sizeof(float));
-        gpt2_matmul_backward(m->e, m->datty, g[GPT2_ATTPROJW], g[GPT2_ATTPROJB], m->dres, a->atty, w[GPT2_ATTPROJW], N,
-                             C, C);
-        memset(m->dqkv, 0, (size_t)(3 * NC) * sizeof(float));
-        gpt2_attention_backward(m->e, m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T, C, H);
-        memset(m->dln, 0, (size_t)NC * sizeof(float));
-        gpt2_matmul_backward(m->e, m->dln, g[GPT2_QKVW], g[GPT2_QKVB], m->dqkv, a->ln1, w[GPT2_QKVW], N, C, 3 * C);
-        gpt2_layernorm_backward(m->e, m->dres, g[GPT2_LN1W], g[GPT2_LN1B], m->dln, x, w[GPT2_LN1W], a->ln1m, a->ln1r,
-                                N, C);
+        CHECK(o->zero(m, m->datty, (size_t)NC * sizeof(float)));
+        CHECK(o->matmul_bwd(m, m->datty, g[GPT2_ATTPROJW], g[GPT2_ATTPROJB], m->dres, a->atty, w[GPT2_ATTPROJW], N,
+                            C, C));
+        CHECK(o->zero(m, m->dqkv, (size_t)(3 * NC) * sizeof(float)));
+        CHECK(o->attention_bwd(m, m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T));
+        CHECK(o->zero(m, m->dln, (size_t)NC * sizeof(float)));
+        CHECK(o->matmul_bwd(m, m->dln, g[GPT2_QKVW], g[GPT2_QKVB], m->dqkv, a->ln1, w[GPT2_QKVW], N, C, 3 * C));
+        CHECK(o->layernorm_bwd(m, m->dres, g[GPT2_LN1W], g[GPT2_LN1B], m->dln, x, w[GPT2_LN1W], a->ln1m, a->ln1r,
+                               N));
         CHECK(exit_backward(m, m->mod_block[l], block_first(l), NBLOCK_KINDS));
     }
     /* embed: wte's gradient is the projection's dlogits^T lnf plus the token rows' */
     CHECK(module_enter(m, m->mod_embed, ZINC_BACKWARD));
-    float *dwte = embed_grad(m, 0);
-    if (!dwte) return ZINC_ERR_STATE;
-    gpt2_matmul_backward(m->e, NULL, dwte, NULL, m->logits, m->lnf, NULL, N, C, V);
-    scatter_args sa = {m, dwte, N, T, 0};
-    CHECK(zinc_parallel_for(m->e, C, scatter_channels, &sa));
+    float *dwte, *dwpe;
+    CHECK(embed_grad(m, 0, &dwte));
+    CHECK(o->matmul_bwd(m, NULL, dwte, NULL, m->logits, m->lnf, NULL, N, C, V));
+    CHECK(o->embed_bwd(m, dwte, NULL, m->dres, m->dinp, B, T));
     CHECK(embed_grad_done(m, 0, dwte));
-    float *dwpe = embed_grad(m, 1);
-    if (!dwpe) return ZINC_ERR_STATE;
-    sa.g = dwpe, sa.positions = 1;
-    CHECK(zinc_parallel_for(m->e, C, scatter_channels, &sa));
+    CHECK(embed_grad(m, 1, &dwpe));
+    CHECK(o->embed_bwd(m, NULL, dwpe, m->dres, m->dinp, B, T));
     CHECK(embed_grad_done(m, 1, dwpe));
     return module_exit(m, m->mod_embed, ZINC_BACKWARD);
 }
 
-static void load_windows(zinc_gpt2 *m, const uint16_t *windows, int B, int T) {
+/* The token ids of B windows (or of one sequence: windows NULL, tokens given) into m->inp / m->tgt, and
+ * to where the model computes. */
+static zinc_status load_windows(zinc_gpt2 *m, const uint16_t *windows, int B, int T) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             m->inp[b * T + t] = windows[(size_t)b * (T + 1) + t];
             m->tgt[b * T + t] = windows[(size_t)b * (T + 1) + t + 1];
         }
+    size_t bytes = (size_t)B * (size_t)T * sizeof(int32_t);
+    CHECK(m->ops->to_device(m, m->dinp, m->inp, bytes));
+    return m->ops->to_device(m, m->dtgt, m->tgt, bytes);
+}
+
+/* Adds the losses of `slots` forward passes of N rows each (row_loss, slot after slot) to *loss_sum: each
+ * pass's rows summed in row order from 0, then added, as the host's gpt2_crossentropy sums them. On a
+ * device this is the one wait for the passes' work. */
+static zinc_status sum_losses(zinc_gpt2 *m, int64_t slots, int64_t N, double *loss_sum) {
+    const double *r = m->row_loss;
+    if (m->ops->device) {
+        CHECK(m->ops->to_host(m, m->row_loss_host, m->row_loss, (size_t)(slots * N) * sizeof(double)));
+        r = m->row_loss_host;
+    }
+    for (int64_t s = 0; s < slots; s++) {
+        double total = 0;
+        for (int64_t n = 0; n < N; n++) total += r[s * N + n];
+        *loss_sum += total;
+    }
+    return ZINC_OK;
 }
 
 static zinc_status check_batch(zinc_gpt2 *m, int B) {
@@ -569,23 +537,30 @@ static zinc_status check_batch(zinc_gpt2 *m, int B) {
     return ZINC_OK;
 }
 
-zinc_status zinc_gpt2_microstep(zinc_gpt2 *m, const uint16_t *windows, int B, double *loss_sum) {
+/* A micro-step whose row losses go to slot `slot` of m->row_loss (summed later by sum_losses). */
+static zinc_status microstep(zinc_gpt2 *m, const uint16_t *windows, int B, int64_t slot) {
     CHECK(check_batch(m, B));
     int T = m->T;
     int64_t N = (int64_t)B * T;
-    load_windows(m, windows, B, T);
+    CHECK(load_windows(m, windows, B, T));
     CHECK(forward(m, B, T));
-    CHECK(projection(m, m->lnf, N, m->logits, 1, loss_sum));
+    CHECK(projection(m, m->lnf, N, 1, m->row_loss + slot * N));
     return backward(m, B, T);
+}
+
+zinc_status zinc_gpt2_microstep(zinc_gpt2 *m, const uint16_t *windows, int B, double *loss_sum) {
+    CHECK(microstep(m, windows, B, 0));
+    return sum_losses(m, 1, (int64_t)B * m->T, loss_sum);
 }
 
 zinc_status zinc_gpt2_eval(zinc_gpt2 *m, const uint16_t *windows, int B, double *loss_sum) {
     CHECK(check_batch(m, B));
     int T = m->T;
     int64_t N = (int64_t)B * T;
-    load_windows(m, windows, B, T);
+    CHECK(load_windows(m, windows, B, T));
     CHECK(forward(m, B, T));
-    return projection(m, m->lnf, N, m->logits, 0, loss_sum);
+    CHECK(projection(m, m->lnf, N, 0, m->row_loss));
+    return sum_losses(m, 1, N, loss_sum);
 }
 
 zinc_status zinc_gpt2_next_logits(zinc_gpt2 *m, const uint16_t *tokens, int n, float *logits) {
@@ -594,8 +569,10 @@ zinc_status zinc_gpt2_next_logits(zinc_gpt2 *m, const uint16_t *tokens, int n, f
         return ZINC_ERR_INVALID_ARG;
     }
     for (int t = 0; t < n; t++) m->inp[t] = tokens[t];
+    CHECK(m->ops->to_device(m, m->dinp, m->inp, (size_t)n * sizeof(int32_t)));
     CHECK(forward(m, 1, n));
-    return projection(m, m->lnf + (int64_t)(n - 1) * m->s.channels, 1, logits, 0, NULL);
+    CHECK(projection(m, m->lnf + (int64_t)(n - 1) * m->s.channels, 1, 0, NULL));
+    return m->ops->to_host(m, logits, m->logits, (size_t)m->s.vocab * sizeof(float));
 }
 
 /* ---------------------------------------------------------------- training and evaluation */
@@ -603,7 +580,7 @@ zinc_status zinc_gpt2_next_logits(zinc_gpt2 *m, const uint16_t *tokens, int n, f
 zinc_status zinc_gpt2_train_step(zinc_gpt2 *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
                                  double *loss) {
     zinc_engine *e = m->e;
-    int64_t gas = zinc_grad_accum_steps(e), B = zinc_train_batch_size(e);
+    int64_t gas = m->gas, B = zinc_train_batch_size(e);
     int W = zinc_world_size(e), r = zinc_rank(e), T = m->T;
     if (gpt2_batches_per_pass(data, T, B) < 1) {
         zinc_log(e, ZINC_LOG_ERROR, "gpt2: the training data has %lld tokens, fewer than one global batch needs "
@@ -620,11 +597,13 @@ zinc_status zinc_gpt2_train_step(zinc_gpt2 *m, const gpt2_tokens *data, int64_t 
             if (m->shuffle) gpt2_window_shuffled(data, T, B, first + b, m->shuffle_seed, win + (size_t)b * (T + 1));
             else gpt2_window(data, T, B, first + b, win + (size_t)b * (T + 1));
         }
-        st = zinc_gpt2_microstep(m, win, m->mb, &sum);
+        st = microstep(m, win, m->mb, j);
     }
     free(win);
     double ts = now_s();
     if (st == ZINC_OK) st = zinc_step(e, info);
+    /* the micro-steps' losses, after the step (on a GPU its one wait for them) */
+    if (st == ZINC_OK) st = sum_losses(m, gas, (int64_t)m->mb * T, &sum);
     if (st == ZINC_OK) st = zinc_allreduce_sum(e, &sum, 1);
     double t1 = now_s();
     m->t_engine += t1 - ts;

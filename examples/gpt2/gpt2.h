@@ -3,11 +3,13 @@
  * token embedding; no dropout, LayerNorm eps 1e-5; the loss and softmax see the first `vocab` logits only.
  *
  * Modules, in forward order: "embed" (wte, wpe), "h0" .. "h<L-1>" (one per block, 12 tensors each),
- * "lnf". In stage 3 the engine gathers one module at a time. The model computes on the host in float
- * (matrix products through OpenBLAS's sgemm, gpt2_layers.c; every loop on the engine's threads through
- * zinc_parallel_for, so the model has no thread pool of its own): bf16/fp16 parameters are converted to float
- * at each module entry (zinc_param_to_f32) and float gradients are added into the engine's buffers before
- * each exit (zinc_grad_add_f32, which applies the loss scale).
+ * "lnf". In stage 3 the engine gathers one module at a time. On a cpu engine the model computes on the
+ * host in float (matrix products through OpenBLAS's sgemm, gpt2_layers.c; every loop on the engine's
+ * threads through zinc_parallel_for, so the model has no thread pool of its own): bf16/fp16 parameters are
+ * converted to float at each module entry (zinc_param_to_f32) and float gradients are added into the
+ * engine's buffers before each exit (zinc_grad_add_f32, which applies the loss scale). On a cuda engine it
+ * computes the same on the GPU (gpt2_cuda.c: cuBLAS and gpt2_kernels.h on the engine's compute stream; its
+ * activations on the device), in a build with that path (the CUDA backend and gpt2_kernels.cu).
  *
  * The tied embedding, by re-entering "embed" (include/zinc.h, "Re-entry"): after "lnf" the forward enters
  * "embed" again to read wte for the output projection (logits, loss, and the gradient at lnf's output,
@@ -41,8 +43,9 @@ typedef struct zinc_gpt2_config {
 
 typedef struct zinc_gpt2 zinc_gpt2;
 
-/* Registers the modules and parameters and builds the engine (zinc_build). The engine must be on a
- * host-addressable device (cpu). */
+/* Registers the modules and parameters and builds the engine (zinc_build). The engine is on device cpu,
+ * or cuda in a build with the GPU path (else ZINC_ERR_UNSUPPORTED, saying so; a missing cuBLAS is
+ * ZINC_ERR_DEVICE naming the library). */
 zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_gpt2 **out);
 void zinc_gpt2_destroy(zinc_gpt2 *m);
 

@@ -318,3 +318,59 @@ double gpt2_crossentropy(zinc_engine *e, float *dlogits, const float *logits, co
     for (int64_t n = 0; n < N; n++) total += row_loss[n];
     return total;
 }
+
+typedef struct embed_args {
+    float *out, *dwte, *dwpe;
+    const float *wpe, *dout;
+    const void *wte;
+    const int32_t *inp;
+    zinc_dtype t;
+    int64_t N;
+    int T, C;
+} embed_args;
+
+static void embed_rows(void *arg, int64_t lo, int64_t hi) {
+    const embed_args *a = arg;
+    int C = a->C;
+    for (int64_t n = lo; n < hi; n++) {
+        float *x = a->out + n * C;
+        const float *pe = a->wpe + (n % a->T) * C;
+        size_t r = (size_t)a->inp[n] * (size_t)C;
+        if (a->t == ZINC_BF16) {
+            const uint16_t *h = (const uint16_t *)a->wte + r;
+            for (int c = 0; c < C; c++) {
+                uint32_t u = (uint32_t)h[c] << 16;
+                memcpy(&x[c], &u, 4);
+            }
+        } else if (a->t == ZINC_FP16) {
+            const uint16_t *h = (const uint16_t *)a->wte + r;
+            for (int c = 0; c < C; c++) x[c] = zinc_fp16_to_f32(h[c]);
+        } else {
+            memcpy(x, (const float *)a->wte + r, (size_t)C * sizeof(float));
+        }
+        for (int c = 0; c < C; c++) x[c] += pe[c];
+    }
+}
+
+void gpt2_embed_forward(zinc_engine *e, float *out, const int32_t *inp, const void *wte, zinc_dtype t,
+                        const float *wpe, int B, int T, int C) {
+    embed_args a = {.out = out, .wpe = wpe, .wte = wte, .inp = inp, .t = t, .T = T, .C = C};
+    par(e, (int64_t)B * T, embed_rows, &a);
+}
+
+static void embed_backward_channels(void *arg, int64_t lo, int64_t hi) {
+    const embed_args *a = arg;
+    int64_t C = a->C;
+    for (int64_t c = lo; c < hi; c++)
+        for (int64_t n = 0; n < a->N; n++) {
+            float d = a->dout[n * C + c];
+            if (a->dwte) a->dwte[(int64_t)a->inp[n] * C + c] += d;
+            if (a->dwpe) a->dwpe[(n % a->T) * C + c] += d;
+        }
+}
+
+void gpt2_embed_backward(zinc_engine *e, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
+                         int T, int C) {
+    embed_args a = {.dwte = dwte, .dwpe = dwpe, .dout = dout, .inp = inp, .N = (int64_t)B * T, .T = T, .C = C};
+    par(e, C, embed_backward_channels, &a);
+}

@@ -17,6 +17,15 @@
 /* Makes OpenBLAS single-threaded: the layers split their sgemm calls over the engine's threads. */
 void gpt2_layers_init(void);
 
+/* The embedding: out[b,t,:] = wte[inp[b,t],:] (widened from dtype t: fp32, bf16 or fp16; only the rows
+ * used are read) + wpe[t,:], for B sequences of T positions. */
+void gpt2_embed_forward(zinc_engine *e, float *out, const int32_t *inp, const void *wte, zinc_dtype t,
+                        const float *wpe, int B, int T, int C);
+/* dwte[inp[b,t],:] += dout[b,t,:], dwpe[t,:] += dout[b,t,:] (either may be NULL); each row's additions in
+ * (b,t) order (the work is split by channel, since rows repeat). */
+void gpt2_embed_backward(zinc_engine *e, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
+                         int T, int C);
+
 /* out[N,C] = (x - mean) * rstd * w + b over the last axis; mean and rstd (N each) saved for backward. */
 void gpt2_layernorm_forward(zinc_engine *e, float *out, float *mean, float *rstd, const float *x, const float *w,
                             const float *b, int64_t N, int C);

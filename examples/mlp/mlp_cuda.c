@@ -8,85 +8,14 @@
  *   grad h    dh^T (in x mb)  = W^T dz^T        gemm(N, N, in, mb, out,  W, dz)
  * Products are fp32 (parameters in fp16/bf16 are widened first), with cuBLAS's default math mode: no
  * TF32, so the host path is the reference within fp32 rounding. */
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "../common/cublas_loader.h"
 #include "mlp_internal.h"
 #include "mlp_kernels.h"
 
-/* cuBLAS is loaded when the first MLP is made on the GPU, not linked, so a CPU run of a CUDA build never
- * maps it (about 600 MB of files with cuBLASLt) and the program starts where it is not installed. The
- * process's own definitions come first (a cuBLAS already loaded with global scope, or the emulation the
- * CI tests link), else the library of the headers this was built with; ZINC_CUBLAS_LIBRARY names another
- * file. These are the functions this file calls, with cublas_v2.h's types and (_v2) names. */
-#define BLAS_FUNCTIONS(X) X(Create) X(Destroy) X(SetStream) X(Sgemm)
-#define MLP_STR_(x) #x
-#define MLP_STR(x) MLP_STR_(x)
-#ifdef CUBLAS_VER_MAJOR
-#define CUBLAS_FILE "libcublas.so." MLP_STR(CUBLAS_VER_MAJOR)
-#else
-#define CUBLAS_FILE "libcublas.so"
-#endif
-
-static struct blas_api {
-#define BLAS_MEMBER(f) __typeof__(&cublas##f) f;
-    BLAS_FUNCTIONS(BLAS_MEMBER)
-#undef BLAS_MEMBER
-} blas;
-
-static const char *const blas_symbols[] = {
-#define BLAS_NAME(f) MLP_STR(cublas##f),
-    BLAS_FUNCTIONS(BLAS_NAME)
-#undef BLAS_NAME
-};
-enum { BLAS_N = sizeof blas_symbols / sizeof blas_symbols[0] };
-
-/* dlopen's the file (named: by ZINC_CUBLAS_LIBRARY) and finds every function in it. */
-static zinc_status open_cublas(zinc_mlp *m, const char *file, int named, void **fns) {
-    void *h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *why = dlerror();
-        zinc_log(m->e, ZINC_LOG_ERROR, "mlp (cuda) needs cuBLAS: cannot load %s%s (dlopen: %s); install cuBLAS (the "
-                 "CUDA toolkit's %s) and put its folder on LD_LIBRARY_PATH, name the file in ZINC_CUBLAS_LIBRARY, "
-                 "or compute the MLP on the host (ZINC_MLP_COMPUTE_HOST)",
-                 named ? "ZINC_CUBLAS_LIBRARY=" : "", file, why ? why : "unknown error", CUBLAS_FILE);
-        return ZINC_ERR_DEVICE;
-    }
-    for (int i = 0; i < BLAS_N; i++)
-        if (!(fns[i] = dlsym(h, blas_symbols[i]))) {
-            zinc_log(m->e, ZINC_LOG_ERROR, "mlp (cuda) needs cuBLAS: %s has no function %s (an older or different "
-                     "library?); install cuBLAS %s or name it in ZINC_CUBLAS_LIBRARY", file, blas_symbols[i],
-                     CUBLAS_FILE);
-            dlclose(h);
-            return ZINC_ERR_DEVICE;
-        }
-    return ZINC_OK; /* never closed: handles made by it may outlive any one MLP */
-}
-
-static zinc_status load_cublas(zinc_mlp *m) {
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static int loaded;
-    void *fns[BLAS_N];
-    _Static_assert(sizeof fns == sizeof blas, "one pointer per cuBLAS function");
-    zinc_status st = ZINC_OK;
-    pthread_mutex_lock(&lock);
-    if (!loaded) {
-        const char *file = getenv("ZINC_CUBLAS_LIBRARY");
-        int named = file && *file, found = !named;
-        for (int i = 0; i < BLAS_N && found; i++) found = (fns[i] = dlsym(RTLD_DEFAULT, blas_symbols[i])) != NULL;
-        if (!found) st = open_cublas(m, named ? file : CUBLAS_FILE, named, fns);
-        if (st == ZINC_OK) {
-            memcpy(&blas, fns, sizeof blas); /* POSIX: a function's address from dlsym converts through void * */
-            loaded = 1;
-        }
-    }
-    pthread_mutex_unlock(&lock);
-    return st;
-}
+static const example_cublas *cublas; /* set by the first mlp_cuda_create (examples/common/cublas_loader.h) */
 
 struct mlp_cuda {
     cudaStream_t stream;
@@ -143,9 +72,10 @@ zinc_status mlp_cuda_create(zinc_mlp *m) {
     c->z = calloc((size_t)m->nlayers, sizeof *c->z);
     c->act = calloc((size_t)m->nlayers, sizeof *c->act);
     if (!c->z || !c->act) return ZINC_ERR_NOMEM;
-    CHECK(load_cublas(m));
-    BLAS(blas.Create(&c->blas));
-    BLAS(blas.SetStream(c->blas, c->stream));
+    CHECK(example_cublas_load(m->e, "mlp (cuda)", "compute the MLP on the host (ZINC_MLP_COMPUTE_HOST)",
+                              &cublas));
+    BLAS(cublas->Create(&c->blas));
+    BLAS(cublas->SetStream(c->blas, c->stream));
     size_t mb = (size_t)m->mb, wmax = 0, bmax = 0;
     for (int l = 0; l < m->nlayers; l++) {
         const mlp_layer *L = &m->layers[l];
@@ -179,7 +109,7 @@ void mlp_cuda_destroy(zinc_mlp *m) {
     }
     void *bufs[] = {c->x, c->labels, c->wf, c->bf, c->gw, c->dz, c->dh, c->inject, c->loss, c->correct};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
-    if (c->blas) blas.Destroy(c->blas);
+    if (c->blas) cublas->Destroy(c->blas);
     free(c->z);
     free(c->act);
     free(c);
@@ -211,7 +141,7 @@ static zinc_status forward_layer(zinc_mlp *m, int l, const float *h) {
     const float one = 1.0f, zero = 0.0f, *w, *b;
     CHECK(zinc_module_enter(m->e, L->module, ZINC_FORWARD));
     CHECK(params_f32(m, L, &w, &b));
-    BLAS(blas.Sgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, L->out, (int)m->mb, L->in, &one, w, L->in, h, L->in, &zero,
+    BLAS(cublas->Sgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, L->out, (int)m->mb, L->in, &one, w, L->in, h, L->in, &zero,
                      c->z[l], L->out));
     CU(mlp_cu_bias_act(c->z[l], c->act[l], b, m->mb, L->out, l < m->nlayers - 1, c->stream));
     return zinc_module_exit(m->e, L->module, ZINC_FORWARD);
@@ -230,10 +160,10 @@ static zinc_status backward_layer(zinc_mlp *m, int l, const float *dz, float *dh
     if (!gw || !gb) return ZINC_ERR_STATE;
     int64_t nw = (int64_t)L->out * L->in;
     if (gt == ZINC_FP32) { /* accumulate straight into the engine's fp32 gradient */
-        BLAS(blas.Sgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, L->in, L->out, (int)m->mb, &one, h, L->in, dz, L->out,
+        BLAS(cublas->Sgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, L->in, L->out, (int)m->mb, &one, h, L->in, dz, L->out,
                          &one, gw, L->in));
     } else {               /* the product in fp32, then added and rounded once */
-        BLAS(blas.Sgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, L->in, L->out, (int)m->mb, &one, h, L->in, dz, L->out,
+        BLAS(cublas->Sgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, L->in, L->out, (int)m->mb, &one, h, L->in, dz, L->out,
                          &zero, c->gw, L->in));
         CU(mlp_cu_grad_add(gw, gt, c->gw, nw, c->stream));
     }
@@ -245,7 +175,7 @@ static zinc_status backward_layer(zinc_mlp *m, int l, const float *dz, float *dh
     }
     if (dh) {
         CHECK(params_f32(m, L, &w, &b));
-        BLAS(blas.Sgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, L->in, (int)m->mb, L->out, &one, w, L->in, dz, L->out,
+        BLAS(cublas->Sgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, L->in, (int)m->mb, L->out, &one, w, L->in, dz, L->out,
                          &zero, dh, L->in));
         CU(mlp_cu_relu_grad(dh, c->z[l - 1], m->mb, L->in, c->stream));
     }

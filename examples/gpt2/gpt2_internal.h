@@ -1,0 +1,102 @@
+/* GPT-2's state and the table of operations it computes with, shared by the one model (gpt2.c) and the
+ * devices it computes on: the host (gpt2_host.c: gpt2_layers.c on the engine's threads, the engine's
+ * zinc_param_to_f32 / zinc_grad_add_f32) and the GPU (gpt2_cuda.c: cuBLAS and gpt2_kernels.h on the engine's
+ * compute stream, built with the CUDA backend only). gpt2.c decides what is computed, in which module entry
+ * and into which buffer; the table decides where. Every buffer the table is given was made by its alloc
+ * (device memory on the GPU) except where a comment says host. */
+#ifndef ZINC_EXAMPLES_GPT2_INTERNAL_H
+#define ZINC_EXAMPLES_GPT2_INTERNAL_H
+
+#include "gpt2.h"
+
+typedef struct gpt2_block_acts {
+    float *ln1, *ln1m, *ln1r, *qkv, *att, *atty, *res2, *ln2, *ln2m, *ln2r, *fch, *fchg;
+} gpt2_block_acts;
+
+typedef struct gpt2_ops gpt2_ops;
+typedef struct gpt2_cuda gpt2_cuda; /* the GPU path's own state (gpt2_cuda.c) */
+
+struct zinc_gpt2 {
+    zinc_engine *e;
+    const gpt2_ops *ops;
+    gpt2_cuda *cuda;
+    gpt2_shape s;
+    int T, mb;
+    int64_t gas;
+    int mod_embed, mod_lnf, *mod_block;
+    zinc_param **params;    /* registration order: wte, wpe, 12 per block, lnfw, lnfb */
+    int *pkind, *player;    /* each registered parameter's kind and layer */
+    int nparams;
+    const float *init;      /* during create only */
+    float *w[GPT2_NKINDS];  /* float views of the entered module's parameters */
+    float *g[GPT2_NKINDS];  /* float gradients of the module in backward */
+    float *scratch;         /* float copies of the entered module's parameters (bf16/fp16 compute), then its
+                               float gradients (size: scratch_floats in gpt2.c) */
+    int copies;             /* compute dtype is not fp32: parameters are read through float copies */
+    int direct_embed;       /* fp32 compute and gradients: embed's gradients go straight into the engine's */
+    float *xs;              /* residual stream: (L + 1) x N x C */
+    gpt2_block_acts *acts;
+    float *lnf, *lnfm, *lnfr, *logits;
+    float *dx, *dres, *dln, *datty, *dqkv, *datt, *dfchg, *dfch, *dtmp;
+    int32_t *inp, *tgt;     /* host: the token ids of the current forward */
+    int32_t *dinp, *dtgt;   /* the same where the table computes (the host path: inp and tgt themselves) */
+    double *row_loss;       /* the cross-entropy's per-position losses: gas x N, one slot per micro-step */
+    double *row_loss_host;  /* host copy of row_loss (device tables only) */
+    float *capture;
+    double t_engine, t_steps; /* seconds inside engine calls, and in whole training steps */
+    int shuffle;
+    uint64_t shuffle_seed;
+};
+
+/* Where the model computes. Each returns ZINC_OK or logs and returns an error; the work may run later
+ * (on the GPU: enqueued on the engine's compute stream), except where a comment says it waits. */
+struct gpt2_ops {
+    const char *name;
+    int device; /* buffers are device memory: the host reads them through to_host only */
+    /* Extra float scratch the embedding's forward needs for a widened wte (gpt2_embed_fwd's wte_f32). */
+    int embed_widens;
+    zinc_status (*alloc)(zinc_gpt2 *m, void **p, size_t bytes); /* zeroed */
+    void (*release)(zinc_gpt2 *m, void *p);
+    zinc_status (*zero)(zinc_gpt2 *m, void *p, size_t bytes);
+    /* From host memory that may be reused at once. */
+    zinc_status (*to_device)(zinc_gpt2 *m, void *dst, const void *host_src, size_t bytes);
+    /* Into host memory; waits for the work that writes src. */
+    zinc_status (*to_host)(zinc_gpt2 *m, void *host_dst, const void *src, size_t bytes);
+    /* The entered module's parameter p as n floats; its float gradient g (of the unscaled loss) added into
+     * the engine's, times the loss scale. */
+    zinc_status (*to_f32)(zinc_gpt2 *m, float *dst, const zinc_param *p, int64_t n);
+    zinc_status (*grad_add)(zinc_gpt2 *m, zinc_param *p, const float *g, int64_t n);
+    /* gpt2_layers.h's functions, with the same contracts. embed_fwd's wte is in dtype t (the engine's
+     * parameter); wte_f32 is padded_vocab x C floats of scratch when embed_widens and t is not fp32. */
+    zinc_status (*embed_fwd)(zinc_gpt2 *m, float *out, const int32_t *inp, const void *wte, zinc_dtype t,
+                             const float *wpe, float *wte_f32, int B, int T);
+    zinc_status (*embed_bwd)(zinc_gpt2 *m, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
+                             int T);
+    zinc_status (*layernorm_fwd)(zinc_gpt2 *m, float *out, float *mean, float *rstd, const float *x, const float *w,
+                                 const float *b, int64_t N);
+    zinc_status (*layernorm_bwd)(zinc_gpt2 *m, float *dx, float *dw, float *db, const float *dout, const float *x,
+                                 const float *w, const float *mean, const float *rstd, int64_t N);
+    zinc_status (*matmul_fwd)(zinc_gpt2 *m, float *out, const float *x, const float *W, const float *b, int64_t N,
+                              int IC, int OC);
+    zinc_status (*matmul_bwd)(zinc_gpt2 *m, float *dx, float *dW, float *db, const float *dout, const float *x,
+                              const float *W, int64_t N, int IC, int OC);
+    zinc_status (*attention_fwd)(zinc_gpt2 *m, float *out, float *att, const float *qkv, int B, int T);
+    zinc_status (*attention_bwd)(zinc_gpt2 *m, float *dqkv, float *datt, const float *dout, const float *qkv,
+                                 const float *att, int B, int T);
+    zinc_status (*gelu_fwd)(zinc_gpt2 *m, float *out, const float *x, int64_t n);
+    zinc_status (*gelu_bwd)(zinc_gpt2 *m, float *dx, const float *x, const float *dout, int64_t n);
+    zinc_status (*add)(zinc_gpt2 *m, float *y, const float *a, const float *b, int64_t n);
+    /* row_loss[i] = the loss of row i (N doubles); the caller sums them on the host (gpt2.c). */
+    zinc_status (*crossentropy)(zinc_gpt2 *m, float *dlogits, const float *logits, const int32_t *targets, int64_t N,
+                                float dscale, double *row_loss);
+};
+
+extern const gpt2_ops gpt2_host_ops;
+
+/* The GPU path (gpt2_cuda.c, built with the CUDA backend only): gpt2_cuda_create loads cuBLAS and binds a
+ * handle to the engine's compute stream (m->cuda), gpt2_cuda_destroy waits for the stream and frees it. */
+extern const gpt2_ops gpt2_cuda_ops;
+zinc_status gpt2_cuda_create(zinc_gpt2 *m);
+void gpt2_cuda_destroy(zinc_gpt2 *m);
+
+#endif
