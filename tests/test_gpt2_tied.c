@@ -5,8 +5,12 @@
  * every step, from the first. A second backward entry of "embed" (the projection's gradient added where it
  * is computed) would give the module a held buffer of its own: one more reduce-scatter per micro-step, and
  * one more still in the first step. Each run's losses are compared with the same model's stage-0 run
- * (fp32: |diff| <= 1e-6 relative; bf16: 1e-3), and the stage-0 run must learn (on a learnable token
- * stream, the last loss below the first). */
+ * over the first COMPARED steps (fp32: |diff| <= 1e-6 relative; bf16: 1e-2). The stages round at different
+ * points and AdamW amplifies that step by step: over 300 seeds the first 4 steps differ by at most 4e-3 in
+ * bf16, step 8 by up to 2.6e-2 (fp32: 1.7e-6). The stage-0 run must learn (on a learnable
+ * token stream, the mean loss of the last 4 steps below that of the first 4: each step reads other windows,
+ * one token in 8 random, so a single step's loss is noisy; the last step's loss alone was above the first's
+ * in about 1 seed in 100). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +20,7 @@
 #include "zt.h"
 
 static const gpt2_shape S = {6, 11, 2, 2, 8, 16};
-enum { T = 5, GAS = 2, STEPS = 4 };
+enum { T = 5, GAS = 2, STEPS = 8, COMPARED = 4 };
 
 static zinc_status train(int stage, const char *dtype, const gpt2_tokens *data, double *losses,
                          int64_t *reduce_scatters) {
@@ -54,20 +58,23 @@ int main(void) {
         data.tok[i] = (uint16_t)(zt_rand_u64(&rng) % 8 ? (uint64_t)(i % S.vocab)
                                                        : zt_rand_u64(&rng) % (uint64_t)S.vocab);
     const char *dtypes[] = {"fp32", "bf16"};
-    const double tol[] = {1e-6, 1e-3};
+    const double tol[] = {1e-6, 1e-2};
     for (int d = 0; d < 2; d++) {
         double ref[STEPS], got[STEPS];
         int64_t rs[STEPS];
         ZT_OK(train(0, dtypes[d], &data, ref, rs));
-        ZT_CHECK(ref[STEPS - 1] < ref[0], "%s stage 0: loss %.6f -> %.6f does not fall", dtypes[d], ref[0],
-                 ref[STEPS - 1]);
+        double first = 0, last = 0;
+        for (int s = 0; s < STEPS / 2; s++) first += ref[s], last += ref[STEPS / 2 + s];
+        ZT_CHECK(last < first, "%s stage 0: mean loss of the last %d steps %.6f, not below the first %d's %.6f",
+                 dtypes[d], STEPS / 2, last / (STEPS / 2), STEPS / 2, first / (STEPS / 2));
         for (int stage = 2; stage <= 3; stage++) {
             ZT_OK(train(stage, dtypes[d], &data, got, rs));
             for (int s = 0; s < STEPS; s++) {
                 ZT_CHECK(rs[s] == GAS, "%s stage %d step %d: %lld reduce-scatters, want %d (one per micro-step)",
                          dtypes[d], stage, s + 1, (long long)rs[s], GAS);
-                ZT_NEAR(got[s], ref[s], 0, tol[d], "%s stage %d step %d: loss %.9g, stage 0 %.9g", dtypes[d], stage,
-                        s + 1, got[s], ref[s]);
+                if (s < COMPARED)
+                    ZT_NEAR(got[s], ref[s], 0, tol[d], "%s stage %d step %d: loss %.9g, stage 0 %.9g", dtypes[d],
+                            stage, s + 1, got[s], ref[s]);
             }
             printf("%s stage %d: reduce-scatters per step %lld %lld %lld %lld (accumulation %d)\n", dtypes[d], stage,
                    (long long)rs[0], (long long)rs[1], (long long)rs[2], (long long)rs[3], GAS);
