@@ -30,18 +30,18 @@
 static uint64_t rng;
 static cudaStream_t S;
 
-#define CU(call)                                                                                           \
-    do {                                                                                                   \
-        cudaError_t e_ = (call);                                                                           \
-        if (e_ != cudaSuccess) {                                                                           \
-            zt_fail_at(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));                       \
-            exit(zt_finish());                                                                             \
-        }                                                                                                  \
+#define CU(call)                                                                                                       \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            zt_fail_at(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));                                   \
+            exit(zt_finish());                                                                                         \
+        }                                                                                                              \
     } while (0)
-#define LAUNCH(call)                                                                                       \
-    do {                                                                                                   \
-        cudaError_t e_ = (call);                                                                           \
-        ZT_CHECK(e_ == cudaSuccess, "%s -> %s", #call, cudaGetErrorString(e_));                             \
+#define LAUNCH(call)                                                                                                   \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        ZT_CHECK(e_ == cudaSuccess, "%s -> %s", #call, cudaGetErrorString(e_));                                        \
     } while (0)
 
 static void *halloc(size_t bytes) {
@@ -101,8 +101,10 @@ static void close_to(const float *got, const float *want, int64_t n, double a, d
                            (double)got[i], (double)want[i], mx);
             bad++;
         }
-    if (!bad) zt_passed++;
-    else printf("  %s: %d of %lld elements out of tolerance\n", what, bad, (long long)n);
+    if (!bad)
+        zt_passed++;
+    else
+        printf("  %s: %d of %lld elements out of tolerance\n", what, bad, (long long)n);
 }
 static void same_bits(const void *a, const void *b, size_t bytes, const char *what) {
     const unsigned char *x = a, *y = b;
@@ -179,15 +181,19 @@ static void test_to_f32_grad_add(int64_t n) {
         float *wide = halloc((size_t)n * 4);
         for (int64_t i = 0; i < n; i++) {
             float sum = g0[i];
-            if (t == ZINC_FP32) ((float *)hg)[i] = g0[i];
-            else ((uint16_t *)hg)[i] = t == ZINC_FP16 ? zinc_f32_to_fp16(g0[i]) : zinc_f32_to_bf16(g0[i]);
+            if (t == ZINC_FP32)
+                ((float *)hg)[i] = g0[i];
+            else
+                ((uint16_t *)hg)[i] = t == ZINC_FP16 ? zinc_f32_to_fp16(g0[i]) : zinc_f32_to_bf16(g0[i]);
             if (t != ZINC_FP32)
                 sum = t == ZINC_FP16 ? zinc_fp16_to_f32(((uint16_t *)hg)[i]) : zinc_bf16_to_f32(((uint16_t *)hg)[i]);
             wide[i] = sum;
             float prod = scale * add[i];
             sum = sum + prod; /* C11 without contraction: one rounded product, one rounded sum */
-            if (t == ZINC_FP32) ((float *)want)[i] = sum;
-            else ((uint16_t *)want)[i] = t == ZINC_FP16 ? zinc_f32_to_fp16(sum) : zinc_f32_to_bf16(sum);
+            if (t == ZINC_FP32)
+                ((float *)want)[i] = sum;
+            else
+                ((uint16_t *)want)[i] = t == ZINC_FP16 ? zinc_f32_to_fp16(sum) : zinc_f32_to_bf16(sum);
         }
         void *dg = dput(hg, (size_t)n * es);
         float *dw = dpoison((size_t)n * 4);
@@ -244,12 +250,14 @@ static void test_bias(int64_t N, int OC) {
     for (int64_t n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) want[n * OC + o] += b[o];
     gpt2_matmul_backward(NULL, NULL, NULL, wdb, dout, NULL, NULL, N, 1, OC); /* the db part only */
-    float *dOut = dput(out0, (size_t)(N * OC) * 4), *dB = dput(b, (size_t)OC * 4), *dDo = dput(dout, (size_t)(N * OC) * 4);
+    float *dOut = dput(out0, (size_t)(N * OC) * 4), *dB = dput(b, (size_t)OC * 4),
+          *dDo = dput(dout, (size_t)(N * OC) * 4);
     float *dDb = dput(db0, (size_t)OC * 4), *dDb2 = dput(db0, (size_t)OC * 4);
     LAUNCH(gpt2_cu_bias_forward(dOut, dB, N, OC, S));
     LAUNCH(gpt2_cu_bias_backward(dDb, dDo, N, OC, S));
     LAUNCH(gpt2_cu_bias_backward(dDb2, dDo, N, OC, S));
-    float *got = dgetf(dOut, (size_t)(N * OC) * 4), *gdb = dgetf(dDb, (size_t)OC * 4), *gdb2 = dgetf(dDb2, (size_t)OC * 4);
+    float *got = dgetf(dOut, (size_t)(N * OC) * 4), *gdb = dgetf(dDb, (size_t)OC * 4),
+          *gdb2 = dgetf(dDb2, (size_t)OC * 4);
     same_bits(got, want, (size_t)(N * OC) * 4, "bias forward");
     close_to(gdb, wdb, OC, 1e-5, 1e-4, "bias db");
     same_bits(gdb, gdb2, (size_t)OC * 4, "bias db, two runs");
@@ -265,7 +273,8 @@ static void test_embed(int B, int T, int C, int V, int Vp) {
     float *wte = rnd((int64_t)Vp * C, 1.0), *wpe = rnd((int64_t)T * C, 1.0), *dout = rnd(N * C, 1.0);
     float *dwte0 = rnd((int64_t)Vp * C, 1.0), *dwpe0 = rnd((int64_t)T * C, 1.0);
     int32_t *inp = tokens(N, V);
-    float *out = halloc((size_t)(N * C) * 4), *dwte = copyf(dwte0, (int64_t)Vp * C), *dwpe = copyf(dwpe0, (int64_t)T * C);
+    float *out = halloc((size_t)(N * C) * 4), *dwte = copyf(dwte0, (int64_t)Vp * C),
+          *dwpe = copyf(dwpe0, (int64_t)T * C);
     for (int64_t n = 0; n < N; n++) /* gpt2.c's embed_rows and scatter_channels */
         for (int c = 0; c < C; c++) out[n * C + c] = wte[(int64_t)inp[n] * C + c] + wpe[(n % T) * C + c];
     for (int c = 0; c < C; c++)
@@ -328,8 +337,7 @@ static void test_layernorm(int64_t N, int C) {
         /* backward from the host's mean and rstd, so dx compares the backward alone */
         dset(dM, mean, rb), dset(dR, rstd, rb);
         LAUNCH(gpt2_cu_layernorm_backward(dDx, dDw, dDb, dDo, dX, dW, dM, dR, N, C, S));
-        res[r][0] = dgetf(dOut, nb), res[r][3] = dgetf(dDx, nb), res[r][4] = dgetf(dDw, cb),
-        res[r][5] = dgetf(dDb, cb);
+        res[r][0] = dgetf(dOut, nb), res[r][3] = dgetf(dDx, nb), res[r][4] = dgetf(dDw, cb), res[r][5] = dgetf(dDb, cb);
         /* the forward's own mean and rstd */
         LAUNCH(gpt2_cu_layernorm_forward(dOut, dM, dR, dX, dW, dB, N, C, S));
         res[r][1] = dgetf(dM, rb), res[r][2] = dgetf(dR, rb);
@@ -482,26 +490,26 @@ int main(void) {
     test_bias(1031, 9);
 
     test_embed(1, 1, 5, 3, 3);
-    test_embed(2, 7, 33, 11, 16);     /* repeated ids, padded vocabulary */
+    test_embed(2, 7, 33, 11, 16); /* repeated ids, padded vocabulary */
     test_embed(3, 64, 96, 50, 64);
-    test_embed(4, 700, 40, 37, 40);   /* N = 2800: more than one vote of 2048 positions */
-    test_embed(2, 5, 17, 1, 1);       /* one id everywhere */
+    test_embed(4, 700, 40, 37, 40); /* N = 2800: more than one vote of 2048 positions */
+    test_embed(2, 5, 17, 1, 1);     /* one id everywhere */
 
     test_layernorm(1, 1);
     test_layernorm(1, 3);
     test_layernorm(7, 33);
     test_layernorm(130, 768);
     test_layernorm(257, 100);
-    test_layernorm(3001, 65);         /* rows not a multiple of the 128 row groups */
+    test_layernorm(3001, 65); /* rows not a multiple of the 128 row groups */
 
-    test_attention(1, 1, 8, 2);       /* T = 1 */
-    test_attention(2, 5, 12, 3);      /* head size 4 */
-    test_attention(1, 33, 64, 1);     /* T one past a tile */
-    test_attention(2, 70, 96, 3);     /* head size 32 */
-    test_attention(1, 128, 128, 2);   /* head size 64, whole tiles */
+    test_attention(1, 1, 8, 2);     /* T = 1 */
+    test_attention(2, 5, 12, 3);    /* head size 4 */
+    test_attention(1, 33, 64, 1);   /* T one past a tile */
+    test_attention(2, 70, 96, 3);   /* head size 32 */
+    test_attention(1, 128, 128, 2); /* head size 64, whole tiles */
     test_attention(1, 257, 192, 3);
-    test_attention(1, 40, 400, 2);    /* head size 200: more than 48 KB of shared memory per block */
-    test_attention(1, 1024, 64, 1);   /* GPT-2's context */
+    test_attention(1, 40, 400, 2);  /* head size 200: more than 48 KB of shared memory per block */
+    test_attention(1, 1024, 64, 1); /* GPT-2's context */
 
     test_crossentropy(1, 1, 0);
     test_crossentropy(3, 7, 0);

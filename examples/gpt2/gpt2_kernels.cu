@@ -17,7 +17,7 @@ extern "C" {
 
 namespace {
 
-constexpr int kThreads = 256;   // elementwise and per-row kernels
+constexpr int kThreads = 256; // elementwise and per-row kernels
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int64_t kMaxBlocks = 65535LL * 16;
 
@@ -40,7 +40,7 @@ unsigned blocks_for(int64_t work, int per_block) {
 
 bool valid_dtype(zinc_dtype t) { return t == ZINC_FP32 || t == ZINC_FP16 || t == ZINC_BF16; }
 
-#define GRID_STRIDE(i, n)                                                                                  \
+#define GRID_STRIDE(i, n)                                                                                              \
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 __device__ __forceinline__ float to_f(float x) { return x; }
@@ -97,9 +97,7 @@ template <class T> __global__ void k_grad_add(T *grad, const float *add, float s
     GRID_STRIDE(i, n) grad[i] = from_f<T>(__fadd_rn(to_f(grad[i]), __fmul_rn(scale, add[i])));
 }
 
-__global__ void k_add(float *y, const float *a, const float *b, int64_t n) {
-    GRID_STRIDE(i, n) y[i] = a[i] + b[i];
-}
+__global__ void k_add(float *y, const float *a, const float *b, int64_t n) { GRID_STRIDE(i, n) y[i] = a[i] + b[i]; }
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi), as gpt2_layers.c */
 
@@ -125,8 +123,8 @@ __global__ void k_bias_forward(float *out, const float *b, int64_t N, int OC) {
 
 // ------------------------------------------------------------------ embedding
 
-__global__ void k_embed_forward(float *out, const int32_t *inp, const float *wte, const float *wpe, int64_t N,
-                                int T, int C) {
+__global__ void k_embed_forward(float *out, const int32_t *inp, const float *wte, const float *wpe, int64_t N, int T,
+                                int C) {
     GRID_STRIDE(i, N * C) {
         int64_t n = i / C, c = i % C;
         out[i] = wte[(int64_t)inp[n] * C + c] + wpe[(n % T) * C + c];
@@ -373,8 +371,8 @@ __global__ void k_att_forward(float *out, float *att, const float *qkv, int B, i
 // Backward, query side, for query rows t0 ..: datt[t][u] = dout_t . v_u, then through the softmax
 // ds[t][u] = att (datt - sum_u datt att) * scale (kept in datt), then dq_t += sum_u ds[t][u] k_u.
 // Shared: sD (dout rows, later the dq rows), sK (v rows, later k rows), sP.
-__global__ void k_att_backward_q(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
-                                 int B, int T, int C, int H, float scale) {
+__global__ void k_att_backward_q(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att, int B,
+                                 int T, int C, int H, float scale) {
     extern __shared__ float sm[];
     const int hs = C / H, ld = hs + 1, t0 = blockIdx.x * kTile, nq = min(kTile, T - t0);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
@@ -519,9 +517,12 @@ cudaError_t gpt2_cu_to_f32(float *dst, const void *src, zinc_dtype t, int64_t n,
     if (n == 0) return cudaSuccess;
     if (!dst || !src || !valid_dtype(t)) return cudaErrorInvalidValue;
     unsigned g = blocks_for(n, kThreads);
-    if (t == ZINC_FP16) k_to_f32<<<g, kThreads, 0, s>>>(dst, static_cast<const __half *>(src), n);
-    else if (t == ZINC_BF16) k_to_f32<<<g, kThreads, 0, s>>>(dst, static_cast<const __nv_bfloat16 *>(src), n);
-    else k_to_f32<<<g, kThreads, 0, s>>>(dst, static_cast<const float *>(src), n);
+    if (t == ZINC_FP16)
+        k_to_f32<<<g, kThreads, 0, s>>>(dst, static_cast<const __half *>(src), n);
+    else if (t == ZINC_BF16)
+        k_to_f32<<<g, kThreads, 0, s>>>(dst, static_cast<const __nv_bfloat16 *>(src), n);
+    else
+        k_to_f32<<<g, kThreads, 0, s>>>(dst, static_cast<const float *>(src), n);
     return cudaGetLastError();
 }
 
@@ -530,9 +531,12 @@ cudaError_t gpt2_cu_grad_add(void *grad, zinc_dtype t, const float *add, float s
     if (n == 0) return cudaSuccess;
     if (!grad || !add || !valid_dtype(t)) return cudaErrorInvalidValue;
     unsigned g = blocks_for(n, kThreads);
-    if (t == ZINC_FP16) k_grad_add<<<g, kThreads, 0, s>>>(static_cast<__half *>(grad), add, scale, n);
-    else if (t == ZINC_BF16) k_grad_add<<<g, kThreads, 0, s>>>(static_cast<__nv_bfloat16 *>(grad), add, scale, n);
-    else k_grad_add<<<g, kThreads, 0, s>>>(static_cast<float *>(grad), add, scale, n);
+    if (t == ZINC_FP16)
+        k_grad_add<<<g, kThreads, 0, s>>>(static_cast<__half *>(grad), add, scale, n);
+    else if (t == ZINC_BF16)
+        k_grad_add<<<g, kThreads, 0, s>>>(static_cast<__nv_bfloat16 *>(grad), add, scale, n);
+    else
+        k_grad_add<<<g, kThreads, 0, s>>>(static_cast<float *>(grad), add, scale, n);
     return cudaGetLastError();
 }
 
@@ -554,8 +558,8 @@ cudaError_t gpt2_cu_embed_forward(float *out, const int32_t *inp, const float *w
     return cudaGetLastError();
 }
 
-cudaError_t gpt2_cu_embed_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
-                                   int C, cudaStream_t s) {
+cudaError_t gpt2_cu_embed_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T, int C,
+                                   cudaStream_t s) {
     if (B < 0 || T < 0 || C < 0) return cudaErrorInvalidValue;
     if (B == 0 || T == 0 || C == 0 || (!dwte && !dwpe)) return cudaSuccess;
     if (!dout || (dwte && !inp)) return cudaErrorInvalidValue;
@@ -632,8 +636,8 @@ cudaError_t gpt2_cu_attention_forward(float *out, float *att, const float *qkv, 
     return cudaGetLastError();
 }
 
-cudaError_t gpt2_cu_attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,
-                                       const float *att, int B, int T, int C, int H, cudaStream_t s) {
+cudaError_t gpt2_cu_attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
+                                       int B, int T, int C, int H, cudaStream_t s) {
     int sh = att_shape(B, T, C, H);
     if (sh) return sh > 0 ? cudaSuccess : cudaErrorInvalidValue;
     if (!dqkv || !datt || !dout || !qkv || !att) return cudaErrorInvalidValue;
