@@ -16,8 +16,10 @@
  *   LayerNorm out/mean/rstd/dx, bias and LayerNorm column sums, attention out/att/dqkv:
  *     a = 1e-5, r = 1e-4 (float sums split differently from the host's sequential loops, and contracted
  *     multiply-adds);
- *   cross-entropy row losses: r = 1e-9 (double sums in another order), dlogits a = 1e-7, r = 1e-5.
- * Determinism: every kernel runs twice on the same inputs and the two results must be bitwise equal. */
+ *   cross-entropy row losses: r = 1e-9 (double sums in another order), dlogits a = 1e-6, r = 1e-5
+ *     (expf differs by ulps; the target entry p - 1 can cancel).
+ * Determinism: every kernel runs twice on the same inputs and the two results must be bitwise equal.
+ * Without a GPU, tests/cuda_threads/run.sh runs this file with the kernels on CPU threads under a sanitizer. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdlib.h>
@@ -439,7 +441,7 @@ static void test_crossentropy(int64_t N, int V, int mode) {
     ZT_NEAR(sum, total, 0, 1e-9, "crossentropy total: gpu rows summed %.17g, host %.17g", sum, total);
     same_bits(gl[0], gl[1], (size_t)N * 8, "crossentropy row_loss, two runs");
     if (mode != 2) {
-        close_to(gd[0], dl, NV, 1e-7, 1e-5, mode ? "crossentropy dlogits (in place)" : "crossentropy dlogits");
+        close_to(gd[0], dl, NV, 1e-6, 1e-5, mode ? "crossentropy dlogits (in place)" : "crossentropy dlogits");
         same_bits(gd[0], gd[1], lb, "crossentropy dlogits, two runs");
     } else {
         float *still = dgetf(dL, lb); /* no dlogits: the logits are left alone */
