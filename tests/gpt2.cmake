@@ -29,3 +29,9 @@ if(ZINC_GPT2_PYTHON3)
                          LABELS "${labels}" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
   endforeach()
 endif()
+# GPT-2's own CUDA kernels (examples/gpt2/gpt2_kernels.cu) against gpt2_layers.c on a GPU (label gpu). Without
+# one it checks the launchers' argument contract, then exits 77.
+if(ZINC_HAVE_CUDA)
+  zinc_test(NAME gpt2_kernels_cuda SOURCES test_gpt2_kernels_cuda.c LIBS zinc_gpt2 CUDA::cudart_static
+            LABELS gpt2 gpu TIMEOUT 600)
+endif()

@@ -43,7 +43,7 @@ cudaError_t gpt2_cu_layernorm_backward(float *dx, float *dw, float *db, const fl
                                        cudaStream_t s);
 
 /* The bias parts of gpt2_matmul_forward / gpt2_matmul_backward: out[n,o] += b[o]; db[o] += sum over
- * rows n of dout[n,o] (in row order). */
+ * rows n of dout[n,o] (in a fixed order: 128 ranges of rows, each summed in row order, added in range order). */
 cudaError_t gpt2_cu_bias_forward(float *out, const float *b, int64_t N, int OC, cudaStream_t s);
 cudaError_t gpt2_cu_bias_backward(float *db, const float *dout, int64_t N, int OC, cudaStream_t s);
 

@@ -1,0 +1,97 @@
+/* CUDA's kernel side on CPU threads (see run.sh): a launch starts one std::thread per CUDA thread of a block
+ * and runs the blocks one after another; __syncthreads is a block barrier and the warp intrinsics (full mask
+ * only) are warp barriers around an exchange buffer, so a barrier that not every thread reaches hangs (run.sh
+ * runs under timeout), and ThreadSanitizer sees a missing one as a race. __shared__ arrays are statics
+ * (one block runs at a time); the dynamic shared array is fresh memory filled with 0xFF at each launch. */
+#pragma once
+#include "cuda_runtime_api.h"
+#ifdef __cplusplus
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <cstdio>
+#include <thread>
+#include <vector>
+#include <math.h>
+
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+extern "C" cudaError_t cudaGetDevice(int *d);
+extern "C" cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int dev);
+
+namespace emu {
+extern cudaError_t last;
+extern int optin;
+extern dim3 grid, block;
+extern thread_local dim3 tid3, bid3;
+extern thread_local int tid, lane;
+extern std::barrier<> *bar;
+extern std::vector<std::barrier<> *> wbar;
+extern std::vector<uint64_t> xbuf;
+extern std::vector<int> fbuf;
+extern float *smem;
+template <class T> T *dyn_smem() { return reinterpret_cast<T *>(smem); }
+void run(dim3 g, dim3 b, size_t smem_bytes, void (*body)(void *), void *ctx);
+template <class F> void body_of(void *ctx) { (*static_cast<F *>(ctx))(); }
+struct Launch {
+    dim3 g, b;
+    size_t sm;
+    template <class F> void operator()(F f) { run(g, b, sm, &body_of<F>, &f); }
+};
+inline Launch launch(dim3 g, dim3 b, size_t sm = 0, cudaStream_t = nullptr) { return Launch{g, b, sm}; }
+} // namespace emu
+
+template <class T> cudaError_t cudaFuncSetAttribute(T *, cudaFuncAttribute, int v) {
+    if (v > emu::optin) emu::optin = v;
+    return cudaSuccess;
+}
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+#define threadIdx emu::tid3
+#define blockIdx emu::bid3
+#define blockDim emu::block
+#define gridDim emu::grid
+
+inline void __syncthreads() { emu::bar->arrive_and_wait(); }
+inline int __syncthreads_or(int p) {
+    emu::fbuf[emu::tid] = p;
+    emu::bar->arrive_and_wait();
+    int r = 0;
+    for (int f : emu::fbuf) r |= f != 0;
+    emu::bar->arrive_and_wait();
+    return r;
+}
+template <class T> T __shfl_xor_sync(unsigned mask, T v, int o) {
+    if (mask != 0xffffffffu) abort();
+    std::memcpy(&emu::xbuf[emu::tid], &v, sizeof v);
+    emu::wbar[emu::tid / 32]->arrive_and_wait();
+    T r;
+    std::memcpy(&r, &emu::xbuf[(emu::tid & ~31) | (emu::lane ^ o)], sizeof r);
+    emu::wbar[emu::tid / 32]->arrive_and_wait();
+    return r;
+}
+inline unsigned __ballot_sync(unsigned mask, int p) {
+    if (mask != 0xffffffffu) abort();
+    emu::xbuf[emu::tid] = p != 0;
+    emu::wbar[emu::tid / 32]->arrive_and_wait();
+    unsigned r = 0;
+    for (int l = 0; l < 32; l++) r |= (unsigned)emu::xbuf[(emu::tid & ~31) | l] << l;
+    emu::wbar[emu::tid / 32]->arrive_and_wait();
+    return r;
+}
+inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+template <class T> inline T min(T a, T b) { return a < b ? a : b; }
+#endif
