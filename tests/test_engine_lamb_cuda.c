@@ -2,7 +2,7 @@
  * run's rank count: ZeRO stages 0-3 (stages 1-3 split tensors across ranks: the norms are the whole
  * tensor's), fp32, bf16 and fp16 with dynamic loss scaling, the optimizer state on the device and offloaded
  * to host memory (sub_group_size small enough that tensors straddle chunks: the offloaded step stages
- * gradients down and parameters up in both passes), and in fp16 an overflow injected on the last rank at
+ * gradients down and parameters up in both passes) and at stage 2 to NVMe files, and in fp16 an overflow injected on the last rank at
  * step 2, which every rank must skip (parameters untouched, the loss scale halved: hysteresis 1) from the
  * gradient statistics before training on. The
  * example MLP computes on the host in both runs (ZINC_MLP_COMPUTE_HOST), so the gradients are the same
@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "runtime/device/device.h"
 #include "runtime/engine/engine_internal.h"
@@ -33,6 +34,7 @@ static const char *LAMB = "{\"type\": \"Lamb\", \"params\": {\"lr\": 0.01, \"bet
                           "\"weight_decay\": 0.01, \"max_coeff\": 10.0, \"min_coeff\": 0.01}}";
 static const char *OFFLOAD = "\"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}, "
                              "\"sub_group_size\": 1000";
+static char g_nvme[1400]; /* the same to NVMe files under the build directory (buffered IO where O_DIRECT is refused) */
 
 static int g_emulated, g_rank;
 
@@ -120,11 +122,17 @@ static double maxdiff(const float *a, const float *b, size_t n) {
 
 static void run_case(int stage, zinc_dtype t, int offload) {
     char what[160];
-    snprintf(what, sizeof what, "Lamb stage %d %s%s", stage, zinc_dtype_name(t), offload ? " offload cpu" : "");
+    snprintf(what, sizeof what, "Lamb stage %d %s%s", stage, zinc_dtype_name(t),
+             offload == 2 ? " offload nvme"
+             : offload    ? " offload cpu"
+                          : "");
     eu_run r = {.stage = stage,
                 .dtype = t,
                 .optimizer = LAMB,
-                .zero_extra = offload ? OFFLOAD : NULL,
+                .zero_extra = offload == 2 ? g_nvme
+                              : offload    ? OFFLOAD
+                                           : NULL,
+                .extra = offload == 2 ? "\"zinc\": {\"allow_buffered_io\": true}" : NULL,
                 .fp16_extra = "\"hysteresis\": 1"}; /* the overflow halves the scale at once */
     result cpu, gpu, again;
     zinc_status st = train(&r, 0, what, &cpu);
@@ -171,11 +179,17 @@ int main(void) {
     setenv("ZINC_EXPERIMENTAL_CUDA", "1", 1);
     const char *emu = getenv("ZINC_CUDA_EMULATED");
     g_emulated = emu && !strcmp(emu, "1");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/lamb_cuda_nvme", zt_build_dir());
+    mkdir(dir, 0700);
+    snprintf(g_nvme, sizeof g_nvme,
+             "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"}, \"sub_group_size\": 1000", dir);
     static const zinc_dtype dtypes[3] = {ZINC_FP32, ZINC_FP16, ZINC_BF16};
     for (int di = 0; di < 3; di++)
         for (int stage = 0; stage <= 3; stage++)
-            for (int offload = 0; offload <= (stage > 0); offload++) {
+            for (int offload = 0; offload <= (stage > 0 ? 2 : 0); offload++) {
                 if (dtypes[di] == ZINC_BF16 && offload) continue; /* bf16: the device path only */
+                if (offload == 2 && stage != 2) continue;         /* nvme: one stage */
                 run_case(stage, dtypes[di], offload);
             }
     return zt_finish();
