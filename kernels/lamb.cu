@@ -25,6 +25,8 @@ struct LambPartials {
     double w[ZCU_STATS_BLOCKS];
     double u[ZCU_STATS_BLOCKS];
 };
+// zdev_lamb_workspace_bytes (runtime/device/device.c) sizes it without CUDA.
+static_assert(sizeof(LambPartials) == ZCU_STATS_BLOCKS * 2 * sizeof(double), "LambPartials has padding");
 
 // The new moments and the update u of one element (zk_lamb_update).
 __device__ __forceinline__ float lamb_u(const LambScalars &s, float p, float &m, float &v, float graw, bool decayed) {

@@ -22,6 +22,7 @@ typedef struct eu_run {
     int cuda;              /* 1: the engine runs on device cuda (tests/test_engine_cuda.c), else cpu */
     zinc_mlp_compute mlp_compute; /* where the MLP computes (default AUTO: on the engine's device) */
     int nonfinite_skip;    /* 1: zinc_options.nonfinite = ZINC_NONFINITE_SKIP (fp32/bf16 skip inf steps) */
+    const char *optimizer; /* the "optimizer" value (JSON), or NULL: AdamW, lr 0.003, weight_decay 0.01 */
 } eu_run;
 
 /* The device an engine test runs on: cuda when r->cuda is set or ZINC_TEST_DEVICE=cuda is in the

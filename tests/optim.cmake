@@ -5,11 +5,31 @@ zinc_test(NAME engine_lion_np2 SOURCES test_engine_lion.c optim_engine.c engine_
 if(COMMAND zinc_emulated_test)
   zinc_emulated_test(NAME engine_lion_cuda_emulated_np1 SOURCE test_engine_lion.c EXTRA optim_engine.c ENV ZINC_TEST_DEVICE=cuda)
 endif()
-# LAMB: the same against a float64 LAMB; on the CUDA emulation the step is refused (CPU kernels only).
+# LAMB: the same against a float64 LAMB, on the cpu device, the cpu presented as a discrete device (the
+# device passes with the norms in "device" memory, and the staged passes of the offloaded runs), and the
+# CUDA emulation (1 rank; 2 ranks with a GPU each, over the emulated NCCL).
 zinc_test(NAME engine_lamb_np1 SOURCES test_engine_lamb.c optim_engine.c engine_util.c LABELS engine)
 zinc_test(NAME engine_lamb_np2 SOURCES test_engine_lamb.c optim_engine.c engine_util.c RANKS 2 LABELS engine)
+zinc_test(NAME engine_lamb_discrete_np2 SOURCES test_engine_lamb.c optim_engine.c engine_util.c RANKS 2
+          LABELS engine ENV ZINC_CPU_DISCRETE=1)
 if(COMMAND zinc_emulated_test)
   zinc_emulated_test(NAME engine_lamb_cuda_emulated_np1 SOURCE test_engine_lamb.c EXTRA optim_engine.c ENV ZINC_TEST_DEVICE=cuda)
+  zinc_emulated_test(NAME engine_lamb_cuda_emulated_nccl_np2 SOURCE test_engine_lamb.c EXTRA optim_engine.c RANKS 2
+                     ENV ZINC_TEST_DEVICE=cuda ZINC_CUDA_HOST_DEVICES=2)
+endif()
+# LAMB on device cuda against the same run on device cpu (test_engine_lamb_cuda.c): stages 0-3, fp32 / fp16
+# with an overflow skipped / bf16, state on the device and offloaded. On the emulation bitwise, at 1 rank,
+# 2 ranks with a GPU each (NCCL) and 2 ranks sharing one (MPI through small pinned staging); on a GPU
+# (label gpu, skipped without one) within the stated tolerance.
+if(COMMAND zinc_emulated_test)
+  zinc_emulated_test(NAME engine_lamb_vs_cpu_cuda_emulated_np1 SOURCE test_engine_lamb_cuda.c)
+  zinc_emulated_test(NAME engine_lamb_vs_cpu_cuda_emulated_nccl_np2 SOURCE test_engine_lamb_cuda.c RANKS 2
+                     ENV ZINC_CUDA_HOST_DEVICES=2)
+  zinc_emulated_test(NAME engine_lamb_vs_cpu_cuda_emulated_shared_np2 SOURCE test_engine_lamb_cuda.c RANKS 2
+                     ENV ZINC_STAGING_BYTES=4096)
+endif()
+if(ZINC_HAVE_CUDA)
+  zinc_test(NAME engine_lamb_cuda SOURCES test_engine_lamb_cuda.c engine_util.c LABELS gpu engine TIMEOUT 600)
 endif()
 # The CUDA LAMB kernels (kernels/lamb.cu) against their CPU references: on a GPU (label gpu, skipped without
 # one), and on the host emulation, where it tests the launchers' contract (the math there is the reference).

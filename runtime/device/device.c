@@ -40,6 +40,10 @@ uint64_t zdev_cuda_fixed_bytes(void) {
            sizeof(zcu_grad_stats_result);
 }
 
+uint64_t zdev_lamb_workspace_bytes(void) {
+    return (uint64_t)ZCU_STATS_BLOCKS * 2 * sizeof(double); /* kernels/lamb.cu asserts it */
+}
+
 #ifndef ZINC_HAVE_CUDA
 int zdev_cuda_count(void) { return 0; }
 

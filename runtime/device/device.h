@@ -72,6 +72,15 @@ typedef struct zdevice_ops {
     zinc_status (*adam_step)(zdevice *d, const zadam_hparams *h, size_t n, float *master, float *m, float *v,
                              const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt,
                              const uint8_t *decay_mask);
+    /* LAMB's two passes over one piece of a tensor (zlamb_sums / zlamb_apply on device buffers; h is a host
+     * pointer read before return). lamb_sums: out[0..1] (2 doubles of device memory) = (accumulate ? out :
+     * 0) + (||master||^2, ||u||^2) of the piece; workspace: zdev_lamb_workspace_bytes() of device memory
+     * (unused on cpu, may be NULL there). lamb_apply: the update with the tensor's coefficient. */
+    zinc_status (*lamb_sums)(zdevice *d, const zlamb_hparams *h, size_t n, const float *master, const float *m,
+                             const float *v, const void *grad, zinc_dtype gdt, void *workspace, double *out,
+                             int accumulate);
+    zinc_status (*lamb_apply)(zdevice *d, const zlamb_hparams *h, float coeff, size_t n, float *master, float *m,
+                              float *v, const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt);
     /* The host waits for the compute stream (not the whole device). */
     zinc_status (*synchronize)(zdevice *d);
     /* The collective stream waits for the compute work issued so far. */
@@ -128,6 +137,9 @@ int zdev_cuda_count(void);
  * that its footprint is the cuda device's. */
 #define ZDEV_CUDA_CONV_ELEMS ((size_t)1 << 20)
 uint64_t zdev_cuda_fixed_bytes(void);
+/* Device memory LAMB's sums pass needs besides its 2 doubles per tensor (zcu_lamb_sums' workspace: one
+ * partial pair per block of its fixed grid); callable in a build without CUDA (the sizing plan). */
+uint64_t zdev_lamb_workspace_bytes(void);
 static inline void zdev_destroy(zdevice *d) {
     if (!d) return;
     zpool *p = d->pool;

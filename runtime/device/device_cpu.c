@@ -114,6 +114,23 @@ static zinc_status cpu_adam(zdevice *d, const zadam_hparams *h, size_t n, float 
     return ZINC_OK;
 }
 
+static zinc_status cpu_lamb_sums(zdevice *d, const zlamb_hparams *h, size_t n, const float *master, const float *m,
+                                 const float *v, const void *grad, zinc_dtype gdt, void *workspace, double *out,
+                                 int accumulate) {
+    double w = 0, u = 0;
+    (void)workspace;
+    if (n) ZDEV_ON_POOL(d, zlamb_sums(h, n, master, m, v, grad, gdt, NULL, &w, &u));
+    out[0] = (accumulate ? out[0] : 0) + w;
+    out[1] = (accumulate ? out[1] : 0) + u;
+    return ZINC_OK;
+}
+
+static zinc_status cpu_lamb_apply(zdevice *d, const zlamb_hparams *h, float coeff, size_t n, float *master, float *m,
+                                  float *v, const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt) {
+    ZDEV_ON_POOL(d, zlamb_apply(h, coeff, n, master, m, v, grad, gdt, param_out, pdt, NULL));
+    return ZINC_OK;
+}
+
 static zinc_status cpu_nop(zdevice *d) {
     (void)d;
     return ZINC_OK;
@@ -202,6 +219,8 @@ static const zdevice_ops cpu_ops = {
     .scale = cpu_scale,
     .grad_stats = cpu_grad_stats,
     .adam_step = cpu_adam,
+    .lamb_sums = cpu_lamb_sums,
+    .lamb_apply = cpu_lamb_apply,
     .synchronize = cpu_nop,
     .comm_begin = cpu_nop,
     .comm_wait = cpu_comm_wait,

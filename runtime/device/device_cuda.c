@@ -250,6 +250,23 @@ fail:
     return st;
 }
 
+static zinc_status cu_lamb_sums(zdevice *d, const zlamb_hparams *h, size_t n, const float *master, const float *m,
+                                const float *v, const void *grad, zinc_dtype gdt, void *workspace, double *out,
+                                int accumulate) {
+    zinc_status st = ZINC_OK;
+    K_TRY(zcu_lamb_sums(h, n, master, m, v, grad, gdt, NULL, workspace, out, accumulate, cs(d)));
+fail:
+    return st;
+}
+
+static zinc_status cu_lamb_apply(zdevice *d, const zlamb_hparams *h, float coeff, size_t n, float *master, float *m,
+                                 float *v, const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt) {
+    zinc_status st = ZINC_OK;
+    K_TRY(zcu_lamb_apply(h, coeff, n, master, m, v, grad, gdt, param_out, pdt, NULL, cs(d)));
+fail:
+    return st;
+}
+
 static zinc_status cu_synchronize(zdevice *d) {
     zinc_status st = ZINC_OK;
     CU_TRY(cudaStreamSynchronize(cs(d)));
@@ -350,6 +367,8 @@ static const zdevice_ops cuda_ops = {
     .scale = cu_scale,
     .grad_stats = cu_grad_stats,
     .adam_step = cu_adam,
+    .lamb_sums = cu_lamb_sums,
+    .lamb_apply = cu_lamb_apply,
     .synchronize = cu_synchronize,
     .comm_begin = cu_comm_begin,
     .comm_wait = cu_comm_wait,

@@ -134,11 +134,6 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     e->device = want;
     TRY(zcomm_agree_status(e->comm, zdev_create(want, &e->mem, &e->log, e->comm->local_rank,
                                                 o.cpu_threads > 0 ? o.cpu_threads : default_threads(e), &e->dev)));
-    if (e->cfg.optimizer.type == ZOPT_LAMB && !e->dev->host_addressable) /* runtime/engine/engine_lamb.c */
-        TRY(ZERR(ZINC_ERR_UNSUPPORTED,
-                 "optimizer \"Lamb\" runs on the cpu device only in this zinc version (its GPU "
-                 "kernels are not written yet); use \"Adam\", \"AdamW\" or \"Lion\" on device %s",
-                 e->dev->ops->name));
     TRY(e->dev->ops->comm_create(e->dev, e->comm, &e->log, &e->dcomm));
 
     e->stage = e->cfg.zero.stage;

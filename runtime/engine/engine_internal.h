@@ -128,7 +128,8 @@ zinc_mem_kind zengine_compute_kind(const zinc_engine *e);
  * when the state is not offloaded): else the step stages gradients and parameters through the host. */
 bool zengine_state_on_device(const zinc_engine *e);
 
-/* The LAMB step over the state store (runtime/engine/engine_lamb.c): g and out as adam_pass's (own range). */
+/* The LAMB step over the state store on any device, offloaded or not (runtime/engine/engine_lamb.c): g and
+ * out as adam_pass's (own range, compute-device memory). */
 struct zlamb_hparams;
 zinc_status zengine_lamb_pass(zinc_engine *e, const struct zlamb_hparams *h, const void *g, zinc_dtype gdt, void *out);
 /* The parameter holding flat element x (binary search), or NULL for padding. */

@@ -170,6 +170,18 @@ static void plan_state(zplan *p, const zinc_config *cfg) {
             ZPLAN_AT_BUILD, 1, mask);
 }
 
+/* LAMB's sums pass (runtime/engine/engine_lamb.c) with the state in device memory the host cannot read:
+ * the norms ||p||^2, ||u||^2 of every tensor (2 doubles each) and the sums kernel's workspace, allocated
+ * for the step. On the cpu device the norms are a host array of the step, and offloaded state is summed by
+ * the CPU kernels into host memory: no device buffer. */
+static void plan_lamb(zplan *p, const zinc_config *cfg) {
+    const zcfg_offload *oo = &cfg->zero.offload_optimizer;
+    bool offload = oo->device == ZOFFLOAD_CPU || oo->device == ZOFFLOAD_NVME;
+    if (cfg->optimizer.type != ZOPT_LAMB || offload || p->device.host_addressable) return;
+    put(p, ZPLAN_LAMB_NORMS, "LAMB's per-tensor norms", ZINC_MEM_OTHER, p->device.compute_kind, ZPLAN_IN_STEP, 1,
+        zdev_lamb_workspace_bytes() + 2 * sizeof(double) * (uint64_t)p->nparams);
+}
+
 /* Gradients and reduction buckets (zero/sizing.c; zero/grads.c allocates with the same function). */
 static void plan_grads(zplan *p, const zinc_config *cfg) {
     zinc_mem_kind ck = p->device.compute_kind;
@@ -261,6 +273,7 @@ zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, 
         dev->comm_staging_bytes);
     plan_params(out, cfg);
     plan_state(out, cfg);
+    plan_lamb(out, cfg);
     plan_grads(out, cfg);
     if (out->stage == 3) {
         TRY(zplan_gather_peak(out->module_begin, out->module_end, out->persistent, out->nmodules, &cfg->zero,

@@ -80,6 +80,7 @@ typedef enum zplan_buf {
     ZPLAN_OFFLOAD_PARAM_STAGING, /* and two compute-dtype parameter chunks */
     ZPLAN_GATHER,                /* stage 3: non-persistent gathered modules, at most at once (simulated) */
     ZPLAN_HOST_VIEW_STAGING,     /* state in device memory read through the host (checkpoints): 3 chunks */
+    ZPLAN_LAMB_NORMS,            /* LAMB with the state on a discrete device: per-tensor norms + workspace */
     ZPLAN_BUF_COUNT
 } zplan_buf;
 
