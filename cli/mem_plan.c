@@ -200,7 +200,8 @@ int mc_cmd_plan(const mopts *o, mmodel *m) {
                 o->paper
                     ? "ZeRO paper, Table 1: stage 0 (2+2+K)Psi, P_os 4Psi + K Psi/N, P_os+g 2Psi + (2+K)Psi/N, "
                       "P_os+g+p (2+2+K)Psi/N with K = 12; no buffers, no activations, no offload"
-                    : "zinc's own layout (estimate --device cuda): besides the paper's 2+2+K bytes (K = 12 for Adam and "
+                    : "zinc's own layout (estimate --device cuda): besides the paper's 2+2+K bytes (K = 12 for Adam "
+                      "and "
                       "LAMB, 8 for Lion, which keeps no exp_avg_sq) it keeps an fp32 "
                       "gradient shard (4 bytes per own parameter, as DeepSpeed's implementation does), reduce "
                       "buckets, stage-3 gather buffers, the weight-decay mask and device scratch; --paper gives the "
