@@ -199,16 +199,7 @@ int zinc_cmd_train(int argc, char **argv) {
             }
             i++;
         } else if (!strcmp(a, "--device")) {
-            if (v && !strcmp(v, "cpu"))
-                o.device = ZINC_DEVICE_CPU;
-            else if (v && !strcmp(v, "cuda"))
-                o.device = ZINC_DEVICE_CUDA;
-            else if (v && !strcmp(v, "auto"))
-                o.device = ZINC_DEVICE_AUTO;
-            else {
-                fprintf(stderr, "zinc train: --device must be cpu, cuda or auto, got \"%s\"\n", v ? v : "");
-                return 2;
-            }
+            if (zcli_device_arg(v, &o.device)) return 2;
             i++;
         } else {
             fprintf(stderr, "zinc train: unknown option \"%s\" (see zinc train --help)\n", a);

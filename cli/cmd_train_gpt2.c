@@ -231,16 +231,7 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         } else if (!strcmp(a, "--model") && v && !strcmp(v, "gpt2"))
             i++;
         else if (!strcmp(a, "--device")) {
-            if (v && !strcmp(v, "cpu"))
-                o.device = ZINC_DEVICE_CPU;
-            else if (v && !strcmp(v, "cuda"))
-                o.device = ZINC_DEVICE_CUDA;
-            else if (v && !strcmp(v, "auto"))
-                o.device = ZINC_DEVICE_AUTO;
-            else {
-                fprintf(stderr, "zinc train: --device must be cpu, cuda or auto, got \"%s\"\n", v ? v : "");
-                return 2;
-            }
+            if (zcli_device_arg(v, &o.device)) return 2;
             i++;
         } else {
             fprintf(stderr, "zinc train --model gpt2: unknown option \"%s\" (see zinc train --model gpt2 --help)\n", a);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "../common/cublas_loader.h"
+#include "../common/gpu_check.h"
 #include "gpt2_internal.h"
 #include "gpt2_kernels.h"
 
@@ -25,30 +26,9 @@ struct gpt2_cuda {
     cublasHandle_t blas;
 };
 
-/* Logs what failed and turns CUDA or cuBLAS errors into ZINC_ERR_DEVICE. */
-#define CU(expr)                                                                                           \
-    do {                                                                                                   \
-        cudaError_t ce_ = (expr);                                                                          \
-        if (ce_ != cudaSuccess) {                                                                          \
-            zinc_log(m->e, ZINC_LOG_ERROR, "gpt2 (cuda): %s failed: %s (%s:%d)", #expr, cudaGetErrorString(ce_), \
-                     __FILE__, __LINE__);                                                                  \
-            return ZINC_ERR_DEVICE;                                                                        \
-        }                                                                                                  \
-    } while (0)
-#define BLAS(expr)                                                                                         \
-    do {                                                                                                   \
-        cublasStatus_t bs_ = (expr);                                                                       \
-        if (bs_ != CUBLAS_STATUS_SUCCESS) {                                                                \
-            zinc_log(m->e, ZINC_LOG_ERROR, "gpt2 (cuda): %s failed: cuBLAS status %d (%s:%d)", #expr, (int)bs_, \
-                     __FILE__, __LINE__);                                                                  \
-            return ZINC_ERR_DEVICE;                                                                        \
-        }                                                                                                  \
-    } while (0)
-#define CHECK(expr)                                                                                        \
-    do {                                                                                                   \
-        zinc_status st_ = (expr);                                                                          \
-        if (st_ != ZINC_OK) return st_;                                                                    \
-    } while (0)
+#define CU(expr) EXAMPLE_CU(m->e, "gpt2 (cuda)", expr)
+#define BLAS(expr) EXAMPLE_BLAS(m->e, "gpt2 (cuda)", expr)
+#define CHECK(expr) EXAMPLE_CHECK(expr)
 #define S (m->cuda->stream)
 
 zinc_status gpt2_cuda_create(zinc_gpt2 *m) {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "../common/cublas_loader.h"
+#include "../common/gpu_check.h"
 #include "mlp_internal.h"
 #include "mlp_kernels.h"
 
@@ -32,30 +33,9 @@ struct mlp_cuda {
     int64_t gas;
 };
 
-/* Logs what failed and turns CUDA or cuBLAS errors into ZINC_ERR_DEVICE. */
-#define CU(expr)                                                                                           \
-    do {                                                                                                   \
-        cudaError_t ce_ = (expr);                                                                          \
-        if (ce_ != cudaSuccess) {                                                                          \
-            zinc_log(m->e, ZINC_LOG_ERROR, "mlp (cuda): %s failed: %s (%s:%d)", #expr, cudaGetErrorString(ce_), \
-                     __FILE__, __LINE__);                                                                  \
-            return ZINC_ERR_DEVICE;                                                                        \
-        }                                                                                                  \
-    } while (0)
-#define BLAS(expr)                                                                                         \
-    do {                                                                                                   \
-        cublasStatus_t bs_ = (expr);                                                                       \
-        if (bs_ != CUBLAS_STATUS_SUCCESS) {                                                                \
-            zinc_log(m->e, ZINC_LOG_ERROR, "mlp (cuda): %s failed: cuBLAS status %d (%s:%d)", #expr, (int)bs_, \
-                     __FILE__, __LINE__);                                                                  \
-            return ZINC_ERR_DEVICE;                                                                        \
-        }                                                                                                  \
-    } while (0)
-#define CHECK(expr)                                                                                        \
-    do {                                                                                                   \
-        zinc_status st_ = (expr);                                                                          \
-        if (st_ != ZINC_OK) return st_;                                                                    \
-    } while (0)
+#define CU(expr) EXAMPLE_CU(m->e, "mlp (cuda)", expr)
+#define BLAS(expr) EXAMPLE_BLAS(m->e, "mlp (cuda)", expr)
+#define CHECK(expr) EXAMPLE_CHECK(expr)
 
 static zinc_status dalloc(zinc_mlp *m, void **p, size_t bytes) {
     CU(cudaMalloc(p, bytes ? bytes : 1));
