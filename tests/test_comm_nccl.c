@@ -7,16 +7,8 @@
 #include <string.h>
 
 #include "runtime/comm/comm_nccl.h"
-#include "zt.h"
+#include "zt_cuda.h"
 
-#define CU(call)                                                                                           \
-    do {                                                                                                   \
-        cudaError_t e_ = (call);                                                                           \
-        if (e_ != cudaSuccess) {                                                                           \
-            zt_fail_at(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));                       \
-            exit(zt_finish());                                                                             \
-        }                                                                                                  \
-    } while (0)
 
 static uint64_t g_rng;
 

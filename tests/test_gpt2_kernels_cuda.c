@@ -27,19 +27,11 @@
 
 #include "gpt2_kernels.h"
 #include "gpt2_layers.h"
-#include "zt.h"
+#include "zt_cuda.h"
 
 static uint64_t rng;
 static cudaStream_t S;
 
-#define CU(call)                                                                                                       \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess) {                                                                                       \
-            zt_fail_at(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));                                   \
-            exit(zt_finish());                                                                                         \
-        }                                                                                                              \
-    } while (0)
 #define LAUNCH(call)                                                                                                   \
     do {                                                                                                               \
         cudaError_t e_ = (call);                                                                                       \

@@ -21,18 +21,10 @@
 
 #include "kernels/cpu_kernels.h"
 #include "kernels/cuda_kernels.h"
-#include "zt.h"
+#include "zt_cuda.h"
 
 static uint64_t g_rng;
 
-#define CU(call)                                                                                           \
-    do {                                                                                                   \
-        cudaError_t e_ = (call);                                                                           \
-        if (e_ != cudaSuccess) {                                                                           \
-            zt_fail_at(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));                       \
-            exit(zt_finish());                                                                             \
-        }                                                                                                  \
-    } while (0)
 #define LAUNCH(call)                                                                                       \
     do {                                                                                                   \
         int rc_ = (call);                                                                                  \
