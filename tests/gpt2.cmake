@@ -35,3 +35,9 @@ if(ZINC_HAVE_CUDA)
   zinc_test(NAME gpt2_kernels_cuda SOURCES test_gpt2_kernels_cuda.c LIBS zinc_gpt2 CUDA::cudart_static
             LABELS gpt2 gpu TIMEOUT 600)
 endif()
+# The same kernels' device code run on CPU threads under AddressSanitizer (tests/cuda_threads/run.sh: the
+# .cu rewritten into host C++ with stand-ins for CUDA's headers; no CUDA toolkit needed), at small shapes,
+# against gpt2_layers.c: index arithmetic, bounds and shared-memory sizes checked in CI. Skips without g++.
+add_test(NAME gpt2_kernels_threads COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_threads/run.sh address small
+         ${PROJECT_BINARY_DIR}/cuda_threads-address)
+set_tests_properties(gpt2_kernels_threads PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "gpt2;unit")
