@@ -183,6 +183,14 @@ void zinc_destroy(zinc_engine *e) {
         zengine_free(e, ZINC_MEM_PARAMS, e->params_shard, e->bytes_params_shard);
         zstate_destroy(e->state);
         if (e->decay_mask_dev != e->decay_mask) zengine_free(e, ZINC_MEM_OTHER, e->decay_mask_dev, e->bytes_mask);
+        for (int b = 0; b < 2; b++) {
+            if (e->stage_g[b])
+                e->dev->ops->free_host(e->dev, ZINC_MEM_STAGING, e->stage_g[b],
+                                       e->plan.buf[ZPLAN_OFFLOAD_GRAD_STAGING].each);
+            if (e->stage_p[b])
+                e->dev->ops->free_host(e->dev, ZINC_MEM_STAGING, e->stage_p[b],
+                                       e->plan.buf[ZPLAN_OFFLOAD_PARAM_STAGING].each);
+        }
         zmem_host_free(&e->mem, e->plan.buf[ZPLAN_DECAY_MASK].kind, ZINC_MEM_OTHER, e->decay_mask, e->bytes_mask);
     }
     for (int i = 0; i < e->nparams; i++) {
@@ -548,6 +556,14 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
         TRY(zengine_alloc(e, ZINC_MEM_OTHER, pb[ZPLAN_DECAY_MASK_DEVICE].each, pb[ZPLAN_DECAY_MASK_DEVICE].what,
                           (void **)&e->decay_mask_dev));
         TRY(e->dev->ops->copy(e->dev, e->decay_mask_dev, e->decay_mask, e->bytes_mask, ZDEV_H2D));
+    }
+    /* Pinned once for the run, not per step: pinning and unpinning a chunk's pages costs about as much as
+     * copying them, and cudaFreeHost waits for the whole device. */
+    for (int b = 0; b < (int)pb[ZPLAN_OFFLOAD_GRAD_STAGING].count; b++) {
+        TRY(e->dev->ops->alloc_host(e->dev, ZINC_MEM_STAGING, pb[ZPLAN_OFFLOAD_GRAD_STAGING].each,
+                                    pb[ZPLAN_OFFLOAD_GRAD_STAGING].what, (void **)&e->stage_g[b]));
+        TRY(e->dev->ops->alloc_host(e->dev, ZINC_MEM_STAGING, pb[ZPLAN_OFFLOAD_PARAM_STAGING].each,
+                                    pb[ZPLAN_OFFLOAD_PARAM_STAGING].what, (void **)&e->stage_p[b]));
     }
     /* Gradients and buckets, at the plan's sizes (e->plan.grads, handed to zero/ in its context). */
     TRY(zgrads_alloc(&e->grads));

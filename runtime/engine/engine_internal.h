@@ -72,6 +72,9 @@ struct zinc_engine {
     uint8_t *decay_mask;     /* one byte per ZPART_PARAM_ALIGN elements of the own range (host) */
     uint8_t *decay_mask_dev; /* the same on the compute device (== decay_mask on cpu) */
     size_t bytes_params_full, bytes_params_shard, bytes_state, bytes_mask;
+    /* optimizer state offloaded from a discrete device: the step's pinned staging, two chunks of gradients
+     * (stage_g) and two of compute-dtype parameters (stage_p), made once by zinc_build (NULL otherwise) */
+    char *stage_g[2], *stage_p[2];
 
     /* gradients and their reduction (zero/grads.c) */
     zgrads grads;

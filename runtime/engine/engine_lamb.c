@@ -164,10 +164,9 @@ zinc_status zengine_lamb_pass(zinc_engine *e, const zlamb_hparams *h, const void
                  "LAMB offload step: the sizing plan's staging (%zu and %zu bytes) is smaller than a chunk of %lld "
                  "elements (%s gradients); please report this",
                  hg_bytes, hp_bytes, (long long)z->chunk, zinc_dtype_name(gdt));
-        for (int b = 0; b < 2; b++) {
-            TRY(d->ops->alloc_host(d, ZINC_MEM_STAGING, hg_bytes, "offload gradient staging", (void **)&s.hg[b]));
-            TRY(d->ops->alloc_host(d, ZINC_MEM_STAGING, hp_bytes, "offload parameter staging", (void **)&s.hp[b]));
-        }
+        if (!(e->stage_g[0] && e->stage_g[1] && e->stage_p[0] && e->stage_p[1]))
+            FAIL(ZINC_ERR_INTERNAL, "LAMB offload step: zinc_build made no staging for it; please report this");
+        for (int b = 0; b < 2; b++) s.hg[b] = e->stage_g[b], s.hp[b] = e->stage_p[b];
     }
     TRY(one_pass(&s, false));
     if (s.sums != sums) /* the host waits here for the norms (the device's own sum order) */
@@ -180,10 +179,6 @@ zinc_status zengine_lamb_pass(zinc_engine *e, const zlamb_hparams *h, const void
     TRY(one_pass(&s, true));
 fail:
     if (dnorms) d->ops->free(d, norms->cat, dnorms, norms->bytes);
-    for (int b = 0; b < 2; b++) {
-        if (s.hg[b]) d->ops->free_host(d, ZINC_MEM_STAGING, s.hg[b], hg_bytes);
-        if (s.hp[b]) d->ops->free_host(d, ZINC_MEM_STAGING, s.hp[b], hp_bytes);
-    }
     free(sums);
     free(coeff);
     return st;

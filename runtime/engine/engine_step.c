@@ -109,9 +109,9 @@ static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void 
     zstate *s = e->state;
     size_t gsz = zinc_dtype_size(gdt), csz = zinc_dtype_size(e->compute_dtype);
     bool on_dev = zengine_state_on_device(e);
-    char *hg[2] = {NULL, NULL}, *hp[2] = {NULL, NULL};
-    /* The staging the sizing plan laid out (runtime/mem/plan.h): a chunk of the fp32 gradient and one of
-     * the compute-dtype parameters per buffer. */
+    char *const *hg = e->stage_g, *const *hp = e->stage_p;
+    /* The staging the sizing plan laid out and zinc_build made (runtime/mem/plan.h): a chunk of the fp32
+     * gradient and one of the compute-dtype parameters per buffer. */
     size_t hg_bytes = e->plan.buf[ZPLAN_OFFLOAD_GRAD_STAGING].each,
            hp_bytes = e->plan.buf[ZPLAN_OFFLOAD_PARAM_STAGING].each;
     if (!on_dev && (hg_bytes < (size_t)s->chunk * gsz || hp_bytes < (size_t)s->chunk * csz))
@@ -120,12 +120,8 @@ static zinc_status adam_pass(zinc_engine *e, const zadam_hparams *h, const void 
                     "elements "
                     "(%s gradients); please report this",
                     hg_bytes, hp_bytes, (long long)s->chunk, zinc_dtype_name(gdt));
-    if (!on_dev) {
-        for (int b = 0; b < 2; b++) {
-            TRY(d->ops->alloc_host(d, ZINC_MEM_STAGING, hg_bytes, "offload gradient staging", (void **)&hg[b]));
-            TRY(d->ops->alloc_host(d, ZINC_MEM_STAGING, hp_bytes, "offload parameter staging", (void **)&hp[b]));
-        }
-    }
+    if (!on_dev && !(hg[0] && hg[1] && hp[0] && hp[1]))
+        return ZERR(ZINC_ERR_INTERNAL, "offload step: zinc_build made no staging for it; please report this");
     TRY(zstate_pass_begin(s, ZSTATE_READ_WRITE));
     if (!on_dev && s->nchunks > 0) {
         size_t n0 = (size_t)(s->n < s->chunk ? s->n : s->chunk);
@@ -179,10 +175,6 @@ done:
             zinc_status w = d->ops->copy_wait(d, slot);
             if (st == ZINC_OK) st = w;
         }
-    for (int b = 0; b < 2; b++) {
-        if (hg[b]) d->ops->free_host(d, ZINC_MEM_STAGING, hg[b], hg_bytes);
-        if (hp[b]) d->ops->free_host(d, ZINC_MEM_STAGING, hp[b], hp_bytes);
-    }
     return st;
 }
 

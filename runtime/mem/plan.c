@@ -150,11 +150,12 @@ static void plan_state(zplan *p, const zinc_config *cfg) {
         put(p, ZPLAN_NVME_SWAP, "NVMe swap buffers", ZINC_MEM_STAGING, ZINC_MEMKIND_PINNED, ZPLAN_AT_BUILD,
             p->nvme_buffers, (uint64_t)nt * (uint64_t)p->nvme_stride);
     /* Offloaded from a discrete device, the step stages two chunks of the fp32 gradient shard and two of
-     * the updated compute-dtype parameters (engine_step.c's pipeline). */
+     * the updated compute-dtype parameters (engine_step.c's pipeline), in pinned memory zinc_build makes
+     * once for the run. */
     if (offload && !p->device.host_addressable) {
-        put(p, ZPLAN_OFFLOAD_GRAD_STAGING, "offload gradient staging", ZINC_MEM_STAGING, staging, ZPLAN_IN_STEP, 2,
+        put(p, ZPLAN_OFFLOAD_GRAD_STAGING, "offload gradient staging", ZINC_MEM_STAGING, staging, ZPLAN_AT_BUILD, 2,
             (uint64_t)p->state_chunk * sizeof(float));
-        put(p, ZPLAN_OFFLOAD_PARAM_STAGING, "offload parameter staging", ZINC_MEM_STAGING, staging, ZPLAN_IN_STEP, 2,
+        put(p, ZPLAN_OFFLOAD_PARAM_STAGING, "offload parameter staging", ZINC_MEM_STAGING, staging, ZPLAN_AT_BUILD, 2,
             (uint64_t)p->state_chunk * zinc_dtype_size(p->compute_dtype));
     }
     /* State in device memory is read and written through host staging in checkpoint passes. */
