@@ -183,6 +183,7 @@ void zinc_destroy(zinc_engine *e) {
         zengine_free(e, ZINC_MEM_PARAMS, e->params_shard, e->bytes_params_shard);
         zstate_destroy(e->state);
         if (e->decay_mask_dev != e->decay_mask) zengine_free(e, ZINC_MEM_OTHER, e->decay_mask_dev, e->bytes_mask);
+        zengine_free(e, e->plan.buf[ZPLAN_LAMB_NORMS].cat, e->lamb_norms, e->plan.buf[ZPLAN_LAMB_NORMS].each);
         for (int b = 0; b < 2; b++) {
             if (e->stage_g[b])
                 e->dev->ops->free_host(e->dev, ZINC_MEM_STAGING, e->stage_g[b],
@@ -565,6 +566,9 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
         TRY(e->dev->ops->alloc_host(e->dev, ZINC_MEM_STAGING, pb[ZPLAN_OFFLOAD_PARAM_STAGING].each,
                                     pb[ZPLAN_OFFLOAD_PARAM_STAGING].what, (void **)&e->stage_p[b]));
     }
+    if (pb[ZPLAN_LAMB_NORMS].count)
+        TRY(zengine_alloc(e, pb[ZPLAN_LAMB_NORMS].cat, pb[ZPLAN_LAMB_NORMS].each, pb[ZPLAN_LAMB_NORMS].what,
+                          &e->lamb_norms));
     /* Gradients and buckets, at the plan's sizes (e->plan.grads, handed to zero/ in its context). */
     TRY(zgrads_alloc(&e->grads));
 

@@ -75,6 +75,7 @@ struct zinc_engine {
     /* optimizer state offloaded from a discrete device: the step's pinned staging, two chunks of gradients
      * (stage_g) and two of compute-dtype parameters (stage_p), made once by zinc_build (NULL otherwise) */
     char *stage_g[2], *stage_p[2];
+    void *lamb_norms; /* LAMB with its state on a discrete device: ZPLAN_LAMB_NORMS, made by zinc_build */
 
     /* gradients and their reduction (zero/grads.c) */
     zgrads grads;

@@ -152,7 +152,10 @@ zinc_status zengine_lamb_pass(zinc_engine *e, const zlamb_hparams *h, const void
                  "LAMB step: the sizing plan's norms buffer (%llu bytes) is smaller than %zu parameters need; "
                  "please report this",
                  (unsigned long long)norms->bytes, (size_t)np);
-        TRY(d->ops->alloc(d, norms->cat, norms->bytes, "LAMB's per-tensor norms", &dnorms)); /* zeroed */
+        if (!e->lamb_norms)
+            FAIL(ZINC_ERR_INTERNAL, "LAMB step: zinc_build made no norms buffer for it; please report this");
+        dnorms = e->lamb_norms;
+        TRY(d->ops->memset0(d, dnorms, norms->bytes)); /* on the compute stream, before the sums kernels */
         s.ws = dnorms;
         s.sums = (double *)((char *)dnorms + ws);
     }
@@ -178,7 +181,6 @@ zinc_status zengine_lamb_pass(zinc_engine *e, const zlamb_hparams *h, const void
     s.coeff = coeff;
     TRY(one_pass(&s, true));
 fail:
-    if (dnorms) d->ops->free(d, norms->cat, dnorms, norms->bytes);
     free(sums);
     free(coeff);
     return st;

@@ -172,14 +172,14 @@ static void plan_state(zplan *p, const zinc_config *cfg) {
 }
 
 /* LAMB's sums pass (runtime/engine/engine_lamb.c) with the state in device memory the host cannot read:
- * the norms ||p||^2, ||u||^2 of every tensor (2 doubles each) and the sums kernel's workspace, allocated
- * for the step. On the cpu device the norms are a host array of the step, and offloaded state is summed by
+ * the norms ||p||^2, ||u||^2 of every tensor (2 doubles each) and the sums kernel's workspace, made by
+ * zinc_build (cudaFree in every step would wait for the whole device). On the cpu device the norms are a host array of the step, and offloaded state is summed by
  * the CPU kernels into host memory: no device buffer. */
 static void plan_lamb(zplan *p, const zinc_config *cfg) {
     const zcfg_offload *oo = &cfg->zero.offload_optimizer;
     bool offload = oo->device == ZOFFLOAD_CPU || oo->device == ZOFFLOAD_NVME;
     if (cfg->optimizer.type != ZOPT_LAMB || offload || p->device.host_addressable) return;
-    put(p, ZPLAN_LAMB_NORMS, "LAMB's per-tensor norms", ZINC_MEM_OTHER, p->device.compute_kind, ZPLAN_IN_STEP, 1,
+    put(p, ZPLAN_LAMB_NORMS, "LAMB's per-tensor norms", ZINC_MEM_OTHER, p->device.compute_kind, ZPLAN_AT_BUILD, 1,
         zdev_lamb_workspace_bytes() + 2 * sizeof(double) * (uint64_t)p->nparams);
 }
 
