@@ -14,6 +14,7 @@
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/engine/engine_internal.h"
 #include "runtime/core/error.h"
+#include "runtime/config/config_schema.h"
 #include "kernels/cpu_kernels.h"
 
 static zinc_status precheck(zinc_engine *e, const char *path) {
@@ -73,20 +74,22 @@ static zinc_status check_files(const zinc_engine *e, const zckpt_manifest *m) {
     return ZINC_OK;
 }
 
-/* The optimizer state means different things to Adam (exp_avg, exp_avg_sq) and Lion (exp_avg only; its
- * checkpoints hold a zero exp_avg_sq section): loading one into the other would divide by sqrt(0) + eps
- * (Adam from a Lion checkpoint) or silently change the momentum's meaning. Checkpoints from before Lion
- * name Adam or AdamW. */
+/* The optimizer state means different things to each optimizer family (its descriptor's family:
+ * runtime/optim): Adam's moments are LAMB's, but Lion's exp_avg is another momentum and Adagrad's is a sum
+ * of squares; loading one into another would divide by sqrt(0) + eps or silently change the state's
+ * meaning. Checkpoints from before Lion name Adam or AdamW. */
 static zinc_status check_optimizer(const zinc_engine *e, const zckpt_manifest *m) {
     json_t *t = json_object_get(json_object_get(json_object_get(m->root, "config"), "optimizer"), "type");
     const char *saved = json_is_string(t) ? json_string_value(t) : "Adam";
-    bool saved_lion = strcasecmp(saved, "Lion") == 0, now_lion = e->cfg.optimizer.type == ZOPT_LION;
-    if (saved_lion != now_lion)
+    const zopt_desc *was = NULL, *now = e->optim;
+    for (int k = 0; k < ZOPT_COUNT; k++)
+        if (!strcasecmp(saved, zkey_optimizer_names[k])) was = zopt_get((zcfg_optimizer_type)k);
+    if (!was || strcmp(was->family, now->family) != 0)
         return ZERR(ZINC_ERR_CONFIG,
                     "checkpoint %s was saved by the %s optimizer, this run uses %s: their optimizer "
                     "states are not interchangeable; set \"optimizer\": {\"type\": \"%s\"} to "
                     "continue it",
-                    m->dir, saved, now_lion ? "Lion" : "Adam/AdamW", saved_lion ? "Lion" : saved);
+                    m->dir, saved, now->family, saved);
     return ZINC_OK;
 }
 

@@ -16,7 +16,8 @@
 /* The NVMe optimizer pipeline's fewest swap buffers: one chunk read ahead, one updated, one written back. */
 #define ZCFG_NVME_MIN_BUFFERS 3
 
-typedef enum { ZOPT_ADAM = 0, ZOPT_ADAMW = 1, ZOPT_LION = 2, ZOPT_LAMB = 3 } zcfg_optimizer_type;
+/* The optimizers (runtime/optim: one descriptor each; their keys in config_schema.c). */
+typedef enum { ZOPT_ADAM = 0, ZOPT_ADAMW = 1, ZOPT_LION = 2, ZOPT_LAMB = 3, ZOPT_COUNT } zcfg_optimizer_type;
 
 typedef enum {
     ZSCHED_NONE = 0, /* constant lr */
