@@ -4,6 +4,9 @@
 
 #include "runtime/core/error.h"
 
+/* The descriptors, one per file (optim_<name>.c). */
+extern const zopt_desc zopt_adam, zopt_lion, zopt_lamb;
+
 const zopt_desc *zopt_get(zcfg_optimizer_type type) {
     static const zopt_desc *const by_type[ZOPT_COUNT] = {
         [ZOPT_ADAM] = &zopt_adam,

@@ -76,8 +76,6 @@ typedef struct zopt_desc {
     float (*coeff)(const zopt_hp *hp, double wsq, double usq);
 } zopt_desc;
 
-/* The descriptors, one per file, and the one table that names them by config type. */
-extern const zopt_desc zopt_adam, zopt_lion, zopt_lamb;
 /* Adam's hparams (zadam_hparams), which Lion's extend. */
 void zopt_adam_hparams(const zcfg_optimizer *o, const zopt_step *s, zopt_hp *hp);
 
