@@ -4,3 +4,11 @@ zinc_test(NAME kernels_avx_state SOURCES test_kernels_avx_state.c LABELS kernels
 # Adam/AdamW and LAMB against float64 and DeepSpeedCPUAdam's float formula, with the hparams the optimizer
 # descriptors make (issue 29: as close to float64 as DeepSpeed's CPU optimizers).
 zinc_test(NAME optim_precision SOURCES test_optim_precision.c LABELS kernels)
+# Adagrad (DeepSpeedCPUAdagrad's formula), added through the optimizer recipe: the kernel against
+# DeepSpeed's formula and float64, the engine at stages 0-3 against float64, its config and checkpoints;
+# on the CUDA emulation offloaded (and refused with the state on the GPU).
+zinc_test(NAME optim_adagrad SOURCES test_optim_adagrad.c optim_engine.c engine_util.c LABELS engine)
+if(COMMAND zinc_emulated_test)
+  zinc_emulated_test(NAME optim_adagrad_cuda_emulated SOURCE test_optim_adagrad.c EXTRA optim_engine.c
+                     ENV ZINC_TEST_DEVICE=cuda)
+endif()

@@ -39,7 +39,7 @@
     { .name = n, .kind = ZKEY_REFUSED, .status = why }
 #define TABLE(var, p, arr) const zkey_table var = {p, arr, sizeof arr / sizeof arr[0]}
 
-const char *const zkey_optimizer_names[] = {"Adam", "AdamW", "Lion", "Lamb", NULL};
+const char *const zkey_optimizer_names[] = {"Adam", "AdamW", "Lion", "Lamb", "Adagrad", NULL};
 const char *const zkey_scheduler_names[] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", NULL};
 static const char *const warmup_names[] = {"log", "linear", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
@@ -53,6 +53,7 @@ static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 #define O_ADAM ((1u << ZOPT_ADAM) | (1u << ZOPT_ADAMW))
 #define O_LION (1u << ZOPT_LION)
 #define O_LAMB (1u << ZOPT_LAMB)
+#define O_ADAGRAD (1u << ZOPT_ADAGRAD)
 static const zkey_key optimizer_params_keys[] = {
     DBL("lr", optimizer.lr, 0, 1e3, "learning rate (the schedulers' WarmupCosineLR scales it)"),
     {.name = "betas",
@@ -68,8 +69,8 @@ static const zkey_key optimizer_params_keys[] = {
      .off = F(optimizer.eps),
      .lo = 0,
      .hi = 1,
-     .optimizers = O_ADAM | O_LAMB,
-     .meaning = "added after the bias-corrected square root",
+     .optimizers = O_ADAM | O_LAMB | O_ADAGRAD,
+     .meaning = "added after the (bias-corrected) square root",
      .status = IMPL},
     DBL("weight_decay", optimizer.weight_decay, 0, 1e3, "decoupled (AdamW mode) or L2 (Adam mode)"),
     {.name = "bias_correction",
@@ -118,6 +119,8 @@ static const zkey_key optimizer_params_keys[] = {
 /* An optimizer's own defaults where its DeepSpeed class differs from Adam's (zcfg_defaults): applied to
  * the keys the file does not give. */
 const zkey_optimizer_default zkey_optimizer_defaults[] = {
+    {ZOPT_ADAGRAD, "lr", 1e-2}, /* DeepSpeedCPUAdagrad(lr=1e-2, eps=1e-10) */
+    {ZOPT_ADAGRAD, "eps", 1e-10},
     {ZOPT_COUNT, NULL, 0},
 };
 TABLE(zkey_optimizer_params, "optimizer.params", optimizer_params_keys);
@@ -126,7 +129,7 @@ bool zkey_optimizer_takes(zcfg_optimizer_type type, const zkey_key *k) {
 }
 
 static const zkey_key optimizer_keys[] = {
-    ENUM("type", optimizer.type, zkey_optimizer_names, "Adam, AdamW, Lion or Lamb (case-insensitive)"),
+    ENUM("type", optimizer.type, zkey_optimizer_names, "Adam, AdamW, Lion, Lamb or Adagrad (case-insensitive)"),
     OBJ("params", zkey_optimizer_params, "the optimizer's parameters"),
 };
 static TABLE(optimizer_tbl, "optimizer", optimizer_keys);
