@@ -152,7 +152,7 @@ static void plan_state(zplan *p, const zinc_config *cfg) {
         put(p, ZPLAN_NVME_SWAP, "NVMe swap buffers", ZINC_MEM_STAGING, ZINC_MEMKIND_PINNED, ZPLAN_AT_BUILD,
             p->nvme_buffers, (uint64_t)nt * (uint64_t)p->nvme_stride);
     /* Offloaded from a discrete device, the step stages two chunks of the fp32 gradient shard and two of
-     * the updated compute-dtype parameters (engine_step.c's pipeline), in pinned memory zinc_build makes
+     * the updated compute-dtype parameters (engine_step_pass.c's pipeline), in pinned memory zinc_build makes
      * once for the run. */
     if (offload && !p->device.host_addressable) {
         put(p, ZPLAN_OFFLOAD_GRAD_STAGING, "offload gradient staging", ZINC_MEM_STAGING, staging, ZPLAN_AT_BUILD, 2,
