@@ -12,3 +12,13 @@ if(COMMAND zinc_emulated_test)
   zinc_emulated_test(NAME optim_adagrad_cuda_emulated SOURCE test_optim_adagrad.c EXTRA optim_engine.c
                      ENV ZINC_TEST_DEVICE=cuda)
 endif()
+# zinc's own CUDA kernels (kernels/*.cu: Adam, Lion, LAMB, gradient statistics, finalize, casts) on CPU
+# threads under AddressSanitizer against their C references (tests/cuda_threads/run_lib.sh, a few minutes on
+# 2 cores; skips without g++ or the sanitizer runtime), and the same harness with a constant changed in each
+# kernel family, which must fail (lib_kernels_threads_broken passes only if every broken kernel is caught).
+add_test(NAME lib_kernels_threads COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_threads/run_lib.sh address
+         ${PROJECT_BINARY_DIR}/cuda_threads-lib-address)
+add_test(NAME lib_kernels_threads_broken COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_threads/run_lib.sh broken
+         ${PROJECT_BINARY_DIR}/cuda_threads-lib-broken)
+set_tests_properties(lib_kernels_threads lib_kernels_threads_broken PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200
+                     LABELS "kernels;unit" RUN_SERIAL TRUE)
