@@ -93,20 +93,21 @@ static zinc_status check_optimizer(const zinc_engine *e, const zckpt_manifest *m
     return ZINC_OK;
 }
 
-/* A Lion run keeps no exp_avg_sq, but its checkpoints hold the section (zeros: checkpoint_save.c). It is
- * still read, so its blocks' checksums are checked like every byte of the file, into `scratch`, the slice
- * of master weights that the master section overwrites next (no buffer of its own). Anything but zeros
- * there was not saved by Lion: the manifest and the data disagree. */
-static zinc_status skip_exp_avg_sq(zckpt_reader *r, int64_t x, int64_t n, float *scratch) {
+/* An optimizer with one moment (Lion, Adagrad) keeps no exp_avg_sq, but its checkpoints hold the section
+ * (zeros: checkpoint_save.c). It is still read, so its blocks' checksums are checked like every byte of the
+ * file, into `scratch`, the slice of master weights that the master section overwrites next (no buffer of
+ * its own). Anything but zeros there was not saved by such an optimizer: the manifest and the data
+ * disagree. */
+static zinc_status skip_exp_avg_sq(zckpt_reader *r, const char *optimizer, int64_t x, int64_t n, float *scratch) {
     zinc_status st = zckpt_reader_read(r, ZCKPT_SEC_EXP_AVG_SQ, x, n, scratch);
     if (st != ZINC_OK) return st;
     for (int64_t k = 0; k < n; k++)
         if (scratch[k] != 0.0f)
             return ZERR(ZINC_ERR_CORRUPT,
                         "checkpoint file %s: element %lld of its exp_avg_sq section is %g, but the checkpoint says "
-                        "the Lion optimizer saved it, which keeps no second moment (the section is zero): the "
+                        "the %s optimizer saved it, which keeps no second moment (the section is zero): the "
                         "manifest does not describe this data; load another checkpoint",
-                        r->path, (long long)(x + k), (double)scratch[k]);
+                        r->path, (long long)(x + k), (double)scratch[k], optimizer);
     return ZINC_OK;
 }
 
@@ -137,7 +138,7 @@ static zinc_status read_state(zinc_engine *e, const zckpt_manifest *m) {
                 TRY(zckpt_reader_open(&rd[i], m, i));
                 open[i] = true;
             }
-            if (!v.v) TRY(skip_exp_avg_sq(&rd[i], x0, x1 - x0, dst[0] + (x0 - a)));
+            if (!v.v) TRY(skip_exp_avg_sq(&rd[i], e->optim->name, x0, x1 - x0, dst[0] + (x0 - a)));
             for (int s = 0; s < nsec; s++) TRY(zckpt_reader_read(&rd[i], s, x0, x1 - x0, dst[s] + (x0 - a)));
         }
         for (int i = 0; i < m->nfiles; i++)
