@@ -157,16 +157,26 @@ const char *zcli_peek(int first, int argc, char **argv, const char *name) {
     return NULL;
 }
 
+/* A range's upper end in --help: exact up to 2^32, beyond that as a power of two (2^53, 2^62-1). */
+static void bound_text(int64_t hi, char *buf, size_t cap) {
+    int k = 0;
+    while (k < 62 && ((int64_t)1 << (k + 1)) <= hi) k++;
+    if (hi <= ((int64_t)1 << 32) || (hi != ((int64_t)1 << k) && hi != ((int64_t)1 << (k + 1)) - 1))
+        snprintf(buf, cap, "%" PRId64, hi);
+    else
+        snprintf(buf, cap, "2^%d%s", hi == ((int64_t)1 << k) ? k : k + 1, hi == ((int64_t)1 << k) ? "" : "-1");
+}
+
 /* The help of one option: "  --name ARG", its text, and its range or choices. */
 static void help_option(const zcli_opt *o, FILE *f) {
-    char head[64], tail[96] = "";
+    char head[64], tail[96] = "", hi[32];
     snprintf(head, sizeof head, "  %s%s%s", o->name, o->type == ZCLI_FLAG ? "" : " ",
              o->type == ZCLI_FLAG ? "" : o->arg);
-    if (o->type == ZCLI_INT && o->hi < ((int64_t)1 << 53))
-        snprintf(tail, sizeof tail, " [%" PRId64 "..%" PRId64 "]", o->lo, o->hi);
-    else if (o->type == ZCLI_INT)
+    if (o->type == ZCLI_INT && o->hi == INT64_MAX)
         snprintf(tail, sizeof tail, " [%" PRId64 "..]", o->lo);
-    else if (o->type == ZCLI_CHOICE && !strchr(o->arg, '|'))
+    else if (o->type == ZCLI_INT)
+        bound_text(o->hi, hi, sizeof hi), snprintf(tail, sizeof tail, " [%" PRId64 "..%s]", o->lo, hi);
+    else if (o->type == ZCLI_CHOICE)
         snprintf(tail, sizeof tail, " [%s]", o->choices);
     fprintf(f, "%-22s", head);
     if (strlen(head) >= 22) fprintf(f, "\n%22s", "");
