@@ -16,7 +16,7 @@
 
 /* The options every model takes (the table in train_options.c). */
 typedef struct zcli_train_opts {
-    int model; /* index into zcli_train_models */
+    int model; /* the --model choice: 0 mlp, 1 gpt2 */
     const char *config, *report, *save_dir, *resume;
     int64_t steps, seed, threads, save_every;
     int device, nonfinite; /* choices: cpu|cuda|auto (-1: the config's), error|skip */
@@ -45,7 +45,8 @@ typedef struct zcli_train_model {
     size_t opts_size;
     const char *usage, *about; /* its --help around the tables */
     void (*defaults)(void *model_opts);
-    /* Before zinc_create: check the model's options against each other, read its files. */
+    /* Before zinc_create: check the model's options against each other, read its files. Returns the exit
+     * status: 0 to go on, 2 for a usage error, 1 for a bad file. */
     int (*prepare)(zcli_train *t);
     /* After zinc_create and the run's agreement: add the model's own agreement items, register and build
      * the model (zinc_build compares the ranks). */
