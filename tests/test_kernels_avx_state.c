@@ -107,6 +107,7 @@ static void run_all(const bufs *b, const char *level, int threads, zpool *pool) 
 }
 
 int main(void) {
+    zt_name = "kernels_avx_state";
     if (!have_xinuse()) return zt_skip("this CPU has no XGETBV with ECX = 1 (XINUSE)");
     if (!__builtin_cpu_supports("avx2")) return zt_skip("this CPU has no AVX2: the kernels run no AVX code");
     DIRTY_UPPER();

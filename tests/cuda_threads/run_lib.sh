@@ -8,7 +8,7 @@
 #   address (default) | thread: the sanitizer, as run.sh.
 #   broken: builds the kernels with a constant deliberately changed (Adam's 1 - beta2 from beta1, Lion's
 #           sign, LAMB's eps) and passes only if the checks then fail on each: the harness can see a wrong
-#           kernel. (CI runs it as the ctest lib_kernels_threads_broken.)
+#           kernel. (CI runs it as the ctest kernels_cuda_threads_broken.)
 # Exits 77 (skipped) where g++ or the sanitizer's runtime is missing.
 # usage: tests/cuda_threads/run_lib.sh [address|thread|broken] [build-dir]
 set -euo pipefail

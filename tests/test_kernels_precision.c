@@ -162,6 +162,7 @@ static void test_lamb(uint64_t *rs) {
 }
 
 int main(void) {
+    zt_name = "kernels_precision";
     uint64_t rs = zt_seed();
     test_adam(&rs);
     test_lamb(&rs);

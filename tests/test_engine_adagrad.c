@@ -242,7 +242,7 @@ static void test_checkpoint_refused(void) {
 }
 
 int main(void) {
-    zt_name = "optim_adagrad";
+    zt_name = "engine_adagrad";
     uint64_t rs = zt_seed();
     test_kernel(&rs);
     ref_train();
