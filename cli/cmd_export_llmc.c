@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "cli/gpt2_cli.h"
+#include "runtime/checkpoint/checkpoint_internal.h"
+#include "runtime/core/safe_file.h"
 #include "zinc.h"
 
 static int read_safetensors(const char *path, json_t **header, char **data, size_t *data_len) {
@@ -37,7 +39,7 @@ static int read_safetensors(const char *path, json_t **header, char **data, size
 
 int zinc_cmd_export_llmc(int argc, char **argv) {
     const char *path = NULL, *out = NULL;
-    int version = 3;
+    int version = 3, force = 0;
     long vocab = -1, heads = -1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -45,6 +47,8 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
             i++;
         else if (!strcmp(a, "--out") && v)
             out = v, i++;
+        else if (!strcmp(a, "--force"))
+            force = 1;
         else if (!strcmp(a, "--dtype") && v) {
             if (!strcmp(v, "fp32"))
                 version = 3;
@@ -70,28 +74,66 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
     }
     if (!path || !out) {
         fprintf(stderr, "usage: zinc checkpoint export --format llmc DIR[/TAG] --out FILE.bin [--dtype fp32|bf16] "
-                        "[--vocab V --heads H]\n");
+                        "[--vocab V --heads H] [--force]\n");
         return 2;
     }
-    char err[1024], tmp[4200];
-    gpt2_shape s = {0};
-    int have = gpt2_shape_load(path, &s, err, sizeof err);
-    if (have < 0) {
-        fprintf(stderr, "zinc checkpoint export: %s\n", err);
+    char err[1024], tmpdir[4200] = "", tmp[4300] = "", tagdir[4096], tag[160], ckdir[4096];
+    /* The checkpoint's directories are this command's inputs: nothing is written inside them, so neither
+     * its shards, manifest, `latest` nor zinc_gpt2.json can be replaced. */
+    if (zckpt_resolve(path, tagdir, sizeof tagdir, tag, sizeof tag) != ZINC_OK) {
+        fprintf(stderr, "zinc checkpoint export: %s\n", zinc_last_error());
         return 1;
     }
-    if (vocab > 0) s.vocab = (int)vocab;
-    if (heads > 0) s.heads = (int)heads;
-    if (have != 0 && (vocab <= 0 || heads <= 0)) {
-        fprintf(stderr,
-                "zinc checkpoint export: %s has no %s (zinc train --model gpt2 --save writes it): give "
-                "--vocab V and --heads H\n",
-                path, GPT2_SHAPE_FILE);
-        return 2;
+    snprintf(ckdir, sizeof ckdir, "%s", tagdir);
+    char *cut = strrchr(ckdir, '/');
+    if (cut && cut != ckdir) *cut = 0;
+    const char *inputs[] = {tagdir, ckdir, path, NULL};
+    if (zfile_check_target("--out", out, force ? ZFILE_REPLACE : 0, inputs) != ZINC_OK) {
+        fprintf(stderr, "zinc checkpoint export: %s\n", zinc_last_error());
+        return 1;
     }
-    snprintf(tmp, sizeof tmp, "%s.export-tmp", out);
+    gpt2_shape s = {0};
+    int64_t given[6] = {-1, vocab > 0 ? vocab : -1, -1, heads > 0 ? heads : -1, -1, -1};
+    int sealed = gpt2_shape_sealed(path, &s, err, sizeof err);
+    if (sealed < 0 || (sealed == 0 && gpt2_shape_flags_agree(path, &s, given, err, sizeof err))) {
+        fprintf(stderr, "zinc checkpoint export: %s\n", err);
+        return sealed < 0 ? 1 : 2;
+    }
+    gpt2_shape want = s;
+    if (sealed == 1) { /* saved before shapes were sealed: zinc_gpt2.json, or the flags */
+        int have = gpt2_shape_load(path, &s, err, sizeof err);
+        if (have < 0) {
+            fprintf(stderr, "zinc checkpoint export: %s\n", err);
+            return 1;
+        }
+        if (have == 0 && gpt2_shape_flags_agree(path, &s, given, err, sizeof err)) {
+            fprintf(stderr, "zinc checkpoint export: %s\n", err);
+            return 2;
+        }
+        if (vocab > 0) s.vocab = (int)vocab;
+        if (heads > 0) s.heads = (int)heads;
+        if (have != 0 && (vocab <= 0 || heads <= 0)) {
+            fprintf(stderr,
+                    "zinc checkpoint export: %s has no sealed model shape and no %s (zinc train --model gpt2 --save "
+                    "writes them): give --vocab V and --heads H\n",
+                    path, GPT2_SHAPE_FILE);
+            return 2;
+        }
+    }
+    /* The safetensors step goes through a private directory of its own (mkdtemp: mode 0700, a fresh name)
+     * beside the output, so no name in it can be predicted or planted. */
+    const char *slash = strrchr(out, '/');
+    snprintf(tmpdir, sizeof tmpdir, "%.*s%s.zinc-export-XXXXXX", slash ? (int)(slash - out + 1) : 0, out,
+             slash ? "" : "./");
+    if (!mkdtemp(tmpdir)) {
+        fprintf(stderr, "zinc checkpoint export: cannot create a temporary directory %s: %s\n", tmpdir,
+                strerror(errno));
+        return 1;
+    }
+    snprintf(tmp, sizeof tmp, "%s/master.safetensors", tmpdir);
     if (zinc_export_safetensors(path, tmp, ZINC_FP32) != ZINC_OK) {
         fprintf(stderr, "zinc checkpoint export: %s\n", zinc_last_error());
+        rmdir(tmpdir);
         return 1;
     }
     json_t *h = NULL;
@@ -125,6 +167,11 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
         fprintf(stderr, "zinc checkpoint export: %s: %s\n", path, err);
         goto done;
     }
+    if (sealed == 0 && (s.padded_vocab != want.padded_vocab || s.channels != want.channels ||
+                        s.max_context != want.max_context || s.layers != want.layers)) {
+        fprintf(stderr, "zinc checkpoint export: %s: the tensors' shapes disagree with the sealed model shape\n", path);
+        goto done;
+    }
     int64_t n = gpt2_num_params(&s);
     params = malloc((size_t)n * sizeof *params);
     if (!params) goto done;
@@ -144,7 +191,7 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
             }
             memcpy(params + gpt2_llmc_offset(&s, k, l), data + lo, (size_t)want);
         }
-    if (gpt2_model_write(out, &s, params, version, err, sizeof err) != ZINC_OK) {
+    if (gpt2_model_write(out, &s, params, version, force ? ZFILE_REPLACE : 0, inputs, err, sizeof err) != ZINC_OK) {
         fprintf(stderr, "zinc checkpoint export: %s\n", err);
         goto done;
     }
@@ -155,6 +202,7 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
     rc = 0;
 done:
     unlink(tmp);
+    rmdir(tmpdir);
     json_decref(h);
     free(data);
     free(params);

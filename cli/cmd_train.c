@@ -14,6 +14,7 @@
 
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/core/env.h"
+#include "cli/cli_files.h"
 #include "cli/commands.h"
 #include "cli/gpt2_cli.h"
 #include "cli/train_guard.h"
@@ -49,6 +50,7 @@ static void usage(FILE *f) {
                "                    non-finite by a step, stop the run naming the step and tensor; skip: such\n"
                "                    steps are skipped with a warning (fp16 always skips and lowers its loss scale)\n"
                "  --quiet           only warnings, errors and the summary\n"
+               "  --force           replace an existing --report file (never the config, a link or a special file)\n"
                "\n"
                "ZINC_COLLECTIVE_TIMEOUT_S (default for this program 1800, 0 = off): a rank that waits longer in a "
                "collective (another\n"
@@ -121,14 +123,15 @@ int zinc_cmd_train(int argc, char **argv) {
     int64_t steps = 100, seed = 1234, data_seed = 42, threads = 0, save_every = 0;
     zinc_mlp_config mc = zinc_mlp_default_config();
     zinc_options o = zinc_default_options();
-    int quiet = 0, nsets = 0, run_lock = -1;
+    int quiet = 0, nsets = 0, run_lock = -1, force = 0;
+    int64_t taken = 0;
     const char *sets[ZINC_MAX_SETS + 1] = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t x;
         /* Every option but these takes a value, and a value is never the next option: `--resume` alone or
          * `--save --quiet` is an error, not a run from scratch or a directory named --quiet. */
-        if (strcmp(a, "--help") && strcmp(a, "-h") && strcmp(a, "--quiet") && a[0] == '-' &&
+        if (strcmp(a, "--help") && strcmp(a, "-h") && strcmp(a, "--quiet") && strcmp(a, "--force") && a[0] == '-' &&
             (!v || (v[0] == '-' && v[1] == '-'))) {
             fprintf(stderr, "zinc train: %s needs a value%s%s%s (see zinc train --help)\n", a,
                     v ? ", got the option \"" : "", v ? v : "", v ? "\"" : "");
@@ -160,6 +163,8 @@ int zinc_cmd_train(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--quiet"))
             quiet = 1;
+        else if (!strcmp(a, "--force"))
+            force = 1;
         else if (!strcmp(a, "--model"))
             i++; /* mlp: checked above */
         else if (!strcmp(a, "--steps")) {
@@ -220,6 +225,8 @@ int zinc_cmd_train(int argc, char **argv) {
     char save_why[8800] = "", report_why[8800] = "";
     if (save_dir) zcli_check_out_path("--save", save_dir, 1, save_why, sizeof save_why);
     if (report) zcli_check_out_path("--report", report, 0, report_why, sizeof report_why);
+    const char *inputs[] = {config, NULL};
+    if (report && !report_why[0]) zcli_check_target("--report", report, force, inputs, report_why, sizeof report_why);
     o.config_path = config;
     o.config_overrides = sets;
     o.total_steps = steps; /* fills an "auto" scheduler.params.total_num_steps */
@@ -291,6 +298,7 @@ int zinc_cmd_train(int argc, char **argv) {
             goto done;
         }
         if (s == start) first = met;
+        taken += info.taken;
         double t = now_s();
         if (every > 0 && ((s + 1) % every == 0 || s + 1 == steps)) {
             double rate = (double)((s + 1 - last_step) * zinc_train_batch_size(e)) / (t - t_last);
@@ -319,6 +327,9 @@ int zinc_cmd_train(int argc, char **argv) {
         }
     }
     double elapsed = now_s() - t0;
+    int all_skipped = zcli_all_steps_skipped("zinc train", steps - start, taken,
+                                             "Check the loss scale (fp16.loss_scale, initial_scale_power) and the "
+                                             "learning rate");
 
     int64_t n = zinc_numel_total(e);
     master = malloc((size_t)n * sizeof *master);
@@ -330,7 +341,13 @@ int zinc_cmd_train(int argc, char **argv) {
     for (int64_t i = 0; i < n; i++) norm += (double)master[i] * master[i];
     norm = sqrt(norm);
     uint64_t sum = checksum(master, (size_t)n);
+    if (rank0 && steps <= start)
+        fprintf(stderr,
+                "zinc train: no steps run (the checkpoint is at step %" PRId64 ", --steps %" PRId64
+                "); parameter norm %.6f, checksum %016" PRIx64 "\n",
+                start, steps, norm, sum);
     if (rank0) {
+        if (steps > start)
         fprintf(stderr,
                 "zinc train: %" PRId64 " steps (%" PRId64 " taken, %" PRId64 " skipped) in %.2f s, %.0f samples/s; "
                 "loss %.4f -> %.4f, accuracy %.3f -> %.3f; loss scale %g; parameter norm %.6f, checksum %016" PRIx64
@@ -350,15 +367,12 @@ int zinc_cmd_train(int argc, char **argv) {
                           info.lr, "final_grad_norm", isfinite(info.grad_norm) ? info.grad_norm : -1.0, "parameters",
                           (json_int_t)n, "param_l2_norm", norm, "param_checksum", hex, "seconds", elapsed,
                           "resumed_from_step", (json_int_t)start);
-            if (!j || json_dump_file(j, report, JSON_INDENT(2)) != 0) {
-                fprintf(stderr, "zinc train: cannot write the report to %s\n", report);
-                json_decref(j);
-                goto done;
-            }
+            int bad = zcli_write_json("zinc train", "--report", report, j, JSON_INDENT(2), force, inputs);
             json_decref(j);
+            if (bad) goto done;
         }
     }
-    rc = 0;
+    rc = all_skipped ? 1 : 0;
 done:
     if (run_lock >= 0) close(run_lock);
     free(master);

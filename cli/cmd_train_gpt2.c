@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/cli_files.h"
 #include "cli/commands.h"
 #include "examples/gpt2/gpt2.h"
 #include "cli/gpt2_cli.h"
@@ -40,6 +41,7 @@ static void usage(FILE *f) {
             "training:\n"
             "  --config FILE --steps N (default 100) --seed S (new model's initialisation and sampling)\n"
             "  --save DIR [--save-every K] --resume PATH --report FILE --quiet\n"
+            "  --force                 replace an existing --report file (never an input, a link or a special file)\n"
             "  --set PATH=VALUE        fill an \"auto\" or override a ds_config value (repeatable; see zinc train "
             "--help)\n"
             "  --on-nonfinite P        error (default) or skip: what a non-finite fp32/bf16 gradient does\n"
@@ -166,7 +168,8 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
             sample_tokens = 64;
     int64_t layers = -1, width = -1, heads = -1, vocab = -1, padded = -1, max_context = -1, context = -1;
     zinc_options o = zinc_default_options();
-    int quiet = 0, shuffle = 0, nsets = 0, run_lock = -1;
+    int quiet = 0, shuffle = 0, nsets = 0, run_lock = -1, force = 0;
+    int64_t taken = 0;
     const char *sets[ZINC_MAX_SETS + 1] = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = zcli_value(argc, argv, i);
@@ -214,6 +217,8 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         if (matched) continue;
         if (!strcmp(a, "--quiet"))
             quiet = 1;
+        else if (!strcmp(a, "--force"))
+            force = 1;
         else if (!strcmp(a, "--shuffle"))
             shuffle = 1;
         else if (!strcmp(a, "--set")) {
@@ -247,11 +252,19 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         fprintf(stderr, "zinc train: --save-every needs --save DIR\n");
         return 2;
     }
+    if (init && resume) {
+        fprintf(stderr, "zinc train: --init %s and --resume %s both give the starting weights; the checkpoint would "
+                        "win without a word: give one of them\n", init, resume);
+        return 2;
+    }
     /* Output paths are checked before any training is spent on them (each rank its own view; the ranks
      * agree on the result at the build). */
     char save_why[8800] = "", report_why[8800] = "";
     if (save_dir) zcli_check_out_path("--save", save_dir, 1, save_why, sizeof save_why);
     if (report) zcli_check_out_path("--report", report, 0, report_why, sizeof report_why);
+    const char *inputs[] = {config, init ? init : "", data_path ? data_path : "", text_path ? text_path : "",
+                            val_path ? val_path : "", NULL};
+    if (report && !report_why[0]) zcli_check_target("--report", report, force, inputs, report_why, sizeof report_why);
 
     char err[1024];
     zinc_gpt2_config mc = {0};
@@ -283,8 +296,12 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         }
         if (context < 0) context = s.max_context;
     } else {
-        int r = resume && layers < 0 && width < 0 ? gpt2_shape_load(resume, &s, err, sizeof err) : 1;
-        if (r < 0) {
+        /* A resumed run takes the checkpoint's shape: the sealed one (or, from a checkpoint saved before shapes
+         * were sealed, zinc_gpt2.json); a flag that disagrees with it is refused. */
+        int64_t given[6] = {max_context, vocab, layers, heads, width, padded};
+        int r = resume ? gpt2_shape_sealed(resume, &s, err, sizeof err) : 1;
+        if (r == 1 && resume) r = gpt2_shape_load(resume, &s, err, sizeof err);
+        if (r < 0 || (r == 0 && gpt2_shape_flags_agree(resume, &s, given, err, sizeof err))) {
             fprintf(stderr, "zinc train: --resume: %s\n", err);
             goto done;
         }
@@ -365,6 +382,10 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
                     .why_cap = sizeof save_why};
     int64_t shape[7] = {s.layers, s.channels, s.heads, s.vocab, s.padded_vocab, s.max_context, context};
     if (zcli_agree_run(e, &run, &run_lock)) goto done;
+    if (gpt2_shape_seal(e, &s)) {
+        fprintf(stderr, "zinc train: %s\n", zinc_last_error());
+        goto done;
+    }
     if (zinc_agree_add(e, "--val-every", &val_every, sizeof val_every) != ZINC_OK ||
         zinc_agree_add(e, "the model shape and --context", shape, sizeof shape) != ZINC_OK) {
         fprintf(stderr, "zinc train: %s\n", zinc_last_error());
@@ -426,6 +447,7 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
             goto done;
         }
         train_time += now_s() - ts;
+        taken += info.taken;
         if (st == start) first_loss = loss;
         json_array_append_new(losses, json_real(loss));
         double t = now_s();
@@ -478,6 +500,9 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         fprintf(stderr, "zinc train: saving the final checkpoint failed: %s\n", zinc_last_error());
         goto done;
     }
+    int all_skipped = zcli_all_steps_skipped("zinc train", steps - start, taken,
+                                             "Check the loss scale (fp16.loss_scale, initial_scale_power), the learning "
+                                             "rate and the data");
     double elapsed = now_s() - t0;
     int64_t n = gpt2_num_params(&s);
     master = malloc((size_t)n * sizeof *master);
@@ -525,15 +550,13 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
                                     json_pack("{s:f, s:f, s:f}", "train_steps_s", steps_s, "engine_s", engine_s,
                                               "model_compute_s", steps_s - engine_s));
             if (j && sample_text) json_object_set(j, "sample", sample_text);
-            if (!j || json_dump_file(j, report, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0) {
-                fprintf(stderr, "zinc train: cannot write the report to %s\n", report);
-                json_decref(j);
-                goto done;
-            }
+            int bad = zcli_write_json("zinc train", "--report", report, j, JSON_INDENT(2) | JSON_REAL_PRECISION(17),
+                                      force, inputs);
             json_decref(j);
+            if (bad) goto done;
         }
     }
-    rc = 0;
+    rc = all_skipped ? 1 : 0;
 done:
     json_decref(losses);
     json_decref(vlosses);

@@ -16,4 +16,17 @@ int gpt2_shape_save(const char *dir, const gpt2_shape *s, char *err, size_t cap)
  * exists, -1 on a bad file (err says why). */
 int gpt2_shape_load(const char *path, gpt2_shape *s, char *err, size_t cap);
 
+/* The model shape sealed in the checkpoint's manifest (zinc_checkpoint_meta_set; gpt2.* keys), so a resume
+ * or export cannot take another shape silently. */
+extern const char *const gpt2_shape_flags[6]; /* --max-context --vocab --layers --heads --width --padded-vocab */
+/* After zinc_create: every checkpoint this engine saves carries s. 0, or -1 (zinc_last_error says why). */
+int gpt2_shape_seal(zinc_engine *e, const gpt2_shape *s);
+/* The shape sealed in `checkpoint`: 0 with *s, 1 when it has none (saved before shapes were sealed), -1 with
+ * err on an unreadable checkpoint or a bad sealed shape. */
+int gpt2_shape_sealed(const char *checkpoint, gpt2_shape *s, char *err, size_t cap);
+/* given[i] (-1: not given) in gpt2_shape_flags order against s: 0, or -1 with err naming the flag and both
+ * values. */
+int gpt2_shape_flags_agree(const char *checkpoint, const gpt2_shape *s, const int64_t given[6], char *err,
+                           size_t cap);
+
 #endif

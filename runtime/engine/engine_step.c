@@ -246,7 +246,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         } else {
             TRY(adam_pass(e, &h, g, gdt, out));
         }
-        if (zengine_nonfinite_is_error(e)) TRY(zengine_check_params(e, out));
+        if (zengine_params_checked(e)) TRY(zengine_check_params(e, out));
         if (e->stage == 1 || e->stage == 2) TRY(zengine_allgather_params(e));
         double prev;
         if (zls_update(&e->scaler, false, &prev) == ZLS_GREW)
