@@ -1,7 +1,9 @@
 /* See cli_files.h. */
 #include "cli/cli_files.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,13 +11,19 @@
 #include "runtime/core/safe_file.h"
 #include "zinc.h"
 
-/* jansson refuses NaN and infinity: they become null. */
+#define NONFINITE_MARK (-DBL_MAX) /* no report number is -DBL_MAX */
+
+double zcli_real(double v) { return isfinite(v) ? v : NONFINITE_MARK; }
+
+static bool is_mark(const json_t *v) { return json_is_real(v) && json_real_value(v) == NONFINITE_MARK; }
+
+/* The marked numbers become null. */
 static void finite_only(json_t *j) {
     if (json_is_object(j)) {
         const char *k;
         json_t *v;
         json_object_foreach(j, k, v) {
-            if (json_is_real(v) && !isfinite(json_real_value(v)))
+            if (is_mark(v))
                 json_object_set_new(j, k, json_null());
             else
                 finite_only(v);
@@ -23,7 +31,7 @@ static void finite_only(json_t *j) {
     } else if (json_is_array(j)) {
         for (size_t i = 0; i < json_array_size(j); i++) {
             json_t *v = json_array_get(j, i);
-            if (json_is_real(v) && !isfinite(json_real_value(v)))
+            if (is_mark(v))
                 json_array_set_new(j, i, json_null());
             else
                 finite_only(v);

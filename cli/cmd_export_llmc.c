@@ -99,7 +99,7 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
         fprintf(stderr, "zinc checkpoint export: %s\n", err);
         return sealed < 0 ? 1 : 2;
     }
-    gpt2_shape want = s;
+    gpt2_shape sealed_shape = s;
     if (sealed == 1) { /* saved before shapes were sealed: zinc_gpt2.json, or the flags */
         int have = gpt2_shape_load(path, &s, err, sizeof err);
         if (have < 0) {
@@ -167,8 +167,8 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
         fprintf(stderr, "zinc checkpoint export: %s: %s\n", path, err);
         goto done;
     }
-    if (sealed == 0 && (s.padded_vocab != want.padded_vocab || s.channels != want.channels ||
-                        s.max_context != want.max_context || s.layers != want.layers)) {
+    if (sealed == 0 && (s.padded_vocab != sealed_shape.padded_vocab || s.channels != sealed_shape.channels ||
+                        s.max_context != sealed_shape.max_context || s.layers != sealed_shape.layers)) {
         fprintf(stderr, "zinc checkpoint export: %s: the tensors' shapes disagree with the sealed model shape\n", path);
         goto done;
     }

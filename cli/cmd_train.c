@@ -348,13 +348,13 @@ int zinc_cmd_train(int argc, char **argv) {
                 start, steps, norm, sum);
     if (rank0) {
         if (steps > start)
-        fprintf(stderr,
-                "zinc train: %" PRId64 " steps (%" PRId64 " taken, %" PRId64 " skipped) in %.2f s, %.0f samples/s; "
-                "loss %.4f -> %.4f, accuracy %.3f -> %.3f; loss scale %g; parameter norm %.6f, checksum %016" PRIx64
-                "\n",
-                info.step, info.steps_taken, info.steps_skipped, elapsed,
-                elapsed > 0 ? (double)((steps - start) * zinc_train_batch_size(e)) / elapsed : 0.0, first.loss,
-                met.loss, first.accuracy, met.accuracy, (double)info.loss_scale, norm, sum);
+            fprintf(stderr,
+                    "zinc train: %" PRId64 " steps (%" PRId64 " taken, %" PRId64 " skipped) in %.2f s, %.0f samples/s; "
+                    "loss %.4f -> %.4f, accuracy %.3f -> %.3f; loss scale %g; parameter norm %.6f, checksum %016" PRIx64
+                    "\n",
+                    info.step, info.steps_taken, info.steps_skipped, elapsed,
+                    elapsed > 0 ? (double)((steps - start) * zinc_train_batch_size(e)) / elapsed : 0.0, first.loss,
+                    met.loss, first.accuracy, met.accuracy, (double)info.loss_scale, norm, sum);
         if (report) {
             char hex[32];
             snprintf(hex, sizeof hex, "%016" PRIx64, sum);
@@ -362,10 +362,11 @@ int zinc_cmd_train(int argc, char **argv) {
                 json_pack("{s:s, s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:s, s:f, s:I}",
                           "config", config, "world_size", zinc_world_size(e), "zero_stage", zinc_zero_stage(e), "steps",
                           (json_int_t)info.step, "steps_taken", (json_int_t)info.steps_taken, "steps_skipped",
-                          (json_int_t)info.steps_skipped, "first_loss", first.loss, "final_loss", met.loss,
-                          "final_accuracy", met.accuracy, "final_loss_scale", (double)info.loss_scale, "final_lr",
-                          info.lr, "final_grad_norm", isfinite(info.grad_norm) ? info.grad_norm : -1.0, "parameters",
-                          (json_int_t)n, "param_l2_norm", norm, "param_checksum", hex, "seconds", elapsed,
+                          (json_int_t)info.steps_skipped, "first_loss", zcli_real(first.loss), "final_loss",
+                          zcli_real(met.loss), "final_accuracy", zcli_real(met.accuracy), "final_loss_scale",
+                          zcli_real((double)info.loss_scale), "final_lr", info.lr, "final_grad_norm",
+                          isfinite(info.grad_norm) ? info.grad_norm : -1.0, "parameters", (json_int_t)n,
+                          "param_l2_norm", zcli_real(norm), "param_checksum", hex, "seconds", elapsed,
                           "resumed_from_step", (json_int_t)start);
             int bad = zcli_write_json("zinc train", "--report", report, j, JSON_INDENT(2), force, inputs);
             json_decref(j);

@@ -253,8 +253,10 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         return 2;
     }
     if (init && resume) {
-        fprintf(stderr, "zinc train: --init %s and --resume %s both give the starting weights; the checkpoint would "
-                        "win without a word: give one of them\n", init, resume);
+        fprintf(stderr,
+                "zinc train: --init %s and --resume %s both give the starting weights; the checkpoint would "
+                "win without a word: give one of them\n",
+                init, resume);
         return 2;
     }
     /* Output paths are checked before any training is spent on them (each rank its own view; the ranks
@@ -262,8 +264,12 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
     char save_why[8800] = "", report_why[8800] = "";
     if (save_dir) zcli_check_out_path("--save", save_dir, 1, save_why, sizeof save_why);
     if (report) zcli_check_out_path("--report", report, 0, report_why, sizeof report_why);
-    const char *inputs[] = {config, init ? init : "", data_path ? data_path : "", text_path ? text_path : "",
-                            val_path ? val_path : "", NULL};
+    const char *inputs[] = {config,
+                            init ? init : "",
+                            data_path ? data_path : "",
+                            text_path ? text_path : "",
+                            val_path ? val_path : "",
+                            NULL};
     if (report && !report_why[0]) zcli_check_target("--report", report, force, inputs, report_why, sizeof report_why);
 
     char err[1024];
@@ -449,7 +455,7 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         train_time += now_s() - ts;
         taken += info.taken;
         if (st == start) first_loss = loss;
-        json_array_append_new(losses, json_real(loss));
+        json_array_append_new(losses, json_real(zcli_real(loss)));
         double t = now_s();
         if ((st + 1) % every == 0 || st + 1 == steps) {
             double *rss = calloc((size_t)W, sizeof *rss);
@@ -480,7 +486,8 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
                 goto done;
             }
             if (rank0) fprintf(stderr, "step %6" PRId64 " | val loss %.4f\n", st + 1, last_val);
-            json_array_append_new(vlosses, json_pack("{s:I, s:f}", "step", (json_int_t)(st + 1), "loss", last_val));
+            json_array_append_new(vlosses,
+                                  json_pack("{s:I, s:f}", "step", (json_int_t)(st + 1), "loss", zcli_real(last_val)));
             t_last = now_s();
         }
         if ((sample_every && (st + 1) % sample_every == 0) || (sample_every && st + 1 == steps)) {
@@ -500,9 +507,10 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         fprintf(stderr, "zinc train: saving the final checkpoint failed: %s\n", zinc_last_error());
         goto done;
     }
-    int all_skipped = zcli_all_steps_skipped("zinc train", steps - start, taken,
-                                             "Check the loss scale (fp16.loss_scale, initial_scale_power), the learning "
-                                             "rate and the data");
+    int all_skipped =
+        zcli_all_steps_skipped("zinc train", steps - start, taken,
+                               "Check the loss scale (fp16.loss_scale, initial_scale_power), the learning "
+                               "rate and the data");
     double elapsed = now_s() - t0;
     int64_t n = gpt2_num_params(&s);
     master = malloc((size_t)n * sizeof *master);
@@ -532,18 +540,18 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         if (report) {
             char hex[32];
             snprintf(hex, sizeof hex, "%016" PRIx64, sum);
-            json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:I}, s:I, s:I, s:I, "
-                                  "s:o, s:o, s:f, s:f, "
-                                  "s:f, s:f, s:s, s:I, s:I}",
-                                  "model", "gpt2", "config", config, "world_size", W, "zero_stage", zinc_zero_stage(e),
-                                  "compute_dtype", zinc_dtype_name(zinc_compute_dtype(e)), "shape", "layers", s.layers,
-                                  "channels", s.channels, "heads", s.heads, "vocab", s.vocab, "padded_vocab",
-                                  s.padded_vocab, "max_context", s.max_context, "context", (json_int_t)context,
-                                  "parameters", (json_int_t)n, "steps", (json_int_t)info.step, "steps_skipped",
-                                  (json_int_t)info.steps_skipped, "losses", json_incref(losses), "val_losses",
-                                  json_incref(vlosses), "first_loss", isnan(first_loss) ? 0.0 : first_loss,
-                                  "final_loss", loss, "tokens_per_s", tps, "seconds", elapsed, "param_checksum", hex,
-                                  "resumed_from_step", (json_int_t)start, "tokens_per_step", (json_int_t)(B * context));
+            json_t *j =
+                json_pack("{s:s, s:s, s:i, s:i, s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:I}, s:I, s:I, s:I, "
+                          "s:o, s:o, s:f, s:f, "
+                          "s:f, s:f, s:s, s:I, s:I}",
+                          "model", "gpt2", "config", config, "world_size", W, "zero_stage", zinc_zero_stage(e),
+                          "compute_dtype", zinc_dtype_name(zinc_compute_dtype(e)), "shape", "layers", s.layers,
+                          "channels", s.channels, "heads", s.heads, "vocab", s.vocab, "padded_vocab", s.padded_vocab,
+                          "max_context", s.max_context, "context", (json_int_t)context, "parameters", (json_int_t)n,
+                          "steps", (json_int_t)info.step, "steps_skipped", (json_int_t)info.steps_skipped, "losses",
+                          json_incref(losses), "val_losses", json_incref(vlosses), "first_loss", zcli_real(first_loss),
+                          "final_loss", zcli_real(loss), "tokens_per_s", tps, "seconds", elapsed, "param_checksum", hex,
+                          "resumed_from_step", (json_int_t)start, "tokens_per_step", (json_int_t)(B * context));
             if (j && !isnan(last_val)) json_object_set_new(j, "final_val_loss", json_real(last_val));
             if (j)
                 json_object_set_new(j, "time_split",

@@ -26,7 +26,6 @@ int gpt2_shape_seal(zinc_engine *e, const gpt2_shape *s);
 int gpt2_shape_sealed(const char *checkpoint, gpt2_shape *s, char *err, size_t cap);
 /* given[i] (-1: not given) in gpt2_shape_flags order against s: 0, or -1 with err naming the flag and both
  * values. */
-int gpt2_shape_flags_agree(const char *checkpoint, const gpt2_shape *s, const int64_t given[6], char *err,
-                           size_t cap);
+int gpt2_shape_flags_agree(const char *checkpoint, const gpt2_shape *s, const int64_t given[6], char *err, size_t cap);
 
 #endif

@@ -35,8 +35,8 @@ int gpt2_shape_save(const char *dir, const gpt2_shape *s, char *err, size_t cap)
     char *text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
     json_decref(j);
     /* zinc's own file beside the checkpoints (replaced by every run that saves there) */
-    zinc_status st = text ? zfile_write("the model shape", path, text, strlen(text), ZFILE_REPLACE, NULL)
-                          : ZINC_ERR_NOMEM;
+    zinc_status st =
+        text ? zfile_write("the model shape", path, text, strlen(text), ZFILE_REPLACE, NULL) : ZINC_ERR_NOMEM;
     free(text);
     if (st != ZINC_OK) snprintf(err, cap, "%s: cannot write the model shape: %s", path, zinc_last_error());
     return st != ZINC_OK ? -1 : 0;
@@ -49,7 +49,8 @@ static int *field(gpt2_shape *s, int i) {
 }
 static const char *const meta_keys[6] = {"gpt2.max_context", "gpt2.vocab",    "gpt2.layers",
                                          "gpt2.heads",       "gpt2.channels", "gpt2.padded_vocab"};
-const char *const gpt2_shape_flags[6] = {"--max-context", "--vocab", "--layers", "--heads", "--width", "--padded-vocab"};
+const char *const gpt2_shape_flags[6] = {"--max-context", "--vocab", "--layers",
+                                         "--heads",       "--width", "--padded-vocab"};
 
 int gpt2_shape_seal(zinc_engine *e, const gpt2_shape *s) {
     gpt2_shape c = *s;
@@ -85,8 +86,7 @@ int gpt2_shape_sealed(const char *checkpoint, gpt2_shape *s, char *err, size_t c
     return 0;
 }
 
-int gpt2_shape_flags_agree(const char *checkpoint, const gpt2_shape *s, const int64_t given[6], char *err,
-                           size_t cap) {
+int gpt2_shape_flags_agree(const char *checkpoint, const gpt2_shape *s, const int64_t given[6], char *err, size_t cap) {
     gpt2_shape c = *s;
     for (int i = 0; i < 6; i++)
         if (given[i] >= 0 && given[i] != *field(&c, i)) {

@@ -61,7 +61,7 @@ typedef struct zstate_nvme {
     char *run_dir, *rank_dir, *path[NT];
     bool made_rank_dir, made_files[NT];
     int sig_run, sig_rank; /* zsig_remember slots: removed if SIGTERM/SIGINT ends the process (-1: none) */
-    int64_t stride; /* bytes per chunk in each file */
+    int64_t stride;        /* bytes per chunk in each file */
     uint32_t align;
     int nbuf;
     bool bufs_registered;

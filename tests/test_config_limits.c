@@ -1,5 +1,5 @@
 /* Issue 23's config rules: fp16.min_loss_scale 0 accepted (no floor, as DeepSpeed), a static
- * fp16.loss_scale outside [2^-24, 2^64] refused, train_batch_size above 2^24 refused, a relative nvme_path
+ * fp16.loss_scale below 2^-24 refused, train_batch_size above 2^24 refused, a relative nvme_path
  * refused (each message naming the key, the value and the limit). */
 #include <string.h>
 
@@ -31,7 +31,7 @@ int main(void) {
     EXPECT_ERR("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 1e-300}}", "fp16.loss_scale",
                "2^-24");
     EXPECT_ERR("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 1e30}}", "fp16.loss_scale",
-               "2^64");
+               "65504");
     ZT_OK(load("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 1024}}"));
     EXPECT_ERR("{\"train_batch_size\": 2147483648}", "train_batch_size", "2^24");
     EXPECT_ERR("{\"train_micro_batch_size_per_gpu\": 16777216, \"gradient_accumulation_steps\": 2}",

@@ -14,7 +14,7 @@
 #include "runtime/engine/engine_internal.h"
 #include "zt.h"
 
-static char g_root[4096];
+static char g_root[4000];
 
 static void path(char *buf, size_t cap, const char *name) { snprintf(buf, cap, "%s/%s", g_root, name); }
 
@@ -164,8 +164,9 @@ static void tags_and_meta(void) {
 
 /* 6. fp16: an update that makes a parameter non-finite stops the run (it used to skip every later step). */
 static void fp16_nonfinite_params(void) {
-    eu_run r = {.stage = 2, .dtype = ZINC_FP16,
-                .optimizer = "{\"type\": \"AdamW\", \"params\": {\"lr\": 1e6, \"weight_decay\": 0}}"};
+    eu_run r = {.stage = 2,
+                .dtype = ZINC_FP16,
+                .optimizer = "{\"type\": \"AdamW\", \"params\": {\"lr\": 1000, \"weight_decay\": 1000}}"};
     zinc_engine *e = NULL;
     zinc_mlp *m = NULL;
     ZT_OK(eu_create(&r, &e, &m));
@@ -175,7 +176,7 @@ static void fp16_nonfinite_params(void) {
     zinc_status st = ZINC_OK;
     for (int s = 0; s < 4 && st == ZINC_OK; s++) st = zinc_mlp_train_step(m, s, &info, &met);
     ZT_CHECK(st == ZINC_ERR_NONFINITE && strstr(zinc_last_error(), "non-finite"),
-             "fp16 with lr 1e6 (parameters beyond 65504): %s %s", zinc_status_name(st), zinc_last_error());
+             "fp16 with lr x weight_decay 1e6 (weights beyond 65504): %s %s", zinc_status_name(st), zinc_last_error());
     zinc_mlp_destroy(m);
     zinc_destroy(e);
 }
@@ -259,7 +260,7 @@ static void safe_files(void) {
 int main(void) {
     zt_name = "hardening2";
     snprintf(g_root, sizeof g_root, "%s/hardening2_test", zt_build_dir());
-    char cmd[4200];
+    char cmd[8400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", g_root, g_root);
     if (system(cmd) != 0) return zt_skip("cannot make the test directory");
     registration_overflow();

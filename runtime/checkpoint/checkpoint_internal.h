@@ -30,7 +30,7 @@ struct zinc_engine;
 #define ZCKPT_MANIFEST "manifest.json"
 #define ZCKPT_LATEST "latest"
 #define ZCKPT_SIDECAR_GPT2 "zinc_gpt2.json" /* written beside the tags by zinc train --model gpt2 */
-#define ZCKPT_LOCK ".zinc.lock" /* flock'd by the directory writer for the whole save */
+#define ZCKPT_LOCK ".zinc.lock"             /* flock'd by the directory writer for the whole save */
 #define ZCKPT_MAGIC "ZINCSHRD"
 #define ZCKPT_HEADER_BYTES 4096
 #define ZCKPT_SECTION_ALIGN 4096

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,18 +186,7 @@ zinc_status zckpt_fsync_dir(const char *path) {
     return ZINC_OK;
 }
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p) != 0 && errno != ENOENT ? -1 : 0;
-}
-
-zinc_status zckpt_rmtree(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return ZINC_OK;
-    if (nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
-        return ZERR(ZINC_ERR_IO, "cannot remove %s: %s (remove it by hand)", path, strerror(errno));
-    return ZINC_OK;
-}
+zinc_status zckpt_rmtree(const char *path) { return zfile_rmtree(path); }
 
 /* ---------------------------------------------------------------- writing */
 

@@ -47,7 +47,8 @@ zinc_status zckpt_meta_validate(const char *path, const json_t *root) {
     json_t *v;
     json_object_foreach(meta, k, v) {
         if (!key_ok(k) || !json_is_integer(v))
-            return ZERR(ZINC_ERR_CORRUPT, "checkpoint manifest %s: field \"meta.%.64s\" is not a valid key with an "
+            return ZERR(ZINC_ERR_CORRUPT,
+                        "checkpoint manifest %s: field \"meta.%.64s\" is not a valid key with an "
                         "integer value",
                         path, k);
     }

@@ -84,8 +84,8 @@ static bool mul_ok(int64_t a, int64_t b, int64_t *out) {
 
 static zinc_status check_scaler(const char *path, const zckpt_manifest *m) {
     const zloss_scaler *s = &m->scaler;
-    /* 2^64: a dynamic scale starts at most at 2^62 (fp16.initial_scale_power) and a static one at most at
-     * 2^64 (config_resolve.c); beyond it every fp16 gradient overflows and every step would be skipped. */
+    /* 2^64: a dynamic scale starts at most at 2^62 (fp16.initial_scale_power) and a static one is at most 65504
+     * (config_resolve.c); far beyond them every fp16 gradient overflows and every step would be skipped. */
     if (!isfinite(s->cur_scale) || s->cur_scale <= 0 || s->cur_scale > 0x1p64)
         BAD("checkpoint manifest %s: field \"loss_scaler.cur_scale\" = %g is outside (0, 2^64]", path, s->cur_scale);
     if (!isfinite(s->min_scale) || s->min_scale < 0 || s->min_scale > s->cur_scale)

@@ -258,7 +258,8 @@ static void resolve_offload(zcfg_loader *L) {
     /* DeepSpeed resolves a relative nvme_path against each rank's working directory; zinc refuses it, so that
      * every rank, the swap directory's cleanup after a signal and the stale-run sweep name one place. */
     const zcfg_offload *both[2] = {oo, op};
-    const char *keys[2] = {"zero_optimization.offload_optimizer.nvme_path", "zero_optimization.offload_param.nvme_path"};
+    const char *keys[2] = {"zero_optimization.offload_optimizer.nvme_path",
+                           "zero_optimization.offload_param.nvme_path"};
     for (int i = 0; i < 2; i++)
         if (both[i]->device == ZOFFLOAD_NVME && both[i]->nvme_path[0] && both[i]->nvme_path[0] != '/')
             zcfg_problem(L, keys[i],
@@ -400,12 +401,12 @@ void zcfg_resolve(zcfg_loader *L) {
                      "%g is above the initial scale 2^%d; lower it or raise "
                      "initial_scale_power",
                      c->fp16.min_loss_scale, c->fp16.initial_scale_power);
-    /* A static scale beyond these makes every fp16 gradient overflow (above) or underflow to zero (below):
-     * every step would be skipped or the update would be non-finite. */
-    if (c->fp16.enabled && c->fp16.loss_scale != 0 &&
-        (c->fp16.loss_scale < ZCFG_MIN_STATIC_LOSS_SCALE || c->fp16.loss_scale > ZCFG_MAX_STATIC_LOSS_SCALE))
+    /* A static scale below 2^-24 (fp16's smallest subnormal) makes every fp16 gradient underflow to zero, and
+     * unscaling by it overflows the fp32 factor: every update would be non-finite. (Above 65504 is refused
+     * with the values that cannot train.) */
+    if (c->fp16.enabled && c->fp16.loss_scale != 0 && c->fp16.loss_scale < ZCFG_MIN_STATIC_LOSS_SCALE)
         zcfg_problem(L, "fp16.loss_scale",
-                     "%g is outside [2^-24, 2^64] for a static loss scale (0 selects dynamic scaling); "
+                     "%g is below 2^-24 (5.96e-08), the smallest static loss scale (0 selects dynamic scaling); "
                      "use 0, or a power of two such as 1024",
                      c->fp16.loss_scale);
     resolve_scheduler(L);

@@ -16,12 +16,12 @@
 #include "runtime/core/error.h"
 
 static const char *kind_of(mode_t m) {
-    return S_ISLNK(m)                  ? "a symbolic link"
-           : S_ISDIR(m)                ? "a directory"
-           : S_ISFIFO(m)               ? "a FIFO"
-           : S_ISCHR(m) || S_ISBLK(m)  ? "a device"
-           : S_ISSOCK(m)               ? "a socket"
-                                       : "a special file";
+    return S_ISLNK(m)                 ? "a symbolic link"
+           : S_ISDIR(m)               ? "a directory"
+           : S_ISFIFO(m)              ? "a FIFO"
+           : S_ISCHR(m) || S_ISBLK(m) ? "a device"
+           : S_ISSOCK(m)              ? "a socket"
+                                      : "a special file";
 }
 
 zinc_status zfile_check_dir(const char *path, const char *what) {
@@ -92,7 +92,8 @@ static zinc_status check_target(const char *what, const char *path, const char *
         return check_inputs(what, path, NULL, dir, inputs);
     }
     if (!S_ISREG(sb.st_mode))
-        return ZERR(ZINC_ERR_IO, "%s %s exists and is %s, not a regular file: refused (zinc replaces only "
+        return ZERR(ZINC_ERR_IO,
+                    "%s %s exists and is %s, not a regular file: refused (zinc replaces only "
                     "regular files); give another path",
                     what, path, kind_of(sb.st_mode));
     zinc_status st = check_inputs(what, path, &sb, dir, inputs);
@@ -138,14 +139,15 @@ zinc_status zfile_out_open(zfile_out *o, const char *what, const char *path, uns
     if ((st = check_target(what, path, o->dir, flags, inputs)) != ZINC_OK) return st;
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     for (int tries = 0; tries < 64; tries++) {
-        if (snprintf(o->tmp, sizeof o->tmp, "%s/.%.200s.%016llx.tmp", o->dir, base,
-                     (unsigned long long)random64()) >= (int)sizeof o->tmp)
+        if (snprintf(o->tmp, sizeof o->tmp, "%s/.%.200s.%016llx.tmp", o->dir, base, (unsigned long long)random64()) >=
+            (int)sizeof o->tmp)
             return ZERR(ZINC_ERR_INVALID_ARG, "path too long: %.200s", path);
         o->fd = open(o->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (o->fd >= 0) return ZINC_OK;
         if (errno != EEXIST && errno != ELOOP) break;
     }
-    return ZERR(ZINC_ERR_IO, "%s %s: cannot create a temporary file in %s: %s (check the directory's permissions "
+    return ZERR(ZINC_ERR_IO,
+                "%s %s: cannot create a temporary file in %s: %s (check the directory's permissions "
                 "and free space)",
                 what, path, o->dir, strerror(errno));
 }
@@ -238,7 +240,8 @@ zinc_status zfile_open_input(const char *what, const char *path, int *fd_out) {
         close(fd);
         if (known && S_ISDIR(sb.st_mode))
             return ZERR(ZINC_ERR_IO, "%s %s is a directory, not a file; give a file", what, path);
-        return ZERR(ZINC_ERR_IO, "%s %s is %s, not a regular file: refused (zinc reads inputs only from regular "
+        return ZERR(ZINC_ERR_IO,
+                    "%s %s is %s, not a regular file: refused (zinc reads inputs only from regular "
                     "files; copy the data into one)",
                     what, path, known ? kind_of(sb.st_mode) : strerror(err));
     }

@@ -41,8 +41,7 @@ typedef struct zfile_out {
     unsigned flags;
     const char *const *inputs;
 } zfile_out;
-zinc_status zfile_out_open(zfile_out *o, const char *what, const char *path, unsigned flags,
-                           const char *const *inputs);
+zinc_status zfile_out_open(zfile_out *o, const char *what, const char *path, unsigned flags, const char *const *inputs);
 /* Appends n bytes (retries short writes). */
 zinc_status zfile_out_write(zfile_out *o, const void *data, size_t n);
 /* A stdio stream on the temporary file for callers that print (fdopen; fclose it before commit). */
