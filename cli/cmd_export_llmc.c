@@ -78,8 +78,8 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
         return 2;
     }
     char err[1024], tmpdir[4200] = "", tmp[4300] = "", tagdir[4096], tag[160], ckdir[4096];
-    /* The checkpoint's directories are this command's inputs: nothing is written inside them, so neither
-     * its shards, manifest, `latest` nor zinc_gpt2.json can be replaced. */
+    /* The checkpoint is this command's input: nothing is written inside its tag directory (shards, manifest)
+     * nor over its `latest` or zinc_gpt2.json. */
     if (zckpt_resolve(path, tagdir, sizeof tagdir, tag, sizeof tag) != ZINC_OK) {
         fprintf(stderr, "zinc checkpoint export: %s\n", zinc_last_error());
         return 1;
@@ -87,7 +87,10 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
     snprintf(ckdir, sizeof ckdir, "%s", tagdir);
     char *cut = strrchr(ckdir, '/');
     if (cut && cut != ckdir) *cut = 0;
-    const char *inputs[] = {tagdir, ckdir, path, NULL};
+    char latest[4200], sidecar[4200];
+    snprintf(latest, sizeof latest, "%s/latest", ckdir);
+    snprintf(sidecar, sizeof sidecar, "%s/%s", ckdir, GPT2_SHAPE_FILE);
+    const char *inputs[] = {tagdir, latest, sidecar, NULL};
     if (zfile_check_target("--out", out, force ? ZFILE_REPLACE : 0, inputs) != ZINC_OK) {
         fprintf(stderr, "zinc checkpoint export: %s\n", zinc_last_error());
         return 1;

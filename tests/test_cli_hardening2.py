@@ -96,7 +96,7 @@ def main():
     os.symlink(victim, w("new.bin.tmp"))
     os.symlink(victim, w("new.bin.export-tmp"))
     targets = [(w("link.bin"), "symbolic link"), (w("fifo.bin"), "FIFO"),
-               (os.path.join(ck, "latest"), "reads"), (os.path.join(ck, "zinc_gpt2.json"), "reads"),
+               (os.path.join(ck, "latest"), "inputs"), (os.path.join(ck, "zinc_gpt2.json"), "inputs"),
                (os.path.join(ck, "step2", "manifest.json"), "reads"),
                (os.path.join(ck, "step2", "rank00000.zshard"), "reads")]
     if os.geteuid() == 0:

@@ -107,8 +107,15 @@ zinc_status zinc_export_safetensors_ex(const char *checkpoint, const char *out_p
     hdr = build_header(&m, dtype, &hlen);
     if (!hdr) FAIL(ZINC_ERR_NOMEM, "out of memory building the safetensors header for %s", out_path);
     TRY(check_own_files(&m, out_path));
-    /* The checkpoint's directories are inputs: nothing is written inside them. */
-    const char *inputs[] = {m.dir, checkpoint, NULL};
+    /* Nothing is written inside the tag directory, nor over the checkpoint directory's `latest` or
+     * zinc_gpt2.json (an export beside them in the checkpoint directory is fine). */
+    char ckdir[ZCKPT_PATH_MAX], latest[ZCKPT_PATH_MAX + 16], sidecar[ZCKPT_PATH_MAX + 32];
+    snprintf(ckdir, sizeof ckdir, "%s", m.dir);
+    char *cut = strrchr(ckdir, '/');
+    if (cut && cut != ckdir) *cut = 0;
+    snprintf(latest, sizeof latest, "%s/" ZCKPT_LATEST, ckdir);
+    snprintf(sidecar, sizeof sidecar, "%s/" ZCKPT_SIDECAR_GPT2, ckdir);
+    const char *inputs[] = {m.dir, latest, sidecar, NULL};
     TRY(zfile_out_open(&o, "export: --out", out_path, flags & ZINC_EXPORT_REPLACE ? ZFILE_REPLACE : 0, inputs));
     fd = o.fd;
     tmp = o.tmp;

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -60,56 +61,74 @@ static zinc_status dir_of(const char *path, char *dir, size_t cap) {
     return ZINC_OK;
 }
 
-/* Whether the existing target (sb, in directory dir) is one of the inputs. */
-static zinc_status check_inputs(const char *what, const char *path, const struct stat *sb, const char *dir,
-                                const char *const *inputs) {
-    struct stat db;
-    bool have_dir = stat(dir, &db) == 0;
-    for (int i = 0; inputs && inputs[i]; i++) {
+/* The inputs that exist, by device and inode (a missing one cannot be replaced). */
+static void collect_inputs(zfile_out *o, const char *const *inputs) {
+    o->nin = 0;
+    for (int i = 0; inputs && inputs[i] && o->nin < ZFILE_MAX_INPUTS; i++) {
         struct stat ib;
         if (!*inputs[i] || stat(inputs[i], &ib) != 0) continue;
-        if (S_ISDIR(ib.st_mode)) {
-            if (have_dir && db.st_dev == ib.st_dev && db.st_ino == ib.st_ino)
+        struct zfile_input *x = &o->in[o->nin++];
+        x->dev = ib.st_dev;
+        x->ino = ib.st_ino;
+        x->dir = S_ISDIR(ib.st_mode);
+        snprintf(x->name, sizeof x->name, "%s", inputs[i]);
+    }
+}
+
+/* Whether the target (sb when it exists, in directory dir) is one of the inputs, or inside an input
+ * directory. */
+static zinc_status check_inputs(const zfile_out *o, const char *path, const struct stat *sb, const char *dir) {
+    struct stat db;
+    bool have_dir = stat(dir, &db) == 0;
+    for (int i = 0; i < o->nin; i++) {
+        const struct zfile_input *x = &o->in[i];
+        if (x->dir) {
+            if (have_dir && db.st_dev == x->dev && db.st_ino == x->ino)
                 return ZERR(ZINC_ERR_INVALID_ARG,
                             "%s %s is inside %s, which this command reads: refused (it would overwrite its own "
                             "input); write it somewhere else",
-                            what, path, inputs[i]);
-        } else if (sb && sb->st_dev == ib.st_dev && sb->st_ino == ib.st_ino) {
+                            o->what, path, x->name);
+        } else if (sb && sb->st_dev == x->dev && sb->st_ino == x->ino) {
             return ZERR(ZINC_ERR_INVALID_ARG,
                         "%s %s is %s, one of this command's inputs: refused (it would destroy it); give "
                         "another path",
-                        what, path, inputs[i]);
+                        o->what, path, x->name);
         }
     }
     return ZINC_OK;
 }
 
-static zinc_status check_target(const char *what, const char *path, const char *dir, unsigned flags,
-                                const char *const *inputs) {
+static zinc_status check_target(const zfile_out *o, const char *path, const char *dir) {
     struct stat sb;
     if (lstat(path, &sb) != 0) {
-        if (errno != ENOENT) return ZERR(ZINC_ERR_IO, "%s %s: %s", what, path, strerror(errno));
-        return check_inputs(what, path, NULL, dir, inputs);
+        if (errno != ENOENT) return ZERR(ZINC_ERR_IO, "%s %s: %s", o->what, path, strerror(errno));
+        return check_inputs(o, path, NULL, dir);
     }
     if (!S_ISREG(sb.st_mode))
         return ZERR(ZINC_ERR_IO,
                     "%s %s exists and is %s, not a regular file: refused (zinc replaces only "
                     "regular files); give another path",
-                    what, path, kind_of(sb.st_mode));
-    zinc_status st = check_inputs(what, path, &sb, dir, inputs);
+                    o->what, path, kind_of(sb.st_mode));
+    zinc_status st = check_inputs(o, path, &sb, dir);
     if (st != ZINC_OK) return st;
-    if (!(flags & ZFILE_REPLACE))
-        return ZERR(ZINC_ERR_IO, "%s %s already exists; pass --force to replace it, or give another path", what, path);
+    if (!(o->flags & ZFILE_REPLACE))
+        return ZERR(ZINC_ERR_IO, "%s %s already exists; pass --force to replace it, or give another path", o->what,
+                    path);
     return ZINC_OK;
 }
 
 zinc_status zfile_check_target(const char *what, const char *path, unsigned flags, const char *const *inputs) {
-    char dir[ZFILE_PATH_MAX];
+    zfile_out *o = calloc(1, sizeof *o);
+    if (!o) return ZERR(ZINC_ERR_NOMEM, "out of memory checking %s", path);
+    o->what = what;
+    o->flags = flags;
+    collect_inputs(o, inputs);
     char whatdir[160];
     snprintf(whatdir, sizeof whatdir, "%s: the directory", what);
-    zinc_status st = dir_of(path, dir, sizeof dir);
-    if (st == ZINC_OK) st = zfile_check_dir(dir, whatdir);
-    if (st == ZINC_OK) st = check_target(what, path, dir, flags, inputs);
+    zinc_status st = dir_of(path, o->dir, sizeof o->dir);
+    if (st == ZINC_OK) st = zfile_check_dir(o->dir, whatdir);
+    if (st == ZINC_OK) st = check_target(o, path, o->dir);
+    free(o);
     return st;
 }
 
@@ -129,14 +148,14 @@ zinc_status zfile_out_open(zfile_out *o, const char *what, const char *path, uns
     o->fd = -1;
     o->what = what;
     o->flags = flags;
-    o->inputs = inputs;
+    collect_inputs(o, inputs);
     zinc_status st = dir_of(path, o->dir, sizeof o->dir);
     if (st != ZINC_OK) return st;
     snprintf(o->path, sizeof o->path, "%s", path);
     char whatdir[160];
     snprintf(whatdir, sizeof whatdir, "%s: the directory", what);
     if ((st = zfile_check_dir(o->dir, whatdir)) != ZINC_OK) return st;
-    if ((st = check_target(what, path, o->dir, flags, inputs)) != ZINC_OK) return st;
+    if ((st = check_target(o, path, o->dir)) != ZINC_OK) return st;
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     for (int tries = 0; tries < 64; tries++) {
         if (snprintf(o->tmp, sizeof o->tmp, "%s/.%.200s.%016llx.tmp", o->dir, base, (unsigned long long)random64()) >=
@@ -192,7 +211,7 @@ zinc_status zfile_out_commit(zfile_out *o) {
     }
     o->fd = -1;
     /* Again, just before the rename: something may have been put in the target's place meanwhile. */
-    if ((st = check_target(o->what, o->path, o->dir, o->flags, o->inputs)) != ZINC_OK) goto fail;
+    if ((st = check_target(o, o->path, o->dir)) != ZINC_OK) goto fail;
     if (rename(o->tmp, o->path) != 0) {
         st = ZERR(ZINC_ERR_IO, "%s: cannot rename %s to %s: %s", o->what, o->tmp, o->path, strerror(errno));
         goto fail;

@@ -14,13 +14,16 @@
 #ifndef ZINC_RUNTIME_CORE_SAFE_FILE_H
 #define ZINC_RUNTIME_CORE_SAFE_FILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "zinc.h"
 
 #define ZFILE_PATH_MAX 4096
-#define ZFILE_REPLACE 1u /* an existing regular file may be replaced (the --force of a command) */
+#define ZFILE_REPLACE 1u   /* an existing regular file may be replaced (the --force of a command) */
+#define ZFILE_MAX_INPUTS 8 /* inputs beyond these are not checked */
 
 /* A directory zinc writes into: exists, owned by this user or root, not writable by every user unless
  * sticky, writable by us. `what` names it in the message. */
@@ -39,7 +42,14 @@ typedef struct zfile_out {
     char dir[ZFILE_PATH_MAX];
     const char *what;
     unsigned flags;
-    const char *const *inputs;
+    /* the inputs as they were at open (the caller's array need not outlive the open) */
+    struct zfile_input {
+        dev_t dev;
+        ino_t ino;
+        bool dir;
+        char name[256];
+    } in[ZFILE_MAX_INPUTS];
+    int nin;
 } zfile_out;
 zinc_status zfile_out_open(zfile_out *o, const char *what, const char *path, unsigned flags, const char *const *inputs);
 /* Appends n bytes (retries short writes). */
