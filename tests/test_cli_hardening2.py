@@ -147,6 +147,9 @@ def main():
         rc, out = run(args, timeout=20)
         hangs += rc == "hang"
         check(rc == 1 and "FIFO" in out and time.time() - t0 < 20, f"{flag} FIFO: {rc} {out[-300:]!r}")
+    rc, out = run([z, "mem", "estimate", "--shapes", w("in.fifo")], timeout=20)
+    hangs += rc == "hang"
+    check(rc not in (0, "hang") and "FIFO" in out, f"mem estimate --shapes FIFO: {rc} {out[-300:]!r}")
     rc, out = run(g + ["--steps", "1", "--data", w("adir")])
     check(rc == 1 and "is a directory" in out, f"--data DIR: {rc} {out[-300:]!r}")
 
