@@ -105,7 +105,11 @@ def main():
     if "is a directory" not in out:
         log.append(("message", f"--data DIR: {out.strip()[-120:]}"))
 
-    # 3. silent wrong loads and runs that go bad with exit 0
+    # 3. silent wrong loads and runs that go bad with exit 0 (on a fresh checkpoint: section 1 may have broken ck)
+    ck = w("ck2")
+    rc, out = run(g + ["--text", w("t.txt"), "--steps", "2", "--save", ck] + shape, timeout=120)
+    assert rc == 0, out
+    ex = [z, "checkpoint", "export", "--format", "llmc", ck, "--out"]
     rc, out = run(g + ["--text", w("t.txt"), "--steps", "3", "--resume", ck, "--heads", "4"], timeout=60)
     if rc == 0:
         bad("silent", "--resume with another --heads")
