@@ -182,7 +182,22 @@ zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_g
     m->mb = (int)zinc_micro_batch_size(e);
     m->gas = zinc_grad_accum_steps(e);
     int L = m->s.layers, C = m->s.channels, V = m->s.vocab, H = m->s.heads, T = m->T;
-    size_t N = (size_t)m->mb * (size_t)T, NC = N * (size_t)C, att = (size_t)m->mb * H * T * T;
+    /* The activation sizes come from the user's micro batch, context, width, heads and vocabulary: each is
+     * checked before it is used (a product that wraps would allocate a small buffer and overrun it). */
+    uint64_t n64 = 0, nc64 = 0, att64 = 0, nv64 = 0;
+    const uint64_t max_elems = (uint64_t)1 << 40;
+    if (m->mb < 1 || __builtin_mul_overflow((uint64_t)m->mb, (uint64_t)T, &n64) ||
+        __builtin_mul_overflow(n64, (uint64_t)C * 4, &nc64) || __builtin_mul_overflow(n64, (uint64_t)V, &nv64) ||
+        __builtin_mul_overflow(n64, (uint64_t)H * (uint64_t)T, &att64) || nc64 > max_elems || nv64 > max_elems ||
+        att64 > max_elems) {
+        zinc_status bad = ZERR(ZINC_ERR_INVALID_ARG,
+                               "gpt2: micro batch %d x context %d gives activations beyond 2^40 elements (width %d, "
+                               "%d heads, vocabulary %d): lower train_micro_batch_size_per_gpu or --context",
+                               m->mb, T, C, H, V);
+        free(m);
+        return bad;
+    }
+    size_t N = (size_t)n64, NC = N * (size_t)C, att = (size_t)att64;
     int np = 4 + NBLOCK_KINDS * L;
     m->params = calloc((size_t)np, sizeof *m->params);
     m->pkind = calloc((size_t)np, sizeof *m->pkind);
