@@ -136,6 +136,13 @@ def main():
     check(rc == 0 and json.load(open(w("res.json")))["shape"]["heads"] == 2,
           f"--resume takes the sealed shape: {rc} {out[-300:]!r}")
 
+    # ---- plots: their data, script and picture through the safe writer (a planted link is refused)
+    os.symlink(victim, w("plot.svg.dat"))
+    rc, out = run([z, "mem", "estimate", "--params", "1000000", "--largest-layer", "10000", "--device", "cpu",
+                   "--plot", w("plot.svg")])
+    check(rc != 0 and "symbolic link" in out and open(victim).read() == "precious\n",
+          f"mem --plot over a planted link: {rc} {out[-300:]!r}")
+
     # ---- inputs: FIFOs never block, directories are named
     os.mkfifo(w("in.fifo"))
     os.mkdir(w("adir"))
