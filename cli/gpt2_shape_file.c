@@ -25,10 +25,10 @@ static void make_dirs(const char *dir) {
     mkdir(p, 0755);
 }
 
-int gpt2_shape_save(const char *dir, const gpt2_shape *s, char *err, size_t cap) {
+int zcli_gpt2_shape_save(const char *dir, const gpt2_shape *s, char *err, size_t cap) {
     char path[4096];
     make_dirs(dir);
-    snprintf(path, sizeof path, "%s/%s", dir, GPT2_SHAPE_FILE);
+    snprintf(path, sizeof path, "%s/%s", dir, ZCLI_GPT2_SHAPE_FILE);
     json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "model", "gpt2", "max_context", s->max_context,
                           "vocab", s->vocab, "layers", s->layers, "heads", s->heads, "channels", s->channels,
                           "padded_vocab", s->padded_vocab);
@@ -49,17 +49,17 @@ static int *field(gpt2_shape *s, int i) {
 }
 static const char *const meta_keys[6] = {"gpt2.max_context", "gpt2.vocab",    "gpt2.layers",
                                          "gpt2.heads",       "gpt2.channels", "gpt2.padded_vocab"};
-const char *const gpt2_shape_flags[6] = {"--max-context", "--vocab", "--layers",
-                                         "--heads",       "--width", "--padded-vocab"};
+const char *const zcli_gpt2_shape_flags[6] = {"--max-context", "--vocab", "--layers",
+                                              "--heads",       "--width", "--padded-vocab"};
 
-int gpt2_shape_seal(zinc_engine *e, const gpt2_shape *s) {
+int zcli_gpt2_shape_seal(zinc_engine *e, const gpt2_shape *s) {
     gpt2_shape c = *s;
     for (int i = 0; i < 6; i++)
         if (zinc_checkpoint_meta_set(e, meta_keys[i], *field(&c, i)) != ZINC_OK) return -1;
     return 0;
 }
 
-int gpt2_shape_sealed(const char *checkpoint, gpt2_shape *s, char *err, size_t cap) {
+int zcli_gpt2_shape_sealed(const char *checkpoint, gpt2_shape *s, char *err, size_t cap) {
     gpt2_shape got = {0};
     int nfound = 0;
     for (int i = 0; i < 6; i++) {
@@ -86,14 +86,15 @@ int gpt2_shape_sealed(const char *checkpoint, gpt2_shape *s, char *err, size_t c
     return 0;
 }
 
-int gpt2_shape_flags_agree(const char *checkpoint, const gpt2_shape *s, const int64_t given[6], char *err, size_t cap) {
+int zcli_gpt2_shape_flags_agree(const char *checkpoint, const gpt2_shape *s, const int64_t given[6], char *err,
+                                size_t cap) {
     gpt2_shape c = *s;
     for (int i = 0; i < 6; i++)
         if (given[i] >= 0 && given[i] != *field(&c, i)) {
             snprintf(err, cap,
                      "%s %lld disagrees with the checkpoint %s, whose model has %s %d: drop "
                      "the flag or give %d; a model of another shape needs a new run",
-                     gpt2_shape_flags[i], (long long)given[i], checkpoint, gpt2_shape_flags[i], *field(&c, i),
+                     zcli_gpt2_shape_flags[i], (long long)given[i], checkpoint, zcli_gpt2_shape_flags[i], *field(&c, i),
                      *field(&c, i));
             return -1;
         }
@@ -120,12 +121,12 @@ static int load_one(const char *path, gpt2_shape *s, char *err, size_t cap) {
     return rc ? -1 : 0;
 }
 
-int gpt2_shape_load(const char *path, gpt2_shape *s, char *err, size_t cap) {
+int zcli_gpt2_shape_load(const char *path, gpt2_shape *s, char *err, size_t cap) {
     char p[4096], copy[4096];
-    snprintf(p, sizeof p, "%s/%s", path, GPT2_SHAPE_FILE);
+    snprintf(p, sizeof p, "%s/%s", path, ZCLI_GPT2_SHAPE_FILE);
     int rc = load_one(p, s, err, cap);
     if (rc != 1) return rc;
     snprintf(copy, sizeof copy, "%s", path);
-    snprintf(p, sizeof p, "%s/%s", dirname(copy), GPT2_SHAPE_FILE);
+    snprintf(p, sizeof p, "%s/%s", dirname(copy), ZCLI_GPT2_SHAPE_FILE);
     return load_one(p, s, err, cap);
 }
