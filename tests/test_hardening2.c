@@ -70,7 +70,7 @@ static void step_inside(void *u, int64_t lo, int64_t hi) {
 static void wrong_state(void) {
     eu_run r = {.stage = 1, .dtype = ZINC_FP32};
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     ZT_OK(eu_create(&r, &e, &m));
     if (!e) return;
     ZT_CHECK(zinc_module_add(e, "late") < 0 && strstr(zinc_last_error(), "before zinc_build"),
@@ -79,8 +79,8 @@ static void wrong_state(void) {
     ZT_ERR(zinc_agree_add(e, "late", &x, sizeof x), ZINC_ERR_STATE, "before zinc_build");
     /* one micro-step's gradients so that zinc_step would otherwise run */
     zinc_step_info info;
-    zinc_mlp_metrics met;
-    ZT_OK(zinc_mlp_train_step(m, 0, &info, &met));
+    mlp_metrics met;
+    ZT_OK(mlp_train_step(m, 0, &info, &met));
     pf_ctx c = {e, ZINC_OK};
     ZT_OK(zinc_parallel_for(e, 4, step_inside, &c));
     ZT_CHECK(c.st == ZINC_ERR_STATE && strstr(zinc_last_error(), "zinc_parallel_for"),
@@ -92,17 +92,17 @@ static void wrong_state(void) {
     zengine_mark_broken(e, "test: marked broken");
     ZT_ERR(zinc_gather_master(e, w, (size_t)n), ZINC_ERR_STATE, "refuses to go on");
     free(w);
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
 }
 
 static int loads(const char *dir) {
     eu_run r = {.stage = 1, .dtype = ZINC_FP32};
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     if (eu_create(&r, &e, &m) != ZINC_OK) return 0;
     zinc_status st = zinc_load_checkpoint(e, dir);
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
     return st == ZINC_OK;
 }
@@ -113,12 +113,12 @@ static void tags_and_meta(void) {
     path(dir, sizeof dir, "tags");
     eu_run r = {.stage = 1, .dtype = ZINC_FP32};
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     ZT_OK(eu_create(&r, &e, &m));
     if (!e) return;
     zinc_step_info info;
-    zinc_mlp_metrics met;
-    for (int s = 0; s < 2; s++) ZT_OK(zinc_mlp_train_step(m, s, &info, &met));
+    mlp_metrics met;
+    for (int s = 0; s < 2; s++) ZT_OK(mlp_train_step(m, s, &info, &met));
     ZT_OK(zinc_checkpoint_meta_set(e, "model.heads", 4));
     ZT_OK(zinc_checkpoint_meta_set(e, "model.heads", 6)); /* replaced */
     ZT_ERR(zinc_checkpoint_meta_set(e, "bad key", 1), ZINC_ERR_INVALID_ARG, "characters");
@@ -158,7 +158,7 @@ static void tags_and_meta(void) {
     unlink(lat);
     mkdir(lat, 0755);
     ZT_ERR(zinc_load_checkpoint(e, d2), ZINC_ERR_CORRUPT, "is a directory");
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
 }
 
@@ -168,16 +168,16 @@ static void fp16_nonfinite_params(void) {
                 .dtype = ZINC_FP16,
                 .optimizer = "{\"type\": \"AdamW\", \"params\": {\"lr\": 1000, \"weight_decay\": 1000}}"};
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     ZT_OK(eu_create(&r, &e, &m));
     if (!e) return;
     zinc_step_info info;
-    zinc_mlp_metrics met;
+    mlp_metrics met;
     zinc_status st = ZINC_OK;
-    for (int s = 0; s < 4 && st == ZINC_OK; s++) st = zinc_mlp_train_step(m, s, &info, &met);
+    for (int s = 0; s < 4 && st == ZINC_OK; s++) st = mlp_train_step(m, s, &info, &met);
     ZT_CHECK(st == ZINC_ERR_NONFINITE && strstr(zinc_last_error(), "non-finite"),
              "fp16 with lr x weight_decay 1e6 (weights beyond 65504): %s %s", zinc_status_name(st), zinc_last_error());
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
 }
 
@@ -187,12 +187,12 @@ static void scale_limits(void) {
     path(dir, sizeof dir, "scale");
     eu_run r = {.stage = 1, .dtype = ZINC_FP16};
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     ZT_OK(eu_create(&r, &e, &m));
     if (!e) return;
     zinc_step_info info;
-    zinc_mlp_metrics met;
-    ZT_OK(zinc_mlp_train_step(m, 0, &info, &met));
+    mlp_metrics met;
+    ZT_OK(mlp_train_step(m, 0, &info, &met));
     ZT_OK(zinc_save_checkpoint(e, dir, "t"));
     snprintf(p, sizeof p, "%s/t", dir);
     zckpt_manifest man;
@@ -208,7 +208,7 @@ static void scale_limits(void) {
     free(text);
     zckpt_manifest_free(&man);
     ZT_ERR(zinc_load_checkpoint(e, dir), ZINC_ERR_CORRUPT, "cur_scale");
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
 }
 
