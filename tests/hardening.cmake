@@ -70,7 +70,7 @@ endif()
 
 # Issue 23 (hardening, round 2) at the public API: overflow at registration, calls in the wrong state,
 # reserved tags, sealed model metadata, fp16 runs whose parameters go non-finite, the safe writer.
-zinc_test(NAME hardening2_api SOURCES test_hardening2.c engine_util.c LABELS hardening)
+zinc_test(NAME engine_hardening_api SOURCES test_hardening2.c engine_util.c LABELS hardening)
 
 # Issue 23 through the zinc program: safe outputs (export llmc, reports), special inputs, the sealed GPT-2
 # shape, messages, refusals, NVMe swap directories removed on SIGTERM/SIGINT and after dead runs.
@@ -98,8 +98,8 @@ if(ZINC_HAVE_ASAN_UBSAN)
                          -fno-omit-frame-pointer)
   target_link_options(fuzz_llmc PRIVATE -fsanitize=address,undefined)
 endif()
-add_test(NAME llmc_fuzz COMMAND fuzz_llmc --iterations 20000 --seed 1 --max-seconds 45)
-set_tests_properties(llmc_fuzz PROPERTIES LABELS "fuzz;gpt2" TIMEOUT 120
+add_test(NAME gpt2_llmc_fuzz COMMAND fuzz_llmc --iterations 20000 --seed 1 --max-seconds 45)
+set_tests_properties(gpt2_llmc_fuzz PROPERTIES LABELS "fuzz;gpt2" TIMEOUT 120
                      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1;UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
 if(ZINC_LIBFUZZER_WORKS)
   set(fzl ${CMAKE_CURRENT_BINARY_DIR}/fuzz_llmc_libfuzzer)
@@ -117,9 +117,9 @@ if(ZINC_LIBFUZZER_WORKS)
                      COMMENT "Building the libFuzzer target fuzz_llmc_libfuzzer with ${ZINC_CLANG}"
                      COMMAND_EXPAND_LISTS VERBATIM)
   add_custom_target(fuzz_llmc_libfuzzer ALL DEPENDS ${fzl})
-  add_test(NAME llmc_libfuzzer
+  add_test(NAME gpt2_llmc_libfuzzer
            COMMAND sh -c "d=$(mktemp -d) || exit 1; \"$0\" -runs=20000 -seed=1 -max_total_time=30 \"$d\"; rc=$?; rm -rf \"$d\"; exit $rc"
                    ${fzl})
-  set_tests_properties(llmc_libfuzzer PROPERTIES LABELS "fuzz;gpt2" TIMEOUT 120
+  set_tests_properties(gpt2_llmc_libfuzzer PROPERTIES LABELS "fuzz;gpt2" TIMEOUT 120
                        ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
 endif()
