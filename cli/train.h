@@ -14,11 +14,16 @@
 #include "cli/options.h"
 #include "zinc.h"
 
+/* Exit statuses of a run that a SIGTERM, SIGINT or SIGUSR1 stopped at a step boundary (113 is the
+ * collective watchdog's): saved (--save) and resumable with --resume DIR, or stopped without a save. */
+#define ZCLI_EXIT_PREEMPTED 114
+#define ZCLI_EXIT_STOPPED 115
+
 /* The options every model takes (the table in train_options.c). */
 typedef struct zcli_train_opts {
     int model; /* the --model choice: 0 mlp, 1 gpt2 */
     const char *config, *report, *save_dir, *resume;
-    int64_t steps, seed, threads, save_every;
+    int64_t steps, seed, threads, save_every, keep_last;
     int device, nonfinite; /* choices: cpu|cuda|auto (-1: the config's), error|skip */
     bool quiet, force;     /* force: an existing --report file may be replaced */
     zcli_list sets;

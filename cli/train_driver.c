@@ -3,6 +3,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,6 +13,7 @@
 #include "cli/train.h"
 #include "cli/train_guard.h"
 #include "runtime/core/env.h"
+#include "runtime/core/signals.h"
 
 double zcli_now_s(void) {
     struct timespec ts;
@@ -59,6 +61,7 @@ static int create_engine(const zcli_train_opts *o, zinc_engine **e) {
     if (o->device >= 0) zo.device = devices[o->device];
     if (o->nonfinite == 1) zo.nonfinite = ZINC_NONFINITE_SKIP;
     if (o->quiet) zo.log_level = ZINC_LOG_WARN;
+    zo.preempt = 1; /* SIGTERM/SIGINT/SIGUSR1: stop at a step boundary, saved (loop) */
     zinc_status st = zinc_create(&zo, e);
     if (st == ZINC_OK) return 0;
     /* A config problem is the same on every rank: said once per job, by rank 0; the other ranks exit with
@@ -82,7 +85,7 @@ static int setup(const zcli_train_model *m, zcli_train *t, char *save_why, char 
                     .save_why = save_why,
                     .report_why = report_why,
                     .why_cap = cap};
-    if (zcli_agree_run(t->e, &run, run_lock) || m->build(t) || zcli_outputs_refused(&run)) return -1;
+    if (zcli_agree(t->e, "--keep-last", &o->keep_last, sizeof o->keep_last) || zcli_agree_run(t->e, &run, run_lock) || m->build(t) || zcli_outputs_refused(&run)) return -1;
     int64_t B = zinc_train_batch_size(t->e);
     if (o->steps > INT64_MAX / 4 / B) {
         fprintf(stderr,
@@ -107,13 +110,43 @@ static int setup(const zcli_train_model *m, zcli_train *t, char *save_why, char 
 }
 
 static int save(zcli_train *t, int64_t step) {
-    if (zinc_save_checkpoint(t->e, t->o->save_dir, NULL) == ZINC_OK) return 0;
+    if (zinc_save_checkpoint(t->e, t->o->save_dir, NULL) == ZINC_OK) {
+        /* only after the new one is published (latest names it) */
+        if (t->o->keep_last > 0 && zinc_checkpoint_keep_last(t->e, t->o->save_dir, (int)t->o->keep_last) != ZINC_OK)
+            return zcli_train_fail("removing checkpoints older than --keep-last failed");
+        return 0;
+    }
     if (step < 0) return zcli_train_fail("saving the final checkpoint failed");
     fprintf(stderr, "zinc train: saving the checkpoint of step %" PRId64 " failed: %s\n", step, zinc_last_error());
     return -1;
 }
 
-/* The steps, the --save-every checkpoints, the model's hooks, the final checkpoint. */
+static const char *signal_name(int sig) {
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
+}
+
+/* Every rank agreed at this step that a signal reached one of them (zinc_preempt_requested): the checkpoint
+ * of this step (unless --save-every just wrote it), then the exit status that says whether it was saved. */
+static int preempted(zcli_train *t, int64_t step, int64_t last_saved) {
+    const zcli_train_opts *o = t->o;
+    int sig = zinc_preempt_requested(t->e);
+    if (o->save_dir && last_saved != step && save(t, step)) return -1;
+    if (zinc_rank(t->e) == 0) {
+        double since = zsig_pending_since(), waited = since > 0 ? zcli_now_s() - since : -1;
+        char took[64] = "";
+        if (waited >= 0) snprintf(took, sizeof took, " (%.3f s after the signal reached rank 0)", waited);
+        if (o->save_dir)
+            fprintf(stderr, "zinc train: %s: stopped at step %" PRId64 "; saved at step %" PRId64 "%s, resumable with --resume %s\n",
+                    signal_name(sig), step, step, took, o->save_dir);
+        else
+            fprintf(stderr, "zinc train: %s: stopped at step %" PRId64 "%s; nothing saved (no --save DIR)\n",
+                    signal_name(sig), step, took);
+    }
+    return o->save_dir ? ZCLI_EXIT_PREEMPTED : ZCLI_EXIT_STOPPED;
+}
+
+/* The steps, the --save-every checkpoints, the model's hooks, the final checkpoint. Returns 0, -1 after an
+ * error, or the exit status of a run stopped by a signal (preempted). */
 static int loop(const zcli_train_model *m, zcli_train *t) {
     const zcli_train_opts *o = t->o;
     int64_t last_saved = -1;
@@ -129,6 +162,7 @@ static int loop(const zcli_train_model *m, zcli_train *t) {
             if (save(t, s + 1)) return -1;
             last_saved = s + 1;
         }
+        if (t->info.preempt_signal) return preempted(t, s + 1, last_saved);
     }
     if (m->finish && m->finish(t)) return -1;
     if (o->save_dir && last_saved != zinc_step_count(t->e) && save(t, -1)) return -1;
@@ -197,8 +231,9 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
     /* --report is checked against the inputs the model's prepare named (an existing file needs --force) */
     if (rc == 0 && o->report && !report_why[0])
         zcli_check_target("--report", o->report, o->force, t.inputs, report_why, sizeof report_why);
-    if (rc == 0)
-        rc = setup(m, &t, save_why, report_why, sizeof save_why, &run_lock) || loop(m, &t) || conclude(m, &t) ? 1 : 0;
+    if (rc == 0 && setup(m, &t, save_why, report_why, sizeof save_why, &run_lock)) rc = 1;
+    int stopped = rc == 0 ? loop(m, &t) : 0;
+    if (rc == 0) rc = stopped > 0 ? stopped : stopped < 0 || conclude(m, &t) ? 1 : 0;
     if (run_lock >= 0) close(run_lock);
     m->destroy(&t);
     zinc_destroy(t.e);

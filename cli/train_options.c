@@ -24,6 +24,9 @@ static const zcli_opt train_opts[] =
       "--save-every K"},
      {"--save-every", ZCLI_INT, O(save_every), "K", 1, (int64_t)1 << 53, NULL,
       "a checkpoint every K steps (needs --save)"},
+     {"--keep-last", ZCLI_INT, O(keep_last), "K", 1, 1 << 30, NULL,
+      "keep the newest K step<N> checkpoints in --save DIR: older ones are\nremoved after each save has published "
+      "its own, never the one\nDIR/latest names (needs --save)"},
      {"--resume", ZCLI_TEXT, O(resume), "PATH", 0, 0, NULL,
       "continue from a checkpoint: DIR (its latest) or DIR/TAG; any rank\ncount and ZeRO stage can resume any "
       "checkpoint of the same model"},
@@ -71,6 +74,7 @@ int zcli_cmd_train(int argc, char **argv) {
     int pr = zcli_parse(&c, 1, argc, argv);
     if (pr) return pr == 1 ? 0 : 2;
     if (o.save_every && !o.save_dir) return zcli_usage_error(&c, "--save-every needs --save DIR");
+    if (o.keep_last && !o.save_dir) return zcli_usage_error(&c, "--keep-last needs --save DIR");
     if (!o.config) {
         zcli_usage_error(&c, "--config FILE is required (for example ds_configs/zero2_fp16.json)");
         fprintf(stderr, "%s\n", m->usage);

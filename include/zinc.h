@@ -156,6 +156,13 @@ typedef struct zinc_options {
     /* What a non-finite fp32/bf16 gradient, or a step that makes parameters non-finite, does: default
      * ZINC_NONFINITE_DEFAULT stops with ZINC_ERR_NONFINITE naming the step and tensor. */
     zinc_nonfinite nonfinite;
+    /* 1: a SIGTERM, SIGINT or SIGUSR1 (how Slurm and cloud schedulers preempt; Slurm's --signal) is only
+     * recorded, and the next zinc_step makes every rank agree on it, so the program can save a checkpoint
+     * and exit at a step boundary (zinc_preempt_requested). A second signal ends the process at once (an
+     * unfinished save leaves the previous checkpoint loadable). Signals whose handler the program set
+     * itself are left alone (a warning names them). Process-wide. Default 0: a signal removes this run's
+     * NVMe swap files and ends the process by the same signal. */
+    int preempt;
 } zinc_options;
 
 zinc_options zinc_default_options(void);
@@ -316,7 +323,8 @@ typedef struct zinc_step_info {
     int64_t reduce_scatters;   /* stages 1-3: gradient reduce-scatter calls (buckets and chunks) */
     int64_t prefetch_gathers;  /* stage 3: module all-gathers started ahead of use from the recorded trace */
     int64_t blocking_gathers;  /* stage 3: module all-gathers the model waited for at zinc_module_enter */
-    uint64_t reserved[8];      /* zero; later fields take this space */
+    int64_t preempt_signal;    /* zinc_options.preempt: the signal the ranks agreed on at this step (0: none) */
+    uint64_t reserved[7];      /* zero; later fields take this space */
 } zinc_step_info;
 
 /* Finishes the gradient reduction, checks for overflow on every rank, and (unless skipped) clips,
@@ -324,6 +332,10 @@ typedef struct zinc_step_info {
  * zinc_grad_accum_steps micro-steps. Returns ZINC_ERR_LOSS_SCALE when an overflow happens with the loss
  * scale already at its minimum (the message names the step and the first non-finite parameter). */
 zinc_status zinc_step(zinc_engine *e, zinc_step_info *info);
+/* With zinc_options.preempt: the SIGTERM/SIGINT/SIGUSR1 that reached any rank, as the ranks agreed on it at
+ * the latest zinc_step (the same value on every rank; no communication: the flag rides on the step's own
+ * statistics all-gather). 0: none. Once set it stays set: save (zinc_save_checkpoint) and exit. */
+int zinc_preempt_requested(const zinc_engine *e);
 
 /* Runs a model's own loop on the engine's CPU threads (the cpu_threads of zinc_options, the threads of the
  * engine's kernels), so that the model needs no second thread pool of its own competing for the cores:
@@ -444,6 +456,11 @@ zinc_status zinc_save_checkpoint(zinc_engine *e, const char *dir, const char *ta
  * to the uninterrupted run. A failure after the state was touched leaves the engine unusable (it is
  * logged): destroy it. Every rank returns the same status. */
 zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path);
+/* Collective, after zinc_save_checkpoint: keeps the newest `keep` (>= 1) checkpoints of dir whose tags zinc
+ * named (step<N>, by N) and removes the older ones, never the one dir/latest names; tags of other names are
+ * left alone. Like the Hugging Face Trainer's save_total_limit. Each goes aside (.step<N>.removing) before its
+ * removal, so a kill part-way leaves latest loadable; the next save removes what was left aside. */
+zinc_status zinc_checkpoint_keep_last(zinc_engine *e, const char *dir, int keep);
 
 /* Optimizer steps attempted so far (taken + skipped), restored by zinc_load_checkpoint: the step a
  * resumed training loop continues from. */

@@ -170,7 +170,8 @@ zinc_status zckpt_create_excl(const char *path, int flags, int *fd);
 /* Takes dir's lock file (flock, non-blocking): a second saver fails with a message naming the first. */
 zinc_status zckpt_lock_dir(const char *dir, int *fd);
 void zckpt_unlock_dir(int fd);
-/* Under the lock: restores a `.TAG.old` whose TAG is missing, removes stale `.TAG.partial` and `*.tmp`. */
+/* Under the lock: restores a `.TAG.old` whose TAG is missing, removes stale `.TAG.partial`, `.TAG.removing`
+ * and `*.tmp`. */
 zinc_status zckpt_clean_stale(const char *dir);
 
 /* ---------------------------------------------------------------- checkpoint_validate.c */

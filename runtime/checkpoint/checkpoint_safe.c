@@ -88,7 +88,9 @@ zinc_status zckpt_clean_stale(const char *dir) {
     while ((de = readdir(d)) != NULL) {
         const char *n = de->d_name;
         size_t len = strlen(n);
-        if (len > 9 && n[0] == '.' && !strcmp(n + len - 8, ".partial")) {
+        /* .TAG.partial: an interrupted save; .TAG.removing: an interrupted zinc_checkpoint_keep_last */
+        if ((len > 9 && n[0] == '.' && !strcmp(n + len - 8, ".partial")) ||
+            (len > 10 && n[0] == '.' && !strcmp(n + len - 9, ".removing"))) {
             TRY(zckpt_path(p, sizeof p, "%s/%s", dir, n));
             TRY(zckpt_rmtree(p));
         } else if (len > 5 && n[0] == '.' && !strcmp(n + len - 4, ".old")) {

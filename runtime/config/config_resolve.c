@@ -64,6 +64,25 @@ static bool mul3(int64_t a, int64_t b, int64_t c, int64_t *out) {
 }
 
 /* DeepSpeed's _set_batch_related_parameters and _batch_assertion, with the arithmetic in the message. */
+/* Advice when train_batch_size tb and the micro batch mb do not fit micro x world_size = m: the rank counts
+ * that keep this global batch (gradient_accumulation_steps is derived for each; a resume on one of them
+ * trains with the same batch and LR schedule). */
+static void usable_worlds(int64_t tb, int64_t mb, int64_t m, char *out, size_t cap) {
+    int n = snprintf(out, cap, "Make train_batch_size a multiple of micro x world_size = %" PRId64, m);
+    if (tb % mb != 0 || n < 0 || (size_t)n >= cap) return;
+    int64_t per = tb / mb; /* micro-batches per step: a usable world size divides it */
+    int shown = 0;
+    for (int64_t w = 1; w <= per && shown < 12; w++) {
+        if (per % w) continue;
+        int k = snprintf(out + n, cap - (size_t)n, "%s%" PRId64, shown ? ", " : ", or run on a rank count that keeps "
+                                                                        "it: ", w);
+        if (k < 0 || (size_t)k >= cap - (size_t)n) return;
+        n += k;
+        shown++;
+    }
+    if (shown == 12 && (size_t)n + 5 < cap) snprintf(out + n, cap - (size_t)n, ", ...");
+}
+
 /* The triad's "auto"s, as the Hugging Face Trainer fills them (per_device_train_batch_size 8,
  * gradient_accumulation_steps 1, train_batch_size = world x micro x accumulation), except that a value the
  * written batch sizes determine is derived from them rather than contradicting them. */
@@ -99,7 +118,7 @@ static void resolve_batch(zcfg_loader *L) {
     int64_t W = c->world_size, tb = c->train_batch_size, mb = c->train_micro_batch_size_per_gpu,
             ga = c->gradient_accumulation_steps, prod = 0;
     const char *how;
-    char advice[200];
+    char advice[400];
     if (tb && mb && ga) {
         how = "all three given";
         bool ok = mul3(mb, ga, W, &prod);
@@ -115,7 +134,7 @@ static void resolve_batch(zcfg_loader *L) {
         if (__builtin_mul_overflow(mb, W, &m))
             snprintf(advice, sizeof advice, "Lower train_micro_batch_size_per_gpu");
         else
-            snprintf(advice, sizeof advice, "Make train_batch_size a multiple of micro x world_size = %" PRId64, m);
+            usable_worlds(tb, mb, m, advice, sizeof advice);
     } else if (tb && ga) {
         mb = tb / W / ga;
         how = "train_micro_batch_size_per_gpu = train_batch_size / world_size / gradient_accumulation_steps";

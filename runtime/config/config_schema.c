@@ -504,7 +504,11 @@ static const zkey_key top_keys[] = {
     IGNORED("nebula", "ignored"),
     IGNORED("zero_force_ds_cpu_initialization", "ignored"),
     REFUSED("amp", "not implemented: NVIDIA apex amp; use fp16 or bf16"),
-    REFUSED("elasticity", "not implemented: elastic batch sizes would change the batch triad"),
+    REFUSED("elasticity",
+            "removed in DeepSpeed 0.19, which refuses it too: set train_batch_size and train_micro_batch_size_per_gpu "
+            "directly. zinc keeps the global batch on any rank count without it: give those two and leave "
+            "gradient_accumulation_steps out, and a run resumed on another rank count re-derives it (same batch, "
+            "same LR schedule; docs/checkpoints.md)"),
     REFUSED("sparse_gradients", "not implemented: sparse gradients"),
     REFUSED("curriculum_learning", "not implemented: curriculum learning changes the data the model sees"),
     REFUSED("data_efficiency", "not implemented: data sampling and routing"),

@@ -35,6 +35,7 @@ typedef enum zenv_id {
     ZENV_CKPT_TEST_KILL_AFTER_BYTES,
     ZENV_CKPT_TEST_KILL_BETWEEN_RENAMES,
     ZENV_CKPT_TEST_NO_EXCHANGE,
+    ZENV_CKPT_TEST_KILL_IN_RETENTION,
     ZENV_AIO_FAULT,
     /* set by others: MPI launchers (whether and where this process was launched), the shell */
     ZENV_OMPI_COMM_WORLD_RANK,

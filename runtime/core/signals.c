@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct slot {
@@ -20,6 +21,7 @@ typedef struct slot {
 
 static slot slots[ZSIG_MAX_PATHS];
 static atomic_int pending, deferred;
+static atomic_llong pending_ns; /* CLOCK_MONOTONIC when the first signal arrived */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 struct linux_dirent64 {
@@ -73,10 +75,20 @@ void zsig_cleanup_now(void) {
         }
 }
 
+static const int handled_sigs[3] = {SIGTERM, SIGINT, SIGUSR1};
+static atomic_int ours; /* bit i: handled_sigs[i] has zinc's handler */
+
 static void handler(int sig) {
     int saved_errno = errno;
-    atomic_store(&pending, sig);
-    if (atomic_load(&deferred)) {
+    /* Deferred, the first signal is only recorded; a second one (the user or the scheduler insisting) ends
+     * the process at once as without deferral: an interrupted save leaves the previous checkpoint. */
+    int before = atomic_exchange(&pending, sig);
+    if (before == 0) {
+        struct timespec ts; /* clock_gettime is async-signal-safe (POSIX) */
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        atomic_store(&pending_ns, (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    }
+    if (atomic_load(&deferred) && before == 0) {
         errno = saved_errno;
         return;
     }
@@ -86,10 +98,9 @@ static void handler(int sig) {
 }
 
 static void install_once(void) {
-    const int sigs[2] = {SIGTERM, SIGINT};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         struct sigaction old;
-        if (sigaction(sigs[i], NULL, &old) != 0) continue;
+        if (sigaction(handled_sigs[i], NULL, &old) != 0) continue;
         if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) continue; /* the program's own, or ignored */
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -97,14 +108,26 @@ static void install_once(void) {
         sigemptyset(&sa.sa_mask);
         sigaddset(&sa.sa_mask, SIGTERM);
         sigaddset(&sa.sa_mask, SIGINT);
+        sigaddset(&sa.sa_mask, SIGUSR1);
         sa.sa_flags = SA_RESTART;
-        sigaction(sigs[i], &sa, NULL);
+        if (sigaction(handled_sigs[i], &sa, NULL) == 0) atomic_fetch_or(&ours, 1 << i);
     }
 }
 
 void zsig_install(void) { pthread_once(&once, install_once); }
 
 int zsig_pending(void) { return atomic_load(&pending); }
+
+double zsig_pending_since(void) {
+    long long ns = atomic_load(&pending_ns);
+    return ns ? 1e-9 * (double)ns : 0;
+}
+
+bool zsig_handles(int sig) {
+    for (int i = 0; i < 3; i++)
+        if (handled_sigs[i] == sig) return (atomic_load(&ours) >> i) & 1;
+    return false;
+}
 
 void zsig_defer(bool on) { atomic_store(&deferred, on ? 1 : 0); }
 

@@ -1,7 +1,7 @@
-/* SIGTERM and SIGINT: what a run must undo when it is stopped (the NVMe swap files of its run directory),
+/* SIGTERM, SIGINT and SIGUSR1 (Slurm's --signal): what a run must undo when it is stopped (the NVMe swap files of its run directory),
  * and a flag a program can poll to stop in good order instead.
  *
- * zsig_install puts zinc's handler on each of the two signals whose disposition is still the default (a
+ * zsig_install puts zinc's handler on each of the three signals whose disposition is still the default (a
  * program's own handler is left alone). The handler is async-signal-safe: it records the signal, and, unless
  * the program asked to handle it itself (zsig_defer), removes the registered paths (raw getdents64, unlinkat,
  * rmdir: no allocation, no locks) and ends the process by the same signal, so the exit status is as before. */
@@ -15,10 +15,15 @@
 
 /* Idempotent; thread-safe. */
 void zsig_install(void);
-/* The last SIGTERM/SIGINT received (0: none). */
+/* The last SIGTERM/SIGINT/SIGUSR1 received (0: none). */
 int zsig_pending(void);
-/* on: the handler only records the signal (the program polls zsig_pending and ends itself, running its own
- * cleanup); off (the default): the handler removes the registered paths and re-raises the signal. */
+/* When the first of them arrived: CLOCK_MONOTONIC seconds (0: none). */
+double zsig_pending_since(void);
+/* Whether zinc's handler is on sig (false: the program's own handler or an ignored signal kept it off). */
+bool zsig_handles(int sig);
+/* on: the handler only records the first signal (the program polls zsig_pending and ends itself, running
+ * its own cleanup); a second signal is handled as when off. off (the default): the handler removes the
+ * registered paths and re-raises the signal. */
 void zsig_defer(bool on);
 /* A path to remove if a signal ends the process: a whole tree (tree) or an empty directory only (an rmdir
  * that fails while other processes still have files there). Returns a slot (>= 0) for zsig_forget, or -1

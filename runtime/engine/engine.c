@@ -1,5 +1,6 @@
 /* Engine lifecycle, model registration, build (partition, allocate, initialise) and accessors. The
  * step lives in engine_step.c, gradient reduction in zero/grads.c, stage-3 gathering in zero/gather.c. */
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include "runtime/engine/engine_internal.h"
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
+#include "runtime/core/signals.h"
 #include "kernels/cpu_kernels.h"
 #include "runtime/engine/engine_mem.h"
 #include "offload/state_nvme.h"
@@ -80,6 +82,24 @@ static zinc_status options_read(const zinc_options *opts, zinc_options *o) {
     return ZINC_OK;
 }
 
+/* zinc_options.preempt: the handler only records the signal; zinc_step's all-gather carries it. */
+static void enable_preempt(zinc_engine *e) {
+    zsig_install();
+    zsig_defer(true);
+    e->preempt = true;
+    static const int sigs[3] = {SIGTERM, SIGINT, SIGUSR1};
+    static const char *const names[3] = {"SIGTERM", "SIGINT", "SIGUSR1"};
+    for (int i = 0; i < 3; i++) {
+        struct sigaction now;
+        /* an ignored signal (a background job's SIGINT) cannot stop the run at all: nothing to say */
+        if (zsig_handles(sigs[i]) || (sigaction(sigs[i], NULL, &now) == 0 && now.sa_handler == SIG_IGN)) continue;
+        ZLOG_WARN(&e->log, "zinc_options.preempt: %s has the program's own handler: it does "
+                               "not stop the run at a step boundary", names[i]);
+    }
+}
+
+int zinc_preempt_requested(const zinc_engine *e) { return e ? e->preempt_signal : 0; }
+
 zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     zinc_status st = ZINC_OK;
     zinc_engine *e = NULL;
@@ -105,6 +125,10 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
                     "zinc_create: options.cpu_threads %d: want 0 (cores / ranks on this node) "
                     "or 1 to %d",
                     o.cpu_threads, ZPOOL_MAX_THREADS);
+    if (o.preempt != 0 && o.preempt != 1)
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.preempt %d: want 0 (off) or 1 (a SIGTERM, SIGINT "
+                                          "or SIGUSR1 is agreed on at the next zinc_step)",
+                    o.preempt);
     TRY_ALLOC(e, 1, "the engine");
     e->log.fn = o.log_fn;
     e->log.userdata = o.log_userdata;
@@ -119,6 +143,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     e->world = e->comm->size;
     e->log.rank = e->rank;
     zwatch_configure(&e->log, e->rank);
+    if (o.preempt) enable_preempt(e);
     const char *kernels_said = zkernels_warning();
     if (kernels_said) ZLOG_WARN(&e->log, "%s", kernels_said);
 

@@ -104,6 +104,8 @@ struct zinc_engine {
     void *agree_items;
     int agree_n, agree_cap;
     zinc_nonfinite nonfinite; /* zinc_options.nonfinite (engine_finite.c) */
+    bool preempt;             /* zinc_options.preempt: signals are recorded and agreed on at each step */
+    int preempt_signal;       /* the signal every rank agreed on at a step (zinc_options.preempt), 0: none */
     /* the caller's integers sealed into every checkpoint's manifest (zinc_checkpoint_meta_set) */
     struct {
         char key[ZINC_META_KEY_MAX + 1];

@@ -10,6 +10,7 @@
 
 #include "runtime/engine/engine_internal.h"
 #include "runtime/core/error.h"
+#include "runtime/core/signals.h"
 #include "kernels/cpu_kernels.h"
 #include "runtime/engine/lr_schedule.h"
 
@@ -17,6 +18,7 @@ typedef struct rank_stats {
     double sumsq;
     int64_t nonfinite;
     int64_t first_bad; /* flat index of the first non-finite element, or -1 */
+    int64_t signal;    /* a preempting signal this rank received (zsig_pending; 0 when preempt is off) */
 } rank_stats;
 
 /* Gathers every rank's statistics and sums them in rank order, so every rank gets the same bits. */
@@ -29,7 +31,9 @@ static zinc_status global_stats(zinc_engine *e, double *sumsq, int64_t *nonfinit
     const void *g = zgrads_norm_slice(&e->grads, &dt, &n, &flat_lo);
     zgrad_stats s;
     TRY(e->dev->ops->grad_stats(e->dev, g, dt, n, &s)); /* the host waits for the statistic here */
-    rank_stats mine = {s.sumsq, (int64_t)s.nonfinite, s.nonfinite ? flat_lo + (int64_t)s.first_nonfinite : -1};
+    /* The preemption flag rides on this all-gather, which every step does anyway: no extra collective. */
+    rank_stats mine = {s.sumsq, (int64_t)s.nonfinite, s.nonfinite ? flat_lo + (int64_t)s.first_nonfinite : -1,
+                       e->preempt ? zsig_pending() : 0};
     TRY_ALLOC(all, e->world, "step statistics");
     TRY(zcomm_allgather_bytes(e->comm, &mine, all, sizeof mine));
     *sumsq = 0;
@@ -39,6 +43,7 @@ static zinc_status global_stats(zinc_engine *e, double *sumsq, int64_t *nonfinit
     for (int r = 0; r < e->world; r++) {
         *sumsq += all[r].sumsq;
         *nonfinite += all[r].nonfinite;
+        if (all[r].signal && !e->preempt_signal) e->preempt_signal = (int)all[r].signal; /* rank order */
         if (all[r].first_bad >= 0 && *first_bad < 0) {
             *first_bad = all[r].first_bad;
             *bad_rank = r;
@@ -164,6 +169,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     info->reduce_scatters = e->grads.stat_rs_sends;
     info->prefetch_gathers = e->gather.stat_prefetch;
     info->blocking_gathers = e->gather.stat_gather_blocking;
+    info->preempt_signal = e->preempt_signal;
     e->grads.stat_rs_sends = 0;
     e->gather.stat_prefetch = e->gather.stat_gather_blocking = e->gather.stat_trace_resync = 0;
     return ZINC_OK;
