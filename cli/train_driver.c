@@ -221,6 +221,11 @@ static int conclude(const zcli_train_model *m, zcli_train *t) {
 }
 
 int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_opts) {
+    /* From here on a SIGTERM/SIGINT/SIGUSR1 is only recorded (zinc_options.preempt, set in create_engine,
+     * agrees on it at the first step): one arriving while the ranks start (MPI, the model's files) stops the
+     * run at its first step boundary instead of killing it before there is anything to save. */
+    zsig_install();
+    zsig_defer(true);
     /* Output paths are checked before any training is spent on them (every rank checks its own view of
      * the file system; the result is one of the items the ranks agree on). */
     char save_why[8800] = "", report_why[8800] = "";

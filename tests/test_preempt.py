@@ -98,18 +98,20 @@ class Runner:
         return base if nranks == 1 else self.mpirun + ["-np", str(nranks)] + base
 
     def checksum(self, nranks, args, report):
+        t0 = time.time()
         run(self.cmd(nranks, args + ["--report", report]))
+        self.took = time.time() - t0  # how long an uninterrupted run takes: the signals fall inside it
         return json.load(open(report))["param_checksum"]
 
-    def preempt(self, name, nranks, args, steps, save, sig, to_all, want, window):
+    def preempt(self, name, nranks, args, steps, save, sig, to_all, want, window, extra=()):
         """Starts the run, waits a random time within window, signals one rank (or all), and checks the exit,
         the message and (with save) a resume ending at `want`. Returns the step it stopped at, or None when it
         finished before the signal."""
         w = self.a.workdir
-        cmd = self.cmd(nranks, args + ["--steps", str(steps)] + (["--save", save] if save else []))
+        cmd = self.cmd(nranks, args + list(extra) + ["--steps", str(steps)] + (["--save", save] if save else []))
         p, pids = start(cmd, self.a.zinc, nranks)
         check(len(pids) == nranks, f"{name}: found the ranks' processes {pids}")
-        time.sleep(rnd.uniform(*window))
+        time.sleep(rnd.uniform(window[0] * self.took, window[1] * self.took))
         targets = list(pids.values()) if to_all else [pids[rnd.randrange(nranks)]]
         t0 = time.time()
         for pid in targets:
@@ -150,18 +152,18 @@ def mlp_part(r, a):
                "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
                "zero_optimization": {"stage": 2}, "steps_per_print": 0}, open(cfg, "w"))
     model = ["--config", cfg, "--hidden", "256", "--depth", "3", "--in-dim", "64"]
-    steps = 60
+    steps = 120
     sigs = [signal.SIGTERM, signal.SIGINT, signal.SIGUSR1]
     for nranks in (1, 2):
         want = r.checksum(nranks, model + ["--steps", str(steps)], os.path.join(w, f"full{nranks}.json"))
         stopped = 0
         for trial in range(6):
             save = os.path.join(w, f"ck{nranks}_{trial}")
-            k = r.preempt(f"mlp_np{nranks}_{trial}", nranks, model + (["--save-every", "7"] if trial % 2 else []),
-                          steps, save, sigs[trial % 3], to_all=trial >= 3, want=want, window=(0.3, 2.0))
+            k = r.preempt(f"mlp_np{nranks}_{trial}", nranks, model, steps, save, sigs[trial % 3], to_all=trial >= 3,
+                          want=want, window=(0.1, 0.8), extra=["--save-every", "7"] if trial % 2 else [])
             stopped += k is not None
         check(stopped >= 3, f"mlp np{nranks}: only {stopped} of 6 runs were stopped before their end")
-        r.preempt(f"mlp_np{nranks}_nosave", nranks, model, steps, None, signal.SIGTERM, False, want, (0.3, 1.0))
+        r.preempt(f"mlp_np{nranks}_nosave", nranks, model, steps, None, signal.SIGTERM, False, want, (0.1, 0.8))
     # the NVMe swap files are removed on the way out
     nv = os.path.join(w, "nvme")
     os.makedirs(nv, exist_ok=True)
@@ -180,7 +182,7 @@ def mlp_part(r, a):
         want = r.checksum(nranks, modeln + ["--steps", str(steps)], os.path.join(w, f"nfull{nranks}.json"))
         for trial in range(2):
             k = r.preempt(f"mlp_nvme_np{nranks}_{trial}", nranks, modeln, steps, os.path.join(w, f"nck{nranks}_{trial}"),
-                          signal.SIGTERM, trial == 1, want, (0.5, 2.0))
+                          signal.SIGTERM, trial == 1, want, (0.1, 0.8))
             if k is not None:
                 check(os.listdir(nv) == [], f"mlp nvme np{nranks}: swap files left in {nv}: {os.listdir(nv)}")
 
@@ -204,8 +206,8 @@ def gpt2_part(r, a):
         want = r.checksum(nranks, model + ["--steps", str(steps)], os.path.join(w, f"gfull{nranks}.json"))
         stopped = 0
         for trial in range(4):
-            k = r.preempt(f"gpt2_np{nranks}_{trial}", nranks, model + (["--save-every", "5"] if trial % 2 else []),
-                          steps, os.path.join(w, f"gck{nranks}_{trial}"), signal.SIGTERM, trial >= 2, want, (0.5, 2.5))
+            k = r.preempt(f"gpt2_np{nranks}_{trial}", nranks, model, steps, os.path.join(w, f"gck{nranks}_{trial}"),
+                          signal.SIGTERM, trial >= 2, want, (0.1, 0.8), extra=["--save-every", "5"] if trial % 2 else [])
             stopped += k is not None
         check(stopped >= 2, f"gpt2 np{nranks}: only {stopped} of 4 runs were stopped before their end")
 
