@@ -85,7 +85,9 @@ static int setup(const zcli_train_model *m, zcli_train *t, char *save_why, char 
                     .save_why = save_why,
                     .report_why = report_why,
                     .why_cap = cap};
-    if (zcli_agree(t->e, "--keep-last", &o->keep_last, sizeof o->keep_last) || zcli_agree_run(t->e, &run, run_lock) || m->build(t) || zcli_outputs_refused(&run)) return -1;
+    if (zcli_agree(t->e, "--keep-last", &o->keep_last, sizeof o->keep_last) || zcli_agree_run(t->e, &run, run_lock) ||
+        m->build(t) || zcli_outputs_refused(&run))
+        return -1;
     int64_t B = zinc_train_batch_size(t->e);
     if (o->steps > INT64_MAX / 4 / B) {
         fprintf(stderr,
@@ -136,7 +138,9 @@ static int preempted(zcli_train *t, int64_t step, int64_t last_saved) {
         char took[64] = "";
         if (waited >= 0) snprintf(took, sizeof took, " (%.3f s after the signal reached rank 0)", waited);
         if (o->save_dir)
-            fprintf(stderr, "zinc train: %s: stopped at step %" PRId64 "; saved at step %" PRId64 "%s, resumable with --resume %s\n",
+            fprintf(stderr,
+                    "zinc train: %s: stopped at step %" PRId64 "; saved at step %" PRId64
+                    "%s, resumable with --resume %s\n",
                     signal_name(sig), step, step, took, o->save_dir);
         else
             fprintf(stderr, "zinc train: %s: stopped at step %" PRId64 "%s; nothing saved (no --save DIR)\n",

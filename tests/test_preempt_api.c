@@ -97,7 +97,7 @@ int main(void) {
         zinc_destroy(e);
     }
     int64_t seen = run_until_agreed(sig, who, at, 12);
-    ZT_CHECK(seen == at, "signal %d raised on rank %d before step %lld: agreed at step %lld", sig, who,
-             (long long)at, (long long)seen);
+    ZT_CHECK(seen == at, "signal %d raised on rank %d before step %lld: agreed at step %lld", sig, who, (long long)at,
+             (long long)seen);
     return zt_finish();
 }

@@ -74,8 +74,11 @@ static void usable_worlds(int64_t tb, int64_t mb, int64_t m, char *out, size_t c
     int shown = 0;
     for (int64_t w = 1; w <= per && shown < 12; w++) {
         if (per % w) continue;
-        int k = snprintf(out + n, cap - (size_t)n, "%s%" PRId64, shown ? ", " : ", or run on a rank count that keeps "
-                                                                        "it: ", w);
+        int k = snprintf(out + n, cap - (size_t)n, "%s%" PRId64,
+                         shown ? ", "
+                               : ", or run on a rank count that keeps "
+                                 "it: ",
+                         w);
         if (k < 0 || (size_t)k >= cap - (size_t)n) return;
         n += k;
         shown++;

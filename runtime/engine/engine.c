@@ -93,8 +93,10 @@ static void enable_preempt(zinc_engine *e) {
         struct sigaction now;
         /* an ignored signal (a background job's SIGINT) cannot stop the run at all: nothing to say */
         if (zsig_handles(sigs[i]) || (sigaction(sigs[i], NULL, &now) == 0 && now.sa_handler == SIG_IGN)) continue;
-        ZLOG_WARN(&e->log, "zinc_options.preempt: %s has the program's own handler: it does "
-                               "not stop the run at a step boundary", names[i]);
+        ZLOG_WARN(&e->log,
+                  "zinc_options.preempt: %s has the program's own handler: it does "
+                  "not stop the run at a step boundary",
+                  names[i]);
     }
 }
 
@@ -126,8 +128,9 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
                     "or 1 to %d",
                     o.cpu_threads, ZPOOL_MAX_THREADS);
     if (o.preempt != 0 && o.preempt != 1)
-        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.preempt %d: want 0 (off) or 1 (a SIGTERM, SIGINT "
-                                          "or SIGUSR1 is agreed on at the next zinc_step)",
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "zinc_create: options.preempt %d: want 0 (off) or 1 (a SIGTERM, SIGINT "
+                    "or SIGUSR1 is agreed on at the next zinc_step)",
                     o.preempt);
     TRY_ALLOC(e, 1, "the engine");
     e->log.fn = o.log_fn;
