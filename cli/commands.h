@@ -7,5 +7,6 @@ int zcli_cmd_config(int argc, char **argv);     /* zinc config check FILE [--wor
 int zcli_cmd_train(int argc, char **argv);      /* zinc train --config FILE [--steps N] ... (train.h) */
 int zcli_cmd_mem(int argc, char **argv);        /* zinc mem estimate|measure|plan MODEL [--config FILE] ... */
 int zcli_cmd_checkpoint(int argc, char **argv); /* zinc checkpoint inspect|export DIR[/TAG] ... */
+int zcli_cmd_launch(int argc, char **argv);     /* zinc launch -n N [--max-restarts K] -- zinc train ... */
 
 #endif

@@ -5,7 +5,7 @@
 find_program(ZINC_PREEMPT_PYTHON3 python3)
 if(ZINC_PREEMPT_PYTHON3)
   string(REPLACE ";" " " zinc_preempt_mpirun "${ZINC_MPIRUN}")
-  foreach(part mlp gpt2 twice keep world)
+  foreach(part mlp gpt2 twice keep world launch)
     add_test(NAME preempt_${part} COMMAND ${ZINC_PREEMPT_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_preempt.py
              --part ${part} --zinc $<TARGET_FILE:zinc_cli_hooks> --workdir ${PROJECT_BINARY_DIR}/preempt_test/${part}
              --mpirun "${zinc_preempt_mpirun}")

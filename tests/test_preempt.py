@@ -10,6 +10,7 @@ second signal ends the process at once and leaves the previous `latest` loadable
   --part twice the second signal during the save
   --part keep  --keep-last K, and a kill while an old checkpoint is removed
   --part world the same global batch resumed on another rank count; elasticity refused
+  --part launch zinc launch: one rank killed once, restarted from latest, bitwise; a deterministic failure
 """
 import argparse
 import glob
@@ -355,19 +356,73 @@ def world_part(r, a):
           f"elasticity refused: {p.stdout[-600:]}")
 
 
+def launch_part(r, a):
+    """zinc launch: one rank killed (SIGKILL) once at a random point, the job restarted from latest, ending
+    bitwise where an uninterrupted run ends; a deterministic failure (the same status at the same step twice)
+    is not restarted again."""
+    w = a.workdir
+    cfg = os.path.join(w, "c.json")
+    json.dump({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
+               "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+               "zero_optimization": {"stage": 2}, "steps_per_print": 0}, open(cfg, "w"))
+    model = ["--config", cfg, "--hidden", "256", "--depth", "3", "--in-dim", "64"]
+    steps = 120
+    want = r.checksum(2, model + ["--steps", str(steps)], os.path.join(w, "full.json"))
+    d, rep = os.path.join(w, "ck"), os.path.join(w, "l.json")
+    train = [a.zinc, "train", "--quiet", "--threads", "1"] + model + ["--steps", str(steps), "--save", d,
+                                                                      "--save-every", "10", "--report", rep]
+    cmd = [a.zinc, "launch", "-n", "2", "--max-restarts", "2", "--mpirun", a.mpirun, "--"] + train
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    while p.poll() is None and latest_or_none(d) is None:
+        time.sleep(0.01)
+    time.sleep(rnd.uniform(0, 0.3) * r.took)
+    pids = ranks_of(p, a.zinc, 2)
+    victim = rnd.choice(sorted(pids.values())) if pids else None
+    t0 = time.time()
+    if victim:
+        os.kill(victim, signal.SIGKILL)
+    out, _ = p.communicate(timeout=600)
+    check(p.returncode == 0, f"launch: exit {p.returncode}:\n{out[-2500:]}")
+    check(out.count("zinc launch: restart 1 of 2") == 1 and "restart 2" not in out, f"launch: one restart:\n{out[-2500:]}")
+    check("finished after 1 restart" in out, f"launch: says it finished after 1 restart:\n{out[-1500:]}")
+    got = json.load(open(rep))["param_checksum"] if os.path.exists(rep) else None
+    check(got == want, f"launch: checksum after the restart {got}, uninterrupted {want}")
+    print(f"launch: SIGKILL to pid {victim}; restarted once; {time.time() - t0:.2f} s from the kill to the end; "
+          f"checksum {'equal' if got == want else 'DIFFERENT'}", flush=True)
+    # a deterministic failure: every attempt fails alike before a step (a relative nvme_path is refused)
+    bad = os.path.join(w, "bad.json")
+    json.dump({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
+               "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+               "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "rel"}}},
+              open(bad, "w"))
+    train = [a.zinc, "train", "--quiet", "--config", bad, "--steps", "3", "--save", os.path.join(w, "ck2")]
+    out = run([a.zinc, "launch", "-n", "2", "--max-restarts", "5", "--mpirun", a.mpirun, "--"] + train, expect=1)
+    check("the same failure (exit status 1) at the same step -1 twice" in out and out.count("restart ") == 1,
+          f"launch: a deterministic failure stops after one restart:\n{out[-2000:]}")
+    out = run([a.zinc, "launch", "-n", "2", "--", a.zinc, "train", "--config", cfg], expect=2)
+    check("needs --save DIR" in out, f"launch without --save: {out[-300:]}")
+
+
+def latest_or_none(d):
+    try:
+        return open(os.path.join(d, "latest")).read().strip()
+    except OSError:
+        return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--zinc", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--mpirun", default="")
-    ap.add_argument("--part", choices=["mlp", "gpt2", "twice", "keep", "world"], required=True)
+    ap.add_argument("--part", choices=["mlp", "gpt2", "twice", "keep", "world", "launch"], required=True)
     a = ap.parse_args()
     import shutil
     shutil.rmtree(a.workdir, ignore_errors=True)
     os.makedirs(a.workdir)
     print(f"preempt {a.part}: seed {SEED} (ZINC_TEST_SEED={SEED} repeats the signal times)", flush=True)
     r = Runner(a)
-    {"mlp": mlp_part, "gpt2": gpt2_part, "twice": twice_part, "keep": keep_part, "world": world_part}[a.part](r, a)
+    {"mlp": mlp_part, "gpt2": gpt2_part, "twice": twice_part, "keep": keep_part, "world": world_part, "launch": launch_part}[a.part](r, a)
     print(f"preempt_{a.part}:", "FAILED %d" % failures if failures else "passed")
     return 1 if failures else 0
 
