@@ -218,7 +218,7 @@ def twice_part(r, a):
     and `latest` still names the previous checkpoint, which resumes to the uninterrupted result."""
     w = a.workdir
     cfg = os.path.join(w, "c.json")
-    json.dump({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 4,
+    json.dump({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4,
                "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
                "zero_optimization": {"stage": 1}, "steps_per_print": 0}, open(cfg, "w"))
     model = ["--config", cfg, "--hidden", "1024", "--depth", "4", "--in-dim", "256"]  # ~3M parameters: saves take a while
