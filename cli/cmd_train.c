@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/core/clock.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/core/env.h"
 #include "cli/commands.h"
@@ -64,12 +65,6 @@ static int launcher_rank(void) {
         if (v && *v) return atoi(v);
     }
     return 0;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out) {
@@ -283,7 +278,7 @@ int zinc_cmd_train(int argc, char **argv) {
     int bar = rank0 && !quiet && isatty(2) && every == 0;
     zinc_step_info info = {.step = start};
     zinc_mlp_metrics met = {0}, first = {0};
-    double t0 = now_s(), t_last = t0;
+    double t0 = zclock_now_s(), t_last = t0;
     int64_t last_step = start;
     for (int64_t s = start; s < steps; s++) {
         if (zinc_mlp_train_step(m, s, &info, &met) != ZINC_OK) {
@@ -291,7 +286,7 @@ int zinc_cmd_train(int argc, char **argv) {
             goto done;
         }
         if (s == start) first = met;
-        double t = now_s();
+        double t = zclock_now_s();
         if (every > 0 && ((s + 1) % every == 0 || s + 1 == steps)) {
             double rate = (double)((s + 1 - last_step) * zinc_train_batch_size(e)) / (t - t_last);
             zinc_log(e, ZINC_LOG_INFO,
@@ -318,7 +313,7 @@ int zinc_cmd_train(int argc, char **argv) {
             goto done;
         }
     }
-    double elapsed = now_s() - t0;
+    double elapsed = zclock_now_s() - t0;
 
     int64_t n = zinc_numel_total(e);
     master = malloc((size_t)n * sizeof *master);

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/core/clock.h"
 #include "cli/commands.h"
 #include "examples/gpt2/gpt2.h"
 #include "cli/gpt2_cli.h"
@@ -48,12 +49,6 @@ static void usage(FILE *f) {
             "  --device D              cpu | cuda | auto (default: the config's zinc.device, else auto);\n"
             "                          cuda: cuBLAS and the model's kernels on the GPU (ZINC_EXPERIMENTAL_CUDA=1;\n"
             "                          never run on a GPU yet)\n");
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out) {
@@ -417,18 +412,18 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
                  s.layers, s.channels, s.heads, s.vocab, s.padded_vocab, (long long)context,
                  (long long)gpt2_num_params(&s), (long long)train.n, (long long)val.n, (long long)(B * context));
     zinc_step_info info = {.step = start};
-    double t0 = now_s(), t_last = t0, loss = 0, first_loss = NAN, last_val = NAN, train_time = 0;
+    double t0 = zclock_now_s(), t_last = t0, loss = 0, first_loss = NAN, last_val = NAN, train_time = 0;
     int64_t last_step = start;
     for (int64_t st = start; st < steps; st++) {
-        double ts = now_s();
+        double ts = zclock_now_s();
         if (zinc_gpt2_train_step(m, &train, st, &info, &loss) != ZINC_OK) {
             fprintf(stderr, "zinc train: step %" PRId64 " failed: %s\n", st + 1, zinc_last_error());
             goto done;
         }
-        train_time += now_s() - ts;
+        train_time += zclock_now_s() - ts;
         if (st == start) first_loss = loss;
         json_array_append_new(losses, json_real(loss));
-        double t = now_s();
+        double t = zclock_now_s();
         if ((st + 1) % every == 0 || st + 1 == steps) {
             double *rss = calloc((size_t)W, sizeof *rss);
             if (!rss) goto done;
@@ -449,7 +444,7 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
                         "step %6" PRId64 "/%" PRId64 " | loss %.4f | lr %.3e | %.0f tokens/s | %.1f ms/step | "
                         "loss scale %g | grad norm %.3f | rss max %.0f MiB/rank%s\n",
                         st + 1, steps, loss, info.lr, tps, ms, (double)info.loss_scale, info.grad_norm, mx, etas);
-            t_last = now_s();
+            t_last = zclock_now_s();
             last_step = st + 1;
         }
         if (val.n && ((st + 1) % val_every == 0 || st + 1 == steps)) {
@@ -459,11 +454,11 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
             }
             if (rank0) fprintf(stderr, "step %6" PRId64 " | val loss %.4f\n", st + 1, last_val);
             json_array_append_new(vlosses, json_pack("{s:I, s:f}", "step", (json_int_t)(st + 1), "loss", last_val));
-            t_last = now_s();
+            t_last = zclock_now_s();
         }
         if ((sample_every && (st + 1) % sample_every == 0) || (sample_every && st + 1 == steps)) {
             if (sample(e, m, (int)sample_tokens, prompt, &rng, &sample_text)) goto done;
-            t_last = now_s();
+            t_last = zclock_now_s();
         }
         if (save_dir && save_every > 0 && (st + 1) % save_every == 0) {
             if (zinc_save_checkpoint(e, save_dir, NULL) != ZINC_OK) {
@@ -478,7 +473,7 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         fprintf(stderr, "zinc train: saving the final checkpoint failed: %s\n", zinc_last_error());
         goto done;
     }
-    double elapsed = now_s() - t0;
+    double elapsed = zclock_now_s() - t0;
     int64_t n = gpt2_num_params(&s);
     master = malloc((size_t)n * sizeof *master);
     if (!master || zinc_gpt2_gather_llmc(m, master) != ZINC_OK) {
