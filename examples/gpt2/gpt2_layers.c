@@ -31,20 +31,34 @@ typedef struct ln_args {
     int C;
 } ln_args;
 
+/* Sums of a row in LANES interleaved partial sums (vectorisable; the order depends on C only). */
+#define LANES 16
+static float row_sum(const float *x, int C) {
+    float acc[LANES] = {0}, s = 0;
+    int c = 0;
+    for (; c + LANES <= C; c += LANES)
+        for (int j = 0; j < LANES; j++) acc[j] += x[c + j];
+    for (; c < C; c++) acc[c % LANES] += x[c];
+    for (int j = 0; j < LANES; j++) s += acc[j];
+    return s;
+}
+static float row_sq_dev(const float *x, float m, int C) {
+    float acc[LANES] = {0}, s = 0;
+    int c = 0;
+    for (; c + LANES <= C; c += LANES)
+        for (int j = 0; j < LANES; j++) acc[j] += (x[c + j] - m) * (x[c + j] - m);
+    for (; c < C; c++) acc[c % LANES] += (x[c] - m) * (x[c] - m);
+    for (int j = 0; j < LANES; j++) s += acc[j];
+    return s;
+}
+
 static void ln_forward_rows(void *arg, int64_t lo, int64_t hi) {
     const ln_args *a = arg;
     int C = a->C;
     for (int64_t n = lo; n < hi; n++) {
         const float *xr = a->x + n * C;
-        float m = 0;
-        for (int c = 0; c < C; c++) m += xr[c];
-        m /= (float)C;
-        float v = 0;
-        for (int c = 0; c < C; c++) {
-            float d = xr[c] - m;
-            v += d * d;
-        }
-        v /= (float)C;
+        float m = row_sum(xr, C) / (float)C;
+        float v = row_sq_dev(xr, m, C) / (float)C;
         float s = 1.0f / sqrtf(v + GPT2_LN_EPS);
         float *o = a->out + n * C;
         for (int c = 0; c < C; c++) o[c] = (xr[c] - m) * s * a->w[c] + a->b[c];
@@ -64,16 +78,24 @@ static void ln_backward_rows(void *arg, int64_t lo, int64_t hi) {
     int C = a->C;
     for (int64_t n = lo; n < hi; n++) {
         const float *xr = a->x + n * C, *dr = a->dout + n * C;
-        float m = a->cmean[n], s = a->crstd[n], dnorm_mean = 0, dnorm_xhat_mean = 0;
-        for (int c = 0; c < C; c++) {
+        float m = a->cmean[n], s = a->crstd[n], am[LANES] = {0}, ax[LANES] = {0}, dnorm_mean = 0, dnorm_xhat_mean = 0;
+        int c = 0;
+        for (; c + LANES <= C; c += LANES)
+            for (int j = 0; j < LANES; j++) {
+                float xhat = (xr[c + j] - m) * s, dn = dr[c + j] * a->w[c + j];
+                am[j] += dn;
+                ax[j] += dn * xhat;
+            }
+        for (; c < C; c++) {
             float xhat = (xr[c] - m) * s, dn = dr[c] * a->w[c];
-            dnorm_mean += dn;
-            dnorm_xhat_mean += dn * xhat;
+            am[c % LANES] += dn;
+            ax[c % LANES] += dn * xhat;
         }
+        for (int j = 0; j < LANES; j++) dnorm_mean += am[j], dnorm_xhat_mean += ax[j];
         dnorm_mean /= (float)C;
         dnorm_xhat_mean /= (float)C;
         float *dxr = a->dx + n * C;
-        for (int c = 0; c < C; c++) {
+        for (c = 0; c < C; c++) {
             float xhat = (xr[c] - m) * s, dn = dr[c] * a->w[c];
             dxr[c] += s * (dn - dnorm_mean - xhat * dnorm_xhat_mean);
         }
