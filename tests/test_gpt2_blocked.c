@@ -48,7 +48,7 @@ static void attention_ref(const float *qkv, const float *dout, int B, int T, int
 #define Q(tt, i) qkv[((int64_t)b * T + (tt)) * 3 * C + h * hs + (i)]
 #define K(tt, i) qkv[((int64_t)b * T + (tt)) * 3 * C + C + h * hs + (i)]
 #define VV(tt, i) qkv[((int64_t)b * T + (tt)) * 3 * C + 2 * C + h * hs + (i)]
-#define D(tt, part, i) rd[((int64_t)b * T + (tt)) * 3 * C + (part) * C + h * hs + (i)]
+#define D(tt, part, i) rd[((int64_t)b * T + (tt)) * 3 * C + (part)*C + h * hs + (i)]
                 double mx = -1e300, sum = 0;
                 for (int u = 0; u <= t; u++) {
                     double s = 0;
@@ -144,7 +144,8 @@ static void test_instance(const gpt2_vecmath *vm) {
         double mx = x[0], sum = 0;
         for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
         ZT_CHECK(vm->max(x, n) == (float)mx, "%s max of %lld", vm->name, (long long)n);
-        for (int64_t i = 0; i < n; i++) sum += (re[i] = exp((double)(x[i] - 2.0f))); /* the shift in float, as the code */
+        for (int64_t i = 0; i < n; i++)
+            sum += (re[i] = exp((double)(x[i] - 2.0f))); /* the shift in float, as the code */
         double got = vm->exp_shift(e, x, n, 2.0f), got_nostore = vm->exp_shift(NULL, x, n, 2.0f);
         ZT_NEAR(got, sum, 1e-30, 1e-6, "%s exp_shift sum %.9g, reference %.9g (n %lld)", vm->name, got, sum,
                 (long long)n);
@@ -219,8 +220,9 @@ static void test_thread_independence(zinc_engine *const *engines, const int *thr
         for (int i = 0; i < ref.count; i++) {
             int64_t j = 0;
             while (j < ref.n[i] && !memcmp(o.buf[i] + j, ref.buf[i] + j, 4)) j++;
-            if (j < ref.n[i]) printf("  output %d: first difference at %lld: %.9g vs %.9g\n", i, (long long)j,
-                                     o.buf[i][j], ref.buf[i][j]);
+            if (j < ref.n[i])
+                printf("  output %d: first difference at %lld: %.9g vs %.9g\n", i, (long long)j, o.buf[i][j],
+                       ref.buf[i][j]);
             ZT_CHECK(o.n[i] == ref.n[i] && !memcmp(o.buf[i], ref.buf[i], (size_t)ref.n[i] * 4),
                      "output %d of the layers differs on %d threads from the calling thread's", i, threads[k]);
         }
@@ -254,8 +256,8 @@ int main(void) {
         E = run_on[r];
         test_attention_blocked(2, 9, 12, 3, 1);
         test_attention_blocked(1, 1, 8, 2, 1);
-        test_attention_blocked(2, 150, 16, 2, 1);   /* three query and key blocks, the last partial */
-        test_attention_blocked(1, 129, 32, 1, 6);   /* large scores */
+        test_attention_blocked(2, 150, 16, 2, 1); /* three query and key blocks, the last partial */
+        test_attention_blocked(1, 129, 32, 1, 6); /* large scores */
         test_gelu_tanh(1001);
         test_gelu_tanh(5);
     }

@@ -121,15 +121,15 @@ static void att_bwd_heads(void *arg, int64_t lo, int64_t hi) {
                             C, 1.0f, dV + (int64_t)u0 * C3, C3);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hs, nk, 1.0f, dS, ATT_BK,
                             K + (int64_t)u0 * C3, C3, 1.0f, dQ + (int64_t)t0 * C3, C3);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hs, nq, 1.0f, dS, ATT_BK,
-                            Q + (int64_t)t0 * C3, C3, 1.0f, dK + (int64_t)u0 * C3, C3);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hs, nq, 1.0f, dS, ATT_BK, Q + (int64_t)t0 * C3,
+                            C3, 1.0f, dK + (int64_t)u0 * C3, C3);
             }
         }
     }
 }
 
-void gpt2_attention_backward_blocked(zinc_engine *e, float *dqkv, const float *dout, const float *out,
-                                     const float *qkv, const float *lse, int B, int T, int C, int H) {
+void gpt2_attention_backward_blocked(zinc_engine *e, float *dqkv, const float *dout, const float *out, const float *qkv,
+                                     const float *lse, int B, int T, int C, int H) {
     att_blk a = {.dqkv = dqkv,
                  .dout = dout,
                  .cout = out,
