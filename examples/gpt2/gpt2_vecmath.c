@@ -3,6 +3,7 @@
 #include "gpt2_vecmath.h"
 
 #include <math.h>
+#include <stddef.h>
 
 static void s_gelu_fwd(float *out, float *th, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
