@@ -28,8 +28,8 @@ static void s_gelu_bwd(float *dx, const float *x, const float *th, const float *
 static double s_exp_shift(float *dst, const float *src, int64_t n, float shift) {
     double sum = 0;
     for (int64_t i = 0; i < n; i++) {
-        float e = expf(src[i] - shift);
-        if (dst) dst[i] = e;
+        double e = exp((double)(src[i] - shift));
+        if (dst) dst[i] = (float)e;
         sum += e;
     }
     return sum;

@@ -20,8 +20,8 @@ typedef struct gpt2_vecmath {
     void (*gelu_out)(float *out, const float *x, const float *th, int64_t n);
     /* dx += dout * d gelu / dx, from x and the kept th */
     void (*gelu_bwd)(float *dx, const float *x, const float *th, const float *dout, int64_t n);
-    /* dst[i] = exp(src[i] - shift) (dst may be src, or NULL: not stored); returns the sum of the n
-     * exponentials, added in double in an order fixed by n */
+    /* dst[i] = exp(src[i] - shift), the exponential taken in double and rounded to float (dst may be src, or
+     * NULL: not stored); returns the sum of the n exponentials in double, added in an order fixed by n */
     double (*exp_shift)(float *dst, const float *src, int64_t n, float shift);
     /* the largest of x[0..n-1], n >= 1 (no NaN handling: a NaN logit gives a NaN loss either way) */
     float (*max)(const float *x, int64_t n);

@@ -26,6 +26,12 @@ ZK_AI zvd vd_zero(void) { return _mm256_setzero_pd(); }
 ZK_AI zvd vd_add(zvd a, zvd b) { return _mm256_add_pd(a, b); }
 ZK_AI zvd vd_lo(zv a) { return _mm256_cvtps_pd(_mm256_castps256_ps128(a)); }
 ZK_AI zvd vd_hi(zv a) { return _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)); }
+ZK_AI zvd vd_exp(zvd a) { return Sleef_expd4_u10avx2(a); }
+ZK_AI zvd vd_loadu(const double *p) { return _mm256_loadu_pd(p); }
+ZK_AI void vd_storeu(double *p, zvd a) { _mm256_storeu_pd(p, a); }
+ZK_AI zv v_from_d(zvd lo, zvd hi) {
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(lo)), _mm256_cvtpd_ps(hi), 1);
+}
 ZK_AI double vd_sum(zvd a) {
     double b[4], s = 0;
     _mm256_storeu_pd(b, a);

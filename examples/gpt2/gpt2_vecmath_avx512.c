@@ -26,6 +26,13 @@ ZK_AI zvd vd_zero(void) { return _mm512_setzero_pd(); }
 ZK_AI zvd vd_add(zvd a, zvd b) { return _mm512_add_pd(a, b); }
 ZK_AI zvd vd_lo(zv a) { return _mm512_cvtps_pd(_mm512_castps512_ps256(a)); }
 ZK_AI zvd vd_hi(zv a) { return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))); }
+ZK_AI zvd vd_exp(zvd a) { return Sleef_expd8_u10avx512f(a); }
+ZK_AI zvd vd_loadu(const double *p) { return _mm512_loadu_pd(p); }
+ZK_AI void vd_storeu(double *p, zvd a) { _mm512_storeu_pd(p, a); }
+ZK_AI zv v_from_d(zvd lo, zvd hi) {
+    __m512d l = _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo))); /* AVX-512F only: no insertf32x8 */
+    return _mm512_castpd_ps(_mm512_insertf64x4(l, _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1));
+}
 ZK_AI double vd_sum(zvd a) {
     double b[8], s = 0;
     _mm512_storeu_pd(b, a);
