@@ -44,13 +44,15 @@ void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const
 
 /* Causal multi-head self-attention. qkv[B,T,3C] holds q, k, v (each C wide; head h takes channels
  * h*C/H .. (h+1)*C/H - 1 of each); out[B,T,C]; att[B,H,T,T] keeps the softmax weights for backward
- * (entries above the diagonal are 0). Scores are scaled by 1/sqrt(C/H). */
+ * (entries above the diagonal are 0). Scores are scaled by 1/sqrt(C/H). The GPU kernels keep this form
+ * and are tested against it; the host model runs the blocked form below. */
 void gpt2_attention_forward(zinc_engine *e, float *out, float *att, const float *qkv, int B, int T, int C, int H);
 /* dqkv += ...; datt is scratch of B*H*T*T floats. */
 void gpt2_attention_backward(zinc_engine *e, float *dqkv, float *datt, const float *dout, const float *qkv,
                              const float *att, int B, int T, int C, int H);
 
-/* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+/* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), one libm tanhf per element: the
+ * reference of the GPU kernels; the host model runs the _tanh form below. */
 void gpt2_gelu_forward(zinc_engine *e, float *out, const float *x, int64_t n);
 void gpt2_gelu_backward(zinc_engine *e, float *dx, const float *x, const float *dout, int64_t n);
 
