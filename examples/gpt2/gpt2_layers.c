@@ -1,8 +1,10 @@
 /* See gpt2_layers.h. Every loop over rows, columns or (batch, head) pairs runs on the engine's threads
- * (zinc_parallel_for), each piece writing its own outputs. Matrix products are cut into pieces of fixed
- * size (MM_ROWS rows, MM_OUTS output features), so every sgemm call has the same shape whatever the thread
- * count (OpenBLAS's kernels may round differently for another shape), and column sums run down blocks of
- * COL_BLOCK columns, each column summed in row order: results do not depend on the thread count. */
+ * (zinc_parallel_for), each piece writing its own outputs. Matrix products are cut into MM_PIECES pieces
+ * (of rows, or of output features for the weight gradient) whose size follows from the shape alone, so
+ * every sgemm call has the same shape whatever the thread count (OpenBLAS's kernels may round differently
+ * for another shape), and column sums run down blocks of COL_BLOCK columns, each column summed in row
+ * order: results do not depend on the thread count. Few large pieces, since OpenBLAS packs the other
+ * operand again in every call (its copies cost as much as the products at these sizes). */
 #include "gpt2_layers.h"
 
 #include <cblas.h>
@@ -11,11 +13,17 @@
 
 #include "gpt2_vecmath.h"
 
-#define MM_ROWS 64
-#define MM_OUTS 64
+#define MM_PIECES 4     /* pieces per product, up to MM_PIECE_MAX rows or features each */
+#define MM_PIECE_MIN 64
+#define MM_PIECE_MAX 512
 #define COL_BLOCK 64
 
 static int64_t pieces(int64_t n, int64_t size) { return (n + size - 1) / size; }
+/* The piece size for n rows or features: n / MM_PIECES rounded up to 16, within MM_PIECE_MIN..MAX. */
+static int64_t mm_piece(int64_t n) {
+    int64_t s = (pieces(n, MM_PIECES) + 15) / 16 * 16;
+    return s < MM_PIECE_MIN ? MM_PIECE_MIN : s > MM_PIECE_MAX ? MM_PIECE_MAX : s;
+}
 
 /* The loop body over [lo, hi) on e's threads, or on the caller alone without an engine. */
 static void par(zinc_engine *e, int64_t n, void (*fn)(void *, int64_t, int64_t), void *ctx) {
@@ -139,7 +147,7 @@ void gpt2_layers_init(void) { openblas_set_num_threads(1); }
 typedef struct mm_args {
     float *out, *dx, *dW, *db;
     const float *x, *W, *b, *dout;
-    int64_t N;
+    int64_t N, piece; /* piece: rows or output features per piece (mm_piece) */
     int IC, OC;
 } mm_args;
 
@@ -150,7 +158,7 @@ static void mm_forward_rows(void *arg, int64_t plo, int64_t phi) {
     const mm_args *a = arg;
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
-        int64_t lo = p * MM_ROWS, rows = piece_rows(p, MM_ROWS, a->N);
+        int64_t lo = p * a->piece, rows = piece_rows(p, a->piece, a->N);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, OC, IC, 1.0f, a->x + lo * IC, IC, a->W, IC,
                     0.0f, a->out + lo * OC, OC);
         if (a->b)
@@ -161,44 +169,56 @@ static void mm_forward_rows(void *arg, int64_t plo, int64_t phi) {
 
 void gpt2_matmul_forward(zinc_engine *e, float *out, const float *x, const float *W, const float *b, int64_t N, int IC,
                          int OC) {
-    mm_args a = {.out = out, .x = x, .W = W, .b = b, .N = N, .IC = IC, .OC = OC};
-    par(e, pieces(N, MM_ROWS), mm_forward_rows, &a);
+    mm_args a = {.out = out, .x = x, .W = W, .b = b, .N = N, .piece = mm_piece(N), .IC = IC, .OC = OC};
+    par(e, pieces(N, a.piece), mm_forward_rows, &a);
 }
 
 static void mm_backward_rows(void *arg, int64_t plo, int64_t phi) { /* dx over pieces of rows of dout */
     const mm_args *a = arg;
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
-        int64_t lo = p * MM_ROWS, rows = piece_rows(p, MM_ROWS, a->N);
+        int64_t lo = p * a->piece, rows = piece_rows(p, a->piece, a->N);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, IC, OC, 1.0f, a->dout + lo * OC, OC, a->W,
                     IC, 1.0f, a->dx + lo * IC, IC);
     }
 }
 
-static void mm_backward_outs(void *arg, int64_t plo, int64_t phi) { /* dW and db over pieces of outputs */
+static void mm_backward_outs(void *arg, int64_t plo, int64_t phi) { /* dW over pieces of outputs */
     const mm_args *a = arg;
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
-        int64_t lo = p * MM_OUTS, outs = piece_rows(p, MM_OUTS, OC);
-        if (a->dW)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)outs, IC, (int)a->N, 1.0f, a->dout + lo, OC,
-                        a->x, IC, 1.0f, a->dW + lo * IC, IC);
-        if (a->db) { /* rows read contiguously; each column summed in row order */
-            float s[MM_OUTS] = {0};
-            for (int64_t n = 0; n < a->N; n++) {
-                const float *d = a->dout + n * OC + lo;
-                for (int64_t o = 0; o < outs; o++) s[o] += d[o];
-            }
-            for (int64_t o = 0; o < outs; o++) a->db[lo + o] += s[o];
+        int64_t lo = p * a->piece, outs = piece_rows(p, a->piece, OC);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)outs, IC, (int)a->N, 1.0f, a->dout + lo, OC, a->x,
+                    IC, 1.0f, a->dW + lo * IC, IC);
+    }
+}
+
+static void mm_backward_bias(void *arg, int64_t blo, int64_t bhi) { /* db over blocks of COL_BLOCK outputs */
+    const mm_args *a = arg;
+    int OC = a->OC;
+    for (int64_t blk = blo; blk < bhi; blk++) { /* rows read contiguously; each column summed in row order */
+        int64_t lo = blk * COL_BLOCK, outs = piece_rows(blk, COL_BLOCK, OC);
+        float s[COL_BLOCK] = {0};
+        for (int64_t n = 0; n < a->N; n++) {
+            const float *d = a->dout + n * OC + lo;
+            for (int64_t o = 0; o < outs; o++) s[o] += d[o];
         }
+        for (int64_t o = 0; o < outs; o++) a->db[lo + o] += s[o];
     }
 }
 
 void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
                           const float *W, int64_t N, int IC, int OC) {
     mm_args a = {.dx = dx, .dW = dW, .db = db, .dout = dout, .x = x, .W = W, .N = N, .IC = IC, .OC = OC};
-    if (dx) par(e, pieces(N, MM_ROWS), mm_backward_rows, &a);
-    if (dW || db) par(e, pieces(OC, MM_OUTS), mm_backward_outs, &a);
+    if (dx) {
+        a.piece = mm_piece(N);
+        par(e, pieces(N, a.piece), mm_backward_rows, &a);
+    }
+    if (dW) {
+        a.piece = mm_piece(OC);
+        par(e, pieces(OC, a.piece), mm_backward_outs, &a);
+    }
+    if (db) par(e, pieces(OC, COL_BLOCK), mm_backward_bias, &a);
 }
 
 typedef struct att_args {
