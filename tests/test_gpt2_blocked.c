@@ -150,6 +150,15 @@ static void test_instance(const gpt2_vecmath *vm) {
         ZT_NEAR(got, sum, 1e-30, 1e-6, "%s exp_shift sum %.9g, reference %.9g (n %lld)", vm->name, got, sum,
                 (long long)n);
         ZT_CHECK(got == got_nostore, "%s exp_shift: the sum depends on storing", vm->name);
+        float *ef = malloc(n * 4);
+        double gotf = vm->exp_shift_f32(ef, x, n, 2.0f);
+        ZT_NEAR(gotf, sum, 1e-30, 1e-5, "%s exp_shift_f32 sum %.9g, reference %.9g (n %lld)", vm->name, gotf, sum,
+                (long long)n);
+        int badf = 0;
+        for (int64_t i = 0; i < n; i++) badf += fabs((double)ef[i] / exp((double)(x[i] - 2.0f)) - 1.0) > 1e-6;
+        ZT_CHECK(!badf, "%s exp_shift_f32: %d of %lld exponentials off by more than 1e-6 relative", vm->name, badf,
+                 (long long)n);
+        free(ef);
         for (int64_t i = 0; i < n; i++) re[i] = (double)e[i] / re[i] - 1.0; /* relative error */
         int bad = 0;
         for (int64_t i = 0; i < n; i++) bad += fabs(re[i]) > 1e-6;

@@ -59,7 +59,7 @@ static void att_fwd_heads(void *arg, int64_t lo, int64_t hi) {
                     if (cnt > 0) {
                         float mx = a->vm->max(s, cnt), mnew = mx > mrow[i] ? mx : mrow[i];
                         float keep = expf(mrow[i] - mnew); /* 0 on the first block: mrow = -inf */
-                        lrow[i] = lrow[i] * keep + (float)a->vm->exp_shift(s, s, cnt, mnew);
+                        lrow[i] = lrow[i] * keep + a->vm->exp_shift_f32(s, s, cnt, mnew);
                         mrow[i] = mnew;
                         if (keep != 1.0f) {
                             float *o = O + (int64_t)(t0 + i) * C;
@@ -113,7 +113,7 @@ static void att_bwd_heads(void *arg, int64_t lo, int64_t hi) {
                 for (int i = 0; i < nq; i++) {
                     float *p = P + i * ATT_BK, *ds = dS + i * ATT_BK;
                     int cnt = keys_seen(t0 + i, u0, nk);
-                    if (cnt > 0) a->vm->exp_shift(p, p, cnt, lse[t0 + i]);
+                    if (cnt > 0) a->vm->exp_shift_f32(p, p, cnt, lse[t0 + i]);
                     for (int j = 0; j < cnt; j++) ds[j] = p[j] * (ds[j] - D[i]) * scale;
                     for (int j = cnt; j < nk; j++) p[j] = 0, ds[j] = 0;
                 }

@@ -35,13 +35,20 @@ static double s_exp_shift(float *dst, const float *src, int64_t n, float shift) 
     return sum;
 }
 
+static float s_exp_shift_f32(float *dst, const float *src, int64_t n, float shift) {
+    float sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (dst[i] = expf(src[i] - shift));
+    return sum;
+}
+
 static float s_max(const float *x, int64_t n) {
     float r = x[0];
     for (int64_t i = 1; i < n; i++) r = x[i] > r ? x[i] : r;
     return r;
 }
 
-const gpt2_vecmath gpt2_vecmath_scalar = {"scalar-libm", s_gelu_fwd, s_gelu_out, s_gelu_bwd, s_exp_shift, s_max};
+const gpt2_vecmath gpt2_vecmath_scalar = {"scalar-libm", s_gelu_fwd,      s_gelu_out, s_gelu_bwd,
+                                          s_exp_shift,   s_exp_shift_f32, s_max};
 
 #ifndef ZINC_GPT2_SLEEF
 const gpt2_vecmath *const gpt2_vecmath_avx512_ptr = NULL, *const gpt2_vecmath_avx2_ptr = NULL;

@@ -23,6 +23,9 @@ typedef struct gpt2_vecmath {
     /* dst[i] = exp(src[i] - shift), the exponential taken in double and rounded to float (dst may be src, or
      * NULL: not stored); returns the sum of the n exponentials in double, added in an order fixed by n */
     double (*exp_shift)(float *dst, const float *src, int64_t n, float shift);
+    /* dst[i] = exp(src[i] - shift) in float (dst may be src); returns their sum in float, in an order fixed
+     * by n (the attention's softmax) */
+    float (*exp_shift_f32)(float *dst, const float *src, int64_t n, float shift);
     /* the largest of x[0..n-1], n >= 1 (no NaN handling: a NaN logit gives a NaN loss either way) */
     float (*max)(const float *x, int64_t n);
 } gpt2_vecmath;
