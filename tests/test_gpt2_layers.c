@@ -207,9 +207,11 @@ int main(void) {
         E = run_on[r];
         test_layernorm(37, 48);
         test_layernorm(5, 1);
+        test_layernorm(20, 100); /* 16-lane partial sums with a tail */
         test_matmul(37, 24, 72, 1);
         test_matmul(64, 96, 24, 1);
         test_matmul(3, 5, 7, 0);
+        test_matmul(300, 40, 200, 1); /* several pieces of rows and of output features */
         test_attention(2, 9, 12, 3);
         test_attention(1, 1, 8, 2);
         test_attention(3, 16, 16, 1);
