@@ -95,7 +95,9 @@ def main():
     core = next((l.strip() for l in core.splitlines() if "Core" in l), "? (OPENBLAS_VERBOSE=2 printed no core)")
     print(f"== machine: {os.cpu_count()} cores, {cpu}; {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC")
     print(f"== OpenBLAS (zinc): {core}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
-    print(f"== command: bench/gpt2/vs_torch.sh {' '.join(sys.argv[1:])}")
+    user = [x for i, x in enumerate(sys.argv[1:]) if x not in ("--zinc", "--python", "--work")
+            and (i == 0 or sys.argv[i] not in ("--zinc", "--python", "--work"))]
+    print(f"== command: bench/gpt2/vs_torch.sh {' '.join(user)}")
     print("== zinc: stage 0, micro batch = batch, AdamW, clipping 1.0, tokens/s of the report (all steps); torch: "
           "nanoGPT-style module, fused AdamW, tokens/s over the steps after the first", flush=True)
 
