@@ -169,6 +169,47 @@ static void test_instance(const gpt2_vecmath *vm) {
     }
 }
 
+/* ---------------------------------------------------------------- no AVX upper state left behind */
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#define XINUSE_DIRTY ((1u << 2) | (1u << 6)) /* ymm0-15 upper halves, zmm0-15 upper halves */
+static uint64_t xinuse(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
+    return ((uint64_t)hi << 32) | lo;
+}
+static int have_xinuse(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(0xd, 1, &a, &b, &c, &d) && ((a >> 2) & 1);
+}
+/* After each function of a SIMD instance returns (full and partial vectors), the caller's SSE code must not
+ * pay for dirty upper halves: XINUSE bits 2 and 6 clear (the vzeroupper at every exit). */
+static void test_upper_state(const gpt2_vecmath *vm) {
+    if (!have_xinuse()) return;
+    float x[40], y[40], t[40], d[40];
+    for (int i = 0; i < 40; i++) x[i] = (float)i * 0.1f - 2.0f, d[i] = 1.0f, y[i] = 0.0f;
+    for (int n = 37; n <= 40; n += 3) {
+        const char *what[] = {"gelu_fwd", "gelu_out", "gelu_bwd", "exp_shift", "exp_shift_f32", "max"};
+        for (int f = 0; f < 6; f++) {
+            __asm__ volatile("vpcmpeqd %%ymm1, %%ymm1, %%ymm1" ::: "xmm1"); /* dirty on purpose ... */
+            __asm__ volatile("vzeroupper" ::: "memory");                    /* ... and clean: a known start */
+            switch (f) {
+            case 0: vm->gelu_fwd(y, t, x, n); break;
+            case 1: vm->gelu_out(y, x, t, n); break;
+            case 2: vm->gelu_bwd(d, x, t, y, n); break;
+            case 3: (void)vm->exp_shift(y, x, n, 1.0f); break;
+            case 4: (void)vm->exp_shift_f32(y, x, n, 1.0f); break;
+            default: (void)vm->max(x, n); break;
+            }
+            uint64_t st = xinuse() & XINUSE_DIRTY;
+            ZT_CHECK(!st, "%s %s (n %d): XINUSE 0x%llx after return: AVX upper state left in use", vm->name, what[f], n,
+                     (unsigned long long)st);
+        }
+    }
+}
+#endif
+
 /* ---------------------------------------------------------------- independent of the thread count */
 
 typedef struct outputs {
@@ -247,9 +288,14 @@ int main(void) {
     printf("vector math: %s\n", gpt2_vecmath_get()->name);
     test_instance(&gpt2_vecmath_scalar);
 #if defined(__x86_64__)
-    if (gpt2_vecmath_avx512_ptr && __builtin_cpu_supports("avx512f")) test_instance(gpt2_vecmath_avx512_ptr);
-    if (gpt2_vecmath_avx2_ptr && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (gpt2_vecmath_avx512_ptr && __builtin_cpu_supports("avx512f")) {
+        test_instance(gpt2_vecmath_avx512_ptr);
+        test_upper_state(gpt2_vecmath_avx512_ptr);
+    }
+    if (gpt2_vecmath_avx2_ptr && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         test_instance(gpt2_vecmath_avx2_ptr);
+        test_upper_state(gpt2_vecmath_avx2_ptr);
+    }
 #endif
     int threads[] = {1, 2, 3};
     zinc_engine *engines[3] = {0};
