@@ -167,10 +167,32 @@ static void mm_forward_rows(void *arg, int64_t plo, int64_t phi) {
     }
 }
 
+static void mm_forward_outs(void *arg, int64_t plo, int64_t phi) { /* over pieces of output features */
+    const mm_args *a = arg;
+    int IC = a->IC, OC = a->OC;
+    for (int64_t p = plo; p < phi; p++) {
+        int64_t lo = p * a->piece, outs = piece_rows(p, a->piece, OC);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->N, (int)outs, IC, 1.0f, a->x, IC, a->W + lo * IC,
+                    IC, 0.0f, a->out + lo, OC);
+        if (a->b)
+            for (int64_t n = 0; n < a->N; n++)
+                for (int64_t o = lo; o < lo + outs; o++) a->out[n * OC + o] += a->b[o];
+    }
+}
+
+/* Each product is cut along the dimension whose cut repacks the smaller operand in every piece: rows of x
+ * when there are more rows than outputs, else output features (GPT-2 124M at B x T = 256: a slice of wte
+ * per piece instead of all 154 MB of it). A choice by shape alone, like the pieces' sizes. */
 void gpt2_matmul_forward(zinc_engine *e, float *out, const float *x, const float *W, const float *b, int64_t N, int IC,
                          int OC) {
-    mm_args a = {.out = out, .x = x, .W = W, .b = b, .N = N, .piece = mm_piece(N), .IC = IC, .OC = OC};
-    par(e, pieces(N, a.piece), mm_forward_rows, &a);
+    mm_args a = {.out = out, .x = x, .W = W, .b = b, .N = N, .IC = IC, .OC = OC};
+    if (N >= OC) {
+        a.piece = mm_piece(N);
+        par(e, pieces(N, a.piece), mm_forward_rows, &a);
+    } else {
+        a.piece = mm_piece(OC);
+        par(e, pieces(OC, a.piece), mm_forward_outs, &a);
+    }
 }
 
 static void mm_backward_rows(void *arg, int64_t plo, int64_t phi) { /* dx over pieces of rows of dout */
@@ -180,6 +202,26 @@ static void mm_backward_rows(void *arg, int64_t plo, int64_t phi) { /* dx over p
         int64_t lo = p * a->piece, rows = piece_rows(p, a->piece, a->N);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, IC, OC, 1.0f, a->dout + lo * OC, OC, a->W,
                     IC, 1.0f, a->dx + lo * IC, IC);
+    }
+}
+
+static void mm_backward_cols(void *arg, int64_t plo, int64_t phi) { /* dx over pieces of its columns */
+    const mm_args *a = arg;
+    int IC = a->IC, OC = a->OC;
+    for (int64_t p = plo; p < phi; p++) {
+        int64_t lo = p * a->piece, cols = piece_rows(p, a->piece, IC);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)a->N, (int)cols, OC, 1.0f, a->dout, OC, a->W + lo,
+                    IC, 1.0f, a->dx + lo, IC);
+    }
+}
+
+static void mm_backward_inputs(void *arg, int64_t plo, int64_t phi) { /* dW over pieces of input features */
+    const mm_args *a = arg;
+    int IC = a->IC, OC = a->OC;
+    for (int64_t p = plo; p < phi; p++) {
+        int64_t lo = p * a->piece, cols = piece_rows(p, a->piece, IC);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, (int)cols, (int)a->N, 1.0f, a->dout, OC, a->x + lo,
+                    IC, 1.0f, a->dW + lo, IC);
     }
 }
 
@@ -210,13 +252,19 @@ static void mm_backward_bias(void *arg, int64_t blo, int64_t bhi) { /* db over b
 void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
                           const float *W, int64_t N, int IC, int OC) {
     mm_args a = {.dx = dx, .dW = dW, .db = db, .dout = dout, .x = x, .W = W, .N = N, .IC = IC, .OC = OC};
-    if (dx) {
+    if (dx && N >= IC) { /* cut where the repacked operand (W, or dout) is the smaller, as forward */
         a.piece = mm_piece(N);
         par(e, pieces(N, a.piece), mm_backward_rows, &a);
+    } else if (dx) {
+        a.piece = mm_piece(IC);
+        par(e, pieces(IC, a.piece), mm_backward_cols, &a);
     }
-    if (dW) {
+    if (dW && OC >= IC) { /* x repacked per piece of outputs, or dout per piece of inputs */
         a.piece = mm_piece(OC);
         par(e, pieces(OC, a.piece), mm_backward_outs, &a);
+    } else if (dW) {
+        a.piece = mm_piece(IC);
+        par(e, pieces(IC, a.piece), mm_backward_inputs, &a);
     }
     if (db) par(e, pieces(OC, COL_BLOCK), mm_backward_bias, &a);
 }
