@@ -82,6 +82,7 @@ static int setup(const zcli_train_model *m, zcli_train *t, char *save_why, char 
                     .report_why = report_why,
                     .why_cap = cap};
     if (zcli_agree_run(t->e, &run, run_lock) || m->build(t) || zcli_outputs_refused(&run)) return -1;
+    /* The models index their samples as step x train_batch_size plus offsets within the step. */
     int64_t B = zinc_train_batch_size(t->e);
     if (o->steps > INT64_MAX / 4 / B) {
         fprintf(stderr,
