@@ -175,6 +175,14 @@ static void resolve_batch(zcfg_loader *L) {
                      how, advice);
         return;
     }
+    if (tb > ZCFG_MAX_TRAIN_BATCH) {
+        zcfg_problem(L, "train_batch_size",
+                     "%" PRId64 " samples per optimizer step is above zinc's limit of 2^24 = %lld (train_micro_batch_"
+                     "size_per_gpu %" PRId64 " x gradient_accumulation_steps %" PRId64 " x world_size %" PRId64
+                     "); one step would take hours: lower the micro batch or the accumulation steps",
+                     tb, (long long)ZCFG_MAX_TRAIN_BATCH, mb, ga, W);
+        return;
+    }
     c->train_batch_size = tb;
     c->train_micro_batch_size_per_gpu = mb;
     c->gradient_accumulation_steps = ga;
@@ -247,6 +255,17 @@ static void resolve_offload(zcfg_loader *L) {
     if (op->device == ZOFFLOAD_NVME && !op->nvme_path[0])
         zcfg_problem(L, "zero_optimization.offload_param.nvme_path",
                      "required when device is \"nvme\": the directory for the swap files");
+    /* DeepSpeed resolves a relative nvme_path against each rank's working directory; zinc refuses it, so that
+     * every rank, the swap directory's cleanup after a signal and the stale-run sweep name one place. */
+    const zcfg_offload *both[2] = {oo, op};
+    const char *keys[2] = {"zero_optimization.offload_optimizer.nvme_path",
+                           "zero_optimization.offload_param.nvme_path"};
+    for (int i = 0; i < 2; i++)
+        if (both[i]->device == ZOFFLOAD_NVME && both[i]->nvme_path[0] && both[i]->nvme_path[0] != '/')
+            zcfg_problem(L, keys[i],
+                         "\"%s\" is a relative path: give an absolute directory (e.g. /local_nvme/zinc); a relative "
+                         "one would depend on each rank's working directory",
+                         both[i]->nvme_path);
     /* DeepSpeed ignores offload_param below stage 3; it does not change the math, so neither does zinc */
     if (op->device != ZOFFLOAD_NONE && c->zero.stage != 3) {
         ZLOG_WARN(L->log,
@@ -278,30 +297,36 @@ static void resolve_offload(zcfg_loader *L) {
 }
 
 /* Each optimizer takes the keyword arguments of its DeepSpeed class (FusedAdam, FusedLion / DeepSpeedCPULion,
- * FusedLamb); their constructors raise a TypeError on any other, so DeepSpeed refuses these too. Lion's
- * weight decay is always decoupled. */
+ * FusedLamb, DeepSpeedCPUAdagrad); their constructors raise a TypeError on any other, so DeepSpeed refuses
+ * these too. Which optimizer takes which key is the schema's (zkey_key.optimizers); an optimizer's own
+ * defaults are zkey_optimizer_defaults. Lion's weight decay is always decoupled. */
 static void resolve_optimizer_keys(zcfg_loader *L) {
     zinc_config *c = L->c;
-    static const struct {
-        const char *key, *takes;
-        unsigned who;
-    } only[] = {
-        /* who: bit 0 Adam/AdamW, bit 1 Lion, bit 2 Lamb */
-        {"eps", "Adam, AdamW and Lamb", 1u | 4u},
-        {"bias_correction", "Adam, AdamW and Lamb", 1u | 4u},
-        {"adam_w_mode", "Adam and AdamW", 1u},
-        {"torch_adam", "Adam and AdamW", 1u},
-        {"max_coeff", "Lamb", 4u},
-        {"min_coeff", "Lamb", 4u},
-        {"eps_inside_sqrt", "Lamb", 4u},
-    };
-    unsigned me = c->optimizer.type == ZOPT_LION ? 2u : c->optimizer.type == ZOPT_LAMB ? 4u : 1u;
+    zcfg_optimizer_type me = c->optimizer.type;
+    const zkey_table *t = &zkey_optimizer_params;
     char path[64];
-    for (size_t i = 0; i < sizeof only / sizeof only[0]; i++) {
-        snprintf(path, sizeof path, "optimizer.params.%s", only[i].key);
-        if (!(only[i].who & me) && zcfg_given(c, path) && !zcfg_had_problem(L, path))
-            zcfg_problem(L, path, "not a parameter of %s (only %s take it; DeepSpeed refuses it too): remove it",
-                         zkey_optimizer_names[c->optimizer.type], only[i].takes);
+    for (size_t i = 0; i < t->nkeys; i++) {
+        const zkey_key *k = &t->keys[i];
+        snprintf(path, sizeof path, "optimizer.params.%s", k->name);
+        if (zkey_optimizer_takes(me, k) || !zcfg_given(c, path) || zcfg_had_problem(L, path)) continue;
+        char takes[160] = "";
+        size_t n = 0;
+        int left = 0;
+        for (int o = 0; o < ZOPT_COUNT; o++) left += zkey_optimizer_takes((zcfg_optimizer_type)o, k);
+        for (int o = 0; o < ZOPT_COUNT && n < sizeof takes - 16; o++)
+            if (zkey_optimizer_takes((zcfg_optimizer_type)o, k)) {
+                const char *sep = !n ? "" : left == 1 ? " and " : ", ";
+                n += (size_t)snprintf(takes + n, sizeof takes - n, "%s%s", sep, zkey_optimizer_names[o]);
+                left--;
+            }
+        zcfg_problem(L, path, "not a parameter of %s (only %s take it; DeepSpeed refuses it too): remove it",
+                     zkey_optimizer_names[me], takes);
+    }
+    for (const zkey_optimizer_default *d = zkey_optimizer_defaults; d->type != ZOPT_COUNT; d++) {
+        snprintf(path, sizeof path, "optimizer.params.%s", d->key);
+        const zkey_key *k = zkey_find(t, d->key);
+        if (d->type == me && k && k->kind == ZKEY_F64 && !zcfg_given(c, path))
+            *(double *)((char *)c + k->off) = d->value;
     }
     if (c->optimizer.type == ZOPT_LAMB && c->optimizer.min_coeff > c->optimizer.max_coeff &&
         !zcfg_had_problem(L, "optimizer.params.min_coeff"))
@@ -382,6 +407,14 @@ void zcfg_resolve(zcfg_loader *L) {
                      "%g is above the initial scale 2^%d; lower it or raise "
                      "initial_scale_power",
                      c->fp16.min_loss_scale, c->fp16.initial_scale_power);
+    /* A static scale below 2^-24 (fp16's smallest subnormal) makes every fp16 gradient underflow to zero, and
+     * unscaling by it overflows the fp32 factor: every update would be non-finite. (Above 65504 is refused
+     * with the values that cannot train.) */
+    if (c->fp16.enabled && c->fp16.loss_scale != 0 && c->fp16.loss_scale < ZCFG_MIN_STATIC_LOSS_SCALE)
+        zcfg_problem(L, "fp16.loss_scale",
+                     "%g is below 2^-24 (5.96e-08), the smallest static loss scale (0 selects dynamic scaling); "
+                     "use 0, or a power of two such as 1024",
+                     c->fp16.loss_scale);
     resolve_scheduler(L);
     resolve_offload(L);
     resolve_learnable(L);
