@@ -78,6 +78,7 @@ static int setup(const zcli_train_model *m, zcli_train *t, char *save_why, char 
                     .report_why = report_why,
                     .why_cap = cap};
     if (zcli_agree_run(t->e, &run, run_lock) || m->build(t) || zcli_outputs_refused(&run)) return -1;
+    /* The models index their samples as step x train_batch_size plus offsets within the step. */
     int64_t B = zinc_train_batch_size(t->e);
     if (o->steps > INT64_MAX / 4 / B) {
         fprintf(stderr,
@@ -108,15 +109,26 @@ static int save(zcli_train *t, int64_t step) {
     return -1;
 }
 
+/* One optimizer step: the model's micro-steps, zinc_step, the model's loss. */
+static int one_step(const zcli_train_model *m, zcli_train *t, int64_t s) {
+    int64_t gas = zinc_grad_accum_steps(t->e);
+    double ts = zclock_now_s();
+    int bad = 0;
+    for (int64_t j = 0; j < gas && !bad; j++) bad = m->micro_step(t, s, j);
+    bad = bad || zinc_step(t->e, &t->info) != ZINC_OK || m->step_end(t, &t->loss);
+    t->train_s += zclock_now_s() - ts;
+    if (!bad) return 0;
+    fprintf(stderr, "zinc train: step %" PRId64 " failed: %s\n", s + 1, zinc_last_error());
+    return -1;
+}
+
 /* The steps, the --save-every checkpoints, the model's hooks, the final checkpoint. */
 static int loop(const zcli_train_model *m, zcli_train *t) {
     const zcli_train_opts *o = t->o;
     int64_t last_saved = -1;
     t->t0 = zclock_now_s();
     for (int64_t s = t->start; s < o->steps; s++) {
-        double ts = zclock_now_s();
-        if (m->step(t, s, &t->loss)) return -1;
-        t->train_s += zclock_now_s() - ts;
+        if (one_step(m, t, s)) return -1;
         t->taken += t->info.taken;
         if (s == t->start) t->first_loss = t->loss;
         if (m->after_step(t, s)) return -1;

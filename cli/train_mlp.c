@@ -20,7 +20,7 @@ typedef struct mlp_run {
     mlp_metrics met, first;
     double t_last;
     int64_t last_step;
-    bool bar;
+    bool bar, have_first;
 } mlp_run;
 
 #define O(f) offsetof(mlp_opts, f)
@@ -65,13 +65,14 @@ static int mlp_start(zcli_train *t) {
     return 0;
 }
 
-static int mlp_step(zcli_train *t, int64_t step, double *loss) {
+static int mlp_micro(zcli_train *t, int64_t step, int64_t j) {
+    return mlp_microstep(((mlp_run *)t->model)->m, step, j) == ZINC_OK ? 0 : -1;
+}
+
+static int mlp_step_end(zcli_train *t, double *loss) {
     mlp_run *r = t->model;
-    if (mlp_train_step(r->m, step, &t->info, &r->met) != ZINC_OK) {
-        fprintf(stderr, "zinc train: step %" PRId64 " failed: %s\n", step + 1, zinc_last_error());
-        return -1;
-    }
-    if (step == t->start) r->first = r->met;
+    if (mlp_step_metrics(r->m, &r->met) != ZINC_OK) return -1;
+    if (!r->have_first) r->first = r->met, r->have_first = true;
     *loss = r->met.loss;
     return 0;
 }
@@ -151,7 +152,8 @@ const zcli_train_model zcli_model_mlp = {
     .prepare = mlp_prepare,
     .build = mlp_build,
     .start = mlp_start,
-    .step = mlp_step,
+    .micro_step = mlp_micro,
+    .step_end = mlp_step_end,
     .after_step = mlp_after_step,
     .numel = mlp_numel,
     .gather = mlp_gather,

@@ -70,6 +70,7 @@ int zcli_cmd_train(int argc, char **argv) {
                   .dst = {model_opts, &o}};
     int pr = zcli_parse(&c, 1, argc, argv);
     if (pr) return pr == 1 ? 0 : 2;
+    if (models[o.model] != m) return zcli_usage_error(&c, "--model is given twice, with different models");
     if (o.save_every && !o.save_dir) return zcli_usage_error(&c, "--save-every needs --save DIR");
     if (!o.config) {
         zcli_usage_error(&c, "--config FILE is required (for example ds_configs/zero2_fp16.json)");

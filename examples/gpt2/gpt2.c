@@ -610,11 +610,11 @@ zinc_status gpt2_next_logits(gpt2_model *m, const uint16_t *tokens, int n, float
 
 /* ---------------------------------------------------------------- training and evaluation */
 
-zinc_status gpt2_train_step(gpt2_model *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
-                                 double *loss) {
+zinc_status gpt2_train_microstep(gpt2_model *m, const gpt2_tokens *data, int64_t step, int64_t j) {
     zinc_engine *e = m->e;
-    int64_t gas = m->gas, B = zinc_train_batch_size(e);
+    int64_t B = zinc_train_batch_size(e);
     int W = zinc_world_size(e), r = zinc_rank(e), T = m->T;
+    if (j == 0) m->t_step0 = now_s();
     if (gpt2_batches_per_pass(data, T, B) < 1) {
         zinc_log(e, ZINC_LOG_ERROR, "gpt2: the training data has %lld tokens, fewer than one global batch needs "
                  "(train_batch_size %lld x context %d + 1)", (long long)data->n, (long long)B, T);
@@ -622,26 +622,37 @@ zinc_status gpt2_train_step(gpt2_model *m, const gpt2_tokens *data, int64_t step
     }
     uint16_t *win = malloc((size_t)m->mb * (size_t)(T + 1) * sizeof *win);
     if (!win) return ZINC_ERR_NOMEM;
-    double sum = 0, t0 = now_s();
-    zinc_status st = ZINC_OK;
-    for (int64_t j = 0; j < gas && st == ZINC_OK; j++) {
-        int64_t first = step * B + (j * W + r) * m->mb;
-        for (int b = 0; b < m->mb; b++) {
-            if (m->shuffle) gpt2_window_shuffled(data, T, B, first + b, m->shuffle_seed, win + (size_t)b * (T + 1));
-            else gpt2_window(data, T, B, first + b, win + (size_t)b * (T + 1));
-        }
-        st = microstep(m, win, m->mb, j);
+    int64_t first = step * B + (j * W + r) * m->mb;
+    for (int b = 0; b < m->mb; b++) {
+        if (m->shuffle) gpt2_window_shuffled(data, T, B, first + b, m->shuffle_seed, win + (size_t)b * (T + 1));
+        else gpt2_window(data, T, B, first + b, win + (size_t)b * (T + 1));
     }
+    zinc_status st = microstep(m, win, m->mb, j);
     free(win);
-    double ts = now_s();
-    if (st == ZINC_OK) st = zinc_step(e, info);
+    m->t_micro_end = now_s();
+    return st;
+}
+
+zinc_status gpt2_step_loss(gpt2_model *m, double *loss) {
+    zinc_engine *e = m->e;
+    int64_t B = zinc_train_batch_size(e);
+    double sum = 0;
     /* the micro-steps' losses, after the step (on a GPU its one wait for them) */
-    if (st == ZINC_OK) st = sum_losses(m, gas, (int64_t)m->mb * T, &sum);
+    zinc_status st = sum_losses(m, m->gas, (int64_t)m->mb * m->T, &sum);
     if (st == ZINC_OK) st = zinc_allreduce_sum(e, &sum, 1);
     double t1 = now_s();
-    m->t_engine += t1 - ts;
-    m->t_steps += t1 - t0;
-    if (st == ZINC_OK && loss) *loss = sum / ((double)B * T);
+    m->t_engine += t1 - m->t_micro_end; /* zinc_step (between the last micro-step and here) and the loss */
+    m->t_steps += t1 - m->t_step0;
+    if (st == ZINC_OK && loss) *loss = sum / ((double)B * m->T);
+    return st;
+}
+
+zinc_status gpt2_train_step(gpt2_model *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
+                                 double *loss) {
+    zinc_status st = ZINC_OK;
+    for (int64_t j = 0; j < m->gas && st == ZINC_OK; j++) st = gpt2_train_microstep(m, data, step, j);
+    if (st == ZINC_OK) st = zinc_step(m->e, info);
+    if (st == ZINC_OK) st = gpt2_step_loss(m, loss);
     return st;
 }
 

@@ -65,6 +65,11 @@ zinc_status gpt2_next_logits(gpt2_model *m, const uint16_t *tokens, int n, float
  * positions of the global batch (every rank), from this step's forward passes before its update. */
 zinc_status gpt2_train_step(gpt2_model *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
                                  double *loss);
+/* The same step in its parts, for a driver that runs the step itself (the zinc program's trainer): micro-step j
+ * (0 .. zinc_grad_accum_steps - 1) of global step `step`, then, after zinc_step, the step's mean loss over
+ * every rank (collective). gpt2_times counts zinc_step's time as the engine's, as in gpt2_train_step. */
+zinc_status gpt2_train_microstep(gpt2_model *m, const gpt2_tokens *data, int64_t step, int64_t j);
+zinc_status gpt2_step_loss(gpt2_model *m, double *loss);
 /* From now on training windows are read through gpt2_window_shuffled with this seed (--shuffle). */
 void gpt2_shuffle(gpt2_model *m, uint64_t seed);
 /* Mean loss over `batches` global batches (train_batch_size windows each, from window 0) of `data`,

@@ -47,6 +47,7 @@ struct gpt2_model {
     double *row_loss_host;  /* host copy of row_loss (device tables only) */
     float *capture;
     double t_engine, t_steps; /* seconds inside engine calls, and in whole training steps */
+    double t_step0, t_micro_end; /* when the current step began, and its latest micro-step ended */
     int shuffle;
     uint64_t shuffle_seed;
 };
