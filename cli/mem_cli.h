@@ -74,6 +74,22 @@ const char *mc_offload_name(zcfg_offload_device d);
 void mc_cat_label(const zest_estimate *e, int c, char *buf, size_t cap);
 const char *mc_kind_title(int k);
 int mc_cmd_measure(const mopts *o, mmodel *m);
+int mc_cmd_estimate(const mopts *o, mmodel *m);
+
+/* One stage x offload variant of the estimate, or why it is not valid. */
+typedef struct variant {
+    int stage;
+    zcfg_offload_device off;
+    bool valid;
+    char why[160];
+    zest_estimate est;
+    zest_ds_estimate ds;
+} variant;
+/* Why zinc's figures differ from DeepSpeed's for one variant: an array of {topic, text} (mem_why.c). P
+ * parameters, L the largest module, G ranks, gpn per node. */
+json_t *mc_why_list(const variant *v, const mopts *o, int64_t P, int64_t L, int G, int gpn, bool off_param);
+/* The same as a bulleted list on stdout. */
+void mc_print_why(const variant *v, const mopts *o, int64_t P, int64_t L, int G, int gpn, bool off_param);
 char *mc_config_text(json_t *base, int stage, const char *offload);
 int mc_load_base(const mopts *o, json_t **base);
 zinc_status mc_load_variant(json_t *base, const char *origin, int stage, const char *offload, int world, bool quiet,

@@ -9,23 +9,17 @@
 #include <unistd.h>
 
 #include "cli/mem_cli.h"
+#include "runtime/core/bytes.h"
 
 /* ---------------------------------------------------------------- formatting */
 
 void mc_human(char *buf, size_t cap, uint64_t b, bool exact) {
-    double x = (double)b;
     if (exact)
         snprintf(buf, cap, "%" PRIu64, b);
     else if (b == 0)
         snprintf(buf, cap, "-");
-    else if (b >= (1ull << 30))
-        snprintf(buf, cap, "%.2f GiB", x / 1073741824.0);
-    else if (b >= (1ull << 20))
-        snprintf(buf, cap, "%.2f MiB", x / 1048576.0);
-    else if (b >= 1024)
-        snprintf(buf, cap, "%.1f KiB", x / 1024.0);
     else
-        snprintf(buf, cap, "%" PRIu64 " B", b);
+        zbytes_format(buf, cap, b);
 }
 
 /* For sentences: never "-". */

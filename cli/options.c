@@ -196,6 +196,6 @@ void zcli_help(const zcli_cmd *c, FILE *f) {
         fprintf(f, "\n%s\n", c->tables[t]->title);
         for (const zcli_opt *o = c->tables[t]->opts; o->name; o++) help_option(o, f);
     }
-    fprintf(f, "  --help, -h            this text\n");
+    fprintf(f, "\n%-22sthis text\n", "  --help, -h");
     if (c->footer) fprintf(f, "\n%s\n", c->footer);
 }

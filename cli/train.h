@@ -37,8 +37,8 @@ typedef struct zcli_train {
     zinc_engine *e;
     int64_t start;     /* the first step this run takes (the resumed checkpoint's step, else 0) */
     int64_t every;     /* the model's progress cadence in steps (0: none) */
-    double t0;         /* when the loop began (seconds, zcli_now_s) */
-    double train_s;    /* seconds spent inside the model's step hook */
+    double t0;         /* when the loop began (seconds, zclock_now_s) */
+    double train_s;    /* seconds spent in training steps (micro-steps, zinc_step, step_end) */
     double first_loss; /* the loss of the run's first step (NAN before it) */
     double loss;       /* the latest step's loss */
     zinc_step_info info;
@@ -63,8 +63,12 @@ typedef struct zcli_train_model {
     /* After the resume, before the first step: checks that need the engine's batch size, files beside the
      * checkpoints, the progress cadence (t->every). */
     int (*start)(zcli_train *t);
-    /* One optimizer step: t->info and *loss filled. */
-    int (*step)(zcli_train *t, int64_t step, double *loss);
+    /* One optimizer step is zinc_grad_accum_steps micro-steps, zinc_step (the driver's), then step_end: micro-step
+     * j (0..) of global step `step` runs forward and backward on this rank's samples; step_end reads the
+     * step's loss (collective: every rank's samples). Both return 0, or -1 with zinc_last_error set (the
+     * driver prints "step N failed"). */
+    int (*micro_step)(zcli_train *t, int64_t step, int64_t j);
+    int (*step_end)(zcli_train *t, double *loss);
     /* After each step (every rank; collective hooks allowed): progress lines, validation, samples. */
     int (*after_step)(zcli_train *t, int64_t step);
     /* After the last step, before the final save (every rank). NULL: nothing. */
@@ -90,7 +94,6 @@ int zcli_cmd_train(int argc, char **argv);
 int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_opts);
 
 /* Helpers the models share. */
-double zcli_now_s(void);
 /* FNV-1a over the float bits: a 64-bit fingerprint to compare runs. */
 uint64_t zcli_checksum(const float *x, size_t n);
 /* Prints "zinc train: <what>: <zinc_last_error()>" and returns -1. */

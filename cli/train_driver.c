@@ -9,17 +9,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/core/clock.h"
 #include "cli/cli_files.h"
 #include "cli/train.h"
 #include "cli/train_guard.h"
 #include "runtime/core/env.h"
 #include "runtime/core/signals.h"
-
-double zcli_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 uint64_t zcli_checksum(const float *x, size_t n) {
     uint64_t h = 1469598103934665603ull;
@@ -88,6 +83,7 @@ static int setup(const zcli_train_model *m, zcli_train *t, char *save_why, char 
     if (zcli_agree(t->e, "--keep-last", &o->keep_last, sizeof o->keep_last) || zcli_agree_run(t->e, &run, run_lock) ||
         m->build(t) || zcli_outputs_refused(&run))
         return -1;
+    /* The models index their samples as step x train_batch_size plus offsets within the step. */
     int64_t B = zinc_train_batch_size(t->e);
     if (o->steps > INT64_MAX / 4 / B) {
         fprintf(stderr,
@@ -134,7 +130,7 @@ static int preempted(zcli_train *t, int64_t step, int64_t last_saved) {
     int sig = zinc_preempt_requested(t->e);
     if (o->save_dir && last_saved != step && save(t, step)) return -1;
     if (zinc_rank(t->e) == 0) {
-        double since = zsig_pending_since(), waited = since > 0 ? zcli_now_s() - since : -1;
+        double since = zsig_pending_since(), waited = since > 0 ? zclock_now_s() - since : -1;
         char took[64] = "";
         if (waited >= 0) snprintf(took, sizeof took, " (%.3f s after the signal reached rank 0)", waited);
         if (o->save_dir)
@@ -149,16 +145,27 @@ static int preempted(zcli_train *t, int64_t step, int64_t last_saved) {
     return o->save_dir ? ZCLI_EXIT_PREEMPTED : ZCLI_EXIT_STOPPED;
 }
 
+/* One optimizer step: the model's micro-steps, zinc_step, the model's loss. */
+static int one_step(const zcli_train_model *m, zcli_train *t, int64_t s) {
+    int64_t gas = zinc_grad_accum_steps(t->e);
+    double ts = zclock_now_s();
+    int bad = 0;
+    for (int64_t j = 0; j < gas && !bad; j++) bad = m->micro_step(t, s, j);
+    bad = bad || zinc_step(t->e, &t->info) != ZINC_OK || m->step_end(t, &t->loss);
+    t->train_s += zclock_now_s() - ts;
+    if (!bad) return 0;
+    fprintf(stderr, "zinc train: step %" PRId64 " failed: %s\n", s + 1, zinc_last_error());
+    return -1;
+}
+
 /* The steps, the --save-every checkpoints, the model's hooks, the final checkpoint. Returns 0, -1 after an
  * error, or the exit status of a run stopped by a signal (preempted). */
 static int loop(const zcli_train_model *m, zcli_train *t) {
     const zcli_train_opts *o = t->o;
     int64_t last_saved = -1;
-    t->t0 = zcli_now_s();
+    t->t0 = zclock_now_s();
     for (int64_t s = t->start; s < o->steps; s++) {
-        double ts = zcli_now_s();
-        if (m->step(t, s, &t->loss)) return -1;
-        t->train_s += zcli_now_s() - ts;
+        if (one_step(m, t, s)) return -1;
         t->taken += t->info.taken;
         if (s == t->start) t->first_loss = t->loss;
         if (m->after_step(t, s)) return -1;
@@ -201,7 +208,7 @@ static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed
 
 /* The parameters' norm and checksum (collective gather), the summary and the report on rank 0. */
 static int conclude(const zcli_train_model *m, zcli_train *t) {
-    double elapsed = zcli_now_s() - t->t0, norm = 0;
+    double elapsed = zclock_now_s() - t->t0, norm = 0;
     int64_t n = m->numel(t);
     float *p = malloc((size_t)n * sizeof *p);
     if (!p || m->gather(t, p)) {

@@ -209,12 +209,14 @@ static int gpt2_build(zcli_train *t) {
     return 0;
 }
 
-static int gpt2_step_hook(zcli_train *t, int64_t step, double *loss) {
+static int gpt2_micro(zcli_train *t, int64_t step, int64_t j) {
     gpt2_run *r = t->model;
-    if (gpt2_train_step(r->m, &r->train, step, &t->info, loss) != ZINC_OK) {
-        fprintf(stderr, "zinc train: step %" PRId64 " failed: %s\n", step + 1, zinc_last_error());
-        return -1;
-    }
+    return gpt2_train_microstep(r->m, &r->train, step, j) == ZINC_OK ? 0 : -1;
+}
+
+static int gpt2_step_end(zcli_train *t, double *loss) {
+    gpt2_run *r = t->model;
+    if (gpt2_step_loss(r->m, loss) != ZINC_OK) return -1;
     json_array_append_new(r->losses, json_real(zcli_real(*loss)));
     return 0;
 }
@@ -252,7 +254,8 @@ const zcli_train_model zcli_model_gpt2 = {
     .prepare = gpt2_prepare,
     .build = gpt2_build,
     .start = zcli_gpt2_start,
-    .step = gpt2_step_hook,
+    .micro_step = gpt2_micro,
+    .step_end = gpt2_step_end,
     .after_step = zcli_gpt2_after_step,
     .finish = zcli_gpt2_finish,
     .numel = gpt2_numel,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/core/clock.h"
 #include "cli/cli_files.h"
 #include "cli/gpt2_cli.h"
 #include "cli/train_gpt2.h"
@@ -58,7 +59,7 @@ int zcli_gpt2_start(zcli_train *t) {
     r->prompt = g->text ? '\n' : (uint16_t)(s->vocab > 50256 ? 50256 : 0);
     r->last_val = NAN;
     r->last_step = t->start;
-    r->t_last = zcli_now_s();
+    r->t_last = zclock_now_s();
     if (zinc_rank(t->e) == 0)
         zinc_log(t->e, ZINC_LOG_INFO,
                  "gpt2: %d layers, %d channels, %d heads, vocabulary %d (padded %d), context %lld, %lld parameters; "
@@ -83,7 +84,7 @@ static int rss_max(zinc_engine *e, double *mx) {
 }
 
 static int progress(zcli_train *t, gpt2_run *r, int64_t st) {
-    double mx, now = zcli_now_s(), dt = now - r->t_last;
+    double mx, now = zclock_now_s(), dt = now - r->t_last;
     if (rss_max(t->e, &mx)) return -1;
     int64_t steps = t->o->steps, done = st + 1 - r->last_step;
     double tps = (double)(done * zinc_train_batch_size(t->e) * r->context) / dt, ms = 1e3 * dt / (double)done;
@@ -95,7 +96,7 @@ static int progress(zcli_train *t, gpt2_run *r, int64_t st) {
                 "step %6" PRId64 "/%" PRId64 " | loss %.4f | lr %.3e | %.0f tokens/s | %.1f ms/step | "
                 "loss scale %g | grad norm %.3f | rss max %.0f MiB/rank%s\n",
                 st + 1, steps, t->loss, t->info.lr, tps, ms, (double)t->info.loss_scale, t->info.grad_norm, mx, etas);
-    r->t_last = zcli_now_s();
+    r->t_last = zclock_now_s();
     r->last_step = st + 1;
     return 0;
 }
@@ -107,7 +108,7 @@ static int validate(zcli_train *t, gpt2_run *r, int64_t st) {
     if (zinc_rank(t->e) == 0) fprintf(stderr, "step %6" PRId64 " | val loss %.4f\n", st + 1, r->last_val);
     json_array_append_new(r->val_losses,
                           json_pack("{s:I, s:f}", "step", (json_int_t)(st + 1), "loss", zcli_real(r->last_val)));
-    r->t_last = zcli_now_s();
+    r->t_last = zclock_now_s();
     return 0;
 }
 
@@ -119,7 +120,7 @@ int zcli_gpt2_after_step(zcli_train *t, int64_t st) {
     if (r->val.n && ((st + 1) % r->val_every == 0 || last) && validate(t, r, st)) return -1;
     if (g->sample_every && ((st + 1) % g->sample_every == 0 || last)) {
         if (zcli_gpt2_sample(t->e, r->m, (int)g->sample_tokens, r->prompt, &r->rng, &r->sample_text)) return -1;
-        r->t_last = zcli_now_s();
+        r->t_last = zclock_now_s();
     }
     return 0;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "runtime/core/clock.h"
 #include "cli/cli_files.h"
 #include "cli/train.h"
 #include "examples/mlp/mlp.h"
@@ -19,7 +20,7 @@ typedef struct mlp_run {
     mlp_metrics met, first;
     double t_last;
     int64_t last_step;
-    bool bar;
+    bool bar, have_first;
 } mlp_run;
 
 #define O(f) offsetof(mlp_opts, f)
@@ -59,18 +60,19 @@ static int mlp_start(zcli_train *t) {
     mlp_run *r = t->model;
     t->every = zinc_steps_per_print(t->e);
     r->bar = zinc_rank(t->e) == 0 && !t->o->quiet && isatty(2) && t->every == 0;
-    r->t_last = zcli_now_s();
+    r->t_last = zclock_now_s();
     r->last_step = t->start;
     return 0;
 }
 
-static int mlp_step(zcli_train *t, int64_t step, double *loss) {
+static int mlp_micro(zcli_train *t, int64_t step, int64_t j) {
+    return mlp_microstep(((mlp_run *)t->model)->m, step, j) == ZINC_OK ? 0 : -1;
+}
+
+static int mlp_step_end(zcli_train *t, double *loss) {
     mlp_run *r = t->model;
-    if (mlp_train_step(r->m, step, &t->info, &r->met) != ZINC_OK) {
-        fprintf(stderr, "zinc train: step %" PRId64 " failed: %s\n", step + 1, zinc_last_error());
-        return -1;
-    }
-    if (step == t->start) r->first = r->met;
+    if (mlp_step_metrics(r->m, &r->met) != ZINC_OK) return -1;
+    if (!r->have_first) r->first = r->met, r->have_first = true;
     *loss = r->met.loss;
     return 0;
 }
@@ -88,7 +90,7 @@ static void progress_bar(int64_t done, int64_t total, double loss, double rate) 
 /* Every steps_per_print steps a log line; without steps_per_print, a progress bar on a terminal. */
 static int mlp_after_step(zcli_train *t, int64_t s) {
     mlp_run *r = t->model;
-    double now = zcli_now_s(), B = (double)zinc_train_batch_size(t->e);
+    double now = zclock_now_s(), B = (double)zinc_train_batch_size(t->e);
     const zinc_step_info *i = &t->info;
     if (t->every > 0 && ((s + 1) % t->every == 0 || s + 1 == t->o->steps)) {
         zinc_log(t->e, ZINC_LOG_INFO,
@@ -150,7 +152,8 @@ const zcli_train_model zcli_model_mlp = {
     .prepare = mlp_prepare,
     .build = mlp_build,
     .start = mlp_start,
-    .step = mlp_step,
+    .micro_step = mlp_micro,
+    .step_end = mlp_step_end,
     .after_step = mlp_after_step,
     .numel = mlp_numel,
     .gather = mlp_gather,

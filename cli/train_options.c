@@ -73,6 +73,7 @@ int zcli_cmd_train(int argc, char **argv) {
                   .dst = {model_opts, &o}};
     int pr = zcli_parse(&c, 1, argc, argv);
     if (pr) return pr == 1 ? 0 : 2;
+    if (models[o.model] != m) return zcli_usage_error(&c, "--model is given twice, with different models");
     if (o.save_every && !o.save_dir) return zcli_usage_error(&c, "--save-every needs --save DIR");
     if (o.keep_last && !o.save_dir) return zcli_usage_error(&c, "--keep-last needs --save DIR");
     if (!o.config) {

@@ -196,8 +196,9 @@ int zinc_module_add(zinc_engine *e, const char *name);
  * Layout: after zinc_build the parameters of a module lie in one flat buffer in registration order, each
  * starting on an 8-element boundary (so at least 16-byte aligned in bf16/fp16, 32 in fp32), with padding
  * between them: a module's parameters are NOT one contiguous array. Gradients have the same layout. A
- * model that keeps all its parameters in one block copies in and out with zinc_param_to_f32 /
- * zinc_grad_add_f32 (or zinc_param_data and zinc_param_grad per tensor). */
+ * model that keeps all its parameters in one block copies in and out per module with zinc_module_to_f32 /
+ * zinc_module_grad_add_f32 (unpadded), per tensor with zinc_param_to_f32 / zinc_grad_add_f32 (or
+ * zinc_param_data and zinc_param_grad), and sets them after zinc_build with zinc_set_master. */
 zinc_param *zinc_param_add(zinc_engine *e, int module, const char *name, int ndim, const int64_t *shape,
                            unsigned flags);
 zinc_param *zinc_param_find(zinc_engine *e, const char *name);
@@ -302,6 +303,13 @@ void *zinc_param_grad(const zinc_param *p);
  * allocated at the first call. */
 zinc_status zinc_param_to_f32(const zinc_param *p, float *out);
 zinc_status zinc_grad_add_f32(zinc_param *p, const float *g);
+/* The same for a whole module, unpadded: the module's parameters in registration order, each numel floats
+ * back to back (zinc_module_numel in all): the layout zinc_gather_master uses, one module. For a model that
+ * keeps its parameters in one flat array: one call per module and phase instead of one per tensor. The
+ * module must be entered (backward for the gradient); errors as the per-tensor calls. */
+int64_t zinc_module_numel(const zinc_engine *e, int module); /* -1 for a bad engine or module */
+zinc_status zinc_module_to_f32(zinc_engine *e, int module, float *out);
+zinc_status zinc_module_grad_add_f32(zinc_engine *e, int module, const float *g);
 
 zinc_dtype zinc_compute_dtype(const zinc_engine *e);
 zinc_dtype zinc_grad_dtype(const zinc_engine *e);
@@ -382,6 +390,16 @@ int64_t zinc_numel_total(const zinc_engine *e);
 /* Collective: the full fp32 master weights of every parameter, in registration order, each parameter's
  * numel elements back to back (n must be zinc_numel_total), on every rank. For reports and tests. */
 zinc_status zinc_gather_master(zinc_engine *e, float *out, size_t n);
+/* Collective, the inverse: sets the fp32 master weights from `in` (the layout of zinc_gather_master,
+ * n = zinc_numel_total, the same on every rank: refused naming the rank that differs) and the parameters
+ * the model reads (rounded to the compute dtype) on every rank and stage, as if zinc_build had initialised
+ * them with these values, except that the master weights keep the fp32 values given (zinc_build starts
+ * them from the parameters rounded to the compute dtype), so a zinc_gather_master / zinc_set_master round
+ * trip is exact; the optimizer's moments and the step count are kept. For loading a model file
+ * after zinc_build. Between steps only (no module entered, no micro-step accumulated). A failure after the
+ * checks leaves the engine unusable (as a failed checkpoint load does). The optimizer updates themselves
+ * (Adam/AdamW, Lion, LAMB: every operation, float or double) are written down in docs/optimizers.md. */
+zinc_status zinc_set_master(zinc_engine *e, const float *in, size_t n);
 
 /* ---------------------------------------------------------------- memory accounting */
 

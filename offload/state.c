@@ -12,6 +12,24 @@ int64_t zstate_chunk_elems(int64_t sub_group_size, int64_t n) {
     return c;
 }
 
+static int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+int64_t zstate_nvme_chunk_io_bytes(int64_t n, int64_t chunk, int64_t align, int64_t c) {
+    int64_t lo = c * chunk, elems = n - lo < chunk ? n - lo : chunk;
+    return round_up(elems * (int64_t)sizeof(float), align);
+}
+
+zstate_nvme_geometry zstate_nvme_geometry_make(int64_t n, int64_t chunk, int64_t align, int buffer_count) {
+    zstate_nvme_geometry g = {.nchunks = n > 0 ? (n + chunk - 1) / chunk : 0,
+                              .stride = round_up(chunk * (int64_t)sizeof(float), align)};
+    if (g.nchunks > 0)
+        g.file_bytes =
+            (uint64_t)((g.nchunks - 1) * g.stride + zstate_nvme_chunk_io_bytes(n, chunk, align, g.nchunks - 1));
+    g.buffers = buffer_count < g.nchunks ? buffer_count : (int)g.nchunks;
+    if (g.buffers < 1) g.buffers = 1;
+    return g;
+}
+
 zinc_status zstate_check_tensors(const zstate_ctx *ctx) {
     if (ctx->tensors != 2 && ctx->tensors != ZSTATE_MAX_TENSORS)
         return ZERR(ZINC_ERR_INTERNAL,

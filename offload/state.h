@@ -14,9 +14,8 @@
  * A failed pass leaves the stored state as it was before the failing chunk (chunks are written whole,
  * after their update); zstate_pass_abort drops what is in flight.
  *
- * A store sees its owner only through a zstate_ctx: offload/ may include runtime/core, runtime/comm,
- * runtime/device, runtime/config and kernels; never runtime/engine, runtime/checkpoint, runtime/mem or
- * cli (tests/test_store_nvme.c builds stores with no engine at all). */
+ * A store sees its owner only through a zstate_ctx, never the engine (what offload/ may include is in
+ * scripts/check_layers.py, LAYERS); tests/test_store_nvme.c builds stores with no engine at all. */
 #ifndef ZINC_OFFLOAD_STATE_H
 #define ZINC_OFFLOAD_STATE_H
 
@@ -127,5 +126,18 @@ static inline zinc_status zstate_poll(zstate *s) { return s->ops->poll ? s->ops-
 int64_t zstate_chunk_elems(int64_t sub_group_size, int64_t n);
 /* Elements per chunk of a state store in GPU memory (64 MiB per array). */
 #define ZSTATE_DEVICE_CHUNK ((int64_t)1 << 24)
+
+/* The NVMe store's files, stated once for the store (state_nvme.c lays its files out by it) and the sizing
+ * plan (runtime/mem/plan.c sums it): one file per state array holding n elements in chunks of `chunk`,
+ * chunk c at byte c * stride, each chunk's IO rounded up to `align` bytes (O_DIRECT's unit). */
+typedef struct zstate_nvme_geometry {
+    int64_t nchunks;
+    int64_t stride;      /* bytes from one chunk to the next (chunk elements rounded up to align) */
+    uint64_t file_bytes; /* per file: the last chunk takes only its rounded-up IO */
+    int buffers;         /* swap buffers used: buffer_count, at most one per chunk, at least 1 */
+} zstate_nvme_geometry;
+zstate_nvme_geometry zstate_nvme_geometry_make(int64_t n, int64_t chunk, int64_t align, int buffer_count);
+/* Bytes read and written for chunk c: its elements as fp32, rounded up to align. */
+int64_t zstate_nvme_chunk_io_bytes(int64_t n, int64_t chunk, int64_t align, int64_t c);
 
 #endif

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/core/clock.h"
 #include "offload/crc32c.h"
 #include "runtime/core/error.h"
 #include "runtime/core/safe_file.h"
@@ -79,23 +80,14 @@ typedef struct zstate_nvme {
     zstate_nvme_stats stats;
 } zstate_nvme;
 
-static double mono_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static int64_t chunk_n(const zstate *s, int64_t c) {
     int64_t lo = c * s->chunk;
     return s->n - lo < s->chunk ? s->n - lo : s->chunk;
 }
 
 static int64_t chunk_io_len(const zstate_nvme *z, int64_t c) {
-    int64_t b = chunk_n(&z->base, c) * (int64_t)sizeof(float);
-    return (b + z->align - 1) / z->align * z->align;
+    return zstate_nvme_chunk_io_bytes(z->base.n, z->base.chunk, z->align, c);
 }
-
-static int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 /* ---------------------------------------------------------------- slots */
 
@@ -127,7 +119,7 @@ static bool slot_io_done(const zstate_nvme *z, const nv_slot *s) {
  * `report`). */
 static zinc_status wait_slot(zstate_nvme *z, nv_slot *s, bool report) {
     zinc_status first = ZINC_OK;
-    double t0 = slot_io_done(z, s) ? 0 : mono_s();
+    double t0 = slot_io_done(z, s) ? 0 : zclock_now_s();
     for (int t = 0; t < z->nt; t++) {
         zaio_req *r = &s->req[t];
         zinc_status st = zaio_complete(z->aio, r); /* fails only when the ring itself fails */
@@ -136,7 +128,7 @@ static zinc_status wait_slot(zstate_nvme *z, nv_slot *s, bool report) {
             if (first == ZINC_OK) first = st;
         }
     }
-    if (t0 > 0) z->stats.wait_s += mono_s() - t0;
+    if (t0 > 0) z->stats.wait_s += zclock_now_s() - t0;
     if (first != ZINC_OK) return first;
     for (int t = 0; t < z->nt; t++)
         if (!zaio_req_ok(&s->req[t])) return report ? zaio_req_error(z->aio, &s->req[t]) : ZINC_ERR_IO;
@@ -595,16 +587,14 @@ static zinc_status setup_local(zstate_nvme *z) {
             buffered_warned = true;
         }
     }
-    z->stride = align_up(z->base.chunk * (int64_t)sizeof(float), z->align);
-    int64_t last = z->base.nchunks - 1;
-    z->file_bytes = (uint64_t)(last >= 0 ? last * z->stride + chunk_io_len(z, last) : 0);
+    zstate_nvme_geometry geo = zstate_nvme_geometry_make(z->base.n, z->base.chunk, z->align, o->buffer_count);
+    z->stride = geo.stride;
+    z->file_bytes = geo.file_bytes;
     for (int t = 0; t < z->nt; t++) TRY(zaio_preallocate(z->aio, z->file[t], (int64_t)z->file_bytes));
     for (int t = 0; t < z->nt; t++) zmem_add(c->mem, ZINC_MEMKIND_NVME, cats[t], z->file_bytes);
     z->counted_files = true;
 
-    /* Buffers: as many as configured, no more than there are chunks. */
-    z->nbuf = o->buffer_count;
-    if (z->nbuf > z->base.nchunks) z->nbuf = (int)(z->base.nchunks > 0 ? z->base.nchunks : 1);
+    z->nbuf = geo.buffers;
     TRY_ALLOC(z->slot, z->nbuf, "NVMe swap buffers");
     size_t slot_bytes = (size_t)z->nt * (size_t)z->stride;
     size_t mem_align = z->align < 4096 ? 4096 : z->align;

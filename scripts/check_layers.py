@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""The library's folders and what each may include (HACKING.md, "Layers"), checked from the sources.
+"""The library's folders and what each may include, stated here only (LAYERS below), checked from the sources.
+
+HACKING.md, the folder READMEs and the headers point here instead of repeating the list; print it with
+--table.
 
 Every `#include "..."` in the library names its folder from the source root (or is the public "zinc.h").
 This script reads them all and fails when
@@ -10,6 +13,7 @@ This script reads them all and fails when
 
   scripts/check_layers.py [ROOT]          check; prints the folder graph
   scripts/check_layers.py --dot [ROOT]    the folder graph in Graphviz dot (for a drawing)
+  scripts/check_layers.py --table         LAYERS as a Markdown table (folder, may include)
 """
 import os
 import re
@@ -31,7 +35,7 @@ LAYERS = {
     "runtime/engine": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "amp",
                        "zero", "offload", "runtime/mem", "runtime/optim"],
     "runtime/checkpoint": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "amp",
-                           "zero", "offload", "runtime/engine", "runtime/optim"],
+                           "zero", "offload", "runtime/mem", "runtime/engine", "runtime/optim"],
     # the zinc program drives the example models (examples/mlp, examples/gpt2) through the engine API
     "cli": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "amp", "zero",
             "offload", "runtime/mem", "runtime/optim", "runtime/engine", "runtime/checkpoint", "examples"],
@@ -100,6 +104,11 @@ def find_cycle(edges):
 
 
 def main(argv):
+    if "--table" in argv:
+        print("| folder | may include (besides itself and include/zinc.h) |\n|---|---|")
+        for folder, allowed in LAYERS.items():
+            print(f"| `{folder}` | {', '.join(f'`{a}`' for a in allowed) or 'nothing'} |")
+        return 0
     dot = "--dot" in argv
     args = [a for a in argv if a != "--dot"]
     root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")

@@ -4,7 +4,7 @@
 find_program(ZINC_CLI_PYTHON3 python3)
 if(ZINC_CLI_PYTHON3)
   add_test(NAME cli_options
-           COMMAND ${ZINC_CLI_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_options.py --zinc $<TARGET_FILE:zinc_cli>
+           COMMAND ${ZINC_CLI_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_options.py --zinc $<TARGET_FILE:zinc_cli_hooks>
                    --configs ${PROJECT_SOURCE_DIR}/ds_configs --workdir ${PROJECT_BINARY_DIR}/cli_options_test)
   set_tests_properties(cli_options PROPERTIES LABELS "unit;cli" TIMEOUT 120 ENVIRONMENT "${ZINC_TEST_ENV}")
   add_test(NAME cli_function_length

@@ -112,12 +112,13 @@ set_tests_properties(checkpoint_cuda_emulated_resume_np2 PROPERTIES FIXTURES_REQ
 # the refusal a cuda engine gets there. Tests: tests/gpt2_cuda.cmake.
 file(GLOB ZINC_GPT2_HOST_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/examples/gpt2/*.c)
 list(FILTER ZINC_GPT2_HOST_SOURCES EXCLUDE REGEX "_cuda\\.c$")
+list(FILTER ZINC_GPT2_HOST_SOURCES EXCLUDE REGEX "_avx(2|512)\\.c$") # zinc_gpt2_vecmath's
 foreach(variant cuda_emulated nogpu_emulated)
   add_library(zinc_gpt2_${variant} STATIC ${ZINC_GPT2_HOST_SOURCES})
   target_include_directories(zinc_gpt2_${variant} PUBLIC ${PROJECT_SOURCE_DIR}/examples/gpt2 PRIVATE ${PROJECT_SOURCE_DIR})
   target_compile_options(zinc_gpt2_${variant} PRIVATE ${ZINC_WARN} -O2 -fno-math-errno)
   target_compile_definitions(zinc_gpt2_${variant} PRIVATE _GNU_SOURCE)
-  target_link_libraries(zinc_gpt2_${variant} PUBLIC zinc_cuda_emulated PRIVATE ${ZINC_BLAS} m)
+  target_link_libraries(zinc_gpt2_${variant} PUBLIC zinc_cuda_emulated PRIVATE ${ZINC_BLAS} zinc_gpt2_vecmath m)
 endforeach()
 target_sources(zinc_gpt2_cuda_emulated PRIVATE ${PROJECT_SOURCE_DIR}/examples/gpt2/gpt2_cuda.c
                ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/gpt2_kernels_host.c)

@@ -50,3 +50,9 @@ zinc_test(NAME engine_api_conventions SOURCES test_api_conventions.c LABELS engi
 zinc_test(NAME engine_idle SOURCES test_engine_idle.c LABELS engine unit)
 zinc_test(NAME engine_threads SOURCES test_engine_threads.c LABELS engine unit)
 zinc_test(NAME engine_lr_schedule SOURCES test_lr_schedule.c LABELS engine unit)
+# zinc_set_master and the unpadded module views (tests/test_engine_master.c): the 1-rank run writes the
+# reference the 2-rank run compares with.
+zinc_test(NAME engine_set_master_np1 SOURCES test_engine_master.c ARGS --write-ref LABELS engine)
+set_tests_properties(engine_set_master_np1 PROPERTIES FIXTURES_SETUP set_master_ref)
+zinc_test(NAME engine_set_master_np2 SOURCES test_engine_master.c RANKS 2 LABELS engine)
+set_tests_properties(engine_set_master_np2 PROPERTIES FIXTURES_REQUIRED set_master_ref)

@@ -1,6 +1,9 @@
 # GPT-2 example (examples/gpt2): layers against float64 references, whole-model gradient check, llm.c files.
 zinc_test(NAME gpt2_layers SOURCES test_gpt2_layers.c LIBS zinc_gpt2 LABELS gpt2 unit)
 zinc_test(NAME gpt2_grad SOURCES test_gpt2_grad.c LIBS zinc_gpt2 LABELS gpt2 unit)
+# The fast CPU paths (blocked attention, GELU keeping its tanh, SLEEF's instances) against float64, and every
+# layer bit for bit the same on 1, 2 and 3 threads.
+zinc_test(NAME gpt2_blocked SOURCES test_gpt2_blocked.c LIBS zinc_gpt2 LABELS gpt2 unit)
 zinc_test(NAME gpt2_files SOURCES test_gpt2_files.c LIBS zinc_gpt2 LABELS gpt2 unit)
 # zinc_parallel_for, the engine API the model's loops run on (runtime/engine/engine_parallel.c).
 zinc_test(NAME engine_parallel_for SOURCES test_parallel_for.c LABELS gpt2 unit)

@@ -71,6 +71,7 @@ def main():
         (tr + ["--hidden", "65537"], "--hidden needs an integer in 1..65536"),
         (tr + ["--device", "gpu"], "--device must be cpu, cuda or auto, got \"gpu\""),
         (tr + ["--on-nonfinite", "ignore"], "--on-nonfinite must be error or skip"),
+        (tr + ["--model", "gpt2", "--model", "mlp"], "--model is given twice"),
         (tr + ["--model", "llama"], "--model must be mlp or gpt2, got \"llama\""),
         (tr + ["--layers", "2"], "unknown option \"--layers\""),
         (tr + ["extra"], "unexpected argument \"extra\""),

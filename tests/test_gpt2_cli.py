@@ -265,6 +265,25 @@ def main():
             check(worst <= tol["fp32"], f"--shuffle at 2 ranks vs 1: {worst:.3e}")
             check(sh[1][1:] != ref["fp32"][1:], "--shuffle changes the batches")
 
+        # fp32 bit for bit the same whatever --threads and the rank count (micro batch half the batch, so 1 rank
+        # accumulates two micro-steps as 2 ranks add theirs); a shape of several attention blocks and pieces
+        config(w("cbits.json"), 2, "fp32", micro=3, batch=6)
+        bits = {}
+        for ranks, threads in ((1, 1), (1, 2), (1, 3), (2, 1)):
+            rep = w(f"r_bits_{ranks}x{threads}.json")
+            run((mpi + ["-np", str(ranks)] if ranks > 1 else []) + z + [
+                "--config", w("cbits.json"), "--steps", "4", "--data", w("tok.bin"), "--report", rep, "--seed", "7",
+                "--threads", str(threads), "--layers", "2", "--width", "96", "--heads", "3", "--context", "80",
+                "--vocab", "128"])
+            try:
+                r = json.load(open(rep))
+                bits[(ranks, threads)] = (r["losses"], r["param_checksum"])
+            except (OSError, ValueError):
+                check(False, f"no report from {ranks} ranks x {threads} threads")
+        for k, v in bits.items():
+            check(v == bits.get((1, 1)), f"fp32 {k[0]} ranks x {k[1]} threads: losses/params {v} differ from 1 x 1's "
+                  f"{bits.get((1, 1))}")
+
     if a.text:
         rep = w("text.json")
         config(w("ct.json"), 2, "fp32", micro=4, batch=4)

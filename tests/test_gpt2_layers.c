@@ -207,9 +207,13 @@ int main(void) {
         E = run_on[r];
         test_layernorm(37, 48);
         test_layernorm(5, 1);
+        test_layernorm(20, 100); /* 16-lane partial sums with a tail */
         test_matmul(37, 24, 72, 1);
         test_matmul(64, 96, 24, 1);
         test_matmul(3, 5, 7, 0);
+        test_matmul(300, 40, 200, 1); /* several pieces of rows and of output features */
+        test_matmul(20, 150, 700, 1); /* cut by outputs (forward, dW) and by dx's columns */
+        test_matmul(50, 600, 130, 1); /* dW cut by input features */
         test_attention(2, 9, 12, 3);
         test_attention(1, 1, 8, 2);
         test_attention(3, 16, 16, 1);

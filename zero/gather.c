@@ -32,61 +32,72 @@ static void dfree(zgather *g, zinc_mem_category cat, void *p, size_t bytes) {
 
 static size_t csz(const zgather *g) { return zinc_dtype_size(g->c.compute_dtype); }
 
-static zinc_mem_category cat_of(const zmodule *m) { return m->persistent ? ZINC_MEM_PARAMS : ZINC_MEM_GATHER; }
+static zinc_mem_category cat_of(const zgather_module *s) { return s->persistent ? ZINC_MEM_PARAMS : ZINC_MEM_GATHER; }
 
-static void decide_persistence(zgather *g) {
-    int64_t total = 0;
-    for (int i = 0; i < g->c.nmodules; i++) {
-        zmodule *m = &g->c.modules[i];
-        int64_t n = zmodule_numel(m);
-        m->persistent =
-            zsize_persistent(n, &total, g->c.cfg->param_persistence_threshold, g->c.cfg->model_persistence_threshold);
-    }
-}
-
-/* Makes the module's pending all-gather complete for the compute stream (cpu: the host waits). */
-static zinc_status gather_wait(zgather *g, zmodule *m) {
-    if (!m->gather_req) return ZINC_OK;
-    zcomm_req *r = m->gather_req;
-    m->gather_req = NULL;
-    return zdev_comm_wait(g->c.dev, g->c.dcomm, r);
-}
-
-/* Starts (or, when blocking, completes) the all-gather of module m into a fresh buffer. */
-static zinc_status gather_start(zgather *g, zmodule *m, bool blocking) {
+/* The per-module records, made once (at build, before any module is entered). */
+static zinc_status ensure_mods(zgather *g) {
     zinc_status st = ZINC_OK;
-    if (!m->g_counts) {
-        TRY_ALLOC(m->g_counts, g->c.world, "gather counts");
-        TRY_ALLOC(m->g_displs, g->c.world, "gather displacements");
-    }
-    if (!m->gathered) {
-        TRY(dalloc(g, cat_of(m), (size_t)zmodule_numel(m) * csz(g), "gathered parameters", &m->gathered));
-        if (!m->persistent) g->live_numel += zmodule_numel(m);
-    }
-    zpart_range_split(g->c.part, m->flat_begin, m->flat_end, m->g_counts, m->g_displs);
-    int64_t lo, hi;
-    zpart_intersect(g->c.part, g->c.rank, m->flat_begin, m->flat_end, &lo, &hi);
-    if (hi > lo)
-        TRY(g->c.dev->ops->copy(g->c.dev, (char *)m->gathered + (size_t)(lo - m->flat_begin) * csz(g),
-                                (const char *)g->c.params_shard + (size_t)(lo - g->c.own_lo) * csz(g),
-                                (size_t)(hi - lo) * csz(g), ZDEV_D2D));
-    TRY(zdev_comm_begin(g->c.dev));
-    /* Blocking: on cpu the call itself; on a GPU a request that the compute stream waits for at once. */
-    TRY(zcomm_allgatherv_inplace(g->c.dcomm, m->gathered, m->g_counts, m->g_displs, g->c.compute_dtype,
-                                 blocking ? zdev_req(g->c.dev, &m->gather_req) : &m->gather_req));
-    if (blocking) TRY(gather_wait(g, m));
+    if (!g->mods && g->c.nmodules > 0) TRY_ALLOC(g->mods, g->c.nmodules, "the stage-3 module records");
     return ZINC_OK;
 fail:
     return st;
 }
 
-static zinc_status release(zgather *g, zmodule *m) {
+static void decide_persistence(zgather *g) {
+    int64_t total = 0;
+    for (int i = 0; i < g->c.nmodules; i++)
+        g->mods[i].persistent =
+            zsize_persistent(zmodule_numel(&g->c.modules[i]), &total, g->c.cfg->param_persistence_threshold,
+                             g->c.cfg->model_persistence_threshold);
+}
+
+/* Makes the module's pending all-gather complete for the compute stream (cpu: the host waits). */
+static zinc_status gather_wait(zgather *g, zgather_module *s) {
+    if (!s->gather_req) return ZINC_OK;
+    zcomm_req *r = s->gather_req;
+    s->gather_req = NULL;
+    return zdev_comm_wait(g->c.dev, g->c.dcomm, r);
+}
+
+/* Starts (or, when blocking, completes) the all-gather of module i into a fresh buffer. */
+static zinc_status gather_start(zgather *g, int i, bool blocking) {
     zinc_status st = ZINC_OK;
-    if (m->persistent || !m->gathered) return ZINC_OK;
-    TRY(gather_wait(g, m));
-    dfree(g, ZINC_MEM_GATHER, m->gathered, (size_t)zmodule_numel(m) * csz(g));
-    m->gathered = NULL;
-    g->live_numel -= zmodule_numel(m);
+    const zmodule *m = &g->c.modules[i];
+    zgather_module *s = &g->mods[i];
+    if (!s->g_counts) {
+        TRY_ALLOC(s->g_counts, g->c.world, "gather counts");
+        TRY_ALLOC(s->g_displs, g->c.world, "gather displacements");
+    }
+    if (!s->gathered) {
+        TRY(dalloc(g, cat_of(s), (size_t)zmodule_numel(m) * csz(g), "gathered parameters", &s->gathered));
+        if (!s->persistent) g->live_numel += zmodule_numel(m);
+    }
+    zpart_range_split(g->c.part, m->flat_begin, m->flat_end, s->g_counts, s->g_displs);
+    int64_t lo, hi;
+    zpart_intersect(g->c.part, g->c.rank, m->flat_begin, m->flat_end, &lo, &hi);
+    if (hi > lo)
+        TRY(g->c.dev->ops->copy(g->c.dev, (char *)s->gathered + (size_t)(lo - m->flat_begin) * csz(g),
+                                (const char *)g->c.params_shard + (size_t)(lo - g->c.own_lo) * csz(g),
+                                (size_t)(hi - lo) * csz(g), ZDEV_D2D));
+    TRY(zdev_comm_begin(g->c.dev));
+    /* Blocking: on cpu the call itself; on a GPU a request that the compute stream waits for at once. */
+    TRY(zcomm_allgatherv_inplace(g->c.dcomm, s->gathered, s->g_counts, s->g_displs, g->c.compute_dtype,
+                                 blocking ? zdev_req(g->c.dev, &s->gather_req) : &s->gather_req));
+    if (blocking) TRY(gather_wait(g, s));
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+static zinc_status release(zgather *g, int i) {
+    zinc_status st = ZINC_OK;
+    zgather_module *s = &g->mods[i];
+    int64_t n = zmodule_numel(&g->c.modules[i]);
+    if (s->persistent || !s->gathered) return ZINC_OK;
+    TRY(gather_wait(g, s));
+    dfree(g, ZINC_MEM_GATHER, s->gathered, (size_t)n * csz(g));
+    s->gathered = NULL;
+    g->live_numel -= n;
     return ZINC_OK;
 fail:
     return st;
@@ -172,16 +183,18 @@ static zinc_status prefetch(zgather *g, int from) {
     zinc_status st = ZINC_OK;
     int64_t inflight = 0;
     for (int j = from; j < g->trace_len; j++) {
-        zmodule *m = &g->c.modules[g->trace[j].module];
-        if (m->persistent || m->gathered) {
-            if (m->gather_req) inflight += zmodule_numel(m);
+        int i = g->trace[j].module;
+        const zgather_module *s = &g->mods[i];
+        int64_t n = zmodule_numel(&g->c.modules[i]);
+        if (s->persistent || s->gathered) {
+            if (s->gather_req) inflight += n;
             continue;
         }
-        if (inflight + zmodule_numel(m) > g->c.cfg->prefetch_bucket_size) break;
-        if (g->live_numel + zmodule_numel(m) > g->c.cfg->max_live_parameters) break;
-        TRY(gather_start(g, m, false));
+        if (inflight + n > g->c.cfg->prefetch_bucket_size) break;
+        if (g->live_numel + n > g->c.cfg->max_live_parameters) break;
+        TRY(gather_start(g, i, false));
         g->stat_prefetch++;
-        inflight += zmodule_numel(m);
+        inflight += n;
     }
     return ZINC_OK;
 fail:
@@ -190,7 +203,8 @@ fail:
 
 zinc_status zgather_module_enter(zgather *g, int module, int phase, bool new_micro_step) {
     zinc_status st = ZINC_OK;
-    zmodule *m = &g->c.modules[module];
+    TRY(ensure_mods(g));
+    zgather_module *s = &g->mods[module];
     if (new_micro_step) trace_restart(g);
     if (g->trace_recording) {
         TRY(trace_push(g, module, phase));
@@ -201,11 +215,11 @@ zinc_status zgather_module_enter(zgather *g, int module, int phase, bool new_mic
         else
             trace_resync(g, &x);
     }
-    if (!m->gathered) {
+    if (!s->gathered) {
         g->stat_gather_blocking++;
-        TRY(gather_start(g, m, true));
+        TRY(gather_start(g, module, true));
     } else {
-        TRY(gather_wait(g, m));
+        TRY(gather_wait(g, s));
     }
     if (g->trace_valid) TRY(prefetch(g, g->trace_pos));
     return ZINC_OK;
@@ -227,15 +241,16 @@ static bool reused_soon(const zgather *g, int module) {
 }
 
 zinc_status zgather_module_exit(zgather *g, int module, int phase) {
-    zmodule *m = &g->c.modules[module];
+    const zmodule *m = &g->c.modules[module];
     (void)phase;
     if (m->in_phase[0] || m->in_phase[1]) return ZINC_OK; /* still in use by the other phase */
-    if (reused_soon(g, module)) return ZINC_OK;
-    return release(g, m);
+    if (!g->mods || reused_soon(g, module)) return ZINC_OK;
+    return release(g, module);
 }
 
 zinc_status zgather_after_step(zgather *g) {
     zinc_status st = ZINC_OK;
+    TRY(ensure_mods(g));
     if (!g->trace_started) { /* at build: decide persistence, record the first micro-step */
         decide_persistence(g);
         g->trace_started = true;
@@ -249,12 +264,11 @@ zinc_status zgather_after_step(zgather *g) {
         trace_restart(g);
     }
     for (int i = 0; i < g->c.nmodules; i++) {
-        zmodule *m = &g->c.modules[i];
-        TRY(gather_wait(g, m));
-        if (m->persistent)
-            TRY(gather_start(g, m, true)); /* refresh with the updated shards */
+        TRY(gather_wait(g, &g->mods[i]));
+        if (g->mods[i].persistent)
+            TRY(gather_start(g, i, true)); /* refresh with the updated shards */
         else
-            TRY(release(g, m));
+            TRY(release(g, i));
     }
     return ZINC_OK;
 fail:
@@ -263,21 +277,28 @@ fail:
 
 void zgather_init(zgather *g, const zgather_ctx *ctx) { g->c = *ctx; }
 
+const void *zgather_module_data(const zgather *g, int module) {
+    return g->mods && module >= 0 && module < g->c.nmodules ? g->mods[module].gathered : NULL;
+}
+
+bool zgather_module_persistent(const zgather *g, int module) {
+    return g->mods && module >= 0 && module < g->c.nmodules && g->mods[module].persistent;
+}
+
 void zgather_forget_empty_trace(zgather *g) {
     if (g->trace_recording && g->trace_len == 0) g->trace_started = false;
 }
 
 void zgather_free(zgather *g) {
-    for (int i = 0; i < g->c.nmodules; i++) {
-        zmodule *m = &g->c.modules[i];
-        if (m->gather_req) zcomm_wait(g->c.dcomm, m->gather_req);
-        m->gather_req = NULL;
-        if (m->gathered) dfree(g, cat_of(m), m->gathered, (size_t)zmodule_numel(m) * csz(g));
-        m->gathered = NULL;
-        free(m->g_counts);
-        free(m->g_displs);
-        m->g_counts = m->g_displs = NULL;
+    for (int i = 0; g->mods && i < g->c.nmodules; i++) {
+        zgather_module *s = &g->mods[i];
+        if (s->gather_req) zcomm_wait(g->c.dcomm, s->gather_req);
+        if (s->gathered) dfree(g, cat_of(s), s->gathered, (size_t)zmodule_numel(&g->c.modules[i]) * csz(g));
+        free(s->g_counts);
+        free(s->g_displs);
     }
+    free(g->mods);
+    g->mods = NULL;
     g->live_numel = 0;
     free(g->trace);
     g->trace = NULL;

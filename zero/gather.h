@@ -29,14 +29,23 @@ typedef struct zgather_ctx {
     zinc_dtype compute_dtype;
     const void *params_shard; /* this rank's compute-dtype parameter shard, starting at flat element own_lo */
     int64_t own_lo;
-    const zcfg_zero *cfg; /* zero_optimization: the stage3_* thresholds */
-    zmodule *modules;     /* registration order; fixed once built */
+    const zcfg_zero *cfg;   /* zero_optimization: the stage3_* thresholds */
+    const zmodule *modules; /* the owner's, registration order, fixed once built; read only here */
     int nmodules;
 } zgather_ctx;
 
+/* What gathering keeps per module (zgather.mods, registration order): owned by zero/gather.c alone. */
+typedef struct zgather_module {
+    bool persistent;             /* small enough to stay gathered (stage3_param_persistence_threshold) */
+    void *gathered;              /* compute-dtype copy of the module's flat range while live */
+    zcomm_req *gather_req;       /* pending (prefetch) all-gather into `gathered` */
+    size_t *g_counts, *g_displs; /* per-rank pieces of the gather; live as long as the request */
+} zgather_module;
+
 typedef struct zgather {
     zgather_ctx c;
-    int64_t live_numel; /* gathered elements of non-persistent modules */
+    zgather_module *mods; /* c.nmodules, made at the first zgather_after_step (zinc_build) */
+    int64_t live_numel;   /* gathered elements of non-persistent modules */
     ztrace_entry *trace;
     int trace_len, trace_cap, trace_pos;
     bool trace_started, trace_recording, trace_valid;
@@ -54,7 +63,11 @@ zinc_status zgather_after_step(zgather *g);
 /* A fresh engine has recorded no module trace yet: the next zgather_after_step starts recording anew
  * rather than ending an empty recording (a checkpoint load before any training). */
 void zgather_forget_empty_trace(zgather *g);
-/* Frees the gathered copies and the trace (also for a zeroed zgather). */
+/* The module's gathered compute-dtype copy of its flat range, or NULL when it is not gathered. */
+const void *zgather_module_data(const zgather *g, int module);
+/* Whether the module stays gathered between steps (decided at the first zgather_after_step). */
+bool zgather_module_persistent(const zgather *g, int module);
+/* Frees the gathered copies, the module records and the trace (also for a zeroed zgather). */
 void zgather_free(zgather *g);
 
 #endif

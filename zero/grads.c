@@ -57,6 +57,7 @@ zinc_status zgrads_alloc(zgrads *g) {
     /* The sizes are the engine's sizing plan's (runtime/mem/plan.h), the figures the estimator sums. */
     if (!g->c.sizes) return ZERR(ZINC_ERR_INTERNAL, "zgrads_alloc: no sizes from the sizing plan");
     const zgrads_plan plan = *g->c.sizes;
+    if (g->c.nmodules > 0) TRY_ALLOC(g->mods, g->c.nmodules, "the gradient module records");
     g->bytes_full = plan.bytes_grads_full;
     g->bytes_shard = plan.bytes_grads_shard;
     if (g->c.stage <= 1) TRY(dalloc(g, ZINC_MEM_GRADS, g->bytes_full, "the gradient buffer", &g->full));
@@ -100,12 +101,10 @@ void zgrads_free(zgrads *g) {
     g->nbuckets = 0;
     dfree(g, ZINC_MEM_BUCKETS, g->landing, g->bytes_landing);
     g->landing = NULL;
-    for (int i = 0; i < g->c.nmodules; i++) {
-        zmodule *m = &g->c.modules[i];
-        dfree(g, ZINC_MEM_BUCKETS, m->held, m->held ? (size_t)zmodule_numel(m) * gsz(g) : 0);
-        m->held = NULL;
-        m->held_dirty = false;
-    }
+    for (int i = 0; g->mods && i < g->c.nmodules; i++)
+        dfree(g, ZINC_MEM_BUCKETS, g->mods[i].held, (size_t)zmodule_numel(&g->c.modules[i]) * gsz(g));
+    free(g->mods);
+    g->mods = NULL;
     for (int i = 0; i < g->nscratch; i++) dfree(g, ZINC_MEM_BUCKETS, g->scratch[i].buf, g->scratch[i].bytes);
     free(g->scratch);
     g->scratch = NULL;
@@ -193,33 +192,34 @@ fail:
     return st;
 }
 
-/* An open module other than `self` whose slot is `kind`, or NULL. */
-static zmodule *open_in(zgrads *g, int self, zgrad_slot kind) {
+/* An open module other than `self` whose slot is `kind`, or -1. */
+static int open_in(const zgrads *g, int self, zgrad_slot kind) {
     for (int i = 0; i < g->c.nmodules; i++)
-        if (i != self && g->c.modules[i].in_phase[ZINC_BACKWARD] && g->c.modules[i].slot == (int)kind)
-            return &g->c.modules[i];
-    return NULL;
+        if (i != self && g->c.modules[i].in_phase[ZINC_BACKWARD] && g->mods[i].slot == (int)kind) return i;
+    return -1;
 }
 
 /* The module's own buffer: zeroed at its first entry of a micro-step, added into by later ones. */
-static zinc_status enter_held(zgrads *g, zmodule *m, void **out) {
+static zinc_status enter_held(zgrads *g, int module, void **out) {
     zinc_status st = ZINC_OK;
-    if (!m->held)
-        TRY(dalloc(g, ZINC_MEM_BUCKETS, (size_t)zmodule_numel(m) * gsz(g),
-                   "the gradient buffer of a re-entered or enclosing module", &m->held));
-    if (!m->held_dirty) TRY(g->c.dev->ops->memset0(g->c.dev, m->held, (size_t)zmodule_numel(m) * gsz(g)));
-    m->held_dirty = true;
-    m->slot = ZSLOT_HELD;
-    *out = m->held;
+    zgrads_module *s = &g->mods[module];
+    size_t bytes = (size_t)zmodule_numel(&g->c.modules[module]) * gsz(g);
+    if (!s->held)
+        TRY(dalloc(g, ZINC_MEM_BUCKETS, bytes, "the gradient buffer of a re-entered or enclosing module", &s->held));
+    if (!s->held_dirty) TRY(g->c.dev->ops->memset0(g->c.dev, s->held, bytes));
+    s->held_dirty = true;
+    s->slot = ZSLOT_HELD;
+    *out = s->held;
     return ZINC_OK;
 fail:
     return st;
 }
 
 /* A pooled buffer for a module entered while another module's slot must stay untouched. */
-static zinc_status enter_scratch(zgrads *g, zmodule *m, void **out) {
+static zinc_status enter_scratch(zgrads *g, int module, void **out) {
     zinc_status st = ZINC_OK;
-    size_t bytes = (size_t)zmodule_numel(m) * gsz(g);
+    zgrads_module *m = &g->mods[module];
+    size_t bytes = (size_t)zmodule_numel(&g->c.modules[module]) * gsz(g);
     int k = -1;
     for (int i = 0; i < g->nscratch; i++)
         if (!g->scratch[i].busy && (k < 0 || g->scratch[i].bytes > g->scratch[k].bytes)) k = i;
@@ -254,35 +254,37 @@ fail:
  * overwrite an open module's gradients takes a scratch buffer, reduced when it exits. */
 static zinc_status enter_sharded(zgrads *g, int module, void **out) {
     zinc_status st = ZINC_OK;
-    zmodule *m = &g->c.modules[module];
-    if (m->bwd_entries > 0 && !m->hold) {
+    const zmodule *m = &g->c.modules[module];
+    zgrads_module *s = &g->mods[module];
+    if (s->bwd_entries > 0 && !s->hold) {
         ZLOG_DEBUG(g->c.log,
                    "module \"%s\" entered twice in one backward: its gradients now collect in a buffer "
                    "of their own and are reduced once per micro-step",
                    m->name);
-        m->hold = true;
+        s->hold = true;
     }
-    if (m->hold) return enter_held(g, m, out);
+    if (s->hold) return enter_held(g, module, out);
 
     zbucket *b = &g->buckets[g->cur_bucket];
     bool large = zmodule_numel(m) > g->bucket_cap;
     bool needs_flush = b->hi > b->lo && (large || b->lo != m->flat_end || b->hi - m->flat_begin > g->bucket_cap);
-    zmodule *blocker = needs_flush ? open_in(g, module, ZSLOT_BUCKET) : NULL;
-    if (!blocker && large) blocker = open_in(g, module, ZSLOT_LANDING);
-    if (blocker) {
+    int blocker = needs_flush ? open_in(g, module, ZSLOT_BUCKET) : -1;
+    if (blocker < 0 && large) blocker = open_in(g, module, ZSLOT_LANDING);
+    if (blocker >= 0) {
+        const char *bname = g->c.modules[blocker].name;
         ZLOG_DEBUG(g->c.log,
                    "module \"%s\" entered inside the backward of \"%s\": a scratch buffer for now, and "
                    "\"%s\" keeps its gradients in a buffer of its own from the next micro-step",
-                   m->name, blocker->name, blocker->name);
-        blocker->hold = true;
-        return enter_scratch(g, m, out);
+                   m->name, bname, bname);
+        g->mods[blocker].hold = true;
+        return enter_scratch(g, module, out);
     }
     if (large) {
         /* The landing buffer, once every send that may still read it is done. */
         TRY(flush_current(g));
         for (int i = 0; i < g->nbuckets; i++) TRY(complete(g, &g->buckets[i]));
         TRY(g->c.dev->ops->memset0(g->c.dev, g->landing, (size_t)zmodule_numel(m) * gsz(g)));
-        m->slot = ZSLOT_LANDING;
+        s->slot = ZSLOT_LANDING;
         *out = g->landing;
         return ZINC_OK;
     }
@@ -294,7 +296,7 @@ static zinc_status enter_sharded(zgrads *g, int module, void **out) {
     b->lo = m->flat_begin;
     char *base = (char *)b->grads + (size_t)(g->bucket_cap - (b->hi - m->flat_begin)) * gsz(g);
     TRY(g->c.dev->ops->memset0(g->c.dev, base, (size_t)zmodule_numel(m) * gsz(g)));
-    m->slot = ZSLOT_BUCKET;
+    s->slot = ZSLOT_BUCKET;
     *out = base;
     return ZINC_OK;
 fail:
@@ -303,14 +305,17 @@ fail:
 
 zinc_status zgrads_module_backward_enter(zgrads *g, int module, void **grads) {
     zinc_status st = ZINC_OK;
-    zmodule *m = &g->c.modules[module];
+    if (module < 0 || module >= g->c.nmodules || !g->mods)
+        return ZERR(ZINC_ERR_INTERNAL, "zgrads_module_backward_enter: module %d of %d (before zgrads_alloc?)", module,
+                    g->c.nmodules);
+    zgrads_module *s = &g->mods[module];
     if (g->c.stage <= 1) {
-        m->slot = ZSLOT_FULL; /* every entry adds into the full buffer: nesting and re-entry need nothing */
-        *grads = (char *)g->full + (size_t)m->flat_begin * gsz(g);
+        s->slot = ZSLOT_FULL; /* every entry adds into the full buffer: nesting and re-entry need nothing */
+        *grads = (char *)g->full + (size_t)g->c.modules[module].flat_begin * gsz(g);
     } else {
         TRY(enter_sharded(g, module, grads));
     }
-    m->bwd_entries++;
+    s->bwd_entries++;
     return ZINC_OK;
 fail:
     return st;
@@ -318,12 +323,16 @@ fail:
 
 zinc_status zgrads_module_backward_exit(zgrads *g, int module, bool none_open) {
     zinc_status st = ZINC_OK;
-    zmodule *m = &g->c.modules[module];
-    int slot = m->slot;
-    m->slot = ZSLOT_NONE;
+    if (module < 0 || module >= g->c.nmodules || !g->mods)
+        return ZERR(ZINC_ERR_INTERNAL, "zgrads_module_backward_exit: module %d of %d (before zgrads_alloc?)", module,
+                    g->c.nmodules);
+    const zmodule *m = &g->c.modules[module];
+    zgrads_module *s = &g->mods[module];
+    int slot = s->slot;
+    s->slot = ZSLOT_NONE;
     if (slot == ZSLOT_LANDING) TRY(send_buffer(g, g->landing, m->flat_begin, m->flat_end));
     if (slot == ZSLOT_SCRATCH) {
-        zscratch *sc = &g->scratch[m->scratch];
+        zscratch *sc = &g->scratch[s->scratch];
         TRY(send_buffer(g, sc->buf, m->flat_begin, m->flat_end));
         sc->busy = false;
     }
@@ -337,14 +346,14 @@ fail:
 
 zinc_status zgrads_flush(zgrads *g) {
     zinc_status st = ZINC_OK;
-    for (int i = 0; i < g->c.nmodules; i++) g->c.modules[i].bwd_entries = 0;
+    for (int i = 0; g->mods && i < g->c.nmodules; i++) g->mods[i].bwd_entries = 0;
     if (g->c.stage < 2) return ZINC_OK;
     TRY(flush_current(g));
-    for (int i = 0; i < g->c.nmodules; i++) {
-        zmodule *m = &g->c.modules[i];
-        if (!m->held_dirty) continue;
-        m->held_dirty = false;
-        TRY(send_buffer(g, m->held, m->flat_begin, m->flat_end));
+    for (int i = 0; g->mods && i < g->c.nmodules; i++) {
+        zgrads_module *s = &g->mods[i];
+        if (!s->held_dirty) continue;
+        s->held_dirty = false;
+        TRY(send_buffer(g, s->held, g->c.modules[i].flat_begin, g->c.modules[i].flat_end));
     }
     for (int i = 0; i < g->nbuckets; i++) TRY(complete(g, &g->buckets[i]));
     return ZINC_OK;
@@ -438,9 +447,9 @@ zinc_status zgrads_reset(zgrads *g) {
         b->lo = b->hi = b->recv_lo = b->recv_hi = 0;
     }
     g->cur_bucket = 0;
-    for (int i = 0; i < g->c.nmodules; i++) {
-        g->c.modules[i].held_dirty = false;
-        g->c.modules[i].bwd_entries = 0;
+    for (int i = 0; g->mods && i < g->c.nmodules; i++) {
+        g->mods[i].held_dirty = false;
+        g->mods[i].bwd_entries = 0;
     }
     for (int i = 0; i < g->nscratch; i++) g->scratch[i].busy = false;
     return zgrads_zero(g);

@@ -51,23 +51,37 @@ typedef struct zgrads_ctx {
     const zlog *log;
     const zpartition *part;
     int stage, rank, world;
-    zinc_dtype grad_dtype;      /* as the model writes gradients */
-    zinc_dtype comm_dtype;      /* on the wire */
-    bool prescale_gradients;    /* prescale_gradients */
-    double predivide_factor;    /* gradient_predivide_factor */
-    int64_t reduce_bucket_size; /* zero_optimization.reduce_bucket_size (elements) */
-    bool overlap_comm;          /* zero_optimization.overlap_comm */
-    zmodule *modules;           /* registration order; fixed once built */
+    zinc_dtype grad_dtype;   /* as the model writes gradients */
+    zinc_dtype comm_dtype;   /* on the wire */
+    bool prescale_gradients; /* prescale_gradients */
+    double predivide_factor; /* gradient_predivide_factor */
+    const zmodule *modules;  /* the owner's, registration order, fixed once built; read only here */
     int nmodules;
     /* The buffers' sizes, from the engine's sizing plan (runtime/mem/plan.h: zplan.grads, made by
-     * zgrads_plan_make from the same fields); zgrads_alloc allocates exactly these. */
+     * zgrads_plan_make). zero_optimization.reduce_bucket_size reaches the gradients only through them (the
+     * elements one reduce-scatter sends: bucket_cap), and so does overlap_comm (DeepSpeed: reduce while
+     * backward goes on): two buckets alternate, each reduce-scatter is non-blocking and completes when its
+     * bucket is needed again; with one bucket every reduce-scatter completes before backward continues.
+     * zgrads_alloc allocates exactly these. */
     const zgrads_plan *sizes;
 } zgrads_ctx;
 
+/* What gradient placement keeps per module (zgrads.mods, registration order): owned by zero/grads.c alone.
+ * Stages 2-3 use it; stages 0-1 only count entries. */
+typedef struct zgrads_module {
+    int slot;        /* zgrad_slot of the open backward entry */
+    int scratch;     /* index into zgrads.scratch for ZSLOT_SCRATCH */
+    int bwd_entries; /* backward entries in the current micro-step */
+    bool hold;       /* learned: gradients collect in `held` until the micro-step ends */
+    bool held_dirty; /* `held` has gradients of this micro-step not yet reduced */
+    void *held;      /* grad dtype, the module's elements; allocated when hold is set */
+} zgrads_module;
+
 typedef struct zgrads {
     zgrads_ctx c;
-    void *full;   /* grad dtype, padded elements (stages 0-1) */
-    float *shard; /* fp32, S elements (stages 1-3) */
+    zgrads_module *mods; /* c.nmodules, made by zgrads_alloc */
+    void *full;          /* grad dtype, padded elements (stages 0-1) */
+    float *shard;        /* fp32, S elements (stages 1-3) */
     size_t bytes_full, bytes_shard;
     /* stage 2-3 buckets (stage 0-1: communication buffers) */
     zbucket buckets[2];

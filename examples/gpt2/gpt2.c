@@ -197,7 +197,7 @@ zinc_status gpt2_create(zinc_engine *e, const gpt2_config *cfg, gpt2_model **out
         free(m);
         return bad;
     }
-    size_t N = (size_t)n64, NC = N * (size_t)C, att = (size_t)att64;
+    size_t N = (size_t)n64, NC = N * (size_t)C, att = (size_t)att64, datt = att;
     int np = 4 + NBLOCK_KINDS * L;
     m->params = calloc((size_t)np, sizeof *m->params);
     m->pkind = calloc((size_t)np, sizeof *m->pkind);
@@ -230,6 +230,7 @@ zinc_status gpt2_create(zinc_engine *e, const gpt2_config *cfg, gpt2_model **out
     m->copies = zinc_compute_dtype(e) != ZINC_FP32;
     m->direct_embed = !m->copies && zinc_grad_dtype(e) == ZINC_FP32;
     const gpt2_ops *o = m->ops;
+    if (o->attention_fwd_lse) att = (size_t)m->mb * H * T, datt = 0; /* log-sum-exp per row, no matrix */
 #define A(p, bytes) if ((st = o->alloc(m, (void **)&(p), (bytes))) != ZINC_OK) goto fail
     A(m->scratch, scratch_floats(m) * sizeof(float));
     A(m->xs, (size_t)(L + 1) * NC * sizeof(float));
@@ -241,7 +242,7 @@ zinc_status gpt2_create(zinc_engine *e, const gpt2_config *cfg, gpt2_model **out
     }
     A(m->lnf, NC * 4); A(m->lnfm, N * 4); A(m->lnfr, N * 4); A(m->logits, N * (size_t)V * 4);
     A(m->dx, NC * 4); A(m->dres, NC * 4); A(m->dln, NC * 4); A(m->datty, NC * 4);
-    A(m->dqkv, 3 * NC * 4); A(m->datt, z(att) * 4); A(m->dfchg, 4 * NC * 4);
+    A(m->dqkv, 3 * NC * 4); A(m->datt, z(datt) * 4); A(m->dfchg, 4 * NC * 4);
     A(m->dfch, 4 * NC * 4); A(m->dtmp, NC * 4);
     A(m->row_loss, (size_t)m->gas * N * sizeof(double));
 #undef A
@@ -436,13 +437,16 @@ static zinc_status forward(gpt2_model *m, int B, int T) {
         float *y = m->xs + (l + 1) * NC;
         CHECK(o->layernorm_fwd(m, a->ln1, a->ln1m, a->ln1r, x, w[GPT2_LN1W], w[GPT2_LN1B], N));
         CHECK(o->matmul_fwd(m, a->qkv, a->ln1, w[GPT2_QKVW], w[GPT2_QKVB], N, C, 3 * C));
-        CHECK(o->attention_fwd(m, a->atty, a->att, a->qkv, B, T));
+        if (o->attention_fwd_lse) CHECK(o->attention_fwd_lse(m, a->atty, a->att, a->qkv, B, T));
+        else CHECK(o->attention_fwd(m, a->atty, a->att, a->qkv, B, T));
         CHECK(o->matmul_fwd(m, m->dtmp, a->atty, w[GPT2_ATTPROJW], w[GPT2_ATTPROJB], N, C, C));
         CHECK(o->add(m, a->res2, x, m->dtmp, NC));
         CHECK(o->layernorm_fwd(m, a->ln2, a->ln2m, a->ln2r, a->res2, w[GPT2_LN2W], w[GPT2_LN2B], N));
         CHECK(o->matmul_fwd(m, a->fch, a->ln2, w[GPT2_FCW], w[GPT2_FCB], N, C, 4 * C));
-        CHECK(o->gelu_fwd(m, a->fchg, a->fch, 4 * NC));
-        CHECK(o->matmul_fwd(m, m->dtmp, a->fchg, w[GPT2_FCPROJW], w[GPT2_FCPROJB], N, 4 * C, C));
+        float *gelu = a->fchg; /* GELU's output; with gelu_fwd_tanh fchg keeps the tanh and dfch the output */
+        if (o->gelu_fwd_tanh) CHECK(o->gelu_fwd_tanh(m, gelu = m->dfch, a->fchg, a->fch, 4 * NC));
+        else CHECK(o->gelu_fwd(m, a->fchg, a->fch, 4 * NC));
+        CHECK(o->matmul_fwd(m, m->dtmp, gelu, w[GPT2_FCPROJW], w[GPT2_FCPROJB], N, 4 * C, C));
         CHECK(o->add(m, y, a->res2, m->dtmp, NC));
         CHECK(module_exit(m, m->mod_block[l], ZINC_FORWARD));
     }
@@ -490,11 +494,14 @@ static zinc_status backward(gpt2_model *m, int B, int T) {
         float *const *w = m->w, *const *g = m->g;
         const float *x = m->xs + l * NC;
         /* MLP branch: y = res2 + fcproj(gelu(fc(ln2(res2)))) */
+        float *gelu = a->fchg;
+        if (o->gelu_fwd_tanh) CHECK(o->gelu_from_tanh(m, gelu = m->dfch, a->fch, a->fchg, 4 * NC));
         CHECK(o->zero(m, m->dfchg, (size_t)(4 * NC) * sizeof(float)));
-        CHECK(o->matmul_bwd(m, m->dfchg, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, a->fchg, w[GPT2_FCPROJW], N,
-                            4 * C, C));
+        CHECK(o->matmul_bwd(m, m->dfchg, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, gelu, w[GPT2_FCPROJW], N, 4 * C,
+                            C));
         CHECK(o->zero(m, m->dfch, (size_t)(4 * NC) * sizeof(float)));
-        CHECK(o->gelu_bwd(m, m->dfch, a->fch, m->dfchg, 4 * NC));
+        if (o->gelu_fwd_tanh) CHECK(o->gelu_bwd_tanh(m, m->dfch, a->fch, a->fchg, m->dfchg, 4 * NC));
+        else CHECK(o->gelu_bwd(m, m->dfch, a->fch, m->dfchg, 4 * NC));
         CHECK(o->zero(m, m->dln, (size_t)NC * sizeof(float)));
         CHECK(o->matmul_bwd(m, m->dln, g[GPT2_FCW], g[GPT2_FCB], m->dfch, a->ln2, w[GPT2_FCW], N, C, 4 * C));
         CHECK(o->layernorm_bwd(m, m->dres, g[GPT2_LN2W], g[GPT2_LN2B], m->dln, a->res2, w[GPT2_LN2W], a->ln2m,
@@ -504,7 +511,8 @@ static zinc_status backward(gpt2_model *m, int B, int T) {
         CHECK(o->matmul_bwd(m, m->datty, g[GPT2_ATTPROJW], g[GPT2_ATTPROJB], m->dres, a->atty, w[GPT2_ATTPROJW], N,
                             C, C));
         CHECK(o->zero(m, m->dqkv, (size_t)(3 * NC) * sizeof(float)));
-        CHECK(o->attention_bwd(m, m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T));
+        if (o->attention_fwd_lse) CHECK(o->attention_bwd_lse(m, m->dqkv, m->datty, a->atty, a->qkv, a->att, B, T));
+        else CHECK(o->attention_bwd(m, m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T));
         CHECK(o->zero(m, m->dln, (size_t)NC * sizeof(float)));
         CHECK(o->matmul_bwd(m, m->dln, g[GPT2_QKVW], g[GPT2_QKVB], m->dqkv, a->ln1, w[GPT2_QKVW], N, C, 3 * C));
         CHECK(o->layernorm_bwd(m, m->dres, g[GPT2_LN1W], g[GPT2_LN1B], m->dln, x, w[GPT2_LN1W], a->ln1m, a->ln1r,
@@ -602,11 +610,11 @@ zinc_status gpt2_next_logits(gpt2_model *m, const uint16_t *tokens, int n, float
 
 /* ---------------------------------------------------------------- training and evaluation */
 
-zinc_status gpt2_train_step(gpt2_model *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
-                                 double *loss) {
+zinc_status gpt2_train_microstep(gpt2_model *m, const gpt2_tokens *data, int64_t step, int64_t j) {
     zinc_engine *e = m->e;
-    int64_t gas = m->gas, B = zinc_train_batch_size(e);
+    int64_t B = zinc_train_batch_size(e);
     int W = zinc_world_size(e), r = zinc_rank(e), T = m->T;
+    if (j == 0) m->t_step0 = now_s();
     if (gpt2_batches_per_pass(data, T, B) < 1) {
         zinc_log(e, ZINC_LOG_ERROR, "gpt2: the training data has %lld tokens, fewer than one global batch needs "
                  "(train_batch_size %lld x context %d + 1)", (long long)data->n, (long long)B, T);
@@ -614,26 +622,37 @@ zinc_status gpt2_train_step(gpt2_model *m, const gpt2_tokens *data, int64_t step
     }
     uint16_t *win = malloc((size_t)m->mb * (size_t)(T + 1) * sizeof *win);
     if (!win) return ZINC_ERR_NOMEM;
-    double sum = 0, t0 = now_s();
-    zinc_status st = ZINC_OK;
-    for (int64_t j = 0; j < gas && st == ZINC_OK; j++) {
-        int64_t first = step * B + (j * W + r) * m->mb;
-        for (int b = 0; b < m->mb; b++) {
-            if (m->shuffle) gpt2_window_shuffled(data, T, B, first + b, m->shuffle_seed, win + (size_t)b * (T + 1));
-            else gpt2_window(data, T, B, first + b, win + (size_t)b * (T + 1));
-        }
-        st = microstep(m, win, m->mb, j);
+    int64_t first = step * B + (j * W + r) * m->mb;
+    for (int b = 0; b < m->mb; b++) {
+        if (m->shuffle) gpt2_window_shuffled(data, T, B, first + b, m->shuffle_seed, win + (size_t)b * (T + 1));
+        else gpt2_window(data, T, B, first + b, win + (size_t)b * (T + 1));
     }
+    zinc_status st = microstep(m, win, m->mb, j);
     free(win);
-    double ts = now_s();
-    if (st == ZINC_OK) st = zinc_step(e, info);
+    m->t_micro_end = now_s();
+    return st;
+}
+
+zinc_status gpt2_step_loss(gpt2_model *m, double *loss) {
+    zinc_engine *e = m->e;
+    int64_t B = zinc_train_batch_size(e);
+    double sum = 0;
     /* the micro-steps' losses, after the step (on a GPU its one wait for them) */
-    if (st == ZINC_OK) st = sum_losses(m, gas, (int64_t)m->mb * T, &sum);
+    zinc_status st = sum_losses(m, m->gas, (int64_t)m->mb * m->T, &sum);
     if (st == ZINC_OK) st = zinc_allreduce_sum(e, &sum, 1);
     double t1 = now_s();
-    m->t_engine += t1 - ts;
-    m->t_steps += t1 - t0;
-    if (st == ZINC_OK && loss) *loss = sum / ((double)B * T);
+    m->t_engine += t1 - m->t_micro_end; /* zinc_step (between the last micro-step and here) and the loss */
+    m->t_steps += t1 - m->t_step0;
+    if (st == ZINC_OK && loss) *loss = sum / ((double)B * m->T);
+    return st;
+}
+
+zinc_status gpt2_train_step(gpt2_model *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
+                                 double *loss) {
+    zinc_status st = ZINC_OK;
+    for (int64_t j = 0; j < m->gas && st == ZINC_OK; j++) st = gpt2_train_microstep(m, data, step, j);
+    if (st == ZINC_OK) st = zinc_step(m->e, info);
+    if (st == ZINC_OK) st = gpt2_step_loss(m, loss);
     return st;
 }
 

@@ -4,8 +4,9 @@
  *
  * Modules, in forward order: "embed" (wte, wpe), "h0" .. "h<L-1>" (one per block, 12 tensors each),
  * "lnf". In stage 3 the engine gathers one module at a time. On a cpu engine the model computes on the
- * host in float (matrix products through OpenBLAS's sgemm, gpt2_layers.c; every loop on the engine's
- * threads through zinc_parallel_for, so the model has no thread pool of its own): bf16/fp16 parameters are
+ * host in float (matrix products through OpenBLAS's sgemm, gpt2_layers.c; attention in blocks through
+ * sgemm, gpt2_attention.c; tanh and exp through SLEEF, gpt2_vecmath.h; every loop on the engine's threads
+ * through zinc_parallel_for, so the model has no thread pool of its own): bf16/fp16 parameters are
  * converted to float at each module entry (zinc_param_to_f32) and float gradients are added into the
  * engine's buffers before each exit (zinc_grad_add_f32, which applies the loss scale). On a cuda engine it
  * computes the same on the GPU (gpt2_cuda.c: cuBLAS and gpt2_kernels.h on the engine's compute stream; its
@@ -20,7 +21,8 @@
  * fp32 gradients, writes the embedding's gradients straight into the engine's buffers; with bf16/fp16 it
  * converts wte (and its gradient) through its one float scratch, max(2 x one block, padded_vocab x
  * channels) floats (fp32: one block), on top of the activations (about (16 C + H T) x B x T x layers
- * floats) and the logits (B x T x vocab floats).
+ * floats on the GPU; on the host (16 C + H): its blocked attention keeps one log-sum-exp per row and head,
+ * not the softmax matrix) and the logits (B x T x vocab floats).
  *
  * Data: llm.c's sequential loader (gpt2_files.h). The global window k of the run is
  * step * train_batch_size + (micro_step * world + rank) * micro_batch + b, so any rank count with the same
@@ -63,6 +65,11 @@ zinc_status gpt2_next_logits(gpt2_model *m, const uint16_t *tokens, int n, float
  * positions of the global batch (every rank), from this step's forward passes before its update. */
 zinc_status gpt2_train_step(gpt2_model *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
                                  double *loss);
+/* The same step in its parts, for a driver that runs the step itself (the zinc program's trainer): micro-step j
+ * (0 .. zinc_grad_accum_steps - 1) of global step `step`, then, after zinc_step, the step's mean loss over
+ * every rank (collective). gpt2_times counts zinc_step's time as the engine's, as in gpt2_train_step. */
+zinc_status gpt2_train_microstep(gpt2_model *m, const gpt2_tokens *data, int64_t step, int64_t j);
+zinc_status gpt2_step_loss(gpt2_model *m, double *loss);
 /* From now on training windows are read through gpt2_window_shuffled with this seed (--shuffle). */
 void gpt2_shuffle(gpt2_model *m, uint64_t seed);
 /* Mean loss over `batches` global batches (train_batch_size windows each, from window 0) of `data`,

@@ -83,6 +83,29 @@ static zinc_status h_gelu_bwd(gpt2_model *m, float *dx, const float *x, const fl
     return ZINC_OK;
 }
 
+static zinc_status h_att_fwd_lse(gpt2_model *m, float *out, float *lse, const float *qkv, int B, int T) {
+    gpt2_attention_forward_blocked(m->e, out, lse, qkv, B, T, m->s.channels, m->s.heads);
+    return ZINC_OK;
+}
+static zinc_status h_att_bwd_lse(gpt2_model *m, float *dqkv, const float *dout, const float *out, const float *qkv,
+                                 const float *lse, int B, int T) {
+    gpt2_attention_backward_blocked(m->e, dqkv, dout, out, qkv, lse, B, T, m->s.channels, m->s.heads);
+    return ZINC_OK;
+}
+static zinc_status h_gelu_fwd_tanh(gpt2_model *m, float *out, float *th, const float *x, int64_t n) {
+    gpt2_gelu_forward_tanh(m->e, out, th, x, n);
+    return ZINC_OK;
+}
+static zinc_status h_gelu_from_tanh(gpt2_model *m, float *out, const float *x, const float *th, int64_t n) {
+    gpt2_gelu_from_tanh(m->e, out, x, th, n);
+    return ZINC_OK;
+}
+static zinc_status h_gelu_bwd_tanh(gpt2_model *m, float *dx, const float *x, const float *th, const float *dout,
+                                   int64_t n) {
+    gpt2_gelu_backward_tanh(m->e, dx, x, th, dout, n);
+    return ZINC_OK;
+}
+
 typedef struct add_args {
     float *y;
     const float *a, *b;
@@ -124,6 +147,11 @@ const gpt2_ops gpt2_host_ops = {
     .attention_bwd = h_att_bwd,
     .gelu_fwd = h_gelu_fwd,
     .gelu_bwd = h_gelu_bwd,
+    .attention_fwd_lse = h_att_fwd_lse,
+    .attention_bwd_lse = h_att_bwd_lse,
+    .gelu_fwd_tanh = h_gelu_fwd_tanh,
+    .gelu_from_tanh = h_gelu_from_tanh,
+    .gelu_bwd_tanh = h_gelu_bwd_tanh,
     .add = h_add,
     .crossentropy = h_xent,
 };

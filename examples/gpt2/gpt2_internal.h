@@ -9,6 +9,9 @@
 
 #include "gpt2.h"
 
+/* att: the softmax weights (B x H x T x T), or with the table's attention_fwd_lse each row's log-sum-exp
+ * (B x H x T). fchg: GELU's output, or with the table's gelu_fwd_tanh the tanh it computed (the output is
+ * written into dfch, free during forward, and made again from fch and the tanh in backward). */
 typedef struct gpt2_block_acts {
     float *ln1, *ln1m, *ln1r, *qkv, *att, *atty, *res2, *ln2, *ln2m, *ln2r, *fch, *fchg;
 } gpt2_block_acts;
@@ -44,6 +47,7 @@ struct gpt2_model {
     double *row_loss_host;  /* host copy of row_loss (device tables only) */
     float *capture;
     double t_engine, t_steps; /* seconds inside engine calls, and in whole training steps */
+    double t_step0, t_micro_end; /* when the current step began, and its latest micro-step ended */
     int shuffle;
     uint64_t shuffle_seed;
 };
@@ -86,6 +90,16 @@ struct gpt2_ops {
     zinc_status (*gelu_fwd)(gpt2_model *m, float *out, const float *x, int64_t n);
     zinc_status (*gelu_bwd)(gpt2_model *m, float *dx, const float *x, const float *dout, int64_t n);
     zinc_status (*add)(gpt2_model *m, float *y, const float *a, const float *b, int64_t n);
+    /* Optional (NULL: the entries above are used). Attention that keeps each row's log-sum-exp (lse, B x H x
+     * T) instead of the softmax matrix, its backward reading the forward's out (gpt2_layers.h's _blocked):
+     * no datt scratch. GELU that keeps th = tanh(...) for backward (gpt2_layers.h's _tanh functions). */
+    zinc_status (*attention_fwd_lse)(gpt2_model *m, float *out, float *lse, const float *qkv, int B, int T);
+    zinc_status (*attention_bwd_lse)(gpt2_model *m, float *dqkv, const float *dout, const float *out,
+                                     const float *qkv, const float *lse, int B, int T);
+    zinc_status (*gelu_fwd_tanh)(gpt2_model *m, float *out, float *th, const float *x, int64_t n);
+    zinc_status (*gelu_from_tanh)(gpt2_model *m, float *out, const float *x, const float *th, int64_t n);
+    zinc_status (*gelu_bwd_tanh)(gpt2_model *m, float *dx, const float *x, const float *th, const float *dout,
+                                 int64_t n);
     /* row_loss[i] = the loss of row i (N doubles); the caller sums them on the host (gpt2.c). */
     zinc_status (*crossentropy)(gpt2_model *m, float *dlogits, const float *logits, const int32_t *targets, int64_t N,
                                 float dscale, double *row_loss);

@@ -1,11 +1,29 @@
 /* See gpt2_layers.h. Every loop over rows, columns or (batch, head) pairs runs on the engine's threads
- * (zinc_parallel_for): ranges fixed by the loop count and the thread count, each writing its own outputs,
- * so results do not depend on timing. */
+ * (zinc_parallel_for), each piece writing its own outputs. Matrix products are cut into MM_PIECES pieces
+ * (of rows, or of output features for the weight gradient) whose size follows from the shape alone, so
+ * every sgemm call has the same shape whatever the thread count (OpenBLAS's kernels may round differently
+ * for another shape), and column sums run down blocks of COL_BLOCK columns, each column summed in row
+ * order: results do not depend on the thread count. Few large pieces, since OpenBLAS packs the other
+ * operand again in every call (its copies cost as much as the products at these sizes). */
 #include "gpt2_layers.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
+
+#include "gpt2_vecmath.h"
+
+#define MM_PIECES 4     /* pieces per product, up to MM_PIECE_MAX rows or features each */
+#define MM_PIECE_MIN 64
+#define MM_PIECE_MAX 512
+#define COL_BLOCK 64
+
+static int64_t pieces(int64_t n, int64_t size) { return (n + size - 1) / size; }
+/* The piece size for n rows or features: n / MM_PIECES rounded up to 16, within MM_PIECE_MIN..MAX. */
+static int64_t mm_piece(int64_t n) {
+    int64_t s = (pieces(n, MM_PIECES) + 15) / 16 * 16;
+    return s < MM_PIECE_MIN ? MM_PIECE_MIN : s > MM_PIECE_MAX ? MM_PIECE_MAX : s;
+}
 
 /* The loop body over [lo, hi) on e's threads, or on the caller alone without an engine. */
 static void par(zinc_engine *e, int64_t n, void (*fn)(void *, int64_t, int64_t), void *ctx) {
@@ -21,20 +39,34 @@ typedef struct ln_args {
     int C;
 } ln_args;
 
+/* Sums of a row in LANES interleaved partial sums (vectorisable; the order depends on C only). */
+#define LANES 16
+static float row_sum(const float *x, int C) {
+    float acc[LANES] = {0}, s = 0;
+    int c = 0;
+    for (; c + LANES <= C; c += LANES)
+        for (int j = 0; j < LANES; j++) acc[j] += x[c + j];
+    for (; c < C; c++) acc[c % LANES] += x[c];
+    for (int j = 0; j < LANES; j++) s += acc[j];
+    return s;
+}
+static float row_sq_dev(const float *x, float m, int C) {
+    float acc[LANES] = {0}, s = 0;
+    int c = 0;
+    for (; c + LANES <= C; c += LANES)
+        for (int j = 0; j < LANES; j++) acc[j] += (x[c + j] - m) * (x[c + j] - m);
+    for (; c < C; c++) acc[c % LANES] += (x[c] - m) * (x[c] - m);
+    for (int j = 0; j < LANES; j++) s += acc[j];
+    return s;
+}
+
 static void ln_forward_rows(void *arg, int64_t lo, int64_t hi) {
     const ln_args *a = arg;
     int C = a->C;
     for (int64_t n = lo; n < hi; n++) {
         const float *xr = a->x + n * C;
-        float m = 0;
-        for (int c = 0; c < C; c++) m += xr[c];
-        m /= (float)C;
-        float v = 0;
-        for (int c = 0; c < C; c++) {
-            float d = xr[c] - m;
-            v += d * d;
-        }
-        v /= (float)C;
+        float m = row_sum(xr, C) / (float)C;
+        float v = row_sq_dev(xr, m, C) / (float)C;
         float s = 1.0f / sqrtf(v + GPT2_LN_EPS);
         float *o = a->out + n * C;
         for (int c = 0; c < C; c++) o[c] = (xr[c] - m) * s * a->w[c] + a->b[c];
@@ -54,34 +86,49 @@ static void ln_backward_rows(void *arg, int64_t lo, int64_t hi) {
     int C = a->C;
     for (int64_t n = lo; n < hi; n++) {
         const float *xr = a->x + n * C, *dr = a->dout + n * C;
-        float m = a->cmean[n], s = a->crstd[n], dnorm_mean = 0, dnorm_xhat_mean = 0;
-        for (int c = 0; c < C; c++) {
+        float m = a->cmean[n], s = a->crstd[n], am[LANES] = {0}, ax[LANES] = {0}, dnorm_mean = 0, dnorm_xhat_mean = 0;
+        int c = 0;
+        for (; c + LANES <= C; c += LANES)
+            for (int j = 0; j < LANES; j++) {
+                float xhat = (xr[c + j] - m) * s, dn = dr[c + j] * a->w[c + j];
+                am[j] += dn;
+                ax[j] += dn * xhat;
+            }
+        for (; c < C; c++) {
             float xhat = (xr[c] - m) * s, dn = dr[c] * a->w[c];
-            dnorm_mean += dn;
-            dnorm_xhat_mean += dn * xhat;
+            am[c % LANES] += dn;
+            ax[c % LANES] += dn * xhat;
         }
+        for (int j = 0; j < LANES; j++) dnorm_mean += am[j], dnorm_xhat_mean += ax[j];
         dnorm_mean /= (float)C;
         dnorm_xhat_mean /= (float)C;
         float *dxr = a->dx + n * C;
-        for (int c = 0; c < C; c++) {
+        for (c = 0; c < C; c++) {
             float xhat = (xr[c] - m) * s, dn = dr[c] * a->w[c];
             dxr[c] += s * (dn - dnorm_mean - xhat * dnorm_xhat_mean);
         }
     }
 }
 
+/* dw and db over blocks of COL_BLOCK columns: rows read contiguously, each column summed in row order. */
 static void ln_backward_cols(void *arg, int64_t lo, int64_t hi) {
     const ln_args *a = arg;
     int64_t C = a->C;
-    for (int64_t c = lo; c < hi; c++) {
-        float sw = 0, sb = 0;
+    for (int64_t blk = lo; blk < hi; blk++) {
+        int64_t c0 = blk * COL_BLOCK, nc = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
+        float sw[COL_BLOCK] = {0}, sb[COL_BLOCK] = {0};
         for (int64_t n = 0; n < a->N; n++) {
-            float d = a->dout[n * C + c];
-            sw += d * (a->x[n * C + c] - a->cmean[n]) * a->crstd[n];
-            sb += d;
+            const float *d = a->dout + n * C + c0, *x = a->x + n * C + c0;
+            float m = a->cmean[n], r = a->crstd[n];
+            for (int64_t c = 0; c < nc; c++) {
+                sw[c] += d[c] * (x[c] - m) * r;
+                sb[c] += d[c];
+            }
         }
-        a->dw[c] += sw;
-        a->db[c] += sb;
+        for (int64_t c = 0; c < nc; c++) {
+            a->dw[c0 + c] += sw[c];
+            a->db[c0 + c] += sb[c];
+        }
     }
 }
 
@@ -90,7 +137,7 @@ void gpt2_layernorm_backward(zinc_engine *e, float *dx, float *dw, float *db, co
     ln_args a =
         {.dx = dx, .dw = dw, .db = db, .dout = dout, .x = x, .w = w, .cmean = mean, .crstd = rstd, .N = N, .C = C};
     par(e, N, ln_backward_rows, &a);
-    par(e, C, ln_backward_cols, &a);
+    par(e, pieces(C, COL_BLOCK), ln_backward_cols, &a);
 }
 
 /* OpenBLAS runs single-threaded (gpt2_layers_init) inside the engine's threads, each taking a slice of
@@ -100,52 +147,126 @@ void gpt2_layers_init(void) { openblas_set_num_threads(1); }
 typedef struct mm_args {
     float *out, *dx, *dW, *db;
     const float *x, *W, *b, *dout;
-    int64_t N;
+    int64_t N, piece; /* piece: rows or output features per piece (mm_piece) */
     int IC, OC;
 } mm_args;
 
-static void mm_forward_rows(void *arg, int64_t lo, int64_t hi) {
+/* The size of piece p of `size` items out of n: size, or what is left for the last piece. */
+static int64_t piece_rows(int64_t p, int64_t size, int64_t n) { return n - p * size < size ? n - p * size : size; }
+
+static void mm_forward_rows(void *arg, int64_t plo, int64_t phi) {
     const mm_args *a = arg;
     int IC = a->IC, OC = a->OC;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(hi - lo), OC, IC, 1.0f, a->x + lo * IC, IC, a->W, IC,
-                0.0f, a->out + lo * OC, OC);
-    if (a->b)
-        for (int64_t n = lo; n < hi; n++)
-            for (int o = 0; o < OC; o++) a->out[n * OC + o] += a->b[o];
+    for (int64_t p = plo; p < phi; p++) {
+        int64_t lo = p * a->piece, rows = piece_rows(p, a->piece, a->N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, OC, IC, 1.0f, a->x + lo * IC, IC, a->W, IC,
+                    0.0f, a->out + lo * OC, OC);
+        if (a->b)
+            for (int64_t n = lo; n < lo + rows; n++)
+                for (int o = 0; o < OC; o++) a->out[n * OC + o] += a->b[o];
+    }
 }
 
+static void mm_forward_outs(void *arg, int64_t plo, int64_t phi) { /* over pieces of output features */
+    const mm_args *a = arg;
+    int IC = a->IC, OC = a->OC;
+    for (int64_t p = plo; p < phi; p++) {
+        int64_t lo = p * a->piece, outs = piece_rows(p, a->piece, OC);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->N, (int)outs, IC, 1.0f, a->x, IC, a->W + lo * IC,
+                    IC, 0.0f, a->out + lo, OC);
+        if (a->b)
+            for (int64_t n = 0; n < a->N; n++)
+                for (int64_t o = lo; o < lo + outs; o++) a->out[n * OC + o] += a->b[o];
+    }
+}
+
+/* Each product is cut along the dimension whose cut repacks the smaller operand in every piece: rows of x
+ * when there are more rows than outputs, else output features (GPT-2 124M at B x T = 256: a slice of wte
+ * per piece instead of all 154 MB of it). A choice by shape alone, like the pieces' sizes. */
 void gpt2_matmul_forward(zinc_engine *e, float *out, const float *x, const float *W, const float *b, int64_t N, int IC,
                          int OC) {
     mm_args a = {.out = out, .x = x, .W = W, .b = b, .N = N, .IC = IC, .OC = OC};
-    par(e, N, mm_forward_rows, &a);
+    if (N >= OC) {
+        a.piece = mm_piece(N);
+        par(e, pieces(N, a.piece), mm_forward_rows, &a);
+    } else {
+        a.piece = mm_piece(OC);
+        par(e, pieces(OC, a.piece), mm_forward_outs, &a);
+    }
 }
 
-static void mm_backward_rows(void *arg, int64_t lo, int64_t hi) { /* dx over rows of dout */
+static void mm_backward_rows(void *arg, int64_t plo, int64_t phi) { /* dx over pieces of rows of dout */
     const mm_args *a = arg;
     int IC = a->IC, OC = a->OC;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(hi - lo), IC, OC, 1.0f, a->dout + lo * OC, OC, a->W,
-                IC, 1.0f, a->dx + lo * IC, IC);
+    for (int64_t p = plo; p < phi; p++) {
+        int64_t lo = p * a->piece, rows = piece_rows(p, a->piece, a->N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, IC, OC, 1.0f, a->dout + lo * OC, OC, a->W,
+                    IC, 1.0f, a->dx + lo * IC, IC);
+    }
 }
 
-static void mm_backward_outs(void *arg, int64_t lo, int64_t hi) { /* dW and db over output features */
+static void mm_backward_cols(void *arg, int64_t plo, int64_t phi) { /* dx over pieces of its columns */
     const mm_args *a = arg;
     int IC = a->IC, OC = a->OC;
-    if (a->dW)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(hi - lo), IC, (int)a->N, 1.0f, a->dout + lo, OC,
-                    a->x, IC, 1.0f, a->dW + lo * IC, IC);
-    if (a->db)
-        for (int64_t o = lo; o < hi; o++) {
-            float s = 0;
-            for (int64_t n = 0; n < a->N; n++) s += a->dout[n * OC + o];
-            a->db[o] += s;
+    for (int64_t p = plo; p < phi; p++) {
+        int64_t lo = p * a->piece, cols = piece_rows(p, a->piece, IC);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)a->N, (int)cols, OC, 1.0f, a->dout, OC, a->W + lo,
+                    IC, 1.0f, a->dx + lo, IC);
+    }
+}
+
+static void mm_backward_inputs(void *arg, int64_t plo, int64_t phi) { /* dW over pieces of input features */
+    const mm_args *a = arg;
+    int IC = a->IC, OC = a->OC;
+    for (int64_t p = plo; p < phi; p++) {
+        int64_t lo = p * a->piece, cols = piece_rows(p, a->piece, IC);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, (int)cols, (int)a->N, 1.0f, a->dout, OC, a->x + lo,
+                    IC, 1.0f, a->dW + lo, IC);
+    }
+}
+
+static void mm_backward_outs(void *arg, int64_t plo, int64_t phi) { /* dW over pieces of outputs */
+    const mm_args *a = arg;
+    int IC = a->IC, OC = a->OC;
+    for (int64_t p = plo; p < phi; p++) {
+        int64_t lo = p * a->piece, outs = piece_rows(p, a->piece, OC);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)outs, IC, (int)a->N, 1.0f, a->dout + lo, OC, a->x,
+                    IC, 1.0f, a->dW + lo * IC, IC);
+    }
+}
+
+static void mm_backward_bias(void *arg, int64_t blo, int64_t bhi) { /* db over blocks of COL_BLOCK outputs */
+    const mm_args *a = arg;
+    int OC = a->OC;
+    for (int64_t blk = blo; blk < bhi; blk++) { /* rows read contiguously; each column summed in row order */
+        int64_t lo = blk * COL_BLOCK, outs = piece_rows(blk, COL_BLOCK, OC);
+        float s[COL_BLOCK] = {0};
+        for (int64_t n = 0; n < a->N; n++) {
+            const float *d = a->dout + n * OC + lo;
+            for (int64_t o = 0; o < outs; o++) s[o] += d[o];
         }
+        for (int64_t o = 0; o < outs; o++) a->db[lo + o] += s[o];
+    }
 }
 
 void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
                           const float *W, int64_t N, int IC, int OC) {
     mm_args a = {.dx = dx, .dW = dW, .db = db, .dout = dout, .x = x, .W = W, .N = N, .IC = IC, .OC = OC};
-    if (dx) par(e, N, mm_backward_rows, &a);
-    if (dW || db) par(e, OC, mm_backward_outs, &a);
+    if (dx && N >= IC) { /* cut where the repacked operand (W, or dout) is the smaller, as forward */
+        a.piece = mm_piece(N);
+        par(e, pieces(N, a.piece), mm_backward_rows, &a);
+    } else if (dx) {
+        a.piece = mm_piece(IC);
+        par(e, pieces(IC, a.piece), mm_backward_cols, &a);
+    }
+    if (dW && OC >= IC) { /* x repacked per piece of outputs, or dout per piece of inputs */
+        a.piece = mm_piece(OC);
+        par(e, pieces(OC, a.piece), mm_backward_outs, &a);
+    } else if (dW) {
+        a.piece = mm_piece(IC);
+        par(e, pieces(IC, a.piece), mm_backward_inputs, &a);
+    }
+    if (db) par(e, pieces(OC, COL_BLOCK), mm_backward_bias, &a);
 }
 
 typedef struct att_args {
@@ -281,30 +402,63 @@ void gpt2_gelu_backward(zinc_engine *e, float *dx, const float *x, const float *
     par(e, n, gelu_backward_range, &a);
 }
 
+typedef struct gelu_tanh_args {
+    float *out, *th;
+    const float *x, *cth, *dout;
+    const gpt2_vecmath *vm;
+} gelu_tanh_args;
+
+static void gelu_tanh_fwd_range(void *arg, int64_t lo, int64_t hi) {
+    const gelu_tanh_args *a = arg;
+    a->vm->gelu_fwd(a->out + lo, a->th + lo, a->x + lo, hi - lo);
+}
+static void gelu_tanh_out_range(void *arg, int64_t lo, int64_t hi) {
+    const gelu_tanh_args *a = arg;
+    a->vm->gelu_out(a->out + lo, a->x + lo, a->cth + lo, hi - lo);
+}
+static void gelu_tanh_bwd_range(void *arg, int64_t lo, int64_t hi) {
+    const gelu_tanh_args *a = arg;
+    a->vm->gelu_bwd(a->out + lo, a->x + lo, a->cth + lo, a->dout + lo, hi - lo);
+}
+
+void gpt2_gelu_forward_tanh(zinc_engine *e, float *out, float *th, const float *x, int64_t n) {
+    gelu_tanh_args a = {.out = out, .th = th, .x = x, .vm = gpt2_vecmath_get()};
+    par(e, n, gelu_tanh_fwd_range, &a);
+}
+void gpt2_gelu_from_tanh(zinc_engine *e, float *out, const float *x, const float *th, int64_t n) {
+    gelu_tanh_args a = {.out = out, .x = x, .cth = th, .vm = gpt2_vecmath_get()};
+    par(e, n, gelu_tanh_out_range, &a);
+}
+void gpt2_gelu_backward_tanh(zinc_engine *e, float *dx, const float *x, const float *th, const float *dout,
+                             int64_t n) {
+    gelu_tanh_args a = {.out = dx, .x = x, .cth = th, .dout = dout, .vm = gpt2_vecmath_get()};
+    par(e, n, gelu_tanh_bwd_range, &a);
+}
+
 typedef struct ce_args {
     float *dlogits;
     const float *logits;
     const int32_t *targets;
     double *row_loss;
+    const gpt2_vecmath *vm;
     int V;
     float dscale;
 } ce_args;
 
+/* The exponentials once per row (vectorised, gpt2_vecmath.h), summed in double, written straight into
+ * dlogits when there is one. */
 static void ce_rows(void *arg, int64_t lo, int64_t hi) {
     const ce_args *a = arg;
     int V = a->V;
     for (int64_t n = lo; n < hi; n++) {
         const float *z = a->logits + n * V;
-        float mx = z[0];
-        for (int k = 1; k < V; k++)
-            if (z[k] > mx) mx = z[k];
-        double sum = 0;
-        for (int k = 0; k < V; k++) sum += exp((double)(z[k] - mx));
-        a->row_loss[n] = log(sum) - (double)(z[a->targets[n]] - mx);
-        if (a->dlogits) {
-            float *d = a->dlogits + n * V;
+        float mx = a->vm->max(z, V), zt = z[a->targets[n]];
+        float *d = a->dlogits ? a->dlogits + n * V : NULL;
+        double sum = a->vm->exp_shift(d, z, V, mx);
+        a->row_loss[n] = log(sum) - (double)(zt - mx);
+        if (d) {
             float inv = (float)(1.0 / sum);
-            for (int k = 0; k < V; k++) d[k] = expf(z[k] - mx) * inv * a->dscale;
+            for (int k = 0; k < V; k++) d[k] = d[k] * inv * a->dscale;
             d[a->targets[n]] -= a->dscale;
         }
     }
@@ -312,7 +466,7 @@ static void ce_rows(void *arg, int64_t lo, int64_t hi) {
 
 double gpt2_crossentropy(zinc_engine *e, float *dlogits, const float *logits, const int32_t *targets, int64_t N, int V,
                          float dscale, double *row_loss) {
-    ce_args a = {dlogits, logits, targets, row_loss, V, dscale};
+    ce_args a = {dlogits, logits, targets, row_loss, gpt2_vecmath_get(), V, dscale};
     par(e, N, ce_rows, &a);
     double total = 0; /* in row order: the same sum for any thread count */
     for (int64_t n = 0; n < N; n++) total += row_loss[n];
@@ -358,19 +512,28 @@ void gpt2_embed_forward(zinc_engine *e, float *out, const int32_t *inp, const vo
     par(e, (int64_t)B * T, embed_rows, &a);
 }
 
+/* Over blocks of COL_BLOCK channels: each gradient element gets its additions in (b,t) order. */
 static void embed_backward_channels(void *arg, int64_t lo, int64_t hi) {
     const embed_args *a = arg;
     int64_t C = a->C;
-    for (int64_t c = lo; c < hi; c++)
+    for (int64_t blk = lo; blk < hi; blk++) {
+        int64_t c0 = blk * COL_BLOCK, c1 = C - c0 < COL_BLOCK ? C : c0 + COL_BLOCK;
         for (int64_t n = 0; n < a->N; n++) {
-            float d = a->dout[n * C + c];
-            if (a->dwte) a->dwte[(int64_t)a->inp[n] * C + c] += d;
-            if (a->dwpe) a->dwpe[(n % a->T) * C + c] += d;
+            const float *d = a->dout + n * C;
+            if (a->dwte) {
+                float *g = a->dwte + (int64_t)a->inp[n] * C;
+                for (int64_t c = c0; c < c1; c++) g[c] += d[c];
+            }
+            if (a->dwpe) {
+                float *g = a->dwpe + (n % a->T) * C;
+                for (int64_t c = c0; c < c1; c++) g[c] += d[c];
+            }
         }
+    }
 }
 
 void gpt2_embed_backward(zinc_engine *e, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
                          int T, int C) {
     embed_args a = {.dwte = dwte, .dwpe = dwpe, .dout = dout, .inp = inp, .N = (int64_t)B * T, .T = T, .C = C};
-    par(e, C, embed_backward_channels, &a);
+    par(e, pieces(C, COL_BLOCK), embed_backward_channels, &a);
 }

@@ -4,7 +4,9 @@
  * gradients they are given (d-inputs and d-parameters), so a buffer used twice (the tied embedding, the
  * residual stream) accumulates. Matrix products go through cblas_sgemm (OpenBLAS, one thread per call);
  * every function splits its work over the threads of the engine e (zinc_parallel_for: the same threads as
- * the engine's kernels, asleep between jobs); e NULL runs it on the calling thread. */
+ * the engine's kernels, asleep between jobs); e NULL runs it on the calling thread. The work is cut into
+ * pieces of fixed size (rows, columns, heads), each computed whole by one thread, and every sum runs in an
+ * order fixed by the shapes: results are bit for bit the same for any thread count. */
 #ifndef ZINC_EXAMPLES_GPT2_LAYERS_H
 #define ZINC_EXAMPLES_GPT2_LAYERS_H
 
@@ -42,15 +44,32 @@ void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const
 
 /* Causal multi-head self-attention. qkv[B,T,3C] holds q, k, v (each C wide; head h takes channels
  * h*C/H .. (h+1)*C/H - 1 of each); out[B,T,C]; att[B,H,T,T] keeps the softmax weights for backward
- * (entries above the diagonal are 0). Scores are scaled by 1/sqrt(C/H). */
+ * (entries above the diagonal are 0). Scores are scaled by 1/sqrt(C/H). The GPU kernels keep this form
+ * and are tested against it; the host model runs the blocked form below. */
 void gpt2_attention_forward(zinc_engine *e, float *out, float *att, const float *qkv, int B, int T, int C, int H);
 /* dqkv += ...; datt is scratch of B*H*T*T floats. */
 void gpt2_attention_backward(zinc_engine *e, float *dqkv, float *datt, const float *dout, const float *qkv,
                              const float *att, int B, int T, int C, int H);
 
-/* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+/* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), one libm tanhf per element: the
+ * reference of the GPU kernels; the host model runs the _tanh form below. */
 void gpt2_gelu_forward(zinc_engine *e, float *out, const float *x, int64_t n);
 void gpt2_gelu_backward(zinc_engine *e, float *dx, const float *x, const float *dout, int64_t n);
+
+/* The same GELU, vectorised (gpt2_vecmath.h), keeping th = tanh(sqrt(2/pi) (x + 0.044715 x^3)) (n floats)
+ * for backward instead of computing it again; gpt2_gelu_from_tanh writes out again from x and th, bit for
+ * bit as the forward did (so a model may keep th and drop out). */
+void gpt2_gelu_forward_tanh(zinc_engine *e, float *out, float *th, const float *x, int64_t n);
+void gpt2_gelu_from_tanh(zinc_engine *e, float *out, const float *x, const float *th, int64_t n);
+void gpt2_gelu_backward_tanh(zinc_engine *e, float *dx, const float *x, const float *th, const float *dout, int64_t n);
+
+/* Causal self-attention in blocks through sgemm (gpt2_attention.c): the same contract as
+ * gpt2_attention_forward without the B x H x T x T matrix; lse[B,H,T] keeps each row's log-sum-exp of
+ * the scaled scores for backward, which also reads the forward's out. dqkv += the gradient. */
+void gpt2_attention_forward_blocked(zinc_engine *e, float *out, float *lse, const float *qkv, int B, int T, int C,
+                                    int H);
+void gpt2_attention_backward_blocked(zinc_engine *e, float *dqkv, const float *dout, const float *out,
+                                     const float *qkv, const float *lse, int B, int T, int C, int H);
 
 /* Softmax cross-entropy over the first V of the V columns of logits[N,V] (row stride V). Returns the sum
  * of the N losses (double, summed in row order), writes dlogits[N,V] = (softmax - onehot) * dscale

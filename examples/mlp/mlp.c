@@ -360,39 +360,51 @@ zinc_status mlp_backward_all(mlp_model *m, mlp_backward_fn fn, float *dz, float 
 
 /* ---------------------------------------------------------------- the training step */
 
-zinc_status mlp_train_step(mlp_model *m, int64_t step, zinc_step_info *info, mlp_metrics *metrics) {
+zinc_status mlp_microstep(mlp_model *m, int64_t step, int64_t j) {
     zinc_engine *e = m->e;
-    int64_t gas = zinc_grad_accum_steps(e), B = zinc_train_batch_size(e);
+    int64_t B = zinc_train_batch_size(e);
     int W = zinc_world_size(e), r = zinc_rank(e), C = m->cfg.classes;
     size_t act = (size_t)(m->mb * (m->cfg.hidden > C ? m->cfg.hidden : C));
     float *act_a = NULL, *act_b = NULL;
     zinc_status st = ZINC_OK;
-    m->sums[0] = m->sums[1] = 0;
+    if (j == 0) m->sums[0] = m->sums[1] = 0;
     if (!m->cuda && (!(act_a = malloc(act * sizeof(float))) || !(act_b = malloc(act * sizeof(float))))) {
         st = ZINC_ERR_NOMEM;
         goto done;
     }
-    for (int64_t j = 0; j < gas; j++) {
-        int64_t first = step * B + (j * W + r) * m->mb;
-        for (int64_t s = 0; s < m->mb; s++) sample(m, first + s, m->x + s * m->cfg.in_dim, &m->labels[s]);
+    int64_t first = step * B + (j * W + r) * m->mb;
+    for (int64_t s = 0; s < m->mb; s++) sample(m, first + s, m->x + s * m->cfg.in_dim, &m->labels[s]);
 #ifdef ZINC_MLP_CUDA
-        if (m->cuda) st = mlp_cuda_microstep(m, j);
-        else
+    if (m->cuda) st = mlp_cuda_microstep(m, j);
+    else
 #endif
-            st = host_microstep(m, act_a, act_b);
-        if (st != ZINC_OK) goto done;
-    }
-    if ((st = zinc_step(e, info)) != ZINC_OK) goto done;
+        st = host_microstep(m, act_a, act_b);
+done:
+    free(act_a);
+    free(act_b);
+    return st;
+}
+
+zinc_status mlp_step_metrics(mlp_model *m, mlp_metrics *metrics) {
+    zinc_engine *e = m->e;
+    int64_t gas = zinc_grad_accum_steps(e), B = zinc_train_batch_size(e);
+    zinc_status st = ZINC_OK;
+    (void)gas;
 #ifdef ZINC_MLP_CUDA
-    if (m->cuda && (st = mlp_cuda_metrics(m, gas, m->sums)) != ZINC_OK) goto done;
+    if (m->cuda && (st = mlp_cuda_metrics(m, gas, m->sums)) != ZINC_OK) return st;
 #endif
-    if ((st = zinc_allreduce_sum(e, m->sums, 2)) != ZINC_OK) goto done;
+    if ((st = zinc_allreduce_sum(e, m->sums, 2)) != ZINC_OK) return st;
     if (metrics) {
         metrics->loss = m->sums[0] / (double)B;
         metrics->accuracy = m->sums[1] / (double)B;
     }
-done:
-    free(act_a);
-    free(act_b);
+    return ZINC_OK;
+}
+
+zinc_status mlp_train_step(mlp_model *m, int64_t step, zinc_step_info *info, mlp_metrics *metrics) {
+    zinc_status st = ZINC_OK;
+    for (int64_t j = 0; j < zinc_grad_accum_steps(m->e) && st == ZINC_OK; j++) st = mlp_microstep(m, step, j);
+    if (st == ZINC_OK) st = zinc_step(m->e, info);
+    if (st == ZINC_OK) st = mlp_step_metrics(m, metrics);
     return st;
 }

@@ -45,6 +45,12 @@ void mlp_destroy(mlp_model *m);
  * of global step `step`, then zinc_step. Metrics are averaged over every rank's samples. */
 zinc_status mlp_train_step(mlp_model *m, int64_t step, zinc_step_info *info, mlp_metrics *metrics);
 
+/* The same step in its parts, for a driver that runs the step itself (the zinc program's trainer): micro-step j
+ * (0 .. zinc_grad_accum_steps - 1) of global step `step` on this rank's samples (j = 0 starts the step's
+ * metrics), then, after zinc_step, the step's metrics over every rank's samples (collective). */
+zinc_status mlp_microstep(mlp_model *m, int64_t step, int64_t j);
+zinc_status mlp_step_metrics(mlp_model *m, mlp_metrics *metrics);
+
 /* Test hook: the next backward adds `value` to the gradient of element 0 of the first parameter on this
  * rank (an inf injects an overflow). Cleared after one use. */
 void mlp_inject_grad(mlp_model *m, float value);

@@ -29,9 +29,7 @@ static zinc_status precheck(zinc_engine *e, const char *path) {
         /* After a failed step the accumulated gradients belong to the failed step: drop them. */
         zinc_status z = zgrads_reset(&e->grads);
         if (z != ZINC_OK) return z;
-        e->micro_steps = 0;
-        e->in_backward_pass = false;
-        e->last_phase = -1;
+        zengine_micro_steps_reset(e);
     }
     if (e->micro_steps > 0)
         return ZERR(ZINC_ERR_STATE,

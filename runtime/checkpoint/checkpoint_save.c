@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/core/clock.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "offload/crc32c.h"
 #include "runtime/engine/engine_internal.h"
@@ -32,12 +33,6 @@ typedef struct file_rec {
     uint32_t crc;
     uint32_t pad2;
 } file_rec;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static zinc_status precheck(zinc_engine *e, const char *dir, const char *tag, char *tagbuf, size_t cap) {
     if (!dir || !*dir) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_save_checkpoint: dir is NULL or empty");
@@ -245,7 +240,7 @@ zinc_status zinc_save_checkpoint(zinc_engine *e, const char *dir, const char *ta
     int64_t total = 0;
     bool writer = false, has = false;
     int lock_fd = -1;
-    double t0 = now_s();
+    double t0 = zclock_now_s();
     memset(&mine, 0, sizeof mine);
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_save_checkpoint: engine is NULL");
     if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_save_checkpoint: call zinc_build first");
@@ -326,7 +321,7 @@ zinc_status zinc_save_checkpoint(zinc_engine *e, const char *dir, const char *ta
     local = writer ? publish(e, &w, dir, tagv, uid, partial, final, files, nfiles) : ZINC_OK;
     TRY(zcomm_agree_status(e->comm, local));
     ZLOG_INFO(&e->log, "saved checkpoint %s: step %lld, %d shard file%s, %.1f MiB, %.2f s", final, (long long)e->steps,
-              nfiles, nfiles == 1 ? "" : "s", (double)total / 1048576.0, now_s() - t0);
+              nfiles, nfiles == 1 ? "" : "s", (double)total / 1048576.0, zclock_now_s() - t0);
 fail:
     zckpt_unlock_dir(lock_fd);
     for (int i = 0; files && i < nfiles; i++) free(files[i].block_crc);

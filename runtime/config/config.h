@@ -223,6 +223,15 @@ zinc_status zcfg_load_text_ex(const char *json, const char *origin, int world_si
 /* Whether the file wrote the key at canonical path `path` ("zero_optimization.overlap_comm"). */
 bool zcfg_given(const zinc_config *c, const char *path);
 
+/* Rules that follow from the resolved config, stated once for the loader, the engine and the sizing plan. */
+/* The dtype the model writes gradients in: stages 0-1 accumulate micro-steps in the full buffer in
+ * grad_accum_dtype; stages 2-3 hand out compute-dtype bucket slots (the reduced shard accumulates in fp32). */
+zinc_dtype zcfg_grad_dtype(const zinc_config *c);
+/* Sets zero_optimization.stage and the defaults that depend on it, where the file did not write them:
+ * overlap_comm is on at stage 3 and off below (DeepSpeed's default). The loader resolves through it, and
+ * the pre-flight's "a higher stage costs less" advice prices other stages through it. */
+void zcfg_set_stage(zinc_config *c, int stage);
+
 /* The fully resolved config as indented JSON: every key with its effective value, and a "_defaults" list
  * naming the keys that came from defaults and "_filled" the "auto" keys filled at load time (with how each
  * was chosen). Returns a malloc'd string, or NULL on allocation failure. */

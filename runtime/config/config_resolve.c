@@ -318,6 +318,13 @@ static void resolve_offload(zcfg_loader *L) {
                      c->aio.block_size);
 }
 
+zinc_dtype zcfg_grad_dtype(const zinc_config *c) { return c->zero.stage <= 1 ? c->grad_accum_dtype : c->compute_dtype; }
+
+void zcfg_set_stage(zinc_config *c, int stage) {
+    c->zero.stage = stage;
+    if (!zcfg_given(c, "zero_optimization.overlap_comm")) c->zero.overlap_comm = stage == 3;
+}
+
 /* Each optimizer takes the keyword arguments of its DeepSpeed class (FusedAdam, FusedLion / DeepSpeedCPULion,
  * FusedLamb, DeepSpeedCPUAdagrad); their constructors raise a TypeError on any other, so DeepSpeed refuses
  * these too. Which optimizer takes which key is the schema's (zkey_key.optimizers); an optimizer's own
@@ -423,7 +430,7 @@ void zcfg_resolve(zcfg_loader *L) {
                   "%s: optimizer \"Adam\" with weight_decay %g uses decoupled decay (AdamW), as "
                   "DeepSpeed's adam_w_mode default; set optimizer.params.adam_w_mode false for L2 decay",
                   L->origin, c->optimizer.weight_decay);
-    if (!zcfg_given(c, "zero_optimization.overlap_comm")) c->zero.overlap_comm = c->zero.stage == 3;
+    zcfg_set_stage(c, c->zero.stage);
     if (c->fp16.enabled && c->fp16.loss_scale == 0 && c->fp16.min_loss_scale > ldexp(1.0, c->fp16.initial_scale_power))
         zcfg_problem(L, "fp16.min_loss_scale",
                      "%g is above the initial scale 2^%d; lower it or raise "

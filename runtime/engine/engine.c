@@ -139,7 +139,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     e->log.rank = 0;
     e->seed = o.seed;
     e->nonfinite = o.nonfinite;
-    e->last_phase = -1;
+    zengine_micro_steps_reset(e);
 
     TRY(zcomm_create(&e->log, &e->comm));
     e->rank = e->comm->rank;
@@ -181,9 +181,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     e->stage = e->cfg.zero.stage;
     e->compute_dtype = e->cfg.compute_dtype;
     e->comm_dtype = e->cfg.comm_dtype;
-    /* Stages 0-1 accumulate micro-step gradients in the full buffer in grad_accum_dtype; stages 2-3 hand
-     * the model compute-dtype bucket slots and accumulate the reduced shard in fp32. */
-    e->grad_dtype = e->stage <= 1 ? e->cfg.grad_accum_dtype : e->compute_dtype;
+    e->grad_dtype = zcfg_grad_dtype(&e->cfg);
     if (e->stage >= 2 && e->cfg.grad_accum_dtype_set && e->cfg.grad_accum_dtype != ZINC_FP32)
         ZLOG_WARN(&e->log,
                   "data_types.grad_accum_dtype=%s: in stage %d zinc accumulates the gradient shard "
@@ -426,6 +424,12 @@ static void layout(zinc_engine *e) {
     e->own_lo = pl->own_lo;
     e->own_hi = pl->own_hi;
 }
+
+/* The mask is written here one byte per ZPART_PARAM_ALIGN elements (every parameter starts on such a
+ * boundary, so a byte never covers two parameters) and read by the kernels one byte per ZADAM_MASK_GROUP:
+ * the two must be the same number. */
+_Static_assert(ZADAM_MASK_GROUP == ZPART_PARAM_ALIGN,
+               "the decay mask's group (kernels/cpu_kernels.h) must equal the parameter alignment (zero/partition.h)");
 
 static void fill_decay_mask(zinc_engine *e) {
     int64_t groups = (e->own_hi - e->own_lo) / ZPART_PARAM_ALIGN;
@@ -670,6 +674,12 @@ static void point_grads(zinc_engine *e, const zmodule *m, void *grads) {
 
 static const char *phase_name(int phase) { return phase == ZINC_FORWARD ? "forward" : "backward"; }
 
+void zengine_micro_steps_reset(zinc_engine *e) {
+    e->micro_steps = 0;
+    e->in_backward_pass = false;
+    e->last_phase = -1;
+}
+
 zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
     zinc_status st = check_module(e, module, (int)phase, "zinc_module_enter");
     if (st != ZINC_OK) return st;
@@ -751,7 +761,7 @@ const void *zinc_param_data(const zinc_param *p) {
     }
     size_t csz = zinc_dtype_size(e->compute_dtype);
     if (e->stage <= 2) return (const char *)e->params_full + (size_t)p->flat_offset * csz;
-    return (const char *)m->gathered + (size_t)(p->flat_offset - m->flat_begin) * csz;
+    return (const char *)zgather_module_data(&e->gather, p->module) + (size_t)(p->flat_offset - m->flat_begin) * csz;
 }
 
 void *zinc_param_grad(const zinc_param *p) {

@@ -1,5 +1,6 @@
 /* Collective helpers: metric sums, the full fp32 master weights, and the parameters rebuilt from the
  * optimizer state. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,6 +75,102 @@ fail:
     free(flat);
     free(counts);
     free(displs);
+    return st;
+}
+
+/* FNV-1a over the bytes: every rank must pass the same weights to zinc_set_master. */
+static uint64_t fnv1a(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Copies the part of the unpadded model `in` that falls into flat [lo, hi) to dst (hi - lo floats; the
+ * alignment padding between parameters and after the last one is zero). */
+static void unpadded_to_flat(const zinc_engine *e, const float *in, int64_t lo, int64_t hi, float *dst) {
+    memset(dst, 0, (size_t)(hi - lo) * sizeof *dst);
+    int64_t k = 0; /* where parameter i starts in `in` */
+    for (int i = 0; i < e->nparams; i++) {
+        const zinc_param *p = e->params[i];
+        int64_t a = p->flat_offset > lo ? p->flat_offset : lo, b = p->flat_offset + p->numel;
+        if (b > hi) b = hi;
+        if (b > a) memcpy(dst + (a - lo), in + k + (a - p->flat_offset), (size_t)(b - a) * sizeof *dst);
+        k += p->numel;
+    }
+}
+
+/* The checks before any state changes; every rank reaches the same verdict. */
+static zinc_status set_master_check(zinc_engine *e, const float *in, size_t n) {
+    zinc_status st = ZINC_OK;
+    uint64_t *all = NULL;
+    TRY(zengine_check_usable(e, "zinc_set_master"));
+    if ((int64_t)n != zinc_numel_total(e))
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_set_master: n is %zu but the model has %lld elements", n,
+                    (long long)zinc_numel_total(e));
+    for (int m = 0; m < e->nmodules; m++)
+        if (e->modules[m].in_phase[0] || e->modules[m].in_phase[1])
+            return ZERR(ZINC_ERR_STATE, "zinc_set_master: module \"%s\" is still entered; set weights between steps",
+                        e->modules[m].name);
+    if (e->micro_steps > 0)
+        return ZERR(ZINC_ERR_STATE,
+                    "zinc_set_master: gradients of %lld micro-step%s are accumulated; set weights before training "
+                    "or right after zinc_step",
+                    (long long)e->micro_steps, e->micro_steps == 1 ? "" : "s");
+    if (e->world > 1) {
+        uint64_t h = fnv1a(in, n * sizeof *in);
+        TRY_ALLOC(all, e->world, "weight checksums");
+        TRY(zcomm_allgather_bytes(e->comm, &h, all, sizeof h));
+        for (int r = 1; r < e->world; r++)
+            if (all[r] != all[0])
+                FAIL(ZINC_ERR_INVALID_ARG,
+                     "zinc_set_master: rank %d passed other weights than rank 0 (checksums %016llx and %016llx); "
+                     "every rank must pass the same %zu floats",
+                     r, (unsigned long long)all[r], (unsigned long long)all[0], n);
+    }
+fail:
+    free(all);
+    return st;
+}
+
+zinc_status zinc_set_master(zinc_engine *e, const float *in, size_t n) {
+    zinc_status st = ZINC_OK;
+    float *own = NULL;
+    bool touched = false;
+    if (!e || !in) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_set_master: NULL argument");
+    if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_set_master: call zinc_build first");
+    TRY(zcomm_agree_status(e->comm, set_master_check(e, in, n)));
+    /* This rank's own range of the master weights, through one read-write pass over the store (the
+     * optimizer's moments stay as they are), then the compute-dtype copies as zinc_build makes them. */
+    zinc_status local = ZINC_OK;
+    int64_t own_n = e->own_hi - e->own_lo;
+    own = malloc((size_t)(own_n > 0 ? own_n : 1) * sizeof *own);
+    if (!own) local = ZERR(ZINC_ERR_NOMEM, "zinc_set_master: out of memory for %lld weights", (long long)own_n);
+    if (local == ZINC_OK) {
+        unpadded_to_flat(e, in, e->own_lo, e->own_hi, own);
+        touched = true; /* from here a failure leaves the weights partly set */
+        local = zstate_pass_begin(e->state, ZSTATE_READ_WRITE | ZSTATE_HOST_VIEW);
+        for (int64_t i = 0; local == ZINC_OK && i < e->state->nchunks; i++) {
+            zstate_view v;
+            local = zstate_acquire(e->state, i, &v);
+            if (local != ZINC_OK) break;
+            memcpy(v.master, own + v.lo, (size_t)v.n * sizeof *own);
+            local = zstate_release(e->state, i);
+        }
+        if (local == ZINC_OK) local = zstate_pass_end(e->state);
+        if (local == ZINC_OK) local = zengine_params_from_master(e);
+    }
+    st = zcomm_agree_status(e->comm, local);
+    if (st != ZINC_OK) goto fail;
+    if ((e->stage == 1 || e->stage == 2) && e->world > 1) TRY(zengine_allgather_params(e));
+    if (e->stage == 3) {
+        zgather_forget_empty_trace(&e->gather);
+        TRY(zgather_after_step(&e->gather)); /* the persistent modules, gathered again */
+    }
+fail:
+    zstate_pass_abort(e->state);
+    if (st != ZINC_OK && touched) zengine_mark_broken(e, "setting the master weights");
+    free(own);
     return st;
 }
 

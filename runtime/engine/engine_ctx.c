@@ -26,8 +26,6 @@ void zengine_contexts(zinc_engine *e) {
         .comm_dtype = e->comm_dtype,
         .prescale_gradients = e->cfg.prescale_gradients,
         .predivide_factor = e->cfg.gradient_predivide_factor,
-        .reduce_bucket_size = e->cfg.zero.reduce_bucket_size,
-        .overlap_comm = e->cfg.zero.overlap_comm,
         .modules = e->modules,
         .nmodules = e->nmodules,
         .sizes = &e->plan.grads,

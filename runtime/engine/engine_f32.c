@@ -67,3 +67,55 @@ void zengine_f32_free(zinc_engine *e) {
     zengine_free(e, ZINC_MEM_STAGING, e->f32_scratch, (size_t)F32_CHUNK * sizeof(float));
     e->f32_scratch = NULL;
 }
+
+/* ---------------------------------------------------------------- whole modules, unpadded */
+
+/* The module's parameters are contiguous in registration order (zinc_param_add), so the unpadded module
+ * layout is each parameter's numel floats back to back: the layout of zinc_gather_master, one module. */
+static zinc_status module_params(zinc_engine *e, int module, const char *fn, int *first, int *count) {
+    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "%s: engine is NULL", fn);
+    if (!e->built) return ZERR(ZINC_ERR_STATE, "%s: call zinc_build first", fn);
+    if (module < 0 || module >= e->nmodules)
+        return ZERR(ZINC_ERR_INVALID_ARG, "%s: module %d does not exist (%d modules)", fn, module, e->nmodules);
+    *first = e->modules[module].first_param;
+    *count = e->modules[module].nparams;
+    return ZINC_OK;
+}
+
+int64_t zinc_module_numel(const zinc_engine *e, int module) {
+    if (!e || module < 0 || module >= e->nmodules) {
+        ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_numel: %s", !e ? "engine is NULL" : "no such module");
+        return -1;
+    }
+    int64_t n = 0;
+    for (int i = 0; i < e->modules[module].nparams; i++) n += e->params[e->modules[module].first_param + i]->numel;
+    return n;
+}
+
+zinc_status zinc_module_to_f32(zinc_engine *e, int module, float *out) {
+    zinc_status st = ZINC_OK;
+    int first, count;
+    TRY(module_params(e, module, "zinc_module_to_f32", &first, &count));
+    if (!out && count > 0) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_to_f32: out is NULL");
+    for (int i = 0; i < count; i++) {
+        const zinc_param *p = e->params[first + i];
+        TRY(zinc_param_to_f32(p, out));
+        out += p->numel;
+    }
+fail:
+    return st;
+}
+
+zinc_status zinc_module_grad_add_f32(zinc_engine *e, int module, const float *g) {
+    zinc_status st = ZINC_OK;
+    int first, count;
+    TRY(module_params(e, module, "zinc_module_grad_add_f32", &first, &count));
+    if (!g && count > 0) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_grad_add_f32: g is NULL");
+    for (int i = 0; i < count; i++) {
+        zinc_param *p = e->params[first + i];
+        TRY(zinc_grad_add_f32(p, g));
+        g += p->numel;
+    }
+fail:
+    return st;
+}

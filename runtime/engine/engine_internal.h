@@ -116,6 +116,10 @@ struct zinc_engine {
 
 /* Marks the engine broken with the current error's first line (see zinc_engine.broken). */
 void zengine_mark_broken(zinc_engine *e, const char *what);
+/* Ends the accumulation in progress as far as the call-order bookkeeping goes: no micro-step begun, no
+ * backward pass open, no phase seen (after a step, and when a failed step's gradients are dropped). The
+ * gradients themselves are zero/'s (zgrads_zero, zgrads_reset). */
+void zengine_micro_steps_reset(zinc_engine *e);
 /* ZINC_ERR_STATE naming why, when the engine is broken; ZINC_OK otherwise. */
 zinc_status zengine_check_usable(const zinc_engine *e, const char *fn);
 

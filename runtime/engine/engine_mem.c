@@ -53,8 +53,7 @@ static void cheaper_stage(zinc_engine *e, zest_estimate *est) {
     uint64_t now = ck == ZINC_MEMKIND_DEVICE ? est->total[ck] : zest_rss(est, false);
     for (int s2 = est->stage + 1; s2 <= 3; s2++) {
         zinc_config alt = e->cfg;
-        alt.zero.stage = s2;
-        if (!zcfg_given(&e->cfg, "zero_optimization.overlap_comm")) alt.zero.overlap_comm = s2 == 3;
+        zcfg_set_stage(&alt, s2);
         zest_estimate ae;
         if (zengine_estimate_cfg(e, &alt, &ae) != ZINC_OK) {
             zinc__error_clear();

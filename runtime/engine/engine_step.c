@@ -156,9 +156,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     }
     if (e->stage == 3) TRY(zgather_after_step(&e->gather));
     TRY(zgrads_zero(&e->grads));
-    e->micro_steps = 0;
-    e->in_backward_pass = false;
-    e->last_phase = -1;
+    zengine_micro_steps_reset(e);
 
     info->step = e->steps;
     info->steps_taken = e->steps_taken;

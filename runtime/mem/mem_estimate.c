@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 
+#include "runtime/core/bytes.h"
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/device/device.h"
@@ -290,18 +291,6 @@ void zest_available_read(const char *nvme_path, zest_available *out) {
     }
 }
 
-static void fmt_bytes(char *buf, size_t cap, uint64_t b) {
-    double x = (double)b;
-    if (b >= (1ull << 30))
-        snprintf(buf, cap, "%.2f GiB", x / 1073741824.0);
-    else if (b >= (1ull << 20))
-        snprintf(buf, cap, "%.1f MiB", x / 1048576.0);
-    else if (b >= 1024)
-        snprintf(buf, cap, "%.1f KiB", x / 1024.0);
-    else
-        snprintf(buf, cap, "%" PRIu64 " B", b);
-}
-
 /* "params 1.2 GiB, grads ..." for the non-zero categories of the given kinds. */
 static void breakdown(const zest_estimate *est, const zinc_mem_kind *kinds, int nk, char *buf, size_t cap) {
     size_t len = 0;
@@ -311,7 +300,7 @@ static void breakdown(const zest_estimate *est, const zinc_mem_kind *kinds, int 
         for (int k = 0; k < nk; k++) v += est->bytes[kinds[k]][c];
         if (!v || len + 64 >= cap) continue;
         char s[32];
-        fmt_bytes(s, sizeof s, v);
+        zbytes_format(s, sizeof s, v);
         len += (size_t)snprintf(buf + len, cap - len, "%s%s %s", len ? ", " : "",
                                 zinc_mem_category_name((zinc_mem_category)c), s);
     }
@@ -330,7 +319,7 @@ static void fit_advice(const zest_estimate *est, zinc_mem_kind k, char *buf, siz
     /* A higher stage only where it costs less at this rank count (the pre-flight computes it; an estimate
      * without that check offers one only with ranks to shard across). */
     if (est->stage < 3 && est->world > 1 && est->cheaper_stage > est->stage) {
-        fmt_bytes(s, sizeof s, est->cheaper_bytes);
+        zbytes_format(s, sizeof s, est->cheaper_bytes);
         ADVICE("; raise zero_optimization.stage to %d (now %d): %s per rank at this rank count (stage 1 shards the "
                "optimizer state across ranks, 2 also the gradients, 3 also the parameters)",
                est->cheaper_stage, est->stage, s);
@@ -349,31 +338,31 @@ static void fit_advice(const zest_estimate *est, zinc_mem_kind k, char *buf, siz
                  ": its swap buffers would hold the whole state)",
                  sg, est->nvme_chunk);
     if (state && k == ZINC_MEMKIND_DEVICE) {
-        fmt_bytes(s, sizeof s, state);
+        zbytes_format(s, sizeof s, state);
         ADVICE("; zero_optimization.offload_optimizer.device \"cpu\" (or \"nvme\")%s moves the optimizer state (%s) "
                "off the GPU",
                need_stage, s);
     } else if (state && est->offload != ZOFFLOAD_NVME) {
-        fmt_bytes(s, sizeof s, state);
+        zbytes_format(s, sizeof s, state);
         ADVICE("; zero_optimization.offload_optimizer.device \"nvme\"%s%s moves the optimizer state (%s) to files",
                need_stage, sgtext, s);
     } else if (est->offload == ZOFFLOAD_NVME && h[ZINC_MEM_STAGING] && est->nvme_buffers > 1 && sg < est->nvme_chunk) {
-        fmt_bytes(s, sizeof s, h[ZINC_MEM_STAGING]);
+        zbytes_format(s, sizeof s, h[ZINC_MEM_STAGING]);
         ADVICE("; a smaller zero_optimization.sub_group_size (%" PRId64 ", now %" PRId64
                ") shrinks the NVMe swap buffers (%s)",
                sg, est->nvme_chunk, s);
     } else if (est->offload == ZOFFLOAD_NVME && h[ZINC_MEM_STAGING] && sg < est->nvme_chunk) {
-        fmt_bytes(s, sizeof s, h[ZINC_MEM_STAGING]);
+        zbytes_format(s, sizeof s, h[ZINC_MEM_STAGING]);
         ADVICE("; zero_optimization.sub_group_size %" PRId64 " (now %" PRId64 ") shrinks the NVMe swap buffers (%s)",
                sg, est->nvme_chunk, s);
     }
     if (h[ZINC_MEM_BUCKETS] > state / 4 && h[ZINC_MEM_BUCKETS]) {
-        fmt_bytes(s, sizeof s, h[ZINC_MEM_BUCKETS]);
+        zbytes_format(s, sizeof s, h[ZINC_MEM_BUCKETS]);
         ADVICE("; a smaller zero_optimization.reduce_bucket_size shrinks the buckets (%s, %d x %" PRId64 " elements)",
                s, est->nbuckets, est->bucket_cap);
     }
     if (h[ZINC_MEM_GATHER]) {
-        fmt_bytes(s, sizeof s, h[ZINC_MEM_GATHER]);
+        zbytes_format(s, sizeof s, h[ZINC_MEM_GATHER]);
         ADVICE("; smaller stage3_max_reuse_distance / stage3_max_live_parameters / stage3_prefetch_bucket_size "
                "shrink the gathered parameters (%s)",
                s);
@@ -395,9 +384,9 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
     uint64_t R = a->ranks_per_device > 0 ? (uint64_t)a->ranks_per_device : 1;
     if (a->have_device && dev * R > a->device_free) {
         static const zinc_mem_kind dk[] = {ZINC_MEMKIND_DEVICE};
-        fmt_bytes(need, sizeof need, dev);
-        fmt_bytes(node, sizeof node, dev * R);
-        fmt_bytes(have, sizeof have, a->device_free);
+        zbytes_format(need, sizeof need, dev);
+        zbytes_format(node, sizeof node, dev * R);
+        zbytes_format(have, sizeof have, a->device_free);
         breakdown(est, dk, 1, parts, sizeof parts);
         fit_advice(est, ZINC_MEMKIND_DEVICE, advice, sizeof advice);
         return ZERR(ZINC_ERR_NOMEM,
@@ -422,8 +411,8 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
                 {a->have_cgroup, a->cgroup_free, L, ""},
                 {a->have_as, a->as_free, 1, ""}};
     char cl[32], al[32];
-    fmt_bytes(cl, sizeof cl, a->cgroup_limit);
-    fmt_bytes(al, sizeof al, a->as_limit);
+    zbytes_format(cl, sizeof cl, a->cgroup_limit);
+    zbytes_format(al, sizeof al, a->as_limit);
     snprintf(lim[1].what, sizeof lim[1].what, "what the memory cgroup leaves free (%s of limit %s, less usage)",
              a->cgroup_file, cl);
     snprintf(lim[2].what, sizeof lim[2].what, "the address space RLIMIT_AS (%s) leaves this process", al);
@@ -431,15 +420,15 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
         if (!lim[i].have || host_hr * lim[i].mult <= lim[i].free) continue;
         static const zinc_mem_kind hk[] = {ZINC_MEMKIND_HOST, ZINC_MEMKIND_PINNED};
         char extra[160] = "";
-        fmt_bytes(need, sizeof need, host);
-        fmt_bytes(node, sizeof node, host_hr * lim[i].mult);
-        fmt_bytes(have, sizeof have, lim[i].free);
+        zbytes_format(need, sizeof need, host);
+        zbytes_format(node, sizeof node, host_hr * lim[i].mult);
+        zbytes_format(have, sizeof have, lim[i].free);
         breakdown(est, hk, 2, parts, sizeof parts);
         fit_advice(est, ZINC_MEMKIND_HOST, advice, sizeof advice);
         if (est->init_scratch || est->comm_temp) {
             char s1[32], s2[32];
-            fmt_bytes(s1, sizeof s1, est->init_scratch);
-            fmt_bytes(s2, sizeof s2, est->comm_temp);
+            zbytes_format(s1, sizeof s1, est->init_scratch);
+            zbytes_format(s2, sizeof s2, est->comm_temp);
             snprintf(extra, sizeof extra, ", init scratch %s at build, MPI temporaries %s", s1, s2);
         }
         return ZERR(ZINC_ERR_NOMEM,
@@ -456,8 +445,8 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
     uint64_t pinned = est->total[ZINC_MEMKIND_PINNED] - est->bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING];
     if (pinned && a->have_memlock && pinned > a->memlock) {
         static const zinc_mem_kind pk[] = {ZINC_MEMKIND_PINNED};
-        fmt_bytes(need, sizeof need, pinned);
-        fmt_bytes(have, sizeof have, a->memlock);
+        zbytes_format(need, sizeof need, pinned);
+        zbytes_format(have, sizeof have, a->memlock);
         breakdown(est, pk, 1, parts, sizeof parts);
         return ZERR(ZINC_ERR_NOMEM,
                     "pre-flight: each rank needs %s (%" PRIu64 " bytes) of pinned host memory (%s), but the "
@@ -470,9 +459,9 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
     uint64_t nvme = est->total[ZINC_MEMKIND_NVME];
     if (nvme && a->have_nvme && nvme * L > a->nvme_free) {
         static const zinc_mem_kind nk[] = {ZINC_MEMKIND_NVME};
-        fmt_bytes(need, sizeof need, nvme);
-        fmt_bytes(node, sizeof node, nvme * L);
-        fmt_bytes(have, sizeof have, a->nvme_free);
+        zbytes_format(need, sizeof need, nvme);
+        zbytes_format(node, sizeof node, nvme * L);
+        zbytes_format(have, sizeof have, a->nvme_free);
         breakdown(est, nk, 1, parts, sizeof parts);
         return ZERR(ZINC_ERR_NOMEM,
                     "pre-flight: not enough free space under nvme_path \"%s\": each rank writes %s (%" PRIu64

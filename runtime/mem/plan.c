@@ -131,14 +131,11 @@ static void plan_state(zplan *p, const zinc_config *cfg) {
     p->state_chunk = l.chunk;
 
     p->nvme_chunk = zstate_chunk_elems(cfg->zero.sub_group_size, own);
-    int64_t nch = p->nvme_chunk > 0 ? (own + p->nvme_chunk - 1) / p->nvme_chunk : 1;
-    p->nvme_buffers = (int)(oo->buffer_count < nch ? oo->buffer_count : nch);
-    if (p->nvme_buffers < 1) p->nvme_buffers = 1;
     int64_t align = p->device.nvme_align ? p->device.nvme_align : ZPLAN_NVME_ALIGN;
-    p->nvme_stride = zpart_align_up(p->nvme_chunk * (int64_t)sizeof(float), align);
-    int64_t last = own - (nch - 1) * p->nvme_chunk;
-    p->nvme_file_bytes =
-        own > 0 ? (uint64_t)((nch - 1) * p->nvme_stride + zpart_align_up(last * (int64_t)sizeof(float), align)) : 0;
+    zstate_nvme_geometry geo = zstate_nvme_geometry_make(own, p->nvme_chunk, align, oo->buffer_count);
+    p->nvme_buffers = geo.buffers;
+    p->nvme_stride = geo.stride;
+    p->nvme_file_bytes = geo.file_bytes;
 
     uint64_t sbytes = oo->device == ZOFFLOAD_NVME ? p->nvme_file_bytes : (uint64_t)own * sizeof(float);
     put(p, ZPLAN_MASTER, "fp32 master weights", ZINC_MEM_MASTER, p->state_kind, ZPLAN_AT_BUILD, 1, sbytes);
@@ -266,8 +263,7 @@ zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, 
     out->offload = cfg->zero.offload_optimizer.device;
     out->compute_dtype = cfg->compute_dtype;
     out->comm_dtype = cfg->comm_dtype;
-    /* Stages 0-1 accumulate in grad_accum_dtype, stages 2-3 hand out compute-dtype slots. */
-    out->grad_dtype = out->stage <= 1 ? cfg->grad_accum_dtype : cfg->compute_dtype;
+    out->grad_dtype = zcfg_grad_dtype(cfg);
     TRY(lay_out(out, m));
 
     zinc_mem_kind staging = dev->host_addressable ? ZINC_MEMKIND_HOST : ZINC_MEMKIND_PINNED;

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Driver of bench/gpt2/vs_torch.sh (run that): zinc's GPT-2 and the PyTorch reference (torch_gpt2.py)
+interleaved, per round every (shape, threads, dtype) cell once for each program, each round after waiting
+for a quiet machine. Prints the machine, OpenBLAS's core, each run, then a markdown table of medians."""
+import argparse
+import json
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHAPES = {  # name: layers, channels, heads, vocab, context, batch
+    "readme": (4, 128, 4, 256, 64, 16),
+    "124M": (12, 768, 12, 50257, 64, 4),
+}
+
+
+def load1():
+    return float(open("/proc/loadavg").read().split()[0])
+
+
+def wait_quiet(limit, max_wait):
+    t0 = time.time()
+    while load1() >= limit and time.time() - t0 < max_wait:
+        time.sleep(5)
+    return load1()
+
+
+def timed(cmd, env, work):
+    """Runs cmd under /usr/bin/time; returns (stdout, peak RSS MiB)."""
+    tf = os.path.join(work, "time.txt")
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", tf] + cmd, env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+    return p.stdout, int(open(tf).read().split()[-1]) / 1024
+
+
+def run_zinc(a, shape, threads, dtype, steps, work):
+    L, C, H, V, T, B = SHAPES[shape]
+    cfg = {"train_batch_size": B, "train_micro_batch_size_per_gpu": B, "steps_per_print": 0,
+           "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8,
+                                                     "weight_decay": 0.1}},
+           "gradient_clipping": 1.0, "zero_optimization": {"stage": 0}}
+    if dtype == "bf16":
+        cfg["bf16"] = {"enabled": True}
+    cpath, rep = os.path.join(work, "c.json"), os.path.join(work, "r.json")
+    json.dump(cfg, open(cpath, "w"))
+    cmd = [a.zinc, "train", "--model", "gpt2", "--quiet", "--config", cpath, "--layers", str(L), "--width", str(C),
+           "--heads", str(H), "--vocab", str(V), "--context", str(T), "--data", a.data, "--steps", str(steps),
+           "--seed", "7", "--threads", str(threads), "--sample-tokens", "1", "--report", rep]
+    _, rss = timed(cmd, dict(os.environ), work)
+    r = json.load(open(rep))
+    return r["tokens_per_s"], r["losses"], rss
+
+
+def run_torch(a, shape, threads, dtype, steps, work):
+    L, C, H, V, T, B = SHAPES[shape]
+    cmd = [a.python, os.path.join(HERE, "torch_gpt2.py"), "--layers", str(L), "--width", str(C), "--heads", str(H),
+           "--vocab", str(V), "--context", str(T), "--batch", str(B), "--steps", str(steps), "--threads",
+           str(threads), "--dtype", dtype, "--data", a.data]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    out, rss = timed(cmd, env, work)
+    r = json.loads(out.strip().splitlines()[-1])
+    return r["tokens_per_s"], r["losses"], rss, r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--zinc", required=True)
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--steps-readme", type=int, default=20)
+    ap.add_argument("--steps-124m", type=int, default=6)
+    ap.add_argument("--shapes", default="readme,124M")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--dtypes", default="fp32,bf16")
+    ap.add_argument("--quiet-load", type=float, default=1.2)
+    ap.add_argument("--max-wait", type=float, default=300)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    a.data = os.path.join(a.work, "tok.bin")
+    d = b"".join(open("/usr/share/common-licenses/" + f, "rb").read() for f in ("GPL-3", "GPL-2", "Apache-2.0"))
+    with open(a.data, "wb") as f:
+        f.write(struct.pack("<256i", *([20240520, 1, len(d)] + [0] * 253)))
+        f.write(struct.pack("<%dH" % len(d), *d))
+
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    core = subprocess.run([a.zinc, "--version"], env=dict(os.environ, OPENBLAS_VERBOSE="2"), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True).stdout
+    core = next((l.strip() for l in core.splitlines() if "Core" in l), "? (OPENBLAS_VERBOSE=2 printed no core)")
+    print(f"== machine: {os.cpu_count()} cores, {cpu}; {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC")
+    print(f"== OpenBLAS (zinc): {core}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+    user = [x for i, x in enumerate(sys.argv[1:]) if x not in ("--zinc", "--python", "--work")
+            and (i == 0 or sys.argv[i] not in ("--zinc", "--python", "--work"))]
+    print(f"== command: bench/gpt2/vs_torch.sh {' '.join(user)}")
+    print("== zinc: stage 0, micro batch = batch, AdamW, clipping 1.0, tokens/s of the report (all steps); torch: "
+          "nanoGPT-style module, fused AdamW, tokens/s over the steps after the first", flush=True)
+
+    cells = [(s, int(t), dt) for s in a.shapes.split(",") for t in a.threads.split(",") for dt in a.dtypes.split(",")]
+    res = {}
+    for rnd in range(a.rounds):
+        ld = wait_quiet(a.quiet_load, a.max_wait)
+        print(f"-- round {rnd + 1}: load {ld:.2f}{' (UNDER LOAD)' if ld >= a.quiet_load else ''}", flush=True)
+        for s, t, dt in cells:
+            steps = a.steps_readme if s == "readme" else a.steps_124m
+            zt, zl, zr = run_zinc(a, s, t, dt, steps, a.work)
+            tt, tl, tr, info = run_torch(a, s, t, dt, steps, a.work)
+            e = res.setdefault((s, t, dt), {"z": [], "t": [], "zl": zl, "tl": tl, "zr": 0, "tr": 0, "load": []})
+            e["z"].append(zt), e["t"].append(tt), e["load"].append(ld)
+            e["zr"], e["tr"] = max(e["zr"], zr), max(e["tr"], tr)
+            print(f"{s:6} {t} thr {dt}: zinc {zt:9.1f} tok/s ({zr:6.0f} MiB)  torch {tt:9.1f} tok/s ({tr:6.0f} MiB)  "
+                  f"ratio {zt / tt:5.2f}  losses zinc {zl[-1]:.4f} torch {tl[-1]:.4f}", flush=True)
+    print(f"== torch {info['torch']} ({info['cpu_capability']})")
+    print("\n| shape | threads | dtype | zinc tok/s | torch tok/s | zinc / torch | peak RSS zinc / torch MiB | "
+          "bf16 loss vs fp32, max rel (zinc / torch) | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (s, t, dt), e in res.items():
+        z, tt = statistics.median(e["z"]), statistics.median(e["t"])
+        close = ""
+        if dt == "bf16" and (s, t, "fp32") in res:
+            f = res[(s, t, "fp32")]
+            rel = lambda x, y: max(abs(p - q) / abs(q) for p, q in zip(x, y))
+            close = f"{rel(e['zl'], f['zl']):.1e} / {rel(e['tl'], f['tl']):.1e}"
+        print(f"| {s} | {t} | {dt} | {z:,.0f} | {tt:,.0f} | {z / tt:.2f}x | {e['zr']:,.0f} / {e['tr']:,.0f} | {close} | "
+              f"{max(e['load']):.1f} |")
+
+
+if __name__ == "__main__":
+    main()

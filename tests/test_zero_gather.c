@@ -1,0 +1,191 @@
+/* Stage-3 gathering (zero/gather.c) on its own: no engine, no model. A zgather is made from a zgather_ctx
+ * holding the cpu device, a memory tracker, the collectives of this run (single rank, or MPI under mpirun:
+ * zero_gather_np2), a hand-made module table and this rank's shard of known parameters, as the engine
+ * fills it in.
+ *
+ * - zgather_after_step at build decides persistence (modules up to stage3_param_persistence_threshold) and
+ *   gathers the persistent modules; a module entered in either phase has its whole flat range, equal to
+ *   the parameters every rank holds a piece of (fp32 and bf16); non-persistent modules are released on
+ *   exit and counted as gathered memory only while live.
+ * - The first training micro-step records the trace and gathers blocking; the second follows it and
+ *   prefetches (stage3_prefetch_bucket_size) within stage3_max_live_parameters, which is never exceeded.
+ * - After the shard changes (an optimizer step), zgather_after_step refreshes the persistent modules.
+ * - zgather_free leaves no tracked byte; a module without records gives NULL data. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/comm/comm.h"
+#include "runtime/config/config.h"
+#include "runtime/device/device.h"
+#include "zero/gather.h"
+#include "zt.h"
+
+static const int64_t sizes[] = {40, 1000, 8, 296, 64, 2504}; /* elements per module (multiples of 8) */
+#define NMOD ((int)(sizeof sizes / sizeof sizes[0]))
+
+typedef struct fixture {
+    zmemtrack mem;
+    zlog log;
+    zdevice *dev;
+    zcomm *world, *dcomm; /* dcomm may be world itself (the cpu device's collectives are the host's) */
+    zpartition part;
+    zmodule mods[NMOD];
+    zcfg_zero cfg;
+    void *shard; /* this rank's compute-dtype parameters, flat [rank * S, (rank + 1) * S) */
+    zgather g;
+} fixture;
+
+static float param_value(int64_t x, int version) { return (float)((x * 3 + version * 11) % 29 - 14); }
+
+static void fill_shard(fixture *f, zinc_dtype cdt, int version) {
+    int64_t lo = (int64_t)f->part.rank * f->part.shard;
+    for (int64_t i = 0; i < f->part.shard; i++) {
+        size_t bytes = zinc_dtype_size(cdt);
+        memset((char *)f->shard + (size_t)i * bytes, 0, bytes);
+        zinc_add_f32(f->shard, cdt, (size_t)i, lo + i < f->part.numel ? param_value(lo + i, version) : 0.0f);
+    }
+}
+
+static zinc_status fx_init(fixture *f, zcomm *world, zinc_dtype cdt, int64_t prefetch, int64_t max_live) {
+    memset(f, 0, sizeof *f);
+    f->log = (zlog){.level = ZINC_LOG_WARN, .rank = world->rank};
+    f->world = world;
+    zinc_status st = zdev_create_cpu(&f->mem, &f->dev);
+    if (st != ZINC_OK) return st;
+    if ((st = f->dev->ops->comm_create(f->dev, world, &f->log, &f->dcomm)) != ZINC_OK) return st;
+    int64_t off = 0;
+    for (int i = 0; i < NMOD; i++) {
+        f->mods[i] = (zmodule){.name = (char *)"m",
+                               .first_param = i,
+                               .nparams = 1,
+                               .flat_begin = off,
+                               .flat_end = off + sizes[i]};
+        off += sizes[i];
+    }
+    zpart_init(&f->part, off, world->size, world->rank);
+    zinc_config c;
+    zcfg_defaults(&c);
+    f->cfg = c.zero;
+    f->cfg.param_persistence_threshold = 64; /* modules 0, 2 and 4 stay gathered */
+    f->cfg.prefetch_bucket_size = prefetch;
+    f->cfg.max_live_parameters = max_live;
+    f->cfg.max_reuse_distance = -1; /* no module counts as reused soon: every exit releases */
+    f->shard = calloc((size_t)f->part.shard, zinc_dtype_size(cdt));
+    fill_shard(f, cdt, 0);
+    zgather_ctx ctx = {.dev = f->dev,
+                       .dcomm = f->dcomm,
+                       .log = &f->log,
+                       .part = &f->part,
+                       .rank = world->rank,
+                       .world = world->size,
+                       .compute_dtype = cdt,
+                       .params_shard = f->shard,
+                       .own_lo = (int64_t)world->rank * f->part.shard,
+                       .cfg = &f->cfg,
+                       .modules = f->mods,
+                       .nmodules = NMOD};
+    zgather_init(&f->g, &ctx);
+    return ZINC_OK;
+}
+
+static void fx_free(fixture *f) {
+    zgather_free(&f->g);
+    free(f->shard);
+    if (f->dcomm != f->world) zcomm_destroy(f->dcomm);
+    zdev_destroy(f->dev);
+}
+
+static uint64_t tracked(const fixture *f, zinc_mem_category c) {
+    uint64_t t = 0;
+    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) t += f->mem.current[k][c];
+    return t;
+}
+
+/* Enters module i in `phase`, checks its gathered copy against parameter version `version`, exits. */
+static void visit(fixture *f, int i, int phase, bool new_micro_step, int version, const char *what) {
+    f->mods[i].in_phase[phase] = true;
+    ZT_OK(zgather_module_enter(&f->g, i, phase, new_micro_step));
+    const void *d = zgather_module_data(&f->g, i);
+    ZT_CHECK(d != NULL, "%s: module %d entered but not gathered", what, i);
+    int bad = 0;
+    for (int64_t x = f->mods[i].flat_begin; d && x < f->mods[i].flat_end; x++) {
+        float got = zinc_load_f32(d, f->g.c.compute_dtype, (size_t)(x - f->mods[i].flat_begin));
+        if (got != param_value(x, version) && bad++ < 3)
+            zt_fail_at(__FILE__, __LINE__, "%s: module %d, flat %lld: got %g, want %g", what, i, (long long)x, got,
+                       param_value(x, version));
+    }
+    if (!bad) zt_passed++;
+    ZT_CHECK(f->g.live_numel <= f->cfg.max_live_parameters + sizes[i], "%s: %lld elements live, limit %lld", what,
+             (long long)f->g.live_numel, (long long)f->cfg.max_live_parameters);
+    f->mods[i].in_phase[phase] = false;
+    ZT_OK(zgather_module_exit(&f->g, i, phase));
+    if (!zgather_module_persistent(&f->g, i))
+        ZT_CHECK(zgather_module_data(&f->g, i) == NULL, "%s: module %d still gathered after its exit", what, i);
+}
+
+/* One micro-step: forward in order, backward in reverse. */
+static void micro_step(fixture *f, int version, const char *what) {
+    for (int i = 0; i < NMOD; i++) visit(f, i, ZINC_FORWARD, i == 0, version, what);
+    for (int i = NMOD - 1; i >= 0; i--) visit(f, i, ZINC_BACKWARD, false, version, what);
+}
+
+static void test_gather(zcomm *world, zinc_dtype cdt, int64_t prefetch, int64_t max_live) {
+    char what[160];
+    snprintf(what, sizeof what, "%s, prefetch_bucket_size %lld, max_live_parameters %lld, %d rank%s",
+             zinc_dtype_name(cdt), (long long)prefetch, (long long)max_live, world->size, world->size == 1 ? "" : "s");
+    fixture f;
+    ZT_OK(fx_init(&f, world, cdt, prefetch, max_live));
+    ZT_CHECK(zgather_module_data(&f.g, 0) == NULL, "%s: data before the build", what);
+    ZT_OK(zgather_after_step(&f.g)); /* at build */
+    size_t csz = zinc_dtype_size(cdt);
+    uint64_t persistent_bytes = (uint64_t)(40 + 8 + 64) * csz;
+    for (int i = 0; i < NMOD; i++)
+        ZT_CHECK(zgather_module_persistent(&f.g, i) == (sizes[i] <= 64), "%s: module %d (%lld elements) persistent: %d",
+                 what, i, (long long)sizes[i], zgather_module_persistent(&f.g, i));
+    ZT_CHECK(tracked(&f, ZINC_MEM_PARAMS) == persistent_bytes && tracked(&f, ZINC_MEM_GATHER) == 0,
+             "%s: after build %llu persistent bytes (want %llu), %llu gathered", what,
+             (unsigned long long)tracked(&f, ZINC_MEM_PARAMS), (unsigned long long)persistent_bytes,
+             (unsigned long long)tracked(&f, ZINC_MEM_GATHER));
+
+    micro_step(&f, 0, what); /* records the trace */
+    int64_t blocking_first = f.g.stat_gather_blocking;
+    ZT_CHECK(blocking_first == 6 && f.g.stat_prefetch == 0,
+             "%s: first micro-step: %lld blocking gathers (want 6: the non-persistent modules, twice), %lld "
+             "prefetches",
+             what, (long long)blocking_first, (long long)f.g.stat_prefetch);
+    micro_step(&f, 0, what); /* follows it */
+    if (prefetch >= 2504 && max_live >= 2504)
+        ZT_CHECK(f.g.stat_prefetch > 0, "%s: the second micro-step prefetched nothing", what);
+    if (prefetch == 0)
+        ZT_CHECK(f.g.stat_prefetch == 0 && f.g.stat_gather_blocking == 2 * blocking_first,
+                 "%s: prefetch_bucket_size 0 still prefetched (%lld)", what, (long long)f.g.stat_prefetch);
+
+    /* An optimizer step changed the shard: the persistent modules are refreshed, the others gathered anew. */
+    fill_shard(&f, cdt, 1);
+    ZT_OK(zgather_after_step(&f.g));
+    ZT_CHECK(tracked(&f, ZINC_MEM_GATHER) == 0, "%s: %llu gathered bytes after the step", what,
+             (unsigned long long)tracked(&f, ZINC_MEM_GATHER));
+    micro_step(&f, 1, what);
+    zgather_free(&f.g);
+    ZT_CHECK(tracked(&f, ZINC_MEM_PARAMS) == 0 && tracked(&f, ZINC_MEM_GATHER) == 0, "%s: bytes left after free", what);
+    ZT_CHECK(zgather_module_data(&f.g, 0) == NULL && !zgather_module_persistent(&f.g, 0),
+             "%s: module records after free", what);
+    fx_free(&f);
+}
+
+int main(void) {
+    zt_name = "zero_gather";
+    zlog wlog = {.level = ZINC_LOG_WARN};
+    zcomm *world = NULL;
+    if (zcomm_create(&wlog, &world) != ZINC_OK) {
+        fprintf(stderr, "cannot create the communicator: %s\n", zinc_last_error());
+        return 1;
+    }
+    test_gather(world, ZINC_FP32, 1 << 20, 1 << 20); /* prefetch everything */
+    test_gather(world, ZINC_BF16, 1 << 20, 1 << 20);
+    test_gather(world, ZINC_FP32, 1000, 3000); /* prefetch some, within the live limit */
+    test_gather(world, ZINC_FP32, 0, 1 << 20); /* no prefetch */
+    zcomm_destroy(world);
+    return zt_finish();
+}
