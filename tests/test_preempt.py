@@ -161,10 +161,10 @@ def mlp_part(r, a):
         for trial in range(6):
             save = os.path.join(w, f"ck{nranks}_{trial}")
             k = r.preempt(f"mlp_np{nranks}_{trial}", nranks, model, steps, save, sigs[trial % 3], to_all=trial >= 3,
-                          want=want, window=(0.1, 0.8), extra=["--save-every", "7"] if trial % 2 else [])
+                          want=want, window=(0.05, 0.6), extra=["--save-every", "7"] if trial % 2 else [])
             stopped += k is not None
         check(stopped >= 3, f"mlp np{nranks}: only {stopped} of 6 runs were stopped before their end")
-        r.preempt(f"mlp_np{nranks}_nosave", nranks, model, steps, None, signal.SIGTERM, False, want, (0.1, 0.8))
+        r.preempt(f"mlp_np{nranks}_nosave", nranks, model, steps, None, signal.SIGTERM, False, want, (0.05, 0.6))
     # the NVMe swap files are removed on the way out
     nv = os.path.join(w, "nvme")
     os.makedirs(nv, exist_ok=True)
@@ -183,7 +183,7 @@ def mlp_part(r, a):
         want = r.checksum(nranks, modeln + ["--steps", str(steps)], os.path.join(w, f"nfull{nranks}.json"))
         for trial in range(2):
             k = r.preempt(f"mlp_nvme_np{nranks}_{trial}", nranks, modeln, steps, os.path.join(w, f"nck{nranks}_{trial}"),
-                          signal.SIGTERM, trial == 1, want, (0.1, 0.8))
+                          signal.SIGTERM, trial == 1, want, (0.05, 0.6))
             if k is not None:
                 check(os.listdir(nv) == [], f"mlp nvme np{nranks}: swap files left in {nv}: {os.listdir(nv)}")
 
@@ -208,7 +208,7 @@ def gpt2_part(r, a):
         stopped = 0
         for trial in range(4):
             k = r.preempt(f"gpt2_np{nranks}_{trial}", nranks, model, steps, os.path.join(w, f"gck{nranks}_{trial}"),
-                          signal.SIGTERM, trial >= 2, want, (0.1, 0.8), extra=["--save-every", "5"] if trial % 2 else [])
+                          signal.SIGTERM, trial >= 2, want, (0.05, 0.6), extra=["--save-every", "5"] if trial % 2 else [])
             stopped += k is not None
         check(stopped >= 2, f"gpt2 np{nranks}: only {stopped} of 4 runs were stopped before their end")
 
