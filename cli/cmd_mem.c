@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/mem_cli.h"
 #include "cli/mem_plot.h"
+#include "cli/mem_whole.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: zinc mem estimate MODEL [options]\n"
@@ -58,6 +59,8 @@ static void usage(FILE *f) {
                "                       init_fn through zinc_build (its fp32 scratch shows in the real peak)\n"
                "  --json | --csv       machine-readable output instead of tables\n"
                "  --bytes              exact byte counts in the tables instead of KiB/MiB/GiB\n"
+               "  --model gpt2         estimate: the whole training process of zinc train --model gpt2 per rank\n"
+               "                       (its model flags, --ranks N; see zinc mem estimate --model gpt2 --help)\n"
                "  --verbose            the engine's log (measure)\n"
                "Batch sizes do not change these bytes: zinc mem runs the config with a micro-batch of 1.\n");
 }
@@ -636,7 +639,7 @@ static int cmd_estimate(const mopts *o, mmodel *m) {
     int nodes = (int)o->nodes, gpn = (int)o->gpn, G = nodes * gpn;
     const char *origin = o->config ? o->config : "<defaults>";
     if (mc_load_base(o, &base) || mc_model_arrays(m, &numel, &module)) goto done;
-    zplan_model md = {m->n, numel, module, 0};
+    zplan_model md = {.nparams = m->n, .numel = numel, .module = module};
     zinc_config cfg;
     if (mc_load_variant(base, origin, o->stage, o->offload, G, false, &cfg) != ZINC_OK) {
         fprintf(stderr, "zinc mem: %s\n", zinc_last_error());
@@ -764,6 +767,8 @@ int zinc_cmd_mem(int argc, char **argv) {
         usage(help ? stdout : stderr);
         return help ? 0 : 2;
     }
+    if (!strcmp(argv[1], "estimate") && zcli_mem_whole_wanted(argc - 1, argv + 1))
+        return zcli_mem_whole(argc - 1, argv + 1); /* the whole training process (mem_whole.c) */
     mopts o = {.measure = !strcmp(argv[1], "measure"),
                .nodes = 1,
                .gpn = 1,

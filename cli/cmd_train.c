@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/gpt2_cli.h"
 #include "cli/train_guard.h"
+#include "cli/train_memory.h"
 #include "examples/mlp/mlp.h"
 #include "zinc.h"
 
@@ -83,14 +84,6 @@ static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, in
     }
     *out = x;
     return 0;
-}
-
-/* FNV-1a over the float bits: a 64-bit fingerprint to compare runs. */
-static uint64_t checksum(const float *x, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    const unsigned char *b = (const unsigned char *)x;
-    for (size_t i = 0; i < n * sizeof *x; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
 }
 
 static void progress(int64_t done, int64_t total, double loss, double rate) {
@@ -230,7 +223,7 @@ int zinc_cmd_train(int argc, char **argv) {
 
     zinc_engine *e = NULL;
     zinc_mlp *m = NULL;
-    float *master = NULL;
+    json_t *hwm = NULL;
     int rc = 1;
     zinc_status cst = zinc_create(&o, &e);
     if (cst != ZINC_OK) {
@@ -321,15 +314,12 @@ int zinc_cmd_train(int argc, char **argv) {
     double elapsed = now_s() - t0;
 
     int64_t n = zinc_numel_total(e);
-    master = malloc((size_t)n * sizeof *master);
-    if (!master || zinc_gather_master(e, master, (size_t)n) != ZINC_OK) {
-        fprintf(stderr, "zinc train: gathering the parameters failed: %s\n", zinc_last_error());
+    double norm = 0;
+    uint64_t sum = 0;
+    if (zcli_param_checksum(e, &sum, &norm) != ZINC_OK || !(hwm = zcli_vmhwm_all(e))) {
+        fprintf(stderr, "zinc train: reading the parameters back failed: %s\n", zinc_last_error());
         goto done;
     }
-    double norm = 0;
-    for (int64_t i = 0; i < n; i++) norm += (double)master[i] * master[i];
-    norm = sqrt(norm);
-    uint64_t sum = checksum(master, (size_t)n);
     if (rank0) {
         fprintf(stderr,
                 "zinc train: %" PRId64 " steps (%" PRId64 " taken, %" PRId64 " skipped) in %.2f s, %.0f samples/s; "
@@ -350,6 +340,7 @@ int zinc_cmd_train(int argc, char **argv) {
                           info.lr, "final_grad_norm", isfinite(info.grad_norm) ? info.grad_norm : -1.0, "parameters",
                           (json_int_t)n, "param_l2_norm", norm, "param_checksum", hex, "seconds", elapsed,
                           "resumed_from_step", (json_int_t)start);
+            if (j) json_object_set(j, "vmhwm_bytes", hwm);
             if (!j || json_dump_file(j, report, JSON_INDENT(2)) != 0) {
                 fprintf(stderr, "zinc train: cannot write the report to %s\n", report);
                 json_decref(j);
@@ -361,7 +352,7 @@ int zinc_cmd_train(int argc, char **argv) {
     rc = 0;
 done:
     if (run_lock >= 0) close(run_lock);
-    free(master);
+    json_decref(hwm);
     zinc_mlp_destroy(m);
     zinc_destroy(e);
     return rc;

@@ -13,6 +13,7 @@
 #include "examples/gpt2/gpt2.h"
 #include "cli/gpt2_cli.h"
 #include "cli/train_guard.h"
+#include "cli/train_memory.h"
 #include "zinc.h"
 
 static void usage(FILE *f) {
@@ -76,13 +77,6 @@ static double rss_mib(void) {
         if (!strncmp(line, "VmRSS:", 6)) kb = strtod(line + 6, NULL);
     if (f) fclose(f);
     return kb / 1024.0;
-}
-
-static uint64_t checksum(const float *x, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    const unsigned char *b = (const unsigned char *)x;
-    for (size_t i = 0; i < n * sizeof *x; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
 }
 
 static uint64_t rng_next(uint64_t *s) {
@@ -255,20 +249,22 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
 
     char err[1024];
     zinc_gpt2_config mc = {0};
-    float *init_params = NULL, *master = NULL;
+    gpt2_model_file init_file = {0};
     gpt2_tokens train = {0}, val = {0};
     zinc_engine *e = NULL;
     zinc_gpt2 *m = NULL;
-    json_t *losses = json_array(), *vlosses = json_array(), *sample_text = NULL;
+    json_t *losses = json_array(), *vlosses = json_array(), *sample_text = NULL, *hwm = NULL;
     int rc = 1;
 
     /* the shape: the checkpoint's (flags must agree), a resumed run's, or the flags' */
     gpt2_shape s = {0};
     if (init) {
-        if (gpt2_model_read(init, &s, &init_params, NULL, err, sizeof err) != ZINC_OK) {
+        /* read piece by piece while the engine builds: no copy of the model in memory */
+        if (gpt2_model_open(init, &init_file, err, sizeof err) != ZINC_OK) {
             fprintf(stderr, "zinc train: --init: %s\n", err);
             goto done;
         }
+        s = init_file.shape;
         if (check_flag(init, "--max-context", max_context, s.max_context, 2) ||
             check_flag(init, "--vocab", vocab, s.vocab, 3) || check_flag(init, "--layers", layers, s.layers, 4) ||
             check_flag(init, "--heads", heads, s.heads, 5) || check_flag(init, "--width", width, s.channels, 6) ||
@@ -311,7 +307,7 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
     }
     mc.shape = s;
     mc.context = (int)context;
-    mc.init = init_params;
+    mc.init_file = init ? &init_file : NULL;
 
     /* the data */
     if (text_path) {
@@ -375,8 +371,7 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
         goto done;
     }
     if (zcli_outputs_refused(&run)) goto done;
-    free(init_params);
-    init_params = NULL;
+    gpt2_model_close(&init_file);
     if (shuffle) zinc_gpt2_shuffle(m, (uint64_t)seed);
     int64_t start = 0, last_saved = -1, B = zinc_train_batch_size(e);
     if (gpt2_batches_per_pass(&train, (int)context, B) < 1) {
@@ -480,12 +475,11 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
     }
     double elapsed = now_s() - t0;
     int64_t n = gpt2_num_params(&s);
-    master = malloc((size_t)n * sizeof *master);
-    if (!master || zinc_gpt2_gather_llmc(m, master) != ZINC_OK) {
-        fprintf(stderr, "zinc train: gathering the parameters failed: %s\n", zinc_last_error());
+    uint64_t sum = 0;
+    if (zcli_param_checksum(e, &sum, NULL) != ZINC_OK || !(hwm = zcli_vmhwm_all(e))) {
+        fprintf(stderr, "zinc train: reading the parameters back failed: %s\n", zinc_last_error());
         goto done;
     }
-    uint64_t sum = checksum(master, (size_t)n);
     double tps = train_time > 0 ? (double)((steps - start) * B * context) / train_time : 0;
     if (rank0) {
         if (steps > start)
@@ -525,6 +519,7 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
                                     json_pack("{s:f, s:f, s:f}", "train_steps_s", steps_s, "engine_s", engine_s,
                                               "model_compute_s", steps_s - engine_s));
             if (j && sample_text) json_object_set(j, "sample", sample_text);
+            if (j) json_object_set(j, "vmhwm_bytes", hwm);
             if (!j || json_dump_file(j, report, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0) {
                 fprintf(stderr, "zinc train: cannot write the report to %s\n", report);
                 json_decref(j);
@@ -535,11 +530,11 @@ int zinc_cmd_train_gpt2(int argc, char **argv) {
     }
     rc = 0;
 done:
+    json_decref(hwm);
     json_decref(losses);
     json_decref(vlosses);
     json_decref(sample_text);
-    free(master);
-    free(init_params);
+    gpt2_model_close(&init_file);
     gpt2_tokens_free(&train);
     gpt2_tokens_free(&val);
     zinc_gpt2_destroy(m);

@@ -122,7 +122,7 @@ int mc_cmd_plan(const mopts *o, mmodel *m) {
         return 2;
     }
     if (mc_load_base(o, &base) || mc_model_arrays(m, &numel, &module)) goto done;
-    zplan_model md = {m->n, numel, module, 0};
+    zplan_model md = {.nparams = m->n, .numel = numel, .module = module};
     double psi = (double)mc_model_total(m), U = unit_bytes(o);
     double room = (double)o->gpu_mem * 100.0 / (100.0 + (double)o->headroom_pct); /* usable per GPU */
     prow rows[12];

@@ -182,6 +182,13 @@ void zinc_finalize(void);
  * best when backward visits modules in reverse order of addition). A module may have no parameters (it is
  * accepted and costs nothing; entering it does nothing). */
 int zinc_module_add(zinc_engine *e, const char *name);
+/* Before zinc_build: the model enters this module more than once in one backward pass (a weight used in two
+ * places, such as a tied LM head whose backward runs apart from the embedding's). At ZeRO stages 2-3 such a
+ * module keeps its gradients in a buffer of its own (its elements, gradient dtype), reduced once per
+ * micro-step; declared, that buffer is in the sizing plan, the estimate and the pre-flight and is used from
+ * the first entry. Undeclared, zinc finds the pattern at the second entry and allocates the buffer then,
+ * outside the pre-flight's figure. */
+zinc_status zinc_module_reentered(zinc_engine *e, int module);
 /* Adds a parameter to module `module`, which must be the most recently added one (so a module's
  * parameters are contiguous, in forward order); returns NULL on error. Shapes have 1 to ZINC_MAX_DIMS dimensions,
  * each >= 1; names are unique. Registration order fixes the layout and the checkpoint order.
@@ -340,6 +347,14 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info);
  * enter or exit modules. */
 zinc_status zinc_parallel_for(zinc_engine *e, int64_t n, void (*fn)(void *ctx, int64_t lo, int64_t hi),
                               void *ctx);
+/* 1 when the config has DeepSpeed's "activation_checkpointing" block: the model should keep fewer
+ * activations and recompute them in backward (a forward inside an open backward is allowed: include/zinc.h
+ * "Re-entry"), as DeepSpeed's checkpointing API has the model do. What it recomputes is the model's
+ * choice; the block's keys are accepted, and those with no meaning in zinc are named in a warning. */
+int zinc_activation_checkpointing(const zinc_engine *e);
+/* The threads zinc_parallel_for runs on (the calling thread included), from zinc_create on: for a model
+ * sizing per-thread buffers (a BLAS library's) in what it declares (zinc_memory_declare). */
+int zinc_cpu_threads(const zinc_engine *e);
 
 /* ---------------------------------------------------------------- topology and config */
 
@@ -370,6 +385,15 @@ int64_t zinc_numel_total(const zinc_engine *e);
 /* Collective: the full fp32 master weights of every parameter, in registration order, each parameter's
  * numel elements back to back (n must be zinc_numel_total), on every rank. For reports and tests. */
 zinc_status zinc_gather_master(zinc_engine *e, float *out, size_t n);
+/* Called by zinc_master_foreach with `count` fp32 master weights of parameter `param_index`
+ * (registration order) starting at its element `offset`. */
+typedef zinc_status (*zinc_master_fn)(void *userdata, int param_index, int64_t offset, const float *values,
+                                      int64_t count);
+/* Collective: visits every parameter's fp32 master weights on every rank, in registration order, in pieces
+ * of at most ZINC_INIT_PIECE elements, holding no more than one piece (4 MiB) beyond the engine's own
+ * buffers, where zinc_gather_master needs two copies of the model: for end-of-run reports, checksums and
+ * exports. fn must succeed or fail alike on every rank (the pieces are gathered by collectives). */
+zinc_status zinc_master_foreach(zinc_engine *e, zinc_master_fn fn, void *userdata);
 
 /* ---------------------------------------------------------------- memory accounting */
 
@@ -383,6 +407,8 @@ typedef enum zinc_mem_category {
     ZINC_MEM_GATHER,       /* stage-3 gather and prefetch buffers */
     ZINC_MEM_STAGING,      /* host staging for collectives and offload */
     ZINC_MEM_OTHER,        /* small bookkeeping (decay masks, tables) */
+    ZINC_MEM_ACTIVATIONS,  /* the model's own: what forward keeps for backward (zinc_memory_declare) */
+    ZINC_MEM_SCRATCH,      /* the model's own: working buffers, data, anything else it holds for the run */
     ZINC_MEM_CATEGORY_COUNT
 } zinc_mem_category;
 
@@ -408,6 +434,18 @@ typedef struct zinc_memory_report {
 } zinc_memory_report;
 
 zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out);
+
+/* Before zinc_build: memory the model itself will hold during the steps (its activations for one
+ * micro-batch, working buffers, data), `bytes` of category ZINC_MEM_ACTIVATIONS or ZINC_MEM_SCRATCH in
+ * memory kind `kind` (host, pinned or device), `label` saying what it is (copied; up to 47 characters).
+ * Repeatable (up to 64 declarations, summed per category and kind). The sizing plan, the estimate, the
+ * pre-flight check in zinc_build (which refuses a run whose whole process would not fit, naming these
+ * bytes) and, once built, zinc_memory_get's current and peak figures include them. Allocate them after
+ * zinc_build: the pre-flight measures what the machine has left at that point, and the build's own
+ * scratch is freed before it returns. ZINC_ERR_STATE after zinc_build; ZINC_ERR_INVALID_ARG for another
+ * category or kind. */
+zinc_status zinc_memory_declare(zinc_engine *e, zinc_mem_category category, zinc_mem_kind kind, uint64_t bytes,
+                                const char *label);
 
 /* ---------------------------------------------------------------- the compute device */
 

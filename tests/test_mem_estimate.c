@@ -184,7 +184,7 @@ static void check_case(const tcase *c, int world, int rank) {
     int module[NP];
     model_desc(numel, module);
     zest_estimate est;
-    ZT_OK(zest_compute(&(zplan_model){NP, numel, module, 0}, &cfg, world, rank, estimate_device(), &est));
+    ZT_OK(zest_compute(&(zplan_model){.nparams = NP, .numel = numel, .module = module, .nmodules = 0}, &cfg, world, rank, estimate_device(), &est));
 
     zinc_options o = zinc_default_options();
     o.config_json = json;
@@ -363,7 +363,7 @@ static void check_preflight(int world, int rank) {
     int module[NP];
     model_desc(numel, module);
     zest_estimate est;
-    ZT_OK(zest_compute(&(zplan_model){NP, numel, module, 0}, &cfg, world, rank, ZINC_DEVICE_CUDA, &est));
+    ZT_OK(zest_compute(&(zplan_model){.nparams = NP, .numel = numel, .module = module, .nmodules = 0}, &cfg, world, rank, ZINC_DEVICE_CUDA, &est));
     /* Pinned: master, m and v, plus the step's two gradient (fp32) and two parameter staging chunks; host:
      * the decay mask, built there before its copy goes to the GPU. */
     uint64_t staging = 2 * (uint64_t)est.state_chunk * (4 + zinc_dtype_size(est.compute_dtype));

@@ -195,7 +195,7 @@ static void check_case(int stage, const char *offload, zinc_dtype dt, const char
     bool discrete = getenv("ZINC_CPU_DISCRETE") && !strcmp(getenv("ZINC_CPU_DISCRETE"), "1");
     zplan_device dev = zplan_device_for(discrete ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU);
     dev.nvme_align = align;
-    ZT_OK(zplan_make(&(zplan_model){np, numel, module, 0}, &cfg, world, rank, &dev, &mine));
+    ZT_OK(zplan_make(&(zplan_model){.nparams = np, .numel = numel, .module = module, .nmodules = 0}, &cfg, world, rank, &dev, &mine));
     ZT_OK(zengine_plan(e, &e->cfg, align, &real));
 
     uint64_t a[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT] = {{0}}, b[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT] = {{0}};
@@ -258,19 +258,19 @@ static void check_errors(void) {
     zplan p;
     int64_t n[3] = {10, 0, 5};
     int mod[3] = {0, 1, 0};
-    ZT_ERR(zplan_make(&(zplan_model){0, n, mod, 0}, &cfg, 1, 0, &dev, &p), ZINC_ERR_INVALID_ARG,
+    ZT_ERR(zplan_make(&(zplan_model){.nparams = 0, .numel = n, .module = mod, .nmodules = 0}, &cfg, 1, 0, &dev, &p), ZINC_ERR_INVALID_ARG,
            "at least one parameter");
-    ZT_ERR(zplan_make(&(zplan_model){2, n, mod, 0}, &cfg, 1, 0, &dev, &p), ZINC_ERR_INVALID_ARG,
+    ZT_ERR(zplan_make(&(zplan_model){.nparams = 2, .numel = n, .module = mod, .nmodules = 0}, &cfg, 1, 0, &dev, &p), ZINC_ERR_INVALID_ARG,
            "parameter 1 has 0 elements");
     n[1] = 4;
-    ZT_ERR(zplan_make(&(zplan_model){3, n, mod, 0}, &cfg, 1, 0, &dev, &p), ZINC_ERR_INVALID_ARG,
+    ZT_ERR(zplan_make(&(zplan_model){.nparams = 3, .numel = n, .module = mod, .nmodules = 0}, &cfg, 1, 0, &dev, &p), ZINC_ERR_INVALID_ARG,
            "modules must be in order (module 0 after 1)");
-    ZT_ERR(zplan_make(&(zplan_model){2, n, mod, 1}, &cfg, 1, 0, &dev, &p), ZINC_ERR_INVALID_ARG, "module 1 of 1");
-    ZT_ERR(zplan_make(&(zplan_model){2, n, mod, 0}, &cfg, 2, 2, &dev, &p), ZINC_ERR_INVALID_ARG,
+    ZT_ERR(zplan_make(&(zplan_model){.nparams = 2, .numel = n, .module = mod, .nmodules = 1}, &cfg, 1, 0, &dev, &p), ZINC_ERR_INVALID_ARG, "module 1 of 1");
+    ZT_ERR(zplan_make(&(zplan_model){.nparams = 2, .numel = n, .module = mod, .nmodules = 0}, &cfg, 2, 2, &dev, &p), ZINC_ERR_INVALID_ARG,
            "rank 2 of world 2 is out of range");
     /* A gap is a module without parameters: an empty range where it stands. */
     mod[1] = 2;
-    ZT_OK(zplan_make(&(zplan_model){2, n, mod, 4}, &cfg, 1, 0, &dev, &p));
+    ZT_OK(zplan_make(&(zplan_model){.nparams = 2, .numel = n, .module = mod, .nmodules = 4}, &cfg, 1, 0, &dev, &p));
     ZT_CHECK(p.nmodules == 4 && p.module_begin[1] == 16 && p.module_end[1] == 16 && p.module_end[2] == 24 &&
                  p.module_begin[3] == 24 && p.module_end[3] == 24 && p.flat_offset[1] == 16,
              "empty modules: %d modules, [1] = [%lld, %lld)", p.nmodules, (long long)p.module_begin[1],

@@ -39,9 +39,19 @@ typedef struct zinc_gpt2_config {
     const float *init;    /* all parameters in llm.c's order (gpt2_files.h), or NULL: GPT-2's initialisation
                              (normal 0.02, residual projections 0.02/sqrt(2 L), biases 0, LayerNorm 1/0,
                              padding rows of wte 0) seeded by the engine seed */
+    gpt2_model_file *init_file; /* or an open llm.c file (gpt2_model_open) of this shape, read piece by piece
+                                   while the engine builds (zinc_build_ranged): no copy of the model */
 } zinc_gpt2_config;
 
 typedef struct zinc_gpt2 zinc_gpt2;
+
+/* The model's own memory for a configuration, without an engine: its activations and scratch (in GPU
+ * memory with on_gpu, else host memory) and its further host bytes (token ids, OpenBLAS's buffers of
+ * `threads` threads): what zinc_gpt2_create declares to the engine (zinc_memory_declare), from the same
+ * table it allocates from. For `zinc mem estimate --model gpt2`. */
+zinc_status zinc_gpt2_memory(const zinc_gpt2_config *cfg, int micro_batch, int64_t grad_accum_steps,
+                             zinc_dtype compute_dtype, zinc_dtype grad_dtype, int checkpointing, int threads,
+                             int on_gpu, uint64_t *activations, uint64_t *scratch, uint64_t *host_extra);
 
 /* Registers the modules and parameters and builds the engine (zinc_build). The engine is on device cpu,
  * or cuda in a build with the GPU path (else ZINC_ERR_UNSUPPORTED, saying so; a missing cuBLAS is

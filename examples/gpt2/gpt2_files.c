@@ -67,13 +67,10 @@ static void bf16_to_f32(const uint16_t *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = zinc_bf16_to_f32(src[i]);
 }
 
-zinc_status gpt2_model_read(const char *path, gpt2_shape *shape, float **params, int *version_out, char *err,
-                            size_t cap) {
-    *params = NULL;
+zinc_status gpt2_model_open(const char *path, gpt2_model_file *mf, char *err, size_t cap) {
     zinc_status st = ZINC_OK;
     int32_t h[256];
-    uint16_t *tmp = NULL;
-    float *p = NULL;
+    memset(mf, 0, sizeof *mf);
     FILE *f = fopen(path, "rb");
     if (!f) return fail(ZINC_ERR_IO, err, cap, "%s: cannot open the model file: %s", path, strerror(errno));
     size_t got = fread(h, sizeof(int32_t), 256, f);
@@ -109,25 +106,63 @@ zinc_status gpt2_model_read(const char *path, gpt2_shape *shape, float **params,
                   esz == 4 ? "fp32" : "bf16", s.max_context, s.vocab, s.layers, s.heads, s.channels, s.padded_vocab);
         goto done;
     }
-    p = malloc((size_t)n * sizeof(float));
-    if (esz == 2) tmp = malloc((size_t)n * 2);
-    if (!p || (esz == 2 && !tmp)) {
-        st = fail(ZINC_ERR_NOMEM, err, cap, "%s: no memory for %lld parameters", path, (long long)n);
-        goto done;
-    }
-    if (fread(esz == 4 ? (void *)p : (void *)tmp, esz, (size_t)n, f) != (size_t)n) {
-        st = fail(ZINC_ERR_IO, err, cap, "%s: reading %lld parameters failed", path, (long long)n);
-        goto done;
-    }
-    if (esz == 2) bf16_to_f32(tmp, p, n);
-    *shape = s;
-    if (version_out) *version_out = h[1];
-    *params = p;
-    p = NULL;
+    mf->f = f;
+    mf->shape = s;
+    mf->version = h[1];
+    snprintf(mf->path, sizeof mf->path, "%s", path);
+    return ZINC_OK;
 done:
-    free(tmp);
-    free(p);
     fclose(f);
+    return st;
+}
+
+zinc_status gpt2_model_read_range(gpt2_model_file *mf, int64_t first, int64_t n, float *out, char *err, size_t cap) {
+    size_t esz = mf->version == 3 ? 4 : 2;
+    int64_t total = gpt2_num_params(&mf->shape);
+    if (first < 0 || n < 0 || first + n > total)
+        return fail(ZINC_ERR_INVALID_ARG, err, cap, "%s: parameters [%lld, %lld) asked for; the file has %lld",
+                    mf->path, (long long)first, (long long)(first + n), (long long)total);
+    if (fseeko(mf->f, 1024 + (off_t)first * (off_t)esz, SEEK_SET) != 0)
+        return fail(ZINC_ERR_IO, err, cap, "%s: seeking to parameter %lld failed: %s", mf->path, (long long)first,
+                    strerror(errno));
+    if (esz == 4) {
+        if (fread(out, 4, (size_t)n, mf->f) != (size_t)n)
+            return fail(ZINC_ERR_IO, err, cap, "%s: reading parameters [%lld, %lld) failed", mf->path,
+                        (long long)first, (long long)(first + n));
+        return ZINC_OK;
+    }
+    /* bf16: widened in place from the back of out (2-byte values in its upper half first) */
+    uint16_t *tmp = (uint16_t *)out + n;
+    if (fread(tmp, 2, (size_t)n, mf->f) != (size_t)n)
+        return fail(ZINC_ERR_IO, err, cap, "%s: reading parameters [%lld, %lld) failed", mf->path, (long long)first,
+                    (long long)(first + n));
+    bf16_to_f32(tmp, out, n);
+    return ZINC_OK;
+}
+
+void gpt2_model_close(gpt2_model_file *mf) {
+    if (mf && mf->f) fclose(mf->f);
+    if (mf) mf->f = NULL;
+}
+
+zinc_status gpt2_model_read(const char *path, gpt2_shape *shape, float **params, int *version_out, char *err,
+                            size_t cap) {
+    *params = NULL;
+    gpt2_model_file mf;
+    zinc_status st = gpt2_model_open(path, &mf, err, cap);
+    if (st != ZINC_OK) return st;
+    int64_t n = gpt2_num_params(&mf.shape);
+    float *p = malloc((size_t)n * sizeof(float));
+    if (!p) st = fail(ZINC_ERR_NOMEM, err, cap, "%s: no memory for %lld parameters", path, (long long)n);
+    if (st == ZINC_OK) st = gpt2_model_read_range(&mf, 0, n, p, err, cap);
+    if (st == ZINC_OK) {
+        *shape = mf.shape;
+        if (version_out) *version_out = mf.version;
+        *params = p;
+        p = NULL;
+    }
+    free(p);
+    gpt2_model_close(&mf);
     return st;
 }
 

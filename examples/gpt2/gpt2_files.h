@@ -10,6 +10,7 @@
 #define ZINC_EXAMPLES_GPT2_FILES_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "zinc.h"
@@ -43,6 +44,18 @@ int gpt2_shape_check(const gpt2_shape *s, char *err, size_t cap);
 /* Reads a checkpoint: its shape and all parameters (fp32, malloc'd, llm.c order). version_out may be NULL. */
 zinc_status gpt2_model_read(const char *path, gpt2_shape *shape, float **params, int *version_out, char *err,
                             size_t cap);
+/* A checkpoint opened for reading its parameters piece by piece (--init without a copy of the model in
+ * memory): gpt2_model_open checks the header and the size as gpt2_model_read does; read_range reads
+ * elements [first, first + n) of llm.c's order as fp32 (widening bf16). */
+typedef struct gpt2_model_file {
+    FILE *f;
+    gpt2_shape shape;
+    int version;
+    char path[4096];
+} gpt2_model_file;
+zinc_status gpt2_model_open(const char *path, gpt2_model_file *mf, char *err, size_t cap);
+zinc_status gpt2_model_read_range(gpt2_model_file *mf, int64_t first, int64_t n, float *out, char *err, size_t cap);
+void gpt2_model_close(gpt2_model_file *mf);
 /* Writes one (version 3: fp32, 5: bf16 rounded to nearest even), under a temporary name renamed into place. */
 zinc_status gpt2_model_write(const char *path, const gpt2_shape *shape, const float *params, int version, char *err,
                              size_t cap);

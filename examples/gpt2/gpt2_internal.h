@@ -28,12 +28,15 @@ struct zinc_gpt2 {
     int *pkind, *player;    /* each registered parameter's kind and layer */
     int nparams;
     const float *init;      /* during create only */
+    gpt2_model_file *init_file; /* during create only */
     float *w[GPT2_NKINDS];  /* float views of the entered module's parameters */
     float *g[GPT2_NKINDS];  /* float gradients of the module in backward */
     float *scratch;         /* float copies of the entered module's parameters (bf16/fp16 compute), then its
                                float gradients (size: scratch_floats in gpt2.c) */
     int copies;             /* compute dtype is not fp32: parameters are read through float copies */
     int direct_embed;       /* fp32 compute and gradients: embed's gradients go straight into the engine's */
+    int ckpt;               /* activation checkpointing (zinc_activation_checkpointing): one set of block
+                               activations, recomputed from each block's input xs[l] in its backward entry */
     float *xs;              /* residual stream: (L + 1) x N x C */
     gpt2_block_acts *acts;
     float *lnf, *lnfm, *lnfr, *logits;
@@ -92,6 +95,12 @@ struct gpt2_ops {
 };
 
 extern const gpt2_ops gpt2_host_ops;
+
+/* Resident bytes of OpenBLAS's buffers: its pool at the first sgemm plus each calling thread's packing
+ * buffers (touched by the blocked product), measured with bench/mem/whole_process.sh (4.7-7.4 MiB at 1-2
+ * threads and widths 192-384); the test mem_whole_matrix keeps them honest against the process's VmHWM. */
+#define GPT2_BLAS_BASE_BYTES ((size_t)4 << 20)
+#define GPT2_BLAS_THREAD_BYTES ((size_t)3 << 19)
 
 /* The GPU path (gpt2_cuda.c, built with the CUDA backend only): gpt2_cuda_create loads cuBLAS and binds a
  * handle to the engine's compute stream (m->cuda), gpt2_cuda_destroy waits for the stream and frees it. */

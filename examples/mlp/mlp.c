@@ -90,6 +90,36 @@ static zinc_status gpu_path_create(zinc_mlp *m) {
 
 /* ---------------------------------------------------------------- the host path */
 
+/* Elements of the model's host buffers, the one place they are sized: create and the training step
+ * allocate with these, and create declares their sum to the engine (zinc_memory_declare). */
+static size_t n_inputs(const zinc_mlp *m) { return (size_t)(m->mb * m->cfg.in_dim); }
+static size_t n_grads(const zinc_mlp *m) { return (size_t)(m->mb * m->widest); }            /* dz, dh */
+static size_t n_teacher1(const zinc_mlp *m) { return (size_t)(2 * m->cfg.in_dim * m->cfg.in_dim); }
+static size_t n_teacher2(const zinc_mlp *m) { return (size_t)(m->cfg.classes * 2 * m->cfg.in_dim); }
+static size_t n_step_acts(const zinc_mlp *m) { /* act_a, act_b of a step */
+    int C = m->cfg.classes;
+    return (size_t)(m->mb * (m->cfg.hidden > C ? m->cfg.hidden : C));
+}
+static void layer_shape(const zinc_mlp *m, int l, int *in, int *out) {
+    *in = l == 0 ? m->cfg.in_dim : m->cfg.hidden;
+    *out = l == m->nlayers - 1 ? m->cfg.classes : m->cfg.hidden;
+}
+
+static zinc_status declare_memory(zinc_mlp *m) {
+    uint64_t act = 0, scr = 0;
+    for (int l = 0; l < m->nlayers; l++) {
+        int in, out;
+        layer_shape(m, l, &in, &out);
+        act += (uint64_t)(m->mb * in + m->mb * out) * sizeof(float);   /* h_in, z */
+        scr += (uint64_t)(out * in + out) * sizeof(float);               /* wf, bf */
+    }
+    scr += (n_inputs(m) + 2 * n_grads(m) + n_teacher1(m) + n_teacher2(m)) * sizeof(float) +
+           (size_t)m->mb * sizeof(int);
+    if (!use_gpu_path(m)) scr += 2 * n_step_acts(m) * sizeof(float);
+    zinc_status st = zinc_memory_declare(m->e, ZINC_MEM_ACTIVATIONS, ZINC_MEMKIND_HOST, act, "mlp activations");
+    return st != ZINC_OK ? st : zinc_memory_declare(m->e, ZINC_MEM_SCRATCH, ZINC_MEMKIND_HOST, scr, "mlp scratch");
+}
+
 zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp **out) {
     zinc_mlp *m = calloc(1, sizeof *m);
     if (!m) return ZINC_ERR_NOMEM;
@@ -106,12 +136,12 @@ zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp
     int d = m->cfg.in_dim, widest = d > m->cfg.classes ? d : m->cfg.classes;
     if (m->cfg.hidden > widest) widest = m->cfg.hidden;
     m->widest = widest;
-    m->x = calloc((size_t)(m->mb * d), sizeof(float));
-    m->dz = calloc((size_t)(m->mb * widest), sizeof(float));
-    m->dh = calloc((size_t)(m->mb * widest), sizeof(float));
+    m->x = calloc(n_inputs(m), sizeof(float));
+    m->dz = calloc(n_grads(m), sizeof(float));
+    m->dh = calloc(n_grads(m), sizeof(float));
     m->labels = calloc((size_t)m->mb, sizeof(int));
-    m->teacher_w1 = calloc((size_t)(2 * d * d), sizeof(float));
-    m->teacher_w2 = calloc((size_t)(m->cfg.classes * 2 * d), sizeof(float));
+    m->teacher_w1 = calloc(n_teacher1(m), sizeof(float));
+    m->teacher_w2 = calloc(n_teacher2(m), sizeof(float));
     if (!m->layers || !m->x || !m->dz || !m->dh || !m->labels || !m->teacher_w1 || !m->teacher_w2) {
         zinc_mlp_destroy(m);
         return ZINC_ERR_NOMEM;
@@ -123,8 +153,7 @@ zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp
     /* Modules and parameters, in forward order. */
     for (int l = 0; l < m->nlayers; l++) {
         mlp_layer *L = &m->layers[l];
-        L->in = l == 0 ? d : m->cfg.hidden;
-        L->out = l == m->nlayers - 1 ? m->cfg.classes : m->cfg.hidden;
+        layer_shape(m, l, &L->in, &L->out);
         char name[64];
         snprintf(name, sizeof name, "fc%d", l + 1);
         L->module = zinc_module_add(e, name);
@@ -140,7 +169,8 @@ zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp
         L->z = calloc((size_t)(m->mb * L->out), sizeof(float));
         if (!L->w || !L->b || !L->wf || !L->bf || !L->h_in || !L->z) goto fail;
     }
-    zinc_status st = zinc_build(e, init_param, m);
+    zinc_status st = declare_memory(m);
+    if (st == ZINC_OK) st = zinc_build(e, init_param, m);
     if (st == ZINC_OK && use_gpu_path(m)) st = gpu_path_create(m);
     if (st != ZINC_OK) {
         zinc_mlp_destroy(m);
@@ -335,8 +365,8 @@ zinc_status mlp_backward_all(zinc_mlp *m, mlp_backward_fn fn, float *dz, float *
 zinc_status zinc_mlp_train_step(zinc_mlp *m, int64_t step, zinc_step_info *info, zinc_mlp_metrics *metrics) {
     zinc_engine *e = m->e;
     int64_t gas = zinc_grad_accum_steps(e), B = zinc_train_batch_size(e);
-    int W = zinc_world_size(e), r = zinc_rank(e), C = m->cfg.classes;
-    size_t act = (size_t)(m->mb * (m->cfg.hidden > C ? m->cfg.hidden : C));
+    int W = zinc_world_size(e), r = zinc_rank(e);
+    size_t act = n_step_acts(m);
     float *act_a = NULL, *act_b = NULL;
     zinc_status st = ZINC_OK;
     m->sums[0] = m->sums[1] = 0;

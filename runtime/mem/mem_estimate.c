@@ -62,6 +62,7 @@ void zest_from_plan(const zplan *p, bool init_ranged, zest_estimate *out) {
     out->nvme_chunk = p->nvme_chunk;
     out->nvme_buffers = p->nvme_buffers;
     out->cheaper_stage = -1;
+    for (int i = 0; i < p->ndeclared; i++) out->declared[p->declared[i].kind] += p->declared[i].bytes;
 }
 
 zinc_status zest_compute(const zplan_model *m, const zinc_config *cfg, int world, int rank, zinc_device_kind device,
@@ -78,15 +79,39 @@ fail:
 }
 
 uint64_t zest_rss(const zest_estimate *est, bool device_in_host) {
-    uint64_t all = 0, gather = 0;
+    uint64_t all = 0, gather = 0, declared = 0;
     for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) {
         if (k == ZINC_MEMKIND_NVME || (k == ZINC_MEMKIND_DEVICE && !device_in_host)) continue;
         all += est->total[k];
         gather += est->bytes[k][ZINC_MEM_GATHER];
+        declared += est->declared[k];
     }
     all -= all > est->before_build ? est->before_build : all;
-    uint64_t build = all - gather + est->init_scratch, steps = all + est->comm_temp;
+    uint64_t build = all - gather - declared + est->init_scratch, steps = all + est->comm_temp;
     return build > steps ? build : steps;
+}
+
+/* The process at start, measured on the CPU build with the CUDA backend (2-core EPYC, bench/RESULTS.md):
+ * `zinc train --model gpt2`'s VmHWM less the estimate's other rows, about 9 MiB at one rank and 16 MiB per
+ * rank under mpirun (Open MPI's shared-memory segments and components); the CUDA libraries are mapped but
+ * not resident until a GPU is used (VmSize, not VmRSS), so they add nothing here. The test
+ * mem_whole_matrix keeps these within its 5%. The address space a compute thread reserves beyond its
+ * resident bytes: glibc's malloc arena (64 MiB reserved), its stack (8 MiB) and OpenBLAS's buffer
+ * reservation; VmPeak less VmSize at zinc_build per thread, rounded up. */
+#define ZEST_BASELINE_ONE ((uint64_t)9 << 20)
+#define ZEST_BASELINE_MPI ((uint64_t)16 << 20)
+#define ZEST_BASELINE_CUDA ((uint64_t)0)
+#define ZEST_THREAD_AS ((uint64_t)200 << 20)
+
+uint64_t zest_as_extra(int threads) { return (uint64_t)(threads > 0 ? threads : 1) * ZEST_THREAD_AS; }
+
+uint64_t zest_baseline_bytes(int world, bool cuda_build) {
+    uint64_t b = world > 1 ? ZEST_BASELINE_MPI : ZEST_BASELINE_ONE;
+    return b + (cuda_build ? ZEST_BASELINE_CUDA : 0);
+}
+
+uint64_t zest_whole_process(const zest_estimate *est, bool device_in_host, bool cuda_build) {
+    return zest_baseline_bytes(est->world, cuda_build) + zest_rss(est, device_in_host);
 }
 
 /* ---------------------------------------------------------------- DeepSpeed's estimators */
@@ -378,6 +403,16 @@ static void fit_advice(const zest_estimate *est, zinc_mem_kind k, char *buf, siz
                "shrink the gathered parameters (%s)",
                s);
     }
+    if (h[ZINC_MEM_ACTIVATIONS]) {
+        char s2[32];
+        fmt_bytes(s, sizeof s, h[ZINC_MEM_ACTIVATIONS]);
+        fmt_bytes(s2, sizeof s2, h[ZINC_MEM_SCRATCH]);
+        ADVICE("; the model's activations (%s) and scratch (%s) grow with train_micro_batch_size_per_gpu: halve it "
+               "(and double gradient_accumulation_steps to keep train_batch_size), or turn on activation "
+               "checkpointing (\"activation_checkpointing\": {\"partition_activations\": true} where the model "
+               "supports it; zinc train --model gpt2 does), which keeps one input per block",
+               s, s2);
+    }
     if (est->stage > 0 || k == ZINC_MEMKIND_DEVICE)
         ADVICE(k == ZINC_MEMKIND_DEVICE ? "; more GPUs (one rank each) divide the sharded states further"
                                         : "; more ranks (nodes) divide the sharded states further");
@@ -428,11 +463,13 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
              a->cgroup_file, cl);
     snprintf(lim[2].what, sizeof lim[2].what, "the address space RLIMIT_AS (%s) leaves this process", al);
     for (int i = 0; i < 3; i++) {
-        if (!lim[i].have || host_hr * lim[i].mult <= lim[i].free) continue;
+        /* the address space also holds what the threads reserve beyond their resident bytes */
+        uint64_t want = host_hr * lim[i].mult + (i == 2 ? est->as_extra : 0);
+        if (!lim[i].have || want <= lim[i].free) continue;
         static const zinc_mem_kind hk[] = {ZINC_MEMKIND_HOST, ZINC_MEMKIND_PINNED};
         char extra[160] = "";
         fmt_bytes(need, sizeof need, host);
-        fmt_bytes(node, sizeof node, host_hr * lim[i].mult);
+        fmt_bytes(node, sizeof node, want);
         fmt_bytes(have, sizeof have, lim[i].free);
         breakdown(est, hk, 2, parts, sizeof parts);
         fit_advice(est, ZINC_MEMKIND_HOST, advice, sizeof advice);
@@ -442,6 +479,12 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
             fmt_bytes(s2, sizeof s2, est->comm_temp);
             snprintf(extra, sizeof extra, ", init scratch %s at build, MPI temporaries %s", s1, s2);
         }
+        if (i == 2 && est->as_extra) {
+            char s3[32];
+            size_t l = strlen(extra);
+            fmt_bytes(s3, sizeof s3, est->as_extra);
+            snprintf(extra + l, sizeof extra - l, "; and %s of address space the threads reserve", s3);
+        }
         return ZERR(ZINC_ERR_NOMEM,
                     "pre-flight: not enough host memory. Each rank needs %s of host memory at its peak (%" PRIu64
                     " bytes: %s%s); with %" PRIu64 "%% headroom (ZINC_MEM_HEADROOM) %" PRIu64
@@ -449,7 +492,7 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
                     " bytes). To fit: %s. (ZeRO stage %d, %d rank%s; `zinc mem estimate` shows the breakdown; "
                     "ZINC_PREFLIGHT=0 skips this check)",
                     need, host, parts, extra, hr, lim[i].mult, lim[i].mult == 1 ? "" : "es",
-                    lim[i].mult == 1 ? "s" : "", node, host_hr * lim[i].mult, lim[i].what, have, lim[i].free, advice,
+                    lim[i].mult == 1 ? "s" : "", node, want, lim[i].what, have, lim[i].free, advice,
                     est->stage, est->world, est->world == 1 ? "" : "s");
     }
     /* The NVMe store's swap buffers fall back to ordinary host memory when they cannot be pinned. */
