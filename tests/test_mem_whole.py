@@ -207,6 +207,13 @@ def mlp_cmd(ctx, cfg, report):
             "--report", report]
 
 
+def early_no_memory(err):
+    """A limit too tight for the process to start (loading its libraries, reading its data, creating the
+    engine): a clear message before zinc_build, so before the pre-flight; never one from after it."""
+    mem = any(k in err for k in ("no memory", "out of host memory", "Cannot allocate"))
+    return mem and "building the model failed" not in err and "step " not in err and "zinc_build" not in err
+
+
 def sweep(ctx, what, limited_run):
     """Runs the trainers under limits from 40% to 200% of their estimate: each run is refused by the
     pre-flight or completes."""
@@ -228,6 +235,9 @@ def sweep(ctx, what, limited_run):
                 refused += 1
                 ok = "To fit:" in err and "ZeRO stage" in err
                 check(ok, label + ": refused by the pre-flight with the breakdown and what to change")
+            elif (rc == 1 and early_no_memory(err)) or (rc == 127 and "error while loading shared libraries" in err):
+                refused += 1
+                check(True, label + ": stopped before the engine was built, saying so: " + err.strip()[-160:])
             else:
                 check(False, label + ": neither refused nor completed: exit %s: %s" % (rc, err[-600:]))
     check(refused > 0 and completed > 0, "%s: some runs refused (%d), some completed (%d)" % (what, refused,

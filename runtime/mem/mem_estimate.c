@@ -409,8 +409,8 @@ static void fit_advice(const zest_estimate *est, zinc_mem_kind k, char *buf, siz
         fmt_bytes(s2, sizeof s2, h[ZINC_MEM_SCRATCH]);
         ADVICE("; the model's activations (%s) and scratch (%s) grow with train_micro_batch_size_per_gpu: halve it "
                "(and double gradient_accumulation_steps to keep train_batch_size), or turn on activation "
-               "checkpointing (\"activation_checkpointing\": {\"partition_activations\": true} where the model "
-               "supports it; zinc train --model gpt2 does), which keeps one input per block",
+               "checkpointing (\"activation_checkpointing\": {} in the config, where the model supports it; "
+               "zinc train --model gpt2 does), which keeps one input per block",
                s, s2);
     }
     if (est->stage > 0 || k == ZINC_MEMKIND_DEVICE)
