@@ -36,23 +36,28 @@ bool zcli_mem_whole_wanted(int argc, char **argv) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: zinc mem estimate --model gpt2 --config FILE [model flags as zinc train --model gpt2]\n"
-            "                         [--ranks N] [--threads T] [--json] [--bytes]\n"
-            "\n"
-            "The whole training process's resident peak per rank, before it starts: the process at start, the\n"
-            "engine (model states, buffers, the build's initialisation scratch, MPI's temporaries), the model's\n"
-            "activations and scratch (from the same table the model allocates from), the data and the end of the\n"
-            "run. Model flags: --layers --width --heads --vocab --padded-vocab --max-context --context, or\n"
-            "--init FILE (an llm.c model file: its shape); --data/--text/--val-data FILE (the tokens held in\n"
-            "memory); --set PATH=VALUE as for zinc train. The micro batch comes from the config at --ranks\n"
-            "(default 1) ranks; --threads as zinc train (default: cores / ranks). --json: each rank's\n"
-            "whole_process_peak_bytes and its parts.\n");
+    fprintf(f, "usage: zinc mem estimate --model gpt2 --config FILE [model flags as zinc train --model gpt2]\n"
+               "                         [--ranks N] [--threads T] [--json] [--bytes]\n"
+               "\n"
+               "The whole training process's resident peak per rank, before it starts: the process at start, the\n"
+               "engine (model states, buffers, the build's initialisation scratch, MPI's temporaries), the model's\n"
+               "activations and scratch (from the same table the model allocates from), the data and the end of the\n"
+               "run. Model flags: --layers --width --heads --vocab --padded-vocab --max-context --context, or\n"
+               "--init FILE (an llm.c model file: its shape); --data/--text/--val-data FILE (the tokens held in\n"
+               "memory); --set PATH=VALUE as for zinc train. The micro batch comes from the config at --ranks\n"
+               "(default 1) ranks; --threads as zinc train (default: cores / ranks). --json: each rank's\n"
+               "whole_process_peak_bytes and its parts.\n");
 }
 
 static int parse(int argc, char **argv, wopts *o) {
-    *o = (wopts){.layers = -1, .width = -1, .heads = -1, .vocab = -1, .padded = -1, .max_context = -1,
-                 .context = -1, .ranks = 1};
+    *o = (wopts){.layers = -1,
+                 .width = -1,
+                 .heads = -1,
+                 .vocab = -1,
+                 .padded = -1,
+                 .max_context = -1,
+                 .context = -1,
+                 .ranks = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         struct {
@@ -160,8 +165,10 @@ static int data_bytes(const wopts *o, uint64_t *out) {
             return -1;
         }
         uint64_t b = (uint64_t)sb.st_size;
-        if (i == 1) *out += 2 * b + (o->val ? 0 : 2 * (b / 10));
-        else *out += b > 1024 ? b - 1024 : 0;
+        if (i == 1)
+            *out += 2 * b + (o->val ? 0 : 2 * (b / 10));
+        else
+            *out += b > 1024 ? b - 1024 : 0;
     }
     return 0;
 }
@@ -184,8 +191,10 @@ static int gpt2_layout(const gpt2_shape *s, int64_t **numel, int **module) {
 }
 
 static void human(char *b, size_t cap, uint64_t v, bool exact) {
-    if (exact) snprintf(b, cap, "%" PRIu64, v);
-    else snprintf(b, cap, "%.1f MiB", (double)v / 1048576.0);
+    if (exact)
+        snprintf(b, cap, "%" PRIu64, v);
+    else
+        snprintf(b, cap, "%.1f MiB", (double)v / 1048576.0);
 }
 
 static bool cuda_build(void) {
@@ -205,7 +214,9 @@ int zcli_mem_whole(int argc, char **argv) {
     uint64_t data = 0;
     if (shape_of(&o, &s, &context) || data_bytes(&o, &data)) return 1;
     zinc_config cfg;
-    zcfg_load_opts lo = {.sets = o.sets, .run_steps = 1, .run_steps_from = "a placeholder (memory does not depend on it)"};
+    zcfg_load_opts lo = {.sets = o.sets,
+                         .run_steps = 1,
+                         .run_steps_from = "a placeholder (memory does not depend on it)"};
     if (zcfg_load_file_ex(o.config, W, &lo, NULL, &cfg) != ZINC_OK) {
         fprintf(stderr, "zinc mem estimate: %s\n", zinc_last_error());
         return 1;
@@ -231,8 +242,8 @@ int zcli_mem_whole(int argc, char **argv) {
     int np = gpt2_layout(&s, &numel, &module);
     json_t *ranks = json_array();
     if (np < 0 || !ranks) goto done;
-    zplan_model md = {.nparams = np, .numel = numel, .module = module, .nmodules = 2 + s.layers, .ndeclared = 4,
-                      .declared = decl};
+    zplan_model md =
+        {.nparams = np, .numel = numel, .module = module, .nmodules = 2 + s.layers, .ndeclared = 4, .declared = decl};
     zplan_device dev = zplan_device_for(ZINC_DEVICE_CPU);
     if (!o.json)
         printf("zinc mem estimate --model gpt2: %d layers, %d channels, %d heads, vocabulary %d (padded %d), context "
@@ -261,7 +272,8 @@ int zcli_mem_whole(int argc, char **argv) {
         json_object_set_new(parts, "engine", json_integer((json_int_t)engine));
         for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++) {
             uint64_t b = est.bytes[ZINC_MEMKIND_HOST][c] + est.bytes[ZINC_MEMKIND_PINNED][c];
-            if (b) json_object_set_new(parts, zinc_mem_category_name((zinc_mem_category)c), json_integer((json_int_t)b));
+            if (b)
+                json_object_set_new(parts, zinc_mem_category_name((zinc_mem_category)c), json_integer((json_int_t)b));
         }
         json_object_set_new(parts, "model_activations", json_integer((json_int_t)act));
         json_object_set_new(parts, "model_scratch", json_integer((json_int_t)scr));
@@ -270,8 +282,8 @@ int zcli_mem_whole(int argc, char **argv) {
         json_object_set_new(parts, "init_scratch_at_build", json_integer((json_int_t)est.init_scratch));
         json_object_set_new(parts, "mpi_temporaries", json_integer((json_int_t)est.comm_temp));
         json_array_append_new(ranks, json_pack("{s:i, s:I, s:I, s:o}", "rank", rank, "whole_process_peak_bytes",
-                                               (json_int_t)peak, "nvme_bytes",
-                                               (json_int_t)est.total[ZINC_MEMKIND_NVME], "parts", parts));
+                                               (json_int_t)peak, "nvme_bytes", (json_int_t)est.total[ZINC_MEMKIND_NVME],
+                                               "parts", parts));
         if (o.json) continue;
         char b[64];
         printf("rank %d\n", rank);

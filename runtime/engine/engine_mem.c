@@ -44,8 +44,10 @@ zinc_status zinc_memory_declare(zinc_engine *e, zinc_mem_category category, zinc
                                 const char *label) {
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_memory_declare: engine is NULL");
     if (e->built)
-        return ZERR(ZINC_ERR_STATE, "zinc_memory_declare(\"%s\"): call it before zinc_build (the pre-flight there "
-                    "checks the whole process against the machine)", label ? label : "");
+        return ZERR(ZINC_ERR_STATE,
+                    "zinc_memory_declare(\"%s\"): call it before zinc_build (the pre-flight there "
+                    "checks the whole process against the machine)",
+                    label ? label : "");
     if (category != ZINC_MEM_ACTIVATIONS && category != ZINC_MEM_SCRATCH)
         return ZERR(ZINC_ERR_INVALID_ARG,
                     "zinc_memory_declare: category %d (%s) is zinc's own; a model declares ZINC_MEM_ACTIVATIONS or "

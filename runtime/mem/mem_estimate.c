@@ -492,8 +492,8 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
                     " bytes). To fit: %s. (ZeRO stage %d, %d rank%s; `zinc mem estimate` shows the breakdown; "
                     "ZINC_PREFLIGHT=0 skips this check)",
                     need, host, parts, extra, hr, lim[i].mult, lim[i].mult == 1 ? "" : "es",
-                    lim[i].mult == 1 ? "s" : "", node, want, lim[i].what, have, lim[i].free, advice,
-                    est->stage, est->world, est->world == 1 ? "" : "s");
+                    lim[i].mult == 1 ? "s" : "", node, want, lim[i].what, have, lim[i].free, advice, est->stage,
+                    est->world, est->world == 1 ? "" : "s");
     }
     /* The NVMe store's swap buffers fall back to ordinary host memory when they cannot be pinned. */
     uint64_t pinned = est->total[ZINC_MEMKIND_PINNED] - est->bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING];

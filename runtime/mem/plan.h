@@ -33,7 +33,7 @@ typedef struct zplan_model {
     int nparams;
     const int64_t *numel;
     const int *module;
-    int nmodules; /* 0: the last parameter's module + 1 */
+    int nmodules;  /* 0: the last parameter's module + 1 */
     int ndeclared; /* the model's own memory, exists during the steps (allocated after zinc_build) */
     const zplan_declared *declared;
     const bool *reentered; /* per module (NULL: none): entered twice in one backward (zinc_module_reentered) */
