@@ -65,7 +65,7 @@ static zinc_status make(int cuda, int stage, const char *dtype, zinc_engine **e,
     o.seed = 7;
     *e = NULL, *m = NULL;
     if ((st = zinc_create(&o, e)) != ZINC_OK) return st;
-    zinc_gpt2_config c = {S, T, NULL};
+    zinc_gpt2_config c = {.shape = S, .context = T, .init = NULL};
     return zinc_gpt2_create(*e, &c, m);
 }
 

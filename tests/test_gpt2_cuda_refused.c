@@ -25,7 +25,7 @@ static zinc_status make(zinc_device_kind dev, zinc_engine **e, zinc_gpt2 **m) {
     o.cpu_threads = 1;
     *e = NULL, *m = NULL;
     zinc_status st = zinc_create(&o, e);
-    zinc_gpt2_config c = {S, 8, NULL};
+    zinc_gpt2_config c = {.shape = S, .context = 8, .init = NULL};
     return st == ZINC_OK ? zinc_gpt2_create(*e, &c, m) : st;
 }
 

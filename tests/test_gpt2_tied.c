@@ -37,7 +37,7 @@ static zinc_status train(int stage, const char *dtype, const gpt2_tokens *data, 
     zinc_engine *e = NULL;
     zinc_gpt2 *m = NULL;
     zinc_status st = zinc_create(&o, &e);
-    zinc_gpt2_config c = {S, T, NULL};
+    zinc_gpt2_config c = {.shape = S, .context = T, .init = NULL};
     if (st == ZINC_OK) st = zinc_gpt2_create(e, &c, &m);
     for (int s = 0; s < STEPS && st == ZINC_OK; s++) {
         zinc_step_info info;
