@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "examples/gpt2/gpt2.h"
+#include "examples/mlp/mlp.h"
 #include "runtime/config/config.h"
 #include "runtime/core/error.h"
 #include "runtime/mem/mem_estimate.h"
@@ -27,6 +28,8 @@ typedef struct wopts {
     int64_t layers, width, heads, vocab, padded, max_context, context;
     int64_t ranks, threads;
     bool json, exact;
+    bool mlp;                               /* --model mlp (zinc train's MLP) */
+    int64_t hidden, depth, in_dim, classes; /* its flags */
 } wopts;
 
 bool zcli_mem_whole_wanted(int argc, char **argv) {
@@ -57,7 +60,11 @@ static int parse(int argc, char **argv, wopts *o) {
                  .padded = -1,
                  .max_context = -1,
                  .context = -1,
-                 .ranks = 1};
+                 .ranks = 1,
+                 .hidden = 128,
+                 .depth = 2,
+                 .in_dim = 32,
+                 .classes = 8};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         struct {
@@ -67,7 +74,9 @@ static int parse(int argc, char **argv, wopts *o) {
                     {"--heads", &o->heads, 1, 65536},           {"--vocab", &o->vocab, 1, 65536},
                     {"--padded-vocab", &o->padded, 1, 1 << 20}, {"--max-context", &o->max_context, 1, 1 << 20},
                     {"--context", &o->context, 1, 1 << 20},     {"--ranks", &o->ranks, 1, 4096},
-                    {"--threads", &o->threads, 1, 1024}};
+                    {"--threads", &o->threads, 1, 1024},        {"--hidden", &o->hidden, 1, 65536},
+                    {"--depth", &o->depth, 0, 65536},           {"--in-dim", &o->in_dim, 1, 512},
+                    {"--classes", &o->classes, 2, 65536}};
         int matched = 0;
         for (size_t k = 0; k < sizeof ints / sizeof *ints && !matched; k++) {
             if (strcmp(a, ints[k].name)) continue;
@@ -93,10 +102,11 @@ static int parse(int argc, char **argv, wopts *o) {
             }
         if (matched) continue;
         if (!strcmp(a, "--model")) {
-            if (!v || strcmp(v, "gpt2")) {
-                fprintf(stderr, "zinc mem estimate: --model takes gpt2 (got \"%s\")\n", v ? v : "");
+            if (!v || (strcmp(v, "gpt2") && strcmp(v, "mlp"))) {
+                fprintf(stderr, "zinc mem estimate: --model takes gpt2 or mlp (got \"%s\")\n", v ? v : "");
                 return -1;
             }
+            o->mlp = !strcmp(v, "mlp");
             i++;
         } else if (!strcmp(a, "--set")) {
             if (!v || o->nsets == MAX_SETS) {
@@ -190,6 +200,20 @@ static int gpt2_layout(const gpt2_shape *s, int64_t **numel, int **module) {
     return n;
 }
 
+/* The MLP's parameters in registration order (examples/mlp/mlp.c): one module per layer, weight then bias. */
+static int mlp_layout(const zinc_mlp_config *c, int64_t **numel, int **module) {
+    int layers = c->depth + 1, n = 2 * layers;
+    *numel = calloc((size_t)n, sizeof **numel);
+    *module = calloc((size_t)n, sizeof **module);
+    if (!*numel || !*module) return -1;
+    for (int l = 0; l < layers; l++) {
+        int in = l == 0 ? c->in_dim : c->hidden, out = l == layers - 1 ? c->classes : c->hidden;
+        (*numel)[2 * l] = (int64_t)out * in, (*module)[2 * l] = l;
+        (*numel)[2 * l + 1] = out, (*module)[2 * l + 1] = l;
+    }
+    return n;
+}
+
 static void human(char *b, size_t cap, uint64_t v, bool exact) {
     if (exact)
         snprintf(b, cap, "%" PRIu64, v);
@@ -212,7 +236,7 @@ int zcli_mem_whole(int argc, char **argv) {
     gpt2_shape s = {0};
     int context = 0, W = (int)o.ranks, rc = 1;
     uint64_t data = 0;
-    if (shape_of(&o, &s, &context) || data_bytes(&o, &data)) return 1;
+    if (!o.mlp && (shape_of(&o, &s, &context) || data_bytes(&o, &data))) return 1;
     zinc_config cfg;
     zcfg_load_opts lo = {.sets = o.sets,
                          .run_steps = 1,
@@ -226,10 +250,17 @@ int zcli_mem_whole(int argc, char **argv) {
     int stage = cfg.zero.stage;
     zinc_dtype grad = stage <= 1 ? cfg.grad_accum_dtype : cfg.compute_dtype;
     zinc_gpt2_config mc = {.shape = s, .context = context};
+    zinc_mlp_config ml = zinc_mlp_default_config();
+    ml.hidden = (int)o.hidden, ml.depth = (int)o.depth, ml.in_dim = (int)o.in_dim, ml.classes = (int)o.classes;
     uint64_t act = 0, scr = 0, host = 0;
-    if (zinc_gpt2_memory(&mc, (int)cfg.train_micro_batch_size_per_gpu, cfg.gradient_accumulation_steps,
-                         cfg.compute_dtype, grad, zcfg_given(&cfg, "activation_checkpointing"), threads, 0, &act, &scr,
-                         &host) != ZINC_OK) {
+    if (o.mlp) {
+        if (zinc_mlp_memory(&ml, cfg.train_micro_batch_size_per_gpu, &act, &scr) != ZINC_OK) {
+            fprintf(stderr, "zinc mem estimate: the MLP's memory cannot be sized for these flags\n");
+            return 1;
+        }
+    } else if (zinc_gpt2_memory(&mc, (int)cfg.train_micro_batch_size_per_gpu, cfg.gradient_accumulation_steps,
+                                cfg.compute_dtype, grad, zcfg_given(&cfg, "activation_checkpointing"), threads, 0, &act,
+                                &scr, &host) != ZINC_OK) {
         fprintf(stderr, "zinc mem estimate: the model's memory cannot be sized for this shape and batch\n");
         return 1;
     }
@@ -239,13 +270,22 @@ int zcli_mem_whole(int argc, char **argv) {
                               {ZINC_MEM_SCRATCH, ZINC_MEMKIND_HOST, data, "training and validation tokens"}};
     int64_t *numel = NULL;
     int *module = NULL;
-    int np = gpt2_layout(&s, &numel, &module);
+    int np = o.mlp ? mlp_layout(&ml, &numel, &module) : gpt2_layout(&s, &numel, &module);
     json_t *ranks = json_array();
     if (np < 0 || !ranks) goto done;
-    zplan_model md =
-        {.nparams = np, .numel = numel, .module = module, .nmodules = 2 + s.layers, .ndeclared = 4, .declared = decl};
+    zplan_model md = {.nparams = np,
+                      .numel = numel,
+                      .module = module,
+                      .nmodules = o.mlp ? 0 : 2 + s.layers,
+                      .ndeclared = 4,
+                      .declared = decl};
     zplan_device dev = zplan_device_for(ZINC_DEVICE_CPU);
-    if (!o.json)
+    if (!o.json && o.mlp)
+        printf("zinc mem estimate --model mlp: %d inputs, %d hidden layers of %d, %d classes; %s; ZeRO stage %d, %s, "
+               "micro batch %" PRId64 ", %d rank%s\n\n",
+               ml.in_dim, ml.depth, ml.hidden, ml.classes, o.config, stage, zinc_dtype_name(cfg.compute_dtype),
+               cfg.train_micro_batch_size_per_gpu, W, W == 1 ? "" : "s");
+    else if (!o.json)
         printf("zinc mem estimate --model gpt2: %d layers, %d channels, %d heads, vocabulary %d (padded %d), context "
                "%d, %" PRId64 " parameters; %s; ZeRO stage %d, %s, micro batch %" PRId64 " x %" PRId64
                " accumulation, %d rank%s, %d thread%s per rank\n\n",
@@ -303,8 +343,8 @@ int zcli_mem_whole(int argc, char **argv) {
         printf("  %-34s %14s\n\n", "whole-process peak", b);
     }
     if (o.json) {
-        json_t *j = json_pack("{s:s, s:i, s:i, s:o}", "model", "gpt2", "world_size", W, "threads", threads, "ranks",
-                              json_incref(ranks));
+        json_t *j = json_pack("{s:s, s:i, s:i, s:o}", "model", o.mlp ? "mlp" : "gpt2", "world_size", W, "threads",
+                              threads, "ranks", json_incref(ranks));
         char *t = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
         if (t) printf("%s\n", t);
         free(t);

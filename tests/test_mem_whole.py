@@ -164,7 +164,31 @@ def write_llmc_model(path, shape, vocab=256, seed=3):
             left -= k
 
 
+def case_mlp(ctx, stage, ranks, hidden=1024, depth=3):
+    cfg = ctx.path("cfg.json")
+    write_config(cfg, stage, "fp32", 8, ranks)
+    flags = ["--hidden", str(hidden), "--depth", str(depth), "--threads", "1"]
+    p = subprocess.run([ctx.zinc, "mem", "estimate", "--model", "mlp", "--config", cfg, "--ranks", str(ranks),
+                        "--json"] + flags, capture_output=True, text=True)
+    report = ctx.path("report.json")
+    cmd = [ctx.zinc, "train", "--config", cfg, "--steps", "3", "--report", report] + flags
+    rc, err = run_train(ctx, (ctx.mpirun + ["-np", str(ranks)] if ranks > 1 else []) + cmd)
+    name = "mlp %dx%d stage %d %d rank(s)" % (depth, hidden, stage, ranks)
+    if p.returncode != 0 or rc != 0:
+        check(False, "%s: estimate exit %d (%s), train exit %s: %s" % (name, p.returncode, p.stderr[-300:], rc,
+                                                                      err[-500:]))
+        return
+    est = [r["whole_process_peak_bytes"] for r in json.loads(p.stdout)["ranks"]]
+    real = json.load(open(report))["vmhwm_bytes"]
+    for r in range(ranks):
+        off = 100.0 * (est[r] - real[r]) / real[r]
+        check(abs(off) <= ctx.tol, "%s rank %d: estimate %s, VmHWM %s (%+.1f%%, within %g%%)" %
+              (name, r, mib(est[r]), mib(real[r]), off, ctx.tol))
+
+
 def mode_matrix(ctx):
+    case_mlp(ctx, 0, 1)
+    case_mlp(ctx, 2, 2)
     for ranks in (1, 2):
         for stage in (0, 1, 2, 3):
             case_matrix(ctx, stage, "fp32", ranks)

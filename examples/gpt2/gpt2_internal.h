@@ -97,9 +97,9 @@ struct gpt2_ops {
 extern const gpt2_ops gpt2_host_ops;
 
 /* Resident bytes of OpenBLAS's buffers: its pool at the first sgemm plus each calling thread's packing
- * buffers (touched by the blocked product), measured with bench/mem/whole_process.sh (4.7-7.4 MiB at 1-2
+ * buffers (touched by the blocked product), measured with bench/mem/whole_process.sh (1-3.4 MiB at 1-2
  * threads and widths 192-384); the test mem_whole_matrix keeps them honest against the process's VmHWM. */
-#define GPT2_BLAS_BASE_BYTES ((size_t)4 << 20)
+#define GPT2_BLAS_BASE_BYTES ((size_t)0)
 #define GPT2_BLAS_THREAD_BYTES ((size_t)3 << 19)
 
 /* The GPU path (gpt2_cuda.c, built with the CUDA backend only): gpt2_cuda_create loads cuBLAS and binds a

@@ -105,19 +105,36 @@ static void layer_shape(const zinc_mlp *m, int l, int *in, int *out) {
     *out = l == m->nlayers - 1 ? m->cfg.classes : m->cfg.hidden;
 }
 
-static zinc_status declare_memory(zinc_mlp *m) {
-    uint64_t act = 0, scr = 0;
+static void memory_sums(const zinc_mlp *m, int gpu, uint64_t *act, uint64_t *scr) {
+    *act = *scr = 0;
     for (int l = 0; l < m->nlayers; l++) {
         int in, out;
         layer_shape(m, l, &in, &out);
-        act += (uint64_t)(m->mb * in + m->mb * out) * sizeof(float);   /* h_in, z */
-        scr += (uint64_t)(out * in + out) * sizeof(float);               /* wf, bf */
+        *act += (uint64_t)(m->mb * in + m->mb * out) * sizeof(float); /* h_in, z */
+        *scr += (uint64_t)(out * in + out) * sizeof(float);            /* wf, bf */
     }
-    scr += (n_inputs(m) + 2 * n_grads(m) + n_teacher1(m) + n_teacher2(m)) * sizeof(float) +
-           (size_t)m->mb * sizeof(int);
-    if (!use_gpu_path(m)) scr += 2 * n_step_acts(m) * sizeof(float);
+    *scr += (n_inputs(m) + 2 * n_grads(m) + n_teacher1(m) + n_teacher2(m)) * sizeof(float) +
+            (size_t)m->mb * sizeof(int);
+    if (!gpu) *scr += 2 * n_step_acts(m) * sizeof(float);
+}
+
+static zinc_status declare_memory(zinc_mlp *m) {
+    uint64_t act, scr;
+    memory_sums(m, use_gpu_path(m), &act, &scr);
     zinc_status st = zinc_memory_declare(m->e, ZINC_MEM_ACTIVATIONS, ZINC_MEMKIND_HOST, act, "mlp activations");
     return st != ZINC_OK ? st : zinc_memory_declare(m->e, ZINC_MEM_SCRATCH, ZINC_MEMKIND_HOST, scr, "mlp scratch");
+}
+
+zinc_status zinc_mlp_memory(const zinc_mlp_config *cfg, int64_t micro_batch, uint64_t *activations,
+                            uint64_t *scratch) {
+    zinc_mlp m = {.cfg = cfg ? *cfg : zinc_mlp_default_config(), .mb = micro_batch};
+    if (micro_batch < 1 || m.cfg.depth < 0 || m.cfg.in_dim < 1 || m.cfg.hidden < 1 || m.cfg.classes < 2)
+        return ZINC_ERR_INVALID_ARG;
+    m.nlayers = m.cfg.depth + 1;
+    int widest = m.cfg.in_dim > m.cfg.classes ? m.cfg.in_dim : m.cfg.classes;
+    m.widest = m.cfg.hidden > widest ? m.cfg.hidden : widest;
+    memory_sums(&m, 0, activations, scratch);
+    return ZINC_OK;
 }
 
 zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp **out) {

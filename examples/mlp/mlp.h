@@ -37,6 +37,11 @@ typedef struct zinc_mlp_metrics {
     double accuracy;  /* fraction of the global batch classified right */
 } zinc_mlp_metrics;
 
+/* The host memory the model declares to the engine (zinc_memory_declare) for a configuration and micro
+ * batch, computed without an engine, from the same sizes it allocates with (host path). */
+zinc_status zinc_mlp_memory(const zinc_mlp_config *cfg, int64_t micro_batch, uint64_t *activations,
+                            uint64_t *scratch);
+
 /* Registers the model's modules and parameters with the engine and builds it. */
 zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp **out);
 void zinc_mlp_destroy(zinc_mlp *m);
