@@ -420,6 +420,36 @@ static void fit_advice(const zest_estimate *est, zinc_mem_kind k, char *buf, siz
     if (buf[0] == ';') memmove(buf, buf + 2, strlen(buf + 2) + 1); /* drop the leading "; " */
 }
 
+/* The first of the changes that needs no more ranks and fits the limit by the estimate, least disruptive
+ * first: a micro batch half as large (the model's declared memory taken to scale with it), the cheaper
+ * higher stage the pre-flight found, the optimizer state in NVMe files. Put in front of the advice. */
+static void cheapest_fit(const zest_estimate *est, uint64_t need, uint64_t hr, uint64_t mult, uint64_t free_bytes,
+                         uint64_t extra, char *advice, size_t cap) {
+    const uint64_t *h = est->bytes[ZINC_MEMKIND_HOST];
+    uint64_t model = h[ZINC_MEM_ACTIVATIONS] + h[ZINC_MEM_SCRATCH];
+    uint64_t state = h[ZINC_MEM_MASTER] + h[ZINC_MEM_EXP_AVG] + h[ZINC_MEM_EXP_AVG_SQ];
+    struct {
+        bool ok;
+        uint64_t bytes;
+        const char *what;
+    } alt[3] = {
+        {model > 0, need - model / 2, "train_micro_batch_size_per_gpu halved (gradient_accumulation_steps doubled)"},
+        {est->cheaper_stage > est->stage, est->cheaper_bytes, "the higher ZeRO stage below"},
+        {state > 0 && est->stage > 0 && est->offload != ZOFFLOAD_NVME, need - state, "NVMe offload as below"},
+    };
+    for (int i = 0; i < 3; i++) {
+        uint64_t want = (alt[i].bytes + alt[i].bytes / 100 * hr) * mult + extra;
+        if (!alt[i].ok || want > free_bytes) continue;
+        char s[32], *rest = strdup(advice);
+        if (!rest) return;
+        fmt_bytes(s, sizeof s, alt[i].bytes);
+        snprintf(advice, cap, "the cheapest change that fits by the estimate: %s, about %s per rank; also %s",
+                 alt[i].what, s, rest);
+        free(rest);
+        return;
+    }
+}
+
 zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, const zest_available *a,
                                  const char *nvme_path) {
     char need[32], have[32], node[32], parts[512], advice[1024];
@@ -473,6 +503,7 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
         fmt_bytes(have, sizeof have, lim[i].free);
         breakdown(est, hk, 2, parts, sizeof parts);
         fit_advice(est, ZINC_MEMKIND_HOST, advice, sizeof advice);
+        cheapest_fit(est, host, hr, lim[i].mult, lim[i].free, i == 2 ? est->as_extra : 0, advice, sizeof advice);
         if (est->init_scratch || est->comm_temp) {
             char s1[32], s2[32];
             fmt_bytes(s1, sizeof s1, est->init_scratch);
