@@ -35,47 +35,56 @@ static int read_safetensors(const char *path, json_t **header, char **data, size
     return ok ? 0 : -1;
 }
 
-int zinc_cmd_export_llmc(int argc, char **argv) {
-    const char *path = NULL, *out = NULL;
-    int version = 3;
-    long vocab = -1, heads = -1;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--format") && v)
-            i++;
-        else if (!strcmp(a, "--out") && v)
-            out = v, i++;
-        else if (!strcmp(a, "--dtype") && v) {
-            if (!strcmp(v, "fp32"))
-                version = 3;
-            else if (!strcmp(v, "bf16"))
-                version = 5;
-            else {
-                fprintf(stderr,
-                        "zinc checkpoint export --format llmc: --dtype must be fp32 (version 3) or bf16 "
-                        "(version 5), got \"%s\"\n",
-                        v);
-                return 2;
+/* The shape the tensors show (wte, wpe, the blocks), beside the vocabulary and heads already in *s. */
+static int shape_from_tensors(json_t *h, const char *path, gpt2_shape *s) {
+    char err[1024], name[64];
+    json_t *wte = json_object_get(h, "wte"), *wpe = json_object_get(h, "wpe");
+    if (!wte || !wpe) {
+        fprintf(stderr, "zinc checkpoint export: %s is not a GPT-2 checkpoint of zinc's example (no wte/wpe tensors)\n",
+                path);
+        return -1;
+    }
+    s->padded_vocab = (int)json_integer_value(json_array_get(json_object_get(wte, "shape"), 0));
+    s->channels = (int)json_integer_value(json_array_get(json_object_get(wte, "shape"), 1));
+    s->max_context = (int)json_integer_value(json_array_get(json_object_get(wpe, "shape"), 0));
+    s->layers = 0;
+    for (;; s->layers++) {
+        snprintf(name, sizeof name, "h%d.ln1w", s->layers);
+        if (!json_object_get(h, name)) break;
+    }
+    if (gpt2_shape_check(s, err, sizeof err)) {
+        fprintf(stderr, "zinc checkpoint export: %s: %s\n", path, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Every tensor of the safetensors data copied to its place in llm.c's order. */
+static int llmc_params(json_t *h, const char *data, size_t len, const char *path, const gpt2_shape *s, float *params) {
+    char name[64];
+    for (int k = 0; k < GPT2_NKINDS; k++)
+        for (int l = 0; l < (k >= GPT2_LN1W && k <= GPT2_FCPROJB ? s->layers : 1); l++) {
+            if (k >= GPT2_LN1W && k <= GPT2_FCPROJB)
+                snprintf(name, sizeof name, "h%d.%s", l, gpt2_kind_name(k));
+            else
+                snprintf(name, sizeof name, "%s", gpt2_kind_name(k));
+            json_t *t = json_object_get(h, name), *offs = json_object_get(t, "data_offsets");
+            int64_t lo = json_integer_value(json_array_get(offs, 0)), hi = json_integer_value(json_array_get(offs, 1));
+            int64_t want = gpt2_kind_numel(s, k) * 4;
+            if (!t || hi - lo != want || lo < 0 || (size_t)hi > len) {
+                fprintf(stderr, "zinc checkpoint export: %s: tensor %s is missing or has %lld bytes, expected %lld\n",
+                        path, name, (long long)(hi - lo), (long long)want);
+                return -1;
             }
-            i++;
-        } else if (!strcmp(a, "--vocab") && v)
-            vocab = strtol(v, NULL, 10), i++;
-        else if (!strcmp(a, "--heads") && v)
-            heads = strtol(v, NULL, 10), i++;
-        else if (a[0] == '-' || path) {
-            fprintf(stderr, "zinc checkpoint export --format llmc: unexpected \"%s\"\n", a);
-            return 2;
-        } else
-            path = a;
-    }
-    if (!path || !out) {
-        fprintf(stderr, "usage: zinc checkpoint export --format llmc DIR[/TAG] --out FILE.bin [--dtype fp32|bf16] "
-                        "[--vocab V --heads H]\n");
-        return 2;
-    }
+            memcpy(params + gpt2_llmc_offset(s, k, l), data + lo, (size_t)want);
+        }
+    return 0;
+}
+
+int zcli_export_llmc(const char *path, const char *out, int version, int64_t vocab, int64_t heads) {
     char err[1024], tmp[4200];
     gpt2_shape s = {0};
-    int have = gpt2_shape_load(path, &s, err, sizeof err);
+    int have = zcli_gpt2_shape_load(path, &s, err, sizeof err);
     if (have < 0) {
         fprintf(stderr, "zinc checkpoint export: %s\n", err);
         return 1;
@@ -86,7 +95,7 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
         fprintf(stderr,
                 "zinc checkpoint export: %s has no %s (zinc train --model gpt2 --save writes it): give "
                 "--vocab V and --heads H\n",
-                path, GPT2_SHAPE_FILE);
+                path, ZCLI_GPT2_SHAPE_FILE);
         return 2;
     }
     snprintf(tmp, sizeof tmp, "%s.export-tmp", out);
@@ -103,47 +112,9 @@ int zinc_cmd_export_llmc(int argc, char **argv) {
         fprintf(stderr, "zinc checkpoint export: cannot read back %s\n", tmp);
         goto done;
     }
-    /* shapes from the tensors */
-    json_t *wte = json_object_get(h, "wte"), *wpe = json_object_get(h, "wpe");
-    if (!wte || !wpe) {
-        fprintf(stderr,
-                "zinc checkpoint export: %s is not a GPT-2 checkpoint of zinc's example (no wte/wpe "
-                "tensors)\n",
-                path);
+    if (shape_from_tensors(h, path, &s) || !(params = malloc((size_t)gpt2_num_params(&s) * sizeof *params)) ||
+        llmc_params(h, data, len, path, &s, params))
         goto done;
-    }
-    s.padded_vocab = (int)json_integer_value(json_array_get(json_object_get(wte, "shape"), 0));
-    s.channels = (int)json_integer_value(json_array_get(json_object_get(wte, "shape"), 1));
-    s.max_context = (int)json_integer_value(json_array_get(json_object_get(wpe, "shape"), 0));
-    s.layers = 0;
-    char name[64];
-    for (;; s.layers++) {
-        snprintf(name, sizeof name, "h%d.ln1w", s.layers);
-        if (!json_object_get(h, name)) break;
-    }
-    if (gpt2_shape_check(&s, err, sizeof err)) {
-        fprintf(stderr, "zinc checkpoint export: %s: %s\n", path, err);
-        goto done;
-    }
-    int64_t n = gpt2_num_params(&s);
-    params = malloc((size_t)n * sizeof *params);
-    if (!params) goto done;
-    for (int k = 0; k < GPT2_NKINDS; k++)
-        for (int l = 0; l < (k >= GPT2_LN1W && k <= GPT2_FCPROJB ? s.layers : 1); l++) {
-            if (k >= GPT2_LN1W && k <= GPT2_FCPROJB)
-                snprintf(name, sizeof name, "h%d.%s", l, gpt2_kind_name(k));
-            else
-                snprintf(name, sizeof name, "%s", gpt2_kind_name(k));
-            json_t *t = json_object_get(h, name), *offs = json_object_get(t, "data_offsets");
-            int64_t lo = json_integer_value(json_array_get(offs, 0)), hi = json_integer_value(json_array_get(offs, 1));
-            int64_t want = gpt2_kind_numel(&s, k) * 4;
-            if (!t || hi - lo != want || lo < 0 || (size_t)hi > len) {
-                fprintf(stderr, "zinc checkpoint export: %s: tensor %s is missing or has %lld bytes, expected %lld\n",
-                        path, name, (long long)(hi - lo), (long long)want);
-                goto done;
-            }
-            memcpy(params + gpt2_llmc_offset(&s, k, l), data + lo, (size_t)want);
-        }
     if (gpt2_model_write(out, &s, params, version, err, sizeof err) != ZINC_OK) {
         fprintf(stderr, "zinc checkpoint export: %s\n", err);
         goto done;

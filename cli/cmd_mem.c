@@ -1,9 +1,7 @@
-#include <stdarg.h>
-#include <strings.h>
 /* zinc mem estimate | measure: per-rank memory by category and memory kind, predicted by the estimator
  * (runtime/mem/mem_estimate.h) and measured from the engine's accounting, with DeepSpeed's own estimators
  * beside them (docs/mem.md). */
-#include <ctype.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -12,203 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/mem_whole.h"
 #include "cli/commands.h"
 #include "cli/mem_cli.h"
 #include "cli/mem_plot.h"
-#include "cli/mem_whole.h"
-
-static void usage(FILE *f) {
-    fprintf(f, "usage: zinc mem estimate MODEL [options]\n"
-               "       [mpirun -np N] zinc mem measure MODEL [options]\n"
-               "       zinc mem plan MODEL --gpu-mem SIZE [options]\n"
-               "\n"
-               "estimate: the bytes one rank needs, by category (parameters, gradients, fp32 master, Adam m and v,\n"
-               "  reduce buckets, stage-3 gather/prefetch buffers, staging, other) and memory kind (GPU, host,\n"
-               "  pinned host, NVMe), for a model, a ds_config and nodes x GPUs per node; then every stage and\n"
-               "  offload choice, each beside what DeepSpeed's own estimators say.\n"
-               "measure: runs real steps of a synthetic model with those shapes through the engine on the CPU\n"
-               "  (random gradients), on as many ranks as mpirun starts, and prints the peak bytes the engine\n"
-               "  counted next to the estimate, with the difference per row.\n"
-               "\n"
-               "MODEL, one of:\n"
-               "  --params N [--largest-layer L]   N parameters in modules of at most L (default N/16)\n"
-               "  --gpt2 small|medium|large|xl     a GPT-2 shape; or --layers N --width W [--vocab V] [--context C]\n"
-               "                                   (vocabulary 50257, context 1024 by default)\n"
-               "  --shapes FILE                    one parameter per line: MODULE NAME DIM [DIM...]; modules in\n"
-               "                                   forward order (the order zinc_module_add would see them)\n"
-               "options:\n"
-               "  --config FILE        the ds_config.json (default: DeepSpeed's defaults, stage 0, fp32)\n"
-               "  --stage S            override zero_optimization.stage\n"
-               "  --offload D          override zero_optimization.offload_optimizer.device: none, cpu or nvme\n"
-               "  --nodes N --gpus-per-node M   estimate: the ranks (default 1 x 1); measure uses mpirun's\n"
-               "  --device cuda|cpu    estimate: where the compute-dtype state lives (default cuda); measure: the\n"
-               "                       engine's device (default: cuda when usable, else cpu)\n"
-               "  --plot FILE.svg|png  estimate: bytes per rank against rank count, stages 0-3 (needs gnuplot)\n"
-               "  --steps N            measure: optimizer steps (default 3; the peak is reached by step 2)\n"
-               "  --seed S             measure: gradient seed (default 1)\n"
-               "  --check              measure: exit 1 unless every row matches the estimate and each rank's real\n"
-               "                       peak (VmHWM less the resident bytes before zinc_build) is within\n"
-               "                       --rss-tolerance PCT (default 5) %% plus --rss-slack MIB (default 4) of it\n"
-               "plan: --gpu-mem SIZE [--host-mem SIZE] [--nvme SIZE] [--gpus-per-node G (default 8)]\n"
-               "                       [--activation-bytes-per-sample SIZE] [--max-gpus N (default 1024)]\n"
-               "                       [--paper] [--units GB|GiB] [--plot FILE.svg|png] [--json]\n"
-               "  for each stage and offload: the fewest GPUs (and nodes) holding one rank's estimate with\n"
-               "  ZINC_MEM_HEADROOM %% (default 10) kept free, and the largest micro-batch beside it; --paper uses\n"
-               "  the ZeRO paper's 2+2+12 bytes per parameter (Table 1) and GB (1e9) unless --units GiB\n"
-               "  --init ranged|whole  measure: initialise with zinc_build_ranged (default) or a whole-tensor\n"
-               "                       init_fn through zinc_build (its fp32 scratch shows in the real peak)\n"
-               "  --json | --csv       machine-readable output instead of tables\n"
-               "  --bytes              exact byte counts in the tables instead of KiB/MiB/GiB\n"
-               "  --model gpt2         estimate: the whole training process of zinc train --model gpt2 per rank\n"
-               "                       (its model flags, --ranks N; see zinc mem estimate --model gpt2 --help)\n"
-               "  --verbose            the engine's log (measure)\n"
-               "Batch sizes do not change these bytes: zinc mem runs the config with a micro-batch of 1.\n");
-}
-
-static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out) {
-    char *end = NULL;
-    double d = v ? strtod(v, &end) : 0;
-    if (!v || !*v || *end || d < (double)lo || d > (double)hi || d != floor(d)) {
-        fprintf(stderr, "zinc mem: %s needs an integer in %" PRId64 "..%" PRId64 ", got \"%s\"\n", flag, lo, hi,
-                v ? v : "");
-        return -1;
-    }
-    *out = (int64_t)d;
-    return 0;
-}
-
-/* "80GB" (1e9), "80GiB" (2^30), "80G" (= GiB), plain bytes; K/M/G/T. */
-static int parse_size(const char *flag, const char *v, uint64_t *out) {
-    char *end = NULL;
-    double x = v ? strtod(v, &end) : 0;
-    double mul = 1;
-    if (v && end && *end) {
-        char u = (char)toupper((unsigned char)*end);
-        const char *r = end + 1;
-        int pw = u == 'K' ? 1 : u == 'M' ? 2 : u == 'G' ? 3 : u == 'T' ? 4 : u == 'B' ? 0 : -1;
-        if (pw < 0) pw = 99;
-        bool dec = !strcasecmp(r, "B") && u != 'B';
-        if (u == 'B' && *r) pw = 99;
-        if (pw != 99 && !dec && *r && strcasecmp(r, "iB") && strcasecmp(r, "i")) pw = 99;
-        if (pw == 99)
-            x = -1;
-        else
-            mul = pow(dec ? 1000.0 : 1024.0, pw);
-    }
-    if (!v || !*v || x <= 0 || x * mul > 1.8e19) {
-        fprintf(stderr, "zinc mem: %s needs a size such as 80GB (1e9 bytes), 80GiB or 80G (2^30), got \"%s\"\n", flag,
-                v ? v : "");
-        return -1;
-    }
-    *out = (uint64_t)(x * mul);
-    return 0;
-}
-
-static int parse_args(int argc, char **argv, mopts *o) {
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t x;
-        /* A value that is the next option means this one lacks its value (`--config --json`). */
-        if (v && v[0] == '-' && v[1] == '-') v = NULL;
-#define I64(flag, lo, hi, dst)                                                                                         \
-    else if (!strcmp(a, flag)) {                                                                                       \
-        if (parse_i64(a, v, lo, hi, &x)) return -1;                                                                    \
-        dst = x;                                                                                                       \
-        i++;                                                                                                           \
-    }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 1;
-        }
-        I64("--params", 1, (int64_t)1 << 45, o->params)
-        I64("--largest-layer", 1, (int64_t)1 << 45, o->largest)
-        I64("--layers", 0, 100000, o->layers)
-        I64("--width", 1, 1 << 20, o->width)
-        I64("--vocab", 1, 1 << 26, o->vocab)
-        I64("--context", 1, 1 << 26, o->context)
-        I64("--nodes", 1, 1 << 20, o->nodes)
-        I64("--gpus-per-node", 1, 1 << 16, o->gpn)
-        I64("--stage", 0, 3, o->stage)
-        I64("--steps", 1, 1000000, o->steps)
-        I64("--seed", 0, INT64_MAX, o->seed)
-        I64("--rss-slack", 0, 1 << 20, o->rss_slack_mib)
-        I64("--rss-tolerance", 0, 1000, o->rss_tol_pct)
-        I64("--max-gpus", 1, 1 << 20, o->max_gpus)
-        else if (!strcmp(a, "--gpu-mem") || !strcmp(a, "--host-mem") || !strcmp(a, "--nvme") ||
-                 !strcmp(a, "--activation-bytes-per-sample")) {
-            uint64_t *dst = !strcmp(a, "--gpu-mem")    ? &o->gpu_mem
-                            : !strcmp(a, "--host-mem") ? &o->host_mem
-                            : !strcmp(a, "--nvme")     ? &o->nvme_bytes
-                                                       : &o->act_bytes;
-            if (parse_size(a, v, dst)) return -1;
-            i++;
-        }
-        else if (!strcmp(a, "--paper")) o->paper = true;
-        else if (!strcmp(a, "--units")) {
-            if (!v || (strcmp(v, "GB") && strcmp(v, "GiB"))) {
-                fprintf(stderr, "zinc mem: --units must be GB (1e9 bytes) or GiB (2^30), got \"%s\"\n", v ? v : "");
-                return -1;
-            }
-            o->units_gb = !strcmp(v, "GB"), o->units_set = true, i++;
-        }
-        else if (!strcmp(a, "--init")) {
-            if (!v || (strcmp(v, "ranged") && strcmp(v, "whole"))) {
-                fprintf(stderr, "zinc mem: --init must be ranged or whole, got \"%s\"\n", v ? v : "");
-                return -1;
-            }
-            o->init_whole = !strcmp(v, "whole"), i++;
-        }
-        else if (!strcmp(a, "--config") || !strcmp(a, "--shapes") || !strcmp(a, "--plot") || !strcmp(a, "--gpt2")) {
-            if (!v) {
-                fprintf(stderr, "zinc mem: %s needs a value\n", a);
-                return -1;
-            }
-            if (!strcmp(a, "--config"))
-                o->config = v;
-            else if (!strcmp(a, "--shapes"))
-                o->shapes = v;
-            else if (!strcmp(a, "--plot"))
-                o->plot = v;
-            else
-                o->preset = v;
-            i++;
-        }
-        else if (!strcmp(a, "--json")) o->json = true;
-        else if (!strcmp(a, "--csv")) o->csv = true;
-        else if (!strcmp(a, "--bytes")) o->exact = true;
-        else if (!strcmp(a, "--check")) o->check = true;
-        else if (!strcmp(a, "--verbose")) o->verbose = true;
-        else if (!strcmp(a, "--offload")) {
-            if (!v || (strcmp(v, "none") && strcmp(v, "cpu") && strcmp(v, "nvme"))) {
-                fprintf(stderr, "zinc mem: --offload must be none, cpu or nvme, got \"%s\"\n", v ? v : "");
-                return -1;
-            }
-            o->offload = v, i++;
-        }
-        else if (!strcmp(a, "--device")) {
-            o->device_set = true;
-            if (v && !strcmp(v, "cuda"))
-                o->device = ZINC_DEVICE_CUDA;
-            else if (v && !strcmp(v, "cpu"))
-                o->device = ZINC_DEVICE_CPU;
-            else {
-                fprintf(stderr, "zinc mem: --device must be cuda or cpu, got \"%s\"\n", v ? v : "");
-                return -1;
-            }
-            i++;
-        }
-        else {
-            fprintf(stderr, "zinc mem: unknown option \"%s\" (see zinc mem --help)\n", a);
-            return -1;
-        }
-#undef I64
-        if (i >= argc) {
-            fprintf(stderr, "zinc mem: %s needs a value\n", a);
-            return -1;
-        }
-    }
-    return 0;
-}
 
 /* ---------------------------------------------------------------- configs */
 
@@ -398,6 +203,49 @@ static void why_add(json_t *arr, const char *topic, const char *fmt, ...) {
 }
 
 /* Why zinc's numbers differ from DeepSpeed's for one variant, as a list every output format carries. */
+/* The differences in where the state lives: offload, the mask and scratch, the host, the padding. */
+static void why_placement(json_t *w, const variant *v, const mopts *o, int gpn, bool off_param) {
+    const zest_estimate *e = &v->est;
+    char a[32], b[32];
+    zinc_mem_kind ck = e->device == ZINC_DEVICE_CUDA ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
+    if (e->offload != ZOFFLOAD_NONE)
+        why_add(w, "offload",
+                "Offload: DeepSpeed's GPU figure keeps fp16 parameters (2 bytes per parameter%s) on the GPU; zinc "
+                "also keeps its gradient shard and buckets there and puts only master, m and v in host "
+                "memory.",
+                e->stage == 3 ? " per rank" : "");
+    if (off_param)
+        why_add(w, "offload_param",
+                e->stage == 3
+                    ? "offload_param: DeepSpeed's ZeRO-3 estimator moves the parameters to the CPU; zinc keeps them on "
+                      "the GPU (it does not offload parameters), so its GPU figure does not shrink."
+                    : "offload_param has no effect below stage 3 (DeepSpeed applies it only to ZeRO-3; zinc drops it), "
+                      "so neither figure changes.");
+    mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_OTHER], o->exact);
+    mc_prose(b, sizeof b, e->bytes[ck][ZINC_MEM_STAGING], o->exact);
+    why_add(w, "mask_scratch",
+            "Mask and scratch: zinc counts its weight-decay mask (%s, one byte per 8 own elements)%s%s; DeepSpeed "
+            "counts "
+            "neither.",
+            a, e->bytes[ck][ZINC_MEM_STAGING] ? " and its device scratch and staging " : "",
+            e->bytes[ck][ZINC_MEM_STAGING] ? b : "");
+    mc_prose(a, sizeof a, v->ds.cpu_bytes, o->exact);
+    uint64_t host = e->total[ZINC_MEMKIND_HOST] + e->total[ZINC_MEMKIND_PINNED];
+    mc_prose(b, sizeof b, host * (uint64_t)gpn, o->exact);
+    why_add(w, "host",
+            "Host: DeepSpeed's CPU figure (%s per node%s) is mostly the model each rank loads before partitioning, "
+            "times additional_buffer_factor 1.5%s; zinc builds the parameters in place and counts what stays: "
+            "%s per node of %d rank%s%s.",
+            a, e->stage == 3 ? ", with zero_init" : "",
+            e->offload != ZOFFLOAD_NONE ? ", plus the offloaded optimizer state" : "", b, gpn, gpn == 1 ? "" : "s",
+            e->offload == ZOFFLOAD_CPU    ? " (master, m and v in host memory)"
+            : e->offload == ZOFFLOAD_NVME ? " (the NVMe swap buffers)"
+                                          : "");
+    why_add(w, "padding",
+            "Padding: zinc aligns every tensor to 8 elements and every shard to 64; DeepSpeed divides P by G "
+            "exactly. Neither estimator counts activations.");
+}
+
 static json_t *why_list(const variant *v, const mopts *o, int64_t P, int64_t L, int G, int gpn, bool off_param) {
     json_t *w = json_array();
     const zest_estimate *e = &v->est;
@@ -451,42 +299,7 @@ static json_t *why_list(const variant *v, const mopts *o, int64_t P, int64_t L, 
                 "stage3_max_reuse_distance stay gathered and prefetch runs ahead.",
                 a, b, c);
     }
-    if (e->offload != ZOFFLOAD_NONE)
-        why_add(w, "offload",
-                "Offload: DeepSpeed's GPU figure keeps fp16 parameters (2 bytes per parameter%s) on the GPU; zinc "
-                "also keeps its gradient shard and buckets there and puts only master, m and v in host "
-                "memory.",
-                e->stage == 3 ? " per rank" : "");
-    if (off_param)
-        why_add(w, "offload_param",
-                e->stage == 3
-                    ? "offload_param: DeepSpeed's ZeRO-3 estimator moves the parameters to the CPU; zinc keeps them on "
-                      "the GPU (it does not offload parameters), so its GPU figure does not shrink."
-                    : "offload_param has no effect below stage 3 (DeepSpeed applies it only to ZeRO-3; zinc drops it), "
-                      "so neither figure changes.");
-    mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_OTHER], o->exact);
-    mc_prose(b, sizeof b, e->bytes[ck][ZINC_MEM_STAGING], o->exact);
-    why_add(w, "mask_scratch",
-            "Mask and scratch: zinc counts its weight-decay mask (%s, one byte per 8 own elements)%s%s; DeepSpeed "
-            "counts "
-            "neither.",
-            a, e->bytes[ck][ZINC_MEM_STAGING] ? " and its device scratch and staging " : "",
-            e->bytes[ck][ZINC_MEM_STAGING] ? b : "");
-    mc_prose(a, sizeof a, v->ds.cpu_bytes, o->exact);
-    uint64_t host = e->total[ZINC_MEMKIND_HOST] + e->total[ZINC_MEMKIND_PINNED];
-    mc_prose(b, sizeof b, host * (uint64_t)gpn, o->exact);
-    why_add(w, "host",
-            "Host: DeepSpeed's CPU figure (%s per node%s) is mostly the model each rank loads before partitioning, "
-            "times additional_buffer_factor 1.5%s; zinc builds the parameters in place and counts what stays: "
-            "%s per node of %d rank%s%s.",
-            a, e->stage == 3 ? ", with zero_init" : "",
-            e->offload != ZOFFLOAD_NONE ? ", plus the offloaded optimizer state" : "", b, gpn, gpn == 1 ? "" : "s",
-            e->offload == ZOFFLOAD_CPU    ? " (master, m and v in host memory)"
-            : e->offload == ZOFFLOAD_NVME ? " (the NVMe swap buffers)"
-                                          : "");
-    why_add(w, "padding",
-            "Padding: zinc aligns every tensor to 8 elements and every shard to 64; DeepSpeed divides P by G "
-            "exactly. Neither estimator counts activations.");
+    why_placement(w, v, o, gpn, off_param);
     return w;
 }
 
@@ -629,142 +442,184 @@ static int64_t largest_module(const mmodel *m) {
     return best;
 }
 
-static int cmd_estimate(const mopts *o, mmodel *m) {
-    int rc = 1;
-    json_t *base = NULL;
-    int64_t *numel = NULL;
-    int *module = NULL;
-    variant vars[16];
-    int nv = 0;
-    int nodes = (int)o->nodes, gpn = (int)o->gpn, G = nodes * gpn;
-    const char *origin = o->config ? o->config : "<defaults>";
-    if (mc_load_base(o, &base) || mc_model_arrays(m, &numel, &module)) goto done;
-    zplan_model md = {.nparams = m->n, .numel = numel, .module = module};
+/* One estimate: the model, the config and its ranks, the main variant and every stage x offload variant. */
+typedef struct est_run {
+    const mopts *o;
+    const mmodel *m;
+    json_t *base;
+    const char *origin;
+    int64_t *numel;
+    int *module;
+    zplan_model md;
     zinc_config cfg;
-    if (mc_load_variant(base, origin, o->stage, o->offload, G, false, &cfg) != ZINC_OK) {
+    int nodes, gpn, G;
+    int64_t P, L;
+    bool off_param;
+    variant main_v, vars[16];
+    int nv;
+} est_run;
+
+static int est_load(est_run *r) {
+    const mopts *o = r->o;
+    if (mc_load_base(o, &r->base) || mc_model_arrays(r->m, &r->numel, &r->module)) return -1;
+    r->md = (zplan_model){.nparams = r->m->n, .numel = r->numel, .module = r->module};
+    if (mc_load_variant(r->base, r->origin, (int)o->stage, o->offload, r->G, false, &r->cfg) != ZINC_OK) {
         fprintf(stderr, "zinc mem: %s\n", zinc_last_error());
-        goto done;
+        return -1;
     }
-    int64_t P = mc_model_total(m), L = largest_module(m);
-    variant main_v = {.stage = cfg.zero.stage, .off = cfg.zero.offload_optimizer.device, .valid = true};
-    if (zest_compute(&md, &cfg, G, 0, o->device, &main_v.est) != ZINC_OK) {
+    r->P = mc_model_total(r->m), r->L = largest_module(r->m);
+    variant *v = &r->main_v;
+    *v = (variant){.stage = r->cfg.zero.stage, .off = r->cfg.zero.offload_optimizer.device, .valid = true};
+    if (zest_compute(&r->md, &r->cfg, r->G, 0, o->device, &v->est) != ZINC_OK) {
         fprintf(stderr, "zinc mem: %s\n", zinc_last_error());
-        goto done;
+        return -1;
     }
-    bool off_param = cfg.zero.offload_param.device != ZOFFLOAD_NONE;
-    zest_deepspeed(main_v.stage, main_v.off, off_param, P, L, nodes, gpn, 1.5, &main_v.ds);
+    r->off_param = r->cfg.zero.offload_param.device != ZOFFLOAD_NONE;
+    zest_deepspeed(v->stage, v->off, r->off_param, r->P, r->L, r->nodes, r->gpn, 1.5, &v->ds);
+    return 0;
+}
+
+/* Every stage and offload choice, each valid or with why not. */
+static void est_variants(est_run *r) {
     static const zcfg_offload_device offs[] = {ZOFFLOAD_NONE, ZOFFLOAD_CPU, ZOFFLOAD_NVME};
     for (int s = 0; s <= 3; s++)
         for (int k = 0; k < 3; k++) {
-            variant *x = &vars[nv++];
-            memset(x, 0, sizeof *x);
-            x->stage = s;
-            x->off = offs[k];
+            variant *x = &r->vars[r->nv++];
+            *x = (variant){.stage = s, .off = offs[k]};
             zinc_config vc;
             if (s == 0 && k > 0) {
                 snprintf(x->why, sizeof x->why, "not a valid combination: offload needs stage 1, 2 or 3");
                 continue;
             }
-            if (mc_load_variant(base, origin, s, mc_offload_name(offs[k]), G, true, &vc) != ZINC_OK) {
+            if (mc_load_variant(r->base, r->origin, s, mc_offload_name(offs[k]), r->G, true, &vc) != ZINC_OK) {
                 snprintf(x->why, sizeof x->why, "config refused: %.120s", zinc_last_error());
                 continue;
             }
-            if (zest_compute(&md, &vc, G, 0, o->device, &x->est) != ZINC_OK) {
+            if (zest_compute(&r->md, &vc, r->G, 0, r->o->device, &x->est) != ZINC_OK) {
                 snprintf(x->why, sizeof x->why, "%.150s", zinc_last_error());
                 continue;
             }
             x->valid = true;
-            zest_deepspeed(s, offs[k], s == 3 && off_param, P, L, nodes, gpn, 1.5, &x->ds);
+            zest_deepspeed(s, offs[k], s == 3 && r->off_param, r->P, r->L, r->nodes, r->gpn, 1.5, &x->ds);
         }
+}
 
-    if (o->json) {
-        json_t *j = json_object(), *tab = json_array();
-        json_object_set_new(j, "command", json_string("estimate"));
-        json_object_set_new(j, "model",
-                            json_pack("{s:s, s:I, s:i, s:i, s:I}", "description", m->desc, "parameters", (json_int_t)P,
-                                      "tensors", m->n, "modules", m->nmodules, "largest_module", (json_int_t)L));
-        json_object_set_new(j, "config", json_string(origin));
-        json_object_set_new(j, "nodes", json_integer(nodes));
-        json_object_set_new(j, "gpus_per_node", json_integer(gpn));
-        json_object_set_new(j, "estimate", est_json(&main_v.est));
-        json_object_set_new(j, "deepspeed", ds_json(&main_v.ds));
-        json_object_set_new(j, "deepspeed_differences", why_list(&main_v, o, P, L, G, gpn, off_param));
-        for (int i = 0; i < nv; i++) {
-            json_t *row = vars[i].valid ? est_json(&vars[i].est) : json_object();
-            json_object_set_new(row, "stage", json_integer(vars[i].stage));
-            json_object_set_new(row, "offload_optimizer", json_string(mc_offload_name(vars[i].off)));
-            if (!vars[i].valid) json_object_set_new(row, "invalid", json_string(vars[i].why));
-            json_object_set_new(row, "deepspeed", ds_json(&vars[i].ds));
-            json_object_set_new(row, "deepspeed_differences",
-                                why_list(&vars[i], o, P, L, G, gpn, vars[i].stage == 3 && off_param));
-            json_array_append_new(tab, row);
-        }
-        json_object_set_new(j, "variants", tab);
-        char *s = json_dumps(j, JSON_INDENT(2));
-        if (s) printf("%s\n", s);
-        free(s);
-        json_decref(j);
-    } else if (o->csv) {
-        printf("table,stage,offload,kind,category,bytes\n");
-        for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
-            for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++)
-                printf("estimate,%d,%s,%s,%s,%" PRIu64 "\n", main_v.stage, mc_offload_name(main_v.off),
-                       zinc_mem_kind_name((zinc_mem_kind)k), zinc_mem_category_name((zinc_mem_category)c),
-                       main_v.est.bytes[k][c]);
-        for (int i = 0; i < nv; i++) {
-            if (!vars[i].valid) continue;
-            for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
-                printf("variant,%d,%s,%s,total,%" PRIu64 "\n", vars[i].stage, mc_offload_name(vars[i].off),
-                       zinc_mem_kind_name((zinc_mem_kind)k), vars[i].est.total[k]);
-            if (vars[i].ds.available) {
-                printf("deepspeed,%d,%s,gpu_per_gpu,%s,%" PRIu64 "\n", vars[i].stage, mc_offload_name(vars[i].off),
-                       vars[i].ds.function, vars[i].ds.gpu_bytes);
-                printf("deepspeed,%d,%s,cpu_per_node,%s,%" PRIu64 "\n", vars[i].stage, mc_offload_name(vars[i].off),
-                       vars[i].ds.function, vars[i].ds.cpu_bytes);
-            }
-            /* Why they differ: table "why", the topic under category, the sentence in the bytes column. */
-            json_t *w = why_list(&vars[i], o, P, L, G, gpn, vars[i].stage == 3 && off_param);
-            size_t wi;
-            json_t *wx;
-            json_array_foreach(w, wi, wx) {
-                printf("why,%d,%s,deepspeed,%s,", vars[i].stage, mc_offload_name(vars[i].off),
-                       json_string_value(json_object_get(wx, "topic")));
-                csv_text(json_string_value(json_object_get(wx, "text")));
-                putchar('\n');
-            }
-            json_decref(w);
-        }
-    } else {
-        const zest_estimate *e = &main_v.est;
-        char n1[32], n2[32];
-        printf("model:  %s: %s parameters in %d tensors, %d modules; largest module %s\n", m->desc,
-               mc_commas(P, n1, sizeof n1), m->n, m->nmodules, mc_commas(L, n2, sizeof n2));
-        printf("config: %s: ZeRO stage %d, %s parameters, %s gradient accumulation, %s on the wire, "
-               "offload_optimizer %s%s\n",
-               origin, e->stage, zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->grad_dtype),
-               zinc_dtype_name(e->comm_dtype), mc_offload_name(e->offload),
-               cfg.zero.offload_optimizer.pin_memory && e->offload == ZOFFLOAD_CPU ? " (pin_memory)" : "");
-        printf("ranks:  %d node%s x %d GPU%s = %d; estimated for device %s\n\n", nodes, nodes == 1 ? "" : "s", gpn,
-               gpn == 1 ? "" : "s", G, e->device == ZINC_DEVICE_CUDA ? "cuda" : "cpu (where zinc runs today)");
-        printf("Per rank, peak bytes:\n");
-        print_matrix(e, o->exact);
-        print_notes(e, o);
-        print_variants(vars, nv, o, nodes, gpn);
-        print_why(&main_v, o, P, L, G, gpn, off_param);
+static json_t *est_why(const est_run *r, const variant *v) {
+    return why_list(v, r->o, r->P, r->L, r->G, r->gpn, v == &r->main_v ? r->off_param : v->stage == 3 && r->off_param);
+}
+
+static void est_print_json(const est_run *r) {
+    json_t *j = json_object(), *tab = json_array();
+    json_object_set_new(j, "command", json_string("estimate"));
+    json_object_set_new(j, "model",
+                        json_pack("{s:s, s:I, s:i, s:i, s:I}", "description", r->m->desc, "parameters",
+                                  (json_int_t)r->P, "tensors", r->m->n, "modules", r->m->nmodules, "largest_module",
+                                  (json_int_t)r->L));
+    json_object_set_new(j, "config", json_string(r->origin));
+    json_object_set_new(j, "nodes", json_integer(r->nodes));
+    json_object_set_new(j, "gpus_per_node", json_integer(r->gpn));
+    json_object_set_new(j, "estimate", est_json(&r->main_v.est));
+    json_object_set_new(j, "deepspeed", ds_json(&r->main_v.ds));
+    json_object_set_new(j, "deepspeed_differences", est_why(r, &r->main_v));
+    for (int i = 0; i < r->nv; i++) {
+        const variant *v = &r->vars[i];
+        json_t *row = v->valid ? est_json(&v->est) : json_object();
+        json_object_set_new(row, "stage", json_integer(v->stage));
+        json_object_set_new(row, "offload_optimizer", json_string(mc_offload_name(v->off)));
+        if (!v->valid) json_object_set_new(row, "invalid", json_string(v->why));
+        json_object_set_new(row, "deepspeed", ds_json(&v->ds));
+        json_object_set_new(row, "deepspeed_differences", est_why(r, v));
+        json_array_append_new(tab, row);
     }
-    if (o->plot && plot(o, base, origin, &md, m->desc, G)) goto done;
+    json_object_set_new(j, "variants", tab);
+    char *s = json_dumps(j, JSON_INDENT(2));
+    if (s) printf("%s\n", s);
+    free(s);
+    json_decref(j);
+}
+
+/* One variant's CSV rows: totals, DeepSpeed's figures, and why they differ (table "why": the topic under
+ * category, the sentence in the bytes column). */
+static void est_csv_variant(const est_run *r, const variant *v) {
+    const char *off = mc_offload_name(v->off);
+    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
+        printf("variant,%d,%s,%s,total,%" PRIu64 "\n", v->stage, off, zinc_mem_kind_name((zinc_mem_kind)k),
+               v->est.total[k]);
+    if (v->ds.available) {
+        printf("deepspeed,%d,%s,gpu_per_gpu,%s,%" PRIu64 "\n", v->stage, off, v->ds.function, v->ds.gpu_bytes);
+        printf("deepspeed,%d,%s,cpu_per_node,%s,%" PRIu64 "\n", v->stage, off, v->ds.function, v->ds.cpu_bytes);
+    }
+    json_t *w = est_why(r, v), *wx;
+    size_t wi;
+    json_array_foreach(w, wi, wx) {
+        printf("why,%d,%s,deepspeed,%s,", v->stage, off, json_string_value(json_object_get(wx, "topic")));
+        csv_text(json_string_value(json_object_get(wx, "text")));
+        putchar('\n');
+    }
+    json_decref(w);
+}
+
+static void est_print_csv(const est_run *r) {
+    const variant *mv = &r->main_v;
+    printf("table,stage,offload,kind,category,bytes\n");
+    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
+        for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++)
+            printf("estimate,%d,%s,%s,%s,%" PRIu64 "\n", mv->stage, mc_offload_name(mv->off),
+                   zinc_mem_kind_name((zinc_mem_kind)k), zinc_mem_category_name((zinc_mem_category)c),
+                   mv->est.bytes[k][c]);
+    for (int i = 0; i < r->nv; i++)
+        if (r->vars[i].valid) est_csv_variant(r, &r->vars[i]);
+}
+
+static void est_print_text(const est_run *r) {
+    const zest_estimate *e = &r->main_v.est;
+    const mopts *o = r->o;
+    char n1[32], n2[32];
+    printf("model:  %s: %s parameters in %d tensors, %d modules; largest module %s\n", r->m->desc,
+           mc_commas(r->P, n1, sizeof n1), r->m->n, r->m->nmodules, mc_commas(r->L, n2, sizeof n2));
+    printf("config: %s: ZeRO stage %d, %s parameters, %s gradient accumulation, %s on the wire, "
+           "offload_optimizer %s%s\n",
+           r->origin, e->stage, zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->grad_dtype),
+           zinc_dtype_name(e->comm_dtype), mc_offload_name(e->offload),
+           r->cfg.zero.offload_optimizer.pin_memory && e->offload == ZOFFLOAD_CPU ? " (pin_memory)" : "");
+    printf("ranks:  %d node%s x %d GPU%s = %d; estimated for device %s\n\n", r->nodes, r->nodes == 1 ? "" : "s", r->gpn,
+           r->gpn == 1 ? "" : "s", r->G, e->device == ZINC_DEVICE_CUDA ? "cuda" : "cpu (where zinc runs today)");
+    printf("Per rank, peak bytes:\n");
+    print_matrix(e, o->exact);
+    print_notes(e, o);
+    print_variants(r->vars, r->nv, o, r->nodes, r->gpn);
+    print_why(&r->main_v, o, r->P, r->L, r->G, r->gpn, r->off_param);
+}
+
+static int cmd_estimate(const mopts *o, mmodel *m) {
+    est_run r = {.o = o,
+                 .m = m,
+                 .origin = o->config ? o->config : "<defaults>",
+                 .nodes = (int)o->nodes,
+                 .gpn = (int)o->gpn};
+    r.G = r.nodes * r.gpn;
+    int rc = 1;
+    if (est_load(&r)) goto done;
+    est_variants(&r);
+    if (o->json)
+        est_print_json(&r);
+    else if (o->csv)
+        est_print_csv(&r);
+    else
+        est_print_text(&r);
+    if (o->plot && plot(o, r.base, r.origin, &r.md, m->desc, r.G)) goto done;
     rc = 0;
 done:
-    json_decref(base);
-    free(numel);
-    free(module);
+    json_decref(r.base);
+    free(r.numel);
+    free(r.module);
     return rc;
 }
 
-int zinc_cmd_mem(int argc, char **argv) {
+int zcli_cmd_mem(int argc, char **argv) {
     if (argc < 2 || (strcmp(argv[1], "estimate") && strcmp(argv[1], "measure") && strcmp(argv[1], "plan"))) {
         bool help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
-        usage(help ? stdout : stderr);
+        mc_usage(help ? stdout : stderr);
         return help ? 0 : 2;
     }
     if (!strcmp(argv[1], "estimate") && zcli_mem_whole_wanted(argc - 1, argv + 1))
@@ -781,15 +636,10 @@ int zinc_cmd_mem(int argc, char **argv) {
                .plan = !strcmp(argv[1], "plan"),
                .max_gpus = 1024};
     if (o.plan) o.gpn = 8;
-    int pr = parse_args(argc, argv, &o);
-    if (pr) return pr > 0 ? 0 : 2;
-    if (!o.units_set) o.units_gb = o.paper; /* the paper counts in 1e9 bytes */
+    int status;
+    if (mc_parse_args(argc, argv, &o, &status)) return status;
     if (o.plan && zest_headroom_read(&o.headroom_pct) != ZINC_OK) {
         fprintf(stderr, "zinc mem plan: %s\n", zinc_last_error());
-        return 2;
-    }
-    if (o.json && o.csv) {
-        fprintf(stderr, "zinc mem: give --json or --csv, not both\n");
         return 2;
     }
     mmodel m = {0};

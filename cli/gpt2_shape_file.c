@@ -22,10 +22,10 @@ static void make_dirs(const char *dir) {
     mkdir(p, 0755);
 }
 
-int gpt2_shape_save(const char *dir, const gpt2_shape *s, char *err, size_t cap) {
+int zcli_gpt2_shape_save(const char *dir, const gpt2_shape *s, char *err, size_t cap) {
     char path[4096], tmp[4200];
     make_dirs(dir);
-    snprintf(path, sizeof path, "%s/%s", dir, GPT2_SHAPE_FILE);
+    snprintf(path, sizeof path, "%s/%s", dir, ZCLI_GPT2_SHAPE_FILE);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "model", "gpt2", "max_context", s->max_context,
                           "vocab", s->vocab, "layers", s->layers, "heads", s->heads, "channels", s->channels,
@@ -56,12 +56,12 @@ static int load_one(const char *path, gpt2_shape *s, char *err, size_t cap) {
     return rc ? -1 : 0;
 }
 
-int gpt2_shape_load(const char *path, gpt2_shape *s, char *err, size_t cap) {
+int zcli_gpt2_shape_load(const char *path, gpt2_shape *s, char *err, size_t cap) {
     char p[4096], copy[4096];
-    snprintf(p, sizeof p, "%s/%s", path, GPT2_SHAPE_FILE);
+    snprintf(p, sizeof p, "%s/%s", path, ZCLI_GPT2_SHAPE_FILE);
     int rc = load_one(p, s, err, cap);
     if (rc != 1) return rc;
     snprintf(copy, sizeof copy, "%s", path);
-    snprintf(p, sizeof p, "%s/%s", dirname(copy), GPT2_SHAPE_FILE);
+    snprintf(p, sizeof p, "%s/%s", dirname(copy), ZCLI_GPT2_SHAPE_FILE);
     return load_one(p, s, err, cap);
 }

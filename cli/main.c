@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/train.h"
 #include "zinc.h"
 
 static void usage(FILE *f) {
@@ -36,10 +37,10 @@ static int run(int argc, char **argv) {
     /* The library ends a rank stuck in a collective only when asked (runtime/comm/watchdog.h); the zinc program
      * asks, so a job whose ranks disagree or lost a rank ends instead of holding its nodes forever. */
     setenv("ZINC_COLLECTIVE_TIMEOUT_S", "1800", 0);
-    if (!strcmp(argv[1], "train")) return zinc_cmd_train(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "config")) return zinc_cmd_config(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "mem")) return zinc_cmd_mem(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "checkpoint")) return zinc_cmd_checkpoint(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "train")) return zcli_cmd_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "config")) return zcli_cmd_config(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "mem")) return zcli_cmd_mem(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "checkpoint")) return zcli_cmd_checkpoint(argc - 1, argv + 1);
     fprintf(stderr, "zinc: unknown command \"%s\"\n\n", argv[1]);
     usage(stderr);
     return 2;

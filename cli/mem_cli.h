@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "runtime/config/config.h"
 #include "runtime/mem/mem_estimate.h"
@@ -37,9 +38,10 @@ typedef struct mopts {
     const char *shapes;
     int64_t nodes, gpn;
     zinc_device_kind device;
-    bool device_set;     /* --device was given (measure: else the engine's automatic choice) */
-    int stage;           /* -1: the config's */
-    const char *offload; /* NULL: the config's */
+    bool device_set;                          /* --device was given (measure: else the engine's automatic choice) */
+    int64_t stage;                            /* -1: the config's */
+    const char *offload;                      /* NULL: the config's */
+    int offload_i, device_i, units_i, init_i; /* the choices as given (-1: not given) */
     bool json, csv, exact;
     const char *plot;
     int64_t steps, seed;
@@ -54,6 +56,11 @@ typedef struct mopts {
     int64_t max_gpus;                                  /* plan: the largest GPU count tried */
     unsigned headroom_pct;                             /* plan: kept free (ZINC_MEM_HEADROOM, default 10) */
 } mopts;
+
+/* Parses zinc mem's arguments (its option table, mem_options.c) into *o, filled with the subcommand's
+ * defaults: 0, or the exit status (0 after --help, 2 on a usage error). */
+int mc_parse_args(int argc, char **argv, mopts *o, int *status);
+void mc_usage(FILE *f);
 
 void mc_model_free(mmodel *m);
 int64_t mc_model_total(const mmodel *m);

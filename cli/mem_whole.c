@@ -1,5 +1,5 @@
 /* See mem_whole.h. The model's layout and its declared memory come from the example itself
- * (zinc_gpt2_memory, the table its create allocates from), the engine's bytes from the sizing plan, so the
+ * (gpt2_memory, the table its create allocates from), the engine's bytes from the sizing plan, so the
  * estimate cannot drift from what `zinc train --model gpt2` allocates. */
 #include "cli/mem_whole.h"
 
@@ -201,7 +201,7 @@ static int gpt2_layout(const gpt2_shape *s, int64_t **numel, int **module) {
 }
 
 /* The MLP's parameters in registration order (examples/mlp/mlp.c): one module per layer, weight then bias. */
-static int mlp_layout(const zinc_mlp_config *c, int64_t **numel, int **module) {
+static int mlp_layout(const mlp_config *c, int64_t **numel, int **module) {
     int layers = c->depth + 1, n = 2 * layers;
     *numel = calloc((size_t)n, sizeof **numel);
     *module = calloc((size_t)n, sizeof **module);
@@ -249,18 +249,18 @@ int zcli_mem_whole(int argc, char **argv) {
     int threads = (int)(o.threads > 0 ? o.threads : cores / W > 0 ? cores / W : 1);
     int stage = cfg.zero.stage;
     zinc_dtype grad = stage <= 1 ? cfg.grad_accum_dtype : cfg.compute_dtype;
-    zinc_gpt2_config mc = {.shape = s, .context = context};
-    zinc_mlp_config ml = zinc_mlp_default_config();
+    gpt2_config mc = {.shape = s, .context = context};
+    mlp_config ml = mlp_default_config();
     ml.hidden = (int)o.hidden, ml.depth = (int)o.depth, ml.in_dim = (int)o.in_dim, ml.classes = (int)o.classes;
     uint64_t act = 0, scr = 0, host = 0;
     if (o.mlp) {
-        if (zinc_mlp_memory(&ml, cfg.train_micro_batch_size_per_gpu, &act, &scr) != ZINC_OK) {
+        if (mlp_memory(&ml, cfg.train_micro_batch_size_per_gpu, &act, &scr) != ZINC_OK) {
             fprintf(stderr, "zinc mem estimate: the MLP's memory cannot be sized for these flags\n");
             return 1;
         }
-    } else if (zinc_gpt2_memory(&mc, (int)cfg.train_micro_batch_size_per_gpu, cfg.gradient_accumulation_steps,
-                                cfg.compute_dtype, grad, zcfg_given(&cfg, "activation_checkpointing"), threads, 0, &act,
-                                &scr, &host) != ZINC_OK) {
+    } else if (gpt2_memory(&mc, (int)cfg.train_micro_batch_size_per_gpu, cfg.gradient_accumulation_steps,
+                           cfg.compute_dtype, grad, zcfg_given(&cfg, "activation_checkpointing"), threads, 0, &act,
+                           &scr, &host) != ZINC_OK) {
         fprintf(stderr, "zinc mem estimate: the model's memory cannot be sized for this shape and batch\n");
         return 1;
     }

@@ -98,26 +98,6 @@ int zcli_run_lock(const char *save_dir, char *why, size_t cap) {
     return fd;
 }
 
-const char *zcli_value(int argc, char **argv, int i) {
-    if (i + 1 >= argc) return NULL;
-    const char *v = argv[i + 1];
-    return v[0] == '-' && v[1] == '-' ? NULL : v;
-}
-
-int zcli_device_arg(const char *v, zinc_device_kind *out) {
-    if (v && !strcmp(v, "cpu"))
-        *out = ZINC_DEVICE_CPU;
-    else if (v && !strcmp(v, "cuda"))
-        *out = ZINC_DEVICE_CUDA;
-    else if (v && !strcmp(v, "auto"))
-        *out = ZINC_DEVICE_AUTO;
-    else {
-        fprintf(stderr, "zinc train: --device must be cpu, cuda or auto, got \"%s\"\n", v ? v : "");
-        return 2;
-    }
-    return 0;
-}
-
 int zcli_agree_run(zinc_engine *e, const zcli_run *r, int *run_lock) {
     *run_lock = -1;
     if (r->save_dir && !r->save_why[0] && zinc_rank(e) == 0) {

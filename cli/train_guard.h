@@ -28,10 +28,5 @@ typedef struct zcli_run {
 int zcli_agree_run(zinc_engine *e, const zcli_run *r, int *run_lock);
 /* After the build (the ranks agreed): 0, or -1 after printing why no output can be written. */
 int zcli_outputs_refused(const zcli_run *r);
-/* An option's value, or NULL when there is none: the end of the arguments or the next option
- * (`--save --quiet` lacks its value rather than saving into "--quiet"). */
-const char *zcli_value(int argc, char **argv, int i);
-/* --device's value (cpu, cuda or auto) into *out: 0, or 2 (the exit status) after printing what is valid. */
-int zcli_device_arg(const char *v, zinc_device_kind *out);
 
 #endif

@@ -1,11 +1,15 @@
-# ds_config loader tests (issue 2): the table-driven unit test, every ds_configs/*.json, the CLI, and the
+# ds_config loader tests (issue 2): the table-driven unit tests, every ds_configs/*.json, the CLI, and the
 # loader fuzz target.
-zinc_test(NAME config SOURCES test_config.c LABELS config unit)
+# The loader, table-driven, by topic; config_test_keys.c holds the key table, config_test_util.c the helpers.
+foreach(topic schema spellings rules input)
+  zinc_test(NAME config_${topic} SOURCES test_config_${topic}.c config_test_util.c config_test_keys.c
+            LABELS config unit)
+endforeach()
 zinc_test(NAME config_files SOURCES test_config_files.c LABELS config unit)
 zinc_test(NAME config_auto SOURCES test_config_auto.c LABELS config unit)
 zinc_test(NAME config_corpus SOURCES test_config_corpus.c LABELS config unit)
 zinc_test(NAME config_cli SOURCES test_config_cli.c LABELS config cli)
-add_dependencies(test_config_cli zinc_cli)
+add_dependencies(test_config_cli zinc_cli_hooks)
 
 # ---------------------------------------------------------------- fuzzing the loader
 # The loader's sources are built straight into the fuzz programs, so they can carry sanitizers without the
@@ -88,6 +92,6 @@ endif()
 
 # A config problem under mpirun: one message per job, every problem of the file in it (issue 14).
 add_test(NAME config_once_per_job
-         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/config_once_per_job.sh ${ZINC_MPIRUN} $<TARGET_FILE:zinc_cli>)
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/config_once_per_job.sh ${ZINC_MPIRUN} $<TARGET_FILE:zinc_cli_hooks>)
 set_tests_properties(config_once_per_job PROPERTIES LABELS "config;cli;mpi" TIMEOUT 120 RESOURCE_LOCK mpirun
                      ENVIRONMENT "${ZINC_TEST_ENV}")

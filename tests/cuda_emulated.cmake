@@ -11,7 +11,7 @@ set_source_files_properties(${ZINC_AVX512_SOURCES} PROPERTIES
                             COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mfma;-mf16c")
 set_property(SOURCE ${ZINC_KERNEL_C_SOURCES} APPEND PROPERTY COMPILE_OPTIONS "-fno-math-errno;-O3")
 
-add_library(zinc_cuda_emulated SHARED ${ZINC_C_SOURCES} ${PROJECT_SOURCE_DIR}/runtime/device/device_cuda.c
+add_library(zinc_cuda_emulated SHARED ${ZINC_C_SOURCES} ${ZINC_ENV_SOURCE} ${PROJECT_SOURCE_DIR}/runtime/device/device_cuda.c
             ${PROJECT_SOURCE_DIR}/runtime/comm/comm_nccl.c ${PROJECT_SOURCE_DIR}/runtime/core/dynlib_cuda.c
             ${ZINC_CUDA_HOST_SOURCES})
 target_include_directories(zinc_cuda_emulated BEFORE PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host
@@ -70,11 +70,11 @@ endfunction()
 
 # The GPU equivalence matrix (test_engine_cuda.c) on the emulation: 1 rank over the emulated NCCL; 2 ranks
 # sharing the emulated GPU, collectives through MPI with pinned staging (small staging: several rounds).
-zinc_emulated_test(NAME engine_cuda_emulated SOURCE test_engine_cuda.c)
-zinc_emulated_test(NAME engine_cuda_emulated_shared_np2 SOURCE test_engine_cuda.c RANKS 2
+zinc_emulated_test(NAME engine_mlp_cuda_emulated SOURCE test_engine_cuda.c)
+zinc_emulated_test(NAME engine_mlp_cuda_emulated_shared_np2 SOURCE test_engine_cuda.c RANKS 2
                    ENV ZINC_STAGING_BYTES=4096)
 # One emulated GPU per rank: the engine picks NCCL (emulated over MPI) with its comm stream.
-zinc_emulated_test(NAME engine_cuda_emulated_nccl_np2 SOURCE test_engine_cuda.c RANKS 2
+zinc_emulated_test(NAME engine_mlp_cuda_emulated_nccl_np2 SOURCE test_engine_cuda.c RANKS 2
                    ENV ZINC_CUDA_HOST_DEVICES=2)
 # The memory estimate for device cuda against the engine on the (emulated) CUDA device, per category.
 zinc_emulated_test(NAME mem_estimate_cuda_emulated SOURCE test_mem_estimate.c)
@@ -82,7 +82,7 @@ zinc_emulated_test(NAME mem_estimate_cuda_emulated_np3 SOURCE test_mem_estimate.
 # The NCCL backend's collectives (comm_nccl.c) on the emulated NCCL.
 zinc_emulated_test(NAME comm_nccl_emulated SOURCE test_comm_nccl.c)
 # NCCL and cuBLAS found by their loaders (the emulation's, in the process), and their error paths.
-zinc_emulated_test(NAME dynlib_cuda_emulated SOURCE test_dynlib_cuda.c)
+zinc_emulated_test(NAME cuda_dynlib_emulated SOURCE test_dynlib_cuda.c)
 
 # The CPU engine tests on the emulated cuda device (ZINC_TEST_DEVICE=cuda, engine_util.c's eu_device): the
 # full equivalence matrix against the CPU reference, overflow handling, memory accounting, CPU/NVMe offload
@@ -99,13 +99,13 @@ zinc_emulated_test(NAME engine_memory_cuda_emulated_np2 SOURCE test_engine_memor
                    ENV ZINC_TEST_DEVICE=cuda ZINC_CUDA_HOST_DEVICES=2)
 zinc_emulated_test(NAME offload_equiv_cuda_emulated_np2 SOURCE test_offload_equiv.c RANKS 2
                    ENV ZINC_TEST_DEVICE=cuda ZINC_CUDA_HOST_DEVICES=2)
-zinc_emulated_test(NAME ckpt_cuda_emulated_save_np2 SOURCE test_checkpoint.c RANKS 2
+zinc_emulated_test(NAME checkpoint_cuda_emulated_save_np2 SOURCE test_checkpoint.c RANKS 2
                    ARGS --phase save --set nvme --tree ckpt_test_cuda_emulated
                    ENV ZINC_TEST_DEVICE=cuda ZINC_CUDA_HOST_DEVICES=2 ZINC_TEST_MLP=host)
-zinc_test(NAME ckpt_cuda_emulated_resume_np2 SOURCES test_checkpoint.c engine_util.c RANKS 2
+zinc_test(NAME checkpoint_cuda_emulated_resume_np2 SOURCES test_checkpoint.c engine_util.c RANKS 2
           ARGS --phase resume --set nvme --tree ckpt_test_cuda_emulated LABELS checkpoint)
-set_tests_properties(ckpt_cuda_emulated_save_np2 PROPERTIES FIXTURES_SETUP ckpt_cuda_emulated_saved)
-set_tests_properties(ckpt_cuda_emulated_resume_np2 PROPERTIES FIXTURES_REQUIRED ckpt_cuda_emulated_saved)
+set_tests_properties(checkpoint_cuda_emulated_save_np2 PROPERTIES FIXTURES_SETUP ckpt_cuda_emulated_saved)
+set_tests_properties(checkpoint_cuda_emulated_resume_np2 PROPERTIES FIXTURES_REQUIRED ckpt_cuda_emulated_saved)
 
 # GPT-2's GPU path (examples/gpt2/gpt2_cuda.c) on the emulation: its launchers run gpt2_layers.c
 # (cuda_host/gpt2_kernels_host.c), cuBLAS is the emulated SGEMM. A second build without the GPU path checks

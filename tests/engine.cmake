@@ -45,3 +45,8 @@ foreach(n 1 2)
   zinc_test(NAME engine_nesting_discrete_np${n} SOURCES test_engine_nesting.c RANKS ${n} LABELS engine
             TIMEOUT 900 ENV ZINC_CPU_DISCRETE=1)
 endforeach()
+# The public header's conventions, the engine's idle kernel threads, per-engine thread counts, LR schedules.
+zinc_test(NAME engine_api_conventions SOURCES test_api_conventions.c LABELS engine unit)
+zinc_test(NAME engine_idle SOURCES test_engine_idle.c LABELS engine unit)
+zinc_test(NAME engine_threads SOURCES test_engine_threads.c LABELS engine unit)
+zinc_test(NAME engine_lr_schedule SOURCES test_lr_schedule.c LABELS engine unit)

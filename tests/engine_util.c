@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-zinc_mlp_config eu_model(void) {
-    zinc_mlp_config c = zinc_mlp_default_config();
+mlp_config eu_model(void) {
+    mlp_config c = mlp_default_config();
     c.in_dim = 16;
     c.hidden = 48;
     c.depth = 2;
@@ -46,7 +46,7 @@ zinc_device_kind eu_device(const eu_run *r) {
     return ZINC_DEVICE_CUDA;
 }
 
-zinc_status eu_create(const eu_run *r, zinc_engine **e, zinc_mlp **m) {
+zinc_status eu_create(const eu_run *r, zinc_engine **e, mlp_model **m) {
     char cfg[8192];
     eu_config(r, cfg, sizeof cfg);
     zinc_options o = zinc_default_options();
@@ -57,11 +57,11 @@ zinc_status eu_create(const eu_run *r, zinc_engine **e, zinc_mlp **m) {
     if (r->nonfinite_skip) o.nonfinite = ZINC_NONFINITE_SKIP;
     zinc_status st = zinc_create(&o, e);
     if (st != ZINC_OK) return st;
-    zinc_mlp_config mc = eu_model();
+    mlp_config mc = eu_model();
     mc.compute = r->mlp_compute;
     const char *mlp = getenv("ZINC_TEST_MLP"); /* "host": the MLP's host path on any device (bitwise the cpu's) */
-    if (mlp && !strcmp(mlp, "host")) mc.compute = ZINC_MLP_COMPUTE_HOST;
-    st = zinc_mlp_create(*e, &mc, m);
+    if (mlp && !strcmp(mlp, "host")) mc.compute = MLP_COMPUTE_HOST;
+    st = mlp_create(*e, &mc, m);
     if (st != ZINC_OK) {
         zinc_destroy(*e);
         *e = NULL;
@@ -71,16 +71,16 @@ zinc_status eu_create(const eu_run *r, zinc_engine **e, zinc_mlp **m) {
 
 zinc_status eu_train(const eu_run *r, int steps, float **out, size_t *n) {
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     zinc_status st = eu_create(r, &e, &m);
     if (st != ZINC_OK) return st;
-    for (int s = 0; s < steps && st == ZINC_OK; s++) st = zinc_mlp_train_step(m, s, NULL, NULL);
+    for (int s = 0; s < steps && st == ZINC_OK; s++) st = mlp_train_step(m, s, NULL, NULL);
     if (st == ZINC_OK) {
         *n = (size_t)zinc_numel_total(e);
         *out = malloc(*n * sizeof(float));
         st = *out ? zinc_gather_master(e, *out, *n) : ZINC_ERR_NOMEM;
     }
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
     return st;
 }

@@ -20,7 +20,7 @@ typedef struct eu_run {
     const char *zero_extra; /* extra zero_optimization members, or NULL */
     const char *fp16_extra; /* extra fp16 members, or NULL */
     int cuda;              /* 1: the engine runs on device cuda (tests/test_engine_cuda.c), else cpu */
-    zinc_mlp_compute mlp_compute; /* where the MLP computes (default AUTO: on the engine's device) */
+    mlp_compute_at mlp_compute; /* where the MLP computes (default AUTO: on the engine's device) */
     int nonfinite_skip;    /* 1: zinc_options.nonfinite = ZINC_NONFINITE_SKIP (fp32/bf16 skip inf steps) */
     const char *optimizer; /* the "optimizer" value (JSON), or NULL: AdamW, lr 0.003, weight_decay 0.01 */
 } eu_run;
@@ -30,11 +30,11 @@ typedef struct eu_run {
  * it sets ZINC_EXPERIMENTAL_CUDA=1, which the engine asks for. */
 zinc_device_kind eu_device(const eu_run *r);
 /* The small MLP every engine test trains. */
-zinc_mlp_config eu_model(void);
+mlp_config eu_model(void);
 /* Writes the ds_config JSON for a run into buf. */
 void eu_config(const eu_run *r, char *buf, size_t cap);
 /* Creates an engine (quiet logging) and the MLP. */
-zinc_status eu_create(const eu_run *r, zinc_engine **e, zinc_mlp **m);
+zinc_status eu_create(const eu_run *r, zinc_engine **e, mlp_model **m);
 /* Trains `steps` steps and gathers the master weights into *out (malloc'd, *n elements). */
 zinc_status eu_train(const eu_run *r, int steps, float **out, size_t *n);
 const char *eu_dtype_name(zinc_dtype t);

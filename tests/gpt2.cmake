@@ -3,7 +3,7 @@ zinc_test(NAME gpt2_layers SOURCES test_gpt2_layers.c LIBS zinc_gpt2 LABELS gpt2
 zinc_test(NAME gpt2_grad SOURCES test_gpt2_grad.c LIBS zinc_gpt2 LABELS gpt2 unit)
 zinc_test(NAME gpt2_files SOURCES test_gpt2_files.c LIBS zinc_gpt2 LABELS gpt2 unit)
 # zinc_parallel_for, the engine API the model's loops run on (runtime/engine/engine_parallel.c).
-zinc_test(NAME parallel_for SOURCES test_parallel_for.c LABELS gpt2 unit)
+zinc_test(NAME engine_parallel_for SOURCES test_parallel_for.c LABELS gpt2 unit)
 # The tied embedding: one reduce-scatter per micro-step at stages 2-3, losses as at stage 0.
 zinc_test(NAME gpt2_tied SOURCES test_gpt2_tied.c LIBS zinc_gpt2 LABELS gpt2 unit)
 # The CLI end to end (tests/test_gpt2_cli.py, standard-library python3): error messages and llm.c file round
@@ -22,7 +22,7 @@ if(ZINC_GPT2_PYTHON3)
       set(extra --text /usr/share/common-licenses/MPL-2.0)
     endif()
     add_test(NAME gpt2_cli_${part} COMMAND ${ZINC_GPT2_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_gpt2_cli.py
-             --zinc $<TARGET_FILE:zinc_cli> --workdir ${PROJECT_BINARY_DIR}/gpt2_test/${part} ${extra})
+             --zinc $<TARGET_FILE:zinc_cli_hooks> --workdir ${PROJECT_BINARY_DIR}/gpt2_test/${part} ${extra})
     set(tmp ${PROJECT_BINARY_DIR}/test-tmp/gpt2_cli_${part})
     file(MAKE_DIRECTORY ${tmp})
     set_tests_properties(gpt2_cli_${part} PROPERTIES TIMEOUT 900 ENVIRONMENT "${ZINC_TEST_ENV};TMPDIR=${tmp}"

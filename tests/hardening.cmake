@@ -3,10 +3,10 @@
 find_program(ZINC_PYTHON3_FOR_MISMATCH python3)
 if(ZINC_PYTHON3_FOR_MISMATCH)
   string(REPLACE ";" " " zinc_mm_mpirun "${ZINC_MPIRUN}")
-  add_test(NAME mismatch_ranks COMMAND ${ZINC_PYTHON3_FOR_MISMATCH} ${CMAKE_CURRENT_SOURCE_DIR}/test_mismatch.py
-           --zinc $<TARGET_FILE:zinc_cli> --mpirun "${zinc_mm_mpirun}" --workdir ${PROJECT_BINARY_DIR}/mismatch_test
+  add_test(NAME comm_mismatch_ranks COMMAND ${ZINC_PYTHON3_FOR_MISMATCH} ${CMAKE_CURRENT_SOURCE_DIR}/test_mismatch.py
+           --zinc $<TARGET_FILE:zinc_cli_hooks> --mpirun "${zinc_mm_mpirun}" --workdir ${PROJECT_BINARY_DIR}/mismatch_test
            --configs ${PROJECT_SOURCE_DIR}/ds_configs)
-  set_tests_properties(mismatch_ranks PROPERTIES TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV}" LABELS "mpi;hardening"
+  set_tests_properties(comm_mismatch_ranks PROPERTIES TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV}" LABELS "mpi;hardening"
                        WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
 endif()
 
@@ -31,8 +31,8 @@ if(ZINC_HAVE_ASAN_UBSAN)
                          -fno-omit-frame-pointer)
   target_link_options(fuzz_manifest PRIVATE -fsanitize=address,undefined)
 endif()
-add_test(NAME manifest_fuzz COMMAND fuzz_manifest --iterations 20000 --seed 1 --max-seconds 45 ${ZINC_MANIFEST_SEEDS})
-set_tests_properties(manifest_fuzz PROPERTIES LABELS "fuzz;checkpoint" TIMEOUT 120
+add_test(NAME checkpoint_manifest_fuzz COMMAND fuzz_manifest --iterations 20000 --seed 1 --max-seconds 45 ${ZINC_MANIFEST_SEEDS})
+set_tests_properties(checkpoint_manifest_fuzz PROPERTIES LABELS "fuzz;checkpoint" TIMEOUT 120
                      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1;UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
 if(ZINC_LIBFUZZER_WORKS)
   set(fzm ${CMAKE_CURRENT_BINARY_DIR}/fuzz_manifest_libfuzzer)
@@ -50,10 +50,10 @@ if(ZINC_LIBFUZZER_WORKS)
                      COMMENT "Building the libFuzzer target fuzz_manifest_libfuzzer with ${ZINC_CLANG}"
                      COMMAND_EXPAND_LISTS VERBATIM)
   add_custom_target(fuzz_manifest_libfuzzer ALL DEPENDS ${fzm})
-  add_test(NAME manifest_libfuzzer
+  add_test(NAME checkpoint_manifest_libfuzzer
            COMMAND sh -c "d=$(mktemp -d) || exit 1; \"$0\" -runs=20000 -seed=1 -max_total_time=30 \"$d\" \"$@\"; rc=$?; rm -rf \"$d\"; exit $rc"
                    ${fzm} ${ZINC_MANIFEST_SEEDS})
-  set_tests_properties(manifest_libfuzzer PROPERTIES LABELS "fuzz;checkpoint" TIMEOUT 120
+  set_tests_properties(checkpoint_manifest_libfuzzer PROPERTIES LABELS "fuzz;checkpoint" TIMEOUT 120
                        ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
 endif()
 
@@ -61,7 +61,7 @@ endif()
 # training, bit flips through inspect --verify and export, FIFOs, export targets it must not replace.
 if(ZINC_PYTHON3_FOR_MISMATCH)
   add_test(NAME cli_hardening COMMAND ${ZINC_PYTHON3_FOR_MISMATCH} ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_hardening.py
-           --zinc $<TARGET_FILE:zinc_cli> --configs ${PROJECT_SOURCE_DIR}/ds_configs
+           --zinc $<TARGET_FILE:zinc_cli_hooks> --configs ${PROJECT_SOURCE_DIR}/ds_configs
            --workdir ${PROJECT_BINARY_DIR}/cli_hardening_test)
   set_tests_properties(cli_hardening PROPERTIES TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV}" LABELS "cli;hardening"
                        WORKING_DIRECTORY ${PROJECT_BINARY_DIR})

@@ -10,7 +10,7 @@ foreach(n 1 3)
             ENV ZINC_CPU_DISCRETE=1)
 endforeach()
 
-set(ZINC_MEM_CLI $<TARGET_FILE:zinc_cli> mem)
+set(ZINC_MEM_CLI $<TARGET_FILE:zinc_cli_hooks> mem)
 set(ZINC_MEM_TINY --layers 2 --width 32 --vocab 500 --context 32)
 add_test(NAME mem_cli_estimate
          COMMAND ${ZINC_MEM_CLI} estimate --gpt2 small --config ${PROJECT_SOURCE_DIR}/ds_configs/zero3_fp16.json
@@ -31,19 +31,19 @@ set_tests_properties(mem_cli_plot PROPERTIES LABELS "mem;cli" ENVIRONMENT "${ZIN
 # measure --check exits 1 when any row differs from the estimate.
 foreach(n 1 2 3 4)
   add_test(NAME mem_cli_measure_np${n}
-           COMMAND ${ZINC_MPIRUN} -np ${n} $<TARGET_FILE:zinc_cli> mem measure ${ZINC_MEM_TINY} --check
+           COMMAND ${ZINC_MPIRUN} -np ${n} $<TARGET_FILE:zinc_cli_hooks> mem measure ${ZINC_MEM_TINY} --check
                    --config ${PROJECT_SOURCE_DIR}/ds_configs/zero3_fp16.json)
   set_tests_properties(mem_cli_measure_np${n} PROPERTIES LABELS "mem;cli;mpi" ENVIRONMENT "${ZINC_TEST_ENV}"
                        TIMEOUT 120 PASS_REGULAR_EXPRESSION "every row matches the estimate")
 endforeach()
 add_test(NAME mem_cli_measure_offload
-         COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_FILE:zinc_cli> mem measure --check --csv
+         COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_FILE:zinc_cli_hooks> mem measure --check --csv
                  --shapes ${PROJECT_SOURCE_DIR}/bench/mem/gpt2_tiny.shapes
                  --config ${PROJECT_SOURCE_DIR}/ds_configs/zero2_cpu_offload.json)
 set_tests_properties(mem_cli_measure_offload PROPERTIES LABELS "mem;cli;mpi" ENVIRONMENT "${ZINC_TEST_ENV}"
                      TIMEOUT 120)
 add_test(NAME mem_cli_measure_discrete
-         COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_FILE:zinc_cli> mem measure --check
+         COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_FILE:zinc_cli_hooks> mem measure --check
                  --shapes ${PROJECT_SOURCE_DIR}/bench/mem/gpt2_tiny.shapes
                  --config ${PROJECT_SOURCE_DIR}/ds_configs/zero2_cpu_offload.json)
 set_tests_properties(mem_cli_measure_discrete PROPERTIES LABELS "mem;cli;mpi"

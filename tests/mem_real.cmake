@@ -7,7 +7,7 @@ foreach(n 1 2)
     set(tmp ${PROJECT_BINARY_DIR}/test-tmp/${name})
     file(MAKE_DIRECTORY ${tmp})
     add_test(NAME ${name}
-             COMMAND ${PROJECT_SOURCE_DIR}/tests/mem_real_peak.sh $<TARGET_FILE:zinc_cli> ${n} ${cfg} ${ZINC_MPIRUN})
+             COMMAND ${PROJECT_SOURCE_DIR}/tests/mem_real_peak.sh $<TARGET_FILE:zinc_cli_hooks> ${n} ${cfg} ${ZINC_MPIRUN})
     set_tests_properties(${name} PROPERTIES LABELS "mem;cli;mpi" TIMEOUT 600
                          ENVIRONMENT "${ZINC_TEST_ENV};TMPDIR=${tmp}"
                          PASS_REGULAR_EXPRESSION "10 of 10 runs within")
@@ -24,38 +24,38 @@ endforeach()
 find_program(ZINC_PLAN_PYTHON python3)
 if(ZINC_PLAN_PYTHON)
   add_test(NAME mem_plan_paper COMMAND ${ZINC_PLAN_PYTHON} ${PROJECT_SOURCE_DIR}/tests/mem_plan_paper.py
-                                       $<TARGET_FILE:zinc_cli>)
+                                       $<TARGET_FILE:zinc_cli_hooks>)
   set_tests_properties(mem_plan_paper PROPERTIES LABELS "mem;cli" ENVIRONMENT "${ZINC_TEST_ENV}")
 endif()
 add_test(NAME mem_plan_cli
-         COMMAND $<TARGET_FILE:zinc_cli> mem plan --gpt2 xl --config ${PROJECT_SOURCE_DIR}/ds_configs/zero3_fp16.json
+         COMMAND $<TARGET_FILE:zinc_cli_hooks> mem plan --gpt2 xl --config ${PROJECT_SOURCE_DIR}/ds_configs/zero3_fp16.json
                  --gpu-mem 16GiB --host-mem 256GiB --activation-bytes-per-sample 1GiB
                  --plot "${PROJECT_BINARY_DIR}/mem plan's.svg")
 set_tests_properties(mem_plan_cli PROPERTIES LABELS "mem;cli" ENVIRONMENT "${ZINC_TEST_ENV}"
                      PASS_REGULAR_EXPRESSION "zinc mem plan: (wrote|gnuplot is not installed)")
 # The DeepSpeed comparison's reasons in JSON and CSV too (stage 1 with CPU offload, fp32 configs).
 add_test(NAME mem_cli_why_json
-         COMMAND $<TARGET_FILE:zinc_cli> mem estimate --gpt2 small --config ${PROJECT_SOURCE_DIR}/ds_configs/zero0_fp32.json
+         COMMAND $<TARGET_FILE:zinc_cli_hooks> mem estimate --gpt2 small --config ${PROJECT_SOURCE_DIR}/ds_configs/zero0_fp32.json
                  --stage 1 --offload cpu --json)
 set_tests_properties(mem_cli_why_json PROPERTIES LABELS "mem;cli" ENVIRONMENT "${ZINC_TEST_ENV}"
                      PASS_REGULAR_EXPRESSION "\"topic\": \"stage1_offload_grads\"")
 add_test(NAME mem_cli_why_csv
-         COMMAND $<TARGET_FILE:zinc_cli> mem estimate --gpt2 small --config ${PROJECT_SOURCE_DIR}/ds_configs/zero0_fp32.json
+         COMMAND $<TARGET_FILE:zinc_cli_hooks> mem estimate --gpt2 small --config ${PROJECT_SOURCE_DIR}/ds_configs/zero0_fp32.json
                  --csv)
 set_tests_properties(mem_cli_why_csv PROPERTIES LABELS "mem;cli" ENVIRONMENT "${ZINC_TEST_ENV}"
                      PASS_REGULAR_EXPRESSION "why,1,cpu,deepspeed,stage1_offload_grads,\"Stage 1 with offload")
 # zinc_build_ranged against zinc_build, bit for bit (stages 0-3, fp32/bf16/fp16, tensors across pieces).
 foreach(n 1 2)
-  zinc_test(NAME init_ranged_np${n} SOURCES test_init_ranged.c RANKS ${n} LABELS engine TIMEOUT 300)
+  zinc_test(NAME engine_init_ranged_np${n} SOURCES test_init_ranged.c RANKS ${n} LABELS engine TIMEOUT 300)
 endforeach()
 # A bad ZINC_MPI_PIECE_ELEMENTS is refused with the valid range.
-add_test(NAME mem_mpi_piece_env COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_FILE:zinc_cli> mem measure --params 10000)
+add_test(NAME mem_mpi_piece_env COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_FILE:zinc_cli_hooks> mem measure --params 10000)
 set_tests_properties(mem_mpi_piece_env PROPERTIES LABELS "mem;cli;mpi"
                      ENVIRONMENT "${ZINC_TEST_ENV};ZINC_MPI_PIECE_ELEMENTS=12"
                      PASS_REGULAR_EXPRESSION "ZINC_MPI_PIECE_ELEMENTS=\"12\": expected a whole number of elements from 64")
 # The pre-flight offers a higher stage where it costs less at this rank count (stage 0 at 2 ranks).
 add_test(NAME mem_preflight_stage_advice
-         COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_FILE:zinc_cli> mem measure --params 4000000 --stage 0)
+         COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_FILE:zinc_cli_hooks> mem measure --params 4000000 --stage 0)
 set_tests_properties(mem_preflight_stage_advice PROPERTIES LABELS "mem;cli;mpi"
                      ENVIRONMENT "${ZINC_TEST_ENV};ZINC_FAKE_MEM_AVAILABLE=100000000"
                      PASS_REGULAR_EXPRESSION "raise zero_optimization.stage to [123] \\(now 0\\): [0-9.]+ MiB per rank at this rank count")

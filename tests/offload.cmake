@@ -2,7 +2,7 @@
 # partial IO, injected errors, corruption, consistency after failures, buffer_count, O_DIRECT refusal and
 # buffered fallback). test_offload_equiv: cpu and nvme offload bitwise equal to no offload, stages 1-3,
 # fp32/bf16/fp16, 1-4 ranks. Both write under the build directory and skip (77) where O_DIRECT is refused.
-zinc_test(NAME offload_aio SOURCES test_aio.c engine_util.c LABELS offload unit)
+zinc_test(NAME offload_nvme_aio SOURCES test_aio.c engine_util.c LABELS offload unit)
 zinc_test(NAME offload_equiv_np1 SOURCES test_offload_equiv.c engine_util.c LABELS offload)
 foreach(n 2 3 4)
   zinc_test(NAME offload_equiv_np${n} SOURCES test_offload_equiv.c engine_util.c RANKS ${n} LABELS offload
@@ -12,9 +12,9 @@ endforeach()
 # The example config (ds_configs/zero3_nvme_offload.json: nvme_path /tmp/zinc_nvme, buffered IO allowed)
 # trains through the CLI on 1 and 2 ranks.
 set(ZINC_NVME_EXAMPLE ${PROJECT_SOURCE_DIR}/ds_configs/zero3_nvme_offload.json)
-add_test(NAME offload_cli_nvme COMMAND $<TARGET_FILE:zinc_cli> train --config ${ZINC_NVME_EXAMPLE} --steps 50)
+add_test(NAME offload_cli_nvme COMMAND $<TARGET_FILE:zinc_cli_hooks> train --config ${ZINC_NVME_EXAMPLE} --steps 50)
 add_test(NAME offload_cli_nvme_np2
-         COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_FILE:zinc_cli> train --config ${ZINC_NVME_EXAMPLE} --steps 50)
+         COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_FILE:zinc_cli_hooks> train --config ${ZINC_NVME_EXAMPLE} --steps 50)
 set_tests_properties(offload_cli_nvme offload_cli_nvme_np2 PROPERTIES ENVIRONMENT "${ZINC_TEST_ENV}"
                      LABELS "offload;cli" TIMEOUT 300 WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
                      PASS_REGULAR_EXPRESSION "50 steps \\(50 taken")

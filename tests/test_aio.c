@@ -40,7 +40,7 @@ static void capture_log(void *u, zinc_log_level l, int rank, const char *msg) {
 
 /* An engine with NVMe offload under `dir` and the MLP built on it. `zero_more` and `extra` add JSON. */
 static zinc_status make_engine(const char *dir, const char *zero_more, const char *extra, zinc_engine **e,
-                               zinc_mlp **m) {
+                               mlp_model **m) {
     char zero[2048];
     snprintf(zero, sizeof zero,
              "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"%s%s}, \"sub_group_size\": 2048", dir,
@@ -372,7 +372,7 @@ static void test_store(void) {
     snprintf(engine_dir, sizeof engine_dir, "%s/engine", root);
     snprintf(dir, sizeof dir, "%s/store", root);
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     zstate *s = NULL;
     ZT_OK(make_engine(engine_dir, "\"buffer_count\": 3", "\"aio\": {\"block_size\": 4096, \"queue_depth\": 4}", &e,
                       &m));
@@ -509,7 +509,7 @@ static void test_store(void) {
              (unsigned long long)before.current_total[ZINC_MEMKIND_NVME]);
 out:
     zstate_destroy(s);
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
     ZT_CHECK(zt_count_entries(engine_dir) == 0, "%s not empty after zinc_destroy", engine_dir);
 }
@@ -519,7 +519,7 @@ static void test_engine_faults(void) {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/eng2", root);
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     ZT_ERR(make_engine(dir, "\"buffer_count\": 2", NULL, &e, &m), ZINC_ERR_CONFIG, "buffer_count");
     ZT_CHECK(contains(zinc_last_error(), "at least 3"), "buffer_count message does not name the need: %s",
              zinc_last_error());
@@ -528,7 +528,7 @@ static void test_engine_faults(void) {
 
     ZT_OK(make_engine(dir, NULL, NULL, &e, &m));
     if (!e) return;
-    ZT_OK(zinc_mlp_train_step(m, 0, NULL, NULL));
+    ZT_OK(mlp_train_step(m, 0, NULL, NULL));
     char ckpt[4300];
     snprintf(ckpt, sizeof ckpt, "%s/ckpt", root);
     ZT_OK(zinc_save_checkpoint(e, ckpt, NULL));
@@ -541,20 +541,20 @@ static void test_engine_faults(void) {
     f.skip = 4;
     f.count = 1;
     zaio_fault_set(&f);
-    zinc_status st = zinc_mlp_train_step(m, 1, NULL, NULL);
+    zinc_status st = mlp_train_step(m, 1, NULL, NULL);
     zaio_fault_set(NULL);
     ZT_CHECK(st == ZINC_ERR_IO && contains(zinc_last_error(), "EIO") && contains(zinc_last_error(), ".swp"),
              "step with a read error: %s: %s", zinc_status_name(st), zinc_last_error());
     /* Chunks before the failing one were updated and those after were not, so the engine refuses to
      * train or save on that state, naming the failure, until a checkpoint loads. */
-    ZT_ERR(zinc_mlp_train_step(m, 2, NULL, NULL), ZINC_ERR_STATE, "failed part-way");
+    ZT_ERR(mlp_train_step(m, 2, NULL, NULL), ZINC_ERR_STATE, "failed part-way");
     ZT_CHECK(contains(zinc_last_error(), "EIO") && contains(zinc_last_error(), "checkpoint"),
              "refusal after a failed step does not name the failure and the way out: %s", zinc_last_error());
     ZT_ERR(zinc_save_checkpoint(e, ckpt, "bad"), ZINC_ERR_STATE, "failed part-way");
     ZT_OK(zinc_load_checkpoint(e, ckpt));
     ZT_OK(zinc_gather_master(e, w, n));
     ZT_CHECK(memcmp(w, before, n * sizeof *w) == 0, "the reloaded state differs from the saved one");
-    ZT_OK(zinc_mlp_train_step(m, 1, NULL, NULL)); /* the failed step, again, now cleanly */
+    ZT_OK(mlp_train_step(m, 1, NULL, NULL)); /* the failed step, again, now cleanly */
     ZT_OK(zinc_gather_master(e, w, n));
     int finite = 1;
     for (size_t i = 0; i < n; i++)
@@ -562,7 +562,7 @@ static void test_engine_faults(void) {
     ZT_CHECK(finite, "master weights not finite after recovering from a failed step");
     free(w);
     free(before);
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
     ZT_CHECK(zt_count_entries(dir) == 0, "%s not empty after zinc_destroy", dir);
 }
@@ -571,7 +571,7 @@ static void test_engine_faults(void) {
  * zinc.allow_buffered_io the store works and warns. */
 static void test_refusal(void) {
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     char dir[4200];
     struct stat sb;
     if (stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode) && access("/dev/shm", W_OK) == 0) {
@@ -580,7 +580,7 @@ static void test_refusal(void) {
         if (st == ZINC_OK) {
             printf("tmpfs (/dev/shm) accepts O_DIRECT on this kernel (Linux >= 6.6): the refusal is checked by "
                    "injection only\n");
-            zinc_mlp_destroy(m);
+            mlp_destroy(m);
             zinc_destroy(e);
         } else {
             ZT_CHECK(st == ZINC_ERR_IO && contains(zinc_last_error(), "refuses O_DIRECT") &&
@@ -604,8 +604,8 @@ static void test_refusal(void) {
     ZT_CHECK(contains(warnings, "buffered IO") && contains(warnings, "O_DIRECT"), "no buffered-IO warning: %s",
              warnings);
     if (e) {
-        for (int s = 0; s < 3; s++) ZT_OK(zinc_mlp_train_step(m, s, NULL, NULL));
-        zinc_mlp_destroy(m);
+        for (int s = 0; s < 3; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+        mlp_destroy(m);
         zinc_destroy(e);
     }
 }

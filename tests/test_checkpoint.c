@@ -89,10 +89,10 @@ static void dir_of(const scenario *s, char *buf, size_t cap) {
 }
 
 /* Trains steps [from, to), injecting an inf on the last rank at steps 1 and K+2. */
-static zinc_status train(zinc_engine *e, zinc_mlp *m, int from, int to, zinc_step_info *info) {
+static zinc_status train(zinc_engine *e, mlp_model *m, int from, int to, zinc_step_info *info) {
     for (int s = from; s < to; s++) {
-        if ((s == 1 || s == K + 2) && zinc_rank(e) == zinc_world_size(e) - 1) zinc_mlp_inject_grad(m, INFINITY);
-        zinc_status st = zinc_mlp_train_step(m, s, info, NULL);
+        if ((s == 1 || s == K + 2) && zinc_rank(e) == zinc_world_size(e) - 1) mlp_inject_grad(m, INFINITY);
+        zinc_status st = mlp_train_step(m, s, info, NULL);
         if (st != ZINC_OK) return st;
     }
     return ZINC_OK;
@@ -114,11 +114,11 @@ static int g_rank, g_world;
 static int probe(void) {
     eu_run r = {.stage = 0, .dtype = ZINC_FP32};
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     if (eu_create(&r, &e, &m) != ZINC_OK) return -1;
     g_rank = zinc_rank(e);
     g_world = zinc_world_size(e);
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
     return 0;
 }
@@ -139,7 +139,7 @@ static int save_phase(int nvme_set) {
         dir_of(s, dir, sizeof dir);
         eu_run r = make_run(s, s->src_stage, s->src_off, 0, g_rank);
         zinc_engine *e = NULL;
-        zinc_mlp *m = NULL;
+        mlp_model *m = NULL;
         zinc_status st = eu_create(&r, &e, &m);
         if (nvme_set && nvme_unavailable(st)) return zt_skip("NVMe store not available (offload/state_nvme.c)");
         ZT_OK(st);
@@ -165,7 +165,7 @@ static int save_phase(int nvme_set) {
                    s->src_off == OFF_CPU ? " cpu-offload" : s->src_off == OFF_NVME ? " nvme" : "",
                    (long long)info.step, (double)info.loss_scale);
         }
-        zinc_mlp_destroy(m);
+        mlp_destroy(m);
         zinc_destroy(e);
         ran++;
     }
@@ -189,7 +189,7 @@ static int resume_phase(int nvme_set) {
 
         /* the uninterrupted run at the target config */
         zinc_engine *e = NULL;
-        zinc_mlp *m = NULL;
+        mlp_model *m = NULL;
         zinc_step_info ref_info = {0}, res_info = {0};
         float *ref = NULL, *res = NULL;
         size_t n = 0, n2 = 0;
@@ -199,7 +199,7 @@ static int resume_phase(int nvme_set) {
         if (!e) continue;
         ZT_OK(train(e, m, 0, 2 * K, &ref_info));
         ref = gather(e, &n);
-        zinc_mlp_destroy(m);
+        mlp_destroy(m);
         zinc_destroy(e);
 
         /* the resumed run */
@@ -210,7 +210,7 @@ static int resume_phase(int nvme_set) {
                  (long long)zinc_step_count(e), K);
         ZT_OK(train(e, m, K, 2 * K, &res_info));
         res = gather(e, &n2);
-        zinc_mlp_destroy(m);
+        mlp_destroy(m);
         zinc_destroy(e);
 
         ZT_CHECK(ref && res && n == n2, "%s: gathering the weights failed", s->name);

@@ -43,10 +43,10 @@ static void spit(const char *p, const unsigned char *b, long n) {
 
 static zinc_status load_fresh(const eu_run *r, const char *path) {
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     zinc_status st = eu_create(r, &e, &m);
     if (st == ZINC_OK) st = zinc_load_checkpoint(e, path);
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
     return st;
 }
@@ -90,10 +90,10 @@ static void tag_case(const char *policy, zinc_status want) {
     snprintf(extra, sizeof extra, "\"checkpoint\": {\"tag_validation\": \"%s\"}", policy);
     eu_run r = {.stage = 1, .dtype = ZINC_FP32, .extra = extra};
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     ZT_OK(eu_create(&r, &e, &m));
     if (!e) return;
-    ZT_OK(zinc_mlp_train_step(m, 0, NULL, NULL));
+    ZT_OK(mlp_train_step(m, 0, NULL, NULL));
     snprintf(dir, sizeof dir, "%s/ckpt_test/errors_tags_%s", zt_build_dir(), policy);
     snprintf(tag, sizeof tag, "t%d", g_rank);
     zinc_status st = zinc_save_checkpoint(e, dir, tag);
@@ -106,7 +106,7 @@ static void tag_case(const char *policy, zinc_status want) {
     } else {
         ZT_ERR(st, want, "differs across ranks");
     }
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
 }
 
@@ -114,7 +114,7 @@ int main(void) {
     zt_name = "checkpoint_errors";
     eu_run r = {.stage = 2, .dtype = ZINC_BF16};
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     ZT_OK(eu_create(&r, &e, &m));
     if (!e) return zt_finish();
     g_rank = zinc_rank(e);
@@ -129,7 +129,7 @@ int main(void) {
     ZT_OK(zinc_module_exit(e, 0, ZINC_FORWARD));
     ZT_ERR(zinc_save_checkpoint(e, dir, "a/b"), ZINC_ERR_INVALID_ARG, "not allowed");
 
-    for (int s = 0; s < 2; s++) ZT_OK(zinc_mlp_train_step(m, s, NULL, NULL));
+    for (int s = 0; s < 2; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
     ZT_OK(zinc_save_checkpoint(e, dir, NULL));
     ZT_OK(load_fresh(&r, dir));
 
@@ -146,7 +146,7 @@ int main(void) {
     /* A checkpoint of a different model: the first differing parameter is named. */
     {
         zinc_engine *e2 = NULL;
-        zinc_mlp *m2 = NULL;
+        mlp_model *m2 = NULL;
         char cfg[4096];
         eu_config(&r, cfg, sizeof cfg);
         zinc_options o = zinc_default_options();
@@ -154,20 +154,20 @@ int main(void) {
         o.device = ZINC_DEVICE_CPU;
         o.log_level = ZINC_LOG_ERROR;
         o.cpu_threads = 1;
-        zinc_mlp_config mc = eu_model();
+        mlp_config mc = eu_model();
         mc.hidden += 16;
         ZT_OK(zinc_create(&o, &e2));
-        if (e2) ZT_OK(zinc_mlp_create(e2, &mc, &m2));
+        if (e2) ZT_OK(mlp_create(e2, &mc, &m2));
         if (m2) {
             zinc_status st = zinc_load_checkpoint(e2, dir);
             ZT_ERR(st, ZINC_ERR_CORRUPT, "parameter 0 is \"fc1.weight\" [48, 16] in the checkpoint but \"fc1.weight\" "
                                          "[64, 16] in this model");
             if (g_rank == 0) printf("other model -> %.200s\n", zinc_last_error());
         }
-        zinc_mlp_destroy(m2);
+        mlp_destroy(m2);
         zinc_destroy(e2);
     }
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
 
     if (g_world > 1) {
@@ -183,12 +183,12 @@ int main(void) {
         snprintf(d2, sizeof d2, "%s/ckpt_test/errors_nodelocal_np%d", zt_build_dir(), g_world);
         ZT_OK(eu_create(&rl, &e, &m));
         if (e) {
-            ZT_OK(zinc_mlp_train_step(m, 0, NULL, NULL));
+            ZT_OK(mlp_train_step(m, 0, NULL, NULL));
             ZT_OK(zinc_save_checkpoint(e, d2, "nl"));
             ZT_OK(zinc_load_checkpoint(e, d2));
             ZT_CHECK(zinc_step_count(e) == 1, "node-local checkpoint at step %lld", (long long)zinc_step_count(e));
         }
-        zinc_mlp_destroy(m);
+        mlp_destroy(m);
         zinc_destroy(e);
     }
     return zt_finish();

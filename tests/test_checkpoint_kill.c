@@ -28,10 +28,10 @@ static eu_run g_run = {.stage = 2, .dtype = ZINC_FP16};
 
 static int train_and_save(const char *dir, int steps, const char *dump) {
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     if (eu_create(&g_run, &e, &m) != ZINC_OK) goto bad;
     for (int s = 0; s < steps; s++)
-        if (zinc_mlp_train_step(m, s, NULL, NULL) != ZINC_OK) goto bad;
+        if (mlp_train_step(m, s, NULL, NULL) != ZINC_OK) goto bad;
     if (zinc_save_checkpoint(e, dir, NULL) != ZINC_OK) goto bad;
     if (dump) {
         size_t n = (size_t)zinc_numel_total(e);
@@ -41,7 +41,7 @@ static int train_and_save(const char *dir, int steps, const char *dump) {
         fclose(f);
         free(p);
     }
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
     return 0;
 bad:
@@ -53,7 +53,7 @@ bad:
  * wrong, 2 if loading fails. */
 static int check_load(const char *path, int want, const char *ref) {
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     if (eu_create(&g_run, &e, &m) != ZINC_OK) return 1;
     if (zinc_load_checkpoint(e, path) != ZINC_OK) {
         fprintf(stderr, "checker: %s\n", zinc_last_error());
@@ -74,7 +74,7 @@ static int check_load(const char *path, int want, const char *ref) {
         free(p);
         free(q);
     }
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
     return rc;
 }

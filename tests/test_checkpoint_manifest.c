@@ -229,14 +229,14 @@ int main(void) {
     alarm(600); /* a FIFO that blocks fails the test instead of hanging it */
     eu_run r = {.stage = 2, .dtype = ZINC_FP16};
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     ZT_OK(eu_create(&r, &e, &m));
     if (!e) return zt_finish();
     snprintf(g_dir, sizeof g_dir, "%s/ckpt_test/manifest", zt_build_dir());
     snprintf(g_tagdir, sizeof g_tagdir, "%s/step3", g_dir);
     snprintf(g_man, sizeof g_man, "%s/manifest.json", g_tagdir);
     snprintf(g_out, sizeof g_out, "%s/out.safetensors", g_dir);
-    for (int s = 0; s < 3; s++) ZT_OK(zinc_mlp_train_step(m, s, NULL, NULL));
+    for (int s = 0; s < 3; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
     ZT_OK(zinc_save_checkpoint(e, g_dir, NULL));
     size_t n = 0;
     char *orig = slurp(g_man, &n);
@@ -275,7 +275,7 @@ int main(void) {
     ZT_OK(zinc_load_checkpoint(e, g_dir));
     ZT_OK(export_it());
     free(orig);
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
     return zt_finish();
 }

@@ -45,11 +45,11 @@ static void path(char *buf, size_t cap, const char *a, const char *b) { snprintf
 /* Trains `steps` and saves into dir with `tag` (NULL: step<N>); returns the save's status. */
 static zinc_status train_save(const char *dir, int steps, const char *tag) {
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     zinc_status st = eu_create(&g_run, &e, &m);
-    for (int s = 0; st == ZINC_OK && s < steps; s++) st = zinc_mlp_train_step(m, s, NULL, NULL);
+    for (int s = 0; st == ZINC_OK && s < steps; s++) st = mlp_train_step(m, s, NULL, NULL);
     if (st == ZINC_OK) st = zinc_save_checkpoint(e, dir, tag);
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
     return st;
 }
@@ -59,12 +59,12 @@ static const char *g_load_path;
 static int load_child(void *arg) {
     (void)arg;
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     zinc_status st = eu_create(&g_run, &e, &m);
     if (st == ZINC_OK) st = zinc_load_checkpoint(e, g_load_path);
     if (st != ZINC_OK) fprintf(stderr, "load %s: %s\n", g_load_path, zinc_last_error());
     int rc = st == ZINC_OK ? (int)zinc_step_count(e) : 200;
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
     return rc;
 }

@@ -108,16 +108,16 @@ static void keep_errors(void *userdata, zinc_log_level level, int rank, const ch
 }
 
 static void test_cublas(int emulated) {
-    eu_run r = {.stage = 1, .dtype = ZINC_FP32, .cuda = 1, .mlp_compute = ZINC_MLP_COMPUTE_DEVICE,
+    eu_run r = {.stage = 1, .dtype = ZINC_FP32, .cuda = 1, .mlp_compute = MLP_COMPUTE_DEVICE,
                 .log_fn = keep_errors};
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     ZT_CHECK(mapped("libcublas") == 0, "cuBLAS is not mapped before the first MLP on the GPU");
     setenv("ZINC_CUBLAS_LIBRARY", "/nonexistent/libcublas.so.13", 1);
     ZT_ERR(eu_create(&r, &e, &m), ZINC_ERR_DEVICE, NULL);
     ZT_CHECK(strstr(g_log, "mlp (cuda) needs cuBLAS: cannot load ZINC_CUBLAS_LIBRARY=/nonexistent/libcublas.so.13 "
                            "(dlopen: /nonexistent/libcublas.so.13: cannot open") &&
-                 strstr(g_log, "ZINC_MLP_COMPUTE_HOST"),
+                 strstr(g_log, "MLP_COMPUTE_HOST"),
              "the message in the engine's log: %s", g_log);
     ZT_CHECK(!e && !m, "no engine or MLP after the failure (eu_create destroys them)");
     unsetenv("ZINC_CUBLAS_LIBRARY");

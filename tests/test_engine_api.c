@@ -34,9 +34,9 @@ static void capture_log(void *u, zinc_log_level l, int rank, const char *msg) {
 static void mlp_compute_errors(void) {
     for (int c = 0; c < 2; c++) {
         eu_run r = {.stage = 1, .dtype = ZINC_FP32, .log_fn = capture_log,
-                    .mlp_compute = c == 0 ? ZINC_MLP_COMPUTE_DEVICE : (zinc_mlp_compute)7};
+                    .mlp_compute = c == 0 ? MLP_COMPUTE_DEVICE : (mlp_compute_at)7};
         zinc_engine *e = NULL;
-        zinc_mlp *m = NULL;
+        mlp_model *m = NULL;
         logged[0] = 0;
         zinc_status st = eu_create(&r, &e, &m);
         if (c == 1) {

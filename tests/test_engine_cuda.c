@@ -51,7 +51,7 @@ int main(void) {
                 if (variant == 3 && stage != 0 && stage != 3) continue;
                 eu_run r = {.stage = stage, .dtype = t, .overlap_comm = variant == 1, .cuda = 1,
                             .zero_extra = variant == 2 ? offload : NULL,
-                            .mlp_compute = variant == 3 ? ZINC_MLP_COMPUTE_HOST : ZINC_MLP_COMPUTE_AUTO};
+                            .mlp_compute = variant == 3 ? MLP_COMPUTE_HOST : MLP_COMPUTE_AUTO};
                 float *p = NULL, *q = NULL;
                 size_t n = 0, n2 = 0;
                 zinc_status st = eu_train(&r, STEPS, &p, &n);

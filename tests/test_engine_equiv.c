@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
                 float *p = NULL, *q = NULL;
                 size_t n = 0, n2 = 0;
                 zinc_engine *probe = NULL;
-                zinc_mlp *pm = NULL;
+                mlp_model *pm = NULL;
                 eu_run pr = r;
                 pr.log_fn = probe_log;
                 g_comm_seen = 0;
@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
                     rank = zinc_rank(probe);
                     world = zinc_world_size(probe);
                 }
-                zinc_mlp_destroy(pm);
+                mlp_destroy(pm);
                 zinc_destroy(probe);
                 ZT_OK(eu_train(&r, STEPS, &p, &n));
                 ZT_CHECK(n == nref, "element count %zu vs reference %zu", n, nref);

@@ -5,7 +5,7 @@
  * gradients down and parameters up in both passes) and at stage 2 to NVMe files, and in fp16 an overflow injected on the last rank at
  * step 2, which every rank must skip (parameters untouched, the loss scale halved: hysteresis 1) from the
  * gradient statistics before training on. The
- * example MLP computes on the host in both runs (ZINC_MLP_COMPUTE_HOST), so the gradients are the same
+ * example MLP computes on the host in both runs (MLP_COMPUTE_HOST), so the gradients are the same
  * bits and any difference is the optimizer's.
  *
  *   - On the CUDA emulation (ZINC_CUDA_EMULATED=1, tests/cuda_emulated.cmake), whose LAMB launchers run
@@ -76,9 +76,9 @@ static void check_memory(zinc_engine *e, const char *what) {
 static zinc_status train(const eu_run *base, int cuda, const char *what, result *out) {
     eu_run r = *base;
     r.cuda = cuda;
-    r.mlp_compute = ZINC_MLP_COMPUTE_HOST;
+    r.mlp_compute = MLP_COMPUTE_HOST;
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     memset(out, 0, sizeof *out);
     zinc_status st = eu_create(&r, &e, &m);
     if (st != ZINC_OK) return st;
@@ -90,10 +90,10 @@ static zinc_status train(const eu_run *base, int cuda, const char *what, result 
         if (inject) {
             before = master(e, &n);
             out->scale_before = zinc_loss_scale(e);
-            if (zinc_rank(e) == zinc_world_size(e) - 1) zinc_mlp_inject_grad(m, INFINITY);
+            if (zinc_rank(e) == zinc_world_size(e) - 1) mlp_inject_grad(m, INFINITY);
         }
         zinc_step_info info;
-        st = zinc_mlp_train_step(m, s, &info, NULL);
+        st = mlp_train_step(m, s, &info, NULL);
         if (st == ZINC_OK && inject) {
             out->scale_after = info.loss_scale;
             float *after = master(e, &n);
@@ -106,7 +106,7 @@ static zinc_status train(const eu_run *base, int cuda, const char *what, result 
     if (st == ZINC_OK && cuda) check_memory(e, what);
     if (st == ZINC_OK) out->w = master(e, &out->n);
     if (st == ZINC_OK && !out->w) st = ZINC_ERR_NOMEM;
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
     return st;
 }

@@ -12,7 +12,7 @@ static void check_stage(int stage, zinc_dtype t) {
     eu_run r = {.stage = stage, .dtype = t, .overlap_comm = stage >= 2,
                 .zero_extra = "\"stage3_max_live_parameters\": 1000000000"};
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     ZT_OK(eu_create(&r, &e, &m));
     if (!e) return;
     int W = zinc_world_size(e);
@@ -27,7 +27,7 @@ static void check_stage(int stage, zinc_dtype t) {
 
     zinc_memory_report rep[3];
     for (int s = 0; s < 5; s++) {
-        ZT_OK(zinc_mlp_train_step(m, s, NULL, NULL));
+        ZT_OK(mlp_train_step(m, s, NULL, NULL));
         if (s == 0) ZT_OK(zinc_memory_get(e, &rep[0]));
         if (s == 4) ZT_OK(zinc_memory_get(e, &rep[1]));
     }
@@ -57,7 +57,7 @@ static void check_stage(int stage, zinc_dtype t) {
                  "stage %d %s: %s bytes grew from %llu after step 1 to %llu after step 5", stage, zinc_dtype_name(t),
                  zinc_mem_kind_name((zinc_mem_kind)k), (unsigned long long)rep[0].current_total[k],
                  (unsigned long long)rep[1].current_total[k]);
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
 }
 

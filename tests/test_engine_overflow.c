@@ -20,8 +20,8 @@ static float *master(zinc_engine *e, size_t *n) {
     return p;
 }
 
-static void inject_on_last_rank(zinc_engine *e, zinc_mlp *m, float v) {
-    if (zinc_rank(e) == zinc_world_size(e) - 1) zinc_mlp_inject_grad(m, v);
+static void inject_on_last_rank(zinc_engine *e, mlp_model *m, float v) {
+    if (zinc_rank(e) == zinc_world_size(e) - 1) mlp_inject_grad(m, v);
 }
 
 static void skip_case(int stage, zinc_dtype t, const char *fp16_extra, float expect_scale_after) {
@@ -29,19 +29,19 @@ static void skip_case(int stage, zinc_dtype t, const char *fp16_extra, float exp
                 .extra = "\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_min_lr\": 0.0, "
                          "\"warmup_max_lr\": 0.003, \"warmup_num_steps\": 10, \"warmup_type\": \"linear\"}}"};
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     ZT_OK(eu_create(&r, &e, &m));
     if (!e) return;
     zinc_step_info info;
-    ZT_OK(zinc_mlp_train_step(m, 0, &info, NULL));
-    ZT_OK(zinc_mlp_train_step(m, 1, &info, NULL));
+    ZT_OK(mlp_train_step(m, 0, &info, NULL));
+    ZT_OK(mlp_train_step(m, 1, &info, NULL));
     ZT_CHECK(info.taken == 1, "stage %d: clean step not taken", stage);
     double lr_next = 0.003 * 2 / 10; /* linear warmup: iteration 2 */
     size_t n;
     float *before = master(e, &n);
     float scale_before = zinc_loss_scale(e);
     inject_on_last_rank(e, m, INFINITY);
-    ZT_OK(zinc_mlp_train_step(m, 2, &info, NULL));
+    ZT_OK(mlp_train_step(m, 2, &info, NULL));
     ZT_CHECK(info.taken == 0, "stage %d %s: step with an inf gradient was taken", stage, zinc_dtype_name(t));
     ZT_CHECK(info.steps_skipped == 1, "stage %d: steps_skipped %lld", stage, (long long)info.steps_skipped);
     ZT_CHECK(!isfinite(info.grad_norm), "stage %d: grad norm %g should be non-finite", stage, info.grad_norm);
@@ -53,12 +53,12 @@ static void skip_case(int stage, zinc_dtype t, const char *fp16_extra, float exp
     ZT_CHECK(before && after && memcmp(before, after, n * sizeof(float)) == 0,
              "stage %d: parameters changed on a skipped step", stage);
     /* The next clean step uses the lr the skipped one would have used: the schedule did not advance. */
-    ZT_OK(zinc_mlp_train_step(m, 3, &info, NULL));
+    ZT_OK(mlp_train_step(m, 3, &info, NULL));
     ZT_CHECK(info.taken == 1, "stage %d: step after the skip not taken", stage);
     ZT_NEAR(info.lr, lr_next, 1e-12, 1e-9, "stage %d: lr after the skip %g, expected %g", stage, info.lr, lr_next);
     free(before);
     free(after);
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
 }
 
@@ -67,17 +67,17 @@ static void at_minimum_case(int stage) {
     char cfg_extra[] = "\"min_loss_scale\": 256, \"hysteresis\": 1";
     r.fp16_extra = cfg_extra; /* initial_scale_power 8: already at the minimum */
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     ZT_OK(eu_create(&r, &e, &m));
     if (!e) return;
-    ZT_OK(zinc_mlp_train_step(m, 0, NULL, NULL));
+    ZT_OK(mlp_train_step(m, 0, NULL, NULL));
     inject_on_last_rank(e, m, NAN);
-    zinc_status st = zinc_mlp_train_step(m, 1, NULL, NULL);
+    zinc_status st = mlp_train_step(m, 1, NULL, NULL);
     ZT_CHECK(st == ZINC_ERR_LOSS_SCALE, "stage %d: expected ZINC_ERR_LOSS_SCALE, got %s", stage, zinc_status_name(st));
     const char *msg = zinc_last_error();
     ZT_CHECK(strstr(msg, "fc1.weight") && strstr(msg, "step 2") && strstr(msg, "minimum"),
              "stage %d: message should name the parameter, the step and the minimum: %s", stage, msg);
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
 }
 
@@ -89,15 +89,15 @@ static void nonfinite_cases(int stage, zinc_dtype t) {
     snprintf(dir, sizeof dir, "%s/ckpt_test/nonfinite_s%d_%s", zt_build_dir(), stage, zinc_dtype_name(t));
     eu_run r = {.stage = stage, .dtype = t};
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     ZT_OK(eu_create(&r, &e, &m));
     if (!e) return;
-    ZT_OK(zinc_mlp_train_step(m, 0, NULL, NULL));
+    ZT_OK(mlp_train_step(m, 0, NULL, NULL));
     inject_on_last_rank(e, m, INFINITY);
-    ZT_ERR(zinc_mlp_train_step(m, 1, NULL, NULL), ZINC_ERR_NONFINITE, "step 2: non-finite gradient");
+    ZT_ERR(mlp_train_step(m, 1, NULL, NULL), ZINC_ERR_NONFINITE, "step 2: non-finite gradient");
     ZT_CHECK(strstr(zinc_last_error(), "parameter \"") != NULL, "the error names no tensor: %s", zinc_last_error());
     ZT_ERR(zinc_save_checkpoint(e, dir, NULL), ZINC_ERR_STATE, "optimizer step 2");
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
 
     /* A learning rate no model survives: lr 1000 with AdamW's weight decay 0.01 multiplies every weight by
@@ -109,16 +109,16 @@ static void nonfinite_cases(int stage, zinc_dtype t) {
     if (!e) return;
     zinc_status st = ZINC_OK;
     int s = 0;
-    for (; s < 100 && st == ZINC_OK; s++) st = zinc_mlp_train_step(m, s, NULL, NULL);
+    for (; s < 100 && st == ZINC_OK; s++) st = mlp_train_step(m, s, NULL, NULL);
     ZT_ERR(st, ZINC_ERR_NONFINITE, "non-finite"); /* the gradients or the update overflow first */
     ZT_CHECK(strstr(zinc_last_error(), "step ") != NULL, "no step named: %s", zinc_last_error());
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
 
     /* The check after an update, on its own: one parameter made NaN in this rank's updated range. */
     ZT_OK(eu_create(&r, &e, &m));
     if (!e) return;
-    ZT_OK(zinc_mlp_train_step(m, 0, NULL, NULL));
+    ZT_OK(mlp_train_step(m, 0, NULL, NULL));
     size_t csz = zinc_dtype_size(t);
     char *own = e->stage == 3 ? (char *)e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
     int64_t x = e->part.numel - e->own_lo > 3 ? 3 : 0; /* element own_lo + 3 (own_lo on a rank of padding) */
@@ -131,16 +131,16 @@ static void nonfinite_cases(int stage, zinc_dtype t) {
         }
         ZT_ERR(zengine_check_params(e, own), ZINC_ERR_NONFINITE, "the update made 1");
     }
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
 
     /* With skipping allowed the same run goes on, but its non-finite state is never saved. */
     big.nonfinite_skip = 1;
     ZT_OK(eu_create(&big, &e, &m));
     if (!e) return;
-    for (int k = 0; k < 100; k++) (void)zinc_mlp_train_step(m, k, NULL, NULL);
+    for (int k = 0; k < 100; k++) (void)mlp_train_step(m, k, NULL, NULL);
     ZT_ERR(zinc_save_checkpoint(e, dir, NULL), ZINC_ERR_NONFINITE, "refusing to save");
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
 }
 

@@ -141,7 +141,7 @@ def main():
         # outputs are checked before training, and an option without its value is an error
         expect_error(base + ["--report", "/proc/nope/r.json"], "--report /proc/nope/r.json", "nothing was trained")
         out = run(base + ["--save", "--shuffle"], expect=2)
-        check("--save needs a path" in out, f"--save without its value: {out.strip()[-300:]}")
+        check("--save needs a value" in out, f"--save without its value: {out.strip()[-300:]}")
         expect_error(base + ["--init", w("m.bin"), "--context", "32"], "--context 32", "m.bin",
                      "header[2] (max context) is 16", "1..16")
         write_tokens(w("big.bin"), toks[:100] + [300] + toks[100:])

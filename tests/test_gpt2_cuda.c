@@ -2,8 +2,8 @@
  * against its host path: a tiny model (2 layers, 32 channels, 4 heads, context 16, vocabulary 67 padded to
  * 80) trained 12 steps with gradient accumulation 2 on a cuda engine and on a cpu engine at the same rank
  * count, stages 0 and 3, fp32 / bf16 / fp16 (dynamic loss scaling). Compared per step: the loss and the
- * gradient norm; at the end: every parameter (zinc_gpt2_gather_llmc), the validation loss
- * (zinc_gpt2_val_loss) and the next-token logits of a sequence (zinc_gpt2_next_logits).
+ * gradient norm; at the end: every parameter (gpt2_gather_llmc), the validation loss
+ * (gpt2_val_loss) and the next-token logits of a sequence (gpt2_next_logits).
  *
  * The optimizer is AdamW with eps 1: while gradients are well below 1 its update is close to lr x the
  * momentum, linear in the gradient, so a gradient dropped or counted twice (any tensor, any part of it)
@@ -19,7 +19,7 @@
  * cuda-emulated) with the emulated SGEMM and the host layer functions as kernels
  * (tests/cuda_host/gpt2_kernels_host.c) on lazy streams, so a missing ordering shows up as stale data.
  * Also one micro-step's gradients as the model computed them (the capture hook), per tensor.
- * First, before cuBLAS is loaded: ZINC_CUBLAS_LIBRARY=/nonexistent makes zinc_gpt2_create fail with a
+ * First, before cuBLAS is loaded: ZINC_CUBLAS_LIBRARY=/nonexistent makes gpt2_create fail with a
  * message that names the file and what to do. Without a GPU (or the CUDA backend) it exits 77. */
 #include <math.h>
 #include <stdio.h>
@@ -44,7 +44,7 @@ typedef struct result {
     float *init, *final, logits[67];
 } result;
 
-static zinc_status make(int cuda, int stage, const char *dtype, zinc_engine **e, zinc_gpt2 **m) {
+static zinc_status make(int cuda, int stage, const char *dtype, zinc_engine **e, gpt2_model **m) {
     char cfg[1024];
     zinc_status st;
     snprintf(cfg, sizeof cfg,
@@ -65,28 +65,28 @@ static zinc_status make(int cuda, int stage, const char *dtype, zinc_engine **e,
     o.seed = 7;
     *e = NULL, *m = NULL;
     if ((st = zinc_create(&o, e)) != ZINC_OK) return st;
-    zinc_gpt2_config c = {.shape = S, .context = T, .init = NULL};
-    return zinc_gpt2_create(*e, &c, m);
+    gpt2_config c = {.shape = S, .context = T, .init = NULL};
+    return gpt2_create(*e, &c, m);
 }
 
 static zinc_status train(int cuda, int stage, const char *dtype, const gpt2_tokens *data, result *r) {
     zinc_engine *e;
-    zinc_gpt2 *m;
+    gpt2_model *m;
     int64_t n = gpt2_num_params(&S);
     r->init = malloc((size_t)n * sizeof(float));
     r->final = malloc((size_t)n * sizeof(float));
     zinc_status st = make(cuda, stage, dtype, &e, &m);
-    if (st == ZINC_OK) st = zinc_gpt2_gather_llmc(m, r->init);
+    if (st == ZINC_OK) st = gpt2_gather_llmc(m, r->init);
     for (int s = 0; s < STEPS && st == ZINC_OK; s++) {
         zinc_step_info info;
-        st = zinc_gpt2_train_step(m, data, s, &info, &r->loss[s]);
+        st = gpt2_train_step(m, data, s, &info, &r->loss[s]);
         r->norm[s] = info.grad_norm;
     }
-    if (st == ZINC_OK) st = zinc_gpt2_gather_llmc(m, r->final);
-    if (st == ZINC_OK) st = zinc_gpt2_val_loss(m, data, 2, &r->val);
+    if (st == ZINC_OK) st = gpt2_gather_llmc(m, r->final);
+    if (st == ZINC_OK) st = gpt2_val_loss(m, data, 2, &r->val);
     static const uint16_t prompt[5] = {3, 1, 4, 1, 5};
-    if (st == ZINC_OK) st = zinc_gpt2_next_logits(m, prompt, 5, r->logits);
-    zinc_gpt2_destroy(m);
+    if (st == ZINC_OK) st = gpt2_next_logits(m, prompt, 5, r->logits);
+    gpt2_destroy(m);
     zinc_destroy(e);
     return st;
 }
@@ -119,7 +119,7 @@ static double compare_params(const result *got, const result *ref, const char *w
     return worst;
 }
 
-/* One micro-step's float gradients as each path computed them (zinc_gpt2_capture_grads, copied back from
+/* One micro-step's float gradients as each path computed them (gpt2_capture_grads, copied back from
  * the device on cuda), fp32 stage 0: per tensor, max |cuda - cpu| <= 1e-4 x max |cpu|. */
 static void check_grads(const gpt2_tokens *data) {
     int64_t n = gpt2_num_params(&S);
@@ -128,14 +128,14 @@ static void check_grads(const gpt2_tokens *data) {
     for (int b = 0; b < 2; b++) gpt2_window(data, T, BATCH, b, win + b * (T + 1));
     for (int cuda = 0; cuda < 2; cuda++) {
         zinc_engine *e;
-        zinc_gpt2 *m;
+        gpt2_model *m;
         double loss = 0;
         ZT_OK(make(cuda, 0, "fp32", &e, &m));
         if (m) {
-            zinc_gpt2_capture_grads(m, g[cuda]);
-            ZT_OK(zinc_gpt2_microstep(m, win, 2, &loss));
+            gpt2_capture_grads(m, g[cuda]);
+            ZT_OK(gpt2_microstep(m, win, 2, &loss));
         }
-        zinc_gpt2_destroy(m);
+        gpt2_destroy(m);
         zinc_destroy(e);
     }
     double worst = 0;
@@ -160,14 +160,14 @@ static void check_grads(const gpt2_tokens *data) {
 static void check_cublas_missing(void) {
     setenv("ZINC_CUBLAS_LIBRARY", "/nonexistent/libcublas.so.13", 1);
     zinc_engine *e;
-    zinc_gpt2 *m;
+    gpt2_model *m;
     g_log[0] = 0;
     zinc_status st = make(1, 0, "fp32", &e, &m);
     ZT_CHECK(st == ZINC_ERR_DEVICE && !m, "gpt2 on cuda with no cuBLAS: status %d, want ZINC_ERR_DEVICE", (int)st);
     ZT_CHECK(strstr(g_log, "gpt2 (cuda) needs cuBLAS: cannot load ZINC_CUBLAS_LIBRARY=/nonexistent/libcublas.so.13") &&
                  strstr(g_log, "--device cpu"),
              "the message names the library and what to do: %s", g_log);
-    zinc_gpt2_destroy(m);
+    gpt2_destroy(m);
     zinc_destroy(e);
     unsetenv("ZINC_CUBLAS_LIBRARY");
 }

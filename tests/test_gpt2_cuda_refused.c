@@ -15,7 +15,7 @@ static void keep_errors(void *userdata, zinc_log_level level, int rank, const ch
     if (level >= ZINC_LOG_ERROR && !g_log[0]) snprintf(g_log, sizeof g_log, "%s", msg);
 }
 
-static zinc_status make(zinc_device_kind dev, zinc_engine **e, zinc_gpt2 **m) {
+static zinc_status make(zinc_device_kind dev, zinc_engine **e, gpt2_model **m) {
     static const gpt2_shape S = {8, 11, 1, 2, 8, 16};
     zinc_options o = zinc_default_options();
     o.config_json = "{\"train_batch_size\": 2, \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}}}";
@@ -25,8 +25,8 @@ static zinc_status make(zinc_device_kind dev, zinc_engine **e, zinc_gpt2 **m) {
     o.cpu_threads = 1;
     *e = NULL, *m = NULL;
     zinc_status st = zinc_create(&o, e);
-    zinc_gpt2_config c = {.shape = S, .context = 8, .init = NULL};
-    return st == ZINC_OK ? zinc_gpt2_create(*e, &c, m) : st;
+    gpt2_config c = {.shape = S, .context = 8, .init = NULL};
+    return st == ZINC_OK ? gpt2_create(*e, &c, m) : st;
 }
 
 int main(void) {
@@ -34,22 +34,22 @@ int main(void) {
     if (zdev_cuda_count() == 0) return zt_skip("no GPU (or zinc built without the CUDA backend)");
     setenv("ZINC_EXPERIMENTAL_CUDA", "1", 1);
     zinc_engine *e;
-    zinc_gpt2 *m;
+    gpt2_model *m;
     zinc_status st = make(ZINC_DEVICE_CUDA, &e, &m);
     ZT_CHECK(st == ZINC_ERR_UNSUPPORTED && !m, "gpt2 on cuda without the GPU path: status %d, want unsupported",
              (int)st);
     ZT_CHECK(strstr(g_log, "this build of the GPT-2 example has no GPU path") && strstr(g_log, "--device cpu"),
              "the message says why and what to do: %s", g_log);
-    zinc_gpt2_destroy(m);
+    gpt2_destroy(m);
     zinc_destroy(e);
     g_log[0] = 0;
     ZT_OK(make(ZINC_DEVICE_CPU, &e, &m));
     uint16_t win[2 * 9];
     for (int i = 0; i < 18; i++) win[i] = (uint16_t)(i % 11);
     double loss = 0;
-    ZT_OK(zinc_gpt2_microstep(m, win, 2, &loss));
+    ZT_OK(gpt2_microstep(m, win, 2, &loss));
     ZT_CHECK(loss > 0, "a cpu micro-step on the same build: loss %g", loss);
-    zinc_gpt2_destroy(m);
+    gpt2_destroy(m);
     zinc_destroy(e);
     return zt_finish();
 }

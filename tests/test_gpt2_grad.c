@@ -1,7 +1,7 @@
 /* The whole GPT-2 (examples/gpt2) through the engine at a tiny size (2 layers, 8 channels, 2 heads,
  * context 5, vocabulary 11 padded to 16): the gradient the model hands to the engine for every parameter
  * kind, the tied embedding included, against central finite differences of the loss the model computes
- * through the engine (zinc_gpt2_eval on a model built from perturbed parameters), fp32, stage 0.
+ * through the engine (gpt2_eval on a model built from perturbed parameters), fp32, stage 0.
  * Tolerance per element: |g - fd| <= 1e-3 + 3e-2 |fd| (float forward passes, step 1e-3: 5e-3 failed on
  * one seed in ~40 from the truncation error, 1e-3 passed 40 of 40), and the cosine of
  * the checked gradient vector with the finite differences >= 0.9999. Padding rows of wte get exactly 0. */
@@ -20,23 +20,23 @@ static const char *cfg_json =
     "{\"train_batch_size\": 2, \"train_micro_batch_size_per_gpu\": 2, \"zero_optimization\": {\"stage\": 0},"
     " \"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 0.001}}}";
 
-static zinc_status build(const float *params, zinc_engine **e, zinc_gpt2 **m) {
+static zinc_status build(const float *params, zinc_engine **e, gpt2_model **m) {
     zinc_options o = zinc_default_options();
     o.config_json = cfg_json;
     o.log_level = ZINC_LOG_WARN;
     o.cpu_threads = 1;
     zinc_status st = zinc_create(&o, e);
     if (st != ZINC_OK) return st;
-    zinc_gpt2_config c = {.shape = S, .context = T, .init = params};
-    return zinc_gpt2_create(*e, &c, m);
+    gpt2_config c = {.shape = S, .context = T, .init = params};
+    return gpt2_create(*e, &c, m);
 }
 
 static double loss_at(const float *params) {
     zinc_engine *e = NULL;
-    zinc_gpt2 *m = NULL;
+    gpt2_model *m = NULL;
     double sum = 0;
-    if (build(params, &e, &m) != ZINC_OK || zinc_gpt2_eval(m, win, B, &sum) != ZINC_OK) sum = NAN;
-    zinc_gpt2_destroy(m);
+    if (build(params, &e, &m) != ZINC_OK || gpt2_eval(m, win, B, &sum) != ZINC_OK) sum = NAN;
+    gpt2_destroy(m);
     zinc_destroy(e);
     return sum / (B * T);
 }
@@ -54,13 +54,13 @@ int main(void) {
     for (int i = 0; i < B * (T + 1); i++) win[i] = (uint16_t)(zt_rand_u64(&rng) % (uint64_t)S.vocab);
 
     zinc_engine *e = NULL;
-    zinc_gpt2 *m = NULL;
+    gpt2_model *m = NULL;
     ZT_OK(build(p, &e, &m));
     if (!m) return zt_finish();
     double sum = 0;
-    zinc_gpt2_capture_grads(m, g);
-    ZT_OK(zinc_gpt2_microstep(m, win, B, &sum));
-    zinc_gpt2_destroy(m);
+    gpt2_capture_grads(m, g);
+    ZT_OK(gpt2_microstep(m, win, B, &sum));
+    gpt2_destroy(m);
     zinc_destroy(e);
     double l0 = loss_at(p);
     ZT_NEAR(sum / (B * T), l0, 1e-6, 1e-6, "training and eval losses agree: %.9g vs %.9g", sum / (B * T), l0);

@@ -35,16 +35,16 @@ static zinc_status train(int stage, const char *dtype, const gpt2_tokens *data, 
     o.log_level = ZINC_LOG_WARN;
     o.cpu_threads = 1;
     zinc_engine *e = NULL;
-    zinc_gpt2 *m = NULL;
+    gpt2_model *m = NULL;
     zinc_status st = zinc_create(&o, &e);
-    zinc_gpt2_config c = {.shape = S, .context = T, .init = NULL};
-    if (st == ZINC_OK) st = zinc_gpt2_create(e, &c, &m);
+    gpt2_config c = {.shape = S, .context = T, .init = NULL};
+    if (st == ZINC_OK) st = gpt2_create(e, &c, &m);
     for (int s = 0; s < STEPS && st == ZINC_OK; s++) {
         zinc_step_info info;
-        st = zinc_gpt2_train_step(m, data, s, &info, &losses[s]);
+        st = gpt2_train_step(m, data, s, &info, &losses[s]);
         reduce_scatters[s] = info.reduce_scatters;
     }
-    zinc_gpt2_destroy(m);
+    gpt2_destroy(m);
     zinc_destroy(e);
     return st;
 }

@@ -27,8 +27,8 @@ static void quiet_log(void *u, zinc_log_level l, int rank, const char *msg) {
     if ((l >= ZINC_LOG_WARN && rank == 0) || getenv("ZT_VERBOSE")) fprintf(stderr, "[zinc r%d] %s\n", rank, msg);
 }
 
-static zinc_mlp_config model(void) {
-    zinc_mlp_config c = eu_model();
+static mlp_config model(void) {
+    mlp_config c = eu_model();
     c.hidden = 96; /* ~11.4k parameters: 12 chunks of 1024 on one rank, 3 on four */
     return c;
 }
@@ -46,18 +46,18 @@ static float *train(int stage, zinc_dtype t, const char *zero_extra, const char 
     o.log_fn = quiet_log;
     o.cpu_threads = 1;
     zinc_engine *e = NULL;
-    zinc_mlp *m = NULL;
+    mlp_model *m = NULL;
     float *w = NULL;
     zinc_status st = zinc_create(&o, &e);
     ZT_OK(st);
     if (st != ZINC_OK) return NULL;
     *rank = zinc_rank(e);
     *world = zinc_world_size(e);
-    zinc_mlp_config mc = model();
-    st = zinc_mlp_create(e, &mc, &m);
+    mlp_config mc = model();
+    st = mlp_create(e, &mc, &m);
     ZT_OK(st);
     for (int s = 0; s < STEPS && st == ZINC_OK; s++) {
-        st = zinc_mlp_train_step(m, s, NULL, NULL);
+        st = mlp_train_step(m, s, NULL, NULL);
         ZT_OK(st);
     }
     if (st == ZINC_OK) {
@@ -73,7 +73,7 @@ static float *train(int stage, zinc_dtype t, const char *zero_extra, const char 
             w = NULL;
         }
     }
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     zinc_destroy(e);
     return w;
 }

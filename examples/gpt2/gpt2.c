@@ -29,7 +29,7 @@ static size_t z(size_t n) { return n ? n : 1; }
 
 
 static zinc_status init_param(void *userdata, const zinc_param_info *p, uint64_t seed, float *out) {
-    const zinc_gpt2 *m = userdata;
+    const gpt2_model *m = userdata;
     int kind = m->pkind[p->index], layer = m->player[p->index];
     if (m->init) {
         memcpy(out, m->init + gpt2_llmc_offset(&m->s, kind, layer), (size_t)p->numel * sizeof(float));
@@ -58,7 +58,7 @@ static zinc_status init_param(void *userdata, const zinc_param_info *p, uint64_t
 static zinc_status init_param_range(void *userdata, const zinc_param_info *p, uint64_t seed, int64_t first, int64_t n,
                                     float *out) {
     (void)seed;
-    zinc_gpt2 *m = userdata;
+    gpt2_model *m = userdata;
     char err[512];
     int64_t at = gpt2_llmc_offset(&m->s, m->pkind[p->index], m->player[p->index]) + first;
     zinc_status st = gpt2_model_read_range(m->init_file, at, n, out, err, sizeof err);
@@ -75,7 +75,7 @@ static unsigned decay_flags(int kind) {
                : ZINC_PARAM_NO_DECAY;
 }
 
-static int add_param(zinc_gpt2 *m, int module, int kind, int layer, const char *name) {
+static int add_param(gpt2_model *m, int module, int kind, int layer, const char *name) {
     int64_t shape[2];
     int64_t C = m->s.channels;
     int ndim = 2;
@@ -104,7 +104,7 @@ static int add_param(zinc_gpt2 *m, int module, int kind, int layer, const char *
  * - embed's backward entry: wte's float gradient, then wpe's (unless written straight into the engine's
  *   fp32 buffers: direct_embed).
  * fp32 at GPT-2 124M: one block's 7.1M floats (28 MB); bf16/fp16: wte's 38.6M floats (154 MB). */
-static size_t scratch_floats(const zinc_gpt2 *m) {
+static size_t scratch_floats(const gpt2_model *m) {
     size_t block = 0, C = (size_t)m->s.channels, wte = (size_t)m->s.padded_vocab * C,
            wpe = (size_t)m->s.max_context * C;
     for (int k = GPT2_LN1W; k <= GPT2_FCPROJB; k++) block += (size_t)gpt2_kind_numel(&m->s, k);
@@ -119,7 +119,7 @@ static size_t scratch_floats(const zinc_gpt2 *m) {
 
 /* Every buffer the model allocates with its table's alloc, with its bytes and category: the one place they
  * are sized. create allocates them after zinc_build, destroy releases them, and create declares their sum
- * (zinc_memory_declare) before zinc_build, as zinc_gpt2_memory does for `zinc mem estimate`; a buffer added
+ * (zinc_memory_declare) before zinc_build, as gpt2_memory does for `zinc mem estimate`; a buffer added
  * here is allocated, freed and declared alike. At most gpt2_nbufs(L) entries. */
 typedef struct gpt2_buf {
     void **slot;
@@ -129,7 +129,7 @@ typedef struct gpt2_buf {
 
 static int gpt2_nbufs(int L) { return 12 * L + 24; }
 
-static int gpt2_buffers(zinc_gpt2 *m, gpt2_buf *b) {
+static int gpt2_buffers(gpt2_model *m, gpt2_buf *b) {
     int n = 0, L = m->s.layers, C = m->s.channels, V = m->s.vocab, H = m->s.heads, T = m->T;
     size_t N = (size_t)m->mb * (size_t)T, NC = N * (size_t)C, att = (size_t)m->mb * H * T * T;
 #define B(p, sz, c) b[n++] = (gpt2_buf){(void **)&(p), (sz), (c)}
@@ -159,7 +159,7 @@ static int gpt2_buffers(zinc_gpt2 *m, gpt2_buf *b) {
 
 /* Host memory besides the table's buffers: the token ids (and the row losses' host copy on a device), and
  * OpenBLAS's buffers on the host path (GPT2_BLAS_BASE_BYTES and GPT2_BLAS_THREAD_BYTES per thread). */
-static size_t host_extra_bytes(const zinc_gpt2 *m, int threads) {
+static size_t host_extra_bytes(const gpt2_model *m, int threads) {
     size_t N = (size_t)m->mb * (size_t)m->T, bytes = 2 * N * sizeof(int32_t);
     if (m->ops->device) bytes += (size_t)m->gas * N * sizeof(double);
     else bytes += GPT2_BLAS_BASE_BYTES + (size_t)threads * GPT2_BLAS_THREAD_BYTES;
@@ -167,7 +167,7 @@ static size_t host_extra_bytes(const zinc_gpt2 *m, int threads) {
 }
 
 /* The sums by category of the buffers (in the table's memory) and the host extras. */
-static void buffer_sums(zinc_gpt2 *m, int threads, uint64_t *act, uint64_t *scr, uint64_t *host) {
+static void buffer_sums(gpt2_model *m, int threads, uint64_t *act, uint64_t *scr, uint64_t *host) {
     gpt2_buf *b = malloc((size_t)gpt2_nbufs(m->s.layers) * sizeof *b);
     *act = *scr = 0;
     *host = host_extra_bytes(m, threads);
@@ -177,7 +177,7 @@ static void buffer_sums(zinc_gpt2 *m, int threads, uint64_t *act, uint64_t *scr,
     free(b);
 }
 
-void zinc_gpt2_destroy(zinc_gpt2 *m) {
+void gpt2_destroy(gpt2_model *m) {
     if (!m) return;
 #ifdef ZINC_GPT2_CUDA
     gpt2_cuda_destroy(m); /* first: it waits for the work that may still use the buffers */
@@ -201,7 +201,7 @@ void zinc_gpt2_destroy(zinc_gpt2 *m) {
 }
 
 /* Where the model computes: the host when the engine's memory is host memory, else the GPU path. */
-static zinc_status choose_ops(zinc_gpt2 *m) {
+static zinc_status choose_ops(gpt2_model *m) {
     if (zinc_device_host_addressable(m->e)) {
         m->ops = &gpt2_host_ops;
         return ZINC_OK;
@@ -222,7 +222,7 @@ static zinc_status choose_ops(zinc_gpt2 *m) {
     return ZINC_ERR_UNSUPPORTED;
 }
 
-zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_gpt2 **out) {
+zinc_status gpt2_create(zinc_engine *e, const gpt2_config *cfg, gpt2_model **out) {
     char why[256];
     *out = NULL;
     if (!cfg || gpt2_shape_check(&cfg->shape, why, sizeof why)) {
@@ -235,7 +235,7 @@ zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_g
         return ZINC_ERR_INVALID_ARG;
     }
     gpt2_layers_init();
-    zinc_gpt2 *m = calloc(1, sizeof *m);
+    gpt2_model *m = calloc(1, sizeof *m);
     if (!m) return ZINC_ERR_NOMEM;
     m->e = e;
     m->s = cfg->shape;
@@ -270,7 +270,7 @@ zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_g
 
     zinc_status st = choose_ops(m);
     if (st != ZINC_OK) {
-        zinc_gpt2_destroy(m);
+        gpt2_destroy(m);
         return st;
     }
     m->copies = zinc_compute_dtype(e) != ZINC_FP32;
@@ -287,7 +287,7 @@ zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_g
             ZINC_OK ||
         (st = zinc_memory_declare(e, ZINC_MEM_SCRATCH, ZINC_MEMKIND_HOST, host, "gpt2 token ids, BLAS buffers")) !=
             ZINC_OK) {
-        zinc_gpt2_destroy(m);
+        gpt2_destroy(m);
         return st;
     }
 
@@ -297,7 +297,7 @@ zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_g
     m->init = NULL;
     m->init_file = NULL;
     if (st != ZINC_OK) {
-        zinc_gpt2_destroy(m);
+        gpt2_destroy(m);
         return st;
     }
 
@@ -319,21 +319,21 @@ nomem:
 fail:
     zinc_log(e, ZINC_LOG_ERROR, "gpt2: no memory (%s) for the model's buffers (micro batch %d, context %d)",
              m->ops ? m->ops->name : "host", m->mb, T);
-    zinc_gpt2_destroy(m);
+    gpt2_destroy(m);
     return st;
 bad:
-    zinc_gpt2_destroy(m);
+    gpt2_destroy(m);
     return ZINC_ERR_INVALID_ARG; /* zinc_last_error() holds the engine's message */
 }
 
-zinc_status zinc_gpt2_memory(const zinc_gpt2_config *cfg, int micro_batch, int64_t grad_accum_steps,
+zinc_status gpt2_memory(const gpt2_config *cfg, int micro_batch, int64_t grad_accum_steps,
                              zinc_dtype compute_dtype, zinc_dtype grad_dtype, int checkpointing, int threads,
                              int on_gpu, uint64_t *activations, uint64_t *scratch, uint64_t *host_extra) {
     char why[256];
     if (!cfg || gpt2_shape_check(&cfg->shape, why, sizeof why) || cfg->context < 1 ||
         cfg->context > cfg->shape.max_context || micro_batch < 1 || grad_accum_steps < 1)
         return ZINC_ERR_INVALID_ARG;
-    zinc_gpt2 m = {.s = cfg->shape, .T = cfg->context, .mb = micro_batch, .gas = grad_accum_steps};
+    gpt2_model m = {.s = cfg->shape, .T = cfg->context, .mb = micro_batch, .gas = grad_accum_steps};
 #ifdef ZINC_GPT2_CUDA
     m.ops = on_gpu ? &gpt2_cuda_ops : &gpt2_host_ops;
 #else
@@ -350,10 +350,10 @@ zinc_status zinc_gpt2_memory(const zinc_gpt2_config *cfg, int micro_batch, int64
     return ZINC_OK;
 }
 
-const gpt2_shape *zinc_gpt2_shape(const zinc_gpt2 *m) { return &m->s; }
-int zinc_gpt2_context(const zinc_gpt2 *m) { return m->T; }
-void zinc_gpt2_capture_grads(zinc_gpt2 *m, float *out) { m->capture = out; }
-void zinc_gpt2_shuffle(zinc_gpt2 *m, uint64_t seed) {
+const gpt2_shape *gpt2_model_shape(const gpt2_model *m) { return &m->s; }
+int gpt2_model_context(const gpt2_model *m) { return m->T; }
+void gpt2_capture_grads(gpt2_model *m, float *out) { m->capture = out; }
+void gpt2_shuffle(gpt2_model *m, uint64_t seed) {
     m->shuffle = 1;
     m->shuffle_seed = seed;
 }
@@ -367,20 +367,20 @@ static double now_s(void) {
 }
 
 /* The engine's calls, timed: the split of a step into the model's compute and the engine's work. */
-static zinc_status module_enter(zinc_gpt2 *m, int module, zinc_phase ph) {
+static zinc_status module_enter(gpt2_model *m, int module, zinc_phase ph) {
     double t = now_s();
     zinc_status st = zinc_module_enter(m->e, module, ph);
     m->t_engine += now_s() - t;
     return st;
 }
-static zinc_status module_exit(zinc_gpt2 *m, int module, zinc_phase ph) {
+static zinc_status module_exit(gpt2_model *m, int module, zinc_phase ph) {
     double t = now_s();
     zinc_status st = zinc_module_exit(m->e, module, ph);
     m->t_engine += now_s() - t;
     return st;
 }
 
-void zinc_gpt2_times(const zinc_gpt2 *m, double *steps_s, double *engine_s) {
+void gpt2_times(const gpt2_model *m, double *steps_s, double *engine_s) {
     *steps_s = m->t_steps;
     *engine_s = m->t_engine;
 }
@@ -394,7 +394,7 @@ void zinc_gpt2_times(const zinc_gpt2 *m, double *steps_s, double *engine_s) {
 /* Enters a block or lnf, points m->w[kind] at float views of its parameters (in place for fp32, else
  * copies at the start of the scratch) and, in backward, m->g[kind] at zeroed float gradients after them.
  * Parameters first..first+count-1 (registration order). */
-static zinc_status enter(zinc_gpt2 *m, int module, zinc_phase ph, int first, int count) {
+static zinc_status enter(gpt2_model *m, int module, zinc_phase ph, int first, int count) {
     CHECK(module_enter(m, module, ph));
     size_t total = 0, off = 0;
     for (int i = first; i < first + count; i++) total += (size_t)gpt2_kind_numel(&m->s, m->pkind[i]);
@@ -418,7 +418,7 @@ static zinc_status enter(zinc_gpt2 *m, int module, zinc_phase ph, int first, int
 
 /* Inside an entry of "embed": a float view of wte (index 0) or wpe (index 1), in place for fp32, else
  * converted into the start of the scratch (so one at a time). */
-static zinc_status embed_view(zinc_gpt2 *m, int index, const float **out) {
+static zinc_status embed_view(gpt2_model *m, int index, const float **out) {
     const void *data = zinc_param_data(m->params[index]);
     if (!data) return ZINC_ERR_STATE;
     *out = m->copies ? m->scratch : data;
@@ -427,14 +427,14 @@ static zinc_status embed_view(zinc_gpt2 *m, int index, const float **out) {
 }
 
 /* The test hook's copy of n floats of the model's buffer src (host memory, or the device's through to_host). */
-static zinc_status capture_copy(zinc_gpt2 *m, float *dst, const float *src, int64_t n) {
+static zinc_status capture_copy(gpt2_model *m, float *dst, const float *src, int64_t n) {
     return m->ops->to_host(m, dst, src, (size_t)n * sizeof(float));
 }
 
 /* Inside embed's backward entry: the float gradient to add parameter `index` (wte or wpe) into: the
  * engine's own buffer (direct_embed; the test hook then notes its contents first, see embed_grad_done),
  * else the zeroed start of the scratch. */
-static zinc_status embed_grad(zinc_gpt2 *m, int index, float **out) {
+static zinc_status embed_grad(gpt2_model *m, int index, float **out) {
     int k = m->pkind[index];
     int64_t n = gpt2_kind_numel(&m->s, k);
     if (m->direct_embed) {
@@ -451,7 +451,7 @@ static zinc_status embed_grad(zinc_gpt2 *m, int index, float **out) {
 
 /* The float gradient g of embed_grad is complete: adds it into the engine's (scratch case) and hands it
  * to the test hook (direct case: what was added since embed_grad). */
-static zinc_status embed_grad_done(zinc_gpt2 *m, int index, const float *g) {
+static zinc_status embed_grad_done(gpt2_model *m, int index, const float *g) {
     int k = m->pkind[index];
     int64_t n = gpt2_kind_numel(&m->s, k);
     float *cap = m->capture ? m->capture + gpt2_llmc_offset(&m->s, k, 0) : NULL;
@@ -469,7 +469,7 @@ static zinc_status embed_grad_done(zinc_gpt2 *m, int index, const float *g) {
 
 /* Adds the module's float gradients (of the unscaled loss) into the engine's, times the loss scale
  * (the table's grad_add), and exits it. */
-static zinc_status exit_backward(zinc_gpt2 *m, int module, int first, int count) {
+static zinc_status exit_backward(gpt2_model *m, int module, int first, int count) {
     for (int i = first; i < first + count; i++) {
         int k = m->pkind[i];
         int64_t n = gpt2_kind_numel(&m->s, k);
@@ -480,18 +480,18 @@ static zinc_status exit_backward(zinc_gpt2 *m, int module, int first, int count)
 }
 
 static int block_first(int l) { return 2 + NBLOCK_KINDS * l; }
-static int lnf_first(const zinc_gpt2 *m) { return 2 + NBLOCK_KINDS * m->s.layers; }
+static int lnf_first(const gpt2_model *m) { return 2 + NBLOCK_KINDS * m->s.layers; }
 
 /* ---------------------------------------------------------------- forward and backward */
 
 /* Block l's activations: its own set, or with activation checkpointing the one set every block shares. */
-static gpt2_block_acts *block_acts(zinc_gpt2 *m, int l) { return &m->acts[m->ckpt ? 0 : l]; }
+static gpt2_block_acts *block_acts(gpt2_model *m, int l) { return &m->acts[m->ckpt ? 0 : l]; }
 
 /* Block l inside an entry of its module (m->w its parameters): its activations from its input xs[l]; with
  * `output`, also its output xs[l + 1]. Backward with activation checkpointing runs it again without the
  * output (backward needs fchg, not fcproj's product): the same kernels on the same inputs, so the same
  * bits as the forward's. */
-static zinc_status block_forward(zinc_gpt2 *m, int l, int B, int T, int output) {
+static zinc_status block_forward(gpt2_model *m, int l, int B, int T, int output) {
     const gpt2_ops *o = m->ops;
     int C = m->s.channels;
     int64_t N = (int64_t)B * T, NC = N * C;
@@ -513,7 +513,7 @@ static zinc_status block_forward(zinc_gpt2 *m, int l, int B, int T, int output) 
 }
 
 /* Forward over B sequences of T tokens in m->dinp, up to the final LayerNorm's output in m->lnf. */
-static zinc_status forward(zinc_gpt2 *m, int B, int T) {
+static zinc_status forward(gpt2_model *m, int B, int T) {
     const gpt2_ops *o = m->ops;
     int C = m->s.channels, L = m->s.layers;
     int64_t N = (int64_t)B * T, NC = N * C;
@@ -540,7 +540,7 @@ static zinc_status forward(zinc_gpt2 *m, int B, int T) {
  * x wte[:V]^T, x = rows of the final LayerNorm's output. The rows' losses go to row_loss (the caller sums
  * them, sum_losses) when it is given. Training: turns the logits into dlogits (of the mean loss) in
  * place, kept for embed's backward entry, and sets m->dx = dlogits wte[:V]. */
-static zinc_status projection(zinc_gpt2 *m, const float *x, int64_t rows, int train, double *row_loss) {
+static zinc_status projection(gpt2_model *m, const float *x, int64_t rows, int train, double *row_loss) {
     const gpt2_ops *o = m->ops;
     int C = m->s.channels, V = m->s.vocab;
     const float *wte;
@@ -559,7 +559,7 @@ static zinc_status projection(zinc_gpt2 *m, const float *x, int64_t rows, int tr
 }
 
 /* After projection(train): the gradients of everything, m->dx being the gradient at lnf's output. */
-static zinc_status backward(zinc_gpt2 *m, int B, int T) {
+static zinc_status backward(gpt2_model *m, int B, int T) {
     const gpt2_ops *o = m->ops;
     int C = m->s.channels, L = m->s.layers, V = m->s.vocab;
     int64_t N = (int64_t)B * T, NC = N * C;
@@ -612,7 +612,7 @@ static zinc_status backward(zinc_gpt2 *m, int B, int T) {
 
 /* The token ids of B windows (or of one sequence: windows NULL, tokens given) into m->inp / m->tgt, and
  * to where the model computes. */
-static zinc_status load_windows(zinc_gpt2 *m, const uint16_t *windows, int B, int T) {
+static zinc_status load_windows(gpt2_model *m, const uint16_t *windows, int B, int T) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             m->inp[b * T + t] = windows[(size_t)b * (T + 1) + t];
@@ -626,7 +626,7 @@ static zinc_status load_windows(zinc_gpt2 *m, const uint16_t *windows, int B, in
 /* Adds the losses of `slots` forward passes of N rows each (row_loss, slot after slot) to *loss_sum: each
  * pass's rows summed in row order from 0, then added, as the host's gpt2_crossentropy sums them. On a
  * device this is the one wait for the passes' work. */
-static zinc_status sum_losses(zinc_gpt2 *m, int64_t slots, int64_t N, double *loss_sum) {
+static zinc_status sum_losses(gpt2_model *m, int64_t slots, int64_t N, double *loss_sum) {
     const double *r = m->row_loss;
     if (m->ops->device) {
         CHECK(m->ops->to_host(m, m->row_loss_host, m->row_loss, (size_t)(slots * N) * sizeof(double)));
@@ -640,7 +640,7 @@ static zinc_status sum_losses(zinc_gpt2 *m, int64_t slots, int64_t N, double *lo
     return ZINC_OK;
 }
 
-static zinc_status check_batch(zinc_gpt2 *m, int B) {
+static zinc_status check_batch(gpt2_model *m, int B) {
     if (B < 1 || B > m->mb) {
         zinc_log(m->e, ZINC_LOG_ERROR, "gpt2: a batch of %d sequences; must be 1..%d (the micro batch)", B, m->mb);
         return ZINC_ERR_INVALID_ARG;
@@ -649,7 +649,7 @@ static zinc_status check_batch(zinc_gpt2 *m, int B) {
 }
 
 /* A micro-step whose row losses go to slot `slot` of m->row_loss (summed later by sum_losses). */
-static zinc_status microstep(zinc_gpt2 *m, const uint16_t *windows, int B, int64_t slot) {
+static zinc_status microstep(gpt2_model *m, const uint16_t *windows, int B, int64_t slot) {
     CHECK(check_batch(m, B));
     int T = m->T;
     int64_t N = (int64_t)B * T;
@@ -659,12 +659,12 @@ static zinc_status microstep(zinc_gpt2 *m, const uint16_t *windows, int B, int64
     return backward(m, B, T);
 }
 
-zinc_status zinc_gpt2_microstep(zinc_gpt2 *m, const uint16_t *windows, int B, double *loss_sum) {
+zinc_status gpt2_microstep(gpt2_model *m, const uint16_t *windows, int B, double *loss_sum) {
     CHECK(microstep(m, windows, B, 0));
     return sum_losses(m, 1, (int64_t)B * m->T, loss_sum);
 }
 
-zinc_status zinc_gpt2_eval(zinc_gpt2 *m, const uint16_t *windows, int B, double *loss_sum) {
+zinc_status gpt2_eval(gpt2_model *m, const uint16_t *windows, int B, double *loss_sum) {
     CHECK(check_batch(m, B));
     int T = m->T;
     int64_t N = (int64_t)B * T;
@@ -674,7 +674,7 @@ zinc_status zinc_gpt2_eval(zinc_gpt2 *m, const uint16_t *windows, int B, double 
     return sum_losses(m, 1, N, loss_sum);
 }
 
-zinc_status zinc_gpt2_next_logits(zinc_gpt2 *m, const uint16_t *tokens, int n, float *logits) {
+zinc_status gpt2_next_logits(gpt2_model *m, const uint16_t *tokens, int n, float *logits) {
     if (n < 1 || n > m->T) {
         zinc_log(m->e, ZINC_LOG_ERROR, "gpt2: %d tokens of context; must be 1..%d", n, m->T);
         return ZINC_ERR_INVALID_ARG;
@@ -688,7 +688,7 @@ zinc_status zinc_gpt2_next_logits(zinc_gpt2 *m, const uint16_t *tokens, int n, f
 
 /* ---------------------------------------------------------------- training and evaluation */
 
-zinc_status zinc_gpt2_train_step(zinc_gpt2 *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
+zinc_status gpt2_train_step(gpt2_model *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
                                  double *loss) {
     zinc_engine *e = m->e;
     int64_t gas = m->gas, B = zinc_train_batch_size(e);
@@ -723,7 +723,7 @@ zinc_status zinc_gpt2_train_step(zinc_gpt2 *m, const gpt2_tokens *data, int64_t 
     return st;
 }
 
-zinc_status zinc_gpt2_val_loss(zinc_gpt2 *m, const gpt2_tokens *data, int64_t batches, double *loss) {
+zinc_status gpt2_val_loss(gpt2_model *m, const gpt2_tokens *data, int64_t batches, double *loss) {
     zinc_engine *e = m->e;
     int64_t B = zinc_train_batch_size(e);
     int W = zinc_world_size(e), r = zinc_rank(e), T = m->T;
@@ -741,7 +741,7 @@ zinc_status zinc_gpt2_val_loss(zinc_gpt2 *m, const gpt2_tokens *data, int64_t ba
     int64_t chunks = batches * B / m->mb; /* a multiple of W: B = mb x W x gas */
     for (int64_t c = r; c < chunks && st == ZINC_OK; c += W) {
         for (int b = 0; b < m->mb; b++) gpt2_window(data, T, B, c * m->mb + b, win + (size_t)b * (T + 1));
-        st = zinc_gpt2_eval(m, win, m->mb, &sum);
+        st = gpt2_eval(m, win, m->mb, &sum);
     }
     free(win);
     if (st == ZINC_OK) st = zinc_allreduce_sum(e, &sum, 1);
@@ -750,19 +750,19 @@ zinc_status zinc_gpt2_val_loss(zinc_gpt2 *m, const gpt2_tokens *data, int64_t ba
 }
 
 typedef struct llmc_out {
-    const zinc_gpt2 *m;
+    const gpt2_model *m;
     float *out;
 } llmc_out;
 
 static zinc_status to_llmc(void *u, int i, int64_t offset, const float *v, int64_t n) {
     const llmc_out *c = u;
-    const zinc_gpt2 *m = c->m;
+    const gpt2_model *m = c->m;
     memcpy(c->out + gpt2_llmc_offset(&m->s, m->pkind[i], m->player[i]) + offset, v, (size_t)n * sizeof(float));
     return ZINC_OK;
 }
 
 /* Streamed (zinc_master_foreach): out is the only copy of the model beside the engine's. */
-zinc_status zinc_gpt2_gather_llmc(zinc_gpt2 *m, float *out) {
+zinc_status gpt2_gather_llmc(gpt2_model *m, float *out) {
     llmc_out c = {m, out};
     return zinc_master_foreach(m->e, to_llmc, &c);
 }

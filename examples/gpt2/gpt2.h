@@ -33,7 +33,7 @@
 #include "gpt2_files.h"
 #include "zinc.h"
 
-typedef struct zinc_gpt2_config {
+typedef struct gpt2_config {
     gpt2_shape shape;
     int context;          /* T of training windows, 1..shape.max_context */
     const float *init;    /* all parameters in llm.c's order (gpt2_files.h), or NULL: GPT-2's initialisation
@@ -41,60 +41,60 @@ typedef struct zinc_gpt2_config {
                              padding rows of wte 0) seeded by the engine seed */
     gpt2_model_file *init_file; /* or an open llm.c file (gpt2_model_open) of this shape, read piece by piece
                                    while the engine builds (zinc_build_ranged): no copy of the model */
-} zinc_gpt2_config;
+} gpt2_config;
 
-typedef struct zinc_gpt2 zinc_gpt2;
+typedef struct gpt2_model gpt2_model;
 
 /* The model's own memory for a configuration, without an engine: its activations and scratch (in GPU
  * memory with on_gpu, else host memory) and its further host bytes (token ids, OpenBLAS's buffers of
- * `threads` threads): what zinc_gpt2_create declares to the engine (zinc_memory_declare), from the same
+ * `threads` threads): what gpt2_create declares to the engine (zinc_memory_declare), from the same
  * table it allocates from. For `zinc mem estimate --model gpt2`. */
-zinc_status zinc_gpt2_memory(const zinc_gpt2_config *cfg, int micro_batch, int64_t grad_accum_steps,
+zinc_status gpt2_memory(const gpt2_config *cfg, int micro_batch, int64_t grad_accum_steps,
                              zinc_dtype compute_dtype, zinc_dtype grad_dtype, int checkpointing, int threads,
                              int on_gpu, uint64_t *activations, uint64_t *scratch, uint64_t *host_extra);
 
 /* Registers the modules and parameters and builds the engine (zinc_build). The engine is on device cpu,
  * or cuda in a build with the GPU path (else ZINC_ERR_UNSUPPORTED, saying so; a missing cuBLAS is
  * ZINC_ERR_DEVICE naming the library). */
-zinc_status zinc_gpt2_create(zinc_engine *e, const zinc_gpt2_config *cfg, zinc_gpt2 **out);
-void zinc_gpt2_destroy(zinc_gpt2 *m);
+zinc_status gpt2_create(zinc_engine *e, const gpt2_config *cfg, gpt2_model **out);
+void gpt2_destroy(gpt2_model *m);
 
 /* Forward and backward of one micro-batch: windows holds B rows of T+1 tokens (inputs are the first T,
  * targets the last T). Adds the sum of the B*T losses to *loss_sum. The gradient is that of the
  * micro-batch's mean loss (times the loss scale). */
-zinc_status zinc_gpt2_microstep(zinc_gpt2 *m, const uint16_t *windows, int B, double *loss_sum);
+zinc_status gpt2_microstep(gpt2_model *m, const uint16_t *windows, int B, double *loss_sum);
 /* Forward only (no gradients): adds the sum of the B*T losses to *loss_sum. B <= micro batch. */
-zinc_status zinc_gpt2_eval(zinc_gpt2 *m, const uint16_t *windows, int B, double *loss_sum);
+zinc_status gpt2_eval(gpt2_model *m, const uint16_t *windows, int B, double *loss_sum);
 /* Forward only over one sequence of n tokens (1..context): the first `vocab` logits of its last position. */
-zinc_status zinc_gpt2_next_logits(zinc_gpt2 *m, const uint16_t *tokens, int n, float *logits);
+zinc_status gpt2_next_logits(gpt2_model *m, const uint16_t *tokens, int n, float *logits);
 
 /* One optimizer step on the sequential windows of `data` (gpt2_window with the engine's batch sizes):
  * zinc_grad_accum_steps micro-steps, then zinc_step. *loss = the mean over all train_batch_size x T
  * positions of the global batch (every rank), from this step's forward passes before its update. */
-zinc_status zinc_gpt2_train_step(zinc_gpt2 *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
+zinc_status gpt2_train_step(gpt2_model *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
                                  double *loss);
 /* From now on training windows are read through gpt2_window_shuffled with this seed (--shuffle). */
-void zinc_gpt2_shuffle(zinc_gpt2 *m, uint64_t seed);
+void gpt2_shuffle(gpt2_model *m, uint64_t seed);
 /* Mean loss over `batches` global batches (train_batch_size windows each, from window 0) of `data`,
  * forward only, shared across ranks. Collective. */
-zinc_status zinc_gpt2_val_loss(zinc_gpt2 *m, const gpt2_tokens *data, int64_t batches, double *loss);
+zinc_status gpt2_val_loss(gpt2_model *m, const gpt2_tokens *data, int64_t batches, double *loss);
 
 /* Collective: every parameter (fp32 master weights) in llm.c's order, gpt2_num_params floats. */
-zinc_status zinc_gpt2_gather_llmc(zinc_gpt2 *m, float *out);
+zinc_status gpt2_gather_llmc(gpt2_model *m, float *out);
 
 /* Test hook: the float gradient of the last micro-step's loss w.r.t. every parameter, in llm.c's order,
  * as the model computed it before handing it to the engine (unscaled; NULL to stop capturing). Where the
  * model writes into the engine's fp32 buffers directly (the embedding, fp32), it is what the micro-step
  * added there (the buffer after minus before: exact when the buffer started at 0, as in a step's first
  * micro-step at stage 0). */
-void zinc_gpt2_capture_grads(zinc_gpt2 *m, float *out);
+void gpt2_capture_grads(gpt2_model *m, float *out);
 
-/* Seconds spent in zinc_gpt2_train_step so far, and the part of them inside engine calls (module entries
+/* Seconds spent in gpt2_train_step so far, and the part of them inside engine calls (module entries
  * and exits: stage-3 gathers and gradient reduction; zinc_step: the reduction's end, clipping, Adam; the
  * loss's all-reduce); the rest is the model's own compute. Validation and sampling are not counted. */
-void zinc_gpt2_times(const zinc_gpt2 *m, double *steps_s, double *engine_s);
+void gpt2_times(const gpt2_model *m, double *steps_s, double *engine_s);
 
-const gpt2_shape *zinc_gpt2_shape(const zinc_gpt2 *m);
-int zinc_gpt2_context(const zinc_gpt2 *m);
+const gpt2_shape *gpt2_model_shape(const gpt2_model *m);
+int gpt2_model_context(const gpt2_model *m);
 
 #endif

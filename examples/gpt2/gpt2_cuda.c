@@ -31,7 +31,7 @@ struct gpt2_cuda {
 #define CHECK(expr) EXAMPLE_CHECK(expr)
 #define S (m->cuda->stream)
 
-zinc_status gpt2_cuda_create(zinc_gpt2 *m) {
+zinc_status gpt2_cuda_create(gpt2_model *m) {
     gpt2_cuda *c = calloc(1, sizeof *c);
     if (!c) return ZINC_ERR_NOMEM;
     m->cuda = c; /* gpt2_cuda_destroy frees what was made if a later step fails */
@@ -42,7 +42,7 @@ zinc_status gpt2_cuda_create(zinc_gpt2 *m) {
     return ZINC_OK;
 }
 
-void gpt2_cuda_destroy(zinc_gpt2 *m) {
+void gpt2_cuda_destroy(gpt2_model *m) {
     gpt2_cuda *c = m->cuda;
     if (!c) return;
     /* Work on the stream may still use the model's buffers (an error path leaves it mid-step). */
@@ -52,41 +52,41 @@ void gpt2_cuda_destroy(zinc_gpt2 *m) {
     m->cuda = NULL;
 }
 
-static zinc_status c_alloc(zinc_gpt2 *m, void **p, size_t bytes) {
+static zinc_status c_alloc(gpt2_model *m, void **p, size_t bytes) {
     *p = NULL;
     CU(cudaMalloc(p, bytes ? bytes : 1));
     CU(cudaMemset(*p, 0, bytes ? bytes : 1));
     return ZINC_OK;
 }
-static void c_release(zinc_gpt2 *m, void *p) {
+static void c_release(gpt2_model *m, void *p) {
     (void)m;
     if (p) cudaFree(p);
 }
-static zinc_status c_zero(zinc_gpt2 *m, void *p, size_t bytes) {
+static zinc_status c_zero(gpt2_model *m, void *p, size_t bytes) {
     CU(cudaMemsetAsync(p, 0, bytes, S));
     return ZINC_OK;
 }
 /* From pageable memory: the call returns once the source is staged, so the host may refill it at once. */
-static zinc_status c_to_device(zinc_gpt2 *m, void *dst, const void *src, size_t bytes) {
+static zinc_status c_to_device(gpt2_model *m, void *dst, const void *src, size_t bytes) {
     CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, S));
     return ZINC_OK;
 }
-static zinc_status c_to_host(zinc_gpt2 *m, void *dst, const void *src, size_t bytes) {
+static zinc_status c_to_host(gpt2_model *m, void *dst, const void *src, size_t bytes) {
     return zinc_copy_to_host(m->e, dst, src, bytes);
 }
-static zinc_status c_to_f32(zinc_gpt2 *m, float *dst, const zinc_param *p, int64_t n) {
+static zinc_status c_to_f32(gpt2_model *m, float *dst, const zinc_param *p, int64_t n) {
     const void *src = zinc_param_data(p);
     if (!src) return ZINC_ERR_STATE;
     CU(gpt2_cu_to_f32(dst, src, zinc_compute_dtype(m->e), n, S));
     return ZINC_OK;
 }
-static zinc_status c_grad_add(zinc_gpt2 *m, zinc_param *p, const float *g, int64_t n) {
+static zinc_status c_grad_add(gpt2_model *m, zinc_param *p, const float *g, int64_t n) {
     void *grad = zinc_param_grad(p);
     if (!grad) return ZINC_ERR_STATE;
     CU(gpt2_cu_grad_add(grad, zinc_grad_dtype(m->e), g, zinc_loss_scale(m->e), n, S));
     return ZINC_OK;
 }
-static zinc_status c_embed_fwd(zinc_gpt2 *m, float *out, const int32_t *inp, const void *wte, zinc_dtype t,
+static zinc_status c_embed_fwd(gpt2_model *m, float *out, const int32_t *inp, const void *wte, zinc_dtype t,
                                const float *wpe, float *wte_f32, int B, int T) {
     int C = m->s.channels;
     if (t != ZINC_FP32) { /* the kernel reads float rows: widen wte whole (embed_widens) */
@@ -96,29 +96,29 @@ static zinc_status c_embed_fwd(zinc_gpt2 *m, float *out, const int32_t *inp, con
     CU(gpt2_cu_embed_forward(out, inp, wte, wpe, B, T, C, S));
     return ZINC_OK;
 }
-static zinc_status c_embed_bwd(zinc_gpt2 *m, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
+static zinc_status c_embed_bwd(gpt2_model *m, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
                                int T) {
     CU(gpt2_cu_embed_backward(dwte, dwpe, dout, inp, B, T, m->s.channels, S));
     return ZINC_OK;
 }
-static zinc_status c_ln_fwd(zinc_gpt2 *m, float *out, float *mean, float *rstd, const float *x, const float *w,
+static zinc_status c_ln_fwd(gpt2_model *m, float *out, float *mean, float *rstd, const float *x, const float *w,
                             const float *b, int64_t N) {
     CU(gpt2_cu_layernorm_forward(out, mean, rstd, x, w, b, N, m->s.channels, S));
     return ZINC_OK;
 }
-static zinc_status c_ln_bwd(zinc_gpt2 *m, float *dx, float *dw, float *db, const float *dout, const float *x,
+static zinc_status c_ln_bwd(gpt2_model *m, float *dx, float *dw, float *db, const float *dout, const float *x,
                             const float *w, const float *mean, const float *rstd, int64_t N) {
     CU(gpt2_cu_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, m->s.channels, S));
     return ZINC_OK;
 }
-static zinc_status c_mm_fwd(zinc_gpt2 *m, float *out, const float *x, const float *W, const float *b, int64_t N,
+static zinc_status c_mm_fwd(gpt2_model *m, float *out, const float *x, const float *W, const float *b, int64_t N,
                             int IC, int OC) {
     const float one = 1.0f, zero = 0.0f;
     BLAS(cublas->Sgemm(m->cuda->blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)N, IC, &one, W, IC, x, IC, &zero, out, OC));
     if (b) CU(gpt2_cu_bias_forward(out, b, N, OC, S));
     return ZINC_OK;
 }
-static zinc_status c_mm_bwd(zinc_gpt2 *m, float *dx, float *dW, float *db, const float *dout, const float *x,
+static zinc_status c_mm_bwd(gpt2_model *m, float *dx, float *dW, float *db, const float *dout, const float *x,
                             const float *W, int64_t N, int IC, int OC) {
     const float one = 1.0f;
     if (dx)
@@ -130,28 +130,28 @@ static zinc_status c_mm_bwd(zinc_gpt2 *m, float *dx, float *dW, float *db, const
     if (db) CU(gpt2_cu_bias_backward(db, dout, N, OC, S));
     return ZINC_OK;
 }
-static zinc_status c_att_fwd(zinc_gpt2 *m, float *out, float *att, const float *qkv, int B, int T) {
+static zinc_status c_att_fwd(gpt2_model *m, float *out, float *att, const float *qkv, int B, int T) {
     CU(gpt2_cu_attention_forward(out, att, qkv, B, T, m->s.channels, m->s.heads, S));
     return ZINC_OK;
 }
-static zinc_status c_att_bwd(zinc_gpt2 *m, float *dqkv, float *datt, const float *dout, const float *qkv,
+static zinc_status c_att_bwd(gpt2_model *m, float *dqkv, float *datt, const float *dout, const float *qkv,
                              const float *att, int B, int T) {
     CU(gpt2_cu_attention_backward(dqkv, datt, dout, qkv, att, B, T, m->s.channels, m->s.heads, S));
     return ZINC_OK;
 }
-static zinc_status c_gelu_fwd(zinc_gpt2 *m, float *out, const float *x, int64_t n) {
+static zinc_status c_gelu_fwd(gpt2_model *m, float *out, const float *x, int64_t n) {
     CU(gpt2_cu_gelu_forward(out, x, n, S));
     return ZINC_OK;
 }
-static zinc_status c_gelu_bwd(zinc_gpt2 *m, float *dx, const float *x, const float *dout, int64_t n) {
+static zinc_status c_gelu_bwd(gpt2_model *m, float *dx, const float *x, const float *dout, int64_t n) {
     CU(gpt2_cu_gelu_backward(dx, x, dout, n, S));
     return ZINC_OK;
 }
-static zinc_status c_add(zinc_gpt2 *m, float *y, const float *a, const float *b, int64_t n) {
+static zinc_status c_add(gpt2_model *m, float *y, const float *a, const float *b, int64_t n) {
     CU(gpt2_cu_add(y, a, b, n, S));
     return ZINC_OK;
 }
-static zinc_status c_xent(zinc_gpt2 *m, float *dlogits, const float *logits, const int32_t *targets, int64_t N,
+static zinc_status c_xent(gpt2_model *m, float *dlogits, const float *logits, const int32_t *targets, int64_t N,
                           float dscale, double *row_loss) {
     CU(gpt2_cu_crossentropy(dlogits, logits, targets, N, m->s.vocab, dscale, row_loss, S));
     return ZINC_OK;

@@ -7,78 +7,78 @@
 #include "gpt2_internal.h"
 #include "gpt2_layers.h"
 
-static zinc_status h_alloc(zinc_gpt2 *m, void **p, size_t bytes) {
+static zinc_status h_alloc(gpt2_model *m, void **p, size_t bytes) {
     (void)m;
     *p = calloc(1, bytes ? bytes : 1);
     return *p ? ZINC_OK : ZINC_ERR_NOMEM;
 }
-static void h_release(zinc_gpt2 *m, void *p) {
+static void h_release(gpt2_model *m, void *p) {
     (void)m;
     free(p);
 }
-static zinc_status h_zero(zinc_gpt2 *m, void *p, size_t bytes) {
+static zinc_status h_zero(gpt2_model *m, void *p, size_t bytes) {
     (void)m;
     memset(p, 0, bytes);
     return ZINC_OK;
 }
-static zinc_status h_copy(zinc_gpt2 *m, void *dst, const void *src, size_t bytes) {
+static zinc_status h_copy(gpt2_model *m, void *dst, const void *src, size_t bytes) {
     (void)m;
     if (dst != src) memcpy(dst, src, bytes);
     return ZINC_OK;
 }
-static zinc_status h_to_f32(zinc_gpt2 *m, float *dst, const zinc_param *p, int64_t n) {
+static zinc_status h_to_f32(gpt2_model *m, float *dst, const zinc_param *p, int64_t n) {
     (void)m, (void)n;
     return zinc_param_to_f32(p, dst);
 }
-static zinc_status h_grad_add(zinc_gpt2 *m, zinc_param *p, const float *g, int64_t n) {
+static zinc_status h_grad_add(gpt2_model *m, zinc_param *p, const float *g, int64_t n) {
     (void)m, (void)n;
     return zinc_grad_add_f32(p, g);
 }
-static zinc_status h_embed_fwd(zinc_gpt2 *m, float *out, const int32_t *inp, const void *wte, zinc_dtype t,
+static zinc_status h_embed_fwd(gpt2_model *m, float *out, const int32_t *inp, const void *wte, zinc_dtype t,
                                const float *wpe, float *wte_f32, int B, int T) {
     (void)wte_f32; /* the rows used are widened as they are read */
     gpt2_embed_forward(m->e, out, inp, wte, t, wpe, B, T, m->s.channels);
     return ZINC_OK;
 }
-static zinc_status h_embed_bwd(zinc_gpt2 *m, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
+static zinc_status h_embed_bwd(gpt2_model *m, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
                                int T) {
     gpt2_embed_backward(m->e, dwte, dwpe, dout, inp, B, T, m->s.channels);
     return ZINC_OK;
 }
-static zinc_status h_ln_fwd(zinc_gpt2 *m, float *out, float *mean, float *rstd, const float *x, const float *w,
+static zinc_status h_ln_fwd(gpt2_model *m, float *out, float *mean, float *rstd, const float *x, const float *w,
                             const float *b, int64_t N) {
     gpt2_layernorm_forward(m->e, out, mean, rstd, x, w, b, N, m->s.channels);
     return ZINC_OK;
 }
-static zinc_status h_ln_bwd(zinc_gpt2 *m, float *dx, float *dw, float *db, const float *dout, const float *x,
+static zinc_status h_ln_bwd(gpt2_model *m, float *dx, float *dw, float *db, const float *dout, const float *x,
                             const float *w, const float *mean, const float *rstd, int64_t N) {
     gpt2_layernorm_backward(m->e, dx, dw, db, dout, x, w, mean, rstd, N, m->s.channels);
     return ZINC_OK;
 }
-static zinc_status h_mm_fwd(zinc_gpt2 *m, float *out, const float *x, const float *W, const float *b, int64_t N,
+static zinc_status h_mm_fwd(gpt2_model *m, float *out, const float *x, const float *W, const float *b, int64_t N,
                             int IC, int OC) {
     gpt2_matmul_forward(m->e, out, x, W, b, N, IC, OC);
     return ZINC_OK;
 }
-static zinc_status h_mm_bwd(zinc_gpt2 *m, float *dx, float *dW, float *db, const float *dout, const float *x,
+static zinc_status h_mm_bwd(gpt2_model *m, float *dx, float *dW, float *db, const float *dout, const float *x,
                             const float *W, int64_t N, int IC, int OC) {
     gpt2_matmul_backward(m->e, dx, dW, db, dout, x, W, N, IC, OC);
     return ZINC_OK;
 }
-static zinc_status h_att_fwd(zinc_gpt2 *m, float *out, float *att, const float *qkv, int B, int T) {
+static zinc_status h_att_fwd(gpt2_model *m, float *out, float *att, const float *qkv, int B, int T) {
     gpt2_attention_forward(m->e, out, att, qkv, B, T, m->s.channels, m->s.heads);
     return ZINC_OK;
 }
-static zinc_status h_att_bwd(zinc_gpt2 *m, float *dqkv, float *datt, const float *dout, const float *qkv,
+static zinc_status h_att_bwd(gpt2_model *m, float *dqkv, float *datt, const float *dout, const float *qkv,
                              const float *att, int B, int T) {
     gpt2_attention_backward(m->e, dqkv, datt, dout, qkv, att, B, T, m->s.channels, m->s.heads);
     return ZINC_OK;
 }
-static zinc_status h_gelu_fwd(zinc_gpt2 *m, float *out, const float *x, int64_t n) {
+static zinc_status h_gelu_fwd(gpt2_model *m, float *out, const float *x, int64_t n) {
     gpt2_gelu_forward(m->e, out, x, n);
     return ZINC_OK;
 }
-static zinc_status h_gelu_bwd(zinc_gpt2 *m, float *dx, const float *x, const float *dout, int64_t n) {
+static zinc_status h_gelu_bwd(gpt2_model *m, float *dx, const float *x, const float *dout, int64_t n) {
     gpt2_gelu_backward(m->e, dx, x, dout, n);
     return ZINC_OK;
 }
@@ -93,11 +93,11 @@ static void add_range(void *arg, int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; i++) a->y[i] = a->a[i] + a->b[i];
 }
 
-static zinc_status h_add(zinc_gpt2 *m, float *y, const float *a, const float *b, int64_t n) {
+static zinc_status h_add(gpt2_model *m, float *y, const float *a, const float *b, int64_t n) {
     add_args x = {y, a, b};
     return zinc_parallel_for(m->e, n, add_range, &x);
 }
-static zinc_status h_xent(zinc_gpt2 *m, float *dlogits, const float *logits, const int32_t *targets, int64_t N,
+static zinc_status h_xent(gpt2_model *m, float *dlogits, const float *logits, const int32_t *targets, int64_t N,
                           float dscale, double *row_loss) {
     gpt2_crossentropy(m->e, dlogits, logits, targets, N, m->s.vocab, dscale, row_loss);
     return ZINC_OK;

@@ -16,7 +16,7 @@ typedef struct gpt2_block_acts {
 typedef struct gpt2_ops gpt2_ops;
 typedef struct gpt2_cuda gpt2_cuda; /* the GPU path's own state (gpt2_cuda.c) */
 
-struct zinc_gpt2 {
+struct gpt2_model {
     zinc_engine *e;
     const gpt2_ops *ops;
     gpt2_cuda *cuda;
@@ -58,39 +58,39 @@ struct gpt2_ops {
     int device; /* buffers are device memory: the host reads them through to_host only */
     /* Extra float scratch the embedding's forward needs for a widened wte (gpt2_embed_fwd's wte_f32). */
     int embed_widens;
-    zinc_status (*alloc)(zinc_gpt2 *m, void **p, size_t bytes); /* zeroed */
-    void (*release)(zinc_gpt2 *m, void *p);
-    zinc_status (*zero)(zinc_gpt2 *m, void *p, size_t bytes);
+    zinc_status (*alloc)(gpt2_model *m, void **p, size_t bytes); /* zeroed */
+    void (*release)(gpt2_model *m, void *p);
+    zinc_status (*zero)(gpt2_model *m, void *p, size_t bytes);
     /* From host memory that may be reused at once. */
-    zinc_status (*to_device)(zinc_gpt2 *m, void *dst, const void *host_src, size_t bytes);
+    zinc_status (*to_device)(gpt2_model *m, void *dst, const void *host_src, size_t bytes);
     /* Into host memory; waits for the work that writes src. */
-    zinc_status (*to_host)(zinc_gpt2 *m, void *host_dst, const void *src, size_t bytes);
+    zinc_status (*to_host)(gpt2_model *m, void *host_dst, const void *src, size_t bytes);
     /* The entered module's parameter p as n floats; its float gradient g (of the unscaled loss) added into
      * the engine's, times the loss scale. */
-    zinc_status (*to_f32)(zinc_gpt2 *m, float *dst, const zinc_param *p, int64_t n);
-    zinc_status (*grad_add)(zinc_gpt2 *m, zinc_param *p, const float *g, int64_t n);
+    zinc_status (*to_f32)(gpt2_model *m, float *dst, const zinc_param *p, int64_t n);
+    zinc_status (*grad_add)(gpt2_model *m, zinc_param *p, const float *g, int64_t n);
     /* gpt2_layers.h's functions, with the same contracts. embed_fwd's wte is in dtype t (the engine's
      * parameter); wte_f32 is padded_vocab x C floats of scratch when embed_widens and t is not fp32. */
-    zinc_status (*embed_fwd)(zinc_gpt2 *m, float *out, const int32_t *inp, const void *wte, zinc_dtype t,
+    zinc_status (*embed_fwd)(gpt2_model *m, float *out, const int32_t *inp, const void *wte, zinc_dtype t,
                              const float *wpe, float *wte_f32, int B, int T);
-    zinc_status (*embed_bwd)(zinc_gpt2 *m, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
+    zinc_status (*embed_bwd)(gpt2_model *m, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
                              int T);
-    zinc_status (*layernorm_fwd)(zinc_gpt2 *m, float *out, float *mean, float *rstd, const float *x, const float *w,
+    zinc_status (*layernorm_fwd)(gpt2_model *m, float *out, float *mean, float *rstd, const float *x, const float *w,
                                  const float *b, int64_t N);
-    zinc_status (*layernorm_bwd)(zinc_gpt2 *m, float *dx, float *dw, float *db, const float *dout, const float *x,
+    zinc_status (*layernorm_bwd)(gpt2_model *m, float *dx, float *dw, float *db, const float *dout, const float *x,
                                  const float *w, const float *mean, const float *rstd, int64_t N);
-    zinc_status (*matmul_fwd)(zinc_gpt2 *m, float *out, const float *x, const float *W, const float *b, int64_t N,
+    zinc_status (*matmul_fwd)(gpt2_model *m, float *out, const float *x, const float *W, const float *b, int64_t N,
                               int IC, int OC);
-    zinc_status (*matmul_bwd)(zinc_gpt2 *m, float *dx, float *dW, float *db, const float *dout, const float *x,
+    zinc_status (*matmul_bwd)(gpt2_model *m, float *dx, float *dW, float *db, const float *dout, const float *x,
                               const float *W, int64_t N, int IC, int OC);
-    zinc_status (*attention_fwd)(zinc_gpt2 *m, float *out, float *att, const float *qkv, int B, int T);
-    zinc_status (*attention_bwd)(zinc_gpt2 *m, float *dqkv, float *datt, const float *dout, const float *qkv,
+    zinc_status (*attention_fwd)(gpt2_model *m, float *out, float *att, const float *qkv, int B, int T);
+    zinc_status (*attention_bwd)(gpt2_model *m, float *dqkv, float *datt, const float *dout, const float *qkv,
                                  const float *att, int B, int T);
-    zinc_status (*gelu_fwd)(zinc_gpt2 *m, float *out, const float *x, int64_t n);
-    zinc_status (*gelu_bwd)(zinc_gpt2 *m, float *dx, const float *x, const float *dout, int64_t n);
-    zinc_status (*add)(zinc_gpt2 *m, float *y, const float *a, const float *b, int64_t n);
+    zinc_status (*gelu_fwd)(gpt2_model *m, float *out, const float *x, int64_t n);
+    zinc_status (*gelu_bwd)(gpt2_model *m, float *dx, const float *x, const float *dout, int64_t n);
+    zinc_status (*add)(gpt2_model *m, float *y, const float *a, const float *b, int64_t n);
     /* row_loss[i] = the loss of row i (N doubles); the caller sums them on the host (gpt2.c). */
-    zinc_status (*crossentropy)(zinc_gpt2 *m, float *dlogits, const float *logits, const int32_t *targets, int64_t N,
+    zinc_status (*crossentropy)(gpt2_model *m, float *dlogits, const float *logits, const int32_t *targets, int64_t N,
                                 float dscale, double *row_loss);
 };
 
@@ -105,7 +105,7 @@ extern const gpt2_ops gpt2_host_ops;
 /* The GPU path (gpt2_cuda.c, built with the CUDA backend only): gpt2_cuda_create loads cuBLAS and binds a
  * handle to the engine's compute stream (m->cuda), gpt2_cuda_destroy waits for the stream and frees it. */
 extern const gpt2_ops gpt2_cuda_ops;
-zinc_status gpt2_cuda_create(zinc_gpt2 *m);
-void gpt2_cuda_destroy(zinc_gpt2 *m);
+zinc_status gpt2_cuda_create(gpt2_model *m);
+void gpt2_cuda_destroy(gpt2_model *m);
 
 #endif

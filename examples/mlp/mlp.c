@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-zinc_mlp_config zinc_mlp_default_config(void) {
-    zinc_mlp_config c = {32, 128, 2, 8, 42, ZINC_MLP_COMPUTE_AUTO};
+mlp_config mlp_default_config(void) {
+    mlp_config c = {32, 128, 2, 8, 42, MLP_COMPUTE_AUTO};
     return c;
 }
 
@@ -20,7 +20,7 @@ zinc_mlp_config zinc_mlp_default_config(void) {
 
 /* torch.nn.Linear's default: U(-1/sqrt(in), 1/sqrt(in)) for weights and biases. */
 static zinc_status init_param(void *userdata, const zinc_param_info *p, uint64_t seed, float *out) {
-    const zinc_mlp *m = userdata;
+    const mlp_model *m = userdata;
     int fan_in = p->ndim == 2 ? (int)p->shape[1] : m->cfg.hidden;
     if (p->ndim == 1) {
         /* a bias: its fan-in is the weight's input width, found from the layer it belongs to */
@@ -35,7 +35,7 @@ static zinc_status init_param(void *userdata, const zinc_param_info *p, uint64_t
 
 /* ---------------------------------------------------------------- the synthetic task */
 
-static void sample(const zinc_mlp *m, int64_t index, float *x, int *label) {
+static void sample(const mlp_model *m, int64_t index, float *x, int *label) {
     int d = m->cfg.in_dim, hdim = 2 * d, c = m->cfg.classes;
     uint64_t s = example_mix(m->cfg.data_seed ^ example_mix((uint64_t)index));
     for (int i = 0; i < d; i++) x[i] = (float)example_normal(&s);
@@ -65,25 +65,25 @@ static void sample(const zinc_mlp *m, int64_t index, float *x, int *label) {
 
 /* ---------------------------------------------------------------- where the model computes */
 
-static int use_gpu_path(const zinc_mlp *m) {
+static int use_gpu_path(const mlp_model *m) {
     switch (m->cfg.compute) {
-    case ZINC_MLP_COMPUTE_HOST: return 0;
-    case ZINC_MLP_COMPUTE_DEVICE: return 1;
+    case MLP_COMPUTE_HOST: return 0;
+    case MLP_COMPUTE_DEVICE: return 1;
     default: return zinc_device(m->e) == ZINC_DEVICE_CUDA && !zinc_device_host_addressable(m->e);
     }
 }
 
-static zinc_status gpu_path_create(zinc_mlp *m) {
+static zinc_status gpu_path_create(mlp_model *m) {
 #ifdef ZINC_MLP_CUDA
     if (zinc_device(m->e) != ZINC_DEVICE_CUDA) {
         zinc_log(m->e, ZINC_LOG_ERROR, "mlp: compute DEVICE needs an engine on device cuda; this one is on "
-                 "the CPU (use ZINC_MLP_COMPUTE_AUTO or HOST)");
+                 "the CPU (use MLP_COMPUTE_AUTO or HOST)");
         return ZINC_ERR_INVALID_ARG;
     }
     return mlp_cuda_create(m);
 #else
     zinc_log(m->e, ZINC_LOG_ERROR, "mlp: compute DEVICE needs zinc built with the CUDA backend (this build has "
-             "none; use ZINC_MLP_COMPUTE_AUTO or HOST)");
+             "none; use MLP_COMPUTE_AUTO or HOST)");
     return ZINC_ERR_UNSUPPORTED;
 #endif
 }
@@ -92,20 +92,20 @@ static zinc_status gpu_path_create(zinc_mlp *m) {
 
 /* Elements of the model's host buffers, the one place they are sized: create and the training step
  * allocate with these, and create declares their sum to the engine (zinc_memory_declare). */
-static size_t n_inputs(const zinc_mlp *m) { return (size_t)(m->mb * m->cfg.in_dim); }
-static size_t n_grads(const zinc_mlp *m) { return (size_t)(m->mb * m->widest); }            /* dz, dh */
-static size_t n_teacher1(const zinc_mlp *m) { return (size_t)(2 * m->cfg.in_dim * m->cfg.in_dim); }
-static size_t n_teacher2(const zinc_mlp *m) { return (size_t)(m->cfg.classes * 2 * m->cfg.in_dim); }
-static size_t n_step_acts(const zinc_mlp *m) { /* act_a, act_b of a step */
+static size_t n_inputs(const mlp_model *m) { return (size_t)(m->mb * m->cfg.in_dim); }
+static size_t n_grads(const mlp_model *m) { return (size_t)(m->mb * m->widest); }            /* dz, dh */
+static size_t n_teacher1(const mlp_model *m) { return (size_t)(2 * m->cfg.in_dim * m->cfg.in_dim); }
+static size_t n_teacher2(const mlp_model *m) { return (size_t)(m->cfg.classes * 2 * m->cfg.in_dim); }
+static size_t n_step_acts(const mlp_model *m) { /* act_a, act_b of a step */
     int C = m->cfg.classes;
     return (size_t)(m->mb * (m->cfg.hidden > C ? m->cfg.hidden : C));
 }
-static void layer_shape(const zinc_mlp *m, int l, int *in, int *out) {
+static void layer_shape(const mlp_model *m, int l, int *in, int *out) {
     *in = l == 0 ? m->cfg.in_dim : m->cfg.hidden;
     *out = l == m->nlayers - 1 ? m->cfg.classes : m->cfg.hidden;
 }
 
-static void memory_sums(const zinc_mlp *m, int gpu, uint64_t *act, uint64_t *scr) {
+static void memory_sums(const mlp_model *m, int gpu, uint64_t *act, uint64_t *scr) {
     *act = *scr = 0;
     for (int l = 0; l < m->nlayers; l++) {
         int in, out;
@@ -118,16 +118,16 @@ static void memory_sums(const zinc_mlp *m, int gpu, uint64_t *act, uint64_t *scr
     if (!gpu) *scr += 2 * n_step_acts(m) * sizeof(float);
 }
 
-static zinc_status declare_memory(zinc_mlp *m) {
+static zinc_status declare_memory(mlp_model *m) {
     uint64_t act, scr;
     memory_sums(m, use_gpu_path(m), &act, &scr);
     zinc_status st = zinc_memory_declare(m->e, ZINC_MEM_ACTIVATIONS, ZINC_MEMKIND_HOST, act, "mlp activations");
     return st != ZINC_OK ? st : zinc_memory_declare(m->e, ZINC_MEM_SCRATCH, ZINC_MEMKIND_HOST, scr, "mlp scratch");
 }
 
-zinc_status zinc_mlp_memory(const zinc_mlp_config *cfg, int64_t micro_batch, uint64_t *activations,
+zinc_status mlp_memory(const mlp_config *cfg, int64_t micro_batch, uint64_t *activations,
                             uint64_t *scratch) {
-    zinc_mlp m = {.cfg = cfg ? *cfg : zinc_mlp_default_config(), .mb = micro_batch};
+    mlp_model m = {.cfg = cfg ? *cfg : mlp_default_config(), .mb = micro_batch};
     if (micro_batch < 1 || m.cfg.depth < 0 || m.cfg.in_dim < 1 || m.cfg.hidden < 1 || m.cfg.classes < 2)
         return ZINC_ERR_INVALID_ARG;
     m.nlayers = m.cfg.depth + 1;
@@ -137,13 +137,13 @@ zinc_status zinc_mlp_memory(const zinc_mlp_config *cfg, int64_t micro_batch, uin
     return ZINC_OK;
 }
 
-zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp **out) {
-    zinc_mlp *m = calloc(1, sizeof *m);
+zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
+    mlp_model *m = calloc(1, sizeof *m);
     if (!m) return ZINC_ERR_NOMEM;
     m->e = e;
-    m->cfg = cfg ? *cfg : zinc_mlp_default_config();
+    m->cfg = cfg ? *cfg : mlp_default_config();
     if (m->cfg.in_dim < 1 || m->cfg.in_dim > 512 || m->cfg.hidden < 1 || m->cfg.depth < 0 || m->cfg.classes < 2 ||
-        m->cfg.compute < ZINC_MLP_COMPUTE_AUTO || m->cfg.compute > ZINC_MLP_COMPUTE_DEVICE) {
+        m->cfg.compute < MLP_COMPUTE_AUTO || m->cfg.compute > MLP_COMPUTE_DEVICE) {
         free(m);
         return ZINC_ERR_INVALID_ARG;
     }
@@ -160,7 +160,7 @@ zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp
     m->teacher_w1 = calloc(n_teacher1(m), sizeof(float));
     m->teacher_w2 = calloc(n_teacher2(m), sizeof(float));
     if (!m->layers || !m->x || !m->dz || !m->dh || !m->labels || !m->teacher_w1 || !m->teacher_w2) {
-        zinc_mlp_destroy(m);
+        mlp_destroy(m);
         return ZINC_ERR_NOMEM;
     }
     uint64_t s = example_mix(m->cfg.data_seed);
@@ -190,17 +190,17 @@ zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp
     if (st == ZINC_OK) st = zinc_build(e, init_param, m);
     if (st == ZINC_OK && use_gpu_path(m)) st = gpu_path_create(m);
     if (st != ZINC_OK) {
-        zinc_mlp_destroy(m);
+        mlp_destroy(m);
         return st;
     }
     *out = m;
     return ZINC_OK;
 fail:
-    zinc_mlp_destroy(m);
+    mlp_destroy(m);
     return ZINC_ERR_INVALID_ARG; /* zinc_last_error() holds the engine's message */
 }
 
-void zinc_mlp_destroy(zinc_mlp *m) {
+void mlp_destroy(mlp_model *m) {
     if (!m) return;
 #ifdef ZINC_MLP_CUDA
     mlp_cuda_destroy(m);
@@ -221,7 +221,7 @@ void zinc_mlp_destroy(zinc_mlp *m) {
     free(m);
 }
 
-void zinc_mlp_inject_grad(zinc_mlp *m, float value) {
+void mlp_inject_grad(mlp_model *m, float value) {
     m->inject = value;
     m->has_inject = 1;
 }
@@ -229,10 +229,10 @@ void zinc_mlp_inject_grad(zinc_mlp *m, float value) {
 /* The model computes on the host. Where parameters and gradients are host memory (device cpu) they are
  * used in place; where they are device memory (cuda) parameters are copied to host buffers, gradients to
  * host, added to, and copied back (zinc_copy_to_host / zinc_copy_from_host). */
-static int on_host(const zinc_mlp *m) { return zinc_device_host_addressable(m->e); }
+static int on_host(const mlp_model *m) { return zinc_device_host_addressable(m->e); }
 
 /* A host copy of n elements of dtype t at device pointer p (malloc'd), or NULL. */
-static void *host_copy(zinc_mlp *m, const void *p, zinc_dtype t, size_t n) {
+static void *host_copy(mlp_model *m, const void *p, zinc_dtype t, size_t n) {
     void *h = malloc(n * zinc_dtype_size(t));
     if (h && zinc_copy_to_host(m->e, h, p, n * zinc_dtype_size(t)) != ZINC_OK) {
         free(h);
@@ -243,7 +243,7 @@ static void *host_copy(zinc_mlp *m, const void *p, zinc_dtype t, size_t n) {
 
 /* Reads the layer's parameters (in the compute dtype) into float copies: valid only inside enter/exit
  * in ZeRO stage 3, so it is done at every entry. */
-static zinc_status load_params(zinc_mlp *m, mlp_layer *L) {
+static zinc_status load_params(mlp_model *m, mlp_layer *L) {
     zinc_dtype t = zinc_compute_dtype(m->e);
     const void *w = zinc_param_data(L->w), *b = zinc_param_data(L->b);
     if (!w || !b) return ZINC_ERR_STATE;
@@ -266,7 +266,7 @@ static zinc_status load_params(zinc_mlp *m, mlp_layer *L) {
     return ZINC_OK;
 }
 
-static zinc_status forward_layer(zinc_mlp *m, int l, const float *h, float *out_act) {
+static zinc_status forward_layer(mlp_model *m, int l, const float *h, float *out_act) {
     mlp_layer *L = &m->layers[l];
     CHECK(zinc_module_enter(m->e, L->module, ZINC_FORWARD));
     CHECK(load_params(m, L));
@@ -284,7 +284,7 @@ static zinc_status forward_layer(zinc_mlp *m, int l, const float *h, float *out_
 }
 
 /* dz (mb x out) is the gradient at the layer's pre-activation; writes dh (mb x in) for the layer below. */
-static zinc_status backward_layer(zinc_mlp *m, int l, const float *dz, float *dh) {
+static zinc_status backward_layer(mlp_model *m, int l, const float *dz, float *dh) {
     mlp_layer *L = &m->layers[l];
     zinc_engine *e = m->e;
     CHECK(zinc_module_enter(e, L->module, ZINC_BACKWARD));
@@ -338,7 +338,7 @@ static zinc_status backward_layer(zinc_mlp *m, int l, const float *dz, float *dh
 
 /* Forward, loss and backward of one micro-step on the host, on the inputs in m->x, m->labels; adds the
  * micro-batch's loss and correct count to m->sums. act_a, act_b: mb x max(hidden, classes) scratch. */
-static zinc_status host_microstep(zinc_mlp *m, float *act_a, float *act_b) {
+static zinc_status host_microstep(mlp_model *m, float *act_a, float *act_b) {
     int C = m->cfg.classes;
     const float *h = m->x;
     float *outs[2] = {act_a, act_b};
@@ -367,7 +367,7 @@ static zinc_status host_microstep(zinc_mlp *m, float *act_a, float *act_b) {
     return mlp_backward_all(m, backward_layer, m->dz, m->dh);
 }
 
-zinc_status mlp_backward_all(zinc_mlp *m, mlp_backward_fn fn, float *dz, float *dh) {
+zinc_status mlp_backward_all(mlp_model *m, mlp_backward_fn fn, float *dz, float *dh) {
     for (int l = m->nlayers - 1; l >= 0; l--) {
         CHECK(fn(m, l, dz, l > 0 ? dh : NULL));
         float *t = dz;
@@ -379,7 +379,7 @@ zinc_status mlp_backward_all(zinc_mlp *m, mlp_backward_fn fn, float *dz, float *
 
 /* ---------------------------------------------------------------- the training step */
 
-zinc_status zinc_mlp_train_step(zinc_mlp *m, int64_t step, zinc_step_info *info, zinc_mlp_metrics *metrics) {
+zinc_status mlp_train_step(mlp_model *m, int64_t step, zinc_step_info *info, mlp_metrics *metrics) {
     zinc_engine *e = m->e;
     int64_t gas = zinc_grad_accum_steps(e), B = zinc_train_batch_size(e);
     int W = zinc_world_size(e), r = zinc_rank(e);

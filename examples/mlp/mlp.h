@@ -13,45 +13,45 @@
 
 #include "zinc.h"
 
-typedef enum zinc_mlp_compute {
-    ZINC_MLP_COMPUTE_AUTO = 0, /* the GPU path on a cuda engine (when built with CUDA), else the host */
-    ZINC_MLP_COMPUTE_HOST,     /* always the host path; on cuda through zinc_copy_to_host/_from_host */
-    ZINC_MLP_COMPUTE_DEVICE    /* the GPU path; an error on a cpu engine or a build without CUDA */
-} zinc_mlp_compute;
+typedef enum mlp_compute_at {
+    MLP_COMPUTE_AUTO = 0, /* the GPU path on a cuda engine (when built with CUDA), else the host */
+    MLP_COMPUTE_HOST,     /* always the host path; on cuda through zinc_copy_to_host/_from_host */
+    MLP_COMPUTE_DEVICE    /* the GPU path; an error on a cpu engine or a build without CUDA */
+} mlp_compute_at;
 
-typedef struct zinc_mlp_config {
+typedef struct mlp_config {
     int in_dim;       /* input features (default 32) */
     int hidden;       /* width of the hidden layers (default 128) */
     int depth;        /* hidden layers (default 2) */
     int classes;      /* output classes (default 8) */
     uint64_t data_seed; /* the synthetic task (teacher and inputs) */
-    zinc_mlp_compute compute; /* where forward and backward run (default AUTO) */
-} zinc_mlp_config;
+    mlp_compute_at compute; /* where forward and backward run (default AUTO) */
+} mlp_config;
 
-zinc_mlp_config zinc_mlp_default_config(void);
+mlp_config mlp_default_config(void);
 
-typedef struct zinc_mlp zinc_mlp;
+typedef struct mlp_model mlp_model;
 
-typedef struct zinc_mlp_metrics {
+typedef struct mlp_metrics {
     double loss;      /* mean cross-entropy over the global batch of the step */
     double accuracy;  /* fraction of the global batch classified right */
-} zinc_mlp_metrics;
+} mlp_metrics;
 
 /* The host memory the model declares to the engine (zinc_memory_declare) for a configuration and micro
  * batch, computed without an engine, from the same sizes it allocates with (host path). */
-zinc_status zinc_mlp_memory(const zinc_mlp_config *cfg, int64_t micro_batch, uint64_t *activations,
+zinc_status mlp_memory(const mlp_config *cfg, int64_t micro_batch, uint64_t *activations,
                             uint64_t *scratch);
 
 /* Registers the model's modules and parameters with the engine and builds it. */
-zinc_status zinc_mlp_create(zinc_engine *e, const zinc_mlp_config *cfg, zinc_mlp **out);
-void zinc_mlp_destroy(zinc_mlp *m);
+zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out);
+void mlp_destroy(mlp_model *m);
 
 /* One optimizer step: zinc_grad_accum_steps micro-steps of forward and backward over this rank's samples
  * of global step `step`, then zinc_step. Metrics are averaged over every rank's samples. */
-zinc_status zinc_mlp_train_step(zinc_mlp *m, int64_t step, zinc_step_info *info, zinc_mlp_metrics *metrics);
+zinc_status mlp_train_step(mlp_model *m, int64_t step, zinc_step_info *info, mlp_metrics *metrics);
 
 /* Test hook: the next backward adds `value` to the gradient of element 0 of the first parameter on this
  * rank (an inf injects an overflow). Cleared after one use. */
-void zinc_mlp_inject_grad(zinc_mlp *m, float value);
+void mlp_inject_grad(mlp_model *m, float value);
 
 #endif

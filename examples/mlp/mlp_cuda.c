@@ -37,13 +37,13 @@ struct mlp_cuda {
 #define BLAS(expr) EXAMPLE_BLAS(m->e, "mlp (cuda)", expr)
 #define CHECK(expr) EXAMPLE_CHECK(expr)
 
-static zinc_status dalloc(zinc_mlp *m, void **p, size_t bytes) {
+static zinc_status dalloc(mlp_model *m, void **p, size_t bytes) {
     CU(cudaMalloc(p, bytes ? bytes : 1));
     CU(cudaMemset(*p, 0, bytes ? bytes : 1));
     return ZINC_OK;
 }
 
-zinc_status mlp_cuda_create(zinc_mlp *m) {
+zinc_status mlp_cuda_create(mlp_model *m) {
     mlp_cuda *c = calloc(1, sizeof *c);
     if (!c) return ZINC_ERR_NOMEM;
     m->cuda = c; /* mlp_cuda_destroy frees what was made if a later step fails */
@@ -52,7 +52,7 @@ zinc_status mlp_cuda_create(zinc_mlp *m) {
     c->z = calloc((size_t)m->nlayers, sizeof *c->z);
     c->act = calloc((size_t)m->nlayers, sizeof *c->act);
     if (!c->z || !c->act) return ZINC_ERR_NOMEM;
-    CHECK(example_cublas_load(m->e, "mlp (cuda)", "compute the MLP on the host (ZINC_MLP_COMPUTE_HOST)",
+    CHECK(example_cublas_load(m->e, "mlp (cuda)", "compute the MLP on the host (MLP_COMPUTE_HOST)",
                               &cublas));
     BLAS(cublas->Create(&c->blas));
     BLAS(cublas->SetStream(c->blas, c->stream));
@@ -78,7 +78,7 @@ zinc_status mlp_cuda_create(zinc_mlp *m) {
     return ZINC_OK;
 }
 
-void mlp_cuda_destroy(zinc_mlp *m) {
+void mlp_cuda_destroy(mlp_model *m) {
     mlp_cuda *c = m->cuda;
     if (!c) return;
     /* Work on the stream may still read these buffers (an error path leaves it mid-step). */
@@ -98,7 +98,7 @@ void mlp_cuda_destroy(zinc_mlp *m) {
 
 /* The layer's weights and biases as fp32 device pointers: the engine's own buffers when the compute
  * dtype is fp32, else widened into c->wf / c->bf. Valid between enter and exit (stage 3 gathers). */
-static zinc_status params_f32(zinc_mlp *m, const mlp_layer *L, const float **w, const float **b) {
+static zinc_status params_f32(mlp_model *m, const mlp_layer *L, const float **w, const float **b) {
     mlp_cuda *c = m->cuda;
     zinc_dtype t = zinc_compute_dtype(m->e);
     const void *pw = zinc_param_data(L->w), *pb = zinc_param_data(L->b);
@@ -115,7 +115,7 @@ static zinc_status params_f32(zinc_mlp *m, const mlp_layer *L, const float **w, 
     return ZINC_OK;
 }
 
-static zinc_status forward_layer(zinc_mlp *m, int l, const float *h) {
+static zinc_status forward_layer(mlp_model *m, int l, const float *h) {
     mlp_cuda *c = m->cuda;
     const mlp_layer *L = &m->layers[l];
     const float one = 1.0f, zero = 0.0f, *w, *b;
@@ -129,7 +129,7 @@ static zinc_status forward_layer(zinc_mlp *m, int l, const float *h) {
 
 /* dz (mb x out) is the gradient at the layer's pre-activation; writes dh (mb x in) for the layer below
  * when dh is not NULL. */
-static zinc_status backward_layer(zinc_mlp *m, int l, const float *dz, float *dh) {
+static zinc_status backward_layer(mlp_model *m, int l, const float *dz, float *dh) {
     mlp_cuda *c = m->cuda;
     const mlp_layer *L = &m->layers[l];
     const float one = 1.0f, zero = 0.0f, *w, *b;
@@ -162,7 +162,7 @@ static zinc_status backward_layer(zinc_mlp *m, int l, const float *dz, float *dh
     return zinc_module_exit(m->e, L->module, ZINC_BACKWARD);
 }
 
-zinc_status mlp_cuda_microstep(zinc_mlp *m, int64_t j) {
+zinc_status mlp_cuda_microstep(mlp_model *m, int64_t j) {
     mlp_cuda *c = m->cuda;
     size_t mb = (size_t)m->mb;
     /* From pageable memory: the call returns once m->x is staged, so the host may sample into it again. */
@@ -178,7 +178,7 @@ zinc_status mlp_cuda_microstep(zinc_mlp *m, int64_t j) {
     return mlp_backward_all(m, backward_layer, c->dz, c->dh);
 }
 
-zinc_status mlp_cuda_metrics(zinc_mlp *m, int64_t gas, double sums[2]) {
+zinc_status mlp_cuda_metrics(mlp_model *m, int64_t gas, double sums[2]) {
     mlp_cuda *c = m->cuda;
     size_t n = (size_t)(gas * m->mb);
     double *loss = malloc(n * sizeof *loss);

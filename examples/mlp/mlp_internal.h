@@ -16,9 +16,9 @@ typedef struct mlp_layer {
 
 typedef struct mlp_cuda mlp_cuda; /* the CUDA path's buffers (mlp_cuda.c) */
 
-struct zinc_mlp {
+struct mlp_model {
     zinc_engine *e;
-    zinc_mlp_config cfg;
+    mlp_config cfg;
     int nlayers;
     mlp_layer *layers;
     int64_t mb;
@@ -36,17 +36,17 @@ struct zinc_mlp {
 /* Backward over every layer, last first: fn(m, l, dz, dh) takes the gradient at layer l's pre-activation
  * in dz and writes the one for the layer below in dh (NULL for the first layer); the two buffers then
  * swap roles. Shared by both paths. */
-typedef zinc_status (*mlp_backward_fn)(zinc_mlp *m, int l, const float *dz, float *dh);
-zinc_status mlp_backward_all(zinc_mlp *m, mlp_backward_fn fn, float *dz, float *dh);
+typedef zinc_status (*mlp_backward_fn)(mlp_model *m, int l, const float *dz, float *dh);
+zinc_status mlp_backward_all(mlp_model *m, mlp_backward_fn fn, float *dz, float *dh);
 
 /* The CUDA path (built with the CUDA backend only). mlp_cuda_create allocates its buffers and a cuBLAS
  * handle bound to the engine's compute stream; the rest enqueue there and never wait, except
  * mlp_cuda_metrics, which waits for the step's per-sample losses. */
-zinc_status mlp_cuda_create(zinc_mlp *m);
-void mlp_cuda_destroy(zinc_mlp *m);
+zinc_status mlp_cuda_create(mlp_model *m);
+void mlp_cuda_destroy(mlp_model *m);
 /* Forward, loss and backward of micro-step j (0 .. gas-1) on the inputs in m->x, m->labels. */
-zinc_status mlp_cuda_microstep(zinc_mlp *m, int64_t j);
+zinc_status mlp_cuda_microstep(mlp_model *m, int64_t j);
 /* This rank's loss sum and correct count over the step's gas micro-steps, summed in sample order. */
-zinc_status mlp_cuda_metrics(zinc_mlp *m, int64_t gas, double sums[2]);
+zinc_status mlp_cuda_metrics(mlp_model *m, int64_t gas, double sums[2]);
 
 #endif

@@ -2,9 +2,9 @@
  * program goes through here, so a variable cannot be read without being listed, typed and documented
  * (docs/env.md holds the same table; tests/test_env.c checks that the two agree).
  *
- * Test hooks (faked memory figures, fault injection, kill points) are read only when the library is
- * compiled with ZINC_TEST_HOOKS (CMake option ZINC_TEST_HOOKS, on with the tests): a production build
- * treats them as unset. Values are read at each call (tests set and unset them between runs); parsing and
+ * Test hooks (faked memory figures, fault injection, kill points) are read only when env.c is compiled
+ * with ZINC_TEST_HOOKS, which only the test programs' copy of it is (CMakeLists.txt, zinc_env_hooks): the
+ * library and the installed zinc program treat them as unset. Values are read at each call (tests set and unset them between runs); parsing and
  * range checks stay with the code that uses the value, which also words the error. */
 #ifndef ZINC_RUNTIME_CORE_ENV_H
 #define ZINC_RUNTIME_CORE_ENV_H

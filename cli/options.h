@@ -1,0 +1,76 @@
+/* The zinc program's options: one table per command (name, type, range, help) that parses the arguments,
+ * checks each value before anything uses it, and prints the command's --help. Every command parses
+ * through zcli_parse, so the rules hold everywhere alike:
+ *   - an option that takes a value and has none (the end of the arguments, or the next argument starts
+ *     with "--": `--save --quiet`) is an error, never a path named "--quiet";
+ *   - a number is range-checked before any arithmetic is done with it;
+ *   - an unknown option, an empty value, or a second positional argument is an error (exit status 2).
+ * A value is stored at its option's offset into the command's own options struct, whose fields the
+ * command fills with their defaults first. */
+#ifndef ZINC_CLI_OPTIONS_H
+#define ZINC_CLI_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* The most --set PATH=VALUE options one command takes. */
+#define ZCLI_MAX_SETS 256
+
+typedef enum zcli_type {
+    ZCLI_FLAG,   /* no value: sets a bool */
+    ZCLI_INT,    /* an int64_t in lo..hi (a whole number; 1e6 is accepted) */
+    ZCLI_TEXT,   /* a const char *: a non-empty value (a path, a name) */
+    ZCLI_CHOICE, /* an int: the index of the value in `choices`, "a|b|c" */
+    ZCLI_SIZE,   /* a uint64_t byte count: 80GB (1e9), 80GiB or 80G (2^30), K/M/G/T, plain bytes */
+    ZCLI_LIST    /* a zcli_list: repeatable (--set) */
+} zcli_type;
+
+/* A repeatable option's values, in order, NULL-terminated. */
+typedef struct zcli_list {
+    const char *v[ZCLI_MAX_SETS + 1];
+    int n;
+} zcli_list;
+
+typedef struct zcli_opt {
+    const char *name; /* "--steps" */
+    zcli_type type;
+    size_t off;          /* offsetof(the command's struct, its field) */
+    const char *arg;     /* the value's name in --help and messages: "N", "FILE" */
+    int64_t lo, hi;      /* ZCLI_INT: the valid range */
+    const char *choices; /* ZCLI_CHOICE: "cpu|cuda|auto" */
+    const char *help;    /* lines separated by \n; printed after "  --name ARG" */
+} zcli_opt;
+
+/* One group of options, written into one struct. `opts` ends with an entry whose name is NULL. */
+typedef struct zcli_table {
+    const char *title; /* the heading in --help ("options:", "model:") */
+    const zcli_opt *opts;
+} zcli_table;
+
+/* A command: its name in messages, its help around the tables, its positional argument (if any), and up
+ * to four tables, each with the struct it fills. */
+#define ZCLI_MAX_TABLES 4
+typedef struct zcli_cmd {
+    const char *name;       /* "zinc train": every message starts with it */
+    const char *usage;      /* "usage: ..." lines */
+    const char *about;      /* the paragraph after the usage, or NULL */
+    const char *footer;     /* printed after the options, or NULL */
+    const char *positional; /* "FILE" when the command takes one positional argument, else NULL */
+    const zcli_table *tables[ZCLI_MAX_TABLES];
+    void *dst[ZCLI_MAX_TABLES];
+    const char **pos_dst; /* where the positional argument goes */
+} zcli_cmd;
+
+/* Parses argv[first..argc): 0 when the arguments are good, 1 when --help was printed (exit 0), 2 after
+ * printing what is wrong (the exit status for a usage error). */
+int zcli_parse(const zcli_cmd *c, int first, int argc, char **argv);
+/* The command's help: usage, about, every table's options with their ranges, footer. */
+void zcli_help(const zcli_cmd *c, FILE *f);
+/* "--x needs ...": an error about the arguments, prefixed with the command's name; returns 2. */
+int zcli_usage_error(const zcli_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Whether the option `name` appears in argv[first..argc) with a value (the value, or NULL). For a choice
+ * that selects the rest of the table (zinc train --model) before the full parse. */
+const char *zcli_peek(int first, int argc, char **argv, const char *name);
+
+#endif

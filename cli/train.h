@@ -1,0 +1,92 @@
+/* zinc train: one driver (train_driver.c) runs any model through this small interface. The driver owns
+ * what every run does alike: the options every model takes (train_options.c), the output-path checks and
+ * the run lock (train_guard.h), creating the engine, the ranks' agreement on the run, resuming, the step
+ * loop with --save-every, the final save, the parameter checksum and the --report file. A model
+ * (train_mlp.c, train_gpt2.c) brings its own option table and the hooks below; a hook returns 0, or -1
+ * after printing why (prefixed "zinc train: "). */
+#ifndef ZINC_CLI_TRAIN_H
+#define ZINC_CLI_TRAIN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cli/options.h"
+#include "zinc.h"
+
+/* The options every model takes (the table in train_options.c). */
+typedef struct zcli_train_opts {
+    int model; /* the --model choice: 0 mlp, 1 gpt2 */
+    const char *config, *report, *save_dir, *resume;
+    int64_t steps, seed, threads, save_every;
+    int device, nonfinite; /* choices: cpu|cuda|auto (-1: the config's), error|skip */
+    bool quiet;
+    zcli_list sets;
+} zcli_train_opts;
+
+/* What the driver knows during a run; models read it (and set `every`, the progress cadence). */
+typedef struct zcli_train {
+    const zcli_train_opts *o;
+    void *model_opts; /* the model's options struct, filled by its table */
+    void *model;      /* the model's state (its prepare allocates it) */
+    zinc_engine *e;
+    int64_t start;     /* the first step this run takes (the resumed checkpoint's step, else 0) */
+    int64_t every;     /* the model's progress cadence in steps (0: none) */
+    double t0;         /* when the loop began (seconds, zcli_now_s) */
+    double train_s;    /* seconds spent inside the model's step hook */
+    double first_loss; /* the loss of the run's first step (NAN before it) */
+    double loss;       /* the latest step's loss */
+    zinc_step_info info;
+} zcli_train;
+
+typedef struct zcli_train_model {
+    const char *name;          /* the --model value */
+    const zcli_table *options; /* the model's own options */
+    size_t opts_size;
+    const char *usage, *about; /* its --help around the tables */
+    void (*defaults)(void *model_opts);
+    /* Before zinc_create: check the model's options against each other, read its files. Returns the exit
+     * status: 0 to go on, 2 for a usage error, 1 for a bad file. */
+    int (*prepare)(zcli_train *t);
+    /* After zinc_create and the run's agreement: add the model's own agreement items, register and build
+     * the model (zinc_build compares the ranks). */
+    int (*build)(zcli_train *t);
+    /* After the resume, before the first step: checks that need the engine's batch size, files beside the
+     * checkpoints, the progress cadence (t->every). */
+    int (*start)(zcli_train *t);
+    /* One optimizer step: t->info and *loss filled. */
+    int (*step)(zcli_train *t, int64_t step, double *loss);
+    /* After each step (every rank; collective hooks allowed): progress lines, validation, samples. */
+    int (*after_step)(zcli_train *t, int64_t step);
+    /* After the last step, before the final save (every rank). NULL: nothing. */
+    int (*finish)(zcli_train *t);
+    /* The parameter count (the driver streams the parameters for the checksum and the norm:
+     * zcli_param_checksum, train_memory.h). */
+    int64_t (*numel)(zcli_train *t);
+    /* Rank 0: the summary lines on stderr, and the model's keys in the --report object. */
+    void (*summary)(zcli_train *t, double elapsed, double norm, uint64_t checksum);
+    int (*report)(zcli_train *t, json_t *j, double elapsed);
+    void (*destroy)(zcli_train *t);
+} zcli_train_model;
+
+extern const zcli_train_model zcli_model_mlp, zcli_model_gpt2;
+
+/* The table of the options every model takes (train_options.c) and their defaults. */
+extern const zcli_table zcli_train_table;
+void zcli_train_defaults(zcli_train_opts *o);
+
+/* zinc train: picks the model from --model, parses, runs the driver. */
+int zcli_cmd_train(int argc, char **argv);
+/* The driver (train_driver.c): one run of model m with the parsed options. The exit status. */
+int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_opts);
+
+/* Helpers the models share. */
+double zcli_now_s(void);
+/* FNV-1a over the float bits: a 64-bit fingerprint to compare runs. */
+uint64_t zcli_checksum(const float *x, size_t n);
+/* Prints "zinc train: <what>: <zinc_last_error()>" and returns -1. */
+int zcli_train_fail(const char *what);
+/* Adds an item the ranks must agree on; -1 after printing. */
+int zcli_agree(zinc_engine *e, const char *what, const void *v, size_t n);
+
+#endif

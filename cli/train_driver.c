@@ -1,0 +1,192 @@
+/* zinc train's one driver: any model (train.h) from the options to the report. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/train.h"
+#include "cli/train_guard.h"
+#include "cli/train_memory.h"
+#include "runtime/core/env.h"
+
+double zcli_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+uint64_t zcli_checksum(const float *x, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)x;
+    for (size_t i = 0; i < n * sizeof *x; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+int zcli_train_fail(const char *what) {
+    fprintf(stderr, "zinc train: %s: %s\n", what, zinc_last_error());
+    return -1;
+}
+
+int zcli_agree(zinc_engine *e, const char *what, const void *v, size_t n) {
+    if (zinc_agree_add(e, what, v, n) == ZINC_OK) return 0;
+    fprintf(stderr, "zinc train: %s\n", zinc_last_error());
+    return -1;
+}
+
+/* This process's rank as the launcher set it (mpirun, srun, PMI), 0 when started alone: known even when
+ * zinc_create failed before returning an engine. */
+static int launcher_rank(void) {
+    static const zenv_id vars[] = {ZENV_OMPI_COMM_WORLD_RANK, ZENV_PMIX_RANK, ZENV_PMI_RANK, ZENV_SLURM_PROCID};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = zenv_get(vars[i]);
+        if (v && *v) return atoi(v);
+    }
+    return 0;
+}
+
+static int create_engine(const zcli_train_opts *o, zinc_engine **e) {
+    static const zinc_device_kind devices[] = {ZINC_DEVICE_CPU, ZINC_DEVICE_CUDA, ZINC_DEVICE_AUTO};
+    zinc_options zo = zinc_default_options();
+    zo.config_path = o->config;
+    zo.config_overrides = o->sets.v;
+    zo.total_steps = o->steps; /* fills an "auto" scheduler.params.total_num_steps */
+    zo.seed = (uint64_t)o->seed;
+    zo.cpu_threads = (int)o->threads;
+    if (o->device >= 0) zo.device = devices[o->device];
+    if (o->nonfinite == 1) zo.nonfinite = ZINC_NONFINITE_SKIP;
+    if (o->quiet) zo.log_level = ZINC_LOG_WARN;
+    zinc_status st = zinc_create(&zo, e);
+    if (st == ZINC_OK) return 0;
+    /* A config problem is the same on every rank: said once per job, by rank 0; the other ranks exit with
+     * the same status silently. Other failures can differ by rank and are printed by each. */
+    if (st != ZINC_ERR_CONFIG || launcher_rank() == 0) fprintf(stderr, "zinc train: %s\n", zinc_last_error());
+    return -1;
+}
+
+/* From zinc_create to a built model whose outputs can be written: the ranks agree on the run (rank 0 holds
+ * the --save directory's lock), the model builds, and the --save/--report probes are honoured. */
+static int setup(const zcli_train_model *m, zcli_train *t, char *save_why, char *report_why, size_t cap,
+                 int *run_lock) {
+    const zcli_train_opts *o = t->o;
+    if (create_engine(o, &t->e)) return -1;
+    zcli_run run = {.steps = o->steps,
+                    .seed = o->seed,
+                    .save_every = o->save_every,
+                    .given = (o->save_dir ? 1 : 0) | (o->resume ? 2 : 0) | (o->report ? 4 : 0) | (o->quiet ? 8 : 0),
+                    .save_dir = o->save_dir,
+                    .resume = o->resume,
+                    .save_why = save_why,
+                    .report_why = report_why,
+                    .why_cap = cap};
+    if (zcli_agree_run(t->e, &run, run_lock) || m->build(t) || zcli_outputs_refused(&run)) return -1;
+    int64_t B = zinc_train_batch_size(t->e);
+    if (o->steps > INT64_MAX / 4 / B) {
+        fprintf(stderr,
+                "zinc train: --steps %" PRId64 " x train_batch_size %" PRId64 " samples overflows the sample "
+                "index; use fewer steps\n",
+                o->steps, B);
+        return -1;
+    }
+    if (o->resume) {
+        if (zinc_load_checkpoint(t->e, o->resume) != ZINC_OK) {
+            fprintf(stderr, "zinc train: resuming from %s failed: %s\n", o->resume, zinc_last_error());
+            return -1;
+        }
+        t->start = zinc_step_count(t->e);
+        if (t->start > o->steps && zinc_rank(t->e) == 0)
+            fprintf(stderr,
+                    "zinc train: the checkpoint is at step %" PRId64 ", beyond --steps %" PRId64 "; nothing to train\n",
+                    t->start, o->steps);
+    }
+    t->info.step = t->start;
+    return m->start(t);
+}
+
+static int save(zcli_train *t, int64_t step) {
+    if (zinc_save_checkpoint(t->e, t->o->save_dir, NULL) == ZINC_OK) return 0;
+    if (step < 0) return zcli_train_fail("saving the final checkpoint failed");
+    fprintf(stderr, "zinc train: saving the checkpoint of step %" PRId64 " failed: %s\n", step, zinc_last_error());
+    return -1;
+}
+
+/* The steps, the --save-every checkpoints, the model's hooks, the final checkpoint. */
+static int loop(const zcli_train_model *m, zcli_train *t) {
+    const zcli_train_opts *o = t->o;
+    int64_t last_saved = -1;
+    t->t0 = zcli_now_s();
+    for (int64_t s = t->start; s < o->steps; s++) {
+        double ts = zcli_now_s();
+        if (m->step(t, s, &t->loss)) return -1;
+        t->train_s += zcli_now_s() - ts;
+        if (s == t->start) t->first_loss = t->loss;
+        if (m->after_step(t, s)) return -1;
+        if (o->save_dir && o->save_every > 0 && (s + 1) % o->save_every == 0) {
+            if (save(t, s + 1)) return -1;
+            last_saved = s + 1;
+        }
+    }
+    if (m->finish && m->finish(t)) return -1;
+    if (o->save_dir && last_saved != zinc_step_count(t->e) && save(t, -1)) return -1;
+    return 0;
+}
+
+static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed, double norm, uint64_t sum, int64_t n,
+                        json_t *hwm) {
+    char hex[32];
+    snprintf(hex, sizeof hex, "%016" PRIx64, sum);
+    const zinc_step_info *i = &t->info;
+    json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:s, s:f, s:I}",
+                          "model", m->name, "config", t->o->config, "world_size", zinc_world_size(t->e), "zero_stage",
+                          zinc_zero_stage(t->e), "steps", (json_int_t)i->step, "steps_taken",
+                          (json_int_t)i->steps_taken, "steps_skipped", (json_int_t)i->steps_skipped, "first_loss",
+                          isnan(t->first_loss) ? 0.0 : t->first_loss, "final_loss", t->loss, "final_loss_scale",
+                          (double)i->loss_scale, "final_lr", i->lr, "final_grad_norm",
+                          isfinite(i->grad_norm) ? i->grad_norm : -1.0, "parameters", (json_int_t)n, "param_l2_norm",
+                          norm, "param_checksum", hex, "seconds", elapsed, "resumed_from_step", (json_int_t)t->start);
+    if (j) json_object_set(j, "vmhwm_bytes", hwm); /* each rank's VmHWM (/proc/self/status) */
+    if (!j || m->report(t, j, elapsed) || json_dump_file(j, t->o->report, JSON_INDENT(2) | JSON_REAL_PRECISION(17))) {
+        fprintf(stderr, "zinc train: cannot write the report to %s\n", t->o->report);
+        json_decref(j);
+        return -1;
+    }
+    json_decref(j);
+    return 0;
+}
+
+/* The parameters' norm and checksum (collective gather), the summary and the report on rank 0. */
+static int conclude(const zcli_train_model *m, zcli_train *t) {
+    double elapsed = zcli_now_s() - t->t0, norm = 0;
+    int64_t n = m->numel(t);
+    uint64_t sum = 0;
+    /* streamed: no second copy of the model at the end of the run (issue 25) */
+    if (zcli_param_checksum(t->e, &sum, &norm) != ZINC_OK) return zcli_train_fail("reading the parameters failed");
+    json_t *hwm = zcli_vmhwm_all(t->e); /* every rank's real peak, for the report */
+    if (!hwm) return zcli_train_fail("gathering the ranks' peak memory failed");
+    int rc = 0;
+    if (zinc_rank(t->e) == 0) {
+        m->summary(t, elapsed, norm, sum);
+        rc = t->o->report ? write_report(m, t, elapsed, norm, sum, n, hwm) : 0;
+    }
+    json_decref(hwm);
+    return rc;
+}
+
+int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_opts) {
+    /* Output paths are checked before any training is spent on them (every rank checks its own view of
+     * the file system; the result is one of the items the ranks agree on). */
+    char save_why[8800] = "", report_why[8800] = "";
+    if (o->save_dir) zcli_check_out_path("--save", o->save_dir, 1, save_why, sizeof save_why);
+    if (o->report) zcli_check_out_path("--report", o->report, 0, report_why, sizeof report_why);
+    zcli_train t = {.o = o, .model_opts = model_opts, .first_loss = NAN};
+    int run_lock = -1, rc = m->prepare(&t);
+    if (rc == 0)
+        rc = setup(m, &t, save_why, report_why, sizeof save_why, &run_lock) || loop(m, &t) || conclude(m, &t) ? 1 : 0;
+    if (run_lock >= 0) close(run_lock);
+    m->destroy(&t);
+    zinc_destroy(t.e);
+    return rc;
+}

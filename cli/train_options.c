@@ -1,0 +1,78 @@
+/* zinc train: the options every model takes, and picking the model (train.h). */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/train.h"
+
+#define O(f) offsetof(zcli_train_opts, f)
+static const zcli_opt train_opts[] =
+    {{"--model", ZCLI_CHOICE, O(model), "M", 0, 0, "mlp|gpt2",
+      "the model: mlp (default) or gpt2 (zinc train --model gpt2 --help)"},
+     {"--config", ZCLI_TEXT, O(config), "FILE", 0, 0, NULL, "the ds_config.json (required)"},
+     {"--steps", ZCLI_INT, O(steps), "N", 0, (int64_t)1 << 53, NULL,
+      "the optimizer step count to reach (default 100); a run resumed at\nstep K trains N - K more"},
+     {"--seed", ZCLI_INT, O(seed), "S", 0, INT64_MAX, NULL, "parameter initialisation seed (default 1234)"},
+     {"--device", ZCLI_CHOICE, O(device), "D", 0, 0, "cpu|cuda|auto",
+      "cpu | cuda | auto (default: the config's zinc.device, else auto)"},
+     {"--threads", ZCLI_INT, O(threads), "N", 1, 1024, NULL,
+      "CPU kernel threads per rank (default: cores / ranks on the node)"},
+     {"--report", ZCLI_TEXT, O(report), "FILE", 0, 0, NULL,
+      "write a JSON summary (losses, steps, loss scale, parameter norm and\nchecksum)"},
+     {"--save", ZCLI_TEXT, O(save_dir), "DIR", 0, 0, NULL,
+      "save checkpoints to DIR (tags step<N>, DIR/latest names the newest):\nat the end, and every K steps with "
+      "--save-every K"},
+     {"--save-every", ZCLI_INT, O(save_every), "K", 1, (int64_t)1 << 53, NULL,
+      "a checkpoint every K steps (needs --save)"},
+     {"--resume", ZCLI_TEXT, O(resume), "PATH", 0, 0, NULL,
+      "continue from a checkpoint: DIR (its latest) or DIR/TAG; any rank\ncount and ZeRO stage can resume any "
+      "checkpoint of the same model"},
+     {"--set", ZCLI_LIST, O(sets), "PATH=VALUE", 0, 0, NULL,
+      "fill an \"auto\" or override a ds_config value: a dotted key path and a\nJSON value (--set "
+      "train_micro_batch_size_per_gpu=4 --set\noptimizer.params.lr=3e-4); repeatable. An \"auto\" not set is "
+      "filled as\nthe Hugging Face Trainer fills it with its default arguments (a\nwarning names each); "
+      "total_num_steps from --steps"},
+     {"--on-nonfinite", ZCLI_CHOICE, O(nonfinite), "P", 0, 0, "error|skip",
+      "error (default): a non-finite gradient in fp32/bf16, or parameters\nmade non-finite by a step, stop the run "
+      "naming the step and tensor;\nskip: such steps are skipped with a warning (fp16 always skips and\nlowers its "
+      "loss scale)"},
+     {"--quiet", ZCLI_FLAG, O(quiet), NULL, 0, 0, NULL, "only warnings, errors and the summary"},
+     {0}};
+#undef O
+
+const zcli_table zcli_train_table = {"training (every model):", train_opts};
+
+void zcli_train_defaults(zcli_train_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->steps = 100;
+    o->seed = 1234;
+    o->device = -1;
+}
+
+int zcli_cmd_train(int argc, char **argv) {
+    static const zcli_train_model *models[] = {&zcli_model_mlp, &zcli_model_gpt2};
+    const char *name = zcli_peek(1, argc, argv, "--model");
+    const zcli_train_model *m = name && !strcmp(name, "gpt2") ? models[1] : models[0];
+    zcli_train_opts o;
+    zcli_train_defaults(&o);
+    _Alignas(max_align_t) char model_opts[512];
+    if (m->opts_size > sizeof model_opts) return 1;
+    m->defaults(model_opts);
+    zcli_cmd c = {.name = "zinc train",
+                  .usage = m->usage,
+                  .about = m->about,
+                  .footer = "ZINC_COLLECTIVE_TIMEOUT_S (default for this program 1800, 0 = off): a rank that waits "
+                            "longer in a\ncollective (another rank died or stopped) ends with exit status 113 and "
+                            "a message,\nso the launcher ends the job.",
+                  .tables = {m->options, &zcli_train_table},
+                  .dst = {model_opts, &o}};
+    int pr = zcli_parse(&c, 1, argc, argv);
+    if (pr) return pr == 1 ? 0 : 2;
+    if (o.save_every && !o.save_dir) return zcli_usage_error(&c, "--save-every needs --save DIR");
+    if (!o.config) {
+        zcli_usage_error(&c, "--config FILE is required (for example ds_configs/zero2_fp16.json)");
+        fprintf(stderr, "%s\n", m->usage);
+        return 2;
+    }
+    return zcli_train_run(m, &o, model_opts);
+}

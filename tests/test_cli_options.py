@@ -1,0 +1,122 @@
+"""The zinc program's one option table per command (issue 24, cli/options.h): every command prints its --help
+from the table (each option with its range or choices), and refuses alike an option without its value, a
+number out of range (the range named), a bad choice (the choices named), an unknown option and a second
+positional argument, all with exit status 2 before any work. The training driver runs both models through
+one interface: the MLP and GPT-2 reports carry the driver's common keys and each model's own.
+
+  test_cli_options.py --zinc build/zinc --configs ds_configs --workdir DIR"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+failures = 0
+
+
+def check(ok, what):
+    global failures
+    if not ok:
+        failures += 1
+        print("FAIL", what)
+
+
+def run(args, timeout=120):
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--zinc", required=True)
+    ap.add_argument("--configs", required=True)
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args()
+    z, work = os.path.abspath(a.zinc), os.path.abspath(a.workdir)
+    cfg = os.path.join(os.path.abspath(a.configs), "zero2_fp16.json")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    os.chdir(work)
+    text = os.path.join(work, "t.txt")
+    open(text, "w").write("".join(chr(32 + (i * 7 + i // 13) % 90) for i in range(6000)))
+
+    # Every command's --help: exit 0, on stdout, every option of its table with its range or choices.
+    helps = [
+        ([z, "train", "--help"], ["--config FILE", "--steps N", "[0..]", "--threads N", "[1..1024]", "--hidden N",
+                                  "--device D", "[cpu|cuda|auto]", "--on-nonfinite P", "--set PATH=VALUE",
+                                  "--model M", "ZINC_COLLECTIVE_TIMEOUT_S"]),
+        ([z, "train", "--model", "gpt2", "--help"], ["--layers L", "[1..1024]", "--text FILE", "--sample-tokens N",
+                                                     "[1..65536]", "--steps N", "--save DIR", "--resume PATH"]),
+        ([z, "config", "check", "--help"], ["--world-size N", "[1..16777216]", "--set PATH=VALUE", "_defaults"]),
+        ([z, "mem", "--help"], ["--params N", "--gpt2 SIZE", "--offload D", "[none|cpu|nvme]", "--stage S", "[0..3]",
+                                "--gpu-mem SIZE", "--units U", "--rss-tolerance PCT"]),
+        ([z, "mem", "plan", "--help"], ["--gpu-mem SIZE", "--paper"]),
+        ([z, "checkpoint", "--help"], ["inspect", "--verify", "--params N", "--format F", "[safetensors|llmc]",
+                                       "--dtype T", "[fp32|bf16|fp16]", "--force"]),
+        ([z, "checkpoint", "inspect", "--help"], ["--verify", "--params N", "[0..1000000000]"]),
+        ([z, "checkpoint", "export", "--help"], ["--out FILE", "--vocab V"]),
+    ]
+    for args, needles in helps:
+        rc, out, err = run(args)
+        missing = [n for n in needles if n not in out]
+        check(rc == 0 and not missing, f"{args[1:]}: exit {rc}, help lacks {missing}: {(out + err)[:300]!r}")
+
+    # Misuse, command by command: exit 2, the message naming the option and what is valid.
+    tr = [z, "train", "--config", cfg, "--quiet"]
+    g2 = [z, "train", "--model", "gpt2", "--config", cfg, "--text", text, "--quiet"]
+    misuse = [
+        (tr + ["--threads", "0"], "--threads needs an integer in 1..1024, got \"0\""),
+        (tr + ["--threads", "x"], "--threads needs an integer in 1..1024"),
+        (tr + ["--hidden", "65537"], "--hidden needs an integer in 1..65536"),
+        (tr + ["--device", "gpu"], "--device must be cpu, cuda or auto, got \"gpu\""),
+        (tr + ["--on-nonfinite", "ignore"], "--on-nonfinite must be error or skip"),
+        (tr + ["--model", "llama"], "--model must be mlp or gpt2, got \"llama\""),
+        (tr + ["--layers", "2"], "unknown option \"--layers\""),
+        (tr + ["extra"], "unexpected argument \"extra\""),
+        (tr + ["--report", ""], "--report needs a value (FILE), got an empty one"),
+        (tr + ["--save-every", "2"], "--save-every needs --save DIR"),
+        ([z, "train", "--steps", "3"], "--config FILE is required"),
+        (g2 + ["--layers", "0"], "--layers needs an integer in 1..1024"),
+        (g2 + ["--val-data"], "--val-data needs a value"),
+        (g2 + ["--hidden", "4"], "unknown option \"--hidden\""),
+        ([z, "train", "--model", "gpt2", "--config", cfg, "--quiet"], "one of --data FILE"),
+        ([z, "config", "check", cfg, "--world-size", "0"], "--world-size needs an integer in 1..16777216"),
+        ([z, "config", "check", cfg, "--set"], "--set needs PATH=VALUE"),
+        ([z, "mem", "estimate", "--params", "1e6", "--stage", "4"], "--stage needs an integer in 0..3"),
+        ([z, "mem", "estimate", "--params", "1e6", "--offload", "disk"], "--offload must be none, cpu or nvme"),
+        ([z, "mem", "plan", "--params", "1e6", "--gpu-mem", "80XB"], "--gpu-mem needs a size"),
+        ([z, "mem", "estimate", "--params", "1e6", "--json", "--csv"], "give --json or --csv, not both"),
+        ([z, "mem", "estimate", "--params"], "--params needs a value"),
+        ([z, "checkpoint", "inspect", "a", "b"], "one checkpoint path, got \"b\" too"),
+        ([z, "checkpoint", "inspect", "a", "--params", "x"], "--params needs an integer in 0..1000000000"),
+        ([z, "checkpoint", "export", "a", "--out", "o", "--dtype", "fp8"], "--dtype must be fp32, bf16 or fp16"),
+        ([z, "checkpoint", "export", "a", "--out", "o", "--format", "llmc", "--dtype", "fp16"], "--format llmc takes"),
+        ([z, "checkpoint", "export", "a", "--out", "o", "--vocab", "3"], "--vocab and --heads are for --format llmc"),
+        ([z, "checkpoint", "export", "a", "--out", "o", "--vocab", "0", "--format", "llmc"],
+         "--vocab needs an integer in 1..65536"),
+    ]
+    for args, needle in misuse:
+        rc, out, err = run(args)
+        check(rc == 2 and needle in err, f"{args[1:]}: exit {rc}, stderr {err[:300]!r} (wanted {needle!r})")
+
+    # One driver, two models: both reports carry the driver's keys, each with its model's own.
+    common = ["model", "config", "world_size", "zero_stage", "steps", "steps_taken", "steps_skipped", "first_loss",
+              "final_loss", "final_lr", "parameters", "param_l2_norm", "param_checksum", "seconds", "resumed_from_step"]
+    for args, model, own in [(tr + ["--steps", "3", "--threads", "1", "--report", "m.json"], "mlp",
+                              ["final_accuracy"]),
+                             (g2 + ["--steps", "2", "--layers", "1", "--width", "16", "--heads", "2", "--context", "8",
+                                    "--threads", "1", "--report", "g.json"], "gpt2",
+                              ["losses", "shape", "tokens_per_step", "sample", "val_losses"])]:
+        rc, out, err = run(args, timeout=300)
+        path = args[args.index("--report") + 1]
+        r = json.load(open(path)) if rc == 0 and os.path.exists(path) else {}
+        lacks = [k for k in common + own if k not in r]
+        check(rc == 0 and r.get("model") == model and not lacks and r.get("steps") == int(args[args.index("--steps") + 1]),
+              f"{model} report: exit {rc}, lacks {lacks}: {err[-300:]!r}")
+    print(f"{failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
