@@ -4,6 +4,7 @@
 #include "cli/mem_whole.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "examples/gpt2/gpt2.h"
 #include "examples/mlp/mlp.h"
 #include "runtime/config/config.h"
@@ -19,38 +21,45 @@
 #include "runtime/mem/mem_estimate.h"
 #include "runtime/mem/plan.h"
 
-#define MAX_SETS 64
-
 typedef struct wopts {
     const char *config, *init, *data, *text, *val;
-    const char *sets[MAX_SETS + 1];
-    int nsets;
+    zcli_list sets;
     int64_t layers, width, heads, vocab, padded, max_context, context;
     int64_t ranks, threads;
     bool json, exact;
-    bool mlp;                               /* --model mlp (zinc train's MLP) */
-    int64_t hidden, depth, in_dim, classes; /* its flags */
+    int model_i;                            /* 0: gpt2, 1: mlp (zinc train's MLP) */
+    int64_t hidden, depth, in_dim, classes; /* the MLP's flags */
 } wopts;
 
-bool zcli_mem_whole_wanted(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--model")) return true;
-    return false;
-}
+bool zcli_mem_whole_wanted(int argc, char **argv) { return zcli_peek(1, argc, argv, "--model") != NULL; }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: zinc mem estimate --model gpt2 --config FILE [model flags as zinc train --model gpt2]\n"
-               "                         [--ranks N] [--threads T] [--json] [--bytes]\n"
-               "\n"
-               "The whole training process's resident peak per rank, before it starts: the process at start, the\n"
-               "engine (model states, buffers, the build's initialisation scratch, MPI's temporaries), the model's\n"
-               "activations and scratch (from the same table the model allocates from), the data and the end of the\n"
-               "run. Model flags: --layers --width --heads --vocab --padded-vocab --max-context --context, or\n"
-               "--init FILE (an llm.c model file: its shape); --data/--text/--val-data FILE (the tokens held in\n"
-               "memory); --set PATH=VALUE as for zinc train. The micro batch comes from the config at --ranks\n"
-               "(default 1) ranks; --threads as zinc train (default: cores / ranks). --json: each rank's\n"
-               "whole_process_peak_bytes and its parts.\n");
-}
+#define O(f) offsetof(wopts, f)
+static const zcli_opt whole_options[] =
+    {{"--model", ZCLI_CHOICE, O(model_i), "M", 0, 0, "gpt2|mlp", "the trainer whose whole process is estimated"},
+     {"--config", ZCLI_TEXT, O(config), "FILE", 0, 0, NULL, "the ds_config.json (the batch comes from it)"},
+     {"--set", ZCLI_LIST, O(sets), "PATH=VALUE", 0, 0, NULL, "override a ds_config value, as zinc train"},
+     {"--ranks", ZCLI_INT, O(ranks), "N", 1, 4096, NULL, "ranks of the run (default 1)"},
+     {"--threads", ZCLI_INT, O(threads), "T", 1, 1024, NULL, "threads per rank (default: cores / ranks)"},
+     {"--layers", ZCLI_INT, O(layers), "L", 1, 1024, NULL, "gpt2: transformer blocks (default 4)"},
+     {"--width", ZCLI_INT, O(width), "C", 1, 65536, NULL, "gpt2: channels (default 128)"},
+     {"--heads", ZCLI_INT, O(heads), "H", 1, 65536, NULL, "gpt2: attention heads (default 4)"},
+     {"--vocab", ZCLI_INT, O(vocab), "V", 1, 65536, NULL, "gpt2: vocabulary (default 256 with --text, else 50257)"},
+     {"--padded-vocab", ZCLI_INT, O(padded), "VP", 1, 1 << 20, NULL, "gpt2: rows of wte"},
+     {"--max-context", ZCLI_INT, O(max_context), "N", 1, 1 << 20, NULL, "gpt2: positions in wpe"},
+     {"--context", ZCLI_INT, O(context), "T", 1, 1 << 20, NULL, "gpt2: sequence length"},
+     {"--init", ZCLI_TEXT, O(init), "FILE", 0, 0, NULL, "gpt2: an llm.c model file (its shape)"},
+     {"--data", ZCLI_TEXT, O(data), "FILE", 0, 0, NULL, "gpt2: the llm.c token file the run holds"},
+     {"--text", ZCLI_TEXT, O(text), "FILE", 0, 0, NULL, "gpt2: the text file the run holds (one token per byte)"},
+     {"--val-data", ZCLI_TEXT, O(val), "FILE", 0, 0, NULL, "gpt2: the validation token file"},
+     {"--hidden", ZCLI_INT, O(hidden), "N", 1, 65536, NULL, "mlp: hidden width (default 128)"},
+     {"--depth", ZCLI_INT, O(depth), "N", 0, 65536, NULL, "mlp: hidden layers (default 2)"},
+     {"--in-dim", ZCLI_INT, O(in_dim), "N", 1, 512, NULL, "mlp: input features (default 32)"},
+     {"--classes", ZCLI_INT, O(classes), "N", 2, 65536, NULL, "mlp: classes (default 8)"},
+     {"--json", ZCLI_FLAG, O(json), NULL, 0, 0, NULL, "each rank's whole_process_peak_bytes and its parts"},
+     {"--bytes", ZCLI_FLAG, O(exact), NULL, 0, 0, NULL, "exact byte counts"},
+     {0}};
+#undef O
+static const zcli_table whole_table = {"options:", whole_options};
 
 static int parse(int argc, char **argv, wopts *o) {
     *o = (wopts){.layers = -1,
@@ -65,71 +74,18 @@ static int parse(int argc, char **argv, wopts *o) {
                  .depth = 2,
                  .in_dim = 32,
                  .classes = 8};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        struct {
-            const char *name;
-            int64_t *dst, lo, hi;
-        } ints[] = {{"--layers", &o->layers, 1, 1024},          {"--width", &o->width, 1, 65536},
-                    {"--heads", &o->heads, 1, 65536},           {"--vocab", &o->vocab, 1, 65536},
-                    {"--padded-vocab", &o->padded, 1, 1 << 20}, {"--max-context", &o->max_context, 1, 1 << 20},
-                    {"--context", &o->context, 1, 1 << 20},     {"--ranks", &o->ranks, 1, 4096},
-                    {"--threads", &o->threads, 1, 1024},        {"--hidden", &o->hidden, 1, 65536},
-                    {"--depth", &o->depth, 0, 65536},           {"--in-dim", &o->in_dim, 1, 512},
-                    {"--classes", &o->classes, 2, 65536}};
-        int matched = 0;
-        for (size_t k = 0; k < sizeof ints / sizeof *ints && !matched; k++) {
-            if (strcmp(a, ints[k].name)) continue;
-            char *end = NULL;
-            long long x = v ? strtoll(v, &end, 10) : 0;
-            if (!v || !*v || *end || x < ints[k].lo || x > ints[k].hi) {
-                fprintf(stderr, "zinc mem estimate: %s needs an integer in %lld..%lld, got \"%s\"\n", a,
-                        (long long)ints[k].lo, (long long)ints[k].hi, v ? v : "");
-                return -1;
-            }
-            *ints[k].dst = x, i++, matched = 1;
-        }
-        if (matched) continue;
-        const char **strs[] = {&o->config, &o->init, &o->data, &o->text, &o->val};
-        const char *snames[] = {"--config", "--init", "--data", "--text", "--val-data"};
-        for (size_t k = 0; k < sizeof strs / sizeof *strs && !matched; k++)
-            if (!strcmp(a, snames[k])) {
-                if (!v || !*v) {
-                    fprintf(stderr, "zinc mem estimate: %s needs a path\n", a);
-                    return -1;
-                }
-                *strs[k] = v, i++, matched = 1;
-            }
-        if (matched) continue;
-        if (!strcmp(a, "--model")) {
-            if (!v || (strcmp(v, "gpt2") && strcmp(v, "mlp"))) {
-                fprintf(stderr, "zinc mem estimate: --model takes gpt2 or mlp (got \"%s\")\n", v ? v : "");
-                return -1;
-            }
-            o->mlp = !strcmp(v, "mlp");
-            i++;
-        } else if (!strcmp(a, "--set")) {
-            if (!v || o->nsets == MAX_SETS) {
-                fprintf(stderr, "zinc mem estimate: --set needs PATH=VALUE (at most %d)\n", MAX_SETS);
-                return -1;
-            }
-            o->sets[o->nsets++] = v, i++;
-        } else if (!strcmp(a, "--json"))
-            o->json = true;
-        else if (!strcmp(a, "--bytes"))
-            o->exact = true;
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 1;
-        } else {
-            fprintf(stderr, "zinc mem estimate --model gpt2: unknown option \"%s\" (see --help)\n", a);
-            return -1;
-        }
-    }
-    if (!o->config) {
-        fprintf(stderr, "zinc mem estimate --model gpt2: --config FILE is required (the batch comes from it)\n");
-        return -1;
-    }
+    zcli_cmd c = {.name = "zinc mem estimate --model",
+                  .usage = "usage: zinc mem estimate --model gpt2|mlp --config FILE [zinc train's model options] "
+                           "[--ranks N] [--json]",
+                  .about = "The whole training process's resident peak per rank, before it starts: the process at "
+                           "start, the\nengine (model states, buffers, the build's scratch, MPI's temporaries), the "
+                           "model's activations\nand scratch (from the tables the models allocate from), the data "
+                           "and the end of the run.",
+                  .tables = {&whole_table},
+                  .dst = {o}};
+    int r = zcli_parse(&c, 1, argc, argv);
+    if (r) return r;
+    if (!o->config) return zcli_usage_error(&c, "--config FILE is required (the batch comes from it)");
     return 0;
 }
 
@@ -229,122 +185,146 @@ static bool cuda_build(void) {
 #endif
 }
 
-int zcli_mem_whole(int argc, char **argv) {
+/* Everything one estimate needs: the options, the loaded config, the model's layout and declared memory. */
+typedef struct whole {
     wopts o;
-    int r = parse(argc, argv, &o);
-    if (r) return r < 0 ? 2 : 0;
-    gpt2_shape s = {0};
-    int context = 0, W = (int)o.ranks, rc = 1;
-    uint64_t data = 0;
-    if (!o.mlp && (shape_of(&o, &s, &context) || data_bytes(&o, &data))) return 1;
     zinc_config cfg;
-    zcfg_load_opts lo = {.sets = o.sets,
-                         .run_steps = 1,
-                         .run_steps_from = "a placeholder (memory does not depend on it)"};
-    if (zcfg_load_file_ex(o.config, W, &lo, NULL, &cfg) != ZINC_OK) {
+    gpt2_shape s;
+    mlp_config ml;
+    int context, W, threads;
+    uint64_t act, scr, host, data;
+    zplan_declared decl[4];
+    zplan_model md;
+    int64_t *numel;
+    int *module;
+} whole;
+
+/* The config at --ranks ranks, the thread count, the model's declared memory and its layout. */
+static int whole_prepare(whole *w) {
+    wopts *o = &w->o;
+    bool mlp = o->model_i == 1;
+    w->W = (int)o->ranks;
+    if (!mlp && (shape_of(o, &w->s, &w->context) || data_bytes(o, &w->data))) return -1;
+    zcfg_load_opts lo = {.sets = o->sets.v, .run_steps = 1, .run_steps_from = "a placeholder (memory does not use it)"};
+    if (zcfg_load_file_ex(o->config, w->W, &lo, NULL, &w->cfg) != ZINC_OK) {
         fprintf(stderr, "zinc mem estimate: %s\n", zinc_last_error());
-        return 1;
+        return -1;
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = (int)(o.threads > 0 ? o.threads : cores / W > 0 ? cores / W : 1);
-    int stage = cfg.zero.stage;
-    zinc_dtype grad = stage <= 1 ? cfg.grad_accum_dtype : cfg.compute_dtype;
-    gpt2_config mc = {.shape = s, .context = context};
-    mlp_config ml = mlp_default_config();
-    ml.hidden = (int)o.hidden, ml.depth = (int)o.depth, ml.in_dim = (int)o.in_dim, ml.classes = (int)o.classes;
-    uint64_t act = 0, scr = 0, host = 0;
-    if (o.mlp) {
-        if (mlp_memory(&ml, cfg.train_micro_batch_size_per_gpu, &act, &scr) != ZINC_OK) {
-            fprintf(stderr, "zinc mem estimate: the MLP's memory cannot be sized for these flags\n");
-            return 1;
-        }
-    } else if (gpt2_memory(&mc, (int)cfg.train_micro_batch_size_per_gpu, cfg.gradient_accumulation_steps,
-                           cfg.compute_dtype, grad, zcfg_given(&cfg, "activation_checkpointing"), threads, 0, &act,
-                           &scr, &host) != ZINC_OK) {
-        fprintf(stderr, "zinc mem estimate: the model's memory cannot be sized for this shape and batch\n");
-        return 1;
+    w->threads = (int)(o->threads > 0 ? o->threads : cores / w->W > 0 ? cores / w->W : 1);
+    const zinc_config *c = &w->cfg;
+    zinc_dtype grad = c->zero.stage <= 1 ? c->grad_accum_dtype : c->compute_dtype;
+    gpt2_config mc = {.shape = w->s, .context = w->context};
+    w->ml = mlp_default_config();
+    w->ml.hidden = (int)o->hidden, w->ml.depth = (int)o->depth, w->ml.in_dim = (int)o->in_dim;
+    w->ml.classes = (int)o->classes;
+    zinc_status st =
+        mlp ? mlp_memory(&w->ml, c->train_micro_batch_size_per_gpu, &w->act, &w->scr)
+            : gpt2_memory(&mc, (int)c->train_micro_batch_size_per_gpu, c->gradient_accumulation_steps, c->compute_dtype,
+                          grad, zcfg_given(c, "activation_checkpointing"), w->threads, 0, &w->act, &w->scr, &w->host);
+    if (st != ZINC_OK) {
+        fprintf(stderr, "zinc mem estimate: the model's memory cannot be sized for these options and this batch\n");
+        return -1;
     }
-    zplan_declared decl[4] = {{ZINC_MEM_ACTIVATIONS, ZINC_MEMKIND_HOST, act, "gpt2 activations"},
-                              {ZINC_MEM_SCRATCH, ZINC_MEMKIND_HOST, scr, "gpt2 scratch"},
-                              {ZINC_MEM_SCRATCH, ZINC_MEMKIND_HOST, host, "gpt2 token ids, BLAS buffers"},
-                              {ZINC_MEM_SCRATCH, ZINC_MEMKIND_HOST, data, "training and validation tokens"}};
-    int64_t *numel = NULL;
-    int *module = NULL;
-    int np = o.mlp ? mlp_layout(&ml, &numel, &module) : gpt2_layout(&s, &numel, &module);
-    json_t *ranks = json_array();
-    if (np < 0 || !ranks) goto done;
-    zplan_model md = {.nparams = np,
-                      .numel = numel,
-                      .module = module,
-                      .nmodules = o.mlp ? 0 : 2 + s.layers,
-                      .ndeclared = 4,
-                      .declared = decl};
-    zplan_device dev = zplan_device_for(ZINC_DEVICE_CPU);
-    if (!o.json && o.mlp)
-        printf("zinc mem estimate --model mlp: %d inputs, %d hidden layers of %d, %d classes; %s; ZeRO stage %d, %s, "
-               "micro batch %" PRId64 ", %d rank%s\n\n",
-               ml.in_dim, ml.depth, ml.hidden, ml.classes, o.config, stage, zinc_dtype_name(cfg.compute_dtype),
-               cfg.train_micro_batch_size_per_gpu, W, W == 1 ? "" : "s");
-    else if (!o.json)
+    const zplan_declared d[4] = {{ZINC_MEM_ACTIVATIONS, ZINC_MEMKIND_HOST, w->act, "activations"},
+                                 {ZINC_MEM_SCRATCH, ZINC_MEMKIND_HOST, w->scr, "scratch"},
+                                 {ZINC_MEM_SCRATCH, ZINC_MEMKIND_HOST, w->host, "token ids, BLAS buffers"},
+                                 {ZINC_MEM_SCRATCH, ZINC_MEMKIND_HOST, w->data, "training and validation tokens"}};
+    memcpy(w->decl, d, sizeof d);
+    int np = mlp ? mlp_layout(&w->ml, &w->numel, &w->module) : gpt2_layout(&w->s, &w->numel, &w->module);
+    if (np < 0) return -1;
+    w->md = (zplan_model){.nparams = np, .numel = w->numel, .module = w->module, .ndeclared = 4, .declared = w->decl};
+    return 0;
+}
+
+static void print_header(const whole *w) {
+    const zinc_config *c = &w->cfg;
+    const mlp_config *ml = &w->ml;
+    if (w->o.model_i == 1)
+        printf("zinc mem estimate --model mlp: %d inputs, %d hidden layers of %d, %d classes", ml->in_dim, ml->depth,
+               ml->hidden, ml->classes);
+    else
         printf("zinc mem estimate --model gpt2: %d layers, %d channels, %d heads, vocabulary %d (padded %d), context "
-               "%d, %" PRId64 " parameters; %s; ZeRO stage %d, %s, micro batch %" PRId64 " x %" PRId64
-               " accumulation, %d rank%s, %d thread%s per rank\n\n",
-               s.layers, s.channels, s.heads, s.vocab, s.padded_vocab, context, gpt2_num_params(&s), o.config, stage,
-               zinc_dtype_name(cfg.compute_dtype), cfg.train_micro_batch_size_per_gpu, cfg.gradient_accumulation_steps,
-               W, W == 1 ? "" : "s", threads, threads == 1 ? "" : "s");
-    for (int rank = 0; rank < W; rank++) {
-        zplan plan;
-        zest_estimate est;
-        if (zplan_make(&md, &cfg, W, rank, &dev, &plan) != ZINC_OK) {
-            fprintf(stderr, "zinc mem estimate: %s\n", zinc_last_error());
-            goto done;
-        }
-        zest_from_plan(&plan, o.init != NULL, &est); /* --init builds ranged (examples/gpt2) */
-        zplan_free(&plan);
-        uint64_t base = zest_baseline_bytes(W, cuda_build()), growth = zest_rss(&est, true);
-        uint64_t peak = base + growth;
-        uint64_t engine = 0;
-        for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++)
-            if (c != ZINC_MEM_ACTIVATIONS && c != ZINC_MEM_SCRATCH)
-                engine += est.bytes[ZINC_MEMKIND_HOST][c] + est.bytes[ZINC_MEMKIND_PINNED][c];
-        json_t *parts = json_object();
-        json_object_set_new(parts, "process_at_start", json_integer((json_int_t)base));
-        json_object_set_new(parts, "engine", json_integer((json_int_t)engine));
-        for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++) {
-            uint64_t b = est.bytes[ZINC_MEMKIND_HOST][c] + est.bytes[ZINC_MEMKIND_PINNED][c];
-            if (b)
-                json_object_set_new(parts, zinc_mem_category_name((zinc_mem_category)c), json_integer((json_int_t)b));
-        }
-        json_object_set_new(parts, "model_activations", json_integer((json_int_t)act));
-        json_object_set_new(parts, "model_scratch", json_integer((json_int_t)scr));
-        json_object_set_new(parts, "token_ids_and_blas_buffers", json_integer((json_int_t)host));
-        json_object_set_new(parts, "data", json_integer((json_int_t)data));
-        json_object_set_new(parts, "init_scratch_at_build", json_integer((json_int_t)est.init_scratch));
-        json_object_set_new(parts, "mpi_temporaries", json_integer((json_int_t)est.comm_temp));
-        json_array_append_new(ranks, json_pack("{s:i, s:I, s:I, s:o}", "rank", rank, "whole_process_peak_bytes",
-                                               (json_int_t)peak, "nvme_bytes", (json_int_t)est.total[ZINC_MEMKIND_NVME],
-                                               "parts", parts));
-        if (o.json) continue;
-        char b[64];
-        printf("rank %d\n", rank);
-        const char *const rows[][2] = {{"process at start", "process_at_start"},
-                                       {"engine (model states, buffers)", "engine"},
-                                       {"  init scratch (at build)", "init_scratch_at_build"},
-                                       {"  MPI temporaries", "mpi_temporaries"},
-                                       {"model activations", "model_activations"},
-                                       {"model scratch", "model_scratch"},
-                                       {"token ids, BLAS buffers", "token_ids_and_blas_buffers"},
-                                       {"data (tokens)", "data"}};
-        for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
-            human(b, sizeof b, (uint64_t)json_integer_value(json_object_get(parts, rows[k][1])), o.exact);
-            printf("  %-34s %14s\n", rows[k][0], b);
-        }
-        human(b, sizeof b, peak, o.exact);
-        printf("  %-34s %14s\n\n", "whole-process peak", b);
+               "%d, %" PRId64 " parameters",
+               w->s.layers, w->s.channels, w->s.heads, w->s.vocab, w->s.padded_vocab, w->context,
+               gpt2_num_params(&w->s));
+    printf("; %s; ZeRO stage %d, %s, micro batch %" PRId64 " x %" PRId64 " accumulation, %d rank%s, %d thread%s per "
+           "rank\n\n",
+           w->o.config, c->zero.stage, zinc_dtype_name(c->compute_dtype), c->train_micro_batch_size_per_gpu,
+           c->gradient_accumulation_steps, w->W, w->W == 1 ? "" : "s", w->threads, w->threads == 1 ? "" : "s");
+}
+
+/* One rank's figure and its parts, as JSON. */
+static json_t *rank_json(const whole *w, int rank) {
+    zplan plan;
+    zest_estimate est;
+    zplan_device dev = zplan_device_for(ZINC_DEVICE_CPU);
+    if (zplan_make(&w->md, &w->cfg, w->W, rank, &dev, &plan) != ZINC_OK) {
+        fprintf(stderr, "zinc mem estimate: %s\n", zinc_last_error());
+        return NULL;
     }
-    if (o.json) {
-        json_t *j = json_pack("{s:s, s:i, s:i, s:o}", "model", o.mlp ? "mlp" : "gpt2", "world_size", W, "threads",
-                              threads, "ranks", json_incref(ranks));
+    zest_from_plan(&plan, w->o.init != NULL, &est); /* --init builds ranged (examples/gpt2) */
+    zplan_free(&plan);
+    uint64_t base = zest_baseline_bytes(w->W, cuda_build()), peak = base + zest_rss(&est, true), engine = 0;
+    json_t *parts = json_object();
+    for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++) {
+        uint64_t b = est.bytes[ZINC_MEMKIND_HOST][c] + est.bytes[ZINC_MEMKIND_PINNED][c];
+        if (c != ZINC_MEM_ACTIVATIONS && c != ZINC_MEM_SCRATCH) engine += b;
+        if (b) json_object_set_new(parts, zinc_mem_category_name((zinc_mem_category)c), json_integer((json_int_t)b));
+    }
+    const struct {
+        const char *key;
+        uint64_t v;
+    } kv[] = {{"process_at_start", base},
+              {"engine", engine},
+              {"model_activations", w->act},
+              {"model_scratch", w->scr},
+              {"token_ids_and_blas_buffers", w->host},
+              {"data", w->data},
+              {"init_scratch_at_build", est.init_scratch},
+              {"mpi_temporaries", est.comm_temp}};
+    for (size_t k = 0; k < sizeof kv / sizeof *kv; k++)
+        json_object_set_new(parts, kv[k].key, json_integer((json_int_t)kv[k].v));
+    return json_pack("{s:i, s:I, s:I, s:o}", "rank", rank, "whole_process_peak_bytes", (json_int_t)peak, "nvme_bytes",
+                     (json_int_t)est.total[ZINC_MEMKIND_NVME], "parts", parts);
+}
+
+static void print_rank(const json_t *r, bool exact) {
+    const json_t *parts = json_object_get(r, "parts");
+    const char *const rows[][2] = {{"process at start", "process_at_start"},
+                                   {"engine (model states, buffers)", "engine"},
+                                   {"  init scratch (at build)", "init_scratch_at_build"},
+                                   {"  MPI temporaries", "mpi_temporaries"},
+                                   {"model activations", "model_activations"},
+                                   {"model scratch", "model_scratch"},
+                                   {"token ids, BLAS buffers", "token_ids_and_blas_buffers"},
+                                   {"data (tokens)", "data"}};
+    char b[64];
+    printf("rank %d\n", (int)json_integer_value(json_object_get(r, "rank")));
+    for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
+        human(b, sizeof b, (uint64_t)json_integer_value(json_object_get(parts, rows[k][1])), exact);
+        printf("  %-34s %14s\n", rows[k][0], b);
+    }
+    human(b, sizeof b, (uint64_t)json_integer_value(json_object_get(r, "whole_process_peak_bytes")), exact);
+    printf("  %-34s %14s\n\n", "whole-process peak", b);
+}
+
+int zcli_mem_whole(int argc, char **argv) {
+    whole w = {0};
+    int r = parse(argc, argv, &w.o), rc = 1;
+    if (r) return r == 1 ? 0 : r;
+    json_t *ranks = json_array();
+    if (!ranks || whole_prepare(&w)) goto done;
+    if (!w.o.json) print_header(&w);
+    for (int rank = 0; rank < w.W; rank++) {
+        json_t *one = rank_json(&w, rank);
+        if (!one) goto done;
+        if (!w.o.json) print_rank(one, w.o.exact);
+        json_array_append_new(ranks, one);
+    }
+    if (w.o.json) {
+        json_t *j = json_pack("{s:s, s:i, s:i, s:O}", "model", w.o.model_i == 1 ? "mlp" : "gpt2", "world_size", w.W,
+                              "threads", w.threads, "ranks", ranks);
         char *t = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
         if (t) printf("%s\n", t);
         free(t);
@@ -357,7 +337,7 @@ int zcli_mem_whole(int argc, char **argv) {
     rc = 0;
 done:
     json_decref(ranks);
-    free(numel);
-    free(module);
+    free(w.numel);
+    free(w.module);
     return rc;
 }
