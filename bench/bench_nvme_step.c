@@ -1,7 +1,7 @@
 /* The optimizer step with NVMe offload on the CPU: a READ_WRITE pass over one rank's optimizer state on
  * disk (fp32 master + exp_avg + exp_avg_sq, 12 B/param) with real Adam (zadam_step, multi-threaded, on each
  * chunk while the next is read and the previous written), an fp32 gradient and a bf16 param_out in memory,
- * as the engine's step does (runtime/engine/engine_step.c, adam_pass, state not on the device), against the floor
+ * as the engine's step does (runtime/engine/engine_step_pass.c, chunk_elementwise, state not on the device), against the floor
  * of the disk: read_bytes / read bandwidth + write_bytes / write bandwidth (one disk serves both), with the
  * bandwidths measured by fio in the same script (bench/run_nvme_step.sh).
  *
@@ -195,7 +195,7 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < s->nchunks; i++) {
             zstate_view v;
             if (zstate_acquire(s, i, &v) != ZINC_OK) goto fail_pass;
-            /* As adam_pass: in sub-blocks of ZSTATE_POLL_ELEMS, polling the store's IO between them. */
+            /* As the step pass: in sub-blocks of ZSTATE_POLL_ELEMS, polling the store's IO between them. */
             for (int64_t sb = 0; sb < v.n; sb += ZSTATE_POLL_ELEMS) {
                 size_t k = (size_t)(v.n - sb < ZSTATE_POLL_ELEMS ? v.n - sb : ZSTATE_POLL_ELEMS);
                 double a0 = bench_now_s();

@@ -53,11 +53,11 @@ template <class GT, class PT> struct AdamOp {
     int adamw;
 
     __device__ __forceinline__ float update(size_t i, float p, float g_raw, float &mi, float &vi) const {
-        const bool decay = wd != 0.0f && (mask == nullptr || mask[i / ZADAM_MASK_GROUP] != 0);
+        const bool decay = wd != 0.0f && decayed_at(mask, i);
         float g = __fmul_rn(g_raw, factor);
         if (!adamw && decay) g = __fadd_rn(g, __fmul_rn(wd, p));
-        mi = __fadd_rn(__fmul_rn(b1, mi), __fmul_rn(omb1, g));
-        vi = __fadd_rn(__fmul_rn(b2, vi), __fmul_rn(omb2, __fmul_rn(g, g)));
+        mi = ema(b1, omb1, mi, g);
+        vi = ema(b2, omb2, vi, __fmul_rn(g, g));
         const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), sqrt_bc2), eps);
         if (adamw && decay) p = __fsub_rn(p, __fmul_rn(lr_wd, p));
         p = __fsub_rn(p, __fdiv_rn(__fmul_rn(step_size, mi), denom));

@@ -60,6 +60,22 @@ void zlion_step_ref(const zadam_hparams *h, size_t n, float *master, float *m, c
 void zlion_step(const zadam_hparams *h, size_t n, float *master, float *m, const void *grad, zinc_dtype gdt,
                 void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
 
+/* Adagrad as DeepSpeed's DeepSpeedCPUAdagrad computes it (csrc/includes/cpu_adagrad.h, Step_1), per element,
+ * all in float, no bias correction:
+ *   g = grad * grad_factor
+ *   gw = (wd && decayed) ? p*wd + g : g         (weight decay added to the gradient...)
+ *   sum = sum + gw*gw                            (...of the sum of squares only)
+ *   p = (g / (sqrt(sum) + eps)) * (-lr) + p      (eps after the square root; the update uses g, not gw)
+ * sum is the one state tensor (zinc's store keeps it where Adam keeps exp_avg). Arguments as zadam_step
+ * with sum for m. The fast version is bitwise equal to the reference, on the current pool. */
+typedef struct zadagrad_hparams {
+    float lr, eps, weight_decay, grad_factor;
+} zadagrad_hparams;
+void zadagrad_step_ref(const zadagrad_hparams *h, size_t n, float *master, float *sum, const void *grad, zinc_dtype gdt,
+                       void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+void zadagrad_step(const zadagrad_hparams *h, size_t n, float *master, float *sum, const void *grad, zinc_dtype gdt,
+                   void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+
 /* LAMB (DeepSpeed's FusedLamb), per parameter tensor: with g = grad * grad_factor,
  *   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g           (moments not bias-corrected)
  *   u = m / (eps_inside_sqrt ? sqrt(v + eps) : sqrt(v) + eps);  if (wd && decayed) u += wd*p

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "zinc.h"
+#include "kernels/cpu_kernels.h"
 
 namespace zcu {
 
@@ -34,6 +35,17 @@ template <> __device__ __forceinline__ float from_f<float>(float x) { return x; 
 template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
     return __float2bfloat16_rn(x);
+}
+
+// The optimizers' shared element operations (adam.cu, lion.cu, lamb.cu), each rounded as their C
+// references round them (kernels/adam_scalar.h, lion_cpu.c, lamb_cpu.c): the moving average
+// b * m + (1 - b) * x, and whether element i takes weight decay (one mask byte per ZADAM_MASK_GROUP
+// elements; no mask: all do).
+__device__ __forceinline__ float ema(float b, float omb, float m, float x) {
+    return __fadd_rn(__fmul_rn(b, m), __fmul_rn(omb, x));
+}
+__device__ __forceinline__ bool decayed_at(const uint8_t *mask, size_t i) {
+    return mask == nullptr || mask[i / ZADAM_MASK_GROUP] != 0;
 }
 
 // Scalar element access.

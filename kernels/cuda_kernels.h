@@ -104,8 +104,12 @@ int zcu_lamb_apply(const struct zlamb_hparams *h, float coeff, size_t n, float *
 /* ---------------------------------------------------------------- gradient statistics */
 
 /* The fixed grid of zcu_grad_stats: ZCU_STATS_BLOCKS blocks of ZCU_STATS_THREADS threads on every device,
- * so the order of the sum, and therefore its value, never depends on the GPU model. */
+ * so the order of the sum, and therefore its value, never depends on the GPU model. (The CPU-thread
+ * harness, tests/cuda_threads/run_lib.sh, builds the kernels with fewer blocks: one OS thread per CUDA
+ * thread makes 1024 blocks of barriers take minutes there.) */
+#ifndef ZCU_STATS_BLOCKS
 #define ZCU_STATS_BLOCKS 1024
+#endif
 #define ZCU_STATS_THREADS 256
 
 /* Bytes of device workspace zcu_grad_stats needs (per-block partial sums and flags). */

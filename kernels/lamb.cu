@@ -31,18 +31,14 @@ static_assert(sizeof(LambPartials) == ZCU_STATS_BLOCKS * 2 * sizeof(double), "La
 // The new moments and the update u of one element (zk_lamb_update).
 __device__ __forceinline__ float lamb_u(const LambScalars &s, float p, float &m, float &v, float graw, bool decayed) {
     const float g = __fmul_rn(graw, s.gf);
-    const float mm = __fadd_rn(__fmul_rn(s.b1, m), __fmul_rn(s.omb1, g));
-    const float vv = __fadd_rn(__fmul_rn(s.b2, v), __fmul_rn(s.omb2, __fmul_rn(g, g)));
+    const float mm = ema(s.b1, s.omb1, m, g);
+    const float vv = ema(s.b2, s.omb2, v, __fmul_rn(g, g));
     const float denom = s.inside ? __fsqrt_rn(__fadd_rn(vv, s.eps)) : __fadd_rn(__fsqrt_rn(vv), s.eps);
     float u = __fdiv_rn(mm, denom);
     if (s.decay && decayed) u = __fadd_rn(u, __fmul_rn(s.wd, p));
     m = mm;
     v = vv;
     return u;
-}
-
-__device__ __forceinline__ bool decayed_at(const uint8_t *mask, size_t i) {
-    return mask == nullptr || mask[i / ZADAM_MASK_GROUP] != 0;
 }
 
 template <class GT> struct SumsOp {

@@ -23,13 +23,13 @@ template <class GT, class PT> struct LionOp {
     LionScalars s;
 
     __device__ __forceinline__ float update(size_t i, float p, float g_raw, float &mi) const {
-        const bool decayed = s.decay && (mask == nullptr || mask[i / ZADAM_MASK_GROUP] != 0);
+        const bool decayed = s.decay && decayed_at(mask, i);
         const float g = __fmul_rn(g_raw, s.gf);
-        const float c = __fadd_rn(__fmul_rn(s.b1, mi), __fmul_rn(s.omb1, g));
+        const float c = ema(s.b1, s.omb1, mi, g);
         const float sgn = c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
         if (decayed) p = __fmul_rn(p, s.after_decay);
         p = __fsub_rn(p, __fmul_rn(s.lr, sgn));
-        mi = __fadd_rn(__fmul_rn(s.b2, mi), __fmul_rn(s.omb2, g));
+        mi = ema(s.b2, s.omb2, mi, g);
         return p;
     }
 

@@ -8,6 +8,9 @@
  * reference does: the results are bitwise equal (tests/test_kernels_cpu.c checks it). Threads: chunks
  * of ZK_CHUNK_ELEMS on the current pool, as the Adam kernel. */
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/adam_scalar.h"
 #include "kernels/thread_pool.h"
@@ -106,7 +109,14 @@ void zlion_step_ref(const zadam_hparams *h, size_t n, float *master, float *m, c
 
 LION_CHUNK_FN(lion_chunk_base, )
 #if defined(__x86_64__) || defined(__i386__)
-LION_CHUNK_FN(lion_chunk_avx2, __attribute__((target("avx2,fma,f16c"))))
+LION_CHUNK_FN(lion_chunk_avx2_body, __attribute__((target("avx2,fma,f16c"))))
+/* Leaves through vzeroupper, as every AVX kernel does (kernels/adam_simd.inc says why). */
+__attribute__((target("avx2,fma,f16c"))) static void lion_chunk_avx2(const lion_consts *c, size_t n, float *p, float *m,
+                                                                     const void *g, zinc_dtype gdt, void *po, int pdt,
+                                                                     const uint8_t *mask) {
+    lion_chunk_avx2_body(c, n, p, m, g, gdt, po, pdt, mask);
+    _mm256_zeroupper();
+}
 #define HAVE_LION_AVX2 1
 #endif
 

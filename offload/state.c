@@ -12,13 +12,12 @@ int64_t zstate_chunk_elems(int64_t sub_group_size, int64_t n) {
     return c;
 }
 
-int zstate_tensors_for(zcfg_optimizer_type type) { return type == ZOPT_LION ? 2 : 3; }
-
 zinc_status zstate_check_tensors(const zstate_ctx *ctx) {
     if (ctx->tensors != 2 && ctx->tensors != ZSTATE_MAX_TENSORS)
         return ZERR(ZINC_ERR_INTERNAL,
                     "optimizer state: the store's context asks for %d arrays; it must be 2 (master, exp_avg) or 3 "
-                    "(master, exp_avg, exp_avg_sq): fill zstate_ctx.tensors with zstate_tensors_for",
+                    "(master, exp_avg, exp_avg_sq): fill zstate_ctx.tensors with the optimizer's state_tensors "
+                    "(runtime/optim)",
                     ctx->tensors);
     return ZINC_OK;
 }

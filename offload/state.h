@@ -40,14 +40,14 @@ typedef struct zstate_ctx {
     zcfg_offload offload;   /* zero_optimization.offload_optimizer */
     zcfg_aio aio;           /* the NVMe store's IO settings */
     int64_t sub_group_size; /* zero_optimization.sub_group_size: elements per chunk (rounded) */
-    int tensors;            /* arrays kept: zstate_tensors_for(the optimizer), 2 or 3 */
+    int tensors;            /* arrays kept: the optimizer's state_tensors (runtime/optim), 2 or 3 */
 } zstate_ctx;
 
-/* The arrays a store keeps, in this order: fp32 master weights, exp_avg, exp_avg_sq. Adam, AdamW and LAMB
- * need all three; Lion has no second moment, so its store keeps two and never allocates exp_avg_sq (its
- * views have v == NULL). The one rule, used by the engine, the sizing plan and checkpoints. */
+/* The arrays a store keeps, in this order: fp32 master weights, exp_avg, exp_avg_sq. How many is the
+ * optimizer's (its descriptor's state_tensors, runtime/optim/optim.h): Adam, AdamW and LAMB need all three;
+ * Lion and Adagrad keep one moment, so their store keeps two and never allocates exp_avg_sq (its views have
+ * v == NULL). */
 #define ZSTATE_MAX_TENSORS 3
-int zstate_tensors_for(zcfg_optimizer_type type);
 /* ZINC_ERR_INTERNAL unless ctx->tensors is 2 or 3 (a context filled in by hand that forgot it). */
 zinc_status zstate_check_tensors(const zstate_ctx *ctx);
 

@@ -23,17 +23,18 @@ LAYERS = {
     "runtime/config": ["runtime/core"],
     "runtime/comm": ["runtime/core"],
     "runtime/device": ["runtime/core", "runtime/comm", "kernels"],
+    "runtime/optim": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels"],
     "zero": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels"],
     "offload": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels"],
     "runtime/mem": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "zero",
-                    "offload"],
+                    "offload", "runtime/optim"],
     "runtime/engine": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "amp",
-                       "zero", "offload", "runtime/mem"],
+                       "zero", "offload", "runtime/mem", "runtime/optim"],
     "runtime/checkpoint": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "amp",
-                           "zero", "offload", "runtime/engine"],
+                           "zero", "offload", "runtime/engine", "runtime/optim"],
     # the zinc program drives the example models (examples/mlp, examples/gpt2) through the engine API
     "cli": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "amp", "zero",
-            "offload", "runtime/mem", "runtime/engine", "runtime/checkpoint", "examples"],
+            "offload", "runtime/mem", "runtime/optim", "runtime/engine", "runtime/checkpoint", "examples"],
 }
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".inc")
 

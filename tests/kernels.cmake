@@ -5,3 +5,19 @@ zinc_test(NAME kernels_lamb SOURCES test_kernels_lamb.c LABELS kernels unit)
 zinc_test(NAME kernels_lion SOURCES test_kernels_lion.c LABELS kernels unit)
 zinc_test(NAME kernels_log SOURCES test_kernels_log.c LABELS kernels unit)
 zinc_test(NAME kernels_thread_pool SOURCES test_thread_pool.c LABELS kernels unit)
+# The CPU kernels leave no AVX upper state in use (issue 29): XINUSE read after every kernel entry point,
+# on the caller and the pool's workers. Skips where the CPU cannot report XINUSE.
+zinc_test(NAME kernels_avx_state SOURCES test_kernels_avx_state.c LABELS kernels unit)
+# Adam/AdamW and LAMB against float64 and DeepSpeedCPUAdam's float formula, with the hparams the optimizer
+# descriptors make (issue 29: as close to float64 as DeepSpeed's CPU optimizers).
+zinc_test(NAME kernels_precision SOURCES test_kernels_precision.c LABELS kernels unit)
+# zinc's own CUDA kernels (kernels/*.cu: Adam, Lion, LAMB, gradient statistics, finalize, casts) on CPU
+# threads under AddressSanitizer against their C references (tests/cuda_threads/run_lib.sh, minutes on 2
+# busy cores; skips without g++ or the sanitizer runtime), and the same harness with a constant changed in
+# each kernel family (kernels_cuda_threads_broken passes only if every broken kernel is caught).
+add_test(NAME kernels_cuda_threads COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_threads/run_lib.sh address
+         ${PROJECT_BINARY_DIR}/cuda_threads-lib-address)
+add_test(NAME kernels_cuda_threads_broken COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_threads/run_lib.sh broken
+         ${PROJECT_BINARY_DIR}/cuda_threads-lib-broken)
+set_tests_properties(kernels_cuda_threads kernels_cuda_threads_broken PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200
+                     LABELS "kernels;unit" RUN_SERIAL TRUE)

@@ -39,3 +39,11 @@ endif()
 if(COMMAND zinc_emulated_test)
   zinc_emulated_test(NAME kernels_lamb_cuda_emulated SOURCE test_kernels_lamb_cuda.c)
 endif()
+# Adagrad (DeepSpeedCPUAdagrad's formula), added through the optimizer recipe: the kernel against
+# DeepSpeed's formula and float64, the engine at stages 0-3 against float64, its config and checkpoints;
+# on the CUDA emulation offloaded (and refused with the state on the GPU).
+zinc_test(NAME engine_adagrad SOURCES test_engine_adagrad.c optim_engine.c engine_util.c LABELS engine)
+if(COMMAND zinc_emulated_test)
+  zinc_emulated_test(NAME engine_adagrad_cuda_emulated SOURCE test_engine_adagrad.c EXTRA optim_engine.c
+                     ENV ZINC_TEST_DEVICE=cuda)
+endif()

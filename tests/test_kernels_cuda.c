@@ -25,6 +25,13 @@
 
 static uint64_t g_rng;
 
+/* The large sizes (the CPU-thread harness, tests/cuda_threads/run_lib.sh, builds this with smaller ones:
+ * there every CUDA thread is an OS thread). */
+#ifndef ZT_CUDA_BIG
+#define ZT_CUDA_BIG 1000003
+#define ZT_CUDA_BIGGER 5000001
+#endif
+
 #define LAUNCH(call)                                                                                       \
     do {                                                                                                   \
         int rc_ = (call);                                                                                  \
@@ -175,7 +182,7 @@ static int check_adam_case(size_t n, zinc_dtype gdt, int pdt_i, int adamw, int u
 }
 
 static void test_adam(void) {
-    const size_t sizes[4] = {1, 3, 7, 1000003};
+    const size_t sizes[4] = {1, 3, 7, ZT_CUDA_BIG};
     for (int si = 0; si < 4; si++)
         for (int gi = 0; gi < 3; gi++)
             for (int pi = 0; pi < 4; pi++)
@@ -190,10 +197,56 @@ static void test_adam(void) {
     check_adam_case(1001, ZINC_BF16, 2, 0, 1, &k_offsets[1], 1);
 }
 
+/* ------------------------------------------------------------------ Lion */
+/* zcu_lion_step_host against zlion_step_ref: master, m and param_out bit for bit (the same operations in
+ * the same order), every gradient and output dtype, with and without the decay mask, vector and scalar
+ * paths. */
+static void test_lion(void) {
+    const size_t sizes[4] = {1, 3, 7, ZT_CUDA_BIG};
+    for (int si = 0; si < 4; si++)
+        for (int gi = 0; gi < 3; gi++)
+            for (int pi = 0; pi < 4; pi++)
+                for (int oi = 0; oi < 3; oi++) {
+                    size_t n = sizes[si], gs = zinc_dtype_size(k_dtypes[gi]);
+                    zinc_dtype pdt = pi < 3 ? k_dtypes[pi] : ZINC_FP32;
+                    size_t ps = zinc_dtype_size(pdt), ngroups = (n + ZADAM_MASK_GROUP - 1) / ZADAM_MASK_GROUP;
+                    const offsets *o = &k_offsets[oi];
+                    int use_mask = (pi + oi) & 1;
+                    float *hm = halloc(n * 4), *hmm = halloc(n * 4), *gm = halloc(n * 4), *gmm = halloc(n * 4);
+                    void *hg = halloc(n * gs), *hp = halloc(n * ps), *gp = halloc(n * ps);
+                    uint8_t *mask = halloc(ngroups);
+                    fill_host(hm, ZINC_FP32, n, 1.0);
+                    fill_host(hmm, ZINC_FP32, n, 0.01);
+                    fill_host(hg, k_dtypes[gi], n, 0.5);
+                    for (size_t i = 0; i < ngroups; i++) mask[i] = (uint8_t)(zt_rand_u64(&g_rng) & 1);
+                    float *dm = dalloc((n + 8) * 4), *dmm = dalloc((n + 8) * 4);
+                    char *dg = dalloc((n + 8) * gs), *dp = dalloc((n + 8) * ps);
+                    uint8_t *dmask = dalloc(ngroups);
+                    h2d(dm + o->master, hm, n * 4);
+                    h2d(dmm + o->m, hmm, n * 4);
+                    h2d(dg + o->g * gs, hg, n * gs);
+                    h2d(dmask, mask, ngroups);
+                    zadam_hparams h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .weight_decay = 0.1f,
+                                       .grad_factor = 0.5f, .adamw = 1, .lion = 1};
+                    LAUNCH(zcu_lion_step_host(&h, n, dm + o->master, dmm + o->m, dg + o->g * gs, k_dtypes[gi],
+                                              pi < 3 ? dp + o->p * ps : NULL, pdt, use_mask ? dmask : NULL, NULL));
+                    sync_dev();
+                    zlion_step_ref(&h, n, hm, hmm, hg, k_dtypes[gi], pi < 3 ? hp : NULL, pdt, use_mask ? mask : NULL);
+                    d2h(gm, dm + o->master, n * 4);
+                    d2h(gmm, dmm + o->m, n * 4);
+                    if (pi < 3) d2h(gp, dp + o->p * ps, n * ps);
+                    ZT_CHECK(!memcmp(gm, hm, n * 4) && !memcmp(gmm, hmm, n * 4) && (pi > 2 || !memcmp(gp, hp, n * ps)),
+                             "lion n=%zu grad %s out %s offsets %d mask %d: GPU != zlion_step_ref bitwise", n,
+                             zinc_dtype_name(k_dtypes[gi]), pi < 3 ? zinc_dtype_name(pdt) : "none", oi, use_mask);
+                    cudaFree(dm); cudaFree(dmm); cudaFree(dg); cudaFree(dp); cudaFree(dmask);
+                    free(hm); free(hmm); free(gm); free(gmm); free(hg); free(hp); free(gp); free(mask);
+                }
+}
+
 /* ------------------------------------------------------------------ grad stats + finalize */
 
 static void test_grad_stats(void) {
-    const size_t sizes[5] = {1, 3, 7, 1000003, 5000001};
+    const size_t sizes[5] = {1, 3, 7, ZT_CUDA_BIG, ZT_CUDA_BIGGER};
     void *ws = dalloc(zcu_grad_stats_workspace_bytes());
     zcu_grad_stats_result *dres = dalloc(sizeof *dres);
     for (int si = 0; si < 5; si++)
@@ -311,7 +364,7 @@ static int same_value(uint32_t a, uint32_t b, zinc_dtype t) {
 }
 
 static void test_elementwise(void) {
-    const size_t sizes[4] = {1, 3, 7, 1000003};
+    const size_t sizes[4] = {1, 3, 7, ZT_CUDA_BIG};
     for (int si = 0; si < 4; si++)
         for (int ti = 0; ti < 3; ti++)
             for (int oi = 0; oi < 3; oi++) {
@@ -423,5 +476,6 @@ int main(void) {
     test_grad_stats();
     test_finalize();
     test_adam();
+    test_lion();
     return zt_finish();
 }

@@ -14,6 +14,7 @@
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/engine/engine_internal.h"
 #include "runtime/core/error.h"
+#include "runtime/config/config_schema.h"
 #include "kernels/cpu_kernels.h"
 
 static zinc_status precheck(zinc_engine *e, const char *path) {
@@ -73,37 +74,40 @@ static zinc_status check_files(const zinc_engine *e, const zckpt_manifest *m) {
     return ZINC_OK;
 }
 
-/* The optimizer state means different things to Adam (exp_avg, exp_avg_sq) and Lion (exp_avg only; its
- * checkpoints hold a zero exp_avg_sq section): loading one into the other would divide by sqrt(0) + eps
- * (Adam from a Lion checkpoint) or silently change the momentum's meaning. Checkpoints from before Lion
- * name Adam or AdamW. */
+/* The optimizer state means different things to each optimizer family (its descriptor's family:
+ * runtime/optim): Adam's moments are LAMB's, but Lion's exp_avg is another momentum and Adagrad's is a sum
+ * of squares; loading one into another would divide by sqrt(0) + eps or silently change the state's
+ * meaning. Checkpoints from before Lion name Adam or AdamW. */
 static zinc_status check_optimizer(const zinc_engine *e, const zckpt_manifest *m) {
     json_t *t = json_object_get(json_object_get(json_object_get(m->root, "config"), "optimizer"), "type");
     const char *saved = json_is_string(t) ? json_string_value(t) : "Adam";
-    bool saved_lion = strcasecmp(saved, "Lion") == 0, now_lion = e->cfg.optimizer.type == ZOPT_LION;
-    if (saved_lion != now_lion)
+    const zopt_desc *was = NULL, *now = e->optim;
+    for (int k = 0; k < ZOPT_COUNT; k++)
+        if (!strcasecmp(saved, zkey_optimizer_names[k])) was = zopt_get((zcfg_optimizer_type)k);
+    if (!was || strcmp(was->family, now->family) != 0)
         return ZERR(ZINC_ERR_CONFIG,
                     "checkpoint %s was saved by the %s optimizer, this run uses %s: their optimizer "
                     "states are not interchangeable; set \"optimizer\": {\"type\": \"%s\"} to "
                     "continue it",
-                    m->dir, saved, now_lion ? "Lion" : "Adam/AdamW", saved_lion ? "Lion" : saved);
+                    m->dir, saved, now->family, saved);
     return ZINC_OK;
 }
 
-/* A Lion run keeps no exp_avg_sq, but its checkpoints hold the section (zeros: checkpoint_save.c). It is
- * still read, so its blocks' checksums are checked like every byte of the file, into `scratch`, the slice
- * of master weights that the master section overwrites next (no buffer of its own). Anything but zeros
- * there was not saved by Lion: the manifest and the data disagree. */
-static zinc_status skip_exp_avg_sq(zckpt_reader *r, int64_t x, int64_t n, float *scratch) {
+/* An optimizer with one moment (Lion, Adagrad) keeps no exp_avg_sq, but its checkpoints hold the section
+ * (zeros: checkpoint_save.c). It is still read, so its blocks' checksums are checked like every byte of the
+ * file, into `scratch`, the slice of master weights that the master section overwrites next (no buffer of
+ * its own). Anything but zeros there was not saved by such an optimizer: the manifest and the data
+ * disagree. */
+static zinc_status skip_exp_avg_sq(zckpt_reader *r, const char *optimizer, int64_t x, int64_t n, float *scratch) {
     zinc_status st = zckpt_reader_read(r, ZCKPT_SEC_EXP_AVG_SQ, x, n, scratch);
     if (st != ZINC_OK) return st;
     for (int64_t k = 0; k < n; k++)
         if (scratch[k] != 0.0f)
             return ZERR(ZINC_ERR_CORRUPT,
                         "checkpoint file %s: element %lld of its exp_avg_sq section is %g, but the checkpoint says "
-                        "the Lion optimizer saved it, which keeps no second moment (the section is zero): the "
+                        "the %s optimizer saved it, which keeps no second moment (the section is zero): the "
                         "manifest does not describe this data; load another checkpoint",
-                        r->path, (long long)(x + k), (double)scratch[k]);
+                        r->path, (long long)(x + k), (double)scratch[k], optimizer);
     return ZINC_OK;
 }
 
@@ -134,7 +138,7 @@ static zinc_status read_state(zinc_engine *e, const zckpt_manifest *m) {
                 TRY(zckpt_reader_open(&rd[i], m, i));
                 open[i] = true;
             }
-            if (!v.v) TRY(skip_exp_avg_sq(&rd[i], x0, x1 - x0, dst[0] + (x0 - a)));
+            if (!v.v) TRY(skip_exp_avg_sq(&rd[i], e->optim->name, x0, x1 - x0, dst[0] + (x0 - a)));
             for (int s = 0; s < nsec; s++) TRY(zckpt_reader_read(&rd[i], s, x0, x1 - x0, dst[s] + (x0 - a)));
         }
         for (int i = 0; i < m->nfiles; i++)

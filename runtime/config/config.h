@@ -16,7 +16,15 @@
 /* The NVMe optimizer pipeline's fewest swap buffers: one chunk read ahead, one updated, one written back. */
 #define ZCFG_NVME_MIN_BUFFERS 3
 
-typedef enum { ZOPT_ADAM = 0, ZOPT_ADAMW = 1, ZOPT_LION = 2, ZOPT_LAMB = 3 } zcfg_optimizer_type;
+/* The optimizers (runtime/optim: one descriptor each; their keys in config_schema.c). */
+typedef enum {
+    ZOPT_ADAM = 0,
+    ZOPT_ADAMW = 1,
+    ZOPT_LION = 2,
+    ZOPT_LAMB = 3,
+    ZOPT_ADAGRAD = 4,
+    ZOPT_COUNT
+} zcfg_optimizer_type;
 
 typedef enum {
     ZSCHED_NONE = 0, /* constant lr */
@@ -33,7 +41,7 @@ typedef enum { ZOFFLOAD_NONE = 0, ZOFFLOAD_CPU = 1, ZOFFLOAD_NVME = 2 } zcfg_off
 typedef enum { ZTAG_WARN = 0, ZTAG_IGNORE = 1, ZTAG_FAIL = 2 } zcfg_tag_validation;
 
 typedef struct zcfg_optimizer {
-    zcfg_optimizer_type type;    /* "Adam", "AdamW", "Lion" or "Lamb" (case-insensitive) */
+    zcfg_optimizer_type type;    /* "Adam", "AdamW", "Lion", "Lamb" or "Adagrad" (case-insensitive) */
     double lr;                   /* 1e-3 */
     double beta1, beta2;         /* 0.9, 0.999 */
     double eps;                  /* 1e-8 */

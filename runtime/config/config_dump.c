@@ -27,24 +27,6 @@ json_t *zcfg_key_json(const zinc_config *c, const zkey_key *k) {
     }
 }
 
-/* The parameters each optimizer has (the others are refused under it, config_resolve.c). */
-static bool optimizer_takes(zcfg_optimizer_type t, const char *key) {
-    static const char *const lion[] = {"lr", "betas", "weight_decay", NULL};
-    static const char *const lamb[] = {"lr",           "betas",           "eps",
-                                       "weight_decay", "bias_correction", "max_coeff",
-                                       "min_coeff",    "eps_inside_sqrt", NULL};
-    static const char *const lamb_only[] = {"max_coeff", "min_coeff", "eps_inside_sqrt", NULL};
-    const char *const *list = t == ZOPT_LION ? lion : t == ZOPT_LAMB ? lamb : NULL;
-    if (!list) { /* Adam / AdamW: all but Lamb's own */
-        for (int i = 0; lamb_only[i]; i++)
-            if (!strcmp(key, lamb_only[i])) return false;
-        return true;
-    }
-    for (int i = 0; list[i]; i++)
-        if (!strcmp(key, list[i])) return true;
-    return false;
-}
-
 static void dump_table(const zinc_config *c, const zkey_table *t, json_t *out, json_t *defaults) {
     char path[512];
     for (size_t i = 0; i < t->nkeys; i++) {
@@ -61,7 +43,7 @@ static void dump_table(const zinc_config *c, const zkey_table *t, json_t *out, j
             json_object_set_new(out, k->name, sub);
             continue;
         }
-        if (!strcmp(t->path, "optimizer.params") && !optimizer_takes(c->optimizer.type, k->name)) continue;
+        if (!strcmp(t->path, "optimizer.params") && !zkey_optimizer_takes(c->optimizer.type, k)) continue;
         json_t *v = zcfg_key_json(c, k);
         if (!v) continue;
         json_object_set_new(out, k->name, v);

@@ -448,7 +448,6 @@ static bool refused_optimizer(zcfg_loader *L, const char *name, const char *path
         {"OneBitAdam", "1-bit Adam compresses the gradient communication, which zinc does not implement"},
         {"OneBitLamb", "1-bit LAMB compresses the gradient communication, which zinc does not implement"},
         {"ZeroOneAdam", "0/1 Adam compresses the gradient communication, which zinc does not implement"},
-        {"Adagrad", "Adagrad is not implemented in zinc"},
         {"MuAdam", "muP optimizers are not implemented in zinc"},
         {"MuAdamW", "muP optimizers are not implemented in zinc"},
         {"MuSGD", "muP optimizers are not implemented in zinc"},
@@ -458,7 +457,8 @@ static bool refused_optimizer(zcfg_loader *L, const char *name, const char *path
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcasecmp(name, tab[i].name)) {
             zcfg_problem(L, path,
-                         "\"%s\": %s; use \"Adam\", \"AdamW\", \"Lion\" or \"Lamb\" (its parameters are not checked)",
+                         "\"%s\": %s; use \"Adam\", \"AdamW\", \"Lion\", \"Lamb\" or \"Adagrad\" (its parameters are "
+                         "not checked)",
                          name, tab[i].why);
             L->optimizer_refused = true;
             return true;

@@ -278,30 +278,36 @@ static void resolve_offload(zcfg_loader *L) {
 }
 
 /* Each optimizer takes the keyword arguments of its DeepSpeed class (FusedAdam, FusedLion / DeepSpeedCPULion,
- * FusedLamb); their constructors raise a TypeError on any other, so DeepSpeed refuses these too. Lion's
- * weight decay is always decoupled. */
+ * FusedLamb, DeepSpeedCPUAdagrad); their constructors raise a TypeError on any other, so DeepSpeed refuses
+ * these too. Which optimizer takes which key is the schema's (zkey_key.optimizers); an optimizer's own
+ * defaults are zkey_optimizer_defaults. Lion's weight decay is always decoupled. */
 static void resolve_optimizer_keys(zcfg_loader *L) {
     zinc_config *c = L->c;
-    static const struct {
-        const char *key, *takes;
-        unsigned who;
-    } only[] = {
-        /* who: bit 0 Adam/AdamW, bit 1 Lion, bit 2 Lamb */
-        {"eps", "Adam, AdamW and Lamb", 1u | 4u},
-        {"bias_correction", "Adam, AdamW and Lamb", 1u | 4u},
-        {"adam_w_mode", "Adam and AdamW", 1u},
-        {"torch_adam", "Adam and AdamW", 1u},
-        {"max_coeff", "Lamb", 4u},
-        {"min_coeff", "Lamb", 4u},
-        {"eps_inside_sqrt", "Lamb", 4u},
-    };
-    unsigned me = c->optimizer.type == ZOPT_LION ? 2u : c->optimizer.type == ZOPT_LAMB ? 4u : 1u;
+    zcfg_optimizer_type me = c->optimizer.type;
+    const zkey_table *t = &zkey_optimizer_params;
     char path[64];
-    for (size_t i = 0; i < sizeof only / sizeof only[0]; i++) {
-        snprintf(path, sizeof path, "optimizer.params.%s", only[i].key);
-        if (!(only[i].who & me) && zcfg_given(c, path) && !zcfg_had_problem(L, path))
-            zcfg_problem(L, path, "not a parameter of %s (only %s take it; DeepSpeed refuses it too): remove it",
-                         zkey_optimizer_names[c->optimizer.type], only[i].takes);
+    for (size_t i = 0; i < t->nkeys; i++) {
+        const zkey_key *k = &t->keys[i];
+        snprintf(path, sizeof path, "optimizer.params.%s", k->name);
+        if (zkey_optimizer_takes(me, k) || !zcfg_given(c, path) || zcfg_had_problem(L, path)) continue;
+        char takes[160] = "";
+        size_t n = 0;
+        int left = 0;
+        for (int o = 0; o < ZOPT_COUNT; o++) left += zkey_optimizer_takes((zcfg_optimizer_type)o, k);
+        for (int o = 0; o < ZOPT_COUNT && n < sizeof takes - 16; o++)
+            if (zkey_optimizer_takes((zcfg_optimizer_type)o, k)) {
+                const char *sep = !n ? "" : left == 1 ? " and " : ", ";
+                n += (size_t)snprintf(takes + n, sizeof takes - n, "%s%s", sep, zkey_optimizer_names[o]);
+                left--;
+            }
+        zcfg_problem(L, path, "not a parameter of %s (only %s take it; DeepSpeed refuses it too): remove it",
+                     zkey_optimizer_names[me], takes);
+    }
+    for (const zkey_optimizer_default *d = zkey_optimizer_defaults; d->type != ZOPT_COUNT; d++) {
+        snprintf(path, sizeof path, "optimizer.params.%s", d->key);
+        const zkey_key *k = zkey_find(t, d->key);
+        if (d->type == me && k && k->kind == ZKEY_F64 && !zcfg_given(c, path))
+            *(double *)((char *)c + k->off) = d->value;
     }
     if (c->optimizer.type == ZOPT_LAMB && c->optimizer.min_coeff > c->optimizer.max_coeff &&
         !zcfg_had_problem(L, "optimizer.params.min_coeff"))

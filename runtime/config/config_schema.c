@@ -39,7 +39,7 @@
     { .name = n, .kind = ZKEY_REFUSED, .status = why }
 #define TABLE(var, p, arr) const zkey_table var = {p, arr, sizeof arr / sizeof arr[0]}
 
-const char *const zkey_optimizer_names[] = {"Adam", "AdamW", "Lion", "Lamb", NULL};
+const char *const zkey_optimizer_names[] = {"Adam", "AdamW", "Lion", "Lamb", "Adagrad", NULL};
 const char *const zkey_scheduler_names[] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", NULL};
 static const char *const warmup_names[] = {"log", "linear", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
@@ -47,6 +47,13 @@ static const char *const tag_names[] = {"Warn", "Ignore", "Fail", NULL};
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 
 /* ------------------------------------------------------------------ optimizer */
+/* Which optimizer takes which parameter is stated here once (the key's mask: the optimizer types
+ * (1 << type) that take it, 0 = all): the loader refuses a key its optimizer does not take, as DeepSpeed's
+ * constructors raise a TypeError on it, and the dump leaves it out. */
+#define O_ADAM ((1u << ZOPT_ADAM) | (1u << ZOPT_ADAMW))
+#define O_LION (1u << ZOPT_LION)
+#define O_LAMB (1u << ZOPT_LAMB)
+#define O_ADAGRAD (1u << ZOPT_ADAGRAD)
 static const zkey_key optimizer_params_keys[] = {
     DBL("lr", optimizer.lr, 0, 1e3, "learning rate (the schedulers' WarmupCosineLR scales it)"),
     {.name = "betas",
@@ -54,25 +61,76 @@ static const zkey_key optimizer_params_keys[] = {
      .off = F(optimizer.beta1),
      .lo = 0,
      .hi = 1 - DBL_EPSILON,
+     .optimizers = O_ADAM | O_LION | O_LAMB,
      .meaning = "[beta1, beta2], each in [0, 1)",
      .status = IMPL},
-    DBL("eps", optimizer.eps, 0, 1, "added after the bias-corrected square root"),
+    {.name = "eps",
+     .kind = ZKEY_F64,
+     .off = F(optimizer.eps),
+     .lo = 0,
+     .hi = 1,
+     .optimizers = O_ADAM | O_LAMB | O_ADAGRAD,
+     .meaning = "added after the (bias-corrected) square root",
+     .status = IMPL},
     DBL("weight_decay", optimizer.weight_decay, 0, 1e3, "decoupled (AdamW mode) or L2 (Adam mode)"),
-    BOOL("bias_correction", optimizer.bias_correction, "divide the moments by 1 - beta^t"),
-    BOOL("adam_w_mode", optimizer.adam_w_mode,
-         "decoupled weight decay; DeepSpeed's default true makes \"Adam\" behave as AdamW"),
-    BOOL("torch_adam", optimizer.torch_adam, "accepted: zinc's kernels compute torch's Adam math"),
-    DBL("max_coeff", optimizer.max_coeff, 0, 1e6, "Lamb: upper clamp of the trust ratio ||p|| / ||u||"),
-    DBL("min_coeff", optimizer.min_coeff, 0, 1e6, "Lamb: lower clamp of the trust ratio ||p|| / ||u||"),
-    BOOL("eps_inside_sqrt", optimizer.eps_inside_sqrt, "Lamb: sqrt(v + eps) instead of sqrt(v) + eps"),
+    {.name = "bias_correction",
+     .kind = ZKEY_BOOL,
+     .off = F(optimizer.bias_correction),
+     .optimizers = O_ADAM | O_LAMB,
+     .meaning = "divide the moments by 1 - beta^t",
+     .status = IMPL},
+    {.name = "adam_w_mode",
+     .kind = ZKEY_BOOL,
+     .off = F(optimizer.adam_w_mode),
+     .optimizers = O_ADAM,
+     .meaning = "decoupled weight decay; DeepSpeed's default true makes \"Adam\" behave as AdamW",
+     .status = IMPL},
+    {.name = "torch_adam",
+     .kind = ZKEY_BOOL,
+     .off = F(optimizer.torch_adam),
+     .optimizers = O_ADAM,
+     .meaning = "accepted: zinc's kernels compute torch's Adam math",
+     .status = IMPL},
+    {.name = "max_coeff",
+     .kind = ZKEY_F64,
+     .off = F(optimizer.max_coeff),
+     .lo = 0,
+     .hi = 1e6,
+     .optimizers = O_LAMB,
+     .meaning = "Lamb: upper clamp of the trust ratio ||p|| / ||u||",
+     .status = IMPL},
+    {.name = "min_coeff",
+     .kind = ZKEY_F64,
+     .off = F(optimizer.min_coeff),
+     .lo = 0,
+     .hi = 1e6,
+     .optimizers = O_LAMB,
+     .meaning = "Lamb: lower clamp of the trust ratio ||p|| / ||u||",
+     .status = IMPL},
+    {.name = "eps_inside_sqrt",
+     .kind = ZKEY_BOOL,
+     .off = F(optimizer.eps_inside_sqrt),
+     .optimizers = O_LAMB,
+     .meaning = "Lamb: sqrt(v + eps) instead of sqrt(v) + eps",
+     .status = IMPL},
     REFUSED("amsgrad", "not implemented: DeepSpeed's FusedAdam refuses amsgrad too"),
     REFUSED("max_grad_norm", "not an optimizer parameter: use the top-level gradient_clipping"),
 };
-static TABLE(optimizer_params, "optimizer.params", optimizer_params_keys);
+/* An optimizer's own defaults where its DeepSpeed class differs from Adam's (zcfg_defaults): applied to
+ * the keys the file does not give. */
+const zkey_optimizer_default zkey_optimizer_defaults[] = {
+    {ZOPT_ADAGRAD, "lr", 1e-2}, /* DeepSpeedCPUAdagrad(lr=1e-2, eps=1e-10) */
+    {ZOPT_ADAGRAD, "eps", 1e-10},
+    {ZOPT_COUNT, NULL, 0},
+};
+TABLE(zkey_optimizer_params, "optimizer.params", optimizer_params_keys);
+bool zkey_optimizer_takes(zcfg_optimizer_type type, const zkey_key *k) {
+    return !k->optimizers || (k->optimizers & (1u << type));
+}
 
 static const zkey_key optimizer_keys[] = {
-    ENUM("type", optimizer.type, zkey_optimizer_names, "Adam, AdamW, Lion or Lamb (case-insensitive)"),
-    OBJ("params", optimizer_params, "the optimizer's parameters"),
+    ENUM("type", optimizer.type, zkey_optimizer_names, "Adam, AdamW, Lion, Lamb or Adagrad (case-insensitive)"),
+    OBJ("params", zkey_optimizer_params, "the optimizer's parameters"),
 };
 static TABLE(optimizer_tbl, "optimizer", optimizer_keys);
 

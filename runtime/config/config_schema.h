@@ -37,6 +37,7 @@ typedef struct zkey_key {
     const char *target;       /* ZKEY_ALIAS: canonical key; ZKEY_LEGACY: what replaces it */
     int deprecated;           /* ZKEY_ALIAS: warn when used */
     unsigned mask;            /* scheduler params: the scheduler types (1 << type) the key belongs to */
+    unsigned optimizers;      /* optimizer params: the optimizer types (1 << type) that take it; 0 = all */
     size_t aux_off;           /* ZKEY_DTYPE: the bool field that records "was given"; 0 = none */
     const char *meaning;      /* one line for the README table and the dump */
     const char *status;       /* "implemented", or why not */
@@ -51,6 +52,18 @@ struct zkey_table {
 extern const zkey_table zkey_top;
 extern const char *const zkey_scheduler_names[];
 extern const char *const zkey_optimizer_names[];
+extern const zkey_table zkey_optimizer_params;
+
+/* An optimizer's default for one of its parameters where its DeepSpeed class's differs from zcfg_defaults
+ * (Adam's); the list ends with type ZOPT_COUNT. */
+typedef struct zkey_optimizer_default {
+    zcfg_optimizer_type type;
+    const char *key; /* in optimizer.params */
+    double value;
+} zkey_optimizer_default;
+extern const zkey_optimizer_default zkey_optimizer_defaults[];
+/* Whether optimizer `type` takes optimizer.params.<k>. */
+bool zkey_optimizer_takes(zcfg_optimizer_type type, const zkey_key *k);
 
 /* Finds `name` in `t` (exact match); NULL if absent. */
 const zkey_key *zkey_find(const zkey_table *t, const char *name);

@@ -135,6 +135,10 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     TRY(zcomm_agree_status(e->comm, zdev_create(want, &e->mem, &e->log, e->comm->local_rank,
                                                 o.cpu_threads > 0 ? o.cpu_threads : default_threads(e), &e->dev)));
     TRY(e->dev->ops->comm_create(e->dev, e->comm, &e->log, &e->dcomm));
+    e->optim = zopt_get(e->cfg.optimizer.type);
+    if (!e->optim)
+        FAIL(ZINC_ERR_INTERNAL, "optimizer type %d has no descriptor; please report this", e->cfg.optimizer.type);
+    TRY(zopt_check_placement(e->optim, e->dev, e->cfg.zero.offload_optimizer.device != ZOFFLOAD_NONE));
 
     e->stage = e->cfg.zero.stage;
     e->compute_dtype = e->cfg.compute_dtype;

@@ -12,7 +12,7 @@ void zengine_contexts(zinc_engine *e) {
         .offload = e->cfg.zero.offload_optimizer,
         .aio = e->cfg.aio,
         .sub_group_size = e->cfg.zero.sub_group_size,
-        .tensors = zstate_tensors_for(e->cfg.optimizer.type),
+        .tensors = e->optim->state_tensors,
     };
     zgrads_ctx g = {
         .dev = e->dev,

@@ -14,6 +14,7 @@
 #include "runtime/core/log.h"
 #include "runtime/core/memtrack.h"
 #include "runtime/mem/plan.h"
+#include "runtime/optim/optim.h"
 #include "offload/state.h"
 #include "zero/gather.h"
 #include "zero/grads.h"
@@ -77,7 +78,8 @@ struct zinc_engine {
     /* optimizer state offloaded from a discrete device: the step's pinned staging, two chunks of gradients
      * (stage_g) and two of compute-dtype parameters (stage_p), made once by zinc_build (NULL otherwise) */
     char *stage_g[2], *stage_p[2];
-    void *lamb_norms; /* LAMB with its state on a discrete device: ZPLAN_LAMB_NORMS, made by zinc_build */
+    void *lamb_norms;       /* per-tensor norms on a discrete device: ZPLAN_LAMB_NORMS, made by zinc_build */
+    const zopt_desc *optim; /* the optimizer (runtime/optim), from the config at zinc_create */
 
     /* gradients and their reduction (zero/grads.c) */
     zgrads grads;
@@ -134,10 +136,10 @@ zinc_mem_kind zengine_compute_kind(const zinc_engine *e);
  * when the state is not offloaded): else the step stages gradients and parameters through the host. */
 bool zengine_state_on_device(const zinc_engine *e);
 
-/* The LAMB step over the state store on any device, offloaded or not (runtime/engine/engine_lamb.c): g and
- * out as adam_pass's (own range, compute-device memory). */
-struct zlamb_hparams;
-zinc_status zengine_lamb_pass(zinc_engine *e, const struct zlamb_hparams *h, const void *g, zinc_dtype gdt, void *out);
+/* The optimizer's update over the state store on any device, offloaded or not (engine_step_pass.c): g is
+ * the local gradient and out the compute-dtype parameters of the own range, compute-device memory. */
+zinc_status zengine_optimizer_pass(zinc_engine *e, const zopt_desc *o, const zopt_hp *hp, const void *g, zinc_dtype gdt,
+                                   void *out);
 /* The parameter holding flat element x (binary search), or NULL for padding. */
 zinc_param *zengine_param_at(const zinc_engine *e, int64_t x);
 

@@ -10,6 +10,7 @@
 #include "runtime/core/error.h"
 #include "runtime/device/device.h"
 #include "runtime/mem/plan_gather.h"
+#include "runtime/optim/optim.h"
 
 zplan_device zplan_device_for(zinc_device_kind kind) {
     if (kind == ZINC_DEVICE_CUDA)
@@ -123,7 +124,8 @@ static void plan_params(zplan *p, const zinc_config *cfg) {
 static void plan_state(zplan *p, const zinc_config *cfg) {
     const zcfg_offload *oo = &cfg->zero.offload_optimizer;
     int64_t own = p->own_hi - p->own_lo;
-    int nt = p->state_tensors = zstate_tensors_for(cfg->optimizer.type);
+    const zopt_desc *o = zopt_get(cfg->optimizer.type);
+    int nt = p->state_tensors = o ? o->state_tensors : ZSTATE_MAX_TENSORS;
     bool offload = oo->device == ZOFFLOAD_CPU || oo->device == ZOFFLOAD_NVME;
     zinc_mem_kind staging = p->device.host_addressable ? ZINC_MEMKIND_HOST : ZINC_MEMKIND_PINNED;
     zstate_layout l =
@@ -143,17 +145,17 @@ static void plan_state(zplan *p, const zinc_config *cfg) {
 
     uint64_t sbytes = oo->device == ZOFFLOAD_NVME ? p->nvme_file_bytes : (uint64_t)own * sizeof(float);
     put(p, ZPLAN_MASTER, "fp32 master weights", ZINC_MEM_MASTER, p->state_kind, ZPLAN_AT_BUILD, 1, sbytes);
-    put(p, ZPLAN_EXP_AVG, nt > 2 ? "Adam exp_avg" : "Lion exp_avg", ZINC_MEM_EXP_AVG, p->state_kind, ZPLAN_AT_BUILD, 1,
+    put(p, ZPLAN_EXP_AVG, o ? o->moment_names[0] : "exp_avg", ZINC_MEM_EXP_AVG, p->state_kind, ZPLAN_AT_BUILD, 1,
         sbytes);
-    put(p, ZPLAN_EXP_AVG_SQ, "Adam exp_avg_sq", ZINC_MEM_EXP_AVG_SQ, p->state_kind, ZPLAN_AT_BUILD, 1,
-        nt > 2 ? sbytes : 0);
+    put(p, ZPLAN_EXP_AVG_SQ, o && o->moment_names[1] ? o->moment_names[1] : "exp_avg_sq", ZINC_MEM_EXP_AVG_SQ,
+        p->state_kind, ZPLAN_AT_BUILD, 1, nt > 2 ? sbytes : 0);
     /* Swap buffers are pinned when io_uring registers them, host memory when the kernel refuses
      * (RLIMIT_MEMLOCK): the plan says pinned. */
     if (oo->device == ZOFFLOAD_NVME)
         put(p, ZPLAN_NVME_SWAP, "NVMe swap buffers", ZINC_MEM_STAGING, ZINC_MEMKIND_PINNED, ZPLAN_AT_BUILD,
             p->nvme_buffers, (uint64_t)nt * (uint64_t)p->nvme_stride);
     /* Offloaded from a discrete device, the step stages two chunks of the fp32 gradient shard and two of
-     * the updated compute-dtype parameters (engine_step.c's pipeline), in pinned memory zinc_build makes
+     * the updated compute-dtype parameters (engine_step_pass.c's pipeline), in pinned memory zinc_build makes
      * once for the run. */
     if (offload && !p->device.host_addressable) {
         put(p, ZPLAN_OFFLOAD_GRAD_STAGING, "offload gradient staging", ZINC_MEM_STAGING, staging, ZPLAN_AT_BUILD, 2,
@@ -174,16 +176,18 @@ static void plan_state(zplan *p, const zinc_config *cfg) {
             ZPLAN_AT_BUILD, 1, mask);
 }
 
-/* LAMB's sums pass (runtime/engine/engine_lamb.c) with the state in device memory the host cannot read:
- * the norms ||p||^2, ||u||^2 of every tensor (2 doubles each) and the sums kernel's workspace, made by
- * zinc_build (cudaFree in every step would wait for the whole device). On the cpu device the norms are a host array of the step, and offloaded state is summed by
- * the CPU kernels into host memory: no device buffer. */
+/* The sums pass of a per-tensor optimizer (LAMB; runtime/engine/engine_step_pass.c) with the state in
+ * device memory the host cannot read: what its descriptor asks for (the norms ||p||^2, ||u||^2 of every
+ * tensor and the sums kernel's workspace), made by zinc_build (cudaFree in every step would wait for the
+ * whole device). On the cpu device the norms are a host array of the step, and offloaded state is summed
+ * by the CPU kernels into host memory: no device buffer. */
 static void plan_lamb(zplan *p, const zinc_config *cfg) {
     const zcfg_offload *oo = &cfg->zero.offload_optimizer;
     bool offload = oo->device == ZOFFLOAD_CPU || oo->device == ZOFFLOAD_NVME;
-    if (cfg->optimizer.type != ZOPT_LAMB || offload || p->device.host_addressable) return;
+    const zopt_desc *o = zopt_get(cfg->optimizer.type);
+    if (!o || !o->device_norms_bytes || offload || p->device.host_addressable) return;
     put(p, ZPLAN_LAMB_NORMS, "LAMB's per-tensor norms", ZINC_MEM_OTHER, p->device.compute_kind, ZPLAN_AT_BUILD, 1,
-        zdev_lamb_workspace_bytes() + 2 * sizeof(double) * (uint64_t)p->nparams);
+        o->device_norms_bytes(p->nparams));
 }
 
 /* Gradients and reduction buckets (zero/sizing.c; zero/grads.c allocates with the same function). */

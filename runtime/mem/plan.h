@@ -139,7 +139,7 @@ typedef struct zplan {
 
     /* optimizer state (offload/state.h) */
     zinc_mem_kind state_kind; /* where master, exp_avg and exp_avg_sq live */
-    int state_tensors;        /* 3: master, exp_avg, exp_avg_sq; 2 (Lion): no exp_avg_sq (zstate_tensors_for) */
+    int state_tensors;        /* 3: master, exp_avg, exp_avg_sq; 2 (Lion, Adagrad): the descriptor's */
     int64_t state_chunk;      /* elements per chunk the store is visited in */
     int64_t nvme_chunk;       /* elements per chunk with NVMe offload (sub_group_size, capped) */
     int nvme_buffers;         /* swap buffers NVMe offload uses (buffer_count, capped) */

@@ -20,7 +20,7 @@ struct dim3 {
     unsigned x, y, z;
     constexpr dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
 };
-enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 extern "C" cudaError_t cudaGetDevice(int *d);
 extern "C" cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int dev);
@@ -53,6 +53,7 @@ template <class T> cudaError_t cudaFuncSetAttribute(T *, cudaFuncAttribute, int 
 }
 
 #define __global__
+#define __launch_bounds__(...)
 #define __device__
 #define __host__
 #define __forceinline__ inline
@@ -93,5 +94,19 @@ inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
+/* The remaining round-to-nearest intrinsics zinc's own kernels (kernels/<name>.cu) use: IEEE operations on the
+ * host too (run_lib.sh compiles with -ffp-contract=off, so nothing is fused). */
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+/* The vector types of the 4-wide accesses. */
+struct float4 {
+    float x, y, z, w;
+};
+struct uint2 {
+    unsigned x, y;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 template <class T> inline T min(T a, T b) { return a < b ? a : b; }
 #endif

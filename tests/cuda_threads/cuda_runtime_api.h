@@ -1,5 +1,6 @@
 /* CUDA on CPU threads (tests/cuda_threads, see run.sh): the runtime calls gpt2_kernels.cu and
- * tests/test_gpt2_kernels_cuda.c make. Device memory is host memory (malloc, so AddressSanitizer sees every
+ * tests/test_gpt2_kernels_cuda.c make, and zinc's own kernels (kernels/<name>.cu) with tests/test_kernels_cuda.c and
+ * test_kernels_lamb_cuda.c (run_lib.sh). Device memory is host memory (malloc, so AddressSanitizer sees every
  * access); streams are synchronous. */
 #ifndef ZINC_TESTS_CUDA_THREADS_RUNTIME_API_H
 #define ZINC_TESTS_CUDA_THREADS_RUNTIME_API_H
@@ -18,6 +19,7 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes, cudaMemcpyKind k);
 cudaError_t cudaStreamCreate(cudaStream_t *s);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaGetLastError(void);
 const char *cudaGetErrorString(cudaError_t e);
 #ifdef __cplusplus

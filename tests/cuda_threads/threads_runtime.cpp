@@ -53,7 +53,12 @@ void run(dim3 g, dim3 b, size_t smem_bytes, void (*body)(void *), void *ctx) {
 
 extern "C" {
 cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
-cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int) { *v = 227 * 1024; return cudaSuccess; }
+/* Two multiprocessors: kernels sized by them (kernels/cuda_common.cuh's grid_for) get a few blocks, so their
+ * grid-stride loops take several turns. */
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) {
+    *v = a == cudaDevAttrMultiProcessorCount ? 2 : 227 * 1024;
+    return cudaSuccess;
+}
 cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 cudaError_t cudaMalloc(void **p, size_t bytes) { *p = malloc(bytes); return *p ? cudaSuccess : cudaErrorInvalidValue; }
 cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
@@ -62,11 +67,13 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes, cudaMemcpyKind) { m
 cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = nullptr; return cudaSuccess; }
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { cudaError_t e = emu::last; emu::last = cudaSuccess; return e; }
 const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : e == cudaErrorInvalidValue ? "invalid argument" : "error"; }
-/* gpt2_layers.c with e == NULL and tests/zt.c on the paths the test takes never call these */
+/* gpt2_layers.c with e == NULL and tests/zt.c on the paths the test takes never call these; weak, so that
+ * run_lib.sh's programs, which link the library, get its own. */
 #include "zinc.h"
-zinc_status zinc_parallel_for(zinc_engine *, int64_t, void (*)(void *, int64_t, int64_t), void *) { abort(); }
+__attribute__((weak)) zinc_status zinc_parallel_for(zinc_engine *, int64_t, void (*)(void *, int64_t, int64_t), void *) { abort(); }
 }
-extern "C" const char *zinc_last_error(void) { return ""; }
-extern "C" const char *zinc_status_name(zinc_status) { return "?"; }
+extern "C" __attribute__((weak)) const char *zinc_last_error(void) { return ""; }
+extern "C" __attribute__((weak)) const char *zinc_status_name(zinc_status) { return "?"; }
