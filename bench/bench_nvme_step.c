@@ -120,7 +120,8 @@ int main(int argc, char **argv) {
     per = (per + ZPART_PARAM_ALIGN - 1) / ZPART_PARAM_ALIGN * ZPART_PARAM_ALIGN;
     zkernels_set_threads(threads);
 
-    char cfg[4096];
+    char cfg[8192], absdir[3072];
+    dir = bench_abs_dir(dir, absdir, sizeof absdir);
     snprintf(cfg, sizeof cfg,
              "{\"train_batch_size\": 1, \"bf16\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\", "
              "\"params\": {\"lr\": 1e-3, \"betas\": [0.9, 0.999], \"eps\": 1e-8, \"weight_decay\": 0.1}}, "

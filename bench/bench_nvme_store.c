@@ -57,7 +57,8 @@ int main(int argc, char **argv) {
         }
     }
     int64_t n = (int64_t)(mib * 1048576.0 / 12.0) / 1024 * 1024;
-    char cfg[4096];
+    char cfg[8192], absdir[3072];
+    dir = bench_abs_dir(dir, absdir, sizeof absdir);
     snprintf(cfg, sizeof cfg,
              "{\"train_batch_size\": 1, \"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3, "
              "\"sub_group_size\": %lld, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s\", "

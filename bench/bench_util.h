@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "zinc.h"
 
@@ -82,6 +83,15 @@ static inline zinc_status bench_zero_init(void *ud, const zinc_param_info *p, ui
     (void)ud, (void)seed;
     memset(out, 0, (size_t)p->numel * sizeof *out);
     return ZINC_OK;
+}
+
+/* nvme_path must be absolute (the config refuses a relative one): a relative --dir is taken from the working
+ * directory. */
+static inline const char *bench_abs_dir(const char *dir, char *buf, size_t cap) {
+    char cwd[2048];
+    if (dir[0] == '/' || !getcwd(cwd, sizeof cwd)) return dir;
+    snprintf(buf, cap, "%s/%s", cwd, dir);
+    return buf;
 }
 
 #endif

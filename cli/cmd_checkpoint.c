@@ -165,10 +165,9 @@ static int export_cmd(const zcli_cmd *c, const export_opts *o) {
         return 2;
     }
     if (o->format == 1) {
-        if (o->dtype == 2 || o->force)
-            return zcli_usage_error(c, "--format llmc takes --dtype fp32 (version 3) or bf16 (version 5), and no "
-                                       "--force");
-        return zcli_export_llmc(o->path, o->out, o->dtype == 1 ? 5 : 3, o->vocab, o->heads);
+        if (o->dtype == 2)
+            return zcli_usage_error(c, "--format llmc takes --dtype fp32 (version 3) or bf16 (version 5)");
+        return zcli_export_llmc(o->path, o->out, o->dtype == 1 ? 5 : 3, o->vocab, o->heads, o->force);
     }
     if (o->vocab > 0 || o->heads > 0) return zcli_usage_error(c, "--vocab and --heads are for --format llmc");
     zinc_dtype dt = dtypes[o->dtype];

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "cli/gpt2_cli.h"
+#include "runtime/checkpoint/checkpoint_internal.h"
+#include "runtime/core/safe_file.h"
 #include "zinc.h"
 
 static int read_safetensors(const char *path, json_t **header, char **data, size_t *data_len) {
@@ -81,41 +83,102 @@ static int llmc_params(json_t *h, const char *data, size_t len, const char *path
     return 0;
 }
 
-int zcli_export_llmc(const char *path, const char *out, int version, int64_t vocab, int64_t heads) {
-    char err[1024], tmp[4200];
-    gpt2_shape s = {0};
-    int have = zcli_gpt2_shape_load(path, &s, err, sizeof err);
-    if (have < 0) {
-        fprintf(stderr, "zinc checkpoint export: %s\n", err);
-        return 1;
+/* The checkpoint is this command's input: nothing is written inside its tag directory (shards, manifest) nor
+ * over its `latest` or zinc_gpt2.json. Fills the inputs (paths in buf) for the safe writer. */
+static int export_inputs(const char *path, char buf[3][4200], const char *inputs[4]) {
+    char tag[160];
+    if (zckpt_resolve(path, buf[0], sizeof buf[0], tag, sizeof tag) != ZINC_OK) {
+        fprintf(stderr, "zinc checkpoint export: %s\n", zinc_last_error());
+        return -1;
     }
-    if (vocab > 0) s.vocab = (int)vocab;
-    if (heads > 0) s.heads = (int)heads;
+    char ckdir[4200];
+    snprintf(ckdir, sizeof ckdir, "%.4100s", buf[0]);
+    char *cut = strrchr(ckdir, '/');
+    if (cut && cut != ckdir) *cut = 0;
+    snprintf(buf[1], sizeof buf[1], "%.4100s/latest", ckdir);
+    snprintf(buf[2], sizeof buf[2], "%.4100s/%s", ckdir, ZCLI_GPT2_SHAPE_FILE);
+    inputs[0] = buf[0], inputs[1] = buf[1], inputs[2] = buf[2], inputs[3] = NULL;
+    return 0;
+}
+
+/* The model's vocabulary and heads: the shape sealed in the checkpoint (flags that disagree are refused), or,
+ * for a checkpoint saved before shapes were sealed, zinc_gpt2.json or the flags. *sealed says which. The
+ * exit status on failure, else 0. */
+static int export_shape(const char *path, int64_t vocab, int64_t heads, gpt2_shape *s, int *sealed) {
+    char err[1024];
+    int64_t given[6] = {-1, vocab > 0 ? vocab : -1, -1, heads > 0 ? heads : -1, -1, -1};
+    *sealed = zcli_gpt2_shape_sealed(path, s, err, sizeof err);
+    if (*sealed < 0 || (*sealed == 0 && zcli_gpt2_shape_flags_agree(path, s, given, err, sizeof err))) {
+        fprintf(stderr, "zinc checkpoint export: %s\n", err);
+        return *sealed < 0 ? 1 : 2;
+    }
+    if (*sealed == 0) return 0;
+    int have = zcli_gpt2_shape_load(path, s, err, sizeof err);
+    if (have < 0 || (have == 0 && zcli_gpt2_shape_flags_agree(path, s, given, err, sizeof err))) {
+        fprintf(stderr, "zinc checkpoint export: %s\n", err);
+        return have < 0 ? 1 : 2;
+    }
+    if (vocab > 0) s->vocab = (int)vocab;
+    if (heads > 0) s->heads = (int)heads;
     if (have != 0 && (vocab <= 0 || heads <= 0)) {
         fprintf(stderr,
-                "zinc checkpoint export: %s has no %s (zinc train --model gpt2 --save writes it): give "
-                "--vocab V and --heads H\n",
+                "zinc checkpoint export: %s has no sealed model shape and no %s (zinc train --model gpt2 --save "
+                "writes them): give --vocab V and --heads H\n",
                 path, ZCLI_GPT2_SHAPE_FILE);
         return 2;
     }
-    snprintf(tmp, sizeof tmp, "%s.export-tmp", out);
+    return 0;
+}
+
+/* The checkpoint's fp32 master weights as safetensors in a private directory of its own beside `out` (mkdtemp:
+ * mode 0700, a fresh name), so no name in it can be predicted or planted. */
+static int export_master(const char *path, const char *out, char *tmpdir, size_t dcap, char *tmp, size_t tcap) {
+    const char *slash = strrchr(out, '/');
+    snprintf(tmpdir, dcap, "%.*s%s.zinc-export-XXXXXX", slash ? (int)(slash - out + 1) : 0, out, slash ? "" : "./");
+    if (!mkdtemp(tmpdir)) {
+        fprintf(stderr, "zinc checkpoint export: cannot create a temporary directory %s: %s\n", tmpdir,
+                strerror(errno));
+        tmpdir[0] = 0;
+        return -1;
+    }
+    snprintf(tmp, tcap, "%s/master.safetensors", tmpdir);
     if (zinc_export_safetensors(path, tmp, ZINC_FP32) != ZINC_OK) {
         fprintf(stderr, "zinc checkpoint export: %s\n", zinc_last_error());
-        return 1;
+        return -1;
     }
+    return 0;
+}
+
+int zcli_export_llmc(const char *path, const char *out, int version, int64_t vocab, int64_t heads, int force) {
+    char err[1024], tmpdir[4200] = "", tmp[4300] = "", ibuf[3][4200];
+    const char *inputs[4];
+    gpt2_shape s = {0}, sealed_shape;
+    int sealed = 1, rc = export_inputs(path, ibuf, inputs) ? 1 : 0;
+    if (!rc && zfile_check_target("--out", out, force ? ZFILE_REPLACE : 0, inputs) != ZINC_OK) {
+        fprintf(stderr, "zinc checkpoint export: %s\n", zinc_last_error());
+        rc = 1;
+    }
+    if (!rc) rc = export_shape(path, vocab, heads, &s, &sealed);
+    if (rc) return rc;
+    sealed_shape = s;
     json_t *h = NULL;
     char *data = NULL;
     size_t len = 0;
     float *params = NULL;
-    int rc = 1;
+    rc = 1;
+    if (export_master(path, out, tmpdir, sizeof tmpdir, tmp, sizeof tmp)) goto done;
     if (read_safetensors(tmp, &h, &data, &len)) {
         fprintf(stderr, "zinc checkpoint export: cannot read back %s\n", tmp);
         goto done;
     }
-    if (shape_from_tensors(h, path, &s) || !(params = malloc((size_t)gpt2_num_params(&s) * sizeof *params)) ||
-        llmc_params(h, data, len, path, &s, params))
+    if (shape_from_tensors(h, path, &s)) goto done;
+    if (sealed == 0 && memcmp(&s, &sealed_shape, sizeof s)) {
+        fprintf(stderr, "zinc checkpoint export: %s: the tensors' shapes disagree with the sealed model shape\n", path);
         goto done;
-    if (gpt2_model_write(out, &s, params, version, err, sizeof err) != ZINC_OK) {
+    }
+    if (!(params = malloc((size_t)gpt2_num_params(&s) * sizeof *params)) || llmc_params(h, data, len, path, &s, params))
+        goto done;
+    if (gpt2_model_write(out, &s, params, version, force ? ZFILE_REPLACE : 0, inputs, err, sizeof err) != ZINC_OK) {
         fprintf(stderr, "zinc checkpoint export: %s\n", err);
         goto done;
     }
@@ -125,7 +188,8 @@ int zcli_export_llmc(const char *path, const char *out, int version, int64_t voc
             out, version, s.layers, s.channels, s.heads, s.vocab, s.padded_vocab, s.max_context);
     rc = 0;
 done:
-    unlink(tmp);
+    if (tmp[0]) unlink(tmp);
+    if (tmpdir[0]) rmdir(tmpdir);
     json_decref(h);
     free(data);
     free(params);

@@ -329,11 +329,9 @@ static int plot(const mopts *o, json_t *base, const char *origin, const zplan_mo
     if (zcli_plot_check_name("zinc mem", o->plot)) return -1;
     snprintf(dat, sizeof dat, "%s.dat", o->plot);
     snprintf(gp, sizeof gp, "%s.gp", o->plot);
-    FILE *f = fopen(dat, "w");
-    if (!f) {
-        fprintf(stderr, "zinc mem: cannot write %s\n", dat);
-        return -1;
-    }
+    zfile_out od;
+    FILE *f = zcli_plot_open("zinc mem", dat, o->config, &od);
+    if (!f) return -1;
     int xs[64], nx = 0, maxr = world > 64 ? world : 64;
     for (int r = 1; r <= maxr && nx < 60; r *= 2) xs[nx++] = r;
     if (world > 1 && (world & (world - 1))) xs[nx++] = world; /* the asked-for rank count too */
@@ -363,10 +361,7 @@ static int plot(const mopts *o, json_t *base, const char *origin, const zplan_mo
         }
         fprintf(f, "\n");
     }
-    if (fclose(f) != 0) {
-        fprintf(stderr, "zinc mem: cannot write %s\n", dat);
-        return -1;
-    }
+    if (zcli_plot_close("zinc mem", f, &od) != 0) return -1;
     char title[128], ylabel[64];
     snprintf(title, sizeof title, "zinc mem estimate: %s bytes per rank against rank count", mc_kind_title(ck));
     snprintf(sub, sizeof sub, "%s; %s; offload %s", md_desc, origin, o->offload ? o->offload : "as configured");
@@ -379,7 +374,8 @@ static int plot(const mopts *o, json_t *base, const char *origin, const zplan_mo
                    .xlabel = "ranks",
                    .ylabel = ylabel,
                    .unit = o->units_gb ? "GB" : "GiB",
-                   .capacity = ck == ZINC_MEMKIND_DEVICE ? (double)o->gpu_mem / unit : 0};
+                   .capacity = ck == ZINC_MEMKIND_DEVICE ? (double)o->gpu_mem / unit : 0,
+                   .input = o->config};
     return zcli_plot_render("zinc mem", &p);
 }
 

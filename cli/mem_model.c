@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/mem_cli.h"
+#include "runtime/core/safe_file.h"
 
 void mc_model_free(mmodel *m) {
     free(m->p);
@@ -139,9 +140,9 @@ static int model_gpt2(mmodel *m, int64_t layers, int64_t w, int64_t vocab, int64
 
 /* One parameter per line: MODULE NAME DIM [DIM...] (dims may also be written 768x2304); '#' comments. */
 static int model_shapes(mmodel *m, const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "zinc mem: cannot open the shapes file %s\n", path);
+    FILE *f = NULL;
+    if (zfile_fopen_input("zinc mem: --shapes", path, &f) != ZINC_OK) {
+        fprintf(stderr, "%s\n", zinc_last_error());
         return -1;
     }
     char line[4096];

@@ -66,13 +66,11 @@ static int write_plot(const mopts *o, json_t *base, const char *origin, const zp
     char *dat = malloc(L + 8), *gp = malloc(L + 8);
     int rc = -1;
     FILE *f = NULL;
+    zfile_out od = {.fd = -1};
     if (!dat || !gp || zcli_plot_check_name("zinc mem plan", o->plot)) goto done;
     snprintf(dat, L + 8, "%s.dat", o->plot);
     snprintf(gp, L + 8, "%s.gp", o->plot);
-    if (!(f = fopen(dat, "w"))) {
-        fprintf(stderr, "zinc mem plan: cannot write %s\n", dat);
-        goto done;
-    }
+    if (!(f = zcli_plot_open("zinc mem plan", dat, o->config, &od))) goto done;
     fprintf(f, "# gpus  stage0 stage1 stage2 stage3 (%s per GPU, offload none)\n", unit_name(o));
     for (int n = 1; n <= o->max_gpus; n *= 2) {
         fprintf(f, "%d", n);
@@ -85,12 +83,9 @@ static int write_plot(const mopts *o, json_t *base, const char *origin, const zp
         }
         fprintf(f, "\n");
     }
-    int closed = fclose(f);
+    int closed = zcli_plot_close("zinc mem plan", f, &od);
     f = NULL;
-    if (closed != 0) {
-        fprintf(stderr, "zinc mem plan: cannot write %s\n", dat);
-        goto done;
-    }
+    if (closed != 0) goto done;
     char sub[1200], ylabel[64];
     snprintf(sub, sizeof sub, "%s%s", desc, o->paper ? " (ZeRO paper byte model)" : "");
     snprintf(ylabel, sizeof ylabel, "%s per GPU", unit_name(o));
@@ -102,10 +97,14 @@ static int write_plot(const mopts *o, json_t *base, const char *origin, const zp
                    .xlabel = "GPUs",
                    .ylabel = ylabel,
                    .unit = unit_name(o),
-                   .capacity = (double)o->gpu_mem / unit_bytes(o)};
+                   .capacity = (double)o->gpu_mem / unit_bytes(o),
+                   .input = o->config};
     rc = zcli_plot_render("zinc mem plan", &p);
 done:
-    if (f) fclose(f);
+    if (f) {
+        fclose(f);
+        zfile_out_abort(&od);
+    }
     free(dat);
     free(gp);
     return rc;

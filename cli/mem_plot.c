@@ -51,15 +51,44 @@ static void wrap(char *dst, size_t cap, const char *s, size_t width) {
     dst[k] = 0;
 }
 
-static int write_script(const zcli_plot *p, bool png) {
-    FILE *f = fopen(p->script, "w");
+FILE *zcli_plot_open(const char *who, const char *path, const char *input, zfile_out *o) {
+    const char *inputs[] = {input ? input : "", NULL};
+    if (zfile_out_open(o, "plot", path, ZFILE_REPLACE, inputs) != ZINC_OK) {
+        fprintf(stderr, "%s: %s\n", who, zinc_last_error());
+        return NULL;
+    }
+    FILE *f = zfile_out_stream(o);
+    if (!f) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", who, o->tmp, strerror(errno));
+        zfile_out_abort(o);
+    }
+    return f;
+}
+
+int zcli_plot_close(const char *who, FILE *f, zfile_out *o) {
+    if (fclose(f) != 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", who, o->path, strerror(errno));
+        zfile_out_abort(o);
+        return -1;
+    }
+    if (zfile_out_commit(o) != ZINC_OK) {
+        fprintf(stderr, "%s: %s\n", who, zinc_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* The script draws into `image` (the picture's temporary file, put in place after gnuplot succeeds). */
+static int write_script(const zcli_plot *p, bool png, const char *image) {
+    zfile_out o;
+    FILE *f = zcli_plot_open("zinc mem", p->script, p->input, &o);
     if (!f) return -1;
     char sub[2048];
     wrap(sub, sizeof sub, p->subtitle ? p->subtitle : "", 95);
     int lines = 2;
     for (const char *c = sub; *c; c++) lines += *c == '\n';
     fprintf(f, "set terminal %s size 1000,640 noenhanced\nset output ", png ? "pngcairo" : "svg");
-    put_string(f, p->out);
+    put_string(f, image);
     fprintf(f, "\nset tmargin %d\nset title ", lines + 2);
     char title[2300];
     snprintf(title, sizeof title, "%s\n%s", p->title, sub);
@@ -76,20 +105,27 @@ static int write_script(const zcli_plot *p, bool png) {
         fprintf(f, ", %.6g with lines dashtype 2 linewidth 2 title sprintf('GPU capacity %%.4g %s', %.6g)", p->capacity,
                 p->unit, p->capacity);
     fprintf(f, "\n");
-    return fclose(f) == 0 ? 0 : -1;
+    return zcli_plot_close("zinc mem", f, &o);
 }
 
 int zcli_plot_render(const char *who, const zcli_plot *p) {
     if (zcli_plot_check_name(who, p->out)) return -1;
     const char *ext = strrchr(p->out, '.');
-    if (write_script(p, !strcmp(ext, ".png"))) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", who, p->script, strerror(errno));
+    zfile_out img;
+    const char *inputs[] = {p->input ? p->input : "", NULL};
+    if (zfile_out_open(&img, "plot", p->out, ZFILE_REPLACE, inputs) != ZINC_OK) {
+        fprintf(stderr, "%s: %s\n", who, zinc_last_error());
+        return -1;
+    }
+    if (write_script(p, !strcmp(ext, ".png"), img.tmp)) {
+        zfile_out_abort(&img);
         return -1;
     }
     pid_t pid;
     char *argv[] = {"gnuplot", (char *)p->script, NULL};
     int err = posix_spawnp(&pid, "gnuplot", NULL, NULL, argv, environ);
     if (err == ENOENT) {
+        zfile_out_abort(&img);
         fprintf(stderr,
                 "%s: gnuplot is not installed (Debian: gnuplot-nox): skipped the plot; the data is in %s "
                 "and the script in %s\n",
@@ -98,8 +134,13 @@ int zcli_plot_render(const char *who, const zcli_plot *p) {
     }
     int status = 0;
     if (err || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        zfile_out_abort(&img);
         fprintf(stderr, "%s: gnuplot failed on %s%s\n", who, p->script,
                 !strcmp(ext, ".png") ? " (the png terminal needs cairo: try .svg)" : "");
+        return -1;
+    }
+    if (zfile_out_commit(&img) != ZINC_OK) {
+        fprintf(stderr, "%s: %s\n", who, zinc_last_error());
         return -1;
     }
     fprintf(stderr, "%s: wrote %s (data %s, script %s)\n", who, p->out, p->dat, p->script);

@@ -5,6 +5,10 @@
 #ifndef ZINC_CLI_MEM_PLOT_H
 #define ZINC_CLI_MEM_PLOT_H
 
+#include <stdio.h>
+
+#include "runtime/core/safe_file.h"
+
 typedef struct zcli_plot {
     const char *out;      /* FILE.svg or FILE.png */
     const char *dat;      /* the data file */
@@ -12,8 +16,9 @@ typedef struct zcli_plot {
     const char *title;    /* first title line */
     const char *subtitle; /* the model and config: wrapped to the picture's width */
     const char *xlabel, *ylabel;
-    const char *unit; /* "GiB" or "GB": the capacity's unit */
-    double capacity;  /* the GPU's memory in `unit`; 0 = not drawn */
+    const char *unit;  /* "GiB" or "GB": the capacity's unit */
+    double capacity;   /* the GPU's memory in `unit`; 0 = not drawn */
+    const char *input; /* the command's input (--config) that no output may replace, or NULL */
 } zcli_plot;
 
 /* 0 when `out` ends in .svg or .png, else -1 with a message naming the choices. */
@@ -21,5 +26,11 @@ int zcli_plot_check_name(const char *who, const char *out);
 /* Writes the script and runs gnuplot on it. 0 when drawn or when gnuplot is not installed (said on stderr
  * with the data and script left for later), -1 on failure (said on stderr). */
 int zcli_plot_render(const char *who, const zcli_plot *p);
+
+/* A plot's data file through the safe writer (runtime/core/safe_file.h): an existing regular file is replaced
+ * (plots are redrawn), a link, FIFO, device or `input` never. NULL after printing why. Finish with
+ * zcli_plot_close (0, or -1 after printing why), which puts the file in place. */
+FILE *zcli_plot_open(const char *who, const char *path, const char *input, zfile_out *o);
+int zcli_plot_close(const char *who, FILE *f, zfile_out *o);
 
 #endif

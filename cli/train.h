@@ -20,7 +20,7 @@ typedef struct zcli_train_opts {
     const char *config, *report, *save_dir, *resume;
     int64_t steps, seed, threads, save_every;
     int device, nonfinite; /* choices: cpu|cuda|auto (-1: the config's), error|skip */
-    bool quiet;
+    bool quiet, force;     /* force: an existing --report file may be replaced */
     zcli_list sets;
 } zcli_train_opts;
 
@@ -37,6 +37,10 @@ typedef struct zcli_train {
     double first_loss; /* the loss of the run's first step (NAN before it) */
     double loss;       /* the latest step's loss */
     zinc_step_info info;
+    int64_t taken; /* steps of this run that were taken (not skipped) */
+    /* the run's input files, which no output may replace: [0] the config (the driver's), then the model's
+     * (its prepare fills them; NULL-terminated) */
+    const char *inputs[8];
 } zcli_train;
 
 typedef struct zcli_train_model {

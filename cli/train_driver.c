@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/cli_files.h"
 #include "cli/train.h"
 #include "cli/train_guard.h"
 #include "cli/train_memory.h"
@@ -122,6 +123,7 @@ static int loop(const zcli_train_model *m, zcli_train *t) {
         double ts = zcli_now_s();
         if (m->step(t, s, &t->loss)) return -1;
         t->train_s += zcli_now_s() - ts;
+        t->taken += t->info.taken;
         if (s == t->start) t->first_loss = t->loss;
         if (m->after_step(t, s)) return -1;
         if (o->save_dir && o->save_every > 0 && (s + 1) % o->save_every == 0) {
@@ -134,27 +136,31 @@ static int loop(const zcli_train_model *m, zcli_train *t) {
     return 0;
 }
 
-static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed, double norm, uint64_t sum, int64_t n,
-                        json_t *hwm) {
+static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed, double norm, uint64_t sum,
+                        int64_t n, json_t *hwm) {
     char hex[32];
     snprintf(hex, sizeof hex, "%016" PRIx64, sum);
     const zinc_step_info *i = &t->info;
-    json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:s, s:f, s:I}",
-                          "model", m->name, "config", t->o->config, "world_size", zinc_world_size(t->e), "zero_stage",
-                          zinc_zero_stage(t->e), "steps", (json_int_t)i->step, "steps_taken",
-                          (json_int_t)i->steps_taken, "steps_skipped", (json_int_t)i->steps_skipped, "first_loss",
-                          isnan(t->first_loss) ? 0.0 : t->first_loss, "final_loss", t->loss, "final_loss_scale",
-                          (double)i->loss_scale, "final_lr", i->lr, "final_grad_norm",
-                          isfinite(i->grad_norm) ? i->grad_norm : -1.0, "parameters", (json_int_t)n, "param_l2_norm",
-                          norm, "param_checksum", hex, "seconds", elapsed, "resumed_from_step", (json_int_t)t->start);
+    json_t *j =
+        json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:s, s:f, s:I}", "model",
+                  m->name, "config", t->o->config, "world_size", zinc_world_size(t->e), "zero_stage",
+                  zinc_zero_stage(t->e), "steps", (json_int_t)i->step, "steps_taken", (json_int_t)i->steps_taken,
+                  "steps_skipped", (json_int_t)i->steps_skipped, "first_loss", zcli_real(t->first_loss), "final_loss",
+                  zcli_real(t->loss), "final_loss_scale", zcli_real((double)i->loss_scale), "final_lr", i->lr,
+                  "final_grad_norm", isfinite(i->grad_norm) ? i->grad_norm : -1.0, "parameters", (json_int_t)n,
+                  "param_l2_norm", zcli_real(norm), "param_checksum", hex, "seconds", elapsed, "resumed_from_step",
+                  (json_int_t)t->start);
     if (j) json_object_set(j, "vmhwm_bytes", hwm); /* each rank's VmHWM (/proc/self/status) */
-    if (!j || m->report(t, j, elapsed) || json_dump_file(j, t->o->report, JSON_INDENT(2) | JSON_REAL_PRECISION(17))) {
-        fprintf(stderr, "zinc train: cannot write the report to %s\n", t->o->report);
+    if (j && m->report(t, j, elapsed)) {
+        fprintf(stderr, "zinc train: cannot build the report for %s\n", t->o->report);
         json_decref(j);
         return -1;
     }
+    /* the safe writer: an existing file only with --force, never one of the run's inputs */
+    int bad = zcli_write_json("zinc train", "--report", t->o->report, j, JSON_INDENT(2) | JSON_REAL_PRECISION(17),
+                              t->o->force, t->inputs);
     json_decref(j);
-    return 0;
+    return bad ? -1 : 0;
 }
 
 /* The parameters' norm and checksum (collective gather), the summary and the report on rank 0. */
@@ -166,13 +172,18 @@ static int conclude(const zcli_train_model *m, zcli_train *t) {
     if (zcli_param_checksum(t->e, &sum, &norm) != ZINC_OK) return zcli_train_fail("reading the parameters failed");
     json_t *hwm = zcli_vmhwm_all(t->e); /* every rank's real peak, for the report */
     if (!hwm) return zcli_train_fail("gathering the ranks' peak memory failed");
-    int rc = 0;
+    /* A run in which every step was skipped did not train: an error, after its summary and report. */
+    int all_skipped = t->o->steps > t->start && t->taken == 0, bad = 0;
     if (zinc_rank(t->e) == 0) {
+        if (all_skipped)
+            zcli_all_steps_skipped("zinc train", t->o->steps - t->start, t->taken,
+                                   "Check the loss scale (fp16.loss_scale, initial_scale_power), the learning rate "
+                                   "and the data");
         m->summary(t, elapsed, norm, sum);
-        rc = t->o->report ? write_report(m, t, elapsed, norm, sum, n, hwm) : 0;
+        bad = t->o->report ? write_report(m, t, elapsed, norm, sum, n, hwm) : 0;
     }
     json_decref(hwm);
-    return rc;
+    return bad || all_skipped ? -1 : 0;
 }
 
 int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_opts) {
@@ -181,8 +192,11 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
     char save_why[8800] = "", report_why[8800] = "";
     if (o->save_dir) zcli_check_out_path("--save", o->save_dir, 1, save_why, sizeof save_why);
     if (o->report) zcli_check_out_path("--report", o->report, 0, report_why, sizeof report_why);
-    zcli_train t = {.o = o, .model_opts = model_opts, .first_loss = NAN};
+    zcli_train t = {.o = o, .model_opts = model_opts, .first_loss = NAN, .inputs = {o->config}};
     int run_lock = -1, rc = m->prepare(&t);
+    /* --report is checked against the inputs the model's prepare named (an existing file needs --force) */
+    if (rc == 0 && o->report && !report_why[0])
+        zcli_check_target("--report", o->report, o->force, t.inputs, report_why, sizeof report_why);
     if (rc == 0)
         rc = setup(m, &t, save_why, report_why, sizeof save_why, &run_lock) || loop(m, &t) || conclude(m, &t) ? 1 : 0;
     if (run_lock >= 0) close(run_lock);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli_files.h"
 #include "cli/gpt2_cli.h"
 #include "cli/train_gpt2.h"
 
@@ -90,15 +91,26 @@ static int shape_from_init(const gpt2_opts *g, gpt2_run *r) {
     return 0;
 }
 
-/* The shape of a resumed run (its zinc_gpt2.json, unless shape options are given), else the options'. */
-static int shape_from_options(const gpt2_opts *g, const char *resume, gpt2_run *r) {
+/* The shape of a resumed run: the one sealed in its checkpoint (or, saved before shapes were sealed, its
+ * zinc_gpt2.json); a shape option that disagrees is refused naming both values. 0 found, 1 none, -1 refused. */
+static int shape_from_resume(const gpt2_opts *g, const char *resume, gpt2_shape *s) {
     char err[1024];
-    gpt2_shape *s = &r->s;
-    int have = resume && g->layers < 0 && g->width < 0 ? zcli_gpt2_shape_load(resume, s, err, sizeof err) : 1;
-    if (have < 0) {
+    int64_t given[6] = {g->max_context, g->vocab, g->layers, g->heads, g->width, g->padded};
+    int have = zcli_gpt2_shape_sealed(resume, s, err, sizeof err);
+    if (have == 1) have = zcli_gpt2_shape_load(resume, s, err, sizeof err);
+    if (have < 0 || (have == 0 && zcli_gpt2_shape_flags_agree(resume, s, given, err, sizeof err))) {
         fprintf(stderr, "zinc train: --resume: %s\n", err);
         return -1;
     }
+    return have;
+}
+
+/* The shape of a resumed run, else the options'. */
+static int shape_from_options(const gpt2_opts *g, const char *resume, gpt2_run *r) {
+    char err[1024];
+    gpt2_shape *s = &r->s;
+    int have = resume ? shape_from_resume(g, resume, s) : 1;
+    if (have < 0) return -1;
     if (have == 1) {
         s->layers = (int)(g->layers > 0 ? g->layers : 4);
         s->channels = (int)(g->width > 0 ? g->width : 128);
@@ -161,6 +173,16 @@ static int gpt2_prepare(zcli_train *t) {
         fprintf(stderr, "zinc train --model gpt2: one of --data FILE (llm.c tokens) or --text FILE is required\n");
         return 2;
     }
+    if (g->init && t->o->resume) {
+        fprintf(stderr,
+                "zinc train: --init %s and --resume %s both give the starting weights; the checkpoint would "
+                "win without a word: give one of them\n",
+                g->init, t->o->resume);
+        return 2;
+    }
+    const char *in[] = {g->init, g->data, g->text, g->val_data};
+    for (int i = 0, k = 1; i < 4; i++)
+        if (in[i]) t->inputs[k++] = in[i];
     gpt2_run *r = calloc(1, sizeof *r);
     if (!(t->model = r)) return 1;
     r->context = g->context;
@@ -180,6 +202,7 @@ static int gpt2_build(zcli_train *t) {
         zcli_agree(t->e, "--val-every", &g->val_every, sizeof g->val_every) ||
         zcli_agree(t->e, "the model shape and --context", shape, sizeof shape))
         return -1;
+    if (zcli_gpt2_shape_seal(t->e, s)) return zcli_train_fail("sealing the model shape");
     gpt2_config mc = {.shape = *s, .context = (int)r->context, .init_file = g->init ? &r->init_file : NULL};
     if (gpt2_create(t->e, &mc, &r->m) != ZINC_OK) return zcli_train_fail("building the model failed");
     gpt2_model_close(&r->init_file);
@@ -193,7 +216,7 @@ static int gpt2_step_hook(zcli_train *t, int64_t step, double *loss) {
         fprintf(stderr, "zinc train: step %" PRId64 " failed: %s\n", step + 1, zinc_last_error());
         return -1;
     }
-    json_array_append_new(r->losses, json_real(*loss));
+    json_array_append_new(r->losses, json_real(zcli_real(*loss)));
     return 0;
 }
 

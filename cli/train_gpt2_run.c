@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli_files.h"
 #include "cli/gpt2_cli.h"
 #include "cli/train_gpt2.h"
 
@@ -104,7 +105,8 @@ static int validate(zcli_train *t, gpt2_run *r, int64_t st) {
     if (gpt2_val_loss(r->m, &r->val, g->val_batches, &r->last_val) != ZINC_OK)
         return zcli_train_fail("validation failed");
     if (zinc_rank(t->e) == 0) fprintf(stderr, "step %6" PRId64 " | val loss %.4f\n", st + 1, r->last_val);
-    json_array_append_new(r->val_losses, json_pack("{s:I, s:f}", "step", (json_int_t)(st + 1), "loss", r->last_val));
+    json_array_append_new(r->val_losses,
+                          json_pack("{s:I, s:f}", "step", (json_int_t)(st + 1), "loss", zcli_real(r->last_val)));
     r->t_last = zcli_now_s();
     return 0;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "cli/cli_files.h"
 #include "cli/train.h"
 #include "examples/mlp/mlp.h"
 
@@ -107,6 +108,13 @@ static int64_t mlp_numel(zcli_train *t) { return zinc_numel_total(t->e); }
 static void mlp_summary(zcli_train *t, double elapsed, double norm, uint64_t sum) {
     const mlp_run *r = t->model;
     const zinc_step_info *i = &t->info;
+    if (t->o->steps <= t->start) {
+        fprintf(stderr,
+                "zinc train: no steps run (the checkpoint is at step %" PRId64 ", --steps %" PRId64
+                "); parameter norm %.6f, checksum %016" PRIx64 "\n",
+                t->start, t->o->steps, norm, sum);
+        return;
+    }
     double rate = elapsed > 0 ? (double)((t->o->steps - t->start) * zinc_train_batch_size(t->e)) / elapsed : 0.0;
     fprintf(stderr,
             "zinc train: %" PRId64 " steps (%" PRId64 " taken, %" PRId64 " skipped) in %.2f s, %.0f samples/s; "
@@ -118,7 +126,7 @@ static void mlp_summary(zcli_train *t, double elapsed, double norm, uint64_t sum
 static int mlp_report(zcli_train *t, json_t *j, double elapsed) {
     (void)elapsed;
     const mlp_run *r = t->model;
-    return json_object_set_new(j, "final_accuracy", json_real(r->met.accuracy));
+    return json_object_set_new(j, "final_accuracy", json_real(zcli_real(r->met.accuracy)));
 }
 
 static void mlp_free(zcli_train *t) {

@@ -37,6 +37,8 @@ static const zcli_opt train_opts[] =
       "naming the step and tensor;\nskip: such steps are skipped with a warning (fp16 always skips and\nlowers its "
       "loss scale)"},
      {"--quiet", ZCLI_FLAG, O(quiet), NULL, 0, 0, NULL, "only warnings, errors and the summary"},
+     {"--force", ZCLI_FLAG, O(force), NULL, 0, 0, NULL,
+      "replace an existing --report file (never an input, a link or a\nspecial file)"},
      {0}};
 #undef O
 

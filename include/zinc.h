@@ -500,6 +500,18 @@ zinc_status zinc_export_safetensors(const char *checkpoint, const char *out_path
 zinc_status zinc_export_safetensors_ex(const char *checkpoint, const char *out_path, zinc_dtype dtype,
                                        unsigned flags);
 
+/* Integers stored with every checkpoint this engine saves, in its sealed manifest ("meta"): what a model's
+ * parameter shapes do not show (GPT-2's head count and vocabulary), so a resume or an export can refuse
+ * settings that disagree with the saved model. key: 1 to ZINC_META_KEY_MAX characters of [A-Za-z0-9._-];
+ * at most ZINC_META_MAX keys; setting a key again replaces its value. Not collective. */
+#define ZINC_META_MAX 32
+#define ZINC_META_KEY_MAX 48
+zinc_status zinc_checkpoint_meta_set(zinc_engine *e, const char *key, int64_t value);
+/* Not collective, needs no engine: the value of `key` in checkpoint `checkpoint` (DIR or DIR/TAG; the
+ * manifest's seal and fields are verified first). *found is 1 with *value set, or 0 when the checkpoint
+ * holds no such key (one saved before meta existed holds none). */
+zinc_status zinc_checkpoint_meta_get(const char *checkpoint, const char *key, int64_t *value, int *found);
+
 #ifdef __cplusplus
 }
 #endif

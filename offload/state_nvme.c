@@ -29,6 +29,8 @@
 
 #include "offload/crc32c.h"
 #include "runtime/core/error.h"
+#include "runtime/core/safe_file.h"
+#include "runtime/core/signals.h"
 #include "offload/aio.h"
 #include "offload/state.h"
 #include "offload/state_nvme.h"
@@ -58,7 +60,8 @@ typedef struct zstate_nvme {
     int file[NT];
     char *run_dir, *rank_dir, *path[NT];
     bool made_rank_dir, made_files[NT];
-    int64_t stride; /* bytes per chunk in each file */
+    int sig_run, sig_rank; /* zsig_remember slots: removed if SIGTERM/SIGINT ends the process (-1: none) */
+    int64_t stride;        /* bytes per chunk in each file */
     uint32_t align;
     int nbuf;
     bool bufs_registered;
@@ -412,6 +415,8 @@ static void nv_destroy(zstate *base) {
     zmemtrack *t = base->ctx.mem;
     if (z->aio) zaio_drain(z->aio);
     zaio_destroy(z->aio); /* closes the files */
+    zsig_forget(z->sig_rank);
+    zsig_forget(z->sig_run);
     for (int k = 0; k < z->nt; k++) {
         if (z->made_files[k]) unlink(z->path[k]);
         free(z->path[k]);
@@ -473,27 +478,33 @@ static zinc_status make_dirs(const char *path) {
     return ZINC_OK;
 }
 
-/* Run directories of processes that no longer exist on this host: crashed runs leave their files. */
-static void warn_stale(const zlog *log, const char *root) {
+/* Run directories of processes that no longer exist on this host (a run killed by SIGKILL, a crash, a
+ * machine reset; SIGTERM and SIGINT remove their own through runtime/core/signals.h) are removed: only
+ * directories named zinc-PID-XXXXXXXX, owned by this user, whose PID is not running here. nvme_path is
+ * node-local storage (each node its own disk), so a PID names a process of this host. */
+static void remove_stale(const zlog *log, const char *root) {
     DIR *d = opendir(root);
     if (!d) return;
-    int stale = 0;
-    char first[300] = "";
     struct dirent *de;
     while ((de = readdir(d))) {
         long pid = 0;
         char hex[16];
         if (sscanf(de->d_name, "zinc-%ld-%8[0-9a-f]", &pid, hex) != 2 || pid <= 0) continue;
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        if (!stale++) snprintf(first, sizeof first, "%s", de->d_name);
+        char *p = path_join(root, de->d_name);
+        struct stat sb;
+        if (p && lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode) && sb.st_uid == geteuid()) {
+            if (zfile_rmtree(p) == ZINC_OK)
+                ZLOG_WARN(log,
+                          "NVMe offload: removed %s, the swap files of run %ld, which is no longer running on this "
+                          "host (it did not exit cleanly)",
+                          p, pid);
+            else
+                ZLOG_WARN(log, "NVMe offload: %s", zinc_last_error());
+        }
+        free(p);
     }
     closedir(d);
-    if (stale)
-        ZLOG_WARN(log,
-                  "NVMe offload: %d run director%s under %s (e.g. %s) belong%s to processes no longer running on this "
-                  "host: runs that did not exit cleanly left their swap files. Remove them to free the space (zinc "
-                  "never deletes another run's files)",
-                  stale, stale == 1 ? "y" : "ies", root, first, stale == 1 ? "s" : "");
 }
 
 typedef struct run_msg {
@@ -510,7 +521,7 @@ static zinc_status make_run_dir(const zstate_ctx *c, const char *root, char name
     zinc_status st = ZINC_OK;
     if (c->comm->rank == 0) {
         st = make_dirs(root);
-        if (st == ZINC_OK) warn_stale(c->log, root);
+        if (st == ZINC_OK) remove_stale(c->log, root);
         for (int attempt = 0; st == ZINC_OK; attempt++) {
             uint32_t rnd = 0;
             if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
@@ -558,6 +569,7 @@ static zinc_status setup_local(zstate_nvme *z) {
         FAIL(ZINC_ERR_IO, "cannot create %s: %s%s", z->rank_dir, strerror(errno),
              errno == EEXIST ? " (another run uses the same directory: remove it)" : "");
     z->made_rank_dir = true;
+    z->sig_rank = zsig_remember(z->rank_dir, true);
 
     zaio_params p = {.block_size = c->aio.block_size,
                      .queue_depth = c->aio.queue_depth,
@@ -676,11 +688,14 @@ zinc_status zstate_create_nvme(const zstate_ctx *c, int64_t n, zstate **out) {
     z->base = (zstate){.ops = &nvme_ops, .ctx = *c, .n = n, .chunk = chunk};
     z->base.nchunks = n > 0 ? (n + chunk - 1) / chunk : 0;
     z->nt = c->tensors;
+    z->sig_run = z->sig_rank = -1;
     for (int t = 0; t < NT; t++) z->file[t] = -1;
     char run[96];
+    zsig_install(); /* a SIGTERM or SIGINT removes this run's swap files (runtime/core/signals.h) */
     TRY(make_run_dir(c, o->nvme_path, run));
     z->run_dir = path_join(o->nvme_path, run);
     if (!z->run_dir) FAIL(ZINC_ERR_NOMEM, "out of memory");
+    z->sig_run = zsig_remember(z->run_dir, false);
     /* Every rank learns whether every other rank got its files, so none waits in a collective for one that
      * failed. */
     zinc_status local = setup_local(z);

@@ -95,3 +95,6 @@ add_test(NAME config_once_per_job
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/config_once_per_job.sh ${ZINC_MPIRUN} $<TARGET_FILE:zinc_cli_hooks>)
 set_tests_properties(config_once_per_job PROPERTIES LABELS "config;cli;mpi" TIMEOUT 120 RESOURCE_LOCK mpirun
                      ENVIRONMENT "${ZINC_TEST_ENV}")
+
+# Issue 23's limits (min_loss_scale 0, the static loss scale's range, train_batch_size, relative nvme_path).
+zinc_test(NAME config_limits SOURCES test_config_limits.c LABELS config unit)

@@ -31,7 +31,7 @@ target_link_libraries(zinc_cublas_loader_emulated PUBLIC zinc_cuda_emulated ${CM
 
 add_library(zinc_mlp_cuda_emulated STATIC ${PROJECT_SOURCE_DIR}/examples/mlp/mlp.c
             ${PROJECT_SOURCE_DIR}/examples/mlp/mlp_cuda.c ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/mlp_kernels_host.c)
-target_include_directories(zinc_mlp_cuda_emulated PUBLIC ${PROJECT_SOURCE_DIR}/examples/mlp)
+target_include_directories(zinc_mlp_cuda_emulated PUBLIC ${PROJECT_SOURCE_DIR}/examples/mlp PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_definitions(zinc_mlp_cuda_emulated PRIVATE ZINC_MLP_CUDA=1)
 target_compile_options(zinc_mlp_cuda_emulated PRIVATE ${ZINC_WARN})
 target_link_libraries(zinc_mlp_cuda_emulated PUBLIC zinc_cuda_emulated PRIVATE zinc_cublas_loader_emulated m
@@ -114,7 +114,7 @@ file(GLOB ZINC_GPT2_HOST_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/example
 list(FILTER ZINC_GPT2_HOST_SOURCES EXCLUDE REGEX "_cuda\\.c$")
 foreach(variant cuda_emulated nogpu_emulated)
   add_library(zinc_gpt2_${variant} STATIC ${ZINC_GPT2_HOST_SOURCES})
-  target_include_directories(zinc_gpt2_${variant} PUBLIC ${PROJECT_SOURCE_DIR}/examples/gpt2)
+  target_include_directories(zinc_gpt2_${variant} PUBLIC ${PROJECT_SOURCE_DIR}/examples/gpt2 PRIVATE ${PROJECT_SOURCE_DIR})
   target_compile_options(zinc_gpt2_${variant} PRIVATE ${ZINC_WARN} -O2 -fno-math-errno)
   target_compile_definitions(zinc_gpt2_${variant} PRIVATE _GNU_SOURCE)
   target_link_libraries(zinc_gpt2_${variant} PUBLIC zinc_cuda_emulated PRIVATE ${ZINC_BLAS} m)

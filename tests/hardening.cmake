@@ -18,6 +18,7 @@ endif()
 set(ZINC_MANIFEST_READER_SOURCES
     ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_manifest.c ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_validate.c
     ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_io.c ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_safe.c
+    ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_meta.c ${PROJECT_SOURCE_DIR}/runtime/core/safe_file.c
     ${PROJECT_SOURCE_DIR}/offload/crc32c.c ${PROJECT_SOURCE_DIR}/zero/partition.c
     ${PROJECT_SOURCE_DIR}/runtime/engine/lr_schedule.c ${ZINC_CONFIG_LOADER_SOURCES})
 set(ZINC_MANIFEST_SEEDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/manifest_corpus)
@@ -65,4 +66,60 @@ if(ZINC_PYTHON3_FOR_MISMATCH)
            --workdir ${PROJECT_BINARY_DIR}/cli_hardening_test)
   set_tests_properties(cli_hardening PROPERTIES TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV}" LABELS "cli;hardening"
                        WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+endif()
+
+# Issue 23 (hardening, round 2) at the public API: overflow at registration, calls in the wrong state,
+# reserved tags, sealed model metadata, fp16 runs whose parameters go non-finite, the safe writer.
+zinc_test(NAME engine_hardening_api SOURCES test_hardening2.c engine_util.c LABELS hardening)
+
+# Issue 23 through the zinc program: safe outputs (export llmc, reports), special inputs, the sealed GPT-2
+# shape, messages, refusals, NVMe swap directories removed on SIGTERM/SIGINT and after dead runs.
+if(ZINC_PYTHON3_FOR_MISMATCH)
+  add_test(NAME cli_hardening2 COMMAND ${ZINC_PYTHON3_FOR_MISMATCH} ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_hardening2.py
+           --zinc $<TARGET_FILE:zinc_cli> --configs ${PROJECT_SOURCE_DIR}/ds_configs
+           --workdir ${PROJECT_BINARY_DIR}/cli_hardening2_test)
+  set_tests_properties(cli_hardening2 PROPERTIES TIMEOUT 900 ENVIRONMENT "${ZINC_TEST_ENV}" LABELS "cli;hardening"
+                       WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+endif()
+
+# ---------------------------------------------------------------- fuzzing the llm.c readers and --set
+# examples/gpt2/gpt2_files.c (model, token and text files, read through the safe reader) and the config
+# loader's --set overrides, built straight into the fuzz programs like the manifest fuzzer above.
+set(ZINC_LLMC_READER_SOURCES ${PROJECT_SOURCE_DIR}/examples/gpt2/gpt2_files.c
+    ${PROJECT_SOURCE_DIR}/runtime/core/safe_file.c ${ZINC_CONFIG_LOADER_SOURCES})
+add_executable(fuzz_llmc fuzz/fuzz_llmc.c ${ZINC_LLMC_READER_SOURCES})
+target_include_directories(fuzz_llmc PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include
+                           ${PROJECT_SOURCE_DIR}/examples/gpt2)
+target_compile_definitions(fuzz_llmc PRIVATE _GNU_SOURCE ZINC_VERSION="${PROJECT_VERSION}")
+target_compile_options(fuzz_llmc PRIVATE ${ZINC_WARN})
+target_link_libraries(fuzz_llmc PRIVATE PkgConfig::JANSSON m)
+if(ZINC_HAVE_ASAN_UBSAN)
+  target_compile_options(fuzz_llmc PRIVATE -fsanitize=address,undefined -fno-sanitize-recover=all
+                         -fno-omit-frame-pointer)
+  target_link_options(fuzz_llmc PRIVATE -fsanitize=address,undefined)
+endif()
+add_test(NAME gpt2_llmc_fuzz COMMAND fuzz_llmc --iterations 20000 --seed 1 --max-seconds 45)
+set_tests_properties(gpt2_llmc_fuzz PROPERTIES LABELS "fuzz;gpt2" TIMEOUT 120
+                     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1;UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
+if(ZINC_LIBFUZZER_WORKS)
+  set(fzl ${CMAKE_CURRENT_BINARY_DIR}/fuzz_llmc_libfuzzer)
+  set(fzl_flags -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+                -DZINC_LIBFUZZER -D_GNU_SOURCE -DZINC_VERSION="${PROJECT_VERSION}" -I${PROJECT_SOURCE_DIR}
+                -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/examples/gpt2)
+  foreach(d ${JANSSON_INCLUDE_DIRS})
+    list(APPEND fzl_flags -I${d})
+  endforeach()
+  add_custom_command(OUTPUT ${fzl}
+                     COMMAND ${ZINC_CLANG} ${fzl_flags} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_llmc.c
+                             ${ZINC_LLMC_READER_SOURCES} ${JANSSON_LINK_LIBRARIES} -lm -o ${fzl}
+                     DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_llmc.c ${ZINC_LLMC_READER_SOURCES}
+                             ${PROJECT_SOURCE_DIR}/examples/gpt2/gpt2_files.h ${ZINC_CONFIG_LOADER_HEADERS}
+                     COMMENT "Building the libFuzzer target fuzz_llmc_libfuzzer with ${ZINC_CLANG}"
+                     COMMAND_EXPAND_LISTS VERBATIM)
+  add_custom_target(fuzz_llmc_libfuzzer ALL DEPENDS ${fzl})
+  add_test(NAME gpt2_llmc_libfuzzer
+           COMMAND sh -c "d=$(mktemp -d) || exit 1; \"$0\" -runs=20000 -seed=1 -max_total_time=30 \"$d\"; rc=$?; rm -rf \"$d\"; exit $rc"
+                   ${fzl})
+  set_tests_properties(gpt2_llmc_libfuzzer PROPERTIES LABELS "fuzz;gpt2" TIMEOUT 120
+                       ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
 endif()

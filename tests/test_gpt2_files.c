@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "gpt2_files.h"
+#include "runtime/core/safe_file.h"
 #include "zt.h"
 
 static char dir[512];
@@ -59,7 +60,7 @@ static void test_model(void) {
     gpt2_shape r;
     int version = 0;
     /* version 3: bitwise */
-    ZT_OK(gpt2_model_write(path("m3.bin"), &s, p, 3, err, sizeof err));
+    ZT_OK(gpt2_model_write(path("m3.bin"), &s, p, 3, ZFILE_REPLACE, NULL, err, sizeof err));
     void *raw;
     size_t len = read_raw(path("m3.bin"), &raw);
     int32_t *h = raw;
@@ -71,7 +72,7 @@ static void test_model(void) {
     free(q);
     /* version 5: bf16; values already bf16 come back bitwise, others rounded to nearest even */
     for (int64_t i = 0; i < n; i++) p[i] = zinc_bf16_to_f32(zinc_f32_to_bf16(p[i]));
-    ZT_OK(gpt2_model_write(path("m5.bin"), &s, p, 5, err, sizeof err));
+    ZT_OK(gpt2_model_write(path("m5.bin"), &s, p, 5, ZFILE_REPLACE, NULL, err, sizeof err));
     ZT_OK(gpt2_model_read(path("m5.bin"), &r, &q, &version, err, sizeof err));
     ZT_CHECK(q && version == 5 && !memcmp(p, q, (size_t)n * 4), "version 5 round trip");
     free(q);
@@ -105,7 +106,7 @@ static void test_tokens(void) {
     int64_t n = 1000;
     uint16_t *t = malloc((size_t)n * 2);
     for (int64_t i = 0; i < n; i++) t[i] = (uint16_t)(i * 7919 % 50257);
-    ZT_OK(gpt2_tokens_write(path("t.bin"), t, n, err, sizeof err));
+    ZT_OK(gpt2_tokens_write(path("t.bin"), t, n, ZFILE_REPLACE, err, sizeof err));
     void *raw;
     size_t len = read_raw(path("t.bin"), &raw);
     int32_t *h = raw;

@@ -26,6 +26,6 @@ run() {
   shift 2
   env "$@" "$prog" train --model gpt2 --quiet --config "$work/c.json" --layers $L --width $C --heads $H \
     --vocab 50257 --context 64 --data "$work/tok.bin" --steps $steps --seed 7 --sample-tokens 1 \
-    "${ab_threads[@]}" --report "$work/r.json" > "$work/log" 2>&1 || { echo "$tag failed:"; tail -5 "$work/log"; exit 1; }
+    "${ab_threads[@]}" --force --report "$work/r.json" > "$work/log" 2>&1 || { echo "$tag failed:"; tail -5 "$work/log"; exit 1; }
   python3 -c "import json; r = json.load(open('$work/r.json')); t = r['time_split']; print('%-34s %7.1f tokens/s  model %5.1f s  engine %4.1f s  final loss %.9f' % ('$tag', r['tokens_per_s'], t['model_compute_s'], t['engine_s'], r['final_loss']))"
 }

@@ -59,7 +59,7 @@ zinc=$root/build/zinc
 train=$work/dev/data/tinyshakespeare/tiny_shakespeare_train.bin
 $zinc train --model gpt2 --quiet --config "$work/z0_1.json" --layers $L --width $C --heads $H --vocab 50257 \
   --max-context 64 --context 64 --data "$train" --steps 0 --save "$work/init"
-$zinc checkpoint export --format llmc "$work/init" --out "$work/gpt2_124M.bin"
+$zinc checkpoint export --format llmc "$work/init" --out "$work/gpt2_124M.bin" --force
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(date -u +%F\ %H:%M) UTC"
 echo "== shape: $L layers, $C channels, $H heads, vocabulary 50257 (padded 50304), B=4, T=64, fp32; OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}"
@@ -70,7 +70,7 @@ echo "== shape: $L layers, $C channels, $H heads, vocabulary 50257 (padded 50304
 for s in 0 2; do
   [[ $parts == *speed* ]] || break
   $zinc train --model gpt2 --quiet --config "$work/z${s}_1.json" --init "$work/gpt2_124M.bin" --context 64 --data "$train" \
-    --steps 40 --report "$work/z$s.report.json" > /dev/null 2>&1
+    --steps 40 --force --report "$work/z$s.report.json" > /dev/null 2>&1
   tps=$(python3 -c "import json; print('%.0f' % json.load(open('$work/z$s.report.json'))['tokens_per_s'])")
   echo "zinc stage $s, 1 rank: $tps tokens/s; ratio to llm.c $(python3 -c "print('%.2f' % ($tps / max(1, $llmc_tps)))")"
 done

@@ -35,7 +35,7 @@ echo "== shape: $L layers, $C channels, $H heads, vocabulary 50257 (padded 50304
 run() { # program tag stage dtype gas
   /usr/bin/time -f %M -o "$work/rss.$2" "$1" train --model gpt2 --quiet --config "$work/c$3$4$5.json" --layers $L \
     --width $C --heads $H --vocab 50257 --context 64 --data "$work/tok.bin" --steps 3 --seed 7 \
-    --sample-tokens 1 --report "$work/r.$2.json" > "$work/log.$2" 2>&1 || { echo "$2 failed:"; tail -5 "$work/log.$2"; exit 1; }
+    --sample-tokens 1 --force --report "$work/r.$2.json" > "$work/log.$2" 2>&1 || { echo "$2 failed:"; tail -5 "$work/log.$2"; exit 1; }
 }
 for dtype in fp32 bf16; do
   for stage in 0 2 3; do

@@ -31,7 +31,7 @@ for ckpt in off on; do
   est=$("$zinc" mem estimate --model gpt2 --config "$cfg" --text "$text" --ranks "$ranks" --threads "$threads" \
         --json "${model[@]}" | python3 -c 'import json,sys; print(max(r["whole_process_peak_bytes"] for r in json.load(sys.stdin)["ranks"]))')
   "${launch[@]}" "$zinc" train --model gpt2 --config "$cfg" --text "$text" --steps "$steps" --threads "$threads" \
-      --quiet --report "$out/report_$ckpt.json" "${model[@]}" 2> "$out/train_$ckpt.log"
+      --quiet --force --report "$out/report_$ckpt.json" "${model[@]}" 2> "$out/train_$ckpt.log"
   python3 - "$out/report_$ckpt.json" "$est" "$ckpt" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); est = int(sys.argv[2]); real = max(r["vmhwm_bytes"])

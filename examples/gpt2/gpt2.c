@@ -20,6 +20,7 @@
 #include "gpt2_internal.h"
 #include "gpt2_layers.h"
 #include "../common/example_rng.h"
+#include "runtime/core/error.h"
 
 #define NBLOCK_KINDS 12 /* GPT2_LN1W .. GPT2_FCPROJB */
 
@@ -212,38 +213,58 @@ static zinc_status choose_ops(gpt2_model *m) {
         if (st == ZINC_OK) m->ops = &gpt2_cuda_ops;
         return st;
     }
-    zinc_log(m->e, ZINC_LOG_ERROR, "gpt2: the engine's device memory is not host memory and not cuda; the model "
-             "computes on the host (device cpu) or on a CUDA GPU (device cuda)");
+    return ZERR(ZINC_ERR_UNSUPPORTED, "gpt2: the engine's device memory is not host memory and not cuda; the model "
+                                      "computes on the host (device cpu) or on a CUDA GPU (device cuda)");
 #else
-    zinc_log(m->e, ZINC_LOG_ERROR, "gpt2: the engine is on a GPU but this build of the GPT-2 example has no GPU path "
-             "(zinc was built without the CUDA backend, or without examples/gpt2/gpt2_kernels.cu); use device cpu "
-             "(--device cpu), or rebuild with nvcc on the PATH (-DZINC_CUDA=ON)");
+    static const char no_gpu[] = "gpt2: the engine is on a GPU but this build of the GPT-2 example has no GPU path "
+                                 "(zinc was built without the CUDA backend, or without examples/gpt2/gpt2_kernels.cu); "
+                                 "use device cpu (--device cpu), or rebuild with nvcc on the PATH (-DZINC_CUDA=ON)";
+    zinc_log(m->e, ZINC_LOG_ERROR, "%s", no_gpu);
+    return ZERR(ZINC_ERR_UNSUPPORTED, "%s", no_gpu);
 #endif
-    return ZINC_ERR_UNSUPPORTED;
+}
+
+/* The activations' size, as the allocations below add it up (double: the message's figure, never a size). */
+static double act_gib(const gpt2_model *m) {
+    double N = (double)m->mb * m->T, C = m->s.channels, att = N * m->s.heads * m->T, L = m->s.layers;
+    double floats = (L + 1) * N * C + L * (14 * N * C + 4 * N + att) + N * C + 2 * N + N * m->s.vocab +
+                    (18 * N * C + att) + (double)m->gas * N * 2;
+    return floats * 4 / 1073741824.0;
 }
 
 zinc_status gpt2_create(zinc_engine *e, const gpt2_config *cfg, gpt2_model **out) {
     char why[256];
     *out = NULL;
-    if (!cfg || gpt2_shape_check(&cfg->shape, why, sizeof why)) {
-        zinc_log(e, ZINC_LOG_ERROR, "gpt2: %s", cfg ? why : "no config");
-        return ZINC_ERR_INVALID_ARG;
-    }
-    if (cfg->context < 1 || cfg->context > cfg->shape.max_context) {
-        zinc_log(e, ZINC_LOG_ERROR, "gpt2: context %d must be 1..%d (the model's max context)", cfg->context,
-                 cfg->shape.max_context);
-        return ZINC_ERR_INVALID_ARG;
-    }
+    if (!cfg || gpt2_shape_check(&cfg->shape, why, sizeof why))
+        return ZERR(ZINC_ERR_INVALID_ARG, "gpt2: %s", cfg ? why : "no config");
+    if (cfg->context < 1 || cfg->context > cfg->shape.max_context)
+        return ZERR(ZINC_ERR_INVALID_ARG, "gpt2: context %d must be 1..%d (the model's max context)", cfg->context,
+                    cfg->shape.max_context);
     gpt2_layers_init();
     gpt2_model *m = calloc(1, sizeof *m);
-    if (!m) return ZINC_ERR_NOMEM;
+    if (!m) return ZERR(ZINC_ERR_NOMEM, "gpt2: out of memory for the model");
     m->e = e;
     m->s = cfg->shape;
     m->T = cfg->context;
     m->mb = (int)zinc_micro_batch_size(e);
     m->gas = zinc_grad_accum_steps(e);
-    int L = m->s.layers, T = m->T;
-    size_t N = (size_t)m->mb * (size_t)T;
+    int L = m->s.layers, C = m->s.channels, V = m->s.vocab, H = m->s.heads, T = m->T;
+    /* The activation sizes come from the user's micro batch, context, width, heads and vocabulary: each is
+     * checked before it is used (a product that wraps would allocate a small buffer and overrun it). */
+    uint64_t n64 = 0, nc64 = 0, att64 = 0, nv64 = 0;
+    const uint64_t max_elems = (uint64_t)1 << 40;
+    if (m->mb < 1 || __builtin_mul_overflow((uint64_t)m->mb, (uint64_t)T, &n64) ||
+        __builtin_mul_overflow(n64, (uint64_t)C * 4, &nc64) || __builtin_mul_overflow(n64, (uint64_t)V, &nv64) ||
+        __builtin_mul_overflow(n64, (uint64_t)H * (uint64_t)T, &att64) || nc64 > max_elems || nv64 > max_elems ||
+        att64 > max_elems) {
+        zinc_status bad = ZERR(ZINC_ERR_INVALID_ARG,
+                               "gpt2: micro batch %d x context %d gives activations beyond 2^40 elements (width %d, "
+                               "%d heads, vocabulary %d): lower train_micro_batch_size_per_gpu or --context",
+                               m->mb, T, C, H, V);
+        free(m);
+        return bad;
+    }
+    size_t N = (size_t)n64; /* the buffers' sizes: gpt2_buffers, from the same checked shape */
     int np = 4 + NBLOCK_KINDS * L;
     m->params = calloc((size_t)np, sizeof *m->params);
     m->pkind = calloc((size_t)np, sizeof *m->pkind);
@@ -317,8 +338,13 @@ zinc_status gpt2_create(zinc_engine *e, const gpt2_config *cfg, gpt2_model **out
 nomem:
     st = ZINC_ERR_NOMEM;
 fail:
-    zinc_log(e, ZINC_LOG_ERROR, "gpt2: no memory (%s) for the model's buffers (micro batch %d, context %d)",
-             m->ops ? m->ops->name : "host", m->mb, T);
+    /* The model's own buffers (declared to zinc_build's pre-flight, allocated after it): say what they need
+     * and how to lower it. */
+    st = ZERR(st,
+              "gpt2: no %s memory for the model's activations: about %.2f GiB for micro batch %d x context %d x "
+              "width %d x %d layers (+ logits over %d tokens, attention %d heads x context^2); lower "
+              "train_micro_batch_size_per_gpu, --context, --width or --layers",
+              m->ops ? m->ops->name : "host", act_gib(m), m->mb, T, C, L, V, H);
     gpt2_destroy(m);
     return st;
 bad:

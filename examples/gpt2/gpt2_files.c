@@ -1,6 +1,8 @@
 /* See gpt2_files.h. Files are little-endian; this code assumes a little-endian host (x86-64, arm64). */
 #include "gpt2_files.h"
 
+#include "runtime/core/safe_file.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,8 +73,9 @@ zinc_status gpt2_model_open(const char *path, gpt2_model_file *mf, char *err, si
     zinc_status st = ZINC_OK;
     int32_t h[256];
     memset(mf, 0, sizeof *mf);
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(ZINC_ERR_IO, err, cap, "%s: cannot open the model file: %s", path, strerror(errno));
+    FILE *f = NULL;
+    if (zfile_fopen_input("the model file", path, &f) != ZINC_OK)
+        return fail(ZINC_ERR_IO, err, cap, "%s", zinc_last_error());
     size_t got = fread(h, sizeof(int32_t), 256, f);
     if (got != 256) {
         st = fail(ZINC_ERR_CORRUPT, err, cap, "%s: truncated: the header needs 1024 bytes, the file has %zu", path,
@@ -166,28 +169,23 @@ zinc_status gpt2_model_read(const char *path, gpt2_shape *shape, float **params,
     return st;
 }
 
-/* Writes header + payload to path through path.tmp, fsynced and renamed. */
-static zinc_status write_file(const char *path, const int32_t *h, const void *data, size_t bytes, char *err,
-                              size_t cap) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return fail(ZINC_ERR_INVALID_ARG, err, cap, "%s: path too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return fail(ZINC_ERR_IO, err, cap, "%s: cannot create: %s", tmp, strerror(errno));
-    int ok = fwrite(h, sizeof(int32_t), 256, f) == 256 && fwrite(data, 1, bytes, f) == bytes && fflush(f) == 0 &&
-             fsync(fileno(f)) == 0;
-    int e = errno;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) e = errno;
-        unlink(tmp);
-        return fail(ZINC_ERR_IO, err, cap, "%s: writing %zu bytes failed: %s", path, bytes + 1024, strerror(e));
-    }
+/* Writes header + payload through the safe writer (a fresh temporary file, fsynced and renamed). */
+static zinc_status write_file(const char *path, const int32_t *h, const void *data, size_t bytes, unsigned flags,
+                              const char *const *inputs, char *err, size_t cap) {
+    zfile_out o;
+    zinc_status st = zfile_out_open(&o, "output", path, flags, inputs);
+    if (st == ZINC_OK) st = zfile_out_write(&o, h, 256 * sizeof(int32_t));
+    if (st == ZINC_OK) st = zfile_out_write(&o, data, bytes);
+    if (st == ZINC_OK)
+        st = zfile_out_commit(&o);
+    else
+        zfile_out_abort(&o);
+    if (st != ZINC_OK) return fail(st, err, cap, "%s", zinc_last_error());
     return ZINC_OK;
 }
 
-zinc_status gpt2_model_write(const char *path, const gpt2_shape *s, const float *params, int version, char *err,
-                             size_t cap) {
+zinc_status gpt2_model_write(const char *path, const gpt2_shape *s, const float *params, int version, unsigned flags,
+                             const char *const *inputs, char *err, size_t cap) {
     char why[256];
     if (gpt2_shape_check(s, why, sizeof why)) return fail(ZINC_ERR_INVALID_ARG, err, cap, "%s: %s", path, why);
     if (version != 3 && version != 5)
@@ -195,11 +193,11 @@ zinc_status gpt2_model_write(const char *path, const gpt2_shape *s, const float 
     int32_t h[256] = {GPT2_MODEL_MAGIC, version, s->max_context, s->vocab, s->layers, s->heads, s->channels,
                       s->padded_vocab};
     int64_t n = gpt2_num_params(s);
-    if (version == 3) return write_file(path, h, params, (size_t)n * 4, err, cap);
+    if (version == 3) return write_file(path, h, params, (size_t)n * 4, flags, inputs, err, cap);
     uint16_t *b = malloc((size_t)n * 2);
     if (!b) return fail(ZINC_ERR_NOMEM, err, cap, "%s: no memory for %lld bf16 parameters", path, (long long)n);
     for (int64_t i = 0; i < n; i++) b[i] = zinc_f32_to_bf16(params[i]);
-    zinc_status st = write_file(path, h, b, (size_t)n * 2, err, cap);
+    zinc_status st = write_file(path, h, b, (size_t)n * 2, flags, inputs, err, cap);
     free(b);
     return st;
 }
@@ -209,10 +207,12 @@ zinc_status gpt2_tokens_read(const char *path, gpt2_tokens *out, char *err, size
     out->n = 0;
     zinc_status st = ZINC_OK;
     int32_t h[256];
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(ZINC_ERR_IO, err, cap, "%s: cannot open the token file: %s", path, strerror(errno));
+    FILE *f = NULL;
+    if (zfile_fopen_input("the token file", path, &f) != ZINC_OK)
+        return fail(ZINC_ERR_IO, err, cap, "%s", zinc_last_error());
     size_t got = fread(h, sizeof(int32_t), 256, f);
     struct stat sb;
+    if (fstat(fileno(f), &sb) != 0) sb.st_size = -1;
     if (got != 256) {
         st = fail(ZINC_ERR_CORRUPT, err, cap, "%s: truncated: the header needs 1024 bytes, the file has %zu", path,
                   got * sizeof(int32_t));
@@ -222,10 +222,15 @@ zinc_status gpt2_tokens_read(const char *path, gpt2_tokens *out, char *err, size
     } else if (h[1] != 1) {
         st = fail(ZINC_ERR_UNSUPPORTED, err, cap, "%s: header[1] (version) is %d, expected 1 (uint16 tokens)", path,
                   h[1]);
-    } else if (h[2] < 0 || fstat(fileno(f), &sb) != 0 || (uint64_t)sb.st_size != 1024 + 2 * (uint64_t)h[2]) {
+    } else if (h[2] < 0) {
+        st = fail(ZINC_ERR_CORRUPT, err, cap,
+                  "%s: header[2] (token count) is %d, negative: the header is damaged or this is not an llm.c token "
+                  "file (the file has %lld bytes, so a good header would say %lld)",
+                  path, h[2], (long long)sb.st_size, sb.st_size >= 1024 ? (long long)(sb.st_size - 1024) / 2 : 0LL);
+    } else if ((uint64_t)sb.st_size != 1024 + 2 * (uint64_t)h[2]) {
         st = fail(ZINC_ERR_CORRUPT, err, cap,
                   "%s: header[2] (token count) is %d, so the file should have %llu bytes; it has %lld (truncated?)",
-                  path, h[2], 1024 + 2 * (unsigned long long)(h[2] < 0 ? 0 : h[2]), (long long)sb.st_size);
+                  path, h[2], 1024 + 2 * (unsigned long long)h[2], (long long)sb.st_size);
     } else if (!(out->tok = malloc((size_t)h[2] * 2 + 2))) {
         st = fail(ZINC_ERR_NOMEM, err, cap, "%s: no memory for %d tokens", path, h[2]);
     } else if (fread(out->tok, 2, (size_t)h[2], f) != (size_t)h[2]) {
@@ -238,19 +243,20 @@ zinc_status gpt2_tokens_read(const char *path, gpt2_tokens *out, char *err, size
     return st;
 }
 
-zinc_status gpt2_tokens_write(const char *path, const uint16_t *tok, int64_t n, char *err, size_t cap) {
+zinc_status gpt2_tokens_write(const char *path, const uint16_t *tok, int64_t n, unsigned flags, char *err, size_t cap) {
     if (n < 0 || n > INT32_MAX)
         return fail(ZINC_ERR_INVALID_ARG, err, cap, "%s: %lld tokens: a token file holds 0..%d", path, (long long)n,
                     INT32_MAX);
     int32_t h[256] = {GPT2_TOKENS_MAGIC, 1, (int32_t)n};
-    return write_file(path, h, tok, (size_t)n * 2, err, cap);
+    return write_file(path, h, tok, (size_t)n * 2, flags, NULL, err, cap);
 }
 
 zinc_status gpt2_tokens_from_text(const char *path, gpt2_tokens *out, char *err, size_t cap) {
     out->tok = NULL;
     out->n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(ZINC_ERR_IO, err, cap, "%s: cannot open the text file: %s", path, strerror(errno));
+    FILE *f = NULL;
+    if (zfile_fopen_input("the text file", path, &f) != ZINC_OK)
+        return fail(ZINC_ERR_IO, err, cap, "%s", zinc_last_error());
     struct stat sb;
     zinc_status st = ZINC_OK;
     unsigned char *buf = NULL;

@@ -56,16 +56,17 @@ typedef struct gpt2_model_file {
 zinc_status gpt2_model_open(const char *path, gpt2_model_file *mf, char *err, size_t cap);
 zinc_status gpt2_model_read_range(gpt2_model_file *mf, int64_t first, int64_t n, float *out, char *err, size_t cap);
 void gpt2_model_close(gpt2_model_file *mf);
-/* Writes one (version 3: fp32, 5: bf16 rounded to nearest even), under a temporary name renamed into place. */
-zinc_status gpt2_model_write(const char *path, const gpt2_shape *shape, const float *params, int version, char *err,
-                             size_t cap);
+/* Writes one (version 3: fp32, 5: bf16 rounded to nearest even) through the safe writer
+ * (runtime/core/safe_file.h): an existing file only with flags ZFILE_REPLACE, never one of `inputs`. */
+zinc_status gpt2_model_write(const char *path, const gpt2_shape *shape, const float *params, int version, unsigned flags,
+                             const char *const *inputs, char *err, size_t cap);
 
 typedef struct gpt2_tokens {
     uint16_t *tok;
     int64_t n;
 } gpt2_tokens;
 zinc_status gpt2_tokens_read(const char *path, gpt2_tokens *out, char *err, size_t cap);
-zinc_status gpt2_tokens_write(const char *path, const uint16_t *tok, int64_t n, char *err, size_t cap);
+zinc_status gpt2_tokens_write(const char *path, const uint16_t *tok, int64_t n, unsigned flags, char *err, size_t cap);
 /* A text file, one token per byte. */
 zinc_status gpt2_tokens_from_text(const char *path, gpt2_tokens *out, char *err, size_t cap);
 /* The first token >= vocab makes an error naming the file (what), its position and the vocabulary. */

@@ -4,6 +4,7 @@
  * mlp_cuda.c holds the GPU path (cuBLAS), which the loop picks on a cuda engine. */
 #include "mlp_internal.h"
 #include "../common/example_rng.h"
+#include "runtime/core/error.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -139,19 +140,34 @@ zinc_status mlp_memory(const mlp_config *cfg, int64_t micro_batch, uint64_t *act
 
 zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
     mlp_model *m = calloc(1, sizeof *m);
-    if (!m) return ZINC_ERR_NOMEM;
+    if (!m) return ZERR(ZINC_ERR_NOMEM, "mlp: out of memory for the model");
     m->e = e;
     m->cfg = cfg ? *cfg : mlp_default_config();
-    if (m->cfg.in_dim < 1 || m->cfg.in_dim > 512 || m->cfg.hidden < 1 || m->cfg.depth < 0 || m->cfg.classes < 2 ||
+    if (m->cfg.in_dim < 1 || m->cfg.in_dim > 512 || m->cfg.hidden < 1 || m->cfg.hidden > (1 << 20) ||
+        m->cfg.depth < 0 || m->cfg.depth > 4096 || m->cfg.classes < 2 || m->cfg.classes > (1 << 20) ||
         m->cfg.compute < MLP_COMPUTE_AUTO || m->cfg.compute > MLP_COMPUTE_DEVICE) {
+        zinc_status bad = ZERR(ZINC_ERR_INVALID_ARG,
+                               "mlp: in_dim %d, hidden %d, depth %d, classes %d, compute %d: want in_dim 1..512, "
+                               "hidden 1..2^20, depth 0..4096, classes 2..2^20 and an mlp_compute",
+                               m->cfg.in_dim, m->cfg.hidden, m->cfg.depth, m->cfg.classes, (int)m->cfg.compute);
         free(m);
-        return ZINC_ERR_INVALID_ARG;
+        return bad;
     }
     m->nlayers = m->cfg.depth + 1;
     m->mb = zinc_micro_batch_size(e);
-    m->layers = calloc((size_t)m->nlayers, sizeof *m->layers);
     int d = m->cfg.in_dim, widest = d > m->cfg.classes ? d : m->cfg.classes;
     if (m->cfg.hidden > widest) widest = m->cfg.hidden;
+    /* The activations are micro batch x widest floats: checked before any size is computed from them. */
+    int64_t act;
+    if (m->mb < 1 || __builtin_mul_overflow(m->mb, (int64_t)widest, &act) || act > ((int64_t)1 << 40) / 4) {
+        zinc_status bad = ZERR(ZINC_ERR_INVALID_ARG,
+                               "mlp: micro batch %lld x width %d floats per activation buffer is beyond 2^38 "
+                               "elements (1 TiB): lower train_micro_batch_size_per_gpu or the width",
+                               (long long)m->mb, widest);
+        free(m);
+        return bad;
+    }
+    m->layers = calloc((size_t)m->nlayers, sizeof *m->layers);
     m->widest = widest;
     m->x = calloc(n_inputs(m), sizeof(float));
     m->dz = calloc(n_grads(m), sizeof(float));
@@ -160,8 +176,12 @@ zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
     m->teacher_w1 = calloc(n_teacher1(m), sizeof(float));
     m->teacher_w2 = calloc(n_teacher2(m), sizeof(float));
     if (!m->layers || !m->x || !m->dz || !m->dh || !m->labels || !m->teacher_w1 || !m->teacher_w2) {
+        zinc_status nomem = ZERR(ZINC_ERR_NOMEM,
+                                 "mlp: no memory for the activations (3 buffers of micro batch %lld x %d floats, "
+                                 "%.1f MiB each): lower train_micro_batch_size_per_gpu",
+                                 (long long)m->mb, widest, (double)act * 4 / 1048576.0);
         mlp_destroy(m);
-        return ZINC_ERR_NOMEM;
+        return nomem;
     }
     uint64_t s = example_mix(m->cfg.data_seed);
     for (int i = 0; i < 2 * d * d; i++) m->teacher_w1[i] = (float)(example_normal(&s) * 2.0 / sqrt((double)d));
@@ -180,11 +200,19 @@ zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
         L->w = zinc_param_add(e, L->module, pname, 2, (int64_t[]){L->out, L->in}, ZINC_PARAM_DECAY);
         snprintf(pname, sizeof pname, "fc%d.bias", l + 1);
         L->b = zinc_param_add(e, L->module, pname, 1, (int64_t[]){L->out}, ZINC_PARAM_NO_DECAY);
-        L->wf = calloc((size_t)(L->out * L->in), sizeof(float));
+        if (!L->w || !L->b) goto fail;
+        L->wf = calloc((size_t)L->out * (size_t)L->in, sizeof(float));
         L->bf = calloc((size_t)L->out, sizeof(float));
-        L->h_in = calloc((size_t)(m->mb * L->in), sizeof(float));
-        L->z = calloc((size_t)(m->mb * L->out), sizeof(float));
-        if (!L->w || !L->b || !L->wf || !L->bf || !L->h_in || !L->z) goto fail;
+        L->h_in = calloc((size_t)m->mb * (size_t)L->in, sizeof(float));
+        L->z = calloc((size_t)m->mb * (size_t)L->out, sizeof(float));
+        if (!L->wf || !L->bf || !L->h_in || !L->z) {
+            zinc_status nomem = ZERR(ZINC_ERR_NOMEM,
+                                     "mlp: no memory for layer fc%d's buffers (%d x %d weights, micro batch %lld): "
+                                     "lower the width or train_micro_batch_size_per_gpu",
+                                     l + 1, L->out, L->in, (long long)m->mb);
+            mlp_destroy(m);
+            return nomem;
+        }
     }
     zinc_status st = declare_memory(m);
     if (st == ZINC_OK) st = zinc_build(e, init_param, m);

@@ -13,6 +13,7 @@
 
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/core/error.h"
+#include "runtime/core/safe_file.h"
 #include "kernels/cpu_kernels.h"
 
 #define EXPORT_PIECE ((int64_t)1 << 20) /* elements converted and written at a time */
@@ -57,33 +58,11 @@ fail:
     return NULL;
 }
 
-/* Where the export may go: its directory checked like a checkpoint directory; an existing out_path must be a
- * regular file, replaced only with ZINC_EXPORT_REPLACE, and never one of the checkpoint's own files. */
-static zinc_status check_out(const zckpt_manifest *m, const char *out_path, unsigned flags) {
-    char dir[ZCKPT_PATH_MAX];
-    if (snprintf(dir, sizeof dir, "%s", out_path) >= (int)sizeof dir)
-        return ZERR(ZINC_ERR_INVALID_ARG, "output path too long: %s", out_path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == dir)
-        dir[1] = 0;
-    else
-        *slash = 0;
-    zinc_status st = zckpt_check_dir(dir, "export directory");
-    if (st != ZINC_OK) return st;
+/* The export never replaces one of the checkpoint's own files (named in the message); everything else
+ * about its target (directory, type, --force) is the safe writer's (runtime/core/safe_file.h). */
+static zinc_status check_own_files(const zckpt_manifest *m, const char *out_path) {
     struct stat sb, tb;
-    if (lstat(out_path, &sb) != 0) {
-        if (errno == ENOENT) return ZINC_OK;
-        return ZERR(ZINC_ERR_IO, "cannot stat %s: %s", out_path, strerror(errno));
-    }
-    if (!S_ISREG(sb.st_mode))
-        return ZERR(ZINC_ERR_IO, "export: %s exists and is not a regular file (%s): refused; give another --out path",
-                    out_path,
-                    S_ISLNK(sb.st_mode)    ? "a symbolic link"
-                    : S_ISDIR(sb.st_mode)  ? "a directory"
-                    : S_ISFIFO(sb.st_mode) ? "a FIFO"
-                                           : "a device or special file");
+    if (stat(out_path, &sb) != 0) return ZINC_OK;
     char p[ZCKPT_PATH_MAX + 80];
     for (int i = -1; i < m->nfiles; i++) {
         snprintf(p, sizeof p, "%s/%s", m->dir, i < 0 ? ZCKPT_MANIFEST : m->files[i].name);
@@ -93,9 +72,6 @@ static zinc_status check_out(const zckpt_manifest *m, const char *out_path, unsi
                         "the checkpoint)",
                         out_path, p);
     }
-    if (!(flags & ZINC_EXPORT_REPLACE))
-        return ZERR(ZINC_ERR_IO, "export: %s already exists; pass --force (ZINC_EXPORT_REPLACE) to replace it",
-                    out_path);
     return ZINC_OK;
 }
 
@@ -108,12 +84,13 @@ zinc_status zinc_export_safetensors_ex(const char *checkpoint, const char *out_p
     zckpt_manifest m;
     zckpt_reader *rd = NULL;
     bool *open_ = NULL;
-    char tagdir[ZCKPT_PATH_MAX], tag[ZCKPT_TAG_MAX + 1], tmp[ZCKPT_PATH_MAX + 32];
+    char tagdir[ZCKPT_PATH_MAX], tag[ZCKPT_TAG_MAX + 1];
+    const char *tmp = NULL;
     char *hdr = NULL;
     float *vals = NULL;
     void *conv = NULL;
     int fd = -1;
-    bool created = false;
+    zfile_out o = {.fd = -1};
     zckpt_writer w;
     memset(&m, 0, sizeof m);
     if (!checkpoint || !out_path || !*out_path)
@@ -129,15 +106,19 @@ zinc_status zinc_export_safetensors_ex(const char *checkpoint, const char *out_p
     size_t hlen = 0, esz = zinc_dtype_size(dtype);
     hdr = build_header(&m, dtype, &hlen);
     if (!hdr) FAIL(ZINC_ERR_NOMEM, "out of memory building the safetensors header for %s", out_path);
-    TRY(check_out(&m, out_path, flags));
-    /* A fresh name no one can predict, created exclusively (mkstemp: O_EXCL, never follows a link). */
-    if (snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", out_path) >= (int)sizeof tmp)
-        FAIL(ZINC_ERR_INVALID_ARG, "output path too long: %s", out_path);
-    fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0)
-        FAIL(ZINC_ERR_IO, "cannot create %s: %s (check the directory exists and is writable)", tmp, strerror(errno));
-    created = true;
-    if (fchmod(fd, 0644) != 0) FAIL(ZINC_ERR_IO, "cannot set the mode of %s: %s", tmp, strerror(errno));
+    TRY(check_own_files(&m, out_path));
+    /* Nothing is written inside the tag directory, nor over the checkpoint directory's `latest` or
+     * zinc_gpt2.json (an export beside them in the checkpoint directory is fine). */
+    char ckdir[ZCKPT_PATH_MAX], latest[ZCKPT_PATH_MAX + 16], sidecar[ZCKPT_PATH_MAX + 32];
+    snprintf(ckdir, sizeof ckdir, "%s", m.dir);
+    char *cut = strrchr(ckdir, '/');
+    if (cut && cut != ckdir) *cut = 0;
+    snprintf(latest, sizeof latest, "%s/" ZCKPT_LATEST, ckdir);
+    snprintf(sidecar, sizeof sidecar, "%s/" ZCKPT_SIDECAR_GPT2, ckdir);
+    const char *inputs[] = {m.dir, latest, sidecar, NULL};
+    TRY(zfile_out_open(&o, "export: --out", out_path, flags & ZINC_EXPORT_REPLACE ? ZFILE_REPLACE : 0, inputs));
+    fd = o.fd;
+    tmp = o.tmp;
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
     TRY(zckpt_pwrite(&w, fd, tmp, len8, 8, 0));
@@ -178,14 +159,9 @@ zinc_status zinc_export_safetensors_ex(const char *checkpoint, const char *out_p
             off += n * (int64_t)esz;
         }
     }
-    if (fsync(fd) != 0) FAIL(ZINC_ERR_IO, "fsync of %s failed: %s", tmp, strerror(errno));
-    close(fd);
-    fd = -1;
-    if (rename(tmp, out_path) != 0) FAIL(ZINC_ERR_IO, "cannot rename %s to %s: %s", tmp, out_path, strerror(errno));
-    created = false;
+    TRY(zfile_out_commit(&o));
 fail:
-    if (fd >= 0) close(fd);
-    if (created) unlink(tmp);
+    if (o.fd >= 0) zfile_out_abort(&o);
     for (int f = 0; open_ && f < m.nfiles; f++)
         if (open_[f]) zckpt_reader_close(&rd[f]);
     free(rd);

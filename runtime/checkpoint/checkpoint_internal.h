@@ -29,7 +29,8 @@ struct zinc_engine;
 #define ZCKPT_FORMAT_VERSION_UNSEALED 1 /* still read: the same manifest without the seal */
 #define ZCKPT_MANIFEST "manifest.json"
 #define ZCKPT_LATEST "latest"
-#define ZCKPT_LOCK ".zinc.lock" /* flock'd by the directory writer for the whole save */
+#define ZCKPT_SIDECAR_GPT2 "zinc_gpt2.json" /* written beside the tags by zinc train --model gpt2 */
+#define ZCKPT_LOCK ".zinc.lock"             /* flock'd by the directory writer for the whole save */
 #define ZCKPT_MAGIC "ZINCSHRD"
 #define ZCKPT_HEADER_BYTES 4096
 #define ZCKPT_SECTION_ALIGN 4096
@@ -93,7 +94,8 @@ typedef struct zckpt_manifest {
 
 /* ---------------------------------------------------------------- checkpoint_io.c */
 
-/* Tags are 1..128 characters of [A-Za-z0-9._+-], not starting with '.'. */
+/* Tags are 1..128 characters of [A-Za-z0-9._+-], not starting with '.', and none of the names zinc writes in
+ * the checkpoint directory (latest, manifest.json, zinc_gpt2.json, *.tmp). */
 zinc_status zckpt_check_tag(const char *tag);
 /* PATH is a tag directory (has manifest.json) or a checkpoint directory (has `latest`): the tag
  * directory and its tag. */
@@ -182,6 +184,11 @@ zinc_status zckpt_manifest_validate(const char *path, const zckpt_manifest *m);
 void zckpt_manifest_free(zckpt_manifest *m);
 /* Whether the manifest's parameter table is this engine's; the error names the first difference. */
 zinc_status zckpt_manifest_match(const zckpt_manifest *m, const struct zinc_engine *e);
+
+/* ---------------------------------------------------------------- checkpoint_meta.c */
+
+/* The manifest's optional "meta" object: at most ZINC_META_MAX valid keys with integer values. */
+zinc_status zckpt_meta_validate(const char *path, const json_t *root);
 
 /* ---------------------------------------------------------------- checkpoint_agree.c */
 

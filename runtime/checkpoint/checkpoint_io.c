@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
+#include "runtime/core/safe_file.h"
 #include "offload/crc32c.h"
 
 zinc_status zckpt_host_little_endian(void) {
@@ -35,6 +35,20 @@ zinc_status zckpt_check_tag(const char *tag) {
                     "checkpoint tag \"%s\": a tag has 1 to %d characters and does not start "
                     "with '.'",
                     tag ? tag : "(null)", ZCKPT_TAG_MAX);
+    /* Names zinc writes beside the tags: a tag of that name would shadow one or be removed as a leftover. */
+    static const char *const reserved[] = {ZCKPT_LATEST, ZCKPT_MANIFEST, ZCKPT_SIDECAR_GPT2};
+    for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++)
+        if (!strcmp(tag, reserved[i]))
+            return ZERR(ZINC_ERR_INVALID_ARG,
+                        "checkpoint tag \"%s\" is reserved: zinc writes a file of that name in the checkpoint "
+                        "directory; choose another tag (reserved: latest, manifest.json, zinc_gpt2.json and names "
+                        "ending in .tmp)",
+                        tag);
+    if (n >= 4 && !strcmp(tag + n - 4, ".tmp"))
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "checkpoint tag \"%s\" is reserved: names ending in .tmp are zinc's temporary files, removed "
+                    "as leftovers by the next save; choose another tag",
+                    tag);
     for (size_t i = 0; i < n; i++) {
         char c = tag[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
@@ -74,6 +88,15 @@ zinc_status zckpt_resolve(const char *path, char *tagdir, size_t cap, char *tag,
         return ZERR(ZINC_ERR_INVALID_ARG, "checkpoint path \"%s\" is too long", path);
     if (!is_file(buf)) {
         struct stat sb;
+        if (lstat(buf, &sb) == 0)
+            FAIL(ZINC_ERR_CORRUPT,
+                 "checkpoint %s: %s is %s, not the small file zinc writes there (it names the newest tag): "
+                 "remove or rename it, or give DIR/TAG of a checkpoint",
+                 p, buf,
+                 S_ISDIR(sb.st_mode)    ? "a directory"
+                 : S_ISLNK(sb.st_mode)  ? "a symbolic link to nothing usable"
+                 : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                                        : "a special file");
         if (stat(p, &sb) != 0)
             FAIL(ZINC_ERR_IO,
                  "checkpoint %s: %s (give a checkpoint directory, which holds `latest`, or a tag "
@@ -163,18 +186,7 @@ zinc_status zckpt_fsync_dir(const char *path) {
     return ZINC_OK;
 }
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p) != 0 && errno != ENOENT ? -1 : 0;
-}
-
-zinc_status zckpt_rmtree(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return ZINC_OK;
-    if (nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
-        return ZERR(ZINC_ERR_IO, "cannot remove %s: %s (remove it by hand)", path, strerror(errno));
-    return ZINC_OK;
-}
+zinc_status zckpt_rmtree(const char *path) { return zfile_rmtree(path); }
 
 /* ---------------------------------------------------------------- writing */
 
@@ -217,19 +229,15 @@ zinc_status zckpt_pwrite(zckpt_writer *w, int fd, const char *path, const void *
 
 zinc_status zckpt_write_small(zckpt_writer *w, const char *dir, const char *name, const void *data, size_t n) {
     zinc_status st = ZINC_OK;
-    char tmp[ZCKPT_PATH_MAX], fin[ZCKPT_PATH_MAX];
-    int fd = -1;
-    TRY(zckpt_path(tmp, sizeof tmp, "%s/%s.tmp", dir, name));
+    char fin[ZCKPT_PATH_MAX];
+    zfile_out o = {.fd = -1};
     TRY(zckpt_path(fin, sizeof fin, "%s/%s", dir, name));
-    TRY(zckpt_create_excl(tmp, O_WRONLY, &fd));
-    TRY(zckpt_pwrite(w, fd, tmp, data, n, 0));
-    if (fsync(fd) != 0) FAIL(ZINC_ERR_IO, "fsync of %s failed: %s", tmp, strerror(errno));
-    close(fd);
-    fd = -1;
-    if (rename(tmp, fin) != 0) FAIL(ZINC_ERR_IO, "cannot rename %s to %s: %s", tmp, fin, strerror(errno));
-    TRY(zckpt_fsync_dir(dir));
+    /* `latest` is replaced by every save: the file is zinc's own, in a directory it holds locked. */
+    TRY(zfile_out_open(&o, "checkpoint file", fin, ZFILE_REPLACE, NULL));
+    TRY(zckpt_pwrite(w, o.fd, o.tmp, data, n, 0));
+    TRY(zfile_out_commit(&o));
 fail:
-    if (fd >= 0) close(fd);
+    if (o.fd >= 0) zfile_out_abort(&o);
     return st;
 }
 

@@ -173,7 +173,17 @@ json_t *zckpt_manifest_build(const zinc_engine *e, const char *tag, const char *
     json_object_set_new(root, "params", params);
     json_object_set_new(root, "files", fl);
     json_object_set_new(root, "config", config);
+    if (e->nmeta) {
+        json_t *meta = json_object();
+        for (int i = 0; meta && i < e->nmeta; i++)
+            json_object_set_new(meta, e->meta[i].key, json_integer((json_int_t)e->meta[i].value));
+        if (!meta) goto fail_root;
+        json_object_set_new(root, "meta", meta);
+    }
     return root;
+fail_root:
+    json_decref(root);
+    return NULL;
 fail:
     json_decref(root);
     json_decref(config);

@@ -13,27 +13,9 @@
 
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/core/error.h"
+#include "runtime/core/safe_file.h"
 
-zinc_status zckpt_check_dir(const char *path, const char *what) {
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return ZERR(ZINC_ERR_IO, "%s %s: %s (create it, or give a directory that exists)", what, path, strerror(errno));
-    if (!S_ISDIR(sb.st_mode)) return ZERR(ZINC_ERR_IO, "%s %s is not a directory", what, path);
-    uid_t me = geteuid();
-    if (sb.st_uid != me && sb.st_uid != 0)
-        return ZERR(ZINC_ERR_IO,
-                    "%s %s belongs to user %ld, not to this user (%ld) or root: another user could "
-                    "replace what zinc writes there; use a directory of your own",
-                    what, path, (long)sb.st_uid, (long)me);
-    if ((sb.st_mode & S_IWOTH) && !(sb.st_mode & S_ISVTX))
-        return ZERR(ZINC_ERR_IO,
-                    "%s %s is writable by every user and not sticky (mode %04o): another user could "
-                    "replace what zinc writes there; chmod o-w it or use a directory of your own",
-                    what, path, (unsigned)(sb.st_mode & 07777));
-    if (access(path, W_OK | X_OK) != 0)
-        return ZERR(ZINC_ERR_IO, "%s %s is not writable by this user: %s", what, path, strerror(errno));
-    return ZINC_OK;
-}
+zinc_status zckpt_check_dir(const char *path, const char *what) { return zfile_check_dir(path, what); }
 
 zinc_status zckpt_create_excl(const char *path, int flags, int *fd_out) {
     *fd_out = -1;

@@ -21,6 +21,7 @@
 #include "runtime/engine/engine_internal.h"
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
+#include "runtime/core/safe_file.h"
 
 /* Per-file facts every rank sends to the directory writers; block checksums follow. */
 typedef struct file_rec {
@@ -160,25 +161,21 @@ fail:
 
 static zinc_status write_shard(zinc_engine *e, zckpt_writer *w, const char *partial, const char *uid, zckpt_file *f) {
     zinc_status st = ZINC_OK;
-    char tmp[ZCKPT_PATH_MAX], fin[ZCKPT_PATH_MAX];
+    char fin[ZCKPT_PATH_MAX];
     uint8_t hdr[ZCKPT_HEADER_BYTES];
-    int fd = -1;
-    TRY(zckpt_path(tmp, sizeof tmp, "%s/%s.tmp", partial, f->name));
+    zfile_out o = {.fd = -1};
     TRY(zckpt_path(fin, sizeof fin, "%s/%s", partial, f->name));
-    TRY(zckpt_create_excl(tmp, O_RDWR, &fd));
+    TRY(zfile_out_open(&o, "checkpoint file", fin, 0, NULL));
     zckpt_header_encode(f, uid, hdr);
-    TRY(zckpt_pwrite(w, fd, tmp, hdr, sizeof hdr, 0));
-    TRY(write_sections(e, w, fd, tmp, f));
-    if (ftruncate(fd, (off_t)f->bytes) != 0)
-        FAIL(ZINC_ERR_IO, "cannot size checkpoint file %s to %lld bytes: %s (check free space)", tmp,
+    TRY(zckpt_pwrite(w, o.fd, o.tmp, hdr, sizeof hdr, 0));
+    TRY(write_sections(e, w, o.fd, o.tmp, f));
+    if (ftruncate(o.fd, (off_t)f->bytes) != 0)
+        FAIL(ZINC_ERR_IO, "cannot size checkpoint file %s to %lld bytes: %s (check free space)", o.tmp,
              (long long)f->bytes, strerror(errno));
-    TRY(checksum_file(fd, tmp, f));
-    if (fsync(fd) != 0) FAIL(ZINC_ERR_IO, "fsync of checkpoint file %s failed: %s", tmp, strerror(errno));
-    close(fd);
-    fd = -1;
-    if (rename(tmp, fin) != 0) FAIL(ZINC_ERR_IO, "cannot rename %s to %s: %s", tmp, fin, strerror(errno));
+    TRY(checksum_file(o.fd, o.tmp, f));
+    TRY(zfile_out_commit(&o));
 fail:
-    if (fd >= 0) close(fd);
+    if (o.fd >= 0) zfile_out_abort(&o);
     return st;
 }
 

@@ -84,12 +84,14 @@ static bool mul_ok(int64_t a, int64_t b, int64_t *out) {
 
 static zinc_status check_scaler(const char *path, const zckpt_manifest *m) {
     const zloss_scaler *s = &m->scaler;
-    if (!isfinite(s->cur_scale) || s->cur_scale <= 0 || s->cur_scale > 0x1p1000)
-        BAD("checkpoint manifest %s: field \"loss_scaler.cur_scale\" = %g is not a positive finite scale", path,
-            s->cur_scale);
-    if (!isfinite(s->min_scale) || s->min_scale <= 0 || s->min_scale > 0x1p1000)
-        BAD("checkpoint manifest %s: field \"loss_scaler.min_scale\" = %g is not a positive finite scale", path,
-            s->min_scale);
+    /* 2^64: a dynamic scale starts at most at 2^62 (fp16.initial_scale_power) and a static one is at most 65504
+     * (config_resolve.c); far beyond them every fp16 gradient overflows and every step would be skipped. */
+    if (!isfinite(s->cur_scale) || s->cur_scale <= 0 || s->cur_scale > 0x1p64)
+        BAD("checkpoint manifest %s: field \"loss_scaler.cur_scale\" = %g is outside (0, 2^64]", path, s->cur_scale);
+    if (!isfinite(s->min_scale) || s->min_scale < 0 || s->min_scale > s->cur_scale)
+        BAD("checkpoint manifest %s: field \"loss_scaler.min_scale\" = %g is outside [0, cur_scale %g] (0: no "
+            "floor)",
+            path, s->min_scale, s->cur_scale);
     if (!isfinite(s->scale_factor) || s->scale_factor < 1 || s->scale_factor > 0x1p20)
         BAD("checkpoint manifest %s: field \"loss_scaler.scale_factor\" = %g is outside [1, 2^20]", path,
             s->scale_factor);
@@ -118,6 +120,7 @@ zinc_status zckpt_manifest_validate(const char *path, const zckpt_manifest *m) {
     int64_t shard = m->flat_shard, micro = m->micro_batch, accum = m->grad_accum;
     if (zckpt_check_tag(m->tag) != ZINC_OK)
         BAD("checkpoint manifest %s: field \"tag\" = \"%.64s\" is not a valid tag", path, m->tag);
+    if ((st = zckpt_meta_validate(path, m->root)) != ZINC_OK) return st;
     for (int i = 0; i < ZCKPT_UID_LEN; i++)
         if (!((m->uid[i] >= '0' && m->uid[i] <= '9') || (m->uid[i] >= 'a' && m->uid[i] <= 'f')))
             BAD("checkpoint manifest %s: field \"uid\" = \"%s\" is not %d hex digits", path, m->uid, ZCKPT_UID_LEN);

@@ -15,6 +15,10 @@
 #define ZCFG_GIVEN_MAX 8192
 /* The NVMe optimizer pipeline's fewest swap buffers: one chunk read ahead, one updated, one written back. */
 #define ZCFG_NVME_MIN_BUFFERS 3
+/* Limits zinc sets beyond DeepSpeed's ranges (config_resolve.c): a larger global batch takes hours per step, and
+ * a smaller static loss scale makes every fp16 gradient underflow and every update non-finite. */
+#define ZCFG_MAX_TRAIN_BATCH ((int64_t)1 << 24)
+#define ZCFG_MIN_STATIC_LOSS_SCALE 0x1p-24
 
 /* The optimizers (runtime/optim: one descriptor each; their keys in config_schema.c). */
 typedef enum {

@@ -175,6 +175,14 @@ static void resolve_batch(zcfg_loader *L) {
                      how, advice);
         return;
     }
+    if (tb > ZCFG_MAX_TRAIN_BATCH) {
+        zcfg_problem(L, "train_batch_size",
+                     "%" PRId64 " samples per optimizer step is above zinc's limit of 2^24 = %lld (train_micro_batch_"
+                     "size_per_gpu %" PRId64 " x gradient_accumulation_steps %" PRId64 " x world_size %" PRId64
+                     "); one step would take hours: lower the micro batch or the accumulation steps",
+                     tb, (long long)ZCFG_MAX_TRAIN_BATCH, mb, ga, W);
+        return;
+    }
     c->train_batch_size = tb;
     c->train_micro_batch_size_per_gpu = mb;
     c->gradient_accumulation_steps = ga;
@@ -247,6 +255,17 @@ static void resolve_offload(zcfg_loader *L) {
     if (op->device == ZOFFLOAD_NVME && !op->nvme_path[0])
         zcfg_problem(L, "zero_optimization.offload_param.nvme_path",
                      "required when device is \"nvme\": the directory for the swap files");
+    /* DeepSpeed resolves a relative nvme_path against each rank's working directory; zinc refuses it, so that
+     * every rank, the swap directory's cleanup after a signal and the stale-run sweep name one place. */
+    const zcfg_offload *both[2] = {oo, op};
+    const char *keys[2] = {"zero_optimization.offload_optimizer.nvme_path",
+                           "zero_optimization.offload_param.nvme_path"};
+    for (int i = 0; i < 2; i++)
+        if (both[i]->device == ZOFFLOAD_NVME && both[i]->nvme_path[0] && both[i]->nvme_path[0] != '/')
+            zcfg_problem(L, keys[i],
+                         "\"%s\" is a relative path: give an absolute directory (e.g. /local_nvme/zinc); a relative "
+                         "one would depend on each rank's working directory",
+                         both[i]->nvme_path);
     /* DeepSpeed ignores offload_param below stage 3; it does not change the math, so neither does zinc */
     if (op->device != ZOFFLOAD_NONE && c->zero.stage != 3) {
         ZLOG_WARN(L->log,
@@ -388,6 +407,14 @@ void zcfg_resolve(zcfg_loader *L) {
                      "%g is above the initial scale 2^%d; lower it or raise "
                      "initial_scale_power",
                      c->fp16.min_loss_scale, c->fp16.initial_scale_power);
+    /* A static scale below 2^-24 (fp16's smallest subnormal) makes every fp16 gradient underflow to zero, and
+     * unscaling by it overflows the fp32 factor: every update would be non-finite. (Above 65504 is refused
+     * with the values that cannot train.) */
+    if (c->fp16.enabled && c->fp16.loss_scale != 0 && c->fp16.loss_scale < ZCFG_MIN_STATIC_LOSS_SCALE)
+        zcfg_problem(L, "fp16.loss_scale",
+                     "%g is below 2^-24 (5.96e-08), the smallest static loss scale (0 selects dynamic scaling); "
+                     "use 0, or a power of two such as 1024",
+                     c->fp16.loss_scale);
     resolve_scheduler(L);
     resolve_offload(L);
     resolve_learnable(L);

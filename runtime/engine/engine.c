@@ -90,6 +90,16 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     if (!o.config_path && !o.config_json)
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: give options.config_path (a ds_config.json file) or "
                                           "options.config_json (the JSON text)");
+    if ((int)o.log_level < ZINC_LOG_DEBUG || (int)o.log_level > ZINC_LOG_OFF)
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "zinc_create: options.log_level %d is not a zinc_log_level: want ZINC_LOG_DEBUG (0) to "
+                    "ZINC_LOG_OFF (4)",
+                    (int)o.log_level);
+    if ((int)o.device < ZINC_DEVICE_AUTO || (int)o.device > ZINC_DEVICE_CUDA)
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "zinc_create: options.device %d is not a zinc_device_kind: want ZINC_DEVICE_AUTO (0), "
+                    "ZINC_DEVICE_CPU (1) or ZINC_DEVICE_CUDA (2)",
+                    (int)o.device);
     if (o.cpu_threads < 0 || o.cpu_threads > ZPOOL_MAX_THREADS)
         return ZERR(ZINC_ERR_INVALID_ARG,
                     "zinc_create: options.cpu_threads %d: want 0 (cores / ranks on this node) "
@@ -281,17 +291,22 @@ zinc_param *zinc_param_add(zinc_engine *e, int module, const char *name, int ndi
         return NULL;
     }
     int64_t numel = 1;
+    const int64_t max_numel = (int64_t)1 << 45;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 1 || shape[i] > ((int64_t)1 << 40)) {
             ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): shape[%d] = %lld is out of range 1..2^40", name, i,
                  (long long)shape[i]);
             return NULL;
         }
-        numel *= shape[i];
-        if (numel > ((int64_t)1 << 45)) {
-            ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): too many elements", name);
+        /* checked before multiplying: a product past int64 would wrap to a small, wrong count */
+        if (numel > max_numel / shape[i]) {
+            ZERR(ZINC_ERR_INVALID_ARG,
+                 "zinc_param_add(\"%s\"): the shape's product exceeds 2^45 elements at dimension %d (%lld x %lld); "
+                 "a parameter holds at most 2^45 elements",
+                 name, i, (long long)numel, (long long)shape[i]);
             return NULL;
         }
+        numel *= shape[i];
     }
     if (e->nparams == e->cap_params) {
         int cap = e->cap_params ? 2 * e->cap_params : 64;
@@ -744,6 +759,9 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
     if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_step: call zinc_build first");
     zinc_status usable = zengine_check_usable(e, "zinc_step");
     if (usable != ZINC_OK) return usable;
+    if (zengine_in_parallel_body())
+        return ZERR(ZINC_ERR_STATE, "zinc_step: called from inside a zinc_parallel_for body; the step is collective "
+                                    "and uses the same threads: call it after zinc_parallel_for returns");
     for (int m = 0; m < e->nmodules; m++)
         if (e->modules[m].in_phase[0] || e->modules[m].in_phase[1])
             return ZERR(ZINC_ERR_STATE, "zinc_step: module \"%s\" is still entered (%s); exit it first",

@@ -39,6 +39,7 @@ zinc_status zinc_gather_master(zinc_engine *e, float *out, size_t n) {
     size_t *counts = NULL, *displs = NULL;
     if (!e || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_gather_master: NULL argument");
     if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_gather_master: call zinc_build first");
+    if ((st = zengine_check_usable(e, "zinc_gather_master")) != ZINC_OK) return st;
     if ((int64_t)n != zinc_numel_total(e))
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_gather_master: n is %zu but the model has %lld elements", n,
                     (long long)zinc_numel_total(e));

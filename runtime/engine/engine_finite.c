@@ -23,6 +23,11 @@ bool zengine_nonfinite_is_error(const zinc_engine *e) {
     return e->nonfinite != ZINC_NONFINITE_SKIP && !e->cfg.fp16.enabled;
 }
 
+/* The updated parameters are checked after every taken step in every dtype: fp16 skips a step whose
+ * gradients overflowed, but an update that made a parameter non-finite (a static loss scale far out of
+ * range, a learning rate that explodes) would otherwise be skipped around forever. */
+bool zengine_params_checked(const zinc_engine *e) { return e->nonfinite != ZINC_NONFINITE_SKIP; }
+
 zinc_status zengine_nonfinite_grad_error(const zinc_engine *e, int64_t first_bad, int bad_rank) {
     char where[512];
     describe(e, first_bad, where, sizeof where);

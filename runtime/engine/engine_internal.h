@@ -106,12 +106,21 @@ struct zinc_engine {
     void *agree_items;
     int agree_n, agree_cap;
     zinc_nonfinite nonfinite; /* zinc_options.nonfinite (engine_finite.c) */
+    /* the caller's integers sealed into every checkpoint's manifest (zinc_checkpoint_meta_set) */
+    struct {
+        char key[ZINC_META_KEY_MAX + 1];
+        int64_t value;
+    } meta[ZINC_META_MAX];
+    int nmeta;
 };
 
 /* Marks the engine broken with the current error's first line (see zinc_engine.broken). */
 void zengine_mark_broken(zinc_engine *e, const char *what);
 /* ZINC_ERR_STATE naming why, when the engine is broken; ZINC_OK otherwise. */
 zinc_status zengine_check_usable(const zinc_engine *e, const char *fn);
+
+/* engine_parallel.c: whether this thread is running a zinc_parallel_for body (collective calls refuse). */
+bool zengine_in_parallel_body(void);
 
 /* runtime/engine/engine_step.c */
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info);
@@ -151,6 +160,7 @@ void zengine_agree_free(zinc_engine *e);
 /* engine_finite.c: fp32/bf16 runs that go bad stop. Whether a non-finite gradient is an error here; the
  * error naming the step and the first tensor; collective: every rank's updated parameters finite. */
 bool zengine_nonfinite_is_error(const zinc_engine *e);
+bool zengine_params_checked(const zinc_engine *e);
 zinc_status zengine_nonfinite_grad_error(const zinc_engine *e, int64_t first_bad, int bad_rank);
 zinc_status zengine_check_params(zinc_engine *e, const void *own_params);
 

@@ -24,6 +24,8 @@ static void run_range(void *arg, size_t k) {
     in_range = outer;
 }
 
+bool zengine_in_parallel_body(void) { return in_range != 0; }
+
 zinc_status zinc_parallel_for(zinc_engine *e, int64_t n, void (*fn)(void *ctx, int64_t lo, int64_t hi), void *ctx) {
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_parallel_for: NULL engine");
     if (!fn) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_parallel_for: NULL fn (the loop body to run)");

@@ -139,7 +139,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         size_t csz = zinc_dtype_size(e->compute_dtype);
         void *out = e->stage == 3 ? e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
         TRY(zengine_optimizer_pass(e, e->optim, &hp, g, gdt, out));
-        if (zengine_nonfinite_is_error(e)) TRY(zengine_check_params(e, out));
+        if (zengine_params_checked(e)) TRY(zengine_check_params(e, out));
         if (e->stage == 1 || e->stage == 2) TRY(zengine_allgather_params(e));
         double prev;
         if (zls_update(&e->scaler, false, &prev) == ZLS_GREW)

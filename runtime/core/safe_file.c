@@ -1,0 +1,297 @@
+/* See safe_file.h. */
+#include "runtime/core/safe_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/core/error.h"
+
+static const char *kind_of(mode_t m) {
+    return S_ISLNK(m)                 ? "a symbolic link"
+           : S_ISDIR(m)               ? "a directory"
+           : S_ISFIFO(m)              ? "a FIFO"
+           : S_ISCHR(m) || S_ISBLK(m) ? "a device"
+           : S_ISSOCK(m)              ? "a socket"
+                                      : "a special file";
+}
+
+zinc_status zfile_check_dir(const char *path, const char *what) {
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return ZERR(ZINC_ERR_IO, "%s %s: %s (create it, or give a directory that exists)", what, path, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return ZERR(ZINC_ERR_IO, "%s %s is not a directory", what, path);
+    uid_t me = geteuid();
+    if (sb.st_uid != me && sb.st_uid != 0)
+        return ZERR(ZINC_ERR_IO,
+                    "%s %s belongs to user %ld, not to this user (%ld) or root: another user could "
+                    "replace what zinc writes there; use a directory of your own",
+                    what, path, (long)sb.st_uid, (long)me);
+    if ((sb.st_mode & S_IWOTH) && !(sb.st_mode & S_ISVTX))
+        return ZERR(ZINC_ERR_IO,
+                    "%s %s is writable by every user and not sticky (mode %04o): another user could "
+                    "replace what zinc writes there; chmod o-w it or use a directory of your own",
+                    what, path, (unsigned)(sb.st_mode & 07777));
+    if (access(path, W_OK | X_OK) != 0)
+        return ZERR(ZINC_ERR_IO, "%s %s is not writable by this user: %s", what, path, strerror(errno));
+    return ZINC_OK;
+}
+
+static zinc_status dir_of(const char *path, char *dir, size_t cap) {
+    if (!path || !*path) return ZERR(ZINC_ERR_INVALID_ARG, "an output path is empty");
+    if (snprintf(dir, cap, "%s", path) >= (int)cap) return ZERR(ZINC_ERR_INVALID_ARG, "path too long: %.200s", path);
+    size_t n = strlen(dir);
+    if (dir[n - 1] == '/') return ZERR(ZINC_ERR_INVALID_ARG, "%s names a directory; give a file name", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, cap, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    return ZINC_OK;
+}
+
+/* The inputs that exist, by device and inode (a missing one cannot be replaced). */
+static void collect_inputs(zfile_out *o, const char *const *inputs) {
+    o->nin = 0;
+    for (int i = 0; inputs && inputs[i] && o->nin < ZFILE_MAX_INPUTS; i++) {
+        struct stat ib;
+        if (!*inputs[i] || stat(inputs[i], &ib) != 0) continue;
+        struct zfile_input *x = &o->in[o->nin++];
+        x->dev = ib.st_dev;
+        x->ino = ib.st_ino;
+        x->dir = S_ISDIR(ib.st_mode);
+        snprintf(x->name, sizeof x->name, "%s", inputs[i]);
+    }
+}
+
+/* Whether the target (sb when it exists, in directory dir) is one of the inputs, or inside an input
+ * directory. */
+static zinc_status check_inputs(const zfile_out *o, const char *path, const struct stat *sb, const char *dir) {
+    struct stat db;
+    bool have_dir = stat(dir, &db) == 0;
+    for (int i = 0; i < o->nin; i++) {
+        const struct zfile_input *x = &o->in[i];
+        if (x->dir) {
+            if (have_dir && db.st_dev == x->dev && db.st_ino == x->ino)
+                return ZERR(ZINC_ERR_INVALID_ARG,
+                            "%s %s is inside %s, which this command reads: refused (it would overwrite its own "
+                            "input); write it somewhere else",
+                            o->what, path, x->name);
+        } else if (sb && sb->st_dev == x->dev && sb->st_ino == x->ino) {
+            return ZERR(ZINC_ERR_INVALID_ARG,
+                        "%s %s is %s, one of this command's inputs: refused (it would destroy it); give "
+                        "another path",
+                        o->what, path, x->name);
+        }
+    }
+    return ZINC_OK;
+}
+
+static zinc_status check_target(const zfile_out *o, const char *path, const char *dir) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) {
+        if (errno != ENOENT) return ZERR(ZINC_ERR_IO, "%s %s: %s", o->what, path, strerror(errno));
+        return check_inputs(o, path, NULL, dir);
+    }
+    if (!S_ISREG(sb.st_mode))
+        return ZERR(ZINC_ERR_IO,
+                    "%s %s exists and is %s, not a regular file: refused (zinc replaces only "
+                    "regular files); give another path",
+                    o->what, path, kind_of(sb.st_mode));
+    zinc_status st = check_inputs(o, path, &sb, dir);
+    if (st != ZINC_OK) return st;
+    if (!(o->flags & ZFILE_REPLACE))
+        return ZERR(ZINC_ERR_IO, "%s %s already exists; pass --force to replace it, or give another path", o->what,
+                    path);
+    return ZINC_OK;
+}
+
+zinc_status zfile_check_target(const char *what, const char *path, unsigned flags, const char *const *inputs) {
+    zfile_out *o = calloc(1, sizeof *o);
+    if (!o) return ZERR(ZINC_ERR_NOMEM, "out of memory checking %s", path);
+    o->what = what;
+    o->flags = flags;
+    collect_inputs(o, inputs);
+    char whatdir[160];
+    snprintf(whatdir, sizeof whatdir, "%s: the directory", what);
+    zinc_status st = dir_of(path, o->dir, sizeof o->dir);
+    if (st == ZINC_OK) st = zfile_check_dir(o->dir, whatdir);
+    if (st == ZINC_OK) st = check_target(o, path, o->dir);
+    free(o);
+    return st;
+}
+
+static uint64_t random64(void) {
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r) return r;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40) ^ (uintptr_t)&r;
+    r = (r ^ (r >> 30)) * 0xbf58476d1ce4e5b9ull;
+    return r ^ (r >> 31);
+}
+
+zinc_status zfile_out_open(zfile_out *o, const char *what, const char *path, unsigned flags,
+                           const char *const *inputs) {
+    memset(o, 0, sizeof *o);
+    o->fd = -1;
+    o->what = what;
+    o->flags = flags;
+    collect_inputs(o, inputs);
+    zinc_status st = dir_of(path, o->dir, sizeof o->dir);
+    if (st != ZINC_OK) return st;
+    snprintf(o->path, sizeof o->path, "%s", path);
+    char whatdir[160];
+    snprintf(whatdir, sizeof whatdir, "%s: the directory", what);
+    if ((st = zfile_check_dir(o->dir, whatdir)) != ZINC_OK) return st;
+    if ((st = check_target(o, path, o->dir)) != ZINC_OK) return st;
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    for (int tries = 0; tries < 64; tries++) {
+        if (snprintf(o->tmp, sizeof o->tmp, "%s/.%.200s.%016llx.tmp", o->dir, base, (unsigned long long)random64()) >=
+            (int)sizeof o->tmp)
+            return ZERR(ZINC_ERR_INVALID_ARG, "path too long: %.200s", path);
+        o->fd = open(o->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (o->fd >= 0) return ZINC_OK;
+        if (errno != EEXIST && errno != ELOOP) break;
+    }
+    return ZERR(ZINC_ERR_IO,
+                "%s %s: cannot create a temporary file in %s: %s (check the directory's permissions "
+                "and free space)",
+                what, path, o->dir, strerror(errno));
+}
+
+zinc_status zfile_out_write(zfile_out *o, const void *data, size_t n) {
+    const char *p = data;
+    while (n) {
+        ssize_t k = write(o->fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0)
+            return ZERR(ZINC_ERR_IO, "%s %s: writing failed: %s (check free space)", o->what, o->path,
+                        k < 0 ? strerror(errno) : "no progress");
+        p += k, n -= (size_t)k;
+    }
+    return ZINC_OK;
+}
+
+FILE *zfile_out_stream(zfile_out *o) {
+    int d = dup(o->fd);
+    FILE *f = d >= 0 ? fdopen(d, "wb") : NULL;
+    if (!f && d >= 0) close(d);
+    return f;
+}
+
+void zfile_out_abort(zfile_out *o) {
+    if (o->fd >= 0) close(o->fd);
+    if (o->fd >= 0 || o->tmp[0]) unlink(o->tmp);
+    o->fd = -1;
+    o->tmp[0] = 0;
+}
+
+zinc_status zfile_out_commit(zfile_out *o) {
+    zinc_status st = ZINC_OK;
+    if (fsync(o->fd) != 0) {
+        st = ZERR(ZINC_ERR_IO, "%s %s: fsync failed: %s (check free space)", o->what, o->path, strerror(errno));
+        goto fail;
+    }
+    if (close(o->fd) != 0) {
+        o->fd = -1;
+        st = ZERR(ZINC_ERR_IO, "%s %s: closing failed: %s", o->what, o->path, strerror(errno));
+        goto fail;
+    }
+    o->fd = -1;
+    /* Again, just before the rename: something may have been put in the target's place meanwhile. */
+    if ((st = check_target(o, o->path, o->dir)) != ZINC_OK) goto fail;
+    if (rename(o->tmp, o->path) != 0) {
+        st = ZERR(ZINC_ERR_IO, "%s: cannot rename %s to %s: %s", o->what, o->tmp, o->path, strerror(errno));
+        goto fail;
+    }
+    o->tmp[0] = 0;
+    int dfd = open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        int rc = fsync(dfd), err = errno;
+        close(dfd);
+        if (rc != 0 && err != EINVAL) /* some file systems cannot sync directories */
+            return ZERR(ZINC_ERR_IO, "fsync of directory %s failed: %s", o->dir, strerror(err));
+    }
+    return ZINC_OK;
+fail:
+    zfile_out_abort(o);
+    return st;
+}
+
+zinc_status zfile_write(const char *what, const char *path, const void *data, size_t n, unsigned flags,
+                        const char *const *inputs) {
+    zfile_out o;
+    zinc_status st = zfile_out_open(&o, what, path, flags, inputs);
+    if (st != ZINC_OK) return st;
+    if ((st = zfile_out_write(&o, data, n)) != ZINC_OK) {
+        zfile_out_abort(&o);
+        return st;
+    }
+    return zfile_out_commit(&o);
+}
+
+zinc_status zfile_open_input(const char *what, const char *path, int *fd_out) {
+    *fd_out = -1;
+    if (!path || !*path) return ZERR(ZINC_ERR_INVALID_ARG, "%s: the path is empty", what);
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        int err = errno;
+        return ZERR(ZINC_ERR_IO, "%s %s: cannot open it: %s", what, path,
+                    err == EISDIR ? "it is a directory; give a file" : strerror(err));
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int err = errno;
+        bool known = fstat(fd, &sb) == 0;
+        close(fd);
+        if (known && S_ISDIR(sb.st_mode))
+            return ZERR(ZINC_ERR_IO, "%s %s is a directory, not a file; give a file", what, path);
+        return ZERR(ZINC_ERR_IO,
+                    "%s %s is %s, not a regular file: refused (zinc reads inputs only from regular "
+                    "files; copy the data into one)",
+                    what, path, known ? kind_of(sb.st_mode) : strerror(err));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    *fd_out = fd;
+    return ZINC_OK;
+}
+
+zinc_status zfile_fopen_input(const char *what, const char *path, FILE **f) {
+    int fd;
+    *f = NULL;
+    zinc_status st = zfile_open_input(what, path, &fd);
+    if (st != ZINC_OK) return st;
+    *f = fdopen(fd, "rb");
+    if (!*f) {
+        close(fd);
+        return ZERR(ZINC_ERR_IO, "%s %s: %s", what, path, strerror(errno));
+    }
+    return ZINC_OK;
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+zinc_status zfile_rmtree(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return ZINC_OK;
+    if (nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return ZERR(ZINC_ERR_IO, "cannot remove %s: %s (remove it by hand)", path, strerror(errno));
+    return ZINC_OK;
+}
