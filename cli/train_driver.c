@@ -136,8 +136,8 @@ static int loop(const zcli_train_model *m, zcli_train *t) {
     return 0;
 }
 
-static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed, double norm, uint64_t sum,
-                        int64_t n, json_t *hwm) {
+static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed, double norm, uint64_t sum, int64_t n,
+                        json_t *hwm) {
     char hex[32];
     snprintf(hex, sizeof hex, "%016" PRIx64, sum);
     const zinc_step_info *i = &t->info;
