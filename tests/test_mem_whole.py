@@ -106,7 +106,7 @@ def estimate(ctx, cfg, shape, ranks, threads, extra=()):
 
 def train_cmd(ctx, cfg, shape, ranks, threads, report, steps=2, extra=()):
     cmd = [ctx.zinc, "train", "--model", "gpt2", "--config", cfg, "--text", ctx.text, "--steps", str(steps),
-           "--threads", str(threads), "--report", report, "--quiet"] + gpt2_flags(shape) + list(extra)
+           "--threads", str(threads), "--report", report, "--force", "--quiet"] + gpt2_flags(shape) + list(extra)
     return (ctx.mpirun + ["-np", str(ranks)] if ranks > 1 else []) + cmd
 
 
@@ -171,7 +171,7 @@ def case_mlp(ctx, stage, ranks, hidden=1024, depth=3):
     p = subprocess.run([ctx.zinc, "mem", "estimate", "--model", "mlp", "--config", cfg, "--ranks", str(ranks),
                         "--json"] + flags, capture_output=True, text=True)
     report = ctx.path("report.json")
-    cmd = [ctx.zinc, "train", "--config", cfg, "--steps", "3", "--report", report] + flags
+    cmd = [ctx.zinc, "train", "--config", cfg, "--steps", "3", "--report", report, "--force"] + flags
     rc, err = run_train(ctx, (ctx.mpirun + ["-np", str(ranks)] if ranks > 1 else []) + cmd)
     name = "mlp %dx%d stage %d %d rank(s)" % (depth, hidden, stage, ranks)
     if p.returncode != 0 or rc != 0:
@@ -228,7 +228,7 @@ def mode_ckpt(ctx):
 
 def mlp_cmd(ctx, cfg, report):
     return [ctx.zinc, "train", "--config", cfg, "--steps", "3", "--threads", "1", "--hidden", "512", "--depth", "3",
-            "--report", report]
+            "--report", report, "--force"]
 
 
 def early_no_memory(err):
