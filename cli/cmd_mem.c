@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/mem_whole.h"
 #include "cli/commands.h"
 #include "cli/mem_cli.h"
 
@@ -91,6 +92,8 @@ int zcli_cmd_mem(int argc, char **argv) {
         mc_usage(help ? stdout : stderr);
         return help ? 0 : 2;
     }
+    if (!strcmp(argv[1], "estimate") && zcli_mem_whole_wanted(argc - 1, argv + 1))
+        return zcli_mem_whole(argc - 1, argv + 1); /* the whole training process (mem_whole.c) */
     mopts o = {.measure = !strcmp(argv[1], "measure"),
                .nodes = 1,
                .gpn = 1,

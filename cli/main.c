@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/train.h"
@@ -25,7 +26,7 @@ static void usage(FILE *f) {
             ZINC_VERSION_STRING);
 }
 
-int main(int argc, char **argv) {
+static int run(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
@@ -45,4 +46,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "zinc: unknown command \"%s\"\n\n", argv[1]);
     usage(stderr);
     return 2;
+}
+
+/* Ends without the libraries' exit handlers: OpenBLAS's joins its server threads, and under a tight
+ * RLIMIT_AS a server thread that cannot map its buffer retries forever, so a run that failed (or was refused
+ * by the pre-flight) would never end (issue 25). MPI is finalised and the streams flushed first. */
+int main(int argc, char **argv) {
+    int rc = run(argc, argv);
+    zinc_finalize();
+    fflush(NULL);
+    _exit(rc);
 }

@@ -246,7 +246,7 @@ typedef struct est_run {
 static int est_load(est_run *r) {
     const mopts *o = r->o;
     if (mc_load_base(o, &r->base) || mc_model_arrays(r->m, &r->numel, &r->module)) return -1;
-    r->md = (zplan_model){r->m->n, r->numel, r->module, 0};
+    r->md = (zplan_model){.nparams = r->m->n, .numel = r->numel, .module = r->module};
     if (mc_load_variant(r->base, r->origin, (int)o->stage, o->offload, r->G, false, &r->cfg) != ZINC_OK) {
         fprintf(stderr, "zinc mem: %s\n", zinc_last_error());
         return -1;

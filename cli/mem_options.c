@@ -83,7 +83,9 @@ static const char mem_about[] =
     "plan: for each stage and offload, the fewest GPUs (and nodes) holding one rank's estimate with\n"
     "  ZINC_MEM_HEADROOM % (default 10) kept free, and the largest micro-batch beside it.";
 static const char mem_footer[] =
-    "Batch sizes do not change these bytes: zinc mem runs the config with a micro-batch of 1.";
+    "Batch sizes do not change these bytes: zinc mem runs the config with a micro-batch of 1.\n"
+    "zinc mem estimate --model gpt2|mlp [zinc train's model flags] --config FILE [--ranks N] [--json]: the whole\n"
+    "training process per rank, batch from the config (zinc mem estimate --model gpt2 --help).";
 
 static zcli_cmd mem_cmd(const char *name, mopts *o) {
     return (zcli_cmd){.name = name,

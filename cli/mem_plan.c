@@ -273,7 +273,7 @@ int mc_cmd_plan(const mopts *o, mmodel *m) {
         return 2;
     }
     if (mc_load_base(o, &p.base) || mc_model_arrays(m, &numel, &module)) goto done;
-    p.md = (zplan_model){m->n, numel, module, 0};
+    p.md = (zplan_model){.nparams = m->n, .numel = numel, .module = module};
     p.psi = (double)mc_model_total(m), p.U = unit_bytes(o);
     p.room = (double)o->gpu_mem * 100.0 / (100.0 + (double)o->headroom_pct); /* usable per GPU */
     plan_rows(&p);

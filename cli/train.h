@@ -73,9 +73,9 @@ typedef struct zcli_train_model {
     int (*after_step)(zcli_train *t, int64_t step);
     /* After the last step, before the final save (every rank). NULL: nothing. */
     int (*finish)(zcli_train *t);
-    /* The parameter count and a collective gather of them all (fp32), for the checksum and the norm. */
+    /* The parameter count (the driver streams the parameters for the checksum and the norm:
+     * zcli_param_checksum, train_memory.h). */
     int64_t (*numel)(zcli_train *t);
-    int (*gather)(zcli_train *t, float *out);
     /* Rank 0: the summary lines on stderr, and the model's keys in the --report object. */
     void (*summary)(zcli_train *t, double elapsed, double norm, uint64_t checksum);
     int (*report)(zcli_train *t, json_t *j, double elapsed);

@@ -13,6 +13,7 @@
 #include "cli/cli_files.h"
 #include "cli/train.h"
 #include "cli/train_guard.h"
+#include "cli/train_memory.h"
 #include "runtime/core/env.h"
 #include "runtime/core/signals.h"
 
@@ -180,8 +181,8 @@ static int loop(const zcli_train_model *m, zcli_train *t) {
     return 0;
 }
 
-static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed, double norm, uint64_t sum,
-                        int64_t n) {
+static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed, double norm, uint64_t sum, int64_t n,
+                        json_t *hwm) {
     char hex[32];
     snprintf(hex, sizeof hex, "%016" PRIx64, sum);
     const zinc_step_info *i = &t->info;
@@ -194,6 +195,7 @@ static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed
                   "final_grad_norm", isfinite(i->grad_norm) ? i->grad_norm : -1.0, "parameters", (json_int_t)n,
                   "param_l2_norm", zcli_real(norm), "param_checksum", hex, "seconds", elapsed, "resumed_from_step",
                   (json_int_t)t->start);
+    if (j) json_object_set(j, "vmhwm_bytes", hwm); /* each rank's VmHWM (/proc/self/status) */
     if (j && m->report(t, j, elapsed)) {
         fprintf(stderr, "zinc train: cannot build the report for %s\n", t->o->report);
         json_decref(j);
@@ -210,24 +212,22 @@ static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed
 static int conclude(const zcli_train_model *m, zcli_train *t) {
     double elapsed = zclock_now_s() - t->t0, norm = 0;
     int64_t n = m->numel(t);
-    float *p = malloc((size_t)n * sizeof *p);
-    if (!p || m->gather(t, p)) {
-        free(p);
-        return zcli_train_fail("gathering the parameters failed");
-    }
-    for (int64_t i = 0; i < n; i++) norm += (double)p[i] * p[i];
-    norm = sqrt(norm);
-    uint64_t sum = zcli_checksum(p, (size_t)n);
-    free(p);
+    uint64_t sum = 0;
+    /* streamed: no second copy of the model at the end of the run (issue 25) */
+    if (zcli_param_checksum(t->e, &sum, &norm) != ZINC_OK) return zcli_train_fail("reading the parameters failed");
+    json_t *hwm = zcli_vmhwm_all(t->e); /* every rank's real peak, for the report */
+    if (!hwm) return zcli_train_fail("gathering the ranks' peak memory failed");
     /* A run in which every step was skipped did not train: an error, after its summary and report. */
-    int all_skipped = t->o->steps > t->start && t->taken == 0;
-    if (zinc_rank(t->e) != 0) return all_skipped ? -1 : 0;
-    if (all_skipped)
-        zcli_all_steps_skipped("zinc train", t->o->steps - t->start, t->taken,
-                               "Check the loss scale (fp16.loss_scale, initial_scale_power), the learning rate and "
-                               "the data");
-    m->summary(t, elapsed, norm, sum);
-    int bad = t->o->report ? write_report(m, t, elapsed, norm, sum, n) : 0;
+    int all_skipped = t->o->steps > t->start && t->taken == 0, bad = 0;
+    if (zinc_rank(t->e) == 0) {
+        if (all_skipped)
+            zcli_all_steps_skipped("zinc train", t->o->steps - t->start, t->taken,
+                                   "Check the loss scale (fp16.loss_scale, initial_scale_power), the learning rate "
+                                   "and the data");
+        m->summary(t, elapsed, norm, sum);
+        bad = t->o->report ? write_report(m, t, elapsed, norm, sum, n, hwm) : 0;
+    }
+    json_decref(hwm);
     return bad || all_skipped ? -1 : 0;
 }
 

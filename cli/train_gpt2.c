@@ -67,10 +67,12 @@ static int check_flag(const char *init, const char *flag, int64_t given, int hav
 static int shape_from_init(const gpt2_opts *g, gpt2_run *r) {
     char err[1024];
     gpt2_shape *s = &r->s;
-    if (gpt2_model_read(g->init, s, &r->init_params, NULL, err, sizeof err) != ZINC_OK) {
+    /* read piece by piece while the engine builds: no copy of the model in memory */
+    if (gpt2_model_open(g->init, &r->init_file, err, sizeof err) != ZINC_OK) {
         fprintf(stderr, "zinc train: --init: %s\n", err);
         return -1;
     }
+    *s = r->init_file.shape;
     if (check_flag(g->init, "--max-context", g->max_context, s->max_context, 2) ||
         check_flag(g->init, "--vocab", g->vocab, s->vocab, 3) ||
         check_flag(g->init, "--layers", g->layers, s->layers, 4) ||
@@ -201,10 +203,9 @@ static int gpt2_build(zcli_train *t) {
         zcli_agree(t->e, "the model shape and --context", shape, sizeof shape))
         return -1;
     if (zcli_gpt2_shape_seal(t->e, s)) return zcli_train_fail("sealing the model shape");
-    gpt2_config mc = {.shape = *s, .context = (int)r->context, .init = r->init_params};
+    gpt2_config mc = {.shape = *s, .context = (int)r->context, .init_file = g->init ? &r->init_file : NULL};
     if (gpt2_create(t->e, &mc, &r->m) != ZINC_OK) return zcli_train_fail("building the model failed");
-    free(r->init_params);
-    r->init_params = NULL;
+    gpt2_model_close(&r->init_file);
     if (g->shuffle) gpt2_shuffle(r->m, (uint64_t)t->o->seed);
     return 0;
 }
@@ -223,17 +224,13 @@ static int gpt2_step_end(zcli_train *t, double *loss) {
 
 static int64_t gpt2_numel(zcli_train *t) { return gpt2_num_params(&((gpt2_run *)t->model)->s); }
 
-static int gpt2_gather(zcli_train *t, float *out) {
-    return gpt2_gather_llmc(((gpt2_run *)t->model)->m, out) == ZINC_OK ? 0 : -1;
-}
-
 static void gpt2_free(zcli_train *t) {
     gpt2_run *r = t->model;
     if (!r) return;
     json_decref(r->losses);
     json_decref(r->val_losses);
     json_decref(r->sample_text);
-    free(r->init_params);
+    gpt2_model_close(&r->init_file);
     gpt2_tokens_free(&r->train);
     gpt2_tokens_free(&r->val);
     gpt2_destroy(r->m);
@@ -259,7 +256,6 @@ const zcli_train_model zcli_model_gpt2 = {
     .after_step = zcli_gpt2_after_step,
     .finish = zcli_gpt2_finish,
     .numel = gpt2_numel,
-    .gather = gpt2_gather,
     .summary = zcli_gpt2_summary,
     .report = zcli_gpt2_report,
     .destroy = gpt2_free,

@@ -20,7 +20,7 @@ typedef struct gpt2_opts {
 typedef struct gpt2_run {
     gpt2_shape s;
     int64_t context;
-    float *init_params; /* from --init, until the build has copied them */
+    gpt2_model_file init_file; /* --init, open until the build has read it piece by piece */
     gpt2_tokens train, val;
     const char *train_name, *val_name; /* the files they came from, for messages */
     gpt2_model *m;

@@ -107,10 +107,6 @@ static int mlp_after_step(zcli_train *t, int64_t s) {
 
 static int64_t mlp_numel(zcli_train *t) { return zinc_numel_total(t->e); }
 
-static int mlp_gather(zcli_train *t, float *out) {
-    return zinc_gather_master(t->e, out, (size_t)zinc_numel_total(t->e)) == ZINC_OK ? 0 : -1;
-}
-
 static void mlp_summary(zcli_train *t, double elapsed, double norm, uint64_t sum) {
     const mlp_run *r = t->model;
     const zinc_step_info *i = &t->info;
@@ -156,7 +152,6 @@ const zcli_train_model zcli_model_mlp = {
     .step_end = mlp_step_end,
     .after_step = mlp_after_step,
     .numel = mlp_numel,
-    .gather = mlp_gather,
     .summary = mlp_summary,
     .report = mlp_report,
     .destroy = mlp_free,

@@ -54,18 +54,18 @@ extern "C" {
 
 typedef enum zinc_status {
     ZINC_OK = 0,
-    ZINC_ERR_INVALID_ARG,   /* a caller passed a bad argument (NULL, out of range, unknown name) */
-    ZINC_ERR_CONFIG,        /* the ds_config is invalid: the message names the key, value and valid range */
-    ZINC_ERR_STATE,         /* the API was used in the wrong order (step before build, exit without enter) */
-    ZINC_ERR_NOMEM,         /* an allocation failed or a pre-flight memory check refused to start */
-    ZINC_ERR_IO,            /* a file operation failed: the message names file, offset and length */
-    ZINC_ERR_COMM,          /* a collective (MPI or NCCL) failed */
-    ZINC_ERR_DEVICE,        /* the compute device (CUDA) failed or is missing */
-    ZINC_ERR_LOSS_SCALE,    /* fp16 overflow with the loss scale already at its minimum */
-    ZINC_ERR_UNSUPPORTED,   /* a feature that this build or this zinc version does not provide */
-    ZINC_ERR_CORRUPT,       /* stored data failed its checksum or does not match what was expected */
-    ZINC_ERR_INTERNAL,      /* a bug in zinc: please report it with the message */
-    ZINC_ERR_NONFINITE      /* a non-finite gradient (fp32/bf16) or parameter: the run went bad at that step */
+    ZINC_ERR_INVALID_ARG, /* a caller passed a bad argument (NULL, out of range, unknown name) */
+    ZINC_ERR_CONFIG,      /* the ds_config is invalid: the message names the key, value and valid range */
+    ZINC_ERR_STATE,       /* the API was used in the wrong order (step before build, exit without enter) */
+    ZINC_ERR_NOMEM,       /* an allocation failed or a pre-flight memory check refused to start */
+    ZINC_ERR_IO,          /* a file operation failed: the message names file, offset and length */
+    ZINC_ERR_COMM,        /* a collective (MPI or NCCL) failed */
+    ZINC_ERR_DEVICE,      /* the compute device (CUDA) failed or is missing */
+    ZINC_ERR_LOSS_SCALE,  /* fp16 overflow with the loss scale already at its minimum */
+    ZINC_ERR_UNSUPPORTED, /* a feature that this build or this zinc version does not provide */
+    ZINC_ERR_CORRUPT,     /* stored data failed its checksum or does not match what was expected */
+    ZINC_ERR_INTERNAL,    /* a bug in zinc: please report it with the message */
+    ZINC_ERR_NONFINITE    /* a non-finite gradient (fp32/bf16) or parameter: the run went bad at that step */
 } zinc_status;
 
 /* The message of the last failed call on this thread ("" if none). Valid until the next zinc call. */
@@ -114,7 +114,7 @@ typedef enum zinc_device_kind {
     ZINC_DEVICE_AUTO = 0, /* cuda when ZINC_EXPERIMENTAL_CUDA=1, a GPU is present and zinc was built with
                              CUDA; else cpu */
     ZINC_DEVICE_CPU = 1,
-    ZINC_DEVICE_CUDA = 2  /* refused unless ZINC_EXPERIMENTAL_CUDA=1: the backend has never run on a GPU */
+    ZINC_DEVICE_CUDA = 2 /* refused unless ZINC_EXPERIMENTAL_CUDA=1: the backend has never run on a GPU */
 } zinc_device_kind;
 
 /* ---------------------------------------------------------------- options and engine lifecycle */
@@ -130,10 +130,10 @@ typedef struct zinc_options {
     /* sizeof(zinc_options) as the caller was compiled: set by zinc_default_options(). Start from it and set
      * fields by name; zinc_create refuses 0 (a struct that did not come from zinc_default_options). */
     size_t struct_size;
-    const char *config_path;  /* a ds_config.json file, or NULL */
-    const char *config_json;  /* or the JSON text itself (used when config_path is NULL) */
-    zinc_device_kind device;  /* default ZINC_DEVICE_AUTO */
-    zinc_log_fn log_fn;       /* default zinc_log_stderr */
+    const char *config_path; /* a ds_config.json file, or NULL */
+    const char *config_json; /* or the JSON text itself (used when config_path is NULL) */
+    zinc_device_kind device; /* default ZINC_DEVICE_AUTO */
+    zinc_log_fn log_fn;      /* default zinc_log_stderr */
     void *log_userdata;
     zinc_log_level log_level; /* default ZINC_LOG_INFO */
     uint64_t seed;            /* base seed for per-parameter initialisation; default 1234 */
@@ -181,7 +181,7 @@ void zinc_finalize(void);
 /* ---------------------------------------------------------------- model registration (before build) */
 
 /* Parameter flags. */
-#define ZINC_PARAM_DECAY 1u   /* weight decay applies to this parameter */
+#define ZINC_PARAM_DECAY 1u /* weight decay applies to this parameter */
 #define ZINC_PARAM_NO_DECAY 0u
 
 /* Adds a module (a unit of gathering and gradient completion) and returns its id (>= 0), or -1 on error.
@@ -189,6 +189,13 @@ void zinc_finalize(void);
  * best when backward visits modules in reverse order of addition). A module may have no parameters (it is
  * accepted and costs nothing; entering it does nothing). */
 int zinc_module_add(zinc_engine *e, const char *name);
+/* Before zinc_build: the model enters this module more than once in one backward pass (a weight used in two
+ * places, such as a tied LM head whose backward runs apart from the embedding's). At ZeRO stages 2-3 such a
+ * module keeps its gradients in a buffer of its own (its elements, gradient dtype), reduced once per
+ * micro-step; declared, that buffer is in the sizing plan, the estimate and the pre-flight and is used from
+ * the first entry. Undeclared, zinc finds the pattern at the second entry and allocates the buffer then,
+ * outside the pre-flight's figure. */
+zinc_status zinc_module_reentered(zinc_engine *e, int module);
 /* Adds a parameter to module `module`, which must be the most recently added one (so a module's
  * parameters are contiguous, in forward order); returns NULL on error. Shapes have 1 to ZINC_MAX_DIMS dimensions,
  * each >= 1; names are unique. Registration order fixes the layout and the checkpoint order.
@@ -212,7 +219,7 @@ typedef struct zinc_param_info {
     int64_t numel;
     int64_t flat_offset; /* offset in the flat parameter buffer (elements), known after build */
     unsigned flags;
-    int index;           /* registration order */
+    int index;            /* registration order */
     uint64_t reserved[4]; /* zero; later fields take this space */
 } zinc_param_info;
 zinc_status zinc_param_get_info(const zinc_param *p, zinc_param_info *out);
@@ -233,8 +240,8 @@ zinc_status zinc_agree_add(zinc_engine *e, const char *name, const void *data, s
 
 /* Fills out[0..n) with elements [first, first + n) (row-major) of the parameter's initial values: the same
  * values a whole-tensor init_fn would write there, whichever pieces it is asked for. */
-typedef zinc_status (*zinc_init_range_fn)(void *userdata, const zinc_param_info *param, uint64_t seed,
-                                          int64_t first, int64_t n, float *out);
+typedef zinc_status (*zinc_init_range_fn)(void *userdata, const zinc_param_info *param, uint64_t seed, int64_t first,
+                                          int64_t n, float *out);
 
 /* The largest piece zinc_build_ranged asks for, in elements (4 MiB of fp32). */
 #define ZINC_INIT_PIECE ((int64_t)1 << 20)
@@ -320,19 +327,19 @@ zinc_dtype zinc_grad_dtype(const zinc_engine *e);
 float zinc_loss_scale(const zinc_engine *e);
 
 typedef struct zinc_step_info {
-    int taken;             /* 1 if the optimizer step was applied, 0 if skipped (fp16 overflow) */
-    int64_t step;          /* optimizer steps attempted so far (taken + skipped) */
+    int taken;    /* 1 if the optimizer step was applied, 0 if skipped (fp16 overflow) */
+    int64_t step; /* optimizer steps attempted so far (taken + skipped) */
     int64_t steps_taken;
     int64_t steps_skipped;
-    float loss_scale;      /* the scale for the next step */
-    double grad_norm;      /* global L2 norm of the (unscaled) gradient before clipping; inf/nan on overflow */
-    double lr;             /* learning rate used by this step (or that would have been used, if skipped) */
+    float loss_scale; /* the scale for the next step */
+    double grad_norm; /* global L2 norm of the (unscaled) gradient before clipping; inf/nan on overflow */
+    double lr;        /* learning rate used by this step (or that would have been used, if skipped) */
     /* What the engine did for this step's micro-steps (for tuning and tests): */
-    int64_t reduce_scatters;   /* stages 1-3: gradient reduce-scatter calls (buckets and chunks) */
-    int64_t prefetch_gathers;  /* stage 3: module all-gathers started ahead of use from the recorded trace */
-    int64_t blocking_gathers;  /* stage 3: module all-gathers the model waited for at zinc_module_enter */
-    int64_t preempt_signal;    /* zinc_options.preempt: the signal the ranks agreed on at this step (0: none) */
-    uint64_t reserved[7];      /* zero; later fields take this space */
+    int64_t reduce_scatters;  /* stages 1-3: gradient reduce-scatter calls (buckets and chunks) */
+    int64_t prefetch_gathers; /* stage 3: module all-gathers started ahead of use from the recorded trace */
+    int64_t blocking_gathers; /* stage 3: module all-gathers the model waited for at zinc_module_enter */
+    int64_t preempt_signal;   /* zinc_options.preempt: the signal the ranks agreed on at this step (0: none) */
+    uint64_t reserved[7];     /* zero; later fields take this space */
 } zinc_step_info;
 
 /* Finishes the gradient reduction, checks for overflow on every rank, and (unless skipped) clips,
@@ -358,18 +365,25 @@ int zinc_preempt_requested(const zinc_engine *e);
  * threads runs its ranges one after another on its own thread. Valid from zinc_create on, on any device
  * (on cuda these are the host threads of the offloaded optimizer step). fn must not call zinc_step or
  * enter or exit modules. */
-zinc_status zinc_parallel_for(zinc_engine *e, int64_t n, void (*fn)(void *ctx, int64_t lo, int64_t hi),
-                              void *ctx);
+zinc_status zinc_parallel_for(zinc_engine *e, int64_t n, void (*fn)(void *ctx, int64_t lo, int64_t hi), void *ctx);
+/* 1 when the config has DeepSpeed's "activation_checkpointing" block: the model should keep fewer
+ * activations and recompute them in backward (a forward inside an open backward is allowed: include/zinc.h
+ * "Re-entry"), as DeepSpeed's checkpointing API has the model do. What it recomputes is the model's
+ * choice; the block's keys are accepted, and those with no meaning in zinc are named in a warning. */
+int zinc_activation_checkpointing(const zinc_engine *e);
+/* The threads zinc_parallel_for runs on (the calling thread included), from zinc_create on: for a model
+ * sizing per-thread buffers (a BLAS library's) in what it declares (zinc_memory_declare). */
+int zinc_cpu_threads(const zinc_engine *e);
 
 /* ---------------------------------------------------------------- topology and config */
 
 int zinc_rank(const zinc_engine *e);
 int zinc_world_size(const zinc_engine *e);
 int zinc_zero_stage(const zinc_engine *e);
-int64_t zinc_micro_batch_size(const zinc_engine *e);   /* train_micro_batch_size_per_gpu */
-int64_t zinc_grad_accum_steps(const zinc_engine *e);   /* gradient_accumulation_steps */
+int64_t zinc_micro_batch_size(const zinc_engine *e); /* train_micro_batch_size_per_gpu */
+int64_t zinc_grad_accum_steps(const zinc_engine *e); /* gradient_accumulation_steps */
 int64_t zinc_train_batch_size(const zinc_engine *e);
-int64_t zinc_steps_per_print(const zinc_engine *e);    /* 0 when the config asks for no progress report */
+int64_t zinc_steps_per_print(const zinc_engine *e); /* 0 when the config asks for no progress report */
 zinc_device_kind zinc_device(const zinc_engine *e);
 /* 1 when zinc_param_data and zinc_param_grad point to memory the host may read and write directly (device
  * cpu); 0 when they are device memory, reached through zinc_copy_to_host / zinc_copy_from_host or the
@@ -400,19 +414,30 @@ zinc_status zinc_gather_master(zinc_engine *e, float *out, size_t n);
  * checks leaves the engine unusable (as a failed checkpoint load does). The optimizer updates themselves
  * (Adam/AdamW, Lion, LAMB: every operation, float or double) are written down in docs/optimizers.md. */
 zinc_status zinc_set_master(zinc_engine *e, const float *in, size_t n);
+/* Called by zinc_master_foreach with `count` fp32 master weights of parameter `param_index`
+ * (registration order) starting at its element `offset`. */
+typedef zinc_status (*zinc_master_fn)(void *userdata, int param_index, int64_t offset, const float *values,
+                                      int64_t count);
+/* Collective: visits every parameter's fp32 master weights on every rank, in registration order, in pieces
+ * of at most ZINC_INIT_PIECE elements, holding no more than one piece (4 MiB) beyond the engine's own
+ * buffers, where zinc_gather_master needs two copies of the model: for end-of-run reports, checksums and
+ * exports. fn must succeed or fail alike on every rank (the pieces are gathered by collectives). */
+zinc_status zinc_master_foreach(zinc_engine *e, zinc_master_fn fn, void *userdata);
 
 /* ---------------------------------------------------------------- memory accounting */
 
 typedef enum zinc_mem_category {
-    ZINC_MEM_PARAMS = 0,   /* compute-dtype parameters (full, or the shard in stage 3) */
-    ZINC_MEM_GRADS,        /* gradient buffers (full in stages 0-1, the fp32 shard in stages 2-3) */
-    ZINC_MEM_MASTER,       /* fp32 master weights */
-    ZINC_MEM_EXP_AVG,      /* Adam first moment */
-    ZINC_MEM_EXP_AVG_SQ,   /* Adam second moment */
-    ZINC_MEM_BUCKETS,      /* gradient reduction buckets */
-    ZINC_MEM_GATHER,       /* stage-3 gather and prefetch buffers */
-    ZINC_MEM_STAGING,      /* host staging for collectives and offload */
-    ZINC_MEM_OTHER,        /* small bookkeeping (decay masks, tables) */
+    ZINC_MEM_PARAMS = 0,  /* compute-dtype parameters (full, or the shard in stage 3) */
+    ZINC_MEM_GRADS,       /* gradient buffers (full in stages 0-1, the fp32 shard in stages 2-3) */
+    ZINC_MEM_MASTER,      /* fp32 master weights */
+    ZINC_MEM_EXP_AVG,     /* Adam first moment */
+    ZINC_MEM_EXP_AVG_SQ,  /* Adam second moment */
+    ZINC_MEM_BUCKETS,     /* gradient reduction buckets */
+    ZINC_MEM_GATHER,      /* stage-3 gather and prefetch buffers */
+    ZINC_MEM_STAGING,     /* host staging for collectives and offload */
+    ZINC_MEM_OTHER,       /* small bookkeeping (decay masks, tables) */
+    ZINC_MEM_ACTIVATIONS, /* the model's own: what forward keeps for backward (zinc_memory_declare) */
+    ZINC_MEM_SCRATCH,     /* the model's own: working buffers, data, anything else it holds for the run */
     ZINC_MEM_CATEGORY_COUNT
 } zinc_mem_category;
 
@@ -432,12 +457,24 @@ typedef struct zinc_memory_report {
     uint64_t peak[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT];
     uint64_t current_total[ZINC_MEMKIND_COUNT];
     uint64_t peak_total[ZINC_MEMKIND_COUNT];
-    uint64_t device_used_bytes;  /* the device's own count (cudaMemGetInfo total - free); 0 on cpu */
+    uint64_t device_used_bytes; /* the device's own count (cudaMemGetInfo total - free); 0 on cpu */
     uint64_t device_total_bytes;
-    uint64_t reserved[8];         /* zero; later fields take this space */
+    uint64_t reserved[8]; /* zero; later fields take this space */
 } zinc_memory_report;
 
 zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out);
+
+/* Before zinc_build: memory the model itself will hold during the steps (its activations for one
+ * micro-batch, working buffers, data), `bytes` of category ZINC_MEM_ACTIVATIONS or ZINC_MEM_SCRATCH in
+ * memory kind `kind` (host, pinned or device), `label` saying what it is (copied; up to 47 characters).
+ * Repeatable (up to 64 declarations, summed per category and kind). The sizing plan, the estimate, the
+ * pre-flight check in zinc_build (which refuses a run whose whole process would not fit, naming these
+ * bytes) and, once built, zinc_memory_get's current and peak figures include them. Allocate them after
+ * zinc_build: the pre-flight measures what the machine has left at that point, and the build's own
+ * scratch is freed before it returns. ZINC_ERR_STATE after zinc_build; ZINC_ERR_INVALID_ARG for another
+ * category or kind. */
+zinc_status zinc_memory_declare(zinc_engine *e, zinc_mem_category category, zinc_mem_kind kind, uint64_t bytes,
+                                const char *label);
 
 /* ---------------------------------------------------------------- the compute device */
 
@@ -494,8 +531,7 @@ zinc_status zinc_export_safetensors(const char *checkpoint, const char *out_path
  * checkpoint's own files are never replaced; out_path's directory must belong to this user or root and
  * not be writable by every user unless sticky. zinc_export_safetensors is flags 0. */
 #define ZINC_EXPORT_REPLACE 1u
-zinc_status zinc_export_safetensors_ex(const char *checkpoint, const char *out_path, zinc_dtype dtype,
-                                       unsigned flags);
+zinc_status zinc_export_safetensors_ex(const char *checkpoint, const char *out_path, zinc_dtype dtype, unsigned flags);
 
 /* Integers stored with every checkpoint this engine saves, in its sealed manifest ("meta"): what a model's
  * parameter shapes do not show (GPT-2's head count and vocabulary), so a resume or an export can refuse

@@ -6,3 +6,8 @@ foreach(n 1 2)
   zinc_test(NAME mem_plan_discrete_np${n} SOURCES test_mem_plan.c RANKS ${n} LABELS mem TIMEOUT 300
             ENV ZINC_CPU_DISCRETE=1)
 endforeach()
+# What a model declares before zinc_build (zinc_memory_declare, zinc_module_reentered) in the plan, the
+# estimate, zinc_memory_get and the pre-flight; zinc_master_foreach against zinc_gather_master.
+foreach(n 1 2)
+  zinc_test(NAME mem_declare_np${n} SOURCES test_mem_declare.c RANKS ${n} LABELS mem TIMEOUT 300)
+endforeach()

@@ -59,3 +59,18 @@ add_test(NAME mem_preflight_stage_advice
 set_tests_properties(mem_preflight_stage_advice PROPERTIES LABELS "mem;cli;mpi"
                      ENVIRONMENT "${ZINC_TEST_ENV};ZINC_FAKE_MEM_AVAILABLE=100000000"
                      PASS_REGULAR_EXPRESSION "raise zero_optimization.stage to [123] \\(now 0\\): [0-9.]+ MiB per rank at this rank count")
+# The whole training process (tests/test_mem_whole.py): `zinc mem estimate --model gpt2` against the trainer's
+# own VmHWM (stages 0-3 x 1-2 ranks x fp32/bf16/fp16, offload, activation checkpointing, --init) within 5%;
+# activation checkpointing bitwise; the trainers under RLIMIT_AS and a memory cgroup (skips without one):
+# refused by the pre-flight or completed, never killed or hung.
+find_program(ZINC_MEM_PYTHON3 python3)
+if(ZINC_MEM_PYTHON3)
+  string(REPLACE ";" " " zinc_mem_mpirun "${ZINC_MPIRUN}")
+  foreach(mode matrix ckpt rlimit cgroup)
+    add_test(NAME mem_whole_${mode}
+             COMMAND ${ZINC_MEM_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_mem_whole.py --zinc $<TARGET_FILE:zinc_cli>
+                     --mpirun "${zinc_mem_mpirun}" --workdir ${PROJECT_BINARY_DIR}/mem_whole_test/${mode} ${mode})
+    set_tests_properties(mem_whole_${mode} PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS "mem;mpi"
+                         ENVIRONMENT "${ZINC_TEST_ENV}" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  endforeach()
+endif()

@@ -54,8 +54,7 @@ static zinc_status make(int cuda, int stage, const char *dtype, zinc_engine **e,
              " \"bf16\": {\"enabled\": %s}, \"fp16\": {\"enabled\": %s, \"initial_scale_power\": 12},"
              " \"gradient_clipping\": 10.0,"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 5.0, \"eps\": 1.0, \"weight_decay\": 0}}}",
-             BATCH, GAS, stage, strcmp(dtype, "bf16") ? "false" : "true",
-             strcmp(dtype, "fp16") ? "false" : "true");
+             BATCH, GAS, stage, strcmp(dtype, "bf16") ? "false" : "true", strcmp(dtype, "fp16") ? "false" : "true");
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
     o.device = cuda ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
@@ -65,7 +64,7 @@ static zinc_status make(int cuda, int stage, const char *dtype, zinc_engine **e,
     o.seed = 7;
     *e = NULL, *m = NULL;
     if ((st = zinc_create(&o, e)) != ZINC_OK) return st;
-    gpt2_config c = {S, T, NULL};
+    gpt2_config c = {.shape = S, .context = T, .init = NULL};
     return gpt2_create(*e, &c, m);
 }
 
@@ -111,8 +110,10 @@ static double compare_params(const result *got, const result *ref, const char *w
             }
             double rel = diff / (moved > 0 ? moved : 1e-30);
             if (diff == 0) rel = 0;
-            ZT_CHECK(rel <= tol, "%s: %s layer %d: max |cuda - cpu| %.3g is %.3g of how far training moved it (%.3g); "
-                     "tolerance %.3g", what, gpt2_kind_name(k), l, diff, rel, moved, tol);
+            ZT_CHECK(rel <= tol,
+                     "%s: %s layer %d: max |cuda - cpu| %.3g is %.3g of how far training moved it (%.3g); "
+                     "tolerance %.3g",
+                     what, gpt2_kind_name(k), l, diff, rel, moved, tol);
             if (!(rel <= worst)) worst = rel;
         }
     }
@@ -148,8 +149,10 @@ static void check_grads(const gpt2_tokens *data) {
                 double d = fabs((double)g[1][i] - g[0][i]);
                 if (!(d <= diff)) diff = d;
             }
-            ZT_CHECK(mag > 0 && diff <= 1e-4 * mag, "micro-step gradient of %s layer %d: max |cuda - cpu| %.3g, "
-                     "max |cpu| %.3g", gpt2_kind_name(k), l, diff, mag);
+            ZT_CHECK(mag > 0 && diff <= 1e-4 * mag,
+                     "micro-step gradient of %s layer %d: max |cuda - cpu| %.3g, "
+                     "max |cpu| %.3g",
+                     gpt2_kind_name(k), l, diff, mag);
             worst = fmax(worst, diff / (mag > 0 ? mag : 1));
         }
     printf("one micro-step's gradients, fp32: max |cuda - cpu| per tensor %.2g of its largest\n", worst);
@@ -182,8 +185,8 @@ int main(void) {
     gpt2_tokens data = {malloc(3000 * sizeof(uint16_t)), 3000};
     /* a learnable stream: a cycle through the vocabulary, one token in 6 random */
     for (int64_t i = 0; i < data.n; i++)
-        data.tok[i] = (uint16_t)(zt_rand_u64(&rng) % 6 ? (uint64_t)((i * 7) % S.vocab)
-                                                       : zt_rand_u64(&rng) % (uint64_t)S.vocab);
+        data.tok[i] =
+            (uint16_t)(zt_rand_u64(&rng) % 6 ? (uint64_t)((i * 7) % S.vocab) : zt_rand_u64(&rng) % (uint64_t)S.vocab);
     check_grads(&data);
     const char *dtypes[] = {"fp32", "bf16", "fp16"};
     const double ptol[] = {1e-4, 2e-2, 2e-2}, ltol[] = {1e-5, 5e-4, 5e-4}, ntol[] = {1e-4, 1e-2, 1e-2},
@@ -198,8 +201,8 @@ int main(void) {
             zinc_status st = train(1, stage, dtypes[d], &data, &got);
             ZT_CHECK(st == ZINC_OK, "%s on cuda: %s", what, g_log);
             if (st == ZINC_OK) {
-                ZT_CHECK(ref.loss[STEPS - 1] < 0.9 * ref.loss[0], "%s: the cpu run does not learn (%.4f -> %.4f)",
-                         what, ref.loss[0], ref.loss[STEPS - 1]);
+                ZT_CHECK(ref.loss[STEPS - 1] < 0.9 * ref.loss[0], "%s: the cpu run does not learn (%.4f -> %.4f)", what,
+                         ref.loss[0], ref.loss[STEPS - 1]);
                 double wl = 0, wn = 0, wlog = 0;
                 for (int s = 0; s < STEPS; s++) {
                     ZT_NEAR(got.loss[s], ref.loss[s], 0, ltol[d], "%s step %d: loss %.9g on cuda, %.9g on cpu", what,

@@ -25,7 +25,7 @@ static zinc_status make(zinc_device_kind dev, zinc_engine **e, gpt2_model **m) {
     o.cpu_threads = 1;
     *e = NULL, *m = NULL;
     zinc_status st = zinc_create(&o, e);
-    gpt2_config c = {S, 8, NULL};
+    gpt2_config c = {.shape = S, .context = 8, .init = NULL};
     return st == ZINC_OK ? gpt2_create(*e, &c, m) : st;
 }
 

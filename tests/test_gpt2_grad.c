@@ -27,7 +27,7 @@ static zinc_status build(const float *params, zinc_engine **e, gpt2_model **m) {
     o.cpu_threads = 1;
     zinc_status st = zinc_create(&o, e);
     if (st != ZINC_OK) return st;
-    gpt2_config c = {S, T, params};
+    gpt2_config c = {.shape = S, .context = T, .init = params};
     return gpt2_create(*e, &c, m);
 }
 

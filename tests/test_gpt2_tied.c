@@ -37,7 +37,7 @@ static zinc_status train(int stage, const char *dtype, const gpt2_tokens *data, 
     zinc_engine *e = NULL;
     gpt2_model *m = NULL;
     zinc_status st = zinc_create(&o, &e);
-    gpt2_config c = {S, T, NULL};
+    gpt2_config c = {.shape = S, .context = T, .init = NULL};
     if (st == ZINC_OK) st = gpt2_create(e, &c, &m);
     for (int s = 0; s < STEPS && st == ZINC_OK; s++) {
         zinc_step_info info;
@@ -55,8 +55,8 @@ int main(void) {
     gpt2_tokens data = {malloc(400 * sizeof(uint16_t)), 400};
     /* a learnable text: a cycle through the vocabulary, one token in 8 random */
     for (int64_t i = 0; i < data.n; i++)
-        data.tok[i] = (uint16_t)(zt_rand_u64(&rng) % 8 ? (uint64_t)(i % S.vocab)
-                                                       : zt_rand_u64(&rng) % (uint64_t)S.vocab);
+        data.tok[i] =
+            (uint16_t)(zt_rand_u64(&rng) % 8 ? (uint64_t)(i % S.vocab) : zt_rand_u64(&rng) % (uint64_t)S.vocab);
     const char *dtypes[] = {"fp32", "bf16"};
     const double tol[] = {1e-6, 1e-2};
     for (int d = 0; d < 2; d++) {
@@ -73,8 +73,8 @@ int main(void) {
                 ZT_CHECK(rs[s] == GAS, "%s stage %d step %d: %lld reduce-scatters, want %d (one per micro-step)",
                          dtypes[d], stage, s + 1, (long long)rs[s], GAS);
                 if (s < COMPARED)
-                    ZT_NEAR(got[s], ref[s], 0, tol[d], "%s stage %d step %d: loss %.9g, stage 0 %.9g", dtypes[d],
-                            stage, s + 1, got[s], ref[s]);
+                    ZT_NEAR(got[s], ref[s], 0, tol[d], "%s stage %d step %d: loss %.9g, stage 0 %.9g", dtypes[d], stage,
+                            s + 1, got[s], ref[s]);
             }
             printf("%s stage %d: reduce-scatters per step %lld %lld %lld %lld (accumulation %d)\n", dtypes[d], stage,
                    (long long)rs[0], (long long)rs[1], (long long)rs[2], (long long)rs[3], GAS);

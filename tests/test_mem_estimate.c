@@ -52,15 +52,9 @@ typedef struct tparam {
 } tparam;
 
 static const tparam MODEL[] = {
-    {"embed", "embed.weight", 2, {37, 16}},
-    {"block0", "block0.w", 2, {16, 48}},
-    {"block0", "block0.b", 1, {48, 1}},
-    {"block0", "block0.ln", 1, {45, 1}},
-    {"block1", "block1.w", 2, {48, 49}},
-    {"block1", "block1.b", 1, {49, 1}},
-    {"tiny", "tiny.b", 1, {5, 1}},
-    {"head", "head.w", 2, {49, 37}},
-    {"head", "head.b", 1, {37, 1}},
+    {"embed", "embed.weight", 2, {37, 16}}, {"block0", "block0.w", 2, {16, 48}}, {"block0", "block0.b", 1, {48, 1}},
+    {"block0", "block0.ln", 1, {45, 1}},    {"block1", "block1.w", 2, {48, 49}}, {"block1", "block1.b", 1, {49, 1}},
+    {"tiny", "tiny.b", 1, {5, 1}},          {"head", "head.w", 2, {49, 37}},     {"head", "head.b", 1, {37, 1}},
 };
 #define NP ((int)(sizeof MODEL / sizeof MODEL[0]))
 
@@ -184,7 +178,8 @@ static void check_case(const tcase *c, int world, int rank) {
     int module[NP];
     model_desc(numel, module);
     zest_estimate est;
-    ZT_OK(zest_compute(&(zplan_model){NP, numel, module, 0}, &cfg, world, rank, estimate_device(), &est));
+    ZT_OK(zest_compute(&(zplan_model){.nparams = NP, .numel = numel, .module = module, .nmodules = 0}, &cfg, world,
+                       rank, estimate_device(), &est));
 
     zinc_options o = zinc_default_options();
     o.config_json = json;
@@ -207,11 +202,12 @@ static void check_case(const tcase *c, int world, int rank) {
      * collectives through MPI, which only the engine's setup decides (ranks sharing a GPU). */
     zest_estimate ee;
     ZT_OK(zengine_estimate(e, &ee));
-    uint64_t comm_staging = ee.bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] - est.bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] +
-                            ee.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] - est.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING];
+    uint64_t comm_staging =
+        ee.bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] - est.bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] +
+        ee.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] - est.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING];
     ZT_CHECK(ee.total[ZINC_MEMKIND_DEVICE] == est.total[ZINC_MEMKIND_DEVICE] &&
-             ee.total[ZINC_MEMKIND_PINNED] + ee.total[ZINC_MEMKIND_HOST] ==
-                 est.total[ZINC_MEMKIND_PINNED] + est.total[ZINC_MEMKIND_HOST] + comm_staging,
+                 ee.total[ZINC_MEMKIND_PINNED] + ee.total[ZINC_MEMKIND_HOST] ==
+                     est.total[ZINC_MEMKIND_PINNED] + est.total[ZINC_MEMKIND_HOST] + comm_staging,
              "%s: the engine's estimate differs from the model's by more than collective staging", what);
     ZT_CHECK(comm_staging == 0 || (engine_device() == ZINC_DEVICE_CUDA && world > 1),
              "%s: %llu bytes of collective staging where none is expected", what, (unsigned long long)comm_staging);
@@ -224,17 +220,19 @@ static void check_case(const tcase *c, int world, int rank) {
             uint64_t got = rep.peak[k][cat], want = est.bytes[k][cat];
             const char *kn = zinc_mem_kind_name((zinc_mem_kind)k), *cn = zinc_mem_category_name((zinc_mem_category)cat);
             if (cat == ZINC_MEM_STAGING && (k == ZINC_MEMKIND_HOST || k == ZINC_MEMKIND_PINNED)) continue;
-            if (k == ZINC_MEMKIND_NVME && nvme && (cat == ZINC_MEM_MASTER || cat == ZINC_MEM_EXP_AVG || cat == ZINC_MEM_EXP_AVG_SQ)) {
+            if (k == ZINC_MEMKIND_NVME && nvme &&
+                (cat == ZINC_MEM_MASTER || cat == ZINC_MEM_EXP_AVG || cat == ZINC_MEM_EXP_AVG_SQ)) {
                 /* Files: the estimate assumes 4 KiB O_DIRECT alignment for the last chunk's padding. */
                 uint64_t raw = (uint64_t)est.own * 4;
                 ZT_CHECK(got >= raw && got <= want && want - got < 4096,
                          "%s: nvme %s: measured %llu, estimate %llu (bound: %llu <= measured <= estimate < measured "
-                         "+ 4096)", what, cn, (unsigned long long)got, (unsigned long long)want,
+                         "+ 4096)",
+                         what, cn, (unsigned long long)got, (unsigned long long)want,
                          (unsigned long long)(want ? raw : 0));
                 continue;
             }
-            ZT_CHECK(got == want, "%s: %s %s: measured %llu, estimate %llu (%s)", what, kn, cn,
-                     (unsigned long long)got, (unsigned long long)want,
+            ZT_CHECK(got == want, "%s: %s %s: measured %llu, estimate %llu (%s)", what, kn, cn, (unsigned long long)got,
+                     (unsigned long long)want,
                      zest_is_model_state((zinc_mem_category)cat) ? "model state: must be exact"
                                                                  : "buffer: estimated exactly");
         }
@@ -245,9 +243,12 @@ static void check_case(const tcase *c, int world, int rank) {
     }
     /* The NVMe store's swap buffers are pinned when io_uring registers them, host memory otherwise. */
     uint64_t stg = rep.peak[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] + rep.peak[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING];
-    uint64_t stg_want = est.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] + est.bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING];
-    ZT_CHECK(stg == stg_want, "%s: staging (host + pinned): measured %llu, estimate %llu (%d swap buffers of 3 chunks "
-             "of %lld elements)", what, (unsigned long long)stg, (unsigned long long)stg_want, est.nvme_swap_buffers,
+    uint64_t stg_want =
+        est.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] + est.bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING];
+    ZT_CHECK(stg == stg_want,
+             "%s: staging (host + pinned): measured %llu, estimate %llu (%d swap buffers of 3 chunks "
+             "of %lld elements)",
+             what, (unsigned long long)stg, (unsigned long long)stg_want, est.nvme_swap_buffers,
              (long long)est.state_chunk);
     if (c->stage == 3 && !nvme) {
         /* 1/ranks: the sharded model states (without the persistent modules' full copies; NVMe files add
@@ -319,7 +320,8 @@ static void check_preflight(int world, int rank) {
     if (gpu)
         ZT_CHECK(rep0.peak_total[ZINC_MEMKIND_DEVICE] == zdev_cuda_fixed_bytes(), "device bytes at zinc_create: %llu",
                  (unsigned long long)rep0.peak_total[ZINC_MEMKIND_DEVICE]);
-    ZT_ERR(run_model(e, 1, 1), ZINC_ERR_NOMEM, gpu ? "the GPU has 1000 B (1000 bytes) free" : "MemAvailable (/proc/meminfo) is 1000 B (1000 bytes)");
+    ZT_ERR(run_model(e, 1, 1), ZINC_ERR_NOMEM,
+           gpu ? "the GPU has 1000 B (1000 bytes) free" : "MemAvailable (/proc/meminfo) is 1000 B (1000 bytes)");
     /* A higher stage is offered only where it costs less at this rank count: never at 1 rank (tests
      * mem_preflight_stage_advice shows one offered). */
     const char *adv = strstr(zinc_last_error(), "raise zero_optimization.stage to ");
@@ -363,11 +365,13 @@ static void check_preflight(int world, int rank) {
     int module[NP];
     model_desc(numel, module);
     zest_estimate est;
-    ZT_OK(zest_compute(&(zplan_model){NP, numel, module, 0}, &cfg, world, rank, ZINC_DEVICE_CUDA, &est));
+    ZT_OK(zest_compute(&(zplan_model){.nparams = NP, .numel = numel, .module = module, .nmodules = 0}, &cfg, world,
+                       rank, ZINC_DEVICE_CUDA, &est));
     /* Pinned: master, m and v, plus the step's two gradient (fp32) and two parameter staging chunks; host:
      * the decay mask, built there before its copy goes to the GPU. */
     uint64_t staging = 2 * (uint64_t)est.state_chunk * (4 + zinc_dtype_size(est.compute_dtype));
-    ZT_CHECK(est.offload_staging == staging && est.total[ZINC_MEMKIND_PINNED] == 3 * (uint64_t)est.shard * 4 + staging &&
+    ZT_CHECK(est.offload_staging == staging &&
+                 est.total[ZINC_MEMKIND_PINNED] == 3 * (uint64_t)est.shard * 4 + staging &&
                  est.total[ZINC_MEMKIND_HOST] == (uint64_t)(est.own / ZPART_PARAM_ALIGN),
              "cuda + cpu offload + pin_memory: pinned %llu (staging %llu) host %llu",
              (unsigned long long)est.total[ZINC_MEMKIND_PINNED], (unsigned long long)est.offload_staging,
@@ -402,8 +406,8 @@ int main(void) {
                 check_case(&(tcase){.stage = stage, .offload = offloads[oi], .dtype = dtypes[di]}, world, rank);
     /* Buckets: overlap_comm (two buckets), prescaled gradients and another comm dtype (send copies). */
     for (int stage = 0; stage <= 3; stage++) {
-        check_case(&(tcase){stage, "none", ZINC_FP16, "\"overlap_comm\": true", "\"prescale_gradients\": true"},
-                   world, rank);
+        check_case(&(tcase){stage, "none", ZINC_FP16, "\"overlap_comm\": true", "\"prescale_gradients\": true"}, world,
+                   rank);
         check_case(&(tcase){stage, "cpu", ZINC_BF16, "\"overlap_comm\": false, \"reduce_bucket_size\": 100000",
                             "\"communication_data_type\": \"fp32\""},
                    world, rank);

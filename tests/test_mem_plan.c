@@ -36,9 +36,15 @@ typedef struct tparam {
 } tparam;
 
 static const tparam MODEL[] = {
-    {"embed", "embed.weight", 37 * 16}, {"block0", "block0.w", 16 * 48}, {"block0", "block0.b", 48},
-    {"act", NULL, 0},                   {"block1", "block1.w", 48 * 49}, {"block1", "block1.b", 49},
-    {"tiny", "tiny.b", 5},              {"head", "head.w", 49 * 37},     {"head", "head.b", 37},
+    {"embed", "embed.weight", 37 * 16},
+    {"block0", "block0.w", 16 * 48},
+    {"block0", "block0.b", 48},
+    {"act", NULL, 0},
+    {"block1", "block1.w", 48 * 49},
+    {"block1", "block1.b", 49},
+    {"tiny", "tiny.b", 5},
+    {"head", "head.w", 49 * 37},
+    {"head", "head.b", 37},
 };
 #define NM ((int)(sizeof MODEL / sizeof MODEL[0]))
 
@@ -82,7 +88,8 @@ static zinc_status add_model(zinc_engine *e, zinc_param **ps) {
         ps[i] = NULL;
         if (MODEL[i].name) {
             int64_t shape[1] = {MODEL[i].n};
-            if (!(ps[i] = zinc_param_add(e, mod, MODEL[i].name, 1, shape, ZINC_PARAM_DECAY))) return ZINC_ERR_INVALID_ARG;
+            if (!(ps[i] = zinc_param_add(e, mod, MODEL[i].name, 1, shape, ZINC_PARAM_DECAY)))
+                return ZINC_ERR_INVALID_ARG;
         }
     }
     return ZINC_OK;
@@ -144,8 +151,8 @@ static void check_case(int stage, const char *offload, zinc_dtype dt, const char
     bool lion = !strcmp(opt, "Lion");
     char json[4096], what[160];
     config_json(stage, offload, dt, opt, json, sizeof json);
-    snprintf(what, sizeof what, "%s stage %d offload %s %s, rank %d of %d", opt, stage, offload,
-             zinc_dtype_name(dt), rank, world);
+    snprintf(what, sizeof what, "%s stage %d offload %s %s, rank %d of %d", opt, stage, offload, zinc_dtype_name(dt),
+             rank, world);
     zinc_options o = zinc_default_options();
     o.config_json = json;
     o.log_fn = quiet;
@@ -195,10 +202,12 @@ static void check_case(int stage, const char *offload, zinc_dtype dt, const char
     bool discrete = getenv("ZINC_CPU_DISCRETE") && !strcmp(getenv("ZINC_CPU_DISCRETE"), "1");
     zplan_device dev = zplan_device_for(discrete ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU);
     dev.nvme_align = align;
-    ZT_OK(zplan_make(&(zplan_model){np, numel, module, 0}, &cfg, world, rank, &dev, &mine));
+    ZT_OK(zplan_make(&(zplan_model){.nparams = np, .numel = numel, .module = module, .nmodules = 0}, &cfg, world, rank,
+                     &dev, &mine));
     ZT_OK(zengine_plan(e, &e->cfg, align, &real));
 
-    uint64_t a[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT] = {{0}}, b[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT] = {{0}};
+    uint64_t a[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT] = {{0}},
+             b[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT] = {{0}};
     zplan_sum(&mine, ZPLAN_IN_STEP, a);
     zplan_sum(&real, ZPLAN_IN_STEP, b);
     ZT_CHECK(!memcmp(a, b, sizeof a), "%s: the engine's plan differs from the plan of its shapes and config", what);
@@ -258,19 +267,20 @@ static void check_errors(void) {
     zplan p;
     int64_t n[3] = {10, 0, 5};
     int mod[3] = {0, 1, 0};
-    ZT_ERR(zplan_make(&(zplan_model){0, n, mod, 0}, &cfg, 1, 0, &dev, &p), ZINC_ERR_INVALID_ARG,
-           "at least one parameter");
-    ZT_ERR(zplan_make(&(zplan_model){2, n, mod, 0}, &cfg, 1, 0, &dev, &p), ZINC_ERR_INVALID_ARG,
-           "parameter 1 has 0 elements");
+    ZT_ERR(zplan_make(&(zplan_model){.nparams = 0, .numel = n, .module = mod, .nmodules = 0}, &cfg, 1, 0, &dev, &p),
+           ZINC_ERR_INVALID_ARG, "at least one parameter");
+    ZT_ERR(zplan_make(&(zplan_model){.nparams = 2, .numel = n, .module = mod, .nmodules = 0}, &cfg, 1, 0, &dev, &p),
+           ZINC_ERR_INVALID_ARG, "parameter 1 has 0 elements");
     n[1] = 4;
-    ZT_ERR(zplan_make(&(zplan_model){3, n, mod, 0}, &cfg, 1, 0, &dev, &p), ZINC_ERR_INVALID_ARG,
-           "modules must be in order (module 0 after 1)");
-    ZT_ERR(zplan_make(&(zplan_model){2, n, mod, 1}, &cfg, 1, 0, &dev, &p), ZINC_ERR_INVALID_ARG, "module 1 of 1");
-    ZT_ERR(zplan_make(&(zplan_model){2, n, mod, 0}, &cfg, 2, 2, &dev, &p), ZINC_ERR_INVALID_ARG,
-           "rank 2 of world 2 is out of range");
+    ZT_ERR(zplan_make(&(zplan_model){.nparams = 3, .numel = n, .module = mod, .nmodules = 0}, &cfg, 1, 0, &dev, &p),
+           ZINC_ERR_INVALID_ARG, "modules must be in order (module 0 after 1)");
+    ZT_ERR(zplan_make(&(zplan_model){.nparams = 2, .numel = n, .module = mod, .nmodules = 1}, &cfg, 1, 0, &dev, &p),
+           ZINC_ERR_INVALID_ARG, "module 1 of 1");
+    ZT_ERR(zplan_make(&(zplan_model){.nparams = 2, .numel = n, .module = mod, .nmodules = 0}, &cfg, 2, 2, &dev, &p),
+           ZINC_ERR_INVALID_ARG, "rank 2 of world 2 is out of range");
     /* A gap is a module without parameters: an empty range where it stands. */
     mod[1] = 2;
-    ZT_OK(zplan_make(&(zplan_model){2, n, mod, 4}, &cfg, 1, 0, &dev, &p));
+    ZT_OK(zplan_make(&(zplan_model){.nparams = 2, .numel = n, .module = mod, .nmodules = 4}, &cfg, 1, 0, &dev, &p));
     ZT_CHECK(p.nmodules == 4 && p.module_begin[1] == 16 && p.module_end[1] == 16 && p.module_end[2] == 24 &&
                  p.module_begin[3] == 24 && p.module_end[3] == 24 && p.flat_offset[1] == 16,
              "empty modules: %d modules, [1] = [%lld, %lld)", p.nmodules, (long long)p.module_begin[1],
@@ -303,6 +313,7 @@ int main(void) {
         for (int oi = 0; oi < 2; oi++) check_case(stage, offloads[oi], ZINC_FP16, "Lamb", world, rank);
     ZT_CHECK(cases_run >= (nvme_skipped ? 35 : 47), "only %d cases ran", cases_run);
     check_errors();
-    if (rank == 0) printf("%d cases built and compared with the plan after zinc_build and at the steps' peak\n", cases_run);
+    if (rank == 0)
+        printf("%d cases built and compared with the plan after zinc_build and at the steps' peak\n", cases_run);
     return zt_finish();
 }

@@ -58,6 +58,7 @@ zinc_status zgrads_alloc(zgrads *g) {
     if (!g->c.sizes) return ZERR(ZINC_ERR_INTERNAL, "zgrads_alloc: no sizes from the sizing plan");
     const zgrads_plan plan = *g->c.sizes;
     if (g->c.nmodules > 0) TRY_ALLOC(g->mods, g->c.nmodules, "the gradient module records");
+    for (int i = 0; i < g->c.nmodules; i++) g->mods[i].hold = g->c.modules[i].reentered;
     g->bytes_full = plan.bytes_grads_full;
     g->bytes_shard = plan.bytes_grads_shard;
     if (g->c.stage <= 1) TRY(dalloc(g, ZINC_MEM_GRADS, g->bytes_full, "the gradient buffer", &g->full));

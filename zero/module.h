@@ -16,6 +16,8 @@ typedef struct zmodule {
     int first_param, nparams;
     int64_t flat_begin, flat_end; /* [begin, end) in the flat buffer, ZPART_PARAM_ALIGN-aligned */
     bool in_phase[2];             /* entered and not yet exited, per phase */
+    bool reentered;               /* declared entered twice in one backward (zinc_module_reentered): grads.c holds its
+                     * gradients in a buffer of their own from the first micro-step, and the plan counts it */
 } zmodule;
 
 static inline int64_t zmodule_numel(const zmodule *m) { return m->flat_end - m->flat_begin; }

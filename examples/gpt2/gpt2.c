@@ -28,7 +28,6 @@ static size_t z(size_t n) { return n ? n : 1; }
 
 /* ---------------------------------------------------------------- deterministic random numbers */
 
-
 static zinc_status init_param(void *userdata, const zinc_param_info *p, uint64_t seed, float *out) {
     const gpt2_model *m = userdata;
     int kind = m->pkind[p->index], layer = m->player[p->index];
@@ -38,20 +37,37 @@ static zinc_status init_param(void *userdata, const zinc_param_info *p, uint64_t
     }
     double std = 0.02;
     switch (kind) {
-    case GPT2_LN1W: case GPT2_LN2W: case GPT2_LNFW:
+    case GPT2_LN1W:
+    case GPT2_LN2W:
+    case GPT2_LNFW:
         for (int64_t i = 0; i < p->numel; i++) out[i] = 1.0f;
         return ZINC_OK;
-    case GPT2_ATTPROJW: case GPT2_FCPROJW: std = 0.02 / sqrt(2.0 * m->s.layers); /* fall through */
-    case GPT2_WTE: case GPT2_WPE: case GPT2_QKVW: case GPT2_FCW: {
+    case GPT2_ATTPROJW:
+    case GPT2_FCPROJW: std = 0.02 / sqrt(2.0 * m->s.layers); /* fall through */
+    case GPT2_WTE:
+    case GPT2_WPE:
+    case GPT2_QKVW:
+    case GPT2_FCW: {
         uint64_t s = seed;
         int64_t n = kind == GPT2_WTE ? (int64_t)m->s.vocab * m->s.channels : p->numel; /* padding rows 0 */
         for (int64_t i = 0; i < p->numel; i++) out[i] = i < n ? (float)(example_normal(&s) * std) : 0.0f;
         return ZINC_OK;
     }
-    default:
-        memset(out, 0, (size_t)p->numel * sizeof(float));
-        return ZINC_OK;
+    default: memset(out, 0, (size_t)p->numel * sizeof(float)); return ZINC_OK;
     }
+}
+
+/* --init without a copy of the model: zinc_build_ranged asks for pieces of what this rank holds, read
+ * from the llm.c file at the parameter's offset. */
+static zinc_status init_param_range(void *userdata, const zinc_param_info *p, uint64_t seed, int64_t first, int64_t n,
+                                    float *out) {
+    (void)seed;
+    gpt2_model *m = userdata;
+    char err[512];
+    int64_t at = gpt2_llmc_offset(&m->s, m->pkind[p->index], m->player[p->index]) + first;
+    zinc_status st = gpt2_model_read_range(m->init_file, at, n, out, err, sizeof err);
+    if (st != ZINC_OK) zinc_log(m->e, ZINC_LOG_ERROR, "gpt2: --init: %s", err);
+    return st;
 }
 
 /* ---------------------------------------------------------------- create / destroy */
@@ -105,23 +121,98 @@ static size_t scratch_floats(const gpt2_model *m) {
     return need;
 }
 
+/* Every buffer the model allocates with its table's alloc, with its bytes and category: the one place they
+ * are sized. create allocates them after zinc_build, destroy releases them, and create declares their sum
+ * (zinc_memory_declare) before zinc_build, as gpt2_memory does for `zinc mem estimate`; a buffer added
+ * here is allocated, freed and declared alike. At most gpt2_nbufs(L) entries. */
+typedef struct gpt2_buf {
+    void **slot;
+    size_t bytes;
+    zinc_mem_category cat;
+} gpt2_buf;
+
+static int gpt2_nbufs(int L) { return 12 * L + 24; }
+
+static int gpt2_buffers(gpt2_model *m, gpt2_buf *b) {
+    int n = 0, L = m->s.layers, C = m->s.channels, V = m->s.vocab, H = m->s.heads, T = m->T;
+    size_t N = (size_t)m->mb * (size_t)T, NC = N * (size_t)C, att = (size_t)m->mb * H * T * T, datt = att;
+    if (m->ops->attention_fwd_lse) att = (size_t)m->mb * H * T, datt = 0; /* log-sum-exp per row, no matrix */
+#define B(p, sz, c) b[n++] = (gpt2_buf){(void **)&(p), (sz), (c)}
+    B(m->scratch, scratch_floats(m) * sizeof(float), ZINC_MEM_SCRATCH);
+    B(m->xs, (size_t)(L + 1) * NC * sizeof(float), ZINC_MEM_ACTIVATIONS);
+    /* with activation checkpointing one block's set, recomputed in each block's backward entry */
+    for (int l = 0; l < (m->ckpt ? 1 : L); l++) {
+        gpt2_block_acts *a = &m->acts[l];
+        const zinc_mem_category A = ZINC_MEM_ACTIVATIONS;
+        B(a->ln1, NC * 4, A);
+        B(a->ln1m, N * 4, A);
+        B(a->ln1r, N * 4, A);
+        B(a->qkv, 3 * NC * 4, A);
+        B(a->att, z(att) * 4, A);
+        B(a->atty, NC * 4, A);
+        B(a->res2, NC * 4, A);
+        B(a->ln2, NC * 4, A);
+        B(a->ln2m, N * 4, A);
+        B(a->ln2r, N * 4, A);
+        B(a->fch, 4 * NC * 4, A);
+        B(a->fchg, 4 * NC * 4, A);
+    }
+    const zinc_mem_category A = ZINC_MEM_ACTIVATIONS, S = ZINC_MEM_SCRATCH;
+    B(m->lnf, NC * 4, A);
+    B(m->lnfm, N * 4, A);
+    B(m->lnfr, N * 4, A);
+    B(m->logits, N * (size_t)V * 4, A);
+    B(m->dx, NC * 4, S);
+    B(m->dres, NC * 4, S);
+    B(m->dln, NC * 4, S);
+    B(m->datty, NC * 4, S);
+    B(m->dqkv, 3 * NC * 4, S);
+    B(m->datt, z(datt) * 4, S);
+    B(m->dfchg, 4 * NC * 4, S);
+    B(m->dfch, 4 * NC * 4, S);
+    B(m->dtmp, NC * 4, S);
+    B(m->row_loss, (size_t)m->gas * N * sizeof(double), S);
+    if (m->ops->device) { /* the token ids where the table computes (the host path uses inp/tgt) */
+        B(m->dinp, N * sizeof(int32_t), S);
+        B(m->dtgt, N * sizeof(int32_t), S);
+    }
+#undef B
+    return n;
+}
+
+/* Host memory besides the table's buffers: the token ids (and the row losses' host copy on a device), and
+ * OpenBLAS's buffers on the host path (GPT2_BLAS_BASE_BYTES and GPT2_BLAS_THREAD_BYTES per thread). */
+static size_t host_extra_bytes(const gpt2_model *m, int threads) {
+    size_t N = (size_t)m->mb * (size_t)m->T, bytes = 2 * N * sizeof(int32_t);
+    if (m->ops->device)
+        bytes += (size_t)m->gas * N * sizeof(double);
+    else
+        bytes += GPT2_BLAS_BASE_BYTES + (size_t)threads * GPT2_BLAS_THREAD_BYTES;
+    return bytes;
+}
+
+/* The sums by category of the buffers (in the table's memory) and the host extras. */
+static void buffer_sums(gpt2_model *m, int threads, uint64_t *act, uint64_t *scr, uint64_t *host) {
+    gpt2_buf *b = malloc((size_t)gpt2_nbufs(m->s.layers) * sizeof *b);
+    *act = *scr = 0;
+    *host = host_extra_bytes(m, threads);
+    if (!b) return;
+    int n = gpt2_buffers(m, b);
+    for (int i = 0; i < n; i++) *(b[i].cat == ZINC_MEM_ACTIVATIONS ? act : scr) += b[i].bytes;
+    free(b);
+}
+
 void gpt2_destroy(gpt2_model *m) {
     if (!m) return;
 #ifdef ZINC_GPT2_CUDA
     gpt2_cuda_destroy(m); /* first: it waits for the work that may still use the buffers */
 #endif
-    if (m->ops) {
-        for (int l = 0; m->acts && l < m->s.layers; l++) {
-            gpt2_block_acts *a = &m->acts[l];
-            float *f[] = {a->ln1, a->ln1m, a->ln1r, a->qkv, a->att, a->atty,
-                          a->res2, a->ln2, a->ln2m, a->ln2r, a->fch, a->fchg};
-            for (size_t i = 0; i < sizeof f / sizeof *f; i++) m->ops->release(m, f[i]);
-        }
-        void *bufs[] = {m->scratch, m->xs,   m->lnf,   m->lnfm, m->lnfr, m->logits, m->dx,   m->dres,
-                        m->dln,     m->datty, m->dqkv, m->datt, m->dfchg, m->dfch,  m->dtmp, m->row_loss};
-        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) m->ops->release(m, bufs[i]);
-        if (m->dinp != m->inp) m->ops->release(m, m->dinp);
-        if (m->dtgt != m->tgt) m->ops->release(m, m->dtgt);
+    gpt2_buf *b = m->ops && m->acts ? malloc((size_t)gpt2_nbufs(m->s.layers) * sizeof *b) : NULL;
+    if (b) {
+        int n = gpt2_buffers(m, b);
+        for (int i = 0; i < n; i++)
+            if (*b[i].slot) m->ops->release(m, *b[i].slot);
+        free(b);
     }
     free(m->acts);
     free(m->inp);
@@ -197,7 +288,7 @@ zinc_status gpt2_create(zinc_engine *e, const gpt2_config *cfg, gpt2_model **out
         free(m);
         return bad;
     }
-    size_t N = (size_t)n64, NC = N * (size_t)C, att = (size_t)att64, datt = att;
+    size_t N = (size_t)n64; /* the buffers' sizes: gpt2_buffers, from the same checked shape */
     int np = 4 + NBLOCK_KINDS * L;
     m->params = calloc((size_t)np, sizeof *m->params);
     m->pkind = calloc((size_t)np, sizeof *m->pkind);
@@ -229,46 +320,51 @@ zinc_status gpt2_create(zinc_engine *e, const gpt2_config *cfg, gpt2_model **out
     }
     m->copies = zinc_compute_dtype(e) != ZINC_FP32;
     m->direct_embed = !m->copies && zinc_grad_dtype(e) == ZINC_FP32;
+    m->ckpt = zinc_activation_checkpointing(e);
     const gpt2_ops *o = m->ops;
-    if (o->attention_fwd_lse) att = (size_t)m->mb * H * T, datt = 0; /* log-sum-exp per row, no matrix */
-#define A(p, bytes) if ((st = o->alloc(m, (void **)&(p), (bytes))) != ZINC_OK) goto fail
-    A(m->scratch, scratch_floats(m) * sizeof(float));
-    A(m->xs, (size_t)(L + 1) * NC * sizeof(float));
-    for (int l = 0; l < L; l++) {
-        gpt2_block_acts *a = &m->acts[l];
-        A(a->ln1, NC * 4); A(a->ln1m, N * 4); A(a->ln1r, N * 4); A(a->qkv, 3 * NC * 4);
-        A(a->att, z(att) * 4); A(a->atty, NC * 4); A(a->res2, NC * 4); A(a->ln2, NC * 4);
-        A(a->ln2m, N * 4); A(a->ln2r, N * 4); A(a->fch, 4 * NC * 4); A(a->fchg, 4 * NC * 4);
-    }
-    A(m->lnf, NC * 4); A(m->lnfm, N * 4); A(m->lnfr, N * 4); A(m->logits, N * (size_t)V * 4);
-    A(m->dx, NC * 4); A(m->dres, NC * 4); A(m->dln, NC * 4); A(m->datty, NC * 4);
-    A(m->dqkv, 3 * NC * 4); A(m->datt, z(datt) * 4); A(m->dfchg, 4 * NC * 4);
-    A(m->dfch, 4 * NC * 4); A(m->dtmp, NC * 4);
-    A(m->row_loss, (size_t)m->gas * N * sizeof(double));
-#undef A
-    m->inp = malloc(N * sizeof(int32_t)), m->tgt = malloc(N * sizeof(int32_t));
-    if (!m->inp || !m->tgt) goto nomem;
-    m->dinp = m->inp, m->dtgt = m->tgt;
-    if (o->device) {
-        if ((st = o->alloc(m, (void **)&m->dinp, N * sizeof(int32_t))) != ZINC_OK ||
-            (st = o->alloc(m, (void **)&m->dtgt, N * sizeof(int32_t))) != ZINC_OK)
-            goto fail;
-        if (!(m->row_loss_host = malloc((size_t)m->gas * N * sizeof(double)))) goto nomem;
+    /* the model's memory, declared before zinc_build (its pre-flight checks the whole process) and
+     * allocated after it (the build's scratch is gone by then) */
+    uint64_t act, scr, host;
+    buffer_sums(m, zinc_cpu_threads(e), &act, &scr, &host);
+    zinc_mem_kind where = o->device ? ZINC_MEMKIND_DEVICE : ZINC_MEMKIND_HOST;
+    if ((st = zinc_memory_declare(e, ZINC_MEM_ACTIVATIONS, where, act, "gpt2 activations")) != ZINC_OK ||
+        (st = zinc_memory_declare(e, ZINC_MEM_SCRATCH, where, scr, "gpt2 gradients of activations, scratch")) !=
+            ZINC_OK ||
+        (st = zinc_memory_declare(e, ZINC_MEM_SCRATCH, ZINC_MEMKIND_HOST, host, "gpt2 token ids, BLAS buffers")) !=
+            ZINC_OK) {
+        gpt2_destroy(m);
+        return st;
     }
 
     m->init = cfg->init;
-    st = zinc_build(e, init_param, m);
+    m->init_file = cfg->init_file;
+    st = m->init_file ? zinc_build_ranged(e, init_param_range, m) : zinc_build(e, init_param, m);
     m->init = NULL;
+    m->init_file = NULL;
     if (st != ZINC_OK) {
         gpt2_destroy(m);
         return st;
     }
+
+    gpt2_buf *bufs = malloc((size_t)gpt2_nbufs(L) * sizeof *bufs);
+    if (!bufs) goto nomem;
+    int nb = gpt2_buffers(m, bufs);
+    for (int i = 0; i < nb && st == ZINC_OK; i++) st = o->alloc(m, bufs[i].slot, bufs[i].bytes);
+    free(bufs);
+    if (st != ZINC_OK) goto fail;
+    m->inp = malloc(N * sizeof(int32_t)), m->tgt = malloc(N * sizeof(int32_t));
+    if (!m->inp || !m->tgt) goto nomem;
+    if (!o->device)
+        m->dinp = m->inp, m->dtgt = m->tgt;
+    else if (!(m->row_loss_host = malloc((size_t)m->gas * N * sizeof(double))))
+        goto nomem;
     *out = m;
     return ZINC_OK;
 nomem:
     st = ZINC_ERR_NOMEM;
 fail:
-    /* The model's own buffers come before zinc_build's pre-flight: say what they need and how to lower it. */
+    /* The model's own buffers (declared to zinc_build's pre-flight, allocated after it): say what they need
+     * and how to lower it. */
     st = ZERR(st,
               "gpt2: no %s memory for the model's activations: about %.2f GiB for micro batch %d x context %d x "
               "width %d x %d layers (+ logits over %d tokens, attention %d heads x context^2); lower "
@@ -279,6 +375,30 @@ fail:
 bad:
     gpt2_destroy(m);
     return ZINC_ERR_INVALID_ARG; /* zinc_last_error() holds the engine's message */
+}
+
+zinc_status gpt2_memory(const gpt2_config *cfg, int micro_batch, int64_t grad_accum_steps, zinc_dtype compute_dtype,
+                        zinc_dtype grad_dtype, int checkpointing, int threads, int on_gpu, uint64_t *activations,
+                        uint64_t *scratch, uint64_t *host_extra) {
+    char why[256];
+    if (!cfg || gpt2_shape_check(&cfg->shape, why, sizeof why) || cfg->context < 1 ||
+        cfg->context > cfg->shape.max_context || micro_batch < 1 || grad_accum_steps < 1)
+        return ZINC_ERR_INVALID_ARG;
+    gpt2_model m = {.s = cfg->shape, .T = cfg->context, .mb = micro_batch, .gas = grad_accum_steps};
+#ifdef ZINC_GPT2_CUDA
+    m.ops = on_gpu ? &gpt2_cuda_ops : &gpt2_host_ops;
+#else
+    if (on_gpu) return ZINC_ERR_UNSUPPORTED;
+    m.ops = &gpt2_host_ops;
+#endif
+    m.copies = compute_dtype != ZINC_FP32;
+    m.direct_embed = !m.copies && grad_dtype == ZINC_FP32;
+    m.ckpt = checkpointing != 0;
+    m.acts = calloc((size_t)m.s.layers, sizeof *m.acts);
+    if (!m.acts) return ZINC_ERR_NOMEM;
+    buffer_sums(&m, threads > 0 ? threads : 1, activations, scratch, host_extra);
+    free(m.acts);
+    return ZINC_OK;
 }
 
 const gpt2_shape *gpt2_model_shape(const gpt2_model *m) { return &m->s; }
@@ -316,10 +436,10 @@ void gpt2_times(const gpt2_model *m, double *steps_s, double *engine_s) {
     *engine_s = m->t_engine;
 }
 
-#define CHECK(expr)                                                                                        \
-    do {                                                                                                   \
-        zinc_status st_ = (expr);                                                                          \
-        if (st_ != ZINC_OK) return st_;                                                                    \
+#define CHECK(expr)                                                                                                    \
+    do {                                                                                                               \
+        zinc_status st_ = (expr);                                                                                      \
+        if (st_ != ZINC_OK) return st_;                                                                                \
     } while (0)
 
 /* Enters a block or lnf, points m->w[kind] at float views of its parameters (in place for fp32, else
@@ -336,7 +456,8 @@ static zinc_status enter(gpt2_model *m, int module, zinc_phase ph, int first, in
         int64_t n = gpt2_kind_numel(&m->s, k);
         const void *data = zinc_param_data(m->params[i]);
         if (!data) return ZINC_ERR_STATE;
-        if (!m->copies) m->w[k] = (float *)data;
+        if (!m->copies)
+            m->w[k] = (float *)data;
         else {
             m->w[k] = m->scratch + off;
             CHECK(m->ops->to_f32(m, m->w[k], m->params[i], n));
@@ -415,6 +536,41 @@ static int lnf_first(const gpt2_model *m) { return 2 + NBLOCK_KINDS * m->s.layer
 
 /* ---------------------------------------------------------------- forward and backward */
 
+/* Block l's activations: its own set, or with activation checkpointing the one set every block shares. */
+static gpt2_block_acts *block_acts(gpt2_model *m, int l) { return &m->acts[m->ckpt ? 0 : l]; }
+
+/* Block l inside an entry of its module (m->w its parameters): its activations from its input xs[l]; with
+ * `output`, also its output xs[l + 1]. Backward with activation checkpointing runs it again without the
+ * output (backward needs fchg, not fcproj's product): the same kernels on the same inputs, so the same
+ * bits as the forward's. */
+static zinc_status block_forward(gpt2_model *m, int l, int B, int T, int output) {
+    const gpt2_ops *o = m->ops;
+    int C = m->s.channels;
+    int64_t N = (int64_t)B * T, NC = N * C;
+    gpt2_block_acts *a = block_acts(m, l);
+    float *const *w = m->w;
+    const float *x = m->xs + l * NC;
+    float *y = m->xs + (l + 1) * NC;
+    CHECK(o->layernorm_fwd(m, a->ln1, a->ln1m, a->ln1r, x, w[GPT2_LN1W], w[GPT2_LN1B], N));
+    CHECK(o->matmul_fwd(m, a->qkv, a->ln1, w[GPT2_QKVW], w[GPT2_QKVB], N, C, 3 * C));
+    if (o->attention_fwd_lse)
+        CHECK(o->attention_fwd_lse(m, a->atty, a->att, a->qkv, B, T));
+    else
+        CHECK(o->attention_fwd(m, a->atty, a->att, a->qkv, B, T));
+    CHECK(o->matmul_fwd(m, m->dtmp, a->atty, w[GPT2_ATTPROJW], w[GPT2_ATTPROJB], N, C, C));
+    CHECK(o->add(m, a->res2, x, m->dtmp, NC));
+    CHECK(o->layernorm_fwd(m, a->ln2, a->ln2m, a->ln2r, a->res2, w[GPT2_LN2W], w[GPT2_LN2B], N));
+    CHECK(o->matmul_fwd(m, a->fch, a->ln2, w[GPT2_FCW], w[GPT2_FCB], N, C, 4 * C));
+    float *gelu = a->fchg; /* GELU's output; with gelu_fwd_tanh fchg keeps the tanh and dfch the output */
+    if (o->gelu_fwd_tanh)
+        CHECK(o->gelu_fwd_tanh(m, gelu = m->dfch, a->fchg, a->fch, 4 * NC));
+    else
+        CHECK(o->gelu_fwd(m, a->fchg, a->fch, 4 * NC));
+    if (!output) return ZINC_OK;
+    CHECK(o->matmul_fwd(m, m->dtmp, gelu, w[GPT2_FCPROJW], w[GPT2_FCPROJB], N, 4 * C, C));
+    return o->add(m, y, a->res2, m->dtmp, NC);
+}
+
 /* Forward over B sequences of T tokens in m->dinp, up to the final LayerNorm's output in m->lnf. */
 static zinc_status forward(gpt2_model *m, int B, int T) {
     const gpt2_ops *o = m->ops;
@@ -431,23 +587,7 @@ static zinc_status forward(gpt2_model *m, int B, int T) {
     CHECK(module_exit(m, m->mod_embed, ZINC_FORWARD));
     for (int l = 0; l < L; l++) {
         CHECK(enter(m, m->mod_block[l], ZINC_FORWARD, block_first(l), NBLOCK_KINDS));
-        gpt2_block_acts *a = &m->acts[l];
-        float *const *w = m->w;
-        const float *x = m->xs + l * NC;
-        float *y = m->xs + (l + 1) * NC;
-        CHECK(o->layernorm_fwd(m, a->ln1, a->ln1m, a->ln1r, x, w[GPT2_LN1W], w[GPT2_LN1B], N));
-        CHECK(o->matmul_fwd(m, a->qkv, a->ln1, w[GPT2_QKVW], w[GPT2_QKVB], N, C, 3 * C));
-        if (o->attention_fwd_lse) CHECK(o->attention_fwd_lse(m, a->atty, a->att, a->qkv, B, T));
-        else CHECK(o->attention_fwd(m, a->atty, a->att, a->qkv, B, T));
-        CHECK(o->matmul_fwd(m, m->dtmp, a->atty, w[GPT2_ATTPROJW], w[GPT2_ATTPROJB], N, C, C));
-        CHECK(o->add(m, a->res2, x, m->dtmp, NC));
-        CHECK(o->layernorm_fwd(m, a->ln2, a->ln2m, a->ln2r, a->res2, w[GPT2_LN2W], w[GPT2_LN2B], N));
-        CHECK(o->matmul_fwd(m, a->fch, a->ln2, w[GPT2_FCW], w[GPT2_FCB], N, C, 4 * C));
-        float *gelu = a->fchg; /* GELU's output; with gelu_fwd_tanh fchg keeps the tanh and dfch the output */
-        if (o->gelu_fwd_tanh) CHECK(o->gelu_fwd_tanh(m, gelu = m->dfch, a->fchg, a->fch, 4 * NC));
-        else CHECK(o->gelu_fwd(m, a->fchg, a->fch, 4 * NC));
-        CHECK(o->matmul_fwd(m, m->dtmp, gelu, w[GPT2_FCPROJW], w[GPT2_FCPROJB], N, 4 * C, C));
-        CHECK(o->add(m, y, a->res2, m->dtmp, NC));
+        CHECK(block_forward(m, l, B, T, 1));
         CHECK(module_exit(m, m->mod_block[l], ZINC_FORWARD));
     }
     CHECK(enter(m, m->mod_lnf, ZINC_FORWARD, lnf_first(m), 2));
@@ -490,33 +630,37 @@ static zinc_status backward(gpt2_model *m, int B, int T) {
     /* m->dres: the gradient at the residual stream above the current block */
     for (int l = L - 1; l >= 0; l--) {
         CHECK(enter(m, m->mod_block[l], ZINC_BACKWARD, block_first(l), NBLOCK_KINDS));
-        gpt2_block_acts *a = &m->acts[l];
+        if (m->ckpt) CHECK(block_forward(m, l, B, T, 0)); /* recomputed from its kept input xs[l] */
+        gpt2_block_acts *a = block_acts(m, l);
         float *const *w = m->w, *const *g = m->g;
         const float *x = m->xs + l * NC;
         /* MLP branch: y = res2 + fcproj(gelu(fc(ln2(res2)))) */
         float *gelu = a->fchg;
         if (o->gelu_fwd_tanh) CHECK(o->gelu_from_tanh(m, gelu = m->dfch, a->fch, a->fchg, 4 * NC));
         CHECK(o->zero(m, m->dfchg, (size_t)(4 * NC) * sizeof(float)));
-        CHECK(o->matmul_bwd(m, m->dfchg, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, gelu, w[GPT2_FCPROJW], N, 4 * C,
-                            C));
+        CHECK(
+            o->matmul_bwd(m, m->dfchg, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, gelu, w[GPT2_FCPROJW], N, 4 * C, C));
         CHECK(o->zero(m, m->dfch, (size_t)(4 * NC) * sizeof(float)));
-        if (o->gelu_fwd_tanh) CHECK(o->gelu_bwd_tanh(m, m->dfch, a->fch, a->fchg, m->dfchg, 4 * NC));
-        else CHECK(o->gelu_bwd(m, m->dfch, a->fch, m->dfchg, 4 * NC));
+        if (o->gelu_fwd_tanh)
+            CHECK(o->gelu_bwd_tanh(m, m->dfch, a->fch, a->fchg, m->dfchg, 4 * NC));
+        else
+            CHECK(o->gelu_bwd(m, m->dfch, a->fch, m->dfchg, 4 * NC));
         CHECK(o->zero(m, m->dln, (size_t)NC * sizeof(float)));
         CHECK(o->matmul_bwd(m, m->dln, g[GPT2_FCW], g[GPT2_FCB], m->dfch, a->ln2, w[GPT2_FCW], N, C, 4 * C));
-        CHECK(o->layernorm_bwd(m, m->dres, g[GPT2_LN2W], g[GPT2_LN2B], m->dln, a->res2, w[GPT2_LN2W], a->ln2m,
-                               a->ln2r, N));
+        CHECK(o->layernorm_bwd(m, m->dres, g[GPT2_LN2W], g[GPT2_LN2B], m->dln, a->res2, w[GPT2_LN2W], a->ln2m, a->ln2r,
+                               N));
         /* attention branch: res2 = x + attproj(attn(qkv(ln1(x)))) */
         CHECK(o->zero(m, m->datty, (size_t)NC * sizeof(float)));
-        CHECK(o->matmul_bwd(m, m->datty, g[GPT2_ATTPROJW], g[GPT2_ATTPROJB], m->dres, a->atty, w[GPT2_ATTPROJW], N,
-                            C, C));
+        CHECK(o->matmul_bwd(m, m->datty, g[GPT2_ATTPROJW], g[GPT2_ATTPROJB], m->dres, a->atty, w[GPT2_ATTPROJW], N, C,
+                            C));
         CHECK(o->zero(m, m->dqkv, (size_t)(3 * NC) * sizeof(float)));
-        if (o->attention_fwd_lse) CHECK(o->attention_bwd_lse(m, m->dqkv, m->datty, a->atty, a->qkv, a->att, B, T));
-        else CHECK(o->attention_bwd(m, m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T));
+        if (o->attention_fwd_lse)
+            CHECK(o->attention_bwd_lse(m, m->dqkv, m->datty, a->atty, a->qkv, a->att, B, T));
+        else
+            CHECK(o->attention_bwd(m, m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T));
         CHECK(o->zero(m, m->dln, (size_t)NC * sizeof(float)));
         CHECK(o->matmul_bwd(m, m->dln, g[GPT2_QKVW], g[GPT2_QKVB], m->dqkv, a->ln1, w[GPT2_QKVW], N, C, 3 * C));
-        CHECK(o->layernorm_bwd(m, m->dres, g[GPT2_LN1W], g[GPT2_LN1B], m->dln, x, w[GPT2_LN1W], a->ln1m, a->ln1r,
-                               N));
+        CHECK(o->layernorm_bwd(m, m->dres, g[GPT2_LN1W], g[GPT2_LN1B], m->dln, x, w[GPT2_LN1W], a->ln1m, a->ln1r, N));
         CHECK(exit_backward(m, m->mod_block[l], block_first(l), NBLOCK_KINDS));
     }
     /* embed: wte's gradient is the projection's dlogits^T lnf plus the token rows' */
@@ -616,16 +760,20 @@ zinc_status gpt2_train_microstep(gpt2_model *m, const gpt2_tokens *data, int64_t
     int W = zinc_world_size(e), r = zinc_rank(e), T = m->T;
     if (j == 0) m->t_step0 = now_s();
     if (gpt2_batches_per_pass(data, T, B) < 1) {
-        zinc_log(e, ZINC_LOG_ERROR, "gpt2: the training data has %lld tokens, fewer than one global batch needs "
-                 "(train_batch_size %lld x context %d + 1)", (long long)data->n, (long long)B, T);
+        zinc_log(e, ZINC_LOG_ERROR,
+                 "gpt2: the training data has %lld tokens, fewer than one global batch needs "
+                 "(train_batch_size %lld x context %d + 1)",
+                 (long long)data->n, (long long)B, T);
         return ZINC_ERR_INVALID_ARG;
     }
     uint16_t *win = malloc((size_t)m->mb * (size_t)(T + 1) * sizeof *win);
     if (!win) return ZINC_ERR_NOMEM;
     int64_t first = step * B + (j * W + r) * m->mb;
     for (int b = 0; b < m->mb; b++) {
-        if (m->shuffle) gpt2_window_shuffled(data, T, B, first + b, m->shuffle_seed, win + (size_t)b * (T + 1));
-        else gpt2_window(data, T, B, first + b, win + (size_t)b * (T + 1));
+        if (m->shuffle)
+            gpt2_window_shuffled(data, T, B, first + b, m->shuffle_seed, win + (size_t)b * (T + 1));
+        else
+            gpt2_window(data, T, B, first + b, win + (size_t)b * (T + 1));
     }
     zinc_status st = microstep(m, win, m->mb, j);
     free(win);
@@ -647,8 +795,7 @@ zinc_status gpt2_step_loss(gpt2_model *m, double *loss) {
     return st;
 }
 
-zinc_status gpt2_train_step(gpt2_model *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
-                                 double *loss) {
+zinc_status gpt2_train_step(gpt2_model *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info, double *loss) {
     zinc_status st = ZINC_OK;
     for (int64_t j = 0; j < m->gas && st == ZINC_OK; j++) st = gpt2_train_microstep(m, data, step, j);
     if (st == ZINC_OK) st = zinc_step(m->e, info);
@@ -662,8 +809,10 @@ zinc_status gpt2_val_loss(gpt2_model *m, const gpt2_tokens *data, int64_t batche
     int W = zinc_world_size(e), r = zinc_rank(e), T = m->T;
     int64_t have = gpt2_batches_per_pass(data, T, B);
     if (have < 1) {
-        zinc_log(e, ZINC_LOG_ERROR, "gpt2: the validation data has %lld tokens, fewer than one global batch needs "
-                 "(train_batch_size %lld x context %d + 1)", (long long)data->n, (long long)B, T);
+        zinc_log(e, ZINC_LOG_ERROR,
+                 "gpt2: the validation data has %lld tokens, fewer than one global batch needs "
+                 "(train_batch_size %lld x context %d + 1)",
+                 (long long)data->n, (long long)B, T);
         return ZINC_ERR_INVALID_ARG;
     }
     if (batches > have) batches = have;
@@ -682,20 +831,20 @@ zinc_status gpt2_val_loss(gpt2_model *m, const gpt2_tokens *data, int64_t batche
     return st;
 }
 
+typedef struct llmc_out {
+    const gpt2_model *m;
+    float *out;
+} llmc_out;
+
+static zinc_status to_llmc(void *u, int i, int64_t offset, const float *v, int64_t n) {
+    const llmc_out *c = u;
+    const gpt2_model *m = c->m;
+    memcpy(c->out + gpt2_llmc_offset(&m->s, m->pkind[i], m->player[i]) + offset, v, (size_t)n * sizeof(float));
+    return ZINC_OK;
+}
+
+/* Streamed (zinc_master_foreach): out is the only copy of the model beside the engine's. */
 zinc_status gpt2_gather_llmc(gpt2_model *m, float *out) {
-    int64_t n = zinc_numel_total(m->e);
-    float *all = malloc((size_t)n * sizeof *all);
-    if (!all) return ZINC_ERR_NOMEM;
-    zinc_status st = zinc_gather_master(m->e, all, (size_t)n);
-    if (st == ZINC_OK) {
-        int64_t off = 0;
-        for (int i = 0; i < m->nparams; i++) {
-            int k = m->pkind[i];
-            int64_t cnt = gpt2_kind_numel(&m->s, k);
-            memcpy(out + gpt2_llmc_offset(&m->s, k, m->player[i]), all + off, (size_t)cnt * sizeof(float));
-            off += cnt;
-        }
-    }
-    free(all);
-    return st;
+    llmc_out c = {m, out};
+    return zinc_master_foreach(m->e, to_llmc, &c);
 }

@@ -37,13 +37,23 @@
 
 typedef struct gpt2_config {
     gpt2_shape shape;
-    int context;          /* T of training windows, 1..shape.max_context */
-    const float *init;    /* all parameters in llm.c's order (gpt2_files.h), or NULL: GPT-2's initialisation
+    int context;                /* T of training windows, 1..shape.max_context */
+    const float *init;          /* all parameters in llm.c's order (gpt2_files.h), or NULL: GPT-2's initialisation
                              (normal 0.02, residual projections 0.02/sqrt(2 L), biases 0, LayerNorm 1/0,
                              padding rows of wte 0) seeded by the engine seed */
+    gpt2_model_file *init_file; /* or an open llm.c file (gpt2_model_open) of this shape, read piece by piece
+                                   while the engine builds (zinc_build_ranged): no copy of the model */
 } gpt2_config;
 
 typedef struct gpt2_model gpt2_model;
+
+/* The model's own memory for a configuration, without an engine: its activations and scratch (in GPU
+ * memory with on_gpu, else host memory) and its further host bytes (token ids, OpenBLAS's buffers of
+ * `threads` threads): what gpt2_create declares to the engine (zinc_memory_declare), from the same
+ * table it allocates from. For `zinc mem estimate --model gpt2`. */
+zinc_status gpt2_memory(const gpt2_config *cfg, int micro_batch, int64_t grad_accum_steps, zinc_dtype compute_dtype,
+                        zinc_dtype grad_dtype, int checkpointing, int threads, int on_gpu, uint64_t *activations,
+                        uint64_t *scratch, uint64_t *host_extra);
 
 /* Registers the modules and parameters and builds the engine (zinc_build). The engine is on device cpu,
  * or cuda in a build with the GPU path (else ZINC_ERR_UNSUPPORTED, saying so; a missing cuBLAS is
@@ -63,8 +73,7 @@ zinc_status gpt2_next_logits(gpt2_model *m, const uint16_t *tokens, int n, float
 /* One optimizer step on the sequential windows of `data` (gpt2_window with the engine's batch sizes):
  * zinc_grad_accum_steps micro-steps, then zinc_step. *loss = the mean over all train_batch_size x T
  * positions of the global batch (every rank), from this step's forward passes before its update. */
-zinc_status gpt2_train_step(gpt2_model *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info,
-                                 double *loss);
+zinc_status gpt2_train_step(gpt2_model *m, const gpt2_tokens *data, int64_t step, zinc_step_info *info, double *loss);
 /* The same step in its parts, for a driver that runs the step itself (the zinc program's trainer): micro-step j
  * (0 .. zinc_grad_accum_steps - 1) of global step `step`, then, after zinc_step, the step's mean loss over
  * every rank (collective). gpt2_times counts zinc_step's time as the engine's, as in gpt2_train_step. */

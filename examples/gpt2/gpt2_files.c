@@ -19,9 +19,9 @@ static zinc_status fail(zinc_status st, char *err, size_t cap, const char *fmt, 
     return st;
 }
 
-static const char *const kind_names[GPT2_NKINDS] = {"wte",      "wpe",      "ln1w", "ln1b", "qkvw",   "qkvb",
-                                                     "attprojw", "attprojb", "ln2w", "ln2b", "fcw",    "fcb",
-                                                     "fcprojw",  "fcprojb",  "lnfw", "lnfb"};
+static const char *const kind_names[GPT2_NKINDS] = {"wte",      "wpe",      "ln1w", "ln1b", "qkvw", "qkvb",
+                                                    "attprojw", "attprojb", "ln2w", "ln2b", "fcw",  "fcb",
+                                                    "fcprojw",  "fcprojb",  "lnfw", "lnfb"};
 const char *gpt2_kind_name(int kind) { return kind >= 0 && kind < GPT2_NKINDS ? kind_names[kind] : "?"; }
 
 static int per_layer(int kind) { return kind >= GPT2_LN1W && kind <= GPT2_FCPROJB; }
@@ -34,7 +34,8 @@ int64_t gpt2_kind_numel(const gpt2_shape *s, int kind) {
     case GPT2_QKVW: return 3 * C * C;
     case GPT2_QKVB: return 3 * C;
     case GPT2_ATTPROJW: return C * C;
-    case GPT2_FCW: case GPT2_FCPROJW: return 4 * C * C;
+    case GPT2_FCW:
+    case GPT2_FCPROJW: return 4 * C * C;
     case GPT2_FCB: return 4 * C;
     default: return C; /* layer norms, attprojb, fcprojb */
     }
@@ -51,12 +52,18 @@ int64_t gpt2_num_params(const gpt2_shape *s) { return gpt2_llmc_offset(s, GPT2_N
 int gpt2_shape_check(const gpt2_shape *s, char *err, size_t cap) {
     const char *what = NULL;
     long v = 0;
-    if (s->max_context < 1 || s->max_context > 1 << 20) what = "max context", v = s->max_context;
-    else if (s->vocab < 1 || s->vocab > 65536) what = "vocabulary", v = s->vocab;
-    else if (s->layers < 1 || s->layers > 1024) what = "layers", v = s->layers;
-    else if (s->channels < 1 || s->channels > 1 << 16) what = "channels", v = s->channels;
-    else if (s->heads < 1 || s->channels % s->heads) what = "heads", v = s->heads;
-    else if (s->padded_vocab < s->vocab || s->padded_vocab > 1 << 20) what = "padded vocabulary", v = s->padded_vocab;
+    if (s->max_context < 1 || s->max_context > 1 << 20)
+        what = "max context", v = s->max_context;
+    else if (s->vocab < 1 || s->vocab > 65536)
+        what = "vocabulary", v = s->vocab;
+    else if (s->layers < 1 || s->layers > 1024)
+        what = "layers", v = s->layers;
+    else if (s->channels < 1 || s->channels > 1 << 16)
+        what = "channels", v = s->channels;
+    else if (s->heads < 1 || s->channels % s->heads)
+        what = "heads", v = s->heads;
+    else if (s->padded_vocab < s->vocab || s->padded_vocab > 1 << 20)
+        what = "padded vocabulary", v = s->padded_vocab;
     if (!what) return 0;
     snprintf(err, cap,
              "%s = %ld is invalid (need 1 <= max context <= 2^20, 1 <= vocabulary <= 65536 (uint16 tokens), "
@@ -69,13 +76,10 @@ static void bf16_to_f32(const uint16_t *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = zinc_bf16_to_f32(src[i]);
 }
 
-zinc_status gpt2_model_read(const char *path, gpt2_shape *shape, float **params, int *version_out, char *err,
-                            size_t cap) {
-    *params = NULL;
+zinc_status gpt2_model_open(const char *path, gpt2_model_file *mf, char *err, size_t cap) {
     zinc_status st = ZINC_OK;
     int32_t h[256];
-    uint16_t *tmp = NULL;
-    float *p = NULL;
+    memset(mf, 0, sizeof *mf);
     FILE *f = NULL;
     if (zfile_fopen_input("the model file", path, &f) != ZINC_OK)
         return fail(ZINC_ERR_IO, err, cap, "%s", zinc_last_error());
@@ -112,25 +116,63 @@ zinc_status gpt2_model_read(const char *path, gpt2_shape *shape, float **params,
                   esz == 4 ? "fp32" : "bf16", s.max_context, s.vocab, s.layers, s.heads, s.channels, s.padded_vocab);
         goto done;
     }
-    p = malloc((size_t)n * sizeof(float));
-    if (esz == 2) tmp = malloc((size_t)n * 2);
-    if (!p || (esz == 2 && !tmp)) {
-        st = fail(ZINC_ERR_NOMEM, err, cap, "%s: no memory for %lld parameters", path, (long long)n);
-        goto done;
-    }
-    if (fread(esz == 4 ? (void *)p : (void *)tmp, esz, (size_t)n, f) != (size_t)n) {
-        st = fail(ZINC_ERR_IO, err, cap, "%s: reading %lld parameters failed", path, (long long)n);
-        goto done;
-    }
-    if (esz == 2) bf16_to_f32(tmp, p, n);
-    *shape = s;
-    if (version_out) *version_out = h[1];
-    *params = p;
-    p = NULL;
+    mf->f = f;
+    mf->shape = s;
+    mf->version = h[1];
+    snprintf(mf->path, sizeof mf->path, "%s", path);
+    return ZINC_OK;
 done:
-    free(tmp);
-    free(p);
     fclose(f);
+    return st;
+}
+
+zinc_status gpt2_model_read_range(gpt2_model_file *mf, int64_t first, int64_t n, float *out, char *err, size_t cap) {
+    size_t esz = mf->version == 3 ? 4 : 2;
+    int64_t total = gpt2_num_params(&mf->shape);
+    if (first < 0 || n < 0 || first + n > total)
+        return fail(ZINC_ERR_INVALID_ARG, err, cap, "%s: parameters [%lld, %lld) asked for; the file has %lld",
+                    mf->path, (long long)first, (long long)(first + n), (long long)total);
+    if (fseeko(mf->f, 1024 + (off_t)first * (off_t)esz, SEEK_SET) != 0)
+        return fail(ZINC_ERR_IO, err, cap, "%s: seeking to parameter %lld failed: %s", mf->path, (long long)first,
+                    strerror(errno));
+    if (esz == 4) {
+        if (fread(out, 4, (size_t)n, mf->f) != (size_t)n)
+            return fail(ZINC_ERR_IO, err, cap, "%s: reading parameters [%lld, %lld) failed", mf->path, (long long)first,
+                        (long long)(first + n));
+        return ZINC_OK;
+    }
+    /* bf16: widened in place from the back of out (2-byte values in its upper half first) */
+    uint16_t *tmp = (uint16_t *)out + n;
+    if (fread(tmp, 2, (size_t)n, mf->f) != (size_t)n)
+        return fail(ZINC_ERR_IO, err, cap, "%s: reading parameters [%lld, %lld) failed", mf->path, (long long)first,
+                    (long long)(first + n));
+    bf16_to_f32(tmp, out, n);
+    return ZINC_OK;
+}
+
+void gpt2_model_close(gpt2_model_file *mf) {
+    if (mf && mf->f) fclose(mf->f);
+    if (mf) mf->f = NULL;
+}
+
+zinc_status gpt2_model_read(const char *path, gpt2_shape *shape, float **params, int *version_out, char *err,
+                            size_t cap) {
+    *params = NULL;
+    gpt2_model_file mf;
+    zinc_status st = gpt2_model_open(path, &mf, err, cap);
+    if (st != ZINC_OK) return st;
+    int64_t n = gpt2_num_params(&mf.shape);
+    float *p = malloc((size_t)n * sizeof(float));
+    if (!p) st = fail(ZINC_ERR_NOMEM, err, cap, "%s: no memory for %lld parameters", path, (long long)n);
+    if (st == ZINC_OK) st = gpt2_model_read_range(&mf, 0, n, p, err, cap);
+    if (st == ZINC_OK) {
+        *shape = mf.shape;
+        if (version_out) *version_out = mf.version;
+        *params = p;
+        p = NULL;
+    }
+    free(p);
+    gpt2_model_close(&mf);
     return st;
 }
 
@@ -155,8 +197,8 @@ zinc_status gpt2_model_write(const char *path, const gpt2_shape *s, const float 
     if (gpt2_shape_check(s, why, sizeof why)) return fail(ZINC_ERR_INVALID_ARG, err, cap, "%s: %s", path, why);
     if (version != 3 && version != 5)
         return fail(ZINC_ERR_INVALID_ARG, err, cap, "%s: version %d: expected 3 (fp32) or 5 (bf16)", path, version);
-    int32_t h[256] = {GPT2_MODEL_MAGIC, version, s->max_context, s->vocab, s->layers, s->heads, s->channels,
-                      s->padded_vocab};
+    int32_t h[256] = {GPT2_MODEL_MAGIC, version,  s->max_context, s->vocab,
+                      s->layers,        s->heads, s->channels,    s->padded_vocab};
     int64_t n = gpt2_num_params(s);
     if (version == 3) return write_file(path, h, params, (size_t)n * 4, flags, inputs, err, cap);
     uint16_t *b = malloc((size_t)n * 2);

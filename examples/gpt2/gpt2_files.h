@@ -10,6 +10,7 @@
 #define ZINC_EXAMPLES_GPT2_FILES_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "zinc.h"
@@ -29,8 +30,24 @@ typedef struct gpt2_shape {
 
 /* Parameter kinds in llm.c's order: wte, wpe, ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw,
  * fcb, fcprojw, fcprojb, lnfw, lnfb. Kinds 2..13 exist once per layer. */
-enum { GPT2_WTE, GPT2_WPE, GPT2_LN1W, GPT2_LN1B, GPT2_QKVW, GPT2_QKVB, GPT2_ATTPROJW, GPT2_ATTPROJB, GPT2_LN2W,
-       GPT2_LN2B, GPT2_FCW, GPT2_FCB, GPT2_FCPROJW, GPT2_FCPROJB, GPT2_LNFW, GPT2_LNFB };
+enum {
+    GPT2_WTE,
+    GPT2_WPE,
+    GPT2_LN1W,
+    GPT2_LN1B,
+    GPT2_QKVW,
+    GPT2_QKVB,
+    GPT2_ATTPROJW,
+    GPT2_ATTPROJB,
+    GPT2_LN2W,
+    GPT2_LN2B,
+    GPT2_FCW,
+    GPT2_FCB,
+    GPT2_FCPROJW,
+    GPT2_FCPROJB,
+    GPT2_LNFW,
+    GPT2_LNFB
+};
 const char *gpt2_kind_name(int kind);
 /* Elements of one tensor of a kind (one layer's for per-layer kinds). */
 int64_t gpt2_kind_numel(const gpt2_shape *s, int kind);
@@ -43,10 +60,22 @@ int gpt2_shape_check(const gpt2_shape *s, char *err, size_t cap);
 /* Reads a checkpoint: its shape and all parameters (fp32, malloc'd, llm.c order). version_out may be NULL. */
 zinc_status gpt2_model_read(const char *path, gpt2_shape *shape, float **params, int *version_out, char *err,
                             size_t cap);
+/* A checkpoint opened for reading its parameters piece by piece (--init without a copy of the model in
+ * memory): gpt2_model_open checks the header and the size as gpt2_model_read does; read_range reads
+ * elements [first, first + n) of llm.c's order as fp32 (widening bf16). */
+typedef struct gpt2_model_file {
+    FILE *f;
+    gpt2_shape shape;
+    int version;
+    char path[4096];
+} gpt2_model_file;
+zinc_status gpt2_model_open(const char *path, gpt2_model_file *mf, char *err, size_t cap);
+zinc_status gpt2_model_read_range(gpt2_model_file *mf, int64_t first, int64_t n, float *out, char *err, size_t cap);
+void gpt2_model_close(gpt2_model_file *mf);
 /* Writes one (version 3: fp32, 5: bf16 rounded to nearest even) through the safe writer
  * (runtime/core/safe_file.h): an existing file only with flags ZFILE_REPLACE, never one of `inputs`. */
-zinc_status gpt2_model_write(const char *path, const gpt2_shape *shape, const float *params, int version, unsigned flags,
-                             const char *const *inputs, char *err, size_t cap);
+zinc_status gpt2_model_write(const char *path, const gpt2_shape *shape, const float *params, int version,
+                             unsigned flags, const char *const *inputs, char *err, size_t cap);
 
 typedef struct gpt2_tokens {
     uint16_t *tok;

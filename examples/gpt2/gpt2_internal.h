@@ -27,26 +27,29 @@ struct gpt2_model {
     int T, mb;
     int64_t gas;
     int mod_embed, mod_lnf, *mod_block;
-    zinc_param **params;    /* registration order: wte, wpe, 12 per block, lnfw, lnfb */
-    int *pkind, *player;    /* each registered parameter's kind and layer */
+    zinc_param **params; /* registration order: wte, wpe, 12 per block, lnfw, lnfb */
+    int *pkind, *player; /* each registered parameter's kind and layer */
     int nparams;
-    const float *init;      /* during create only */
-    float *w[GPT2_NKINDS];  /* float views of the entered module's parameters */
-    float *g[GPT2_NKINDS];  /* float gradients of the module in backward */
-    float *scratch;         /* float copies of the entered module's parameters (bf16/fp16 compute), then its
+    const float *init;          /* during create only */
+    gpt2_model_file *init_file; /* during create only */
+    float *w[GPT2_NKINDS];      /* float views of the entered module's parameters */
+    float *g[GPT2_NKINDS];      /* float gradients of the module in backward */
+    float *scratch;             /* float copies of the entered module's parameters (bf16/fp16 compute), then its
                                float gradients (size: scratch_floats in gpt2.c) */
-    int copies;             /* compute dtype is not fp32: parameters are read through float copies */
-    int direct_embed;       /* fp32 compute and gradients: embed's gradients go straight into the engine's */
-    float *xs;              /* residual stream: (L + 1) x N x C */
+    int copies;                 /* compute dtype is not fp32: parameters are read through float copies */
+    int direct_embed;           /* fp32 compute and gradients: embed's gradients go straight into the engine's */
+    int ckpt;                   /* activation checkpointing (zinc_activation_checkpointing): one set of block
+                               activations, recomputed from each block's input xs[l] in its backward entry */
+    float *xs;                  /* residual stream: (L + 1) x N x C */
     gpt2_block_acts *acts;
     float *lnf, *lnfm, *lnfr, *logits;
     float *dx, *dres, *dln, *datty, *dqkv, *datt, *dfchg, *dfch, *dtmp;
-    int32_t *inp, *tgt;     /* host: the token ids of the current forward */
-    int32_t *dinp, *dtgt;   /* the same where the table computes (the host path: inp and tgt themselves) */
-    double *row_loss;       /* the cross-entropy's per-position losses: gas x N, one slot per micro-step */
-    double *row_loss_host;  /* host copy of row_loss (device tables only) */
+    int32_t *inp, *tgt;    /* host: the token ids of the current forward */
+    int32_t *dinp, *dtgt;  /* the same where the table computes (the host path: inp and tgt themselves) */
+    double *row_loss;      /* the cross-entropy's per-position losses: gas x N, one slot per micro-step */
+    double *row_loss_host; /* host copy of row_loss (device tables only) */
     float *capture;
-    double t_engine, t_steps; /* seconds inside engine calls, and in whole training steps */
+    double t_engine, t_steps;    /* seconds inside engine calls, and in whole training steps */
     double t_step0, t_micro_end; /* when the current step began, and its latest micro-step ended */
     int shuffle;
     uint64_t shuffle_seed;
@@ -94,8 +97,8 @@ struct gpt2_ops {
      * T) instead of the softmax matrix, its backward reading the forward's out (gpt2_layers.h's _blocked):
      * no datt scratch. GELU that keeps th = tanh(...) for backward (gpt2_layers.h's _tanh functions). */
     zinc_status (*attention_fwd_lse)(gpt2_model *m, float *out, float *lse, const float *qkv, int B, int T);
-    zinc_status (*attention_bwd_lse)(gpt2_model *m, float *dqkv, const float *dout, const float *out,
-                                     const float *qkv, const float *lse, int B, int T);
+    zinc_status (*attention_bwd_lse)(gpt2_model *m, float *dqkv, const float *dout, const float *out, const float *qkv,
+                                     const float *lse, int B, int T);
     zinc_status (*gelu_fwd_tanh)(gpt2_model *m, float *out, float *th, const float *x, int64_t n);
     zinc_status (*gelu_from_tanh)(gpt2_model *m, float *out, const float *x, const float *th, int64_t n);
     zinc_status (*gelu_bwd_tanh)(gpt2_model *m, float *dx, const float *x, const float *th, const float *dout,
@@ -106,6 +109,12 @@ struct gpt2_ops {
 };
 
 extern const gpt2_ops gpt2_host_ops;
+
+/* Resident bytes of OpenBLAS's buffers: its pool at the first sgemm plus each calling thread's packing
+ * buffers (touched by the blocked product), measured with bench/mem/whole_process.sh (1-3.4 MiB at 1-2
+ * threads and widths 192-384); the test mem_whole_matrix keeps them honest against the process's VmHWM. */
+#define GPT2_BLAS_BASE_BYTES ((size_t)0)
+#define GPT2_BLAS_THREAD_BYTES ((size_t)3 << 19)
 
 /* The GPU path (gpt2_cuda.c, built with the CUDA backend only): gpt2_cuda_create loads cuBLAS and binds a
  * handle to the engine's compute stream (m->cuda), gpt2_cuda_destroy waits for the stream and frees it. */

@@ -18,7 +18,6 @@ mlp_config mlp_default_config(void) {
 
 /* ---------------------------------------------------------------- deterministic random numbers */
 
-
 /* torch.nn.Linear's default: U(-1/sqrt(in), 1/sqrt(in)) for weights and biases. */
 static zinc_status init_param(void *userdata, const zinc_param_info *p, uint64_t seed, float *out) {
     const mlp_model *m = userdata;
@@ -58,10 +57,10 @@ static void sample(const mlp_model *m, int64_t index, float *x, int *label) {
 
 /* ---------------------------------------------------------------- model */
 
-#define CHECK(expr)                                                                                        \
-    do {                                                                                                   \
-        zinc_status st_ = (expr);                                                                          \
-        if (st_ != ZINC_OK) return st_;                                                                    \
+#define CHECK(expr)                                                                                                    \
+    do {                                                                                                               \
+        zinc_status st_ = (expr);                                                                                      \
+        if (st_ != ZINC_OK) return st_;                                                                                \
     } while (0)
 
 /* ---------------------------------------------------------------- where the model computes */
@@ -77,19 +76,67 @@ static int use_gpu_path(const mlp_model *m) {
 static zinc_status gpu_path_create(mlp_model *m) {
 #ifdef ZINC_MLP_CUDA
     if (zinc_device(m->e) != ZINC_DEVICE_CUDA) {
-        zinc_log(m->e, ZINC_LOG_ERROR, "mlp: compute DEVICE needs an engine on device cuda; this one is on "
+        zinc_log(m->e, ZINC_LOG_ERROR,
+                 "mlp: compute DEVICE needs an engine on device cuda; this one is on "
                  "the CPU (use MLP_COMPUTE_AUTO or HOST)");
         return ZINC_ERR_INVALID_ARG;
     }
     return mlp_cuda_create(m);
 #else
-    zinc_log(m->e, ZINC_LOG_ERROR, "mlp: compute DEVICE needs zinc built with the CUDA backend (this build has "
+    zinc_log(m->e, ZINC_LOG_ERROR,
+             "mlp: compute DEVICE needs zinc built with the CUDA backend (this build has "
              "none; use MLP_COMPUTE_AUTO or HOST)");
     return ZINC_ERR_UNSUPPORTED;
 #endif
 }
 
 /* ---------------------------------------------------------------- the host path */
+
+/* Elements of the model's host buffers, the one place they are sized: create and the training step
+ * allocate with these, and create declares their sum to the engine (zinc_memory_declare). */
+static size_t n_inputs(const mlp_model *m) { return (size_t)(m->mb * m->cfg.in_dim); }
+static size_t n_grads(const mlp_model *m) { return (size_t)(m->mb * m->widest); } /* dz, dh */
+static size_t n_teacher1(const mlp_model *m) { return (size_t)(2 * m->cfg.in_dim * m->cfg.in_dim); }
+static size_t n_teacher2(const mlp_model *m) { return (size_t)(m->cfg.classes * 2 * m->cfg.in_dim); }
+static size_t n_step_acts(const mlp_model *m) { /* act_a, act_b of a step */
+    int C = m->cfg.classes;
+    return (size_t)(m->mb * (m->cfg.hidden > C ? m->cfg.hidden : C));
+}
+static void layer_shape(const mlp_model *m, int l, int *in, int *out) {
+    *in = l == 0 ? m->cfg.in_dim : m->cfg.hidden;
+    *out = l == m->nlayers - 1 ? m->cfg.classes : m->cfg.hidden;
+}
+
+static void memory_sums(const mlp_model *m, int gpu, uint64_t *act, uint64_t *scr) {
+    *act = *scr = 0;
+    for (int l = 0; l < m->nlayers; l++) {
+        int in, out;
+        layer_shape(m, l, &in, &out);
+        *act += (uint64_t)(m->mb * in + m->mb * out) * sizeof(float); /* h_in, z */
+        *scr += (uint64_t)(out * in + out) * sizeof(float);           /* wf, bf */
+    }
+    *scr +=
+        (n_inputs(m) + 2 * n_grads(m) + n_teacher1(m) + n_teacher2(m)) * sizeof(float) + (size_t)m->mb * sizeof(int);
+    if (!gpu) *scr += 2 * n_step_acts(m) * sizeof(float);
+}
+
+static zinc_status declare_memory(mlp_model *m) {
+    uint64_t act, scr;
+    memory_sums(m, use_gpu_path(m), &act, &scr);
+    zinc_status st = zinc_memory_declare(m->e, ZINC_MEM_ACTIVATIONS, ZINC_MEMKIND_HOST, act, "mlp activations");
+    return st != ZINC_OK ? st : zinc_memory_declare(m->e, ZINC_MEM_SCRATCH, ZINC_MEMKIND_HOST, scr, "mlp scratch");
+}
+
+zinc_status mlp_memory(const mlp_config *cfg, int64_t micro_batch, uint64_t *activations, uint64_t *scratch) {
+    mlp_model m = {.cfg = cfg ? *cfg : mlp_default_config(), .mb = micro_batch};
+    if (micro_batch < 1 || m.cfg.depth < 0 || m.cfg.in_dim < 1 || m.cfg.hidden < 1 || m.cfg.classes < 2)
+        return ZINC_ERR_INVALID_ARG;
+    m.nlayers = m.cfg.depth + 1;
+    int widest = m.cfg.in_dim > m.cfg.classes ? m.cfg.in_dim : m.cfg.classes;
+    m.widest = m.cfg.hidden > widest ? m.cfg.hidden : widest;
+    memory_sums(&m, 0, activations, scratch);
+    return ZINC_OK;
+}
 
 zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
     mlp_model *m = calloc(1, sizeof *m);
@@ -122,12 +169,12 @@ zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
     }
     m->layers = calloc((size_t)m->nlayers, sizeof *m->layers);
     m->widest = widest;
-    m->x = calloc((size_t)(m->mb * d), sizeof(float));
-    m->dz = calloc((size_t)(m->mb * widest), sizeof(float));
-    m->dh = calloc((size_t)(m->mb * widest), sizeof(float));
+    m->x = calloc(n_inputs(m), sizeof(float));
+    m->dz = calloc(n_grads(m), sizeof(float));
+    m->dh = calloc(n_grads(m), sizeof(float));
     m->labels = calloc((size_t)m->mb, sizeof(int));
-    m->teacher_w1 = calloc((size_t)(2 * d * d), sizeof(float));
-    m->teacher_w2 = calloc((size_t)(m->cfg.classes * 2 * d), sizeof(float));
+    m->teacher_w1 = calloc(n_teacher1(m), sizeof(float));
+    m->teacher_w2 = calloc(n_teacher2(m), sizeof(float));
     if (!m->layers || !m->x || !m->dz || !m->dh || !m->labels || !m->teacher_w1 || !m->teacher_w2) {
         zinc_status nomem = ZERR(ZINC_ERR_NOMEM,
                                  "mlp: no memory for the activations (3 buffers of micro batch %lld x %d floats, "
@@ -143,8 +190,7 @@ zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
     /* Modules and parameters, in forward order. */
     for (int l = 0; l < m->nlayers; l++) {
         mlp_layer *L = &m->layers[l];
-        L->in = l == 0 ? d : m->cfg.hidden;
-        L->out = l == m->nlayers - 1 ? m->cfg.classes : m->cfg.hidden;
+        layer_shape(m, l, &L->in, &L->out);
         char name[64];
         snprintf(name, sizeof name, "fc%d", l + 1);
         L->module = zinc_module_add(e, name);
@@ -168,7 +214,8 @@ zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
             return nomem;
         }
     }
-    zinc_status st = zinc_build(e, init_param, m);
+    zinc_status st = declare_memory(m);
+    if (st == ZINC_OK) st = zinc_build(e, init_param, m);
     if (st == ZINC_OK && use_gpu_path(m)) st = gpu_path_create(m);
     if (st != ZINC_OK) {
         mlp_destroy(m);
@@ -363,8 +410,8 @@ zinc_status mlp_backward_all(mlp_model *m, mlp_backward_fn fn, float *dz, float 
 zinc_status mlp_microstep(mlp_model *m, int64_t step, int64_t j) {
     zinc_engine *e = m->e;
     int64_t B = zinc_train_batch_size(e);
-    int W = zinc_world_size(e), r = zinc_rank(e), C = m->cfg.classes;
-    size_t act = (size_t)(m->mb * (m->cfg.hidden > C ? m->cfg.hidden : C));
+    int W = zinc_world_size(e), r = zinc_rank(e);
+    size_t act = n_step_acts(m);
     float *act_a = NULL, *act_b = NULL;
     zinc_status st = ZINC_OK;
     if (j == 0) m->sums[0] = m->sums[1] = 0;
@@ -375,7 +422,8 @@ zinc_status mlp_microstep(mlp_model *m, int64_t step, int64_t j) {
     int64_t first = step * B + (j * W + r) * m->mb;
     for (int64_t s = 0; s < m->mb; s++) sample(m, first + s, m->x + s * m->cfg.in_dim, &m->labels[s]);
 #ifdef ZINC_MLP_CUDA
-    if (m->cuda) st = mlp_cuda_microstep(m, j);
+    if (m->cuda)
+        st = mlp_cuda_microstep(m, j);
     else
 #endif
         st = host_microstep(m, act_a, act_b);

@@ -20,11 +20,11 @@ typedef enum mlp_compute_at {
 } mlp_compute_at;
 
 typedef struct mlp_config {
-    int in_dim;       /* input features (default 32) */
-    int hidden;       /* width of the hidden layers (default 128) */
-    int depth;        /* hidden layers (default 2) */
-    int classes;      /* output classes (default 8) */
-    uint64_t data_seed; /* the synthetic task (teacher and inputs) */
+    int in_dim;             /* input features (default 32) */
+    int hidden;             /* width of the hidden layers (default 128) */
+    int depth;              /* hidden layers (default 2) */
+    int classes;            /* output classes (default 8) */
+    uint64_t data_seed;     /* the synthetic task (teacher and inputs) */
     mlp_compute_at compute; /* where forward and backward run (default AUTO) */
 } mlp_config;
 
@@ -33,9 +33,13 @@ mlp_config mlp_default_config(void);
 typedef struct mlp_model mlp_model;
 
 typedef struct mlp_metrics {
-    double loss;      /* mean cross-entropy over the global batch of the step */
-    double accuracy;  /* fraction of the global batch classified right */
+    double loss;     /* mean cross-entropy over the global batch of the step */
+    double accuracy; /* fraction of the global batch classified right */
 } mlp_metrics;
+
+/* The host memory the model declares to the engine (zinc_memory_declare) for a configuration and micro
+ * batch, computed without an engine, from the same sizes it allocates with (host path). */
+zinc_status mlp_memory(const mlp_config *cfg, int64_t micro_batch, uint64_t *activations, uint64_t *scratch);
 
 /* Registers the model's modules and parameters with the engine and builds it. */
 zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out);

@@ -457,6 +457,20 @@ static const zkey_key zinc_keys[] = {
 };
 static TABLE(zinc_tbl, "zinc", zinc_keys);
 
+/* DeepSpeed's activation checkpointing configures what its checkpoint() does; the model calls it. In zinc
+ * the block's presence tells the model to recompute (zinc_activation_checkpointing; zinc train --model gpt2
+ * keeps each block's input and recomputes the block in backward). These keys have no meaning in zinc: */
+static const zkey_key activation_ckpt_keys[] = {
+    IGNORED("partition_activations", "no effect in zinc: there is no model parallelism, each rank already holds "
+                                     "only its own micro-batch's checkpoints"),
+    IGNORED("cpu_checkpointing", "no effect in zinc: the CPU models' checkpoints are in host memory already"),
+    IGNORED("contiguous_memory_optimization", "no effect in zinc: the checkpoints are one buffer per block already"),
+    IGNORED("number_checkpoints", "no effect in zinc: the model checkpoints every block"),
+    IGNORED("synchronize_checkpoint_boundary", "no effect in zinc: the CPU compute is synchronous"),
+    IGNORED("profile", "no effect in zinc: no checkpoint profiler"),
+};
+static TABLE(activation_ckpt_tbl, "activation_checkpointing", activation_ckpt_keys);
+
 /* ------------------------------------------------------------------ top level */
 static const zkey_key top_keys[] = {
     SIZE("train_batch_size", train_batch_size, 1, BIG, "samples per optimizer step over all ranks"),
@@ -491,7 +505,8 @@ static const zkey_key top_keys[] = {
     IGNORED("csv_monitor", "ignored: zinc logs through its log callback"),
     IGNORED("comet", "ignored: zinc logs through its log callback"),
     IGNORED("flops_profiler", "ignored: no profiler in zinc"),
-    IGNORED("activation_checkpointing", "ignored: activation checkpointing is the model's business in C"),
+    OBJ("activation_checkpointing", activation_ckpt_tbl,
+        "present: the model recomputes activations in backward (zinc train --model gpt2: every block)"),
     IGNORED("autotuning", "ignored: no autotuner in zinc"),
     IGNORED("zero_allow_untested_optimizer", "ignored: zinc has only its own Adam/AdamW, Lion and LAMB"),
     IGNORED("zero_force_ds_cpu_optimizer", "ignored: zinc has only its own Adam/AdamW, Lion and LAMB"),

@@ -65,8 +65,9 @@ void zmem_report(const zmemtrack *t, zinc_memory_report *out) {
 }
 
 const char *zinc_mem_category_name(zinc_mem_category c) {
-    static const char *names[ZINC_MEM_CATEGORY_COUNT] = {"params",  "grads",  "master",  "exp_avg", "exp_avg_sq",
-                                                         "buckets", "gather", "staging", "other"};
+    static const char *names[ZINC_MEM_CATEGORY_COUNT] = {"params",     "grads",       "master", "exp_avg",
+                                                         "exp_avg_sq", "buckets",     "gather", "staging",
+                                                         "other",      "activations", "scratch"};
     return (unsigned)c < ZINC_MEM_CATEGORY_COUNT ? names[c] : "?";
 }
 

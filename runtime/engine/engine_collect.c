@@ -174,6 +174,83 @@ fail:
     return st;
 }
 
+/* zinc_master_foreach: the flat buffer in windows of ZINC_INIT_PIECE elements. Each rank copies its own
+ * range's part of a window from the state store (one pass over its chunks, in order, across all windows),
+ * the ranks all-gather the window in place, and every parameter piece in it goes to fn. */
+static int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+    int64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+    return hi > lo ? hi - lo : 0;
+}
+
+zinc_status zinc_master_foreach(zinc_engine *e, zinc_master_fn fn, void *userdata) {
+    zinc_status st = ZINC_OK;
+    float *win = NULL;
+    size_t *counts = NULL, *displs = NULL;
+    int64_t chunk = -1, next_param = 0;
+    zstate_view v = {0};
+    if (!e || !fn) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_master_foreach: NULL argument");
+    if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_master_foreach: call zinc_build first");
+    const int64_t W = ZINC_INIT_PIECE, padded = e->part.padded;
+    bool gather = e->stage > 0 && e->world > 1;
+    TRY_ALLOC(win, (size_t)(W < padded ? W : padded), "a window of the master weights");
+    TRY_ALLOC(counts, e->world, "gather counts");
+    TRY_ALLOC(displs, e->world, "gather displacements");
+    TRY(zstate_pass_begin(e->state, ZSTATE_READ | ZSTATE_HOST_VIEW));
+    for (int64_t w0 = 0; w0 < padded; w0 += W) {
+        int64_t w1 = w0 + W < padded ? w0 + W : padded;
+        /* this rank's part: [own_lo, own_hi) within the window, chunk by chunk */
+        for (int64_t at = w0 > e->own_lo ? w0 : e->own_lo; at < w1 && at < e->own_hi;) {
+            int64_t rel = at - e->own_lo;
+            while (chunk < 0 || rel >= v.lo + v.n) {
+                if (chunk >= 0) TRY(zstate_release(e->state, chunk));
+                TRY(zstate_acquire(e->state, ++chunk, &v));
+            }
+            int64_t n = v.lo + v.n - rel, room = w1 - at;
+            n = n < room ? n : room;
+            memcpy(win + (at - w0), v.master + (rel - v.lo), (size_t)n * sizeof *win);
+            at += n;
+        }
+        if (gather) {
+            for (int r = 0; r < e->world; r++) {
+                int64_t lo = (int64_t)r * e->part.shard;
+                counts[r] = (size_t)overlap(lo, lo + e->part.shard, w0, w1);
+                displs[r] = (size_t)(lo > w0 ? lo - w0 : 0);
+            }
+            TRY(zcomm_allgatherv_inplace(e->comm, win, counts, displs, ZINC_FP32, NULL));
+        }
+        /* the parameters' pieces in this window, in registration (= flat) order */
+        for (int i = (int)next_param; i < e->nparams; i++) {
+            const zinc_param *p = e->params[i];
+            int64_t lo = p->flat_offset > w0 ? p->flat_offset : w0, hi = p->flat_offset + p->numel;
+            hi = hi < w1 ? hi : w1;
+            if (p->flat_offset >= w1) break;
+            if (hi > lo) {
+                st = fn(userdata, i, lo - p->flat_offset, win + (lo - w0), hi - lo);
+                if (st != ZINC_OK) {
+                    zinc__error_trace(__FILE__, __LINE__);
+                    goto fail;
+                }
+            }
+            if (p->flat_offset + p->numel <= w1) next_param = i + 1;
+        }
+    }
+    if (chunk >= 0) TRY(zstate_release(e->state, chunk));
+    chunk = -1;
+    /* the chunks after the last window this rank read from (stage 0 reads all) */
+    for (int64_t c = 0; c < e->state->nchunks && e->state->next < e->state->nchunks; c++) {
+        int64_t k = e->state->next;
+        TRY(zstate_acquire(e->state, k, &v));
+        TRY(zstate_release(e->state, k));
+    }
+    TRY(zstate_pass_end(e->state));
+fail:
+    zstate_pass_abort(e->state);
+    free(win);
+    free(counts);
+    free(displs);
+    return st;
+}
+
 /* Stages 1-2: every rank's slice of the compute-dtype parameters to every rank (in place). */
 zinc_status zengine_allgather_params(zinc_engine *e) {
     zinc_status st = ZINC_OK;

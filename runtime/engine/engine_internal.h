@@ -54,6 +54,8 @@ struct zinc_engine {
     bool built;
     bool init_ranged;   /* zinc_build_ranged: initialisation in pieces, no whole-tensor scratch */
     bool init_in_place; /* zinc_build writes fp32 values straight into the host parameter buffer */
+    int ndeclared;      /* the model's own memory (zinc_memory_declare), in the plan */
+    zplan_declared declared[ZPLAN_MAX_DECLARED];
 
     /* layout and dtypes: from the sizing plan (runtime/mem/plan.h), made at zinc_build, which every
      * buffer zinc_build allocates takes its size from */

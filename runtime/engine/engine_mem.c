@@ -2,6 +2,7 @@
 #include "runtime/engine/engine_mem.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,8 +15,11 @@ zinc_status zengine_plan(zinc_engine *e, const zinc_config *cfg, uint32_t nvme_a
     zinc_status st = ZINC_OK;
     int64_t *numel = NULL;
     int *module = NULL;
+    bool *reentered = NULL;
     TRY_ALLOC(numel, e->nparams, "the engine's memory plan");
     TRY_ALLOC(module, e->nparams, "the engine's memory plan");
+    TRY_ALLOC(reentered, e->nmodules > 0 ? e->nmodules : 1, "the engine's memory plan");
+    for (int i = 0; i < e->nmodules; i++) reentered[i] = e->modules[i].reentered;
     for (int i = 0; i < e->nparams; i++) {
         numel[i] = e->params[i]->numel;
         module[i] = e->params[i]->module;
@@ -27,11 +31,40 @@ zinc_status zengine_plan(zinc_engine *e, const zinc_config *cfg, uint32_t nvme_a
                         .fixed_bytes = e->dev->mem_kind == ZINC_MEMKIND_DEVICE ? zdev_cuda_fixed_bytes() : 0,
                         .comm_staging_bytes = zcomm_staged_bytes(e->dcomm),
                         .nvme_align = nvme_align};
-    TRY(zplan_make(&(zplan_model){e->nparams, numel, module, e->nmodules}, cfg, e->world, e->rank, &dev, out));
+    TRY(zplan_make(&(zplan_model){e->nparams, numel, module, e->nmodules, e->ndeclared, e->declared, reentered}, cfg,
+                   e->world, e->rank, &dev, out));
 fail:
     free(numel);
     free(module);
+    free(reentered);
     return st;
+}
+
+zinc_status zinc_memory_declare(zinc_engine *e, zinc_mem_category category, zinc_mem_kind kind, uint64_t bytes,
+                                const char *label) {
+    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_memory_declare: engine is NULL");
+    if (e->built)
+        return ZERR(ZINC_ERR_STATE,
+                    "zinc_memory_declare(\"%s\"): call it before zinc_build (the pre-flight there "
+                    "checks the whole process against the machine)",
+                    label ? label : "");
+    if (category != ZINC_MEM_ACTIVATIONS && category != ZINC_MEM_SCRATCH)
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "zinc_memory_declare: category %d (%s) is zinc's own; a model declares ZINC_MEM_ACTIVATIONS or "
+                    "ZINC_MEM_SCRATCH",
+                    (int)category, zinc_mem_category_name(category));
+    if (kind != ZINC_MEMKIND_HOST && kind != ZINC_MEMKIND_PINNED && kind != ZINC_MEMKIND_DEVICE)
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "zinc_memory_declare: memory kind %d is not host, pinned or device (NVMe bytes are not memory)",
+                    (int)kind);
+    if (e->ndeclared == ZPLAN_MAX_DECLARED)
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_memory_declare: more than %d declarations; sum some of them",
+                    ZPLAN_MAX_DECLARED);
+    if (!bytes) return ZINC_OK;
+    zplan_declared *d = &e->declared[e->ndeclared++];
+    *d = (zplan_declared){.cat = category, .kind = kind, .bytes = bytes};
+    snprintf(d->label, sizeof d->label, "%s", label ? label : "");
+    return ZINC_OK;
 }
 
 zinc_status zengine_estimate(zinc_engine *e, zest_estimate *out) { return zengine_estimate_cfg(e, &e->cfg, out); }
@@ -73,6 +106,7 @@ zinc_status zengine_preflight(zinc_engine *e, const zplan *plan) {
     if (off && !strcmp(off, "0")) return ZINC_OK;
     zest_estimate est;
     zest_from_plan(plan, e->init_ranged, &est);
+    est.as_extra = zest_as_extra(zpool_threads(e->dev->pool));
     const char *nvme_path = e->cfg.zero.offload_optimizer.nvme_path;
     zest_available avail;
     zest_available_read(nvme_path, &avail);
@@ -108,4 +142,20 @@ fail:
 zinc_status zengine_allgather_u64(zinc_engine *e, const uint64_t *mine, int n, uint64_t *all) {
     if (!e || !mine || !all || n < 1) return ZERR(ZINC_ERR_INVALID_ARG, "zengine_allgather_u64: bad argument");
     return zcomm_allgather_bytes(e->comm, mine, all, (size_t)n * sizeof *mine);
+}
+
+int zinc_activation_checkpointing(const zinc_engine *e) {
+    return e && zcfg_given(&e->cfg, "activation_checkpointing") ? 1 : 0;
+}
+
+zinc_status zinc_module_reentered(zinc_engine *e, int module) {
+    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_reentered: engine is NULL");
+    if (e->built)
+        return ZERR(ZINC_ERR_STATE, "zinc_module_reentered(%d): call it before zinc_build (the plan is made there)",
+                    module);
+    if (module < 0 || module >= e->nmodules)
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_reentered: module %d of %d (ids from zinc_module_add)", module,
+                    e->nmodules);
+    e->modules[module].reentered = true; /* zero/grads.c: its own buffer from the first backward entry */
+    return ZINC_OK;
 }

@@ -45,3 +45,8 @@ zinc_status zinc_parallel_for(zinc_engine *e, int64_t n, void (*fn)(void *ctx, i
     zpool_for(pool, (size_t)j.ranges, run_range, &j);
     return ZINC_OK;
 }
+
+int zinc_cpu_threads(const zinc_engine *e) {
+    int t = e && e->dev ? zpool_threads(e->dev->pool) : 1;
+    return t > 0 ? t : 1;
+}

@@ -63,6 +63,7 @@ void zest_from_plan(const zplan *p, bool init_ranged, zest_estimate *out) {
     out->nvme_chunk = p->nvme_chunk;
     out->nvme_buffers = p->nvme_buffers;
     out->cheaper_stage = -1;
+    for (int i = 0; i < p->ndeclared; i++) out->declared[p->declared[i].kind] += p->declared[i].bytes;
 }
 
 zinc_status zest_compute(const zplan_model *m, const zinc_config *cfg, int world, int rank, zinc_device_kind device,
@@ -79,15 +80,39 @@ fail:
 }
 
 uint64_t zest_rss(const zest_estimate *est, bool device_in_host) {
-    uint64_t all = 0, gather = 0;
+    uint64_t all = 0, gather = 0, declared = 0;
     for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) {
         if (k == ZINC_MEMKIND_NVME || (k == ZINC_MEMKIND_DEVICE && !device_in_host)) continue;
         all += est->total[k];
         gather += est->bytes[k][ZINC_MEM_GATHER];
+        declared += est->declared[k];
     }
     all -= all > est->before_build ? est->before_build : all;
-    uint64_t build = all - gather + est->init_scratch, steps = all + est->comm_temp;
+    uint64_t build = all - gather - declared + est->init_scratch, steps = all + est->comm_temp;
     return build > steps ? build : steps;
+}
+
+/* The process at start, measured on the CPU build with the CUDA backend (2-core EPYC, bench/RESULTS.md):
+ * `zinc train --model gpt2`'s VmHWM less the estimate's other rows, about 13 MiB at one rank and 22 MiB per
+ * rank under mpirun (Open MPI's shared-memory segments and components); the CUDA libraries are mapped but
+ * not resident until a GPU is used (VmSize, not VmRSS), so they add nothing here. The test
+ * mem_whole_matrix keeps these within its 5%. The address space a compute thread reserves beyond its
+ * resident bytes: glibc's malloc arena (64 MiB reserved), its stack (8 MiB) and OpenBLAS's buffer
+ * reservation; VmPeak less VmSize at zinc_build per thread, rounded up. */
+#define ZEST_BASELINE_ONE ((uint64_t)13 << 20)
+#define ZEST_BASELINE_MPI ((uint64_t)22 << 20)
+#define ZEST_BASELINE_CUDA ((uint64_t)0)
+#define ZEST_THREAD_AS ((uint64_t)200 << 20)
+
+uint64_t zest_as_extra(int threads) { return (uint64_t)(threads > 0 ? threads : 1) * ZEST_THREAD_AS; }
+
+uint64_t zest_baseline_bytes(int world, bool cuda_build) {
+    uint64_t b = world > 1 ? ZEST_BASELINE_MPI : ZEST_BASELINE_ONE;
+    return b + (cuda_build ? ZEST_BASELINE_CUDA : 0);
+}
+
+uint64_t zest_whole_process(const zest_estimate *est, bool device_in_host, bool cuda_build) {
+    return zest_baseline_bytes(est->world, cuda_build) + zest_rss(est, device_in_host);
 }
 
 /* ---------------------------------------------------------------- DeepSpeed's estimators */
@@ -367,11 +392,51 @@ static void fit_advice(const zest_estimate *est, zinc_mem_kind k, char *buf, siz
                "shrink the gathered parameters (%s)",
                s);
     }
+    if (h[ZINC_MEM_ACTIVATIONS]) {
+        char s2[32];
+        zbytes_format(s, sizeof s, h[ZINC_MEM_ACTIVATIONS]);
+        zbytes_format(s2, sizeof s2, h[ZINC_MEM_SCRATCH]);
+        ADVICE("; the model's activations (%s) and scratch (%s) grow with train_micro_batch_size_per_gpu: halve it "
+               "(and double gradient_accumulation_steps to keep train_batch_size), or turn on activation "
+               "checkpointing (\"activation_checkpointing\": {} in the config, where the model supports it; "
+               "zinc train --model gpt2 does), which keeps one input per block",
+               s, s2);
+    }
     if (est->stage > 0 || k == ZINC_MEMKIND_DEVICE)
         ADVICE(k == ZINC_MEMKIND_DEVICE ? "; more GPUs (one rank each) divide the sharded states further"
                                         : "; more ranks (nodes) divide the sharded states further");
 #undef ADVICE
     if (buf[0] == ';') memmove(buf, buf + 2, strlen(buf + 2) + 1); /* drop the leading "; " */
+}
+
+/* The first of the changes that needs no more ranks and fits the limit by the estimate, least disruptive
+ * first: a micro batch half as large (the model's declared memory taken to scale with it), the cheaper
+ * higher stage the pre-flight found, the optimizer state in NVMe files. Put in front of the advice. */
+static void cheapest_fit(const zest_estimate *est, uint64_t need, uint64_t hr, uint64_t mult, uint64_t free_bytes,
+                         uint64_t extra, char *advice, size_t cap) {
+    const uint64_t *h = est->bytes[ZINC_MEMKIND_HOST];
+    uint64_t model = h[ZINC_MEM_ACTIVATIONS] + h[ZINC_MEM_SCRATCH];
+    uint64_t state = h[ZINC_MEM_MASTER] + h[ZINC_MEM_EXP_AVG] + h[ZINC_MEM_EXP_AVG_SQ];
+    struct {
+        bool ok;
+        uint64_t bytes;
+        const char *what;
+    } alt[3] = {
+        {model > 0, need - model / 2, "train_micro_batch_size_per_gpu halved (gradient_accumulation_steps doubled)"},
+        {est->cheaper_stage > est->stage, est->cheaper_bytes, "the higher ZeRO stage below"},
+        {state > 0 && est->stage > 0 && est->offload != ZOFFLOAD_NVME, need - state, "NVMe offload as below"},
+    };
+    for (int i = 0; i < 3; i++) {
+        uint64_t want = (alt[i].bytes + alt[i].bytes / 100 * hr) * mult + extra;
+        if (!alt[i].ok || want > free_bytes) continue;
+        char s[32], *rest = strdup(advice);
+        if (!rest) return;
+        zbytes_format(s, sizeof s, alt[i].bytes);
+        snprintf(advice, cap, "the cheapest change that fits by the estimate: %s, about %s per rank; also %s",
+                 alt[i].what, s, rest);
+        free(rest);
+        return;
+    }
 }
 
 zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, const zest_available *a,
@@ -417,19 +482,28 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
              a->cgroup_file, cl);
     snprintf(lim[2].what, sizeof lim[2].what, "the address space RLIMIT_AS (%s) leaves this process", al);
     for (int i = 0; i < 3; i++) {
-        if (!lim[i].have || host_hr * lim[i].mult <= lim[i].free) continue;
+        /* the address space also holds what the threads reserve beyond their resident bytes */
+        uint64_t want = host_hr * lim[i].mult + (i == 2 ? est->as_extra : 0);
+        if (!lim[i].have || want <= lim[i].free) continue;
         static const zinc_mem_kind hk[] = {ZINC_MEMKIND_HOST, ZINC_MEMKIND_PINNED};
         char extra[160] = "";
         zbytes_format(need, sizeof need, host);
-        zbytes_format(node, sizeof node, host_hr * lim[i].mult);
+        zbytes_format(node, sizeof node, want);
         zbytes_format(have, sizeof have, lim[i].free);
         breakdown(est, hk, 2, parts, sizeof parts);
         fit_advice(est, ZINC_MEMKIND_HOST, advice, sizeof advice);
+        cheapest_fit(est, host, hr, lim[i].mult, lim[i].free, i == 2 ? est->as_extra : 0, advice, sizeof advice);
         if (est->init_scratch || est->comm_temp) {
             char s1[32], s2[32];
             zbytes_format(s1, sizeof s1, est->init_scratch);
             zbytes_format(s2, sizeof s2, est->comm_temp);
             snprintf(extra, sizeof extra, ", init scratch %s at build, MPI temporaries %s", s1, s2);
+        }
+        if (i == 2 && est->as_extra) {
+            char s3[32];
+            size_t l = strlen(extra);
+            zbytes_format(s3, sizeof s3, est->as_extra);
+            snprintf(extra + l, sizeof extra - l, "; and %s of address space the threads reserve", s3);
         }
         return ZERR(ZINC_ERR_NOMEM,
                     "pre-flight: not enough host memory. Each rank needs %s of host memory at its peak (%" PRIu64
@@ -438,8 +512,8 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
                     " bytes). To fit: %s. (ZeRO stage %d, %d rank%s; `zinc mem estimate` shows the breakdown; "
                     "ZINC_PREFLIGHT=0 skips this check)",
                     need, host, parts, extra, hr, lim[i].mult, lim[i].mult == 1 ? "" : "es",
-                    lim[i].mult == 1 ? "s" : "", node, host_hr * lim[i].mult, lim[i].what, have, lim[i].free, advice,
-                    est->stage, est->world, est->world == 1 ? "" : "s");
+                    lim[i].mult == 1 ? "s" : "", node, want, lim[i].what, have, lim[i].free, advice, est->stage,
+                    est->world, est->world == 1 ? "" : "s");
     }
     /* The NVMe store's swap buffers fall back to ordinary host memory when they cannot be pinned. */
     uint64_t pinned = est->total[ZINC_MEMKIND_PINNED] - est->bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING];

@@ -64,12 +64,38 @@ typedef struct zest_estimate {
     int cheaper_stage;           /* set by the pre-flight: the higher stage needing the least memory of the
                                        * kind that is short at this rank count, -1: none is cheaper */
     uint64_t cheaper_bytes;      /* its bytes of that kind */
+
+    /* The model's own memory (zinc_memory_declare), part of bytes[][ACTIVATIONS / SCRATCH] and the
+     * totals: it exists during the steps only (allocated after zinc_build). */
+    uint64_t declared[ZINC_MEMKIND_COUNT];
+    /* Virtual address space the process maps beyond its resident growth during the steps (libraries'
+     * reserved buffers, thread arenas): only RLIMIT_AS sees it. Declared by the model as part of its
+     * scratch is the resident part; this the rest (zest_as_extra). */
+    uint64_t as_extra;
 } zest_estimate;
+
+/* The process's resident bytes before the engine: the executable and its libraries mapped, the C and MPI
+ * runtimes initialised; measured for `zinc train` (bench/mem/whole_process.sh), for a build with and
+ * without the CUDA backend (whose libraries map about 165 MiB at start), one rank and several (MPI's
+ * shared-memory transport). The pre-flight inside a run does not use it: the limits it reads are
+ * measured with the process as it is. */
+uint64_t zest_baseline_bytes(int world, bool cuda_build);
+
+/* Address space a process with `threads` compute threads maps during the steps beyond its resident
+ * bytes (each thread's malloc arena reservation and stack, OpenBLAS's per-thread buffer reservation),
+ * measured (VmPeak less VmSize at zinc_build, bench/mem/whole_process.sh): what RLIMIT_AS must leave
+ * besides the resident estimate, so that a run the pre-flight passes does not fail (or spin in
+ * OpenBLAS's allocation retries) on an address-space limit. */
+uint64_t zest_as_extra(int threads);
+
+/* The whole process's resident peak for `zinc mem estimate`: the baseline and zest_rss's growth (the
+ * engine, the build's scratch, MPI's temporaries, the model's declared memory). */
+uint64_t zest_whole_process(const zest_estimate *est, bool device_in_host, bool cuda_build);
 
 /* The process's resident-memory growth this estimate predicts from before zinc_build to its peak:
  * memory in host RAM (host, pinned, and the device's bytes when the device is host memory) at the
- * larger of the build (model state without gather buffers, plus the init scratch) and the steps
- * (everything, plus MPI's temporaries). `device_in_host`: the device allocates host memory (the cpu
+ * larger of the build (model state without gather buffers and the model's declared memory, plus the
+ * init scratch) and the steps (everything with the declared memory, plus MPI's temporaries). `device_in_host`: the device allocates host memory (the cpu
  * device, also when presented as discrete). */
 uint64_t zest_rss(const zest_estimate *est, bool device_in_host);
 

@@ -49,6 +49,9 @@ static zinc_status check_model(const zplan_model *m, int world, int rank) {
                         "memory plan: parameter %d: modules must be in order (module %d after %d)", i, m->module[i],
                         m->module[i - 1]);
     }
+    if (m->ndeclared < 0 || m->ndeclared > ZPLAN_MAX_DECLARED || (m->ndeclared && !m->declared))
+        return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: %d declarations of the model's memory (0..%d)", m->ndeclared,
+                    ZPLAN_MAX_DECLARED);
     if (m->nmodules && m->module[m->nparams - 1] >= m->nmodules)
         return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: parameter %d has module %d of %d", m->nparams - 1,
                     m->module[m->nparams - 1], m->nmodules);
@@ -212,6 +215,19 @@ static void plan_grads(zplan *p, const zinc_config *cfg) {
         g->bytes_landing);
 }
 
+/* Stages 2-3: a module entered twice in one backward keeps its gradients in a buffer of its own (zero/grads.c
+ * enter_held), allocated at its first backward entry. `each` holds all of them together. */
+static void plan_held(zplan *p, const zplan_model *m) {
+    if (p->stage < 2 || !m->reentered) return;
+    int64_t elems = 0;
+    int n = 0;
+    for (int i = 0; i < p->nmodules; i++)
+        if (m->reentered[i]) elems += p->module_end[i] - p->module_begin[i], n++;
+    put(p, ZPLAN_HELD, "the gradient buffers of modules entered twice in backward", ZINC_MEM_BUCKETS,
+        p->device.compute_kind, ZPLAN_IN_STEP, 1, (uint64_t)elems * zinc_dtype_size(p->grad_dtype));
+    if (elems) p->buf[ZPLAN_HELD].count = n;
+}
+
 /* Initialisation scratch (engine.c init_params): a whole-tensor init_fn needs the largest tensor this
  * rank initialises (whole tensors at stages 0-2, ones touching the own shard at 3) in fp32, except in
  * place (fp32 parameters in host memory, stages 0-2); a ranged one pieces of at most ZINC_INIT_PIECE
@@ -276,6 +292,7 @@ zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, 
     plan_state(out, cfg);
     plan_lamb(out, cfg);
     plan_grads(out, cfg);
+    plan_held(out, m);
     if (out->stage == 3) {
         TRY(zplan_gather_peak(out->module_begin, out->module_end, out->persistent, out->nmodules, &cfg->zero,
                               &out->gather_peak_numel));
@@ -284,6 +301,8 @@ zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, 
     }
     plan_init(out, m);
     plan_comm_temp(out);
+    out->ndeclared = m->ndeclared;
+    for (int i = 0; i < m->ndeclared; i++) out->declared[i] = m->declared[i];
     return ZINC_OK;
 fail:
     zplan_free(out);
@@ -309,6 +328,8 @@ void zplan_sum(const zplan *p, zplan_when when, uint64_t out[ZINC_MEMKIND_COUNT]
                                                  : x->when <= when;
         if (in) out[x->kind][x->cat] += x->bytes;
     }
+    if (when >= ZPLAN_IN_STEP)
+        for (int i = 0; i < p->ndeclared; i++) out[p->declared[i].kind][p->declared[i].cat] += p->declared[i].bytes;
 }
 
 bool zplan_differs(const zplan *p, zplan_when when, const uint64_t got[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT],

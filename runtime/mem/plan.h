@@ -18,13 +18,25 @@
 #include "zero/sizing.h"
 #include "zinc.h"
 
+/* Memory the model declares for the steps (zinc_memory_declare): its activations and working buffers. */
+#define ZPLAN_MAX_DECLARED 64
+typedef struct zplan_declared {
+    zinc_mem_category cat; /* ZINC_MEM_ACTIVATIONS or ZINC_MEM_SCRATCH */
+    zinc_mem_kind kind;
+    uint64_t bytes;
+    char label[48];
+} zplan_declared;
+
 /* Parameters in registration (forward) order and the module of each, nondecreasing (what zinc_module_add
  * / zinc_param_add allow); a module number no parameter has is a module without parameters. */
 typedef struct zplan_model {
     int nparams;
     const int64_t *numel;
     const int *module;
-    int nmodules; /* 0: the last parameter's module + 1 */
+    int nmodules;  /* 0: the last parameter's module + 1 */
+    int ndeclared; /* the model's own memory, exists during the steps (allocated after zinc_build) */
+    const zplan_declared *declared;
+    const bool *reentered; /* per module (NULL: none): entered twice in one backward (zinc_module_reentered) */
 } zplan_model;
 
 /* What the plan needs to know about the compute device. */
@@ -81,6 +93,7 @@ typedef enum zplan_buf {
     ZPLAN_GATHER,                /* stage 3: non-persistent gathered modules, at most at once (simulated) */
     ZPLAN_HOST_VIEW_STAGING,     /* state in device memory read through the host (checkpoints): 3 chunks */
     ZPLAN_LAMB_NORMS,            /* LAMB with the state on a discrete device: per-tensor norms + workspace */
+    ZPLAN_HELD,                  /* stages 2-3: the own gradient buffers of modules entered twice in backward */
     ZPLAN_BUF_COUNT
 } zplan_buf;
 
@@ -140,6 +153,11 @@ typedef struct zplan {
     int64_t comm_piece;          /* elements per MPI call at most (zcomm_mpi_max_count) */
     int comm_pending;            /* pieces in flight at once (reduce buckets with overlap_comm) */
     uint64_t comm_temp;          /* bound on MPI's temporaries, bytes */
+
+    /* The model's own memory (zinc_memory_declare), counted with the steps (zplan_sum at IN_STEP and
+     * IN_CHECKPOINT); the tracker never holds it. */
+    int ndeclared;
+    zplan_declared declared[ZPLAN_MAX_DECLARED];
 } zplan;
 
 /* Lays out rank `rank` of `world`. cfg must be resolved (zcfg_load_*). Fails with ZINC_ERR_INVALID_ARG
@@ -150,8 +168,8 @@ void zplan_free(zplan *p);
 
 /* Adds the bytes of every buffer that exists at `when` to out[kind][category]: AT_CREATE counts what
  * zinc_create allocates, AT_BUILD that and what zinc_build keeps (what the tracker holds when zinc_build
- * returns), IN_STEP all of it at the steps' peak. Checkpoint-only buffers are added only for IN_CHECKPOINT
- * (with the AT_BUILD ones). */
+ * returns), IN_STEP all of it at the steps' peak, with the model's declared memory. Checkpoint-only
+ * buffers are added only for IN_CHECKPOINT (with the AT_BUILD ones and the declared memory). */
 void zplan_sum(const zplan *p, zplan_when when, uint64_t out[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT]);
 
 /* The first (kind, category) where the tracker's table `got` differs from the plan's buffers at `when`
