@@ -51,7 +51,7 @@ def run_zinc(a, shape, threads, dtype, steps, work):
     json.dump(cfg, open(cpath, "w"))
     cmd = [a.zinc, "train", "--model", "gpt2", "--quiet", "--config", cpath, "--layers", str(L), "--width", str(C),
            "--heads", str(H), "--vocab", str(V), "--context", str(T), "--data", a.data, "--steps", str(steps),
-           "--seed", "7", "--threads", str(threads), "--sample-tokens", "1", "--report", rep]
+           "--seed", "7", "--threads", str(threads), "--sample-tokens", "1", "--report", rep, "--force"]
     _, rss = timed(cmd, dict(os.environ), work)
     r = json.load(open(rep))
     return r["tokens_per_s"], r["losses"], rss
