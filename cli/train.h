@@ -23,6 +23,7 @@
 typedef struct zcli_train_opts {
     int model; /* the --model choice: 0 mlp, 1 gpt2 */
     const char *config, *report, *save_dir, *resume;
+    const char *peak_flops; /* --peak-flops: a number or "sgemm" (train_flops.h), NULL: none */
     int64_t steps, seed, threads, save_every, keep_last;
     int device, nonfinite; /* choices: cpu|cuda|auto (-1: the config's), error|skip */
     bool quiet, force;     /* force: an existing --report file may be replaced */
@@ -42,7 +43,8 @@ typedef struct zcli_train {
     double first_loss; /* the loss of the run's first step (NAN before it) */
     double loss;       /* the latest step's loss */
     zinc_step_info info;
-    int64_t taken; /* steps of this run that were taken (not skipped) */
+    int64_t taken;                       /* steps of this run that were taken (not skipped) */
+    double flops_per_sample, peak_flops; /* the model's declaration and the job's peak FLOP/s (train_flops.h) */
     /* the run's input files, which no output may replace: [0] the config (the driver's), then the model's
      * (its prepare fills them; NULL-terminated) */
     const char *inputs[8];

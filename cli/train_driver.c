@@ -12,6 +12,7 @@
 #include "runtime/core/clock.h"
 #include "cli/cli_files.h"
 #include "cli/train.h"
+#include "cli/train_flops.h"
 #include "cli/train_guard.h"
 #include "cli/train_memory.h"
 #include "runtime/core/env.h"
@@ -196,7 +197,7 @@ static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed
                   "param_l2_norm", zcli_real(norm), "param_checksum", hex, "seconds", elapsed, "resumed_from_step",
                   (json_int_t)t->start);
     if (j) json_object_set(j, "vmhwm_bytes", hwm); /* each rank's VmHWM (/proc/self/status) */
-    if (j && m->report(t, j, elapsed)) {
+    if (j && (m->report(t, j, elapsed) || zcli_flops_report(t, j))) {
         fprintf(stderr, "zinc train: cannot build the report for %s\n", t->o->report);
         json_decref(j);
         return -1;
@@ -247,7 +248,7 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
     /* --report is checked against the inputs the model's prepare named (an existing file needs --force) */
     if (rc == 0 && o->report && !report_why[0])
         zcli_check_target("--report", o->report, o->force, t.inputs, report_why, sizeof report_why);
-    if (rc == 0 && setup(m, &t, save_why, report_why, sizeof save_why, &run_lock)) rc = 1;
+    if (rc == 0 && (setup(m, &t, save_why, report_why, sizeof save_why, &run_lock) || zcli_flops_start(&t))) rc = 1;
     int stopped = rc == 0 ? loop(m, &t) : 0;
     if (rc == 0) rc = stopped > 0 ? stopped : stopped < 0 || conclude(m, &t) ? 1 : 0;
     if (run_lock >= 0) close(run_lock);

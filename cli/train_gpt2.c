@@ -10,6 +10,7 @@
 #include "cli/cli_files.h"
 #include "cli/gpt2_cli.h"
 #include "cli/train_gpt2.h"
+#include "examples/gpt2/gpt2_flops.h"
 
 #define O(f) offsetof(gpt2_opts, f)
 static const zcli_opt gpt2_options[] =
@@ -205,6 +206,7 @@ static int gpt2_build(zcli_train *t) {
     if (zcli_gpt2_shape_seal(t->e, s)) return zcli_train_fail("sealing the model shape");
     gpt2_config mc = {.shape = *s, .context = (int)r->context, .init_file = g->init ? &r->init_file : NULL};
     if (gpt2_create(t->e, &mc, &r->m) != ZINC_OK) return zcli_train_fail("building the model failed");
+    if (gpt2_declare_flops(r->m) != ZINC_OK) return zcli_train_fail("declaring the model's FLOPs");
     gpt2_model_close(&r->init_file);
     if (g->shuffle) gpt2_shuffle(r->m, (uint64_t)t->o->seed);
     return 0;

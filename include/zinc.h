@@ -545,6 +545,28 @@ zinc_status zinc_checkpoint_meta_set(zinc_engine *e, const char *key, int64_t va
  * holds no such key (one saved before meta existed holds none). */
 zinc_status zinc_checkpoint_meta_get(const char *checkpoint, const char *key, int64_t *value, int *found);
 
+/* ---------------------------------------------------------------- FLOPs (achieved FLOP/s and MFU) */
+
+/* The model's floating-point operations, as the model counts them (a multiply-add is 2 FLOPs), so that the
+ * zinc program, a trace (zinc train --trace) and a caller can turn time into FLOP/s and MFU. zinc does
+ * not count anything itself: these are the model's declarations, kept and reported. A "sample" is one unit
+ * of train_batch_size (for a language model, one sequence). Not collective; any time after the module
+ * exists (before or after zinc_build); setting again replaces.
+ *
+ * Per module: the FLOPs of its forward entries and of its backward entries per sample (a backward that
+ * computes input and weight gradients is usually twice its forward). Both finite and >= 0. */
+zinc_status zinc_module_flops(zinc_engine *e, int module, double forward_per_sample, double backward_per_sample);
+/* The module's declaration (0 and 0 when none was made). */
+zinc_status zinc_module_flops_get(const zinc_engine *e, int module, double *forward_per_sample,
+                                  double *backward_per_sample);
+/* The whole model's training FLOPs per sample (forward and backward), for a model that counts them as a
+ * whole or does work outside its modules; 0 clears it. Finite and >= 0. */
+zinc_status zinc_model_flops(zinc_engine *e, double flops_per_sample);
+/* The training FLOPs per sample: zinc_model_flops's value when set, else the sum of the modules' forward
+ * and backward declarations; 0 when nothing was declared; -1.0 for a NULL engine. Activation
+ * checkpointing's recomputed forward is not in it (model FLOPs, as MFU counts them). */
+double zinc_flops_per_sample(const zinc_engine *e);
+
 #ifdef __cplusplus
 }
 #endif

@@ -114,6 +114,7 @@ struct zinc_engine {
         int64_t value;
     } meta[ZINC_META_MAX];
     int nmeta;
+    double model_flops; /* zinc_model_flops: training FLOPs per sample for the whole model (0: the modules' sum) */
 };
 
 /* Marks the engine broken with the current error's first line (see zinc_engine.broken). */
