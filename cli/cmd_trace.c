@@ -16,16 +16,16 @@ typedef struct trace_opts {
 } trace_opts;
 
 #define O(f) offsetof(trace_opts, f)
-static const zcli_opt summary_options[] = {
-    {"--json", ZCLI_FLAG, O(json), NULL, 0, 0, NULL, "print the summary as one JSON object (the same numbers)"},
-    {0}};
-static const zcli_opt plot_options[] = {
-    {"--out", ZCLI_TEXT, O(out), "FILE", 0, 0, NULL,
-     "the picture to write: FILE.svg or FILE.png (required); its data and\ngnuplot script go beside it as FILE.dat "
-     "and FILE.gp"},
-    {"--force", ZCLI_FLAG, O(force), NULL, 0, 0, NULL,
-     "replace existing FILE, FILE.dat, FILE.gp (regular files only, never\nthe trace)"},
-    {0}};
+static const zcli_opt summary_options[] = {{"--json", ZCLI_FLAG, O(json), NULL, 0, 0, NULL,
+                                            "print the summary as one JSON object (the same numbers)"},
+                                           {0}};
+static const zcli_opt plot_options[] =
+    {{"--out", ZCLI_TEXT, O(out), "FILE", 0, 0, NULL,
+      "the picture to write: FILE.svg or FILE.png (required); its data and\ngnuplot script go beside it as FILE.dat "
+      "and FILE.gp"},
+     {"--force", ZCLI_FLAG, O(force), NULL, 0, 0, NULL,
+      "replace existing FILE, FILE.dat, FILE.gp (regular files only, never\nthe trace)"},
+     {0}};
 #undef O
 static const zcli_table summary_table = {"summary:", summary_options}, plot_table = {"plot:", plot_options};
 
@@ -40,7 +40,10 @@ static const char trace_about[] =
     "track with gnuplot. docs/profiling.md says how to read both.";
 
 static void usage(FILE *f) {
-    zcli_cmd c = {.name = "zinc trace", .usage = trace_usage, .about = trace_about, .tables = {&summary_table, &plot_table}};
+    zcli_cmd c = {.name = "zinc trace",
+                  .usage = trace_usage,
+                  .about = trace_about,
+                  .tables = {&summary_table, &plot_table}};
     zcli_help(&c, f);
 }
 
@@ -81,7 +84,7 @@ int zcli_cmd_trace(int argc, char **argv) {
             fprintf(stderr, "%s: out of memory\n", c.name);
             rc = 1;
         } else if (o.json) {
-            json_dumpf(s, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+            json_dumpf(s, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
             fputc('\n', stdout);
         } else {
             zcli_trace_print(o.path, &t, s, stdout);

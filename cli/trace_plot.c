@@ -32,7 +32,7 @@ static const char *WHO = "zinc trace plot";
 static int open_out(zfile_out *o, const char *what, const char *path, const char *input, bool force, FILE **f) {
     const char *inputs[] = {input, NULL};
     if (zfile_out_open(o, what, path, force ? ZFILE_REPLACE : 0, inputs) != ZINC_OK) {
-        fprintf(stderr, "%s: %s%s\n", WHO, zinc_last_error(), force ? "" : " (--force replaces it)");
+        fprintf(stderr, "%s: %s\n", WHO, zinc_last_error());
         return -1;
     }
     if (!f) return 0;
@@ -44,8 +44,8 @@ static int open_out(zfile_out *o, const char *what, const char *path, const char
     return 0;
 }
 
-/* One block per (depth, cat), shallow first, so children are drawn over their parents: "x0 x1 row" in ms.
- * Returns the bit set of blocks written (bit depth * ZCLI_TC_COUNT + cat). */
+/* One block per (depth, cat) that has spans, shallow first, so children are drawn over their parents:
+ * "x0 x1 row" in ms. used[depth * ZCLI_TC_COUNT + cat] says which blocks were written; returns how many. */
 static int write_data(const zcli_trace *t, FILE *f, bool *used) {
     int blocks = 0;
     for (int d = 0; d <= MAX_DEPTH; d++)
@@ -60,41 +60,39 @@ static int write_data(const zcli_trace *t, FILE *f, bool *used) {
                 any = true;
             }
             used[d * ZCLI_TC_COUNT + c2] = any;
-            if (any) blocks++;
-            fprintf(f, "\n\n"); /* every block is written, empty or not, so its index is fixed */
+            if (any) blocks++, fprintf(f, "\n\n"); /* gnuplot's index counts only blocks with data */
         }
     return blocks;
 }
 
 static void write_script(const zcli_trace *t, FILE *f, const char *input, const char *dat, const char *image, bool png,
                          const bool *used) {
-    fprintf(f, "set terminal %s size 1200,%d noenhanced\nset output ", png ? "pngcairo" : "svg",
-            160 + 26 * t->ntracks);
+    fprintf(f, "set terminal %s size 1200,%d noenhanced\nset output ", png ? "pngcairo" : "svg", 160 + 26 * t->ntracks);
     zcli_gnuplot_string(f, image);
     char title[512];
     snprintf(title, sizeof title, "%s: %d rank%s, %zu spans (zinc trace plot)", input, t->world,
              t->world == 1 ? "" : "s", t->n);
     fprintf(f, "\nset title ");
     zcli_gnuplot_string(f, title);
-    fprintf(f, "\nset xlabel \"time since the job's start (ms)\"\nset yrange [-0.6:%f]\nset ytics (",
-            t->ntracks - 0.4);
+    fprintf(f, "\nset xlabel \"time since the job's start (ms)\"\nset yrange [-0.6:%f]\nset ytics (", t->ntracks - 0.4);
     for (int k = 0; k < t->ntracks; k++) {
         char lab[96];
         snprintf(lab, sizeof lab, "rank %d %s", t->tracks[k].pid, t->tracks[k].name);
         zcli_gnuplot_string(f, lab);
         fprintf(f, " %d%s", t->ntracks - 1 - k, k + 1 < t->ntracks ? ", " : "");
     }
-    fprintf(f, ")\nset grid x\nset key below horizontal\nset style fill solid 1.0 noborder\nplot ");
+    fprintf(f, ")\nset grid x\nset key below horizontal\nset style fill solid 1.0 border lc rgb \"#ffffff\"\nplot ");
     bool titled[ZCLI_TC_COUNT] = {false}, first = true;
-    for (int d = 0, block = 0; d <= MAX_DEPTH; d++)
-        for (int c = 0; c < ZCLI_TC_COUNT; c++, block++) {
+    for (int d = 0, block = -1; d <= MAX_DEPTH; d++)
+        for (int c = 0; c < ZCLI_TC_COUNT; c++) {
             int c2 = c == 0 ? ZCLI_TC_STEP : c - 1;
             if (!used[d * ZCLI_TC_COUNT + c2]) continue;
+            block++;
             double h = 0.42 * pow(0.72, d);
             fprintf(f, "%s", first ? "" : ", \\\n     ");
             zcli_gnuplot_string(f, dat);
-            fprintf(f, " index %d using (($1+$2)/2):3:1:2:($3-%.4f):($3+%.4f) with boxxyerror lc rgb \"%s\" ", block,
-                    h, h, COLOURS[c2]);
+            fprintf(f, " index %d using (($1+$2)/2):3:1:2:($3-%.4f):($3+%.4f) with boxxyerror lc rgb \"%s\" ", block, h,
+                    h, COLOURS[c2]);
             if (titled[c2])
                 fprintf(f, "notitle");
             else

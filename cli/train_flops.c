@@ -133,9 +133,11 @@ int zcli_flops_report(const zcli_train *t, json_t *j) {
     double rate = t->train_s > 0 ? t->flops_per_sample * samples / t->train_s : 0;
     int bad = json_object_set_new(j, "flops_per_sample", json_real(t->flops_per_sample));
     bad |= json_object_set_new(j, "flops_per_s", json_real(rate));
+    bad |= json_object_set_new(j, "flops_train_seconds", json_real(t->train_s)); /* the time flops_per_s is over */
     if (t->peak_flops > 0) {
         bad |= json_object_set_new(j, "peak_flops_per_s", json_real(t->peak_flops));
-        bad |= json_object_set_new(j, "peak_source", json_string(strcmp(t->o->peak_flops, "sgemm") ? "given" : "sgemm"));
+        bad |=
+            json_object_set_new(j, "peak_source", json_string(strcmp(t->o->peak_flops, "sgemm") ? "given" : "sgemm"));
         bad |= json_object_set_new(j, "mfu", json_real(rate / t->peak_flops));
     }
     return bad ? -1 : 0;

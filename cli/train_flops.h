@@ -20,8 +20,9 @@ int zcli_flops_start(zcli_train *t);
 /* " | 1.23 GFLOP/s | MFU 4.5%" for `samples` samples in `seconds` (the whole job's), or "" when the model
  * declared no FLOPs. */
 void zcli_flops_text(const zcli_train *t, double samples, double seconds, char *out, size_t cap);
-/* The report's keys: flops_per_sample, flops_per_s (training steps' time), and with a peak peak_flops_per_s,
- * peak_source, mfu. 0, or -1. */
+/* The report's keys: flops_per_sample, flops_per_s over flops_train_seconds (the training steps' time: the
+ * micro-steps, zinc_step, the loss), and with a peak peak_flops_per_s (the job's: per rank x ranks),
+ * peak_source ("given" or "sgemm"), mfu (a fraction). 0, or -1. */
 int zcli_flops_report(const zcli_train *t, json_t *j);
 
 #endif
