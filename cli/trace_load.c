@@ -7,9 +7,9 @@
 
 #include "runtime/core/safe_file.h"
 
-static const char *const CAT_NAMES[ZCLI_TC_COUNT] = {"forward", "backward", "recompute", "comm",   "wait",
-                                                     "optimizer", "nvme", "copy", "checkpoint", "data",
-                                                     "engine", "gpu", "other", "step"};
+static const char *const CAT_NAMES[ZCLI_TC_COUNT] = {"forward",   "backward", "recompute", "comm",       "wait",
+                                                     "optimizer", "nvme",     "copy",      "checkpoint", "data",
+                                                     "engine",    "gpu",      "other",     "step"};
 
 const char *zcli_tcat_name(int cat) { return cat >= 0 && cat < ZCLI_TC_COUNT ? CAT_NAMES[cat] : "?"; }
 
@@ -19,10 +19,10 @@ static int cat_of(const char *s) {
     return ZCLI_TC_OTHER;
 }
 
-#define FAIL_WHY(...)                            \
-    do {                                         \
-        snprintf(why, cap, __VA_ARGS__);         \
-        return -1;                               \
+#define FAIL_WHY(...)                                                                                                  \
+    do {                                                                                                               \
+        snprintf(why, cap, __VA_ARGS__);                                                                               \
+        return -1;                                                                                                     \
     } while (0)
 
 static int track_index(zcli_trace *t, int pid, int tid) {

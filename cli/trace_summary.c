@@ -140,8 +140,8 @@ static json_t *rank_summary(const zcli_trace *t, int r, double *mean_ms) {
     }
     o = json_pack("{s:i, s:I, s:I, s:f, s:f, s:o, s:f, s:f, s:f}", "rank", r, "steps", (json_int_t)steps, "samples",
                   (json_int_t)samples, "step_ms_total", step_us / 1e3, "mean_step_ms", *mean_ms, "phases", ph,
-                  "comm_hidden_ms", hidden / 1e3, "comm_exposed_ms", (len[ZCLI_TC_COMM] - hidden) / 1e3,
-                  "untracked_ms", len[ZCLI_TC_STEP] / 1e3);
+                  "comm_hidden_ms", hidden / 1e3, "comm_exposed_ms", (len[ZCLI_TC_COMM] - hidden) / 1e3, "untracked_ms",
+                  len[ZCLI_TC_STEP] / 1e3);
     if (o && t->flops_per_sample > 0 && step_us > 0)
         json_object_set_new(o, "flops_per_s", json_real(t->flops_per_sample * (double)samples / (step_us / 1e6)));
 done:
@@ -163,8 +163,9 @@ static json_t *modules(const zcli_trace *t, const int64_t *samples) {
             json_array_append_new(list, m);
             json_object_set(index, s->name, m);
         }
-        const char *key = s->cat == ZCLI_TC_FORWARD ? "forward_ms" : s->cat == ZCLI_TC_BACKWARD ? "backward_ms"
-                                                                                              : "recompute_ms";
+        const char *key = s->cat == ZCLI_TC_FORWARD    ? "forward_ms"
+                          : s->cat == ZCLI_TC_BACKWARD ? "backward_ms"
+                                                       : "recompute_ms";
         json_object_set_new(m, key, json_real(json_real_value(json_object_get(m, key)) + s->self / 1e3));
     }
     json_decref(index);
@@ -173,8 +174,8 @@ static json_t *modules(const zcli_trace *t, const int64_t *samples) {
     size_t k;
     json_t *m;
     json_array_foreach(list, k, m) {
-        json_t *decl = t->module_flops ? json_object_get(t->module_flops, json_string_value(json_object_get(m, "name")))
-                                       : NULL;
+        json_t *decl =
+            t->module_flops ? json_object_get(t->module_flops, json_string_value(json_object_get(m, "name"))) : NULL;
         if (!json_is_array(decl) || json_array_size(decl) != 2) continue;
         double ff = json_number_value(json_array_get(decl, 0)) * all_samples;
         double fb = json_number_value(json_array_get(decl, 1)) * all_samples;
@@ -236,8 +237,9 @@ void zcli_trace_print(const char *path, const zcli_trace *t, const json_t *sum, 
     if (t->step_first >= 0) fprintf(f, ", steps %lld..%lld traced", (long long)t->step_first, (long long)t->step_last);
     fprintf(f, "\n");
     if (t->clamped)
-        fprintf(f, "note: %d span%s ended after %s parent on the same track and %s cut at the parent's end\n", t->clamped,
-                t->clamped == 1 ? "" : "s", t->clamped == 1 ? "its" : "their", t->clamped == 1 ? "was" : "were");
+        fprintf(f, "note: %d span%s ended after %s parent on the same track and %s cut at the parent's end\n",
+                t->clamped, t->clamped == 1 ? "" : "s", t->clamped == 1 ? "its" : "their",
+                t->clamped == 1 ? "was" : "were");
     size_t k;
     json_t *r;
     json_array_foreach(json_object_get(sum, "ranks"), k, r) {
