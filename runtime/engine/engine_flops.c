@@ -1,6 +1,10 @@
 /* The model's FLOPs declarations (zinc_module_flops, zinc_model_flops): kept per module and for the model,
- * read back by the zinc program (FLOP/s, MFU) and the trace writer (per-module FLOP/s). */
+ * read back by the zinc program (FLOP/s, MFU) and written into the trace's otherData (per-module FLOP/s in
+ * zinc trace summary). */
+#include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "runtime/core/error.h"
 #include "runtime/engine/engine_internal.h"
@@ -58,4 +62,36 @@ double zinc_flops_per_sample(const zinc_engine *e) {
     double sum = 0;
     for (int i = 0; i < e->nmodules; i++) sum += e->modules[i].flops_fwd + e->modules[i].flops_bwd;
     return sum;
+}
+
+zinc_status zengine_flops_trace_json(const zinc_engine *e, char **out) {
+    *out = NULL;
+    double total = zinc_flops_per_sample(e);
+    json_t *o = json_object(), *mods = json_object();
+    if (!o || !mods) goto nomem;
+    for (int i = 0; i < e->nmodules; i++) {
+        const zmodule *m = &e->modules[i];
+        if (m->flops_fwd > 0 || m->flops_bwd > 0)
+            json_object_set_new(mods, m->name, json_pack("[f, f]", m->flops_fwd, m->flops_bwd));
+    }
+    if (total > 0) json_object_set_new(o, "flops_per_sample", json_real(total));
+    if (json_object_size(mods)) json_object_set(o, "module_flops", mods);
+    char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17) | JSON_PRESERVE_ORDER);
+    if (!text) goto nomem;
+    /* "{...}" -> ",..." (nothing when empty), to follow the other members */
+    size_t n = strlen(text);
+    if (n <= 2) {
+        text[0] = 0;
+    } else {
+        text[0] = ',';
+        text[n - 1] = 0;
+    }
+    *out = text;
+    json_decref(o);
+    json_decref(mods);
+    return ZINC_OK;
+nomem:
+    json_decref(o);
+    json_decref(mods);
+    return ZERR(ZINC_ERR_NOMEM, "out of memory for the model's FLOPs in the trace");
 }

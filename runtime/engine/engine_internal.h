@@ -129,6 +129,11 @@ zinc_status zengine_check_usable(const zinc_engine *e, const char *fn);
 /* engine_parallel.c: whether this thread is running a zinc_parallel_for body (collective calls refuse). */
 bool zengine_in_parallel_body(void);
 
+/* runtime/engine/engine_flops.c: the model's FLOPs declarations as members of the trace's otherData,
+ * ",\"flops_per_sample\":F,\"module_flops\":{\"name\":[forward,backward],...}" (per sample; "" when none were
+ * declared), malloc'd into *out (free it). */
+zinc_status zengine_flops_trace_json(const zinc_engine *e, char **out);
+
 /* runtime/engine/engine_step.c */
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info);
 
