@@ -1,10 +1,15 @@
 /* The FLOPs declarations (include/zinc.h, "FLOPs"), through the public API: per module and for the model,
  * kept and read back, the model's total as the modules' sum unless set, replaced when set again, and every
  * bad argument (NULL engine, unknown module, negative, NaN, infinite, absurdly large) refused with a message
- * naming the call and the value, leaving the earlier declaration in place. */
+ * naming the call and the value, leaving the earlier declaration in place. White-box: the members the trace
+ * writer appends to otherData (zengine_flops_trace_json) parse as JSON and hold the declarations. */
+#include <jansson.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "runtime/engine/engine_internal.h"
 #include "zinc.h"
 #include "zt.h"
 
@@ -24,6 +29,10 @@ int main(void) {
     o.cpu_threads = 1;
     zinc_engine *e = NULL;
     ZT_OK(zinc_create(&o, &e));
+    char *none;
+    ZT_OK(zengine_flops_trace_json(e, &none));
+    ZT_CHECK(none && !none[0], "nothing declared: no members");
+    free(none);
     int a = zinc_module_add(e, "a"), b = zinc_module_add(e, "b");
     ZT_CHECK(zinc_param_add(e, b, "b.w", 1, (int64_t[]){4}, ZINC_PARAM_DECAY) != NULL, "param");
     ZT_CHECK(zinc_flops_per_sample(e) == 0, "nothing declared: 0");
@@ -58,6 +67,20 @@ int main(void) {
     ZT_ERR(zinc_module_flops_get(e, 9, &f, &g), ZINC_ERR_INVALID_ARG, "module 9 does not exist");
     ZT_OK(zinc_module_flops_get(e, a, &f, &g));
     ZT_CHECK(f == 7 && g == 0, "refused calls leave the declaration: %g %g", f, g);
+
+    char *text;
+    ZT_OK(zengine_flops_trace_json(e, &text));
+    char doc[1024];
+    snprintf(doc, sizeof doc, "{\"format\":\"x\"%s}", text);
+    json_t *j = json_loads(doc, 0, NULL);
+    ZT_CHECK(j != NULL, "otherData members parse: %s", doc);
+    ZT_CHECK(json_number_value(json_object_get(j, "flops_per_sample")) == 7 + 1e12 + 2.5e12, "flops_per_sample: %s",
+             doc);
+    json_t *mb = json_object_get(json_object_get(j, "module_flops"), "b");
+    ZT_CHECK(json_number_value(json_array_get(mb, 0)) == 1e12 && json_number_value(json_array_get(mb, 1)) == 2.5e12,
+             "module_flops.b: %s", doc);
+    json_decref(j);
+    free(text);
 
     ZT_ERR(zinc_module_flops(NULL, 0, 1, 1), ZINC_ERR_INVALID_ARG, "NULL engine");
     ZT_ERR(zinc_model_flops(NULL, 1), ZINC_ERR_INVALID_ARG, "NULL engine");
