@@ -81,7 +81,8 @@ static void write_script(const zcli_trace *t, FILE *f, const char *input, const 
         zcli_gnuplot_string(f, lab);
         fprintf(f, " %d%s", t->ntracks - 1 - k, k + 1 < t->ntracks ? ", " : "");
     }
-    fprintf(f, ")\nset grid x\nset key below horizontal\nset style fill solid 1.0 border lc rgb \"#ffffff\"\nplot ");
+    fprintf(f, ")\nset grid x\nset key below horizontal maxcols 7\nset style fill solid 1.0 border lc rgb "
+               "\"#ffffff\"\nplot ");
     bool titled[ZCLI_TC_COUNT] = {false}, first = true;
     for (int d = 0, block = -1; d <= MAX_DEPTH; d++)
         for (int c = 0; c < ZCLI_TC_COUNT; c++) {
