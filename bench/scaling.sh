@@ -14,7 +14,10 @@
 # Environment: ZINC (default <repo>/build/zinc), MPIRUN (default "mpirun --oversubscribe --allow-run-as-root
 # --bind-to none"), STAGE (ZeRO stage, default 2), STEPS (default 12), SHAPE (default "--layers 4 --width 128
 # --heads 4 --context 128"), MB (weak: micro batch per rank, default 4), GB (strong: global batch, default 8,
-# divisible by every rank count), TEXT (training text, default Debian's MPL-2.0 licence), THREADS (per rank;
+# divisible by every rank count), ZERO (more zero_optimization members, default "overlap_comm": true,
+# "reduce_bucket_size": 200000, about one block of the default shape, so reduce-scatters can overlap backward),
+# TRACE_STEPS (the steps traced, default 3:6: past the first steps' warm-up), TEXT (training text, default
+# Debian's MPL-2.0 licence), THREADS (per rank;
 # default: cores / ranks, zinc train's own default), LAUNCH (instead of "$MPIRUN -np n": a command prefix
 # that runs n ranks, with {n} replaced, e.g. the network-namespace launcher).
 set -euo pipefail
@@ -30,6 +33,8 @@ SHAPE=${SHAPE:---layers 4 --width 128 --heads 4 --context 128}
 MB=${MB:-4}
 GB=${GB:-8}
 TEXT=${TEXT:-/usr/share/common-licenses/MPL-2.0}
+ZERO=${ZERO:-\"overlap_comm\": true, \"reduce_bucket_size\": 200000}
+TRACE_STEPS=${TRACE_STEPS:-3:6}
 THREADS=${THREADS:-}
 LAUNCH=${LAUNCH:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -46,7 +51,7 @@ trace_flag=0
 config() { # micro batch, global batch -> file
   local f="$OUT/ds_mb$1_gb$2.json"
   printf '{"train_batch_size": %d, "train_micro_batch_size_per_gpu": %d, "gradient_accumulation_steps": 1,\n' "$2" "$1" >"$f"
-  printf ' "zero_optimization": {"stage": %d}, "steps_per_print": 1000000,\n' "$STAGE" >>"$f"
+  printf ' "zero_optimization": {"stage": %d, %s}, "steps_per_print": 1000000,\n' "$STAGE" "$ZERO" >>"$f"
   printf ' "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "weight_decay": 0.0}}}\n' >>"$f"
   echo "$f"
 }
@@ -56,7 +61,7 @@ run() { # mode, ranks, micro batch
   local cfg name="$1_np$2"
   cfg=$(config "$mb" "$gb")
   local extra=(--report "$OUT/$name.report.json" --force --quiet)
-  ((trace_flag)) && extra+=(--trace "$OUT/$name.trace.json")
+  ((trace_flag)) && extra+=(--trace "$OUT/$name.trace.json" --trace-steps "$TRACE_STEPS")
   [ -n "$THREADS" ] && extra+=(--threads "$THREADS")
   local prefix
   if [ -n "$LAUNCH" ]; then prefix=${LAUNCH//\{n\}/$n}; else prefix="$MPIRUN -np $n"; fi
