@@ -271,7 +271,12 @@ void zcli_trace_print(const char *path, const zcli_trace *t, const json_t *sum, 
                 (int)json_integer_value(json_object_get(slow, "rank")), s, q > 0 ? 100 * (s / q - 1) : 0.0,
                 (int)json_integer_value(json_object_get(slow, "fastest_rank")), q);
     }
+    zcli_trace_print_modules(t, sum, f);
+}
+
+void zcli_trace_print_modules(const zcli_trace *t, const json_t *sum, FILE *f) {
     json_t *mods = json_object_get(sum, "modules");
+    size_t k;
     if (!json_array_size(mods)) return;
     fprintf(f, "\nmodules (self time summed over ranks%s):\n  %-16s %12s %12s %12s %12s %14s\n",
             t->module_flops ? "; FLOPs from the model's declaration" : "; no FLOPs in the trace", "module",
@@ -285,4 +290,19 @@ void zcli_trace_print(const char *path, const zcli_trace *t, const json_t *sum, 
         fprintf(f, "  %-16s %12.3f %12.3f %12.3f %12s %14s\n", json_string_value(json_object_get(m, "name")),
                 num(m, "forward_ms"), num(m, "backward_ms"), num(m, "recompute_ms"), fl, rate);
     }
+}
+
+int zcli_trace_module_table(const char *who, const char *path, FILE *f) {
+    zcli_trace t;
+    char why[1024];
+    if (zcli_trace_load(path, &t, why, sizeof why)) {
+        fprintf(stderr, "%s: %s\n", who, why);
+        zcli_trace_free(&t);
+        return -1;
+    }
+    json_t *s = zcli_trace_summarize(&t);
+    if (s) zcli_trace_print_modules(&t, s, f);
+    json_decref(s);
+    zcli_trace_free(&t);
+    return s ? 0 : -1;
 }

@@ -15,5 +15,10 @@
 json_t *zcli_trace_summarize(const zcli_trace *t);
 /* The same for people. */
 void zcli_trace_print(const char *path, const zcli_trace *t, const json_t *summary, FILE *f);
+/* Its per-module table alone (nothing when the trace has no module spans). */
+void zcli_trace_print_modules(const zcli_trace *t, const json_t *summary, FILE *f);
+/* The per-module table of the trace file `path` (zinc train's end of a traced run): 0, or -1 after printing
+ * "<who>: <why>". */
+int zcli_trace_module_table(const char *who, const char *path, FILE *f);
 
 #endif
