@@ -19,7 +19,8 @@
 # TRACE_STEPS (the steps traced, default 3:6: past the first steps' warm-up), TEXT (training text, default
 # Debian's MPL-2.0 licence), THREADS (per rank;
 # default: cores / ranks, zinc train's own default), LAUNCH (instead of "$MPIRUN -np n": a command prefix
-# that runs n ranks, with {n} replaced, e.g. the network-namespace launcher).
+# that runs n ranks, with {n} replaced), NETNS=1 (the ranks on two "nodes": two network namespaces joined
+# over TCP by scripts/netns-cluster.sh, one rank per node at 2 ranks; root only).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -37,6 +38,7 @@ ZERO=${ZERO:-\"overlap_comm\": true, \"reduce_bucket_size\": 200000}
 TRACE_STEPS=${TRACE_STEPS:-3:6}
 THREADS=${THREADS:-}
 LAUNCH=${LAUNCH:-}
+NETNS=${NETNS:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 [ -x "$ZINC" ] || { echo "scaling.sh: $ZINC not found: build zinc first (scripts/build.sh)" >&2; exit 1; }
@@ -45,6 +47,17 @@ for ((n = 1; n <= N; n++)); do
   if ((GB % n)); then echo "scaling.sh: GB=$GB is not divisible by $n ranks" >&2; exit 1; fi
 done
 mkdir -p "$OUT"
+if [ -n "$NETNS" ]; then
+  cluster="$root/scripts/netns-cluster.sh"
+  [ -x "$cluster" ] || { echo "scaling.sh: NETNS=1 needs $cluster (not in this tree)" >&2; exit 1; }
+  ((N <= 2)) || { echo "scaling.sh: NETNS=1 has two nodes: N must be 1 or 2" >&2; exit 1; }
+  "$cluster" check || { echo "scaling.sh: no network namespaces here (see above)" >&2; exit 77; }
+  cname=zs$$
+  "$cluster" up "$cname"
+  trap '"$cluster" down "$cname"' EXIT
+  "$cluster" hostfile "$cname" 1 >"$OUT/hostfile"
+  LAUNCH="$cluster mpirun $cname --allow-run-as-root --hostfile $OUT/hostfile -np {n}"
+fi
 trace_flag=0
 "$ZINC" train --help 2>/dev/null | grep -q -- '--trace ' && trace_flag=1
 
