@@ -103,8 +103,8 @@ int zcli_flops_start(zcli_train *t) {
     }
     t->peak_flops = v[0];
     if (zinc_rank(t->e) == 0)
-        zinc_log(t->e, ZINC_LOG_INFO, "peak %.4g FLOP/s (sgemm %dx%d for %.1f s on %d ranks x %d threads)",
-                 t->peak_flops, CALIBRATE_N, CALIBRATE_N, CALIBRATE_S, W, zinc_cpu_threads(t->e));
+        zinc_log(t->e, ZINC_LOG_INFO, "peak %.4g FLOP/s (sgemm %dx%d for %.1f s on %d rank%s x %d threads)",
+                 t->peak_flops, CALIBRATE_N, CALIBRATE_N, CALIBRATE_S, W, W == 1 ? "" : "s", zinc_cpu_threads(t->e));
     return 0;
 }
 
