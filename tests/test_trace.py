@@ -267,6 +267,8 @@ def part_errors(r):
     cfg = r.config("err", stage=1)
     base = ["--config", cfg, "--steps", "2"] + MLP
     out = os.path.join(r.w, "e.trace.json")
+    if os.path.exists(out):
+        os.unlink(out)
     for bad in ("0:3", "5:2", "abc", "3", "1:", "-1:2", "2:3x"):
         p = r.run(1, base + ["--trace", out, "--trace-steps", bad], expect=2)
         check("--trace-steps" in p.stdout and "1 <= A <= B" in p.stdout, f"--trace-steps {bad}: {p.stdout[-300:]}")
