@@ -23,3 +23,7 @@ zinc_test(NAME trace_recorder SOURCES test_trace_recorder.c engine_util.c LABELS
 # spans on the compute stream, reduce-scatters on the comm stream (NCCL, 2 emulated GPUs), pinned copies on
 # the copy stream (cpu offload).
 zinc_emulated_test(NAME trace_cuda_emulated_np2 SOURCE test_trace_cuda.c RANKS 2 ENV ZINC_CUDA_HOST_DEVICES=2)
+# The same on a real GPU (label gpu; 77 without one).
+if(ZINC_HAVE_CUDA)
+  zinc_test(NAME trace_cuda SOURCES test_trace_cuda.c engine_util.c LABELS gpu trace TIMEOUT 600)
+endif()
