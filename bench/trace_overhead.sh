@@ -21,3 +21,37 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'
 "$b" "${common[@]}" --hidden 256 --depth 4 --in-dim 64 --batch 64 --micro 8 --threads 1 --trace "$tmp/b.json"
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "${mpirun[@]}" -np 2 "$b" "${common[@]}" --hidden 256 \
     --depth 4 --in-dim 64 --batch 64 --micro 8 --threads 1 --stage 2 --trace "$tmp/c.json"
+# GPT-2 through the zinc program (the trainer's data, modules and pool), 1 rank: the report's tokens_per_s
+# with and without --trace (window: every step but the first; the file's write at the end is inside the run).
+zinc="$build/zinc"
+python3 - "$tmp/tok.bin" <<'PY'
+import random, struct, sys
+rnd, n = random.Random(7), 40000
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+    f.write(struct.pack(f"<{n}H", *[rnd.randrange(256) for _ in range(n)]))
+PY
+cat > "$tmp/g.json" <<'J'
+{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+ "zero_optimization": {"stage": 2}, "steps_per_print": 0}
+J
+gsteps=${GPT2_STEPS:-30}
+g=(train --model gpt2 --config "$tmp/g.json" --data "$tmp/tok.bin" --vocab 256 --context 64 --layers 4 --width 128
+   --heads 4 --steps "$gsteps" --threads 1 --quiet --force)
+for r in $(seq "$reps"); do
+  for mode in off on; do
+    extra=()
+    [[ $mode == on ]] && extra=(--trace "$tmp/g.trace.json" --trace-steps "2:$gsteps")
+    "$zinc" "${g[@]}" --report "$tmp/g_$mode.$r.json" "${extra[@]}" > /dev/null
+  done
+done
+python3 - "$tmp" "$reps" <<'PY'
+import json, statistics, sys
+d, reps = sys.argv[1], int(sys.argv[2])
+tps = {m: [json.load(open(f"{d}/g_{m}.{r}.json"))["tokens_per_s"] for r in range(1, reps + 1)] for m in ("off", "on")}
+off, on = statistics.median(tps["off"]), statistics.median(tps["on"])
+t = json.load(open(f"{d}/g.trace.json"))
+n = len([e for e in t["traceEvents"] if e.get("ph") == "X" and e["pid"] == 0])
+print(f"gpt2 4 layers 128 wide, context 64, batch 8, stage 2, 1 thread: median {off:.0f} tokens/s off, {on:.0f} on "
+      f"({reps} runs each): tracing on {100 * (off / on - 1):+.2f}% time; {n} spans in the file")
+PY

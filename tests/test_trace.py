@@ -3,6 +3,7 @@
 
   --part ranks     the MLP at 1, 2 and 4 ranks: one process per rank, spans nest on every track, the step
                    window honoured (--trace-steps), module names, collectives with their bytes, data spans
+  --part clock     the clock offset estimate (for ranks on other machines, forced) within its bound
   --part overlap   stage 2 at 2 ranks: with overlap_comm the reduce-scatters overlap backward module spans in
                    time, without it they do not
   --part offload   offload_optimizer nvme (NVMe reads and writes with bytes) and cpu (optimizer chunks);
@@ -109,6 +110,8 @@ def check_common(t, what, ranks, first, last, window=None):
     check(od.get("world_size") == ranks, f"{what}: world_size {od.get('world_size')} != {ranks}")
     check(od.get("trace_steps") == (window or [first, last]), f"{what}: trace_steps {od.get('trace_steps')}")
     check(od.get("dropped_events") == 0, f"{what}: {od.get('dropped_events')} events dropped")
+    check(od.get("clock_offset_ns") == [0] * ranks and od.get("clock_error_ns") == [0] * ranks,
+          f"{what}: ranks on one kernel share its clock: offsets {od.get('clock_offset_ns')}")
     procs = {e["pid"]: e["args"]["name"] for e in t["traceEvents"]
              if e.get("ph") == "M" and e.get("name") == "process_name"}
     check(procs == {r: f"rank {r}" for r in range(ranks)}, f"{what}: processes {procs}")
@@ -140,6 +143,37 @@ def check_common(t, what, ranks, first, last, window=None):
                 break
 
 
+def check_aligned(t, what, ranks):
+    """The ranks' clocks agree: every step's statistics all-gather, which no rank leaves before every rank
+    entered it, begins on every rank before it ends on any (within a millisecond)."""
+    for step in {e["args"]["step"] for e in spans(t, "step")}:
+        stats = [e for e in spans(t, "engine") if e["name"] == "gradient statistics" and e["args"]["step"] == step]
+        if not check(len(stats) == ranks, f"{what}: step {step}: {len(stats)} statistics spans"):
+            continue
+        latest_start = max(e["ts"] for e in stats)
+        earliest_end = min(e["ts"] + e["dur"] for e in stats)
+        check(latest_start <= earliest_end + 1000, f"{what}: step {step}: a rank entered the statistics all-gather "
+              f"{(latest_start - earliest_end) / 1e3:.3f} ms after another had left it (clocks not aligned)")
+
+
+def part_clock(r):
+    """The offset estimate for ranks on other machines (forced here, where the ranks share one clock whose
+    true offset is 0): each rank's estimate lies within its stated bound of 0, and the steps still line up."""
+    cfg = r.config("clock", stage=2)
+    os.environ["ZINC_TRACE_TEST_ESTIMATE_CLOCK"] = "1"
+    try:
+        t = r.trace("clock", 4, ["--config", cfg, "--steps", "3"] + MLP, "1:3")
+    finally:
+        del os.environ["ZINC_TRACE_TEST_ESTIMATE_CLOCK"]
+    od = t["otherData"]
+    off, err = od.get("clock_offset_ns"), od.get("clock_error_ns")
+    check(off[0] == 0 and err[0] == 0, f"rank 0's own offset {off[0]} +- {err[0]}")
+    for q in (1, 2, 3):
+        check(0 < err[q] and abs(off[q]) <= err[q], f"rank {q}: offset {off[q]} ns, stated bound {err[q]} ns, "
+              "true offset 0")
+    print("estimated offsets (ns):", off, "bounds:", err)
+
+
 def part_ranks(r):
     for ranks in (1, 2, 4):
         cfg = r.config(f"s2_np{ranks}", stage=2)
@@ -165,6 +199,7 @@ def part_ranks(r):
                 check(len(ag) == 3 and all(e["args"].get("bytes", 0) > 0 for e in ag),
                       f"{what}: one parameter all-gather per step, with bytes: {ag[:2]}")
         if ranks > 1:
+            check_aligned(t, what, ranks)
             names = track_names(t)
             comm_tracks = {names[(e["pid"], e["tid"])] for e in spans(t, "comm")}
             check(all(n.startswith("comm") for n in comm_tracks), f"{what}: comm spans on tracks {comm_tracks}")
@@ -299,7 +334,7 @@ def main():
     ap.add_argument("--workdir", required=True)
     a = ap.parse_args()
     r = Runner(a)
-    {"ranks": part_ranks, "overlap": part_overlap, "offload": part_offload, "gpt2": part_gpt2,
+    {"ranks": part_ranks, "clock": part_clock, "overlap": part_overlap, "offload": part_offload, "gpt2": part_gpt2,
      "errors": part_errors}[a.part](r)
     print("trace", a.part, "FAILED" if failures else "passed", f"({failures} failures)")
     return 1 if failures else 0
