@@ -3,12 +3,14 @@
 
   --part ranks     the MLP at 1, 2 and 4 ranks: one process per rank, spans nest on every track, the step
                    window honoured (--trace-steps), module names, collectives with their bytes, data spans
+  --part stages    stages 0, 1 and 3 at 2 ranks: each stage's collectives, nesting, the window
   --part clock     the clock offset estimate (for ranks on other machines, forced) within its bound
   --part overlap   stage 2 at 2 ranks: with overlap_comm the reduce-scatters overlap backward module spans in
                    time, without it they do not
   --part offload   offload_optimizer nvme (NVMe reads and writes with bytes) and cpu (optimizer chunks);
                    a checkpoint span with --save; stage 3 all-gathers
-  --part gpt2      GPT-2 at 2 ranks, stage 3: its modules, all-gathers and reduce-scatters
+  --part gpt2      GPT-2 at 2 ranks, stage 3: its modules, all-gathers and reduce-scatters; with activation
+                   checkpointing its recomputed forwards as recompute spans
   --part errors    bad --trace-steps, an unwritable path, an existing file without --force (and with it)
 Standard library only.
 """
@@ -205,6 +207,20 @@ def part_ranks(r):
             check(all(n.startswith("comm") for n in comm_tracks), f"{what}: comm spans on tracks {comm_tracks}")
 
 
+def part_stages(r):
+    """Stages 0, 1 and 3 at 2 ranks (stage 2: part ranks): each stage's collectives, nesting, the window."""
+    want = {0: {"all_reduce"}, 1: {"reduce_scatter", "all_gather"}, 3: {"reduce_scatter", "all_gather"}}
+    for stage in (0, 1, 3):
+        cfg = r.config(f"st{stage}", stage=stage, **({"stage3_param_persistence_threshold": 0} if stage == 3 else {}))
+        t = r.trace(f"stage{stage}", 2, ["--config", cfg, "--steps", "3"] + MLP, "2:3")
+        what = f"mlp stage {stage} np2"
+        check_common(t, what, 2, 2, 3)
+        for rk in range(2):
+            comm = {e["name"] for e in spans(t, "comm", rk) if e["args"].get("bytes", 0) > 0}
+            check(comm == want[stage], f"{what}: rank {rk}: collectives {comm}, want {want[stage]}")
+            check({e["name"] for e in spans(t, "backward", rk)} == {"fc1", "fc2", "fc3"}, f"{what}: modules")
+
+
 def overlaps(a, b):
     return min(a["ts"] + a["dur"], b["ts"] + b["dur"]) - max(a["ts"], b["ts"]) > 0
 
@@ -291,6 +307,16 @@ def part_gpt2(r):
     t = r.trace("gpt2", 2, ["--model", "gpt2", "--config", cfg, "--data", tok, "--vocab", "256", "--context", "32",
                             "--layers", "2", "--heads", "2", "--width", "64", "--steps", "3"], "2:3")
     check_common(t, "gpt2 np2", 2, 2, 3)
+    cfg_ac = os.path.join(r.w, "gpt2_ac.json")
+    c = json.load(open(cfg))
+    c["activation_checkpointing"] = {"partition_activations": False}
+    json.dump(c, open(cfg_ac, "w"))
+    tac = r.trace("gpt2_ac", 1, ["--model", "gpt2", "--config", cfg_ac, "--data", tok, "--vocab", "256", "--context",
+                                 "32", "--layers", "2", "--heads", "2", "--width", "64", "--steps", "2"], "1:2")
+    check_common(tac, "gpt2 activation checkpointing", 1, 1, 2)
+    rec = spans(tac, "recompute", 0)
+    check(rec and all(e["args"].get("module") == e["name"] for e in rec),
+          f"gpt2 activation checkpointing: recompute spans {[e['name'] for e in rec][:4]}")
     for rk in range(2):
         mods = {e["name"] for e in spans(t, "forward", rk)}
         check(len(mods) >= 3, f"gpt2: rank {rk} forward modules {mods}")
@@ -334,7 +360,7 @@ def main():
     ap.add_argument("--workdir", required=True)
     a = ap.parse_args()
     r = Runner(a)
-    {"ranks": part_ranks, "clock": part_clock, "overlap": part_overlap, "offload": part_offload, "gpt2": part_gpt2,
+    {"ranks": part_ranks, "stages": part_stages, "clock": part_clock, "overlap": part_overlap, "offload": part_offload, "gpt2": part_gpt2,
      "errors": part_errors}[a.part](r)
     print("trace", a.part, "FAILED" if failures else "passed", f"({failures} failures)")
     return 1 if failures else 0

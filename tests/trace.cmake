@@ -6,7 +6,7 @@
 find_program(ZINC_TRACE_PYTHON3 python3)
 if(ZINC_TRACE_PYTHON3)
   string(REPLACE ";" " " zinc_trace_mpirun "${ZINC_MPIRUN}")
-  foreach(part ranks clock overlap offload gpt2 errors)
+  foreach(part ranks stages clock overlap offload gpt2 errors)
     add_test(NAME trace_${part} COMMAND ${ZINC_TRACE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_trace.py
              --part ${part} --zinc $<TARGET_FILE:zinc_cli_hooks> --workdir ${PROJECT_BINARY_DIR}/trace_test/${part}
              --mpirun "${zinc_trace_mpirun}")

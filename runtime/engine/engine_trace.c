@@ -23,6 +23,8 @@ struct zengine_trace {
     int *module_dev;           /* [module][phase]: its device span on the compute stream (-1: none) */
     int nmodules;
     bool written;
+    char **names; /* the model's span names (zinc_trace_end), copied once each */
+    int nnames, cap_names;
 };
 
 /* This kernel's boot id: processes that share it share CLOCK_MONOTONIC (other network namespaces and
@@ -95,6 +97,8 @@ static void trace_free(zengine_trace *t) {
     free(t->module_t0);
     free(t->module_dev);
     free(t->offsets);
+    for (int i = 0; i < t->nnames; i++) free(t->names[i]);
+    free(t->names);
     free(t);
 }
 
@@ -288,6 +292,22 @@ zinc_status zengine_trace_step_end(zinc_engine *e, bool ok) {
     return zcomm_agree_status(e->comm, gather_and_write(e));
 }
 
+/* The model's span names outlive its buffers: each distinct name is copied once (a model has a few). */
+static const char *intern(zengine_trace *t, const char *name) {
+    for (int i = t->nnames - 1; i >= 0; i--)
+        if (!strcmp(t->names[i], name)) return t->names[i];
+    if (t->nnames == t->cap_names) {
+        int cap = t->cap_names ? 2 * t->cap_names : 16;
+        char **n = realloc(t->names, (size_t)cap * sizeof *n);
+        if (!n) return NULL;
+        t->names = n;
+        t->cap_names = cap;
+    }
+    char *copy = strdup(name);
+    if (copy) t->names[t->nnames++] = copy;
+    return copy;
+}
+
 int64_t zinc_trace_begin(const zinc_engine *e) { return e && e->trace ? ztrace_begin() : 0; }
 
 zinc_status zinc_trace_end(zinc_engine *e, int64_t start, const char *category, const char *name) {
@@ -300,8 +320,10 @@ zinc_status zinc_trace_end(zinc_engine *e, int64_t start, const char *category, 
                     "non-NULL engine and name",
                     category ? category : "(null)");
     if (!start || !e->trace) return ZINC_OK;
+    const char *kept = intern(e->trace, name);
+    if (!kept) return ZERR(ZINC_ERR_NOMEM, "zinc_trace_end: out of memory keeping the span name \"%s\"", name);
     if (cat == ZTRACE_DATA) ztrace_step_begin_at(start); /* the step's work begins with its batch */
-    ztrace_span(start, (ztrace_cat)cat, name, 0, NULL, 0, NULL, 0);
+    ztrace_span(start, (ztrace_cat)cat, kept, 0, NULL, 0, NULL, 0);
     return ZINC_OK;
 }
 
