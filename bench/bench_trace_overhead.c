@@ -35,7 +35,7 @@ static void quiet(void *u, zinc_log_level l, int r, const char *m) {
 
 /* One engine's run: the step times of steps 2..steps+1 into t[0..steps); traced: the spans those steps
  * recorded into *spans. */
-static zinc_status run(const bench *b, int traced, double *t, int *rank, int64_t *spans) {
+static zinc_status run(const bench *b, int traced, double *t, int *rank, int *world, int64_t *spans) {
     char cfg[1024];
     snprintf(cfg, sizeof cfg,
              "{\"train_batch_size\": %d, \"train_micro_batch_size_per_gpu\": %d, \"optimizer\": {\"type\": "
@@ -58,6 +58,7 @@ static zinc_status run(const bench *b, int traced, double *t, int *rank, int64_t
     zinc_status st = zinc_create(&o, &e);
     if (st != ZINC_OK) return st;
     *rank = zinc_rank(e);
+    *world = zinc_world_size(e);
     mlp_config mc = mlp_default_config();
     mc.hidden = b->hidden;
     mc.depth = b->depth;
@@ -126,13 +127,13 @@ int main(int argc, char **argv) {
     if (b.steps < 1 || b.reps < 1) return 2;
     size_t n = (size_t)b.steps * (size_t)b.reps;
     double *times[2] = {malloc(n * sizeof(double)), malloc(n * sizeof(double))};
-    int rank = 0;
+    int rank = 0, world = 1;
     int64_t spans = 0;
     if (!times[0] || !times[1]) return 1;
     for (int r = 0; r < b.reps; r++)
         for (int k = 0; k < 2; k++) {
             int traced = (r + k) % 2; /* off, on; then on, off; ... */
-            if (run(&b, traced, times[traced] + (size_t)r * b.steps, &rank, &spans) != ZINC_OK) {
+            if (run(&b, traced, times[traced] + (size_t)r * b.steps, &rank, &world, &spans) != ZINC_OK) {
                 fprintf(stderr, "bench_trace_overhead: %s\n", zinc_last_error());
                 return 1;
             }
@@ -148,10 +149,11 @@ int main(int argc, char **argv) {
                "(begin and end): tracing off adds about %.0f ns to a %.3f ms step (%.4f%%)\n",
                per_step, pair, per_step * pair, 1e3 * med[0], 100.0 * per_step * pair * 1e-9 / med[0]);
     if (rank == 0)
-        printf("mlp hidden %d depth %d in %d, stage %d, batch %d (micro %d), %d thread(s): median step %.3f ms "
+        printf("mlp hidden %d depth %d in %d, stage %d, %d rank(s), batch %d (micro %d), %d thread(s): median step "
+               "%.3f ms "
                "off, %.3f ms on (%d steps x %d reps each): tracing on %+.2f%%\n",
-               b.hidden, b.depth, b.in_dim, b.stage, b.batch, b.micro, b.threads, 1e3 * med[0], 1e3 * med[1], b.steps,
-               b.reps, 100.0 * (med[1] / med[0] - 1.0));
+               b.hidden, b.depth, b.in_dim, b.stage, world, b.batch, b.micro, b.threads, 1e3 * med[0], 1e3 * med[1],
+               b.steps, b.reps, 100.0 * (med[1] / med[0] - 1.0));
     free(times[0]);
     free(times[1]);
     zinc_finalize();
