@@ -350,6 +350,20 @@ def part_errors(r):
     r.run(2, base + ["--trace", out, "--force", "--quiet"])
     t = json.load(open(out))
     check_common(t, "--force", 2, 1, 2, [1, 5])
+    # a full buffer: later spans are dropped, counted and reported; the file stays valid
+    os.environ["ZINC_TRACE_TEST_MAX_EVENTS"] = "1000"  # one block of 1024
+    try:
+        p = r.run(1, base[:3] + ["20"] + MLP + ["--trace", out, "--force", "--trace-steps", "1:20"])
+    finally:
+        del os.environ["ZINC_TRACE_TEST_MAX_EVENTS"]
+    t = json.load(open(out))
+    od = t["otherData"]
+    kept = len(spans(t))
+    check(od["dropped_events"] > 0 and od["dropped_events_per_rank"] == [od["dropped_events"]],
+          f"full buffer: dropped {od['dropped_events']}")
+    check(kept <= 1024, f"full buffer: {kept} spans kept beyond the cap of 1024")
+    check(f"{od['dropped_events']} spans did not fit" in p.stdout, f"full buffer: no warning: {p.stdout[-400:]}")
+    check_nesting(t, "full buffer")
 
 
 def main():

@@ -130,7 +130,10 @@ zinc_status zengine_trace_create(zinc_engine *e, const zinc_options *o) {
     t->win = (ztrace_window){o->trace_first_step, o->trace_last_step};
     TRY_ALLOC(t->offsets, 2 * (size_t)e->world, "the ranks' clock offsets");
     t->errors = t->offsets + e->world;
-    TRY(zcomm_agree_status(e->comm, ztrace_start(t->win, 0)));
+    const char *cap = zenv_get(ZENV_TRACE_TEST_MAX_EVENTS); /* a test hook: a cap a test can fill */
+    int64_t max_events = cap ? atoll(cap) : 0;
+    if (max_events < 0 || max_events > ZTRACE_DEFAULT_MAX_EVENTS) max_events = 0;
+    TRY(zcomm_agree_status(e->comm, ztrace_start(t->win, max_events)));
     started = true;
     TRY(align_clocks(e, t));
     e->trace = t;
