@@ -15,7 +15,12 @@
            and 2 ranks, --peak-flops sgemm measures a peak > 0, a bad --peak-flops exits 2; GPT-2's
            flops_per_sample equals an independent count of the matrix products' shapes (3 x the forward's
            2 M K N over qkv, Q K^T, P V, attproj, fc, fcproj and the tied head), and progress lines show
-           FLOP/s and MFU.
+           FLOP/s and MFU;
+  real:    traces that zinc train --trace writes: GPT-2 at 2 ranks, ZeRO 2, buckets of about one block: the
+           summary has both ranks with their steps and samples, the modules embed, h0..h3, lnf with FLOPs
+           = the model's declaration (otherData, equal to the report's flops_per_sample) x the samples;
+           with overlap_comm part of the reduce-scatters is hidden behind backward compute, without it
+           none; the MLP at 1 rank; the plot of a real trace names the ranks' tracks.
 Exit 0 pass, 1 fail, 77 skipped (plot without gnuplot).
 """
 import argparse
@@ -202,12 +207,77 @@ def flops_part(z, work, mpirun):
     check("FLOP/s | MFU" in p.stderr, f"GPT-2 progress lines show FLOP/s and MFU: {p.stderr[-600:]}")
 
 
+def gpt2_traced(z, work, mpirun, overlap):
+    text = os.path.join(work, "t.txt")
+    open(text, "w").write("the quick brown fox jumps over the lazy dog. " * 200)
+    cfg = os.path.join(work, f"g_{overlap}.json")
+    # reduce_bucket_size about one block's 50k parameters: a bucket fills per block, so with overlap_comm its
+    # reduce-scatter runs while the next block's backward computes
+    json.dump({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4, "steps_per_print": 1000,
+               "zero_optimization": {"stage": 2, "overlap_comm": overlap, "reduce_bucket_size": 52000},
+               "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}}, open(cfg, "w"))
+    trace, rep = os.path.join(work, f"g_{overlap}.trace.json"), os.path.join(work, f"g_{overlap}.report.json")
+    run(shlex.split(mpirun) + ["-np", "2", z, "train", "--model", "gpt2", "--config", cfg, "--text", text,
+                               "--steps", "4", "--layers", "4", "--width", "64", "--heads", "4", "--context", "64",
+                               "--threads", "1", "--trace", trace, "--trace-steps", "2:3", "--report", rep,
+                               "--force", "--quiet"])
+    s = json.loads(run([z, "trace", "summary", trace, "--json"]).stdout)
+    return s, json.load(open(trace)), json.load(open(rep)), trace
+
+
+def real_part(z, work, mpirun):
+    s, doc, rep, trace = gpt2_traced(z, work, mpirun, True)
+    check(s["world_size"] == 2 and [r["rank"] for r in s["ranks"]] == [0, 1], f"ranks {s['ranks']}")
+    for r in s["ranks"]:
+        check(r["steps"] == 2 and r["samples"] == 8, f"rank {r['rank']}: steps {r['steps']} samples {r['samples']}")
+        for phase in ["forward", "backward", "comm", "optimizer"]:
+            check(r["phases"].get(phase, {}).get("ms", 0) > 0, f"rank {r['rank']} has {phase} time: {r['phases']}")
+        check(r["comm_hidden_ms"] > 0, f"overlap_comm: rank {r['rank']} hides some comm: {r['comm_hidden_ms']}")
+    other = doc["otherData"]
+    check(other["flops_per_sample"] == rep["flops_per_sample"], f"otherData flops {other['flops_per_sample']}")
+    T, C, V = 64, 64, rep["shape"]["vocab"]
+    block = 24 * T * C * C + 4 * T * T * C
+    want = {"embed": (4 * T * C * V, 2 * T * C * V), "lnf": (0, 0)}
+    want.update({f"h{l}": (block, 2 * block) for l in range(4)})
+    mods = {m["name"]: m for m in s["modules"]}
+    check(sorted(mods) == sorted(want), f"modules {list(mods)}")
+    for name, (f, b) in want.items():
+        m = mods.get(name, {})
+        if f:
+            check(other["module_flops"].get(name) == [f, b], f"otherData module_flops[{name}]")
+        check(near(m.get("forward_flops"), f * 16) and near(m.get("backward_flops"), b * 16), f"{name} FLOPs {m}")
+        if f and m.get("forward_ms", 0) + m.get("backward_ms", 0) > 0:
+            check(near(m["flops_per_s"], 16e3 * (f + b) / (m["forward_ms"] + m["backward_ms"])),
+                  f"{name} FLOP/s = FLOPs / time: {m}")
+    s, _, _, _ = gpt2_traced(z, work, mpirun, False)
+    for r in s["ranks"]:
+        check(r["comm_hidden_ms"] == 0 and r["phases"]["comm"]["ms"] > 0,
+              f"no overlap_comm: rank {r['rank']} hides no comm: {r['comm_hidden_ms']}")
+    if shutil.which("gnuplot"):
+        out = os.path.join(work, "real.svg")
+        run([z, "trace", "plot", trace, "--out", out])
+        svg = open(out).read()
+        for n in ["rank 0 main", "rank 1 main", "comm", "forward", "backward"]:
+            check(n in svg, f"the real trace's SVG lacks {n!r}")
+    # the MLP, one rank, no mpirun
+    cfg = os.path.join(work, "m.json")
+    json.dump({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 16,
+               "optimizer": {"type": "Adam", "params": {"lr": 1e-3}}}, open(cfg, "w"))
+    mt = os.path.join(work, "mlp.trace.json")
+    run([z, "train", "--config", cfg, "--steps", "5", "--threads", "1", "--trace", mt, "--trace-steps", "2:4",
+         "--force", "--quiet"])
+    s = json.loads(run([z, "trace", "summary", mt, "--json"]).stdout)
+    check(s["world_size"] == 1 and s["ranks"][0]["steps"] == 3 and s["ranks"][0]["samples"] == 48, f"MLP {s}")
+    check([m["name"] for m in s["modules"]] == ["fc1", "fc2", "fc3"], f"MLP modules {s['modules']}")
+    check(all(m.get("flops_per_s", 0) > 0 for m in s["modules"]), f"MLP module FLOP/s {s['modules']}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--zinc", required=True)
     ap.add_argument("--fixtures", required=True)
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--part", choices=["summary", "plot", "flops"], required=True)
+    ap.add_argument("--part", choices=["summary", "plot", "flops", "real"], required=True)
     ap.add_argument("--mpirun", default="")
     a = ap.parse_args()
     shutil.rmtree(a.workdir, ignore_errors=True)
@@ -219,8 +289,10 @@ def main():
             print("gnuplot is not installed (Debian: gnuplot-nox): skipped")
             return 77
         plot_part(a.zinc, a.fixtures, a.workdir)
-    else:
+    elif a.part == "flops":
         flops_part(a.zinc, a.workdir, a.mpirun)
+    else:
+        real_part(a.zinc, a.workdir, a.mpirun)
     print(f"{a.part}: {'FAIL' if failures else 'ok'} ({failures} failures)")
     return 1 if failures else 0
 

@@ -228,9 +228,14 @@ static zinc_status write_file(zinc_engine *e, zengine_trace *t, const char *mine
                     k += (size_t)snprintf(tail + k, cap - k, "%s%lld", r ? "," : "", (long long)arrays[q][r]);
                 k += (size_t)snprintf(tail + k, cap - k, "]");
             }
-            snprintf(tail + k, cap - k, "}}\n");
             opened = zfile_out_write(&out, tail, strlen(tail));
             free(tail);
+            /* the model's FLOPs (engine_flops.c): zinc trace summary's per-module FLOP/s */
+            char *flops = NULL;
+            if (opened == ZINC_OK) opened = zengine_flops_trace_json(e, &flops);
+            if (opened == ZINC_OK) opened = zfile_out_write(&out, flops, strlen(flops));
+            free(flops);
+            if (opened == ZINC_OK) opened = zfile_out_write(&out, "}}\n", 3);
         }
         if (opened == ZINC_OK) opened = zfile_out_commit(&out);
         if (opened != ZINC_OK) zfile_out_abort(&out);
