@@ -13,6 +13,7 @@
 #include "cli/cli_files.h"
 #include "cli/train.h"
 #include "cli/train_flops.h"
+#include "cli/trace_summary.h"
 #include "cli/train_guard.h"
 #include "cli/train_memory.h"
 #include "runtime/core/env.h"
@@ -266,6 +267,10 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
     if (rc == 0) rc = stopped > 0 ? stopped : stopped < 0 || conclude(m, &t) ? 1 : 0;
     if (run_lock >= 0) close(run_lock);
     m->destroy(&t);
-    zinc_destroy(t.e);
+    int rank = t.e ? zinc_rank(t.e) : -1;
+    zinc_destroy(t.e); /* a run shorter than --trace-steps writes its trace here */
+    /* the end-of-run table per module, from the timeline (as DeepSpeed's flops profiler prints one) */
+    if (rc == 0 && o->trace && rank == 0 && !o->quiet && access(o->trace, F_OK) == 0)
+        zcli_trace_module_table("zinc train", o->trace, stderr);
     return rc;
 }

@@ -20,7 +20,8 @@
            summary has both ranks with their steps and samples, the modules embed, h0..h3, lnf with FLOPs
            = the model's declaration (otherData, equal to the report's flops_per_sample) x the samples;
            with overlap_comm part of the reduce-scatters is hidden behind backward compute, without it
-           none; the MLP at 1 rank; the plot of a real trace names the ranks' tracks.
+           none; the MLP at 1 rank, whose run ends with the per-module table; the plot of a real trace names
+           the ranks' tracks.
 Exit 0 pass, 1 fail, 77 skipped (plot without gnuplot).
 """
 import argparse
@@ -264,8 +265,10 @@ def real_part(z, work, mpirun):
     json.dump({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 16,
                "optimizer": {"type": "Adam", "params": {"lr": 1e-3}}}, open(cfg, "w"))
     mt = os.path.join(work, "mlp.trace.json")
-    run([z, "train", "--config", cfg, "--steps", "5", "--threads", "1", "--trace", mt, "--trace-steps", "2:4",
-         "--force", "--quiet"])
+    p = run([z, "train", "--config", cfg, "--steps", "5", "--threads", "1", "--trace", mt, "--trace-steps", "2:4",
+             "--force"])
+    check("modules (self time summed over ranks; FLOPs from the model's declaration)" in p.stderr and
+          "fc3" in p.stderr, f"a traced run ends with the module table: {p.stderr[-800:]}")
     s = json.loads(run([z, "trace", "summary", mt, "--json"]).stdout)
     check(s["world_size"] == 1 and s["ranks"][0]["steps"] == 3 and s["ranks"][0]["samples"] == 48, f"MLP {s}")
     check([m["name"] for m in s["modules"]] == ["fc1", "fc2", "fc3"], f"MLP modules {s['modules']}")
