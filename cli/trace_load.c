@@ -9,7 +9,7 @@
 
 static const char *const CAT_NAMES[ZCLI_TC_COUNT] = {"forward",   "backward", "recompute", "comm",       "wait",
                                                      "optimizer", "nvme",     "copy",      "checkpoint", "data",
-                                                     "engine",    "gpu",      "other",     "step"};
+                                                     "engine",    "gpu",      "pool",      "other",      "step"};
 
 const char *zcli_tcat_name(int cat) { return cat >= 0 && cat < ZCLI_TC_COUNT ? CAT_NAMES[cat] : "?"; }
 

@@ -24,6 +24,7 @@ typedef enum zcli_tcat {
     ZCLI_TC_DATA,
     ZCLI_TC_ENGINE,
     ZCLI_TC_GPU,
+    ZCLI_TC_POOL,  /* a kernel thread-pool worker's share of a job another thread posted (and spans itself) */
     ZCLI_TC_OTHER, /* a cat the contract does not name */
     ZCLI_TC_STEP,  /* the step itself: its self time is the step's time in no other span */
     ZCLI_TC_COUNT

@@ -21,6 +21,7 @@ static const char *const COLOURS[ZCLI_TC_COUNT] = {
     "#64b5cd", /* data */
     "#b07aa1", /* engine */
     "#2ca02c", /* gpu */
+    "#9bbfe0", /* pool */
     "#000000", /* other */
     "#e4e4e4", /* step: the light band behind everything */
 };

@@ -104,7 +104,7 @@ static int self_pieces(const zcli_trace *t, int r, ivls *per_cat) {
 
 static bool compute_cat(int c) {
     return c == ZCLI_TC_FORWARD || c == ZCLI_TC_BACKWARD || c == ZCLI_TC_RECOMPUTE || c == ZCLI_TC_OPTIMIZER ||
-           c == ZCLI_TC_GPU;
+           c == ZCLI_TC_GPU || c == ZCLI_TC_POOL;
 }
 
 static json_t *rank_summary(const zcli_trace *t, int r, double *mean_ms) {

@@ -106,6 +106,12 @@ def summary_part(z, fx, work):
     check("cut at the parent's end" in run([z, "trace", "summary", os.path.join(fx, "crossing.json")]).stdout,
           "a span crossing its parent's end is said")
 
+    # a kernel pool worker's job (cat pool) is compute: comm 500..900 us under forward 0..600 and the pool
+    # job 200..500 is hidden for 100 us
+    r = json.loads(run([z, "trace", "summary", os.path.join(fx, "pool.json"), "--json"]).stdout)["ranks"][0]
+    check(near(r["phases"]["pool"]["ms"], 0.3) and near(r["phases"]["pool"]["pct"], 30), f"pool phase {r}")
+    check(near(r["comm_hidden_ms"], 0.1) and near(r["comm_exposed_ms"], 0.3), f"pool is compute {r}")
+
     S = [z, "trace", "summary"]
     expect_error(S + [os.path.join(fx, "truncated.json")], 1, "truncated.json: not valid JSON at line",
                  "cut short")
