@@ -119,7 +119,7 @@ for n in range(1, N + 1):
 open(os.path.join(out, "scaling.dat"), "w").write("\n".join(dat) + "\n")
 md = ["## Speedup", ""] + lines
 if traced:
-    cats = ["forward", "backward", "recompute", "comm", "wait", "optimizer", "data", "engine"]
+    cats = ["forward", "backward", "recompute", "comm", "wait", "optimizer", "pool", "data", "engine"]
     md += ["", "## Where the step time goes (zinc trace summary; % of step time, rank 0 / slowest rank)", "",
            "| run | mean step ms (rank 0) | " + " | ".join(cats) + " | comm hidden / exposed ms | untracked |",
            "|---|---|" + "---|" * len(cats) + "---|---|"]
