@@ -23,7 +23,7 @@
 typedef struct zcli_train_opts {
     int model; /* the --model choice: 0 mlp, 1 gpt2 */
     const char *config, *report, *save_dir, *resume;
-    const char *peak_flops; /* --peak-flops: a number or "sgemm" (train_flops.h), NULL: none */
+    const char *peak_flops;          /* --peak-flops: a number or "sgemm" (train_flops.h), NULL: none */
     const char *trace, *trace_steps; /* --trace FILE, --trace-steps A:B (checked by zcli_trace_steps) */
     int64_t trace_first, trace_last;
     int64_t steps, seed, threads, save_every, keep_last;
