@@ -55,10 +55,10 @@ static void struct_size_rules(void) {
 
 static void null_accessors(void) {
     const zinc_engine *n = NULL;
-#define NULL_GIVES(call, want)                                                                                         \
-    do {                                                                                                               \
-        ZT_CHECK((call) == (want), "%s on NULL", #call);                                                               \
-        ZT_CHECK(strstr(zinc_last_error(), "NULL engine") != NULL, "%s message: %s", #call, zinc_last_error());        \
+#define NULL_GIVES(call, want)                                                                             \
+    do {                                                                                                   \
+        ZT_CHECK((call) == (want), "%s on NULL", #call);                                                   \
+        ZT_CHECK(strstr(zinc_last_error(), "NULL engine") != NULL, "%s message: %s", #call, zinc_last_error()); \
     } while (0)
     NULL_GIVES(zinc_rank(n), -1);
     NULL_GIVES(zinc_world_size(n), -1);
