@@ -173,6 +173,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     TRY(zcomm_agree_status(e->comm, zdev_create(want, &e->mem, &e->log, e->comm->local_rank,
                                                 o.cpu_threads > 0 ? o.cpu_threads : default_threads(e), &e->dev)));
     TRY(e->dev->ops->comm_create(e->dev, e->comm, &e->log, &e->dcomm));
+    TRY(zengine_comms_start(e));
     e->optim = zopt_get(e->cfg.optimizer.type);
     if (!e->optim)
         FAIL(ZINC_ERR_INTERNAL, "optimizer type %d has no descriptor; please report this", e->cfg.optimizer.type);
@@ -215,6 +216,7 @@ fail:
 
 void zinc_destroy(zinc_engine *e) {
     if (!e) return;
+    zengine_comms_finish(e);
     if (e->built) {
         zgather_free(&e->gather);
         zgrads_free(&e->grads);
@@ -810,7 +812,9 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
                     "is no gradient to apply; run forward and backward (zinc_module_enter(..., ZINC_BACKWARD)) "
                     "before each step");
     zinc_step_info tmp;
-    return zengine_step(e, info ? info : &tmp);
+    zinc_status st = zengine_step(e, info ? info : &tmp);
+    if (st == ZINC_OK) zengine_comms_after_step(e);
+    return st;
 }
 
 /* ---------------------------------------------------------------- accessors */
