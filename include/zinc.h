@@ -479,8 +479,8 @@ typedef struct zinc_comms_record {
     uint64_t count;         /* calls of this op with this size */
     double total_latency_s; /* summed, each from issue to completion (a non-blocking one: to its wait) */
     double min_latency_s, max_latency_s;
-    double algbw_gbps; /* GB/s (1e9 bytes/s): msg_bytes x count / total_latency_s */
-    double busbw_gbps; /* algbw x 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather), 1 (broadcast) */
+    double algbw_gbps;    /* GB/s (1e9 bytes/s): msg_bytes x count / total_latency_s */
+    double busbw_gbps;    /* algbw x 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather), 1 (broadcast) */
     uint64_t reserved[4]; /* zero; later fields take this space */
 } zinc_comms_record;
 

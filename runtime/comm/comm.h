@@ -70,8 +70,9 @@ zinc_status zcomm_create_mpi(const zlog *log, zcomm **out);
         if (w_) zwatch_arm(what);                                                                                      \
         zinc_status s_ = (call);                                                                                       \
         if (w_) zwatch_disarm();                                                                                       \
-        if (l_) zcomm_log_end(l_, rec_, (opk), rec_ ? (bytes) : 0, (caller), t0_, (req) ? *(zcomm_req **)(req) : NULL, \
-                              s_);                                                                                     \
+        if (l_)                                                                                                        \
+            zcomm_log_end(l_, rec_, (opk), rec_ ? (bytes) : 0, (caller), t0_, (req) ? *(zcomm_req **)(req) : NULL,     \
+                          s_);                                                                                         \
         return s_;                                                                                                     \
     } while (0)
 static inline size_t zcomm_sum_counts_(const zcomm *c, const size_t *counts) {
@@ -91,8 +92,8 @@ static inline zinc_status zcomm_reduce_scatterv_from(zcomm *c, const char *calle
 }
 static inline zinc_status zcomm_allgatherv_inplace_from(zcomm *c, const char *caller, void *buf, const size_t *counts,
                                                         const size_t *displs, zinc_dtype t, zcomm_req **req) {
-    ZCOMM_DISPATCH(c, req, ZCOMM_OP_ALL_GATHER, zcomm_sum_counts_(c, counts) * zinc_dtype_size(t), caller,
-                   "all-gather", c->ops->allgatherv_inplace(c, buf, counts, displs, t, req));
+    ZCOMM_DISPATCH(c, req, ZCOMM_OP_ALL_GATHER, zcomm_sum_counts_(c, counts) * zinc_dtype_size(t), caller, "all-gather",
+                   c->ops->allgatherv_inplace(c, buf, counts, displs, t, req));
 }
 static inline zinc_status zcomm_allgather_bytes_from(zcomm *c, const char *caller, const void *in, void *out,
                                                      size_t bytes) {

@@ -229,8 +229,7 @@ void zcomm_log_print(const zcomm_log *l, const char *when) {
         if (i == 0 || strcmp(rows[i].name, rows[i - 1].name)) ZLOG_INFO(l->log, "%s", rows[i].name);
         zbytes_format(size, sizeof size, rows[i].msg_bytes);
         ZLOG_INFO(l->log, "%-20s%-16s%-12llu%-20.3f%-18.3f%-16.3f%-16.3f", "", size, (unsigned long long)rows[i].count,
-                  rows[i].total_s * 1e3, rows[i].total_s * 1e3 / (double)rows[i].count, rows[i].algbw,
-                  rows[i].busbw);
+                  rows[i].total_s * 1e3, rows[i].total_s * 1e3 / (double)rows[i].count, rows[i].algbw, rows[i].busbw);
     }
     if (l->lost) ZLOG_WARN(l->log, "comms_logger: some collectives were not recorded (out of memory)");
     free(rows);

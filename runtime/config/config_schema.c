@@ -46,7 +46,7 @@ static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const tag_names[] = {"Warn", "Ignore", "Fail", NULL};
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 const char *const zkey_comm_op_names[] = {"all_reduce", "reduce_scatter", "all_gather", "all_gather_object",
-                                          "broadcast", "barrier", NULL};
+                                          "broadcast",  "barrier",        NULL};
 
 /* ------------------------------------------------------------------ optimizer */
 /* Which optimizer takes which parameter is stated here once (the key's mask: the optimizer types
@@ -461,7 +461,8 @@ static TABLE(zinc_tbl, "zinc", zinc_keys);
 
 static const zkey_key comms_logger_keys[] = {
     BOOL("enabled", comms_logger.enabled, "count every collective: per op and message size, latency and bandwidth"),
-    BOOL("verbose", comms_logger.verbose, "also log each collective as it completes, and the table every steps_per_print"),
+    BOOL("verbose", comms_logger.verbose,
+         "also log each collective as it completes, and the table every steps_per_print"),
     BOOL("prof_all", comms_logger.prof_all, "log every collective (false: only those in prof_ops)"),
     {.name = "prof_ops",
      .kind = ZKEY_NAMES,

@@ -1,6 +1,7 @@
 /* comms_logger (runtime/comm/comm_log.h) for the engine: made from the config at zinc_create and attached to
  * both communicators (host and compute device: one logger, so the staged backend's host rounds count once),
  * printed every steps_per_print under verbose and at zinc_destroy, read by zinc_comms_summary. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,7 +37,7 @@ void zengine_comms_finish(zinc_engine *e) {
     if (!e->comms) return;
     char when[64];
     snprintf(when, sizeof when, "end of run, %lld step%s", (long long)e->steps, e->steps == 1 ? "" : "s");
-    zcomm_log_print(e->comms, when);
+    if (e->built) zcomm_log_print(e->comms, when); /* not for an engine whose zinc_create or zinc_build failed */
     if (e->comm) e->comm->log = NULL;
     if (e->dcomm) e->dcomm->log = NULL;
     zcomm_log_destroy(e->comms);

@@ -38,8 +38,8 @@ struct zinc_param {
 struct zinc_engine {
     zinc_config cfg;
     zlog log;
-    zcomm *comm;  /* host buffers: metadata, statistics, metrics */
-    zcomm *dcomm; /* compute-device buffers (== comm on cpu; NCCL on cuda) */
+    zcomm *comm;      /* host buffers: metadata, statistics, metrics */
+    zcomm *dcomm;     /* compute-device buffers (== comm on cpu; NCCL on cuda) */
     zcomm_log *comms; /* comms_logger: attached to comm and dcomm (engine_comms.c); NULL when not enabled */
     zmemtrack mem;
     zinc_device_kind device;
