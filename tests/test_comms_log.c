@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/comm/comm.h"
+#include "runtime/config/config.h"
 #include "runtime/config/config_schema.h"
 #include "runtime/device/comm_staged.h"
 #include "runtime/device/device.h"
@@ -181,10 +182,63 @@ static void test_staged_counts_once(zcomm *host) {
     zdev_destroy(dev);
 }
 
+/* ---------------------------------------------------------------- the config block and the API's arguments */
+
+static int warns;
+static char last_warn[1024];
+static void count_warns(void *ud, zinc_log_level lv, int rank, const char *m) {
+    (void)ud, (void)rank;
+    if (lv == ZINC_LOG_WARN) warns++, snprintf(last_warn, sizeof last_warn, "%s", m);
+}
+
+static void test_config(void) {
+    zlog log = {count_warns, NULL, ZINC_LOG_DEBUG, 0};
+    zinc_config c;
+    /* prof_ops while prof_all is true (the default): DeepSpeed logs everything; a warning says so */
+    warns = 0;
+    ZT_OK(zcfg_load_text("{\"train_batch_size\": 1, \"comms_logger\": {\"enabled\": true, \"prof_ops\": "
+                         "[\"all_reduce\"]}}",
+                         "t.json", 1, &log, &c));
+    ZT_CHECK(warns == 1 && strstr(last_warn, "comms_logger.prof_ops") && strstr(last_warn, "prof_all false"),
+             "prof_ops with prof_all: %d warnings, last \"%s\"", warns, last_warn);
+    ZT_CHECK(c.comms_logger.enabled && c.comms_logger.prof_all && c.comms_logger.prof_ops == 1u, "values kept");
+    warns = 0;
+    ZT_OK(zcfg_load_text("{\"train_batch_size\": 1, \"comms_logger\": {\"enabled\": true, \"prof_all\": false, "
+                         "\"prof_ops\": [\"barrier\", \"all_gather\"]}}",
+                         "t.json", 1, &log, &c));
+    ZT_CHECK(warns == 0, "prof_all false: no warning (%s)", last_warn);
+    ZT_CHECK(c.comms_logger.prof_ops == ((1u << 5) | (1u << 2)), "prof_ops mask %#x", c.comms_logger.prof_ops);
+    /* the dump writes the list back, and it loads to the same mask */
+    char *dump = zcfg_dump_json(&c);
+    ZT_CHECK(dump && strstr(dump, "\"all_gather\",") && strstr(dump, "\"barrier\""), "dump lists prof_ops");
+    zinc_config again;
+    if (dump) ZT_OK(zcfg_load_text(dump, "dump", 1, &log, &again));
+    if (dump) ZT_CHECK(again.comms_logger.prof_ops == c.comms_logger.prof_ops, "dump round trip of prof_ops");
+    free(dump);
+    /* several problems in the block are reported together, each with its path */
+    zinc_status st = zcfg_load_text("{\"train_batch_size\": 1, \"comms_logger\": {\"enabled\": 1, \"prof_ops\": "
+                                    "[\"all_reduce\", \"send\"], \"verbos\": true}}",
+                                    "t.json", 1, &log, &c);
+    const char *m = zinc_last_error();
+    ZT_CHECK(st == ZINC_ERR_CONFIG && strstr(m, "(3 problems)") &&
+                 strstr(m, "comms_logger.enabled: expected true or false") &&
+                 strstr(m, "comms_logger.prof_ops[1]: \"send\" is not an op zinc issues") &&
+                 strstr(m, "did you mean \"verbose\""),
+             "bad block: %s", m);
+}
+
+static void test_api_arguments(void) {
+    int n = -1;
+    ZT_ERR(zinc_comms_summary(NULL, NULL, 0, &n), ZINC_ERR_INVALID_ARG, "zinc_comms_summary");
+    ZT_ERR(zinc_comms_log_summary(NULL), ZINC_ERR_INVALID_ARG, "zinc_comms_log_summary");
+}
+
 int main(void) {
     zcomm *c = NULL;
     test_bandwidth_by_hand();
     test_names_agree();
+    test_config();
+    test_api_arguments();
     ZT_OK(zcomm_create(NULL, &c));
     if (!c) return zt_finish();
     P = c->size;

@@ -221,14 +221,14 @@ void zcomm_log_print(const zcomm_log *l, const char *when) {
     n = zcomm_log_rows(l, rows, n);
     ZLOG_INFO(l->log, "comms_logger summary (%s; %d rank%s; bandwidths as nccl-tests defines them):", when, l->world,
               l->world == 1 ? "" : "s");
-    ZLOG_INFO(l->log, "%-20s%-16s%-12s%-20s%-18s%-16s%-16s", "Comm. Op", "Message Size", "Count", "Total Latency(ms)",
+    ZLOG_INFO(l->log, "%-20s%-16s%-12s%-20s%-18s%-16s%s", "Comm. Op", "Message Size", "Count", "Total Latency(ms)",
               "Avg Latency(ms)", "algbw (GB/s)", "busbw (GB/s)");
     if (!n) ZLOG_INFO(l->log, "(no collectives recorded)");
     for (size_t i = 0; i < n; i++) {
         char size[32];
         if (i == 0 || strcmp(rows[i].name, rows[i - 1].name)) ZLOG_INFO(l->log, "%s", rows[i].name);
         zbytes_format(size, sizeof size, rows[i].msg_bytes);
-        ZLOG_INFO(l->log, "%-20s%-16s%-12llu%-20.3f%-18.3f%-16.3f%-16.3f", "", size, (unsigned long long)rows[i].count,
+        ZLOG_INFO(l->log, "%-20s%-16s%-12llu%-20.3f%-18.3f%-16.3f%.3f", "", size, (unsigned long long)rows[i].count,
                   rows[i].total_s * 1e3, rows[i].total_s * 1e3 / (double)rows[i].count, rows[i].algbw, rows[i].busbw);
     }
     if (l->lost) ZLOG_WARN(l->log, "comms_logger: some collectives were not recorded (out of memory)");
