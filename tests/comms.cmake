@@ -18,3 +18,8 @@ if(ZINC_COMMS_PYTHON3)
                          LABELS "comms;cli;mpi" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
   endforeach()
 endif()
+# The engine API (zinc_comms_summary) at each stage, on cpu over MPI and on the CUDA emulation over NCCL (its
+# non-blocking collectives completed by the stream wait the logger times) and over MPI through pinned staging.
+zinc_test(NAME comms_engine_np2 SOURCES test_comms_engine.c engine_util.c RANKS 2 LABELS comms engine TIMEOUT 300)
+zinc_test(NAME comms_engine_np3 SOURCES test_comms_engine.c engine_util.c RANKS 3 LABELS comms engine TIMEOUT 300)
+# (Its CUDA emulation variants are in cuda_emulated_comms.cmake, read after cuda_emulated.cmake defines them.)
