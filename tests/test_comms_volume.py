@@ -131,15 +131,26 @@ def main():
         ("mlp_s3", mlp, mlp_mods, 3, 2, "fp32", {}, big, False),
         ("mlp_s3_gather", mlp, mlp_mods, 3, 2, "fp32",
          {"stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0}, 0, True),
+        ("mlp_s2_offload", mlp, mlp_mods, 2, 2, "fp32", {"offload_optimizer": {"device": "cpu"}}, big, False),
+        ("mlp_s3_offload", mlp, mlp_mods, 3, 1, "fp32",
+         {"offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"},
+          "stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0}, 0, True),
+        ("mlp_s2_nvme", mlp, mlp_mods, 2, 1, "fp32",
+         {"offload_optimizer": {"device": "nvme", "nvme_path": w("nvme")}, "_top": {"zinc": {"allow_buffered_io": True}}},
+         big, False),
         ("gpt2_s0", gpt2, gpt2_mods, 0, 1, "fp32", {}, big, False),
         ("gpt2_s2", gpt2, gpt2_mods, 2, 1, "fp32", {}, big, False),
         ("gpt2_s3", gpt2, gpt2_mods, 3, 1, "fp32", {}, big, False),
     ]
     K1, K2 = 2, 4
+    os.makedirs(w("nvme"))
     for name, model, mods, stage, G, dtype, extra, persist, reuse0 in cases:
+        extra = dict(extra)
+        top = extra.pop("_top", {})
         cfg = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": G,
                "train_batch_size": 2 * G * N, "optimizer": {"type": "Adam", "params": {"lr": 1e-3}},
                "zero_optimization": dict({"stage": stage}, **extra), "comms_logger": {"enabled": True}}
+        cfg.update(top)
         if dtype == "bf16":
             cfg["bf16"] = {"enabled": True}
         with open(w(name + ".json"), "w") as f:
@@ -188,6 +199,17 @@ def main():
               f"prof_ops [reduce_scatter] with debug: {[x['op'] for x in ops]}")
         check("comms_logger summary (end of run, 2 steps" in p.stdout and "Comm. Op" in p.stdout,
               f"the table at the end of the run: {p.stdout[-1500:]}")
+    # verbose: a line per op as it completes, and the table every steps_per_print steps
+    cfg["comms_logger"] = {"enabled": True, "verbose": True}
+    cfg["steps_per_print"] = 2
+    with open(w("verbose.json"), "w") as f:
+        json.dump(cfg, f)
+    p = run(mpirun + [a.zinc, "train", "--config", w("verbose.json"), "--steps", "4"] + mlp)
+    check(p.returncode == 0 and "comm op: reduce_scatter | time (ms): " in p.stdout and "| busbw (GB/s): " in p.stdout,
+          f"verbose: a line per op: {p.stdout[-1500:]}")
+    for when in ("after step 2;", "after step 4;", "end of run, 4 steps;"):
+        check(f"comms_logger summary ({when}" in p.stdout, f"verbose: the table {when} {p.stdout[-800:]}")
+    check("after step 1;" not in p.stdout and "after step 3;" not in p.stdout, "the table only every steps_per_print")
     # a bad op name: the error names it and lists the valid ones
     cfg["comms_logger"]["prof_ops"] = ["all_to_all_single"]
     del cfg["train_batch_size"]  # one rank here: derived from the micro batch and the accumulation
