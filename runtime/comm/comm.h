@@ -71,8 +71,8 @@ zinc_status zcomm_create_mpi(const zlog *log, zcomm **out);
         zinc_status s_ = (call);                                                                                       \
         if (w_) zwatch_disarm();                                                                                       \
         if (l_)                                                                                                        \
-            zcomm_log_end(l_, rec_, (opk), rec_ ? (bytes) : 0, (caller), t0_, (req) ? *(zcomm_req **)(req) : NULL,     \
-                          s_);                                                                                         \
+            zcomm_log_end(l_, rec_, (opk), rec_ ? (bytes) : 0, (caller), t0_,                                          \
+                          s_ == ZINC_OK && (req) ? *(zcomm_req **)(req) : NULL, s_);                                   \
         return s_;                                                                                                     \
     } while (0)
 static inline size_t zcomm_sum_counts_(const zcomm *c, const size_t *counts) {
