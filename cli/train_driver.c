@@ -11,6 +11,7 @@
 
 #include "runtime/core/clock.h"
 #include "cli/cli_files.h"
+#include "cli/comms_report.h"
 #include "cli/train.h"
 #include "cli/train_flops.h"
 #include "cli/trace_summary.h"
@@ -202,7 +203,7 @@ static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed
                   "param_l2_norm", zcli_real(norm), "param_checksum", hex, "seconds", elapsed, "resumed_from_step",
                   (json_int_t)t->start);
     if (j) json_object_set(j, "vmhwm_bytes", hwm); /* each rank's VmHWM (/proc/self/status) */
-    if (j && (m->report(t, j, elapsed) || zcli_flops_report(t, j))) {
+    if (j && (zcli_report_comms(t->e, j) || m->report(t, j, elapsed) || zcli_flops_report(t, j))) {
         fprintf(stderr, "zinc train: cannot build the report for %s\n", t->o->report);
         json_decref(j);
         return -1;

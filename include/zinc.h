@@ -482,6 +482,32 @@ typedef struct zinc_memory_report {
 
 zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out);
 
+/* ---------------------------------------------------------------- communication figures */
+
+/* DeepSpeed's "comms_logger" block (docs/comms.md): with "enabled": true the engine counts its collectives
+ * on this rank, per op and message size, from zinc_create on; zinc_destroy logs the table (INFO), and
+ * "verbose" also logs each op as it completes and the table every steps_per_print steps. One row: */
+typedef struct zinc_comms_record {
+    /* "all_reduce", "reduce_scatter", "all_gather", "all_gather_object" (the ranks' small records: step
+     * statistics, agreement), "broadcast" or "barrier"; with "debug": true followed by
+     * " | [Caller Func: f]", the zinc function that issued it */
+    char op[96];
+    uint64_t msg_bytes;     /* the message size as nccl-tests counts it: all_reduce and broadcast the buffer,
+                               reduce_scatter and all_gather the whole array (every rank's piece) */
+    uint64_t count;         /* calls of this op with this size */
+    double total_latency_s; /* summed, each from issue to completion (a non-blocking one: to its wait) */
+    double min_latency_s, max_latency_s;
+    double algbw_gbps;    /* GB/s (1e9 bytes/s): msg_bytes x count / total_latency_s */
+    double busbw_gbps;    /* algbw x 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather), 1 (broadcast) */
+    uint64_t reserved[4]; /* zero; later fields take this space */
+} zinc_comms_record;
+
+/* Copies up to `max` rows (sorted by op, then size) into `out` and sets *n to the number of rows there are
+ * (0 when comms_logger is not enabled); out may be NULL when max is 0. */
+zinc_status zinc_comms_summary(const zinc_engine *e, zinc_comms_record *out, int max, int *n);
+/* Logs the table now (DeepSpeed's deepspeed.comm.log_summary()); nothing when comms_logger is not enabled. */
+zinc_status zinc_comms_log_summary(const zinc_engine *e);
+
 /* Before zinc_build: memory the model itself will hold during the steps (its activations for one
  * micro-batch, working buffers, data), `bytes` of category ZINC_MEM_ACTIVATIONS or ZINC_MEM_SCRATCH in
  * memory kind `kind` (host, pinned or device), `label` saying what it is (copied; up to 47 characters).

@@ -139,6 +139,13 @@ const key_row rows[] = {
     {"zinc.device", F(device), NULL, "\"cpu\"", "\"cpu\"", "\"auto\"", 0},
     {"zinc.max_skipped_steps", F(fp16.max_skipped_steps), NULL, "10", "10", "0", 0},
     {"zinc.allow_buffered_io", F(aio.allow_buffered_io), NULL, "true", "true", "false", 0},
+    /* comms_logger (DeepSpeed's deepspeed/comm/config.py defaults) */
+    {"comms_logger.enabled", F(comms_logger.enabled), NULL, "true", "true", "false", 0},
+    {"comms_logger.verbose", F(comms_logger.verbose), NULL, "true", "true", "false", 0},
+    {"comms_logger.prof_all", F(comms_logger.prof_all), NULL, "false", "false", "true", 0},
+    {"comms_logger.prof_ops", F(comms_logger.prof_ops), NULL, "[\"all_gather\", \"all_reduce\", \"all_gather\"]",
+     "[\"all_reduce\", \"all_gather\"]", "[]", 0},
+    {"comms_logger.debug", F(comms_logger.debug), NULL, "true", "true", "false", 0},
 };
 const size_t n_rows = sizeof rows / sizeof rows[0];
 
@@ -197,7 +204,6 @@ const onoff_row ignored[] = {
     {"gradient_accumulation_dtype", NULL, "\"fp32\"", NULL},
     {"seq_parallel_communication_data_type", NULL, "\"fp32\"", NULL},
     {"pipeline", NULL, "{\"stages\": \"auto\"}", "{}"},
-    {"comms_logger", NULL, "{\"enabled\": true}", "{\"enabled\": false}"},
     {"timers", NULL, "{\"throughput\": {\"enabled\": true}}", "{\"throughput\": {\"enabled\": false}}"},
     {"nebula", NULL, "{\"enabled\": true}", "{\"enabled\": false}"},
     {"zero_force_ds_cpu_initialization", NULL, "true", "false"},

@@ -135,6 +135,15 @@ typedef struct zcfg_aio {
     bool allow_buffered_io;   /* zinc extension: fall back to buffered IO where O_DIRECT is refused */
 } zcfg_aio;
 
+/* DeepSpeed's "comms_logger" (deepspeed/comm/config.py; runtime/comm/comm_log.h records and prints). */
+typedef struct zcfg_comms_logger {
+    bool enabled;      /* false */
+    bool verbose;      /* false: one line per completed collective */
+    bool prof_all;     /* true: every collective; false: those in prof_ops */
+    bool debug;        /* false: the calling function joins the op name */
+    unsigned prof_ops; /* [] : bit i = zkey_comm_op_names[i] */
+} zcfg_comms_logger;
+
 typedef struct zcfg_checkpoint {
     zcfg_tag_validation tag_validation; /* WARN */
     bool load_universal;                /* false */
@@ -165,6 +174,7 @@ typedef struct zinc_config {
     bool memory_breakdown;
     bool dump_state;
     zcfg_checkpoint checkpoint;
+    zcfg_comms_logger comms_logger;
 
     /* Data types. compute_dtype follows fp16/bf16; comm_dtype follows communication_data_type (default:
      * the compute dtype); grad_accum_dtype follows data_types.grad_accum_dtype (default: the compute

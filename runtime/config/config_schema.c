@@ -45,6 +45,8 @@ static const char *const warmup_names[] = {"log", "linear", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const tag_names[] = {"Warn", "Ignore", "Fail", NULL};
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
+const char *const zkey_comm_op_names[] = {"all_reduce", "reduce_scatter", "all_gather", "all_gather_object",
+                                          "broadcast",  "barrier",        NULL};
 
 /* ------------------------------------------------------------------ optimizer */
 /* Which optimizer takes which parameter is stated here once (the key's mask: the optimizer types
@@ -457,6 +459,21 @@ static const zkey_key zinc_keys[] = {
 };
 static TABLE(zinc_tbl, "zinc", zinc_keys);
 
+static const zkey_key comms_logger_keys[] = {
+    BOOL("enabled", comms_logger.enabled, "count every collective: per op and message size, latency and bandwidth"),
+    BOOL("verbose", comms_logger.verbose,
+         "also log each collective as it completes, and the table every steps_per_print"),
+    BOOL("prof_all", comms_logger.prof_all, "log every collective (false: only those in prof_ops)"),
+    {.name = "prof_ops",
+     .kind = ZKEY_NAMES,
+     .off = F(comms_logger.prof_ops),
+     .names = zkey_comm_op_names,
+     .meaning = "the collectives logged when prof_all is false",
+     .status = IMPL},
+    BOOL("debug", comms_logger.debug, "add the calling function to each op's name"),
+};
+static TABLE(comms_logger_tbl, "comms_logger", comms_logger_keys);
+
 /* DeepSpeed's activation checkpointing configures what its checkpoint() does; the model calls it. In zinc
  * the block's presence tells the model to recompute (zinc_activation_checkpointing; zinc train --model gpt2
  * keeps each block's input and recomputes the block in backward). These keys have no meaning in zinc: */
@@ -514,7 +531,7 @@ static const zkey_key top_keys[] = {
     IGNORED("gradient_accumulation_dtype", "ignored: use data_types.grad_accum_dtype"),
     IGNORED("seq_parallel_communication_data_type", "ignored: no sequence parallelism in zinc"),
     IGNORED("pipeline", "ignored: no pipeline parallelism in zinc"),
-    IGNORED("comms_logger", "ignored"),
+    OBJ("comms_logger", comms_logger_tbl, "communication figures per collective (docs/comms.md)"),
     IGNORED("timers", "ignored"),
     IGNORED("nebula", "ignored"),
     IGNORED("zero_force_ds_cpu_initialization", "ignored"),

@@ -176,6 +176,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     TRY(zcomm_agree_status(e->comm, zdev_create(want, &e->mem, &e->log, e->comm->local_rank,
                                                 o.cpu_threads > 0 ? o.cpu_threads : default_threads(e), &e->dev)));
     TRY(e->dev->ops->comm_create(e->dev, e->comm, &e->log, &e->dcomm));
+    TRY(zengine_comms_start(e));
     e->optim = zopt_get(e->cfg.optimizer.type);
     if (!e->optim)
         FAIL(ZINC_ERR_INTERNAL, "optimizer type %d has no descriptor; please report this", e->cfg.optimizer.type);
@@ -220,6 +221,7 @@ fail:
 void zinc_destroy(zinc_engine *e) {
     if (!e) return;
     zengine_trace_destroy(e); /* first: the module names are the spans' */
+    zengine_comms_finish(e);
     if (e->built) {
         zgather_free(&e->gather);
         zgrads_free(&e->grads);
@@ -825,6 +827,7 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
         zinc_status written = zengine_trace_step_end(e, st == ZINC_OK);
         if (st == ZINC_OK) st = written;
     }
+    if (st == ZINC_OK) zengine_comms_after_step(e);
     return st;
 }
 

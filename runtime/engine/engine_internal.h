@@ -38,8 +38,9 @@ struct zinc_param {
 struct zinc_engine {
     zinc_config cfg;
     zlog log;
-    zcomm *comm;  /* host buffers: metadata, statistics, metrics */
-    zcomm *dcomm; /* compute-device buffers (== comm on cpu; NCCL on cuda) */
+    zcomm *comm;      /* host buffers: metadata, statistics, metrics */
+    zcomm *dcomm;     /* compute-device buffers (== comm on cpu; NCCL on cuda) */
+    zcomm_log *comms; /* comms_logger: attached to comm and dcomm (engine_comms.c); NULL when not enabled */
     zmemtrack mem;
     zinc_device_kind device;
     zdevice *dev; /* every operation on compute-device buffers goes through it */
@@ -128,6 +129,12 @@ void zengine_mark_broken(zinc_engine *e, const char *what);
 void zengine_micro_steps_reset(zinc_engine *e);
 /* ZINC_ERR_STATE naming why, when the engine is broken; ZINC_OK otherwise. */
 zinc_status zengine_check_usable(const zinc_engine *e, const char *fn);
+
+/* engine_comms.c: comms_logger from the config (after dcomm exists); its table every steps_per_print under
+ * verbose; at zinc_destroy, before the communicators go, its table and its end. */
+zinc_status zengine_comms_start(zinc_engine *e);
+void zengine_comms_after_step(zinc_engine *e);
+void zengine_comms_finish(zinc_engine *e);
 
 /* engine_parallel.c: whether this thread is running a zinc_parallel_for body (collective calls refuse). */
 bool zengine_in_parallel_body(void);
