@@ -14,6 +14,7 @@
 #include "runtime/core/log.h"
 #include "runtime/core/memtrack.h"
 #include "runtime/mem/plan.h"
+#include "runtime/monitor/monitor.h"
 #include "runtime/optim/optim.h"
 #include "offload/state.h"
 #include "zero/gather.h"
@@ -114,6 +115,16 @@ struct zinc_engine {
         int64_t value;
     } meta[ZINC_META_MAX];
     int nmeta;
+    /* DeepSpeed's monitors (engine_monitor.c): the writer on rank 0 when tensorboard or csv_monitor is on
+     * (NULL otherwise); a step's lr and loss scale are held until its loss is written, so that the x axis
+     * only grows, as in DeepSpeed's files. */
+    zmon *monitor;
+    struct {
+        bool loss_due; /* a zinc_step finished and its loss is not recorded yet (every rank) */
+        bool held;
+        int64_t samples;
+        double lr, loss_scale;
+    } mon;
 };
 
 /* Marks the engine broken with the current error's first line (see zinc_engine.broken). */
@@ -127,6 +138,12 @@ zinc_status zengine_check_usable(const zinc_engine *e, const char *fn);
 
 /* engine_parallel.c: whether this thread is running a zinc_parallel_for body (collective calls refuse). */
 bool zengine_in_parallel_body(void);
+
+/* runtime/engine/engine_monitor.c: open (collective: rank 0 opens, every rank agrees), after each
+ * successful step, close (writes what is held). */
+zinc_status zengine_monitor_open(zinc_engine *e);
+void zengine_monitor_step(zinc_engine *e);
+void zengine_monitor_close(zinc_engine *e);
 
 /* runtime/engine/engine_step.c */
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info);
