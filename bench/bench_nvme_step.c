@@ -92,32 +92,19 @@ int main(int argc, char **argv) {
             return 2;
         }
         const char *a = argv[i], *v = argv[++i];
-        if (!strcmp(a, "--dir"))
-            dir = v;
-        else if (!strcmp(a, "--n"))
-            nd = atof(v);
-        else if (!strcmp(a, "--chunk"))
-            chunkd = atof(v);
-        else if (!strcmp(a, "--param"))
-            paramd = atof(v);
-        else if (!strcmp(a, "--steps"))
-            steps = atoi(v);
-        else if (!strcmp(a, "--queue-depth"))
-            qd = atoi(v);
-        else if (!strcmp(a, "--block"))
-            block = atoll(v);
-        else if (!strcmp(a, "--buffers"))
-            buffers = atoi(v);
-        else if (!strcmp(a, "--threads"))
-            threads = atoi(v);
-        else if (!strcmp(a, "--adam-reps"))
-            adam_reps = atoi(v);
-        else if (!strcmp(a, "--fio-read-mibs"))
-            fio_r = atof(v);
-        else if (!strcmp(a, "--fio-write-mibs"))
-            fio_w = atof(v);
-        else if (!strcmp(a, "--between"))
-            between = v;
+        if (!strcmp(a, "--dir")) dir = v;
+        else if (!strcmp(a, "--n")) nd = atof(v);
+        else if (!strcmp(a, "--chunk")) chunkd = atof(v);
+        else if (!strcmp(a, "--param")) paramd = atof(v);
+        else if (!strcmp(a, "--steps")) steps = atoi(v);
+        else if (!strcmp(a, "--queue-depth")) qd = atoi(v);
+        else if (!strcmp(a, "--block")) block = atoll(v);
+        else if (!strcmp(a, "--buffers")) buffers = atoi(v);
+        else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--adam-reps")) adam_reps = atoi(v);
+        else if (!strcmp(a, "--fio-read-mibs")) fio_r = atof(v);
+        else if (!strcmp(a, "--fio-write-mibs")) fio_w = atof(v);
+        else if (!strcmp(a, "--between")) between = v;
         else {
             usage();
             return 2;
@@ -240,9 +227,8 @@ int main(int argc, char **argv) {
     }
     double med = median(times, steps);
     printf("  median step %.3f s over %d steps", med, steps);
-    if (floor_s > 0)
-        printf(", floor %.3f s (fio read %.1f MiB/s, write %.1f MiB/s), ratio %.3f", floor_s, fio_r, fio_w,
-               med / floor_s);
+    if (floor_s > 0) printf(", floor %.3f s (fio read %.1f MiB/s, write %.1f MiB/s), ratio %.3f", floor_s, fio_r, fio_w,
+                            med / floor_s);
     printf("\n");
     fflush(stdout);
 
