@@ -82,6 +82,8 @@ def csv_rows(path, column):
 
 def verify(name, job_dir, rep, fp16, start=0):
     """The files of job_dir against the report of a run of len(losses) steps from step `start`."""
+    if not check(all(k in rep for k in ("losses", "lrs", "loss_scales")), f"{name}: the report lacks per-step keys"):
+        return
     losses, lrs, scales = rep["losses"], rep["lrs"], rep["loss_scales"]
     n = len(losses)
     check(n == rep["steps"] - start and len(lrs) == n and len(scales) == n, f"{name}: {n} losses in the report")
