@@ -165,6 +165,7 @@ def error_cases(z, work):
     open(os.path.join(foreign, "Train_Samples_lr.csv"), "w").write("a,b\n1,2\n")
     refused("foreign", ["csv_monitor", "Train_Samples_lr.csv", "does not start with the line \"step,lr\""])
     check(open(os.path.join(foreign, "Train_Samples_lr.csv")).read() == "a,b\n1,2\n", "foreign CSV untouched")
+    check(os.listdir(foreign) == ["Train_Samples_lr.csv"], f"a refused open leaves nothing: {os.listdir(foreign)}")
     refused("bad_enabled", ["tensorboard.enabled", "true or false"], {"tensorboard": {"enabled": "yes"}})
     refused("abs_job", ["csv_monitor.job_name", "absolute path"], job="/abs")
     refused("bad_key", ["tensorboard", "output_pat"], {"tensorboard": {"enabled": True, "output_pat": "x"}})

@@ -2,7 +2,6 @@
  * enabled writer. */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "runtime/core/error.h"
 #include "runtime/monitor/monitor_internal.h"
@@ -36,8 +35,10 @@ zinc_status zmon_open(const zcfg_monitor *tb, const zcfg_monitor *csv, const cha
     *out = m;
     return ZINC_OK;
 fail:
-    if (m && m->tb.file.fd >= 0) /* an event file with nothing in it: not left behind */
-        unlinkat(m->tb.dir.fd, strrchr(m->tb.file.path, '/') + 1, 0);
+    if (m) { /* the files this open created hold nothing yet: not left behind */
+        zmon_file_discard(&m->tb.dir, &m->tb.file);
+        for (int i = 0; i < m->csv.ntags; i++) zmon_file_discard(&m->csv.dir, &m->csv.tags[i].file);
+    }
     zmon_close(m);
     return st;
 }

@@ -85,6 +85,7 @@ static zinc_status append_existing(const zmon_dir *d, const char *name, const ch
     fcntl(fd, F_SETFL, O_APPEND); /* blocking writes from here on */
     f->fd = fd;
     f->failed = false;
+    f->created = false;
     f->err = 0;
     f->size = sb.st_size;
     /* a line cut short by a run that died mid-write is ended, so the next one starts on its own line */

@@ -110,6 +110,7 @@ void zmon_dir_close(zmon_dir *d) {
 zinc_status zmon_file_create(const zmon_dir *d, const char *name, zmon_file *f) {
     snprintf(f->path, sizeof f->path, "%s/%s", d->path, name);
     f->failed = false;
+    f->created = false;
     f->err = 0;
     f->size = 0;
     f->fd = openat(d->fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
@@ -123,6 +124,7 @@ zinc_status zmon_file_create(const zmon_dir *d, const char *name, zmon_file *f) 
         f->fd = -1;
         return ZERR(ZINC_ERR_IO, "%s: %s is locked by another process: %s", d->block, f->path, strerror(err));
     }
+    f->created = true;
     return ZINC_OK;
 }
 
@@ -147,6 +149,13 @@ bool zmon_file_write(zmon_file *f, const void *data, size_t n, const zlog *log, 
     }
     f->size += p - (const char *)data;
     return true;
+}
+
+void zmon_file_discard(const zmon_dir *d, zmon_file *f) {
+    if (f->fd < 0 || !f->created) return;
+    unlinkat(d->fd, strrchr(f->path, '/') + 1, 0);
+    close(f->fd);
+    f->fd = -1;
 }
 
 void zmon_file_close(zmon_file *f, const zlog *log, const char *block) {

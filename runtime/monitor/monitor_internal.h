@@ -17,6 +17,7 @@
 typedef struct zmon_file {
     int fd; /* -1: none */
     bool failed;
+    bool created;                    /* by this run (zmon_file_create), not appended to */
     int err;                         /* errno of the failed write */
     off_t size;                      /* bytes in the file after the last whole write */
     char path[ZFILE_PATH_MAX + 512]; /* for messages */
@@ -38,6 +39,8 @@ zinc_status zmon_file_create(const zmon_dir *d, const char *name, zmon_file *f);
 /* Appends n bytes; a failure marks the file failed (errno in err), cuts off what part of the n bytes got
  * written (a reader sees whole records only), logs one warning unless log is NULL and returns false. */
 bool zmon_file_write(zmon_file *f, const void *data, size_t n, const zlog *log, const char *block);
+/* Removes the file when this run created it (an open that failed part-way leaves nothing behind). */
+void zmon_file_discard(const zmon_dir *d, zmon_file *f);
 /* fsync and close (a failure is a warning). */
 void zmon_file_close(zmon_file *f, const zlog *log, const char *block);
 
