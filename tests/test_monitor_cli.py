@@ -2,7 +2,8 @@
 """DeepSpeed's tensorboard and csv_monitor blocks through `zinc train` (docs/monitors.md), read back by the
 `tensorboard` package's own reader (EventAccumulator, which checks every record's CRCs) and Python's csv:
 
-  values:  the MLP and GPT-2 at fp32 and fp16 (and the MLP at 2 ranks): Train/Samples/train_loss at
+  values:  the MLP and GPT-2 at fp32 and fp16 (stage 2; GPT-2 fp16 at stage 0, the MLP at 2 ranks, and at
+           stage 3 with the optimizer state offloaded to CPU at 2 ranks): Train/Samples/train_loss at
            samples k*B equals the --report's losses[k] (float32 in the event file, exactly in the CSV),
            Train/Samples/lr at (k+1)*B the lr step k+1 uses (lrs[k+1]; the last one from WarmupLR's
            formula), Train/Samples/loss_scale (fp16 only) at (k+1)*B loss_scales[k]; CSV headers
@@ -42,12 +43,12 @@ def f32(x):
     return struct.unpack("f", struct.pack("f", x))[0]
 
 
-def config(path, out, fp16, job="job", extra=None):
+def config(path, out, fp16, job="job", extra=None, zero=None):
     c = {"train_batch_size": B, "train_micro_batch_size_per_gpu": 4,
          "optimizer": {"type": "AdamW", "params": {"lr": MAX_LR, "weight_decay": 0.01}},
          "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": MAX_LR,
                                                       "warmup_num_steps": W, "warmup_type": "linear"}},
-         "zero_optimization": {"stage": 2},
+         "zero_optimization": zero or {"stage": 2},
          "tensorboard": {"enabled": True, "output_path": out, "job_name": job},
          "csv_monitor": {"enabled": True, "output_path": out, "job_name": job}}
     if fp16:
@@ -115,11 +116,14 @@ def verify(name, job_dir, rep, fp16, start=0):
 
 def train_cases(z, work, text, mpirun):
     gpt2 = ["--model", "gpt2", "--text", text, "--layers", "1", "--width", "16", "--heads", "2", "--context", "8"]
-    for name, model, fp16, ranks in [("mlp_fp32", [], False, 1), ("mlp_fp16", [], True, 1),
-                                     ("gpt2_fp32", gpt2, False, 1), ("gpt2_fp16", gpt2, True, 1),
-                                     ("mlp_fp16_np2", [], True, 2)]:
+    z3_offload = {"stage": 3, "offload_optimizer": {"device": "cpu"}}
+    for name, model, fp16, ranks, zero in [("mlp_fp32", [], False, 1, None), ("mlp_fp16", [], True, 1, None),
+                                           ("gpt2_fp32", gpt2, False, 1, None), ("gpt2_fp16", gpt2, True, 1, None),
+                                           ("mlp_fp16_np2", [], True, 2, None),
+                                           ("gpt2_fp16_z0", gpt2, True, 1, {"stage": 0}),
+                                           ("mlp_fp32_z3_offload_np2", [], False, 2, z3_offload)]:
         out = os.path.join(work, name)
-        cfg = config(os.path.join(work, name + ".json"), out, fp16)
+        cfg = config(os.path.join(work, name + ".json"), out, fp16, zero=zero)
         rep_path = os.path.join(work, name + ".report.json")
         cmd = [z, "train", "--config", cfg, "--steps", "6", "--threads", "1", "--quiet", "--report", rep_path] + model
         run((mpirun + ["-np", str(ranks)] if ranks > 1 else []) + cmd)
