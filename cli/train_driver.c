@@ -160,8 +160,15 @@ static int one_step(const zcli_train_model *m, zcli_train *t, int64_t s) {
     int bad = 0;
     for (int64_t j = 0; j < gas && !bad; j++) bad = m->micro_step(t, s, j);
     bad = bad || zinc_step(t->e, &t->info) != ZINC_OK || m->step_end(t, &t->loss);
+    /* the engine's monitors (tensorboard, csv_monitor) write the loss next to the step's lr and scale */
+    bad = bad || zinc_record_loss(t->e, t->loss) != ZINC_OK;
     t->train_s += zclock_now_s() - ts;
-    if (!bad) return 0;
+    if (!bad) {
+        json_array_append_new(t->losses, json_real(zcli_real(t->loss)));
+        json_array_append_new(t->lrs, json_real(t->info.lr));
+        json_array_append_new(t->loss_scales, json_real((double)t->info.loss_scale));
+        return 0;
+    }
     fprintf(stderr, "zinc train: step %" PRId64 " failed: %s\n", s + 1, zinc_last_error());
     return -1;
 }
@@ -203,6 +210,11 @@ static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed
                   "param_l2_norm", zcli_real(norm), "param_checksum", hex, "seconds", elapsed, "resumed_from_step",
                   (json_int_t)t->start);
     if (j) json_object_set(j, "vmhwm_bytes", hwm); /* each rank's VmHWM (/proc/self/status) */
+    if (j) {                                       /* one per step of this run */
+        json_object_set(j, "losses", t->losses);
+        json_object_set(j, "lrs", t->lrs);
+        json_object_set(j, "loss_scales", t->loss_scales);
+    }
     if (j && (zcli_report_comms(t->e, j) || m->report(t, j, elapsed) || zcli_flops_report(t, j))) {
         fprintf(stderr, "zinc train: cannot build the report for %s\n", t->o->report);
         json_decref(j);
@@ -249,7 +261,13 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
     char save_why[8800] = "", report_why[8800] = "";
     if (o->save_dir) zcli_check_out_path("--save", o->save_dir, 1, save_why, sizeof save_why);
     if (o->report) zcli_check_out_path("--report", o->report, 0, report_why, sizeof report_why);
-    zcli_train t = {.o = o, .model_opts = model_opts, .first_loss = NAN, .inputs = {o->config}};
+    zcli_train t = {.o = o,
+                    .model_opts = model_opts,
+                    .first_loss = NAN,
+                    .inputs = {o->config},
+                    .losses = json_array(),
+                    .lrs = json_array(),
+                    .loss_scales = json_array()};
     int run_lock = -1, rc = m->prepare(&t);
     /* --report is checked against the inputs the model's prepare named (an existing file needs --force) */
     if (rc == 0 && o->report && !report_why[0])
@@ -273,5 +291,8 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
     /* the end-of-run table per module, from the timeline (as DeepSpeed's flops profiler prints one) */
     if (rc == 0 && o->trace && rank == 0 && !o->quiet && access(o->trace, F_OK) == 0)
         zcli_trace_module_table("zinc train", o->trace, stderr);
+    json_decref(t.losses);
+    json_decref(t.lrs);
+    json_decref(t.loss_scales);
     return rc;
 }

@@ -187,7 +187,6 @@ static int gpt2_prepare(zcli_train *t) {
     gpt2_run *r = calloc(1, sizeof *r);
     if (!(t->model = r)) return 1;
     r->context = g->context;
-    r->losses = json_array();
     r->val_losses = json_array();
     int bad = g->init ? shape_from_init(g, r) : shape_from_options(g, t->o->resume, r);
     return bad || read_data(g, r) ? 1 : 0;
@@ -219,9 +218,7 @@ static int gpt2_micro(zcli_train *t, int64_t step, int64_t j) {
 
 static int gpt2_step_end(zcli_train *t, double *loss) {
     gpt2_run *r = t->model;
-    if (gpt2_step_loss(r->m, loss) != ZINC_OK) return -1;
-    json_array_append_new(r->losses, json_real(zcli_real(*loss)));
-    return 0;
+    return gpt2_step_loss(r->m, loss) == ZINC_OK ? 0 : -1;
 }
 
 static int64_t gpt2_numel(zcli_train *t) { return gpt2_num_params(&((gpt2_run *)t->model)->s); }
@@ -229,7 +226,6 @@ static int64_t gpt2_numel(zcli_train *t) { return gpt2_num_params(&((gpt2_run *)
 static void gpt2_free(zcli_train *t) {
     gpt2_run *r = t->model;
     if (!r) return;
-    json_decref(r->losses);
     json_decref(r->val_losses);
     json_decref(r->sample_text);
     gpt2_model_close(&r->init_file);

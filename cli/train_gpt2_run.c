@@ -175,7 +175,6 @@ int zcli_gpt2_report(zcli_train *t, json_t *j, double elapsed) {
                                          s->channels, "heads", s->heads, "vocab", s->vocab, "padded_vocab",
                                          s->padded_vocab, "max_context", s->max_context, "context",
                                          (json_int_t)r->context));
-    bad |= json_object_set(j, "losses", r->losses);
     bad |= json_object_set(j, "val_losses", r->val_losses);
     bad |= json_object_set_new(j, "tokens_per_s", json_real(tokens_per_s(t, r)));
     bad |= json_object_set_new(j, "tokens_per_step", json_integer(zinc_train_batch_size(t->e) * r->context));

@@ -356,6 +356,13 @@ typedef struct zinc_step_info {
  * zinc_grad_accum_steps micro-steps. Returns ZINC_ERR_LOSS_SCALE when an overflow happens with the loss
  * scale already at its minimum (the message names the step and the first non-finite parameter). */
 zinc_status zinc_step(zinc_engine *e, zinc_step_info *info);
+/* The loss of the step zinc_step just finished (the mean over its micro-batches), for DeepSpeed's monitors:
+ * with "tensorboard" or "csv_monitor" enabled in the config, rank 0 writes it as Train/Samples/train_loss at
+ * the samples seen before that step, next to the lr and loss scale zinc_step reports (docs/monitors.md).
+ * Call it once after each zinc_step, on every rank or on rank 0 alone (rank 0's value is written; not
+ * collective). Without a monitor it only checks the order. ZINC_ERR_STATE when no zinc_step finished since
+ * the last call. */
+zinc_status zinc_record_loss(zinc_engine *e, double loss);
 /* With zinc_options.preempt: the SIGTERM/SIGINT/SIGUSR1 that reached any rank, as the ranks agreed on it at
  * the latest zinc_step (the same value on every rank; no communication: the flag rides on the step's own
  * statistics all-gather). 0: none. Once set it stays set: save (zinc_save_checkpoint) and exit. */

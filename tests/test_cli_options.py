@@ -107,12 +107,13 @@ def main():
 
     # One driver, two models: both reports carry the driver's keys, each with its model's own.
     common = ["model", "config", "world_size", "zero_stage", "steps", "steps_taken", "steps_skipped", "first_loss",
-              "final_loss", "final_lr", "parameters", "param_l2_norm", "param_checksum", "seconds", "resumed_from_step"]
+              "final_loss", "final_lr", "parameters", "param_l2_norm", "param_checksum", "seconds", "resumed_from_step",
+              "losses", "lrs", "loss_scales"]
     for args, model, own in [(tr + ["--steps", "3", "--threads", "1", "--report", "m.json"], "mlp",
                               ["final_accuracy"]),
                              (g2 + ["--steps", "2", "--layers", "1", "--width", "16", "--heads", "2", "--context", "8",
                                     "--threads", "1", "--report", "g.json"], "gpt2",
-                              ["losses", "shape", "tokens_per_step", "sample", "val_losses"])]:
+                              ["shape", "tokens_per_step", "sample", "val_losses"])]:
         rc, out, err = run(args, timeout=300)
         path = args[args.index("--report") + 1]
         r = json.load(open(path)) if rc == 0 and os.path.exists(path) else {}

@@ -151,6 +151,14 @@ typedef struct zcfg_checkpoint {
     bool parallel_write_pipeline_stage; /* false */
 } zcfg_checkpoint;
 
+/* DeepSpeed's "tensorboard" and "csv_monitor" blocks (deepspeed/monitor/config.py): the files go into
+ * output_path/job_name on rank 0 (runtime/monitor/monitor.h). */
+typedef struct zcfg_monitor {
+    bool enabled;                    /* false */
+    char output_path[ZCFG_PATH_MAX]; /* "": the working directory */
+    char job_name[ZCFG_PATH_MAX];    /* "DeepSpeedJobName" */
+} zcfg_monitor;
+
 typedef struct zinc_config {
     /* batch triad, resolved against world_size by DeepSpeed's rules */
     int world_size;
@@ -175,6 +183,7 @@ typedef struct zinc_config {
     bool dump_state;
     zcfg_checkpoint checkpoint;
     zcfg_comms_logger comms_logger;
+    zcfg_monitor tensorboard, csv_monitor;
 
     /* Data types. compute_dtype follows fp16/bf16; comm_dtype follows communication_data_type (default:
      * the compute dtype); grad_accum_dtype follows data_types.grad_accum_dtype (default: the compute

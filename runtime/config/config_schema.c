@@ -488,6 +488,21 @@ static const zkey_key activation_ckpt_keys[] = {
 };
 static TABLE(activation_ckpt_tbl, "activation_checkpointing", activation_ckpt_keys);
 
+/* DeepSpeed's monitors (deepspeed/monitor/config.py; runtime/monitor/monitor.h writes the files) */
+static const zkey_key tensorboard_keys[] = {
+    BOOL("enabled", tensorboard.enabled, "write TensorBoard event files (rank 0)"),
+    STR("output_path", tensorboard.output_path, "where the job's directory goes (\"\": the working directory)"),
+    STR("job_name", tensorboard.job_name, "the directory inside output_path that holds the event files"),
+};
+static TABLE(tensorboard_tbl, "tensorboard", tensorboard_keys);
+
+static const zkey_key csv_monitor_keys[] = {
+    BOOL("enabled", csv_monitor.enabled, "write one CSV file per scalar (rank 0)"),
+    STR("output_path", csv_monitor.output_path, "where the job's directory goes (\"\": the working directory)"),
+    STR("job_name", csv_monitor.job_name, "the directory inside output_path that holds the CSV files"),
+};
+static TABLE(csv_monitor_tbl, "csv_monitor", csv_monitor_keys);
+
 /* ------------------------------------------------------------------ top level */
 static const zkey_key top_keys[] = {
     SIZE("train_batch_size", train_batch_size, 1, BIG, "samples per optimizer step over all ranks"),
@@ -517,10 +532,12 @@ static const zkey_key top_keys[] = {
         "divide by this before the reduction and by world/this after"),
     OBJ("data_types", data_types_tbl, "gradient accumulation dtype"),
     OBJ("zinc", zinc_tbl, "zinc's own settings"),
-    IGNORED("tensorboard", "ignored: zinc logs through its log callback"),
-    IGNORED("wandb", "ignored: zinc logs through its log callback"),
-    IGNORED("csv_monitor", "ignored: zinc logs through its log callback"),
-    IGNORED("comet", "ignored: zinc logs through its log callback"),
+    OBJ("tensorboard", tensorboard_tbl, "TensorBoard event files of the training scalars (docs/monitors.md)"),
+    IGNORED("wandb", "ignored: Weights & Biases sends the run to a network service, and zinc needs none; "
+                     "tensorboard and csv_monitor write the same scalars to local files (docs/monitors.md)"),
+    OBJ("csv_monitor", csv_monitor_tbl, "CSV files of the training scalars (docs/monitors.md)"),
+    IGNORED("comet", "ignored: Comet sends the run to a network service, and zinc needs none; "
+                     "tensorboard and csv_monitor write the same scalars to local files (docs/monitors.md)"),
     IGNORED("flops_profiler", "ignored: no profiler in zinc"),
     OBJ("activation_checkpointing", activation_ckpt_tbl,
         "present: the model recomputes activations in backward (zinc train --model gpt2: every block)"),

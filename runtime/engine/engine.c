@@ -211,6 +211,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
               zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->comm_dtype), (long long)e->cfg.train_batch_size,
               (long long)e->cfg.train_micro_batch_size_per_gpu, (long long)e->cfg.gradient_accumulation_steps, e->world,
               zpool_threads(e->dev->pool), zpool_threads(e->dev->pool) == 1 ? "" : "s", zkernels_simd_name());
+    TRY(zengine_monitor_open(e));
     *out = e;
     return ZINC_OK;
 fail:
@@ -222,6 +223,7 @@ void zinc_destroy(zinc_engine *e) {
     if (!e) return;
     zengine_trace_destroy(e); /* first: the module names are the spans' */
     zengine_comms_finish(e);
+    zengine_monitor_close(e);
     if (e->built) {
         zgather_free(&e->gather);
         zgrads_free(&e->grads);
@@ -823,6 +825,7 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
                     "before each step");
     zinc_step_info tmp;
     zinc_status st = zengine_step(e, info ? info : &tmp);
+    if (st == ZINC_OK) zengine_monitor_step(e);
     if (e->trace) {
         zinc_status written = zengine_trace_step_end(e, st == ZINC_OK);
         if (st == ZINC_OK) st = written;

@@ -14,6 +14,7 @@
 #include "runtime/core/log.h"
 #include "runtime/core/memtrack.h"
 #include "runtime/mem/plan.h"
+#include "runtime/monitor/monitor.h"
 #include "runtime/optim/optim.h"
 #include "offload/state.h"
 #include "zero/gather.h"
@@ -116,6 +117,16 @@ struct zinc_engine {
     } meta[ZINC_META_MAX];
     int nmeta;
     double model_flops; /* zinc_model_flops: training FLOPs per sample for the whole model (0: the modules' sum) */
+    /* DeepSpeed's monitors (engine_monitor.c): the writer on rank 0 when tensorboard or csv_monitor is on
+     * (NULL otherwise); a step's lr and loss scale are held until its loss is written, so that the x axis
+     * only grows, as in DeepSpeed's files. */
+    zmon *monitor;
+    struct {
+        bool loss_due; /* a zinc_step finished and its loss is not recorded yet (every rank) */
+        bool held;
+        int64_t samples;
+        double lr, loss_scale;
+    } mon;
     /* zinc_options.trace_path: the timeline's settings and the open module spans (engine_trace.c); NULL
      * when not tracing */
     struct zengine_trace *trace;
@@ -143,6 +154,11 @@ bool zengine_in_parallel_body(void);
  * ",\"flops_per_sample\":F,\"module_flops\":{\"name\":[forward,backward],...}" (per sample; "" when none were
  * declared), malloc'd into *out (free it). */
 zinc_status zengine_flops_trace_json(const zinc_engine *e, char **out);
+/* runtime/engine/engine_monitor.c: open (collective: rank 0 opens, every rank agrees), after each
+ * successful step, close (writes what is held). */
+zinc_status zengine_monitor_open(zinc_engine *e);
+void zengine_monitor_step(zinc_engine *e);
+void zengine_monitor_close(zinc_engine *e);
 
 /* runtime/engine/engine_step.c */
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info);
