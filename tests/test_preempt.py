@@ -383,8 +383,8 @@ def launch_part(r, a):
         os.kill(victim, signal.SIGKILL)
     out, _ = p.communicate(timeout=600)
     check(p.returncode == 0, f"launch: exit {p.returncode}:\n{out[-2500:]}")
-    check(out.count("zinc launch: restart 1 of 2") == 1 and "restart 2" not in out, f"launch: one restart:\n{out[-2500:]}")
-    check("finished after 1 restart" in out, f"launch: says it finished after 1 restart:\n{out[-1500:]}")
+    check(out.count("restart 1 of 2 from") == 1 and "restart 2" not in out, f"launch: one restart:\n{out[-2500:]}")
+    check("finished on 2 ranks after 1 restart" in out, f"launch: says it finished after 1 restart:\n{out[-1500:]}")
     got = json.load(open(rep))["param_checksum"] if os.path.exists(rep) else None
     check(got == want, f"launch: checksum after the restart {got}, uninterrupted {want}")
     print(f"launch: SIGKILL to pid {victim}; restarted once; {time.time() - t0:.2f} s from the kill to the end; "
