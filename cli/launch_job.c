@@ -71,9 +71,9 @@ static void read_line(const char *l, zcli_launch_run *r) {
     int rank, pid, sig;
     char node[ZCLI_LAUNCH_HOST_MAX];
     const char *p;
-    if (!r->who[0] && (p = strstr(l, "mpirun noticed that process rank ")) &&
-        sscanf(p, "mpirun noticed that process rank %d with PID %d on node %255s exited on signal %d", &rank, &pid,
-               node, &sig) == 4)
+    if (!r->who[0] && (p = strstr(l, " noticed that process rank ")) &&
+        sscanf(p, " noticed that process rank %d with PID %d on node %255s exited on signal %d", &rank, &pid, node,
+               &sig) == 4)
         snprintf(r->who, sizeof r->who, "rank %d on host %s ended by signal %d (%s)", rank, node, sig, strsignal(sig));
     else if (!r->who[0] && (p = strstr(l, "Remote daemon:")) && (p = strstr(p, " on node ")) &&
              sscanf(p, " on node %255s", node) == 1)

@@ -81,8 +81,8 @@ int64_t zcli_launch_pick_world(const zcli_launch_batch *b, int64_t lo, int64_t h
     if (hi < lo) {
         snprintf(why, cap,
                  "only %" PRId64 " rank%s can run on the hosts left, fewer than --min-ranks %" PRId64
-                 " (counts that keep train_batch_size %" PRId64 " with micro batch %" PRId64 ": %s)",
-                 hi, hi == 1 ? "" : "s", lo, b->tb, b->mb, list);
+                 " (counts up to %" PRId64 " that keep train_batch_size %" PRId64 " with micro batch %" PRId64 ": %s)",
+                 hi, hi == 1 ? "" : "s", lo, limit, b->tb, b->mb, list);
         return 0;
     }
     for (int64_t w = hi; w >= lo; w--) {
@@ -90,15 +90,16 @@ int64_t zcli_launch_pick_world(const zcli_launch_batch *b, int64_t lo, int64_t h
         snprintf(why, cap,
                  "%" PRId64 " rank%s: the largest count from --min-ranks %" PRId64 " to %" PRId64
                  " (what the hosts left hold, at most -n) that keeps train_batch_size %" PRId64
-                 " with micro batch %" PRId64 " (gradient_accumulation_steps %" PRId64 "; counts that keep it: %s)",
-                 w, w == 1 ? "" : "s", lo, hi, b->tb, b->mb, b->tb / (b->mb * w), list);
+                 " with micro batch %" PRId64 " (gradient_accumulation_steps %" PRId64 "; counts up to %" PRId64
+                 " that keep it: %s)",
+                 w, w == 1 ? "" : "s", lo, hi, b->tb, b->mb, b->tb / (b->mb * w), limit, list);
         return w;
     }
     snprintf(why, cap,
              "no rank count from --min-ranks %" PRId64 " to %" PRId64 " keeps train_batch_size %" PRId64
-             " with micro batch %" PRId64
-             " (counts that keep it: %s; give train_batch_size and the micro batch and leave "
+             " with micro batch %" PRId64 " (counts up to %" PRId64
+             " that keep it: %s; give train_batch_size and the micro batch and leave "
              "gradient_accumulation_steps out so it is derived, or lower --min-ranks)",
-             lo, hi, b->tb, b->mb, list);
+             lo, hi, b->tb, b->mb, limit, list);
     return 0;
 }

@@ -1,11 +1,14 @@
 #!/bin/sh
-# A two-"node" cluster on one machine: two network namespaces joined by a veth pair, each with its own
-# address (and, through `agent`, its own host name), so Open MPI runs across them over TCP exactly as across
-# two hosts: mpirun starts in node 0 and reaches node 1 through its remote agent (plm_rsh_agent) instead of ssh.
+# A two-"node" cluster on one machine: two network namespaces, each with its own address (and, through
+# `agent`, its own host name), each joined by a veth pair to a bridge in a third namespace (the switch), so
+# Open MPI runs across them over TCP as across two hosts: mpirun starts in node 0 and reaches node 1 through
+# its remote agent (plm_rsh_agent) instead of ssh. Losing a node (`kill`) removes its namespace and its cable;
+# the other node keeps its link and address, as a host keeps its network when another one dies.
 # Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and iproute2's `ip`; `check` says why not (exit 77 = skip).
 #
 #   netns-cluster.sh check                   exit 0 when a cluster can be made here, else 77 and the reason
-#   netns-cluster.sh up NAME                 make NAME's namespaces NAME-n0, NAME-n1 (10.231.0.1 and .2)
+#   netns-cluster.sh up NAME                 make NAME's nodes NAME-n0, NAME-n1 (10.231.0.1 and .2, on
+#                                            interfaces NAMEa and NAMEb) and their switch NAME-sw
 #   netns-cluster.sh down NAME               remove them (and their processes); safe to repeat
 #   netns-cluster.sh exec NAME I CMD...      run CMD on node I (0 or 1) as that host
 #   netns-cluster.sh agent HOST CMD...       Open MPI's remote agent: HOST is a node's address or name
@@ -13,7 +16,7 @@
 #   netns-cluster.sh hostfile NAME [SLOTS]   print an Open MPI hostfile of both nodes (SLOTS each, default 1)
 #   netns-cluster.sh kill NAME I             lose node I: kill every process in it, then remove the namespace
 #
-# NAME is at most 10 characters of [a-z0-9] (it names the veth interfaces, which have 15); use a unique one
+# NAME is at most 10 characters of [a-z0-9] (it names the interfaces, which have 15); use a unique one
 # (e.g. zn$$) and `down` it in a trap. Addresses are the same in every cluster: each pair of namespaces is
 # its own network, so clusters made at once do not meet. Nothing is added to the host's own namespace.
 set -eu
@@ -85,9 +88,10 @@ check)
     err=$(ip link add "${probe}a" type veth peer name "${probe}b" 2>&1) || ok=0
     [ $ok = 1 ] && ip link del "${probe}a" 2>/dev/null || true
     [ $ok = 1 ] && { err=$(ip netns exec "$probe" unshare --uts true 2>&1) || ok=0; }
+    [ $ok = 1 ] && { err=$(ip -n "$probe" link add "${probe}br" type bridge 2>&1) || ok=0; }
     ip netns del "$probe" 2>/dev/null || true
     [ $ok = 1 ] || {
-        echo "cannot make a veth pair or a UTS namespace here: $err"
+        echo "cannot make a veth pair, a bridge or a UTS namespace here: $err"
         exit 77
     }
     exit 0
@@ -97,26 +101,35 @@ up)
     name_ok "$1"
     n0=$(ns "$1" 0)
     n1=$(ns "$1" 1)
-    [ ! -e "/run/netns/$n0" ] && [ ! -e "/run/netns/$n1" ] || die "cluster $1 exists; 'down $1' first"
+    [ ! -e "/run/netns/$n0" ] && [ ! -e "/run/netns/$n1" ] && [ ! -e "/run/netns/$1-sw" ] ||
+        die "cluster $1 exists; 'down $1' first"
     # half-made clusters are removed before the error is reported
     trap '"$0" down "$1" >/dev/null 2>&1 || true' EXIT
+    sw="$1-sw"
+    ip netns add "$sw"
+    ip -n "$sw" link set lo up
+    ip -n "$sw" link add "${1}br" type bridge
+    ip -n "$sw" link set "${1}br" up
     for i in 0 1; do
         nsname=$(ns "$1" $i)
+        end=$(printf '%s' ab | cut -c$((i + 1)))
         ip netns add "$nsname"
         mkdir -p "/etc/netns/$nsname"
         printf '127.0.0.1 localhost\n%s.1 %s\n%s.2 %s\n' "$SUBNET" "$(host_of "$1" 0)" "$SUBNET" \
             "$(host_of "$1" 1)" >"/etc/netns/$nsname/hosts"
         ip -n "$nsname" link set lo up
+        # the node's end is NAMEa / NAMEb, the switch's end NAMEsa / NAMEsb
+        ip link add "${1}${end}" type veth peer name "${1}s${end}"
+        ip link set "${1}${end}" netns "$nsname"
+        ip link set "${1}s${end}" netns "$sw"
+        ip -n "$sw" link set "${1}s${end}" master "${1}br"
+        ip -n "$sw" link set "${1}s${end}" up
+        ip -n "$nsname" addr add "$SUBNET.$((i + 1))/24" dev "${1}${end}"
+        ip -n "$nsname" link set "${1}${end}" up
     done
-    ip link add "${1}a" type veth peer name "${1}b"
-    ip link set "${1}a" netns "$n0"
-    ip link set "${1}b" netns "$n1"
-    ip -n "$n0" addr add "$SUBNET.1/24" dev "${1}a"
-    ip -n "$n1" addr add "$SUBNET.2/24" dev "${1}b"
-    ip -n "$n0" link set "${1}a" up
-    ip -n "$n1" link set "${1}b" up
     trap - EXIT
-    echo "cluster $1: $(host_of "$1" 0) $SUBNET.1 (namespace $n0), $(host_of "$1" 1) $SUBNET.2 (namespace $n1)"
+    echo "cluster $1: $(host_of "$1" 0) $SUBNET.1 (namespace $n0), $(host_of "$1" 1) $SUBNET.2 (namespace $n1)," \
+        "switch $1-sw"
     ;;
 down)
     [ $# = 1 ] || die "usage: down NAME"
@@ -131,9 +144,9 @@ down)
         fi
         rm -rf "/etc/netns/$nsname"
     done
+    [ ! -e "/run/netns/$1-sw" ] || ip netns del "$1-sw" 2>/dev/null || true
     # a veth end in the host namespace (an `up` stopped half-way) goes with its peer
-    ip link del "${1}a" 2>/dev/null || true
-    ip link del "${1}b" 2>/dev/null || true
+    for end in a b sa sb; do ip link del "${1}${end}" 2>/dev/null || true; done
     ;;
 exec)
     [ $# -ge 3 ] || die "usage: exec NAME I CMD..."

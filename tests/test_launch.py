@@ -107,6 +107,13 @@ def config(path, stage, extra=None):
     return path
 
 
+def launcher_lines(out, what):
+    """The launcher's own report, shown in the test's output."""
+    for l in out.splitlines():
+        if l.startswith("zinc launch:") or " noticed that process" in l or "Remote daemon" in l:
+            print(f"  [{what}] {l}", flush=True)
+
+
 def utc(stamp):
     """The launcher's 2026-11-27T03:50:12.345Z as seconds since the epoch."""
     base, ms = stamp.rstrip("Z").split(".")
@@ -140,6 +147,7 @@ def single_part(a):
     if victim_rank is not None:
         os.kill(pids[victim_rank], signal.SIGKILL)
     out, _ = p.communicate(timeout=600)
+    launcher_lines(out, "rank killed")
     check(p.returncode == 0, f"single: exit {p.returncode}:\n{out[-2500:]}")
     m = re.search(r"zinc launch: (\S+Z): the job on 2 ranks ended with (.*?) after [0-9.]+ s: (.*?)"
                   r"(?:; first reported [0-9.]+ s before)?; (\S+) holds step (\d+)", out)
@@ -221,7 +229,7 @@ def cluster_cmd(*args):
 def remove_stale():
     """Clusters a killed earlier run of this test left (zl<pid>, its pid gone)."""
     names = subprocess.run(["ip", "netns", "list"], stdout=subprocess.PIPE, text=True).stdout.split()
-    for n in set(re.findall(r"\b(zl(\d+))-n[01]\b", " ".join(names))):
+    for n in set(re.findall(r"\b(zl(\d+))-(?:n[01]|sw)\b", " ".join(names))):
         if not os.path.exists(f"/proc/{n[1]}"):
             subprocess.run(cluster_cmd("down", n[0]))
 
@@ -339,6 +347,7 @@ def node_lost(a, name, hosts, across, local, model, steps, stage):
     at = latest(d)
     subprocess.run(cluster_cmd("kill", name, 1))
     out, _ = p.communicate(timeout=600)
+    launcher_lines(out, f"node lost, stage {stage}")
     # node 1 is back for what follows (the next stage's node loss)
     subprocess.run(cluster_cmd("down", name))
     run(cluster_cmd("up", name))
