@@ -3,7 +3,8 @@
 
   --part single  one machine, plain mpirun: a rank killed -> restart reported (when, why, which rank, world
                  size, step, time to resume) and the result bitwise equal to an uninterrupted run; --hostfile
-                 with a live host keeps the rank count; SIGTERM to the launcher saves the whole job (114) and
+                 with a live host keeps the rank count; a rank stalled (SIGSTOP) ended by the other's collective
+                 watchdog (113) and restarted, bitwise; SIGTERM to the launcher saves the whole job (114) and
                  does not restart; --max-restarts 0; usage errors (bad hostfile, --min-ranks > -n, a -n that
                  cannot keep the batch).
   --part netns   two "nodes" (network namespaces joined by a veth pair, scripts/netns-cluster.sh; root only,
@@ -188,6 +189,27 @@ def single_part(a):
             ["--steps", str(steps), "--resume", d2, "--report", rep2])
         check(checksum(rep2) == want, f"single SIGTERM: resumed from {k}: {checksum(rep2)} vs {want}")
         print(f"single: SIGTERM to the launcher -> exit 114 at {k}, resumed bitwise", flush=True)
+
+    # a rank stalled (SIGSTOP): the other rank's collective watchdog ends it (113), the launcher restarts, bitwise
+    d4, rep4 = os.path.join(w, "ck4"), os.path.join(w, "s.json")
+    train = [zinc, "train", "--quiet"] + model + ["--steps", str(steps), "--save", d4, "--save-every", "10",
+                                                  "--report", rep4]
+    env = dict(os.environ, ZINC_COLLECTIVE_TIMEOUT_S="3")
+    p = subprocess.Popen([zinc, "launch", "-n", "2", "--mpirun", mpirun, "--"] + train, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, env=env)
+    wait_latest(p, d4)
+    pids = rank_pids(p, zinc)
+    stalled = rnd.choice(sorted(pids)) if pids else None
+    if stalled is not None:
+        os.kill(pids[stalled], signal.SIGSTOP)
+    out, _ = p.communicate(timeout=600)
+    launcher_lines(out, "rank stalled")
+    check(p.returncode == 0 and "ended with exit status 113 (the collective watchdog" in out and
+          "restart 1 of 3" in out, f"stalled rank: exit {p.returncode}, the watchdog's 113 reported:\n{out[-2500:]}")
+    got = checksum(rep4) if os.path.exists(rep4) else None
+    check(got == want, f"stalled rank: checksum after the restart {got}, uninterrupted {want}")
+    print(f"single: rank {stalled} stopped (SIGSTOP): the watchdog ended the job (113), restarted, checksum "
+          f"{'bitwise equal' if got == want else 'DIFFERENT'}", flush=True)
 
     # --max-restarts 0: the first failure ends it
     d3 = os.path.join(w, "ck3")
