@@ -170,18 +170,18 @@ static int launch_loop(launch_state *L) {
     zcli_launch_signals_install();
     for (;;) {
         if (zcli_launch_signal_received()) return stopped_by_signal(L, zcli_launch_signal_received());
-        char hostfile[4096] = "", hosts_text[2048] = "";
+        char *host_list = NULL, hosts_text[2048] = "";
         if (L->hosts) {
-            if (zcli_launch_hosts_write(L->hosts, hostfile, sizeof hostfile)) {
-                fprintf(stderr, "zinc launch: cannot write a temporary hostfile in $TMPDIR: %s\n", strerror(errno));
+            if (!(host_list = zcli_launch_hosts_list(L->hosts))) {
+                fprintf(stderr, "zinc launch: out of memory\n");
                 return 1;
             }
             zcli_launch_hosts_text(L->hosts, hosts_text, sizeof hosts_text);
         }
         bool resume = latest_step(L->save) >= 0;
         zcli_argv argv;
-        if (zcli_launch_job_argv(o, L->world, L->hosts ? hostfile : NULL, L->cmd, L->ncmd, resume ? L->save : NULL,
-                                 &argv)) {
+        if (zcli_launch_job_argv(o, L->world, host_list, L->cmd, L->ncmd, resume ? L->save : NULL, &argv)) {
+            free(host_list);
             fprintf(stderr, "zinc launch: the command is too long (at most %d words)\n", ZCLI_LAUNCH_MAX_ARGS - 16);
             return 2;
         }
@@ -190,7 +190,7 @@ static int launch_loop(launch_state *L) {
                     L->hosts ? " on " : "", hosts_text);
         zcli_launch_run r;
         int rc = zcli_launch_run_job(argv.v, fwd, t_detected, &r);
-        if (L->hosts) unlink(hostfile);
+        free(host_list);
         if (rc < 0) {
             fprintf(stderr, "zinc launch: cannot start %s: %s\n", argv.v[0], strerror(errno));
             return 1;

@@ -33,13 +33,13 @@ typedef struct zcli_launch_hosts {
 } zcli_launch_hosts;
 
 /* Reads an Open MPI hostfile: `host [slots=K] [max_slots=K]` per line, `#` comments; a host without slots
- * counts as 1 (and is written back with slots=1, so mpirun agrees). A host named twice adds its slots.
+ * counts as 1 (and is passed on as host:1, so mpirun agrees). A host named twice adds its slots.
  * Returns 0, or 1 after writing what is wrong (file, line, token, how to fix) into err. */
 int zcli_launch_hosts_read(const char *path, zcli_launch_hosts *out, char *err, size_t cap);
 /* The slots of the hosts not lost. */
 int64_t zcli_launch_hosts_slots(const zcli_launch_hosts *hs, bool live_only);
-/* Writes the hosts not lost, as a hostfile, to a new temporary file; its path into path. 0 or -1. */
-int zcli_launch_hosts_write(const zcli_launch_hosts *hs, char *path, size_t cap);
+/* The hosts not lost as mpirun's --host list, "a:2,b:1" (host:slots), malloc'd; NULL when out of memory. */
+char *zcli_launch_hosts_list(const zcli_launch_hosts *hs);
 /* "a (2 slots), b (1 slot)" of the hosts not lost (lost ones with live_only false, marked). */
 void zcli_launch_hosts_text(const zcli_launch_hosts *hs, char *buf, size_t cap);
 
@@ -69,9 +69,9 @@ typedef struct zcli_argv {
     char np[24];
 } zcli_argv;
 
-/* The command that starts `ranks` ranks of cmd (on the hosts of hostfile when not NULL), resuming from
- * resume_dir (replacing the command's own --resume) when not NULL. 0, or -1 when it does not fit. */
-int zcli_launch_job_argv(const zcli_launch_opts *o, int64_t ranks, const char *hostfile, char **cmd, int ncmd,
+/* The command that starts `ranks` ranks of cmd (on the hosts of host_list, "a:2,b:1", when not NULL), resuming
+ * from resume_dir (replacing the command's own --resume) when not NULL. 0, or -1 when it does not fit. */
+int zcli_launch_job_argv(const zcli_launch_opts *o, int64_t ranks, const char *host_list, char **cmd, int ncmd,
                          const char *resume_dir, zcli_argv *out);
 /* A command that runs `true` on one host: it succeeds when ranks can be started there. */
 int zcli_launch_probe_argv(const zcli_launch_opts *o, const char *host, zcli_argv *out);

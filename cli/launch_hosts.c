@@ -1,11 +1,10 @@
 /* zinc launch --hostfile: Open MPI's hostfile syntax read, the hosts lost after a failure left out, and the
- * rest written back for the next start. */
+ * rest passed to the next start as mpirun's --host list. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/launch.h"
 #include "runtime/core/safe_file.h"
@@ -106,24 +105,17 @@ int64_t zcli_launch_hosts_slots(const zcli_launch_hosts *hs, bool live_only) {
     return s;
 }
 
-int zcli_launch_hosts_write(const zcli_launch_hosts *hs, char *path, size_t cap) {
-    const char *tmp = getenv("TMPDIR");
-    if (snprintf(path, cap, "%s/zinc-launch-hosts.XXXXXX", tmp && *tmp ? tmp : "/tmp") >= (int)cap) return -1;
-    int fd = mkstemp(path);
-    if (fd < 0) return -1;
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        close(fd);
-        unlink(path);
-        return -1;
-    }
+char *zcli_launch_hosts_list(const zcli_launch_hosts *hs) {
+    size_t cap = 1;
+    for (int i = 0; i < hs->n; i++) cap += strlen(hs->h[i].name) + 24;
+    char *list = malloc(cap);
+    if (!list) return NULL;
+    size_t n = 0;
+    list[0] = 0;
     for (int i = 0; i < hs->n; i++)
-        if (!hs->h[i].lost) fprintf(f, "%s slots=%" PRId64 "\n", hs->h[i].name, hs->h[i].slots);
-    if (fclose(f)) {
-        unlink(path);
-        return -1;
-    }
-    return 0;
+        if (!hs->h[i].lost)
+            n += (size_t)snprintf(list + n, cap - n, "%s%s:%" PRId64, n ? "," : "", hs->h[i].name, hs->h[i].slots);
+    return list;
 }
 
 void zcli_launch_hosts_text(const zcli_launch_hosts *hs, char *buf, size_t cap) {

@@ -1,5 +1,5 @@
 /* zinc launch: how ranks are started. Everything that depends on the program that starts them (mpirun's
- * options, its hostfile, how to check that a host can still run ranks, which signal it passes on to every
+ * options, its host list, how to check that a host can still run ranks, which signal it passes on to every
  * rank) is here, so another launcher (srun) is a branch in each of these functions. */
 #include <inttypes.h>
 #include <signal.h>
@@ -20,12 +20,12 @@ static int launcher_words(const zcli_launch_opts *o, zcli_argv *out) {
     return out->n ? 0 : -1;
 }
 
-int zcli_launch_job_argv(const zcli_launch_opts *o, int64_t ranks, const char *hostfile, char **cmd, int ncmd,
+int zcli_launch_job_argv(const zcli_launch_opts *o, int64_t ranks, const char *host_list, char **cmd, int ncmd,
                          const char *resume_dir, zcli_argv *out) {
     if (launcher_words(o, out)) return -1;
-    if (hostfile) {
-        out->v[out->n++] = "--hostfile";
-        out->v[out->n++] = (char *)hostfile;
+    if (host_list) { /* host:slots, so no file has to be written and removed */
+        out->v[out->n++] = "--host";
+        out->v[out->n++] = (char *)host_list;
     }
     snprintf(out->np, sizeof out->np, "%" PRId64, ranks);
     out->v[out->n++] = "-np";

@@ -370,6 +370,7 @@ def node_lost(a, name, hosts, across, local, model, steps, stage):
     subprocess.run(cluster_cmd("kill", name, 1))
     out, _ = p.communicate(timeout=600)
     launcher_lines(out, f"node lost, stage {stage}")
+    open(os.path.join(w, f"lost{stage}.log"), "w").write(out)
     # node 1 is back for what follows (the next stage's node loss)
     subprocess.run(cluster_cmd("down", name))
     run(cluster_cmd("up", name))
