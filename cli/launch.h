@@ -81,13 +81,15 @@ int zcli_launch_preempt_signal(const zcli_launch_opts *o);
 
 /* ---- one job (launch_job.c) ---- */
 typedef struct zcli_launch_run {
-    int status;            /* the wait status */
-    double t_start, t_end; /* CLOCK_MONOTONIC */
-    double t_resumed;      /* when the job said it resumed (0: it did not) */
-    int64_t resumed_step;  /* from that line */
-    int preempted_by;      /* a signal the launcher received and forwarded during the run (0: none) */
-    char who[512];         /* which rank or host failed, as the launcher's output told (may be empty) */
-    double t_who;          /* when that was first said (0: never) */
+    int status;                      /* the wait status */
+    double t_start, t_end;           /* CLOCK_MONOTONIC */
+    double t_resumed;                /* when the job said it resumed (0: it did not) */
+    int64_t resumed_step;            /* from that line */
+    int preempted_by;                /* a signal the launcher received and forwarded during the run (0: none) */
+    char who[512];                   /* which rank or host failed, as the launcher's output told (may be empty) */
+    double t_who;                    /* when that was first said (0: never) */
+    char peer[ZCLI_LAUNCH_HOST_MAX]; /* a host a rank said it lost its connection to (may be empty) */
+    double t_peer;
 } zcli_launch_run;
 
 /* Starts argv, passes its stderr through (reading what it says about failed ranks and hosts and its resume)

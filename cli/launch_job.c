@@ -86,6 +86,11 @@ static void read_line(const char *l, zcli_launch_run *r) {
         size_t n = strlen(r->who);
         snprintf(r->who + n, sizeof r->who - n, " (exit status %d)", sig);
     }
+    /* Open MPI's peer-disconnect report names the host a rank lost: a fallback when nothing more precise comes */
+    if (!r->peer[0] && (p = strstr(l, "Peer host:")) && sscanf(p, "Peer host: %255s", node) == 1) {
+        snprintf(r->peer, sizeof r->peer, "%s", node);
+        r->t_peer = zclock_now_s();
+    }
     if (r->who[0] && !r->t_who) r->t_who = zclock_now_s();
     int64_t step;
     if (!r->t_resumed && (p = strstr(l, "zinc train: resumed from ")) && (p = strstr(p, " at step ")) &&
@@ -182,6 +187,10 @@ int zcli_launch_run_job(char **argv, int fwd_sig, double t_detected, zcli_launch
     }
     if (len) fwrite(buf, 1, len, stderr);
     close(fds[0]);
+    if (!r->who[0] && r->peer[0]) {
+        snprintf(r->who, sizeof r->who, "host %s: a rank elsewhere lost its connection to it", r->peer);
+        r->t_who = r->t_peer;
+    }
     r->status = status;
     return status < 0 ? -1 : 0;
 }
