@@ -65,10 +65,19 @@ static void describe(int status, char *buf, size_t cap) {
         snprintf(buf, cap, "wait status %d", status);
 }
 
-/* The wall clock with milliseconds, UTC: when each failure and restart happened. */
-static void now_utc(char *buf, size_t cap) {
+/* The wall clock with milliseconds, UTC, at the monotonic time `at` (0: now): when each failure and restart
+ * happened. */
+static void utc_at(double at, char *buf, size_t cap) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
+    if (at > 0) {
+        double back = zclock_now_s() - at;
+        if (back > 0) {
+            int64_t ns = (int64_t)ts.tv_nsec - (int64_t)((back - (double)(int64_t)back) * 1e9);
+            ts.tv_sec -= (time_t)back + (ns < 0);
+            ts.tv_nsec = (long)(ns < 0 ? ns + 1000000000 : ns);
+        }
+    }
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
     char s[32];
@@ -219,7 +228,7 @@ static int launch_loop(launch_state *L) {
         }
         t_detected = r.t_end;
         int64_t step = latest_step(L->save);
-        now_utc(when, sizeof when);
+        utc_at(r.t_end, when, sizeof when);
         char reported[96] = "";
         if (r.t_who > 0) snprintf(reported, sizeof reported, "; first reported %.2f s before", r.t_end - r.t_who);
         fprintf(stderr,
@@ -249,7 +258,7 @@ static int launch_loop(launch_state *L) {
         prev_world = before;
         L->world = after;
         if (L->hosts) zcli_launch_hosts_text(L->hosts, hosts_text, sizeof hosts_text);
-        now_utc(when, sizeof when);
+        utc_at(0, when, sizeof when);
         fprintf(stderr,
                 "zinc launch: %s: restart %d of %" PRId64 " from %s (step %" PRId64 "), world size %" PRId64
                 " -> %" PRId64 "%s%s, %.2f s after the failure was detected\n",
