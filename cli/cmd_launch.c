@@ -270,8 +270,9 @@ static int launch_loop(launch_state *L) {
 int zcli_cmd_launch(int argc, char **argv) {
     zcli_launch_opts o = {.ranks = 0, .max_restarts = 3, .mpirun = "mpirun", .probe_timeout_s = 30};
     zcli_cmd c = {.name = "zinc launch",
-                  .usage = "usage: zinc launch -n N [--min-ranks M] [--max-restarts K] [--hostfile FILE] [--mpirun "
-                           "CMD]\n                   -- zinc train ... --save DIR",
+                  .usage =
+                      "usage: zinc launch -n N [--min-ranks M] [--max-restarts K] [--hostfile FILE] [--probe-timeout "
+                      "S]\n                   [--mpirun CMD] -- zinc train ... --save DIR",
                   .about = "Runs the training command under mpirun and restarts it from DIR's latest checkpoint "
                            "(--resume DIR)\nwhen the job fails, counting restarts and saying when, why, which rank "
                            "or host, and the\nworld size before and after; the same failure at the same step twice "
