@@ -11,6 +11,7 @@ line (its UTC timestamp); restart = from detection to the restarted job's start 
 --hostfile is given); resume = from detection to the new job's "resumed from" line; down = detect + resume.
 
   bench/launch_recovery.py --zinc build/zinc --what node --trials 5 [--mpirun "mpiexec --oversubscribe"]
+      [--mpirun-options]   (--what node: the options after --mpirun's first word go to the cluster's mpirun)
 """
 import argparse
 import os
@@ -40,7 +41,8 @@ def trial(a, work, i, name):
     if a.what == "node":
         hosts = os.path.join(work, "hosts")
         open(hosts, "w").write(subprocess.check_output([SCRIPT, "hostfile", name], text=True))
-        launch = ["--min-ranks", "1", "--hostfile", hosts, "--mpirun", f"{SCRIPT} mpirun {name}"]
+        extra = a.mpirun.split(" ", 1)[1] if a.mpirun_options else ""
+        launch = ["--min-ranks", "1", "--hostfile", hosts, "--mpirun", f"{SCRIPT} mpirun {name} {extra}".strip()]
     else:
         launch = ["--mpirun", a.mpirun]
     p = subprocess.Popen([a.zinc, "launch", "-n", "2"] + launch + ["--"] + train, stdout=subprocess.PIPE,
@@ -75,6 +77,8 @@ def main():
     ap.add_argument("--what", choices=["rank", "node"], required=True)
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--mpirun", default="mpiexec --oversubscribe --bind-to none")
+    ap.add_argument("--mpirun-options", action="store_true",
+                    help="--what node: pass --mpirun's options (after its first word) to the cluster's mpirun too")
     a = ap.parse_args()
     a.zinc = os.path.abspath(a.zinc)
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
