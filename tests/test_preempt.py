@@ -352,7 +352,8 @@ def world_part(r, a):
                "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}, open(el, "w"))
     p = subprocess.run(r.cmd(1, ["--config", el, "--steps", "1"]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True)
-    check(p.returncode != 0 and "removed in DeepSpeed 0.19" in p.stdout and "re-derives" in p.stdout,
+    check(p.returncode != 0 and "removed in DeepSpeed 0.19" in p.stdout and "re-derives" in p.stdout and
+          "zinc launch --min-ranks" in p.stdout,
           f"elasticity refused: {p.stdout[-600:]}")
 
 
