@@ -229,18 +229,18 @@ static int launch_loop(launch_state *L) {
         t_detected = r.t_end;
         int64_t step = latest_step(L->save);
         utc_at(r.t_end, when, sizeof when);
-        char reported[96] = "";
+        char reported[96] = "", held[64] = "has no checkpoint yet", at[64] = "before any checkpoint";
+        if (step >= 0) {
+            snprintf(held, sizeof held, "holds step %" PRId64, step);
+            snprintf(at, sizeof at, "at the same step %" PRId64, step);
+        }
         if (r.t_who > 0) snprintf(reported, sizeof reported, "; first reported %.2f s before", r.t_end - r.t_who);
-        fprintf(stderr,
-                "zinc launch: %s: the job on %" PRId64
-                " rank%s ended with %s after %.2f s%s%s%s; %s holds step %" PRId64 "\n",
+        fprintf(stderr, "zinc launch: %s: the job on %" PRId64 " rank%s ended with %s after %.2f s%s%s%s; %s %s\n",
                 when, L->world, L->world == 1 ? "" : "s", why, r.t_end - r.t_start, r.who[0] ? ": " : "", r.who,
-                reported, L->save, step);
+                reported, L->save, held);
         if (status == prev_status && step == prev_step && L->world == prev_world) {
-            fprintf(stderr,
-                    "zinc launch: the same failure (%s) at the same step %" PRId64 " twice: not "
-                    "restarting a deterministic failure\n",
-                    why, step);
+            fprintf(stderr, "zinc launch: the same failure (%s) %s twice: not restarting a deterministic failure\n",
+                    why, at);
             return code;
         }
         if (restarts >= o->max_restarts) {
@@ -259,10 +259,12 @@ static int launch_loop(launch_state *L) {
         L->world = after;
         if (L->hosts) zcli_launch_hosts_text(L->hosts, hosts_text, sizeof hosts_text);
         utc_at(0, when, sizeof when);
+        char from[64] = "no checkpoint yet: from the start";
+        if (step >= 0) snprintf(from, sizeof from, "step %" PRId64, step);
         fprintf(stderr,
-                "zinc launch: %s: restart %d of %" PRId64 " from %s (step %" PRId64 "), world size %" PRId64
-                " -> %" PRId64 "%s%s, %.2f s after the failure was detected\n",
-                when, restarts, o->max_restarts, L->save, step, before, after, L->hosts ? "; hosts " : "", hosts_text,
+                "zinc launch: %s: restart %d of %" PRId64 " from %s (%s), world size %" PRId64 " -> %" PRId64
+                "%s%s, %.2f s after the failure was detected\n",
+                when, restarts, o->max_restarts, L->save, from, before, after, L->hosts ? "; hosts " : "", hosts_text,
                 zclock_now_s() - t_detected);
     }
 }

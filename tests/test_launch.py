@@ -4,7 +4,8 @@
   --part single  one machine, plain mpirun: a rank killed -> restart reported (when, why, which rank, world
                  size, step, time to resume) and the result bitwise equal to an uninterrupted run; --hostfile
                  with a live host keeps the rank count; a rank stalled (SIGSTOP) ended by the other's collective
-                 watchdog (113) and restarted, bitwise; SIGTERM to the launcher saves the whole job (114) and
+                 watchdog (113) and restarted, bitwise; a host that cannot be reached left out after the probe
+                 and the job run on the 2 slots left (4 -> 2 ranks), or stopped below --min-ranks; SIGTERM to the launcher saves the whole job (114) and
                  does not restart; --max-restarts 0; usage errors (bad hostfile, --min-ranks > -n, a -n that
                  cannot keep the batch).
   --part netns   two "nodes" (network namespaces joined by a veth pair, scripts/netns-cluster.sh; root only,
@@ -24,6 +25,7 @@ import os
 import random
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -224,6 +226,31 @@ def single_part(a):
     check(p.returncode != 0 and "giving up after 0 restarts (--max-restarts 0)" in out,
           f"--max-restarts 0: {p.returncode}\n{out[-1500:]}")
 
+    # a host that cannot run ranks (a name that does not resolve): the first start fails, the probe leaves the
+    # host out, and the job runs on the 2 slots left (the largest count that keeps the batch); without
+    # --min-ranks, or with one above what is left, it stops saying why
+    gh = os.path.join(w, "ghost")
+    open(gh, "w").write("localhost slots=2\nzinc-no-such-host.invalid slots=2\n")
+    d5, rep5 = os.path.join(w, "ck5"), os.path.join(w, "g.json")
+    train = [zinc, "train", "--quiet"] + model + ["--steps", "20", "--save", d5, "--report", rep5]
+    out = run([zinc, "launch", "-n", "4", "--min-ranks", "1", "--hostfile", gh, "--mpirun", mpirun, "--"] + train)
+    launcher_lines(out, "host unreachable")
+    check("host zinc-no-such-host.invalid did not answer" in out and "world size 4 -> 2" in out and
+          "(no checkpoint yet: from the start)" in out and
+          "picked 2 ranks: the largest count from --min-ranks 1 to 2" in out and "counts up to 4 that keep it: 1, 2, 4"
+          in out and "finished on 2 ranks after 1 restart" in out, f"unreachable host: 4 -> 2 ranks:\n{out[-2500:]}")
+    ref = os.path.join(w, "g2.json")
+    run(shlex.split(mpirun) + ["-np", "2", zinc, "train", "--quiet"] + model + ["--steps", "20", "--report", ref])
+    check(os.path.exists(rep5) and checksum(rep5) == checksum(ref), "unreachable host: the 2-rank run's result")
+    shutil.rmtree(d5, ignore_errors=True)
+    out = run([zinc, "launch", "-n", "4", "--min-ranks", "3", "--hostfile", gh, "--mpirun", mpirun, "--"] + train,
+              expect=255)
+    check("cannot restart: only 2 ranks can run on the hosts left, fewer than --min-ranks 3" in out,
+          f"--min-ranks 3 with 2 slots left: {out[-1500:]}")
+    out = run([zinc, "launch", "-n", "4", "--hostfile", gh, "--mpirun", mpirun, "--"] + train, expect=255)
+    check("cannot restart: the hosts left hold 2 ranks, fewer than -n 4 (give --min-ranks M" in out,
+          f"no --min-ranks with 2 slots left: {out[-1500:]}")
+
     # usage errors, each naming what is wrong
     bad = os.path.join(w, "badhosts")
     open(bad, "w").write("nodeA slots=2\nnodeB cpus=4\n")
@@ -419,7 +446,6 @@ def main():
     ap.add_argument("--mpirun", default="")
     ap.add_argument("--part", choices=["single", "netns"], required=True)
     a = ap.parse_args()
-    import shutil
     shutil.rmtree(a.workdir, ignore_errors=True)
     os.makedirs(a.workdir)
     print(f"launch {a.part}: seed {SEED} (ZINC_TEST_SEED={SEED} repeats the kill times)", flush=True)
