@@ -94,6 +94,10 @@ typedef struct launch_state {
     zcli_launch_batch batch;
     bool batch_known;
     int64_t world;
+    /* the restarts so far, and the failure before (a deterministic failure repeats it) */
+    int restarts, prev_status;
+    int64_t prev_step, prev_world;
+    double t_detected; /* when the last failure was seen (CLOCK_MONOTONIC; 0: none yet) */
 } launch_state;
 
 /* After a failure: probes every host still in use at once and marks those that do not answer as lost. */
@@ -171,101 +175,124 @@ static int stopped_by_signal(const launch_state *L, int sig) {
     return ZCLI_EXIT_STOPPED;
 }
 
+/* Starts one run of the job on L->world ranks (resuming when DIR has a checkpoint) and waits for it.
+ * 0, or the launcher's exit status when it could not start. */
+static int run_once(launch_state *L, zcli_launch_run *r) {
+    char *host_list = NULL, hosts_text[2048] = "";
+    if (L->hosts) {
+        if (!(host_list = zcli_launch_hosts_list(L->hosts))) {
+            fprintf(stderr, "zinc launch: out of memory\n");
+            return 1;
+        }
+        zcli_launch_hosts_text(L->hosts, hosts_text, sizeof hosts_text);
+    }
+    bool resume = latest_step(L->save) >= 0;
+    zcli_argv argv;
+    if (zcli_launch_job_argv(L->o, L->world, host_list, L->cmd, L->ncmd, resume ? L->save : NULL, &argv)) {
+        free(host_list);
+        fprintf(stderr, "zinc launch: the command is too long (at most %d words)\n", ZCLI_LAUNCH_MAX_ARGS - 16);
+        return 2;
+    }
+    if (!L->restarts)
+        fprintf(stderr, "zinc launch: starting %" PRId64 " rank%s%s%s\n", L->world, L->world == 1 ? "" : "s",
+                L->hosts ? " on " : "", hosts_text);
+    int rc = zcli_launch_run_job(argv.v, zcli_launch_preempt_signal(L->o), L->t_detected, r);
+    free(host_list);
+    if (rc < 0) {
+        fprintf(stderr, "zinc launch: cannot start %s: %s\n", argv.v[0], strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* Whether the run's end is final (finished, stopped on purpose, a usage error): code is then the status. */
+static bool final_end(const launch_state *L, const zcli_launch_run *r, const char *why, int code) {
+    if (WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0) {
+        fprintf(stderr, "zinc launch: the job finished on %" PRId64 " rank%s after %d restart%s\n", L->world,
+                L->world == 1 ? "" : "s", L->restarts, L->restarts == 1 ? "" : "s");
+        return true;
+    }
+    if (r->preempted_by) {
+        fprintf(stderr, "zinc launch: the job stopped with %s after the launcher passed on %s; not restarted\n", why,
+                r->preempted_by == SIGINT    ? "SIGINT"
+                : r->preempted_by == SIGUSR1 ? "SIGUSR1"
+                                             : "SIGTERM");
+        return true;
+    }
+    if (code == ZCLI_EXIT_PREEMPTED || code == ZCLI_EXIT_STOPPED || code == 2) {
+        fprintf(stderr, "zinc launch: the job stopped with %s: %s; not restarted\n", why,
+                code == 2 ? "a usage error" : "preempted by a signal");
+        return true;
+    }
+    return false;
+}
+
+/* The failure's report; true when it is the one before again (a deterministic failure: stop). */
+static bool report_failure(launch_state *L, const zcli_launch_run *r, const char *why, int64_t step) {
+    char when[64], reported[96] = "", held[64] = "has no checkpoint yet", at[64] = "before any checkpoint";
+    utc_at(r->t_end, when, sizeof when);
+    if (step >= 0) {
+        snprintf(held, sizeof held, "holds step %" PRId64, step);
+        snprintf(at, sizeof at, "at the same step %" PRId64, step);
+    }
+    if (r->t_who > 0) snprintf(reported, sizeof reported, "; first reported %.2f s before", r->t_end - r->t_who);
+    fprintf(stderr, "zinc launch: %s: the job on %" PRId64 " rank%s ended with %s after %.2f s%s%s%s; %s %s\n", when,
+            L->world, L->world == 1 ? "" : "s", why, r->t_end - r->t_start, r->who[0] ? ": " : "", r->who, reported,
+            L->save, held);
+    if (r->status == L->prev_status && step == L->prev_step && L->world == L->prev_world) {
+        fprintf(stderr, "zinc launch: the same failure (%s) %s twice: not restarting a deterministic failure\n", why,
+                at);
+        return true;
+    }
+    return false;
+}
+
+/* After a failure: the hosts probed and the rank count picked. 0 to restart, else the exit status. */
+static int prepare_restart(launch_state *L, int status, int64_t step, int code) {
+    if (L->restarts >= L->o->max_restarts) {
+        fprintf(stderr, "zinc launch: giving up after %d restart%s (--max-restarts %" PRId64 ")\n", L->restarts,
+                L->restarts == 1 ? "" : "s", L->o->max_restarts);
+        return code;
+    }
+    if (L->hosts) probe_hosts(L);
+    if (zcli_launch_signal_received()) return stopped_by_signal(L, zcli_launch_signal_received());
+    int64_t before = L->world, after = restart_world(L);
+    if (!after) return code;
+    L->restarts++;
+    L->prev_status = status;
+    L->prev_step = step;
+    L->prev_world = before;
+    L->world = after;
+    char when[64], from[64] = "no checkpoint yet: from the start", hosts_text[2048] = "";
+    if (L->hosts) zcli_launch_hosts_text(L->hosts, hosts_text, sizeof hosts_text);
+    utc_at(0, when, sizeof when);
+    if (step >= 0) snprintf(from, sizeof from, "step %" PRId64, step);
+    fprintf(stderr,
+            "zinc launch: %s: restart %d of %" PRId64 " from %s (%s), world size %" PRId64 " -> %" PRId64
+            "%s%s, %.2f s after the failure was detected\n",
+            when, L->restarts, L->o->max_restarts, L->save, from, before, after, L->hosts ? "; hosts " : "", hosts_text,
+            zclock_now_s() - L->t_detected);
+    return 0;
+}
+
 static int launch_loop(launch_state *L) {
-    const zcli_launch_opts *o = L->o;
-    int restarts = 0, prev_status = -1, fwd = zcli_launch_preempt_signal(o);
-    int64_t prev_step = -2, prev_world = -1;
-    double t_detected = 0;
+    L->prev_status = -1;
+    L->prev_step = -2;
+    L->prev_world = -1;
     zcli_launch_signals_install();
     for (;;) {
         if (zcli_launch_signal_received()) return stopped_by_signal(L, zcli_launch_signal_received());
-        char *host_list = NULL, hosts_text[2048] = "";
-        if (L->hosts) {
-            if (!(host_list = zcli_launch_hosts_list(L->hosts))) {
-                fprintf(stderr, "zinc launch: out of memory\n");
-                return 1;
-            }
-            zcli_launch_hosts_text(L->hosts, hosts_text, sizeof hosts_text);
-        }
-        bool resume = latest_step(L->save) >= 0;
-        zcli_argv argv;
-        if (zcli_launch_job_argv(o, L->world, host_list, L->cmd, L->ncmd, resume ? L->save : NULL, &argv)) {
-            free(host_list);
-            fprintf(stderr, "zinc launch: the command is too long (at most %d words)\n", ZCLI_LAUNCH_MAX_ARGS - 16);
-            return 2;
-        }
-        if (!restarts)
-            fprintf(stderr, "zinc launch: starting %" PRId64 " rank%s%s%s\n", L->world, L->world == 1 ? "" : "s",
-                    L->hosts ? " on " : "", hosts_text);
         zcli_launch_run r;
-        int rc = zcli_launch_run_job(argv.v, fwd, t_detected, &r);
-        free(host_list);
-        if (rc < 0) {
-            fprintf(stderr, "zinc launch: cannot start %s: %s\n", argv.v[0], strerror(errno));
-            return 1;
-        }
-        int status = r.status;
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-            fprintf(stderr, "zinc launch: the job finished on %" PRId64 " rank%s after %d restart%s\n", L->world,
-                    L->world == 1 ? "" : "s", restarts, restarts == 1 ? "" : "s");
-            return 0;
-        }
-        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        char why[128], when[64];
-        describe(status, why, sizeof why);
-        if (r.preempted_by) {
-            fprintf(stderr, "zinc launch: the job stopped with %s after the launcher passed on %s; not restarted\n",
-                    why,
-                    r.preempted_by == SIGINT    ? "SIGINT"
-                    : r.preempted_by == SIGUSR1 ? "SIGUSR1"
-                                                : "SIGTERM");
-            return code;
-        }
-        if (code == ZCLI_EXIT_PREEMPTED || code == ZCLI_EXIT_STOPPED || code == 2) {
-            fprintf(stderr, "zinc launch: the job stopped with %s: %s; not restarted\n", why,
-                    code == 2 ? "a usage error" : "preempted by a signal");
-            return code;
-        }
-        t_detected = r.t_end;
+        int rc = run_once(L, &r);
+        if (rc) return rc;
+        int code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 128 + WTERMSIG(r.status);
+        char why[128];
+        describe(r.status, why, sizeof why);
+        if (final_end(L, &r, why, code)) return WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 ? 0 : code;
+        L->t_detected = r.t_end;
         int64_t step = latest_step(L->save);
-        utc_at(r.t_end, when, sizeof when);
-        char reported[96] = "", held[64] = "has no checkpoint yet", at[64] = "before any checkpoint";
-        if (step >= 0) {
-            snprintf(held, sizeof held, "holds step %" PRId64, step);
-            snprintf(at, sizeof at, "at the same step %" PRId64, step);
-        }
-        if (r.t_who > 0) snprintf(reported, sizeof reported, "; first reported %.2f s before", r.t_end - r.t_who);
-        fprintf(stderr, "zinc launch: %s: the job on %" PRId64 " rank%s ended with %s after %.2f s%s%s%s; %s %s\n",
-                when, L->world, L->world == 1 ? "" : "s", why, r.t_end - r.t_start, r.who[0] ? ": " : "", r.who,
-                reported, L->save, held);
-        if (status == prev_status && step == prev_step && L->world == prev_world) {
-            fprintf(stderr, "zinc launch: the same failure (%s) %s twice: not restarting a deterministic failure\n",
-                    why, at);
-            return code;
-        }
-        if (restarts >= o->max_restarts) {
-            fprintf(stderr, "zinc launch: giving up after %d restart%s (--max-restarts %" PRId64 ")\n", restarts,
-                    restarts == 1 ? "" : "s", o->max_restarts);
-            return code;
-        }
-        if (L->hosts) probe_hosts(L);
-        if (zcli_launch_signal_received()) return stopped_by_signal(L, zcli_launch_signal_received());
-        int64_t before = L->world, after = restart_world(L);
-        if (!after) return code;
-        restarts++;
-        prev_status = status;
-        prev_step = step;
-        prev_world = before;
-        L->world = after;
-        if (L->hosts) zcli_launch_hosts_text(L->hosts, hosts_text, sizeof hosts_text);
-        utc_at(0, when, sizeof when);
-        char from[64] = "no checkpoint yet: from the start";
-        if (step >= 0) snprintf(from, sizeof from, "step %" PRId64, step);
-        fprintf(stderr,
-                "zinc launch: %s: restart %d of %" PRId64 " from %s (%s), world size %" PRId64 " -> %" PRId64
-                "%s%s, %.2f s after the failure was detected\n",
-                when, restarts, o->max_restarts, L->save, from, before, after, L->hosts ? "; hosts " : "", hosts_text,
-                zclock_now_s() - t_detected);
+        if (report_failure(L, &r, why, step)) return code;
+        if ((rc = prepare_restart(L, r.status, step, code))) return rc;
     }
 }
 
