@@ -630,7 +630,13 @@ static zinc_status backward(gpt2_model *m, int B, int T) {
     /* m->dres: the gradient at the residual stream above the current block */
     for (int l = L - 1; l >= 0; l--) {
         CHECK(enter(m, m->mod_block[l], ZINC_BACKWARD, block_first(l), NBLOCK_KINDS));
-        if (m->ckpt) CHECK(block_forward(m, l, B, T, 0)); /* recomputed from its kept input xs[l] */
+        if (m->ckpt) { /* recomputed from its kept input xs[l] (a recompute span on the --trace timeline) */
+            int64_t t_re = zinc_trace_begin(m->e);
+            CHECK(block_forward(m, l, B, T, 0));
+            char name[16];
+            snprintf(name, sizeof name, "h%d", l);
+            CHECK(zinc_trace_end(m->e, t_re, "recompute", name));
+        }
         gpt2_block_acts *a = block_acts(m, l);
         float *const *w = m->w, *const *g = m->g;
         const float *x = m->xs + l * NC;
@@ -769,12 +775,14 @@ zinc_status gpt2_train_microstep(gpt2_model *m, const gpt2_tokens *data, int64_t
     uint16_t *win = malloc((size_t)m->mb * (size_t)(T + 1) * sizeof *win);
     if (!win) return ZINC_ERR_NOMEM;
     int64_t first = step * B + (j * W + r) * m->mb;
+    int64_t t_data = zinc_trace_begin(e);
     for (int b = 0; b < m->mb; b++) {
         if (m->shuffle)
             gpt2_window_shuffled(data, T, B, first + b, m->shuffle_seed, win + (size_t)b * (T + 1));
         else
             gpt2_window(data, T, B, first + b, win + (size_t)b * (T + 1));
     }
+    zinc_trace_end(e, t_data, "data", "batch"); /* --trace: the batch's windows */
     zinc_status st = microstep(m, win, m->mb, j);
     free(win);
     m->t_micro_end = now_s();
