@@ -106,6 +106,9 @@ static int setup(const zcli_train_model *m, zcli_train *t, char *save_why, char 
             return -1;
         }
         t->start = zinc_step_count(t->e);
+        /* zinc launch reads this line for the time from a failure to the resume */
+        if (zinc_rank(t->e) == 0 && !o->quiet)
+            fprintf(stderr, "zinc train: resumed from %s at step %" PRId64 "\n", o->resume, t->start);
         if (t->start > o->steps && zinc_rank(t->e) == 0)
             fprintf(stderr,
                     "zinc train: the checkpoint is at step %" PRId64 ", beyond --steps %" PRId64 "; nothing to train\n",

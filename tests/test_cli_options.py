@@ -57,6 +57,8 @@ def main():
                                        "--dtype T", "[fp32|bf16|fp16]", "--force"]),
         ([z, "checkpoint", "inspect", "--help"], ["--verify", "--params N", "[0..1000000000]"]),
         ([z, "checkpoint", "export", "--help"], ["--out FILE", "--vocab V"]),
+        ([z, "launch", "--help"], ["-n N", "--min-ranks M", "[1..65536]", "--max-restarts K", "[0..1000]",
+                                   "--hostfile FILE", "--probe-timeout S", "--mpirun CMD"]),
     ]
     for args, needles in helps:
         rc, out, err = run(args)
@@ -100,6 +102,9 @@ def main():
         ([z, "checkpoint", "export", "a", "--out", "o", "--vocab", "3"], "--vocab and --heads are for --format llmc"),
         ([z, "checkpoint", "export", "a", "--out", "o", "--vocab", "0", "--format", "llmc"],
          "--vocab needs an integer in 1..65536"),
+        ([z, "launch", "-n", "2", "--min-ranks", "0", "--", z, "train"], "--min-ranks needs an integer in 1..65536"),
+        ([z, "launch", "-n", "2", "--probe-timeout", "0", "--", z, "train"], "--probe-timeout needs an integer in"),
+        ([z, "launch", "-n", "2", "--hostfile", "--", z, "train"], "--hostfile needs a value"),
     ]
     for args, needle in misuse:
         rc, out, err = run(args)

@@ -557,7 +557,8 @@ static const zkey_key top_keys[] = {
             "removed in DeepSpeed 0.19, which refuses it too: set train_batch_size and train_micro_batch_size_per_gpu "
             "directly. zinc keeps the global batch on any rank count without it: give those two and leave "
             "gradient_accumulation_steps out, and a run resumed on another rank count re-derives it (same batch, "
-            "same LR schedule; docs/checkpoints.md)"),
+            "same LR schedule; docs/checkpoints.md), and `zinc launch --min-ranks M` restarts a failed job on the "
+            "largest such count"),
     REFUSED("sparse_gradients", "not implemented: sparse gradients"),
     REFUSED("curriculum_learning", "not implemented: curriculum learning changes the data the model sees"),
     REFUSED("data_efficiency", "not implemented: data sampling and routing"),

@@ -1,0 +1,63 @@
+/* zinc launch: how ranks are started. Everything that depends on the program that starts them (mpirun's
+ * options, its host list, how to check that a host can still run ranks, which signal it passes on to every
+ * rank) is here, so another launcher (srun) is a branch in each of these functions. */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/launch.h"
+
+/* The launcher's words (--mpirun, split at spaces) into out. */
+static int launcher_words(const zcli_launch_opts *o, zcli_argv *out) {
+    out->n = 0;
+    if (snprintf(out->words, sizeof out->words, "%s", o->mpirun) >= (int)sizeof out->words) return -1;
+    char *save = NULL;
+    for (char *t = strtok_r(out->words, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        if (out->n >= ZCLI_LAUNCH_MAX_ARGS - 16) return -1;
+        out->v[out->n++] = t;
+    }
+    return out->n ? 0 : -1;
+}
+
+int zcli_launch_job_argv(const zcli_launch_opts *o, int64_t ranks, const char *host_list, char **cmd, int ncmd,
+                         const char *resume_dir, zcli_argv *out) {
+    if (launcher_words(o, out)) return -1;
+    if (host_list) { /* host:slots, so no file has to be written and removed */
+        out->v[out->n++] = "--host";
+        out->v[out->n++] = (char *)host_list;
+    }
+    snprintf(out->np, sizeof out->np, "%" PRId64, ranks);
+    out->v[out->n++] = "-np";
+    out->v[out->n++] = out->np;
+    for (int i = 0; i < ncmd; i++) {
+        if (out->n >= ZCLI_LAUNCH_MAX_ARGS - 3) return -1;
+        if (resume_dir && !strcmp(cmd[i], "--resume") && i + 1 < ncmd) {
+            i++;
+            continue;
+        }
+        out->v[out->n++] = cmd[i];
+    }
+    if (resume_dir) {
+        out->v[out->n++] = "--resume";
+        out->v[out->n++] = (char *)resume_dir;
+    }
+    out->v[out->n] = NULL;
+    return 0;
+}
+
+int zcli_launch_probe_argv(const zcli_launch_opts *o, const char *host, zcli_argv *out) {
+    if (launcher_words(o, out)) return -1;
+    out->v[out->n++] = "--host";
+    out->v[out->n++] = (char *)host;
+    out->v[out->n++] = "-np";
+    out->v[out->n++] = "1";
+    out->v[out->n++] = "true";
+    out->v[out->n] = NULL;
+    return 0;
+}
+
+int zcli_launch_preempt_signal(const zcli_launch_opts *o) {
+    (void)o;
+    return SIGUSR1; /* mpirun: SIGUSR1 reaches every rank (zinc train saves and exits 114); SIGTERM kills */
+}
