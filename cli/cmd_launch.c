@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/launch_slurm.h"
 #include "cli/options.h"
 #include "cli/train.h"
 
@@ -23,6 +24,7 @@
 typedef struct launch_opts {
     int64_t ranks, max_restarts;
     const char *mpirun;
+    zcli_slurm_opts slurm; /* --launcher, --srun (cli/launch_slurm.h) */
 } launch_opts;
 
 #define O(f) offsetof(launch_opts, f)
@@ -78,10 +80,14 @@ static void describe(int status, char *buf, size_t cap) {
 static int build_argv(const launch_opts *o, char **cmd, int ncmd, const char *save, bool resume, char *words,
                       char **argv, char *np) {
     int n = 0;
-    for (char *t = strtok(words, " "); t && n < LAUNCH_MAX_ARGS - 8; t = strtok(NULL, " ")) argv[n++] = t;
-    snprintf(np, 24, "%" PRId64, o->ranks);
-    argv[n++] = "-np";
-    argv[n++] = np;
+    if (o->slurm.launcher == ZCLI_LAUNCHER_SRUN) {
+        n = zcli_srun_prefix(words, o->ranks, argv, LAUNCH_MAX_ARGS - 8, np);
+    } else {
+        for (char *t = strtok(words, " "); t && n < LAUNCH_MAX_ARGS - 8; t = strtok(NULL, " ")) argv[n++] = t;
+        snprintf(np, 32, "%" PRId64, o->ranks);
+        argv[n++] = "-np";
+        argv[n++] = np;
+    }
     for (int i = 0; i < ncmd && n < LAUNCH_MAX_ARGS - 3; i++) {
         if (resume && !strcmp(cmd[i], "--resume") && i + 1 < ncmd) {
             i++;
@@ -101,9 +107,9 @@ static int launch_loop(const launch_opts *o, char **cmd, int ncmd, const char *s
     int restarts = 0, prev_status = -1;
     int64_t prev_step = -2;
     for (;;) {
-        char words[4096], np[24], why[128];
+        char words[4096], np[32], why[128];
         char *argv[LAUNCH_MAX_ARGS];
-        snprintf(words, sizeof words, "%s", o->mpirun);
+        snprintf(words, sizeof words, "%s", o->slurm.launcher == ZCLI_LAUNCHER_SRUN ? o->slurm.srun : o->mpirun);
         bool resume = latest_step(save) >= 0;
         build_argv(o, cmd, ncmd, save, resume, words, argv, np);
         int status = run_job(argv);
@@ -151,22 +157,25 @@ static int launch_loop(const launch_opts *o, char **cmd, int ncmd, const char *s
 }
 
 int zcli_cmd_launch(int argc, char **argv) {
-    launch_opts o = {.ranks = 0, .max_restarts = 3, .mpirun = "mpirun"};
+    launch_opts o = {.ranks = 0, .max_restarts = 3, .mpirun = "mpirun", .slurm = ZCLI_SLURM_DEFAULTS};
     zcli_cmd c = {.name = "zinc launch",
                   .usage = "usage: zinc launch -n N [--max-restarts K] [--mpirun CMD] -- zinc train ... --save DIR",
                   .about = "Runs the training command under mpirun and restarts it from DIR's latest checkpoint "
                            "(--resume DIR)\nwhen the job fails, counting restarts; the same failure at the same "
                            "step twice stops it.",
-                  .tables = {&launch_table},
-                  .dst = {&o}};
+                  .tables = {&launch_table, &zcli_slurm_table},
+                  .dst = {&o, &o.slurm}};
     int sep = 1;
     while (sep < argc && strcmp(argv[sep], "--")) sep++;
     int pr = zcli_parse(&c, 1, sep, argv);
     if (pr) return pr == 1 ? 0 : 2;
+    char slurm_why[512];
+    o.slurm.launcher = zcli_slurm_resolve(o.slurm.launcher, &o.ranks, slurm_why, sizeof slurm_why);
     if (!o.ranks) return zcli_usage_error(&c, "-n N (the rank count) is required");
     if (sep >= argc - 1)
         return zcli_usage_error(&c, "give the training command after --: -- zinc train ... --save DIR");
     const char *save = zcli_peek(sep + 1, argc, argv, "--save");
     if (!save) return zcli_usage_error(&c, "the training command needs --save DIR: restarts resume from it");
+    if (slurm_why[0]) fprintf(stderr, "zinc launch: %s\n", slurm_why);
     return launch_loop(&o, argv + sep + 1, argc - sep - 1, save);
 }

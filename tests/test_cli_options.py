@@ -56,6 +56,7 @@ def main():
                                        "--dtype T", "[fp32|bf16|fp16]", "--force"]),
         ([z, "checkpoint", "inspect", "--help"], ["--verify", "--params N", "[0..1000000000]"]),
         ([z, "checkpoint", "export", "--help"], ["--out FILE", "--vocab V"]),
+        ([z, "launch", "--help"], ["--launcher L", "[auto|mpirun|srun]", "--srun CMD", "SLURM_NTASKS"]),
     ]
     for args, needles in helps:
         rc, out, err = run(args)
@@ -96,6 +97,7 @@ def main():
         ([z, "checkpoint", "export", "a", "--out", "o", "--vocab", "3"], "--vocab and --heads are for --format llmc"),
         ([z, "checkpoint", "export", "a", "--out", "o", "--vocab", "0", "--format", "llmc"],
          "--vocab needs an integer in 1..65536"),
+        ([z, "launch", "-n", "2", "--launcher", "pbs", "--", z, "train"], "--launcher must be auto, mpirun or srun"),
     ]
     for args, needle in misuse:
         rc, out, err = run(args)
