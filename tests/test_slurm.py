@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 SKIP = 77
@@ -274,6 +275,27 @@ def wait_ranks(p, zinc, n, seconds=60, step_not=None):
     return ranks(zinc, step_not)
 
 
+class Lines:
+    """A process's output read as it comes, each line with the time it arrived (when zinc launch saw what)."""
+
+    def __init__(self, p):
+        self.p, self.lines = p, []
+        self.t = threading.Thread(target=self.read, daemon=True)
+        self.t.start()
+
+    def read(self):
+        for line in self.p.stdout:
+            self.lines.append((time.time(), line))
+
+    def finish(self, timeout):
+        self.p.wait(timeout)
+        self.t.join(30)
+        return "".join(l for _, l in self.lines)
+
+    def when(self, text):
+        return next((t for t, l in self.lines if text in l), None)
+
+
 def run(cmd, env, expect=0, timeout=300):
     t0 = time.time()
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
@@ -369,7 +391,7 @@ def parts(c, a):
         found = wait_ranks(p, zinc, 2)
         check(len(found) == 2, f"signal: the 2 ranks of the srun step found: {sorted(found)}")
         job = next(iter(found.values()))[1][b"SLURM_JOB_ID"].decode() if found else None
-        time.sleep(rnd.uniform(0.1, 0.5) * took / (trial + 1))
+        time.sleep(rnd.uniform(0.1, 0.5) * took_srun / (trial + 1))
         t0 = time.time()
         if job:
             subprocess.run(["scancel", "--signal=USR1", job], env=env, timeout=30)
@@ -398,6 +420,7 @@ def parts(c, a):
     cmd = ["salloc", "-n", "2", zinc, "launch", "--max-restarts", "2", "--"] + train + [
         "--save", lck, "--save-every", "10", "--report", lrep]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = Lines(p)
     deadline = time.time() + 120
     while p.poll() is None and not os.path.exists(os.path.join(lck, "latest")) and time.time() < deadline:
         time.sleep(0.01)
@@ -410,8 +433,10 @@ def parts(c, a):
     if victim:
         os.kill(victim, signal.SIGKILL)
     restarted = wait_ranks(p, zinc, 2, 120, step_not=step0)
+    t_up = time.time()
     step1 = sorted({e[b"SLURM_STEP_ID"] for _, e in restarted.values()})
-    out, _ = p.communicate(timeout=300)
+    out = lines.finish(300)
+    t_end, t_ended = time.time(), lines.when("the job ended with")
     check(p.returncode == 0, f"launch: exit {p.returncode}:\n{out[-3000:]}")
     check("inside Slurm job" in out and "starting 2 ranks (SLURM_NTASKS) with srun" in out,
           f"launch: says it found the allocation and uses srun:\n{out[-2000:]}")
@@ -420,9 +445,11 @@ def parts(c, a):
     check(len(step1) == 1 and step0 != step1, f"launch: the restart is a new job step ({step0} -> {step1})")
     got = report(lrep).get("param_checksum")
     check(got == want, f"launch: checksum after the restart {got}, uninterrupted {want}")
+    detect = f"{t_ended - t0:.2f} s" if t_ended else "?"
     print(f"launch: salloc -n 2 zinc launch: SIGKILL to rank pid {victim} (step {step0} -> {step1}); restarted once; "
-          f"{time.time() - t0:.2f} s from the kill to the end; checksum {'equal' if got == want else 'DIFFERENT'}",
-          flush=True)
+          f"{detect} from the kill to zinc launch's report of the failure (srun --kill-on-bad-exit), {t_up - t0:.2f} s "
+          f"to both ranks of the new step running, {t_end - t0:.2f} s to the end; checksum "
+          f"{'equal' if got == want else 'DIFFERENT'}", flush=True)
 
     # preempt: the scheduler's signal under zinc launch is not restarted
     pck = os.path.join(w, "ck_preempt")
@@ -431,7 +458,7 @@ def parts(c, a):
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     found = wait_ranks(p, zinc, 2)
     job = next(iter(found.values()))[1][b"SLURM_JOB_ID"].decode() if found else None
-    time.sleep(rnd.uniform(0.1, 0.5) * took)
+    time.sleep(rnd.uniform(0.1, 0.5) * took_srun)
     if job:
         subprocess.run(["scancel", "--signal=USR1", job], env=env, timeout=30)
     out, _ = p.communicate(timeout=300)
