@@ -446,7 +446,8 @@ def parts(c, a):
     got = report(lrep).get("param_checksum")
     check(got == want, f"launch: checksum after the restart {got}, uninterrupted {want}")
     detect = f"{t_ended - t0:.2f} s" if t_ended else "?"
-    print(f"launch: salloc -n 2 zinc launch: SIGKILL to rank pid {victim} (step {step0} -> {step1}); restarted once; "
+    print(f"launch: salloc -n 2 zinc launch: SIGKILL to rank pid {victim} (job step {b','.join(step0).decode()} -> {b','.join(step1).decode()}); "
+          f"{out.count('zinc launch: restart ')} restart(s); "
           f"{detect} from the kill to zinc launch's report of the failure (srun --kill-on-bad-exit), {t_up - t0:.2f} s "
           f"to both ranks of the new step running, {t_end - t0:.2f} s to the end; checksum "
           f"{'equal' if got == want else 'DIFFERENT'}", flush=True)
