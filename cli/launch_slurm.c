@@ -13,14 +13,13 @@
 #include "runtime/core/env.h"
 
 #define O(f) offsetof(zcli_slurm_opts, f)
-static const zcli_opt slurm_opts[] = {
-    {"--launcher", ZCLI_CHOICE, O(launcher), "L", 0, 0, ZCLI_LAUNCHER_CHOICES,
-     "how the ranks start (default auto: srun inside a Slurm allocation,\n"
-     "SLURM_JOB_ID set, where -n defaults to SLURM_NTASKS; mpirun elsewhere)"},
-    {"--srun", ZCLI_TEXT, O(srun), "CMD", 0, 0, NULL,
-     "srun and its options, split at spaces (default \"srun\"; e.g.\n"
-     "\"srun --mpi=pmix\"); zinc launch adds --ntasks=N --kill-on-bad-exit=1"},
-    {0}};
+static const zcli_opt slurm_opts[] = {{"--launcher", ZCLI_CHOICE, O(launcher), "L", 0, 0, ZCLI_LAUNCHER_CHOICES,
+                                       "how the ranks start (default auto: srun inside a Slurm allocation,\n"
+                                       "SLURM_JOB_ID set, where -n defaults to SLURM_NTASKS; mpirun elsewhere)"},
+                                      {"--srun", ZCLI_TEXT, O(srun), "CMD", 0, 0, NULL,
+                                       "srun and its options, split at spaces (default \"srun\"; e.g.\n"
+                                       "\"srun --mpi=pmix\"); zinc launch adds --ntasks=N --kill-on-bad-exit=1"},
+                                      {0}};
 #undef O
 const zcli_table zcli_slurm_table = {"Slurm:", slurm_opts};
 
@@ -38,8 +37,9 @@ zcli_launcher zcli_slurm_resolve(zcli_launcher asked, int64_t *ranks, char *why,
     why[0] = 0;
     if (!job) {
         if (asked == ZCLI_LAUNCHER_SRUN)
-            snprintf(why, cap, "starting the ranks with srun (--launcher srun; outside an allocation, each "
-                               "attempt is a job of its own)");
+            snprintf(why, cap,
+                     "starting the ranks with srun (--launcher srun; outside an allocation, each "
+                     "attempt is a job of its own)");
         return asked == ZCLI_LAUNCHER_SRUN ? ZCLI_LAUNCHER_SRUN : ZCLI_LAUNCHER_MPIRUN;
     }
     int64_t alloc = slurm_ntasks();

@@ -18,7 +18,8 @@ typedef struct zcli_slurm_opts {
     int launcher;     /* zcli_launcher */
     const char *srun; /* srun and its options, split at spaces */
 } zcli_slurm_opts;
-#define ZCLI_SLURM_DEFAULTS {.launcher = ZCLI_LAUNCHER_AUTO, .srun = "srun"}
+#define ZCLI_SLURM_DEFAULTS                                                                                            \
+    { .launcher = ZCLI_LAUNCHER_AUTO, .srun = "srun" }
 extern const zcli_table zcli_slurm_table;
 
 /* Resolves --launcher auto (srun inside a Slurm allocation: SLURM_JOB_ID set; mpirun elsewhere) and, when
