@@ -84,6 +84,9 @@ class Cluster:
         self.env = dict(os.environ, SLURM_CONF=self.conf)
         for k in [k for k in self.env if k.startswith("SLURM_") and k != "SLURM_CONF"]:
             del self.env[k]  # a test run inside someone's allocation must not talk to that cluster
+        # Open MPI's shared-memory segments (a rank killed on purpose leaves its own behind) in the cluster's
+        # directory rather than /dev/shm
+        self.env["OMPI_MCA_btl_vader_backing_directory"] = self.path("tmp")
 
     def path(self, *p):
         return os.path.join(self.base, *p)
