@@ -388,8 +388,8 @@ int zinc_cpu_threads(const zinc_engine *e);
  * zinc_trace_begin returns the start (0 while the trace is not recording, which zinc_trace_end ignores: off,
  * the pair costs two calls and a branch), zinc_trace_end records the span from it to now. `category` is one
  * of the trace's: "data" (loading a batch: the step's span then begins with it), "forward", "backward",
- * "recompute", "engine" (anything else); ZINC_ERR_INVALID_ARG for another. `name` must stay valid until
- * zinc_destroy (a string literal): spans keep the pointer. */
+ * "recompute" (a forward recomputed inside the module's backward, by its module's name), "engine" (anything
+ * else); ZINC_ERR_INVALID_ARG for another. `name` is copied (once per distinct name). */
 int64_t zinc_trace_begin(const zinc_engine *e);
 zinc_status zinc_trace_end(zinc_engine *e, int64_t start, const char *category, const char *name);
 

@@ -37,6 +37,8 @@ typedef enum zenv_id {
     ZENV_CKPT_TEST_NO_EXCHANGE,
     ZENV_CKPT_TEST_KILL_IN_RETENTION,
     ZENV_AIO_FAULT,
+    ZENV_TRACE_TEST_ESTIMATE_CLOCK,
+    ZENV_TRACE_TEST_MAX_EVENTS,
     /* set by others: MPI launchers (whether and where this process was launched), the shell */
     ZENV_OMPI_COMM_WORLD_RANK,
     ZENV_OMPI_COMM_WORLD_SIZE,

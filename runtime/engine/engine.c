@@ -586,7 +586,9 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
     zplan_free(&e->plan);
     TRY(zengine_plan(e, &e->cfg, 0, &e->plan));
     layout(e);
+    int64_t t_agree = ztrace_begin();
     TRY(zengine_agree(e)); /* one collective: config, model and the caller's items agree on every rank */
+    if (t_agree) ztrace_span(t_agree, ZTRACE_ENGINE, "rank agreement", 0, NULL, 0, NULL, 0);
     e->init_ranged = ranged != NULL;
     e->init_in_place = !ranged && e->plan.init_in_place;
     TRY(zengine_preflight(e, &e->plan)); /* refuses, with the numbers, a config this machine cannot hold */
