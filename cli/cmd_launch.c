@@ -19,6 +19,7 @@
 
 #include "cli/commands.h"
 #include "cli/launch.h"
+#include "cli/launch_slurm.h"
 #include "cli/options.h"
 #include "cli/train.h"
 #include "runtime/core/clock.h"
@@ -297,25 +298,34 @@ static int launch_loop(launch_state *L) {
 }
 
 int zcli_cmd_launch(int argc, char **argv) {
-    zcli_launch_opts o = {.ranks = 0, .max_restarts = 3, .mpirun = "mpirun", .probe_timeout_s = 30};
-    zcli_cmd c = {.name = "zinc launch",
-                  .usage =
-                      "usage: zinc launch -n N [--min-ranks M] [--max-restarts K] [--hostfile FILE] [--probe-timeout "
-                      "S]\n                   [--mpirun CMD] -- zinc train ... --save DIR",
-                  .about = "Runs the training command under mpirun and restarts it from DIR's latest checkpoint "
-                           "(--resume DIR)\nwhen the job fails, counting restarts and saying when, why, which rank "
-                           "or host, and the\nworld size before and after; the same failure at the same step twice "
-                           "stops it. With\n--hostfile, hosts that no longer answer are left out and the job "
-                           "restarts on the largest\nrank count >= --min-ranks that they hold and that keeps "
-                           "train_batch_size and the micro\nbatch. SIGTERM, SIGINT or SIGUSR1 to the launcher: the "
-                           "job saves and stops (114), not\nrestarted.",
-                  .tables = {&launch_table},
-                  .dst = {&o}};
+    zcli_launch_opts o = {.ranks = 0,
+                          .max_restarts = 3,
+                          .mpirun = "mpirun",
+                          .probe_timeout_s = 30,
+                          .slurm = ZCLI_SLURM_DEFAULTS};
+    zcli_cmd c =
+        {.name = "zinc launch",
+         .usage = "usage: zinc launch -n N [--min-ranks M] [--max-restarts K] [--hostfile FILE] [--probe-timeout "
+                  "S]\n                   [--mpirun CMD | --launcher srun [--srun CMD]] -- zinc train ... --save DIR",
+         .about = "Runs the training command under mpirun and restarts it from DIR's latest checkpoint "
+                  "(--resume DIR)\nwhen the job fails, counting restarts and saying when, why, which rank "
+                  "or host, and the\nworld size before and after; the same failure at the same step twice "
+                  "stops it. With\n--hostfile, hosts that no longer answer are left out and the job "
+                  "restarts on the largest\nrank count >= --min-ranks that they hold and that keeps "
+                  "train_batch_size and the micro\nbatch. SIGTERM, SIGINT or SIGUSR1 to the launcher: the "
+                  "job saves and stops (114), not\nrestarted.",
+         .tables = {&launch_table, &zcli_slurm_table},
+         .dst = {&o, &o.slurm}};
     int sep = 1;
     while (sep < argc && strcmp(argv[sep], "--")) sep++;
     int pr = zcli_parse(&c, 1, sep, argv);
     if (pr) return pr == 1 ? 0 : 2;
+    char slurm_why[512];
+    o.slurm.launcher = zcli_slurm_resolve(o.slurm.launcher, &o.ranks, slurm_why, sizeof slurm_why);
     if (!o.ranks) return zcli_usage_error(&c, "-n N (the rank count) is required");
+    if (o.hostfile && o.slurm.launcher == ZCLI_LAUNCHER_SRUN)
+        return zcli_usage_error(&c, "--hostfile is for mpirun; inside a Slurm allocation srun places the ranks on the "
+                                    "allocation's nodes (or give --launcher mpirun)");
     if (!o.min_ranks) o.min_ranks = o.ranks;
     if (o.min_ranks > o.ranks)
         return zcli_usage_error(&c, "--min-ranks %" PRId64 " is more than -n %" PRId64 ": give M <= N", o.min_ranks,
@@ -325,6 +335,7 @@ int zcli_cmd_launch(int argc, char **argv) {
     launch_state L = {.o = &o, .cmd = argv + sep + 1, .ncmd = argc - sep - 1, .world = o.ranks};
     L.save = zcli_peek(sep + 1, argc, argv, "--save");
     if (!L.save) return zcli_usage_error(&c, "the training command needs --save DIR: restarts resume from it");
+    if (slurm_why[0]) fprintf(stderr, "zinc launch: %s\n", slurm_why);
     static zcli_launch_hosts hosts;
     if (o.hostfile) {
         char err[1024];

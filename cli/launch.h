@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli/launch_slurm.h"
 #include "cli/options.h"
 
 #define ZCLI_LAUNCH_MAX_ARGS 1024
@@ -16,8 +17,9 @@
 
 typedef struct zcli_launch_opts {
     int64_t ranks, min_ranks, max_restarts, probe_timeout_s;
-    const char *mpirun;   /* the launcher and its options, split at spaces */
-    const char *hostfile; /* Open MPI syntax, or NULL: mpirun places the ranks */
+    const char *mpirun;    /* the launcher and its options, split at spaces */
+    const char *hostfile;  /* Open MPI syntax, or NULL: mpirun places the ranks */
+    zcli_slurm_opts slurm; /* --launcher, --srun (cli/launch_slurm.h): srun inside a Slurm allocation */
 } zcli_launch_opts;
 
 /* ---- hosts (launch_hosts.c) ---- */
@@ -66,7 +68,7 @@ typedef struct zcli_argv {
     char *v[ZCLI_LAUNCH_MAX_ARGS];
     int n;
     char words[4096]; /* the launcher's own words, split in place */
-    char np[24];
+    char np[32];      /* "-np"'s N, or srun's --ntasks=N */
 } zcli_argv;
 
 /* The command that starts `ranks` ranks of cmd (on the hosts of host_list, "a:2,b:1", when not NULL), resuming

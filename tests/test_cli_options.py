@@ -58,7 +58,8 @@ def main():
         ([z, "checkpoint", "inspect", "--help"], ["--verify", "--params N", "[0..1000000000]"]),
         ([z, "checkpoint", "export", "--help"], ["--out FILE", "--vocab V"]),
         ([z, "launch", "--help"], ["-n N", "--min-ranks M", "[1..65536]", "--max-restarts K", "[0..1000]",
-                                   "--hostfile FILE", "--probe-timeout S", "--mpirun CMD"]),
+                                   "--hostfile FILE", "--probe-timeout S", "--mpirun CMD", "--launcher L",
+                                   "[auto|mpirun|srun]", "--srun CMD", "SLURM_NTASKS"]),
     ]
     for args, needles in helps:
         rc, out, err = run(args)
@@ -105,6 +106,7 @@ def main():
         ([z, "launch", "-n", "2", "--min-ranks", "0", "--", z, "train"], "--min-ranks needs an integer in 1..65536"),
         ([z, "launch", "-n", "2", "--probe-timeout", "0", "--", z, "train"], "--probe-timeout needs an integer in"),
         ([z, "launch", "-n", "2", "--hostfile", "--", z, "train"], "--hostfile needs a value"),
+        ([z, "launch", "-n", "2", "--launcher", "pbs", "--", z, "train"], "--launcher must be auto, mpirun or srun"),
     ]
     for args, needle in misuse:
         rc, out, err = run(args)

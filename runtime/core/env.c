@@ -71,6 +71,10 @@ static const zenv_var g_vars[ZENV_COUNT] = {
     FOREIGN(ZENV_SLURM_PROCID, "SLURM_PROCID", "rank", "library, zinc program",
             "srun: launched when SLURM_STEP_ID is set too; the rank (zinc program)"),
     FOREIGN(ZENV_SLURM_STEP_ID, "SLURM_STEP_ID", "step", "library", "srun: a job step (see SLURM_PROCID)"),
+    FOREIGN(ZENV_SLURM_JOB_ID, "SLURM_JOB_ID", "job id", "zinc program",
+            "salloc, sbatch, srun: inside a Slurm allocation, where zinc launch starts ranks with srun"),
+    FOREIGN(ZENV_SLURM_NTASKS, "SLURM_NTASKS", "count", "zinc program",
+            "salloc, sbatch: the allocation's task count, zinc launch's default -n"),
     FOREIGN(ZENV_PATH, "PATH", "directories", "zinc program", "where `zinc mem` looks for gnuplot to draw plots"),
 };
 

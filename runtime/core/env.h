@@ -46,6 +46,8 @@ typedef enum zenv_id {
     ZENV_PMIX_RANK,
     ZENV_SLURM_PROCID,
     ZENV_SLURM_STEP_ID,
+    ZENV_SLURM_JOB_ID,
+    ZENV_SLURM_NTASKS,
     ZENV_PATH,
     ZENV_COUNT
 } zenv_id;
