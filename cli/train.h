@@ -47,7 +47,6 @@ typedef struct zcli_train {
     zinc_step_info info;
     int64_t taken;                       /* steps of this run that were taken (not skipped) */
     double flops_per_sample, peak_flops; /* the model's declaration and the job's peak FLOP/s (train_flops.h) */
-    int64_t taken; /* steps of this run that were taken (not skipped) */
     /* per step of this run, for the report: the loss, the lr it used, the loss scale after it */
     json_t *losses, *lrs, *loss_scales;
     /* the run's input files, which no output may replace: [0] the config (the driver's), then the model's
