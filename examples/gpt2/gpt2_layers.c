@@ -7,13 +7,13 @@
  * operand again in every call (its copies cost as much as the products at these sizes). */
 #include "gpt2_layers.h"
 
-#include <cblas.h>
+#include "gpt2_gemm.h"
 #include <math.h>
 #include <string.h>
 
 #include "gpt2_vecmath.h"
 
-#define MM_PIECES 4     /* pieces per product, up to MM_PIECE_MAX rows or features each */
+#define MM_PIECES 4 /* pieces per product, up to MM_PIECE_MAX rows or features each */
 #define MM_PIECE_MIN 64
 #define MM_PIECE_MAX 512
 #define COL_BLOCK 64
@@ -142,7 +142,7 @@ void gpt2_layernorm_backward(zinc_engine *e, float *dx, float *dw, float *db, co
 
 /* OpenBLAS runs single-threaded (gpt2_layers_init) inside the engine's threads, each taking a slice of
  * rows: one set of threads, so none spins waiting while another pool needs the cores. */
-void gpt2_layers_init(void) { openblas_set_num_threads(1); }
+void gpt2_layers_init(void) { gpt2_gemm_select(gpt2_gemm_selected()); }
 
 typedef struct mm_args {
     float *out, *dx, *dW, *db;
@@ -159,8 +159,7 @@ static void mm_forward_rows(void *arg, int64_t plo, int64_t phi) {
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, rows = piece_rows(p, a->piece, a->N);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, OC, IC, 1.0f, a->x + lo * IC, IC, a->W, IC,
-                    0.0f, a->out + lo * OC, OC);
+        gpt2_sgemm('N', 'T', (int)rows, OC, IC, 1.0f, a->x + lo * IC, IC, a->W, IC, 0.0f, a->out + lo * OC, OC);
         if (a->b)
             for (int64_t n = lo; n < lo + rows; n++)
                 for (int o = 0; o < OC; o++) a->out[n * OC + o] += a->b[o];
@@ -172,8 +171,7 @@ static void mm_forward_outs(void *arg, int64_t plo, int64_t phi) { /* over piece
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, outs = piece_rows(p, a->piece, OC);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->N, (int)outs, IC, 1.0f, a->x, IC, a->W + lo * IC,
-                    IC, 0.0f, a->out + lo, OC);
+        gpt2_sgemm('N', 'T', (int)a->N, (int)outs, IC, 1.0f, a->x, IC, a->W + lo * IC, IC, 0.0f, a->out + lo, OC);
         if (a->b)
             for (int64_t n = 0; n < a->N; n++)
                 for (int64_t o = lo; o < lo + outs; o++) a->out[n * OC + o] += a->b[o];
@@ -200,8 +198,7 @@ static void mm_backward_rows(void *arg, int64_t plo, int64_t phi) { /* dx over p
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, rows = piece_rows(p, a->piece, a->N);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, IC, OC, 1.0f, a->dout + lo * OC, OC, a->W,
-                    IC, 1.0f, a->dx + lo * IC, IC);
+        gpt2_sgemm('N', 'N', (int)rows, IC, OC, 1.0f, a->dout + lo * OC, OC, a->W, IC, 1.0f, a->dx + lo * IC, IC);
     }
 }
 
@@ -210,8 +207,7 @@ static void mm_backward_cols(void *arg, int64_t plo, int64_t phi) { /* dx over p
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, cols = piece_rows(p, a->piece, IC);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)a->N, (int)cols, OC, 1.0f, a->dout, OC, a->W + lo,
-                    IC, 1.0f, a->dx + lo, IC);
+        gpt2_sgemm('N', 'N', (int)a->N, (int)cols, OC, 1.0f, a->dout, OC, a->W + lo, IC, 1.0f, a->dx + lo, IC);
     }
 }
 
@@ -220,8 +216,7 @@ static void mm_backward_inputs(void *arg, int64_t plo, int64_t phi) { /* dW over
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, cols = piece_rows(p, a->piece, IC);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, (int)cols, (int)a->N, 1.0f, a->dout, OC, a->x + lo,
-                    IC, 1.0f, a->dW + lo, IC);
+        gpt2_sgemm('T', 'N', OC, (int)cols, (int)a->N, 1.0f, a->dout, OC, a->x + lo, IC, 1.0f, a->dW + lo, IC);
     }
 }
 
@@ -230,8 +225,7 @@ static void mm_backward_outs(void *arg, int64_t plo, int64_t phi) { /* dW over p
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, outs = piece_rows(p, a->piece, OC);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)outs, IC, (int)a->N, 1.0f, a->dout + lo, OC, a->x,
-                    IC, 1.0f, a->dW + lo * IC, IC);
+        gpt2_sgemm('T', 'N', (int)outs, IC, (int)a->N, 1.0f, a->dout + lo, OC, a->x, IC, 1.0f, a->dW + lo * IC, IC);
     }
 }
 
@@ -429,8 +423,7 @@ void gpt2_gelu_from_tanh(zinc_engine *e, float *out, const float *x, const float
     gelu_tanh_args a = {.out = out, .x = x, .cth = th, .vm = gpt2_vecmath_get()};
     par(e, n, gelu_tanh_out_range, &a);
 }
-void gpt2_gelu_backward_tanh(zinc_engine *e, float *dx, const float *x, const float *th, const float *dout,
-                             int64_t n) {
+void gpt2_gelu_backward_tanh(zinc_engine *e, float *dx, const float *x, const float *th, const float *dout, int64_t n) {
     gelu_tanh_args a = {.out = dx, .x = x, .cth = th, .dout = dout, .vm = gpt2_vecmath_get()};
     par(e, n, gelu_tanh_bwd_range, &a);
 }
@@ -506,8 +499,8 @@ static void embed_rows(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-void gpt2_embed_forward(zinc_engine *e, float *out, const int32_t *inp, const void *wte, zinc_dtype t,
-                        const float *wpe, int B, int T, int C) {
+void gpt2_embed_forward(zinc_engine *e, float *out, const int32_t *inp, const void *wte, zinc_dtype t, const float *wpe,
+                        int B, int T, int C) {
     embed_args a = {.out = out, .wpe = wpe, .wte = wte, .inp = inp, .t = t, .T = T, .C = C};
     par(e, (int64_t)B * T, embed_rows, &a);
 }
@@ -532,8 +525,8 @@ static void embed_backward_channels(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-void gpt2_embed_backward(zinc_engine *e, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
-                         int T, int C) {
+void gpt2_embed_backward(zinc_engine *e, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
+                         int C) {
     embed_args a = {.dwte = dwte, .dwpe = dwpe, .dout = dout, .inp = inp, .N = (int64_t)B * T, .T = T, .C = C};
     par(e, pieces(C, COL_BLOCK), embed_backward_channels, &a);
 }
