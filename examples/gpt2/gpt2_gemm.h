@@ -26,4 +26,14 @@ int gpt2_gemm_have_onednn(void);
 void gpt2_sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* 1 when gpt2_gemm_bf16 runs on bf16 dot products: oneDNN selected, and its bf16 product works on this CPU
+ * (AVX-512; tried once on a 1 x 1 x 1 product). */
+int gpt2_gemm_bf16_available(void);
+/* The same product of bf16 operands (raw bf16 bits) into float C, through oneDNN's bf16 GEMM
+ * (dnnl_gemm_bf16bf16f32: exported by libdnnl though not in its public header; declared in gpt2_gemm.c).
+ * Where gpt2_gemm_bf16_available() is 0 it widens the operands and runs gpt2_sgemm (slow, same result up to
+ * the float summation order). */
+void gpt2_gemm_bf16(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A, int64_t lda,
+                    const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 #endif

@@ -38,6 +38,8 @@ struct gpt2_model {
                                float gradients (size: scratch_floats in gpt2.c) */
     int copies;                 /* compute dtype is not fp32: parameters are read through float copies */
     int direct_embed;           /* fp32 compute and gradients: embed's gradients go straight into the engine's */
+    int bf16_products;          /* bf16 compute on the host: products in bf16 (gpt2.c: bf16_products) */
+    uint16_t *bf16ws;           /* their operands rounded to bf16 (gpt2_matmul_bf16_elems of the largest) */
     int ckpt;                   /* activation checkpointing (zinc_activation_checkpointing): one set of block
                                activations, recomputed from each block's input xs[l] in its backward entry */
     float *xs;                  /* residual stream: (L + 1) x N x C */
