@@ -23,6 +23,8 @@
 typedef struct zcli_train_opts {
     int model; /* the --model choice: 0 mlp, 1 gpt2 */
     const char *config, *report, *save_dir, *resume;
+    const char *trace, *trace_steps; /* --trace FILE, --trace-steps A:B (checked by zcli_trace_steps) */
+    int64_t trace_first, trace_last;
     int64_t steps, seed, threads, save_every, keep_last;
     int device, nonfinite; /* choices: cpu|cuda|auto (-1: the config's), error|skip */
     bool quiet, force;     /* force: an existing --report file may be replaced */
@@ -90,6 +92,8 @@ void zcli_train_defaults(zcli_train_opts *o);
 
 /* zinc train: picks the model from --model, parses, runs the driver. */
 int zcli_cmd_train(int argc, char **argv);
+/* --trace-steps A:B into its steps: 0, or -1 when it is not 1 <= A <= B. */
+int zcli_trace_steps(const char *text, int64_t *first, int64_t *last);
 /* The driver (train_driver.c): one run of model m with the parsed options. The exit status. */
 int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_opts);
 

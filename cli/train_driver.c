@@ -58,6 +58,10 @@ static int create_engine(const zcli_train_opts *o, zinc_engine **e) {
     if (o->nonfinite == 1) zo.nonfinite = ZINC_NONFINITE_SKIP;
     if (o->quiet) zo.log_level = ZINC_LOG_WARN;
     zo.preempt = 1; /* SIGTERM/SIGINT/SIGUSR1: stop at a step boundary, saved (loop) */
+    zo.trace_path = o->trace;
+    zo.trace_first_step = o->trace_first;
+    zo.trace_last_step = o->trace_last;
+    zo.trace_replace = o->force;
     zinc_status st = zinc_create(&zo, e);
     if (st == ZINC_OK) return 0;
     /* A config problem is the same on every rank: said once per job, by rank 0; the other ranks exit with
@@ -247,6 +251,15 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
     /* --report is checked against the inputs the model's prepare named (an existing file needs --force) */
     if (rc == 0 && o->report && !report_why[0])
         zcli_check_target("--report", o->report, o->force, t.inputs, report_why, sizeof report_why);
+    /* --trace against the model's inputs too (zinc_create checks the path, the config and --force again) */
+    if (rc == 0 && o->trace) {
+        char trace_why[8800];
+        zcli_check_target("--trace", o->trace, o->force, t.inputs, trace_why, sizeof trace_why);
+        if (trace_why[0]) {
+            if (launcher_rank() == 0) fprintf(stderr, "zinc train: %s\n", trace_why);
+            rc = 1;
+        }
+    }
     if (rc == 0 && setup(m, &t, save_why, report_why, sizeof save_why, &run_lock)) rc = 1;
     int stopped = rc == 0 ? loop(m, &t) : 0;
     if (rc == 0) rc = stopped > 0 ? stopped : stopped < 0 || conclude(m, &t) ? 1 : 0;

@@ -41,7 +41,12 @@ static const zcli_opt train_opts[] =
       "loss scale)"},
      {"--quiet", ZCLI_FLAG, O(quiet), NULL, 0, 0, NULL, "only warnings, errors and the summary"},
      {"--force", ZCLI_FLAG, O(force), NULL, 0, 0, NULL,
-      "replace an existing --report file (never an input, a link or a\nspecial file)"},
+      "replace an existing --report or --trace file (never an input, a link\nor a special file)"},
+     {"--trace", ZCLI_TEXT, O(trace), "FILE", 0, 0, NULL,
+      "write a timeline of the run (Chrome Trace Event JSON, one process per\nrank; Perfetto, chrome://tracing, "
+      "zinc trace summary): modules, collectives,\nwaits, optimizer chunks, NVMe, checkpoints, data"},
+     {"--trace-steps", ZCLI_TEXT, O(trace_steps), "A:B", 0, 0, NULL,
+      "the steps --trace records, A to B counted from 1 (default 1:5)"},
      {0}};
 #undef O
 
@@ -52,6 +57,17 @@ void zcli_train_defaults(zcli_train_opts *o) {
     o->steps = 100;
     o->seed = 1234;
     o->device = -1;
+    o->trace_first = 1;
+    o->trace_last = 5;
+}
+
+int zcli_trace_steps(const char *text, int64_t *first, int64_t *last) {
+    long long a, b;
+    int used = 0;
+    if (sscanf(text, "%lld:%lld%n", &a, &b, &used) != 2 || text[used] || a < 1 || b < a) return -1;
+    *first = a;
+    *last = b;
+    return 0;
 }
 
 int zcli_cmd_train(int argc, char **argv) {
@@ -76,6 +92,12 @@ int zcli_cmd_train(int argc, char **argv) {
     if (models[o.model] != m) return zcli_usage_error(&c, "--model is given twice, with different models");
     if (o.save_every && !o.save_dir) return zcli_usage_error(&c, "--save-every needs --save DIR");
     if (o.keep_last && !o.save_dir) return zcli_usage_error(&c, "--keep-last needs --save DIR");
+    if (o.trace_steps && !o.trace) return zcli_usage_error(&c, "--trace-steps needs --trace FILE");
+    if (o.trace_steps && zcli_trace_steps(o.trace_steps, &o.trace_first, &o.trace_last))
+        return zcli_usage_error(&c,
+                                "--trace-steps %s: want A:B, the first and last step to trace, 1 <= A <= B "
+                                "(for example 2:6)",
+                                o.trace_steps);
     if (!o.config) {
         zcli_usage_error(&c, "--config FILE is required (for example ds_configs/zero2_fp16.json)");
         fprintf(stderr, "%s\n", m->usage);

@@ -163,6 +163,15 @@ typedef struct zinc_options {
      * itself are left alone (a warning names them). Process-wide. Default 0: a signal removes this run's
      * NVMe swap files and ends the process by the same signal. */
     int preempt;
+    /* A timeline of the run (docs/profiling.md): rank 0 writes one Chrome Trace Event JSON file for all ranks
+     * (a process per rank, a track per engine thread; it opens in Perfetto and chrome://tracing) with the
+     * spans of steps trace_first_step..trace_last_step (counted from 1; default 1..5): modules' forward and
+     * backward, collectives with their bytes, waits, the optimizer's chunks, NVMe requests, copies,
+     * checkpoints. Written once, through a temporary file renamed over the path, when the window's last step
+     * ends or at zinc_destroy; an existing file is replaced only with trace_replace = 1. NULL = no trace. */
+    const char *trace_path;
+    int64_t trace_first_step, trace_last_step;
+    int trace_replace;
 } zinc_options;
 
 zinc_options zinc_default_options(void);
@@ -374,6 +383,15 @@ int zinc_activation_checkpointing(const zinc_engine *e);
 /* The threads zinc_parallel_for runs on (the calling thread included), from zinc_create on: for a model
  * sizing per-thread buffers (a BLAS library's) in what it declares (zinc_memory_declare). */
 int zinc_cpu_threads(const zinc_engine *e);
+
+/* The model's own spans on the timeline (zinc_options.trace_path), on the calling thread's track:
+ * zinc_trace_begin returns the start (0 while the trace is not recording, which zinc_trace_end ignores: off,
+ * the pair costs two calls and a branch), zinc_trace_end records the span from it to now. `category` is one
+ * of the trace's: "data" (loading a batch: the step's span then begins with it), "forward", "backward",
+ * "recompute", "engine" (anything else); ZINC_ERR_INVALID_ARG for another. `name` must stay valid until
+ * zinc_destroy (a string literal): spans keep the pointer. */
+int64_t zinc_trace_begin(const zinc_engine *e);
+zinc_status zinc_trace_end(zinc_engine *e, int64_t start, const char *category, const char *name);
 
 /* ---------------------------------------------------------------- topology and config */
 

@@ -17,10 +17,12 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/core/error.h"
+#include "runtime/core/trace.h"
 
 typedef struct zpool_worker {
     zpool *pool;
@@ -58,6 +60,9 @@ static void *worker_main(void *arg) {
     const zpool_worker *w = (const zpool_worker *)arg;
     zpool *p = w->pool;
     uint64_t seen = 0;
+    char track[32];
+    snprintf(track, sizeof track, "pool %d", w->index + 1);
+    ztrace_thread_name(track); /* its spans, if it records any, on a track of its own */
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (p->gen == seen && !p->stop) pthread_cond_wait(&p->wake, &p->mu);
@@ -69,7 +74,9 @@ static void *worker_main(void *arg) {
         void *ctx = p->ctx;
         size_t n = p->ntasks;
         pthread_mutex_unlock(&p->mu);
+        int64_t t0 = ztrace_begin();
         run_tasks(p, fn, ctx, n);
+        if (t0) ztrace_span(t0, ZTRACE_POOL, "pool job", 0, "tasks", (int64_t)n, NULL, 0);
         pthread_mutex_lock(&p->mu);
         if (--p->active == 0 && !p->open) pthread_cond_signal(&p->done);
     }

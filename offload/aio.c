@@ -19,6 +19,7 @@
 
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
+#include "runtime/core/trace.h"
 
 #define ZAIO_MAX_INFLIGHT 4096
 #define ZAIO_MAX_RETRIES 64
@@ -45,7 +46,37 @@ struct zaio {
     zaio_req *pend_head, *pend_tail;     /* requests with bytes not yet cut into pieces */
     int max_inflight, inflight;          /* pieces in the ring */
     zaio_stats stats;
+    /* --trace: requests in flight at once each take a free lane (a track), so each track's spans nest */
+#define TRACE_LANES 16
+    int trace_lane_track[TRACE_LANES];
+    bool trace_lane_busy[TRACE_LANES];
 };
+
+/* --trace: r was submitted now. */
+static void trace_submitted(zaio *a, zaio_req *r) {
+    if (!(r->trace_t0 = ztrace_begin())) return;
+    for (int k = 0; k < TRACE_LANES; k++)
+        if (!a->trace_lane_busy[k]) {
+            if (!a->trace_lane_track[k]) {
+                char name[32];
+                snprintf(name, sizeof name, "nvme %d", k);
+                a->trace_lane_track[k] = ztrace_track(name);
+            }
+            a->trace_lane_busy[k] = true;
+            r->trace_lane = k;
+            return;
+        }
+    r->trace_t0 = 0; /* more in flight than lanes: not traced */
+}
+
+/* --trace: r completed (its last piece came back). */
+static void trace_completed(zaio *a, zaio_req *r) {
+    if (!r->trace_t0) return;
+    ztrace_span(r->trace_t0, ZTRACE_NVME, r->op == ZAIO_READ ? "read" : "write", a->trace_lane_track[r->trace_lane],
+                "bytes", r->len, "ok", r->err == 0);
+    a->trace_lane_busy[r->trace_lane] = false;
+    r->trace_t0 = 0;
+}
 
 /* ---------------------------------------------------------------- fault injection */
 
@@ -473,7 +504,10 @@ static void req_piece_done(zaio *a, zaio_piece *pc) {
     zaio_req *r = pc->req;
     pc->next = a->free_pieces;
     a->free_pieces = pc;
-    if (--r->inflight == 0 && r->carved >= r->len) r->busy = false;
+    if (--r->inflight == 0 && r->carved >= r->len) {
+        r->busy = false;
+        trace_completed(a, r);
+    }
 }
 
 static void push_retry(zaio *a, zaio_piece *pc) {
@@ -695,6 +729,7 @@ zinc_status zaio_submit(zaio *a, zaio_req *r) {
     r->busy = r->len > 0;
     r->next = NULL;
     if (!r->busy) return ZINC_OK;
+    trace_submitted(a, r);
     if (a->pend_tail)
         a->pend_tail->next = r;
     else

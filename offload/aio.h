@@ -55,6 +55,8 @@ typedef struct zaio_req {
     int64_t err_off, err_len;
     bool busy;
     struct zaio_req *next;
+    int64_t trace_t0; /* --trace: when it was submitted (0: not traced), on lane trace_lane */
+    int trace_lane;
 } zaio_req;
 
 typedef struct zaio_stats {

@@ -19,18 +19,11 @@
 #include "runtime/config/config.h"
 #include "runtime/device/device.h"
 #include "zero/gather.h"
+#include "zero_fixture.h"
 #include "zt.h"
 
-static const int64_t sizes[] = {40, 1000, 8, 296, 64, 2504}; /* elements per module (multiples of 8) */
-#define NMOD ((int)(sizeof sizes / sizeof sizes[0]))
-
 typedef struct fixture {
-    zmemtrack mem;
-    zlog log;
-    zdevice *dev;
-    zcomm *world, *dcomm; /* dcomm may be world itself (the cpu device's collectives are the host's) */
-    zpartition part;
-    zmodule mods[NMOD];
+    zfx_base b;
     zcfg_zero cfg;
     void *shard; /* this rank's compute-dtype parameters, flat [rank * S, (rank + 1) * S) */
     zgather g;
@@ -39,31 +32,18 @@ typedef struct fixture {
 static float param_value(int64_t x, int version) { return (float)((x * 3 + version * 11) % 29 - 14); }
 
 static void fill_shard(fixture *f, zinc_dtype cdt, int version) {
-    int64_t lo = (int64_t)f->part.rank * f->part.shard;
-    for (int64_t i = 0; i < f->part.shard; i++) {
+    int64_t lo = (int64_t)f->b.part.rank * f->b.part.shard;
+    for (int64_t i = 0; i < f->b.part.shard; i++) {
         size_t bytes = zinc_dtype_size(cdt);
         memset((char *)f->shard + (size_t)i * bytes, 0, bytes);
-        zinc_add_f32(f->shard, cdt, (size_t)i, lo + i < f->part.numel ? param_value(lo + i, version) : 0.0f);
+        zinc_add_f32(f->shard, cdt, (size_t)i, lo + i < f->b.part.numel ? param_value(lo + i, version) : 0.0f);
     }
 }
 
 static zinc_status fx_init(fixture *f, zcomm *world, zinc_dtype cdt, int64_t prefetch, int64_t max_live) {
     memset(f, 0, sizeof *f);
-    f->log = (zlog){.level = ZINC_LOG_WARN, .rank = world->rank};
-    f->world = world;
-    zinc_status st = zdev_create_cpu(&f->mem, &f->dev);
+    zinc_status st = zfx_base_init(&f->b, world);
     if (st != ZINC_OK) return st;
-    if ((st = f->dev->ops->comm_create(f->dev, world, &f->log, &f->dcomm)) != ZINC_OK) return st;
-    int64_t off = 0;
-    for (int i = 0; i < NMOD; i++) {
-        f->mods[i] = (zmodule){.name = (char *)"m",
-                               .first_param = i,
-                               .nparams = 1,
-                               .flat_begin = off,
-                               .flat_end = off + sizes[i]};
-        off += sizes[i];
-    }
-    zpart_init(&f->part, off, world->size, world->rank);
     zinc_config c;
     zcfg_defaults(&c);
     f->cfg = c.zero;
@@ -71,20 +51,20 @@ static zinc_status fx_init(fixture *f, zcomm *world, zinc_dtype cdt, int64_t pre
     f->cfg.prefetch_bucket_size = prefetch;
     f->cfg.max_live_parameters = max_live;
     f->cfg.max_reuse_distance = -1; /* no module counts as reused soon: every exit releases */
-    f->shard = calloc((size_t)f->part.shard, zinc_dtype_size(cdt));
+    f->shard = calloc((size_t)f->b.part.shard, zinc_dtype_size(cdt));
     fill_shard(f, cdt, 0);
-    zgather_ctx ctx = {.dev = f->dev,
-                       .dcomm = f->dcomm,
-                       .log = &f->log,
-                       .part = &f->part,
+    zgather_ctx ctx = {.dev = f->b.dev,
+                       .dcomm = f->b.dcomm,
+                       .log = &f->b.log,
+                       .part = &f->b.part,
                        .rank = world->rank,
                        .world = world->size,
                        .compute_dtype = cdt,
                        .params_shard = f->shard,
-                       .own_lo = (int64_t)world->rank * f->part.shard,
+                       .own_lo = (int64_t)world->rank * f->b.part.shard,
                        .cfg = &f->cfg,
-                       .modules = f->mods,
-                       .nmodules = NMOD};
+                       .modules = f->b.mods,
+                       .nmodules = ZFX_NMOD};
     zgather_init(&f->g, &ctx);
     return ZINC_OK;
 }
@@ -92,33 +72,26 @@ static zinc_status fx_init(fixture *f, zcomm *world, zinc_dtype cdt, int64_t pre
 static void fx_free(fixture *f) {
     zgather_free(&f->g);
     free(f->shard);
-    if (f->dcomm != f->world) zcomm_destroy(f->dcomm);
-    zdev_destroy(f->dev);
-}
-
-static uint64_t tracked(const fixture *f, zinc_mem_category c) {
-    uint64_t t = 0;
-    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) t += f->mem.current[k][c];
-    return t;
+    zfx_base_free(&f->b);
 }
 
 /* Enters module i in `phase`, checks its gathered copy against parameter version `version`, exits. */
 static void visit(fixture *f, int i, int phase, bool new_micro_step, int version, const char *what) {
-    f->mods[i].in_phase[phase] = true;
+    f->b.mods[i].in_phase[phase] = true;
     ZT_OK(zgather_module_enter(&f->g, i, phase, new_micro_step));
     const void *d = zgather_module_data(&f->g, i);
     ZT_CHECK(d != NULL, "%s: module %d entered but not gathered", what, i);
     int bad = 0;
-    for (int64_t x = f->mods[i].flat_begin; d && x < f->mods[i].flat_end; x++) {
-        float got = zinc_load_f32(d, f->g.c.compute_dtype, (size_t)(x - f->mods[i].flat_begin));
+    for (int64_t x = f->b.mods[i].flat_begin; d && x < f->b.mods[i].flat_end; x++) {
+        float got = zinc_load_f32(d, f->g.c.compute_dtype, (size_t)(x - f->b.mods[i].flat_begin));
         if (got != param_value(x, version) && bad++ < 3)
             zt_fail_at(__FILE__, __LINE__, "%s: module %d, flat %lld: got %g, want %g", what, i, (long long)x, got,
                        param_value(x, version));
     }
     if (!bad) zt_passed++;
-    ZT_CHECK(f->g.live_numel <= f->cfg.max_live_parameters + sizes[i], "%s: %lld elements live, limit %lld", what,
+    ZT_CHECK(f->g.live_numel <= f->cfg.max_live_parameters + zfx_sizes[i], "%s: %lld elements live, limit %lld", what,
              (long long)f->g.live_numel, (long long)f->cfg.max_live_parameters);
-    f->mods[i].in_phase[phase] = false;
+    f->b.mods[i].in_phase[phase] = false;
     ZT_OK(zgather_module_exit(&f->g, i, phase));
     if (!zgather_module_persistent(&f->g, i))
         ZT_CHECK(zgather_module_data(&f->g, i) == NULL, "%s: module %d still gathered after its exit", what, i);
@@ -126,8 +99,8 @@ static void visit(fixture *f, int i, int phase, bool new_micro_step, int version
 
 /* One micro-step: forward in order, backward in reverse. */
 static void micro_step(fixture *f, int version, const char *what) {
-    for (int i = 0; i < NMOD; i++) visit(f, i, ZINC_FORWARD, i == 0, version, what);
-    for (int i = NMOD - 1; i >= 0; i--) visit(f, i, ZINC_BACKWARD, false, version, what);
+    for (int i = 0; i < ZFX_NMOD; i++) visit(f, i, ZINC_FORWARD, i == 0, version, what);
+    for (int i = ZFX_NMOD - 1; i >= 0; i--) visit(f, i, ZINC_BACKWARD, false, version, what);
 }
 
 static void test_gather(zcomm *world, zinc_dtype cdt, int64_t prefetch, int64_t max_live) {
@@ -140,13 +113,14 @@ static void test_gather(zcomm *world, zinc_dtype cdt, int64_t prefetch, int64_t 
     ZT_OK(zgather_after_step(&f.g)); /* at build */
     size_t csz = zinc_dtype_size(cdt);
     uint64_t persistent_bytes = (uint64_t)(40 + 8 + 64) * csz;
-    for (int i = 0; i < NMOD; i++)
-        ZT_CHECK(zgather_module_persistent(&f.g, i) == (sizes[i] <= 64), "%s: module %d (%lld elements) persistent: %d",
-                 what, i, (long long)sizes[i], zgather_module_persistent(&f.g, i));
-    ZT_CHECK(tracked(&f, ZINC_MEM_PARAMS) == persistent_bytes && tracked(&f, ZINC_MEM_GATHER) == 0,
+    for (int i = 0; i < ZFX_NMOD; i++)
+        ZT_CHECK(zgather_module_persistent(&f.g, i) == (zfx_sizes[i] <= 64),
+                 "%s: module %d (%lld elements) persistent: %d", what, i, (long long)zfx_sizes[i],
+                 zgather_module_persistent(&f.g, i));
+    ZT_CHECK(zfx_tracked(&f.b, ZINC_MEM_PARAMS) == persistent_bytes && zfx_tracked(&f.b, ZINC_MEM_GATHER) == 0,
              "%s: after build %llu persistent bytes (want %llu), %llu gathered", what,
-             (unsigned long long)tracked(&f, ZINC_MEM_PARAMS), (unsigned long long)persistent_bytes,
-             (unsigned long long)tracked(&f, ZINC_MEM_GATHER));
+             (unsigned long long)zfx_tracked(&f.b, ZINC_MEM_PARAMS), (unsigned long long)persistent_bytes,
+             (unsigned long long)zfx_tracked(&f.b, ZINC_MEM_GATHER));
 
     micro_step(&f, 0, what); /* records the trace */
     int64_t blocking_first = f.g.stat_gather_blocking;
@@ -164,11 +138,12 @@ static void test_gather(zcomm *world, zinc_dtype cdt, int64_t prefetch, int64_t 
     /* An optimizer step changed the shard: the persistent modules are refreshed, the others gathered anew. */
     fill_shard(&f, cdt, 1);
     ZT_OK(zgather_after_step(&f.g));
-    ZT_CHECK(tracked(&f, ZINC_MEM_GATHER) == 0, "%s: %llu gathered bytes after the step", what,
-             (unsigned long long)tracked(&f, ZINC_MEM_GATHER));
+    ZT_CHECK(zfx_tracked(&f.b, ZINC_MEM_GATHER) == 0, "%s: %llu gathered bytes after the step", what,
+             (unsigned long long)zfx_tracked(&f.b, ZINC_MEM_GATHER));
     micro_step(&f, 1, what);
     zgather_free(&f.g);
-    ZT_CHECK(tracked(&f, ZINC_MEM_PARAMS) == 0 && tracked(&f, ZINC_MEM_GATHER) == 0, "%s: bytes left after free", what);
+    ZT_CHECK(zfx_tracked(&f.b, ZINC_MEM_PARAMS) == 0 && zfx_tracked(&f.b, ZINC_MEM_GATHER) == 0,
+             "%s: bytes left after free", what);
     ZT_CHECK(zgather_module_data(&f.g, 0) == NULL && !zgather_module_persistent(&f.g, 0),
              "%s: module records after free", what);
     fx_free(&f);

@@ -21,18 +21,11 @@
 #include "runtime/device/device.h"
 #include "zero/grads.h"
 #include "zero/sizing.h"
+#include "zero_fixture.h"
 #include "zt.h"
 
-static const int64_t sizes[] = {40, 1000, 8, 296, 64, 2504}; /* elements per module (multiples of 8) */
-#define NMOD ((int)(sizeof sizes / sizeof sizes[0]))
-
 typedef struct fixture {
-    zmemtrack mem;
-    zlog log;
-    zdevice *dev;
-    zcomm *world, *dcomm; /* dcomm may be world itself (the cpu device's collectives are the host's) */
-    zpartition part;
-    zmodule mods[NMOD];
+    zfx_base b;
     zgrads_plan plan;
     zgrads g;
 } fixture;
@@ -42,44 +35,30 @@ static float grad_value(int64_t x, int r, int mu) { return (float)((x * 7 + r * 
 
 static zinc_status fx_init(fixture *f, zcomm *world, int stage, zinc_dtype gdt, int64_t bucket, bool overlap) {
     memset(f, 0, sizeof *f);
-    f->log = (zlog){.fn = NULL, .level = ZINC_LOG_WARN, .rank = world->rank};
-    f->world = world;
-    zinc_status st = zdev_create_cpu(&f->mem, &f->dev);
+    zinc_status st = zfx_base_init(&f->b, world);
     if (st != ZINC_OK) return st;
-    if ((st = f->dev->ops->comm_create(f->dev, world, &f->log, &f->dcomm)) != ZINC_OK) return st;
-    int64_t off = 0, biggest = 0;
-    for (int i = 0; i < NMOD; i++) {
-        f->mods[i] = (zmodule){.name = (char *)"m",
-                               .first_param = i,
-                               .nparams = 1,
-                               .flat_begin = off,
-                               .flat_end = off + sizes[i]};
-        off += sizes[i];
-        if (sizes[i] > biggest) biggest = sizes[i];
-    }
-    zpart_init(&f->part, off, world->size, world->rank);
     zgrads_plan_in in = {.stage = stage,
                          .world = world->size,
-                         .part = &f->part,
+                         .part = &f->b.part,
                          .grad_dtype = gdt,
                          .comm_dtype = gdt,
                          .send_needs_copy = zsize_send_needs_copy(gdt, gdt, false, 1.0, world->size),
                          .reduce_bucket_size = bucket,
-                         .biggest_module = biggest,
+                         .biggest_module = f->b.biggest,
                          .overlap_comm = overlap};
     zgrads_plan_make(&in, &f->plan);
-    zgrads_ctx c = {.dev = f->dev,
-                    .dcomm = f->dcomm,
-                    .log = &f->log,
-                    .part = &f->part,
+    zgrads_ctx c = {.dev = f->b.dev,
+                    .dcomm = f->b.dcomm,
+                    .log = &f->b.log,
+                    .part = &f->b.part,
                     .stage = stage,
                     .rank = world->rank,
                     .world = world->size,
                     .grad_dtype = gdt,
                     .comm_dtype = gdt,
                     .predivide_factor = 1.0,
-                    .modules = f->mods,
-                    .nmodules = NMOD,
+                    .modules = f->b.mods,
+                    .nmodules = ZFX_NMOD,
                     .sizes = &f->plan};
     zgrads_init(&f->g, &c);
     return ZINC_OK;
@@ -87,8 +66,7 @@ static zinc_status fx_init(fixture *f, zcomm *world, int stage, zinc_dtype gdt, 
 
 static void fx_free(fixture *f) {
     zgrads_free(&f->g);
-    if (f->dcomm != f->world) zcomm_destroy(f->dcomm);
-    zdev_destroy(f->dev);
+    zfx_base_free(&f->b);
 }
 
 /* Adds rank r's gradient of micro-step mu for module m into the slot at p (grad dtype). */
@@ -100,21 +78,21 @@ static void write_grads(void *p, zinc_dtype gdt, const zmodule *m, int r, int mu
 /* One module's backward as the engine drives it: open, write, close. */
 static void backward(fixture *f, int i, int r, int mu, bool none_open_after) {
     void *p = NULL;
-    f->mods[i].in_phase[ZINC_BACKWARD] = true;
+    f->b.mods[i].in_phase[ZINC_BACKWARD] = true;
     ZT_OK(zgrads_module_backward_enter(&f->g, i, &p));
-    if (p) write_grads(p, f->g.c.grad_dtype, &f->mods[i], r, mu);
-    f->mods[i].in_phase[ZINC_BACKWARD] = false;
+    if (p) write_grads(p, f->g.c.grad_dtype, &f->b.mods[i], r, mu);
+    f->b.mods[i].in_phase[ZINC_BACKWARD] = false;
     ZT_OK(zgrads_module_backward_exit(&f->g, i, none_open_after));
 }
 
 /* Expected local gradient at flat x: the sum over ranks and micro-steps, times the entries per micro-step. */
 static float expected(const fixture *f, int64_t x, int micro_steps, const int *entries) {
-    if (x >= f->part.numel) return 0.0f;
+    if (x >= f->b.part.numel) return 0.0f;
     int mod = 0;
-    while (f->mods[mod].flat_end <= x) mod++;
+    while (f->b.mods[mod].flat_end <= x) mod++;
     float s = 0;
     for (int mu = 0; mu < micro_steps; mu++)
-        for (int r = 0; r < f->part.world; r++) s += (float)entries[mod] * grad_value(x, r, mu);
+        for (int r = 0; r < f->b.part.world; r++) s += (float)entries[mod] * grad_value(x, r, mu);
     return s;
 }
 
@@ -122,8 +100,8 @@ static float expected(const fixture *f, int64_t x, int micro_steps, const int *e
 static int check_local(fixture *f, int micro_steps, const int *entries, const char *what) {
     zinc_dtype dt;
     const void *local = zgrads_local(&f->g, &dt);
-    int64_t lo = f->g.c.stage == 0 ? 0 : (int64_t)f->part.rank * f->part.shard;
-    int64_t n = f->g.c.stage == 0 ? f->part.padded : f->part.shard;
+    int64_t lo = f->g.c.stage == 0 ? 0 : (int64_t)f->b.part.rank * f->b.part.shard;
+    int64_t n = f->g.c.stage == 0 ? f->b.part.padded : f->b.part.shard;
     int bad = 0;
     for (int64_t i = 0; i < n; i++) {
         float got = zinc_load_f32(local, dt, (size_t)i), want = expected(f, lo + i, micro_steps, entries);
@@ -134,12 +112,6 @@ static int check_local(fixture *f, int micro_steps, const int *entries, const ch
     return bad;
 }
 
-static uint64_t tracked(const fixture *f, zinc_mem_category c) {
-    uint64_t t = 0;
-    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) t += f->mem.current[k][c];
-    return t;
-}
-
 static void test_reduction(zcomm *world, int stage, zinc_dtype gdt, int64_t bucket, bool overlap) {
     char what[160];
     snprintf(what, sizeof what, "stage %d, %s, reduce_bucket_size %lld, overlap_comm %d, %d rank%s", stage,
@@ -147,35 +119,37 @@ static void test_reduction(zcomm *world, int stage, zinc_dtype gdt, int64_t buck
     fixture f;
     ZT_OK(fx_init(&f, world, stage, gdt, bucket, overlap));
     ZT_OK(zgrads_alloc(&f.g));
-    ZT_CHECK(tracked(&f, ZINC_MEM_GRADS) == f.plan.bytes_grads_full + f.plan.bytes_grads_shard,
-             "%s: gradient bytes %llu, the plan says %zu", what, (unsigned long long)tracked(&f, ZINC_MEM_GRADS),
+    ZT_CHECK(zfx_tracked(&f.b, ZINC_MEM_GRADS) == f.plan.bytes_grads_full + f.plan.bytes_grads_shard,
+             "%s: gradient bytes %llu, the plan says %zu", what, (unsigned long long)zfx_tracked(&f.b, ZINC_MEM_GRADS),
              f.plan.bytes_grads_full + f.plan.bytes_grads_shard);
-    ZT_CHECK(tracked(&f, ZINC_MEM_BUCKETS) == zgrads_plan_bucket_bytes(&f.plan), "%s: bucket bytes %llu, plan %zu",
-             what, (unsigned long long)tracked(&f, ZINC_MEM_BUCKETS), zgrads_plan_bucket_bytes(&f.plan));
+    ZT_CHECK(zfx_tracked(&f.b, ZINC_MEM_BUCKETS) == zgrads_plan_bucket_bytes(&f.plan),
+             "%s: bucket bytes %llu, plan %zu", what, (unsigned long long)zfx_tracked(&f.b, ZINC_MEM_BUCKETS),
+             zgrads_plan_bucket_bytes(&f.plan));
     /* overlap_comm: two buckets alternate, so a reduce-scatter runs while the next bucket fills */
     int want_buckets = f.plan.nbuckets == 0 ? 0 : overlap && world->size > 1 ? 2 : 1;
     ZT_CHECK(f.g.nbuckets == want_buckets, "%s: %d buckets, want %d", what, f.g.nbuckets, want_buckets);
     ZT_OK(zgrads_zero(&f.g));
-    int entries[NMOD];
-    for (int i = 0; i < NMOD; i++) entries[i] = 1;
+    int entries[ZFX_NMOD];
+    for (int i = 0; i < ZFX_NMOD; i++) entries[i] = 1;
     int r = world->rank;
     for (int mu = 0; mu < 2; mu++) {
         if (mu > 0) ZT_OK(zgrads_flush(&f.g)); /* the engine's next forward */
-        for (int i = NMOD - 1; i >= 0; i--) backward(&f, i, r, mu, true);
+        for (int i = ZFX_NMOD - 1; i >= 0; i--) backward(&f, i, r, mu, true);
     }
     ZT_OK(zgrads_reduce_boundary(&f.g));
     check_local(&f, 2, entries, what);
     if (stage >= 2 && bucket < 1000)
-        ZT_CHECK(f.g.stat_rs_sends > NMOD, "%s: only %lld reduce-scatters with small buckets", what,
+        ZT_CHECK(f.g.stat_rs_sends > ZFX_NMOD, "%s: only %lld reduce-scatters with small buckets", what,
                  (long long)f.g.stat_rs_sends);
 
     /* zgrads_reset drops everything: a boundary right after it reduces zeros. */
     ZT_OK(zgrads_reset(&f.g));
     ZT_OK(zgrads_reduce_boundary(&f.g));
-    int none[NMOD] = {0};
+    int none[ZFX_NMOD] = {0};
     check_local(&f, 1, none, what);
     fx_free(&f);
-    ZT_CHECK(tracked(&f, ZINC_MEM_GRADS) == 0 && tracked(&f, ZINC_MEM_BUCKETS) == 0, "%s: bytes left after free", what);
+    ZT_CHECK(zfx_tracked(&f.b, ZINC_MEM_GRADS) == 0 && zfx_tracked(&f.b, ZINC_MEM_BUCKETS) == 0,
+             "%s: bytes left after free", what);
 }
 
 /* Stages 2-3: a module entered twice in one backward (a tied embedding) and one entered while another is
@@ -188,21 +162,21 @@ static void test_reentry(zcomm *world, int stage, int64_t bucket) {
     ZT_OK(fx_init(&f, world, stage, ZINC_FP32, bucket, true));
     ZT_OK(zgrads_alloc(&f.g));
     ZT_OK(zgrads_zero(&f.g));
-    int entries[NMOD];
-    for (int i = 0; i < NMOD; i++) entries[i] = 1;
+    int entries[ZFX_NMOD];
+    for (int i = 0; i < ZFX_NMOD; i++) entries[i] = 1;
     entries[0] = 2; /* module 0 (the "embedding") is entered again at the end of backward */
     int r = world->rank;
     for (int mu = 0; mu < 2; mu++) {
         if (mu > 0) ZT_OK(zgrads_flush(&f.g));
         backward(&f, 0, r, mu, false); /* the output projection's use of the tied weight comes first */
-        for (int i = NMOD - 1; i >= 3; i--) {
+        for (int i = ZFX_NMOD - 1; i >= 3; i--) {
             if (i == 4) { /* module 3 is entered inside module 4's open backward */
                 void *p4 = NULL;
-                f.mods[4].in_phase[ZINC_BACKWARD] = true;
+                f.b.mods[4].in_phase[ZINC_BACKWARD] = true;
                 ZT_OK(zgrads_module_backward_enter(&f.g, 4, &p4));
                 backward(&f, 3, r, mu, false);
-                write_grads(p4, ZINC_FP32, &f.mods[4], r, mu);
-                f.mods[4].in_phase[ZINC_BACKWARD] = false;
+                write_grads(p4, ZINC_FP32, &f.b.mods[4], r, mu);
+                f.b.mods[4].in_phase[ZINC_BACKWARD] = false;
                 ZT_OK(zgrads_module_backward_exit(&f.g, 4, true));
                 i = 3;
                 continue;
@@ -217,7 +191,7 @@ static void test_reentry(zcomm *world, int stage, int64_t bucket) {
     if (bucket < 1000) /* module 3 does not fit in module 4's bucket: a scratch buffer, and 4 holds its own */
         ZT_CHECK(f.g.mods[4].hold, "%s: the enclosing module does not keep a buffer of its own", what);
     fx_free(&f);
-    ZT_CHECK(tracked(&f, ZINC_MEM_BUCKETS) == 0, "%s: bucket bytes left after free", what);
+    ZT_CHECK(zfx_tracked(&f.b, ZINC_MEM_BUCKETS) == 0, "%s: bucket bytes left after free", what);
 }
 
 static void test_errors(zcomm *world) {
@@ -230,7 +204,7 @@ static void test_errors(zcomm *world) {
     ZT_ERR(zgrads_alloc(&f.g), ZINC_ERR_INTERNAL, "no sizes from the sizing plan");
     f.g.c.sizes = &f.plan;
     ZT_OK(zgrads_alloc(&f.g));
-    ZT_ERR(zgrads_module_backward_enter(&f.g, NMOD, &p), ZINC_ERR_INTERNAL, "module 6 of 6");
+    ZT_ERR(zgrads_module_backward_enter(&f.g, ZFX_NMOD, &p), ZINC_ERR_INTERNAL, "module 6 of 6");
     fx_free(&f);
 }
 

@@ -13,12 +13,14 @@
  * - Persistence: modules with at most stage3_param_persistence_threshold elements (up to
  *   stage3_model_persistence_threshold in all) stay gathered; they are refreshed after each step.
  *   DeepSpeed decides persistence per parameter; zinc decides it per module, its unit of gathering. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "zero/gather.h"
 
 #include "runtime/core/error.h"
+#include "runtime/core/trace.h"
 #include "zero/sizing.h"
 
 /* Device buffers, counted by the device's tracker; a NULL pointer frees nothing. */
@@ -51,12 +53,47 @@ static void decide_persistence(zgather *g) {
                              g->c.cfg->model_persistence_threshold);
 }
 
+/* --trace: the all-gather of s, issued at s->trace_t0, is complete. */
+static void trace_gathered(zgather *g, zgather_module *s) {
+    if (!s->trace_t0) return;
+    int i = (int)(s - g->mods);
+    int64_t bytes = zmodule_numel(&g->c.modules[i]) * (int64_t)csz(g);
+    ztrace_span(s->trace_t0, ZTRACE_COMM, "all_gather", g->trace_lane_track[s->trace_lane], "bytes", bytes, "module",
+                i);
+    g->trace_lane_busy[s->trace_lane] = false;
+    s->trace_t0 = 0;
+}
+
+/* --trace: a free lane for an all-gather issued now (none free: not traced). */
+static void trace_issue(zgather *g, zgather_module *s, bool prefetch) {
+    if (!(s->trace_t0 = ztrace_begin())) return;
+    for (int k = 0; k < ZGATHER_TRACE_LANES; k++)
+        if (!g->trace_lane_busy[k]) {
+            if (!g->trace_lane_track[k]) {
+                char name[40];
+                snprintf(name, sizeof name, "comm all-gather %d", k);
+                g->trace_lane_track[k] = ztrace_track(name);
+            }
+            g->trace_lane_busy[k] = true;
+            s->trace_lane = k;
+            s->trace_prefetch = prefetch;
+            return;
+        }
+    s->trace_t0 = 0;
+}
+
 /* Makes the module's pending all-gather complete for the compute stream (cpu: the host waits). */
 static zinc_status gather_wait(zgather *g, zgather_module *s) {
-    if (!s->gather_req) return ZINC_OK;
-    zcomm_req *r = s->gather_req;
-    s->gather_req = NULL;
-    return zdev_comm_wait(g->c.dev, g->c.dcomm, r);
+    zinc_status st = ZINC_OK;
+    if (s->gather_req) {
+        zcomm_req *r = s->gather_req;
+        s->gather_req = NULL;
+        int64_t w0 = ztrace_begin();
+        st = zdev_comm_wait(g->c.dev, g->c.dcomm, r);
+        if (w0) ztrace_span(w0, ZTRACE_WAIT, s->trace_prefetch ? "prefetch" : "all_gather", 0, NULL, 0, NULL, 0);
+    }
+    trace_gathered(g, s);
+    return st;
 }
 
 /* Starts (or, when blocking, completes) the all-gather of module i into a fresh buffer. */
@@ -80,9 +117,12 @@ static zinc_status gather_start(zgather *g, int i, bool blocking) {
                                 (const char *)g->c.params_shard + (size_t)(lo - g->c.own_lo) * csz(g),
                                 (size_t)(hi - lo) * csz(g), ZDEV_D2D));
     TRY(zdev_comm_begin(g->c.dev));
+    trace_issue(g, s, !blocking);
+    int dev_span = zdev_trace_begin(g->c.dev, ZDEV_STREAM_COMM);
     /* Blocking: on cpu the call itself; on a GPU a request that the compute stream waits for at once. */
     TRY(zcomm_allgatherv_inplace(g->c.dcomm, s->gathered, s->g_counts, s->g_displs, g->c.compute_dtype,
                                  blocking ? zdev_req(g->c.dev, &s->gather_req) : &s->gather_req));
+    zdev_trace_end(g->c.dev, dev_span, ZTRACE_COMM, "all_gather", "bytes", zmodule_numel(m) * (int64_t)csz(g));
     if (blocking) TRY(gather_wait(g, s));
     return ZINC_OK;
 fail:
@@ -106,7 +146,7 @@ fail:
 static zinc_status trace_push(zgather *g, int module, int phase) {
     if (g->trace_len == g->trace_cap) {
         int cap = g->trace_cap ? 2 * g->trace_cap : 64;
-        ztrace_entry *t = realloc(g->trace, (size_t)cap * sizeof *t);
+        zgather_trace_entry *t = realloc(g->trace, (size_t)cap * sizeof *t);
         if (!t) return ZERR(ZINC_ERR_NOMEM, "out of memory recording the stage-3 module trace");
         g->trace = t;
         g->trace_cap = cap;
@@ -117,7 +157,7 @@ static zinc_status trace_push(zgather *g, int module, int phase) {
     return ZINC_OK;
 }
 
-static bool same_entry(const ztrace_entry *a, const ztrace_entry *b) {
+static bool same_entry(const zgather_trace_entry *a, const zgather_trace_entry *b) {
     return a->module == b->module && a->phase == b->phase;
 }
 
@@ -160,7 +200,7 @@ static void trace_restart(zgather *g) {
 
 /* An entry that is not the next one of the trace: continue from its next occurrence (after the current
  * position first, then from the start), or stop prefetching until the next step records a new trace. */
-static void trace_resync(zgather *g, const ztrace_entry *x) {
+static void trace_resync(zgather *g, const zgather_trace_entry *x) {
     for (int pass = 0; pass < 2; pass++) {
         int from = pass == 0 ? g->trace_pos : 0, to = pass == 0 ? g->trace_len : g->trace_pos;
         for (int j = from; j < to; j++)
@@ -209,7 +249,7 @@ zinc_status zgather_module_enter(zgather *g, int module, int phase, bool new_mic
     if (g->trace_recording) {
         TRY(trace_push(g, module, phase));
     } else if (g->trace_valid) {
-        ztrace_entry x = {module, phase};
+        zgather_trace_entry x = {module, phase};
         if (g->trace_pos < g->trace_len && same_entry(&g->trace[g->trace_pos], &x))
             g->trace_pos++;
         else

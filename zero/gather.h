@@ -14,10 +14,10 @@
 #include "zero/partition.h"
 #include "zinc.h"
 
-typedef struct ztrace_entry {
+typedef struct zgather_trace_entry {
     int module;
     int phase;
-} ztrace_entry;
+} zgather_trace_entry;
 
 /* What gathering needs from its owner; the pointed-to objects outlive the zgather. */
 typedef struct zgather_ctx {
@@ -40,17 +40,24 @@ typedef struct zgather_module {
     void *gathered;              /* compute-dtype copy of the module's flat range while live */
     zcomm_req *gather_req;       /* pending (prefetch) all-gather into `gathered` */
     size_t *g_counts, *g_displs; /* per-rank pieces of the gather; live as long as the request */
+    int64_t trace_t0;            /* --trace: when the pending all-gather was issued, on lane trace_lane */
+    int trace_lane;
+    bool trace_prefetch;
 } zgather_module;
 
 typedef struct zgather {
     zgather_ctx c;
     zgather_module *mods; /* c.nmodules, made at the first zgather_after_step (zinc_build) */
     int64_t live_numel;   /* gathered elements of non-persistent modules */
-    ztrace_entry *trace;
+    zgather_trace_entry *trace;
     int trace_len, trace_cap, trace_pos;
     bool trace_started, trace_recording, trace_valid;
     bool trace_lost; /* an entry the trace does not have: re-record at the next step */
     int64_t stat_prefetch, stat_gather_blocking, stat_trace_resync; /* since the owner last reset them */
+    /* --trace: all-gathers in flight at once each take a free lane (a track), so each track's spans nest */
+#define ZGATHER_TRACE_LANES 8
+    int trace_lane_track[ZGATHER_TRACE_LANES];
+    bool trace_lane_busy[ZGATHER_TRACE_LANES];
 } zgather;
 
 /* Takes the context (nothing is allocated before the first zgather_after_step). */

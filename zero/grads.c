@@ -14,12 +14,14 @@
  *
  * Both paths share one mechanism: a chunk of a contiguous flat range is sent (converted to the comm
  * dtype and pre-scaled when needed), reduce-scattered, and its local piece accumulated on completion. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "zero/grads.h"
 
 #include "runtime/core/error.h"
+#include "runtime/core/trace.h"
 #include "zero/sizing.h"
 
 /* Device buffers, counted by the device's tracker; a NULL pointer frees nothing (a partly built zgrads). */
@@ -81,6 +83,9 @@ zinc_status zgrads_alloc(zgrads *g) {
         TRY_ALLOC(b->counts, g->c.world, "collective counts");
         TRY_ALLOC(b->displs, g->c.world, "collective displacements");
         b->lo = b->hi = 0;
+        char track[40];
+        snprintf(track, sizeof track, "comm bucket %d", i);
+        b->trace_track = ztrace_track(track); /* 0 when not tracing */
     }
     return ZINC_OK;
 fail:
@@ -119,12 +124,24 @@ void zgrads_free(zgrads *g) {
 /* Completes a slot's pending reduce-scatter and adds this rank's piece into the fp32 shard. */
 static zinc_status complete(zgrads *g, zbucket *b) {
     zinc_status st = ZINC_OK;
-    if (!b->req && b->recv_hi <= b->recv_lo) return ZINC_OK;
+    if (!b->req && b->recv_hi <= b->recv_lo) {
+        if (b->trace_t0) /* a blocking one that brought this rank no piece: complete already */
+            ztrace_span(b->trace_t0, ZTRACE_COMM, "reduce_scatter", b->trace_track, "bytes", b->trace_bytes, "bucket",
+                        b - g->buckets);
+        b->trace_t0 = 0;
+        return ZINC_OK;
+    }
     if (b->req) {
         zcomm_req *r = b->req;
         b->req = NULL;
+        int64_t w0 = ztrace_begin();
         TRY(zdev_comm_wait(g->c.dev, g->c.dcomm, r));
+        if (w0) ztrace_span(w0, ZTRACE_WAIT, "reduce_scatter", 0, "bytes", b->trace_bytes, NULL, 0);
     }
+    if (b->trace_t0)
+        ztrace_span(b->trace_t0, ZTRACE_COMM, "reduce_scatter", b->trace_track, "bytes", b->trace_bytes, "bucket",
+                    b - g->buckets);
+    b->trace_t0 = 0;
     if (b->recv_hi > b->recv_lo) {
         int64_t shard_lo = (int64_t)g->c.rank * g->c.part->shard;
         TRY(g->c.dev->ops->axpy_f32(g->c.dev, g->shard + (b->recv_lo - shard_lo), b->recv, g->c.comm_dtype, 1.0f,
@@ -149,9 +166,16 @@ static zinc_status issue(zgrads *g, zbucket *bk, const void *src, int64_t a, int
     zpart_intersect(g->c.part, g->c.rank, a, b, &bk->recv_lo, &bk->recv_hi);
     TRY(zdev_comm_begin(g->c.dev));
     g->stat_rs_sends++;
+    bk->trace_t0 = ztrace_begin();
+    bk->trace_bytes = (b - a) * (int64_t)zinc_dtype_size(g->c.comm_dtype);
     /* One bucket: blocking on cpu; on a GPU a request the compute stream waits for in complete(). */
+    int dev_span = zdev_trace_begin(g->c.dev, ZDEV_STREAM_COMM);
     TRY(zcomm_reduce_scatterv(g->c.dcomm, send, bk->recv, bk->counts, g->c.comm_dtype,
                               g->nbuckets > 1 ? &bk->req : zdev_req(g->c.dev, &bk->req)));
+    zdev_trace_end(g->c.dev, dev_span, ZTRACE_COMM, "reduce_scatter", "bytes", bk->trace_bytes);
+    /* a blocking call: this thread waited for it */
+    if (bk->trace_t0 && !bk->req)
+        ztrace_span(bk->trace_t0, ZTRACE_WAIT, "reduce_scatter", 0, "bytes", bk->trace_bytes, NULL, 0);
     if (g->nbuckets == 1) TRY(complete(g, bk));
     return ZINC_OK;
 fail:
@@ -367,11 +391,18 @@ static zinc_status allreduce_full(zgrads *g) {
     zinc_status st = ZINC_OK;
     zcomm_req *r;
     if (g->c.world == 1 && !send_needs_copy(g)) return ZINC_OK;
+    if (!g->trace_track_allreduce) g->trace_track_allreduce = ztrace_track("comm all-reduce");
     if (!send_needs_copy(g)) {
+        int64_t t0 = ztrace_begin();
         TRY(zdev_comm_begin(g->c.dev));
+        int dev_span = zdev_trace_begin(g->c.dev, ZDEV_STREAM_COMM);
         TRY(zcomm_allreduce(g->c.dcomm, g->full, (size_t)g->c.part->padded, g->c.grad_dtype, ZCOMM_SUM,
                             zdev_req(g->c.dev, &r)));
+        zdev_trace_end(g->c.dev, dev_span, ZTRACE_COMM, "all_reduce", "bytes", g->c.part->padded * (int64_t)gsz(g));
         TRY(zdev_comm_wait(g->c.dev, g->c.dcomm, r));
+        if (t0)
+            ztrace_span(t0, ZTRACE_COMM, "all_reduce", g->trace_track_allreduce, "bytes",
+                        g->c.part->padded * (int64_t)gsz(g), NULL, 0);
         return ZINC_OK;
     }
     void *buf = g->buckets[0].send;
@@ -379,9 +410,13 @@ static zinc_status allreduce_full(zgrads *g) {
         int64_t n = g->c.part->padded - a < g->bucket_cap ? g->c.part->padded - a : g->bucket_cap;
         char *piece = (char *)g->full + (size_t)a * gsz(g);
         TRY(convert(g, buf, g->c.comm_dtype, piece, g->c.grad_dtype, (size_t)n, pre_scale(g)));
+        int64_t t0 = ztrace_begin();
         TRY(zdev_comm_begin(g->c.dev));
         TRY(zcomm_allreduce(g->c.dcomm, buf, (size_t)n, g->c.comm_dtype, ZCOMM_SUM, zdev_req(g->c.dev, &r)));
         TRY(zdev_comm_wait(g->c.dev, g->c.dcomm, r));
+        if (t0)
+            ztrace_span(t0, ZTRACE_COMM, "all_reduce", g->trace_track_allreduce, "bytes",
+                        n * (int64_t)zinc_dtype_size(g->c.comm_dtype), NULL, 0);
         TRY(convert(g, piece, g->c.grad_dtype, buf, g->c.comm_dtype, (size_t)n, 1.0f));
     }
     return ZINC_OK;
@@ -445,6 +480,7 @@ zinc_status zgrads_reset(zgrads *g) {
         zbucket *b = &g->buckets[i];
         if (b->req) (void)zdev_comm_wait(g->c.dev, g->c.dcomm, b->req); /* its data is dropped either way */
         b->req = NULL;
+        b->trace_t0 = 0;
         b->lo = b->hi = b->recv_lo = b->recv_hi = 0;
     }
     g->cur_bucket = 0;

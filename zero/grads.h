@@ -42,6 +42,10 @@ typedef struct zbucket {
     zcomm_req *req;           /* pending reduce-scatter */
     int64_t recv_lo, recv_hi; /* flat range of the pending piece owned by this rank */
     size_t *counts, *displs;  /* per-rank pieces; live as long as the request */
+
+    /* --trace: the pending reduce-scatter's issue time and payload; this slot's track */
+    int64_t trace_t0, trace_bytes;
+    int trace_track;
 } zbucket;
 
 /* What the gradient code needs from its owner; the pointed-to objects outlive the zgrads. */
@@ -93,6 +97,9 @@ typedef struct zgrads {
     zscratch *scratch; /* buffers of modules entered inside another open module's backward */
     int nscratch;
     int64_t stat_rs_sends; /* reduce-scatters issued since the owner last reset it */
+
+    /* --trace: the track of stage 0's all-reduces */
+    int trace_track_allreduce;
 } zgrads;
 
 /* Takes the context (nothing is allocated). */

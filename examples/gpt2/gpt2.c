@@ -790,12 +790,14 @@ zinc_status gpt2_train_microstep(gpt2_model *m, const gpt2_tokens *data, int64_t
     uint16_t *win = malloc((size_t)m->mb * (size_t)(T + 1) * sizeof *win);
     if (!win) return ZINC_ERR_NOMEM;
     int64_t first = step * B + (j * W + r) * m->mb;
+    int64_t t_data = zinc_trace_begin(e);
     for (int b = 0; b < m->mb; b++) {
         if (m->shuffle)
             gpt2_window_shuffled(data, T, B, first + b, m->shuffle_seed, win + (size_t)b * (T + 1));
         else
             gpt2_window(data, T, B, first + b, win + (size_t)b * (T + 1));
     }
+    zinc_trace_end(e, t_data, "data", "batch"); /* --trace: the batch's windows */
     zinc_status st = microstep(m, win, m->mb, j);
     free(win);
     m->t_micro_end = now_s();

@@ -420,7 +420,9 @@ zinc_status mlp_microstep(mlp_model *m, int64_t step, int64_t j) {
         goto done;
     }
     int64_t first = step * B + (j * W + r) * m->mb;
+    int64_t t_data = zinc_trace_begin(e);
     for (int64_t s = 0; s < m->mb; s++) sample(m, first + s, m->x + s * m->cfg.in_dim, &m->labels[s]);
+    zinc_trace_end(e, t_data, "data", "batch"); /* --trace: the batch's generation */
 #ifdef ZINC_MLP_CUDA
     if (m->cuda)
         st = mlp_cuda_microstep(m, j);

@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "runtime/core/trace.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/engine/engine_internal.h"
 #include "runtime/core/error.h"
@@ -205,7 +206,7 @@ static void restore_scaler(zinc_engine *e, const zckpt_manifest *m) {
     }
 }
 
-zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path) {
+static zinc_status checkpoint_load(zinc_engine *e, const char *path) {
     zinc_status st = ZINC_OK, local;
     char tagdir[ZCKPT_PATH_MAX] = "", agreed[ZCKPT_PATH_MAX], tag[ZCKPT_TAG_MAX + 1] = "";
     zckpt_manifest m;
@@ -271,4 +272,13 @@ int64_t zinc_step_count(const zinc_engine *e) {
         return -1;
     }
     return e->steps;
+}
+
+zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path) {
+    /* --trace: kept whatever the step window (a checkpoint is rare and long) */
+    int64_t t0 = ztrace_begin_always();
+    zinc_status st = checkpoint_load(e, path);
+    if (st == ZINC_OK) zengine_trace_sync_step(e); /* the step count the window follows */
+    if (t0) ztrace_span(t0, ZTRACE_CHECKPOINT, "load", 0, "ok", st == ZINC_OK, NULL, 0);
+    return st;
 }

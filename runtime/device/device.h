@@ -26,9 +26,12 @@
 #include "kernels/thread_pool.h"
 #include "runtime/core/log.h"
 #include "runtime/core/memtrack.h"
+#include "runtime/core/trace.h"
 #include "zinc.h"
 
 typedef enum { ZDEV_H2D = 0, ZDEV_D2H = 1, ZDEV_D2D = 2 } zdev_dir;
+/* The streams of a device with streams (cuda), for the timeline's device spans. */
+typedef enum { ZDEV_STREAM_COMPUTE = 0, ZDEV_STREAM_COMM = 1, ZDEV_STREAM_COPY = 2, ZDEV_STREAM_COUNT } zdev_stream;
 
 #define ZDEV_COPY_SLOTS 4 /* events for copy_async / copy_wait */
 
@@ -93,6 +96,14 @@ typedef struct zdevice_ops {
     zinc_status (*comm_create)(zdevice *d, zcomm *host, const zlog *log, zcomm **out);
     /* Bytes used and total according to the device itself (0, 0 on cpu). */
     void (*mem_info)(zdevice *d, uint64_t *used, uint64_t *total);
+    /* --trace: a span of stream s's work, from what was issued on s before trace_begin to what was issued
+     * before trace_end, timed by the device itself (cuda: a cudaEvent pair) and turned into spans on the
+     * stream's track by trace_flush, after the step (the host waits for the events there). NULL on cpu,
+     * where the host's own spans are the work. trace_begin returns a handle, or -1 (not traced). Use the
+     * zdev_trace_* wrappers below. */
+    int (*trace_begin)(zdevice *d, zdev_stream s);
+    void (*trace_end)(zdevice *d, int handle, ztrace_cat cat, const char *name, const char *key, int64_t value);
+    zinc_status (*trace_flush)(zdevice *d);
     void (*destroy)(zdevice *d);
 } zdevice_ops;
 
@@ -110,6 +121,15 @@ struct zdevice {
      * (a device made by zdev_create_cpu directly): the kernels' process default pool. */
     zpool *pool;
 };
+
+/* --trace: a device span (see trace_begin); one predictable branch when not recording. */
+static inline int zdev_trace_begin(zdevice *d, zdev_stream s) {
+    return ztrace_active() && d->ops->trace_begin ? d->ops->trace_begin(d, s) : -1;
+}
+static inline void zdev_trace_end(zdevice *d, int handle, ztrace_cat cat, const char *name, const char *key,
+                                  int64_t value) {
+    if (handle >= 0) d->ops->trace_end(d, handle, cat, name, key, value);
+}
 
 /* Runs `call` with the fast CPU kernels on d's pool (see zkernels_use_pool). */
 #define ZDEV_ON_POOL(d, call)                                                                                          \

@@ -36,6 +36,7 @@ typedef struct cuda_impl {
     float *conv;                       /* ZDEV_CUDA_CONV_ELEMS floats of device scratch */
     void *scan;                        /* SCAN_ELEMS * 4 bytes, pinned */
     size_t fixed_bytes;                /* of stats_ws + stats_dev + conv, counted as device staging */
+    struct gpu_spans *trace;           /* --trace: event pairs of this step (made at the first) */
 } cuda_impl;
 
 static cuda_impl *im(zdevice *d) { return (cuda_impl *)d->impl; }
@@ -127,8 +128,10 @@ static zinc_status cu_copy_async(zdevice *d, void *dst, const void *src, size_t 
     if (!bytes) return ZINC_OK;
     CU_TRY(cudaEventRecord(c->copy_after, c->compute));
     CU_TRY(cudaStreamWaitEvent(c->copy, c->copy_after, 0));
+    int h = zdev_trace_begin(d, ZDEV_STREAM_COPY);
     CU_TRY(
         cudaMemcpyAsync(dst, src, bytes, dir == ZDEV_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, c->copy));
+    zdev_trace_end(d, h, ZTRACE_COPY, dir == ZDEV_H2D ? "h2d" : "d2h", "bytes", (int64_t)bytes);
     CU_TRY(cudaEventRecord(c->slots[slot], c->copy));
 fail:
     return st;
@@ -245,7 +248,9 @@ static zinc_status cu_adam(zdevice *d, const zadam_hparams *h, size_t n, float *
                            const void *grad, zinc_dtype gdt, void *param_out, zinc_dtype pdt,
                            const uint8_t *decay_mask) {
     zinc_status st = ZINC_OK;
+    int th = zdev_trace_begin(d, ZDEV_STREAM_COMPUTE);
     K_TRY(zcu_adam_step_host(h, n, master, m, v, grad, gdt, param_out, pdt, decay_mask, cs(d)));
+    zdev_trace_end(d, th, ZTRACE_OPTIMIZER, "adam kernel", "elements", (int64_t)n);
 fail:
     return st;
 }
@@ -313,6 +318,113 @@ fail:
     return st;
 }
 
+/* ---------------------------------------------------------------- --trace: spans on the streams */
+
+#define TRACE_PAIRS 2048 /* device spans per step; more are dropped (and counted) */
+
+typedef struct gpu_span {
+    cudaEvent_t a, b; /* timing events, made at first use */
+    zdev_stream stream;
+    ztrace_cat cat;
+    const char *name, *key;
+    int64_t value;
+    bool ended;
+} gpu_span;
+
+struct gpu_spans {
+    gpu_span span[TRACE_PAIRS];
+    int n;
+    cudaEvent_t ref;
+    int track[ZDEV_STREAM_COUNT];
+};
+
+static cudaStream_t stream_of(cuda_impl *c, zdev_stream s) {
+    return s == ZDEV_STREAM_COMM ? c->comm : s == ZDEV_STREAM_COPY ? c->copy : c->compute;
+}
+
+static int cu_trace_begin(zdevice *d, zdev_stream s) {
+    cuda_impl *c = im(d);
+    if (!c->trace) {
+        static const char *const names[ZDEV_STREAM_COUNT] = {"stream compute", "stream comm", "stream copy"};
+        if (!(c->trace = calloc(1, sizeof *c->trace))) return -1;
+        if (cudaEventCreateWithFlags(&c->trace->ref, cudaEventDefault) != cudaSuccess) {
+            (void)cudaGetLastError();
+            free(c->trace);
+            c->trace = NULL;
+            return -1;
+        }
+        for (int k = 0; k < ZDEV_STREAM_COUNT; k++) c->trace->track[k] = ztrace_track(names[k]);
+    }
+    struct gpu_spans *t = c->trace;
+    if (t->n == TRACE_PAIRS) {
+        ztrace_count_dropped(1);
+        return -1;
+    }
+    gpu_span *g = &t->span[t->n];
+    if ((!g->a && cudaEventCreateWithFlags(&g->a, cudaEventDefault) != cudaSuccess) ||
+        (!g->b && cudaEventCreateWithFlags(&g->b, cudaEventDefault) != cudaSuccess) ||
+        cudaEventRecord(g->a, stream_of(c, s)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        ztrace_count_dropped(1);
+        return -1;
+    }
+    g->stream = s;
+    g->ended = false;
+    return t->n++;
+}
+
+static void cu_trace_end(zdevice *d, int handle, ztrace_cat cat, const char *name, const char *key, int64_t value) {
+    struct gpu_spans *t = im(d)->trace;
+    if (!t || handle < 0 || handle >= t->n) return;
+    gpu_span *g = &t->span[handle];
+    if (cudaEventRecord(g->b, stream_of(im(d), g->stream)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    g->cat = cat;
+    g->name = name;
+    g->key = key;
+    g->value = value;
+    g->ended = true;
+}
+
+/* The host waits for the streams, then places each event on its own clock: the elapsed time from the
+ * event to a reference event that completed just before the host read its clock. */
+static zinc_status cu_trace_flush(zdevice *d) {
+    zinc_status st = ZINC_OK;
+    cuda_impl *c = im(d);
+    struct gpu_spans *t = c->trace;
+    if (!t || t->n == 0) return ZINC_OK;
+    for (int k = 0; k < ZDEV_STREAM_COUNT; k++) CU_TRY(cudaStreamSynchronize(stream_of(c, (zdev_stream)k)));
+    CU_TRY(cudaEventRecord(t->ref, c->compute));
+    CU_TRY(cudaEventSynchronize(t->ref));
+    int64_t now = ztrace_now_ns();
+    for (int i = 0; i < t->n; i++) {
+        gpu_span *g = &t->span[i];
+        float ma = 0, mb = 0;
+        if (!g->ended) continue;
+        CU_TRY(cudaEventElapsedTime(&ma, g->a, t->ref));
+        CU_TRY(cudaEventElapsedTime(&mb, g->b, t->ref));
+        ztrace_gpu_span_at(now - (int64_t)((double)ma * 1e6), now - (int64_t)((double)mb * 1e6), g->cat, g->name,
+                           t->track[g->stream], g->key, g->value);
+    }
+fail:
+    t->n = 0;
+    return st;
+}
+
+static void trace_destroy(cuda_impl *c) {
+    struct gpu_spans *t = c->trace;
+    if (!t) return;
+    for (int i = 0; i < TRACE_PAIRS; i++) {
+        if (t->span[i].a) cudaEventDestroy(t->span[i].a);
+        if (t->span[i].b) cudaEventDestroy(t->span[i].b);
+    }
+    cudaEventDestroy(t->ref);
+    free(t);
+    c->trace = NULL;
+}
+
 static void cu_mem_info(zdevice *d, uint64_t *used, uint64_t *total) {
     size_t f = 0, t = 0;
     (void)d;
@@ -330,6 +442,7 @@ static void cu_destroy(zdevice *d) {
         if (c->compute) cudaStreamSynchronize(c->compute);
         if (c->comm) cudaStreamSynchronize(c->comm);
         if (c->copy) cudaStreamSynchronize(c->copy);
+        trace_destroy(c);
         cudaFree(c->stats_ws);
         cudaFree(c->stats_dev);
         cudaFree(c->conv);
@@ -374,6 +487,9 @@ static const zdevice_ops cuda_ops = {
     .comm_wait = cu_comm_wait,
     .comm_create = cu_comm_create,
     .mem_info = cu_mem_info,
+    .trace_begin = cu_trace_begin,
+    .trace_end = cu_trace_end,
+    .trace_flush = cu_trace_flush,
     .destroy = cu_destroy,
 };
 

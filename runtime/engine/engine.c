@@ -12,6 +12,7 @@
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/core/signals.h"
+#include "runtime/core/trace.h"
 #include "kernels/cpu_kernels.h"
 #include "runtime/engine/engine_mem.h"
 #include "offload/state_nvme.h"
@@ -25,6 +26,8 @@ zinc_options zinc_default_options(void) {
     o.log_fn = zinc_log_stderr;
     o.log_level = ZINC_LOG_INFO;
     o.seed = 1234;
+    o.trace_first_step = 1;
+    o.trace_last_step = 5;
     return o;
 }
 
@@ -177,6 +180,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     if (!e->optim)
         FAIL(ZINC_ERR_INTERNAL, "optimizer type %d has no descriptor; please report this", e->cfg.optimizer.type);
     TRY(zopt_check_placement(e->optim, e->dev, e->cfg.zero.offload_optimizer.device != ZOFFLOAD_NONE));
+    TRY(zengine_trace_create(e, &o));
 
     e->stage = e->cfg.zero.stage;
     e->compute_dtype = e->cfg.compute_dtype;
@@ -215,6 +219,7 @@ fail:
 
 void zinc_destroy(zinc_engine *e) {
     if (!e) return;
+    zengine_trace_destroy(e); /* first: the module names are the spans' */
     if (e->built) {
         zgather_free(&e->gather);
         zgrads_free(&e->grads);
@@ -684,6 +689,7 @@ zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
     zinc_status st = check_module(e, module, (int)phase, "zinc_module_enter");
     if (st != ZINC_OK) return st;
     if ((st = zengine_check_usable(e, "zinc_module_enter")) != ZINC_OK) return st;
+    if (ztrace_active() && e->trace) ztrace_step_begin(); /* the step's spans begin with its first module */
     zmodule *m = &e->modules[module];
     if (m->in_phase[phase])
         return ZERR(ZINC_ERR_STATE,
@@ -712,6 +718,7 @@ zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
     m->in_phase[phase] = true;
     if (phase == ZINC_BACKWARD) e->open_backward++;
     e->last_phase = (int)phase;
+    if (ztrace_active() && e->trace) zengine_trace_module_enter(e, module, (int)phase);
     return ZINC_OK;
 fail:
     return st;
@@ -724,6 +731,7 @@ zinc_status zinc_module_exit(zinc_engine *e, int module, zinc_phase phase) {
     if (!m->in_phase[phase])
         return ZERR(ZINC_ERR_STATE, "zinc_module_exit: module \"%s\" was not entered for %s", m->name,
                     phase_name(phase));
+    if (ztrace_active() && e->trace) zengine_trace_module_exit(e, module, (int)phase);
     m->in_phase[phase] = false;
     if (phase == ZINC_BACKWARD) e->open_backward--;
     if (m->nparams == 0) return ZINC_OK;
@@ -810,7 +818,12 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
                     "is no gradient to apply; run forward and backward (zinc_module_enter(..., ZINC_BACKWARD)) "
                     "before each step");
     zinc_step_info tmp;
-    return zengine_step(e, info ? info : &tmp);
+    zinc_status st = zengine_step(e, info ? info : &tmp);
+    if (e->trace) {
+        zinc_status written = zengine_trace_step_end(e, st == ZINC_OK);
+        if (st == ZINC_OK) st = written;
+    }
+    return st;
 }
 
 /* ---------------------------------------------------------------- accessors */

@@ -6,6 +6,7 @@
 
 #include "runtime/engine/engine_internal.h"
 #include "runtime/core/error.h"
+#include "runtime/core/trace.h"
 
 zinc_status zinc_allreduce_sum(zinc_engine *e, double *values, int n) {
     zinc_status st = ZINC_OK;
@@ -263,9 +264,18 @@ zinc_status zengine_allgather_params(zinc_engine *e) {
         counts[r] = (size_t)e->part.shard;
         displs[r] = (size_t)r * (size_t)e->part.shard;
     }
+    int64_t t0 = ztrace_begin();
     TRY(zdev_comm_begin(e->dev));
+    int dev_span = zdev_trace_begin(e->dev, ZDEV_STREAM_COMM);
     TRY(zcomm_allgatherv_inplace(e->dcomm, e->params_full, counts, displs, e->compute_dtype, zdev_req(e->dev, &req)));
+    zdev_trace_end(e->dev, dev_span, ZTRACE_COMM, "all_gather", "bytes",
+                   e->part.shard * e->world * (int64_t)zinc_dtype_size(e->compute_dtype));
     TRY(zdev_comm_wait(e->dev, e->dcomm, req));
+    if (t0) {
+        int64_t bytes = e->part.shard * e->world * (int64_t)zinc_dtype_size(e->compute_dtype);
+        ztrace_span(t0, ZTRACE_WAIT, "all_gather", 0, "bytes", bytes, NULL, 0);
+        ztrace_span(t0, ZTRACE_COMM, "all_gather", ztrace_track("comm all-gather params"), "bytes", bytes, NULL, 0);
+    }
 fail:
     free(counts);
     free(displs);

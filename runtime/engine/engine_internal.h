@@ -114,6 +114,9 @@ struct zinc_engine {
         int64_t value;
     } meta[ZINC_META_MAX];
     int nmeta;
+    /* zinc_options.trace_path: the timeline's settings and the open module spans (engine_trace.c); NULL
+     * when not tracing */
+    struct zengine_trace *trace;
 };
 
 /* Marks the engine broken with the current error's first line (see zinc_engine.broken). */
@@ -169,5 +172,18 @@ bool zengine_nonfinite_is_error(const zinc_engine *e);
 bool zengine_params_checked(const zinc_engine *e);
 zinc_status zengine_nonfinite_grad_error(const zinc_engine *e, int64_t first_bad, int bad_rank);
 zinc_status zengine_check_params(zinc_engine *e, const void *own_params);
+
+/* engine_trace.c: the timeline (zinc_options.trace_path). create: collective, at zinc_create (checks the
+ * path on rank 0, aligns the ranks' clocks, starts the recorder). The module hooks are called only while
+ * recording (ztrace_active). step_end: after every zinc_step (collective when the window's last step ends:
+ * the file is written then). sync_step: after the step count changed (a checkpoint load). destroy: writes
+ * what a run shorter than the window recorded (collective), frees. */
+typedef struct zengine_trace zengine_trace;
+zinc_status zengine_trace_create(zinc_engine *e, const zinc_options *o);
+void zengine_trace_module_enter(zinc_engine *e, int module, int phase);
+void zengine_trace_module_exit(zinc_engine *e, int module, int phase);
+zinc_status zengine_trace_step_end(zinc_engine *e, bool ok);
+void zengine_trace_sync_step(zinc_engine *e);
+void zengine_trace_destroy(zinc_engine *e);
 
 #endif

@@ -11,6 +11,7 @@
 #include "runtime/engine/engine_internal.h"
 #include "runtime/core/error.h"
 #include "runtime/core/signals.h"
+#include "runtime/core/trace.h"
 #include "kernels/cpu_kernels.h"
 #include "runtime/engine/lr_schedule.h"
 
@@ -102,7 +103,9 @@ static zinc_status skip_step(zinc_engine *e, zinc_step_info *info, int64_t first
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     zinc_status st = ZINC_OK;
     memset(info, 0, sizeof *info);
+    int64_t t0 = ztrace_begin();
     TRY(zgrads_reduce_boundary(&e->grads));
+    if (t0) ztrace_span(t0, ZTRACE_ENGINE, "gradient reduction", 0, NULL, 0, NULL, 0);
     int64_t gas = e->cfg.gradient_accumulation_steps;
     if (e->micro_steps != gas && !e->warned_micro_mismatch) {
         ZLOG_WARN(&e->log,
@@ -115,7 +118,9 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     double sumsq = 0;
     int64_t nonfinite = 0, first_bad = -1;
     int bad_rank = -1;
-    TRY(global_stats(e, &sumsq, &nonfinite, &first_bad, &bad_rank));
+    t0 = ztrace_begin();
+    TRY(global_stats(e, &sumsq, &nonfinite, &first_bad, &bad_rank)); /* where the ranks meet each step */
+    if (t0) ztrace_span(t0, ZTRACE_ENGINE, "gradient statistics", 0, NULL, 0, NULL, 0);
     double scale = e->scaler.cur_scale;
     double inv = zgrads_post_scale(&e->grads) / (scale * (double)gas); /* summed, scaled -> mean, unscaled */
     double norm = nonfinite ? (double)NAN : sqrt(sumsq) * inv;
@@ -144,7 +149,11 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         size_t csz = zinc_dtype_size(e->compute_dtype);
         void *out = e->stage == 3 ? e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
         TRY(zengine_optimizer_pass(e, e->optim, &hp, g, gdt, out));
-        if (zengine_params_checked(e)) TRY(zengine_check_params(e, out));
+        if (zengine_params_checked(e)) {
+            t0 = ztrace_begin();
+            TRY(zengine_check_params(e, out));
+            if (t0) ztrace_span(t0, ZTRACE_ENGINE, "parameter check", 0, NULL, 0, NULL, 0);
+        }
         if (e->stage == 1 || e->stage == 2) TRY(zengine_allgather_params(e));
         double prev;
         if (zls_update(&e->scaler, false, &prev) == ZLS_GREW)
@@ -154,8 +163,10 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         e->consecutive_skips = 0;
         info->taken = 1;
     }
+    t0 = ztrace_begin();
     if (e->stage == 3) TRY(zgather_after_step(&e->gather));
     TRY(zgrads_zero(&e->grads));
+    if (t0) ztrace_span(t0, ZTRACE_ENGINE, "after step", 0, NULL, 0, NULL, 0);
     zengine_micro_steps_reset(e);
 
     info->step = e->steps;

@@ -24,6 +24,7 @@
 
 #include "runtime/engine/engine_internal.h"
 #include "runtime/core/error.h"
+#include "runtime/core/trace.h"
 #include "kernels/cpu_kernels.h"
 
 #define GRAD_SLOT(b) (b)        /* copy slots: gradient downloads into staging buffer b */
@@ -108,6 +109,22 @@ static zinc_status chunk_tensors(step_pass *s, zopt_pass pass, const zstate_view
     return zstate_poll(e->state);
 }
 
+/* --trace: a pinned copy as the host sees it (its issue; all of it on a device whose copies are the
+ * host's), and the waits for one; on a GPU the copy stream's own events show the transfer. */
+static zinc_status traced_copy(zdevice *d, void *dst, const void *src, size_t bytes, zdev_dir dir, int slot) {
+    int64_t t0 = ztrace_begin();
+    zinc_status st = d->ops->copy_async(d, dst, src, bytes, dir, slot);
+    if (t0) ztrace_span(t0, ZTRACE_COPY, dir == ZDEV_D2H ? "d2h" : "h2d", 0, "bytes", (int64_t)bytes, NULL, 0);
+    return st;
+}
+
+static zinc_status traced_copy_wait(zdevice *d, int slot) {
+    int64_t t0 = ztrace_begin();
+    zinc_status st = d->ops->copy_wait(d, slot);
+    if (t0) ztrace_span(t0, ZTRACE_WAIT, "copy", 0, "slot", slot, NULL, 0);
+    return st;
+}
+
 static zinc_status one_pass(step_pass *s, zopt_pass pass) {
     zinc_status st = ZINC_OK;
     zinc_engine *e = s->e;
@@ -119,34 +136,38 @@ static zinc_status one_pass(step_pass *s, zopt_pass pass) {
     TRY(zstate_pass_begin(z, apply ? ZSTATE_READ_WRITE : ZSTATE_READ));
     if (s->staged && z->nchunks > 0) {
         size_t n0 = (size_t)(z->n < z->chunk ? z->n : z->chunk);
-        TRY(d->ops->copy_async(d, hg[0], s->g, n0 * gsz, ZDEV_D2H, GRAD_SLOT(0)));
+        TRY(traced_copy(d, hg[0], s->g, n0 * gsz, ZDEV_D2H, GRAD_SLOT(0)));
     }
     for (int64_t i = 0; i < z->nchunks; i++) {
         zstate_view v;
+        int64_t w0 = z->ops->poll ? ztrace_begin() : 0; /* an NVMe store may still be reading the chunk */
         TRY(zstate_acquire(z, i, &v));
+        if (w0) ztrace_span(w0, ZTRACE_WAIT, "state chunk", 0, "chunk", i, NULL, 0);
         const char *gc = s->g + (size_t)v.lo * gsz;
         char *pc = s->out + (size_t)v.lo * csz;
         int b = (int)(i & 1), nb = 1 - b;
         if (s->staged) {
-            TRY(d->ops->copy_wait(d, GRAD_SLOT(b)));
+            TRY(traced_copy_wait(d, GRAD_SLOT(b)));
             if (i + 1 < z->nchunks) { /* hg[nb] was last read by chunk i-1's kernels, which are done */
                 int64_t lo = (i + 1) * z->chunk, n = z->n - lo < z->chunk ? z->n - lo : z->chunk;
-                TRY(d->ops->copy_async(d, hg[nb], s->g + (size_t)lo * gsz, (size_t)n * gsz, ZDEV_D2H, GRAD_SLOT(nb)));
+                TRY(traced_copy(d, hg[nb], s->g + (size_t)lo * gsz, (size_t)n * gsz, ZDEV_D2H, GRAD_SLOT(nb)));
             }
             if (apply) {
-                TRY(d->ops->copy_wait(d, PARAM_SLOT(b))); /* chunk i-2's upload from hp[b] */
+                TRY(traced_copy_wait(d, PARAM_SLOT(b))); /* chunk i-2's upload from hp[b] */
                 /* per-tensor kernels skip the padding between tensors, which goes up too: zero, as it is */
                 if (s->o->tensor_norms) memset(hp[b], 0, (size_t)v.n * csz);
             }
             gc = hg[b];
             pc = hp[b];
         }
+        int64_t t0 = ztrace_begin();
         if (s->o->tensor_norms)
             TRY(chunk_tensors(s, pass, &v, gc, pc));
         else
             TRY(chunk_elementwise(s, &v, gc, pc));
+        if (t0) ztrace_span(t0, ZTRACE_OPTIMIZER, apply ? s->o->name : "norms", 0, "chunk", i, "elements", v.n);
         if (s->staged && apply)
-            TRY(d->ops->copy_async(d, s->out + (size_t)v.lo * csz, hp[b], (size_t)v.n * csz, ZDEV_H2D, PARAM_SLOT(b)));
+            TRY(traced_copy(d, s->out + (size_t)v.lo * csz, hp[b], (size_t)v.n * csz, ZDEV_H2D, PARAM_SLOT(b)));
         TRY(zstate_release(z, i));
     }
     TRY(zstate_pass_end(z));

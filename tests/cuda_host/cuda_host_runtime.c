@@ -1,5 +1,6 @@
 /* See cuda_runtime_api.h and cuda_host.h in this folder. */
 #include <stdarg.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,8 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaSuccess: return "no error";
     case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
     case cudaErrorHostMemoryAlreadyRegistered: return "part or all of the requested memory range is already mapped";
     case cudaErrorHostMemoryNotRegistered: return "pointer does not correspond to a registered memory region";
     }
@@ -172,6 +175,10 @@ struct cuda_host_stream {
 struct cuda_host_event {
     cudaStream_t s;
     uint64_t seq;
+    int timing;       /* created without cudaEventDisableTiming */
+    uint64_t records; /* cudaEventRecord calls: a stamp from an earlier record is stale */
+    uint64_t stamped; /* the record whose time `ns` holds (0: none yet) */
+    double ns;
 };
 
 static struct cuda_host_stream *streams; /* never freed: waits captured on other streams may name them */
@@ -222,8 +229,10 @@ cudaError_t cuda_host_enqueue(cudaStream_t s, void (*fn)(void *args), const void
     o->seq = ++s->enqueued;
     o->next = NULL;
     memcpy(o->args, args, args_bytes);
-    if (s->tail) s->tail->next = o;
-    else s->head = o;
+    if (s->tail)
+        s->tail->next = o;
+    else
+        s->head = o;
     s->tail = o;
     return cudaSuccess;
 }
@@ -258,20 +267,48 @@ cudaError_t cudaDeviceSynchronize(void) {
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags) {
-    (void)flags;
     *ev = calloc(1, sizeof **ev);
+    if (*ev) (*ev)->timing = !(flags & cudaEventDisableTiming);
     return *ev ? cudaSuccess : ret(cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t ev) {
+    if (ev && ev->timing) flush(ev->s, ev->seq); /* its pending stamp names it: run it first */
     free(ev);
     return cudaSuccess;
 }
 
+typedef struct stamp_args {
+    cudaEvent_t ev;
+    uint64_t record;
+} stamp_args;
+
+static void run_stamp(void *a) {
+    stamp_args *sa = a;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    sa->ev->ns = (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+    sa->ev->stamped = sa->record;
+}
+
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) {
     if (!ev) return ret(cudaErrorInvalidValue);
+    ev->records++;
+    if (ev->timing) { /* the time when the stream gets here: a stamp in the stream's order */
+        stamp_args sa = {ev, ev->records};
+        cudaError_t e = cuda_host_enqueue(s, run_stamp, &sa, sizeof sa);
+        if (e != cudaSuccess) return e;
+    }
     ev->s = s;
     ev->seq = s ? s->enqueued : 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!ms || !start || !end) return ret(cudaErrorInvalidValue);
+    if (!start->timing || !end->timing || !start->records || !end->records) return ret(cudaErrorInvalidResourceHandle);
+    if (start->stamped != start->records || end->stamped != end->records) return ret(cudaErrorNotReady);
+    *ms = (float)((end->ns - start->ns) / 1e6);
     return cudaSuccess;
 }
 
@@ -295,7 +332,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int fla
     (void)flags;
     if (!ev) return ret(cudaErrorInvalidValue);
     if (!ev->s || ev->s == s) return cudaSuccess; /* nothing to wait for, or already in order */
-    wait_args w = {ev->s, ev->seq}; /* captured now: the event may be recorded again or destroyed */
+    wait_args w = {ev->s, ev->seq};               /* captured now: the event may be recorded again or destroyed */
     return cuda_host_enqueue(s, run_wait, &w, sizeof w);
 }
 
@@ -311,8 +348,10 @@ cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t s) {
 static void run_free(void *a) {
     void *p = *(void **)a;
     block *b = unlink_block(p, BLOCK_DEVICE);
-    if (!b) cuda_host_error("cudaFreeAsync(%p): not a device allocation (or freed twice)", p);
-    else quarantine_block(b);
+    if (!b)
+        cuda_host_error("cudaFreeAsync(%p): not a device allocation (or freed twice)", p);
+    else
+        quarantine_block(b);
 }
 
 cudaError_t cudaFreeAsync(void *ptr, cudaStream_t s) {

@@ -28,6 +28,8 @@ typedef enum cudaError {
     cudaSuccess = 0,
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600,
     cudaErrorHostMemoryAlreadyRegistered = 712,
     cudaErrorHostMemoryNotRegistered = 713,
 } cudaError_t;
@@ -58,6 +60,7 @@ typedef struct cuda_host_stream *cudaStream_t;
 typedef struct cuda_host_event *cudaEvent_t;
 
 #define cudaStreamNonBlocking 0x01
+#define cudaEventDefault 0x00
 #define cudaEventDisableTiming 0x02
 #define cudaHostAllocDefault 0x00
 #define cudaHostRegisterDefault 0x00
@@ -94,6 +97,10 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags);
 cudaError_t cudaEventDestroy(cudaEvent_t ev);
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s);
 cudaError_t cudaEventSynchronize(cudaEvent_t ev);
+/* Timing events (created without cudaEventDisableTiming) take the host's monotonic clock when their stream
+ * reaches them; the elapsed time needs both reached (else cudaErrorNotReady) and both timing events
+ * (else cudaErrorInvalidResourceHandle), as CUDA does. */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaDeviceSynchronize(void);
 
 #ifdef __cplusplus

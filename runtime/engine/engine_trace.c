@@ -1,0 +1,267 @@
+/* The engine's side of the timeline (zinc_options.trace_path; runtime/core/trace.h records): the ranks'
+ * clocks aligned at zinc_create, the module and step spans, and every rank's spans gathered to rank 0 and
+ * written once, when the step window ends or at zinc_destroy. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/core/error.h"
+#include "runtime/core/safe_file.h"
+#include "runtime/core/trace.h"
+#include "runtime/engine/engine_internal.h"
+
+struct zengine_trace {
+    char *path;
+    unsigned flags;    /* ZFILE_REPLACE with trace_replace */
+    char *config_path; /* an input the trace never replaces */
+    ztrace_window win;
+    int64_t offset_ns;  /* this rank's clock minus rank 0's */
+    int64_t origin_ns;  /* the job's start on rank 0's clock */
+    int64_t *module_t0; /* [module][phase]: where the open span began (0: none) */
+    int *module_dev;    /* [module][phase]: its device span on the compute stream (-1: none) */
+    int nmodules;
+    bool written;
+};
+
+/* Rank 0's clock is the job's: each rank estimates its offset from the broadcasts of rank 0's clock that
+ * reached it soonest (the offset plus the smallest one-way latency of a few tries; on one node the clocks
+ * are the same and this is the latency alone). */
+#define ALIGN_ROUNDS 8
+static zinc_status align_clocks(zinc_engine *e, zengine_trace *t) {
+    zinc_status st = ZINC_OK;
+    TRY(zcomm_barrier(e->comm));
+    int64_t best = INT64_MAX;
+    for (int i = 0; i < ALIGN_ROUNDS; i++) {
+        int64_t t0 = e->rank == 0 ? ztrace_now_ns() : 0;
+        TRY(zcomm_bcast(e->comm, &t0, sizeof t0, 0));
+        int64_t d = ztrace_now_ns() - t0;
+        if (d < best) best = d;
+    }
+    t->offset_ns = e->rank == 0 ? 0 : best;
+    int64_t origin = ztrace_now_ns() - t->offset_ns;
+    TRY(zcomm_bcast(e->comm, &origin, sizeof origin, 0));
+    t->origin_ns = origin;
+fail:
+    return st;
+}
+
+static void trace_free(zengine_trace *t) {
+    if (!t) return;
+    free(t->path);
+    free(t->config_path);
+    free(t->module_t0);
+    free(t->module_dev);
+    free(t);
+}
+
+zinc_status zengine_trace_create(zinc_engine *e, const zinc_options *o) {
+    zinc_status st = ZINC_OK, mine = ZINC_OK;
+    bool started = false;
+    if (!o->trace_path) return ZINC_OK;
+    zengine_trace *t = NULL;
+    if (!*o->trace_path) {
+        mine = ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.trace_path is empty: give a file name or NULL");
+    } else if (o->trace_first_step < 1 || o->trace_last_step < o->trace_first_step) {
+        mine = ZERR(ZINC_ERR_INVALID_ARG,
+                    "zinc_create: the trace's steps %lld:%lld (options.trace_first_step, trace_last_step) are no "
+                    "window: want 1 <= first <= last (steps count from 1)",
+                    (long long)o->trace_first_step, (long long)o->trace_last_step);
+    } else if (o->trace_replace != 0 && o->trace_replace != 1) {
+        mine = ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.trace_replace %d: want 0 or 1", o->trace_replace);
+    } else if (e->rank == 0) {
+        /* rank 0 writes the file: refused now, before any training is spent on it */
+        const char *inputs[2] = {o->config_path, NULL};
+        mine = zfile_check_target("--trace", o->trace_path, o->trace_replace ? ZFILE_REPLACE : 0, inputs);
+    }
+    TRY(zcomm_agree_status(e->comm, mine));
+    TRY_ALLOC(t, 1, "the trace's settings");
+    t->path = strdup(o->trace_path);
+    t->config_path = o->config_path ? strdup(o->config_path) : NULL;
+    if (!t->path || (o->config_path && !t->config_path)) FAIL(ZINC_ERR_NOMEM, "out of memory for the trace's path");
+    t->flags = o->trace_replace ? ZFILE_REPLACE : 0;
+    t->win = (ztrace_window){o->trace_first_step, o->trace_last_step};
+    TRY(zcomm_agree_status(e->comm, ztrace_start(t->win, 0)));
+    started = true;
+    TRY(align_clocks(e, t));
+    e->trace = t;
+    return ZINC_OK;
+fail:
+    if (started) ztrace_reset();
+    trace_free(t);
+    return st;
+}
+
+void zengine_trace_module_enter(zinc_engine *e, int module, int phase) {
+    zengine_trace *t = e->trace;
+    if (!t->module_t0) {
+        t->module_t0 = calloc((size_t)e->nmodules * 2, sizeof *t->module_t0);
+        t->module_dev = malloc((size_t)e->nmodules * 2 * sizeof *t->module_dev);
+        if (!t->module_t0 || !t->module_dev) {
+            free(t->module_t0);
+            free(t->module_dev);
+            t->module_t0 = NULL;
+            t->module_dev = NULL;
+            return;
+        }
+        for (int i = 0; i < 2 * e->nmodules; i++) t->module_dev[i] = -1;
+        t->nmodules = e->nmodules;
+    }
+    ztrace_step_begin();
+    t->module_t0[2 * module + phase] = ztrace_now_ns();
+    /* on a GPU also the model's kernels on the compute stream between enter and exit */
+    t->module_dev[2 * module + phase] = zdev_trace_begin(e->dev, ZDEV_STREAM_COMPUTE);
+}
+
+void zengine_trace_module_exit(zinc_engine *e, int module, int phase) {
+    zengine_trace *t = e->trace;
+    if (!t->module_t0) return;
+    int64_t *t0 = &t->module_t0[2 * module + phase];
+    /* a forward inside an open backward recomputes activations (activation checkpointing) */
+    ztrace_cat cat = phase == ZINC_BACKWARD ? ZTRACE_BACKWARD
+                     : e->open_backward > 0 ? ZTRACE_RECOMPUTE
+                                            : ZTRACE_FORWARD;
+    ztrace_span(*t0, cat, e->modules[module].name, 0, NULL, 0, NULL, 0);
+    *t0 = 0;
+    int *dev = &t->module_dev[2 * module + phase];
+    zdev_trace_end(e->dev, *dev, cat, e->modules[module].name, NULL, 0);
+    *dev = -1;
+}
+
+/* Rank 0's file: the header, every rank's events (received in rank order), the trailer. */
+static zinc_status write_file(zinc_engine *e, zengine_trace *t, const char *mine, size_t n, const int64_t *sizes,
+                              const int64_t *dropped) {
+    zinc_status st = ZINC_OK;
+    zfile_out out;
+    char *buf = NULL;
+    int64_t most = 0;
+    for (int r = 0; r < e->world; r++) most = sizes[r] > most ? sizes[r] : most;
+    TRY_ALLOC(buf, (size_t)most + 1, "a rank's trace events");
+    zinc_status opened =
+        e->rank == 0 ? zfile_out_open(&out, "--trace", t->path, t->flags, (const char *const[]){t->config_path, NULL})
+                     : ZINC_OK;
+    if (e->rank == 0 && opened == ZINC_OK) {
+        static const char head[] = "{\"traceEvents\":[\n";
+        opened = zfile_out_write(&out, head, sizeof head - 1);
+        if (opened == ZINC_OK) opened = zfile_out_write(&out, mine, n);
+    }
+    /* every rank takes part in the broadcasts even when rank 0 cannot write, then all return its status */
+    for (int r = 1; r < e->world; r++) {
+        if (e->rank == r) memcpy(buf, mine, n);
+        st = zcomm_bcast(e->comm, buf, (size_t)sizes[r], r);
+        if (st != ZINC_OK) break;
+        if (e->rank == 0 && opened == ZINC_OK && sizes[r] > 0) {
+            opened = zfile_out_write(&out, ",\n", 2);
+            if (opened == ZINC_OK) opened = zfile_out_write(&out, buf, (size_t)sizes[r]);
+        }
+    }
+    if (e->rank == 0 && opened == ZINC_OK) {
+        int64_t total_dropped = 0;
+        char tail[4096], drops[2048] = "";
+        size_t k = 0;
+        for (int r = 0; r < e->world; r++) {
+            total_dropped += dropped[r];
+            k += (size_t)snprintf(drops + k, k < sizeof drops ? sizeof drops - k : 0, "%s%lld", r ? "," : "",
+                                  (long long)dropped[r]);
+            if (k >= sizeof drops) break;
+        }
+        snprintf(tail, sizeof tail,
+                 "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"format\":\"zinc-trace 1\",\"world_size\":%d,"
+                 "\"trace_steps\":[%lld,%lld],\"zinc_version\":\"%s\",\"clock\":\"ranks aligned at start\","
+                 "\"zero_stage\":%d,\"dropped_events\":%lld,\"dropped_events_per_rank\":[%s]}}\n",
+                 e->world, (long long)t->win.first, (long long)t->win.last, zinc_version(), e->stage,
+                 (long long)total_dropped, k < sizeof drops ? drops : "");
+        opened = zfile_out_write(&out, tail, strlen(tail));
+        if (opened == ZINC_OK) opened = zfile_out_commit(&out);
+        if (opened != ZINC_OK) zfile_out_abort(&out);
+        if (opened == ZINC_OK && total_dropped)
+            ZLOG_WARN(&e->log,
+                      "--trace %s: %lld spans did not fit in the trace's buffers and were dropped: trace fewer "
+                      "steps (--trace-steps A:B)",
+                      t->path, (long long)total_dropped);
+        else if (opened == ZINC_OK)
+            ZLOG_INFO(&e->log, "--trace %s: the timeline of steps %lld to %lld, %d rank%s", t->path,
+                      (long long)t->win.first, (long long)t->win.last, e->world, e->world == 1 ? "" : "s");
+    } else if (e->rank == 0 && opened != ZINC_OK) {
+        zfile_out_abort(&out);
+    }
+    if (st == ZINC_OK) st = opened;
+fail:
+    free(buf);
+    return st;
+}
+
+/* Collective: every rank's spans to rank 0, which writes the file. */
+static zinc_status gather_and_write(zinc_engine *e) {
+    zinc_status st = ZINC_OK, mine;
+    zengine_trace *t = e->trace;
+    char *text = NULL;
+    size_t n = 0;
+    int64_t *sizes = NULL, *dropped = NULL;
+    t->written = true;
+    ztrace_stop();
+    mine = ztrace_serialize(e->rank, t->origin_ns + t->offset_ns, &text, &n);
+    TRY(zcomm_agree_status(e->comm, mine));
+    TRY_ALLOC(sizes, 2 * (size_t)e->world, "the ranks' trace sizes");
+    dropped = sizes + e->world;
+    int64_t both[2] = {(int64_t)n, ztrace_dropped()}, *all = NULL;
+    TRY_ALLOC(all, 2 * (size_t)e->world, "the ranks' trace sizes");
+    st = zcomm_allgather_bytes(e->comm, both, all, sizeof both);
+    for (int r = 0; r < e->world; r++) {
+        sizes[r] = all[2 * r];
+        dropped[r] = all[2 * r + 1];
+    }
+    free(all);
+    TRY(st);
+    TRY(write_file(e, t, text, n, sizes, dropped));
+fail:
+    free(text);
+    free(sizes);
+    ztrace_reset();
+    return st;
+}
+
+zinc_status zengine_trace_step_end(zinc_engine *e, bool ok) {
+    zengine_trace *t = e->trace;
+    if (t->written) return ZINC_OK;
+    /* the device's spans of this step (the host waits for its streams here) */
+    zinc_status dev = ztrace_active() && e->dev->ops->trace_flush ? e->dev->ops->trace_flush(e->dev) : ZINC_OK;
+    if (dev != ZINC_OK)
+        ZLOG_WARN(&e->log, "--trace: the device's spans of step %lld are lost: %s", (long long)e->steps,
+                  zinc_last_error());
+    ztrace_step_end(e->cfg.train_micro_batch_size_per_gpu * e->cfg.gradient_accumulation_steps);
+    ztrace_set_step(e->steps + 1);
+    if (!ok || e->steps < t->win.last) return ZINC_OK;
+    return zcomm_agree_status(e->comm, gather_and_write(e));
+}
+
+int64_t zinc_trace_begin(const zinc_engine *e) { return e && e->trace ? ztrace_begin() : 0; }
+
+zinc_status zinc_trace_end(zinc_engine *e, int64_t start, const char *category, const char *name) {
+    int cat = ztrace_cat_find(category);
+    if (!e || !name ||
+        !(cat == ZTRACE_DATA || cat == ZTRACE_FORWARD || cat == ZTRACE_BACKWARD || cat == ZTRACE_RECOMPUTE ||
+          cat == ZTRACE_ENGINE))
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "zinc_trace_end: category \"%s\" (want data, forward, backward, recompute or engine), a "
+                    "non-NULL engine and name",
+                    category ? category : "(null)");
+    if (!start || !e->trace) return ZINC_OK;
+    if (cat == ZTRACE_DATA) ztrace_step_begin_at(start); /* the step's work begins with its batch */
+    ztrace_span(start, (ztrace_cat)cat, name, 0, NULL, 0, NULL, 0);
+    return ZINC_OK;
+}
+
+void zengine_trace_sync_step(zinc_engine *e) {
+    if (e->trace && !e->trace->written) ztrace_set_step(e->steps + 1);
+}
+
+void zengine_trace_destroy(zinc_engine *e) {
+    zengine_trace *t = e->trace;
+    if (!t) return;
+    /* a run shorter than the window: what it recorded (a broken engine's ranks may no longer meet) */
+    if (!t->written && !e->broken[0] && gather_and_write(e) != ZINC_OK)
+        ZLOG_ERROR(&e->log, "--trace %s was not written: %s", t->path, zinc_last_error());
+    if (atomic_load(&ztrace_enabled)) ztrace_reset();
+    trace_free(t);
+    e->trace = NULL;
+}

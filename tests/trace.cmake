@@ -1,0 +1,25 @@
+# Issue 26, item 1: the timeline (`zinc train --trace FILE`, zinc_options.trace_path; runtime/core/trace.c,
+# runtime/engine/engine_trace.c). tests/test_trace.py parses the file with Python's json: one process per
+# rank at 1, 2 and 4 ranks, spans nesting on every track, the step window, module names, collectives with
+# bytes, NVMe and checkpoint spans, overlap_comm's reduce-scatters overlapping backward (and not without it),
+# and the refusals (--trace-steps, an unwritable path, an existing file without --force).
+find_program(ZINC_TRACE_PYTHON3 python3)
+if(ZINC_TRACE_PYTHON3)
+  string(REPLACE ";" " " zinc_trace_mpirun "${ZINC_MPIRUN}")
+  foreach(part ranks overlap offload gpt2 errors)
+    add_test(NAME trace_${part} COMMAND ${ZINC_TRACE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_trace.py
+             --part ${part} --zinc $<TARGET_FILE:zinc_cli_hooks> --workdir ${PROJECT_BINARY_DIR}/trace_test/${part}
+             --mpirun "${zinc_trace_mpirun}")
+    set(tmp ${PROJECT_BINARY_DIR}/test-tmp/trace_${part})
+    file(MAKE_DIRECTORY ${tmp})
+    set_tests_properties(trace_${part} PROPERTIES TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV};TMPDIR=${tmp}"
+                         LABELS "trace;mpi" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  endforeach()
+endif()
+# The recorder alone: spans from many threads, the cap (dropped spans counted, nothing grown), names escaped,
+# the window, and the library's options (trace_path errors) through the public API.
+zinc_test(NAME trace_recorder SOURCES test_trace_recorder.c engine_util.c LABELS trace)
+# The GPU device's stream events (cudaEvent pairs resolved after the step) on the CUDA emulation: module
+# spans on the compute stream, reduce-scatters on the comm stream (NCCL, 2 emulated GPUs), pinned copies on
+# the copy stream (cpu offload).
+zinc_emulated_test(NAME trace_cuda_emulated_np2 SOURCE test_trace_cuda.c RANKS 2 ENV ZINC_CUDA_HOST_DEVICES=2)
