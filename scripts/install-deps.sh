@@ -6,7 +6,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libjansson-dev liburing-dev libopenmpi-dev openmpi-bin python3 python3-venv
-      libopenblas-dev libsleef-dev libdnnl-dev)
+      libopenblas-dev libsleef-dev libdnnl2)
 if [[ "${1:-}" == "--bench" ]]; then pkgs+=(fio gnuplot-nox); fi
 
 missing=()

@@ -206,7 +206,7 @@ int main(void) {
     zinc_finalize();
     zinc_status st = gpt2_gemm_parse("onednn", &got);
     ZT_CHECK(gpt2_gemm_have_onednn() ? st == ZINC_OK
-                                     : st == ZINC_ERR_UNSUPPORTED && strstr(zinc_last_error(), "libdnnl-dev"),
+                                     : st == ZINC_ERR_UNSUPPORTED && strstr(zinc_last_error(), "libdnnl2"),
              "onednn: %s (%s)", zinc_status_name(st), zinc_last_error());
     return zt_finish();
 }

@@ -200,11 +200,13 @@ static int gpt2_buffers(gpt2_model *m, gpt2_buf *b) {
 }
 
 /* Host memory besides the table's buffers: the token ids (and the row losses' host copy on a device), and
- * OpenBLAS's buffers on the host path (GPT2_BLAS_BASE_BYTES and GPT2_BLAS_THREAD_BYTES per thread). */
+ * the host path's BLAS buffers (GPT2_BLAS_* for OpenBLAS, GPT2_ONEDNN_* for oneDNN: base and per thread). */
 static size_t host_extra_bytes(const gpt2_model *m, int threads) {
     size_t N = (size_t)m->mb * (size_t)m->T, bytes = 2 * N * sizeof(int32_t);
     if (m->ops->device)
         bytes += (size_t)m->gas * N * sizeof(double);
+    else if (gpt2_gemm_selected() == GPT2_GEMM_ONEDNN)
+        bytes += GPT2_ONEDNN_BASE_BYTES + (size_t)threads * GPT2_ONEDNN_THREAD_BYTES;
     else
         bytes += GPT2_BLAS_BASE_BYTES + (size_t)threads * GPT2_BLAS_THREAD_BYTES;
     return bytes;

@@ -117,6 +117,11 @@ extern const gpt2_ops gpt2_host_ops;
  * threads and widths 192-384); the test mem_whole_matrix keeps them honest against the process's VmHWM. */
 #define GPT2_BLAS_BASE_BYTES ((size_t)0)
 #define GPT2_BLAS_THREAD_BYTES ((size_t)3 << 19)
+/* The same for oneDNN (--gemm onednn, gpt2_gemm.h), which replaces OpenBLAS's: its library's resident pages
+ * and JIT kernels once loaded, and each thread's packing buffers (peak RSS at the README shape, 1-2 threads:
+ * 10-12 MiB above the OpenBLAS run's). */
+#define GPT2_ONEDNN_BASE_BYTES ((size_t)19 << 19)
+#define GPT2_ONEDNN_THREAD_BYTES ((size_t)2 << 20)
 
 /* The GPU path (gpt2_cuda.c, built with the CUDA backend only): gpt2_cuda_create loads cuBLAS and binds a
  * handle to the engine's compute stream (m->cuda), gpt2_cuda_destroy waits for the stream and frees it. */
