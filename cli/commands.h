@@ -8,5 +8,6 @@ int zcli_cmd_train(int argc, char **argv);      /* zinc train --config FILE [--s
 int zcli_cmd_mem(int argc, char **argv);        /* zinc mem estimate|measure|plan MODEL [--config FILE] ... */
 int zcli_cmd_checkpoint(int argc, char **argv); /* zinc checkpoint inspect|export DIR[/TAG] ... */
 int zcli_cmd_launch(int argc, char **argv);     /* zinc launch -n N [--max-restarts K] -- zinc train ... */
+int zcli_cmd_trace(int argc, char **argv);      /* zinc trace summary|plot TRACE.json (a zinc train --trace file) */
 
 #endif

@@ -20,6 +20,7 @@ static void usage(FILE *f) {
             "  mem         per-rank memory: zinc mem estimate (predict) | zinc mem measure (run and compare)\n"
             "  checkpoint  inspect a checkpoint or export it to safetensors (zinc checkpoint --help)\n"
             "  launch      run zinc train under mpirun, restarting from its checkpoints (zinc launch --help)\n"
+            "  trace       read a zinc train --trace timeline: zinc trace summary|plot FILE (zinc trace --help)\n"
             "\n"
             "  zinc --version | zinc --help\n"
             "Several ranks: mpirun -np N zinc train --config FILE (or srun).\n",
@@ -43,6 +44,7 @@ static int run(int argc, char **argv) {
     if (!strcmp(argv[1], "mem")) return zcli_cmd_mem(argc - 1, argv + 1);
     if (!strcmp(argv[1], "checkpoint")) return zcli_cmd_checkpoint(argc - 1, argv + 1);
     if (!strcmp(argv[1], "launch")) return zcli_cmd_launch(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "trace")) return zcli_cmd_trace(argc - 1, argv + 1);
     fprintf(stderr, "zinc: unknown command \"%s\"\n\n", argv[1]);
     usage(stderr);
     return 2;

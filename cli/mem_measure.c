@@ -203,6 +203,9 @@ int mc_cmd_measure(const mopts *o, mmodel *m) {
     text = mc_config_text(base, (int)o->stage, o->offload);
     zinc_options opt = zinc_default_options();
     opt.config_json = text;
+    /* a measurement is no training run: it adds nothing to the config's TensorBoard or CSV files */
+    static const char *const no_monitors[] = {"tensorboard.enabled=false", "csv_monitor.enabled=false", NULL};
+    opt.config_overrides = no_monitors;
     opt.device = o->device_set ? o->device : ZINC_DEVICE_AUTO;
     opt.log_level = o->verbose ? ZINC_LOG_INFO : ZINC_LOG_WARN;
     if (!text || zinc_create(&opt, &r.e) != ZINC_OK) {

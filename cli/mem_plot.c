@@ -31,6 +31,8 @@ static void put_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+void zcli_gnuplot_string(FILE *f, const char *s) { put_string(f, s); }
+
 /* The subtitle broken at spaces into lines of at most `width` characters (a longer word stays whole). */
 static void wrap(char *dst, size_t cap, const char *s, size_t width) {
     size_t k = 0, col = 0;
@@ -121,28 +123,32 @@ int zcli_plot_render(const char *who, const zcli_plot *p) {
         zfile_out_abort(&img);
         return -1;
     }
+    return zcli_gnuplot_run(who, p->script, p->dat, &img, !strcmp(ext, ".png"));
+}
+
+int zcli_gnuplot_run(const char *who, const char *script, const char *dat, zfile_out *img, bool png) {
     pid_t pid;
-    char *argv[] = {"gnuplot", (char *)p->script, NULL};
+    char *argv[] = {"gnuplot", (char *)script, NULL};
     int err = posix_spawnp(&pid, "gnuplot", NULL, NULL, argv, environ);
     if (err == ENOENT) {
-        zfile_out_abort(&img);
+        zfile_out_abort(img);
         fprintf(stderr,
                 "%s: gnuplot is not installed (Debian: gnuplot-nox): skipped the plot; the data is in %s "
                 "and the script in %s\n",
-                who, p->dat, p->script);
+                who, dat, script);
         return 0;
     }
     int status = 0;
     if (err || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        zfile_out_abort(&img);
-        fprintf(stderr, "%s: gnuplot failed on %s%s\n", who, p->script,
-                !strcmp(ext, ".png") ? " (the png terminal needs cairo: try .svg)" : "");
+        zfile_out_abort(img);
+        fprintf(stderr, "%s: gnuplot failed on %s%s\n", who, script,
+                png ? " (the png terminal needs cairo: try .svg)" : "");
         return -1;
     }
-    if (zfile_out_commit(&img) != ZINC_OK) {
+    if (zfile_out_commit(img) != ZINC_OK) {
         fprintf(stderr, "%s: %s\n", who, zinc_last_error());
         return -1;
     }
-    fprintf(stderr, "%s: wrote %s (data %s, script %s)\n", who, p->out, p->dat, p->script);
+    fprintf(stderr, "%s: wrote %s (data %s, script %s)\n", who, img->path, dat, script);
     return 0;
 }

@@ -5,6 +5,7 @@
 #ifndef ZINC_CLI_MEM_PLOT_H
 #define ZINC_CLI_MEM_PLOT_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "runtime/core/safe_file.h"
@@ -26,6 +27,13 @@ int zcli_plot_check_name(const char *who, const char *out);
 /* Writes the script and runs gnuplot on it. 0 when drawn or when gnuplot is not installed (said on stderr
  * with the data and script left for later), -1 on failure (said on stderr). */
 int zcli_plot_render(const char *who, const zcli_plot *p);
+/* Runs gnuplot on `script`, which draws into img's temporary file, and puts the image in place (img is
+ * committed, or aborted on failure). 0 when drawn or when gnuplot is not installed (said, naming `dat` and
+ * the script), -1 after printing why. */
+int zcli_gnuplot_run(const char *who, const char *script, const char *dat, zfile_out *img, bool png);
+
+/* s as a gnuplot double-quoted string (escaped: any file name or label is safe in a script). */
+void zcli_gnuplot_string(FILE *f, const char *s);
 
 /* A plot's data file through the safe writer (runtime/core/safe_file.h): an existing regular file is replaced
  * (plots are redrawn), a link, FIFO, device or `input` never. NULL after printing why. Finish with

@@ -23,6 +23,7 @@
 typedef struct zcli_train_opts {
     int model; /* the --model choice: 0 mlp, 1 gpt2 */
     const char *config, *report, *save_dir, *resume;
+    const char *peak_flops;          /* --peak-flops: a number or "sgemm" (train_flops.h), NULL: none */
     const char *trace, *trace_steps; /* --trace FILE, --trace-steps A:B (checked by zcli_trace_steps) */
     int64_t trace_first, trace_last;
     int64_t steps, seed, threads, save_every, keep_last;
@@ -44,7 +45,11 @@ typedef struct zcli_train {
     double first_loss; /* the loss of the run's first step (NAN before it) */
     double loss;       /* the latest step's loss */
     zinc_step_info info;
+    int64_t taken;                       /* steps of this run that were taken (not skipped) */
+    double flops_per_sample, peak_flops; /* the model's declaration and the job's peak FLOP/s (train_flops.h) */
     int64_t taken; /* steps of this run that were taken (not skipped) */
+    /* per step of this run, for the report: the loss, the lr it used, the loss scale after it */
+    json_t *losses, *lrs, *loss_scales;
     /* the run's input files, which no output may replace: [0] the config (the driver's), then the model's
      * (its prepare fills them; NULL-terminated) */
     const char *inputs[8];

@@ -11,7 +11,10 @@
 
 #include "runtime/core/clock.h"
 #include "cli/cli_files.h"
+#include "cli/comms_report.h"
 #include "cli/train.h"
+#include "cli/train_flops.h"
+#include "cli/trace_summary.h"
 #include "cli/train_guard.h"
 #include "cli/train_memory.h"
 #include "runtime/core/env.h"
@@ -103,6 +106,9 @@ static int setup(const zcli_train_model *m, zcli_train *t, char *save_why, char 
             return -1;
         }
         t->start = zinc_step_count(t->e);
+        /* zinc launch reads this line for the time from a failure to the resume */
+        if (zinc_rank(t->e) == 0 && !o->quiet)
+            fprintf(stderr, "zinc train: resumed from %s at step %" PRId64 "\n", o->resume, t->start);
         if (t->start > o->steps && zinc_rank(t->e) == 0)
             fprintf(stderr,
                     "zinc train: the checkpoint is at step %" PRId64 ", beyond --steps %" PRId64 "; nothing to train\n",
@@ -157,8 +163,15 @@ static int one_step(const zcli_train_model *m, zcli_train *t, int64_t s) {
     int bad = 0;
     for (int64_t j = 0; j < gas && !bad; j++) bad = m->micro_step(t, s, j);
     bad = bad || zinc_step(t->e, &t->info) != ZINC_OK || m->step_end(t, &t->loss);
+    /* the engine's monitors (tensorboard, csv_monitor) write the loss next to the step's lr and scale */
+    bad = bad || zinc_record_loss(t->e, t->loss) != ZINC_OK;
     t->train_s += zclock_now_s() - ts;
-    if (!bad) return 0;
+    if (!bad) {
+        json_array_append_new(t->losses, json_real(zcli_real(t->loss)));
+        json_array_append_new(t->lrs, json_real(t->info.lr));
+        json_array_append_new(t->loss_scales, json_real((double)t->info.loss_scale));
+        return 0;
+    }
     fprintf(stderr, "zinc train: step %" PRId64 " failed: %s\n", s + 1, zinc_last_error());
     return -1;
 }
@@ -200,7 +213,12 @@ static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed
                   "param_l2_norm", zcli_real(norm), "param_checksum", hex, "seconds", elapsed, "resumed_from_step",
                   (json_int_t)t->start);
     if (j) json_object_set(j, "vmhwm_bytes", hwm); /* each rank's VmHWM (/proc/self/status) */
-    if (j && m->report(t, j, elapsed)) {
+    if (j) {                                       /* one per step of this run */
+        json_object_set(j, "losses", t->losses);
+        json_object_set(j, "lrs", t->lrs);
+        json_object_set(j, "loss_scales", t->loss_scales);
+    }
+    if (j && (zcli_report_comms(t->e, j) || m->report(t, j, elapsed) || zcli_flops_report(t, j))) {
         fprintf(stderr, "zinc train: cannot build the report for %s\n", t->o->report);
         json_decref(j);
         return -1;
@@ -246,7 +264,13 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
     char save_why[8800] = "", report_why[8800] = "";
     if (o->save_dir) zcli_check_out_path("--save", o->save_dir, 1, save_why, sizeof save_why);
     if (o->report) zcli_check_out_path("--report", o->report, 0, report_why, sizeof report_why);
-    zcli_train t = {.o = o, .model_opts = model_opts, .first_loss = NAN, .inputs = {o->config}};
+    zcli_train t = {.o = o,
+                    .model_opts = model_opts,
+                    .first_loss = NAN,
+                    .inputs = {o->config},
+                    .losses = json_array(),
+                    .lrs = json_array(),
+                    .loss_scales = json_array()};
     int run_lock = -1, rc = m->prepare(&t);
     /* --report is checked against the inputs the model's prepare named (an existing file needs --force) */
     if (rc == 0 && o->report && !report_why[0])
@@ -260,11 +284,18 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
             rc = 1;
         }
     }
-    if (rc == 0 && setup(m, &t, save_why, report_why, sizeof save_why, &run_lock)) rc = 1;
+    if (rc == 0 && (setup(m, &t, save_why, report_why, sizeof save_why, &run_lock) || zcli_flops_start(&t))) rc = 1;
     int stopped = rc == 0 ? loop(m, &t) : 0;
     if (rc == 0) rc = stopped > 0 ? stopped : stopped < 0 || conclude(m, &t) ? 1 : 0;
     if (run_lock >= 0) close(run_lock);
     m->destroy(&t);
-    zinc_destroy(t.e);
+    int rank = t.e ? zinc_rank(t.e) : -1;
+    zinc_destroy(t.e); /* a run shorter than --trace-steps writes its trace here */
+    /* the end-of-run table per module, from the timeline (as DeepSpeed's flops profiler prints one) */
+    if (rc == 0 && o->trace && rank == 0 && !o->quiet && access(o->trace, F_OK) == 0)
+        zcli_trace_module_table("zinc train", o->trace, stderr);
+    json_decref(t.losses);
+    json_decref(t.lrs);
+    json_decref(t.loss_scales);
     return rc;
 }

@@ -10,6 +10,7 @@
 #include "cli/cli_files.h"
 #include "cli/gpt2_cli.h"
 #include "cli/train_gpt2.h"
+#include "examples/gpt2/gpt2_flops.h"
 #include "examples/gpt2/gpt2_gemm.h"
 
 #define O(f) offsetof(gpt2_opts, f)
@@ -198,7 +199,6 @@ static int gpt2_prepare(zcli_train *t) {
     gpt2_run *r = calloc(1, sizeof *r);
     if (!(t->model = r)) return 1;
     r->context = g->context;
-    r->losses = json_array();
     r->val_losses = json_array();
     int bad = g->init ? shape_from_init(g, r) : shape_from_options(g, t->o->resume, r);
     return bad || read_data(g, r) ? 1 : 0;
@@ -217,6 +217,7 @@ static int gpt2_build(zcli_train *t) {
     if (zcli_gpt2_shape_seal(t->e, s)) return zcli_train_fail("sealing the model shape");
     gpt2_config mc = {.shape = *s, .context = (int)r->context, .init_file = g->init ? &r->init_file : NULL};
     if (gpt2_create(t->e, &mc, &r->m) != ZINC_OK) return zcli_train_fail("building the model failed");
+    if (gpt2_declare_flops(r->m) != ZINC_OK) return zcli_train_fail("declaring the model's FLOPs");
     gpt2_model_close(&r->init_file);
     if (g->shuffle) gpt2_shuffle(r->m, (uint64_t)t->o->seed);
     return 0;
@@ -229,9 +230,7 @@ static int gpt2_micro(zcli_train *t, int64_t step, int64_t j) {
 
 static int gpt2_step_end(zcli_train *t, double *loss) {
     gpt2_run *r = t->model;
-    if (gpt2_step_loss(r->m, loss) != ZINC_OK) return -1;
-    json_array_append_new(r->losses, json_real(zcli_real(*loss)));
-    return 0;
+    return gpt2_step_loss(r->m, loss) == ZINC_OK ? 0 : -1;
 }
 
 static int64_t gpt2_numel(zcli_train *t) { return gpt2_num_params(&((gpt2_run *)t->model)->s); }
@@ -239,7 +238,6 @@ static int64_t gpt2_numel(zcli_train *t) { return gpt2_num_params(&((gpt2_run *)
 static void gpt2_free(zcli_train *t) {
     gpt2_run *r = t->model;
     if (!r) return;
-    json_decref(r->losses);
     json_decref(r->val_losses);
     json_decref(r->sample_text);
     gpt2_model_close(&r->init_file);

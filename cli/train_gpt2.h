@@ -27,7 +27,7 @@ typedef struct gpt2_run {
     gpt2_tokens train, val;
     const char *train_name, *val_name; /* the files they came from, for messages */
     gpt2_model *m;
-    json_t *losses, *val_losses, *sample_text;
+    json_t *val_losses, *sample_text;
     double last_val, t_last;
     int64_t last_step, val_every;
     uint64_t rng;

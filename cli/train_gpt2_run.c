@@ -9,6 +9,7 @@
 #include "runtime/core/clock.h"
 #include "cli/cli_files.h"
 #include "cli/gpt2_cli.h"
+#include "cli/train_flops.h"
 #include "cli/train_gpt2.h"
 #include "examples/gpt2/gpt2_gemm.h"
 
@@ -92,11 +93,14 @@ static int progress(zcli_train *t, gpt2_run *r, int64_t st) {
     double eta = (double)(steps - st - 1) * ms / 1e3;
     char etas[48] = "";
     if (eta >= 60) snprintf(etas, sizeof etas, " | ETA %dm%02ds", (int)(eta / 60), (int)eta % 60);
+    char flops[64];
+    zcli_flops_text(t, (double)(done * zinc_train_batch_size(t->e)), dt, flops, sizeof flops);
     if (zinc_rank(t->e) == 0)
         fprintf(stderr,
-                "step %6" PRId64 "/%" PRId64 " | loss %.4f | lr %.3e | %.0f tokens/s | %.1f ms/step | "
+                "step %6" PRId64 "/%" PRId64 " | loss %.4f | lr %.3e | %.0f tokens/s | %.1f ms/step%s | "
                 "loss scale %g | grad norm %.3f | rss max %.0f MiB/rank%s\n",
-                st + 1, steps, t->loss, t->info.lr, tps, ms, (double)t->info.loss_scale, t->info.grad_norm, mx, etas);
+                st + 1, steps, t->loss, t->info.lr, tps, ms, flops, (double)t->info.loss_scale, t->info.grad_norm, mx,
+                etas);
     r->t_last = zclock_now_s();
     r->last_step = st + 1;
     return 0;
@@ -173,7 +177,6 @@ int zcli_gpt2_report(zcli_train *t, json_t *j, double elapsed) {
                                          s->channels, "heads", s->heads, "vocab", s->vocab, "padded_vocab",
                                          s->padded_vocab, "max_context", s->max_context, "context",
                                          (json_int_t)r->context));
-    bad |= json_object_set(j, "losses", r->losses);
     bad |= json_object_set(j, "val_losses", r->val_losses);
     bad |= json_object_set_new(j, "tokens_per_s", json_real(tokens_per_s(t, r)));
     bad |= json_object_set_new(j, "tokens_per_step", json_integer(zinc_train_batch_size(t->e) * r->context));

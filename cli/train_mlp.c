@@ -9,6 +9,7 @@
 #include "runtime/core/clock.h"
 #include "cli/cli_files.h"
 #include "cli/train.h"
+#include "cli/train_flops.h"
 #include "examples/mlp/mlp.h"
 
 typedef struct mlp_opts {
@@ -93,11 +94,13 @@ static int mlp_after_step(zcli_train *t, int64_t s) {
     double now = zclock_now_s(), B = (double)zinc_train_batch_size(t->e);
     const zinc_step_info *i = &t->info;
     if (t->every > 0 && ((s + 1) % t->every == 0 || s + 1 == t->o->steps)) {
+        char flops[64];
+        zcli_flops_text(t, (double)(s + 1 - r->last_step) * B, now - r->t_last, flops, sizeof flops);
         zinc_log(t->e, ZINC_LOG_INFO,
                  "step %6" PRId64 " | loss %.4f | acc %.3f | lr %.3e | loss scale %g | skipped %" PRId64
-                 " | grad norm %.4f | %.0f samples/s",
+                 " | grad norm %.4f | %.0f samples/s%s",
                  s + 1, r->met.loss, r->met.accuracy, i->lr, (double)i->loss_scale, i->steps_skipped, i->grad_norm,
-                 (double)(s + 1 - r->last_step) * B / (now - r->t_last));
+                 (double)(s + 1 - r->last_step) * B / (now - r->t_last), flops);
         r->t_last = now;
         r->last_step = s + 1;
     }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/train.h"
+#include "cli/train_flops.h"
 
 #define O(f) offsetof(zcli_train_opts, f)
 static const zcli_opt train_opts[] =
@@ -39,6 +40,9 @@ static const zcli_opt train_opts[] =
       "error (default): a non-finite gradient in fp32/bf16, or parameters\nmade non-finite by a step, stop the run "
       "naming the step and tensor;\nskip: such steps are skipped with a warning (fp16 always skips and\nlowers its "
       "loss scale)"},
+     {"--peak-flops", ZCLI_TEXT, O(peak_flops), "X", 0, 0, NULL,
+      "the peak FLOP/s of one rank (9.9e14), or sgemm to measure it (OpenBLAS\nsgemm for 0.2 s on every rank): "
+      "progress lines and the report then\nshow MFU beside the achieved FLOP/s (docs/profiling.md)"},
      {"--quiet", ZCLI_FLAG, O(quiet), NULL, 0, 0, NULL, "only warnings, errors and the summary"},
      {"--force", ZCLI_FLAG, O(force), NULL, 0, 0, NULL,
       "replace an existing --report or --trace file (never an input, a link\nor a special file)"},
@@ -92,6 +96,11 @@ int zcli_cmd_train(int argc, char **argv) {
     if (models[o.model] != m) return zcli_usage_error(&c, "--model is given twice, with different models");
     if (o.save_every && !o.save_dir) return zcli_usage_error(&c, "--save-every needs --save DIR");
     if (o.keep_last && !o.save_dir) return zcli_usage_error(&c, "--keep-last needs --save DIR");
+    char why[256];
+    double peak;
+    int measure;
+    if (o.peak_flops && zcli_peak_parse(o.peak_flops, &peak, &measure, why, sizeof why))
+        return zcli_usage_error(&c, "%s", why);
     if (o.trace_steps && !o.trace) return zcli_usage_error(&c, "--trace-steps needs --trace FILE");
     if (o.trace_steps && zcli_trace_steps(o.trace_steps, &o.trace_first, &o.trace_last))
         return zcli_usage_error(&c,

@@ -356,6 +356,13 @@ typedef struct zinc_step_info {
  * zinc_grad_accum_steps micro-steps. Returns ZINC_ERR_LOSS_SCALE when an overflow happens with the loss
  * scale already at its minimum (the message names the step and the first non-finite parameter). */
 zinc_status zinc_step(zinc_engine *e, zinc_step_info *info);
+/* The loss of the step zinc_step just finished (the mean over its micro-batches), for DeepSpeed's monitors:
+ * with "tensorboard" or "csv_monitor" enabled in the config, rank 0 writes it as Train/Samples/train_loss at
+ * the samples seen before that step, next to the lr and loss scale zinc_step reports (docs/monitors.md).
+ * Call it once after each zinc_step, on every rank or on rank 0 alone (rank 0's value is written; not
+ * collective). Without a monitor it only checks the order. ZINC_ERR_STATE when no zinc_step finished since
+ * the last call. */
+zinc_status zinc_record_loss(zinc_engine *e, double loss);
 /* With zinc_options.preempt: the SIGTERM/SIGINT/SIGUSR1 that reached any rank, as the ranks agreed on it at
  * the latest zinc_step (the same value on every rank; no communication: the flag rides on the step's own
  * statistics all-gather). 0: none. Once set it stays set: save (zinc_save_checkpoint) and exit. */
@@ -388,8 +395,8 @@ int zinc_cpu_threads(const zinc_engine *e);
  * zinc_trace_begin returns the start (0 while the trace is not recording, which zinc_trace_end ignores: off,
  * the pair costs two calls and a branch), zinc_trace_end records the span from it to now. `category` is one
  * of the trace's: "data" (loading a batch: the step's span then begins with it), "forward", "backward",
- * "recompute", "engine" (anything else); ZINC_ERR_INVALID_ARG for another. `name` must stay valid until
- * zinc_destroy (a string literal): spans keep the pointer. */
+ * "recompute" (a forward recomputed inside the module's backward, by its module's name), "engine" (anything
+ * else); ZINC_ERR_INVALID_ARG for another. `name` is copied (once per distinct name). */
 int64_t zinc_trace_begin(const zinc_engine *e);
 zinc_status zinc_trace_end(zinc_engine *e, int64_t start, const char *category, const char *name);
 
@@ -482,6 +489,32 @@ typedef struct zinc_memory_report {
 
 zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out);
 
+/* ---------------------------------------------------------------- communication figures */
+
+/* DeepSpeed's "comms_logger" block (docs/comms.md): with "enabled": true the engine counts its collectives
+ * on this rank, per op and message size, from zinc_create on; zinc_destroy logs the table (INFO), and
+ * "verbose" also logs each op as it completes and the table every steps_per_print steps. One row: */
+typedef struct zinc_comms_record {
+    /* "all_reduce", "reduce_scatter", "all_gather", "all_gather_object" (the ranks' small records: step
+     * statistics, agreement), "broadcast" or "barrier"; with "debug": true followed by
+     * " | [Caller Func: f]", the zinc function that issued it */
+    char op[96];
+    uint64_t msg_bytes;     /* the message size as nccl-tests counts it: all_reduce and broadcast the buffer,
+                               reduce_scatter and all_gather the whole array (every rank's piece) */
+    uint64_t count;         /* calls of this op with this size */
+    double total_latency_s; /* summed, each from issue to completion (a non-blocking one: to its wait) */
+    double min_latency_s, max_latency_s;
+    double algbw_gbps;    /* GB/s (1e9 bytes/s): msg_bytes x count / total_latency_s */
+    double busbw_gbps;    /* algbw x 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather), 1 (broadcast) */
+    uint64_t reserved[4]; /* zero; later fields take this space */
+} zinc_comms_record;
+
+/* Copies up to `max` rows (sorted by op, then size) into `out` and sets *n to the number of rows there are
+ * (0 when comms_logger is not enabled); out may be NULL when max is 0. */
+zinc_status zinc_comms_summary(const zinc_engine *e, zinc_comms_record *out, int max, int *n);
+/* Logs the table now (DeepSpeed's deepspeed.comm.log_summary()); nothing when comms_logger is not enabled. */
+zinc_status zinc_comms_log_summary(const zinc_engine *e);
+
 /* Before zinc_build: memory the model itself will hold during the steps (its activations for one
  * micro-batch, working buffers, data), `bytes` of category ZINC_MEM_ACTIVATIONS or ZINC_MEM_SCRATCH in
  * memory kind `kind` (host, pinned or device), `label` saying what it is (copied; up to 47 characters).
@@ -562,6 +595,28 @@ zinc_status zinc_checkpoint_meta_set(zinc_engine *e, const char *key, int64_t va
  * manifest's seal and fields are verified first). *found is 1 with *value set, or 0 when the checkpoint
  * holds no such key (one saved before meta existed holds none). */
 zinc_status zinc_checkpoint_meta_get(const char *checkpoint, const char *key, int64_t *value, int *found);
+
+/* ---------------------------------------------------------------- FLOPs (achieved FLOP/s and MFU) */
+
+/* The model's floating-point operations, as the model counts them (a multiply-add is 2 FLOPs), so that the
+ * zinc program, a trace (zinc train --trace) and a caller can turn time into FLOP/s and MFU. zinc does
+ * not count anything itself: these are the model's declarations, kept and reported. A "sample" is one unit
+ * of train_batch_size (for a language model, one sequence). Not collective; any time after the module
+ * exists (before or after zinc_build); setting again replaces.
+ *
+ * Per module: the FLOPs of its forward entries and of its backward entries per sample (a backward that
+ * computes input and weight gradients is usually twice its forward). Both finite and >= 0. */
+zinc_status zinc_module_flops(zinc_engine *e, int module, double forward_per_sample, double backward_per_sample);
+/* The module's declaration (0 and 0 when none was made). */
+zinc_status zinc_module_flops_get(const zinc_engine *e, int module, double *forward_per_sample,
+                                  double *backward_per_sample);
+/* The whole model's training FLOPs per sample (forward and backward), for a model that counts them as a
+ * whole or does work outside its modules; 0 clears it. Finite and >= 0. */
+zinc_status zinc_model_flops(zinc_engine *e, double flops_per_sample);
+/* The training FLOPs per sample: zinc_model_flops's value when set, else the sum of the modules' forward
+ * and backward declarations; 0 when nothing was declared; -1.0 for a NULL engine. Activation
+ * checkpointing's recomputed forward is not in it (model FLOPs, as MFU counts them). */
+double zinc_flops_per_sample(const zinc_engine *e);
 
 #ifdef __cplusplus
 }

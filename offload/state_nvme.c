@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "runtime/core/clock.h"
-#include "offload/crc32c.h"
+#include "runtime/core/crc32c.h"
 #include "runtime/core/error.h"
 #include "runtime/core/safe_file.h"
 #include "runtime/core/signals.h"

@@ -32,8 +32,10 @@ LAYERS = {
     "offload": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels"],
     "runtime/mem": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "zero",
                     "offload", "runtime/optim"],
+    # DeepSpeed's tensorboard and csv_monitor: files of scalars the engine hands over (no engine inside)
+    "runtime/monitor": ["runtime/core", "runtime/config"],
     "runtime/engine": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "amp",
-                       "zero", "offload", "runtime/mem", "runtime/optim"],
+                       "zero", "offload", "runtime/mem", "runtime/optim", "runtime/monitor"],
     "runtime/checkpoint": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "amp",
                            "zero", "offload", "runtime/mem", "runtime/engine", "runtime/optim"],
     # the zinc program drives the example models (examples/mlp, examples/gpt2) through the engine API
@@ -46,6 +48,11 @@ SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".inc")
 def folder_of(path):
     parts = path.split("/")
     return "/".join(parts[:2]) if parts[0] == "runtime" else parts[0]
+
+
+def generated(root, inc):
+    """A header the build generates from a source beside it (protoc-c: NAME.proto -> NAME.pb-c.h)."""
+    return inc.endswith(".pb-c.h") and os.path.exists(os.path.join(root, inc[: -len(".pb-c.h")] + ".proto"))
 
 
 def scan(root):
@@ -63,7 +70,7 @@ def scan(root):
                     inc = m.group(1)
                     if inc == "zinc.h":
                         continue
-                    if "/" not in inc or not os.path.exists(os.path.join(root, inc)):
+                    if "/" not in inc or not (os.path.exists(os.path.join(root, inc)) or generated(root, inc)):
                         problems.append(f'{path}: #include "{inc}" does not name its folder from the source root')
                         continue
                     there = folder_of(inc)

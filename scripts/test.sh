@@ -4,12 +4,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 
-# A Python with safetensors and numpy for the checkpoint export test (tests/test_safetensors.py): a venv
-# at build/pyenv, which the CMake configure finds. Idempotent; without network it warns and that test
-# skips.
+# A Python with safetensors and numpy for the checkpoint export test (tests/test_safetensors.py) and
+# tensorboard, whose reader checks the monitors' event files (tests/test_monitor_cli.py): a venv at
+# build/pyenv, which the CMake configure finds. Idempotent; without network it warns and those tests skip.
 setup_pyenv() {
   local env=build/pyenv py=build/pyenv/bin/python3
-  if [[ -x $py ]] && "$py" -c "import safetensors, numpy" 2>/dev/null; then return 0; fi
+  if [[ -x $py ]] && "$py" -c "import safetensors, numpy, tensorboard" 2>/dev/null; then return 0; fi
   mkdir -p build
   if [[ ! -x $py ]] && ! python3 -m venv "$env"; then
     rm -rf "$env"
@@ -17,9 +17,9 @@ setup_pyenv() {
     return 0
   fi
   if ! timeout 300 "$py" -m pip install --quiet --disable-pip-version-check --timeout 20 --retries 1 \
-      safetensors numpy; then
-    echo "test.sh: warning: pip could not install safetensors and numpy into $env (PyPI unreachable?);" \
-         "the safetensors test will skip" >&2
+      safetensors numpy tensorboard; then
+    echo "test.sh: warning: pip could not install safetensors, numpy and tensorboard into $env (PyPI" \
+         "unreachable?); the safetensors and monitor_tensorboard tests will skip" >&2
   fi
   return 0
 }

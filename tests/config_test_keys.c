@@ -139,6 +139,20 @@ const key_row rows[] = {
     {"zinc.device", F(device), NULL, "\"cpu\"", "\"cpu\"", "\"auto\"", 0},
     {"zinc.max_skipped_steps", F(fp16.max_skipped_steps), NULL, "10", "10", "0", 0},
     {"zinc.allow_buffered_io", F(aio.allow_buffered_io), NULL, "true", "true", "false", 0},
+    /* comms_logger (DeepSpeed's deepspeed/comm/config.py defaults) */
+    {"comms_logger.enabled", F(comms_logger.enabled), NULL, "true", "true", "false", 0},
+    {"comms_logger.verbose", F(comms_logger.verbose), NULL, "true", "true", "false", 0},
+    {"comms_logger.prof_all", F(comms_logger.prof_all), NULL, "false", "false", "true", 0},
+    {"comms_logger.prof_ops", F(comms_logger.prof_ops), NULL, "[\"all_gather\", \"all_reduce\", \"all_gather\"]",
+     "[\"all_reduce\", \"all_gather\"]", "[]", 0},
+    {"comms_logger.debug", F(comms_logger.debug), NULL, "true", "true", "false", 0},
+    /* monitors (DeepSpeed's deepspeed/monitor/config.py defaults) */
+    {"tensorboard.enabled", F(tensorboard.enabled), NULL, "true", "true", "false", 0},
+    {"tensorboard.output_path", F(tensorboard.output_path), NULL, "\"/tmp/tb\"", "\"/tmp/tb\"", "\"\"", 0},
+    {"tensorboard.job_name", F(tensorboard.job_name), NULL, "\"run1\"", "\"run1\"", "\"DeepSpeedJobName\"", 0},
+    {"csv_monitor.enabled", F(csv_monitor.enabled), NULL, "true", "true", "false", 0},
+    {"csv_monitor.output_path", F(csv_monitor.output_path), NULL, "\"out\"", "\"out\"", "\"\"", 0},
+    {"csv_monitor.job_name", F(csv_monitor.job_name), NULL, "\"a/b\"", "\"a/b\"", "\"DeepSpeedJobName\"", 0},
 };
 const size_t n_rows = sizeof rows / sizeof rows[0];
 
@@ -179,9 +193,7 @@ const onoff_row ignored[] = {
     {"zero_optimization.elastic_checkpoint", NULL, "true", "false"},
     {"zero_optimization.pipeline_loading_checkpoint", NULL, "true", "false"},
     {"zero_optimization.mics_hierarchical_params_gather", NULL, "true", "false"},
-    {"tensorboard", NULL, "{\"enabled\": true, \"output_path\": \"/tmp/tb\"}", "{\"enabled\": false}"},
     {"wandb", NULL, "{\"enabled\": true, \"project\": \"p\"}", "{\"enabled\": false}"},
-    {"csv_monitor", NULL, "{\"enabled\": true}", "{\"enabled\": false}"},
     {"comet", NULL, "{\"enabled\": true}", "{\"enabled\": false}"},
     {"flops_profiler", NULL, "{\"enabled\": true, \"profile_step\": 1}", "{\"enabled\": false, \"profile_step\": 1}"},
     {"activation_checkpointing.partition_activations", NULL, "true", "false"},
@@ -197,7 +209,6 @@ const onoff_row ignored[] = {
     {"gradient_accumulation_dtype", NULL, "\"fp32\"", NULL},
     {"seq_parallel_communication_data_type", NULL, "\"fp32\"", NULL},
     {"pipeline", NULL, "{\"stages\": \"auto\"}", "{}"},
-    {"comms_logger", NULL, "{\"enabled\": true}", "{\"enabled\": false}"},
     {"timers", NULL, "{\"throughput\": {\"enabled\": true}}", "{\"throughput\": {\"enabled\": false}}"},
     {"nebula", NULL, "{\"enabled\": true}", "{\"enabled\": false}"},
     {"zero_force_ds_cpu_initialization", NULL, "true", "false"},

@@ -142,6 +142,12 @@ json_t *field_json(const zinc_config *c, const zkey_key *k) {
     case ZKEY_DTYPE: return json_string(zinc_dtype_name(*(const zinc_dtype *)b));
     case ZKEY_STR: return json_string(b);
     case ZKEY_BETAS: return json_pack("[ff]", ((const double *)b)[0], ((const double *)b)[1]);
+    case ZKEY_NAMES: {
+        json_t *a = json_array();
+        for (int i = 0; k->names[i]; i++)
+            if (*(const unsigned *)b & (1u << i)) json_array_append_new(a, json_string(k->names[i]));
+        return a;
+    }
     default: return NULL;
     }
 }
@@ -160,7 +166,7 @@ bool field_is(const zinc_config *c, const zkey_key *k, const char *want_text, ch
             eq = json_number_value(got) == json_number_value(want);
     } else if (json_is_string(got) && json_is_string(want)) {
         eq = !strcasecmp(json_string_value(got), json_string_value(want));
-    } else if (json_is_array(got) && json_is_array(want) && json_array_size(want) == 2) {
+    } else if (k->kind == ZKEY_BETAS && json_is_array(got) && json_is_array(want) && json_array_size(want) == 2) {
         eq = json_number_value(json_array_get(got, 0)) == json_number_value(json_array_get(want, 0)) &&
              json_number_value(json_array_get(got, 1)) == json_number_value(json_array_get(want, 1));
     } else {

@@ -23,7 +23,7 @@ target_compile_options(zinc_cuda_emulated PRIVATE ${ZINC_WARN})
 # NCCL and cuBLAS are found by the loaders of comm_nccl.c and examples/common/cublas_loader.c in the process (the emulation's
 # definitions, exported by this library), as a real build finds a NCCL or cuBLAS already loaded.
 target_link_libraries(zinc_cuda_emulated PRIVATE PkgConfig::JANSSON PkgConfig::URING MPI::MPI_C Threads::Threads m
-                      ${CMAKE_DL_LIBS})
+                      ${CMAKE_DL_LIBS} zinc_monitor_proto)
 
 add_library(zinc_cublas_loader_emulated STATIC ${PROJECT_SOURCE_DIR}/examples/common/cublas_loader.c)
 target_compile_options(zinc_cublas_loader_emulated PRIVATE ${ZINC_WARN})

@@ -19,7 +19,7 @@ set(ZINC_MANIFEST_READER_SOURCES
     ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_manifest.c ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_validate.c
     ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_io.c ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_safe.c
     ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_meta.c ${PROJECT_SOURCE_DIR}/runtime/core/safe_file.c
-    ${PROJECT_SOURCE_DIR}/offload/crc32c.c ${PROJECT_SOURCE_DIR}/zero/partition.c
+    ${PROJECT_SOURCE_DIR}/runtime/core/crc32c.c ${PROJECT_SOURCE_DIR}/zero/partition.c
     ${PROJECT_SOURCE_DIR}/runtime/engine/lr_schedule.c ${ZINC_CONFIG_LOADER_SOURCES})
 set(ZINC_MANIFEST_SEEDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/manifest_corpus)
 add_executable(fuzz_manifest fuzz/fuzz_manifest.c ${ZINC_MANIFEST_READER_SOURCES})

@@ -75,6 +75,7 @@ static void null_accessors(void) {
     NULL_GIVES(zinc_device(n), ZINC_DEVICE_AUTO);
     NULL_GIVES(zinc_compute_dtype(n), ZINC_FP32);
     NULL_GIVES(zinc_grad_dtype(n), ZINC_FP32);
+    NULL_GIVES(zinc_flops_per_sample(n), -1.0);
 #undef NULL_GIVES
     zinc_destroy(NULL);
     zinc_log(NULL, ZINC_LOG_ERROR, "nothing happens");

@@ -45,7 +45,8 @@ def main():
     helps = [
         ([z, "train", "--help"], ["--config FILE", "--steps N", "[0..]", "--threads N", "[1..1024]", "--hidden N",
                                   "--device D", "[cpu|cuda|auto]", "--on-nonfinite P", "--set PATH=VALUE",
-                                  "--model M", "ZINC_COLLECTIVE_TIMEOUT_S"]),
+                                  "--model M", "ZINC_COLLECTIVE_TIMEOUT_S", "--trace FILE",
+                                  "--trace-steps A:B"]),
         ([z, "train", "--model", "gpt2", "--help"], ["--layers L", "[1..1024]", "--text FILE", "--sample-tokens N",
                                                      "[1..65536]", "--steps N", "--save DIR", "--resume PATH"]),
         ([z, "config", "check", "--help"], ["--world-size N", "[1..16777216]", "--set PATH=VALUE", "_defaults"]),
@@ -56,6 +57,9 @@ def main():
                                        "--dtype T", "[fp32|bf16|fp16]", "--force"]),
         ([z, "checkpoint", "inspect", "--help"], ["--verify", "--params N", "[0..1000000000]"]),
         ([z, "checkpoint", "export", "--help"], ["--out FILE", "--vocab V"]),
+        ([z, "launch", "--help"], ["-n N", "--min-ranks M", "[1..65536]", "--max-restarts K", "[0..1000]",
+                                   "--hostfile FILE", "--probe-timeout S", "--mpirun CMD", "--launcher L",
+                                   "[auto|mpirun|srun]", "--srun CMD", "SLURM_NTASKS"]),
     ]
     for args, needles in helps:
         rc, out, err = run(args)
@@ -77,6 +81,9 @@ def main():
         (tr + ["extra"], "unexpected argument \"extra\""),
         (tr + ["--report", ""], "--report needs a value (FILE), got an empty one"),
         (tr + ["--save-every", "2"], "--save-every needs --save DIR"),
+        (tr + ["--trace-steps", "1:2"], "--trace-steps needs --trace FILE"),
+        (tr + ["--trace", "t.json", "--trace-steps", "0:2"], "--trace-steps 0:2: want A:B"),
+        (tr + ["--trace", ""], "--trace needs a value (FILE), got an empty one"),
         ([z, "train", "--steps", "3"], "--config FILE is required"),
         (g2 + ["--layers", "0"], "--layers needs an integer in 1..1024"),
         (g2 + ["--val-data"], "--val-data needs a value"),
@@ -96,6 +103,10 @@ def main():
         ([z, "checkpoint", "export", "a", "--out", "o", "--vocab", "3"], "--vocab and --heads are for --format llmc"),
         ([z, "checkpoint", "export", "a", "--out", "o", "--vocab", "0", "--format", "llmc"],
          "--vocab needs an integer in 1..65536"),
+        ([z, "launch", "-n", "2", "--min-ranks", "0", "--", z, "train"], "--min-ranks needs an integer in 1..65536"),
+        ([z, "launch", "-n", "2", "--probe-timeout", "0", "--", z, "train"], "--probe-timeout needs an integer in"),
+        ([z, "launch", "-n", "2", "--hostfile", "--", z, "train"], "--hostfile needs a value"),
+        ([z, "launch", "-n", "2", "--launcher", "pbs", "--", z, "train"], "--launcher must be auto, mpirun or srun"),
     ]
     for args, needle in misuse:
         rc, out, err = run(args)
@@ -103,12 +114,13 @@ def main():
 
     # One driver, two models: both reports carry the driver's keys, each with its model's own.
     common = ["model", "config", "world_size", "zero_stage", "steps", "steps_taken", "steps_skipped", "first_loss",
-              "final_loss", "final_lr", "parameters", "param_l2_norm", "param_checksum", "seconds", "resumed_from_step"]
+              "final_loss", "final_lr", "parameters", "param_l2_norm", "param_checksum", "seconds", "resumed_from_step",
+              "losses", "lrs", "loss_scales"]
     for args, model, own in [(tr + ["--steps", "3", "--threads", "1", "--report", "m.json"], "mlp",
                               ["final_accuracy"]),
                              (g2 + ["--steps", "2", "--layers", "1", "--width", "16", "--heads", "2", "--context", "8",
                                     "--threads", "1", "--report", "g.json"], "gpt2",
-                              ["losses", "shape", "tokens_per_step", "sample", "val_losses"])]:
+                              ["shape", "tokens_per_step", "sample", "val_losses"])]:
         rc, out, err = run(args, timeout=300)
         path = args[args.index("--report") + 1]
         r = json.load(open(path)) if rc == 0 and os.path.exists(path) else {}

@@ -84,13 +84,13 @@ static void test_malformed(void) {
     for (size_t i = 0; i < depth; i++) deep[k++] = ']';
     strcpy(deep + k, "}");
     EXPECT_ERR(deep, "not valid JSON");
-    k = (size_t)sprintf(deep, "{\"train_batch_size\": 8, \"tensorboard\": ");
+    k = (size_t)sprintf(deep, "{\"train_batch_size\": 8, \"autotuning\": ");
     for (size_t i = 0; i < 1000; i++) k += (size_t)sprintf(deep + k, "{\"a\":");
     k += (size_t)sprintf(deep + k, "{\"enabled\": true}");
     for (size_t i = 0; i < 1000; i++) deep[k++] = '}';
     strcpy(deep + k, "}");
     ZT_OK(load(deep)); /* 1000 levels inside an ignored block: fine, and found "enabled" */
-    ZT_CHECK(logged(ZINC_LOG_WARN, "tensorboard", NULL) == 1, "deep tensorboard: no warning");
+    ZT_CHECK(logged(ZINC_LOG_WARN, "autotuning", NULL) == 1, "deep autotuning: no warning");
     k = (size_t)sprintf(deep, "{\"train_batch_size\": 8, \"zero_optimization\": ");
     for (size_t i = 0; i < 1000; i++) k += (size_t)sprintf(deep + k, "{\"stage\":");
     k += (size_t)sprintf(deep + k, "1");

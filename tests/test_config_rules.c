@@ -415,8 +415,27 @@ static void test_offload(void) {
     free(longp);
 }
 
+/* The monitors' directory is output_path/job_name: job_name names a directory inside it (DeepSpeed's
+ * os.path.join would drop output_path for an absolute job_name). */
+static void test_monitors(void) {
+    EXPECT_OK("{\"train_batch_size\": 8, \"tensorboard\": {\"enabled\": true, \"job_name\": \"a/b\"}}");
+    EXPECT_OK("{\"train_batch_size\": 8, \"csv_monitor\": {\"enabled\": true, \"job_name\": \"\"}}");
+    EXPECT_OK("{\"train_batch_size\": 8, \"csv_monitor\": {\"job_name\": \"x..y\"}}");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"tensorboard\": {\"enabled\": true, \"job_name\": \"/abs\"}}",
+               "tensorboard.job_name", "\"/abs\" is an absolute path", "tensorboard.output_path");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"csv_monitor\": {\"job_name\": \"a/../../b\"}}", "csv_monitor.job_name",
+               "contains \"..\"");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"csv_monitor\": {\"job_name\": \"..\"}}", "csv_monitor.job_name");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"tensorboard\": {\"enabled\": \"yes\"}}", "tensorboard.enabled",
+               "true or false");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"tensorboard\": {\"output_path\": 3}}", "tensorboard.output_path",
+               "expected a string");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"csv_monitor\": {\"enabeld\": true}}", "csv_monitor", "enabeld");
+}
+
 int main(void) {
     zt_name = "test_config_rules";
+    test_monitors();
     test_numbers();
     test_batch_triad();
     test_precision_dtypes();

@@ -234,6 +234,16 @@ static void test_bad_values(void) {
             expect_bad(r, "[-0.1, 0.9]", "betas[0]", "out of range");
             expect_bad(r, "[0.9, \"x\"]", "\"x\"", "expected a number");
             break;
+        case ZKEY_NAMES: {
+            /* a list of names; an unknown one names its index and lists the valid names */
+            char first[64], idx[600];
+            snprintf(first, sizeof first, "\"%s\"", k->names[0]);
+            snprintf(idx, sizeof idx, "%s[1]", r->path);
+            expect_bad(r, "\"all_reduce\"", "expected a list", first);
+            expect_bad(r, "[\"all_reduce\", \"all_to_all_single\"]", idx, "\"all_to_all_single\" is not an op");
+            expect_bad(r, "[\"all_reduce\", 3]", idx, first);
+            break;
+        }
         default: break;
         }
         /* sizes accept floats and round them with a warning; other integers refuse fractions */

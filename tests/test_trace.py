@@ -3,11 +3,14 @@
 
   --part ranks     the MLP at 1, 2 and 4 ranks: one process per rank, spans nest on every track, the step
                    window honoured (--trace-steps), module names, collectives with their bytes, data spans
+  --part stages    stages 0, 1 and 3 at 2 ranks: each stage's collectives, nesting, the window
+  --part clock     the clock offset estimate (for ranks on other machines, forced) within its bound
   --part overlap   stage 2 at 2 ranks: with overlap_comm the reduce-scatters overlap backward module spans in
                    time, without it they do not
   --part offload   offload_optimizer nvme (NVMe reads and writes with bytes) and cpu (optimizer chunks);
                    a checkpoint span with --save; stage 3 all-gathers
-  --part gpt2      GPT-2 at 2 ranks, stage 3: its modules, all-gathers and reduce-scatters
+  --part gpt2      GPT-2 at 2 ranks, stage 3: its modules, all-gathers and reduce-scatters; with activation
+                   checkpointing its recomputed forwards as recompute spans
   --part errors    bad --trace-steps, an unwritable path, an existing file without --force (and with it)
 Standard library only.
 """
@@ -109,6 +112,8 @@ def check_common(t, what, ranks, first, last, window=None):
     check(od.get("world_size") == ranks, f"{what}: world_size {od.get('world_size')} != {ranks}")
     check(od.get("trace_steps") == (window or [first, last]), f"{what}: trace_steps {od.get('trace_steps')}")
     check(od.get("dropped_events") == 0, f"{what}: {od.get('dropped_events')} events dropped")
+    check(od.get("clock_offset_ns") == [0] * ranks and od.get("clock_error_ns") == [0] * ranks,
+          f"{what}: ranks on one kernel share its clock: offsets {od.get('clock_offset_ns')}")
     procs = {e["pid"]: e["args"]["name"] for e in t["traceEvents"]
              if e.get("ph") == "M" and e.get("name") == "process_name"}
     check(procs == {r: f"rank {r}" for r in range(ranks)}, f"{what}: processes {procs}")
@@ -128,9 +133,9 @@ def check_common(t, what, ranks, first, last, window=None):
     for r in range(ranks):
         steps = sorted(e["args"]["step"] for e in spans(t, "step", r))
         check(steps == list(range(first, last + 1)), f"{what}: rank {r} step spans {steps}")
-        outside = [e for e in spans(t, pid=r) if e["cat"] != "checkpoint"
-                   and not first <= e["args"]["step"] <= last]
-        check(not outside, f"{what}: rank {r}: spans outside steps {first}..{last}: {outside[:2]}")
+        lo, hi = window or [first, last]  # after a run shorter than the window: its last collectives
+        outside = [e for e in spans(t, pid=r) if e["cat"] != "checkpoint" and not lo <= e["args"]["step"] <= hi]
+        check(not outside, f"{what}: rank {r}: spans outside steps {lo}..{hi}: {outside[:2]}")
         # every module span of a step lies inside that step's span
         st = {e["args"]["step"]: e for e in spans(t, "step", r)}
         for e in spans(t, "forward", r) + spans(t, "backward", r):
@@ -138,6 +143,37 @@ def check_common(t, what, ranks, first, last, window=None):
             if not s or e["ts"] < s["ts"] - 1e-3 or e["ts"] + e["dur"] > s["ts"] + s["dur"] + 1e-3:
                 check(False, f"{what}: rank {r}: module span {e} is outside its step {s}")
                 break
+
+
+def check_aligned(t, what, ranks):
+    """The ranks' clocks agree: every step's statistics all-gather, which no rank leaves before every rank
+    entered it, begins on every rank before it ends on any (within a millisecond)."""
+    for step in {e["args"]["step"] for e in spans(t, "step")}:
+        stats = [e for e in spans(t, "engine") if e["name"] == "gradient statistics" and e["args"]["step"] == step]
+        if not check(len(stats) == ranks, f"{what}: step {step}: {len(stats)} statistics spans"):
+            continue
+        latest_start = max(e["ts"] for e in stats)
+        earliest_end = min(e["ts"] + e["dur"] for e in stats)
+        check(latest_start <= earliest_end + 1000, f"{what}: step {step}: a rank entered the statistics all-gather "
+              f"{(latest_start - earliest_end) / 1e3:.3f} ms after another had left it (clocks not aligned)")
+
+
+def part_clock(r):
+    """The offset estimate for ranks on other machines (forced here, where the ranks share one clock whose
+    true offset is 0): each rank's estimate lies within its stated bound of 0, and the steps still line up."""
+    cfg = r.config("clock", stage=2)
+    os.environ["ZINC_TRACE_TEST_ESTIMATE_CLOCK"] = "1"
+    try:
+        t = r.trace("clock", 4, ["--config", cfg, "--steps", "3"] + MLP, "1:3")
+    finally:
+        del os.environ["ZINC_TRACE_TEST_ESTIMATE_CLOCK"]
+    od = t["otherData"]
+    off, err = od.get("clock_offset_ns"), od.get("clock_error_ns")
+    check(off[0] == 0 and err[0] == 0, f"rank 0's own offset {off[0]} +- {err[0]}")
+    for q in (1, 2, 3):
+        check(0 < err[q] and abs(off[q]) <= err[q], f"rank {q}: offset {off[q]} ns, stated bound {err[q]} ns, "
+              "true offset 0")
+    print("estimated offsets (ns):", off, "bounds:", err)
 
 
 def part_ranks(r):
@@ -165,9 +201,24 @@ def part_ranks(r):
                 check(len(ag) == 3 and all(e["args"].get("bytes", 0) > 0 for e in ag),
                       f"{what}: one parameter all-gather per step, with bytes: {ag[:2]}")
         if ranks > 1:
+            check_aligned(t, what, ranks)
             names = track_names(t)
             comm_tracks = {names[(e["pid"], e["tid"])] for e in spans(t, "comm")}
             check(all(n.startswith("comm") for n in comm_tracks), f"{what}: comm spans on tracks {comm_tracks}")
+
+
+def part_stages(r):
+    """Stages 0, 1 and 3 at 2 ranks (stage 2: part ranks): each stage's collectives, nesting, the window."""
+    want = {0: {"all_reduce"}, 1: {"reduce_scatter", "all_gather"}, 3: {"reduce_scatter", "all_gather"}}
+    for stage in (0, 1, 3):
+        cfg = r.config(f"st{stage}", stage=stage, **({"stage3_param_persistence_threshold": 0} if stage == 3 else {}))
+        t = r.trace(f"stage{stage}", 2, ["--config", cfg, "--steps", "3"] + MLP, "2:3")
+        what = f"mlp stage {stage} np2"
+        check_common(t, what, 2, 2, 3)
+        for rk in range(2):
+            comm = {e["name"] for e in spans(t, "comm", rk) if e["args"].get("bytes", 0) > 0}
+            check(comm == want[stage], f"{what}: rank {rk}: collectives {comm}, want {want[stage]}")
+            check({e["name"] for e in spans(t, "backward", rk)} == {"fc1", "fc2", "fc3"}, f"{what}: modules")
 
 
 def overlaps(a, b):
@@ -256,6 +307,16 @@ def part_gpt2(r):
     t = r.trace("gpt2", 2, ["--model", "gpt2", "--config", cfg, "--data", tok, "--vocab", "256", "--context", "32",
                             "--layers", "2", "--heads", "2", "--width", "64", "--steps", "3"], "2:3")
     check_common(t, "gpt2 np2", 2, 2, 3)
+    cfg_ac = os.path.join(r.w, "gpt2_ac.json")
+    c = json.load(open(cfg))
+    c["activation_checkpointing"] = {"partition_activations": False}
+    json.dump(c, open(cfg_ac, "w"))
+    tac = r.trace("gpt2_ac", 1, ["--model", "gpt2", "--config", cfg_ac, "--data", tok, "--vocab", "256", "--context",
+                                 "32", "--layers", "2", "--heads", "2", "--width", "64", "--steps", "2"], "1:2")
+    check_common(tac, "gpt2 activation checkpointing", 1, 1, 2)
+    rec = spans(tac, "recompute", 0)
+    check(rec and all(e["args"].get("module") == e["name"] for e in rec),
+          f"gpt2 activation checkpointing: recompute spans {[e['name'] for e in rec][:4]}")
     for rk in range(2):
         mods = {e["name"] for e in spans(t, "forward", rk)}
         check(len(mods) >= 3, f"gpt2: rank {rk} forward modules {mods}")
@@ -289,6 +350,20 @@ def part_errors(r):
     r.run(2, base + ["--trace", out, "--force", "--quiet"])
     t = json.load(open(out))
     check_common(t, "--force", 2, 1, 2, [1, 5])
+    # a full buffer: later spans are dropped, counted and reported; the file stays valid
+    os.environ["ZINC_TRACE_TEST_MAX_EVENTS"] = "1000"  # one block of 1024
+    try:
+        p = r.run(1, base[:3] + ["20"] + MLP + ["--trace", out, "--force", "--trace-steps", "1:20"])
+    finally:
+        del os.environ["ZINC_TRACE_TEST_MAX_EVENTS"]
+    t = json.load(open(out))
+    od = t["otherData"]
+    kept = len(spans(t))
+    check(od["dropped_events"] > 0 and od["dropped_events_per_rank"] == [od["dropped_events"]],
+          f"full buffer: dropped {od['dropped_events']}")
+    check(kept <= 1024, f"full buffer: {kept} spans kept beyond the cap of 1024")
+    check(f"{od['dropped_events']} spans did not fit" in p.stdout, f"full buffer: no warning: {p.stdout[-400:]}")
+    check_nesting(t, "full buffer")
 
 
 def main():
@@ -299,7 +374,7 @@ def main():
     ap.add_argument("--workdir", required=True)
     a = ap.parse_args()
     r = Runner(a)
-    {"ranks": part_ranks, "overlap": part_overlap, "offload": part_offload, "gpt2": part_gpt2,
+    {"ranks": part_ranks, "stages": part_stages, "clock": part_clock, "overlap": part_overlap, "offload": part_offload, "gpt2": part_gpt2,
      "errors": part_errors}[a.part](r)
     print("trace", a.part, "FAILED" if failures else "passed", f"({failures} failures)")
     return 1 if failures else 0

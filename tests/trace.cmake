@@ -6,7 +6,7 @@
 find_program(ZINC_TRACE_PYTHON3 python3)
 if(ZINC_TRACE_PYTHON3)
   string(REPLACE ";" " " zinc_trace_mpirun "${ZINC_MPIRUN}")
-  foreach(part ranks overlap offload gpt2 errors)
+  foreach(part ranks stages clock overlap offload gpt2 errors)
     add_test(NAME trace_${part} COMMAND ${ZINC_TRACE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_trace.py
              --part ${part} --zinc $<TARGET_FILE:zinc_cli_hooks> --workdir ${PROJECT_BINARY_DIR}/trace_test/${part}
              --mpirun "${zinc_trace_mpirun}")
@@ -23,3 +23,7 @@ zinc_test(NAME trace_recorder SOURCES test_trace_recorder.c engine_util.c LABELS
 # spans on the compute stream, reduce-scatters on the comm stream (NCCL, 2 emulated GPUs), pinned copies on
 # the copy stream (cpu offload).
 zinc_emulated_test(NAME trace_cuda_emulated_np2 SOURCE test_trace_cuda.c RANKS 2 ENV ZINC_CUDA_HOST_DEVICES=2)
+# The same on a real GPU (label gpu; 77 without one).
+if(ZINC_HAVE_CUDA)
+  zinc_test(NAME trace_cuda SOURCES test_trace_cuda.c engine_util.c LABELS gpu trace TIMEOUT 600)
+endif()

@@ -18,6 +18,7 @@ typedef struct zmodule {
     bool in_phase[2];             /* entered and not yet exited, per phase */
     bool reentered;               /* declared entered twice in one backward (zinc_module_reentered): grads.c holds its
                      * gradients in a buffer of their own from the first micro-step, and the plan counts it */
+    double flops_fwd, flops_bwd;  /* per sample, as the model declared them (zinc_module_flops); only reported */
 } zmodule;
 
 static inline int64_t zmodule_numel(const zmodule *m) { return m->flat_end - m->flat_begin; }

@@ -653,7 +653,13 @@ static zinc_status backward(gpt2_model *m, int B, int T) {
     /* m->dres: the gradient at the residual stream above the current block */
     for (int l = L - 1; l >= 0; l--) {
         CHECK(enter(m, m->mod_block[l], ZINC_BACKWARD, block_first(l), NBLOCK_KINDS));
-        if (m->ckpt) CHECK(block_forward(m, l, B, T, 0)); /* recomputed from its kept input xs[l] */
+        if (m->ckpt) { /* recomputed from its kept input xs[l] (a recompute span on the --trace timeline) */
+            int64_t t_re = zinc_trace_begin(m->e);
+            CHECK(block_forward(m, l, B, T, 0));
+            char name[16];
+            snprintf(name, sizeof name, "h%d", l);
+            CHECK(zinc_trace_end(m->e, t_re, "recompute", name));
+        }
         gpt2_block_acts *a = block_acts(m, l);
         float *const *w = m->w, *const *g = m->g;
         const float *x = m->xs + l * NC;

@@ -195,6 +195,10 @@ zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
         snprintf(name, sizeof name, "fc%d", l + 1);
         L->module = zinc_module_add(e, name);
         if (L->module < 0) goto fail;
+        /* FLOPs per sample: forward y = W x + b is 2 in out; backward dW (2 in out) and, above the first
+         * layer, dx (2 in out). Biases and ReLU are left out, as FLOP counts usually do. */
+        double mac2 = 2.0 * L->in * L->out;
+        if (zinc_module_flops(e, L->module, mac2, l > 0 ? 2 * mac2 : mac2) != ZINC_OK) goto fail;
         char pname[80];
         snprintf(pname, sizeof pname, "fc%d.weight", l + 1);
         L->w = zinc_param_add(e, L->module, pname, 2, (int64_t[]){L->out, L->in}, ZINC_PARAM_DECAY);

@@ -14,7 +14,7 @@
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/core/safe_file.h"
-#include "offload/crc32c.h"
+#include "runtime/core/crc32c.h"
 
 zinc_status zckpt_host_little_endian(void) {
     const uint16_t one = 1;

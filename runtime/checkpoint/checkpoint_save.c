@@ -19,7 +19,7 @@
 #include "runtime/core/trace.h"
 #include "runtime/core/clock.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "offload/crc32c.h"
+#include "runtime/core/crc32c.h"
 #include "runtime/engine/engine_internal.h"
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"

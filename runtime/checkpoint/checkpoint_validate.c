@@ -16,7 +16,7 @@
 
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/core/error.h"
-#include "offload/crc32c.h"
+#include "runtime/core/crc32c.h"
 #include "zero/partition.h"
 
 #define SEAL_HEAD "{\"manifest_crc32c\": \""

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "runtime/core/log.h"
+#include "runtime/comm/comm_log.h"
 #include "runtime/comm/watchdog.h"
 #include "zinc.h"
 
@@ -46,6 +47,7 @@ struct zcomm {
     int rank, size;
     int local_rank, local_size; /* ranks on this node */
     void *impl;
+    zcomm_log *log; /* the communication logger (comm_log.h), set by the engine; NULL: not logging */
 };
 
 /* Picks the backend: MPI when started by a launcher (mpirun, srun: OMPI_/PMI_/PMIX_/SLURM_ variables) or
@@ -56,36 +58,73 @@ zinc_status zcomm_create_single(zcomm **out);
 zinc_status zcomm_create_mpi(const zlog *log, zcomm **out);
 
 /* Convenience wrappers: a NULL req pointer means blocking. Blocking calls and waits of a communicator
- * with more than one rank run under the collective watchdog (watchdog.h). */
-#define ZCOMM_WATCHED(c, blocking, what, call)                                                                         \
+ * with more than one rank run under the collective watchdog (watchdog.h). Each call is the one place where
+ * the communication logger (comm_log.h) sees it; the macros of the same names pass the caller's function
+ * name, which comms_logger.debug shows (DeepSpeed's "Caller Func"). */
+#define ZCOMM_DISPATCH(c, req, opk, bytes, caller, what, call)                                                         \
     do {                                                                                                               \
-        bool w_ = (blocking) && (c)->size > 1;                                                                         \
+        bool w_ = !(req) && (c)->size > 1;                                                                             \
+        zcomm_log *l_ = (c)->log;                                                                                      \
+        double t0_ = 0;                                                                                                \
+        bool rec_ = l_ && zcomm_log_begin(l_, (opk), &t0_);                                                            \
         if (w_) zwatch_arm(what);                                                                                      \
         zinc_status s_ = (call);                                                                                       \
         if (w_) zwatch_disarm();                                                                                       \
+        if (l_)                                                                                                        \
+            zcomm_log_end(l_, rec_, (opk), rec_ ? (bytes) : 0, (caller), t0_,                                          \
+                          s_ == ZINC_OK && (req) ? *(zcomm_req **)(req) : NULL, s_);                                   \
         return s_;                                                                                                     \
     } while (0)
-static inline zinc_status zcomm_allreduce(zcomm *c, void *buf, size_t n, zinc_dtype t, zcomm_op op, zcomm_req **req) {
-    ZCOMM_WATCHED(c, !req, "allreduce", c->ops->allreduce(c, buf, n, t, op, req));
+static inline size_t zcomm_sum_counts_(const zcomm *c, const size_t *counts) {
+    size_t n = 0;
+    for (int r = 0; r < c->size; r++) n += counts[r];
+    return n;
 }
-static inline zinc_status zcomm_reduce_scatterv(zcomm *c, const void *send, void *recv, const size_t *counts,
-                                                zinc_dtype t, zcomm_req **req) {
-    ZCOMM_WATCHED(c, !req, "reduce-scatter", c->ops->reduce_scatterv(c, send, recv, counts, t, req));
+static inline zinc_status zcomm_allreduce_from(zcomm *c, const char *caller, void *buf, size_t n, zinc_dtype t,
+                                               zcomm_op op, zcomm_req **req) {
+    ZCOMM_DISPATCH(c, req, ZCOMM_OP_ALL_REDUCE, n * zinc_dtype_size(t), caller, "allreduce",
+                   c->ops->allreduce(c, buf, n, t, op, req));
 }
-static inline zinc_status zcomm_allgatherv_inplace(zcomm *c, void *buf, const size_t *counts, const size_t *displs,
-                                                   zinc_dtype t, zcomm_req **req) {
-    ZCOMM_WATCHED(c, !req, "all-gather", c->ops->allgatherv_inplace(c, buf, counts, displs, t, req));
+static inline zinc_status zcomm_reduce_scatterv_from(zcomm *c, const char *caller, const void *send, void *recv,
+                                                     const size_t *counts, zinc_dtype t, zcomm_req **req) {
+    ZCOMM_DISPATCH(c, req, ZCOMM_OP_REDUCE_SCATTER, zcomm_sum_counts_(c, counts) * zinc_dtype_size(t), caller,
+                   "reduce-scatter", c->ops->reduce_scatterv(c, send, recv, counts, t, req));
 }
-static inline zinc_status zcomm_allgather_bytes(zcomm *c, const void *in, void *out, size_t bytes) {
-    ZCOMM_WATCHED(c, true, "all-gather (bytes)", c->ops->allgather_bytes(c, in, out, bytes));
+static inline zinc_status zcomm_allgatherv_inplace_from(zcomm *c, const char *caller, void *buf, const size_t *counts,
+                                                        const size_t *displs, zinc_dtype t, zcomm_req **req) {
+    ZCOMM_DISPATCH(c, req, ZCOMM_OP_ALL_GATHER, zcomm_sum_counts_(c, counts) * zinc_dtype_size(t), caller, "all-gather",
+                   c->ops->allgatherv_inplace(c, buf, counts, displs, t, req));
 }
-static inline zinc_status zcomm_bcast(zcomm *c, void *buf, size_t bytes, int root) {
-    ZCOMM_WATCHED(c, true, "broadcast", c->ops->bcast(c, buf, bytes, root));
+static inline zinc_status zcomm_allgather_bytes_from(zcomm *c, const char *caller, const void *in, void *out,
+                                                     size_t bytes) {
+    zcomm_req **none = NULL;
+    ZCOMM_DISPATCH(c, none, ZCOMM_OP_ALL_GATHER_OBJECT, bytes * (size_t)c->size, caller, "all-gather (bytes)",
+                   c->ops->allgather_bytes(c, in, out, bytes));
 }
-static inline zinc_status zcomm_barrier(zcomm *c) { ZCOMM_WATCHED(c, true, "barrier", c->ops->barrier(c)); }
+static inline zinc_status zcomm_bcast_from(zcomm *c, const char *caller, void *buf, size_t bytes, int root) {
+    zcomm_req **none = NULL;
+    ZCOMM_DISPATCH(c, none, ZCOMM_OP_BROADCAST, bytes, caller, "broadcast", c->ops->bcast(c, buf, bytes, root));
+}
+static inline zinc_status zcomm_barrier_from(zcomm *c, const char *caller) {
+    zcomm_req **none = NULL;
+    ZCOMM_DISPATCH(c, none, ZCOMM_OP_BARRIER, 0, caller, "barrier", c->ops->barrier(c));
+}
+#define zcomm_allreduce(c, ...) zcomm_allreduce_from((c), __func__, __VA_ARGS__)
+#define zcomm_reduce_scatterv(c, ...) zcomm_reduce_scatterv_from((c), __func__, __VA_ARGS__)
+#define zcomm_allgatherv_inplace(c, ...) zcomm_allgatherv_inplace_from((c), __func__, __VA_ARGS__)
+#define zcomm_allgather_bytes(c, ...) zcomm_allgather_bytes_from((c), __func__, __VA_ARGS__)
+#define zcomm_bcast(c, ...) zcomm_bcast_from((c), __func__, __VA_ARGS__)
+#define zcomm_barrier(c) zcomm_barrier_from((c), __func__)
 static inline zinc_status zcomm_wait(zcomm *c, zcomm_req *req) {
     if (!req) return ZINC_OK;
-    ZCOMM_WATCHED(c, true, "wait", c->ops->wait(c, req));
+    bool w_ = c->size > 1;
+    zcomm_log_pending p_;
+    if (c->log) zcomm_log_wait_begin(c->log, req, &p_);
+    if (w_) zwatch_arm("wait");
+    zinc_status s_ = c->ops->wait(c, req);
+    if (w_) zwatch_disarm();
+    if (c->log) zcomm_log_wait_end(c->log, &p_, s_);
+    return s_;
 }
 static inline void zcomm_destroy(zcomm *c) {
     if (c) c->ops->destroy(c);

@@ -338,6 +338,8 @@ zinc_status zcomm_nccl_wait_stream(zcomm *c, zcomm_req *req, void *stream) {
     zinc_status st = ZINC_OK;
     if (!req) return ZINC_OK;
     if (!c || c->ops != &nccl_ops) FAIL(ZINC_ERR_INVALID_ARG, "zcomm_nccl_wait_stream: not an NCCL communicator");
+    /* comms_logger times a collective to its completion: the host waits for it, as DeepSpeed's logger does */
+    if (c->log && cudaEventSynchronize(req->ev) == cudaSuccess) zcomm_log_waited(c->log, req);
     cudaError_t e = cudaStreamWaitEvent((cudaStream_t)stream, req->ev, 0);
     /* The wait is captured at enqueue time, so the event may be destroyed now. */
     cudaEventDestroy(req->ev);

@@ -135,12 +135,29 @@ typedef struct zcfg_aio {
     bool allow_buffered_io;   /* zinc extension: fall back to buffered IO where O_DIRECT is refused */
 } zcfg_aio;
 
+/* DeepSpeed's "comms_logger" (deepspeed/comm/config.py; runtime/comm/comm_log.h records and prints). */
+typedef struct zcfg_comms_logger {
+    bool enabled;      /* false */
+    bool verbose;      /* false: one line per completed collective */
+    bool prof_all;     /* true: every collective; false: those in prof_ops */
+    bool debug;        /* false: the calling function joins the op name */
+    unsigned prof_ops; /* [] : bit i = zkey_comm_op_names[i] */
+} zcfg_comms_logger;
+
 typedef struct zcfg_checkpoint {
     zcfg_tag_validation tag_validation; /* WARN */
     bool load_universal;                /* false */
     bool use_node_local_storage;        /* false */
     bool parallel_write_pipeline_stage; /* false */
 } zcfg_checkpoint;
+
+/* DeepSpeed's "tensorboard" and "csv_monitor" blocks (deepspeed/monitor/config.py): the files go into
+ * output_path/job_name on rank 0 (runtime/monitor/monitor.h). */
+typedef struct zcfg_monitor {
+    bool enabled;                    /* false */
+    char output_path[ZCFG_PATH_MAX]; /* "": the working directory */
+    char job_name[ZCFG_PATH_MAX];    /* "DeepSpeedJobName" */
+} zcfg_monitor;
 
 typedef struct zinc_config {
     /* batch triad, resolved against world_size by DeepSpeed's rules */
@@ -165,6 +182,8 @@ typedef struct zinc_config {
     bool memory_breakdown;
     bool dump_state;
     zcfg_checkpoint checkpoint;
+    zcfg_comms_logger comms_logger;
+    zcfg_monitor tensorboard, csv_monitor;
 
     /* Data types. compute_dtype follows fp16/bf16; comm_dtype follows communication_data_type (default:
      * the compute dtype); grad_accum_dtype follows data_types.grad_accum_dtype (default: the compute

@@ -23,6 +23,13 @@ json_t *zcfg_key_json(const zinc_config *c, const zkey_key *k) {
         const double *b = (const double *)(base + k->off);
         return json_pack("[ff]", b[0], b[1]);
     }
+    case ZKEY_NAMES: {
+        unsigned mask = *(const unsigned *)(base + k->off);
+        json_t *a = json_array();
+        for (int i = 0; a && k->names[i]; i++)
+            if (mask & (1u << i)) json_array_append_new(a, json_string(k->names[i]));
+        return a;
+    }
     default: return NULL;
     }
 }

@@ -59,5 +59,9 @@ int zcfg_shortest_digits(double x);
 
 /* Derives the batch triad, dtypes and resolved defaults, and checks the rules that span keys. */
 void zcfg_resolve(zcfg_loader *L);
+/* The tensorboard and csv_monitor blocks (config_monitor.c): DeepSpeed's defaults, and the checks of
+ * job_name and output_path. */
+void zcfg_monitor_defaults(zcfg_monitor *m);
+void zcfg_resolve_monitors(zcfg_loader *L);
 
 #endif

@@ -373,6 +373,32 @@ static void set_scalar(zcfg_loader *L, const zkey_key *k, const json_t *v, const
         ((double *)(base + k->off))[1] = b[1];
         return;
     }
+    case ZKEY_NAMES: {
+        char list[512];
+        enum_list(k->names, list, sizeof list);
+        if (!json_is_array(v)) {
+            zcfg_problem(L, path, "expected a list of op names (any of %s), got %s", list, s);
+            return;
+        }
+        unsigned mask = 0;
+        size_t i;
+        json_t *item;
+        json_array_foreach(v, i, item) {
+            int found = -1;
+            for (int j = 0; json_is_string(item) && k->names[j]; j++)
+                if (!strcmp(json_string_value(item), k->names[j])) found = j;
+            if (found < 0) {
+                char p2[600], sx[80];
+                snprintf(p2, sizeof p2, "%s[%zu]", path, i);
+                show(item, sx, sizeof sx);
+                zcfg_problem(L, p2, "%s is not an op zinc issues; the valid names are %s", sx, list);
+                return;
+            }
+            mask |= 1u << found;
+        }
+        *(unsigned *)(base + k->off) = mask;
+        return;
+    }
     default: return;
     }
 }

@@ -52,6 +52,9 @@ void zcfg_defaults(zinc_config *c) {
     c->zero.load_from_fp32_weights = true;
     c->aio = (zcfg_aio){.block_size = 1048576, .queue_depth = 8, .intra_op_parallelism = 1, .overlap_events = true};
     c->checkpoint.tag_validation = ZTAG_WARN;
+    c->comms_logger.prof_all = true;
+    zcfg_monitor_defaults(&c->tensorboard);
+    zcfg_monitor_defaults(&c->csv_monitor);
     c->gradient_predivide_factor = 1.0;
     c->compute_dtype = c->comm_dtype = c->grad_accum_dtype = ZINC_FP32;
     c->device = ZINC_DEVICE_AUTO;
@@ -447,5 +450,13 @@ void zcfg_resolve(zcfg_loader *L) {
     resolve_scheduler(L);
     resolve_offload(L);
     resolve_learnable(L);
+    /* DeepSpeed counts every op while prof_all is true, whatever prof_ops says */
+    if (c->comms_logger.enabled && c->comms_logger.prof_all && c->comms_logger.prof_ops &&
+        !zcfg_had_problem(L, "comms_logger"))
+        ZLOG_WARN(L->log,
+                  "%s: comms_logger.prof_ops has no effect while comms_logger.prof_all is true (the default): every "
+                  "collective is logged; set prof_all false to log only the ops listed",
+                  L->origin);
+    zcfg_resolve_monitors(L);
     zcfg_report_default_autos(L);
 }

@@ -45,6 +45,8 @@ static const char *const warmup_names[] = {"log", "linear", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const tag_names[] = {"Warn", "Ignore", "Fail", NULL};
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
+const char *const zkey_comm_op_names[] = {"all_reduce", "reduce_scatter", "all_gather", "all_gather_object",
+                                          "broadcast",  "barrier",        NULL};
 
 /* ------------------------------------------------------------------ optimizer */
 /* Which optimizer takes which parameter is stated here once (the key's mask: the optimizer types
@@ -457,6 +459,21 @@ static const zkey_key zinc_keys[] = {
 };
 static TABLE(zinc_tbl, "zinc", zinc_keys);
 
+static const zkey_key comms_logger_keys[] = {
+    BOOL("enabled", comms_logger.enabled, "count every collective: per op and message size, latency and bandwidth"),
+    BOOL("verbose", comms_logger.verbose,
+         "also log each collective as it completes, and the table every steps_per_print"),
+    BOOL("prof_all", comms_logger.prof_all, "log every collective (false: only those in prof_ops)"),
+    {.name = "prof_ops",
+     .kind = ZKEY_NAMES,
+     .off = F(comms_logger.prof_ops),
+     .names = zkey_comm_op_names,
+     .meaning = "the collectives logged when prof_all is false",
+     .status = IMPL},
+    BOOL("debug", comms_logger.debug, "add the calling function to each op's name"),
+};
+static TABLE(comms_logger_tbl, "comms_logger", comms_logger_keys);
+
 /* DeepSpeed's activation checkpointing configures what its checkpoint() does; the model calls it. In zinc
  * the block's presence tells the model to recompute (zinc_activation_checkpointing; zinc train --model gpt2
  * keeps each block's input and recomputes the block in backward). These keys have no meaning in zinc: */
@@ -470,6 +487,21 @@ static const zkey_key activation_ckpt_keys[] = {
     IGNORED("profile", "no effect in zinc: no checkpoint profiler"),
 };
 static TABLE(activation_ckpt_tbl, "activation_checkpointing", activation_ckpt_keys);
+
+/* DeepSpeed's monitors (deepspeed/monitor/config.py; runtime/monitor/monitor.h writes the files) */
+static const zkey_key tensorboard_keys[] = {
+    BOOL("enabled", tensorboard.enabled, "write TensorBoard event files (rank 0)"),
+    STR("output_path", tensorboard.output_path, "where the job's directory goes (\"\": the working directory)"),
+    STR("job_name", tensorboard.job_name, "the directory inside output_path that holds the event files"),
+};
+static TABLE(tensorboard_tbl, "tensorboard", tensorboard_keys);
+
+static const zkey_key csv_monitor_keys[] = {
+    BOOL("enabled", csv_monitor.enabled, "write one CSV file per scalar (rank 0)"),
+    STR("output_path", csv_monitor.output_path, "where the job's directory goes (\"\": the working directory)"),
+    STR("job_name", csv_monitor.job_name, "the directory inside output_path that holds the CSV files"),
+};
+static TABLE(csv_monitor_tbl, "csv_monitor", csv_monitor_keys);
 
 /* ------------------------------------------------------------------ top level */
 static const zkey_key top_keys[] = {
@@ -500,10 +532,12 @@ static const zkey_key top_keys[] = {
         "divide by this before the reduction and by world/this after"),
     OBJ("data_types", data_types_tbl, "gradient accumulation dtype"),
     OBJ("zinc", zinc_tbl, "zinc's own settings"),
-    IGNORED("tensorboard", "ignored: zinc logs through its log callback"),
-    IGNORED("wandb", "ignored: zinc logs through its log callback"),
-    IGNORED("csv_monitor", "ignored: zinc logs through its log callback"),
-    IGNORED("comet", "ignored: zinc logs through its log callback"),
+    OBJ("tensorboard", tensorboard_tbl, "TensorBoard event files of the training scalars (docs/monitors.md)"),
+    IGNORED("wandb", "ignored: Weights & Biases sends the run to a network service, and zinc needs none; "
+                     "tensorboard and csv_monitor write the same scalars to local files (docs/monitors.md)"),
+    OBJ("csv_monitor", csv_monitor_tbl, "CSV files of the training scalars (docs/monitors.md)"),
+    IGNORED("comet", "ignored: Comet sends the run to a network service, and zinc needs none; "
+                     "tensorboard and csv_monitor write the same scalars to local files (docs/monitors.md)"),
     IGNORED("flops_profiler", "ignored: no profiler in zinc"),
     OBJ("activation_checkpointing", activation_ckpt_tbl,
         "present: the model recomputes activations in backward (zinc train --model gpt2: every block)"),
@@ -514,7 +548,7 @@ static const zkey_key top_keys[] = {
     IGNORED("gradient_accumulation_dtype", "ignored: use data_types.grad_accum_dtype"),
     IGNORED("seq_parallel_communication_data_type", "ignored: no sequence parallelism in zinc"),
     IGNORED("pipeline", "ignored: no pipeline parallelism in zinc"),
-    IGNORED("comms_logger", "ignored"),
+    OBJ("comms_logger", comms_logger_tbl, "communication figures per collective (docs/comms.md)"),
     IGNORED("timers", "ignored"),
     IGNORED("nebula", "ignored"),
     IGNORED("zero_force_ds_cpu_initialization", "ignored"),
@@ -523,7 +557,8 @@ static const zkey_key top_keys[] = {
             "removed in DeepSpeed 0.19, which refuses it too: set train_batch_size and train_micro_batch_size_per_gpu "
             "directly. zinc keeps the global batch on any rank count without it: give those two and leave "
             "gradient_accumulation_steps out, and a run resumed on another rank count re-derives it (same batch, "
-            "same LR schedule; docs/checkpoints.md)"),
+            "same LR schedule; docs/checkpoints.md), and `zinc launch --min-ranks M` restarts a failed job on the "
+            "largest such count"),
     REFUSED("sparse_gradients", "not implemented: sparse gradients"),
     REFUSED("curriculum_learning", "not implemented: curriculum learning changes the data the model sees"),
     REFUSED("data_efficiency", "not implemented: data sampling and routing"),

@@ -18,6 +18,7 @@ typedef enum {
     ZKEY_DTYPE,   /* zinc_dtype from "fp32"/"fp16"/"bf16" (and torch spellings); sets the bool at aux_off */
     ZKEY_STR,     /* char[ZCFG_PATH_MAX] */
     ZKEY_BETAS,   /* [beta1, beta2]: two doubles at off and off + sizeof(double) */
+    ZKEY_NAMES,   /* a list of names from `names` (exact match), stored as the unsigned mask of their indexes */
     ZKEY_OBJECT,  /* a nested table */
     ZKEY_ALIAS,   /* another spelling of `target` in the same table; `deprecated` says whether it warns */
     ZKEY_LEGACY,  /* a deprecated key with its own translation (handled by name in config_load.c) */
@@ -52,6 +53,9 @@ struct zkey_table {
 extern const zkey_table zkey_top;
 extern const char *const zkey_scheduler_names[];
 extern const char *const zkey_optimizer_names[];
+/* The collectives comms_logger.prof_ops may name (runtime/comm/comm_log.h's op names; the engine maps
+ * them by name and a test checks the two lists agree). */
+extern const char *const zkey_comm_op_names[];
 extern const zkey_table zkey_optimizer_params;
 
 /* An optimizer's default for one of its parameters where its DeepSpeed class's differs from zcfg_defaults

@@ -57,6 +57,10 @@ static const zenv_var g_vars[ZENV_COUNT] = {
          "checkpoint saves take the portable replace (two renames) instead of renameat2(RENAME_EXCHANGE)"),
     HOOK(ZENV_AIO_FAULT, "ZINC_AIO_FAULT", "fault spec (offload/aio.h)",
          "NVMe IO fault injection, e.g. write:EIO:skip=3:count=1, read:short, refuse_direct, no_uring"),
+    HOOK(ZENV_TRACE_TEST_ESTIMATE_CLOCK, "ZINC_TRACE_TEST_ESTIMATE_CLOCK", "flag (1)",
+         "--trace estimates every rank's clock offset, even where the rank shares rank 0's clock"),
+    HOOK(ZENV_TRACE_TEST_MAX_EVENTS, "ZINC_TRACE_TEST_MAX_EVENTS", "spans, 1 to 2^20",
+         "--trace keeps at most this many spans per process (rounded up to its blocks of 1024) instead of 2^20"),
     FOREIGN(ZENV_OMPI_COMM_WORLD_RANK, "OMPI_COMM_WORLD_RANK", "rank", "library, zinc program",
             "Open MPI's mpirun: set means launched (library); the rank for messages before an engine exists "
             "(zinc program)"),
@@ -67,6 +71,10 @@ static const zenv_var g_vars[ZENV_COUNT] = {
     FOREIGN(ZENV_SLURM_PROCID, "SLURM_PROCID", "rank", "library, zinc program",
             "srun: launched when SLURM_STEP_ID is set too; the rank (zinc program)"),
     FOREIGN(ZENV_SLURM_STEP_ID, "SLURM_STEP_ID", "step", "library", "srun: a job step (see SLURM_PROCID)"),
+    FOREIGN(ZENV_SLURM_JOB_ID, "SLURM_JOB_ID", "job id", "zinc program",
+            "salloc, sbatch, srun: inside a Slurm allocation, where zinc launch starts ranks with srun"),
+    FOREIGN(ZENV_SLURM_NTASKS, "SLURM_NTASKS", "count", "zinc program",
+            "salloc, sbatch: the allocation's task count, zinc launch's default -n"),
     FOREIGN(ZENV_PATH, "PATH", "directories", "zinc program", "where `zinc mem` looks for gnuplot to draw plots"),
 };
 

@@ -37,6 +37,8 @@ typedef enum zenv_id {
     ZENV_CKPT_TEST_NO_EXCHANGE,
     ZENV_CKPT_TEST_KILL_IN_RETENTION,
     ZENV_AIO_FAULT,
+    ZENV_TRACE_TEST_ESTIMATE_CLOCK,
+    ZENV_TRACE_TEST_MAX_EVENTS,
     /* set by others: MPI launchers (whether and where this process was launched), the shell */
     ZENV_OMPI_COMM_WORLD_RANK,
     ZENV_OMPI_COMM_WORLD_SIZE,
@@ -44,6 +46,8 @@ typedef enum zenv_id {
     ZENV_PMIX_RANK,
     ZENV_SLURM_PROCID,
     ZENV_SLURM_STEP_ID,
+    ZENV_SLURM_JOB_ID,
+    ZENV_SLURM_NTASKS,
     ZENV_PATH,
     ZENV_COUNT
 } zenv_id;

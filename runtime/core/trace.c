@@ -38,6 +38,7 @@ typedef struct block {
 typedef struct thread_buf {
     int track;
     block *head, *tail;
+    _Atomic int64_t recorded; /* stored by the owner only: no shared counter on the hot path */
 } thread_buf;
 
 static const char *const cat_names[ZTRACE_CAT_COUNT] = {"step", "forward",   "backward", "recompute", "comm",
@@ -62,7 +63,7 @@ static struct {
     thread_buf *threads[MAX_TRACKS];
     int nthreads;
     int64_t max_blocks;
-    _Atomic int64_t blocks, dropped, recorded;
+    _Atomic int64_t blocks, dropped;
     ztrace_window win;
     _Atomic int64_t step;
     int64_t step_t0;
@@ -181,8 +182,11 @@ static void record(int64_t t0, int64_t t1, ztrace_cat cat, ztrace_cat kind, cons
                 .track = track > 0 ? track : b->track,
                 .cat = (uint8_t)cat,
                 .kind = (uint8_t)kind};
-    atomic_fetch_add_explicit(&b->tail->n, 1, memory_order_release);
-    atomic_fetch_add_explicit(&R.recorded, 1, memory_order_relaxed);
+    /* only this thread writes its counts: plain stores (no locked instruction), the span published first */
+    block *k = b->tail;
+    atomic_store_explicit(&k->n, atomic_load_explicit(&k->n, memory_order_relaxed) + 1, memory_order_release);
+    atomic_store_explicit(&b->recorded, atomic_load_explicit(&b->recorded, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
 }
 
 void ztrace_span_at(int64_t t0, int64_t t1, ztrace_cat cat, const char *name, int track, const char *k1, int64_t v1,
@@ -268,14 +272,19 @@ void ztrace_reset(void) {
     R.ntracks = 0;
     atomic_store(&R.blocks, 0);
     atomic_store(&R.dropped, 0);
-    atomic_store(&R.recorded, 0);
     atomic_fetch_add(&R.gen, 1);
     pthread_mutex_unlock(&R.lock);
 }
 
 void ztrace_count_dropped(int64_t n) { atomic_fetch_add_explicit(&R.dropped, n, memory_order_relaxed); }
 int64_t ztrace_dropped(void) { return atomic_load(&R.dropped); }
-int64_t ztrace_recorded(void) { return atomic_load(&R.recorded); }
+int64_t ztrace_recorded(void) {
+    int64_t n = 0;
+    pthread_mutex_lock(&R.lock);
+    for (int i = 0; i < R.nthreads; i++) n += atomic_load_explicit(&R.threads[i]->recorded, memory_order_relaxed);
+    pthread_mutex_unlock(&R.lock);
+    return n;
+}
 
 /* ---------------------------------------------------------------- JSON text */
 

@@ -176,6 +176,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     TRY(zcomm_agree_status(e->comm, zdev_create(want, &e->mem, &e->log, e->comm->local_rank,
                                                 o.cpu_threads > 0 ? o.cpu_threads : default_threads(e), &e->dev)));
     TRY(e->dev->ops->comm_create(e->dev, e->comm, &e->log, &e->dcomm));
+    TRY(zengine_comms_start(e));
     e->optim = zopt_get(e->cfg.optimizer.type);
     if (!e->optim)
         FAIL(ZINC_ERR_INTERNAL, "optimizer type %d has no descriptor; please report this", e->cfg.optimizer.type);
@@ -210,6 +211,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
               zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->comm_dtype), (long long)e->cfg.train_batch_size,
               (long long)e->cfg.train_micro_batch_size_per_gpu, (long long)e->cfg.gradient_accumulation_steps, e->world,
               zpool_threads(e->dev->pool), zpool_threads(e->dev->pool) == 1 ? "" : "s", zkernels_simd_name());
+    TRY(zengine_monitor_open(e));
     *out = e;
     return ZINC_OK;
 fail:
@@ -220,6 +222,8 @@ fail:
 void zinc_destroy(zinc_engine *e) {
     if (!e) return;
     zengine_trace_destroy(e); /* first: the module names are the spans' */
+    zengine_comms_finish(e);
+    zengine_monitor_close(e);
     if (e->built) {
         zgather_free(&e->gather);
         zgrads_free(&e->grads);
@@ -586,7 +590,9 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
     zplan_free(&e->plan);
     TRY(zengine_plan(e, &e->cfg, 0, &e->plan));
     layout(e);
+    int64_t t_agree = ztrace_begin();
     TRY(zengine_agree(e)); /* one collective: config, model and the caller's items agree on every rank */
+    if (t_agree) ztrace_span(t_agree, ZTRACE_ENGINE, "rank agreement", 0, NULL, 0, NULL, 0);
     e->init_ranged = ranged != NULL;
     e->init_in_place = !ranged && e->plan.init_in_place;
     TRY(zengine_preflight(e, &e->plan)); /* refuses, with the numbers, a config this machine cannot hold */
@@ -819,10 +825,12 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
                     "before each step");
     zinc_step_info tmp;
     zinc_status st = zengine_step(e, info ? info : &tmp);
+    if (st == ZINC_OK) zengine_monitor_step(e);
     if (e->trace) {
         zinc_status written = zengine_trace_step_end(e, st == ZINC_OK);
         if (st == ZINC_OK) st = written;
     }
+    if (st == ZINC_OK) zengine_comms_after_step(e);
     return st;
 }
 

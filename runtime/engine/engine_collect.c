@@ -14,7 +14,9 @@ zinc_status zinc_allreduce_sum(zinc_engine *e, double *values, int n) {
     if (!e || (!values && n > 0) || n < 0) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_allreduce_sum: bad arguments");
     if (n == 0 || e->world == 1) return ZINC_OK;
     TRY_ALLOC(all, (size_t)n * (size_t)e->world, "metric reduction");
+    int64_t t0 = ztrace_begin();
     TRY(zcomm_allgather_bytes(e->comm, values, all, (size_t)n * sizeof *values));
+    if (t0) ztrace_span(t0, ZTRACE_WAIT, "metrics all-reduce", 0, "bytes", (int64_t)n * 8 * e->world, NULL, 0);
     for (int i = 0; i < n; i++) {
         double s = 0;
         for (int r = 0; r < e->world; r++) s += all[(size_t)r * (size_t)n + (size_t)i];

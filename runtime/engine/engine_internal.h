@@ -14,6 +14,7 @@
 #include "runtime/core/log.h"
 #include "runtime/core/memtrack.h"
 #include "runtime/mem/plan.h"
+#include "runtime/monitor/monitor.h"
 #include "runtime/optim/optim.h"
 #include "offload/state.h"
 #include "zero/gather.h"
@@ -38,8 +39,9 @@ struct zinc_param {
 struct zinc_engine {
     zinc_config cfg;
     zlog log;
-    zcomm *comm;  /* host buffers: metadata, statistics, metrics */
-    zcomm *dcomm; /* compute-device buffers (== comm on cpu; NCCL on cuda) */
+    zcomm *comm;      /* host buffers: metadata, statistics, metrics */
+    zcomm *dcomm;     /* compute-device buffers (== comm on cpu; NCCL on cuda) */
+    zcomm_log *comms; /* comms_logger: attached to comm and dcomm (engine_comms.c); NULL when not enabled */
     zmemtrack mem;
     zinc_device_kind device;
     zdevice *dev; /* every operation on compute-device buffers goes through it */
@@ -114,6 +116,17 @@ struct zinc_engine {
         int64_t value;
     } meta[ZINC_META_MAX];
     int nmeta;
+    double model_flops; /* zinc_model_flops: training FLOPs per sample for the whole model (0: the modules' sum) */
+    /* DeepSpeed's monitors (engine_monitor.c): the writer on rank 0 when tensorboard or csv_monitor is on
+     * (NULL otherwise); a step's lr and loss scale are held until its loss is written, so that the x axis
+     * only grows, as in DeepSpeed's files. */
+    zmon *monitor;
+    struct {
+        bool loss_due; /* a zinc_step finished and its loss is not recorded yet (every rank) */
+        bool held;
+        int64_t samples;
+        double lr, loss_scale;
+    } mon;
     /* zinc_options.trace_path: the timeline's settings and the open module spans (engine_trace.c); NULL
      * when not tracing */
     struct zengine_trace *trace;
@@ -128,8 +141,24 @@ void zengine_micro_steps_reset(zinc_engine *e);
 /* ZINC_ERR_STATE naming why, when the engine is broken; ZINC_OK otherwise. */
 zinc_status zengine_check_usable(const zinc_engine *e, const char *fn);
 
+/* engine_comms.c: comms_logger from the config (after dcomm exists); its table every steps_per_print under
+ * verbose; at zinc_destroy, before the communicators go, its table and its end. */
+zinc_status zengine_comms_start(zinc_engine *e);
+void zengine_comms_after_step(zinc_engine *e);
+void zengine_comms_finish(zinc_engine *e);
+
 /* engine_parallel.c: whether this thread is running a zinc_parallel_for body (collective calls refuse). */
 bool zengine_in_parallel_body(void);
+
+/* runtime/engine/engine_flops.c: the model's FLOPs declarations as members of the trace's otherData,
+ * ",\"flops_per_sample\":F,\"module_flops\":{\"name\":[forward,backward],...}" (per sample; "" when none were
+ * declared), malloc'd into *out (free it). */
+zinc_status zengine_flops_trace_json(const zinc_engine *e, char **out);
+/* runtime/engine/engine_monitor.c: open (collective: rank 0 opens, every rank agrees), after each
+ * successful step, close (writes what is held). */
+zinc_status zengine_monitor_open(zinc_engine *e);
+void zengine_monitor_step(zinc_engine *e);
+void zengine_monitor_close(zinc_engine *e);
 
 /* runtime/engine/engine_step.c */
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info);

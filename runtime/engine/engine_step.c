@@ -130,7 +130,9 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     if (nonfinite && zengine_nonfinite_is_error(e)) {
         TRY(zengine_nonfinite_grad_error(e, first_bad, bad_rank));
     } else if (nonfinite) {
+        t0 = ztrace_begin();
         TRY(skip_step(e, info, first_bad, bad_rank));
+        if (t0) ztrace_span(t0, ZTRACE_ENGINE, "skip", 0, NULL, 0, NULL, 0);
     } else {
         double clip = 1.0;
         if (e->cfg.gradient_clipping > 0) {
@@ -156,6 +158,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         }
         if (e->stage == 1 || e->stage == 2) TRY(zengine_allgather_params(e));
         double prev;
+        /* the loss scaler's update is a few comparisons: no span of its own (a skipped step's is "skip") */
         if (zls_update(&e->scaler, false, &prev) == ZLS_GREW)
             ZLOG_INFO(&e->log, "step %lld: no overflow for %lld steps, loss scale %g -> %g", (long long)e->steps,
                       (long long)e->scaler.scale_window, prev, e->scaler.cur_scale);

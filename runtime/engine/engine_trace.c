@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/core/safe_file.h"
 #include "runtime/core/trace.h"
@@ -15,33 +16,77 @@ struct zengine_trace {
     unsigned flags;    /* ZFILE_REPLACE with trace_replace */
     char *config_path; /* an input the trace never replaces */
     ztrace_window win;
-    int64_t offset_ns;  /* this rank's clock minus rank 0's */
-    int64_t origin_ns;  /* the job's start on rank 0's clock */
-    int64_t *module_t0; /* [module][phase]: where the open span began (0: none) */
-    int *module_dev;    /* [module][phase]: its device span on the compute stream (-1: none) */
+    int64_t offset_ns;         /* this rank's clock minus rank 0's */
+    int64_t *offsets, *errors; /* every rank's offset and its bound (0: rank 0's kernel, the same clock) */
+    int64_t origin_ns;         /* the job's start on rank 0's clock */
+    int64_t *module_t0;        /* [module][phase]: where the open span began (0: none) */
+    int *module_dev;           /* [module][phase]: its device span on the compute stream (-1: none) */
     int nmodules;
     bool written;
+    char **names; /* the model's span names (zinc_trace_end), copied once each */
+    int nnames, cap_names;
 };
 
-/* Rank 0's clock is the job's: each rank estimates its offset from the broadcasts of rank 0's clock that
- * reached it soonest (the offset plus the smallest one-way latency of a few tries; on one node the clocks
- * are the same and this is the latency alone). */
+/* This kernel's boot id: processes that share it share CLOCK_MONOTONIC (other network namespaces and
+ * containers included). "" when unreadable. */
+static void boot_id(char out[40]) {
+    memset(out, 0, 40);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (!f) return;
+    if (!fgets(out, 40, f)) out[0] = 0;
+    fclose(f);
+    out[strcspn(out, "\n")] = 0;
+}
+
+/* Rank 0's clock is the job's. A rank under rank 0's kernel reads the same clock (offset 0). Any other
+ * estimates its offset: in each round rank 0 reads its clock (a), broadcasts it, every rank reads its own
+ * (r) on receipt, and rank 0 reads its clock again (b) once all have answered; r happened between a and b
+ * on rank 0's clock, so the offset is r - (a + b) / 2 within (b - a) / 2. The tightest of a few rounds. */
 #define ALIGN_ROUNDS 8
+typedef struct clock_sample {
+    char boot[40];
+    int64_t offset, error;
+} clock_sample;
+
 static zinc_status align_clocks(zinc_engine *e, zengine_trace *t) {
     zinc_status st = ZINC_OK;
+    int64_t *got = NULL;
+    clock_sample mine = {.offset = 0, .error = INT64_MAX}, *all = NULL;
+    const char *estimate = zenv_get(ZENV_TRACE_TEST_ESTIMATE_CLOCK);
+    if (!estimate || strcmp(estimate, "1")) boot_id(mine.boot);
+    TRY_ALLOC(got, e->world, "the clock alignment");
+    TRY_ALLOC(all, e->world, "the clock alignment");
     TRY(zcomm_barrier(e->comm));
-    int64_t best = INT64_MAX;
     for (int i = 0; i < ALIGN_ROUNDS; i++) {
-        int64_t t0 = e->rank == 0 ? ztrace_now_ns() : 0;
-        TRY(zcomm_bcast(e->comm, &t0, sizeof t0, 0));
-        int64_t d = ztrace_now_ns() - t0;
-        if (d < best) best = d;
+        int64_t a = ztrace_now_ns(), r;
+        TRY(zcomm_bcast(e->comm, &a, sizeof a, 0));
+        r = ztrace_now_ns();
+        TRY(zcomm_allgather_bytes(e->comm, &r, got, sizeof r));
+        int64_t b = ztrace_now_ns();
+        TRY(zcomm_bcast(e->comm, &b, sizeof b, 0));
+        if ((b - a) / 2 < mine.error) {
+            mine.error = (b - a) / 2;
+            mine.offset = r - a - mine.error;
+        }
     }
-    t->offset_ns = e->rank == 0 ? 0 : best;
+    TRY(zcomm_allgather_bytes(e->comm, &mine, all, sizeof mine));
+    for (int q = 0; q < e->world; q++)
+        if (q == 0 || (all[q].boot[0] && !strcmp(all[q].boot, all[0].boot))) all[q].offset = all[q].error = 0;
+    for (int q = 1; q < e->world && e->rank == 0; q++)
+        if (all[q].error)
+            ZLOG_DEBUG(&e->log, "--trace: rank %d's clock is %+.3f ms from rank 0's (within %.3f ms)", q,
+                       1e-6 * (double)all[q].offset, 1e-6 * (double)all[q].error);
+    t->offset_ns = all[e->rank].offset;
+    for (int q = 0; q < e->world; q++) {
+        t->offsets[q] = all[q].offset;
+        t->errors[q] = all[q].error;
+    }
     int64_t origin = ztrace_now_ns() - t->offset_ns;
     TRY(zcomm_bcast(e->comm, &origin, sizeof origin, 0));
     t->origin_ns = origin;
 fail:
+    free(got);
+    free(all);
     return st;
 }
 
@@ -51,6 +96,9 @@ static void trace_free(zengine_trace *t) {
     free(t->config_path);
     free(t->module_t0);
     free(t->module_dev);
+    free(t->offsets);
+    for (int i = 0; i < t->nnames; i++) free(t->names[i]);
+    free(t->names);
     free(t);
 }
 
@@ -80,7 +128,12 @@ zinc_status zengine_trace_create(zinc_engine *e, const zinc_options *o) {
     if (!t->path || (o->config_path && !t->config_path)) FAIL(ZINC_ERR_NOMEM, "out of memory for the trace's path");
     t->flags = o->trace_replace ? ZFILE_REPLACE : 0;
     t->win = (ztrace_window){o->trace_first_step, o->trace_last_step};
-    TRY(zcomm_agree_status(e->comm, ztrace_start(t->win, 0)));
+    TRY_ALLOC(t->offsets, 2 * (size_t)e->world, "the ranks' clock offsets");
+    t->errors = t->offsets + e->world;
+    const char *cap = zenv_get(ZENV_TRACE_TEST_MAX_EVENTS); /* a test hook: a cap a test can fill */
+    int64_t max_events = cap ? atoll(cap) : 0;
+    if (max_events < 0 || max_events > ZTRACE_DEFAULT_MAX_EVENTS) max_events = 0;
+    TRY(zcomm_agree_status(e->comm, ztrace_start(t->win, max_events)));
     started = true;
     TRY(align_clocks(e, t));
     e->trace = t;
@@ -154,23 +207,36 @@ static zinc_status write_file(zinc_engine *e, zengine_trace *t, const char *mine
             if (opened == ZINC_OK) opened = zfile_out_write(&out, buf, (size_t)sizes[r]);
         }
     }
-    if (e->rank == 0 && opened == ZINC_OK) {
+    if (e->rank == 0 && opened == ZINC_OK && st == ZINC_OK) {
         int64_t total_dropped = 0;
-        char tail[4096], drops[2048] = "";
-        size_t k = 0;
-        for (int r = 0; r < e->world; r++) {
-            total_dropped += dropped[r];
-            k += (size_t)snprintf(drops + k, k < sizeof drops ? sizeof drops - k : 0, "%s%lld", r ? "," : "",
-                                  (long long)dropped[r]);
-            if (k >= sizeof drops) break;
+        for (int r = 0; r < e->world; r++) total_dropped += dropped[r];
+        size_t cap = 512 + 3 * 24 * (size_t)e->world, k = 0;
+        char *tail = malloc(cap);
+        if (!tail) opened = ZERR(ZINC_ERR_NOMEM, "out of memory for the trace's last lines");
+        const int64_t *arrays[3] = {dropped, t->offsets, t->errors};
+        static const char *const keys[3] = {"dropped_events_per_rank", "clock_offset_ns", "clock_error_ns"};
+        if (tail) {
+            k += (size_t)snprintf(tail + k, cap - k,
+                                  "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"format\":\"zinc-trace 1\","
+                                  "\"world_size\":%d,\"trace_steps\":[%lld,%lld],\"zinc_version\":\"%s\",\"clock\":"
+                                  "\"ranks aligned at start\",\"zero_stage\":%d,\"dropped_events\":%lld",
+                                  e->world, (long long)t->win.first, (long long)t->win.last, zinc_version(), e->stage,
+                                  (long long)total_dropped);
+            for (int q = 0; q < 3; q++) {
+                k += (size_t)snprintf(tail + k, cap - k, ",\"%s\":[", keys[q]);
+                for (int r = 0; r < e->world; r++)
+                    k += (size_t)snprintf(tail + k, cap - k, "%s%lld", r ? "," : "", (long long)arrays[q][r]);
+                k += (size_t)snprintf(tail + k, cap - k, "]");
+            }
+            opened = zfile_out_write(&out, tail, strlen(tail));
+            free(tail);
+            /* the model's FLOPs (engine_flops.c): zinc trace summary's per-module FLOP/s */
+            char *flops = NULL;
+            if (opened == ZINC_OK) opened = zengine_flops_trace_json(e, &flops);
+            if (opened == ZINC_OK) opened = zfile_out_write(&out, flops, strlen(flops));
+            free(flops);
+            if (opened == ZINC_OK) opened = zfile_out_write(&out, "}}\n", 3);
         }
-        snprintf(tail, sizeof tail,
-                 "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"format\":\"zinc-trace 1\",\"world_size\":%d,"
-                 "\"trace_steps\":[%lld,%lld],\"zinc_version\":\"%s\",\"clock\":\"ranks aligned at start\","
-                 "\"zero_stage\":%d,\"dropped_events\":%lld,\"dropped_events_per_rank\":[%s]}}\n",
-                 e->world, (long long)t->win.first, (long long)t->win.last, zinc_version(), e->stage,
-                 (long long)total_dropped, k < sizeof drops ? drops : "");
-        opened = zfile_out_write(&out, tail, strlen(tail));
         if (opened == ZINC_OK) opened = zfile_out_commit(&out);
         if (opened != ZINC_OK) zfile_out_abort(&out);
         if (opened == ZINC_OK && total_dropped)
@@ -181,7 +247,7 @@ static zinc_status write_file(zinc_engine *e, zengine_trace *t, const char *mine
         else if (opened == ZINC_OK)
             ZLOG_INFO(&e->log, "--trace %s: the timeline of steps %lld to %lld, %d rank%s", t->path,
                       (long long)t->win.first, (long long)t->win.last, e->world, e->world == 1 ? "" : "s");
-    } else if (e->rank == 0 && opened != ZINC_OK) {
+    } else if (e->rank == 0) { /* a rank's events did not arrive, or the file could not be written */
         zfile_out_abort(&out);
     }
     if (st == ZINC_OK) st = opened;
@@ -234,6 +300,22 @@ zinc_status zengine_trace_step_end(zinc_engine *e, bool ok) {
     return zcomm_agree_status(e->comm, gather_and_write(e));
 }
 
+/* The model's span names outlive its buffers: each distinct name is copied once (a model has a few). */
+static const char *intern(zengine_trace *t, const char *name) {
+    for (int i = t->nnames - 1; i >= 0; i--)
+        if (!strcmp(t->names[i], name)) return t->names[i];
+    if (t->nnames == t->cap_names) {
+        int cap = t->cap_names ? 2 * t->cap_names : 16;
+        char **n = realloc(t->names, (size_t)cap * sizeof *n);
+        if (!n) return NULL;
+        t->names = n;
+        t->cap_names = cap;
+    }
+    char *copy = strdup(name);
+    if (copy) t->names[t->nnames++] = copy;
+    return copy;
+}
+
 int64_t zinc_trace_begin(const zinc_engine *e) { return e && e->trace ? ztrace_begin() : 0; }
 
 zinc_status zinc_trace_end(zinc_engine *e, int64_t start, const char *category, const char *name) {
@@ -246,8 +328,10 @@ zinc_status zinc_trace_end(zinc_engine *e, int64_t start, const char *category, 
                     "non-NULL engine and name",
                     category ? category : "(null)");
     if (!start || !e->trace) return ZINC_OK;
+    const char *kept = intern(e->trace, name);
+    if (!kept) return ZERR(ZINC_ERR_NOMEM, "zinc_trace_end: out of memory keeping the span name \"%s\"", name);
     if (cat == ZTRACE_DATA) ztrace_step_begin_at(start); /* the step's work begins with its batch */
-    ztrace_span(start, (ztrace_cat)cat, name, 0, NULL, 0, NULL, 0);
+    ztrace_span(start, (ztrace_cat)cat, kept, 0, NULL, 0, NULL, 0);
     return ZINC_OK;
 }
 

@@ -1,6 +1,6 @@
 /* CRC32C: slicing-by-8 tables built once, and an SSE4.2 path (crc32 instruction, three independent
  * streams over each 24 KiB block combined with a shift table) chosen at run time on x86-64. */
-#include "offload/crc32c.h"
+#include "runtime/core/crc32c.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* CRC32C (Castagnoli, the iSCSI/ext4 polynomial 0x1EDC6F41, reflected 0x82F63B78): the checksum every
  * chunk the NVMe store swaps carries. SSE4.2's crc32 instruction where the CPU has it (chosen at run
  * time), else a slicing-by-8 table. zcrc32c(0, "123456789", 9) == 0xE3069283. */
-#ifndef ZINC_OFFLOAD_CRC32C_H
-#define ZINC_OFFLOAD_CRC32C_H
+#ifndef ZINC_RUNTIME_CORE_CRC32C_H
+#define ZINC_RUNTIME_CORE_CRC32C_H
 
 #include <stddef.h>
 #include <stdint.h>

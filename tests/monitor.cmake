@@ -1,0 +1,28 @@
+# DeepSpeed's tensorboard and csv_monitor (runtime/monitor, docs/monitors.md): the writer on its own (files
+# byte for byte, every refusal, a disk that fills up), the engine feeding it at 1-2 ranks, and zinc train's
+# files read back by the tensorboard package's reader against --report. That last test needs a Python with
+# the tensorboard package: ZINC_PYTHON, else build/pyenv (scripts/test.sh installs it there), else python3;
+# it exits 77 (skipped) only when that Python cannot import it.
+zinc_test(NAME monitor_files SOURCES test_monitor.c LABELS monitor unit)
+zinc_test(NAME monitor_engine_np1 SOURCES test_monitor_engine.c engine_util.c LABELS monitor)
+zinc_test(NAME monitor_engine_np2 SOURCES test_monitor_engine.c engine_util.c RANKS 2 LABELS monitor)
+set(ZINC_PYTHON "$ENV{ZINC_PYTHON}" CACHE FILEPATH
+    "Python with safetensors, numpy and tensorboard for the export and monitor tests (default: <build>/pyenv, then python3)")
+find_program(ZINC_MONITOR_PYTHON3 python3)
+if(ZINC_PYTHON)
+  set(zinc_tb_python ${ZINC_PYTHON})
+elseif(EXISTS ${PROJECT_BINARY_DIR}/pyenv/bin/python3)
+  set(zinc_tb_python ${PROJECT_BINARY_DIR}/pyenv/bin/python3)
+else()
+  set(zinc_tb_python ${ZINC_MONITOR_PYTHON3})
+endif()
+if(zinc_tb_python)
+  string(REPLACE ";" " " zinc_monitor_mpirun "${ZINC_MPIRUN}")
+  add_test(NAME monitor_tensorboard COMMAND ${zinc_tb_python} ${CMAKE_CURRENT_SOURCE_DIR}/test_monitor_cli.py
+           --zinc $<TARGET_FILE:zinc_cli_hooks> --workdir ${PROJECT_BINARY_DIR}/monitor_test
+           --mpirun "${zinc_monitor_mpirun}")
+  set_tests_properties(monitor_tensorboard PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV}"
+                       LABELS "monitor;mpi" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+else()
+  message(STATUS "zinc: no python3 found; the test monitor_tensorboard is not registered")
+endif()
