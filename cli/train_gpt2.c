@@ -11,6 +11,7 @@
 #include "cli/gpt2_cli.h"
 #include "cli/train_gpt2.h"
 #include "examples/gpt2/gpt2_flops.h"
+#include "examples/gpt2/gpt2_gemm.h"
 
 #define O(f) offsetof(gpt2_opts, f)
 static const zcli_opt gpt2_options[] =
@@ -40,6 +41,9 @@ static const zcli_opt gpt2_options[] =
      {"--sample-every", ZCLI_INT, O(sample_every), "K", 1, (int64_t)1 << 53, NULL,
       "generate --sample-tokens tokens every K steps and at the end"},
      {"--sample-tokens", ZCLI_INT, O(sample_tokens), "N", 1, 1 << 16, NULL, "tokens per sample (default 64)"},
+     {"--gemm", ZCLI_CHOICE, O(gemm_i), "G", 0, 0, GPT2_GEMM_CHOICES,
+      "the host's matrix products: oneDNN's AVX-512 kernels, OpenBLAS, or auto\n(oneDNN where the build has it; "
+      "the default)"},
      {0}};
 #undef O
 static const zcli_table gpt2_table = {"model and data (GPT-2):", gpt2_options};
@@ -53,7 +57,8 @@ static void gpt2_defaults(void *p) {
                                   .vocab = -1,
                                   .padded = -1,
                                   .max_context = -1,
-                                  .context = -1};
+                                  .context = -1,
+                                  .gemm_i = -1};
 }
 
 /* A shape option that must agree with the --init checkpoint: -1 when not given. */
@@ -170,6 +175,13 @@ static int read_data(const gpt2_opts *g, gpt2_run *r) {
 
 static int gpt2_prepare(zcli_train *t) {
     const gpt2_opts *g = t->model_opts;
+    static const char *const gemm_names[] = {"auto", "openblas", "onednn"};
+    gpt2_gemm_backend gemm;
+    if (gpt2_gemm_parse(gemm_names[g->gemm_i < 0 ? 0 : g->gemm_i], &gemm) != ZINC_OK) {
+        fprintf(stderr, "zinc train: %s\n", zinc_last_error());
+        return 2;
+    }
+    gpt2_gemm_select(gemm); /* process-wide, before the model exists */
     if (!g->data == !g->text) {
         fprintf(stderr, "zinc train --model gpt2: one of --data FILE (llm.c tokens) or --text FILE is required\n");
         return 2;

@@ -15,7 +15,10 @@ typedef struct gpt2_opts {
     int64_t val_every, val_batches, sample_every, sample_tokens;
     int64_t layers, width, heads, vocab, padded, max_context, context; /* -1: not given */
     bool shuffle;
+    int gemm_i; /* --gemm: index in GPT2_GEMM_CHOICES, -1 when not given (auto) */
 } gpt2_opts;
+
+#define GPT2_GEMM_CHOICES "auto|openblas|onednn"
 
 typedef struct gpt2_run {
     gpt2_shape s;

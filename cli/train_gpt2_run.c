@@ -11,6 +11,7 @@
 #include "cli/gpt2_cli.h"
 #include "cli/train_flops.h"
 #include "cli/train_gpt2.h"
+#include "examples/gpt2/gpt2_gemm.h"
 
 static double rss_mib(void) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -170,6 +171,7 @@ int zcli_gpt2_report(zcli_train *t, json_t *j, double elapsed) {
     double steps_s, engine_s;
     gpt2_times(r->m, &steps_s, &engine_s);
     int bad = json_object_set_new(j, "compute_dtype", json_string(zinc_dtype_name(zinc_compute_dtype(t->e))));
+    bad |= json_object_set_new(j, "gemm", json_string(gpt2_gemm_name(gpt2_gemm_selected())));
     bad |= json_object_set_new(j, "shape",
                                json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:I}", "layers", s->layers, "channels",
                                          s->channels, "heads", s->heads, "vocab", s->vocab, "padded_vocab",

@@ -6,7 +6,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libjansson-dev liburing-dev libopenmpi-dev openmpi-bin python3 python3-venv
-      libopenblas-dev libsleef-dev protobuf-c-compiler libprotobuf-c-dev)
+      libopenblas-dev libsleef-dev protobuf-c-compiler libprotobuf-c-dev libdnnl2)
 # A one-node Slurm for tests/test_slurm.py (srun, zinc launch inside salloc): ~12 MB installed, the test starts
 # its own daemons (the packages' services are not used or configured).
 pkgs+=(munge slurmctld slurmd slurm-client)

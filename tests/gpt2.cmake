@@ -44,3 +44,6 @@ endif()
 add_test(NAME gpt2_kernels_threads COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_threads/run.sh address small
          ${PROJECT_BINARY_DIR}/cuda_threads-address)
 set_tests_properties(gpt2_kernels_threads PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "gpt2;unit")
+# The host's matrix product on OpenBLAS and oneDNN (examples/gpt2/gpt2_gemm.h) against float64, and oneDNN
+# kept to the calling thread (OMP_NUM_THREADS=4 would give it a team of 4 otherwise).
+zinc_test(NAME gpt2_gemm SOURCES test_gpt2_gemm.c LIBS zinc_gpt2 LABELS gpt2 unit ENV OMP_NUM_THREADS=4)

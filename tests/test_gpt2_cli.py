@@ -155,6 +155,29 @@ def main():
         expect_error(z + ["--config", w("c0.json"), "--steps", "1", "--data", w("tshort.bin")],
                      "tshort.bin", "header[2] (token count) is 6000", "should have 13024 bytes")
 
+        # --gemm: a bad name names the choices; both backends train the same model (the report says which
+        # ran), losses equal to float rounding (1e-5 relative over 4 steps)
+        out = run(base + ["--gemm", "mkl"], expect=2)
+        check("--gemm must be auto, openblas or onednn" in out, f"--gemm mkl: {out.strip()[-300:]}")
+        gshape = ["--layers", "2", "--width", "32", "--heads", "2", "--context", "16", "--vocab", "128"]
+        gl = {}
+        for g in ("openblas", "onednn", "auto"):
+            p = subprocess.run(z + ["--config", w("c0.json"), "--data", w("tok.bin"), "--steps", "4", "--gemm", g,
+                                    "--report", w("g.json"), "--force"] + gshape,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if g == "onednn" and p.returncode == 2 and "libdnnl2" in p.stdout:
+                print("--gemm onednn: this build has no oneDNN (refused naming libdnnl-dev)")
+                continue
+            check(p.returncode == 0, f"--gemm {g}: exit {p.returncode}: {p.stdout.strip()[-300:]}")
+            if p.returncode == 0:
+                r = json.load(open(w("g.json")))
+                check(r["gemm"] == g or (g == "auto" and r["gemm"] in ("openblas", "onednn")),
+                      f"--gemm {g}: the report says {r['gemm']}")
+                gl[g] = r["losses"]
+        if "openblas" in gl and "onednn" in gl:
+            d = max(abs(x - y) / abs(y) for x, y in zip(gl["onednn"], gl["openblas"]))
+            check(d < 1e-5, f"--gemm onednn losses {gl['onednn']} vs openblas {gl['openblas']} ({d:.2g})")
+
         # ---- files: llm.c -> zinc -> llm.c, bitwise
         run(z + ["--config", w("c0.json"), "--steps", "0", "--init", w("m.bin"), "--data", w("tok.bin"),
                  "--save", w("ck0")])

@@ -20,13 +20,16 @@
  * (tests/cuda_host/gpt2_kernels_host.c) on lazy streams, so a missing ordering shows up as stale data.
  * Also one micro-step's gradients as the model computed them (the capture hook), per tensor.
  * First, before cuBLAS is loaded: ZINC_CUBLAS_LIBRARY=/nonexistent makes gpt2_create fail with a
- * message that names the file and what to do. Without a GPU (or the CUDA backend) it exits 77. */
+ * message that names the file and what to do. Without a GPU (or the CUDA backend) it exits 77.
+ * The host path multiplies in float here (OpenBLAS): with bf16 compute and oneDNN it would multiply in
+ * bf16 (gpt2_gemm.h), which the GPU path does not, and 16-bit runs would differ by the products' rounding. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpt2.h"
+#include "gpt2_gemm.h"
 #include "runtime/device/device.h"
 #include "zt.h"
 
@@ -178,6 +181,7 @@ static void check_cublas_missing(void) {
 int main(void) {
     zt_name = "gpt2_cuda";
     if (zdev_cuda_count() == 0) return zt_skip("no GPU (or zinc built without the CUDA backend)");
+    gpt2_gemm_select(GPT2_GEMM_OPENBLAS);
     setenv("ZINC_EXPERIMENTAL_CUDA", "1", 1);
     check_cublas_missing();
 

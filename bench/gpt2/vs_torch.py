@@ -51,9 +51,10 @@ def run_zinc(a, shape, threads, dtype, steps, work):
     json.dump(cfg, open(cpath, "w"))
     cmd = [a.zinc, "train", "--model", "gpt2", "--quiet", "--config", cpath, "--layers", str(L), "--width", str(C),
            "--heads", str(H), "--vocab", str(V), "--context", str(T), "--data", a.data, "--steps", str(steps),
-           "--seed", "7", "--threads", str(threads), "--sample-tokens", "1", "--report", rep, "--force"]
+           "--seed", "7", "--threads", str(threads), "--sample-tokens", "1", "--report", rep, "--force", "--gemm", a.gemm]
     _, rss = timed(cmd, dict(os.environ), work)
     r = json.load(open(rep))
+    a.gemm_ran = r.get("gemm", "?")
     return r["tokens_per_s"], r["losses"], rss
 
 
@@ -81,6 +82,7 @@ def main():
     ap.add_argument("--dtypes", default="fp32,bf16")
     ap.add_argument("--quiet-load", type=float, default=1.2)
     ap.add_argument("--max-wait", type=float, default=300)
+    ap.add_argument("--gemm", default="auto", help="zinc train --gemm: auto, openblas or onednn")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     a.data = os.path.join(a.work, "tok.bin")
@@ -115,7 +117,7 @@ def main():
             e["zr"], e["tr"] = max(e["zr"], zr), max(e["tr"], tr)
             print(f"{s:6} {t} thr {dt}: zinc {zt:9.1f} tok/s ({zr:6.0f} MiB)  torch {tt:9.1f} tok/s ({tr:6.0f} MiB)  "
                   f"ratio {zt / tt:5.2f}  losses zinc {zl[-1]:.4f} torch {tl[-1]:.4f}", flush=True)
-    print(f"== torch {info['torch']} ({info['cpu_capability']})")
+    print(f"== torch {info['torch']} ({info['cpu_capability']}); zinc's products: {a.gemm_ran} (--gemm {a.gemm})")
     print("\n| shape | threads | dtype | zinc tok/s | torch tok/s | zinc / torch | peak RSS zinc / torch MiB | "
           "bf16 loss vs fp32, max rel (zinc / torch) | load |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -9,6 +9,7 @@
 #
 #   bench/gpt2/vs_torch.sh [--rounds 2] [--steps-readme 20] [--steps-124m 6] [--shapes readme,124M]
 #                          [--threads 1,2] [--dtypes fp32,bf16] [--quiet-load 1.2] [--max-wait 300]
+#                          [--gemm auto|openblas|onednn]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv=${ZINC_TORCH_VENV:-$HOME/.cache/zinc/torch-venv}

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpt2_gemm.h"
 #include "gpt2_internal.h"
 #include "gpt2_layers.h"
 #include "../common/example_rng.h"
@@ -121,6 +122,23 @@ static size_t scratch_floats(const gpt2_model *m) {
     return need;
 }
 
+/* bf16 compute on the host multiplies in bf16 (oneDNN's bf16 GEMM, where it runs on this CPU): the
+ * products' operands rounded to bf16 as torch autocast rounds them, into one workspace sized for the
+ * largest product (bf16_ws_elems). Elsewhere bf16 weights are widened and multiplied in float. */
+static int bf16_products(const gpt2_model *m, zinc_dtype compute) {
+    return !m->ops->device && compute == ZINC_BF16 && gpt2_gemm_bf16_available();
+}
+
+static size_t bf16_ws_elems(const gpt2_model *m) {
+    int64_t N = (int64_t)m->mb * m->T, C = m->s.channels, e = 0;
+    const int64_t io[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, m->s.vocab}};
+    for (int i = 0; i < 5; i++) {
+        int64_t x = gpt2_matmul_bf16_elems(N, (int)io[i][0], (int)io[i][1]);
+        if (x > e) e = x;
+    }
+    return (size_t)e;
+}
+
 /* Every buffer the model allocates with its table's alloc, with its bytes and category: the one place they
  * are sized. create allocates them after zinc_build, destroy releases them, and create declares their sum
  * (zinc_memory_declare) before zinc_build, as gpt2_memory does for `zinc mem estimate`; a buffer added
@@ -172,6 +190,7 @@ static int gpt2_buffers(gpt2_model *m, gpt2_buf *b) {
     B(m->dfch, 4 * NC * 4, S);
     B(m->dtmp, NC * 4, S);
     B(m->row_loss, (size_t)m->gas * N * sizeof(double), S);
+    if (m->bf16_products) B(m->bf16ws, bf16_ws_elems(m) * sizeof(uint16_t), S);
     if (m->ops->device) { /* the token ids where the table computes (the host path uses inp/tgt) */
         B(m->dinp, N * sizeof(int32_t), S);
         B(m->dtgt, N * sizeof(int32_t), S);
@@ -181,11 +200,13 @@ static int gpt2_buffers(gpt2_model *m, gpt2_buf *b) {
 }
 
 /* Host memory besides the table's buffers: the token ids (and the row losses' host copy on a device), and
- * OpenBLAS's buffers on the host path (GPT2_BLAS_BASE_BYTES and GPT2_BLAS_THREAD_BYTES per thread). */
+ * the host path's BLAS buffers (GPT2_BLAS_* for OpenBLAS, GPT2_ONEDNN_* for oneDNN: base and per thread). */
 static size_t host_extra_bytes(const gpt2_model *m, int threads) {
     size_t N = (size_t)m->mb * (size_t)m->T, bytes = 2 * N * sizeof(int32_t);
     if (m->ops->device)
         bytes += (size_t)m->gas * N * sizeof(double);
+    else if (gpt2_gemm_selected() == GPT2_GEMM_ONEDNN)
+        bytes += GPT2_ONEDNN_BASE_BYTES + (size_t)threads * GPT2_ONEDNN_THREAD_BYTES;
     else
         bytes += GPT2_BLAS_BASE_BYTES + (size_t)threads * GPT2_BLAS_THREAD_BYTES;
     return bytes;
@@ -321,6 +342,7 @@ zinc_status gpt2_create(zinc_engine *e, const gpt2_config *cfg, gpt2_model **out
     m->copies = zinc_compute_dtype(e) != ZINC_FP32;
     m->direct_embed = !m->copies && zinc_grad_dtype(e) == ZINC_FP32;
     m->ckpt = zinc_activation_checkpointing(e);
+    m->bf16_products = bf16_products(m, zinc_compute_dtype(e));
     const gpt2_ops *o = m->ops;
     /* the model's memory, declared before zinc_build (its pre-flight checks the whole process) and
      * allocated after it (the build's scratch is gone by then) */
@@ -394,6 +416,7 @@ zinc_status gpt2_memory(const gpt2_config *cfg, int micro_batch, int64_t grad_ac
     m.copies = compute_dtype != ZINC_FP32;
     m.direct_embed = !m.copies && grad_dtype == ZINC_FP32;
     m.ckpt = checkpointing != 0;
+    m.bf16_products = bf16_products(&m, compute_dtype);
     m.acts = calloc((size_t)m.s.layers, sizeof *m.acts);
     if (!m.acts) return ZINC_ERR_NOMEM;
     buffer_sums(&m, threads > 0 ? threads : 1, activations, scratch, host_extra);

@@ -6,7 +6,7 @@
  * takes dV += P^T dO, dS = P (dO V^T - rowsum(dO o O)) scale, dQ += dS K, dK += dS^T Q, all sgemm. The
  * blocks are fixed sizes and each (sequence, head) is one task on one thread, so nothing depends on the
  * thread count. Scratch: two ATT_BQ x ATT_BK tiles on the stack. */
-#include <cblas.h>
+#include "gpt2_gemm.h"
 #include <math.h>
 #include <string.h>
 
@@ -51,8 +51,8 @@ static void att_fwd_heads(void *arg, int64_t lo, int64_t hi) {
             }
             for (int u0 = 0; u0 < t0 + nq; u0 += ATT_BK) {
                 int nk = t0 + nq - u0 < ATT_BK ? t0 + nq - u0 : ATT_BK;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, hs, scale, Q + (int64_t)t0 * C3, C3,
-                            K + (int64_t)u0 * C3, C3, 0.0f, S, ATT_BK);
+                gpt2_sgemm('N', 'T', nq, nk, hs, scale, Q + (int64_t)t0 * C3, C3, K + (int64_t)u0 * C3, C3, 0.0f, S,
+                           ATT_BK);
                 for (int i = 0; i < nq; i++) {
                     float *s = S + i * ATT_BK;
                     int cnt = keys_seen(t0 + i, u0, nk);
@@ -68,8 +68,8 @@ static void att_fwd_heads(void *arg, int64_t lo, int64_t hi) {
                     }
                     for (int j = cnt; j < nk; j++) s[j] = 0;
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hs, nk, 1.0f, S, ATT_BK,
-                            V + (int64_t)u0 * C3, C3, 1.0f, O + (int64_t)t0 * C, C);
+                gpt2_sgemm('N', 'N', nq, hs, nk, 1.0f, S, ATT_BK, V + (int64_t)u0 * C3, C3, 1.0f, O + (int64_t)t0 * C,
+                           C);
             }
             for (int i = 0; i < nq; i++) {
                 float inv = 1.0f / lrow[i], *o = O + (int64_t)(t0 + i) * C;
@@ -106,10 +106,10 @@ static void att_bwd_heads(void *arg, int64_t lo, int64_t hi) {
             }
             for (int u0 = 0; u0 < t0 + nq; u0 += ATT_BK) {
                 int nk = t0 + nq - u0 < ATT_BK ? t0 + nq - u0 : ATT_BK;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, hs, scale, Q + (int64_t)t0 * C3, C3,
-                            K + (int64_t)u0 * C3, C3, 0.0f, P, ATT_BK);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, hs, 1.0f, dO + (int64_t)t0 * C, C,
-                            V + (int64_t)u0 * C3, C3, 0.0f, dS, ATT_BK);
+                gpt2_sgemm('N', 'T', nq, nk, hs, scale, Q + (int64_t)t0 * C3, C3, K + (int64_t)u0 * C3, C3, 0.0f, P,
+                           ATT_BK);
+                gpt2_sgemm('N', 'T', nq, nk, hs, 1.0f, dO + (int64_t)t0 * C, C, V + (int64_t)u0 * C3, C3, 0.0f, dS,
+                           ATT_BK);
                 for (int i = 0; i < nq; i++) {
                     float *p = P + i * ATT_BK, *ds = dS + i * ATT_BK;
                     int cnt = keys_seen(t0 + i, u0, nk);
@@ -117,12 +117,12 @@ static void att_bwd_heads(void *arg, int64_t lo, int64_t hi) {
                     for (int j = 0; j < cnt; j++) ds[j] = p[j] * (ds[j] - D[i]) * scale;
                     for (int j = cnt; j < nk; j++) p[j] = 0, ds[j] = 0;
                 }
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hs, nq, 1.0f, P, ATT_BK, dO + (int64_t)t0 * C,
-                            C, 1.0f, dV + (int64_t)u0 * C3, C3);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hs, nk, 1.0f, dS, ATT_BK,
-                            K + (int64_t)u0 * C3, C3, 1.0f, dQ + (int64_t)t0 * C3, C3);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hs, nq, 1.0f, dS, ATT_BK, Q + (int64_t)t0 * C3,
-                            C3, 1.0f, dK + (int64_t)u0 * C3, C3);
+                gpt2_sgemm('T', 'N', nk, hs, nq, 1.0f, P, ATT_BK, dO + (int64_t)t0 * C, C, 1.0f, dV + (int64_t)u0 * C3,
+                           C3);
+                gpt2_sgemm('N', 'N', nq, hs, nk, 1.0f, dS, ATT_BK, K + (int64_t)u0 * C3, C3, 1.0f,
+                           dQ + (int64_t)t0 * C3, C3);
+                gpt2_sgemm('T', 'N', nk, hs, nq, 1.0f, dS, ATT_BK, Q + (int64_t)t0 * C3, C3, 1.0f,
+                           dK + (int64_t)u0 * C3, C3);
             }
         }
     }

@@ -57,12 +57,18 @@ static zinc_status h_ln_bwd(gpt2_model *m, float *dx, float *dw, float *db, cons
 }
 static zinc_status h_mm_fwd(gpt2_model *m, float *out, const float *x, const float *W, const float *b, int64_t N,
                             int IC, int OC) {
-    gpt2_matmul_forward(m->e, out, x, W, b, N, IC, OC);
+    if (m->bf16_products)
+        gpt2_matmul_forward_bf16(m->e, m->bf16ws, out, x, W, b, N, IC, OC);
+    else
+        gpt2_matmul_forward(m->e, out, x, W, b, N, IC, OC);
     return ZINC_OK;
 }
 static zinc_status h_mm_bwd(gpt2_model *m, float *dx, float *dW, float *db, const float *dout, const float *x,
                             const float *W, int64_t N, int IC, int OC) {
-    gpt2_matmul_backward(m->e, dx, dW, db, dout, x, W, N, IC, OC);
+    if (m->bf16_products)
+        gpt2_matmul_backward_bf16(m->e, m->bf16ws, dx, dW, db, dout, x, W, N, IC, OC);
+    else
+        gpt2_matmul_backward(m->e, dx, dW, db, dout, x, W, N, IC, OC);
     return ZINC_OK;
 }
 static zinc_status h_att_fwd(gpt2_model *m, float *out, float *att, const float *qkv, int B, int T) {

@@ -38,6 +38,8 @@ struct gpt2_model {
                                float gradients (size: scratch_floats in gpt2.c) */
     int copies;                 /* compute dtype is not fp32: parameters are read through float copies */
     int direct_embed;           /* fp32 compute and gradients: embed's gradients go straight into the engine's */
+    int bf16_products;          /* bf16 compute on the host: products in bf16 (gpt2.c: bf16_products) */
+    uint16_t *bf16ws;           /* their operands rounded to bf16 (gpt2_matmul_bf16_elems of the largest) */
     int ckpt;                   /* activation checkpointing (zinc_activation_checkpointing): one set of block
                                activations, recomputed from each block's input xs[l] in its backward entry */
     float *xs;                  /* residual stream: (L + 1) x N x C */
@@ -115,6 +117,11 @@ extern const gpt2_ops gpt2_host_ops;
  * threads and widths 192-384); the test mem_whole_matrix keeps them honest against the process's VmHWM. */
 #define GPT2_BLAS_BASE_BYTES ((size_t)0)
 #define GPT2_BLAS_THREAD_BYTES ((size_t)3 << 19)
+/* The same for oneDNN (--gemm onednn, gpt2_gemm.h), which replaces OpenBLAS's: its library's resident pages
+ * and JIT kernels once loaded, and each thread's packing buffers (peak RSS at the README shape, 1-2 threads:
+ * 10-12 MiB above the OpenBLAS run's). */
+#define GPT2_ONEDNN_BASE_BYTES ((size_t)19 << 19)
+#define GPT2_ONEDNN_THREAD_BYTES ((size_t)2 << 20)
 
 /* The GPU path (gpt2_cuda.c, built with the CUDA backend only): gpt2_cuda_create loads cuBLAS and binds a
  * handle to the engine's compute stream (m->cuda), gpt2_cuda_destroy waits for the stream and frees it. */

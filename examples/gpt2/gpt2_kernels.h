@@ -32,8 +32,8 @@ cudaError_t gpt2_cu_embed_forward(float *out, const int32_t *inp, const float *w
                                   int C, cudaStream_t s);
 /* dwte[inp[b,t],:] += dout[b,t,:] and dwpe[t,:] += dout[b,t,:] (either may be NULL); each row's
  * additions in (b,t) order, like the host loop. */
-cudaError_t gpt2_cu_embed_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
-                                   int C, cudaStream_t s);
+cudaError_t gpt2_cu_embed_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T, int C,
+                                   cudaStream_t s);
 
 /* gpt2_layernorm_forward / gpt2_layernorm_backward. */
 cudaError_t gpt2_cu_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
@@ -51,8 +51,8 @@ cudaError_t gpt2_cu_bias_backward(float *db, const float *dout, int64_t N, int O
  * B*H*T*T floats). */
 cudaError_t gpt2_cu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int H,
                                       cudaStream_t s);
-cudaError_t gpt2_cu_attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,
-                                       const float *att, int B, int T, int C, int H, cudaStream_t s);
+cudaError_t gpt2_cu_attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
+                                       int B, int T, int C, int H, cudaStream_t s);
 
 /* gpt2_gelu_forward / gpt2_gelu_backward. */
 cudaError_t gpt2_cu_gelu_forward(float *out, const float *x, int64_t n, cudaStream_t s);

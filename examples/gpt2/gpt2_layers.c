@@ -7,13 +7,13 @@
  * operand again in every call (its copies cost as much as the products at these sizes). */
 #include "gpt2_layers.h"
 
-#include <cblas.h>
+#include "gpt2_gemm.h"
 #include <math.h>
 #include <string.h>
 
 #include "gpt2_vecmath.h"
 
-#define MM_PIECES 4     /* pieces per product, up to MM_PIECE_MAX rows or features each */
+#define MM_PIECES 4 /* pieces per product, up to MM_PIECE_MAX rows or features each */
 #define MM_PIECE_MIN 64
 #define MM_PIECE_MAX 512
 #define COL_BLOCK 64
@@ -142,14 +142,29 @@ void gpt2_layernorm_backward(zinc_engine *e, float *dx, float *dw, float *db, co
 
 /* OpenBLAS runs single-threaded (gpt2_layers_init) inside the engine's threads, each taking a slice of
  * rows: one set of threads, so none spins waiting while another pool needs the cores. */
-void gpt2_layers_init(void) { openblas_set_num_threads(1); }
+void gpt2_layers_init(void) { gpt2_gemm_select(gpt2_gemm_selected()); }
 
 typedef struct mm_args {
     float *out, *dx, *dW, *db;
     const float *x, *W, *b, *dout;
-    int64_t N, piece; /* piece: rows or output features per piece (mm_piece) */
+    const uint16_t *half[3]; /* bf16 products: x, W and dout rounded to bf16 (NULL: float products) */
+    int64_t N, piece;        /* piece: rows or output features per piece (mm_piece) */
     int IC, OC;
 } mm_args;
+
+enum { OP_X, OP_W, OP_DOUT };
+
+/* C = op(A) op(B) + beta C for operands named by OP_*, at element offsets: in float, or in bf16 from the
+ * rounded copies when the product has them. */
+static void prod(const mm_args *a, char ta, char tb, int64_t M, int64_t N, int64_t K, int opa, int64_t offa,
+                 int64_t lda, int opb, int64_t offb, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (a->half[0] || a->half[1] || a->half[2]) {
+        gpt2_gemm_bf16(ta, tb, M, N, K, 1.0f, a->half[opa] + offa, lda, a->half[opb] + offb, ldb, beta, C, ldc);
+    } else {
+        const float *f[3] = {a->x, a->W, a->dout};
+        gpt2_sgemm(ta, tb, M, N, K, 1.0f, f[opa] + offa, lda, f[opb] + offb, ldb, beta, C, ldc);
+    }
+}
 
 /* The size of piece p of `size` items out of n: size, or what is left for the last piece. */
 static int64_t piece_rows(int64_t p, int64_t size, int64_t n) { return n - p * size < size ? n - p * size : size; }
@@ -159,8 +174,7 @@ static void mm_forward_rows(void *arg, int64_t plo, int64_t phi) {
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, rows = piece_rows(p, a->piece, a->N);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, OC, IC, 1.0f, a->x + lo * IC, IC, a->W, IC,
-                    0.0f, a->out + lo * OC, OC);
+        prod(a, 'N', 'T', rows, OC, IC, OP_X, lo * IC, IC, OP_W, 0, IC, 0.0f, a->out + lo * OC, OC);
         if (a->b)
             for (int64_t n = lo; n < lo + rows; n++)
                 for (int o = 0; o < OC; o++) a->out[n * OC + o] += a->b[o];
@@ -172,8 +186,7 @@ static void mm_forward_outs(void *arg, int64_t plo, int64_t phi) { /* over piece
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, outs = piece_rows(p, a->piece, OC);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->N, (int)outs, IC, 1.0f, a->x, IC, a->W + lo * IC,
-                    IC, 0.0f, a->out + lo, OC);
+        prod(a, 'N', 'T', a->N, outs, IC, OP_X, 0, IC, OP_W, lo * IC, IC, 0.0f, a->out + lo, OC);
         if (a->b)
             for (int64_t n = 0; n < a->N; n++)
                 for (int64_t o = lo; o < lo + outs; o++) a->out[n * OC + o] += a->b[o];
@@ -183,16 +196,60 @@ static void mm_forward_outs(void *arg, int64_t plo, int64_t phi) { /* over piece
 /* Each product is cut along the dimension whose cut repacks the smaller operand in every piece: rows of x
  * when there are more rows than outputs, else output features (GPT-2 124M at B x T = 256: a slice of wte
  * per piece instead of all 154 MB of it). A choice by shape alone, like the pieces' sizes. */
+static void mm_forward(zinc_engine *e, mm_args *a) {
+    if (a->N >= a->OC) {
+        a->piece = mm_piece(a->N);
+        par(e, pieces(a->N, a->piece), mm_forward_rows, a);
+    } else {
+        a->piece = mm_piece(a->OC);
+        par(e, pieces(a->OC, a->piece), mm_forward_outs, a);
+    }
+}
+
 void gpt2_matmul_forward(zinc_engine *e, float *out, const float *x, const float *W, const float *b, int64_t N, int IC,
                          int OC) {
     mm_args a = {.out = out, .x = x, .W = W, .b = b, .N = N, .IC = IC, .OC = OC};
-    if (N >= OC) {
-        a.piece = mm_piece(N);
-        par(e, pieces(N, a.piece), mm_forward_rows, &a);
-    } else {
-        a.piece = mm_piece(OC);
-        par(e, pieces(OC, a.piece), mm_forward_outs, &a);
+    mm_forward(e, &a);
+}
+
+/* ---------------------------------------------------------------- bf16 products */
+
+typedef struct bf16_args {
+    uint16_t *dst;
+    const float *src;
+    int64_t n;
+} bf16_args;
+
+#define BF16_CHUNK 16384
+/* Round to nearest even (as torch's and oneDNN's conversions); NaN stays NaN (quiet). */
+static void bf16_chunks(void *arg, int64_t lo, int64_t hi) {
+    const bf16_args *a = arg;
+    for (int64_t k = lo; k < hi; k++) {
+        int64_t i0 = k * BF16_CHUNK, i1 = i0 + BF16_CHUNK < a->n ? i0 + BF16_CHUNK : a->n;
+        for (int64_t i = i0; i < i1; i++) {
+            uint32_t u;
+            memcpy(&u, &a->src[i], sizeof u);
+            uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+            a->dst[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u) : (uint16_t)r;
+        }
     }
+}
+
+void gpt2_to_bf16(zinc_engine *e, uint16_t *dst, const float *src, int64_t n) {
+    bf16_args a = {dst, src, n};
+    par(e, pieces(n, BF16_CHUNK), bf16_chunks, &a);
+}
+
+int64_t gpt2_matmul_bf16_elems(int64_t N, int IC, int OC) { return N * IC + (int64_t)OC * IC + N * OC; }
+
+void gpt2_matmul_forward_bf16(zinc_engine *e, uint16_t *ws, float *out, const float *x, const float *W, const float *b,
+                              int64_t N, int IC, int OC) {
+    mm_args a = {.out = out, .x = x, .W = W, .b = b, .N = N, .IC = IC, .OC = OC};
+    uint16_t *xh = ws, *Wh = ws + N * IC;
+    gpt2_to_bf16(e, xh, x, N * IC);
+    gpt2_to_bf16(e, Wh, W, (int64_t)OC * IC);
+    a.half[OP_X] = xh, a.half[OP_W] = Wh;
+    mm_forward(e, &a);
 }
 
 static void mm_backward_rows(void *arg, int64_t plo, int64_t phi) { /* dx over pieces of rows of dout */
@@ -200,8 +257,7 @@ static void mm_backward_rows(void *arg, int64_t plo, int64_t phi) { /* dx over p
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, rows = piece_rows(p, a->piece, a->N);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, IC, OC, 1.0f, a->dout + lo * OC, OC, a->W,
-                    IC, 1.0f, a->dx + lo * IC, IC);
+        prod(a, 'N', 'N', rows, IC, OC, OP_DOUT, lo * OC, OC, OP_W, 0, IC, 1.0f, a->dx + lo * IC, IC);
     }
 }
 
@@ -210,8 +266,7 @@ static void mm_backward_cols(void *arg, int64_t plo, int64_t phi) { /* dx over p
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, cols = piece_rows(p, a->piece, IC);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)a->N, (int)cols, OC, 1.0f, a->dout, OC, a->W + lo,
-                    IC, 1.0f, a->dx + lo, IC);
+        prod(a, 'N', 'N', a->N, cols, OC, OP_DOUT, 0, OC, OP_W, lo, IC, 1.0f, a->dx + lo, IC);
     }
 }
 
@@ -220,8 +275,7 @@ static void mm_backward_inputs(void *arg, int64_t plo, int64_t phi) { /* dW over
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, cols = piece_rows(p, a->piece, IC);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, (int)cols, (int)a->N, 1.0f, a->dout, OC, a->x + lo,
-                    IC, 1.0f, a->dW + lo, IC);
+        prod(a, 'T', 'N', OC, cols, a->N, OP_DOUT, 0, OC, OP_X, lo, IC, 1.0f, a->dW + lo, IC);
     }
 }
 
@@ -230,8 +284,7 @@ static void mm_backward_outs(void *arg, int64_t plo, int64_t phi) { /* dW over p
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, outs = piece_rows(p, a->piece, OC);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)outs, IC, (int)a->N, 1.0f, a->dout + lo, OC, a->x,
-                    IC, 1.0f, a->dW + lo * IC, IC);
+        prod(a, 'T', 'N', outs, IC, a->N, OP_DOUT, lo, OC, OP_X, 0, IC, 1.0f, a->dW + lo * IC, IC);
     }
 }
 
@@ -249,9 +302,11 @@ static void mm_backward_bias(void *arg, int64_t blo, int64_t bhi) { /* db over b
     }
 }
 
-void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
-                          const float *W, int64_t N, int IC, int OC) {
-    mm_args a = {.dx = dx, .dW = dW, .db = db, .dout = dout, .x = x, .W = W, .N = N, .IC = IC, .OC = OC};
+static void mm_backward(zinc_engine *e, mm_args *p) {
+    mm_args a = *p;
+    float *dx = a.dx, *dW = a.dW, *db = a.db;
+    int64_t N = a.N;
+    int IC = a.IC, OC = a.OC;
     if (dx && N >= IC) { /* cut where the repacked operand (W, or dout) is the smaller, as forward */
         a.piece = mm_piece(N);
         par(e, pieces(N, a.piece), mm_backward_rows, &a);
@@ -267,6 +322,23 @@ void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const
         par(e, pieces(IC, a.piece), mm_backward_inputs, &a);
     }
     if (db) par(e, pieces(OC, COL_BLOCK), mm_backward_bias, &a);
+}
+
+void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
+                          const float *W, int64_t N, int IC, int OC) {
+    mm_args a = {.dx = dx, .dW = dW, .db = db, .dout = dout, .x = x, .W = W, .N = N, .IC = IC, .OC = OC};
+    mm_backward(e, &a);
+}
+
+void gpt2_matmul_backward_bf16(zinc_engine *e, uint16_t *ws, float *dx, float *dW, float *db, const float *dout,
+                               const float *x, const float *W, int64_t N, int IC, int OC) {
+    mm_args a = {.dx = dx, .dW = dW, .db = db, .dout = dout, .x = x, .W = W, .N = N, .IC = IC, .OC = OC};
+    uint16_t *douth = ws, *Wh = ws + N * OC, *xh = Wh + (int64_t)OC * IC;
+    gpt2_to_bf16(e, douth, dout, N * OC);
+    if (dx) gpt2_to_bf16(e, Wh, W, (int64_t)OC * IC);
+    if (dW) gpt2_to_bf16(e, xh, x, N * IC);
+    a.half[OP_DOUT] = douth, a.half[OP_W] = Wh, a.half[OP_X] = xh;
+    mm_backward(e, &a);
 }
 
 typedef struct att_args {
@@ -429,8 +501,7 @@ void gpt2_gelu_from_tanh(zinc_engine *e, float *out, const float *x, const float
     gelu_tanh_args a = {.out = out, .x = x, .cth = th, .vm = gpt2_vecmath_get()};
     par(e, n, gelu_tanh_out_range, &a);
 }
-void gpt2_gelu_backward_tanh(zinc_engine *e, float *dx, const float *x, const float *th, const float *dout,
-                             int64_t n) {
+void gpt2_gelu_backward_tanh(zinc_engine *e, float *dx, const float *x, const float *th, const float *dout, int64_t n) {
     gelu_tanh_args a = {.out = dx, .x = x, .cth = th, .dout = dout, .vm = gpt2_vecmath_get()};
     par(e, n, gelu_tanh_bwd_range, &a);
 }
@@ -506,8 +577,8 @@ static void embed_rows(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-void gpt2_embed_forward(zinc_engine *e, float *out, const int32_t *inp, const void *wte, zinc_dtype t,
-                        const float *wpe, int B, int T, int C) {
+void gpt2_embed_forward(zinc_engine *e, float *out, const int32_t *inp, const void *wte, zinc_dtype t, const float *wpe,
+                        int B, int T, int C) {
     embed_args a = {.out = out, .wpe = wpe, .wte = wte, .inp = inp, .t = t, .T = T, .C = C};
     par(e, (int64_t)B * T, embed_rows, &a);
 }
@@ -532,8 +603,8 @@ static void embed_backward_channels(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-void gpt2_embed_backward(zinc_engine *e, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
-                         int T, int C) {
+void gpt2_embed_backward(zinc_engine *e, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
+                         int C) {
     embed_args a = {.dwte = dwte, .dwpe = dwpe, .dout = dout, .inp = inp, .N = (int64_t)B * T, .T = T, .C = C};
     par(e, pieces(C, COL_BLOCK), embed_backward_channels, &a);
 }

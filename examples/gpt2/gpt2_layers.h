@@ -21,12 +21,12 @@ void gpt2_layers_init(void);
 
 /* The embedding: out[b,t,:] = wte[inp[b,t],:] (widened from dtype t: fp32, bf16 or fp16; only the rows
  * used are read) + wpe[t,:], for B sequences of T positions. */
-void gpt2_embed_forward(zinc_engine *e, float *out, const int32_t *inp, const void *wte, zinc_dtype t,
-                        const float *wpe, int B, int T, int C);
+void gpt2_embed_forward(zinc_engine *e, float *out, const int32_t *inp, const void *wte, zinc_dtype t, const float *wpe,
+                        int B, int T, int C);
 /* dwte[inp[b,t],:] += dout[b,t,:], dwpe[t,:] += dout[b,t,:] (either may be NULL); each row's additions in
  * (b,t) order (the work is split by channel, since rows repeat). */
-void gpt2_embed_backward(zinc_engine *e, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
-                         int T, int C);
+void gpt2_embed_backward(zinc_engine *e, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
+                         int C);
 
 /* out[N,C] = (x - mean) * rstd * w + b over the last axis; mean and rstd (N each) saved for backward. */
 void gpt2_layernorm_forward(zinc_engine *e, float *out, float *mean, float *rstd, const float *x, const float *w,
@@ -41,6 +41,17 @@ void gpt2_matmul_forward(zinc_engine *e, float *out, const float *x, const float
  * read for dx only, x for dW only). */
 void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
                           const float *W, int64_t N, int IC, int OC);
+
+/* The same two with bf16 products (torch autocast's rounding: operands rounded to bf16, products summed in
+ * float, gpt2_gemm_bf16): x, W and dout are rounded into ws (gpt2_matmul_bf16_elems(N, IC, OC) uint16s) and
+ * multiplied there; the bias and its gradient stay float. */
+int64_t gpt2_matmul_bf16_elems(int64_t N, int IC, int OC);
+void gpt2_matmul_forward_bf16(zinc_engine *e, uint16_t *ws, float *out, const float *x, const float *W, const float *b,
+                              int64_t N, int IC, int OC);
+void gpt2_matmul_backward_bf16(zinc_engine *e, uint16_t *ws, float *dx, float *dW, float *db, const float *dout,
+                               const float *x, const float *W, int64_t N, int IC, int OC);
+/* dst[i] = src[i] rounded to bf16 (nearest even; NaN stays NaN), on e's threads. */
+void gpt2_to_bf16(zinc_engine *e, uint16_t *dst, const float *src, int64_t n);
 
 /* Causal multi-head self-attention. qkv[B,T,3C] holds q, k, v (each C wide; head h takes channels
  * h*C/H .. (h+1)*C/H - 1 of each); out[B,T,C]; att[B,H,T,T] keeps the softmax weights for backward
@@ -68,8 +79,8 @@ void gpt2_gelu_backward_tanh(zinc_engine *e, float *dx, const float *x, const fl
  * the scaled scores for backward, which also reads the forward's out. dqkv += the gradient. */
 void gpt2_attention_forward_blocked(zinc_engine *e, float *out, float *lse, const float *qkv, int B, int T, int C,
                                     int H);
-void gpt2_attention_backward_blocked(zinc_engine *e, float *dqkv, const float *dout, const float *out,
-                                     const float *qkv, const float *lse, int B, int T, int C, int H);
+void gpt2_attention_backward_blocked(zinc_engine *e, float *dqkv, const float *dout, const float *out, const float *qkv,
+                                     const float *lse, int B, int T, int C, int H);
 
 /* Softmax cross-entropy over the first V of the V columns of logits[N,V] (row stride V). Returns the sum
  * of the N losses (double, summed in row order), writes dlogits[N,V] = (softmax - onehot) * dscale

@@ -35,6 +35,8 @@ g++ -std=c++20 $flags -Wall -Wextra -Wno-unknown-pragmas $inc -c "$out/gpt2_kern
 g++ -std=c++20 $flags -Wall -Wextra $inc -c "$here/threads_runtime.cpp" -o "$out/runtime.o"
 gcc -std=c11 $flags -D_GNU_SOURCE $inc $blas_cflags -c "$root/examples/gpt2/gpt2_layers.c" -o "$out/layers.o"
 gcc -std=c11 $flags -D_GNU_SOURCE $inc -c "$root/examples/gpt2/gpt2_vecmath.c" -o "$out/vecmath.o"
+gcc -std=c11 $flags -D_GNU_SOURCE $inc $blas_cflags -c "$root/examples/gpt2/gpt2_gemm.c" -o "$out/gemm.o"
+gcc -std=c11 $flags -D_GNU_SOURCE $inc -c "$root/runtime/core/error.c" -o "$out/error.o"
 gcc -std=c11 $flags -D_GNU_SOURCE $inc -c "$root/tests/zt.c" -o "$out/zt.o"
 gcc -std=c11 $flags -D_GNU_SOURCE $inc -c "$root/runtime/core/dtype.c" -o "$out/dtype.o"
 if [ "$what" = full ]; then
@@ -43,7 +45,7 @@ else
     main="$here/gpt2_kernels_small.c"
 fi
 gcc -std=c11 $flags -D_GNU_SOURCE -Wall -Wextra $inc -c "$main" -o "$out/main.o"
-g++ $flags "$out/main.o" "$out/zt.o" "$out/kernels.o" "$out/runtime.o" "$out/layers.o" "$out/vecmath.o" "$out/dtype.o" $blas_libs \
-    -lm -lpthread -o "$out/gpt2_kernels_$what"
+g++ $flags "$out/main.o" "$out/zt.o" "$out/kernels.o" "$out/runtime.o" "$out/layers.o" "$out/vecmath.o" "$out/gemm.o" "$out/error.o" \
+    "$out/dtype.o" $blas_libs -lm -lpthread -ldl -o "$out/gpt2_kernels_$what"
 cd "$out"
 exec timeout 3600 "./gpt2_kernels_$what"

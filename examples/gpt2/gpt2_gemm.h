@@ -1,0 +1,39 @@
+/* GPT-2's one matrix product on the host, row-major: C[M,N] = alpha op(A) op(B) + beta C with op(X) = X or
+ * X^T ('N' / 'T'), computed by the backend chosen at run time: OpenBLAS's cblas_sgemm (always there) or
+ * oneDNN's dnnl_sgemm (its own AVX-512 JIT kernels, whatever OPENBLAS_CORETYPE says; libdnnl.so.2, Debian's
+ * libdnnl2, loaded at first use). Every call runs on the calling thread alone (the layers split their products over
+ * the engine's threads): OpenBLAS set to one thread, oneDNN's OpenMP to one thread per calling thread, so
+ * neither library starts threads of its own. */
+#ifndef ZINC_EXAMPLES_GPT2_GEMM_H
+#define ZINC_EXAMPLES_GPT2_GEMM_H
+
+#include <stdint.h>
+
+#include "zinc.h"
+
+typedef enum gpt2_gemm_backend { GPT2_GEMM_OPENBLAS = 0, GPT2_GEMM_ONEDNN = 1 } gpt2_gemm_backend;
+
+/* "openblas", "onednn" or "auto" (oneDNN where it loads, else OpenBLAS) into *out; where oneDNN does not
+ * load, "onednn" is refused with an error naming the package. */
+zinc_status gpt2_gemm_parse(const char *name, gpt2_gemm_backend *out);
+/* The backend every later gpt2_sgemm uses (process-wide). Default: auto. */
+void gpt2_gemm_select(gpt2_gemm_backend b);
+gpt2_gemm_backend gpt2_gemm_selected(void);
+const char *gpt2_gemm_name(gpt2_gemm_backend b);
+/* 1 when libdnnl.so.2 loads (tried once). */
+int gpt2_gemm_have_onednn(void);
+
+void gpt2_sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* 1 when gpt2_gemm_bf16 runs on bf16 dot products: oneDNN selected, and its bf16 product works on this CPU
+ * (AVX-512; tried once on a 1 x 1 x 1 product). */
+int gpt2_gemm_bf16_available(void);
+/* The same product of bf16 operands (raw bf16 bits) into float C, through oneDNN's bf16 GEMM
+ * (dnnl_gemm_bf16bf16f32: exported by libdnnl though not in its public header; declared in gpt2_gemm.c).
+ * Where gpt2_gemm_bf16_available() is 0 it widens the operands and runs gpt2_sgemm (slow, same result up to
+ * the float summation order). */
+void gpt2_gemm_bf16(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A, int64_t lda,
+                    const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+#endif
