@@ -42,8 +42,8 @@ static const zcli_opt gpt2_options[] =
       "generate --sample-tokens tokens every K steps and at the end"},
      {"--sample-tokens", ZCLI_INT, O(sample_tokens), "N", 1, 1 << 16, NULL, "tokens per sample (default 64)"},
      {"--gemm", ZCLI_CHOICE, O(gemm_i), "G", 0, 0, GPT2_GEMM_CHOICES,
-      "the host's matrix products: oneDNN's AVX-512 kernels, OpenBLAS, or auto\n(oneDNN where the build has it; "
-      "the default)"},
+      "the host's matrix products: oneDNN's AVX-512 kernels (and bf16 dot products),\nOpenBLAS, or auto "
+      "(the default: OpenBLAS, while a crash seen with oneDNN is open)"},
      {0}};
 #undef O
 static const zcli_table gpt2_table = {"model and data (GPT-2):", gpt2_options};

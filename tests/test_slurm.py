@@ -23,6 +23,7 @@ import glob
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -439,18 +440,19 @@ def parts(c, a):
     t_up = time.time()
     step1 = sorted({e[b"SLURM_STEP_ID"] for _, e in restarted.values()})
     out = lines.finish(300)
-    t_end, t_ended = time.time(), lines.when("the job ended with")
+    t_end, t_ended = time.time(), lines.when("ended with")
     check(p.returncode == 0, f"launch: exit {p.returncode}:\n{out[-3000:]}")
     check("inside Slurm job" in out and "starting 2 ranks (SLURM_NTASKS) with srun" in out,
           f"launch: says it found the allocation and uses srun:\n{out[-2000:]}")
-    check(out.count("zinc launch: restart 1 of 2") == 1 and "finished after 1 restart" in out,
+    restarts = len(re.findall(r"^zinc launch: \S+: restart \d+ of ", out, re.M))
+    check(out.count(": restart 1 of 2 from ") == 1 and re.search(r"finished (on \d+ ranks? )?after 1 restart", out),
           f"launch: one restart:\n{out[-2500:]}")
     check(len(step1) == 1 and step0 != step1, f"launch: the restart is a new job step ({step0} -> {step1})")
     got = report(lrep).get("param_checksum")
     check(got == want, f"launch: checksum after the restart {got}, uninterrupted {want}")
     detect = f"{t_ended - t0:.2f} s" if t_ended else "?"
     print(f"launch: salloc -n 2 zinc launch: SIGKILL to rank pid {victim} (job step {b','.join(step0).decode()} -> {b','.join(step1).decode()}); "
-          f"{out.count('zinc launch: restart ')} restart(s); "
+          f"{restarts} restart(s); "
           f"{detect} from the kill to zinc launch's report of the failure (srun --kill-on-bad-exit), {t_up - t0:.2f} s "
           f"to both ranks of the new step running, {t_end - t0:.2f} s to the end; checksum "
           f"{'equal' if got == want else 'DIFFERENT'}", flush=True)

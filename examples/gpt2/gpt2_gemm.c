@@ -70,7 +70,10 @@ zinc_status gpt2_gemm_parse(const char *name, gpt2_gemm_backend *out) {
                         dnnl.why);
         *out = GPT2_GEMM_ONEDNN;
     } else if (!strcmp(name, "auto")) {
-        *out = gpt2_gemm_have_onednn() ? GPT2_GEMM_ONEDNN : GPT2_GEMM_OPENBLAS;
+        /* OpenBLAS until oneDNN's crash is understood: about 1 run in 30 of tests/test_preempt.py's GPT-2 case
+         * (SIGTERM during a run with --save-every 5) ends in glibc's "corrupted size vs. prev_size" with
+         * --gemm onednn, none in 120 with --gemm openblas. */
+        *out = GPT2_GEMM_OPENBLAS;
     } else {
         return ZERR(ZINC_ERR_INVALID_ARG, "--gemm '%s': expected openblas, onednn or auto", name);
     }
@@ -85,7 +88,7 @@ void gpt2_gemm_select(gpt2_gemm_backend b) {
 gpt2_gemm_backend gpt2_gemm_selected(void) {
     int s = atomic_load_explicit(&selected, memory_order_relaxed);
     if (s < 0) {
-        gpt2_gemm_select(GPT2_GEMM_ONEDNN); /* auto: oneDNN where it loads */
+        gpt2_gemm_select(GPT2_GEMM_OPENBLAS); /* auto: see gpt2_gemm_parse */
         s = atomic_load(&selected);
     }
     return (gpt2_gemm_backend)s;
