@@ -31,15 +31,8 @@ import struct
 import subprocess
 import sys
 
-failures = 0
-
-
-def check(cond, msg):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", msg, flush=True)
-    return cond
+import checks
+from checks import check
 
 
 def run(cmd, expect=0):
@@ -321,8 +314,8 @@ def main():
         check(r["tokens_per_s"] > 0 and len(r.get("sample", "")) >= 40, "tokens/s and a sample")
         check(r["shape"]["layers"] == 2 and r["shape"]["vocab"] == 256, "shape in the report")
 
-    print("gpt2_cli:", "FAILED %d" % failures if failures else "passed")
-    return 1 if failures else 0
+    print("gpt2_cli:", "FAILED %d" % checks.failures if checks.failures else "passed")
+    return 1 if checks.failures else 0
 
 
 if __name__ == "__main__":

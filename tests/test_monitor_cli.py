@@ -25,18 +25,12 @@ import struct
 import subprocess
 import sys
 
-failures = 0
+import checks
+from checks import check
+
 B = 16          # train_batch_size
 W = 100         # WarmupLR warmup_num_steps
 MAX_LR = 0.003
-
-
-def check(cond, msg):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", msg, flush=True)
-    return cond
 
 
 def f32(x):
@@ -202,8 +196,8 @@ def main():
     train_cases(z, work, text, shlex.split(a.mpirun))
     resume_case(z, work)
     error_cases(z, work)
-    print(f"{failures} failure(s)")
-    return 1 if failures else 0
+    print(f"{checks.failures} failure(s)")
+    return 1 if checks.failures else 0
 
 
 if __name__ == "__main__":

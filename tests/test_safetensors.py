@@ -20,15 +20,8 @@ import struct
 import subprocess
 import sys
 
-failures = 0
-
-
-def check(cond, msg):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", msg, flush=True)
-    return cond
+import checks
+from checks import check
 
 
 def run(cmd, expect=0):
@@ -126,7 +119,7 @@ def main():
     check(man["files"][-1]["name"] in out and "corrupted" in out, "inspect --verify on a damaged file:\n" + out)
     run([a.zinc, "checkpoint", "export", bad, "--out", os.path.join(work, "bad.safetensors")], expect=1)
     if a.cli_only:
-        return 1 if failures else 0
+        return 1 if checks.failures else 0
 
     import numpy as np
     from safetensors import safe_open
@@ -179,7 +172,7 @@ def main():
         want = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
         check(np.array_equal(got, want), f"bf16 export of {p['name']} is not round-to-nearest-even")
     print("bf16 export: safetensors reads the header; every tensor is the fp32 export rounded to nearest even")
-    return 1 if failures else 0
+    return 1 if checks.failures else 0
 
 
 if __name__ == "__main__":

@@ -21,15 +21,8 @@ import shlex
 import subprocess
 import sys
 
-failures = 0
-
-
-def check(cond, msg):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", msg, flush=True)
-    return cond
+import checks
+from checks import check
 
 
 class Runner:
@@ -376,8 +369,8 @@ def main():
     r = Runner(a)
     {"ranks": part_ranks, "stages": part_stages, "clock": part_clock, "overlap": part_overlap, "offload": part_offload, "gpt2": part_gpt2,
      "errors": part_errors}[a.part](r)
-    print("trace", a.part, "FAILED" if failures else "passed", f"({failures} failures)")
-    return 1 if failures else 0
+    print("trace", a.part, "FAILED" if checks.failures else "passed", f"({checks.failures} checks.failures)")
+    return 1 if checks.failures else 0
 
 
 if __name__ == "__main__":

@@ -34,15 +34,8 @@ import stat
 import subprocess
 import sys
 
-failures = 0
-
-
-def check(cond, msg):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", msg, flush=True)
-    return cond
+import checks
+from checks import check
 
 
 def run(cmd, expect=0, timeout=600):
@@ -302,8 +295,8 @@ def main():
         flops_part(a.zinc, a.workdir, a.mpirun)
     else:
         real_part(a.zinc, a.workdir, a.mpirun)
-    print(f"{a.part}: {'FAIL' if failures else 'ok'} ({failures} failures)")
-    return 1 if failures else 0
+    print(f"{a.part}: {'FAIL' if checks.failures else 'ok'} ({checks.failures} checks.failures)")
+    return 1 if checks.failures else 0
 
 
 if __name__ == "__main__":
