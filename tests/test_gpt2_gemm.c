@@ -186,8 +186,8 @@ int main(void) {
     ZT_OK(gpt2_gemm_parse("openblas", &got));
     ZT_CHECK(got == GPT2_GEMM_OPENBLAS, "openblas parsed as %d", (int)got);
     ZT_OK(gpt2_gemm_parse("auto", &got));
-    ZT_CHECK(got == (gpt2_gemm_have_onednn() ? GPT2_GEMM_ONEDNN : GPT2_GEMM_OPENBLAS), "auto chose %s",
-             gpt2_gemm_name(got));
+    /* auto is OpenBLAS while the crash seen with oneDNN is open (gpt2_gemm.c) */
+    ZT_CHECK(got == GPT2_GEMM_OPENBLAS, "auto chose %s", gpt2_gemm_name(got));
     test_to_bf16();
     zinc_options o = zinc_default_options();
     o.config_json = "{\"train_batch_size\": 1, \"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 0.001}}}";
