@@ -31,6 +31,8 @@ import subprocess
 import sys
 import time
 
+from procs import children
+
 failures = 0
 SEED = int(os.environ.get("ZINC_TEST_SEED", str(int(time.time()) % 100000)))
 rnd = random.Random(SEED)
@@ -60,23 +62,6 @@ def latest(d):
 
 def checksum(rep):
     return json.load(open(rep))["param_checksum"]
-
-
-def children(pid):
-    kids = {}
-    for st in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            with open(st) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            kids.setdefault(int(fields[1]), []).append(int(st.split("/")[2]))
-        except (OSError, IndexError, ValueError):
-            pass
-    out, todo = [], [pid]
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 def rank_pids(proc, zinc):

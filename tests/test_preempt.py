@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from procs import children
+
 failures = 0
 SEED = int(os.environ.get("ZINC_TEST_SEED", str(int(time.time()) % 100000)))
 rnd = random.Random(SEED)
@@ -41,24 +43,6 @@ def run(cmd, expect=0):
         print("command:", " ".join(cmd), "\nexit", p.returncode, "expected", expect, "\n", p.stdout[-3000:])
         sys.exit(1)
     return p.stdout
-
-
-def children(pid):
-    """Every descendant of pid (by /proc's parent links)."""
-    kids = {}
-    for st in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            with open(st) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            kids.setdefault(int(fields[1]), []).append(int(st.split("/")[2]))
-        except (OSError, IndexError, ValueError):
-            pass
-    out, todo = [], [pid]
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 def ranks_of(proc, zinc, nranks):
