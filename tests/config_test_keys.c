@@ -139,6 +139,7 @@ const key_row rows[] = {
     {"zinc.device", F(device), NULL, "\"cpu\"", "\"cpu\"", "\"auto\"", 0},
     {"zinc.max_skipped_steps", F(fp16.max_skipped_steps), NULL, "10", "10", "0", 0},
     {"zinc.allow_buffered_io", F(aio.allow_buffered_io), NULL, "true", "true", "false", 0},
+    {"zinc.deterministic_reduction", F(deterministic_reduction), NULL, "true", "true", "false", 0},
     /* comms_logger (DeepSpeed's deepspeed/comm/config.py defaults) */
     {"comms_logger.enabled", F(comms_logger.enabled), NULL, "true", "true", "false", 0},
     {"comms_logger.verbose", F(comms_logger.verbose), NULL, "true", "true", "false", 0},

@@ -65,6 +65,7 @@ zinc_status zgrads_alloc(zgrads *g) {
     g->bytes_shard = plan.bytes_grads_shard;
     if (g->c.stage <= 1) TRY(dalloc(g, ZINC_MEM_GRADS, g->bytes_full, "the gradient buffer", &g->full));
     if (g->c.stage >= 1) TRY(dalloc(g, ZINC_MEM_GRADS, g->bytes_shard, "the fp32 gradient shard", (void **)&g->shard));
+    if (g->c.deterministic) TRY(zgrads_det_alloc(g));
     if (plan.nbuckets == 0) return ZINC_OK;
     g->bucket_cap = plan.bucket_cap;
     g->bytes_landing = plan.bytes_landing;
@@ -105,6 +106,7 @@ void zgrads_free(zgrads *g) {
         b->counts = b->displs = NULL;
     }
     g->nbuckets = 0;
+    zgrads_det_free(g);
     dfree(g, ZINC_MEM_BUCKETS, g->landing, g->bytes_landing);
     g->landing = NULL;
     for (int i = 0; g->mods && i < g->c.nmodules; i++)
@@ -158,6 +160,15 @@ fail:
 static zinc_status issue(zgrads *g, zbucket *bk, const void *src, int64_t a, int64_t b) {
     zinc_status st = ZINC_OK;
     const void *send = src;
+    if (g->c.deterministic) { /* the fixed tree, blocking; its sum goes into this micro-step's own buffer */
+        float *work = (float *)src; /* fp32; every source is zeroed before its next use */
+        if (send_needs_copy(g)) {
+            TRY(convert(g, bk->send, ZINC_FP32, src, ZINC_FP32, (size_t)(b - a), pre_scale(g)));
+            work = bk->send;
+        }
+        g->stat_rs_sends++;
+        return zgrads_det_reduce_range(g, work, a, b);
+    }
     if (send_needs_copy(g)) {
         TRY(convert(g, bk->send, g->c.comm_dtype, src, g->c.grad_dtype, (size_t)(b - a), pre_scale(g)));
         send = bk->send;
@@ -334,6 +345,7 @@ zinc_status zgrads_module_backward_enter(zgrads *g, int module, void **grads) {
         return ZERR(ZINC_ERR_INTERNAL, "zgrads_module_backward_enter: module %d of %d (before zgrads_alloc?)", module,
                     g->c.nmodules);
     zgrads_module *s = &g->mods[module];
+    g->det.dirty = true;
     if (g->c.stage <= 1) {
         s->slot = ZSLOT_FULL; /* every entry adds into the full buffer: nesting and re-entry need nothing */
         *grads = (char *)g->full + (size_t)g->c.modules[module].flat_begin * gsz(g);
@@ -372,7 +384,7 @@ fail:
 zinc_status zgrads_flush(zgrads *g) {
     zinc_status st = ZINC_OK;
     for (int i = 0; g->mods && i < g->c.nmodules; i++) g->mods[i].bwd_entries = 0;
-    if (g->c.stage < 2) return ZINC_OK;
+    if (g->c.stage < 2) return g->c.deterministic && g->det.dirty ? zgrads_det_end_micro_step(g) : ZINC_OK;
     TRY(flush_current(g));
     for (int i = 0; g->mods && i < g->c.nmodules; i++) {
         zgrads_module *s = &g->mods[i];
@@ -381,6 +393,7 @@ zinc_status zgrads_flush(zgrads *g) {
         TRY(send_buffer(g, s->held, g->c.modules[i].flat_begin, g->c.modules[i].flat_end));
     }
     for (int i = 0; i < g->nbuckets; i++) TRY(complete(g, &g->buckets[i]));
+    if (g->c.deterministic && g->det.dirty) TRY(zgrads_det_end_micro_step(g));
     return ZINC_OK;
 fail:
     return st;
@@ -426,6 +439,10 @@ fail:
 
 zinc_status zgrads_reduce_boundary(zgrads *g) {
     zinc_status st = ZINC_OK;
+    if (g->c.deterministic) {
+        TRY(zgrads_flush(g));
+        return zgrads_det_finish(g);
+    }
     if (g->c.stage == 0) return allreduce_full(g);
     if (g->c.stage >= 2) return zgrads_flush(g);
     /* Stage 1: reduce-scatter the full buffer chunk by chunk, alternating slots under overlap_comm. */
@@ -489,5 +506,9 @@ zinc_status zgrads_reset(zgrads *g) {
         g->mods[i].bwd_entries = 0;
     }
     for (int i = 0; i < g->nscratch; i++) g->scratch[i].busy = false;
+    if (g->c.deterministic) {
+        zinc_status st = zgrads_det_reset(g);
+        if (st != ZINC_OK) return st;
+    }
     return zgrads_zero(g);
 }

@@ -68,6 +68,10 @@ typedef struct zgrads_ctx {
      * bucket is needed again; with one bucket every reduce-scatter completes before backward continues.
      * zgrads_alloc allocates exactly these. */
     const zgrads_plan *sizes;
+    /* zinc.deterministic_reduction (zero/grads_determ.c): each micro-step's gradient is summed over the
+     * ranks by a fixed tree and the micro-steps' sums pairwise, over gas (a power of two) micro-steps. */
+    bool deterministic;
+    int64_t gas;
 } zgrads_ctx;
 
 /* What gradient placement keeps per module (zgrads.mods, registration order): owned by zero/grads.c alone.
@@ -80,6 +84,22 @@ typedef struct zgrads_module {
     bool held_dirty; /* `held` has gradients of this micro-step not yet reduced */
     void *held;      /* grad dtype, the module's elements; allocated when hold is set */
 } zgrads_module;
+
+/* The deterministic reduction's state (zero/grads_determ.c). The step's gradient is the pairwise tree over the
+ * global micro-batch index m = j x world + r: its low log2(world) levels are summed across the ranks within
+ * micro-step j (this rank keeps its shard's piece, in `cur`), its upper levels across micro-steps by a binary
+ * counter: part[k] holds the sum of 2^k consecutive micro-steps while bit k of `filled` is set. */
+typedef struct zdeterm {
+    float *cur;               /* fp32, shard elements: this micro-step's sum over the ranks */
+    float **part;             /* levels buffers, fp32, shard elements each */
+    float *sum;               /* stage 0: the step's sum over the own shard (then all-gathered into `full`) */
+    float *recv;              /* the partner's piece at one level of the tree over the ranks */
+    size_t *counts, *displs;  /* per-rank pieces of the range being reduced */
+    int levels;               /* log2(gas) */
+    unsigned filled;          /* bit k: part[k] holds a partial sum */
+    bool dirty;               /* a module entered backward since the last micro-step's sum */
+    bool done;                /* the step's sum is complete in the result buffer */
+} zdeterm;
 
 typedef struct zgrads {
     zgrads_ctx c;
@@ -100,6 +120,7 @@ typedef struct zgrads {
 
     /* --trace: the track of stage 0's all-reduces */
     int trace_track_allreduce;
+    zdeterm det; /* zinc.deterministic_reduction only */
 } zgrads;
 
 /* Takes the context (nothing is allocated). */
@@ -128,5 +149,16 @@ zinc_status zgrads_zero(zgrads *g);
 zinc_status zgrads_reset(zgrads *g);
 /* The factor the step applies after communication to turn summed gradients into their mean. */
 double zgrads_post_scale(const zgrads *g);
+
+/* zero/grads_determ.c: zinc.deterministic_reduction, called by grads.c only. alloc/free its buffers; sums the
+ * flat range [a, b) of every rank's fp32 `work` (overwritten) over the ranks by the fixed tree and adds this
+ * rank's piece into det.cur; ends a micro-step (stages 0-1: reduces the full buffer first, then zeroes it);
+ * completes the step's sum at the boundary (stage 0: all-gathers it into the full buffer); forgets it. */
+zinc_status zgrads_det_alloc(zgrads *g);
+void zgrads_det_free(zgrads *g);
+zinc_status zgrads_det_reduce_range(zgrads *g, float *work, int64_t a, int64_t b);
+zinc_status zgrads_det_end_micro_step(zgrads *g);
+zinc_status zgrads_det_finish(zgrads *g);
+zinc_status zgrads_det_reset(zgrads *g);
 
 #endif

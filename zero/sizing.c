@@ -17,6 +17,15 @@ void zgrads_plan_make(const zgrads_plan_in *in, zgrads_plan *out) {
     out->biggest_module = in->biggest_module;
     if (in->stage <= 1) out->bytes_grads_full = (size_t)part->padded * gsz;
     if (in->stage >= 1) out->bytes_grads_shard = (size_t)part->shard * sizeof(float);
+    if (in->deterministic) {
+        int levels = 0;
+        while (((int64_t)1 << levels) < in->gas) levels++;
+        out->determ_shards = 1 + levels + (in->stage == 0);
+        out->bytes_determ_shard = (size_t)part->shard * sizeof(float);
+        /* the partner's piece at one level of the tree over the ranks: at most a shard (stages 0-1 reduce the
+         * whole buffer at once); at stages 2-3 at most a bucket's piece (below) */
+        if (in->world > 1) out->bytes_determ_recv = out->bytes_determ_shard;
+    }
     if (in->stage == 0 && !in->send_needs_copy) return;
 
     /* Bucket capacity: reduce_bucket_size elements, at least one shard alignment unit and at most the
@@ -33,6 +42,7 @@ void zgrads_plan_make(const zgrads_plan_in *in, zgrads_plan *out) {
     out->bytes_bucket_send = in->send_needs_copy ? (size_t)out->bucket_cap * csz : 0;
     out->bytes_bucket_recv = (size_t)recv_n * csz;
     if (in->stage >= 2 && in->biggest_module > out->bucket_cap) out->bytes_landing = (size_t)in->biggest_module * gsz;
+    if (in->deterministic && in->world > 1 && in->stage >= 2) out->bytes_determ_recv = (size_t)recv_n * sizeof(float);
 }
 
 size_t zgrads_plan_bucket_bytes(const zgrads_plan *p) {

@@ -31,6 +31,11 @@ typedef struct zgrads_plan {
      * size (grad dtype) that such a module's gradients are written into, then reduce-scattered from in
      * bucket-sized chunks. Memory is then largest module + buckets, not buckets of the largest module. */
     size_t bytes_landing;
+    /* zinc.deterministic_reduction (zero/grads_determ.c): fp32 shard-sized buffers (this micro-step's sum over
+     * the ranks, the log2(gas) partial sums over micro-steps, and at stage 0 the step's sum) and the buffer
+     * that receives the partner's piece at each level of the tree over the ranks (0 at one rank). */
+    int determ_shards;
+    size_t bytes_determ_shard, bytes_determ_recv;
 } zgrads_plan;
 
 typedef struct zgrads_plan_in {
@@ -41,6 +46,8 @@ typedef struct zgrads_plan_in {
     int64_t reduce_bucket_size;
     int64_t biggest_module; /* largest flat_end - flat_begin over modules */
     bool overlap_comm;
+    bool deterministic; /* zinc.deterministic_reduction */
+    int64_t gas;        /* gradient_accumulation_steps (a power of two when deterministic) */
 } zgrads_plan_in;
 
 void zgrads_plan_make(const zgrads_plan_in *in, zgrads_plan *out);

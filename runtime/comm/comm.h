@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "runtime/core/error.h"
 #include "runtime/core/log.h"
 #include "runtime/comm/comm_log.h"
 #include "runtime/comm/watchdog.h"
@@ -37,6 +38,12 @@ typedef struct zcomm_ops {
     zinc_status (*allgather_bytes)(zcomm *c, const void *in, void *out, size_t bytes);
     zinc_status (*bcast)(zcomm *c, void *buf, size_t bytes, int root);
     zinc_status (*barrier)(zcomm *c);
+    /* Point to point, blocking: sends nsend elements to rank `dest` while receiving nrecv elements from rank
+     * `src` (MPI_Sendrecv). dest or src -1: that side does nothing. NULL in a backend that has none (nccl):
+     * zcomm_sendrecv then fails naming the backend. Used by the fixed-tree reduction of
+     * zinc.deterministic_reduction (zero/grads_determ.c), whose partners are known on both sides. */
+    zinc_status (*sendrecv)(zcomm *c, const void *send, size_t nsend, int dest, void *recv, size_t nrecv, int src,
+                            zinc_dtype t);
     /* Completes a request returned by a non-blocking call (req pointers passed as non-NULL) and frees it. */
     zinc_status (*wait)(zcomm *c, zcomm_req *req);
     void (*destroy)(zcomm *c);
@@ -109,12 +116,21 @@ static inline zinc_status zcomm_barrier_from(zcomm *c, const char *caller) {
     zcomm_req **none = NULL;
     ZCOMM_DISPATCH(c, none, ZCOMM_OP_BARRIER, 0, caller, "barrier", c->ops->barrier(c));
 }
+static inline zinc_status zcomm_sendrecv_from(zcomm *c, const char *caller, const void *send, size_t nsend, int dest,
+                                              void *recv, size_t nrecv, int src, zinc_dtype t) {
+    zcomm_req **none = NULL;
+    if (!c->ops->sendrecv)
+        return ZERR(ZINC_ERR_UNSUPPORTED, "the %s collective backend has no point-to-point send/receive", c->ops->name);
+    ZCOMM_DISPATCH(c, none, ZCOMM_OP_SEND_RECV, (nsend + nrecv) * zinc_dtype_size(t), caller, "send/receive",
+                   c->ops->sendrecv(c, send, nsend, dest, recv, nrecv, src, t));
+}
 #define zcomm_allreduce(c, ...) zcomm_allreduce_from((c), __func__, __VA_ARGS__)
 #define zcomm_reduce_scatterv(c, ...) zcomm_reduce_scatterv_from((c), __func__, __VA_ARGS__)
 #define zcomm_allgatherv_inplace(c, ...) zcomm_allgatherv_inplace_from((c), __func__, __VA_ARGS__)
 #define zcomm_allgather_bytes(c, ...) zcomm_allgather_bytes_from((c), __func__, __VA_ARGS__)
 #define zcomm_bcast(c, ...) zcomm_bcast_from((c), __func__, __VA_ARGS__)
 #define zcomm_barrier(c) zcomm_barrier_from((c), __func__)
+#define zcomm_sendrecv(c, ...) zcomm_sendrecv_from((c), __func__, __VA_ARGS__)
 static inline zinc_status zcomm_wait(zcomm *c, zcomm_req *req) {
     if (!req) return ZINC_OK;
     bool w_ = c->size > 1;

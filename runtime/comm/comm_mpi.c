@@ -445,6 +445,35 @@ fail:
     return st;
 }
 
+/* Sends and receives in pieces of at most the MPI piece count; both sides split the same counts alike, and a
+ * side whose count runs out first sends (or receives) nothing in the remaining rounds. */
+static zinc_status m_sendrecv(zcomm *c, const void *send, size_t nsend, int dest, void *recv, size_t nrecv, int src,
+                              zinc_dtype t) {
+    zinc_status st = ZINC_OK;
+    call k = {0};
+    MPI_Datatype dt = MPI_BYTE;
+    if (dest < -1 || dest >= c->size || src < -1 || src >= c->size)
+        return ZERR(ZINC_ERR_INVALID_ARG, "mpi: sendrecv: peer %d / %d is not a rank (world size %d)", dest, src,
+                    c->size);
+    if (dest < 0) nsend = 0;
+    if (src < 0) nrecv = 0;
+    if ((nsend && !send) || (nrecv && !recv))
+        return ZERR(ZINC_ERR_INVALID_ARG, "mpi: sendrecv: NULL buffer (%zu sent, %zu received)", nsend, nrecv);
+    if ((st = dtype_of(impl_of(c), "sendrecv", t, &dt)) != ZINC_OK) return st;
+    if ((st = begin(&k, c, NULL, "sendrecv", nsend + nrecv, 1, t)) != ZINC_OK) return st;
+    const size_t L = g_max_count, es = zinc_dtype_size(t);
+    int to = dest < 0 ? MPI_PROC_NULL : dest, from = src < 0 ? MPI_PROC_NULL : src;
+    for (size_t off = 0; off < nsend || off < nrecv; off += L) {
+        int ns = off < nsend ? (int)min_sz(L, nsend - off) : 0, nr = off < nrecv ? (int)min_sz(L, nrecv - off) : 0;
+        MPI_CHECK(&k, "MPI_Sendrecv",
+                  MPI_Sendrecv(ns ? (const char *)send + off * es : NULL, ns, dt, ns ? to : MPI_PROC_NULL, 77,
+                               nr ? (char *)recv + off * es : NULL, nr, dt, nr ? from : MPI_PROC_NULL, 77, k.comm,
+                               MPI_STATUS_IGNORE));
+    }
+fail:
+    return st;
+}
+
 static zinc_status m_wait(zcomm *c, zcomm_req *r) {
     zinc_status st = ZINC_OK;
     if (!r) return ZINC_OK;
@@ -489,6 +518,7 @@ static const zcomm_ops mpi_ops = {
     .allgather_bytes = m_allgather_bytes,
     .bcast = m_bcast,
     .barrier = m_barrier,
+    .sendrecv = m_sendrecv,
     .wait = m_wait,
     .destroy = m_destroy,
 };

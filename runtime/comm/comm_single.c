@@ -78,6 +78,22 @@ static zinc_status s_wait(zcomm *c, zcomm_req *req) {
 
 static void s_destroy(zcomm *c) { free(c); }
 
+/* The only peer is this rank: a send to itself is the receive. */
+static zinc_status s_sendrecv(zcomm *c, const void *send, size_t nsend, int dest, void *recv, size_t nrecv, int src,
+                              zinc_dtype t) {
+    (void)c;
+    if (dest < -1 || dest > 0 || src < -1 || src > 0)
+        return ZERR(ZINC_ERR_INVALID_ARG, "single: sendrecv: peer %d / %d is not a rank (world size 1)", dest, src);
+    if ((dest == 0) != (src == 0) || (dest == 0 && nsend != nrecv))
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "single: sendrecv: a send to rank 0 needs the matching receive (%zu sent, %zu received)",
+                    dest == 0 ? nsend : 0, src == 0 ? nrecv : 0);
+    if (dest < 0 || !nsend) return ZINC_OK;
+    if (!send || !recv) return ZERR(ZINC_ERR_INVALID_ARG, "single: sendrecv: NULL buffer (%zu elements)", nsend);
+    if (send != recv) memmove(recv, send, nsend * zinc_dtype_size(t));
+    return ZINC_OK;
+}
+
 static const zcomm_ops single_ops = {
     .name = "single",
     .allreduce = s_allreduce,
@@ -86,6 +102,7 @@ static const zcomm_ops single_ops = {
     .allgather_bytes = s_allgather_bytes,
     .bcast = s_bcast,
     .barrier = s_barrier,
+    .sendrecv = s_sendrecv,
     .wait = s_wait,
     .destroy = s_destroy,
 };

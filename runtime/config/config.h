@@ -198,6 +198,10 @@ typedef struct zinc_config {
 
     /* zinc's own block ("zinc": {...}); DeepSpeed ignores nothing here because it has no such block. */
     zinc_device_kind device; /* "device": "auto" | "cpu" | "cuda" */
+    /* "deterministic_reduction": false. true: the fp32 gradient sum of a step is one fixed binary tree over
+     * the global micro-batches (zero/grads_determ.c), the same bits for every power-of-two split of
+     * world x gradient_accumulation_steps; rules in config_determinism.c. */
+    bool deterministic_reduction;
 
     char source[ZCFG_PATH_MAX]; /* the file name (or "<json text>") for messages */
     /* The canonical paths written in the file, as "|path|path|...|", so the dump can mark defaults and

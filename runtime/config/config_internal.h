@@ -63,5 +63,7 @@ void zcfg_resolve(zcfg_loader *L);
  * job_name and output_path. */
 void zcfg_monitor_defaults(zcfg_monitor *m);
 void zcfg_resolve_monitors(zcfg_loader *L);
+/* zinc.deterministic_reduction's rules (config_determinism.c): what the fixed reduction tree needs. */
+void zcfg_resolve_determinism(zcfg_loader *L);
 
 #endif

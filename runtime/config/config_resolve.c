@@ -458,5 +458,6 @@ void zcfg_resolve(zcfg_loader *L) {
                   "collective is logged; set prof_all false to log only the ops listed",
                   L->origin);
     zcfg_resolve_monitors(L);
+    zcfg_resolve_determinism(L);
     zcfg_report_default_autos(L);
 }

@@ -46,7 +46,7 @@ static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const tag_names[] = {"Warn", "Ignore", "Fail", NULL};
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 const char *const zkey_comm_op_names[] = {"all_reduce", "reduce_scatter", "all_gather", "all_gather_object",
-                                          "broadcast",  "barrier",        NULL};
+                                          "broadcast",  "barrier",        "send_recv", NULL};
 
 /* ------------------------------------------------------------------ optimizer */
 /* Which optimizer takes which parameter is stated here once (the key's mask: the optimizer types
@@ -456,6 +456,10 @@ static const zkey_key zinc_keys[] = {
         "error after this many consecutive overflow-skipped steps (0: never)"),
     BOOL("allow_buffered_io", aio.allow_buffered_io,
          "NVMe offload falls back to buffered IO where O_DIRECT is refused"),
+    BOOL("deterministic_reduction", deterministic_reduction,
+         "fp32 gradients summed over the step's micro-batches by one fixed binary tree over the global "
+         "micro-batch index: the same bits for every power-of-two ranks x gradient_accumulation_steps split of "
+         "the batch (cpu, fp32, not Lamb)"),
 };
 static TABLE(zinc_tbl, "zinc", zinc_keys);
 

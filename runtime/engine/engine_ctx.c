@@ -29,6 +29,8 @@ void zengine_contexts(zinc_engine *e) {
         .modules = e->modules,
         .nmodules = e->nmodules,
         .sizes = &e->plan.grads,
+        .deterministic = e->cfg.deterministic_reduction,
+        .gas = e->cfg.gradient_accumulation_steps,
     };
     zgrads_init(&e->grads, &g);
     zgather_ctx s = {

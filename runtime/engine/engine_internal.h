@@ -166,6 +166,9 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info);
 /* runtime/engine/engine_collect.c: the parameters from the optimizer state. */
 /* Stages 1-2: every rank's updated slice to every rank (no-op otherwise). */
 zinc_status zengine_allgather_params(zinc_engine *e);
+/* zinc.deterministic_reduction (engine_determ.c): the gradient's sum of squares over every rank's n elements
+ * at g, the same bits at every rank count; collective. */
+zinc_status zengine_det_sumsq(zinc_engine *e, const void *g, zinc_dtype t, size_t n, double *out);
 /* Rewrites this rank's compute-dtype parameters from the fp32 master weights. */
 zinc_status zengine_params_from_master(zinc_engine *e);
 

@@ -32,6 +32,8 @@ static zinc_status global_stats(zinc_engine *e, double *sumsq, int64_t *nonfinit
     const void *g = zgrads_norm_slice(&e->grads, &dt, &n, &flat_lo);
     zgrad_stats s;
     TRY(e->dev->ops->grad_stats(e->dev, g, dt, n, &s)); /* the host waits for the statistic here */
+    double det_sumsq = 0;
+    if (e->cfg.deterministic_reduction) TRY(zengine_det_sumsq(e, g, dt, n, &det_sumsq));
     /* The preemption flag rides on this all-gather, which every step does anyway: no extra collective. */
     rank_stats mine = {s.sumsq, (int64_t)s.nonfinite, s.nonfinite ? flat_lo + (int64_t)s.first_nonfinite : -1,
                        e->preempt ? zsig_pending() : 0};
@@ -50,6 +52,7 @@ static zinc_status global_stats(zinc_engine *e, double *sumsq, int64_t *nonfinit
             *bad_rank = r;
         }
     }
+    if (e->cfg.deterministic_reduction) *sumsq = det_sumsq; /* not the ranks' sums, whose split moves */
 fail:
     free(all);
     return st;

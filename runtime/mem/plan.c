@@ -200,7 +200,9 @@ static void plan_grads(zplan *p, const zinc_config *cfg) {
                                        .send_needs_copy = p->send_needs_copy,
                                        .reduce_bucket_size = cfg->zero.reduce_bucket_size,
                                        .biggest_module = p->largest_module_flat,
-                                       .overlap_comm = cfg->zero.overlap_comm},
+                                       .overlap_comm = cfg->zero.overlap_comm,
+                                       .deterministic = cfg->deterministic_reduction,
+                                       .gas = cfg->gradient_accumulation_steps},
                      &p->grads);
     const zgrads_plan *g = &p->grads;
     put(p, ZPLAN_GRADS_FULL, "the gradient buffer", ZINC_MEM_GRADS, ck, ZPLAN_AT_BUILD, 1, g->bytes_grads_full);
@@ -213,6 +215,10 @@ static void plan_grads(zplan *p, const zinc_config *cfg) {
         g->bytes_bucket_recv);
     put(p, ZPLAN_LANDING, "the gradient landing buffer for large modules", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, 1,
         g->bytes_landing);
+    put(p, ZPLAN_DETERM_SHARDS, "the deterministic reduction's partial sums", ZINC_MEM_GRADS, ck, ZPLAN_AT_BUILD,
+        g->determ_shards, g->bytes_determ_shard);
+    put(p, ZPLAN_DETERM_RECV, "the deterministic reduction's receive buffer", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, 1,
+        g->bytes_determ_recv);
 }
 
 /* Stages 2-3: a module entered twice in one backward keeps its gradients in a buffer of its own (zero/grads.c
