@@ -718,20 +718,29 @@ static zinc_status load_windows(gpt2_model *m, const uint16_t *windows, int B, i
     return m->ops->to_device(m, m->dtgt, m->tgt, bytes);
 }
 
-/* Adds the losses of `slots` forward passes of N rows each (row_loss, slot after slot) to *loss_sum: each
- * pass's rows summed in row order from 0, then added, as the host's gpt2_crossentropy sums them. On a
- * device this is the one wait for the passes' work. */
-static zinc_status sum_losses(gpt2_model *m, int64_t slots, int64_t N, double *loss_sum) {
-    const double *r = m->row_loss;
+/* The row losses of `slots` forward passes of N rows each (row_loss, slot after slot), readable on the host:
+ * on a device this is the one wait for the passes' work. */
+static zinc_status row_losses(gpt2_model *m, int64_t slots, int64_t N, const double **rows) {
+    *rows = m->row_loss;
     if (m->ops->device) {
         CHECK(m->ops->to_host(m, m->row_loss_host, m->row_loss, (size_t)(slots * N) * sizeof(double)));
-        r = m->row_loss_host;
+        *rows = m->row_loss_host;
     }
-    for (int64_t s = 0; s < slots; s++) {
-        double total = 0;
-        for (int64_t n = 0; n < N; n++) total += r[s * N + n];
-        *loss_sum += total;
-    }
+    return ZINC_OK;
+}
+
+/* One pass's loss: its rows summed in row order from 0, as the host's gpt2_crossentropy sums them. */
+static double pass_loss(const double *rows, int64_t N) {
+    double total = 0;
+    for (int64_t n = 0; n < N; n++) total += rows[n];
+    return total;
+}
+
+/* Adds the losses of `slots` forward passes of N rows each to *loss_sum, pass after pass. */
+static zinc_status sum_losses(gpt2_model *m, int64_t slots, int64_t N, double *loss_sum) {
+    const double *r;
+    CHECK(row_losses(m, slots, N, &r));
+    for (int64_t s = 0; s < slots; s++) *loss_sum += pass_loss(r + s * N, N);
     return ZINC_OK;
 }
 
@@ -815,10 +824,19 @@ zinc_status gpt2_train_microstep(gpt2_model *m, const gpt2_tokens *data, int64_t
 zinc_status gpt2_step_loss(gpt2_model *m, double *loss) {
     zinc_engine *e = m->e;
     int64_t B = zinc_train_batch_size(e);
+    int64_t W = zinc_world_size(e), N = (int64_t)m->mb * m->T;
     double sum = 0;
-    /* the micro-steps' losses, after the step (on a GPU its one wait for them) */
-    zinc_status st = sum_losses(m, m->gas, (int64_t)m->mb * m->T, &sum);
-    if (st == ZINC_OK) st = zinc_allreduce_sum(e, &sum, 1);
+    /* The micro-steps' losses, after the step (on a GPU its one wait for them), each at its global micro-batch
+     * index j x world + r; the all-reduce adds one value to zeros (exact), and every rank adds them in that
+     * order: the same bits for every split of the batch into ranks x micro-steps (at one rank, the order of
+     * the micro-steps, as before). */
+    double *per = calloc((size_t)(W * m->gas), sizeof *per);
+    const double *rows = NULL;
+    zinc_status st = per ? row_losses(m, m->gas, N, &rows) : ZINC_ERR_NOMEM;
+    for (int64_t j = 0; st == ZINC_OK && j < m->gas; j++) per[j * W + zinc_rank(e)] = pass_loss(rows + j * N, N);
+    if (st == ZINC_OK) st = zinc_allreduce_sum(e, per, (int)(W * m->gas));
+    for (int64_t i = 0; st == ZINC_OK && i < W * m->gas; i++) sum += per[i];
+    free(per);
     double t1 = now_s();
     m->t_engine += t1 - m->t_micro_end; /* zinc_step (between the last micro-step and here) and the loss */
     m->t_steps += t1 - m->t_step0;

@@ -33,12 +33,12 @@ void zcfg_resolve_determinism(zcfg_loader *L) {
     else if (c->comm_dtype != ZINC_FP32)
         zcfg_problem(L, KEY,
                      "needs fp32 gradient communication; communication_data_type is %s. Remove it or set it "
-                     "\"fp32\", or set zinc.deterministic_reduction false",
+                     "\"fp32\", or set it false",
                      zinc_dtype_name(c->comm_dtype));
     else if (c->grad_accum_dtype != ZINC_FP32)
         zcfg_problem(L, KEY,
                      "needs fp32 gradient accumulation; data_types.grad_accum_dtype is %s. Remove it or set it "
-                     "\"fp32\", or set zinc.deterministic_reduction false",
+                     "\"fp32\", or set it false",
                      zinc_dtype_name(c->grad_accum_dtype));
     if (c->optimizer.type == ZOPT_LAMB)
         zcfg_problem(L, KEY,

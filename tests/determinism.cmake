@@ -1,0 +1,20 @@
+# zinc.deterministic_reduction (zero/grads_determ.c, runtime/engine/engine_determ.c): `zinc train` with the
+# same global batch split as 1 rank x 4 micro-steps, 2 x 2 and 4 x 1 at ZeRO stages 0-3 ends bitwise equal
+# with the key and differs without it; its refusals (tests/test_determinism.py).
+find_program(ZINC_DETERMINISM_PYTHON3 python3)
+if(ZINC_DETERMINISM_PYTHON3)
+  string(REPLACE ";" " " zinc_determinism_mpirun "${ZINC_MPIRUN}")
+  foreach(part mlp gpt2 errors)
+    set(name determinism_${part})
+    if(NOT part STREQUAL "errors")
+      set(name determinism_${part}_np4)
+    endif()
+    add_test(NAME ${name} COMMAND ${ZINC_DETERMINISM_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_determinism.py
+             --zinc $<TARGET_FILE:zinc_cli_hooks> --mpirun "${zinc_determinism_mpirun}"
+             --workdir ${PROJECT_BINARY_DIR}/determinism_test/${part} --part ${part})
+    set(tmp ${PROJECT_BINARY_DIR}/test-tmp/${name})
+    file(MAKE_DIRECTORY ${tmp})
+    set_tests_properties(${name} PROPERTIES TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV};TMPDIR=${tmp}"
+                         LABELS "determinism;mpi" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  endforeach()
+endif()
