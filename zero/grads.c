@@ -160,7 +160,7 @@ fail:
 static zinc_status issue(zgrads *g, zbucket *bk, const void *src, int64_t a, int64_t b) {
     zinc_status st = ZINC_OK;
     const void *send = src;
-    if (g->c.deterministic) { /* the fixed tree, blocking; its sum goes into this micro-step's own buffer */
+    if (g->c.deterministic) {       /* the fixed tree, blocking; its sum goes into this micro-step's own buffer */
         float *work = (float *)src; /* fp32; every source is zeroed before its next use */
         if (send_needs_copy(g)) {
             TRY(convert(g, bk->send, ZINC_FP32, src, ZINC_FP32, (size_t)(b - a), pre_scale(g)));

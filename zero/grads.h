@@ -90,15 +90,15 @@ typedef struct zgrads_module {
  * micro-step j (this rank keeps its shard's piece, in `cur`), its upper levels across micro-steps by a binary
  * counter: part[k] holds the sum of 2^k consecutive micro-steps while bit k of `filled` is set. */
 typedef struct zdeterm {
-    float *cur;               /* fp32, shard elements: this micro-step's sum over the ranks */
-    float **part;             /* levels buffers, fp32, shard elements each */
-    float *sum;               /* stage 0: the step's sum over the own shard (then all-gathered into `full`) */
-    float *recv;              /* the partner's piece at one level of the tree over the ranks */
-    size_t *counts, *displs;  /* per-rank pieces of the range being reduced */
-    int levels;               /* log2(gas) */
-    unsigned filled;          /* bit k: part[k] holds a partial sum */
-    bool dirty;               /* a module entered backward since the last micro-step's sum */
-    bool done;                /* the step's sum is complete in the result buffer */
+    float *cur;              /* fp32, shard elements: this micro-step's sum over the ranks */
+    float **part;            /* levels buffers, fp32, shard elements each */
+    float *sum;              /* stage 0: the step's sum over the own shard (then all-gathered into `full`) */
+    float *recv;             /* the partner's piece at one level of the tree over the ranks */
+    size_t *counts, *displs; /* per-rank pieces of the range being reduced */
+    int levels;              /* log2(gas) */
+    unsigned filled;         /* bit k: part[k] holds a partial sum */
+    bool dirty;              /* a module entered backward since the last micro-step's sum */
+    bool done;               /* the step's sum is complete in the result buffer */
 } zdeterm;
 
 typedef struct zgrads {

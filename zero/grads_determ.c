@@ -112,8 +112,7 @@ zinc_status zgrads_det_reduce_range(zgrads *g, float *work, int64_t a, int64_t b
             int give = s ^ bit;
             size_t nkeep = d->counts[s], ngive = d->counts[give];
             if (!nkeep && !ngive) continue; /* the partner skips the same pair */
-            TRY(zcomm_sendrecv(g->c.dcomm, work + d->displs[give], ngive, partner, d->recv, nkeep, partner,
-                               ZINC_FP32));
+            TRY(zcomm_sendrecv(g->c.dcomm, work + d->displs[give], ngive, partner, d->recv, nkeep, partner, ZINC_FP32));
             if (nkeep) TRY(add(g, work + d->displs[s], d->recv, nkeep));
         }
     }
