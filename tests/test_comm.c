@@ -329,6 +329,39 @@ static void test_bcast(size_t bytes, int root) {
     free(buf);
 }
 
+/* ---------------------------------------------------------------- point to point */
+
+/* A ring (send to the right, receive from the left) with a different count from every rank, then a chain
+ * (rank 0 sends only, the last rank receives only). Values are small integers, exact in every dtype. A
+ * backend without point-to-point messages (the staged one) refuses naming itself. */
+static void test_sendrecv(size_t n, zinc_dtype t) {
+    int right = (R + 1) % P, left = (R + P - 1) % P;
+    size_t ns = n + (size_t)R, nr = n + (size_t)left, es = zinc_dtype_size(t);
+    void *send = xmalloc((ns + 1) * es), *recv = xmalloc((nr + 1) * es);
+    for (size_t i = 0; i < ns; i++) put(send, t, i, (float)((R * 37 + (int)i) % 200));
+    put(recv, t, nr, -3.0f);
+    if (!C->ops->sendrecv) {
+        ZT_ERR(zcomm_sendrecv(C, send, ns, right, recv, nr, left, t), ZINC_ERR_UNSUPPORTED, C->ops->name);
+        free(send);
+        free(recv);
+        return;
+    }
+    ZT_OK(zcomm_sendrecv(C, send, ns, right, recv, nr, left, t));
+    int bad = 0;
+    for (size_t i = 0; i < nr; i++)
+        if (get(recv, t, i) != (float)((left * 37 + (int)i) % 200)) bad++;
+    if (get(recv, t, nr) != -3.0f) bad++;
+    ZT_CHECK(bad == 0, "sendrecv ring (%zu, %s): %d bad elements", n, zinc_dtype_name(t), bad);
+    put(recv, t, 0, -1.0f);
+    ZT_OK(zcomm_sendrecv(C, send, ns, R + 1 < P ? R + 1 : -1, recv, R > 0 ? n + (size_t)R - 1 : 0, R - 1, t));
+    if (R > 0 && n + (size_t)R > 1)
+        ZT_CHECK(get(recv, t, 0) == (float)(((R - 1) * 37) % 200), "sendrecv chain received");
+    if (R == 0) ZT_CHECK(get(recv, t, 0) == -1.0f, "sendrecv chain: rank 0 received nothing");
+    ZT_ERR(zcomm_sendrecv(C, send, 1, P, recv, 1, -1, t), ZINC_ERR_INVALID_ARG, "not a rank");
+    free(send);
+    free(recv);
+}
+
 /* ---------------------------------------------------------------- groups of tests */
 
 static void test_all_collectives(uint64_t tagbase, size_t n) {
@@ -379,6 +412,7 @@ static void test_split(size_t limit) {
     test_allgather_bytes(20, 1);
     test_bcast(50, P - 1);
     test_bcast(3, 0);
+    test_sendrecv(20, ZINC_FP32);
     zcomm_mpi_set_max_count(0);
     ZT_CHECK(zcomm_mpi_max_count() == ZCOMM_MPI_PIECE_DEFAULT, "max_count reset to the default piece");
 }
@@ -557,6 +591,8 @@ int main(int argc, char **argv) {
     test_bcast(37, P - 1);
     test_bcast(37, 0);
     test_bcast(100000, P / 2);
+    for (size_t d = 0; d < 3; d++) test_sendrecv(1000, DTYPES[d]);
+    test_sendrecv(0, ZINC_FP32);
     test_determinism();
     test_split(7);
     test_split(1);

@@ -7,7 +7,7 @@
         stages; the MLP's losses within 1e-12 relative (the model sums its loss metric in double in its own
         order, micro-steps first: a metric, not the training). Without the key the same comparison differs
         at stages 0 and 2 (so the check can fail). Also --threads 1 vs 2, prescale_gradients,
-        gradient_predivide_factor 3 and optimizer state offloaded to CPU memory (MLP).
+        gradient_predivide_factor 3 and optimizer state offloaded to CPU memory and NVMe (MLP).
   errors: 3 ranks, gradient_accumulation_steps 3, fp16, bf16, communication_data_type fp16, Lamb and
         zinc.device cuda are refused, each with a message naming the key, the value and the fix.
 Exit 0 pass, 1 fail.
@@ -125,6 +125,13 @@ def main():
                                                           "offload_optimizer": {"device": "cpu"}}})
                 got = [train(margs, cfg, ranks, f"mlp_{name}_np{ranks}") for ranks in (1, 4)]
                 check(same(got[0], ref, False), f"optimizer offload: {got[0]} vs {ref}")
+                os.makedirs(w("nvme"), exist_ok=True)
+                nv = config("mlp_nvme.json", 3, True, zinc={"allow_buffered_io": True},
+                            extra={"zero_optimization": {"stage": 3, "reduce_bucket_size": 1000,
+                                                         "offload_optimizer": {"device": "nvme",
+                                                                               "nvme_path": w("nvme")}}})
+                r = train(margs, nv, 2, "mlp_nvme_np2")
+                check(same(r, ref, False), f"optimizer state on NVMe, stage 3, 2 ranks: {r} vs {ref}")
             else:
                 cfg = config(f"mlp_{name}.json", 1, True, extra=extra)
                 got = [train(margs, cfg, ranks, f"mlp_{name}_np{ranks}") for ranks in (1, 4)]
