@@ -7,7 +7,8 @@
         stages; the MLP's losses within 1e-12 relative (the model sums its loss metric in double in its own
         order, micro-steps first: a metric, not the training). Without the key the same comparison differs
         at stages 0 and 2 (so the check can fail). Also --threads 1 vs 2, prescale_gradients,
-        gradient_predivide_factor 3 and optimizer state offloaded to CPU memory and NVMe (MLP).
+        gradient_predivide_factor 3, optimizer state offloaded to CPU memory and NVMe, and
+        2 steps saved at 4 ranks then resumed at 1 rank (MLP).
   errors: 3 ranks, gradient_accumulation_steps 3, fp16, bf16, communication_data_type fp16, Lamb and
         zinc.device cuda are refused, each with a message naming the key, the value and the fix.
 Exit 0 pass, 1 fail.
@@ -16,6 +17,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -45,16 +47,17 @@ def config(name, stage, det, batch=16, micro=4, extra=None, zinc=None):
     return w(name)
 
 
-def train(model_args, cfg, ranks, tag, threads=1, expect=0):
+def train(model_args, cfg, ranks, tag, threads=1, expect=0, steps=4, extra=()):
     rep = w(f"r_{tag}.json")
     cmd = (shlex.split(A.mpirun) + ["-np", str(ranks)] if ranks > 1 else []) + [
-        A.zinc, "train", "--config", cfg, "--steps", "4", "--threads", str(threads), "--quiet", "--report", rep,
-        "--force"] + model_args
+        A.zinc, "train", "--config", cfg, "--steps", str(steps), "--threads", str(threads), "--quiet", "--report",
+        rep, "--force"] + model_args + list(extra)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     if p.returncode != expect:
         print("command:", " ".join(cmd))
         print(p.stdout[-3000:])
     check(p.returncode == expect, f"{tag}: exit {p.returncode}, expected {expect}")
+    check("sizing plan" not in p.stdout, f"{tag}: the buffers differ from the sizing plan: {p.stdout[-600:]}")
     if expect != 0:
         return p.stdout
     try:
@@ -132,6 +135,13 @@ def main():
                                                                                "nvme_path": w("nvme")}}})
                 r = train(margs, nv, 2, "mlp_nvme_np2")
                 check(same(r, ref, False), f"optimizer state on NVMe, stage 3, 2 ranks: {r} vs {ref}")
+                # 2 steps at 4 ranks, saved, resumed at 1 rank for the other 2: where 4 steps at 1 rank end
+                ck = w("ck")
+                shutil.rmtree(ck, ignore_errors=True)
+                train(margs, w("mlp_s2_on.json"), 4, "mlp_save_np4", steps=2, extra=["--save", ck])
+                r = train(margs, w("mlp_s2_on.json"), 1, "mlp_resume_np1", extra=["--resume", ck])
+                check(r is not None and r["sum"] == ref["sum"] and r["norm"] == ref["norm"],
+                      f"saved at 4 ranks, resumed at 1: {r} vs {ref}")
             else:
                 cfg = config(f"mlp_{name}.json", 1, True, extra=extra)
                 got = [train(margs, cfg, ranks, f"mlp_{name}_np{ranks}") for ranks in (1, 4)]
