@@ -18,3 +18,8 @@ if(ZINC_DETERMINISM_PYTHON3)
                          LABELS "determinism;mpi" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
   endforeach()
 endif()
+# The sum itself without an engine: bit for bit the explicit pairwise tree over 8 leaves at 1, 2 and 4 ranks,
+# stages 0-3, small and large buckets (tests/test_grads_determ.c).
+zinc_test(NAME determinism_grads SOURCES test_grads_determ.c zero_fixture.c LABELS determinism unit)
+zinc_test(NAME determinism_grads_np2 SOURCES test_grads_determ.c zero_fixture.c RANKS 2 LABELS determinism)
+zinc_test(NAME determinism_grads_np4 SOURCES test_grads_determ.c zero_fixture.c RANKS 4 LABELS determinism)
