@@ -3,7 +3,9 @@
 # through the zinc program at 2 ranks (1 thread each), ZeRO stages 0 and 2, gradient_accumulation_steps 2,
 # the key off and on in alternating runs (so drift in a shared machine's load hits both alike); the report's
 # tokens_per_s (training steps only), median and best of REPS runs each, and the checksums (equal with the
-# key at every stage; the default path's differ by stage here).
+# key at every stage; the default path's differ by stage here). Then the engine alone
+# (build/bench/bench_grads_determ: a synthetic 4 M-parameter model whose backward only writes its gradients, so
+# the step is the reduction, the norm and AdamW): median step time with the key off and on, REPS rounds.
 #   bench/determinism.sh [BUILD_DIR]      (default build; REPS=5 STEPS=30 by default)
 set -euo pipefail
 build=${1:-build}
@@ -43,7 +45,7 @@ for r in $(seq "$reps"); do
     done
   done
 done
-echo "# after: load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# after the GPT-2 runs: load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$tmp" "$reps" <<'PY'
 import json, statistics, sys
 d, reps = sys.argv[1], int(sys.argv[2])
@@ -60,3 +62,10 @@ for stage in (0, 2):
           f"(best {max(tps['true']):.0f}): {100 * (off / on - 1):+.1f}% time with the key; checksums off "
           f"{sums['false']}, on {sums['true']}")
 PY
+echo "engine alone (bench_grads_determ), 2 ranks, 1 thread each, gas 2:"
+for r in $(seq "$reps"); do
+  for stage in 0 2; do
+    "${mpirun[@]}" "$build/bench/bench_grads_determ" --n 4e6 --stage "$stage" --gas 2 --steps 20 --threads 1
+  done
+done
+echo "# after: load $(cut -d' ' -f1-3 /proc/loadavg)"

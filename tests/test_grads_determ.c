@@ -138,8 +138,8 @@ static float want_zero(int64_t x, const void *u) {
 static void test_sum(zcomm *world, int stage, int64_t bucket, bool overlap, bool prescale) {
     char what[160];
     int P = world->size, r = world->rank, gas = LEAVES / P;
-    snprintf(what, sizeof what, "stage %d, reduce_bucket_size %lld, overlap_comm %d, prescale %d, %d x gas %d",
-             stage, (long long)bucket, overlap, prescale, P, gas);
+    snprintf(what, sizeof what, "stage %d, reduce_bucket_size %lld, overlap_comm %d, prescale %d, %d x gas %d", stage,
+             (long long)bucket, overlap, prescale, P, gas);
     fixture f;
     ZT_OK(fx_init(&f, world, stage, bucket, overlap, prescale));
     ZT_OK(zgrads_alloc(&f.g));
@@ -148,8 +148,7 @@ static void test_sum(zcomm *world, int stage, int64_t bucket, bool overlap, bool
              "%s: gradient bytes %llu, the plan says %llu", what, (unsigned long long)zfx_tracked(&f.b, ZINC_MEM_GRADS),
              (unsigned long long)(f.plan.bytes_grads_full + f.plan.bytes_grads_shard + shards));
     ZT_CHECK(zfx_tracked(&f.b, ZINC_MEM_BUCKETS) == zgrads_plan_bucket_bytes(&f.plan) + f.plan.bytes_determ_recv,
-             "%s: bucket bytes %llu, the plan says %llu", what,
-             (unsigned long long)zfx_tracked(&f.b, ZINC_MEM_BUCKETS),
+             "%s: bucket bytes %llu, the plan says %llu", what, (unsigned long long)zfx_tracked(&f.b, ZINC_MEM_BUCKETS),
              (unsigned long long)(zgrads_plan_bucket_bytes(&f.plan) + f.plan.bytes_determ_recv));
     ZT_OK(zgrads_zero(&f.g));
     float scale = prescale ? 1.0f / (float)P : 1.0f;

@@ -89,7 +89,7 @@ typedef struct zgrads_module {
  * global micro-batch index m = j x world + r: its low log2(world) levels are summed across the ranks within
  * micro-step j (this rank keeps its shard's piece, in `cur`), its upper levels across micro-steps by a binary
  * counter: part[k] holds the sum of 2^k consecutive micro-steps while bit k of `filled` is set. */
-typedef struct zdeterm {
+typedef struct zgrads_determ {
     float *cur;              /* fp32, shard elements: this micro-step's sum over the ranks */
     float **part;            /* levels buffers, fp32, shard elements each */
     float *sum;              /* stage 0: the step's sum over the own shard (then all-gathered into `full`) */
@@ -99,7 +99,7 @@ typedef struct zdeterm {
     unsigned filled;         /* bit k: part[k] holds a partial sum */
     bool dirty;              /* a module entered backward since the last micro-step's sum */
     bool done;               /* the step's sum is complete in the result buffer */
-} zdeterm;
+} zgrads_determ;
 
 typedef struct zgrads {
     zgrads_ctx c;
@@ -120,7 +120,7 @@ typedef struct zgrads {
 
     /* --trace: the track of stage 0's all-reduces */
     int trace_track_allreduce;
-    zdeterm det; /* zinc.deterministic_reduction only */
+    zgrads_determ det; /* zinc.deterministic_reduction only */
 } zgrads;
 
 /* Takes the context (nothing is allocated). */

@@ -50,7 +50,7 @@ static float *result(zgrads *g) { return g->c.stage == 0 ? g->det.sum : g->shard
 
 zinc_status zgrads_det_alloc(zgrads *g) {
     zinc_status st = ZINC_OK;
-    zdeterm *d = &g->det;
+    zgrads_determ *d = &g->det;
     const zgrads_plan *p = g->c.sizes;
     int levels = 0;
     while (((int64_t)1 << levels) < g->c.gas) levels++;
@@ -87,7 +87,7 @@ fail:
 }
 
 void zgrads_det_free(zgrads *g) {
-    zdeterm *d = &g->det;
+    zgrads_determ *d = &g->det;
     size_t bytes = g->c.sizes ? g->c.sizes->bytes_determ_shard : 0;
     dfree(g, ZINC_MEM_GRADS, d->cur, bytes);
     for (int k = 0; d->part && k < d->levels; k++) dfree(g, ZINC_MEM_GRADS, d->part[k], bytes);
@@ -96,12 +96,12 @@ void zgrads_det_free(zgrads *g) {
     dfree(g, ZINC_MEM_BUCKETS, d->recv, g->c.sizes ? g->c.sizes->bytes_determ_recv : 0);
     free(d->counts);
     free(d->displs);
-    *d = (zdeterm){0};
+    *d = (zgrads_determ){0};
 }
 
 zinc_status zgrads_det_reduce_range(zgrads *g, float *work, int64_t a, int64_t b) {
     zinc_status st = ZINC_OK;
-    zdeterm *d = &g->det;
+    zgrads_determ *d = &g->det;
     const int W = g->c.world, r = g->c.rank;
     zpart_range_split(g->c.part, a, b, d->counts, d->displs);
     for (int bit = 1; bit < W; bit <<= 1) {
@@ -128,7 +128,7 @@ fail:
 /* Adds this micro-step's sum (cur) into the binary counter and zeroes cur. */
 static zinc_status fold(zgrads *g) {
     zinc_status st = ZINC_OK;
-    zdeterm *d = &g->det;
+    zgrads_determ *d = &g->det;
     float *carry = d->cur;
     int k = 0;
     for (; k < d->levels && (d->filled >> k & 1u); k++) {
@@ -168,7 +168,7 @@ fail:
 
 zinc_status zgrads_det_finish(zgrads *g) {
     zinc_status st = ZINC_OK;
-    zdeterm *d = &g->det;
+    zgrads_determ *d = &g->det;
     float *res = result(g);
     if (!d->done) { /* fewer micro-steps than gradient_accumulation_steps: the partial sums, earliest first */
         bool any = false;
@@ -203,7 +203,7 @@ fail:
 }
 
 zinc_status zgrads_det_reset(zgrads *g) {
-    zdeterm *d = &g->det;
+    zgrads_determ *d = &g->det;
     d->filled = 0;
     d->done = false;
     d->dirty = false;
