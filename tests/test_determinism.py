@@ -8,7 +8,7 @@
         order, micro-steps first: a metric, not the training). Without the key the same comparison differs
         at stages 0 and 2 (so the check can fail). Also --threads 1 vs 2, prescale_gradients,
         gradient_predivide_factor 3, optimizer state offloaded to CPU memory and NVMe, and
-        2 steps saved at 4 ranks then resumed at 1 rank (MLP).
+        2 steps saved at 4 ranks then resumed at 1 rank, the cpu device presented as a discrete one (MLP).
   errors: 3 ranks, gradient_accumulation_steps 3, fp16, bf16, communication_data_type fp16, Lamb and
         zinc.device cuda are refused, each with a message naming the key, the value and the fix.
 Exit 0 pass, 1 fail.
@@ -47,12 +47,13 @@ def config(name, stage, det, batch=16, micro=4, extra=None, zinc=None):
     return w(name)
 
 
-def train(model_args, cfg, ranks, tag, threads=1, expect=0, steps=4, extra=()):
+def train(model_args, cfg, ranks, tag, threads=1, expect=0, steps=4, extra=(), env=None):
     rep = w(f"r_{tag}.json")
     cmd = (shlex.split(A.mpirun) + ["-np", str(ranks)] if ranks > 1 else []) + [
         A.zinc, "train", "--config", cfg, "--steps", str(steps), "--threads", str(threads), "--quiet", "--report",
         rep, "--force"] + model_args + list(extra)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                       env=dict(os.environ, **(env or {})))
     if p.returncode != expect:
         print("command:", " ".join(cmd))
         print(p.stdout[-3000:])
@@ -142,6 +143,9 @@ def main():
                 r = train(margs, w("mlp_s2_on.json"), 1, "mlp_resume_np1", extra=["--resume", ck])
                 check(r is not None and r["sum"] == ref["sum"] and r["norm"] == ref["norm"],
                       f"saved at 4 ranks, resumed at 1: {r} vs {ref}")
+                # the cpu device presented as a discrete one (the norm's chunks through the device operation)
+                r = train(margs, w("mlp_s3_on.json"), 2, "mlp_discrete_np2", env={"ZINC_CPU_DISCRETE": "1"})
+                check(same(r, ref, False), f"ZINC_CPU_DISCRETE=1, stage 3, 2 ranks: {r} vs {ref}")
             else:
                 cfg = config(f"mlp_{name}.json", 1, True, extra=extra)
                 got = [train(margs, cfg, ranks, f"mlp_{name}_np{ranks}") for ranks in (1, 4)]
