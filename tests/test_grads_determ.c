@@ -7,7 +7,7 @@
  * here, and must differ from the sequential sum somewhere (or the check could not tell them apart). Stages 0-3
  * x reduce_bucket_size large and small (the landing buffer) x overlap_comm off and on (ignored: the tree
  * blocks), with prescale_gradients (1/P, exact) at stages 1 and 3; then a second step (the counter starts over),
- * the buffers against the plan, and a reset. */
+ * three micro-steps instead of gas, the buffers against the plan, and a reset. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,6 +129,14 @@ static float want_tree(int64_t x, const void *u) {
     return tree(x, c->s, 0, c->leaves, c->scale);
 }
 
+/* Three micro-steps, not gas: the micro-steps' partial sums, earliest first: (T0 + T1) + T2, each Tj the
+ * tree over the ranks (also when 3 exceeds gas: the sum is then complete after two, the third added after). */
+static float want_three(int64_t x, const void *u) {
+    const want_ctx *c = u;
+    int P = c->leaves;
+    return tree(x, c->s, 0, 2 * P, c->scale) + tree(x, c->s, 2 * P, 3 * P, c->scale);
+}
+
 static float want_zero(int64_t x, const void *u) {
     (void)x;
     (void)u;
@@ -164,6 +172,14 @@ static void test_sum(zcomm *world, int stage, int64_t bucket, bool overlap, bool
         ZT_CHECK(differs, "%s: the tree equals the sequential sum everywhere: the leaves do not tell them apart", what);
         ZT_OK(zgrads_zero(&f.g));
     }
+    for (int j = 0; j < 3; j++) {
+        if (j > 0) ZT_OK(zgrads_flush(&f.g));
+        micro_step(&f, j * P + r, 2);
+    }
+    ZT_OK(zgrads_reduce_boundary(&f.g));
+    want_ctx three = {2, P, scale};
+    check_local(&f, what, want_three, &three, NULL, 2);
+    ZT_OK(zgrads_zero(&f.g));
     /* zgrads_reset drops a half-done step: a boundary right after it sums nothing */
     micro_step(&f, r, 0);
     ZT_OK(zgrads_flush(&f.g));

@@ -131,6 +131,10 @@ static zinc_status fold(zgrads *g) {
     zgrads_determ *d = &g->det;
     float *carry = d->cur;
     int k = 0;
+    if (d->done) { /* more micro-steps than gradient_accumulation_steps (the engine warns): added after */
+        TRY(add(g, result(g), carry, (size_t)g->c.part->shard));
+        return g->c.dev->ops->memset0(g->c.dev, d->cur, shard_bytes(g));
+    }
     for (; k < d->levels && (d->filled >> k & 1u); k++) {
         TRY(add(g, d->part[k], carry, (size_t)g->c.part->shard)); /* earlier + later */
         d->filled &= ~(1u << k);
@@ -139,11 +143,9 @@ static zinc_status fold(zgrads *g) {
     if (k < d->levels) {
         TRY(copy(g, d->part[k], carry));
         d->filled |= 1u << k;
-    } else if (!d->done) {
+    } else {
         TRY(copy(g, result(g), carry));
         d->done = true;
-    } else { /* more micro-steps than gradient_accumulation_steps (the engine warns): added after */
-        TRY(add(g, result(g), carry, (size_t)g->c.part->shard));
     }
     TRY(g->c.dev->ops->memset0(g->c.dev, d->cur, shard_bytes(g)));
     return ZINC_OK;
