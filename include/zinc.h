@@ -496,7 +496,8 @@ zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out);
  * "verbose" also logs each op as it completes and the table every steps_per_print steps. One row: */
 typedef struct zinc_comms_record {
     /* "all_reduce", "reduce_scatter", "all_gather", "all_gather_object" (the ranks' small records: step
-     * statistics, agreement), "broadcast" or "barrier"; with "debug": true followed by
+     * statistics, agreement), "broadcast", "barrier" or "send_recv" (zinc.deterministic_reduction's
+     * point-to-point messages); with "debug": true followed by
      * " | [Caller Func: f]", the zinc function that issued it */
     char op[96];
     uint64_t msg_bytes;     /* the message size as nccl-tests counts it: all_reduce and broadcast the buffer,
