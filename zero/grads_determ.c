@@ -25,6 +25,7 @@
 #include "zero/grads.h"
 
 #include "runtime/core/error.h"
+#include "runtime/core/trace.h"
 
 static size_t shard_bytes(const zgrads *g) { return (size_t)g->c.part->shard * sizeof(float); }
 
@@ -103,6 +104,7 @@ zinc_status zgrads_det_reduce_range(zgrads *g, float *work, int64_t a, int64_t b
     zinc_status st = ZINC_OK;
     zgrads_determ *d = &g->det;
     const int W = g->c.world, r = g->c.rank;
+    int64_t t0 = W > 1 ? ztrace_begin() : 0; /* --trace: one span per reduced range */
     zpart_range_split(g->c.part, a, b, d->counts, d->displs);
     for (int bit = 1; bit < W; bit <<= 1) {
         int partner = r ^ bit;
@@ -120,6 +122,7 @@ zinc_status zgrads_det_reduce_range(zgrads *g, float *work, int64_t a, int64_t b
         int64_t lo = a + (int64_t)d->displs[r], shard_lo = (int64_t)r * g->c.part->shard;
         TRY(add(g, d->cur + (lo - shard_lo), work + d->displs[r], d->counts[r]));
     }
+    if (t0) ztrace_span(t0, ZTRACE_COMM, "tree_reduce", 0, "bytes", (b - a) * (int64_t)sizeof(float), NULL, 0);
     return ZINC_OK;
 fail:
     return st;
