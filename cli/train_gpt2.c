@@ -43,7 +43,7 @@ static const zcli_opt gpt2_options[] =
      {"--sample-tokens", ZCLI_INT, O(sample_tokens), "N", 1, 1 << 16, NULL, "tokens per sample (default 64)"},
      {"--gemm", ZCLI_CHOICE, O(gemm_i), "G", 0, 0, GPT2_GEMM_CHOICES,
       "the host's matrix products: oneDNN's AVX-512 kernels (and bf16 dot products),\nOpenBLAS, or auto "
-      "(the default: OpenBLAS, while a crash seen with oneDNN is open)"},
+      "(the default: oneDNN where libdnnl2 loads, else OpenBLAS)"},
      {0}};
 #undef O
 static const zcli_table gpt2_table = {"model and data (GPT-2):", gpt2_options};

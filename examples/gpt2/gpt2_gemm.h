@@ -13,7 +13,7 @@
 
 typedef enum gpt2_gemm_backend { GPT2_GEMM_OPENBLAS = 0, GPT2_GEMM_ONEDNN = 1 } gpt2_gemm_backend;
 
-/* "openblas", "onednn" or "auto" (OpenBLAS for now: gpt2_gemm.c says why) into *out; where oneDNN does not
+/* "openblas", "onednn" or "auto" (oneDNN where it loads, else OpenBLAS) into *out; where oneDNN does not
  * load, "onednn" is refused with an error naming the package. */
 zinc_status gpt2_gemm_parse(const char *name, gpt2_gemm_backend *out);
 /* The backend every later gpt2_sgemm uses (process-wide). Default: auto. */
