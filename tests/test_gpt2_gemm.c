@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/time.h>
 #include <stdlib.h>
@@ -203,6 +204,54 @@ static void test_signal_storm(void) {
     free(A), free(B), free(C), free(C0), free(Ah), free(Bh), free(H), free(H0);
 }
 
+/* gpt2_par's pieces: signals held inside each piece with oneDNN selected (and products inside still right
+ * under the storm), not with OpenBLAS on the calling thread (the engine's own threads block signals
+ * always); the caller's mask restored after. */
+typedef struct piece_probe {
+    const float *A, *B, *C0;
+    pthread_t caller;
+    int held_pieces, open_pieces, wrong;
+} piece_probe;
+
+static void probe_piece(void *arg, int64_t lo, int64_t hi) {
+    piece_probe *p = arg;
+    sigset_t now;
+    pthread_sigmask(SIG_BLOCK, NULL, &now);
+    if (pthread_equal(pthread_self(), p->caller))
+        __atomic_fetch_add(sigismember(&now, SIGALRM) ? &p->held_pieces : &p->open_pieces, 1, __ATOMIC_RELAXED);
+    float C[64 * 64];
+    for (int64_t i = lo; i < hi; i++) {
+        gpt2_sgemm('N', 'N', 64, 64, 256, 1.0f, p->A, 256, p->B, 64, 0.0f, C, 64);
+        if (memcmp(C, p->C0, sizeof C)) __atomic_fetch_add(&p->wrong, 1, __ATOMIC_RELAXED);
+    }
+}
+
+static void test_par_holds(zinc_engine *e, gpt2_gemm_backend b) {
+    gpt2_gemm_select(b);
+    float *A = rnd(64 * 256), *B = rnd(256 * 64), *C0 = malloc(64 * 64 * 4);
+    gpt2_sgemm('N', 'N', 64, 64, 256, 1.0f, A, 256, B, 64, 0.0f, C0, 64);
+    piece_probe p = {A, B, C0, pthread_self(), 0, 0, 0};
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = storm_handler;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, &old_sa);
+    struct itimerval on = {{0, 37}, {0, 37}}, off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &on, NULL);
+    for (int r = 0; r < 20; r++) gpt2_par(e, 400, probe_piece, &p);
+    setitimer(ITIMER_REAL, &off, NULL);
+    sigaction(SIGALRM, &old_sa, NULL);
+    sigset_t now;
+    pthread_sigmask(SIG_BLOCK, NULL, &now);
+    int onednn = b == GPT2_GEMM_ONEDNN;
+    ZT_CHECK(onednn ? p.open_pieces == 0 && p.held_pieces > 0 : p.held_pieces == 0 && p.open_pieces > 0,
+             "%s: %d pieces on the calling thread ran with signals held, %d without", gpt2_gemm_name(b), p.held_pieces,
+             p.open_pieces);
+    ZT_CHECK(!p.wrong, "%s: %d products in pieces differ under signals", gpt2_gemm_name(b), p.wrong);
+    ZT_CHECK(!sigismember(&now, SIGALRM), "gpt2_par left SIGALRM blocked on the caller");
+    free(A), free(B), free(C0);
+}
+
 int main(void) {
     zt_name = "gpt2_gemm";
     rng = zt_seed();
@@ -250,6 +299,7 @@ int main(void) {
     o.cpu_threads = 3;
     zinc_engine *engine = NULL;
     ZT_OK(zinc_create(&o, &engine));
+    for (int b = 0; b < nb; b++) test_par_holds(engine, all[b]);
     for (int b = 0; b < nb; b++) { /* bf16 products on oneDNN, or widened into sgemm without it */
         gpt2_gemm_select(all[b]);
         test_matmul_bf16(engine, 37, 24, 72);

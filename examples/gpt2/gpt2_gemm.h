@@ -23,6 +23,12 @@ const char *gpt2_gemm_name(gpt2_gemm_backend b);
 /* 1 when libdnnl.so.2 loads (tried once). */
 int gpt2_gemm_have_onednn(void);
 
+/* fn over [0, n) in pieces on e's threads (zinc_parallel_for), or on the caller alone without an engine:
+ * the model's loops. With oneDNN selected each piece runs with asynchronous signals held back (see
+ * gpt2_gemm.c: oneDNN's products must not be interrupted by a handler), once per piece rather than once
+ * per product; they are delivered when the piece ends. */
+void gpt2_par(zinc_engine *e, int64_t n, void (*fn)(void *, int64_t, int64_t), void *ctx);
+
 void gpt2_sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
