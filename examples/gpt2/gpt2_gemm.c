@@ -160,6 +160,34 @@ void gpt2_sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, 
 }
 
 static atomic_int bf16_works = -1; /* -1: not tried yet */
+static atomic_int products = GPT2_PRODUCTS_AUTO;
+
+const char *gpt2_products_name(gpt2_products p) {
+    return p == GPT2_PRODUCTS_BF16 ? "bf16" : p == GPT2_PRODUCTS_FP32 ? "fp32" : "auto";
+}
+
+zinc_status gpt2_products_parse(const char *name, gpt2_products *out) {
+    if (!strcmp(name, "auto")) {
+        *out = GPT2_PRODUCTS_AUTO;
+    } else if (!strcmp(name, "fp32")) {
+        *out = GPT2_PRODUCTS_FP32;
+    } else if (!strcmp(name, "bf16")) {
+        if (!gpt2_gemm_bf16_available())
+            return ZERR(ZINC_ERR_UNSUPPORTED,
+                        "--products bf16: no bf16 dot products here (%s): they need oneDNN (--gemm onednn or "
+                        "auto, Debian: libdnnl2) and a CPU with AVX-512 bf16; use --products fp32 or auto",
+                        gpt2_gemm_selected() != GPT2_GEMM_ONEDNN ? "the product backend is OpenBLAS"
+                        : !dnnl.bf16                             ? "this libdnnl lacks dnnl_gemm_bf16bf16f32"
+                                                                 : "oneDNN's bf16 product does not run on this CPU");
+        *out = GPT2_PRODUCTS_BF16;
+    } else {
+        return ZERR(ZINC_ERR_INVALID_ARG, "--products '%s': expected auto, fp32 or bf16", name);
+    }
+    return ZINC_OK;
+}
+
+void gpt2_products_select(gpt2_products p) { atomic_store(&products, (int)p); }
+gpt2_products gpt2_products_selected(void) { return (gpt2_products)atomic_load(&products); }
 
 int gpt2_gemm_bf16_available(void) {
     if (gpt2_gemm_selected() != GPT2_GEMM_ONEDNN || !dnnl.bf16) return 0;
