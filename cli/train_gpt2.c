@@ -43,7 +43,10 @@ static const zcli_opt gpt2_options[] =
      {"--sample-tokens", ZCLI_INT, O(sample_tokens), "N", 1, 1 << 16, NULL, "tokens per sample (default 64)"},
      {"--gemm", ZCLI_CHOICE, O(gemm_i), "G", 0, 0, GPT2_GEMM_CHOICES,
       "the host's matrix products: oneDNN's AVX-512 kernels (and bf16 dot products),\nOpenBLAS, or auto "
-      "(the default: OpenBLAS, while a crash seen with oneDNN is open)"},
+      "(the default: oneDNN where libdnnl2 loads, else OpenBLAS)"},
+     {"--products", ZCLI_CHOICE, O(products_i), "P", 0, 0, GPT2_PRODUCTS_CHOICES,
+      "the host's matrix products in bf16 (operands rounded to bf16, float sums: with an\nfp32 config this is "
+      "torch autocast's scheme) or fp32; auto (the default): bf16 with\nbf16 compute, fp32 otherwise"},
      {0}};
 #undef O
 static const zcli_table gpt2_table = {"model and data (GPT-2):", gpt2_options};
@@ -58,7 +61,8 @@ static void gpt2_defaults(void *p) {
                                   .padded = -1,
                                   .max_context = -1,
                                   .context = -1,
-                                  .gemm_i = -1};
+                                  .gemm_i = -1,
+                                  .products_i = -1};
 }
 
 /* A shape option that must agree with the --init checkpoint: -1 when not given. */
@@ -182,6 +186,13 @@ static int gpt2_prepare(zcli_train *t) {
         return 2;
     }
     gpt2_gemm_select(gemm); /* process-wide, before the model exists */
+    static const char *const products_names[] = {"auto", "fp32", "bf16"};
+    gpt2_products products;
+    if (gpt2_products_parse(products_names[g->products_i < 0 ? 0 : g->products_i], &products) != ZINC_OK) {
+        fprintf(stderr, "zinc train: %s\n", zinc_last_error());
+        return 2;
+    }
+    gpt2_products_select(products);
     if (!g->data == !g->text) {
         fprintf(stderr, "zinc train --model gpt2: one of --data FILE (llm.c tokens) or --text FILE is required\n");
         return 2;

@@ -15,10 +15,12 @@ typedef struct gpt2_opts {
     int64_t val_every, val_batches, sample_every, sample_tokens;
     int64_t layers, width, heads, vocab, padded, max_context, context; /* -1: not given */
     bool shuffle;
-    int gemm_i; /* --gemm: index in GPT2_GEMM_CHOICES, -1 when not given (auto) */
+    int gemm_i;     /* --gemm: index in GPT2_GEMM_CHOICES, -1 when not given (auto) */
+    int products_i; /* --products: index in GPT2_PRODUCTS_CHOICES, -1 when not given (auto) */
 } gpt2_opts;
 
 #define GPT2_GEMM_CHOICES "auto|openblas|onednn"
+#define GPT2_PRODUCTS_CHOICES "auto|fp32|bf16"
 
 typedef struct gpt2_run {
     gpt2_shape s;

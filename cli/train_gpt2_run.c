@@ -172,6 +172,7 @@ int zcli_gpt2_report(zcli_train *t, json_t *j, double elapsed) {
     gpt2_times(r->m, &steps_s, &engine_s);
     int bad = json_object_set_new(j, "compute_dtype", json_string(zinc_dtype_name(zinc_compute_dtype(t->e))));
     bad |= json_object_set_new(j, "gemm", json_string(gpt2_gemm_name(gpt2_gemm_selected())));
+    bad |= json_object_set_new(j, "products", json_string(gpt2_model_bf16_products(r->m) ? "bf16" : "fp32"));
     bad |= json_object_set_new(j, "shape",
                                json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:I}", "layers", s->layers, "channels",
                                          s->channels, "heads", s->heads, "vocab", s->vocab, "padded_vocab",

@@ -171,6 +171,36 @@ def main():
             d = max(abs(x - y) / abs(y) for x, y in zip(gl["onednn"], gl["openblas"]))
             check(d < 1e-5, f"--gemm onednn losses {gl['onednn']} vs openblas {gl['openblas']} ({d:.2g})")
 
+        # --products: bf16 products with an fp32 config (torch autocast's scheme) change the losses by the
+        # operands' rounding only (report "products": "bf16", not bitwise the float run's, within 2e-2 over 4
+        # steps); fp32 products with a bf16 config; refused where no bf16 dot products run, naming why
+        out = run(base + ["--products", "fp64"], expect=2)
+        check("--products must be auto, fp32 or bf16" in out, f"--products fp64: {out.strip()[-300:]}")
+        out = run(base + ["--gemm", "openblas", "--products", "bf16"], expect=2)
+        check(all(n in out for n in ("--products bf16", "OpenBLAS", "oneDNN", "--products fp32 or auto")),
+              f"--products bf16 with --gemm openblas: {out.strip()[-300:]}")
+        config(w("cb.json"), 0, "bf16")
+        pl = {}
+        for cfg, prod, want in (("c0", "auto", "fp32"), ("c0", "bf16", "bf16"), ("cb", "auto", "bf16"),
+                                ("cb", "fp32", "fp32")):
+            p = subprocess.run(z + ["--config", w(cfg + ".json"), "--data", w("tok.bin"), "--steps", "4",
+                                    "--products", prod, "--report", w("p.json"), "--force"] + gshape,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if prod == "bf16" and p.returncode == 2 and "no bf16 dot products here" in p.stdout:
+                print("--products bf16: no bf16 dot products on this machine:", p.stdout.strip()[-200:])
+                continue
+            check(p.returncode == 0, f"--products {prod}: exit {p.returncode}: {p.stdout.strip()[-300:]}")
+            if p.returncode == 0:
+                r = json.load(open(w("p.json")))
+                bf16_dot = r["gemm"] == "onednn"  # without it bf16 compute widens into float products
+                check(r["products"] == (want if bf16_dot else "fp32"),
+                      f"{cfg} --products {prod}: the report says {r['products']}, expected {want}")
+                pl[(cfg, prod)] = r["losses"]
+        if ("c0", "bf16") in pl:
+            f, b = pl[("c0", "auto")], pl[("c0", "bf16")]
+            d = max(abs(x - y) / abs(y) for x, y in zip(b, f))
+            check(0 < d < 2e-2, f"--products bf16 losses {b} vs fp32 products {f}: max relative {d:.2g}")
+
         # ---- files: llm.c -> zinc -> llm.c, bitwise
         run(z + ["--config", w("c0.json"), "--steps", "0", "--init", w("m.bin"), "--data", w("tok.bin"),
                  "--save", w("ck0")])

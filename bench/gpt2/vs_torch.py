@@ -45,13 +45,15 @@ def run_zinc(a, shape, threads, dtype, steps, work):
            "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8,
                                                      "weight_decay": 0.1}},
            "gradient_clipping": 1.0, "zero_optimization": {"stage": 0}}
-    if dtype == "bf16":
+    if dtype == "bf16":  # DeepSpeed's bf16: bf16 weights and gradients, bf16 products
         cfg["bf16"] = {"enabled": True}
     cpath, rep = os.path.join(work, "c.json"), os.path.join(work, "r.json")
     json.dump(cfg, open(cpath, "w"))
     cmd = [a.zinc, "train", "--model", "gpt2", "--quiet", "--config", cpath, "--layers", str(L), "--width", str(C),
            "--heads", str(H), "--vocab", str(V), "--context", str(T), "--data", a.data, "--steps", str(steps),
            "--seed", "7", "--threads", str(threads), "--sample-tokens", "1", "--report", rep, "--force", "--gemm", a.gemm]
+    if dtype == "amp":  # torch autocast's scheme: fp32 weights and gradients, bf16 products
+        cmd += ["--products", "bf16"]
     _, rss = timed(cmd, dict(os.environ), work)
     r = json.load(open(rep))
     a.gemm_ran = r.get("gemm", "?")
@@ -62,7 +64,7 @@ def run_torch(a, shape, threads, dtype, steps, work):
     L, C, H, V, T, B = SHAPES[shape]
     cmd = [a.python, os.path.join(HERE, "torch_gpt2.py"), "--layers", str(L), "--width", str(C), "--heads", str(H),
            "--vocab", str(V), "--context", str(T), "--batch", str(B), "--steps", str(steps), "--threads",
-           str(threads), "--dtype", dtype, "--data", a.data]
+           str(threads), "--dtype", "bf16" if dtype == "amp" else dtype, "--data", a.data]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     out, rss = timed(cmd, env, work)
     r = json.loads(out.strip().splitlines()[-1])
@@ -79,7 +81,9 @@ def main():
     ap.add_argument("--steps-124m", type=int, default=6)
     ap.add_argument("--shapes", default="readme,124M")
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--dtypes", default="fp32,bf16")
+    ap.add_argument("--dtypes", default="fp32,bf16,amp",
+                    help="fp32; bf16 (zinc: bf16 config; torch: autocast); amp (zinc: fp32 config, --products "
+                    "bf16; torch: autocast)")
     ap.add_argument("--quiet-load", type=float, default=1.2)
     ap.add_argument("--max-wait", type=float, default=300)
     ap.add_argument("--gemm", default="auto", help="zinc train --gemm: auto, openblas or onednn")
@@ -124,7 +128,7 @@ def main():
     for (s, t, dt), e in res.items():
         z, tt = statistics.median(e["z"]), statistics.median(e["t"])
         close = ""
-        if dt == "bf16" and (s, t, "fp32") in res:
+        if dt in ("bf16", "amp") and (s, t, "fp32") in res:
             f = res[(s, t, "fp32")]
             rel = lambda x, y: max(abs(p - q) / abs(q) for p, q in zip(x, y))
             close = f"{rel(e['zl'], f['zl']):.1e} / {rel(e['tl'], f['tl']):.1e}"

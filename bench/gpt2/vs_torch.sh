@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # zinc's GPT-2 against a PyTorch reference of the same architecture (bench/gpt2/torch_gpt2.py, nanoGPT-style),
 # interleaved in one run: the README's main job shape (4 layers, 128 channels, vocabulary 256, T 64, B 16) and
-# GPT-2 124M (12 layers, 768 channels, vocabulary 50257, T 64, B 4), 1 and 2 threads, fp32 and bf16 (torch:
-# autocast), each round after waiting for a load below 1.2 (a round that waited in vain says UNDER LOAD).
+# GPT-2 124M (12 layers, 768 channels, vocabulary 50257, T 64, B 4), 1 and 2 threads, fp32, bf16 (zinc: the
+# bf16 config, DeepSpeed's bf16 weights; torch: autocast) and amp (zinc: fp32 config with --products bf16,
+# autocast's scheme; torch: autocast), each round after waiting for a load below 1.2 (a round that waited in
+# vain says UNDER LOAD).
 # Prints the machine, OpenBLAS's core, every run and a markdown table of medians for bench/RESULTS.md.
 # PyTorch (CPU) comes from PyPI into a venv made here on first use (ZINC_TORCH_VENV, default
-# ~/.cache/zinc/torch-venv); it is a benchmark peer, never part of zinc. About 10 minutes with the defaults.
+# ~/.cache/zinc/torch-venv); it is a benchmark peer, never part of zinc. About 15 minutes with the defaults.
 #
 #   bench/gpt2/vs_torch.sh [--rounds 2] [--steps-readme 20] [--steps-124m 6] [--shapes readme,124M]
-#                          [--threads 1,2] [--dtypes fp32,bf16] [--quiet-load 1.2] [--max-wait 300]
+#                          [--threads 1,2] [--dtypes fp32,bf16,amp] [--quiet-load 1.2] [--max-wait 300]
 #                          [--gemm auto|openblas|onednn]
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -122,12 +122,17 @@ static size_t scratch_floats(const gpt2_model *m) {
     return need;
 }
 
-/* bf16 compute on the host multiplies in bf16 (oneDNN's bf16 GEMM, where it runs on this CPU): the
- * products' operands rounded to bf16 as torch autocast rounds them, into one workspace sized for the
- * largest product (bf16_ws_elems). Elsewhere bf16 weights are widened and multiplied in float. */
+/* bf16 compute on the host multiplies in bf16 (oneDNN's bf16 GEMM, where it runs on this CPU), and so does
+ * any compute dtype with --products bf16 (gpt2_products_selected): the products' operands rounded to bf16
+ * as torch autocast rounds them, into one workspace sized for the largest product (bf16_ws_elems).
+ * Elsewhere bf16 weights are widened and multiplied in float. */
 static int bf16_products(const gpt2_model *m, zinc_dtype compute) {
-    return !m->ops->device && compute == ZINC_BF16 && gpt2_gemm_bf16_available();
+    gpt2_products p = gpt2_products_selected();
+    int want = p == GPT2_PRODUCTS_BF16 || (p == GPT2_PRODUCTS_AUTO && compute == ZINC_BF16);
+    return !m->ops->device && want && gpt2_gemm_bf16_available();
 }
+
+int gpt2_model_bf16_products(const gpt2_model *m) { return m->bf16_products; }
 
 static size_t bf16_ws_elems(const gpt2_model *m) {
     int64_t N = (int64_t)m->mb * m->T, C = m->s.channels, e = 0;

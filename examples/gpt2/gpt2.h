@@ -102,5 +102,7 @@ void gpt2_times(const gpt2_model *m, double *steps_s, double *engine_s);
 
 const gpt2_shape *gpt2_model_shape(const gpt2_model *m);
 int gpt2_model_context(const gpt2_model *m);
+/* 1 when the model's host products run in bf16 (bf16 compute, or --products bf16: gpt2_gemm.h). */
+int gpt2_model_bf16_products(const gpt2_model *m);
 
 #endif

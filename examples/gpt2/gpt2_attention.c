@@ -23,11 +23,6 @@ typedef struct att_blk {
     int T, C, H;
 } att_blk;
 
-static void par(zinc_engine *e, int64_t n, void (*fn)(void *, int64_t, int64_t), void *ctx) {
-    if (n <= 0) return;
-    if (!e || zinc_parallel_for(e, n, fn, ctx) != ZINC_OK) fn(ctx, 0, n);
-}
-
 /* Keys of query row t (absolute) inside the key block starting at u0 with nk keys: u0..min(t, u0+nk-1). */
 static int keys_seen(int t, int u0, int nk) {
     int c = t - u0 + 1;
@@ -83,7 +78,7 @@ static void att_fwd_heads(void *arg, int64_t lo, int64_t hi) {
 void gpt2_attention_forward_blocked(zinc_engine *e, float *out, float *lse, const float *qkv, int B, int T, int C,
                                     int H) {
     att_blk a = {.out = out, .lse = lse, .qkv = qkv, .vm = gpt2_vecmath_get(), .T = T, .C = C, .H = H};
-    par(e, (int64_t)B * H, att_fwd_heads, &a);
+    gpt2_par(e, (int64_t)B * H, att_fwd_heads, &a);
 }
 
 static void att_bwd_heads(void *arg, int64_t lo, int64_t hi) {
@@ -139,5 +134,5 @@ void gpt2_attention_backward_blocked(zinc_engine *e, float *dqkv, const float *d
                  .T = T,
                  .C = C,
                  .H = H};
-    par(e, (int64_t)B * H, att_bwd_heads, &a);
+    gpt2_par(e, (int64_t)B * H, att_bwd_heads, &a);
 }

@@ -9,6 +9,7 @@
 #include <cblas.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,10 +71,8 @@ zinc_status gpt2_gemm_parse(const char *name, gpt2_gemm_backend *out) {
                         dnnl.why);
         *out = GPT2_GEMM_ONEDNN;
     } else if (!strcmp(name, "auto")) {
-        /* OpenBLAS until oneDNN's crash is understood: about 1 run in 30 of tests/test_preempt.py's GPT-2 case
-         * (SIGTERM during a run with --save-every 5) ends in glibc's "corrupted size vs. prev_size" with
-         * --gemm onednn, none in 120 with --gemm openblas. */
-        *out = GPT2_GEMM_OPENBLAS;
+        /* oneDNN where it loads: 1.08-1.12x faster products here, bf16 dot products (bench/RESULTS.md) */
+        *out = gpt2_gemm_have_onednn() ? GPT2_GEMM_ONEDNN : GPT2_GEMM_OPENBLAS;
     } else {
         return ZERR(ZINC_ERR_INVALID_ARG, "--gemm '%s': expected openblas, onednn or auto", name);
     }
@@ -88,27 +87,72 @@ void gpt2_gemm_select(gpt2_gemm_backend b) {
 gpt2_gemm_backend gpt2_gemm_selected(void) {
     int s = atomic_load_explicit(&selected, memory_order_relaxed);
     if (s < 0) {
-        gpt2_gemm_select(GPT2_GEMM_OPENBLAS); /* auto: see gpt2_gemm_parse */
+        gpt2_gemm_select(GPT2_GEMM_ONEDNN); /* auto: see gpt2_gemm_parse (OpenBLAS where oneDNN is missing) */
         s = atomic_load(&selected);
     }
     return (gpt2_gemm_backend)s;
 }
 
-/* The calling thread's OpenMP thread count set to 1 around one oneDNN call. */
-#define ONE_OMP_THREAD(call)                                                                                           \
+/* Asynchronous signals held back while a oneDNN product runs. oneDNN 2.6.3's products with K >= 128 (every
+ * ISA it dispatches, AVX2 to AVX-512 bf16) corrupt the heap when a signal handler runs on the thread's stack
+ * in the middle of one: glibc aborts later with "corrupted size vs. prev_size" (a SIGTERM to a preemptible
+ * run, a profiler's SIGPROF, any program's SIGALRM). A handler on an alternate stack (sigaltstack) is
+ * harmless, so the kernel's frame lands where oneDNN keeps live data. Signals that arrive meanwhile are
+ * delivered when the product returns (a few microseconds to milliseconds later); faults stay unblocked so a
+ * crash inside oneDNN still reports itself. Two rt_sigprocmask calls per product, about 0.3 us. */
+static void hold_signals(sigset_t *old) {
+    sigset_t s;
+    sigfillset(&s);
+    const int sync_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
+    for (size_t i = 0; i < sizeof sync_sigs / sizeof *sync_sigs; i++) sigdelset(&s, sync_sigs[i]);
+    pthread_sigmask(SIG_BLOCK, &s, old);
+}
+
+/* Signals held for a whole piece of a loop (gpt2_par) on this thread: the products inside skip their own
+ * two system calls, which at the README's shape (about 4,300 products a step, most of them attention
+ * tiles) would cost about 2 ms a step. */
+static _Thread_local int piece_holds;
+
+/* One oneDNN call with the calling thread's OpenMP thread count set to 1 and signals held back. */
+#define ONEDNN_CALL(call)                                                                                              \
     do {                                                                                                               \
+        sigset_t old_;                                                                                                 \
+        if (!piece_holds) hold_signals(&old_);                                                                         \
         int callers_ = dnnl.omp_get_max_threads();                                                                     \
         if (callers_ != 1) dnnl.omp_set_num_threads(1);                                                                \
         st = (call);                                                                                                   \
         if (callers_ != 1) dnnl.omp_set_num_threads(callers_);                                                         \
+        if (!piece_holds) pthread_sigmask(SIG_SETMASK, &old_, NULL);                                                   \
     } while (0)
+
+typedef struct held_job {
+    void (*fn)(void *, int64_t, int64_t);
+    void *ctx;
+} held_job;
+
+static void run_held(void *arg, int64_t lo, int64_t hi) {
+    const held_job *j = arg;
+    sigset_t old;
+    int hold = !piece_holds && gpt2_gemm_selected() == GPT2_GEMM_ONEDNN;
+    if (hold) hold_signals(&old);
+    piece_holds += hold;
+    j->fn(j->ctx, lo, hi);
+    piece_holds -= hold;
+    if (hold) pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void gpt2_par(zinc_engine *e, int64_t n, void (*fn)(void *, int64_t, int64_t), void *ctx) {
+    if (n <= 0) return;
+    held_job j = {fn, ctx};
+    if (!e || zinc_parallel_for(e, n, run_held, &j) != ZINC_OK) run_held(&j, 0, n);
+}
 
 void gpt2_sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     if (M <= 0 || N <= 0) return;
     if (gpt2_gemm_selected() == GPT2_GEMM_ONEDNN) {
         int st;
-        ONE_OMP_THREAD(dnnl.sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc));
+        ONEDNN_CALL(dnnl.sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc));
         if (st == 0) return; /* it refuses only arguments OpenBLAS would refuse too */
     }
     cblas_sgemm(CblasRowMajor, ta == 'T' ? CblasTrans : CblasNoTrans, tb == 'T' ? CblasTrans : CblasNoTrans, (int)M,
@@ -116,6 +160,34 @@ void gpt2_sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, 
 }
 
 static atomic_int bf16_works = -1; /* -1: not tried yet */
+static atomic_int products = GPT2_PRODUCTS_AUTO;
+
+const char *gpt2_products_name(gpt2_products p) {
+    return p == GPT2_PRODUCTS_BF16 ? "bf16" : p == GPT2_PRODUCTS_FP32 ? "fp32" : "auto";
+}
+
+zinc_status gpt2_products_parse(const char *name, gpt2_products *out) {
+    if (!strcmp(name, "auto")) {
+        *out = GPT2_PRODUCTS_AUTO;
+    } else if (!strcmp(name, "fp32")) {
+        *out = GPT2_PRODUCTS_FP32;
+    } else if (!strcmp(name, "bf16")) {
+        if (!gpt2_gemm_bf16_available())
+            return ZERR(ZINC_ERR_UNSUPPORTED,
+                        "--products bf16: no bf16 dot products here (%s): they need oneDNN (--gemm onednn or "
+                        "auto, Debian: libdnnl2) and a CPU with AVX-512 bf16; use --products fp32 or auto",
+                        gpt2_gemm_selected() != GPT2_GEMM_ONEDNN ? "the product backend is OpenBLAS"
+                        : !dnnl.bf16                             ? "this libdnnl lacks dnnl_gemm_bf16bf16f32"
+                                                                 : "oneDNN's bf16 product does not run on this CPU");
+        *out = GPT2_PRODUCTS_BF16;
+    } else {
+        return ZERR(ZINC_ERR_INVALID_ARG, "--products '%s': expected auto, fp32 or bf16", name);
+    }
+    return ZINC_OK;
+}
+
+void gpt2_products_select(gpt2_products p) { atomic_store(&products, (int)p); }
+gpt2_products gpt2_products_selected(void) { return (gpt2_products)atomic_load(&products); }
 
 int gpt2_gemm_bf16_available(void) {
     if (gpt2_gemm_selected() != GPT2_GEMM_ONEDNN || !dnnl.bf16) return 0;
@@ -124,7 +196,7 @@ int gpt2_gemm_bf16_available(void) {
         const uint16_t one = 0x3f80; /* 1.0 */
         float c = 0;
         int st;
-        ONE_OMP_THREAD(dnnl.bf16('N', 'N', 1, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &c, 1));
+        ONEDNN_CALL(dnnl.bf16('N', 'N', 1, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &c, 1));
         w = st == 0 && c == 1.0f;
         atomic_store(&bf16_works, w);
     }
@@ -147,7 +219,7 @@ void gpt2_gemm_bf16(char ta, char tb, int64_t M, int64_t N, int64_t K, float alp
     if (M <= 0 || N <= 0) return;
     if (gpt2_gemm_bf16_available()) {
         int st;
-        ONE_OMP_THREAD(dnnl.bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc));
+        ONEDNN_CALL(dnnl.bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc));
         if (st == 0) return;
     }
     int64_t ar = ta == 'N' ? M : K, ac = ta == 'N' ? K : M, br = tb == 'N' ? K : N, bc = tb == 'N' ? N : K;

@@ -25,12 +25,6 @@ static int64_t mm_piece(int64_t n) {
     return s < MM_PIECE_MIN ? MM_PIECE_MIN : s > MM_PIECE_MAX ? MM_PIECE_MAX : s;
 }
 
-/* The loop body over [lo, hi) on e's threads, or on the caller alone without an engine. */
-static void par(zinc_engine *e, int64_t n, void (*fn)(void *, int64_t, int64_t), void *ctx) {
-    if (n <= 0) return;
-    if (!e || zinc_parallel_for(e, n, fn, ctx) != ZINC_OK) fn(ctx, 0, n);
-}
-
 typedef struct ln_args {
     float *out, *mean, *rstd, *dx, *dw, *db;
     const float *x, *w, *b, *dout;
@@ -78,7 +72,7 @@ static void ln_forward_rows(void *arg, int64_t lo, int64_t hi) {
 void gpt2_layernorm_forward(zinc_engine *e, float *out, float *mean, float *rstd, const float *x, const float *w,
                             const float *b, int64_t N, int C) {
     ln_args a = {.out = out, .mean = mean, .rstd = rstd, .x = x, .w = w, .b = b, .N = N, .C = C};
-    par(e, N, ln_forward_rows, &a);
+    gpt2_par(e, N, ln_forward_rows, &a);
 }
 
 static void ln_backward_rows(void *arg, int64_t lo, int64_t hi) {
@@ -136,8 +130,8 @@ void gpt2_layernorm_backward(zinc_engine *e, float *dx, float *dw, float *db, co
                              const float *w, const float *mean, const float *rstd, int64_t N, int C) {
     ln_args a =
         {.dx = dx, .dw = dw, .db = db, .dout = dout, .x = x, .w = w, .cmean = mean, .crstd = rstd, .N = N, .C = C};
-    par(e, N, ln_backward_rows, &a);
-    par(e, pieces(C, COL_BLOCK), ln_backward_cols, &a);
+    gpt2_par(e, N, ln_backward_rows, &a);
+    gpt2_par(e, pieces(C, COL_BLOCK), ln_backward_cols, &a);
 }
 
 /* OpenBLAS runs single-threaded (gpt2_layers_init) inside the engine's threads, each taking a slice of
@@ -199,10 +193,10 @@ static void mm_forward_outs(void *arg, int64_t plo, int64_t phi) { /* over piece
 static void mm_forward(zinc_engine *e, mm_args *a) {
     if (a->N >= a->OC) {
         a->piece = mm_piece(a->N);
-        par(e, pieces(a->N, a->piece), mm_forward_rows, a);
+        gpt2_par(e, pieces(a->N, a->piece), mm_forward_rows, a);
     } else {
         a->piece = mm_piece(a->OC);
-        par(e, pieces(a->OC, a->piece), mm_forward_outs, a);
+        gpt2_par(e, pieces(a->OC, a->piece), mm_forward_outs, a);
     }
 }
 
@@ -237,7 +231,7 @@ static void bf16_chunks(void *arg, int64_t lo, int64_t hi) {
 
 void gpt2_to_bf16(zinc_engine *e, uint16_t *dst, const float *src, int64_t n) {
     bf16_args a = {dst, src, n};
-    par(e, pieces(n, BF16_CHUNK), bf16_chunks, &a);
+    gpt2_par(e, pieces(n, BF16_CHUNK), bf16_chunks, &a);
 }
 
 int64_t gpt2_matmul_bf16_elems(int64_t N, int IC, int OC) { return N * IC + (int64_t)OC * IC + N * OC; }
@@ -309,19 +303,19 @@ static void mm_backward(zinc_engine *e, mm_args *p) {
     int IC = a.IC, OC = a.OC;
     if (dx && N >= IC) { /* cut where the repacked operand (W, or dout) is the smaller, as forward */
         a.piece = mm_piece(N);
-        par(e, pieces(N, a.piece), mm_backward_rows, &a);
+        gpt2_par(e, pieces(N, a.piece), mm_backward_rows, &a);
     } else if (dx) {
         a.piece = mm_piece(IC);
-        par(e, pieces(IC, a.piece), mm_backward_cols, &a);
+        gpt2_par(e, pieces(IC, a.piece), mm_backward_cols, &a);
     }
     if (dW && OC >= IC) { /* x repacked per piece of outputs, or dout per piece of inputs */
         a.piece = mm_piece(OC);
-        par(e, pieces(OC, a.piece), mm_backward_outs, &a);
+        gpt2_par(e, pieces(OC, a.piece), mm_backward_outs, &a);
     } else if (dW) {
         a.piece = mm_piece(IC);
-        par(e, pieces(IC, a.piece), mm_backward_inputs, &a);
+        gpt2_par(e, pieces(IC, a.piece), mm_backward_inputs, &a);
     }
-    if (db) par(e, pieces(OC, COL_BLOCK), mm_backward_bias, &a);
+    if (db) gpt2_par(e, pieces(OC, COL_BLOCK), mm_backward_bias, &a);
 }
 
 void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
@@ -387,7 +381,7 @@ static void att_forward_heads(void *arg, int64_t lo, int64_t hi) {
 
 void gpt2_attention_forward(zinc_engine *e, float *out, float *att, const float *qkv, int B, int T, int C, int H) {
     att_args a = {.out = out, .att = att, .qkv = qkv, .T = T, .C = C, .H = H};
-    par(e, (int64_t)B * H, att_forward_heads, &a);
+    gpt2_par(e, (int64_t)B * H, att_forward_heads, &a);
 }
 
 static void att_backward_heads(void *arg, int64_t lo, int64_t hi) {
@@ -436,7 +430,7 @@ static void att_backward_heads(void *arg, int64_t lo, int64_t hi) {
 void gpt2_attention_backward(zinc_engine *e, float *dqkv, float *datt, const float *dout, const float *qkv,
                              const float *att, int B, int T, int C, int H) {
     att_args a = {.dqkv = dqkv, .datt = datt, .dout = dout, .qkv = qkv, .catt = att, .T = T, .C = C, .H = H};
-    par(e, (int64_t)B * H, att_backward_heads, &a);
+    gpt2_par(e, (int64_t)B * H, att_backward_heads, &a);
 }
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
@@ -456,7 +450,7 @@ static void gelu_forward_range(void *arg, int64_t lo, int64_t hi) {
 
 void gpt2_gelu_forward(zinc_engine *e, float *out, const float *x, int64_t n) {
     gelu_args a = {.out = out, .x = x};
-    par(e, n, gelu_forward_range, &a);
+    gpt2_par(e, n, gelu_forward_range, &a);
 }
 
 static void gelu_backward_range(void *arg, int64_t lo, int64_t hi) {
@@ -471,7 +465,7 @@ static void gelu_backward_range(void *arg, int64_t lo, int64_t hi) {
 
 void gpt2_gelu_backward(zinc_engine *e, float *dx, const float *x, const float *dout, int64_t n) {
     gelu_args a = {.out = dx, .x = x, .dout = dout};
-    par(e, n, gelu_backward_range, &a);
+    gpt2_par(e, n, gelu_backward_range, &a);
 }
 
 typedef struct gelu_tanh_args {
@@ -495,15 +489,15 @@ static void gelu_tanh_bwd_range(void *arg, int64_t lo, int64_t hi) {
 
 void gpt2_gelu_forward_tanh(zinc_engine *e, float *out, float *th, const float *x, int64_t n) {
     gelu_tanh_args a = {.out = out, .th = th, .x = x, .vm = gpt2_vecmath_get()};
-    par(e, n, gelu_tanh_fwd_range, &a);
+    gpt2_par(e, n, gelu_tanh_fwd_range, &a);
 }
 void gpt2_gelu_from_tanh(zinc_engine *e, float *out, const float *x, const float *th, int64_t n) {
     gelu_tanh_args a = {.out = out, .x = x, .cth = th, .vm = gpt2_vecmath_get()};
-    par(e, n, gelu_tanh_out_range, &a);
+    gpt2_par(e, n, gelu_tanh_out_range, &a);
 }
 void gpt2_gelu_backward_tanh(zinc_engine *e, float *dx, const float *x, const float *th, const float *dout, int64_t n) {
     gelu_tanh_args a = {.out = dx, .x = x, .cth = th, .dout = dout, .vm = gpt2_vecmath_get()};
-    par(e, n, gelu_tanh_bwd_range, &a);
+    gpt2_par(e, n, gelu_tanh_bwd_range, &a);
 }
 
 typedef struct ce_args {
@@ -538,7 +532,7 @@ static void ce_rows(void *arg, int64_t lo, int64_t hi) {
 double gpt2_crossentropy(zinc_engine *e, float *dlogits, const float *logits, const int32_t *targets, int64_t N, int V,
                          float dscale, double *row_loss) {
     ce_args a = {dlogits, logits, targets, row_loss, gpt2_vecmath_get(), V, dscale};
-    par(e, N, ce_rows, &a);
+    gpt2_par(e, N, ce_rows, &a);
     double total = 0; /* in row order: the same sum for any thread count */
     for (int64_t n = 0; n < N; n++) total += row_loss[n];
     return total;
@@ -580,7 +574,7 @@ static void embed_rows(void *arg, int64_t lo, int64_t hi) {
 void gpt2_embed_forward(zinc_engine *e, float *out, const int32_t *inp, const void *wte, zinc_dtype t, const float *wpe,
                         int B, int T, int C) {
     embed_args a = {.out = out, .wpe = wpe, .wte = wte, .inp = inp, .t = t, .T = T, .C = C};
-    par(e, (int64_t)B * T, embed_rows, &a);
+    gpt2_par(e, (int64_t)B * T, embed_rows, &a);
 }
 
 /* Over blocks of COL_BLOCK channels: each gradient element gets its additions in (b,t) order. */
@@ -606,5 +600,5 @@ static void embed_backward_channels(void *arg, int64_t lo, int64_t hi) {
 void gpt2_embed_backward(zinc_engine *e, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T,
                          int C) {
     embed_args a = {.dwte = dwte, .dwpe = dwpe, .dout = dout, .inp = inp, .N = (int64_t)B * T, .T = T, .C = C};
-    par(e, pieces(C, COL_BLOCK), embed_backward_channels, &a);
+    gpt2_par(e, pieces(C, COL_BLOCK), embed_backward_channels, &a);
 }
