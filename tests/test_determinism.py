@@ -7,7 +7,7 @@
         stages; the MLP's losses within 1e-12 relative (the model sums its loss metric in double in its own
         order, micro-steps first: a metric, not the training). Without the key the same comparison differs
         at stages 0 and 2 (so the check can fail). Also --threads 1 vs 2, prescale_gradients,
-        gradient_predivide_factor 3, optimizer state offloaded to CPU memory and NVMe, and
+        gradient_predivide_factor 3, Lion and Adagrad, optimizer state offloaded to CPU memory and NVMe, and
         2 steps saved at 4 ranks then resumed at 1 rank, the cpu device presented as a discrete one (MLP).
   errors: 3 ranks, gradient_accumulation_steps 3, fp16, bf16, communication_data_type fp16, Lamb and
         zinc.device cuda are refused, each with a message naming the key, the value and the fix.
@@ -122,7 +122,8 @@ def main():
         # scaling before the sum (prescale_gradients: 1/world; predivide 3: not a power of two, the same rounding
         # of every leaf) and optimizer state in CPU memory
         for name, extra in (("prescale", {"prescale_gradients": True}), ("predivide", {"gradient_predivide_factor": 3}),
-                            ("offload", None)):
+                            ("lion", {"optimizer": {"type": "Lion", "params": {"lr": 0.01}}}),
+                            ("adagrad", {"optimizer": {"type": "Adagrad", "params": {"lr": 0.01}}}), ("offload", None)):
             if name == "offload":
                 cfg = config("mlp_offload.json", 2, True,
                              extra={"zero_optimization": {"stage": 2, "reduce_bucket_size": 1000,
