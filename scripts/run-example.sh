@@ -13,6 +13,6 @@ if [[ $# -eq 0 ]]; then
   lic=/usr/share/common-licenses
   cat "$lic/GPL-3" "$lic/GPL-2" "$lic/LGPL-2.1" "$lic/MPL-2.0" "$lic/GFDL-1.3" "$lic/Apache-2.0" > build/licences.txt
   set -- --model gpt2 --config ds_configs/gpt2_small_cpu.json --text build/licences.txt --layers 4 --width 128 \
-    --heads 4 --context 64 --steps 500 --val-every 50 --sample-every 500 --sample-tokens 300
+    --heads 4 --context 64 --steps 1000 --val-every 100 --sample-every 1000 --sample-tokens 300
 fi
 exec build/zinc train "$@"

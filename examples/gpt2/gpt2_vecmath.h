@@ -1,6 +1,7 @@
 /* GPT-2's element-wise math on float arrays (GELU, the exponentials of softmax and cross-entropy, row
- * maxima), vectorised through SLEEF where the build has it (Debian's libsleef-dev: tanh and exp accurate to
- * 1 ulp, AVX-512 or AVX2 by what the CPU has) instead of one libm call per element. Each element's result
+ * maxima), vectorised through SLEEF where the build has it (Debian's libsleef-dev: exp accurate to 1 ulp,
+ * AVX-512 or AVX2 by what the CPU has; GELU's tanh from it, gpt2_vecmath_simd.inc) instead of one libm call
+ * per element. Each element's result
  * depends on that element only, never on where a range starts or ends (partial vectors go through the same
  * vector code, padded), so splitting the work over threads changes no bit. gpt2_vecmath_get() picks the widest
  * instance the CPU runs once; its name says which (tests, benchmarks). */

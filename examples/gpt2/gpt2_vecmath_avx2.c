@@ -1,4 +1,4 @@
-/* AVX2 + FMA instance of gpt2_vecmath_simd.inc: 8 lanes, SLEEF's avx2 tanh and exp. Compiled with
+/* AVX2 + FMA instance of gpt2_vecmath_simd.inc: 8 lanes, SLEEF's avx2 exp (tanh from it). Compiled with
  * -mavx2 -mfma (CMake) and chosen only on a CPU that has them and no AVX-512F (gpt2_vecmath.c). */
 #include <immintrin.h>
 #include <sleef.h>
@@ -20,7 +20,7 @@ ZK_AI zv v_sub(zv a, zv b) { return _mm256_sub_ps(a, b); }
 ZK_AI zv v_mul(zv a, zv b) { return _mm256_mul_ps(a, b); }
 ZK_AI zv v_max(zv a, zv b) { return _mm256_max_ps(a, b); }
 ZK_AI zv v_fmadd(zv a, zv b, zv c) { return _mm256_fmadd_ps(a, b, c); }
-ZK_AI zv v_tanh(zv a) { return Sleef_tanhf8_u10avx2(a); }
+ZK_AI zv v_div(zv a, zv b) { return _mm256_div_ps(a, b); }
 ZK_AI zv v_exp(zv a) { return Sleef_expf8_u10avx2(a); }
 ZK_AI zvd vd_zero(void) { return _mm256_setzero_pd(); }
 ZK_AI zvd vd_add(zvd a, zvd b) { return _mm256_add_pd(a, b); }

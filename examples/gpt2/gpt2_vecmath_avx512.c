@@ -1,4 +1,4 @@
-/* AVX-512F instance of gpt2_vecmath_simd.inc: 16 lanes, SLEEF's avx512f tanh and exp. Compiled with
+/* AVX-512F instance of gpt2_vecmath_simd.inc: 16 lanes, SLEEF's avx512f exp (tanh from it). Compiled with
  * -mavx512f -mfma (CMake) and chosen only on a CPU that has them (gpt2_vecmath.c). */
 #include <immintrin.h>
 #include <sleef.h>
@@ -20,7 +20,7 @@ ZK_AI zv v_sub(zv a, zv b) { return _mm512_sub_ps(a, b); }
 ZK_AI zv v_mul(zv a, zv b) { return _mm512_mul_ps(a, b); }
 ZK_AI zv v_max(zv a, zv b) { return _mm512_max_ps(a, b); }
 ZK_AI zv v_fmadd(zv a, zv b, zv c) { return _mm512_fmadd_ps(a, b, c); }
-ZK_AI zv v_tanh(zv a) { return Sleef_tanhf16_u10avx512f(a); }
+ZK_AI zv v_div(zv a, zv b) { return _mm512_div_ps(a, b); }
 ZK_AI zv v_exp(zv a) { return Sleef_expf16_u10avx512f(a); }
 ZK_AI zvd vd_zero(void) { return _mm512_setzero_pd(); }
 ZK_AI zvd vd_add(zvd a, zvd b) { return _mm512_add_pd(a, b); }
