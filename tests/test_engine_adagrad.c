@@ -2,8 +2,9 @@
  * DeepSpeed's DeepSpeedCPUAdagrad computes it:
  *   - the kernel equals DeepSpeed's formula (Step_1's scalar loop, written out here in float) bit for bit,
  *     with and without weight decay; the fast kernel equals the reference bit for bit for every gradient
- *     and output dtype, with a decay mask, at 1 and 2 threads; over 50 steps it is within 3e-7 (normwise
- *     over the change) of a float64 Adagrad;
+ *     and output dtype, with a decay mask, at 1 and 2 threads; over 50 steps it is within 1.5e-6 (normwise
+ *     over the change) of a float64 Adagrad (typically 1.7e-7; the seed's tail reached 4.9e-7 in 60 seeds,
+ *     and 3.41e-7 failed the old 3e-7 bound in CI-like runs: a wrong formula is off by 1e-3 or more);
  *   - trained end to end through the public API at ZeRO stages 0-3, gradient accumulation 1 and 2, state
  *     in memory and offloaded to the CPU, weights decayed and biases not: every element within 1e-6 of a
  *     float64 Adagrad over the same gradients (parameters ~0.5, lr 0.01, 6 steps: a few fp32 roundings);
@@ -79,7 +80,7 @@ static void test_kernel(uint64_t *rs) {
         }
         printf("# Adagrad kernel (weight decay %g), 50 steps: normwise error vs float64 %.3g\n", (double)wd,
                sqrt(num / den));
-        ZT_CHECK(sqrt(num / den) < 3e-7, "Adagrad vs float64: %.3g (want < 3e-7)", sqrt(num / den));
+        ZT_CHECK(sqrt(num / den) < 1.5e-6, "Adagrad vs float64: %.3g (want < 1.5e-6)", sqrt(num / den));
     }
     /* fast == reference, every dtype pair, a decay mask, the grad factor, 1 and 2 threads */
     uint8_t *mask = malloc(KN / ZADAM_MASK_GROUP + 1);
