@@ -22,11 +22,7 @@
 
 #define LEAVES 8
 
-typedef struct fixture {
-    zfx_base b;
-    zgrads_plan plan;
-    zgrads g;
-} fixture;
+typedef zfx_grads fixture;
 
 /* Leaf m's gradient at flat x (step s): a deterministic float of mixed sign and magnitude. */
 static float leaf(int64_t x, int m, int s) {
@@ -47,40 +43,14 @@ static float tree(int64_t x, int s, int a, int b, float scale) {
 }
 
 static zinc_status fx_init(fixture *f, zcomm *world, int stage, int64_t bucket, bool overlap, bool prescale) {
-    memset(f, 0, sizeof *f);
-    zinc_status st = zfx_base_init(&f->b, world);
-    if (st != ZINC_OK) return st;
-    int64_t gas = LEAVES / world->size;
-    zgrads_plan_in in = {.stage = stage,
-                         .world = world->size,
-                         .part = &f->b.part,
-                         .grad_dtype = ZINC_FP32,
-                         .comm_dtype = ZINC_FP32,
-                         .send_needs_copy = zsize_send_needs_copy(ZINC_FP32, ZINC_FP32, prescale, 1.0, world->size),
-                         .reduce_bucket_size = bucket,
-                         .biggest_module = f->b.biggest,
-                         .overlap_comm = overlap,
-                         .deterministic = true,
-                         .gas = gas};
-    zgrads_plan_make(&in, &f->plan);
-    zgrads_ctx c = {.dev = f->b.dev,
-                    .dcomm = f->b.dcomm,
-                    .log = &f->b.log,
-                    .part = &f->b.part,
-                    .stage = stage,
-                    .rank = world->rank,
-                    .world = world->size,
-                    .grad_dtype = ZINC_FP32,
-                    .comm_dtype = ZINC_FP32,
-                    .prescale_gradients = prescale,
-                    .predivide_factor = 1.0,
-                    .modules = f->b.mods,
-                    .nmodules = ZFX_NMOD,
-                    .sizes = &f->plan,
-                    .deterministic = true,
-                    .gas = gas};
-    zgrads_init(&f->g, &c);
-    return ZINC_OK;
+    zfx_grads_opts o = {.stage = stage,
+                        .dtype = ZINC_FP32,
+                        .bucket = bucket,
+                        .overlap = overlap,
+                        .prescale = prescale,
+                        .deterministic = true,
+                        .gas = LEAVES / world->size};
+    return zfx_grads_init(f, world, &o);
 }
 
 /* One micro-step's backward, modules in reverse order, each adding leaf m into its slot. */

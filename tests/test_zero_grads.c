@@ -24,50 +24,17 @@
 #include "zero_fixture.h"
 #include "zt.h"
 
-typedef struct fixture {
-    zfx_base b;
-    zgrads_plan plan;
-    zgrads g;
-} fixture;
+typedef zfx_grads fixture;
 
 /* The gradient rank r writes for flat element x in micro-step mu: a small integer. */
 static float grad_value(int64_t x, int r, int mu) { return (float)((x * 7 + r * 13 + mu * 5) % 17 - 8); }
 
 static zinc_status fx_init(fixture *f, zcomm *world, int stage, zinc_dtype gdt, int64_t bucket, bool overlap) {
-    memset(f, 0, sizeof *f);
-    zinc_status st = zfx_base_init(&f->b, world);
-    if (st != ZINC_OK) return st;
-    zgrads_plan_in in = {.stage = stage,
-                         .world = world->size,
-                         .part = &f->b.part,
-                         .grad_dtype = gdt,
-                         .comm_dtype = gdt,
-                         .send_needs_copy = zsize_send_needs_copy(gdt, gdt, false, 1.0, world->size),
-                         .reduce_bucket_size = bucket,
-                         .biggest_module = f->b.biggest,
-                         .overlap_comm = overlap};
-    zgrads_plan_make(&in, &f->plan);
-    zgrads_ctx c = {.dev = f->b.dev,
-                    .dcomm = f->b.dcomm,
-                    .log = &f->b.log,
-                    .part = &f->b.part,
-                    .stage = stage,
-                    .rank = world->rank,
-                    .world = world->size,
-                    .grad_dtype = gdt,
-                    .comm_dtype = gdt,
-                    .predivide_factor = 1.0,
-                    .modules = f->b.mods,
-                    .nmodules = ZFX_NMOD,
-                    .sizes = &f->plan};
-    zgrads_init(&f->g, &c);
-    return ZINC_OK;
+    zfx_grads_opts o = {.stage = stage, .dtype = gdt, .bucket = bucket, .overlap = overlap};
+    return zfx_grads_init(f, world, &o);
 }
 
-static void fx_free(fixture *f) {
-    zgrads_free(&f->g);
-    zfx_base_free(&f->b);
-}
+static void fx_free(fixture *f) { zfx_grads_free(f); }
 
 /* Adds rank r's gradient of micro-step mu for module m into the slot at p (grad dtype). */
 static void write_grads(void *p, zinc_dtype gdt, const zmodule *m, int r, int mu) {
