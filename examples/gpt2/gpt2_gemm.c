@@ -96,10 +96,10 @@ gpt2_gemm_backend gpt2_gemm_selected(void) {
 /* Asynchronous signals held back while a oneDNN product runs. oneDNN 2.6.3's products with K >= 128 (every
  * ISA it dispatches, AVX2 to AVX-512 bf16) corrupt the heap when a signal handler runs on the thread's stack
  * in the middle of one: glibc aborts later with "corrupted size vs. prev_size" (a SIGTERM to a preemptible
- * run, a profiler's SIGPROF, any program's SIGALRM). A handler on an alternate stack (sigaltstack) is
- * harmless, so the kernel's frame lands where oneDNN keeps live data. Signals that arrive meanwhile are
- * delivered when the product returns (a few microseconds to milliseconds later); faults stay unblocked so a
- * crash inside oneDNN still reports itself. Two rt_sigprocmask calls per product, about 0.3 us. */
+ * run, a profiler's SIGPROF, any program's SIGALRM). The same handler on an alternate stack (sigaltstack)
+ * is harmless: the kernel's signal frame lands where oneDNN keeps live data. Signals that arrive meanwhile
+ * are delivered when the product returns (a few microseconds to milliseconds later); faults stay unblocked
+ * so a crash inside oneDNN still reports itself. Two rt_sigprocmask calls, about 0.5 us (bench/RESULTS.md). */
 static void hold_signals(sigset_t *old) {
     sigset_t s;
     sigfillset(&s);
