@@ -1,6 +1,7 @@
 """Finding the processes a test started: every descendant of a pid, from /proc's parent links (the ranks
 under mpirun, srun or zinc launch)."""
 import glob
+import os
 
 
 def children(pid):
@@ -19,3 +20,19 @@ def children(pid):
             out.append(c)
             todo.append(c)
     return out
+
+
+def rank_pids(pid, zinc):
+    """{rank: pid} of the zinc processes (the executable zinc) below pid, by OMPI_COMM_WORLD_RANK."""
+    exe = os.path.realpath(zinc)
+    found = {}
+    for c in children(pid):
+        try:
+            if os.path.realpath("/proc/%d/exe" % c) != exe:
+                continue
+            with open("/proc/%d/environ" % c, "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            found[int(env[b"OMPI_COMM_WORLD_RANK"])] = c
+        except (OSError, KeyError, ValueError):
+            pass
+    return found

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 
-from procs import children
+import procs
 
 failures = 0
 SEED = int(os.environ.get("ZINC_TEST_SEED", str(int(time.time()) % 100000)))
@@ -65,18 +65,7 @@ def checksum(rep):
 
 
 def rank_pids(proc, zinc):
-    exe = os.path.realpath(zinc)
-    found = {}
-    for pid in children(proc.pid):
-        try:
-            if os.path.realpath("/proc/%d/exe" % pid) != exe:
-                continue
-            with open("/proc/%d/environ" % pid, "rb") as f:
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-            found[int(env[b"OMPI_COMM_WORLD_RANK"])] = pid
-        except (OSError, KeyError, ValueError):
-            pass
-    return found
+    return procs.rank_pids(proc.pid, zinc)
 
 
 def wait_latest(p, d, timeout=300):

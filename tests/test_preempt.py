@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from procs import children
+from procs import rank_pids
 
 failures = 0
 SEED = int(os.environ.get("ZINC_TEST_SEED", str(int(time.time()) % 100000)))
@@ -49,18 +49,7 @@ def ranks_of(proc, zinc, nranks):
     """{rank: pid} of the zinc processes under proc (itself when started without mpirun)."""
     if nranks == 1:
         return {0: proc.pid}
-    exe = os.path.realpath(zinc)
-    found = {}
-    for pid in children(proc.pid):
-        try:
-            if os.path.realpath("/proc/%d/exe" % pid) != exe:
-                continue
-            with open("/proc/%d/environ" % pid, "rb") as f:
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-            found[int(env[b"OMPI_COMM_WORLD_RANK"])] = pid
-        except (OSError, KeyError, ValueError):
-            pass
-    return found
+    return rank_pids(proc.pid, zinc)
 
 
 def start(cmd, zinc, nranks):
