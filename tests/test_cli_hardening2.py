@@ -26,15 +26,8 @@ import subprocess
 import sys
 import time
 
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print("FAIL", what, flush=True)
-    return ok
+import checks
+from checks import check
 
 
 def run(args, timeout=120):
@@ -252,8 +245,8 @@ def main():
     left += os.path.exists(stale)
 
     print(f"sweep: {hangs} hang(s), {clobbered} clobbered file(s), {left} left-over swap director(ies)")
-    print(f"{failures} failure(s)")
-    return 1 if failures else 0
+    print(f"{checks.failures} failure(s)")
+    return 1 if checks.failures else 0
 
 
 if __name__ == "__main__":

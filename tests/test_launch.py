@@ -31,18 +31,12 @@ import subprocess
 import sys
 import time
 
+import checks
 import procs
+from checks import check
 
-failures = 0
 SEED = int(os.environ.get("ZINC_TEST_SEED", str(int(time.time()) % 100000)))
 rnd = random.Random(SEED)
-
-
-def check(cond, msg):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", msg, flush=True)
 
 
 def run(cmd, expect=0, env=None):
@@ -426,8 +420,8 @@ def main():
     rc = single_part(a) if a.part == "single" else netns_part(a)
     if rc == 77:
         return 77
-    print(f"launch_{a.part}:", "FAILED %d" % failures if failures else "passed")
-    return 1 if failures else 0
+    print(f"launch_{a.part}:", "FAILED %d" % checks.failures if checks.failures else "passed")
+    return 1 if checks.failures else 0
 
 
 if __name__ == "__main__":

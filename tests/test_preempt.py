@@ -23,18 +23,12 @@ import subprocess
 import sys
 import time
 
+import checks
+from checks import check
 from procs import rank_pids
 
-failures = 0
 SEED = int(os.environ.get("ZINC_TEST_SEED", str(int(time.time()) % 100000)))
 rnd = random.Random(SEED)
-
-
-def check(cond, msg):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", msg, flush=True)
 
 
 def run(cmd, expect=0):
@@ -397,8 +391,8 @@ def main():
     print(f"preempt {a.part}: seed {SEED} (ZINC_TEST_SEED={SEED} repeats the signal times)", flush=True)
     r = Runner(a)
     {"mlp": mlp_part, "gpt2": gpt2_part, "twice": twice_part, "keep": keep_part, "world": world_part, "launch": launch_part}[a.part](r, a)
-    print(f"preempt_{a.part}:", "FAILED %d" % failures if failures else "passed")
-    return 1 if failures else 0
+    print(f"preempt_{a.part}:", "FAILED %d" % checks.failures if checks.failures else "passed")
+    return 1 if checks.failures else 0
 
 
 if __name__ == "__main__":
