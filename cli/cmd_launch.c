@@ -25,6 +25,8 @@
 #include "runtime/core/clock.h"
 
 #define O(f) offsetof(zcli_launch_opts, f)
+/* tries of a probe that fails fast before its host counts as lost (see zcli_launch_run_probes) */
+#define PROBE_TRIES 3
 static const zcli_opt launch_table_opts[] =
     {{"-n", ZCLI_INT, O(ranks), "N", 1, 65536, NULL, "ranks to start (mpirun -np N; required)"},
      {"--min-ranks", ZCLI_INT, O(min_ranks), "M", 1, 65536, NULL,
@@ -108,30 +110,41 @@ static void probe_hosts(launch_state *L) {
     for (int i = 0; i < hs->n; i++)
         if (!hs->h[i].lost) idx[n++] = i;
     zcli_argv *probes = calloc((size_t)n, sizeof *probes);
-    bool *ok = calloc((size_t)n, sizeof *ok);
-    if (!probes || !ok) {
+    zcli_launch_probe_result *res = calloc((size_t)n, sizeof *res);
+    if (!probes || !res) {
         free(probes);
-        free(ok);
+        free(res);
         fprintf(stderr, "zinc launch: out of memory probing the hosts; keeping them all\n");
         return;
     }
     for (int k = 0; k < n; k++) zcli_launch_probe_argv(L->o, hs->h[idx[k]].name, &probes[k]);
     double t0 = zclock_now_s();
-    zcli_launch_run_probes(probes, n, (double)L->o->probe_timeout_s, ok);
+    zcli_launch_run_probes(probes, n, (double)L->o->probe_timeout_s, PROBE_TRIES, res);
     int lost = 0;
     for (int k = 0; k < n; k++) {
-        if (ok[k]) continue;
+        if (res[k].ok) {
+            if (res[k].tries > 1)
+                fprintf(stderr, "zinc launch: host %s answered on try %d (before: %s)\n", hs->h[idx[k]].name,
+                        res[k].tries, res[k].why);
+            continue;
+        }
         hs->h[idx[k]].lost = true;
         lost++;
+        char cmd[1024] = "";
+        for (int w = 0; probes[k].v[w]; w++) {
+            size_t at = strlen(cmd);
+            snprintf(cmd + at, sizeof cmd - at, "%s%s", w ? " " : "", probes[k].v[w]);
+        }
         fprintf(stderr,
-                "zinc launch: host %s did not answer (`%s --host %s -np 1 true` failed or took over %" PRId64
+                "zinc launch: host %s did not answer (`%s` %s, after %d tr%s within %" PRId64
                 " s): left out of the restart\n",
-                hs->h[idx[k]].name, L->o->mpirun, hs->h[idx[k]].name, L->o->probe_timeout_s);
+                hs->h[idx[k]].name, cmd, res[k].why, res[k].tries, res[k].tries == 1 ? "y" : "ies",
+                L->o->probe_timeout_s);
     }
     fprintf(stderr, "zinc launch: probed %d host%s in %.2f s: %d answered, %d lost\n", n, n == 1 ? "" : "s",
             zclock_now_s() - t0, n - lost, lost);
     free(probes);
-    free(ok);
+    free(res);
 }
 
 /* The most ranks the hosts left can hold, at most -n: by their slots, or in -n's proportion to the slots

@@ -99,8 +99,19 @@ typedef struct zcli_launch_run {
  * 0: a first start): when the failure this job restarts after was seen, for the time-to-resume line.
  * -1 when it cannot start. */
 int zcli_launch_run_job(char **argv, int fwd_sig, double t_detected, zcli_launch_run *r);
-/* Runs each probe at once (output discarded), waits up to timeout_s, and sets ok[i]. */
-void zcli_launch_run_probes(zcli_argv *probes, int n, double timeout_s, bool *ok);
+/* One host's answer to the probe: ok, or why not (its exit status and the last line it printed, or the
+ * timeout) and how many tries it took. */
+typedef struct zcli_launch_probe_result {
+    bool ok;
+    int tries;
+    char why[320];
+} zcli_launch_probe_result;
+
+/* Runs each probe at once and waits up to timeout_s in all. A probe that fails before the timeout is tried
+ * again (up to `tries` times, 1 s apart): a fast failure can be a transient one of the launcher (a daemon of
+ * the job that just died still leaving), and dropping a live host shrinks the job for good; a host that does
+ * not answer within timeout_s is not tried again. */
+void zcli_launch_run_probes(zcli_argv *probes, int n, double timeout_s, int tries, zcli_launch_probe_result *res);
 /* Installs the launcher's handler for SIGTERM/SIGINT/SIGUSR1; the last one received (0: none). */
 void zcli_launch_signals_install(void);
 int zcli_launch_signal_received(void);

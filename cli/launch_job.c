@@ -54,9 +54,10 @@ static pid_t spawn(char **argv, int err_fd, bool quiet) {
     sigaction(SIGTERM, &dfl, NULL);
     sigaction(SIGINT, &dfl, NULL);
     sigaction(SIGUSR1, &dfl, NULL);
-    if (quiet) {
+    if (quiet) { /* no input; output to err_fd (the probe's pipe) or nowhere */
         int null = open("/dev/null", O_RDWR);
-        if (null >= 0) dup2(null, 0), dup2(null, 1), dup2(null, 2);
+        if (null >= 0) dup2(null, 0), dup2(err_fd >= 0 ? err_fd : null, 1), dup2(err_fd >= 0 ? err_fd : null, 2);
+        if (err_fd >= 0) close(err_fd);
     } else if (err_fd >= 0) {
         dup2(err_fd, 2);
         close(err_fd);
@@ -195,36 +196,131 @@ int zcli_launch_run_job(char **argv, int fwd_sig, double t_detected, zcli_launch
     return status < 0 ? -1 : 0;
 }
 
-void zcli_launch_run_probes(zcli_argv *probes, int n, double timeout_s, bool *ok) {
-    pid_t *pids = calloc((size_t)n, sizeof *pids);
-    if (!pids) {
-        for (int i = 0; i < n; i++) ok[i] = false;
+/* A probe under way: its process, its output (the last line says why it failed) and its tries. */
+typedef struct probe_run {
+    pid_t pid;
+    int fd;
+    double retry_at; /* when a failed try is tried again (0: not waiting) */
+    char out[512];
+    size_t len;
+} probe_run;
+
+static void probe_start(probe_run *p, char **argv) {
+    int fds[2];
+    p->pid = -1;
+    p->len = 0;
+    if (pipe2(fds, O_CLOEXEC) || fcntl(fds[0], F_SETFL, O_NONBLOCK)) { /* the probe's end stays blocking */
+        p->fd = -1;
         return;
     }
     fflush(NULL);
-    for (int i = 0; i < n; i++) {
-        ok[i] = false;
-        pids[i] = spawn(probes[i].v, -1, true);
+    p->pid = spawn(argv, fds[1], true);
+    close(fds[1]);
+    p->fd = fds[0];
+}
+
+/* Keeps the start of what the probe printed, where the specific complaint comes (ssh's, the agent's) before
+ * Open MPI's generic help text; the rest is read and dropped, so a chatty probe never blocks on a full pipe. */
+static void probe_read(probe_run *p) {
+    char tmp[1024];
+    ssize_t k;
+    while (p->fd >= 0 && (k = read(p->fd, tmp, sizeof tmp)) != 0) {
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN) close(p->fd), p->fd = -1;
+            return;
+        }
+        size_t n = (size_t)k, room = sizeof p->out - 1 - p->len;
+        memcpy(p->out + p->len, tmp, n < room ? n : room);
+        p->len += n < room ? n : room;
+    }
+    if (p->fd >= 0) close(p->fd), p->fd = -1; /* end of file */
+}
+
+/* "exit status 1: FIRST LINE" from the probe's wait status and output (Open MPI's rule lines of dashes and
+ * blank lines skipped). */
+static void probe_why(probe_run *p, int st, char *why, size_t cap) {
+    char status[64];
+    if (WIFEXITED(st))
+        snprintf(status, sizeof status, "exit status %d", WEXITSTATUS(st));
+    else if (WIFSIGNALED(st))
+        snprintf(status, sizeof status, "signal %d", WTERMSIG(st));
+    else
+        snprintf(status, sizeof status, "wait status %d", st);
+    p->out[p->len] = 0;
+    for (char *line = p->out, *next; *line; line = next) {
+        next = line + strcspn(line, "\n");
+        if (*next) *next++ = 0;
+        for (char *e = line + strlen(line); e > line && (e[-1] == '\r' || e[-1] == ' ');) *--e = 0; /* ssh's \r\n */
+        if (line[strspn(line, " -\t")]) {
+            snprintf(why, cap, "%s: %.240s", status, line);
+            return;
+        }
+    }
+    snprintf(why, cap, "%s, nothing printed", status);
+}
+
+void zcli_launch_run_probes(zcli_argv *probes, int n, double timeout_s, int tries, zcli_launch_probe_result *res) {
+    probe_run *runs = calloc((size_t)n, sizeof *runs);
+    if (!runs) {
+        for (int i = 0; i < n; i++) {
+            res[i].ok = false;
+            res[i].tries = 0;
+            snprintf(res[i].why, sizeof res[i].why, "out of memory starting the probe");
+        }
+        return;
     }
     double deadline = zclock_now_s() + timeout_s;
-    int left = 0;
-    for (int i = 0; i < n; i++) left += pids[i] > 0;
+    int left = n;
+    for (int i = 0; i < n; i++) {
+        res[i].ok = false;
+        res[i].tries = 1;
+        res[i].why[0] = 0;
+        probe_start(&runs[i], probes[i].v);
+        if (runs[i].pid < 0) {
+            snprintf(res[i].why, sizeof res[i].why, "cannot start the probe: %s", strerror(errno));
+            left--;
+        }
+    }
     while (left && zclock_now_s() < deadline) {
         for (int i = 0; i < n; i++) {
-            int st;
-            if (pids[i] > 0 && waitpid(pids[i], &st, WNOHANG) == pids[i]) {
-                ok[i] = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-                pids[i] = 0;
-                left--;
+            probe_run *p = &runs[i];
+            if (p->retry_at > 0 && zclock_now_s() >= p->retry_at) {
+                p->retry_at = 0;
+                res[i].tries++;
+                probe_start(p, probes[i].v);
+                if (p->pid < 0) {
+                    snprintf(res[i].why, sizeof res[i].why, "cannot start the probe: %s", strerror(errno));
+                    left--;
+                }
+                continue;
             }
+            if (p->pid <= 0) continue;
+            probe_read(p);
+            int st;
+            if (waitpid(p->pid, &st, WNOHANG) != p->pid) continue;
+            p->pid = 0;
+            probe_read(p);
+            if (p->fd >= 0) close(p->fd), p->fd = -1;
+            res[i].ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+            if (!res[i].ok) probe_why(p, st, res[i].why, sizeof res[i].why);
+            if (!res[i].ok && res[i].tries < tries && zclock_now_s() + 1.0 < deadline)
+                p->retry_at = zclock_now_s() + 1.0;
+            else
+                left--;
         }
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    for (int i = 0; i < n; i++)
-        if (pids[i] > 0) { /* no answer within the timeout: the host counts as lost */
-            kill(-pids[i], SIGKILL);
-            waitpid(pids[i], NULL, 0);
+    for (int i = 0; i < n; i++) {
+        probe_run *p = &runs[i];
+        if (p->pid > 0) { /* no answer within the timeout: the host counts as lost */
+            kill(-p->pid, SIGKILL);
+            waitpid(p->pid, NULL, 0);
+            res[i].ok = false;
+            snprintf(res[i].why, sizeof res[i].why, "no answer within %.0f s", timeout_s);
         }
-    free(pids);
+        if (p->fd >= 0) close(p->fd);
+    }
+    free(runs);
 }
