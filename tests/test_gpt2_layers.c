@@ -97,8 +97,14 @@ static void test_matmul(int64_t N, int IC, int OC, int with_bias) {
     close_to(dx, dx0, rdx, N * IC, "matmul dx");
     close_to(dW, dW0, rdW, (int64_t)OC * IC, "matmul dW");
     if (b) close_to(db, db0, rdb, OC, "matmul db");
+    /* _set writes dx over what was there (random here) and still adds to dW and db */
+    float *dxs = rnd(N * IC, 1), *dWs = copyf(dW0, (int64_t)OC * IC), *dbs = copyf(db0, OC);
+    gpt2_matmul_backward_set(E, dxs, dWs, b ? dbs : NULL, dout, x, W, N, IC, OC);
+    close_to(dxs, NULL, rdx, N * IC, "matmul_set dx");
+    close_to(dWs, dW0, rdW, (int64_t)OC * IC, "matmul_set dW");
+    if (b) close_to(dbs, db0, rdb, OC, "matmul_set db");
     free(x), free(W), free(b), free(dout), free(out), free(ro), free(rdx), free(rdW), free(rdb), free(dx), free(dW);
-    free(db), free(dx0), free(dW0), free(db0);
+    free(db), free(dx0), free(dW0), free(db0), free(dxs), free(dWs), free(dbs);
 }
 
 static void test_attention(int B, int T, int C, int H) {
@@ -114,7 +120,7 @@ static void test_attention(int B, int T, int C, int H) {
 #define Q(tt, i) qkv[((int64_t)b * T + (tt)) * 3 * C + h * hs + (i)]
 #define K(tt, i) qkv[((int64_t)b * T + (tt)) * 3 * C + C + h * hs + (i)]
 #define VV(tt, i) qkv[((int64_t)b * T + (tt)) * 3 * C + 2 * C + h * hs + (i)]
-#define D(tt, part, i) rd[((int64_t)b * T + (tt)) * 3 * C + (part) * C + h * hs + (i)]
+#define D(tt, part, i) rd[((int64_t)b * T + (tt)) * 3 * C + (part)*C + h * hs + (i)]
                 double mx = -1e300, sum = 0;
                 for (int u = 0; u <= t; u++) {
                     double s = 0;

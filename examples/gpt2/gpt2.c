@@ -623,6 +623,15 @@ static zinc_status forward(gpt2_model *m, int B, int T) {
     return module_exit(m, m->mod_lnf, ZINC_FORWARD);
 }
 
+/* dx = dout W (written, not added), dW and db added: the table's matmul_bwd_set, or zeroing dx and adding. */
+static zinc_status mm_bwd_into(gpt2_model *m, float *dx, float *dW, float *db, const float *dout, const float *x,
+                               const float *W, int64_t N, int IC, int OC) {
+    const gpt2_ops *o = m->ops;
+    if (o->matmul_bwd_set) return o->matmul_bwd_set(m, dx, dW, db, dout, x, W, N, IC, OC);
+    CHECK(o->zero(m, dx, (size_t)(N * IC) * sizeof(float)));
+    return o->matmul_bwd(m, dx, dW, db, dout, x, W, N, IC, OC);
+}
+
 /* The tied output projection, in a forward re-entry of "embed" (it only reads wte): logits[rows, V] =
  * x wte[:V]^T, x = rows of the final LayerNorm's output. The rows' losses go to row_loss (the caller sums
  * them, sum_losses) when it is given. Training: turns the logits into dlogits (of the mean loss) in
@@ -637,8 +646,7 @@ static zinc_status projection(gpt2_model *m, const float *x, int64_t rows, int t
     if (train) {
         float dscale = 1.0f / (float)rows; /* the loss scale is applied as gradients are added */
         CHECK(o->crossentropy(m, m->logits, m->logits, m->dtgt, rows, dscale, row_loss));
-        CHECK(o->zero(m, m->dx, (size_t)(rows * C) * sizeof(float)));
-        CHECK(o->matmul_bwd(m, m->dx, NULL, NULL, m->logits, x, wte, rows, C, V));
+        CHECK(mm_bwd_into(m, m->dx, NULL, NULL, m->logits, x, wte, rows, C, V));
     } else if (row_loss) {
         CHECK(o->crossentropy(m, NULL, m->logits, m->dtgt, rows, 0.0f, row_loss));
     }
@@ -671,29 +679,25 @@ static zinc_status backward(gpt2_model *m, int B, int T) {
         /* MLP branch: y = res2 + fcproj(gelu(fc(ln2(res2)))) */
         float *gelu = a->fchg;
         if (o->gelu_fwd_tanh) CHECK(o->gelu_from_tanh(m, gelu = m->dfch, a->fch, a->fchg, 4 * NC));
-        CHECK(o->zero(m, m->dfchg, (size_t)(4 * NC) * sizeof(float)));
-        CHECK(
-            o->matmul_bwd(m, m->dfchg, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, gelu, w[GPT2_FCPROJW], N, 4 * C, C));
-        CHECK(o->zero(m, m->dfch, (size_t)(4 * NC) * sizeof(float)));
-        if (o->gelu_fwd_tanh)
+        CHECK(mm_bwd_into(m, m->dfchg, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, gelu, w[GPT2_FCPROJW], N, 4 * C, C));
+        if (o->gelu_fwd_tanh) { /* writes dfch */
             CHECK(o->gelu_bwd_tanh(m, m->dfch, a->fch, a->fchg, m->dfchg, 4 * NC));
-        else
+        } else {
+            CHECK(o->zero(m, m->dfch, (size_t)(4 * NC) * sizeof(float)));
             CHECK(o->gelu_bwd(m, m->dfch, a->fch, m->dfchg, 4 * NC));
-        CHECK(o->zero(m, m->dln, (size_t)NC * sizeof(float)));
-        CHECK(o->matmul_bwd(m, m->dln, g[GPT2_FCW], g[GPT2_FCB], m->dfch, a->ln2, w[GPT2_FCW], N, C, 4 * C));
+        }
+        CHECK(mm_bwd_into(m, m->dln, g[GPT2_FCW], g[GPT2_FCB], m->dfch, a->ln2, w[GPT2_FCW], N, C, 4 * C));
         CHECK(o->layernorm_bwd(m, m->dres, g[GPT2_LN2W], g[GPT2_LN2B], m->dln, a->res2, w[GPT2_LN2W], a->ln2m, a->ln2r,
                                N));
         /* attention branch: res2 = x + attproj(attn(qkv(ln1(x)))) */
-        CHECK(o->zero(m, m->datty, (size_t)NC * sizeof(float)));
-        CHECK(o->matmul_bwd(m, m->datty, g[GPT2_ATTPROJW], g[GPT2_ATTPROJB], m->dres, a->atty, w[GPT2_ATTPROJW], N, C,
-                            C));
+        CHECK(
+            mm_bwd_into(m, m->datty, g[GPT2_ATTPROJW], g[GPT2_ATTPROJB], m->dres, a->atty, w[GPT2_ATTPROJW], N, C, C));
         CHECK(o->zero(m, m->dqkv, (size_t)(3 * NC) * sizeof(float)));
         if (o->attention_fwd_lse)
             CHECK(o->attention_bwd_lse(m, m->dqkv, m->datty, a->atty, a->qkv, a->att, B, T));
         else
             CHECK(o->attention_bwd(m, m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T));
-        CHECK(o->zero(m, m->dln, (size_t)NC * sizeof(float)));
-        CHECK(o->matmul_bwd(m, m->dln, g[GPT2_QKVW], g[GPT2_QKVB], m->dqkv, a->ln1, w[GPT2_QKVW], N, C, 3 * C));
+        CHECK(mm_bwd_into(m, m->dln, g[GPT2_QKVW], g[GPT2_QKVB], m->dqkv, a->ln1, w[GPT2_QKVW], N, C, 3 * C));
         CHECK(o->layernorm_bwd(m, m->dres, g[GPT2_LN1W], g[GPT2_LN1B], m->dln, x, w[GPT2_LN1W], a->ln1m, a->ln1r, N));
         CHECK(exit_backward(m, m->mod_block[l], block_first(l), NBLOCK_KINDS));
     }

@@ -66,9 +66,17 @@ static zinc_status h_mm_fwd(gpt2_model *m, float *out, const float *x, const flo
 static zinc_status h_mm_bwd(gpt2_model *m, float *dx, float *dW, float *db, const float *dout, const float *x,
                             const float *W, int64_t N, int IC, int OC) {
     if (m->bf16_products)
-        gpt2_matmul_backward_bf16(m->e, m->bf16ws, dx, dW, db, dout, x, W, N, IC, OC);
+        gpt2_matmul_backward_bf16(m->e, m->bf16ws, false, dx, dW, db, dout, x, W, N, IC, OC);
     else
         gpt2_matmul_backward(m->e, dx, dW, db, dout, x, W, N, IC, OC);
+    return ZINC_OK;
+}
+static zinc_status h_mm_bwd_set(gpt2_model *m, float *dx, float *dW, float *db, const float *dout, const float *x,
+                                const float *W, int64_t N, int IC, int OC) {
+    if (m->bf16_products)
+        gpt2_matmul_backward_bf16(m->e, m->bf16ws, true, dx, dW, db, dout, x, W, N, IC, OC);
+    else
+        gpt2_matmul_backward_set(m->e, dx, dW, db, dout, x, W, N, IC, OC);
     return ZINC_OK;
 }
 static zinc_status h_att_fwd(gpt2_model *m, float *out, float *att, const float *qkv, int B, int T) {
@@ -149,6 +157,7 @@ const gpt2_ops gpt2_host_ops = {
     .layernorm_bwd = h_ln_bwd,
     .matmul_fwd = h_mm_fwd,
     .matmul_bwd = h_mm_bwd,
+    .matmul_bwd_set = h_mm_bwd_set,
     .attention_fwd = h_att_fwd,
     .attention_bwd = h_att_bwd,
     .gelu_fwd = h_gelu_fwd,

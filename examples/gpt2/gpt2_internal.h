@@ -97,7 +97,8 @@ struct gpt2_ops {
     zinc_status (*add)(gpt2_model *m, float *y, const float *a, const float *b, int64_t n);
     /* Optional (NULL: the entries above are used). Attention that keeps each row's log-sum-exp (lse, B x H x
      * T) instead of the softmax matrix, its backward reading the forward's out (gpt2_layers.h's _blocked):
-     * no datt scratch. GELU that keeps th = tanh(...) for backward (gpt2_layers.h's _tanh functions). */
+     * no datt scratch. GELU that keeps th = tanh(...) for backward (gpt2_layers.h's _tanh functions; its backward writes dx,
+     * where gelu_bwd adds to it). */
     zinc_status (*attention_fwd_lse)(gpt2_model *m, float *out, float *lse, const float *qkv, int B, int T);
     zinc_status (*attention_bwd_lse)(gpt2_model *m, float *dqkv, const float *dout, const float *out, const float *qkv,
                                      const float *lse, int B, int T);
@@ -105,6 +106,10 @@ struct gpt2_ops {
     zinc_status (*gelu_from_tanh)(gpt2_model *m, float *out, const float *x, const float *th, int64_t n);
     zinc_status (*gelu_bwd_tanh)(gpt2_model *m, float *dx, const float *x, const float *th, const float *dout,
                                  int64_t n);
+    /* Optional: matmul_bwd writing dx (dx = dout W, dW and db still added) instead of adding to it, so the
+     * model skips zeroing dx first (NULL: zero, then matmul_bwd). */
+    zinc_status (*matmul_bwd_set)(gpt2_model *m, float *dx, float *dW, float *db, const float *dout, const float *x,
+                                  const float *W, int64_t N, int IC, int OC);
     /* row_loss[i] = the loss of row i (N doubles); the caller sums them on the host (gpt2.c). */
     zinc_status (*crossentropy)(gpt2_model *m, float *dlogits, const float *logits, const int32_t *targets, int64_t N,
                                 float dscale, double *row_loss);

@@ -144,6 +144,7 @@ typedef struct mm_args {
     const uint16_t *half[3]; /* bf16 products: x, W and dout rounded to bf16 (NULL: float products) */
     int64_t N, piece;        /* piece: rows or output features per piece (mm_piece) */
     int IC, OC;
+    float dx_beta; /* backward: 1 adds dout W to dx, 0 writes it (no zeroing pass before) */
 } mm_args;
 
 enum { OP_X, OP_W, OP_DOUT };
@@ -251,7 +252,7 @@ static void mm_backward_rows(void *arg, int64_t plo, int64_t phi) { /* dx over p
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, rows = piece_rows(p, a->piece, a->N);
-        prod(a, 'N', 'N', rows, IC, OC, OP_DOUT, lo * OC, OC, OP_W, 0, IC, 1.0f, a->dx + lo * IC, IC);
+        prod(a, 'N', 'N', rows, IC, OC, OP_DOUT, lo * OC, OC, OP_W, 0, IC, a->dx_beta, a->dx + lo * IC, IC);
     }
 }
 
@@ -260,7 +261,7 @@ static void mm_backward_cols(void *arg, int64_t plo, int64_t phi) { /* dx over p
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, cols = piece_rows(p, a->piece, IC);
-        prod(a, 'N', 'N', a->N, cols, OC, OP_DOUT, 0, OC, OP_W, lo, IC, 1.0f, a->dx + lo, IC);
+        prod(a, 'N', 'N', a->N, cols, OC, OP_DOUT, 0, OC, OP_W, lo, IC, a->dx_beta, a->dx + lo, IC);
     }
 }
 
@@ -320,13 +321,28 @@ static void mm_backward(zinc_engine *e, mm_args *p) {
 
 void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
                           const float *W, int64_t N, int IC, int OC) {
-    mm_args a = {.dx = dx, .dW = dW, .db = db, .dout = dout, .x = x, .W = W, .N = N, .IC = IC, .OC = OC};
+    mm_args a = {.dx = dx, .dW = dW, .db = db, .dout = dout, .x = x, .W = W, .N = N, .IC = IC, .OC = OC, .dx_beta = 1};
     mm_backward(e, &a);
 }
 
-void gpt2_matmul_backward_bf16(zinc_engine *e, uint16_t *ws, float *dx, float *dW, float *db, const float *dout,
-                               const float *x, const float *W, int64_t N, int IC, int OC) {
-    mm_args a = {.dx = dx, .dW = dW, .db = db, .dout = dout, .x = x, .W = W, .N = N, .IC = IC, .OC = OC};
+void gpt2_matmul_backward_set(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
+                              const float *W, int64_t N, int IC, int OC) {
+    mm_args a = {.dx = dx, .dW = dW, .db = db, .dout = dout, .x = x, .W = W, .N = N, .IC = IC, .OC = OC, .dx_beta = 0};
+    mm_backward(e, &a);
+}
+
+void gpt2_matmul_backward_bf16(zinc_engine *e, uint16_t *ws, bool dx_set, float *dx, float *dW, float *db,
+                               const float *dout, const float *x, const float *W, int64_t N, int IC, int OC) {
+    mm_args a = {.dx = dx,
+                 .dW = dW,
+                 .db = db,
+                 .dout = dout,
+                 .x = x,
+                 .W = W,
+                 .N = N,
+                 .IC = IC,
+                 .OC = OC,
+                 .dx_beta = dx_set ? 0.0f : 1.0f};
     uint16_t *douth = ws, *Wh = ws + N * OC, *xh = Wh + (int64_t)OC * IC;
     gpt2_to_bf16(e, douth, dout, N * OC);
     if (dx) gpt2_to_bf16(e, Wh, W, (int64_t)OC * IC);

@@ -10,6 +10,7 @@
 #ifndef ZINC_EXAMPLES_GPT2_LAYERS_H
 #define ZINC_EXAMPLES_GPT2_LAYERS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "zinc.h"
@@ -41,15 +42,18 @@ void gpt2_matmul_forward(zinc_engine *e, float *out, const float *x, const float
  * read for dx only, x for dW only). */
 void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
                           const float *W, int64_t N, int IC, int OC);
+/* The same with dx = dout W written, not added: no pass zeroing dx before it (dW and db are still added). */
+void gpt2_matmul_backward_set(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
+                              const float *W, int64_t N, int IC, int OC);
 
 /* The same two with bf16 products (torch autocast's rounding: operands rounded to bf16, products summed in
  * float, gpt2_gemm_bf16): x, W and dout are rounded into ws (gpt2_matmul_bf16_elems(N, IC, OC) uint16s) and
- * multiplied there; the bias and its gradient stay float. */
+ * multiplied there; the bias and its gradient stay float. dx_set: dx written, as gpt2_matmul_backward_set. */
 int64_t gpt2_matmul_bf16_elems(int64_t N, int IC, int OC);
 void gpt2_matmul_forward_bf16(zinc_engine *e, uint16_t *ws, float *out, const float *x, const float *W, const float *b,
                               int64_t N, int IC, int OC);
-void gpt2_matmul_backward_bf16(zinc_engine *e, uint16_t *ws, float *dx, float *dW, float *db, const float *dout,
-                               const float *x, const float *W, int64_t N, int IC, int OC);
+void gpt2_matmul_backward_bf16(zinc_engine *e, uint16_t *ws, bool dx_set, float *dx, float *dW, float *db,
+                               const float *dout, const float *x, const float *W, int64_t N, int IC, int OC);
 /* dst[i] = src[i] rounded to bf16 (nearest even; NaN stays NaN), on e's threads. */
 void gpt2_to_bf16(zinc_engine *e, uint16_t *dst, const float *src, int64_t n);
 
@@ -72,6 +76,7 @@ void gpt2_gelu_backward(zinc_engine *e, float *dx, const float *x, const float *
  * bit as the forward did (so a model may keep th and drop out). */
 void gpt2_gelu_forward_tanh(zinc_engine *e, float *out, float *th, const float *x, int64_t n);
 void gpt2_gelu_from_tanh(zinc_engine *e, float *out, const float *x, const float *th, int64_t n);
+/* dx = dout * gelu'(x), written (where gpt2_gelu_backward adds). */
 void gpt2_gelu_backward_tanh(zinc_engine *e, float *dx, const float *x, const float *th, const float *dout, int64_t n);
 
 /* Causal self-attention in blocks through sgemm (gpt2_attention.c): the same contract as

@@ -21,7 +21,7 @@ static void s_gelu_bwd(float *dx, const float *x, const float *th, const float *
     for (int64_t i = 0; i < n; i++) {
         float v = x[i], t = th[i], sech2 = 1.0f - t * t;
         float g = (0.5f * v) * sech2 * (GPT2_GELU_K * (3.0f * GPT2_GELU_A * v * v + 1.0f)) + 0.5f * (1.0f + t);
-        dx[i] += g * dout[i];
+        dx[i] = g * dout[i];
     }
 }
 

@@ -19,7 +19,7 @@ typedef struct gpt2_vecmath {
     void (*gelu_fwd)(float *out, float *th, const float *x, int64_t n);
     /* out again from x and the kept th, bit for bit as gelu_fwd wrote it */
     void (*gelu_out)(float *out, const float *x, const float *th, int64_t n);
-    /* dx += dout * d gelu / dx, from x and the kept th */
+    /* dx = dout * d gelu / dx (written, not added: the model needs no zeroing pass), from x and the kept th */
     void (*gelu_bwd)(float *dx, const float *x, const float *th, const float *dout, int64_t n);
     /* dst[i] = exp(src[i] - shift), the exponential taken in double and rounded to float (dst may be src, or
      * NULL: not stored); returns the sum of the n exponentials in double, added in an order fixed by n */
