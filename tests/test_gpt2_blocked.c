@@ -1,7 +1,7 @@
-/* GPT-2's fast CPU paths (examples/gpt2): the blocked attention (gpt2_attention.c), GELU keeping its tanh and
- * the vectorised exponentials (gpt2_vecmath.h, every instance this CPU runs) against float64 references
- * written here from the definitions, within 2e-5 absolute + 2e-4 relative (gradients ADDED into pre-filled
- * buffers); then every layer's outputs bit for bit equal on the calling thread and on engines of 1, 2 and 3
+/* GPT-2's fast CPU paths (examples/gpt2): the blocked attention (gpt2_attention.c), GELU keeping its
+ * derivative and the vectorised exponentials (gpt2_vecmath.h, every instance this CPU runs) against float64
+ * references written here from the definitions, within 2e-5 absolute + 2e-4 relative (the attention's
+ * gradients added into pre-filled buffers, GELU's written over them); then every layer's outputs bit for bit equal on the calling thread and on engines of 1, 2 and 3
  * threads (the model's fp32 results must not depend on --threads). */
 #include <math.h>
 #include <stdlib.h>
@@ -101,45 +101,48 @@ static void test_attention_blocked(int B, int T, int C, int H, double qscale) {
     free(qkv), free(dout), free(out), free(lse), free(ro), free(rlse), free(rd), free(dqkv), free(dqkv0);
 }
 
-static void gelu_ref(const float *x, const float *dout, int64_t n, double *ro, double *rth, double *rdx) {
+/* GELU's output, its derivative and dout times it, in double. */
+static void gelu_ref(const float *x, const float *dout, int64_t n, double *ro, double *rderiv, double *rdx) {
     for (int64_t i = 0; i < n; i++) {
         double v = x[i], k = sqrt(2 / M_PI), u = k * (v + 0.044715 * v * v * v), th = tanh(u);
         ro[i] = 0.5 * v * (1 + th);
-        rth[i] = th;
-        rdx[i] = dout[i] * (0.5 * (1 + th) + 0.5 * v * (1 - th * th) * k * (1 + 3 * 0.044715 * v * v));
+        rderiv[i] = 0.5 * (1 + th) + 0.5 * v * (1 - th * th) * k * (1 + 3 * 0.044715 * v * v);
+        rdx[i] = dout[i] * rderiv[i];
     }
 }
 
-/* Through the layers (the engine's threads, the chosen instance). */
-static void test_gelu_tanh(int64_t n) {
-    float *x = rnd(n, 2.5), *dout = rnd(n, 1), *out = malloc(n * 4), *th = malloc(n * 4), *again = malloc(n * 4);
-    float *dx = rnd(n, 1);
-    double *ro = malloc(n * 8), *rth = malloc(n * 8), *rdx = malloc(n * 8);
-    gelu_ref(x, dout, n, ro, rth, rdx);
-    gpt2_gelu_forward_tanh(E, out, th, x, n);
-    gpt2_gelu_from_tanh(E, again, x, th, n);
-    gpt2_gelu_backward_tanh(E, dx, x, th, dout, n);
+/* Through the layers (the engine's threads, the chosen instance); the derivative written over x, as the
+ * model does, bit for bit the one written beside it. */
+static void test_gelu_deriv(int64_t n) {
+    float *x = rnd(n, 2.5), *dout = rnd(n, 1), *out = malloc(n * 4), *deriv = malloc(n * 4), *dx = rnd(n, 1);
+    float *inplace = copyf(x, n), *out2 = malloc(n * 4);
+    double *ro = malloc(n * 8), *rderiv = malloc(n * 8), *rdx = malloc(n * 8);
+    gelu_ref(x, dout, n, ro, rderiv, rdx);
+    gpt2_gelu_forward_deriv(E, out, deriv, x, n);
+    gpt2_gelu_backward_deriv(E, dx, deriv, dout, n);
     close_to(out, NULL, ro, n, "gelu out");
-    close_to(th, NULL, rth, n, "gelu tanh");
+    close_to(deriv, NULL, rderiv, n, "gelu derivative");
     close_to(dx, NULL, rdx, n, "gelu dx"); /* written over the random dx, not added */
-    ZT_CHECK(!memcmp(out, again, (size_t)n * 4), "gelu_from_tanh differs from the forward's output (n %lld)",
-             (long long)n);
-    free(x), free(dout), free(out), free(th), free(again), free(dx), free(ro), free(rth), free(rdx);
+    gpt2_gelu_forward_deriv(E, out2, inplace, inplace, n);
+    ZT_CHECK(!memcmp(out, out2, (size_t)n * 4) && !memcmp(deriv, inplace, (size_t)n * 4),
+             "gelu with the derivative written over x differs from the one beside it (n %lld)", (long long)n);
+    free(x), free(dout), free(out), free(deriv), free(dx), free(inplace), free(out2), free(ro), free(rderiv);
+    free(rdx);
 }
 
 /* One instance directly, with odd lengths (partial vectors) and extreme inputs. */
 static void test_instance(const gpt2_vecmath *vm) {
     for (int64_t n = 1; n <= 41; n += 8) {
-        float *x = rnd(n, 3), *dout = rnd(n, 1), *out = malloc(n * 4), *th = malloc(n * 4), *dx = rnd(n, 1);
+        float *x = rnd(n, 3), *dout = rnd(n, 1), *out = malloc(n * 4), *deriv = malloc(n * 4), *dx = rnd(n, 1);
         float *e = malloc(n * 4);
         x[0] = n == 1 ? 0.0f : 30.0f; /* tanh saturates: the GELU is x, its derivative 1 */
         if (n > 1) x[1] = -30.0f;
-        double *ro = malloc(n * 8), *rth = malloc(n * 8), *rdx = malloc(n * 8), *re = malloc(n * 8);
-        gelu_ref(x, dout, n, ro, rth, rdx);
-        vm->gelu_fwd(out, th, x, n);
-        vm->gelu_bwd(dx, x, th, dout, n);
+        double *ro = malloc(n * 8), *rderiv = malloc(n * 8), *rdx = malloc(n * 8), *re = malloc(n * 8);
+        gelu_ref(x, dout, n, ro, rderiv, rdx);
+        vm->gelu_fwd(out, deriv, x, n);
+        vm->gelu_bwd(dx, deriv, dout, n);
         close_to(out, NULL, ro, n, vm->name);
-        close_to(th, NULL, rth, n, vm->name);
+        close_to(deriv, NULL, rderiv, n, vm->name);
         close_to(dx, NULL, rdx, n, vm->name); /* written over the random dx, not added */
         double mx = x[0], sum = 0;
         for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
@@ -164,7 +167,7 @@ static void test_instance(const gpt2_vecmath *vm) {
         for (int64_t i = 0; i < n; i++) bad += fabs(re[i]) > 1e-6;
         ZT_CHECK(!bad, "%s exp_shift: %d of %lld exponentials off by more than 1e-6 relative", vm->name, bad,
                  (long long)n);
-        free(x), free(dout), free(out), free(th), free(dx), free(e), free(ro), free(rth), free(rdx);
+        free(x), free(dout), free(out), free(deriv), free(dx), free(e), free(ro), free(rderiv), free(rdx);
         free(re);
     }
 }
@@ -190,16 +193,15 @@ static void test_upper_state(const gpt2_vecmath *vm) {
     float x[40], y[40], t[40], d[40];
     for (int i = 0; i < 40; i++) x[i] = (float)i * 0.1f - 2.0f, d[i] = 1.0f, y[i] = 0.0f;
     for (int n = 37; n <= 40; n += 3) {
-        const char *what[] = {"gelu_fwd", "gelu_out", "gelu_bwd", "exp_shift", "exp_shift_f32", "max"};
-        for (int f = 0; f < 6; f++) {
+        const char *what[] = {"gelu_fwd", "gelu_bwd", "exp_shift", "exp_shift_f32", "max"};
+        for (int f = 0; f < 5; f++) {
             __asm__ volatile("vpcmpeqd %%ymm1, %%ymm1, %%ymm1" ::: "xmm1"); /* dirty on purpose ... */
             __asm__ volatile("vzeroupper" ::: "memory");                    /* ... and clean: a known start */
             switch (f) {
             case 0: vm->gelu_fwd(y, t, x, n); break;
-            case 1: vm->gelu_out(y, x, t, n); break;
-            case 2: vm->gelu_bwd(d, x, t, y, n); break;
-            case 3: (void)vm->exp_shift(y, x, n, 1.0f); break;
-            case 4: (void)vm->exp_shift_f32(y, x, n, 1.0f); break;
+            case 1: vm->gelu_bwd(d, t, y, n); break;
+            case 2: (void)vm->exp_shift(y, x, n, 1.0f); break;
+            case 3: (void)vm->exp_shift_f32(y, x, n, 1.0f); break;
             default: (void)vm->max(x, n); break;
             }
             uint64_t st = xinuse() & XINUSE_DIRTY;
@@ -246,10 +248,10 @@ static void run_layers(zinc_engine *e, outputs *o) {
     gpt2_attention_forward_blocked(e, att, lse, qkv, B, T, C, H);
     float *dqkv = keep(o, calloc(3 * NC, 4), 3 * NC);
     gpt2_attention_backward_blocked(e, dqkv, dout, att, qkv, lse, B, T, C, H);
-    float *g = keep(o, malloc(4 * NC * 4), 4 * NC), *th = keep(o, malloc(4 * NC * 4), 4 * NC);
-    gpt2_gelu_forward_tanh(e, g, th, dbig, 4 * NC);
+    float *g = keep(o, malloc(4 * NC * 4), 4 * NC), *deriv = keep(o, malloc(4 * NC * 4), 4 * NC);
+    gpt2_gelu_forward_deriv(e, g, deriv, dbig, 4 * NC);
     float *dg = keep(o, calloc(4 * NC, 4), 4 * NC);
-    gpt2_gelu_backward_tanh(e, dg, dbig, th, dbig, 4 * NC);
+    gpt2_gelu_backward_deriv(e, dg, deriv, dbig, 4 * NC);
     double *rows = malloc(N * 8);
     float *loss = keep(o, malloc(4), 1);
     *loss = (float)gpt2_crossentropy(e, logits, logits, tg, N, V, 0.5f, rows);
@@ -313,8 +315,8 @@ int main(void) {
         test_attention_blocked(1, 1, 8, 2, 1);
         test_attention_blocked(2, 150, 16, 2, 1); /* three query and key blocks, the last partial */
         test_attention_blocked(1, 129, 32, 1, 6); /* large scores */
-        test_gelu_tanh(1001);
-        test_gelu_tanh(5);
+        test_gelu_deriv(1001);
+        test_gelu_deriv(5);
     }
     test_thread_independence(engines, threads, 3);
     for (int k = 0; k < 3; k++) zinc_destroy(engines[k]);

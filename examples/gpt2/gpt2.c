@@ -589,13 +589,12 @@ static zinc_status block_forward(gpt2_model *m, int l, int B, int T, int output)
     CHECK(o->add(m, a->res2, x, m->dtmp, NC));
     CHECK(o->layernorm_fwd(m, a->ln2, a->ln2m, a->ln2r, a->res2, w[GPT2_LN2W], w[GPT2_LN2B], N));
     CHECK(o->matmul_fwd(m, a->fch, a->ln2, w[GPT2_FCW], w[GPT2_FCB], N, C, 4 * C));
-    float *gelu = a->fchg; /* GELU's output; with gelu_fwd_tanh fchg keeps the tanh and dfch the output */
-    if (o->gelu_fwd_tanh)
-        CHECK(o->gelu_fwd_tanh(m, gelu = m->dfch, a->fchg, a->fch, 4 * NC));
+    if (o->gelu_fwd_deriv) /* fch becomes GELU's derivative */
+        CHECK(o->gelu_fwd_deriv(m, a->fchg, a->fch, a->fch, 4 * NC));
     else
         CHECK(o->gelu_fwd(m, a->fchg, a->fch, 4 * NC));
     if (!output) return ZINC_OK;
-    CHECK(o->matmul_fwd(m, m->dtmp, gelu, w[GPT2_FCPROJW], w[GPT2_FCPROJB], N, 4 * C, C));
+    CHECK(o->matmul_fwd(m, m->dtmp, a->fchg, w[GPT2_FCPROJW], w[GPT2_FCPROJB], N, 4 * C, C));
     return o->add(m, y, a->res2, m->dtmp, NC);
 }
 
@@ -677,11 +676,10 @@ static zinc_status backward(gpt2_model *m, int B, int T) {
         float *const *w = m->w, *const *g = m->g;
         const float *x = m->xs + l * NC;
         /* MLP branch: y = res2 + fcproj(gelu(fc(ln2(res2)))) */
-        float *gelu = a->fchg;
-        if (o->gelu_fwd_tanh) CHECK(o->gelu_from_tanh(m, gelu = m->dfch, a->fch, a->fchg, 4 * NC));
-        CHECK(mm_bwd_into(m, m->dfchg, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, gelu, w[GPT2_FCPROJW], N, 4 * C, C));
-        if (o->gelu_fwd_tanh) { /* writes dfch */
-            CHECK(o->gelu_bwd_tanh(m, m->dfch, a->fch, a->fchg, m->dfchg, 4 * NC));
+        CHECK(
+            mm_bwd_into(m, m->dfchg, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, a->fchg, w[GPT2_FCPROJW], N, 4 * C, C));
+        if (o->gelu_fwd_deriv) { /* fch holds GELU's derivative; dfch written */
+            CHECK(o->gelu_bwd_deriv(m, m->dfch, a->fch, m->dfchg, 4 * NC));
         } else {
             CHECK(o->zero(m, m->dfch, (size_t)(4 * NC) * sizeof(float)));
             CHECK(o->gelu_bwd(m, m->dfch, a->fch, m->dfchg, 4 * NC));

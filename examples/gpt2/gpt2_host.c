@@ -106,17 +106,12 @@ static zinc_status h_att_bwd_lse(gpt2_model *m, float *dqkv, const float *dout, 
     gpt2_attention_backward_blocked(m->e, dqkv, dout, out, qkv, lse, B, T, m->s.channels, m->s.heads);
     return ZINC_OK;
 }
-static zinc_status h_gelu_fwd_tanh(gpt2_model *m, float *out, float *th, const float *x, int64_t n) {
-    gpt2_gelu_forward_tanh(m->e, out, th, x, n);
+static zinc_status h_gelu_fwd_deriv(gpt2_model *m, float *out, float *deriv, const float *x, int64_t n) {
+    gpt2_gelu_forward_deriv(m->e, out, deriv, x, n);
     return ZINC_OK;
 }
-static zinc_status h_gelu_from_tanh(gpt2_model *m, float *out, const float *x, const float *th, int64_t n) {
-    gpt2_gelu_from_tanh(m->e, out, x, th, n);
-    return ZINC_OK;
-}
-static zinc_status h_gelu_bwd_tanh(gpt2_model *m, float *dx, const float *x, const float *th, const float *dout,
-                                   int64_t n) {
-    gpt2_gelu_backward_tanh(m->e, dx, x, th, dout, n);
+static zinc_status h_gelu_bwd_deriv(gpt2_model *m, float *dx, const float *deriv, const float *dout, int64_t n) {
+    gpt2_gelu_backward_deriv(m->e, dx, deriv, dout, n);
     return ZINC_OK;
 }
 
@@ -164,9 +159,8 @@ const gpt2_ops gpt2_host_ops = {
     .gelu_bwd = h_gelu_bwd,
     .attention_fwd_lse = h_att_fwd_lse,
     .attention_bwd_lse = h_att_bwd_lse,
-    .gelu_fwd_tanh = h_gelu_fwd_tanh,
-    .gelu_from_tanh = h_gelu_from_tanh,
-    .gelu_bwd_tanh = h_gelu_bwd_tanh,
+    .gelu_fwd_deriv = h_gelu_fwd_deriv,
+    .gelu_bwd_deriv = h_gelu_bwd_deriv,
     .add = h_add,
     .crossentropy = h_xent,
 };

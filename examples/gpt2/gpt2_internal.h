@@ -10,8 +10,8 @@
 #include "gpt2.h"
 
 /* att: the softmax weights (B x H x T x T), or with the table's attention_fwd_lse each row's log-sum-exp
- * (B x H x T). fchg: GELU's output, or with the table's gelu_fwd_tanh the tanh it computed (the output is
- * written into dfch, free during forward, and made again from fch and the tanh in backward). */
+ * (B x H x T). fchg: GELU's output. fch: the fc product GELU reads, which with the table's gelu_fwd_deriv
+ * GELU overwrites with its derivative there (all that backward needs of it). */
 typedef struct gpt2_block_acts {
     float *ln1, *ln1m, *ln1r, *qkv, *att, *atty, *res2, *ln2, *ln2m, *ln2r, *fch, *fchg;
 } gpt2_block_acts;
@@ -97,15 +97,13 @@ struct gpt2_ops {
     zinc_status (*add)(gpt2_model *m, float *y, const float *a, const float *b, int64_t n);
     /* Optional (NULL: the entries above are used). Attention that keeps each row's log-sum-exp (lse, B x H x
      * T) instead of the softmax matrix, its backward reading the forward's out (gpt2_layers.h's _blocked):
-     * no datt scratch. GELU that keeps th = tanh(...) for backward (gpt2_layers.h's _tanh functions; its backward writes dx,
-     * where gelu_bwd adds to it). */
+     * no datt scratch. GELU whose forward also writes its derivative, over x (gpt2_layers.h's _deriv functions; its
+     * backward writes dx, where gelu_bwd adds to it). */
     zinc_status (*attention_fwd_lse)(gpt2_model *m, float *out, float *lse, const float *qkv, int B, int T);
     zinc_status (*attention_bwd_lse)(gpt2_model *m, float *dqkv, const float *dout, const float *out, const float *qkv,
                                      const float *lse, int B, int T);
-    zinc_status (*gelu_fwd_tanh)(gpt2_model *m, float *out, float *th, const float *x, int64_t n);
-    zinc_status (*gelu_from_tanh)(gpt2_model *m, float *out, const float *x, const float *th, int64_t n);
-    zinc_status (*gelu_bwd_tanh)(gpt2_model *m, float *dx, const float *x, const float *th, const float *dout,
-                                 int64_t n);
+    zinc_status (*gelu_fwd_deriv)(gpt2_model *m, float *out, float *deriv, const float *x, int64_t n);
+    zinc_status (*gelu_bwd_deriv)(gpt2_model *m, float *dx, const float *deriv, const float *dout, int64_t n);
     /* Optional: matmul_bwd writing dx (dx = dout W, dW and db still added) instead of adding to it, so the
      * model skips zeroing dx first (NULL: zero, then matmul_bwd). */
     zinc_status (*matmul_bwd_set)(gpt2_model *m, float *dx, float *dW, float *db, const float *dout, const float *x,

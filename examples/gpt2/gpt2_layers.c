@@ -484,36 +484,28 @@ void gpt2_gelu_backward(zinc_engine *e, float *dx, const float *x, const float *
     gpt2_par(e, n, gelu_backward_range, &a);
 }
 
-typedef struct gelu_tanh_args {
-    float *out, *th;
-    const float *x, *cth, *dout;
+typedef struct gelu_deriv_args {
+    float *out, *deriv;
+    const float *x, *cderiv, *dout;
     const gpt2_vecmath *vm;
-} gelu_tanh_args;
+} gelu_deriv_args;
 
-static void gelu_tanh_fwd_range(void *arg, int64_t lo, int64_t hi) {
-    const gelu_tanh_args *a = arg;
-    a->vm->gelu_fwd(a->out + lo, a->th + lo, a->x + lo, hi - lo);
+static void gelu_deriv_fwd_range(void *arg, int64_t lo, int64_t hi) {
+    const gelu_deriv_args *a = arg;
+    a->vm->gelu_fwd(a->out + lo, a->deriv + lo, a->x + lo, hi - lo);
 }
-static void gelu_tanh_out_range(void *arg, int64_t lo, int64_t hi) {
-    const gelu_tanh_args *a = arg;
-    a->vm->gelu_out(a->out + lo, a->x + lo, a->cth + lo, hi - lo);
-}
-static void gelu_tanh_bwd_range(void *arg, int64_t lo, int64_t hi) {
-    const gelu_tanh_args *a = arg;
-    a->vm->gelu_bwd(a->out + lo, a->x + lo, a->cth + lo, a->dout + lo, hi - lo);
+static void gelu_deriv_bwd_range(void *arg, int64_t lo, int64_t hi) {
+    const gelu_deriv_args *a = arg;
+    a->vm->gelu_bwd(a->out + lo, a->cderiv + lo, a->dout + lo, hi - lo);
 }
 
-void gpt2_gelu_forward_tanh(zinc_engine *e, float *out, float *th, const float *x, int64_t n) {
-    gelu_tanh_args a = {.out = out, .th = th, .x = x, .vm = gpt2_vecmath_get()};
-    gpt2_par(e, n, gelu_tanh_fwd_range, &a);
+void gpt2_gelu_forward_deriv(zinc_engine *e, float *out, float *deriv, const float *x, int64_t n) {
+    gelu_deriv_args a = {.out = out, .deriv = deriv, .x = x, .vm = gpt2_vecmath_get()};
+    gpt2_par(e, n, gelu_deriv_fwd_range, &a);
 }
-void gpt2_gelu_from_tanh(zinc_engine *e, float *out, const float *x, const float *th, int64_t n) {
-    gelu_tanh_args a = {.out = out, .x = x, .cth = th, .vm = gpt2_vecmath_get()};
-    gpt2_par(e, n, gelu_tanh_out_range, &a);
-}
-void gpt2_gelu_backward_tanh(zinc_engine *e, float *dx, const float *x, const float *th, const float *dout, int64_t n) {
-    gelu_tanh_args a = {.out = dx, .x = x, .cth = th, .dout = dout, .vm = gpt2_vecmath_get()};
-    gpt2_par(e, n, gelu_tanh_bwd_range, &a);
+void gpt2_gelu_backward_deriv(zinc_engine *e, float *dx, const float *deriv, const float *dout, int64_t n) {
+    gelu_deriv_args a = {.out = dx, .cderiv = deriv, .dout = dout, .vm = gpt2_vecmath_get()};
+    gpt2_par(e, n, gelu_deriv_bwd_range, &a);
 }
 
 typedef struct ce_args {

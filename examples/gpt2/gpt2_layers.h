@@ -67,17 +67,15 @@ void gpt2_attention_backward(zinc_engine *e, float *dqkv, float *datt, const flo
                              const float *att, int B, int T, int C, int H);
 
 /* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), one libm tanhf per element: the
- * reference of the GPU kernels; the host model runs the _tanh form below. */
+ * reference of the GPU kernels; the host model runs the _deriv form below. */
 void gpt2_gelu_forward(zinc_engine *e, float *out, const float *x, int64_t n);
 void gpt2_gelu_backward(zinc_engine *e, float *dx, const float *x, const float *dout, int64_t n);
 
-/* The same GELU, vectorised (gpt2_vecmath.h), keeping th = tanh(sqrt(2/pi) (x + 0.044715 x^3)) (n floats)
- * for backward instead of computing it again; gpt2_gelu_from_tanh writes out again from x and th, bit for
- * bit as the forward did (so a model may keep th and drop out). */
-void gpt2_gelu_forward_tanh(zinc_engine *e, float *out, float *th, const float *x, int64_t n);
-void gpt2_gelu_from_tanh(zinc_engine *e, float *out, const float *x, const float *th, int64_t n);
-/* dx = dout * gelu'(x), written (where gpt2_gelu_backward adds). */
-void gpt2_gelu_backward_tanh(zinc_engine *e, float *dx, const float *x, const float *th, const float *dout, int64_t n);
+/* The same GELU, vectorised (gpt2_vecmath.h), the forward also writing the derivative gelu'(x) into deriv
+ * (n floats; deriv may be x, overwritten): backward is then one product, dx = dout * deriv, written (where
+ * gpt2_gelu_backward adds), and neither x nor the tanh is kept or computed again. */
+void gpt2_gelu_forward_deriv(zinc_engine *e, float *out, float *deriv, const float *x, int64_t n);
+void gpt2_gelu_backward_deriv(zinc_engine *e, float *dx, const float *deriv, const float *dout, int64_t n);
 
 /* Causal self-attention in blocks through sgemm (gpt2_attention.c): the same contract as
  * gpt2_attention_forward without the B x H x T x T matrix; lse[B,H,T] keeps each row's log-sum-exp of

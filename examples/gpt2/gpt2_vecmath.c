@@ -5,24 +5,16 @@
 #include <math.h>
 #include <stddef.h>
 
-static void s_gelu_fwd(float *out, float *th, const float *x, int64_t n) {
+static void s_gelu_fwd(float *out, float *deriv, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
-        float v = x[i], t = tanhf(GPT2_GELU_K * (GPT2_GELU_A * v * (v * v) + v));
-        th[i] = t;
+        float v = x[i], t = tanhf(GPT2_GELU_K * (GPT2_GELU_A * v * (v * v) + v)), sech2 = 1.0f - t * t;
         out[i] = (0.5f * v) * (1.0f + t);
+        deriv[i] = (0.5f * v) * sech2 * (GPT2_GELU_K * (3.0f * GPT2_GELU_A * v * v + 1.0f)) + 0.5f * (1.0f + t);
     }
 }
 
-static void s_gelu_out(float *out, const float *x, const float *th, int64_t n) {
-    for (int64_t i = 0; i < n; i++) out[i] = (0.5f * x[i]) * (1.0f + th[i]);
-}
-
-static void s_gelu_bwd(float *dx, const float *x, const float *th, const float *dout, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i], t = th[i], sech2 = 1.0f - t * t;
-        float g = (0.5f * v) * sech2 * (GPT2_GELU_K * (3.0f * GPT2_GELU_A * v * v + 1.0f)) + 0.5f * (1.0f + t);
-        dx[i] = g * dout[i];
-    }
+static void s_gelu_bwd(float *dx, const float *deriv, const float *dout, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dx[i] = deriv[i] * dout[i];
 }
 
 static double s_exp_shift(float *dst, const float *src, int64_t n, float shift) {
@@ -47,8 +39,7 @@ static float s_max(const float *x, int64_t n) {
     return r;
 }
 
-const gpt2_vecmath gpt2_vecmath_scalar = {"scalar-libm", s_gelu_fwd,      s_gelu_out, s_gelu_bwd,
-                                          s_exp_shift,   s_exp_shift_f32, s_max};
+const gpt2_vecmath gpt2_vecmath_scalar = {"scalar-libm", s_gelu_fwd, s_gelu_bwd, s_exp_shift, s_exp_shift_f32, s_max};
 
 #ifndef ZINC_GPT2_SLEEF
 const gpt2_vecmath *const gpt2_vecmath_avx512_ptr = NULL, *const gpt2_vecmath_avx2_ptr = NULL;

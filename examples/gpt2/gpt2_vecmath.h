@@ -15,12 +15,12 @@
 
 typedef struct gpt2_vecmath {
     const char *name; /* "avx512-sleef", "avx2-sleef" or "scalar-libm" */
-    /* out = 0.5 x (1 + th), th = tanh(sqrt(2/pi) (x + 0.044715 x^3)); th kept for backward */
-    void (*gelu_fwd)(float *out, float *th, const float *x, int64_t n);
-    /* out again from x and the kept th, bit for bit as gelu_fwd wrote it */
-    void (*gelu_out)(float *out, const float *x, const float *th, int64_t n);
-    /* dx = dout * d gelu / dx (written, not added: the model needs no zeroing pass), from x and the kept th */
-    void (*gelu_bwd)(float *dx, const float *x, const float *th, const float *dout, int64_t n);
+    /* out = 0.5 x (1 + th), th = tanh(sqrt(2/pi) (x + 0.044715 x^3)), and its derivative d out / d x into
+     * deriv, which may be x (each element read before it is written): backward needs the derivative and
+     * out, never x or the tanh */
+    void (*gelu_fwd)(float *out, float *deriv, const float *x, int64_t n);
+    /* dx = dout * deriv (written, not added: the model needs no zeroing pass) */
+    void (*gelu_bwd)(float *dx, const float *deriv, const float *dout, int64_t n);
     /* dst[i] = exp(src[i] - shift), the exponential taken in double and rounded to float (dst may be src, or
      * NULL: not stored); returns the sum of the n exponentials in double, added in an order fixed by n */
     double (*exp_shift)(float *dst, const float *src, int64_t n, float shift);
