@@ -101,49 +101,43 @@ static void test_attention_blocked(int B, int T, int C, int H, double qscale) {
     free(qkv), free(dout), free(out), free(lse), free(ro), free(rlse), free(rd), free(dqkv), free(dqkv0);
 }
 
-/* GELU's output, its derivative and dout times it, in double. */
-static void gelu_ref(const float *x, const float *dout, int64_t n, double *ro, double *rderiv, double *rdx) {
+/* GELU's output and its derivative, in double. */
+static void gelu_ref(const float *x, int64_t n, double *ro, double *rderiv) {
     for (int64_t i = 0; i < n; i++) {
         double v = x[i], k = sqrt(2 / M_PI), u = k * (v + 0.044715 * v * v * v), th = tanh(u);
         ro[i] = 0.5 * v * (1 + th);
         rderiv[i] = 0.5 * (1 + th) + 0.5 * v * (1 - th * th) * k * (1 + 3 * 0.044715 * v * v);
-        rdx[i] = dout[i] * rderiv[i];
     }
 }
 
 /* Through the layers (the engine's threads, the chosen instance); the derivative written over x, as the
- * model does, bit for bit the one written beside it. */
+ * model does, bit for bit the one written beside it. (Backward multiplies by it inside the product's
+ * pieces: gpt2_layers's matmul_set checks.) */
 static void test_gelu_deriv(int64_t n) {
-    float *x = rnd(n, 2.5), *dout = rnd(n, 1), *out = malloc(n * 4), *deriv = malloc(n * 4), *dx = rnd(n, 1);
-    float *inplace = copyf(x, n), *out2 = malloc(n * 4);
-    double *ro = malloc(n * 8), *rderiv = malloc(n * 8), *rdx = malloc(n * 8);
-    gelu_ref(x, dout, n, ro, rderiv, rdx);
+    float *x = rnd(n, 2.5), *out = malloc(n * 4), *deriv = malloc(n * 4), *inplace = copyf(x, n);
+    float *out2 = malloc(n * 4);
+    double *ro = malloc(n * 8), *rderiv = malloc(n * 8);
+    gelu_ref(x, n, ro, rderiv);
     gpt2_gelu_forward_deriv(E, out, deriv, x, n);
-    gpt2_gelu_backward_deriv(E, dx, deriv, dout, n);
     close_to(out, NULL, ro, n, "gelu out");
     close_to(deriv, NULL, rderiv, n, "gelu derivative");
-    close_to(dx, NULL, rdx, n, "gelu dx"); /* written over the random dx, not added */
     gpt2_gelu_forward_deriv(E, out2, inplace, inplace, n);
     ZT_CHECK(!memcmp(out, out2, (size_t)n * 4) && !memcmp(deriv, inplace, (size_t)n * 4),
              "gelu with the derivative written over x differs from the one beside it (n %lld)", (long long)n);
-    free(x), free(dout), free(out), free(deriv), free(dx), free(inplace), free(out2), free(ro), free(rderiv);
-    free(rdx);
+    free(x), free(out), free(deriv), free(inplace), free(out2), free(ro), free(rderiv);
 }
 
 /* One instance directly, with odd lengths (partial vectors) and extreme inputs. */
 static void test_instance(const gpt2_vecmath *vm) {
     for (int64_t n = 1; n <= 41; n += 8) {
-        float *x = rnd(n, 3), *dout = rnd(n, 1), *out = malloc(n * 4), *deriv = malloc(n * 4), *dx = rnd(n, 1);
-        float *e = malloc(n * 4);
+        float *x = rnd(n, 3), *out = malloc(n * 4), *deriv = malloc(n * 4), *e = malloc(n * 4);
         x[0] = n == 1 ? 0.0f : 30.0f; /* tanh saturates: the GELU is x, its derivative 1 */
         if (n > 1) x[1] = -30.0f;
-        double *ro = malloc(n * 8), *rderiv = malloc(n * 8), *rdx = malloc(n * 8), *re = malloc(n * 8);
-        gelu_ref(x, dout, n, ro, rderiv, rdx);
+        double *ro = malloc(n * 8), *rderiv = malloc(n * 8), *re = malloc(n * 8);
+        gelu_ref(x, n, ro, rderiv);
         vm->gelu_fwd(out, deriv, x, n);
-        vm->gelu_bwd(dx, deriv, dout, n);
         close_to(out, NULL, ro, n, vm->name);
         close_to(deriv, NULL, rderiv, n, vm->name);
-        close_to(dx, NULL, rdx, n, vm->name); /* written over the random dx, not added */
         double mx = x[0], sum = 0;
         for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
         ZT_CHECK(vm->max(x, n) == (float)mx, "%s max of %lld", vm->name, (long long)n);
@@ -167,7 +161,7 @@ static void test_instance(const gpt2_vecmath *vm) {
         for (int64_t i = 0; i < n; i++) bad += fabs(re[i]) > 1e-6;
         ZT_CHECK(!bad, "%s exp_shift: %d of %lld exponentials off by more than 1e-6 relative", vm->name, bad,
                  (long long)n);
-        free(x), free(dout), free(out), free(deriv), free(dx), free(e), free(ro), free(rderiv), free(rdx);
+        free(x), free(out), free(deriv), free(e), free(ro), free(rderiv);
         free(re);
     }
 }
@@ -190,18 +184,17 @@ static int have_xinuse(void) {
  * pay for dirty upper halves: XINUSE bits 2 and 6 clear (the vzeroupper at every exit). */
 static void test_upper_state(const gpt2_vecmath *vm) {
     if (!have_xinuse()) return;
-    float x[40], y[40], t[40], d[40];
-    for (int i = 0; i < 40; i++) x[i] = (float)i * 0.1f - 2.0f, d[i] = 1.0f, y[i] = 0.0f;
+    float x[40], y[40], t[40];
+    for (int i = 0; i < 40; i++) x[i] = (float)i * 0.1f - 2.0f, y[i] = 0.0f;
     for (int n = 37; n <= 40; n += 3) {
-        const char *what[] = {"gelu_fwd", "gelu_bwd", "exp_shift", "exp_shift_f32", "max"};
-        for (int f = 0; f < 5; f++) {
+        const char *what[] = {"gelu_fwd", "exp_shift", "exp_shift_f32", "max"};
+        for (int f = 0; f < 4; f++) {
             __asm__ volatile("vpcmpeqd %%ymm1, %%ymm1, %%ymm1" ::: "xmm1"); /* dirty on purpose ... */
             __asm__ volatile("vzeroupper" ::: "memory");                    /* ... and clean: a known start */
             switch (f) {
             case 0: vm->gelu_fwd(y, t, x, n); break;
-            case 1: vm->gelu_bwd(d, t, y, n); break;
-            case 2: (void)vm->exp_shift(y, x, n, 1.0f); break;
-            case 3: (void)vm->exp_shift_f32(y, x, n, 1.0f); break;
+            case 1: (void)vm->exp_shift(y, x, n, 1.0f); break;
+            case 2: (void)vm->exp_shift_f32(y, x, n, 1.0f); break;
             default: (void)vm->max(x, n); break;
             }
             uint64_t st = xinuse() & XINUSE_DIRTY;
@@ -250,8 +243,8 @@ static void run_layers(zinc_engine *e, outputs *o) {
     gpt2_attention_backward_blocked(e, dqkv, dout, att, qkv, lse, B, T, C, H);
     float *g = keep(o, malloc(4 * NC * 4), 4 * NC), *deriv = keep(o, malloc(4 * NC * 4), 4 * NC);
     gpt2_gelu_forward_deriv(e, g, deriv, dbig, 4 * NC);
-    float *dg = keep(o, calloc(4 * NC, 4), 4 * NC);
-    gpt2_gelu_backward_deriv(e, dg, deriv, dbig, 4 * NC);
+    float *dg = keep(o, malloc(NC * 4), NC), *dWg = keep(o, calloc(3 * C * C, 4), 3 * C * C);
+    gpt2_matmul_backward_set(e, dg, deriv, dWg, NULL, dout3, ln, W, N, C, 3 * C); /* times deriv's first N x C */
     double *rows = malloc(N * 8);
     float *loss = keep(o, malloc(4), 1);
     *loss = (float)gpt2_crossentropy(e, logits, logits, tg, N, V, 0.5f, rows);

@@ -1,7 +1,8 @@
 /* examples/gpt2's layers (gpt2_layers.c, float, OpenBLAS) against float64 references written here from the
  * definitions, forward and backward, on random inputs. Backward references are the analytic derivatives
  * in double; the float layers must agree within 2e-5 absolute + 2e-4 relative (float rounding over sums
- * of up to a few hundred terms), after ADDING into pre-filled gradient buffers (they accumulate). Each
+ * of up to a few hundred terms; products' also 4e-7 of their terms' magnitudes, for cancellation), after
+ * ADDING into pre-filled gradient buffers (they accumulate; the _set products write dx). Each
  * runs twice: on an engine's 3 threads (zinc_parallel_for, as the model runs them) and on the caller. */
 #include <math.h>
 #include <stdlib.h>
@@ -30,6 +31,23 @@ static int close_to(const float *got, const float *before, const double *want, i
         double g = (double)got[i] - (before ? (double)before[i] : 0.0);
         if (!zt_near(g, want[i], 2e-5, 2e-4)) {
             zt_fail_at(__FILE__, __LINE__, "%s[%lld]: %.9g, reference %.9g", what, (long long)i, g, want[i]);
+            bad++;
+        }
+    }
+    if (!bad) zt_passed++;
+    return bad;
+}
+/* The same for sums of products, where cancellation can leave a small result of large terms: the absolute
+ * slack also grows with mag[i], the sum of the terms' magnitudes (float rounding is relative to the terms,
+ * not to what is left of them; 4e-7 is about 7 float ulps of it). */
+static int close_to_dot(const float *got, const float *before, const double *want, const double *mag, int64_t n,
+                        const char *what) {
+    int bad = 0;
+    for (int64_t i = 0; i < n && bad < 3; i++) {
+        double g = (double)got[i] - (before ? (double)before[i] : 0.0);
+        if (!zt_near(g, want[i], 2e-5 + 4e-7 * mag[i], 2e-4)) {
+            zt_fail_at(__FILE__, __LINE__, "%s[%lld]: %.9g, reference %.9g (terms' magnitudes sum to %.3g)", what,
+                       (long long)i, g, want[i], mag[i]);
             bad++;
         }
     }
@@ -79,6 +97,7 @@ static void test_matmul(int64_t N, int IC, int OC, int with_bias) {
     float *dout = rnd(N * OC, 1), *out = malloc(N * OC * 4);
     gpt2_matmul_forward(E, out, x, W, b, N, IC, OC);
     double *ro = calloc(N * OC, 8), *rdx = calloc(N * IC, 8), *rdW = calloc((size_t)OC * IC, 8), *rdb = calloc(OC, 8);
+    double *mdx = calloc(N * IC, 8), *mdW = calloc((size_t)OC * IC, 8); /* the terms' magnitudes */
     for (int64_t n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) {
             double s = b ? b[o] : 0;
@@ -86,6 +105,8 @@ static void test_matmul(int64_t N, int IC, int OC, int with_bias) {
                 s += (double)x[n * IC + i] * W[(int64_t)o * IC + i];
                 rdx[n * IC + i] += (double)dout[n * OC + o] * W[(int64_t)o * IC + i];
                 rdW[(int64_t)o * IC + i] += (double)dout[n * OC + o] * x[n * IC + i];
+                mdx[n * IC + i] += fabs((double)dout[n * OC + o] * W[(int64_t)o * IC + i]);
+                mdW[(int64_t)o * IC + i] += fabs((double)dout[n * OC + o] * x[n * IC + i]);
             }
             ro[n * OC + o] = s;
             rdb[o] += dout[n * OC + o];
@@ -94,15 +115,21 @@ static void test_matmul(int64_t N, int IC, int OC, int with_bias) {
     float *dx = rnd(N * IC, 1), *dW = rnd((int64_t)OC * IC, 1), *db = rnd(OC, 1);
     float *dx0 = copyf(dx, N * IC), *dW0 = copyf(dW, (int64_t)OC * IC), *db0 = copyf(db, OC);
     gpt2_matmul_backward(E, dx, dW, b ? db : NULL, dout, x, W, N, IC, OC);
-    close_to(dx, dx0, rdx, N * IC, "matmul dx");
-    close_to(dW, dW0, rdW, (int64_t)OC * IC, "matmul dW");
+    close_to_dot(dx, dx0, rdx, mdx, N * IC, "matmul dx");
+    close_to_dot(dW, dW0, rdW, mdW, (int64_t)OC * IC, "matmul dW");
     if (b) close_to(db, db0, rdb, OC, "matmul db");
-    /* _set writes dx over what was there (random here) and still adds to dW and db */
+    /* _set writes dx over what was there (random here) and still adds to dW and db; with dx_mul, dx is the
+     * product times it, element by element */
     float *dxs = rnd(N * IC, 1), *dWs = copyf(dW0, (int64_t)OC * IC), *dbs = copyf(db0, OC);
-    gpt2_matmul_backward_set(E, dxs, dWs, b ? dbs : NULL, dout, x, W, N, IC, OC);
-    close_to(dxs, NULL, rdx, N * IC, "matmul_set dx");
-    close_to(dWs, dW0, rdW, (int64_t)OC * IC, "matmul_set dW");
+    gpt2_matmul_backward_set(E, dxs, NULL, dWs, b ? dbs : NULL, dout, x, W, N, IC, OC);
+    close_to_dot(dxs, NULL, rdx, mdx, N * IC, "matmul_set dx");
+    close_to_dot(dWs, dW0, rdW, mdW, (int64_t)OC * IC, "matmul_set dW");
     if (b) close_to(dbs, db0, rdb, OC, "matmul_set db");
+    float *mul = rnd(N * IC, 2);
+    for (int64_t i = 0; i < N * IC; i++) rdx[i] *= mul[i], mdx[i] *= fabs((double)mul[i]);
+    gpt2_matmul_backward_set(E, dxs, mul, NULL, NULL, dout, x, W, N, IC, OC);
+    close_to_dot(dxs, NULL, rdx, mdx, N * IC, "matmul_set dx times dx_mul");
+    free(mul), free(mdx), free(mdW);
     free(x), free(W), free(b), free(dout), free(out), free(ro), free(rdx), free(rdW), free(rdb), free(dx), free(dW);
     free(db), free(dx0), free(dW0), free(db0), free(dxs), free(dWs), free(dbs);
 }

@@ -626,7 +626,7 @@ static zinc_status forward(gpt2_model *m, int B, int T) {
 static zinc_status mm_bwd_into(gpt2_model *m, float *dx, float *dW, float *db, const float *dout, const float *x,
                                const float *W, int64_t N, int IC, int OC) {
     const gpt2_ops *o = m->ops;
-    if (o->matmul_bwd_set) return o->matmul_bwd_set(m, dx, dW, db, dout, x, W, N, IC, OC);
+    if (o->matmul_bwd_set) return o->matmul_bwd_set(m, dx, NULL, dW, db, dout, x, W, N, IC, OC);
     CHECK(o->zero(m, dx, (size_t)(N * IC) * sizeof(float)));
     return o->matmul_bwd(m, dx, dW, db, dout, x, W, N, IC, OC);
 }
@@ -676,11 +676,12 @@ static zinc_status backward(gpt2_model *m, int B, int T) {
         float *const *w = m->w, *const *g = m->g;
         const float *x = m->xs + l * NC;
         /* MLP branch: y = res2 + fcproj(gelu(fc(ln2(res2)))) */
-        CHECK(
-            mm_bwd_into(m, m->dfchg, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, a->fchg, w[GPT2_FCPROJW], N, 4 * C, C));
-        if (o->gelu_fwd_deriv) { /* fch holds GELU's derivative; dfch written */
-            CHECK(o->gelu_bwd_deriv(m, m->dfch, a->fch, m->dfchg, 4 * NC));
+        if (o->gelu_fwd_deriv) { /* fch holds GELU's derivative: dfch = (dres W) * it, in the product's pieces */
+            CHECK(o->matmul_bwd_set(m, m->dfch, a->fch, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, a->fchg,
+                                    w[GPT2_FCPROJW], N, 4 * C, C));
         } else {
+            CHECK(mm_bwd_into(m, m->dfchg, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, a->fchg, w[GPT2_FCPROJW], N,
+                              4 * C, C));
             CHECK(o->zero(m, m->dfch, (size_t)(4 * NC) * sizeof(float)));
             CHECK(o->gelu_bwd(m, m->dfch, a->fch, m->dfchg, 4 * NC));
         }

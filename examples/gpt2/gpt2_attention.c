@@ -29,7 +29,7 @@ static int keys_seen(int t, int u0, int nk) {
     return c < 0 ? 0 : c > nk ? nk : c;
 }
 
-static void att_fwd_heads(void *arg, int64_t lo, int64_t hi) {
+GPT2_VECTOR_CLONES static void att_fwd_heads(void *arg, int64_t lo, int64_t hi) {
     const att_blk *a = arg;
     int T = a->T, C = a->C, H = a->H, hs = C / H, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs), S[ATT_BQ * ATT_BK], mrow[ATT_BQ], lrow[ATT_BQ];
@@ -81,7 +81,7 @@ void gpt2_attention_forward_blocked(zinc_engine *e, float *out, float *lse, cons
     gpt2_par(e, (int64_t)B * H, att_fwd_heads, &a);
 }
 
-static void att_bwd_heads(void *arg, int64_t lo, int64_t hi) {
+GPT2_VECTOR_CLONES static void att_bwd_heads(void *arg, int64_t lo, int64_t hi) {
     const att_blk *a = arg;
     int T = a->T, C = a->C, H = a->H, hs = C / H, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs), P[ATT_BQ * ATT_BK], dS[ATT_BQ * ATT_BK], D[ATT_BQ];

@@ -6,6 +6,7 @@
 
 #include "gpt2_internal.h"
 #include "gpt2_layers.h"
+#include "gpt2_vecmath.h"
 
 static zinc_status h_alloc(gpt2_model *m, void **p, size_t bytes) {
     (void)m;
@@ -66,17 +67,17 @@ static zinc_status h_mm_fwd(gpt2_model *m, float *out, const float *x, const flo
 static zinc_status h_mm_bwd(gpt2_model *m, float *dx, float *dW, float *db, const float *dout, const float *x,
                             const float *W, int64_t N, int IC, int OC) {
     if (m->bf16_products)
-        gpt2_matmul_backward_bf16(m->e, m->bf16ws, false, dx, dW, db, dout, x, W, N, IC, OC);
+        gpt2_matmul_backward_bf16(m->e, m->bf16ws, false, NULL, dx, dW, db, dout, x, W, N, IC, OC);
     else
         gpt2_matmul_backward(m->e, dx, dW, db, dout, x, W, N, IC, OC);
     return ZINC_OK;
 }
-static zinc_status h_mm_bwd_set(gpt2_model *m, float *dx, float *dW, float *db, const float *dout, const float *x,
-                                const float *W, int64_t N, int IC, int OC) {
+static zinc_status h_mm_bwd_set(gpt2_model *m, float *dx, const float *dx_mul, float *dW, float *db, const float *dout,
+                                const float *x, const float *W, int64_t N, int IC, int OC) {
     if (m->bf16_products)
-        gpt2_matmul_backward_bf16(m->e, m->bf16ws, true, dx, dW, db, dout, x, W, N, IC, OC);
+        gpt2_matmul_backward_bf16(m->e, m->bf16ws, true, dx_mul, dx, dW, db, dout, x, W, N, IC, OC);
     else
-        gpt2_matmul_backward_set(m->e, dx, dW, db, dout, x, W, N, IC, OC);
+        gpt2_matmul_backward_set(m->e, dx, dx_mul, dW, db, dout, x, W, N, IC, OC);
     return ZINC_OK;
 }
 static zinc_status h_att_fwd(gpt2_model *m, float *out, float *att, const float *qkv, int B, int T) {
@@ -110,17 +111,13 @@ static zinc_status h_gelu_fwd_deriv(gpt2_model *m, float *out, float *deriv, con
     gpt2_gelu_forward_deriv(m->e, out, deriv, x, n);
     return ZINC_OK;
 }
-static zinc_status h_gelu_bwd_deriv(gpt2_model *m, float *dx, const float *deriv, const float *dout, int64_t n) {
-    gpt2_gelu_backward_deriv(m->e, dx, deriv, dout, n);
-    return ZINC_OK;
-}
 
 typedef struct add_args {
     float *y;
     const float *a, *b;
 } add_args;
 
-static void add_range(void *arg, int64_t lo, int64_t hi) {
+GPT2_VECTOR_CLONES static void add_range(void *arg, int64_t lo, int64_t hi) {
     const add_args *a = arg;
     for (int64_t i = lo; i < hi; i++) a->y[i] = a->a[i] + a->b[i];
 }
@@ -160,7 +157,6 @@ const gpt2_ops gpt2_host_ops = {
     .attention_fwd_lse = h_att_fwd_lse,
     .attention_bwd_lse = h_att_bwd_lse,
     .gelu_fwd_deriv = h_gelu_fwd_deriv,
-    .gelu_bwd_deriv = h_gelu_bwd_deriv,
     .add = h_add,
     .crossentropy = h_xent,
 };

@@ -97,17 +97,17 @@ struct gpt2_ops {
     zinc_status (*add)(gpt2_model *m, float *y, const float *a, const float *b, int64_t n);
     /* Optional (NULL: the entries above are used). Attention that keeps each row's log-sum-exp (lse, B x H x
      * T) instead of the softmax matrix, its backward reading the forward's out (gpt2_layers.h's _blocked):
-     * no datt scratch. GELU whose forward also writes its derivative, over x (gpt2_layers.h's _deriv functions; its
-     * backward writes dx, where gelu_bwd adds to it). */
+     * no datt scratch. GELU whose forward also writes its derivative, over x (gpt2_layers.h's _deriv function; its
+     * backward is then matmul_bwd_set's dx_mul, which the table must have). */
     zinc_status (*attention_fwd_lse)(gpt2_model *m, float *out, float *lse, const float *qkv, int B, int T);
     zinc_status (*attention_bwd_lse)(gpt2_model *m, float *dqkv, const float *dout, const float *out, const float *qkv,
                                      const float *lse, int B, int T);
     zinc_status (*gelu_fwd_deriv)(gpt2_model *m, float *out, float *deriv, const float *x, int64_t n);
-    zinc_status (*gelu_bwd_deriv)(gpt2_model *m, float *dx, const float *deriv, const float *dout, int64_t n);
-    /* Optional: matmul_bwd writing dx (dx = dout W, dW and db still added) instead of adding to it, so the
-     * model skips zeroing dx first (NULL: zero, then matmul_bwd). */
-    zinc_status (*matmul_bwd_set)(gpt2_model *m, float *dx, float *dW, float *db, const float *dout, const float *x,
-                                  const float *W, int64_t N, int IC, int OC);
+    /* Optional: matmul_bwd writing dx (dx = dout W, times dx_mul element by element when given; dW and db
+     * still added) instead of adding to it, so the model skips zeroing dx first (NULL: zero, then
+     * matmul_bwd). */
+    zinc_status (*matmul_bwd_set)(gpt2_model *m, float *dx, const float *dx_mul, float *dW, float *db,
+                                  const float *dout, const float *x, const float *W, int64_t N, int IC, int OC);
     /* row_loss[i] = the loss of row i (N doubles); the caller sums them on the host (gpt2.c). */
     zinc_status (*crossentropy)(gpt2_model *m, float *dlogits, const float *logits, const int32_t *targets, int64_t N,
                                 float dscale, double *row_loss);

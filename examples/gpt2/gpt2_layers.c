@@ -33,9 +33,10 @@ typedef struct ln_args {
     int C;
 } ln_args;
 
-/* Sums of a row in LANES interleaved partial sums (vectorisable; the order depends on C only). */
+/* Sums of a row in LANES interleaved partial sums (vectorisable; the order depends on C only). Inlined, so
+ * they are vectorised as wide as the clone that calls them (GPT2_VECTOR_CLONES). */
 #define LANES 16
-static float row_sum(const float *x, int C) {
+__attribute__((always_inline)) static inline float row_sum(const float *x, int C) {
     float acc[LANES] = {0}, s = 0;
     int c = 0;
     for (; c + LANES <= C; c += LANES)
@@ -44,7 +45,7 @@ static float row_sum(const float *x, int C) {
     for (int j = 0; j < LANES; j++) s += acc[j];
     return s;
 }
-static float row_sq_dev(const float *x, float m, int C) {
+__attribute__((always_inline)) static inline float row_sq_dev(const float *x, float m, int C) {
     float acc[LANES] = {0}, s = 0;
     int c = 0;
     for (; c + LANES <= C; c += LANES)
@@ -54,7 +55,7 @@ static float row_sq_dev(const float *x, float m, int C) {
     return s;
 }
 
-static void ln_forward_rows(void *arg, int64_t lo, int64_t hi) {
+GPT2_VECTOR_CLONES static void ln_forward_rows(void *arg, int64_t lo, int64_t hi) {
     const ln_args *a = arg;
     int C = a->C;
     for (int64_t n = lo; n < hi; n++) {
@@ -75,7 +76,7 @@ void gpt2_layernorm_forward(zinc_engine *e, float *out, float *mean, float *rstd
     gpt2_par(e, N, ln_forward_rows, &a);
 }
 
-static void ln_backward_rows(void *arg, int64_t lo, int64_t hi) {
+GPT2_VECTOR_CLONES static void ln_backward_rows(void *arg, int64_t lo, int64_t hi) {
     const ln_args *a = arg;
     int C = a->C;
     for (int64_t n = lo; n < hi; n++) {
@@ -105,7 +106,7 @@ static void ln_backward_rows(void *arg, int64_t lo, int64_t hi) {
 }
 
 /* dw and db over blocks of COL_BLOCK columns: rows read contiguously, each column summed in row order. */
-static void ln_backward_cols(void *arg, int64_t lo, int64_t hi) {
+GPT2_VECTOR_CLONES static void ln_backward_cols(void *arg, int64_t lo, int64_t hi) {
     const ln_args *a = arg;
     int64_t C = a->C;
     for (int64_t blk = lo; blk < hi; blk++) {
@@ -144,7 +145,8 @@ typedef struct mm_args {
     const uint16_t *half[3]; /* bf16 products: x, W and dout rounded to bf16 (NULL: float products) */
     int64_t N, piece;        /* piece: rows or output features per piece (mm_piece) */
     int IC, OC;
-    float dx_beta; /* backward: 1 adds dout W to dx, 0 writes it (no zeroing pass before) */
+    float dx_beta;       /* backward: 1 adds dout W to dx, 0 writes it (no zeroing pass before) */
+    const float *dx_mul; /* backward, with dx_beta 0: dx = (dout W) * dx_mul, element by element (NULL: 1) */
 } mm_args;
 
 enum { OP_X, OP_W, OP_DOUT };
@@ -164,7 +166,7 @@ static void prod(const mm_args *a, char ta, char tb, int64_t M, int64_t N, int64
 /* The size of piece p of `size` items out of n: size, or what is left for the last piece. */
 static int64_t piece_rows(int64_t p, int64_t size, int64_t n) { return n - p * size < size ? n - p * size : size; }
 
-static void mm_forward_rows(void *arg, int64_t plo, int64_t phi) {
+GPT2_VECTOR_CLONES static void mm_forward_rows(void *arg, int64_t plo, int64_t phi) {
     const mm_args *a = arg;
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
@@ -176,7 +178,8 @@ static void mm_forward_rows(void *arg, int64_t plo, int64_t phi) {
     }
 }
 
-static void mm_forward_outs(void *arg, int64_t plo, int64_t phi) { /* over pieces of output features */
+GPT2_VECTOR_CLONES static void mm_forward_outs(void *arg, int64_t plo,
+                                               int64_t phi) { /* over pieces of output features */
     const mm_args *a = arg;
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
@@ -217,7 +220,7 @@ typedef struct bf16_args {
 
 #define BF16_CHUNK 16384
 /* Round to nearest even (as torch's and oneDNN's conversions); NaN stays NaN (quiet). */
-static void bf16_chunks(void *arg, int64_t lo, int64_t hi) {
+GPT2_VECTOR_CLONES static void bf16_chunks(void *arg, int64_t lo, int64_t hi) {
     const bf16_args *a = arg;
     for (int64_t k = lo; k < hi; k++) {
         int64_t i0 = k * BF16_CHUNK, i1 = i0 + BF16_CHUNK < a->n ? i0 + BF16_CHUNK : a->n;
@@ -247,21 +250,28 @@ void gpt2_matmul_forward_bf16(zinc_engine *e, uint16_t *ws, float *out, const fl
     mm_forward(e, &a);
 }
 
-static void mm_backward_rows(void *arg, int64_t plo, int64_t phi) { /* dx over pieces of rows of dout */
+GPT2_VECTOR_CLONES static void mm_backward_rows(void *arg, int64_t plo,
+                                                int64_t phi) { /* dx over pieces of rows of dout */
     const mm_args *a = arg;
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, rows = piece_rows(p, a->piece, a->N);
         prod(a, 'N', 'N', rows, IC, OC, OP_DOUT, lo * OC, OC, OP_W, 0, IC, a->dx_beta, a->dx + lo * IC, IC);
+        if (a->dx_mul) /* while the piece is in cache */
+            for (int64_t i = lo * IC; i < (lo + rows) * IC; i++) a->dx[i] *= a->dx_mul[i];
     }
 }
 
-static void mm_backward_cols(void *arg, int64_t plo, int64_t phi) { /* dx over pieces of its columns */
+GPT2_VECTOR_CLONES static void mm_backward_cols(void *arg, int64_t plo,
+                                                int64_t phi) { /* dx over pieces of its columns */
     const mm_args *a = arg;
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
         int64_t lo = p * a->piece, cols = piece_rows(p, a->piece, IC);
         prod(a, 'N', 'N', a->N, cols, OC, OP_DOUT, 0, OC, OP_W, lo, IC, a->dx_beta, a->dx + lo, IC);
+        if (a->dx_mul)
+            for (int64_t n = 0; n < a->N; n++)
+                for (int64_t i = n * IC + lo; i < n * IC + lo + cols; i++) a->dx[i] *= a->dx_mul[i];
     }
 }
 
@@ -283,7 +293,8 @@ static void mm_backward_outs(void *arg, int64_t plo, int64_t phi) { /* dW over p
     }
 }
 
-static void mm_backward_bias(void *arg, int64_t blo, int64_t bhi) { /* db over blocks of COL_BLOCK outputs */
+GPT2_VECTOR_CLONES static void mm_backward_bias(void *arg, int64_t blo,
+                                                int64_t bhi) { /* db over blocks of COL_BLOCK outputs */
     const mm_args *a = arg;
     int OC = a->OC;
     for (int64_t blk = blo; blk < bhi; blk++) { /* rows read contiguously; each column summed in row order */
@@ -325,15 +336,27 @@ void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const
     mm_backward(e, &a);
 }
 
-void gpt2_matmul_backward_set(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
-                              const float *W, int64_t N, int IC, int OC) {
-    mm_args a = {.dx = dx, .dW = dW, .db = db, .dout = dout, .x = x, .W = W, .N = N, .IC = IC, .OC = OC, .dx_beta = 0};
+void gpt2_matmul_backward_set(zinc_engine *e, float *dx, const float *dx_mul, float *dW, float *db, const float *dout,
+                              const float *x, const float *W, int64_t N, int IC, int OC) {
+    mm_args a = {.dx = dx,
+                 .dx_mul = dx_mul,
+                 .dW = dW,
+                 .db = db,
+                 .dout = dout,
+                 .x = x,
+                 .W = W,
+                 .N = N,
+                 .IC = IC,
+                 .OC = OC,
+                 .dx_beta = 0};
     mm_backward(e, &a);
 }
 
-void gpt2_matmul_backward_bf16(zinc_engine *e, uint16_t *ws, bool dx_set, float *dx, float *dW, float *db,
-                               const float *dout, const float *x, const float *W, int64_t N, int IC, int OC) {
+void gpt2_matmul_backward_bf16(zinc_engine *e, uint16_t *ws, bool dx_set, const float *dx_mul, float *dx, float *dW,
+                               float *db, const float *dout, const float *x, const float *W, int64_t N, int IC,
+                               int OC) {
     mm_args a = {.dx = dx,
+                 .dx_mul = dx_set ? dx_mul : NULL,
                  .dW = dW,
                  .db = db,
                  .dout = dout,
@@ -486,7 +509,7 @@ void gpt2_gelu_backward(zinc_engine *e, float *dx, const float *x, const float *
 
 typedef struct gelu_deriv_args {
     float *out, *deriv;
-    const float *x, *cderiv, *dout;
+    const float *x;
     const gpt2_vecmath *vm;
 } gelu_deriv_args;
 
@@ -494,18 +517,10 @@ static void gelu_deriv_fwd_range(void *arg, int64_t lo, int64_t hi) {
     const gelu_deriv_args *a = arg;
     a->vm->gelu_fwd(a->out + lo, a->deriv + lo, a->x + lo, hi - lo);
 }
-static void gelu_deriv_bwd_range(void *arg, int64_t lo, int64_t hi) {
-    const gelu_deriv_args *a = arg;
-    a->vm->gelu_bwd(a->out + lo, a->cderiv + lo, a->dout + lo, hi - lo);
-}
 
 void gpt2_gelu_forward_deriv(zinc_engine *e, float *out, float *deriv, const float *x, int64_t n) {
     gelu_deriv_args a = {.out = out, .deriv = deriv, .x = x, .vm = gpt2_vecmath_get()};
     gpt2_par(e, n, gelu_deriv_fwd_range, &a);
-}
-void gpt2_gelu_backward_deriv(zinc_engine *e, float *dx, const float *deriv, const float *dout, int64_t n) {
-    gelu_deriv_args a = {.out = dx, .cderiv = deriv, .dout = dout, .vm = gpt2_vecmath_get()};
-    gpt2_par(e, n, gelu_deriv_bwd_range, &a);
 }
 
 typedef struct ce_args {
@@ -520,7 +535,7 @@ typedef struct ce_args {
 
 /* The exponentials once per row (vectorised, gpt2_vecmath.h), summed in double, written straight into
  * dlogits when there is one. */
-static void ce_rows(void *arg, int64_t lo, int64_t hi) {
+GPT2_VECTOR_CLONES static void ce_rows(void *arg, int64_t lo, int64_t hi) {
     const ce_args *a = arg;
     int V = a->V;
     for (int64_t n = lo; n < hi; n++) {
@@ -556,7 +571,7 @@ typedef struct embed_args {
     int T, C;
 } embed_args;
 
-static void embed_rows(void *arg, int64_t lo, int64_t hi) {
+GPT2_VECTOR_CLONES static void embed_rows(void *arg, int64_t lo, int64_t hi) {
     const embed_args *a = arg;
     int C = a->C;
     for (int64_t n = lo; n < hi; n++) {
@@ -586,7 +601,7 @@ void gpt2_embed_forward(zinc_engine *e, float *out, const int32_t *inp, const vo
 }
 
 /* Over blocks of COL_BLOCK channels: each gradient element gets its additions in (b,t) order. */
-static void embed_backward_channels(void *arg, int64_t lo, int64_t hi) {
+GPT2_VECTOR_CLONES static void embed_backward_channels(void *arg, int64_t lo, int64_t hi) {
     const embed_args *a = arg;
     int64_t C = a->C;
     for (int64_t blk = lo; blk < hi; blk++) {

@@ -42,18 +42,21 @@ void gpt2_matmul_forward(zinc_engine *e, float *out, const float *x, const float
  * read for dx only, x for dW only). */
 void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
                           const float *W, int64_t N, int IC, int OC);
-/* The same with dx = dout W written, not added: no pass zeroing dx before it (dW and db are still added). */
-void gpt2_matmul_backward_set(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
-                              const float *W, int64_t N, int IC, int OC);
+/* The same with dx = dout W written, not added: no pass zeroing dx before it (dW and db are still added);
+ * with dx_mul (N x IC), dx = (dout W) * dx_mul element by element, each piece multiplied while in cache
+ * (GELU's backward through its kept derivative: no pass of its own). */
+void gpt2_matmul_backward_set(zinc_engine *e, float *dx, const float *dx_mul, float *dW, float *db, const float *dout,
+                              const float *x, const float *W, int64_t N, int IC, int OC);
 
 /* The same two with bf16 products (torch autocast's rounding: operands rounded to bf16, products summed in
  * float, gpt2_gemm_bf16): x, W and dout are rounded into ws (gpt2_matmul_bf16_elems(N, IC, OC) uint16s) and
- * multiplied there; the bias and its gradient stay float. dx_set: dx written, as gpt2_matmul_backward_set. */
+ * multiplied there; the bias and its gradient stay float. dx_set: dx written (times dx_mul when given), as
+ * gpt2_matmul_backward_set. */
 int64_t gpt2_matmul_bf16_elems(int64_t N, int IC, int OC);
 void gpt2_matmul_forward_bf16(zinc_engine *e, uint16_t *ws, float *out, const float *x, const float *W, const float *b,
                               int64_t N, int IC, int OC);
-void gpt2_matmul_backward_bf16(zinc_engine *e, uint16_t *ws, bool dx_set, float *dx, float *dW, float *db,
-                               const float *dout, const float *x, const float *W, int64_t N, int IC, int OC);
+void gpt2_matmul_backward_bf16(zinc_engine *e, uint16_t *ws, bool dx_set, const float *dx_mul, float *dx, float *dW,
+                               float *db, const float *dout, const float *x, const float *W, int64_t N, int IC, int OC);
 /* dst[i] = src[i] rounded to bf16 (nearest even; NaN stays NaN), on e's threads. */
 void gpt2_to_bf16(zinc_engine *e, uint16_t *dst, const float *src, int64_t n);
 
@@ -71,11 +74,11 @@ void gpt2_attention_backward(zinc_engine *e, float *dqkv, float *datt, const flo
 void gpt2_gelu_forward(zinc_engine *e, float *out, const float *x, int64_t n);
 void gpt2_gelu_backward(zinc_engine *e, float *dx, const float *x, const float *dout, int64_t n);
 
-/* The same GELU, vectorised (gpt2_vecmath.h), the forward also writing the derivative gelu'(x) into deriv
- * (n floats; deriv may be x, overwritten): backward is then one product, dx = dout * deriv, written (where
- * gpt2_gelu_backward adds), and neither x nor the tanh is kept or computed again. */
+/* The same GELU, vectorised (gpt2_vecmath.h), also writing the derivative gelu'(x) into deriv (n floats;
+ * deriv may be x, overwritten): backward is then dx = dout * deriv, which the model does in the pieces of
+ * the product that makes dout (gpt2_matmul_backward_set's dx_mul); neither x nor the tanh is kept or
+ * computed again. */
 void gpt2_gelu_forward_deriv(zinc_engine *e, float *out, float *deriv, const float *x, int64_t n);
-void gpt2_gelu_backward_deriv(zinc_engine *e, float *dx, const float *deriv, const float *dout, int64_t n);
 
 /* Causal self-attention in blocks through sgemm (gpt2_attention.c): the same contract as
  * gpt2_attention_forward without the B x H x T x T matrix; lse[B,H,T] keeps each row's log-sum-exp of

@@ -13,10 +13,6 @@ static void s_gelu_fwd(float *out, float *deriv, const float *x, int64_t n) {
     }
 }
 
-static void s_gelu_bwd(float *dx, const float *deriv, const float *dout, int64_t n) {
-    for (int64_t i = 0; i < n; i++) dx[i] = deriv[i] * dout[i];
-}
-
 static double s_exp_shift(float *dst, const float *src, int64_t n, float shift) {
     double sum = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -39,7 +35,7 @@ static float s_max(const float *x, int64_t n) {
     return r;
 }
 
-const gpt2_vecmath gpt2_vecmath_scalar = {"scalar-libm", s_gelu_fwd, s_gelu_bwd, s_exp_shift, s_exp_shift_f32, s_max};
+const gpt2_vecmath gpt2_vecmath_scalar = {"scalar-libm", s_gelu_fwd, s_exp_shift, s_exp_shift_f32, s_max};
 
 #ifndef ZINC_GPT2_SLEEF
 const gpt2_vecmath *const gpt2_vecmath_avx512_ptr = NULL, *const gpt2_vecmath_avx2_ptr = NULL;

@@ -10,6 +10,16 @@
 
 #include <stdint.h>
 
+/* The model's loops that the compiler vectorises itself (row sums in LANES partial sums, column sums, bias
+ * and residual adds, the attention's row updates), built for AVX-512, AVX2 and baseline x86-64 with the CPU
+ * picking one at load (target_clones): ISO C allows neither FMA contraction nor reassociation, so every
+ * clone does the same operations in the same order and writes the same bits, only wider. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(ZINC_GPT2_NO_CLONES)
+#define GPT2_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define GPT2_VECTOR_CLONES
+#endif
+
 #define GPT2_GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define GPT2_GELU_A 0.044715f
 
@@ -19,8 +29,6 @@ typedef struct gpt2_vecmath {
      * deriv, which may be x (each element read before it is written): backward needs the derivative and
      * out, never x or the tanh */
     void (*gelu_fwd)(float *out, float *deriv, const float *x, int64_t n);
-    /* dx = dout * deriv (written, not added: the model needs no zeroing pass) */
-    void (*gelu_bwd)(float *dx, const float *deriv, const float *dout, int64_t n);
     /* dst[i] = exp(src[i] - shift), the exponential taken in double and rounded to float (dst may be src, or
      * NULL: not stored); returns the sum of the n exponentials in double, added in an order fixed by n */
     double (*exp_shift)(float *dst, const float *src, int64_t n, float shift);
