@@ -116,7 +116,7 @@ static void test_matmul_bf16(zinc_engine *e, int64_t N, int IC, int OC) {
     float *dx0 = malloc((size_t)(N * IC) * 4), *dW0 = malloc((size_t)OC * IC * 4), *db0 = malloc((size_t)OC * 4);
     memcpy(dx0, dx, (size_t)(N * IC) * 4), memcpy(dW0, dW, (size_t)OC * IC * 4), memcpy(db0, db, (size_t)OC * 4);
     uint16_t *ws = malloc((size_t)gpt2_matmul_bf16_elems(N, IC, OC) * sizeof *ws);
-    gpt2_matmul_forward_bf16(e, ws, out, x, W, b, N, IC, OC);
+    gpt2_matmul_forward_bf16(e, ws, out, x, W, b, NULL, N, IC, OC);
     gpt2_matmul_backward_bf16(e, ws, false, NULL, dx, dW, db, dout, x, W, N, IC, OC);
     double eps = ldexp(1.0, -23);
     int bad = 0;
@@ -149,7 +149,7 @@ static void test_matmul_bf16(zinc_engine *e, int64_t N, int IC, int OC) {
     /* the same on the calling thread, bit for bit */
     float *out1 = malloc((size_t)(N * OC) * 4), *dx1 = malloc((size_t)(N * IC) * 4), *dW1 = malloc((size_t)OC * IC * 4);
     memcpy(dx1, dx0, (size_t)(N * IC) * 4), memcpy(dW1, dW0, (size_t)OC * IC * 4);
-    gpt2_matmul_forward_bf16(NULL, ws, out1, x, W, b, N, IC, OC);
+    gpt2_matmul_forward_bf16(NULL, ws, out1, x, W, b, NULL, N, IC, OC);
     gpt2_matmul_backward_bf16(NULL, ws, false, NULL, dx1, dW1, NULL, dout, x, W, N, IC, OC);
     ZT_CHECK(!memcmp(out, out1, (size_t)(N * OC) * 4) && !memcmp(dx, dx1, (size_t)(N * IC) * 4) &&
                  !memcmp(dW, dW1, (size_t)OC * IC * 4),

@@ -112,6 +112,14 @@ static void test_matmul(int64_t N, int IC, int OC, int with_bias) {
             rdb[o] += dout[n * OC + o];
         }
     close_to(out, NULL, ro, N * OC, "matmul out");
+    /* with a residual: the product, then the add, bit for bit */
+    float *res = rnd(N * OC, 1), *outr = malloc(N * OC * 4);
+    gpt2_matmul_forward_res(E, outr, x, W, b, res, N, IC, OC);
+    int diff = 0;
+    for (int64_t i = 0; i < N * OC; i++) diff += outr[i] != res[i] + out[i];
+    ZT_CHECK(!diff, "matmul_forward_res: %d of %lld outputs differ from the product plus the residual", diff,
+             (long long)(N * OC));
+    free(res), free(outr);
     float *dx = rnd(N * IC, 1), *dW = rnd((int64_t)OC * IC, 1), *db = rnd(OC, 1);
     float *dx0 = copyf(dx, N * IC), *dW0 = copyf(dW, (int64_t)OC * IC), *db0 = copyf(db, OC);
     gpt2_matmul_backward(E, dx, dW, b ? db : NULL, dout, x, W, N, IC, OC);

@@ -191,9 +191,10 @@ static int gpt2_buffers(gpt2_model *m, gpt2_buf *b) {
     B(m->datty, NC * 4, S);
     B(m->dqkv, 3 * NC * 4, S);
     B(m->datt, z(datt) * 4, S);
-    B(m->dfchg, 4 * NC * 4, S);
+    /* GELU's gradient at its output and the products' scratch: only for tables without the fused entries */
+    B(m->dfchg, z(m->ops->gelu_fwd_deriv ? 0 : 4 * NC) * 4, S);
     B(m->dfch, 4 * NC * 4, S);
-    B(m->dtmp, NC * 4, S);
+    B(m->dtmp, z(m->ops->matmul_fwd_res ? 0 : NC) * 4, S);
     B(m->row_loss, (size_t)m->gas * N * sizeof(double), S);
     if (m->bf16_products) B(m->bf16ws, bf16_ws_elems(m) * sizeof(uint16_t), S);
     if (m->ops->device) { /* the token ids where the table computes (the host path uses inp/tgt) */
@@ -567,6 +568,15 @@ static int lnf_first(const gpt2_model *m) { return 2 + NBLOCK_KINDS * m->s.layer
 /* Block l's activations: its own set, or with activation checkpointing the one set every block shares. */
 static gpt2_block_acts *block_acts(gpt2_model *m, int l) { return &m->acts[m->ckpt ? 0 : l]; }
 
+/* out = res + (x W^T + b): the table's matmul_fwd_res, or the product into dtmp and an add. */
+static zinc_status mm_fwd_res(gpt2_model *m, float *out, const float *x, const float *W, const float *b,
+                              const float *res, int64_t N, int IC, int OC) {
+    const gpt2_ops *o = m->ops;
+    if (o->matmul_fwd_res) return o->matmul_fwd_res(m, out, x, W, b, res, N, IC, OC);
+    CHECK(o->matmul_fwd(m, m->dtmp, x, W, b, N, IC, OC));
+    return o->add(m, out, res, m->dtmp, N * OC);
+}
+
 /* Block l inside an entry of its module (m->w its parameters): its activations from its input xs[l]; with
  * `output`, also its output xs[l + 1]. Backward with activation checkpointing runs it again without the
  * output (backward needs fchg, not fcproj's product): the same kernels on the same inputs, so the same
@@ -585,8 +595,7 @@ static zinc_status block_forward(gpt2_model *m, int l, int B, int T, int output)
         CHECK(o->attention_fwd_lse(m, a->atty, a->att, a->qkv, B, T));
     else
         CHECK(o->attention_fwd(m, a->atty, a->att, a->qkv, B, T));
-    CHECK(o->matmul_fwd(m, m->dtmp, a->atty, w[GPT2_ATTPROJW], w[GPT2_ATTPROJB], N, C, C));
-    CHECK(o->add(m, a->res2, x, m->dtmp, NC));
+    CHECK(mm_fwd_res(m, a->res2, a->atty, w[GPT2_ATTPROJW], w[GPT2_ATTPROJB], x, N, C, C));
     CHECK(o->layernorm_fwd(m, a->ln2, a->ln2m, a->ln2r, a->res2, w[GPT2_LN2W], w[GPT2_LN2B], N));
     CHECK(o->matmul_fwd(m, a->fch, a->ln2, w[GPT2_FCW], w[GPT2_FCB], N, C, 4 * C));
     if (o->gelu_fwd_deriv) /* fch becomes GELU's derivative */
@@ -594,8 +603,7 @@ static zinc_status block_forward(gpt2_model *m, int l, int B, int T, int output)
     else
         CHECK(o->gelu_fwd(m, a->fchg, a->fch, 4 * NC));
     if (!output) return ZINC_OK;
-    CHECK(o->matmul_fwd(m, m->dtmp, a->fchg, w[GPT2_FCPROJW], w[GPT2_FCPROJB], N, 4 * C, C));
-    return o->add(m, y, a->res2, m->dtmp, NC);
+    return mm_fwd_res(m, y, a->fchg, w[GPT2_FCPROJW], w[GPT2_FCPROJB], a->res2, N, 4 * C, C);
 }
 
 /* Forward over B sequences of T tokens in m->dinp, up to the final LayerNorm's output in m->lnf. */

@@ -59,9 +59,17 @@ static zinc_status h_ln_bwd(gpt2_model *m, float *dx, float *dw, float *db, cons
 static zinc_status h_mm_fwd(gpt2_model *m, float *out, const float *x, const float *W, const float *b, int64_t N,
                             int IC, int OC) {
     if (m->bf16_products)
-        gpt2_matmul_forward_bf16(m->e, m->bf16ws, out, x, W, b, N, IC, OC);
+        gpt2_matmul_forward_bf16(m->e, m->bf16ws, out, x, W, b, NULL, N, IC, OC);
     else
         gpt2_matmul_forward(m->e, out, x, W, b, N, IC, OC);
+    return ZINC_OK;
+}
+static zinc_status h_mm_fwd_res(gpt2_model *m, float *out, const float *x, const float *W, const float *b,
+                                const float *res, int64_t N, int IC, int OC) {
+    if (m->bf16_products)
+        gpt2_matmul_forward_bf16(m->e, m->bf16ws, out, x, W, b, res, N, IC, OC);
+    else
+        gpt2_matmul_forward_res(m->e, out, x, W, b, res, N, IC, OC);
     return ZINC_OK;
 }
 static zinc_status h_mm_bwd(gpt2_model *m, float *dx, float *dW, float *db, const float *dout, const float *x,
@@ -150,6 +158,7 @@ const gpt2_ops gpt2_host_ops = {
     .matmul_fwd = h_mm_fwd,
     .matmul_bwd = h_mm_bwd,
     .matmul_bwd_set = h_mm_bwd_set,
+    .matmul_fwd_res = h_mm_fwd_res,
     .attention_fwd = h_att_fwd,
     .attention_bwd = h_att_bwd,
     .gelu_fwd = h_gelu_fwd,

@@ -108,6 +108,9 @@ struct gpt2_ops {
      * matmul_bwd). */
     zinc_status (*matmul_bwd_set)(gpt2_model *m, float *dx, const float *dx_mul, float *dW, float *db,
                                   const float *dout, const float *x, const float *W, int64_t N, int IC, int OC);
+    /* Optional: out = res + matmul_fwd's product, the bits of the product and then `add` (NULL: those two). */
+    zinc_status (*matmul_fwd_res)(gpt2_model *m, float *out, const float *x, const float *W, const float *b,
+                                  const float *res, int64_t N, int IC, int OC);
     /* row_loss[i] = the loss of row i (N doubles); the caller sums them on the host (gpt2.c). */
     zinc_status (*crossentropy)(gpt2_model *m, float *dlogits, const float *logits, const int32_t *targets, int64_t N,
                                 float dscale, double *row_loss);

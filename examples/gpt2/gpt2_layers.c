@@ -147,6 +147,7 @@ typedef struct mm_args {
     int IC, OC;
     float dx_beta;       /* backward: 1 adds dout W to dx, 0 writes it (no zeroing pass before) */
     const float *dx_mul; /* backward, with dx_beta 0: dx = (dout W) * dx_mul, element by element (NULL: 1) */
+    const float *res;    /* forward: out = res + (x W^T + b), the residual added in the piece (NULL: none) */
 } mm_args;
 
 enum { OP_X, OP_W, OP_DOUT };
@@ -175,6 +176,8 @@ GPT2_VECTOR_CLONES static void mm_forward_rows(void *arg, int64_t plo, int64_t p
         if (a->b)
             for (int64_t n = lo; n < lo + rows; n++)
                 for (int o = 0; o < OC; o++) a->out[n * OC + o] += a->b[o];
+        if (a->res) /* after the bias, as a separate add would: the same bits */
+            for (int64_t i = lo * OC; i < (lo + rows) * OC; i++) a->out[i] = a->res[i] + a->out[i];
     }
 }
 
@@ -188,6 +191,9 @@ GPT2_VECTOR_CLONES static void mm_forward_outs(void *arg, int64_t plo,
         if (a->b)
             for (int64_t n = 0; n < a->N; n++)
                 for (int64_t o = lo; o < lo + outs; o++) a->out[n * OC + o] += a->b[o];
+        if (a->res)
+            for (int64_t n = 0; n < a->N; n++)
+                for (int64_t o = lo; o < lo + outs; o++) a->out[n * OC + o] = a->res[n * OC + o] + a->out[n * OC + o];
     }
 }
 
@@ -207,6 +213,12 @@ static void mm_forward(zinc_engine *e, mm_args *a) {
 void gpt2_matmul_forward(zinc_engine *e, float *out, const float *x, const float *W, const float *b, int64_t N, int IC,
                          int OC) {
     mm_args a = {.out = out, .x = x, .W = W, .b = b, .N = N, .IC = IC, .OC = OC};
+    mm_forward(e, &a);
+}
+
+void gpt2_matmul_forward_res(zinc_engine *e, float *out, const float *x, const float *W, const float *b,
+                             const float *res, int64_t N, int IC, int OC) {
+    mm_args a = {.out = out, .x = x, .W = W, .b = b, .res = res, .N = N, .IC = IC, .OC = OC};
     mm_forward(e, &a);
 }
 
@@ -241,8 +253,8 @@ void gpt2_to_bf16(zinc_engine *e, uint16_t *dst, const float *src, int64_t n) {
 int64_t gpt2_matmul_bf16_elems(int64_t N, int IC, int OC) { return N * IC + (int64_t)OC * IC + N * OC; }
 
 void gpt2_matmul_forward_bf16(zinc_engine *e, uint16_t *ws, float *out, const float *x, const float *W, const float *b,
-                              int64_t N, int IC, int OC) {
-    mm_args a = {.out = out, .x = x, .W = W, .b = b, .N = N, .IC = IC, .OC = OC};
+                              const float *res, int64_t N, int IC, int OC) {
+    mm_args a = {.out = out, .x = x, .W = W, .b = b, .res = res, .N = N, .IC = IC, .OC = OC};
     uint16_t *xh = ws, *Wh = ws + N * IC;
     gpt2_to_bf16(e, xh, x, N * IC);
     gpt2_to_bf16(e, Wh, W, (int64_t)OC * IC);

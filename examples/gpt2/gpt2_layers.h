@@ -38,6 +38,10 @@ void gpt2_layernorm_backward(zinc_engine *e, float *dx, float *dw, float *db, co
 /* out[N,OC] = x[N,IC] W^T + b, W is OC x IC (torch.nn.Linear's layout); b may be NULL. */
 void gpt2_matmul_forward(zinc_engine *e, float *out, const float *x, const float *W, const float *b, int64_t N, int IC,
                          int OC);
+/* out = res + (x W^T + b), res N x OC: a residual connection added in each piece while it is in cache, with
+ * the bits of the product followed by a separate add. */
+void gpt2_matmul_forward_res(zinc_engine *e, float *out, const float *x, const float *W, const float *b,
+                             const float *res, int64_t N, int IC, int OC);
 /* dx[N,IC] += dout W, dW += dout^T x, db += column sums of dout; any of the three may be NULL (W is
  * read for dx only, x for dW only). */
 void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
@@ -50,11 +54,11 @@ void gpt2_matmul_backward_set(zinc_engine *e, float *dx, const float *dx_mul, fl
 
 /* The same two with bf16 products (torch autocast's rounding: operands rounded to bf16, products summed in
  * float, gpt2_gemm_bf16): x, W and dout are rounded into ws (gpt2_matmul_bf16_elems(N, IC, OC) uint16s) and
- * multiplied there; the bias and its gradient stay float. dx_set: dx written (times dx_mul when given), as
+ * multiplied there; the bias and its gradient stay float. res: as gpt2_matmul_forward_res (NULL: none). dx_set: dx written (times dx_mul when given), as
  * gpt2_matmul_backward_set. */
 int64_t gpt2_matmul_bf16_elems(int64_t N, int IC, int OC);
 void gpt2_matmul_forward_bf16(zinc_engine *e, uint16_t *ws, float *out, const float *x, const float *W, const float *b,
-                              int64_t N, int IC, int OC);
+                              const float *res, int64_t N, int IC, int OC);
 void gpt2_matmul_backward_bf16(zinc_engine *e, uint16_t *ws, bool dx_set, const float *dx_mul, float *dx, float *dW,
                                float *db, const float *dout, const float *x, const float *W, int64_t N, int IC, int OC);
 /* dst[i] = src[i] rounded to bf16 (nearest even; NaN stays NaN), on e's threads. */
