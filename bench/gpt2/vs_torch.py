@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
 """Driver of bench/gpt2/vs_torch.sh (run that): zinc's GPT-2 and the PyTorch reference (torch_gpt2.py)
 interleaved, per round every (shape, threads, dtype) cell once for each program, each round after waiting
-for a quiet machine. Prints the machine, OpenBLAS's core, each run, then a markdown table of medians."""
+for a quiet machine. Prints the machine, OpenBLAS's core, each run, then a markdown table of medians.
+
+--cpu-steps S1,S2 adds, for the 1-thread cells, each program's CPU seconds (user + system) per training step,
+from runs of S1 and S2 steps ((cpu2 - cpu1) / (S2 - S1): start-up, imports and the end of the run cancel),
+as tokens per CPU second. On a shared machine, where wall-clock tokens/s follow the other jobs' bursts, a
+one-thread program's own CPU time mostly does not (what remains is cache and memory contention, seen alike
+by both programs run back to back)."""
 import argparse
 import json
 import os
@@ -30,13 +36,15 @@ def wait_quiet(limit, max_wait):
 
 
 def timed(cmd, env, work):
-    """Runs cmd under /usr/bin/time; returns (stdout, peak RSS MiB)."""
+    """Runs cmd under /usr/bin/time; returns (stdout, peak RSS MiB); the CPU seconds go to timed.cpu."""
     tf = os.path.join(work, "time.txt")
-    p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", tf] + cmd, env=env, stdout=subprocess.PIPE,
+    p = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", "-o", tf] + cmd, env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
-    return p.stdout, int(open(tf).read().split()[-1]) / 1024
+    rss, user, system = open(tf).read().split()[-3:]
+    timed.cpu = float(user) + float(system)
+    return p.stdout, int(rss) / 1024
 
 
 def run_zinc(a, shape, threads, dtype, steps, work):
@@ -87,6 +95,8 @@ def main():
     ap.add_argument("--quiet-load", type=float, default=1.2)
     ap.add_argument("--max-wait", type=float, default=300)
     ap.add_argument("--gemm", default="auto", help="zinc train --gemm: auto, openblas or onednn")
+    ap.add_argument("--cpu-steps", default="", help="S1,S2: also CPU seconds per step of the 1-thread cells, "
+                    "from runs of S1 and S2 steps")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     a.data = os.path.join(a.work, "tok.bin")
@@ -121,6 +131,19 @@ def main():
             e["zr"], e["tr"] = max(e["zr"], zr), max(e["tr"], tr)
             print(f"{s:6} {t} thr {dt}: zinc {zt:9.1f} tok/s ({zr:6.0f} MiB)  torch {tt:9.1f} tok/s ({tr:6.0f} MiB)  "
                   f"ratio {zt / tt:5.2f}  losses zinc {zl[-1]:.4f} torch {tl[-1]:.4f}", flush=True)
+            if a.cpu_steps and t == 1:
+                s1, s2 = (int(x) for x in a.cpu_steps.split(","))
+                L, C, H, V, T, B = SHAPES[s]
+                per = {}
+                for name, fn in (("zinc", run_zinc), ("torch", run_torch)):
+                    fn(a, s, t, dt, s1, a.work)
+                    c1 = timed.cpu
+                    fn(a, s, t, dt, s2, a.work)
+                    per[name] = (timed.cpu - c1) / (s2 - s1)
+                zc, tc = B * T / per["zinc"], B * T / per["torch"]
+                e.setdefault("zc", []).append(zc), e.setdefault("tc", []).append(tc)
+                print(f"{s:6} {t} thr {dt}: CPU time: zinc {per['zinc'] * 1e3:8.2f} ms/step ({zc:9.1f} tok per CPU s)  "
+                      f"torch {per['torch'] * 1e3:8.2f} ms/step ({tc:9.1f})  ratio {zc / tc:5.2f}", flush=True)
     print(f"== torch {info['torch']} ({info['cpu_capability']}); zinc's products: {a.gemm_ran} (--gemm {a.gemm})")
     print("\n| shape | threads | dtype | zinc tok/s | torch tok/s | zinc / torch | peak RSS zinc / torch MiB | "
           "bf16 loss vs fp32, rel. max, median (zinc / torch) | load |")
@@ -138,6 +161,15 @@ def main():
                      f"{max(tr):.1e}, {statistics.median(tr):.1e}")
         print(f"| {s} | {t} | {dt} | {z:,.0f} | {tt:,.0f} | {z / tt:.2f}x | {e['zr']:,.0f} / {e['tr']:,.0f} | {close} | "
               f"{max(e['load']):.1f} |")
+    if a.cpu_steps:
+        print(f"\nCPU time per step (--cpu-steps {a.cpu_steps}), 1 thread, medians and each round's zinc / torch:\n")
+        print("| shape | dtype | zinc tokens per CPU s | torch tokens per CPU s | zinc / torch | rounds |")
+        print("|---|---|---|---|---|---|")
+        for (s, t, dt), e in res.items():
+            if "zc" in e:
+                zc, tc = statistics.median(e["zc"]), statistics.median(e["tc"])
+                rr = ", ".join(f"{p / q:.2f}" for p, q in zip(e["zc"], e["tc"]))
+                print(f"| {s} | {dt} | {zc:,.0f} | {tc:,.0f} | {zc / tc:.2f}x | {rr} |")
 
 
 if __name__ == "__main__":

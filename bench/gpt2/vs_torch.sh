@@ -6,12 +6,14 @@
 # autocast's scheme; torch: autocast), each round after waiting for a load below 1.2 (a round that waited in
 # vain says UNDER LOAD).
 # Prints the machine, OpenBLAS's core, every run and a markdown table of medians for bench/RESULTS.md.
+# --cpu-steps S1,S2 adds each program's CPU seconds per step at 1 thread (from runs of S1 and S2 steps): on a
+# shared machine, steadier than wall-clock tokens/s.
 # PyTorch (CPU) comes from PyPI into a venv made here on first use (ZINC_TORCH_VENV, default
 # ~/.cache/zinc/torch-venv); it is a benchmark peer, never part of zinc. About 15 minutes with the defaults.
 #
 #   bench/gpt2/vs_torch.sh [--rounds 2] [--steps-readme 20] [--steps-124m 6] [--shapes readme,124M]
 #                          [--threads 1,2] [--dtypes fp32,bf16,amp] [--quiet-load 1.2] [--max-wait 300]
-#                          [--gemm auto|openblas|onednn]
+#                          [--gemm auto|openblas|onednn] [--cpu-steps S1,S2]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv=${ZINC_TORCH_VENV:-$HOME/.cache/zinc/torch-venv}
