@@ -342,42 +342,38 @@ static void mm_backward(zinc_engine *e, mm_args *p) {
     if (db) gpt2_par(e, pieces(OC, COL_BLOCK), mm_backward_bias, &a);
 }
 
+/* The backward's arguments: dx added to (dx_beta 1) or written (0, times dx_mul when given). */
+static mm_args bwd_args(float *dx, float dx_beta, const float *dx_mul, float *dW, float *db, const float *dout,
+                        const float *x, const float *W, int64_t N, int IC, int OC) {
+    return (mm_args){.dx = dx,
+                     .dx_beta = dx_beta,
+                     .dx_mul = dx_beta == 0.0f ? dx_mul : NULL,
+                     .dW = dW,
+                     .db = db,
+                     .dout = dout,
+                     .x = x,
+                     .W = W,
+                     .N = N,
+                     .IC = IC,
+                     .OC = OC};
+}
+
 void gpt2_matmul_backward(zinc_engine *e, float *dx, float *dW, float *db, const float *dout, const float *x,
                           const float *W, int64_t N, int IC, int OC) {
-    mm_args a = {.dx = dx, .dW = dW, .db = db, .dout = dout, .x = x, .W = W, .N = N, .IC = IC, .OC = OC, .dx_beta = 1};
+    mm_args a = bwd_args(dx, 1.0f, NULL, dW, db, dout, x, W, N, IC, OC);
     mm_backward(e, &a);
 }
 
 void gpt2_matmul_backward_set(zinc_engine *e, float *dx, const float *dx_mul, float *dW, float *db, const float *dout,
                               const float *x, const float *W, int64_t N, int IC, int OC) {
-    mm_args a = {.dx = dx,
-                 .dx_mul = dx_mul,
-                 .dW = dW,
-                 .db = db,
-                 .dout = dout,
-                 .x = x,
-                 .W = W,
-                 .N = N,
-                 .IC = IC,
-                 .OC = OC,
-                 .dx_beta = 0};
+    mm_args a = bwd_args(dx, 0.0f, dx_mul, dW, db, dout, x, W, N, IC, OC);
     mm_backward(e, &a);
 }
 
 void gpt2_matmul_backward_bf16(zinc_engine *e, uint16_t *ws, bool dx_set, const float *dx_mul, float *dx, float *dW,
                                float *db, const float *dout, const float *x, const float *W, int64_t N, int IC,
                                int OC) {
-    mm_args a = {.dx = dx,
-                 .dx_mul = dx_set ? dx_mul : NULL,
-                 .dW = dW,
-                 .db = db,
-                 .dout = dout,
-                 .x = x,
-                 .W = W,
-                 .N = N,
-                 .IC = IC,
-                 .OC = OC,
-                 .dx_beta = dx_set ? 0.0f : 1.0f};
+    mm_args a = bwd_args(dx, dx_set ? 0.0f : 1.0f, dx_mul, dW, db, dout, x, W, N, IC, OC);
     uint16_t *douth = ws, *Wh = ws + N * OC, *xh = Wh + (int64_t)OC * IC;
     gpt2_to_bf16(e, douth, dout, N * OC);
     if (dx) gpt2_to_bf16(e, Wh, W, (int64_t)OC * IC);
