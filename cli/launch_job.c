@@ -196,7 +196,7 @@ int zcli_launch_run_job(char **argv, int fwd_sig, double t_detected, zcli_launch
     return status < 0 ? -1 : 0;
 }
 
-/* A probe under way: its process, its output (the last line says why it failed) and its tries. */
+/* A probe under way: its process, the start of its output (which says why it failed) and when it is tried again. */
 typedef struct probe_run {
     pid_t pid;
     int fd;

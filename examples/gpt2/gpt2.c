@@ -11,6 +11,7 @@
  * table of gpt2_internal.h that create picks from the engine's device. */
 #include "gpt2.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -684,6 +685,7 @@ static zinc_status backward(gpt2_model *m, int B, int T) {
         float *const *w = m->w, *const *g = m->g;
         const float *x = m->xs + l * NC;
         /* MLP branch: y = res2 + fcproj(gelu(fc(ln2(res2)))) */
+        assert(!o->gelu_fwd_deriv || o->matmul_bwd_set); /* a table with the one has the other (gpt2_internal.h) */
         if (o->gelu_fwd_deriv) { /* fch holds GELU's derivative: dfch = (dres W) * it, in the product's pieces */
             CHECK(o->matmul_bwd_set(m, m->dfch, a->fch, g[GPT2_FCPROJW], g[GPT2_FCPROJB], m->dres, a->fchg,
                                     w[GPT2_FCPROJW], N, 4 * C, C));
