@@ -574,6 +574,7 @@ static zinc_status mm_fwd_res(gpt2_model *m, float *out, const float *x, const f
                               const float *res, int64_t N, int IC, int OC) {
     const gpt2_ops *o = m->ops;
     if (o->matmul_fwd_res) return o->matmul_fwd_res(m, out, x, W, b, res, N, IC, OC);
+    assert(o->add); /* a table without matmul_fwd_res has add (gpt2_internal.h) */
     CHECK(o->matmul_fwd(m, m->dtmp, x, W, b, N, IC, OC));
     return o->add(m, out, res, m->dtmp, N * OC);
 }

@@ -6,7 +6,6 @@
 
 #include "gpt2_internal.h"
 #include "gpt2_layers.h"
-#include "gpt2_vecmath.h"
 
 static zinc_status h_alloc(gpt2_model *m, void **p, size_t bytes) {
     (void)m;
@@ -120,20 +119,6 @@ static zinc_status h_gelu_fwd_deriv(gpt2_model *m, float *out, float *deriv, con
     return ZINC_OK;
 }
 
-typedef struct add_args {
-    float *y;
-    const float *a, *b;
-} add_args;
-
-GPT2_VECTOR_CLONES static void add_range(void *arg, int64_t lo, int64_t hi) {
-    const add_args *a = arg;
-    for (int64_t i = lo; i < hi; i++) a->y[i] = a->a[i] + a->b[i];
-}
-
-static zinc_status h_add(gpt2_model *m, float *y, const float *a, const float *b, int64_t n) {
-    add_args x = {y, a, b};
-    return zinc_parallel_for(m->e, n, add_range, &x);
-}
 static zinc_status h_xent(gpt2_model *m, float *dlogits, const float *logits, const int32_t *targets, int64_t N,
                           float dscale, double *row_loss) {
     gpt2_crossentropy(m->e, dlogits, logits, targets, N, m->s.vocab, dscale, row_loss);
@@ -166,6 +151,5 @@ const gpt2_ops gpt2_host_ops = {
     .attention_fwd_lse = h_att_fwd_lse,
     .attention_bwd_lse = h_att_bwd_lse,
     .gelu_fwd_deriv = h_gelu_fwd_deriv,
-    .add = h_add,
     .crossentropy = h_xent,
 };

@@ -94,6 +94,7 @@ struct gpt2_ops {
                                  const float *att, int B, int T);
     zinc_status (*gelu_fwd)(gpt2_model *m, float *out, const float *x, int64_t n);
     zinc_status (*gelu_bwd)(gpt2_model *m, float *dx, const float *x, const float *dout, int64_t n);
+    /* y = a + b: the residual adds of a table without matmul_fwd_res (which the host table has, so it has no add) */
     zinc_status (*add)(gpt2_model *m, float *y, const float *a, const float *b, int64_t n);
     /* Optional (NULL: the entries above are used). Attention that keeps each row's log-sum-exp (lse, B x H x
      * T) instead of the softmax matrix, its backward reading the forward's out (gpt2_layers.h's _blocked):

@@ -181,8 +181,8 @@ GPT2_VECTOR_CLONES static void mm_forward_rows(void *arg, int64_t plo, int64_t p
     }
 }
 
-GPT2_VECTOR_CLONES static void mm_forward_outs(void *arg, int64_t plo,
-                                               int64_t phi) { /* over pieces of output features */
+/* Forward over pieces of output features. */
+GPT2_VECTOR_CLONES static void mm_forward_outs(void *arg, int64_t plo, int64_t phi) {
     const mm_args *a = arg;
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
@@ -262,8 +262,8 @@ void gpt2_matmul_forward_bf16(zinc_engine *e, uint16_t *ws, float *out, const fl
     mm_forward(e, &a);
 }
 
-GPT2_VECTOR_CLONES static void mm_backward_rows(void *arg, int64_t plo,
-                                                int64_t phi) { /* dx over pieces of rows of dout */
+/* dx over pieces of rows of dout. */
+GPT2_VECTOR_CLONES static void mm_backward_rows(void *arg, int64_t plo, int64_t phi) {
     const mm_args *a = arg;
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
@@ -274,8 +274,8 @@ GPT2_VECTOR_CLONES static void mm_backward_rows(void *arg, int64_t plo,
     }
 }
 
-GPT2_VECTOR_CLONES static void mm_backward_cols(void *arg, int64_t plo,
-                                                int64_t phi) { /* dx over pieces of its columns */
+/* dx over pieces of its columns. */
+GPT2_VECTOR_CLONES static void mm_backward_cols(void *arg, int64_t plo, int64_t phi) {
     const mm_args *a = arg;
     int IC = a->IC, OC = a->OC;
     for (int64_t p = plo; p < phi; p++) {
@@ -305,8 +305,8 @@ static void mm_backward_outs(void *arg, int64_t plo, int64_t phi) { /* dW over p
     }
 }
 
-GPT2_VECTOR_CLONES static void mm_backward_bias(void *arg, int64_t blo,
-                                                int64_t bhi) { /* db over blocks of COL_BLOCK outputs */
+/* db over blocks of COL_BLOCK outputs. */
+GPT2_VECTOR_CLONES static void mm_backward_bias(void *arg, int64_t blo, int64_t bhi) {
     const mm_args *a = arg;
     int OC = a->OC;
     for (int64_t blk = blo; blk < bhi; blk++) { /* rows read contiguously; each column summed in row order */
