@@ -61,8 +61,6 @@ zinc_status zstate_create(const zstate_ctx *ctx, int64_t n, zstate **out) {
     const zcfg_offload *o = &ctx->offload;
     const zdevice *d = ctx->dev;
     if (o->device == ZOFFLOAD_NVME) return zstate_create_nvme(ctx, n, out);
-    if (o->device == ZOFFLOAD_CPU && o->pin_memory && d->host_addressable)
-        ZLOG_INFO(ctx->log, "offload_optimizer.pin_memory has no effect on a CPU run (no device copies)");
     zstate_layout l = zstate_layout_make(o, ctx->sub_group_size, n, d->mem_kind, d->host_addressable);
     return zstate_create_memory(ctx, n, l.kind, l.chunk, out);
 }

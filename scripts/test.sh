@@ -24,6 +24,7 @@ setup_pyenv() {
   return 0
 }
 setup_pyenv
+scripts/ds-venv.sh
 
 scripts/build.sh "$@"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -100,3 +100,16 @@ set_tests_properties(config_once_per_job PROPERTIES LABELS "config;cli;mpi" TIME
 
 # Issue 23's limits (min_loss_scale 0, the static loss scale's range, train_batch_size, relative nvme_path).
 zinc_test(NAME config_limits SOURCES test_config_limits.c LABELS config unit)
+
+# ---------------------------------------------------------------- DeepSpeed 0.19.8 side by side (issue 34)
+# Every key zinc resolves against DeepSpeedConfig built from the same dict, with the Python of build/dsenv
+# (scripts/ds-venv.sh; ZINC_DS_PYTHON overrides). Skipped (77) where deepspeed cannot be imported.
+set(ZINC_DS_PYTHON "$ENV{ZINC_DS_PYTHON}" CACHE FILEPATH "Python with deepspeed==0.19.8 (default: <build>/dsenv)")
+if(NOT ZINC_DS_PYTHON)
+  set(ZINC_DS_PYTHON ${PROJECT_BINARY_DIR}/dsenv/bin/python3)
+endif()
+add_test(NAME config_ds_parity
+         COMMAND sh -c "[ -x \"$0\" ] || { echo 'SKIP: no DeepSpeed venv at '$0' (scripts/ds-venv.sh)'; exit 77; }; exec \"$0\" \"$@\""
+                 ${ZINC_DS_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test_ds_parity.py $<TARGET_FILE:zinc_cli>)
+set_tests_properties(config_ds_parity PROPERTIES LABELS "config;deepspeed" SKIP_RETURN_CODE 77 TIMEOUT 300
+                     ENVIRONMENT "DS_ACCELERATOR=cpu")

@@ -96,7 +96,7 @@ typedef struct zcfg_offload {
     zcfg_offload_device device;                    /* none */
     char nvme_path[ZCFG_PATH_MAX];                 /* "" */
     int buffer_count;                              /* optimizer 4, param 5 */
-    bool pin_memory;                               /* false */
+    bool pin_memory;                               /* true (DeepSpeed 0.19.8 offload_config.py) */
     bool pipeline_read, pipeline_write, fast_init; /* optimizer only */
     double ratio;                                  /* optimizer only: 1.0 */
     int64_t buffer_size;                           /* param only: 1e8 */
@@ -123,6 +123,7 @@ typedef struct zcfg_zero {
     bool round_robin_gradients;              /* false */
     bool ignore_unused_parameters;           /* true */
     bool load_from_fp32_weights;             /* true */
+    bool compute_grad_norm;                  /* true; false is refused (config_resolve.c) */
 } zcfg_zero;
 
 typedef struct zcfg_aio {
@@ -168,11 +169,15 @@ typedef struct zinc_config {
 
     zcfg_optimizer optimizer;
     zcfg_scheduler scheduler;
-    double gradient_clipping; /* 0 = off (DeepSpeed's code default; its docs say 1.0) */
+    double gradient_clipping; /* 1.0 (DeepSpeed 0.19.8 constants.py GRADIENT_CLIPPING_DEFAULT); 0 = off */
 
     zcfg_fp16 fp16;
     bool bf16_enabled; /* "bf16" or legacy "bfloat16" */
     bool bf16_immediate_grad_update;
+    /* true (DeepSpeed 0.19.8 precision_config.py): a bf16 step with a non-finite gradient is skipped, as fp16's.
+     * Stages 0 and 3 skip regardless (as DeepSpeed's FP16_Optimizer in bf16 mode and stage 3's invalid-norm
+     * check); false at stages 1-2 makes it an error (DeepSpeed would apply the update unchecked). */
+    bool bf16_check_grad_overflow;
 
     zcfg_zero zero;
     zcfg_aio aio;
@@ -187,12 +192,15 @@ typedef struct zinc_config {
 
     /* Data types. compute_dtype follows fp16/bf16; comm_dtype follows communication_data_type (default:
      * the compute dtype); grad_accum_dtype follows data_types.grad_accum_dtype (default: the compute
-     * dtype for stages 0-1, fp32 for the stage 2-3 gradient shard). */
+     * dtype, as DeepSpeed's engine.get_data_types; at stage 0 no other is allowed; the stage 2-3 reduced
+     * shard accumulates in fp32 whatever it says). */
     zinc_dtype compute_dtype;
     zinc_dtype comm_dtype;
     bool comm_dtype_set;
     zinc_dtype grad_accum_dtype;
     bool grad_accum_dtype_set;
+    zinc_dtype param_dtype; /* data_types.param_dtype: must be the compute dtype when written (as DeepSpeed) */
+    bool param_dtype_set;
     bool prescale_gradients;          /* false */
     double gradient_predivide_factor; /* 1.0 */
 

@@ -234,7 +234,8 @@ static bool has_enabled(const json_t *o, bool *found) {
 static bool active(const json_t *v) {
     if (json_is_true(v)) return true;
     if (json_is_number(v)) return json_number_value(v) > 1;
-    if (json_is_string(v)) return json_string_length(v) > 0;
+    /* "auto" leaves a key at DeepSpeed's default, which for these keys is off */
+    if (json_is_string(v)) return json_string_length(v) > 0 && strcmp(json_string_value(v), "auto") != 0;
     if (json_is_array(v)) return json_array_size(v) > 0;
     if (json_is_object(v)) {
         bool found = false;
@@ -547,6 +548,11 @@ static void one_key(zcfg_loader *L, const zkey_table *t, const char *key, const 
                              on, strchr(on, ',') ? "are" : "is", k->status);
                 return;
             }
+        }
+        if (!strcmp(k->name, "keep_in_fp32_modules") && json_is_null(v)) {
+            zcfg_problem(L, path, "null is not allowed (DeepSpeed 0.19.8 takes \"auto\" or a list of name patterns): "
+                                  "remove the key");
+            return;
         }
         if (active(v) || (!strcmp(k->name, "max_grad_norm") && !json_is_null(v))) {
             show(v, s, sizeof s);

@@ -38,10 +38,10 @@ void zcfg_defaults(zinc_config *c) {
     c->zero.reduce_bucket_size = 500000000;
     c->zero.allgather_bucket_size = 500000000;
     c->zero.allgather_partitions = true;
-    c->zero.offload_optimizer =
-        (zcfg_offload){.buffer_count = 4, .ratio = 1.0, .buffer_size = 100000000, .max_in_cpu = 1000000000};
-    c->zero.offload_param =
-        (zcfg_offload){.buffer_count = 5, .ratio = 1.0, .buffer_size = 100000000, .max_in_cpu = 1000000000};
+    c->zero.offload_optimizer = (zcfg_offload){
+        .buffer_count = 4, .pin_memory = true, .ratio = 1.0, .buffer_size = 100000000, .max_in_cpu = 1000000000};
+    c->zero.offload_param = (zcfg_offload){
+        .buffer_count = 5, .pin_memory = true, .ratio = 1.0, .buffer_size = 100000000, .max_in_cpu = 1000000000};
     c->zero.sub_group_size = 1000000000;
     c->zero.prefetch_bucket_size = 50000000;
     c->zero.param_persistence_threshold = 100000;
@@ -50,13 +50,16 @@ void zcfg_defaults(zinc_config *c) {
     c->zero.max_reuse_distance = 1000000000;
     c->zero.ignore_unused_parameters = true;
     c->zero.load_from_fp32_weights = true;
+    c->zero.compute_grad_norm = true;
+    c->gradient_clipping = 1.0;
+    c->bf16_check_grad_overflow = true;
     c->aio = (zcfg_aio){.block_size = 1048576, .queue_depth = 8, .intra_op_parallelism = 1, .overlap_events = true};
     c->checkpoint.tag_validation = ZTAG_WARN;
     c->comms_logger.prof_all = true;
     zcfg_monitor_defaults(&c->tensorboard);
     zcfg_monitor_defaults(&c->csv_monitor);
     c->gradient_predivide_factor = 1.0;
-    c->compute_dtype = c->comm_dtype = c->grad_accum_dtype = ZINC_FP32;
+    c->compute_dtype = c->comm_dtype = c->grad_accum_dtype = c->param_dtype = ZINC_FP32;
     c->device = ZINC_DEVICE_AUTO;
     snprintf(c->source, sizeof c->source, "<defaults>");
 }
@@ -367,6 +370,41 @@ static void resolve_optimizer_keys(zcfg_loader *L) {
                      "[min_coeff, max_coeff]",
                      c->optimizer.min_coeff, c->optimizer.max_coeff);
     if (c->optimizer.type == ZOPT_LION) c->optimizer.adam_w_mode = true; /* p *= 1 - lr*wd */
+    /* torch_adam builds torch.optim.AdamW (decoupled mode), whose weight_decay default is 0.01
+     * (engine.py get_optimizer_configuration); torch.optim.Adam's is 0 as FusedAdam's. */
+    bool decoupled = me == ZOPT_ADAMW || c->optimizer.adam_w_mode;
+    if ((me == ZOPT_ADAM || me == ZOPT_ADAMW) && c->optimizer.torch_adam && decoupled &&
+        !zcfg_given(c, "optimizer.params.weight_decay"))
+        c->optimizer.weight_decay = 0.01;
+}
+
+/* DeepSpeed 0.19.8's engine.get_data_types: gradients accumulate in the model dtype unless
+ * data_types.grad_accum_dtype says otherwise, and without ZeRO no other is allowed
+ * (_do_optimizer_sanity_check raises NotImplementedError); _assert_valid_mixed_precision_config asserts that
+ * a written param_dtype is the model dtype. */
+static void resolve_dtypes(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    const char *model = zinc_dtype_name(c->compute_dtype);
+    if (!c->grad_accum_dtype_set) c->grad_accum_dtype = c->compute_dtype;
+    if (c->zero.stage == 0 && c->grad_accum_dtype != c->compute_dtype && !zcfg_had_problem(L, "data_types"))
+        zcfg_problem(L, "data_types.grad_accum_dtype",
+                     "\"%s\" with %s parameters at ZeRO stage 0: without ZeRO gradients accumulate in the model "
+                     "dtype (DeepSpeed 0.19.8 raises NotImplementedError on this mix too); remove the key, or use "
+                     "zero_optimization.stage 1 or above to accumulate in %s",
+                     zinc_dtype_name(c->grad_accum_dtype), model, zinc_dtype_name(c->grad_accum_dtype));
+    if (c->param_dtype_set && c->param_dtype != c->compute_dtype && !zcfg_had_problem(L, "data_types"))
+        zcfg_problem(L, "data_types.param_dtype",
+                     "\"%s\" conflicts with the precision mode, whose parameters are %s; set the matching "
+                     "fp16/bf16 \"enabled\" or remove the key (DeepSpeed asserts the same)",
+                     zinc_dtype_name(c->param_dtype), model);
+    c->param_dtype = c->compute_dtype;
+    if (!c->zero.compute_grad_norm && !zcfg_had_problem(L, "zero_optimization.compute_grad_norm"))
+        zcfg_problem(L, "zero_optimization.compute_grad_norm",
+                     "false is not implemented: zinc finds the gradient norm and the non-finite gradients in one "
+                     "pass over the gradients, and the norm costs nothing more%s; remove the key (set "
+                     "gradient_clipping 0 to turn clipping off)",
+                     c->zero.stage == 1 || c->zero.stage == 2 ? ""
+                                                              : " (DeepSpeed allows false only at stages 1 and 2)");
 }
 
 /* Values inside their key's range that cannot train: refused with the reason (issue 18). */
@@ -422,9 +460,7 @@ void zcfg_resolve(zcfg_loader *L) {
         zcfg_problem(L, "bf16.enabled", "fp16 and bf16 are both enabled; enable one of them");
     c->compute_dtype = c->fp16.enabled ? ZINC_FP16 : c->bf16_enabled ? ZINC_BF16 : ZINC_FP32;
     if (!c->comm_dtype_set) c->comm_dtype = c->compute_dtype;
-    /* DeepSpeed: the model dtype under ZeRO; fp32 for bf16 without ZeRO (its BF16_Optimizer). */
-    if (!c->grad_accum_dtype_set)
-        c->grad_accum_dtype = (c->compute_dtype == ZINC_BF16 && c->zero.stage == 0) ? ZINC_FP32 : c->compute_dtype;
+    resolve_dtypes(L);
     resolve_optimizer_keys(L);
     c->optimizer.adam_w_mode = c->optimizer.type == ZOPT_ADAMW || c->optimizer.adam_w_mode;
     if (c->optimizer.type == ZOPT_ADAM && c->optimizer.adam_w_mode && c->optimizer.weight_decay > 0 &&
@@ -434,6 +470,19 @@ void zcfg_resolve(zcfg_loader *L) {
                   "DeepSpeed's adam_w_mode default; set optimizer.params.adam_w_mode false for L2 decay",
                   L->origin, c->optimizer.weight_decay);
     zcfg_set_stage(c, c->zero.stage);
+    /* DeepSpeedFP16Config (0.19.8) types min_loss_scale int and requires > 0 for dynamic scaling. */
+    if (zcfg_given(c, "fp16.min_loss_scale") && c->fp16.min_loss_scale != floor(c->fp16.min_loss_scale) &&
+        !zcfg_had_problem(L, "fp16.min_loss_scale"))
+        zcfg_problem(L, "fp16.min_loss_scale",
+                     "%g is not a whole number; DeepSpeed 0.19.8 reads it as an integer and refuses a fraction: use "
+                     "1 (the default) or another whole power of two",
+                     c->fp16.min_loss_scale);
+    else if (c->fp16.enabled && c->fp16.loss_scale == 0 && c->fp16.min_loss_scale <= 0 &&
+             !zcfg_had_problem(L, "fp16.min_loss_scale"))
+        zcfg_problem(L, "fp16.min_loss_scale",
+                     "%g is out of range with dynamic loss scaling (loss_scale 0); allowed: 1 or more. The floor of the "
+                     "scale must be positive (DeepSpeed 0.19.8 refuses it too); the default is 1",
+                     c->fp16.min_loss_scale);
     if (c->fp16.enabled && c->fp16.loss_scale == 0 && c->fp16.min_loss_scale > ldexp(1.0, c->fp16.initial_scale_power))
         zcfg_problem(L, "fp16.min_loss_scale",
                      "%g is above the initial scale 2^%d; lower it or raise "
@@ -450,12 +499,27 @@ void zcfg_resolve(zcfg_loader *L) {
     resolve_scheduler(L);
     resolve_offload(L);
     resolve_learnable(L);
+    /* DeepSpeed 0.19.8 logs whenever the block is present (comm/config.py reads only its presence, never
+     * "enabled"); zinc does the same unless "enabled": false is written, which it honours and says so. */
+    if (zcfg_given(c, "comms_logger") && !zcfg_given(c, "comms_logger.enabled"))
+        c->comms_logger.enabled = true;
+    else if (zcfg_given(c, "comms_logger") && !c->comms_logger.enabled)
+        ZLOG_WARN(L->log,
+                  "%s: comms_logger.enabled false: zinc logs no collectives, while DeepSpeed 0.19.8 would log them "
+                  "(it turns the logger on whenever the comms_logger block is present); remove the block to match",
+                  L->origin);
     /* DeepSpeed counts every op while prof_all is true, whatever prof_ops says */
     if (c->comms_logger.enabled && c->comms_logger.prof_all && c->comms_logger.prof_ops &&
         !zcfg_had_problem(L, "comms_logger"))
         ZLOG_WARN(L->log,
                   "%s: comms_logger.prof_ops has no effect while comms_logger.prof_all is true (the default): every "
                   "collective is logged; set prof_all false to log only the ops listed",
+                  L->origin);
+    if (!zcfg_given(c, "optimizer"))
+        ZLOG_WARN(L->log,
+                  "%s: no \"optimizer\" block: zinc trains with Adam (decoupled weight decay 0, lr 1e-3, betas "
+                  "[0.9, 0.999], eps 1e-8). DeepSpeed would use the optimizer passed to deepspeed.initialize (and "
+                  "refuses to run ZeRO without one); add an \"optimizer\" block to choose",
                   L->origin);
     zcfg_resolve_monitors(L);
     zcfg_resolve_determinism(L);

@@ -322,7 +322,9 @@ static const zkey_key bf16_keys[] = {
     BOOL("enabled", bf16_enabled, "bf16 parameters and gradients, fp32 master weights, no loss scaling"),
     BOOL("immediate_grad_update", bf16_immediate_grad_update,
          "accepted; zinc accumulates into the reduced gradient as soon as a bucket is reduced"),
-    IGNORED("check_grad_overflow", "ignored: bf16 runs never check for overflow (as DeepSpeed)"),
+    BOOL("check_grad_overflow", bf16_check_grad_overflow,
+         "skip a step whose gradients are not finite, as fp16 does (stages 0 and 3 always do, as DeepSpeed's); "
+         "false at stages 1-2 stops the run instead"),
     REFUSED("bf16_master_weights_and_grads", "not implemented: zinc always keeps fp32 master weights and gradients"),
     REFUSED("bf16_optimizer_states", "not implemented: zinc keeps the optimizer state in fp32"),
 };
@@ -380,6 +382,12 @@ static const zkey_key zero_keys[] = {
     BOOL("round_robin_gradients", zero.round_robin_gradients, "accepted; zinc's reduce-scatter already balances"),
     BOOL("ignore_unused_parameters", zero.ignore_unused_parameters, "a parameter without a gradient reduces as zero"),
     BOOL("load_from_fp32_weights", zero.load_from_fp32_weights, "accepted; zinc always loads fp32 master weights"),
+    BOOL("compute_grad_norm", zero.compute_grad_norm,
+         "true: the global gradient norm is computed each step (false is refused: zinc's one statistics pass "
+         "finds the norm and the non-finite gradients together)"),
+    IGNORED("parameter_alignment", "ignored: zinc's flat buffers align each rank's shard, and a CPU run has no "
+                                   "16-byte copy requirement"),
+    IGNORED("stage3_allgather_sequential", "ignored: zinc all-gathers each module's parameters in one call"),
     ALIAS("prefetch_bucket_size", "stage3_prefetch_bucket_size"),
     ALIAS("param_persistence_threshold", "stage3_param_persistence_threshold"),
     ALIAS("model_persistence_threshold", "stage3_model_persistence_threshold"),
@@ -445,8 +453,18 @@ static const zkey_key data_types_keys[] = {
      .kind = ZKEY_DTYPE,
      .off = F(grad_accum_dtype),
      .aux_off = F(grad_accum_dtype_set),
-     .meaning = "dtype of the stage 0-1 gradient accumulation buffer",
+     .meaning = "dtype of the stage 0-1 gradient accumulation buffer (default: the compute dtype; at stage 0 it "
+                "must be the compute dtype, as DeepSpeed)",
      .status = IMPL},
+    {.name = "param_dtype",
+     .kind = ZKEY_DTYPE,
+     .off = F(param_dtype),
+     .aux_off = F(param_dtype_set),
+     .meaning = "the parameters' dtype: must match fp16/bf16 (DeepSpeed asserts the same)",
+     .status = IMPL},
+    IGNORED("buffer_dtype", "ignored: zinc's models own their non-parameter buffers and their dtypes"),
+    REFUSED("keep_in_fp32_modules", "not implemented: zinc's models choose each module's dtype themselves ([] and "
+                                    "\"auto\", its default, are accepted)"),
 };
 static TABLE(data_types_tbl, "data_types", data_types_keys);
 
@@ -514,7 +532,8 @@ static const zkey_key top_keys[] = {
     SIZE("gradient_accumulation_steps", gradient_accumulation_steps, 1, BIG, "micro-steps per optimizer step"),
     OBJ("optimizer", optimizer_tbl, "Adam, AdamW, Lion or Lamb and its parameters"),
     OBJ("scheduler", scheduler_tbl, "learning-rate schedule"),
-    DBL("gradient_clipping", gradient_clipping, 0, 1e38, "clip the global gradient norm to this (0: off)"),
+    DBL("gradient_clipping", gradient_clipping, 0, 1e38,
+        "clip the global gradient norm to this (0: off; DeepSpeed's default 1.0)"),
     OBJ("fp16", fp16_tbl, "fp16 mixed precision and loss scaling"),
     OBJ("bf16", bf16_tbl, "bf16 mixed precision"),
     DEPR("bfloat16", "bf16"),
@@ -534,7 +553,7 @@ static const zkey_key top_keys[] = {
     BOOL("prescale_gradients", prescale_gradients, "divide gradients by the world size before reducing"),
     DBL("gradient_predivide_factor", gradient_predivide_factor, 1e-30, 1e30,
         "divide by this before the reduction and by world/this after"),
-    OBJ("data_types", data_types_tbl, "gradient accumulation dtype"),
+    OBJ("data_types", data_types_tbl, "gradient accumulation and parameter dtypes"),
     OBJ("zinc", zinc_tbl, "zinc's own settings"),
     OBJ("tensorboard", tensorboard_tbl, "TensorBoard event files of the training scalars (docs/monitors.md)"),
     IGNORED("wandb", "ignored: Weights & Biases sends the run to a network service, and zinc needs none; "
