@@ -119,8 +119,9 @@ typedef enum zinc_device_kind {
 
 /* ---------------------------------------------------------------- options and engine lifecycle */
 
-/* What zinc_step does with a non-finite gradient in fp32/bf16 training (fp16 always skips the step and
- * lowers its loss scale). DEFAULT: ZINC_ERR_NONFINITE naming the step and the first tensor, and the
+/* What zinc_step does with a non-finite gradient in fp32 training (fp16 always skips the step and lowers
+ * its loss scale; bf16 skips it as DeepSpeed does: with bf16.check_grad_overflow, its default, and at stages
+ * 0 and 3 always). DEFAULT: ZINC_ERR_NONFINITE naming the step and the first tensor, and the
  * parameters are checked after every taken step (an update that made one non-finite is the same error).
  * SKIP: the step is skipped with a warning (zinc.max_skipped_steps bounds a run of them) and parameters
  * are not checked. */

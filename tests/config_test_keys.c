@@ -13,7 +13,7 @@ const key_row rows[] = {
     {"train_micro_batch_size_per_gpu", F(train_micro_batch_size_per_gpu), NULL, "4", "4", "8", 0},
     {"gradient_accumulation_steps", F(gradient_accumulation_steps), NULL, "2", "2", "1", 0},
     /* top-level scalars */
-    {"gradient_clipping", F(gradient_clipping), NULL, "1.0", "1.0", "0", 0}, /* code default 0, not the docs' 1 */
+    {"gradient_clipping", F(gradient_clipping), NULL, "0.5", "0.5", "1.0", 0}, /* 0.19.8 constants.py */
     {"steps_per_print", F(steps_per_print), NULL, "10", "10", "0", 0},       /* code default None: no report */
     {"wall_clock_breakdown", F(wall_clock_breakdown), NULL, "true", "true", "false", 0},
     {"memory_breakdown", F(memory_breakdown), NULL, "true", "true", "false", 0},
@@ -65,9 +65,10 @@ const key_row rows[] = {
     {"fp16.loss_scale_window", F(fp16.loss_scale_window), NULL, "500", "500", "1000", 0},
     {"fp16.hysteresis", F(fp16.hysteresis), NULL, "4", "4", "2", 0},
     {"fp16.consecutive_hysteresis", F(fp16.consecutive_hysteresis), NULL, "true", "true", "false", 0},
-    {"fp16.min_loss_scale", F(fp16.min_loss_scale), NULL, "0.5", "0.5", "1.0", 0},
+    {"fp16.min_loss_scale", F(fp16.min_loss_scale), NULL, "2", "2.0", "1.0", 0},
     {"bf16.enabled", F(bf16_enabled), NULL, "true", "true", "false", 0},
     {"bf16.immediate_grad_update", F(bf16_immediate_grad_update), NULL, "true", "true", "false", 0},
+    {"bf16.check_grad_overflow", F(bf16_check_grad_overflow), NULL, "false", "false", "true", 0},
     /* zero_optimization */
     {"zero_optimization.stage", F(zero.stage), NULL, "2", "2", "0", 0},
     {"zero_optimization.contiguous_gradients", F(zero.contiguous_gradients), NULL, "false", "false", "true", 0},
@@ -93,6 +94,8 @@ const key_row rows[] = {
     {"zero_optimization.round_robin_gradients", F(zero.round_robin_gradients), NULL, "true", "true", "false", 0},
     {"zero_optimization.ignore_unused_parameters", F(zero.ignore_unused_parameters), NULL, "false", "false", "true", 0},
     {"zero_optimization.load_from_fp32_weights", F(zero.load_from_fp32_weights), NULL, "false", "false", "true", 0},
+    /* only true is accepted (false is refused, test_config_rules) */
+    {"zero_optimization.compute_grad_norm", F(zero.compute_grad_norm), NULL, "true", "true", "true", 0},
     /* offload_optimizer (DeepSpeed's code default device is "none"; its docs say cpu) */
     {"zero_optimization.offload_optimizer.device", F(zero.offload_optimizer.device), STAGE2, "\"cpu\"", "\"cpu\"",
      "\"none\"", 0},
@@ -100,8 +103,8 @@ const key_row rows[] = {
      "\"/tmp/x\"", "\"\"", 0},
     {"zero_optimization.offload_optimizer.buffer_count", F(zero.offload_optimizer.buffer_count), STAGE2, "8", "8", "4",
      0},
-    {"zero_optimization.offload_optimizer.pin_memory", F(zero.offload_optimizer.pin_memory), STAGE2, "true", "true",
-     "false", 0},
+    {"zero_optimization.offload_optimizer.pin_memory", F(zero.offload_optimizer.pin_memory), STAGE2, "false",
+     "false", "true", 0},
     {"zero_optimization.offload_optimizer.pipeline_read", F(zero.offload_optimizer.pipeline_read), STAGE2, "true",
      "true", "false", 0},
     {"zero_optimization.offload_optimizer.pipeline_write", F(zero.offload_optimizer.pipeline_write), STAGE2, "true",
@@ -119,7 +122,7 @@ const key_row rows[] = {
      "100000000", 0},
     {"zero_optimization.offload_param.max_in_cpu", F(zero.offload_param.max_in_cpu), STAGE3, "1e8", "100000000",
      "1000000000", 0},
-    {"zero_optimization.offload_param.pin_memory", F(zero.offload_param.pin_memory), STAGE3, "true", "true", "false",
+    {"zero_optimization.offload_param.pin_memory", F(zero.offload_param.pin_memory), STAGE3, "false", "false", "true",
      0},
     /* aio */
     {"aio.block_size", F(aio.block_size), NULL, "262144", "262144", "1048576", 0},
@@ -135,16 +138,20 @@ const key_row rows[] = {
     {"checkpoint.parallel_write.pipeline_stage", F(checkpoint.parallel_write_pipeline_stage), NULL, "true", "true",
      "false", 0},
     /* data_types, zinc */
-    {"data_types.grad_accum_dtype", F(grad_accum_dtype), NULL, "\"torch.bfloat16\"", "\"bf16\"", "\"fp32\"", 0},
+    /* at stage 0 only the compute dtype is allowed (DeepSpeed 0.19.8 raises NotImplementedError) */
+    {"data_types.grad_accum_dtype", F(grad_accum_dtype), STAGE2, "\"torch.bfloat16\"", "\"bf16\"", "\"fp32\"", 0},
+    {"data_types.param_dtype", F(param_dtype), NULL, "\"float32\"", "\"fp32\"", "\"fp32\"", 0},
     {"zinc.device", F(device), NULL, "\"cpu\"", "\"cpu\"", "\"auto\"", 0},
     {"zinc.max_skipped_steps", F(fp16.max_skipped_steps), NULL, "10", "10", "0", 0},
     {"zinc.allow_buffered_io", F(aio.allow_buffered_io), NULL, "true", "true", "false", 0},
     {"zinc.deterministic_reduction", F(deterministic_reduction), NULL, "true", "true", "false", 0},
     /* comms_logger (DeepSpeed's deepspeed/comm/config.py defaults) */
-    {"comms_logger.enabled", F(comms_logger.enabled), NULL, "true", "true", "false", 0},
+    /* the block's presence turns logging on (comm/config.py reads only that): no default of its own to check
+     * here (test_config_rules checks the presence rule) */
+    {"comms_logger.enabled", F(comms_logger.enabled), NULL, "true", "true", "false", REQUIRED},
     {"comms_logger.verbose", F(comms_logger.verbose), NULL, "true", "true", "false", 0},
     {"comms_logger.prof_all", F(comms_logger.prof_all), NULL, "false", "false", "true", 0},
-    {"comms_logger.prof_ops", F(comms_logger.prof_ops), NULL, "[\"all_gather\", \"all_reduce\", \"all_gather\"]",
+    {"comms_logger.prof_ops", F(comms_logger.prof_ops), "{\"comms_logger\":{\"prof_all\":false}}", "[\"all_gather\", \"all_reduce\", \"all_gather\"]",
      "[\"all_reduce\", \"all_gather\"]", "[]", 0},
     {"comms_logger.debug", F(comms_logger.debug), NULL, "true", "true", "false", 0},
     /* monitors (DeepSpeed's deepspeed/monitor/config.py defaults) */
@@ -184,7 +191,6 @@ const size_t n_legacy_paths = sizeof legacy_paths / sizeof legacy_paths[0];
 /* Accepted-and-ignored (warn when active) and refused (error when active) keys: an active and an inactive value. */
 const onoff_row ignored[] = {
     {"scheduler.params.last_batch_iteration", SCHED_WLR, "10", NULL},
-    {"bf16.check_grad_overflow", NULL, "true", "false"},
     {"zero_optimization.use_multi_rank_bucket_allreduce", NULL, "true", "false"},
     {"zero_optimization.stage3_module_granularity_threshold", STAGE3, "100", "0"},
     {"zero_optimization.stage3_use_all_reduce_for_fetch_params", STAGE3, "true", "false"},
@@ -226,6 +232,9 @@ const onoff_row ignored[] = {
     {"use_data_before_expert_parallelism", NULL, "true", "false"},
     {"weight_quantization", NULL, "{\"post_init_quant\": {\"fc\": {\"num_bits\": 8}}}", "{}"},
     {"zero_optimization.allgather_sequential", NULL, "true", "false"},
+    {"zero_optimization.stage3_allgather_sequential", NULL, "true", "false"},
+    {"zero_optimization.parameter_alignment", NULL, "true", "false"},
+    {"data_types.buffer_dtype", NULL, "\"bf16\"", "null"},
     {"zero_optimization.enable_sanity_checks", NULL, "true", "false"},
     {"zero_optimization.save_muon_momentum_buffer_in_memory", NULL, "true", "false"},
     {"zero_optimization.leaf_module", NULL, "{\"classes\": [\"MoE\"]}", "{}"},
@@ -261,6 +270,7 @@ const onoff_row refused[] = {
     {"bf16.bf16_master_weights_and_grads", NULL, "true", "false"},
     {"bf16.bf16_optimizer_states", NULL, "true", "false"},
     {"zero_optimization.zenflow", STAGE3, "{\"topk_ratio\": 0.1}", "null"},
+    {"data_types.keep_in_fp32_modules", NULL, "[\"lm_head\"]", "\"auto\""},
 };
 const size_t n_refused = sizeof refused / sizeof refused[0];
 

@@ -19,6 +19,7 @@ typedef struct eu_run {
     const char *extra;     /* extra top-level JSON members, e.g. "\"gradient_clipping\": 1.0", or NULL */
     const char *zero_extra; /* extra zero_optimization members, or NULL */
     const char *fp16_extra; /* extra fp16 members, or NULL */
+    const char *bf16_extra; /* extra bf16 members, or NULL */
     int cuda;              /* 1: the engine runs on device cuda (tests/test_engine_cuda.c), else cpu */
     mlp_compute_at mlp_compute; /* where the MLP computes (default AUTO: on the engine's device) */
     int nonfinite_skip;    /* 1: zinc_options.nonfinite = ZINC_NONFINITE_SKIP (fp32/bf16 skip inf steps) */

@@ -244,7 +244,7 @@ static void test_precision_dtypes(void) {
         {"\"fp16\": {\"enabled\": true}", 0, ZINC_FP16, ZINC_FP16, ZINC_FP16},
         {"\"fp16\": {\"enabled\": true}", 2, ZINC_FP16, ZINC_FP16, ZINC_FP16},
         {"\"bf16\": {\"enabled\": true}", 0, ZINC_BF16, ZINC_BF16,
-         ZINC_FP32}, /* bf16 without ZeRO: fp32 accumulation */
+         ZINC_BF16}, /* bf16 without ZeRO: the model dtype (DeepSpeed 0.19.8's engine.get_data_types) */
         {"\"bf16\": {\"enabled\": true}", 1, ZINC_BF16, ZINC_BF16, ZINC_BF16},
         {"\"bf16\": {\"enabled\": true}", 3, ZINC_BF16, ZINC_BF16, ZINC_BF16},
     };
@@ -261,6 +261,12 @@ static void test_precision_dtypes(void) {
                  "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": %d}%s%s, "
                  "\"communication_data_type\": \"fp32\", \"data_types\": {\"grad_accum_dtype\": \"fp16\"}}",
                  m[i].stage, *m[i].prec ? ", " : "", m[i].prec);
+        if (m[i].stage == 0 && m[i].compute != ZINC_FP16) { /* without ZeRO only the model dtype accumulates */
+            ZT_CHECK(load(text) == ZINC_ERR_CONFIG && strstr(zinc_last_error(), "data_types.grad_accum_dtype") &&
+                         strstr(zinc_last_error(), "NotImplementedError"),
+                     "%s: accepted, or the message does not say why: %s", text, zinc_last_error());
+            continue;
+        }
         ZT_OK(load(text));
         ZT_CHECK(cfg.comm_dtype == ZINC_FP32 && cfg.grad_accum_dtype == ZINC_FP16 && cfg.comm_dtype_set &&
                      cfg.grad_accum_dtype_set,
@@ -433,8 +439,63 @@ static void test_monitors(void) {
     EXPECT_ERR("{\"train_batch_size\": 8, \"csv_monitor\": {\"enabeld\": true}}", "csv_monitor", "enabeld");
 }
 
+/* Issue 34: DeepSpeed 0.19.8's effective values where they are decided by a rule rather than a key's default
+ * (tests/test_ds_parity.py compares every key with DeepSpeedConfig itself where deepspeed is installed). */
+static void test_deepspeed_0198(void) {
+    /* torch_adam builds torch.optim.AdamW, whose weight_decay default is 0.01; torch.optim.Adam's is 0 */
+    EXPECT_OK("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Adam\", \"params\": {\"torch_adam\": true}}}");
+    ZT_CHECK(cfg.optimizer.weight_decay == 0.01, "torch_adam AdamW: weight_decay %g", cfg.optimizer.weight_decay);
+    EXPECT_OK("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Adam\", \"params\": {\"torch_adam\": true, "
+              "\"adam_w_mode\": false}}}");
+    ZT_CHECK(cfg.optimizer.weight_decay == 0, "torch_adam Adam: weight_decay %g", cfg.optimizer.weight_decay);
+    EXPECT_OK("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"torch_adam\": true, "
+              "\"weight_decay\": 0.1}}}");
+    ZT_CHECK(cfg.optimizer.weight_decay == 0.1, "written weight_decay %g", cfg.optimizer.weight_decay);
+    EXPECT_OK("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\"}}");
+    ZT_CHECK(cfg.optimizer.weight_decay == 0, "FusedAdam: weight_decay %g", cfg.optimizer.weight_decay);
+    /* no optimizer block: said once, naming the key */
+    EXPECT_OK("{\"train_batch_size\": 8}");
+    ZT_CHECK(logged(ZINC_LOG_INFO, "no \"optimizer\" block", "Adam") == 1, "no word about the missing optimizer");
+    ZT_CHECK(cfg.gradient_clipping == 1.0 && cfg.bf16_check_grad_overflow, "clipping %g check %d",
+             cfg.gradient_clipping, cfg.bf16_check_grad_overflow);
+    /* comms_logger: the block's presence turns it on (DeepSpeed never reads "enabled"); an explicit false is
+     * honoured with a warning */
+    EXPECT_OK("{\"train_batch_size\": 8, \"comms_logger\": {\"verbose\": true}}");
+    ZT_CHECK(cfg.comms_logger.enabled, "comms_logger block without enabled: off");
+    EXPECT_OK("{\"train_batch_size\": 8, \"comms_logger\": {\"enabled\": false}}");
+    ZT_CHECK(!cfg.comms_logger.enabled && logged(ZINC_LOG_WARN, "comms_logger.enabled false", "DeepSpeed 0.19.8") == 1,
+             "explicit enabled false: on %d, or no warning", cfg.comms_logger.enabled);
+    EXPECT_OK("{\"train_batch_size\": 8}");
+    ZT_CHECK(!cfg.comms_logger.enabled, "no block: on");
+    /* offload: pin_memory true when the block is there */
+    EXPECT_OK("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": "
+              "{\"device\": \"cpu\"}}}");
+    ZT_CHECK(cfg.zero.offload_optimizer.pin_memory, "offload_optimizer.pin_memory default false");
+    /* keys DeepSpeed takes at their defaults, and what it refuses */
+    EXPECT_OK("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 1, \"compute_grad_norm\": true, "
+              "\"parameter_alignment\": false, \"stage3_allgather_sequential\": false}, \"data_types\": "
+              "{\"param_dtype\": \"fp32\", \"buffer_dtype\": null, \"keep_in_fp32_modules\": \"auto\"}}");
+    ZT_CHECK(nwarn() == 0, "keys at their defaults warned");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, \"compute_grad_norm\": false}}",
+               "zero_optimization.compute_grad_norm", "not implemented", "gradient_clipping 0");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"compute_grad_norm\": false}}",
+               "zero_optimization.compute_grad_norm", "only at stages 1 and 2");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"data_types\": {\"param_dtype\": \"bf16\"}}", "data_types.param_dtype",
+               "\"bf16\" conflicts", "fp32");
+    EXPECT_OK("{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}, \"data_types\": {\"param_dtype\": "
+              "\"bfloat16\"}}");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"data_types\": {\"keep_in_fp32_modules\": null}}",
+               "data_types.keep_in_fp32_modules", "null is not allowed");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"data_types\": {\"keep_in_fp32_modules\": [\"lm_head\"]}}",
+               "data_types.keep_in_fp32_modules", "not implemented");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}, \"data_types\": {\"grad_accum_dtype\": "
+               "\"fp32\"}}",
+               "data_types.grad_accum_dtype", "stage 1 or above");
+}
+
 int main(void) {
     zt_name = "test_config_rules";
+    test_deepspeed_0198();
     test_monitors();
     test_numbers();
     test_batch_triad();

@@ -62,6 +62,51 @@ static void skip_case(int stage, zinc_dtype t, const char *fp16_extra, float exp
     zinc_destroy(e);
 }
 
+/* Issue 34: bf16 skips a step with a non-finite gradient as DeepSpeed 0.19.8 does (bf16.check_grad_overflow,
+ * its default; stages 0 and 3 regardless): the step is counted as skipped, Adam's step count and the LR
+ * schedule do not advance, and the run ends with the bits of a run that never saw that step's batch. */
+static zinc_status bf16_run(int stage, const char *bf16_extra, const int *batches, int nb, int bad, float **out,
+                            size_t *n, zinc_step_info *last) {
+    eu_run r = {.stage = stage, .dtype = ZINC_BF16, .bf16_extra = bf16_extra,
+                .extra = "\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_min_lr\": 0.0, "
+                         "\"warmup_max_lr\": 0.003, \"warmup_num_steps\": 10, \"warmup_type\": \"linear\"}}"};
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    zinc_status st = eu_create(&r, &e, &m);
+    if (st != ZINC_OK || !e) return st;
+    for (int i = 0; i < nb && st == ZINC_OK; i++) {
+        if (batches[i] == bad) inject_on_last_rank(e, m, i % 2 ? NAN : INFINITY);
+        st = mlp_train_step(m, batches[i], last, NULL);
+        if (st == ZINC_OK && batches[i] == bad)
+            ZT_CHECK(last->taken == 0 && !isfinite(last->grad_norm),
+                     "bf16 stage %d: the step with a non-finite gradient was taken", stage);
+    }
+    if (st == ZINC_OK) *out = master(e, n);
+    mlp_destroy(m);
+    zinc_destroy(e);
+    return st;
+}
+
+static void bf16_skip_case(int stage, const char *bf16_extra) {
+    static const int with_bad[] = {0, 1, 2, 3, 4}, without[] = {0, 1, 3, 4};
+    float *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    zinc_step_info ia, ib;
+    ZT_OK(bf16_run(stage, bf16_extra, with_bad, 5, 2, &a, &na, &ia));
+    ZT_OK(bf16_run(stage, bf16_extra, without, 4, -1, &b, &nb, &ib));
+    ZT_CHECK(ia.step == 5 && ia.steps_taken == 4 && ia.steps_skipped == 1,
+             "bf16 stage %d (%s): steps %lld taken %lld skipped %lld, expected 5, 4, 1", stage,
+             bf16_extra ? bf16_extra : "defaults", (long long)ia.step, (long long)ia.steps_taken,
+             (long long)ia.steps_skipped);
+    ZT_NEAR(ia.lr, ib.lr, 0, 0, "bf16 stage %d: lr of the last step %g, without the bad batch %g", stage, ia.lr,
+            ib.lr);
+    ZT_CHECK(a && b && na == nb && memcmp(a, b, na * sizeof(float)) == 0,
+             "bf16 stage %d (%s): the run that skipped batch 2 does not end where a run without it does", stage,
+             bf16_extra ? bf16_extra : "defaults");
+    free(a);
+    free(b);
+}
+
 static void at_minimum_case(int stage) {
     eu_run r = {.stage = stage, .dtype = ZINC_FP16};
     char cfg_extra[] = "\"min_loss_scale\": 256, \"hysteresis\": 1";
@@ -87,7 +132,9 @@ static void at_minimum_case(int stage) {
 static void nonfinite_cases(int stage, zinc_dtype t) {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/ckpt_test/nonfinite_s%d_%s", zt_build_dir(), stage, zinc_dtype_name(t));
-    eu_run r = {.stage = stage, .dtype = t};
+    /* bf16 stops only where DeepSpeed would not check at all: stages 1-2 with check_grad_overflow false */
+    const char *bx = t == ZINC_BF16 ? "\"check_grad_overflow\": false" : NULL;
+    eu_run r = {.stage = stage, .dtype = t, .bf16_extra = bx};
     zinc_engine *e = NULL;
     mlp_model *m = NULL;
     ZT_OK(eu_create(&r, &e, &m));
@@ -95,6 +142,9 @@ static void nonfinite_cases(int stage, zinc_dtype t) {
     ZT_OK(mlp_train_step(m, 0, NULL, NULL));
     inject_on_last_rank(e, m, INFINITY);
     ZT_ERR(mlp_train_step(m, 1, NULL, NULL), ZINC_ERR_NONFINITE, "step 2: non-finite gradient");
+    if (t == ZINC_BF16)
+        ZT_CHECK(strstr(zinc_last_error(), "bf16.check_grad_overflow") != NULL,
+                 "the bf16 error does not name bf16.check_grad_overflow: %s", zinc_last_error());
     ZT_CHECK(strstr(zinc_last_error(), "parameter \"") != NULL, "the error names no tensor: %s", zinc_last_error());
     ZT_ERR(zinc_save_checkpoint(e, dir, NULL), ZINC_ERR_STATE, "optimizer step 2");
     mlp_destroy(m);
@@ -102,7 +152,7 @@ static void nonfinite_cases(int stage, zinc_dtype t) {
 
     /* A learning rate no model survives: lr 1000 with AdamW's weight decay 0.01 multiplies every weight by
      * -9 per step, so within about 45 steps the update overflows fp32 and bf16. */
-    eu_run big = {.stage = stage, .dtype = t,
+    eu_run big = {.stage = stage, .dtype = t, .bf16_extra = bx,
                   .extra = "\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_min_lr\": 1000, "
                            "\"warmup_max_lr\": 1000, \"warmup_num_steps\": 1}}"};
     ZT_OK(eu_create(&big, &e, &m));
@@ -147,13 +197,16 @@ static void nonfinite_cases(int stage, zinc_dtype t) {
 int main(void) {
     zt_name = "engine_overflow";
     for (int stage = 0; stage <= 3; stage++) {
-        nonfinite_cases(stage, ZINC_BF16);
+        if (stage == 1 || stage == 2) nonfinite_cases(stage, ZINC_BF16);
         nonfinite_cases(stage, ZINC_FP32);
+        bf16_skip_case(stage, NULL);
+        bf16_skip_case(stage, "\"check_grad_overflow\": true");
+        if (stage == 0 || stage == 3) bf16_skip_case(stage, "\"check_grad_overflow\": false");
     }
     for (int stage = 0; stage <= 3; stage++) {
         skip_case(stage, ZINC_FP16, "\"hysteresis\": 1", 128.0f);  /* 2^8 halves */
         skip_case(stage, ZINC_FP16, "\"hysteresis\": 2", 256.0f);  /* absorbed by hysteresis */
-        skip_case(stage, ZINC_BF16, NULL, 1.0f);                   /* bf16: skipped with a warning */
+        skip_case(stage, ZINC_BF16, NULL, 1.0f);                   /* bf16 with skipping forced */
         at_minimum_case(stage);
     }
     return zt_finish();

@@ -516,7 +516,7 @@ void zcfg_resolve(zcfg_loader *L) {
                   "collective is logged; set prof_all false to log only the ops listed",
                   L->origin);
     if (!zcfg_given(c, "optimizer"))
-        ZLOG_WARN(L->log,
+        ZLOG_INFO(L->log,
                   "%s: no \"optimizer\" block: zinc trains with Adam (decoupled weight decay 0, lr 1e-3, betas "
                   "[0.9, 0.999], eps 1e-8). DeepSpeed would use the optimizer passed to deepspeed.initialize (and "
                   "refuses to run ZeRO without one); add an \"optimizer\" block to choose",

@@ -1,5 +1,6 @@
-/* Runs that go bad stop (issue 18). In fp32 and bf16 there is no loss scale to lower, so a non-finite
- * gradient is an error naming the step and the first tensor (not a silently skipped step), and after every
+/* Runs that go bad stop (issue 18). In fp32 there is no loss scale to lower, so a non-finite
+ * gradient is an error naming the step and the first tensor (not a silently skipped step; bf16 skips the
+ * step as DeepSpeed does, zengine_nonfinite_is_error), and after every
  * taken step the updated parameters are checked: an update that produced inf or NaN (eps 0 with a zero
  * second moment, a learning rate or weight decay far out of range, a bf16 value beyond its range) stops
  * the run at that step rather than training on to a NaN model. zinc_options.nonfinite =
@@ -19,8 +20,14 @@ static void describe(const zinc_engine *e, int64_t flat, char *buf, size_t cap) 
         snprintf(buf, cap, "flat element %lld", (long long)flat);
 }
 
+/* fp16 always skips; bf16 skips as DeepSpeed 0.19.8 does: with bf16.check_grad_overflow (the default), and
+ * at stages 0 and 3 whatever it says (FP16_Optimizer in bf16 mode, stage 3's invalid-norm check). At stages
+ * 1-2 with the check off DeepSpeed applies the update unchecked; zinc stops there instead. */
 bool zengine_nonfinite_is_error(const zinc_engine *e) {
-    return e->nonfinite != ZINC_NONFINITE_SKIP && !e->cfg.fp16.enabled;
+    if (e->nonfinite == ZINC_NONFINITE_SKIP || e->cfg.fp16.enabled) return false;
+    if (e->compute_dtype == ZINC_BF16)
+        return !e->cfg.bf16_check_grad_overflow && (e->stage == 1 || e->stage == 2);
+    return true;
 }
 
 /* The updated parameters are checked after every taken step in every dtype: fp16 skips a step whose
@@ -35,8 +42,9 @@ zinc_status zengine_nonfinite_grad_error(const zinc_engine *e, int64_t first_bad
                 "step %lld: non-finite gradient in %s training (first: %s, rank %d); the step was not taken. Without "
                 "fp16 there is no loss scale to lower: check the loss and the data of this step, lower the learning "
                 "rate or set gradient_clipping; resume from the last checkpoint. To skip such steps instead, set "
-                "zinc_options.nonfinite = ZINC_NONFINITE_SKIP (zinc train --on-nonfinite skip)",
-                (long long)e->steps, zinc_dtype_name(e->compute_dtype), where, bad_rank);
+                "zinc_options.nonfinite = ZINC_NONFINITE_SKIP (zinc train --on-nonfinite skip)%s",
+                (long long)e->steps, zinc_dtype_name(e->compute_dtype), where, bad_rank,
+                e->compute_dtype == ZINC_BF16 ? ", or set bf16.check_grad_overflow true (DeepSpeed's default)" : "");
 }
 
 typedef struct bad_rec {
