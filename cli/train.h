@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cli/options.h"
+#include "runtime/config/config.h"
 #include "zinc.h"
 
 /* Exit statuses of a run that a SIGTERM, SIGINT or SIGUSR1 stopped at a step boundary (113 is the
@@ -54,6 +55,19 @@ typedef struct zcli_train {
     const char *inputs[8];
 } zcli_train;
 
+/* What `zinc mem estimate --model NAME` needs of a model without building it (cli/mem_whole.c): its
+ * parameters in registration order (each one's element count and module), the memory it allocates outside
+ * the engine (from the tables its create allocates from, so the estimate cannot drift from the run), and a
+ * line that names it. */
+typedef struct zcli_model_memory {
+    int nparams;
+    int64_t *numel; /* malloc'd: the caller frees numel and module */
+    int *module;
+    uint64_t activations, scratch, host, data; /* host: token ids, BLAS buffers; data: the tokens it holds */
+    bool ranged_init;                          /* the build reads its weights piece by piece (gpt2 --init) */
+    char describe[320];
+} zcli_model_memory;
+
 typedef struct zcli_train_model {
     const char *name;          /* the --model value */
     const zcli_table *options; /* the model's own options */
@@ -86,6 +100,10 @@ typedef struct zcli_train_model {
     void (*summary)(zcli_train *t, double elapsed, double norm, uint64_t checksum);
     int (*report)(zcli_train *t, json_t *j, double elapsed);
     void (*destroy)(zcli_train *t);
+    /* zinc mem estimate --model: the layout and declared memory for these options, this config and `threads`
+     * compute threads (zcli_model_memory). 0, or -1 after printing why. */
+    int (*memory)(const void *model_opts, const zcli_train_opts *o, const zinc_config *cfg, int threads,
+                  zcli_model_memory *out);
 } zcli_train_model;
 
 extern const zcli_train_model zcli_model_mlp, zcli_model_gpt2;
@@ -94,6 +112,8 @@ extern const zcli_train_model zcli_model_mlp, zcli_model_gpt2;
 extern const zcli_table zcli_train_table;
 void zcli_train_defaults(zcli_train_opts *o);
 
+/* The model --model names (argv scanned from `first`): gpt2 or the MLP, the default. */
+const zcli_train_model *zcli_train_model_named(int first, int argc, char **argv);
 /* zinc train: picks the model from --model, parses, runs the driver. */
 int zcli_cmd_train(int argc, char **argv);
 /* --trace-steps A:B into its steps: 0, or -1 when it is not 1 <= A <= B. */

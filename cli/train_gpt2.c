@@ -74,15 +74,14 @@ static int check_flag(const char *init, const char *flag, int64_t given, int hav
 }
 
 /* The shape from --init's header (the options must agree with it). */
-static int shape_from_init(const gpt2_opts *g, gpt2_run *r) {
+static int shape_from_init(const gpt2_opts *g, gpt2_model_file *f, gpt2_shape *s, int64_t *context) {
     char err[1024];
-    gpt2_shape *s = &r->s;
     /* read piece by piece while the engine builds: no copy of the model in memory */
-    if (gpt2_model_open(g->init, &r->init_file, err, sizeof err) != ZINC_OK) {
+    if (gpt2_model_open(g->init, f, err, sizeof err) != ZINC_OK) {
         fprintf(stderr, "zinc train: --init: %s\n", err);
         return -1;
     }
-    *s = r->init_file.shape;
+    *s = f->shape;
     if (check_flag(g->init, "--max-context", g->max_context, s->max_context, 2) ||
         check_flag(g->init, "--vocab", g->vocab, s->vocab, 3) ||
         check_flag(g->init, "--layers", g->layers, s->layers, 4) ||
@@ -90,14 +89,14 @@ static int shape_from_init(const gpt2_opts *g, gpt2_run *r) {
         check_flag(g->init, "--width", g->width, s->channels, 6) ||
         check_flag(g->init, "--padded-vocab", g->padded, s->padded_vocab, 7))
         return -1;
-    if (r->context > s->max_context) {
+    if (*context > s->max_context) {
         fprintf(stderr,
                 "zinc train: --context %lld is longer than %s allows: its header[2] (max context) is %d; give "
                 "--context 1..%d\n",
-                (long long)r->context, g->init, s->max_context, s->max_context);
+                (long long)*context, g->init, s->max_context, s->max_context);
         return -1;
     }
-    if (r->context < 0) r->context = s->max_context;
+    if (*context < 0) *context = s->max_context;
     return 0;
 }
 
@@ -116,9 +115,8 @@ static int shape_from_resume(const gpt2_opts *g, const char *resume, gpt2_shape 
 }
 
 /* The shape of a resumed run, else the options'. */
-static int shape_from_options(const gpt2_opts *g, const char *resume, gpt2_run *r) {
+static int shape_from_options(const gpt2_opts *g, const char *resume, gpt2_shape *s, int64_t *context) {
     char err[1024];
-    gpt2_shape *s = &r->s;
     int have = resume ? shape_from_resume(g, resume, s) : 1;
     if (have < 0) return -1;
     if (have == 1) {
@@ -127,21 +125,26 @@ static int shape_from_options(const gpt2_opts *g, const char *resume, gpt2_run *
         s->heads = (int)(g->heads > 0 ? g->heads : 4);
         s->vocab = (int)(g->vocab > 0 ? g->vocab : g->text ? 256 : 50257);
         s->padded_vocab = (int)(g->padded > 0 ? g->padded : (s->vocab + 63) / 64 * 64);
-        if (r->context < 0) r->context = g->max_context > 0 ? g->max_context : 256;
-        s->max_context = (int)(g->max_context > 0 ? g->max_context : r->context);
-    } else if (r->context < 0) {
-        r->context = s->max_context;
+        if (*context < 0) *context = g->max_context > 0 ? g->max_context : 256;
+        s->max_context = (int)(g->max_context > 0 ? g->max_context : *context);
+    } else if (*context < 0) {
+        *context = s->max_context;
     }
     if (gpt2_shape_check(s, err, sizeof err)) {
         fprintf(stderr, "zinc train: the model's %s\n", err);
         return -1;
     }
-    if (r->context > s->max_context) {
-        fprintf(stderr, "zinc train: --context %lld is longer than --max-context %d\n", (long long)r->context,
+    if (*context > s->max_context) {
+        fprintf(stderr, "zinc train: --context %lld is longer than --max-context %d\n", (long long)*context,
                 s->max_context);
         return -1;
     }
     return 0;
+}
+
+int zcli_gpt2_shape(const gpt2_opts *g, const char *resume, gpt2_shape *s, int64_t *context, gpt2_model_file *init) {
+    *context = g->context;
+    return g->init ? shape_from_init(g, init, s, context) : shape_from_options(g, resume, s, context);
 }
 
 /* The training and validation tokens: --data or --text (its last 10% validates unless --val-data). */
@@ -209,9 +212,8 @@ static int gpt2_prepare(zcli_train *t) {
         if (in[i]) t->inputs[k++] = in[i];
     gpt2_run *r = calloc(1, sizeof *r);
     if (!(t->model = r)) return 1;
-    r->context = g->context;
     r->val_losses = json_array();
-    int bad = g->init ? shape_from_init(g, r) : shape_from_options(g, t->o->resume, r);
+    int bad = zcli_gpt2_shape(g, t->o->resume, &r->s, &r->context, &r->init_file);
     return bad || read_data(g, r) ? 1 : 0;
 }
 
@@ -280,4 +282,5 @@ const zcli_train_model zcli_model_gpt2 = {
     .summary = zcli_gpt2_summary,
     .report = zcli_gpt2_report,
     .destroy = gpt2_free,
+    .memory = zcli_gpt2_memory,
 };

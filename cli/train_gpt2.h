@@ -36,6 +36,14 @@ typedef struct gpt2_run {
     uint16_t prompt;
 } gpt2_run;
 
+/* The shape and context as zinc train picks them: --init's header (shape options must agree with it; the file
+ * stays open in *init for the build), a resumed checkpoint's, or the options with their defaults. 0, or -1
+ * after printing why. */
+int zcli_gpt2_shape(const gpt2_opts *g, const char *resume, gpt2_shape *s, int64_t *context, gpt2_model_file *init);
+/* zinc mem estimate --model gpt2 (train_gpt2_memory.c; train.h's memory hook). */
+int zcli_gpt2_memory(const void *model_opts, const zcli_train_opts *o, const zinc_config *cfg, int threads,
+                     zcli_model_memory *out);
+
 /* The run's hooks (train_gpt2_run.c). */
 int zcli_gpt2_start(zcli_train *t);
 int zcli_gpt2_after_step(zcli_train *t, int64_t step);

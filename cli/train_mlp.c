@@ -41,6 +41,38 @@ static void mlp_defaults(void *p) {
         (mlp_opts){.data_seed = 42, .hidden = d.hidden, .depth = d.depth, .in_dim = d.in_dim, .classes = d.classes};
 }
 
+static mlp_config config_of(const mlp_opts *mo) {
+    mlp_config mc = mlp_default_config();
+    mc.hidden = (int)mo->hidden, mc.depth = (int)mo->depth, mc.in_dim = (int)mo->in_dim;
+    mc.classes = (int)mo->classes, mc.data_seed = (uint64_t)mo->data_seed;
+    return mc;
+}
+
+/* zinc mem estimate --model mlp: the parameters in registration order (examples/mlp/mlp.c: one module per
+ * layer, weight then bias) and mlp_memory's declaration. */
+static int mlp_memory_of(const void *model_opts, const zcli_train_opts *o, const zinc_config *cfg, int threads,
+                         zcli_model_memory *out) {
+    (void)o, (void)threads;
+    mlp_config c = config_of(model_opts);
+    int layers = c.depth + 1, n = 2 * layers;
+    out->numel = calloc((size_t)n, sizeof *out->numel);
+    out->module = calloc((size_t)n, sizeof *out->module);
+    if (!out->numel || !out->module) return -1;
+    for (int l = 0; l < layers; l++) {
+        int in = l == 0 ? c.in_dim : c.hidden, outs = l == layers - 1 ? c.classes : c.hidden;
+        out->numel[2 * l] = (int64_t)outs * in, out->module[2 * l] = l;
+        out->numel[2 * l + 1] = outs, out->module[2 * l + 1] = l;
+    }
+    out->nparams = n;
+    if (mlp_memory(&c, cfg->train_micro_batch_size_per_gpu, &out->activations, &out->scratch) != ZINC_OK) {
+        fprintf(stderr, "zinc mem estimate: the model's memory cannot be sized for these options and this batch\n");
+        return -1;
+    }
+    snprintf(out->describe, sizeof out->describe, "mlp: %d inputs, %d hidden layers of %d, %d classes", c.in_dim,
+             c.depth, c.hidden, c.classes);
+    return 0;
+}
+
 static int mlp_prepare(zcli_train *t) {
     t->model = calloc(1, sizeof(mlp_run));
     return t->model ? 0 : 1;
@@ -49,9 +81,7 @@ static int mlp_prepare(zcli_train *t) {
 static int mlp_build(zcli_train *t) {
     const mlp_opts *mo = t->model_opts;
     mlp_run *r = t->model;
-    mlp_config mc = mlp_default_config();
-    mc.hidden = (int)mo->hidden, mc.depth = (int)mo->depth, mc.in_dim = (int)mo->in_dim;
-    mc.classes = (int)mo->classes, mc.data_seed = (uint64_t)mo->data_seed;
+    mlp_config mc = config_of(mo);
     if (zcli_agree(t->e, "--data-seed", &mo->data_seed, sizeof mo->data_seed)) return -1;
     if (mlp_create(t->e, &mc, &r->m) != ZINC_OK) return zcli_train_fail("building the model failed");
     return 0;
@@ -158,4 +188,5 @@ const zcli_train_model zcli_model_mlp = {
     .summary = mlp_summary,
     .report = mlp_report,
     .destroy = mlp_free,
+    .memory = mlp_memory_of,
 };

@@ -74,10 +74,16 @@ int zcli_trace_steps(const char *text, int64_t *first, int64_t *last) {
     return 0;
 }
 
+/* In the order of --model's choices. */
+static const zcli_train_model *const models[] = {&zcli_model_mlp, &zcli_model_gpt2};
+
+const zcli_train_model *zcli_train_model_named(int first, int argc, char **argv) {
+    const char *name = zcli_peek(first, argc, argv, "--model");
+    return name && !strcmp(name, "gpt2") ? models[1] : models[0];
+}
+
 int zcli_cmd_train(int argc, char **argv) {
-    static const zcli_train_model *models[] = {&zcli_model_mlp, &zcli_model_gpt2};
-    const char *name = zcli_peek(1, argc, argv, "--model");
-    const zcli_train_model *m = name && !strcmp(name, "gpt2") ? models[1] : models[0];
+    const zcli_train_model *m = zcli_train_model_named(1, argc, argv);
     zcli_train_opts o;
     zcli_train_defaults(&o);
     _Alignas(max_align_t) char model_opts[512];

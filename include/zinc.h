@@ -239,7 +239,12 @@ zinc_status zinc_param_get_info(const zinc_param *p, zinc_param_info *out);
 typedef zinc_status (*zinc_init_fn)(void *userdata, const zinc_param_info *param, uint64_t seed, float *out);
 
 /* Partitions the flat buffers, allocates parameters, gradients and optimizer state, and initialises
- * parameters through init_fn (every rank computes the same values, so nothing is broadcast). */
+ * parameters through init_fn (every rank computes the same values, so nothing is broadcast).
+ * A build that fails once it has begun (the ranks disagree, the pre-flight refuses the config on this
+ * machine, an allocation or the initialisation fails) leaves the engine good for zinc_destroy only: every
+ * other call, registration included, returns ZINC_ERR_STATE naming the build's failure. Create a new engine
+ * (with another config) and register the model again. A refusal before it begins (a NULL init_fn, no
+ * parameters) leaves the engine as it was. */
 zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata);
 /* Before zinc_build: an item every rank must agree on (up to 256, names up to 48 characters), e.g.
  * zinc_agree_add(e, "steps", &steps, sizeof steps). zinc_build compares, by one collective, every rank's

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
@@ -107,6 +108,12 @@ static void *worker_main(void *arg) {
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
+}
+
+int zpool_default_threads(int local_ranks) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long t = cores / (local_ranks > 0 ? local_ranks : 1);
+    return t < 1 ? 1 : t > ZPOOL_MAX_THREADS ? ZPOOL_MAX_THREADS : (int)t;
 }
 
 zinc_status zpool_create(int nthreads, zpool **out) {

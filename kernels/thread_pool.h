@@ -21,6 +21,10 @@ typedef void (*zpool_fn)(void *ctx, size_t task);
 
 #define ZPOOL_MAX_THREADS 1024
 
+/* The threads a rank's pool gets when nobody says: the online cores shared among the node's `local_ranks`
+ * ranks, within 1..ZPOOL_MAX_THREADS (the engine's default, and what zinc mem estimate assumes). */
+int zpool_default_threads(int local_ranks);
+
 /* A pool of nthreads threads in all: the caller of zpool_for and nthreads - 1 workers (1 <= nthreads <=
  * ZPOOL_MAX_THREADS; 1 makes a pool that runs every job on the caller). Workers block all signals, so
  * signal handlers run on the application's threads. */

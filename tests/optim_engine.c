@@ -36,7 +36,9 @@ zinc_status oe_model_create(const oe_optimizer *opt, const oe_run *r, oe_model *
     char cfg[4096], optim[1024];
     opt->json(r, optim, sizeof optim);
     snprintf(cfg, sizeof cfg,
+             /* the float64 references do not clip (DeepSpeed's default 1.0 is off here) */
              "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d, \"optimizer\": %s, "
+             "\"gradient_clipping\": 0, "
              "\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": %d, "
              "\"stage3_param_persistence_threshold\": 0%s}}",
              BATCH, r->gas, optim, r->stage, r->bucket, r->offload ? opt->offload_json : "");

@@ -42,9 +42,8 @@ static void check_stage(int stage, zinc_dtype t) {
     uint64_t want_params = stage == 3 ? S * cs : N * cs;
     ZT_CHECK(cur[ZINC_MEM_PARAMS] == want_params, "stage %d %s: parameter bytes %llu, expected %llu", stage,
              zinc_dtype_name(t), (unsigned long long)cur[ZINC_MEM_PARAMS], (unsigned long long)want_params);
-    /* Stages 0-1 accumulate in grad_accum_dtype: the compute dtype, except bf16 without ZeRO (fp32), as
-     * DeepSpeed's default. */
-    uint64_t gs = (stage == 0 && t == ZINC_BF16) ? 4 : stage <= 1 ? cs : 4;
+    /* Stages 0-1 accumulate in grad_accum_dtype: the compute dtype, as DeepSpeed 0.19.8's default. */
+    uint64_t gs = stage <= 1 ? cs : 4;
     uint64_t want_grads = (stage <= 1 ? N * gs : 0) + (stage >= 1 ? S * 4 : 0);
     ZT_CHECK(cur[ZINC_MEM_GRADS] == want_grads, "stage %d %s: gradient bytes %llu, expected %llu", stage,
              zinc_dtype_name(t), (unsigned long long)cur[ZINC_MEM_GRADS], (unsigned long long)want_grads);

@@ -138,6 +138,21 @@ static void test_declare(void) {
     ZT_CHECK(add_model(e, ps, 2000) == 0, "model");
     ZT_OK(zinc_memory_declare(e, ZINC_MEM_ACTIVATIONS, ZINC_MEMKIND_HOST, (uint64_t)64 << 20, "big activations"));
     ZT_ERR(zinc_build(e, init_fn, NULL), ZINC_ERR_NOMEM, "activations");
+    /* Issue 34: a failed build leaves the engine for zinc_destroy only, and every call says why */
+    ZT_CHECK(zinc_module_add(e, "late") < 0 && strstr(zinc_last_error(), "zinc_build failed") &&
+                 strstr(zinc_last_error(), "activations") && strstr(zinc_last_error(), "zinc_destroy"),
+             "zinc_module_add after a failed build: %s", zinc_last_error());
+    ZT_CHECK(zinc_param_add(e, 0, "late.w", 1, (int64_t[]){4}, 0) == NULL &&
+                 strstr(zinc_last_error(), "zinc_build failed"),
+             "zinc_param_add after a failed build: %s", zinc_last_error());
+    ZT_ERR(zinc_module_reentered(e, 0), ZINC_ERR_STATE, "zinc_build failed");
+    ZT_ERR(zinc_build(e, init_fn, NULL), ZINC_ERR_STATE, "zinc_build failed");
+    zinc_step_info failed_info;
+    ZT_ERR(zinc_step(e, &failed_info), ZINC_ERR_STATE, "zinc_build failed");
+    ZT_ERR(zinc_module_enter(e, 0, ZINC_FORWARD), ZINC_ERR_STATE, "zinc_build failed");
+    float one;
+    ZT_ERR(zinc_gather_master(e, &one, 1), ZINC_ERR_STATE, "zinc_build failed");
+    ZT_ERR(zinc_save_checkpoint(e, "never_written", NULL), ZINC_ERR_STATE, "zinc_build failed");
     zinc_destroy(e);
     e = make(1);
     ZT_CHECK(add_model(e, ps, 2000) == 0, "model");

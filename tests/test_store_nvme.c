@@ -629,9 +629,9 @@ static void test_memory(int nt) {
                  (unsigned long long)x.mem.current[mk][ZINC_MEM_EXP_AVG_SQ], (int)mk);
         ZT_CHECK(mem_total(&x.mem) - base == (uint64_t)nt * N * 4, "%s, %d tensors: %llu bytes counted, want %d x %d",
                  cases[t].what, nt, (unsigned long long)(mem_total(&x.mem) - base), nt, N * 4);
-        if (cases[t].pin && !cases[t].discrete)
-            ZT_CHECK(contains(logbuf, "pin_memory has no effect"), "%s: no pin_memory note: %s", cases[t].what,
-                     logbuf);
+        /* pin_memory is DeepSpeed 0.19.8's default, so a CPU run (which makes no device copies) says nothing */
+        ZT_CHECK(!contains(logbuf, "pin_memory"), "%s: a pin_memory note on every offloaded run: %s", cases[t].what,
+                 logbuf);
         ZT_ERR(zstate_nvme_stats_get(s, &(zstate_nvme_stats){0}), ZINC_ERR_INVALID_ARG, "not an NVMe");
         /* Host views: the arrays themselves, or staged through host memory for a device-resident store. */
         uint64_t staged0 = x.mem.peak_total[ZINC_MEMKIND_HOST] + x.mem.peak_total[ZINC_MEMKIND_PINNED];

@@ -213,9 +213,9 @@ static zinc_status checkpoint_load(zinc_engine *e, const char *path) {
     bool touched = false;
     memset(&m, 0, sizeof m);
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_load_checkpoint: engine is NULL");
-    if (!e->built)
-        return ZERR(ZINC_ERR_STATE, "zinc_load_checkpoint: call zinc_build first (it registers the model "
-                                    "the checkpoint is checked against)");
+    if ((st = zengine_require_built(e, "zinc_load_checkpoint (zinc_build registers the model the checkpoint is "
+                                       "checked against)")) != ZINC_OK)
+        return st;
     local = precheck(e, path);
     if (local == ZINC_OK) local = zckpt_resolve(path, tagdir, sizeof tagdir, tag, sizeof tag);
     TRY(zcomm_agree_status(e->comm, local));

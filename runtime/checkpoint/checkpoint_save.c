@@ -244,7 +244,8 @@ static zinc_status checkpoint_save(zinc_engine *e, const char *dir, const char *
     double t0 = zclock_now_s();
     memset(&mine, 0, sizeof mine);
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_save_checkpoint: engine is NULL");
-    if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_save_checkpoint: call zinc_build first");
+    zinc_status built = zengine_require_built(e, "zinc_save_checkpoint");
+    if (built != ZINC_OK) return built;
     if ((st = zengine_check_usable(e, "zinc_save_checkpoint")) != ZINC_OK) return st;
     zckpt_writer_init(&w);
 

@@ -550,8 +550,9 @@ static void one_key(zcfg_loader *L, const zkey_table *t, const char *key, const 
             }
         }
         if (!strcmp(k->name, "keep_in_fp32_modules") && json_is_null(v)) {
-            zcfg_problem(L, path, "null is not allowed (DeepSpeed 0.19.8 takes \"auto\" or a list of name patterns): "
-                                  "remove the key");
+            zcfg_problem(L, path,
+                         "null is not allowed (DeepSpeed 0.19.8 takes \"auto\" or a list of name patterns): "
+                         "remove the key");
             return;
         }
         if (active(v) || (!strcmp(k->name, "max_grad_norm") && !json_is_null(v))) {

@@ -38,10 +38,16 @@ void zcfg_defaults(zinc_config *c) {
     c->zero.reduce_bucket_size = 500000000;
     c->zero.allgather_bucket_size = 500000000;
     c->zero.allgather_partitions = true;
-    c->zero.offload_optimizer = (zcfg_offload){
-        .buffer_count = 4, .pin_memory = true, .ratio = 1.0, .buffer_size = 100000000, .max_in_cpu = 1000000000};
-    c->zero.offload_param = (zcfg_offload){
-        .buffer_count = 5, .pin_memory = true, .ratio = 1.0, .buffer_size = 100000000, .max_in_cpu = 1000000000};
+    c->zero.offload_optimizer = (zcfg_offload){.buffer_count = 4,
+                                               .pin_memory = true,
+                                               .ratio = 1.0,
+                                               .buffer_size = 100000000,
+                                               .max_in_cpu = 1000000000};
+    c->zero.offload_param = (zcfg_offload){.buffer_count = 5,
+                                           .pin_memory = true,
+                                           .ratio = 1.0,
+                                           .buffer_size = 100000000,
+                                           .max_in_cpu = 1000000000};
     c->zero.sub_group_size = 1000000000;
     c->zero.prefetch_bucket_size = 50000000;
     c->zero.param_persistence_threshold = 100000;
@@ -480,7 +486,8 @@ void zcfg_resolve(zcfg_loader *L) {
     else if (c->fp16.enabled && c->fp16.loss_scale == 0 && c->fp16.min_loss_scale <= 0 &&
              !zcfg_had_problem(L, "fp16.min_loss_scale"))
         zcfg_problem(L, "fp16.min_loss_scale",
-                     "%g is out of range with dynamic loss scaling (loss_scale 0); allowed: 1 or more. The floor of the "
+                     "%g is out of range with dynamic loss scaling (loss_scale 0); allowed: 1 or more. The floor of "
+                     "the "
                      "scale must be positive (DeepSpeed 0.19.8 refuses it too); the default is 1",
                      c->fp16.min_loss_scale);
     if (c->fp16.enabled && c->fp16.loss_scale == 0 && c->fp16.min_loss_scale > ldexp(1.0, c->fp16.initial_scale_power))

@@ -56,11 +56,23 @@ static bool cuda_allowed(void) {
     return x && !strcmp(x, "1");
 }
 
-static int default_threads(const zinc_engine *e) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int local = e->comm->local_size > 0 ? e->comm->local_size : 1;
-    long t = cores / local;
-    return t < 1 ? 1 : t > ZPOOL_MAX_THREADS ? ZPOOL_MAX_THREADS : (int)t;
+static zinc_status build_failed_error(const zinc_engine *e, const char *fn) {
+    return ZERR(ZINC_ERR_STATE,
+                "%s: zinc_build failed (%s): a failed build leaves the engine only for zinc_destroy; create a new "
+                "engine and register the model again",
+                fn, e->build_failed);
+}
+
+zinc_status zengine_require_built(const zinc_engine *e, const char *fn) {
+    if (e->build_failed[0]) return build_failed_error(e, fn);
+    if (!e->built) return ZERR(ZINC_ERR_STATE, "%s: call zinc_build first", fn);
+    return ZINC_OK;
+}
+
+zinc_status zengine_registration_open(const zinc_engine *e, const char *fn, const char *what) {
+    if (e->build_failed[0]) return build_failed_error(e, fn);
+    if (e->built) return ZERR(ZINC_ERR_STATE, "%s: %s must be added before zinc_build", fn, what);
+    return ZINC_OK;
 }
 
 /* The caller's options over the defaults: only the fields its zinc.h had (struct_size bytes). */
@@ -173,8 +185,10 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
                                    "cpu (zinc.device in the config or --device cpu)");
     if (want == ZINC_DEVICE_AUTO) want = cuda_allowed() && zdev_cuda_count() > 0 ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
     e->device = want;
-    TRY(zcomm_agree_status(e->comm, zdev_create(want, &e->mem, &e->log, e->comm->local_rank,
-                                                o.cpu_threads > 0 ? o.cpu_threads : default_threads(e), &e->dev)));
+    TRY(zcomm_agree_status(e->comm,
+                           zdev_create(want, &e->mem, &e->log, e->comm->local_rank,
+                                       o.cpu_threads > 0 ? o.cpu_threads : zpool_default_threads(e->comm->local_size),
+                                       &e->dev)));
     TRY(e->dev->ops->comm_create(e->dev, e->comm, &e->log, &e->dcomm));
     TRY(zengine_comms_start(e));
     e->optim = zopt_get(e->cfg.optimizer.type);
@@ -265,10 +279,9 @@ int zinc_module_add(zinc_engine *e, const char *name) {
         ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_add: engine and a non-empty name are required");
         return -1;
     }
-    if (e->built) {
-        ZERR(ZINC_ERR_STATE, "zinc_module_add(\"%s\"): modules must be added before zinc_build", name);
-        return -1;
-    }
+    char fn[300];
+    snprintf(fn, sizeof fn, "zinc_module_add(\"%s\")", name);
+    if (zengine_registration_open(e, fn, "modules") != ZINC_OK) return -1;
     for (int i = 0; i < e->nmodules; i++)
         if (strcmp(e->modules[i].name, name) == 0) {
             ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_add: a module named \"%s\" already exists", name);
@@ -301,10 +314,9 @@ zinc_param *zinc_param_add(zinc_engine *e, int module, const char *name, int ndi
         ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add: engine, name and shape are required");
         return NULL;
     }
-    if (e->built) {
-        ZERR(ZINC_ERR_STATE, "zinc_param_add(\"%s\"): parameters must be added before zinc_build", name);
-        return NULL;
-    }
+    char fn[300];
+    snprintf(fn, sizeof fn, "zinc_param_add(\"%s\")", name);
+    if (zengine_registration_open(e, fn, "parameters") != ZINC_OK) return NULL;
     if (module < 0 || module >= e->nmodules) {
         ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): module %d does not exist (%d modules added)", name, module,
              e->nmodules);
@@ -582,6 +594,7 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
                          const char *fn) {
     zinc_status st = ZINC_OK;
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "%s: engine is NULL", fn);
+    if (e->build_failed[0]) return build_failed_error(e, fn);
     if (e->built) return ZERR(ZINC_ERR_STATE, "%s: the engine is already built", fn);
     if (!whole && !ranged) return ZERR(ZINC_ERR_INVALID_ARG, "%s: init_fn is required", fn);
     if (e->nparams == 0) return ZERR(ZINC_ERR_STATE, "%s: no parameters were added", fn);
@@ -648,8 +661,12 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
               (long long)total, e->nparams, e->nmodules, (long long)e->part.padded, (long long)e->part.shard,
               3.0 * (double)e->bytes_state / 1048576.0);
     return ZINC_OK;
-fail:
+fail : {
+    const char *msg = zinc_last_error();
+    size_t n = strcspn(msg, "\n");
+    snprintf(e->build_failed, sizeof e->build_failed, "%.*s", (int)(n < 400 ? n : 400), msg);
     return st;
+}
 }
 
 zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
@@ -666,7 +683,8 @@ zinc_status zinc_build_ranged(zinc_engine *e, zinc_init_range_fn init_fn, void *
 
 static zinc_status check_module(zinc_engine *e, int module, int phase, const char *fn) {
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "%s: engine is NULL", fn);
-    if (!e->built) return ZERR(ZINC_ERR_STATE, "%s: call zinc_build first", fn);
+    zinc_status built = zengine_require_built(e, fn);
+    if (built != ZINC_OK) return built;
     if (module < 0 || module >= e->nmodules)
         return ZERR(ZINC_ERR_INVALID_ARG, "%s: module %d does not exist (%d modules)", fn, module, e->nmodules);
     if (phase != ZINC_FORWARD && phase != ZINC_BACKWARD)
@@ -757,10 +775,9 @@ const void *zinc_param_data(const zinc_param *p) {
         return NULL;
     }
     const zinc_engine *e = p->e;
-    if (!e->built) {
-        ZERR(ZINC_ERR_STATE, "zinc_param_data(\"%s\"): call zinc_build first", p->name);
-        return NULL;
-    }
+    char fn[300];
+    snprintf(fn, sizeof fn, "zinc_param_data(\"%s\")", p->name);
+    if (zengine_require_built(e, fn) != ZINC_OK) return NULL;
     const zmodule *m = &e->modules[p->module];
     if (!m->in_phase[0] && !m->in_phase[1]) {
         /* Refused at every stage, not only where stage 3 has released the parameters, so a model that
@@ -799,6 +816,7 @@ void zengine_mark_broken(zinc_engine *e, const char *what) {
 }
 
 zinc_status zengine_check_usable(const zinc_engine *e, const char *fn) {
+    if (e->build_failed[0]) return build_failed_error(e, fn);
     if (!e->broken[0]) return ZINC_OK;
     return ZERR(ZINC_ERR_STATE,
                 "%s: %s. The optimizer state may be partly updated, so this engine refuses to go on: load a "
@@ -808,7 +826,8 @@ zinc_status zengine_check_usable(const zinc_engine *e, const char *fn) {
 
 zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_step: engine is NULL");
-    if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_step: call zinc_build first");
+    zinc_status built = zengine_require_built(e, "zinc_step");
+    if (built != ZINC_OK) return built;
     zinc_status usable = zengine_check_usable(e, "zinc_step");
     if (usable != ZINC_OK) return usable;
     if (zengine_in_parallel_body())

@@ -42,7 +42,7 @@ zinc_status zinc_gather_master(zinc_engine *e, float *out, size_t n) {
     float *flat = NULL;
     size_t *counts = NULL, *displs = NULL;
     if (!e || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_gather_master: NULL argument");
-    if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_gather_master: call zinc_build first");
+    if ((st = zengine_require_built(e, "zinc_gather_master")) != ZINC_OK) return st;
     if ((st = zengine_check_usable(e, "zinc_gather_master")) != ZINC_OK) return st;
     if ((int64_t)n != zinc_numel_total(e))
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_gather_master: n is %zu but the model has %lld elements", n,
@@ -141,7 +141,8 @@ zinc_status zinc_set_master(zinc_engine *e, const float *in, size_t n) {
     float *own = NULL;
     bool touched = false;
     if (!e || !in) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_set_master: NULL argument");
-    if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_set_master: call zinc_build first");
+    zinc_status built = zengine_require_built(e, "zinc_set_master");
+    if (built != ZINC_OK) return built;
     TRY(zcomm_agree_status(e->comm, set_master_check(e, in, n)));
     /* This rank's own range of the master weights, through one read-write pass over the store (the
      * optimizer's moments stay as they are), then the compute-dtype copies as zinc_build makes them. */
@@ -192,7 +193,8 @@ zinc_status zinc_master_foreach(zinc_engine *e, zinc_master_fn fn, void *userdat
     int64_t chunk = -1, next_param = 0;
     zstate_view v = {0};
     if (!e || !fn) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_master_foreach: NULL argument");
-    if (!e->built) return ZERR(ZINC_ERR_STATE, "zinc_master_foreach: call zinc_build first");
+    zinc_status built = zengine_require_built(e, "zinc_master_foreach");
+    if (built != ZINC_OK) return built;
     const int64_t W = ZINC_INIT_PIECE, padded = e->part.padded;
     bool gather = e->stage > 0 && e->world > 1;
     TRY_ALLOC(win, (size_t)(W < padded ? W : padded), "a window of the master weights");

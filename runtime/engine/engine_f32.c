@@ -74,7 +74,8 @@ void zengine_f32_free(zinc_engine *e) {
  * layout is each parameter's numel floats back to back: the layout of zinc_gather_master, one module. */
 static zinc_status module_params(zinc_engine *e, int module, const char *fn, int *first, int *count) {
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "%s: engine is NULL", fn);
-    if (!e->built) return ZERR(ZINC_ERR_STATE, "%s: call zinc_build first", fn);
+    zinc_status built = zengine_require_built(e, fn);
+    if (built != ZINC_OK) return built;
     if (module < 0 || module >= e->nmodules)
         return ZERR(ZINC_ERR_INVALID_ARG, "%s: module %d does not exist (%d modules)", fn, module, e->nmodules);
     *first = e->modules[module].first_param;

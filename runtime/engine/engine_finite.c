@@ -25,8 +25,7 @@ static void describe(const zinc_engine *e, int64_t flat, char *buf, size_t cap) 
  * 1-2 with the check off DeepSpeed applies the update unchecked; zinc stops there instead. */
 bool zengine_nonfinite_is_error(const zinc_engine *e) {
     if (e->nonfinite == ZINC_NONFINITE_SKIP || e->cfg.fp16.enabled) return false;
-    if (e->compute_dtype == ZINC_BF16)
-        return !e->cfg.bf16_check_grad_overflow && (e->stage == 1 || e->stage == 2);
+    if (e->compute_dtype == ZINC_BF16) return !e->cfg.bf16_check_grad_overflow && (e->stage == 1 || e->stage == 2);
     return true;
 }
 

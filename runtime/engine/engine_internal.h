@@ -103,6 +103,9 @@ struct zinc_engine {
     /* Non-empty after a step or a checkpoint load failed part-way: the optimizer state may be partly
      * updated, so training and saving refuse (naming this) until a checkpoint loads successfully. */
     char broken[512];
+    /* Non-empty after zinc_build failed: why. The engine then takes nothing but zinc_destroy
+     * (zengine_require_built, zengine_registration_open): a half-built engine cannot train or load. */
+    char build_failed[512];
 
     /* the caller's items for the rank agreement (zinc_agree_add; engine_agree.c) */
     void *agree_items;
@@ -140,6 +143,12 @@ void zengine_mark_broken(zinc_engine *e, const char *what);
 void zengine_micro_steps_reset(zinc_engine *e);
 /* ZINC_ERR_STATE naming why, when the engine is broken; ZINC_OK otherwise. */
 zinc_status zengine_check_usable(const zinc_engine *e, const char *fn);
+/* ZINC_ERR_STATE for `fn` unless zinc_build has succeeded (before it: "call zinc_build first"; after a failed
+ * build: why it failed, and that only zinc_destroy is left). */
+zinc_status zengine_require_built(const zinc_engine *e, const char *fn);
+/* ZINC_ERR_STATE for `fn` (naming `what`) unless modules and parameters may still be registered: not after
+ * zinc_build, successful or not. */
+zinc_status zengine_registration_open(const zinc_engine *e, const char *fn, const char *what);
 
 /* engine_comms.c: comms_logger from the config (after dcomm exists); its table every steps_per_print under
  * verbose; at zinc_destroy, before the communicators go, its table and its end. */

@@ -150,9 +150,11 @@ int zinc_activation_checkpointing(const zinc_engine *e) {
 
 zinc_status zinc_module_reentered(zinc_engine *e, int module) {
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_reentered: engine is NULL");
-    if (e->built)
-        return ZERR(ZINC_ERR_STATE, "zinc_module_reentered(%d): call it before zinc_build (the plan is made there)",
-                    module);
+    if (e->build_failed[0] || e->built) {
+        char fn[64];
+        snprintf(fn, sizeof fn, "zinc_module_reentered(%d)", module);
+        return zengine_registration_open(e, fn, "reentered modules (the plan is made in zinc_build)");
+    }
     if (module < 0 || module >= e->nmodules)
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_reentered: module %d of %d (ids from zinc_module_add)", module,
                     e->nmodules);
