@@ -313,7 +313,8 @@ static const zkey_key fp16_keys[] = {
     I64("loss_scale_window", fp16.loss_scale_window, 1, BIG, "clean steps before the scale doubles"),
     INT("hysteresis", fp16.hysteresis, 1, 1 << 30, "overflows tolerated before the scale halves"),
     BOOL("consecutive_hysteresis", fp16.consecutive_hysteresis, "refill hysteresis on every clean step"),
-    DBL("min_loss_scale", fp16.min_loss_scale, 0, 1e38, "the scale never goes below this (0: no floor, as DeepSpeed)"),
+    DBL("min_loss_scale", fp16.min_loss_scale, 0, 1e38,
+        "the scale never goes below this: a whole number, at least 1 with dynamic scaling (as DeepSpeed 0.19.8)"),
     REFUSED("fp16_master_weights_and_grads", "not implemented: zinc always keeps fp32 master weights"),
 };
 static TABLE(fp16_tbl, "fp16", fp16_keys);
