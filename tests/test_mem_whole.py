@@ -186,7 +186,22 @@ def case_mlp(ctx, stage, ranks, hidden=1024, depth=3):
               (name, r, mib(est[r]), mib(real[r]), off, ctx.tol))
 
 
+def case_train_flags(ctx):
+    """zinc train's command line copied over: every flag is taken, and those that cannot change memory
+    change nothing (issue 34)."""
+    cfg = ctx.path("cfg.json")
+    write_config(cfg, 2, "fp32", 8, 1)
+    plain = estimate(ctx, cfg, SHAPE, 1, 1)
+    copied = estimate(ctx, cfg, SHAPE, 1, 1, extra=(
+        "--device", "cpu", "--steps", "7", "--seed", "5", "--report", ctx.path("never.json"), "--quiet",
+        "--on-nonfinite", "skip", "--val-every", "3", "--sample-every", "9", "--gemm", "openblas", "--shuffle"))
+    check(plain is not None and copied == plain, "zinc train's flags: estimate %s, with the flags %s" %
+          (plain, copied))
+    check(not os.path.exists(ctx.path("never.json")), "the estimate wrote --report")
+
+
 def mode_matrix(ctx):
+    case_train_flags(ctx)
     case_mlp(ctx, 0, 1)
     case_mlp(ctx, 2, 2)
     for ranks in (1, 2):
