@@ -180,8 +180,7 @@ static int read_data(const gpt2_opts *g, gpt2_run *r) {
     return 0;
 }
 
-static int gpt2_prepare(zcli_train *t) {
-    const gpt2_opts *g = t->model_opts;
+int zcli_gpt2_select_products(const gpt2_opts *g) {
     static const char *const gemm_names[] = {"auto", "openblas", "onednn"};
     gpt2_gemm_backend gemm;
     if (gpt2_gemm_parse(gemm_names[g->gemm_i < 0 ? 0 : g->gemm_i], &gemm) != ZINC_OK) {
@@ -196,6 +195,13 @@ static int gpt2_prepare(zcli_train *t) {
         return 2;
     }
     gpt2_products_select(products);
+    return 0;
+}
+
+static int gpt2_prepare(zcli_train *t) {
+    const gpt2_opts *g = t->model_opts;
+    int sel = zcli_gpt2_select_products(g);
+    if (sel) return sel;
     if (!g->data == !g->text) {
         fprintf(stderr, "zinc train --model gpt2: one of --data FILE (llm.c tokens) or --text FILE is required\n");
         return 2;

@@ -40,6 +40,9 @@ typedef struct gpt2_run {
  * stays open in *init for the build), a resumed checkpoint's, or the options with their defaults. 0, or -1
  * after printing why. */
 int zcli_gpt2_shape(const gpt2_opts *g, const char *resume, gpt2_shape *s, int64_t *context, gpt2_model_file *init);
+/* Selects --gemm and --products, process-wide, before the model exists (its BLAS buffers depend on them):
+ * 0, or 2 after printing why. */
+int zcli_gpt2_select_products(const gpt2_opts *g);
 /* zinc mem estimate --model gpt2 (train_gpt2_memory.c; train.h's memory hook). */
 int zcli_gpt2_memory(const void *model_opts, const zcli_train_opts *o, const zinc_config *cfg, int threads,
                      zcli_model_memory *out);

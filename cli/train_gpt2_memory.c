@@ -52,6 +52,7 @@ int zcli_gpt2_memory(const void *model_opts, const zcli_train_opts *o, const zin
     gpt2_shape s;
     int64_t context;
     gpt2_model_file f = {0};
+    if (zcli_gpt2_select_products(g)) return -1; /* the BLAS buffers are the backend's */
     int bad = zcli_gpt2_shape(g, o->resume, &s, &context, &f);
     gpt2_model_close(&f);
     if (bad || data_bytes(g, &out->data)) return -1;

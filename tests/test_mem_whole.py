@@ -194,9 +194,13 @@ def case_train_flags(ctx):
     plain = estimate(ctx, cfg, SHAPE, 1, 1)
     copied = estimate(ctx, cfg, SHAPE, 1, 1, extra=(
         "--device", "cpu", "--steps", "7", "--seed", "5", "--report", ctx.path("never.json"), "--quiet",
-        "--on-nonfinite", "skip", "--val-every", "3", "--sample-every", "9", "--gemm", "openblas", "--shuffle"))
+        "--on-nonfinite", "skip", "--val-every", "3", "--sample-every", "9", "--shuffle"))
     check(plain is not None and copied == plain, "zinc train's flags: estimate %s, with the flags %s" %
           (plain, copied))
+    # --gemm picks the backend whose buffers the model declares, as zinc train does
+    onednn = estimate(ctx, cfg, SHAPE, 1, 1, extra=("--gemm", "onednn"))
+    openblas = estimate(ctx, cfg, SHAPE, 1, 1, extra=("--gemm", "openblas"))
+    check(onednn and openblas and onednn != openblas, "--gemm: onednn %s, openblas %s" % (onednn, openblas))
     check(not os.path.exists(ctx.path("never.json")), "the estimate wrote --report")
 
 
