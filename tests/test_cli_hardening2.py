@@ -11,7 +11,8 @@
   messages: a negative token count names the real file size; a checkpoint beyond --steps prints no negative
       rates; a run whose every step was skipped exits 1 and still writes its report; `latest` a directory;
   refusals: --report naming --init, --init with --resume, train_batch_size 2^31, a relative nvme_path, a
-      static loss scale of 1e-300; fp16.min_loss_scale 0 accepted;
+      static loss scale of 1e-300, fp16.min_loss_scale 0 with dynamic scaling (as DeepSpeed 0.19.8); accepted
+      with a static scale;
   NVMe swap files: removed on SIGTERM and SIGINT (the run stops at a step boundary, exit 115); a dead run's left-over directory removed at the next start.
 
   test_cli_hardening2.py --zinc build/zinc --configs ds_configs --workdir DIR"""
@@ -203,14 +204,17 @@ def main():
     for body, needle in [({"train_batch_size": 2 ** 31}, "2^24"),
                          ({"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {
                              "device": "nvme", "nvme_path": "rel/dir"}}}, "relative"),
-                         ({"train_batch_size": 8, "fp16": {"enabled": True, "loss_scale": 1e-300}}, "2^-24")]:
+                         ({"train_batch_size": 8, "fp16": {"enabled": True, "loss_scale": 1e-300}}, "2^-24"),
+                         # DeepSpeed 0.19.8 refuses a dynamic scale without a floor (DeepSpeedFP16Config)
+                         ({"train_batch_size": 8, "fp16": {"enabled": True, "loss_scale": 0, "min_loss_scale": 0}},
+                          "allowed: 1 or more")]:
         json.dump(body, open(w("bad.json"), "w"))
         rc, out = run([z, "config", "check", w("bad.json")])
         check(rc != 0 and needle in out, f"config check {body}: {rc} {out[-300:]!r}")
-    json.dump({"train_batch_size": 8, "fp16": {"enabled": True, "loss_scale": 0, "min_loss_scale": 0}},
+    json.dump({"train_batch_size": 8, "fp16": {"enabled": True, "loss_scale": 128, "min_loss_scale": 0}},
               open(w("ok.json"), "w"))
     rc, out = run([z, "config", "check", w("ok.json")])
-    check(rc == 0, f"config check fp16.min_loss_scale 0: {rc} {out[-300:]!r}")
+    check(rc == 0, f"config check fp16.min_loss_scale 0 with a static scale: {rc} {out[-300:]!r}")
 
     # ---- NVMe swap directories: removed on SIGTERM and SIGINT, and a dead run's removed at the next start
     nv = w("nvme")

@@ -246,6 +246,7 @@ static void config_json(const run *r, char *buf, size_t cap) {
                                              : "";
     snprintf(buf, cap,
              "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d, %s"
+             "\"gradient_clipping\": 0," /* the float64 reference does not clip */
              "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"betas\": [0.9, 0.999], "
              "\"eps\": 1e-8, \"weight_decay\": 0.01}},"
              "\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": %d, \"overlap_comm\": %s, "
