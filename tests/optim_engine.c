@@ -38,8 +38,9 @@ zinc_status oe_model_create(const oe_optimizer *opt, const oe_run *r, oe_model *
     snprintf(cfg, sizeof cfg,
              "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d, \"optimizer\": %s, "
              "\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": %d, "
-             "\"stage3_param_persistence_threshold\": 0%s}}",
-             BATCH, r->gas, optim, r->stage, r->bucket, r->offload ? opt->offload_json : "");
+             "\"stage3_param_persistence_threshold\": 0%s%s}}",
+             BATCH, r->gas, optim, r->stage, r->bucket, r->offload ? opt->offload_json : "",
+             r->zero_json ? r->zero_json : "");
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
     o.device = eu_device(NULL);
@@ -68,10 +69,10 @@ zinc_status oe_model_create(const oe_optimizer *opt, const oe_run *r, oe_model *
     return ZINC_OK;
 }
 
-#define T(x)                                                                                                 \
-    do {                                                                                                     \
-        zinc_status s_ = (x);                                                                                \
-        if (s_ != ZINC_OK) return s_;                                                                        \
+#define T(x)                                                                                                           \
+    do {                                                                                                               \
+        zinc_status s_ = (x);                                                                                          \
+        if (s_ != ZINC_OK) return s_;                                                                                  \
     } while (0)
 
 /* The engine computes in fp32 here, so the parameter and its gradient are fp32 buffers in the engine's
@@ -93,7 +94,8 @@ static zinc_status add_grad(oe_model *md, int k, int step, int micro) {
     for (int64_t i = 0; st == ZINC_OK && i < info.numel; i++) {
         double acc = 0;
         for (int j = 0; j < md->micro; j++) {
-            int64_t s = (int64_t)step * BATCH + (int64_t)micro * md->world * md->micro + (int64_t)md->rank * md->micro + j;
+            int64_t s =
+                (int64_t)step * BATCH + (int64_t)micro * md->world * md->micro + (int64_t)md->rank * md->micro + j;
             acc += oe_grad_fn(info.index, i, (double)w[i], s);
         }
         g[i] = g[i] + (float)(acc / md->micro);
