@@ -33,7 +33,9 @@ static void capture_log(void *u, zinc_log_level l, int rank, const char *msg) {
 /* The example MLP refuses its GPU path where there is none, and a `compute` value out of range. */
 static void mlp_compute_errors(void) {
     for (int c = 0; c < 2; c++) {
-        eu_run r = {.stage = 1, .dtype = ZINC_FP32, .log_fn = capture_log,
+        eu_run r = {.stage = 1,
+                    .dtype = ZINC_FP32,
+                    .log_fn = capture_log,
                     .mlp_compute = c == 0 ? MLP_COMPUTE_DEVICE : (mlp_compute_at)7};
         zinc_engine *e = NULL;
         mlp_model *m = NULL;
@@ -87,7 +89,7 @@ int main(void) {
              "param added to an earlier module");
     zinc_param *b = zinc_param_add(e, m1, "empty.b", 1, (int64_t[]){7}, 0);
     ZT_CHECK(b != NULL, "param add: %s", zinc_last_error());
-    ZT_ERR(zinc_build(e, NULL, NULL), ZINC_ERR_INVALID_ARG, "init_fn");
+    /* zinc_build(e, NULL, ...) builds with every weight 0 (tests/test_param_master.c) */
     ZT_OK(zinc_build(e, init_zero, NULL));
     ZT_ERR(zinc_build(e, init_zero, NULL), ZINC_ERR_STATE, "already built");
     ZT_CHECK(zinc_module_add(e, "late") < 0 && strstr(zinc_last_error(), "before zinc_build"), "module after build");

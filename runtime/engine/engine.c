@@ -507,6 +507,7 @@ static bool init_range(const zinc_engine *e, const zinc_param *p, int64_t *lo, i
 static zinc_status init_params(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn ranged, void *userdata) {
     zinc_status st = ZINC_OK;
     float *vals = NULL;
+    if (!whole && !ranged) return ZINC_OK; /* zinc_build(e, NULL, ...): the buffers are allocated zeroed */
     /* The plan's scratch: pieces for a ranged initialiser, the largest tensor for a whole one (none in place). */
     int64_t cap = ranged ? e->plan.init_scratch_ranged : e->plan.init_scratch_whole;
     if (cap) TRY_ALLOC(vals, cap, "parameter initialisation");
@@ -583,7 +584,6 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
     zinc_status st = ZINC_OK;
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "%s: engine is NULL", fn);
     if (e->built) return ZERR(ZINC_ERR_STATE, "%s: the engine is already built", fn);
-    if (!whole && !ranged) return ZERR(ZINC_ERR_INVALID_ARG, "%s: init_fn is required", fn);
     if (e->nparams == 0) return ZERR(ZINC_ERR_STATE, "%s: no parameters were added", fn);
 
     /* The sizing plan: the layout and every buffer's size (runtime/mem/plan.h). */
@@ -653,8 +653,7 @@ fail:
 }
 
 zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata) {
-    if (!init_fn) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_build: init_fn is required");
-    return build(e, init_fn, NULL, userdata, "zinc_build");
+    return build(e, init_fn, NULL, userdata, "zinc_build"); /* init_fn NULL: every weight 0 (init_params) */
 }
 
 zinc_status zinc_build_ranged(zinc_engine *e, zinc_init_range_fn init_fn, void *userdata) {

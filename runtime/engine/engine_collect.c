@@ -89,6 +89,8 @@ static uint64_t fnv1a(const void *p, size_t n) {
     return h;
 }
 
+uint64_t zengine_fnv1a(const void *p, size_t n) { return fnv1a(p, n); }
+
 /* Copies the part of the unpadded model `in` that falls into flat [lo, hi) to dst (hi - lo floats; the
  * alignment padding between parameters and after the last one is zero). */
 static void unpadded_to_flat(const zinc_engine *e, const float *in, int64_t lo, int64_t hi, float *dst) {
