@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "runtime/engine/engine_internal.h"
@@ -510,7 +511,17 @@ static zinc_status init_params(zinc_engine *e, zinc_init_fn whole, zinc_init_ran
     if (!whole && !ranged) return ZINC_OK; /* zinc_build(e, NULL, ...): the buffers are allocated zeroed */
     /* The plan's scratch: pieces for a ranged initialiser, the largest tensor for a whole one (none in place). */
     int64_t cap = ranged ? e->plan.init_scratch_ranged : e->plan.init_scratch_whole;
-    if (cap) TRY_ALLOC(vals, cap, "parameter initialisation");
+    /* Mapped, not malloc'ed, so that its pages go back to the system when the build ends (issue 41: after a
+     * model freed a large block, glibc's raised mmap threshold put the scratch on the heap, where it stayed
+     * resident past the build, counted nowhere). The estimate counts it as the build's transient. */
+    size_t vbytes = cap ? ((size_t)cap * sizeof *vals + 4095) & ~(size_t)4095 : 0;
+    if (cap) {
+        void *m = mmap(NULL, vbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return ZERR(ZINC_ERR_NOMEM, "out of host memory for %lld floats of parameter initialisation",
+                        (long long)cap);
+        vals = m;
+    }
     for (int i = 0; i < e->nparams; i++) {
         zinc_param *p = e->params[i];
         int64_t lo, hi;
@@ -549,7 +560,7 @@ static zinc_status init_params(zinc_engine *e, zinc_init_fn whole, zinc_init_ran
         }
     }
 fail:
-    free(vals);
+    if (vals) munmap(vals, vbytes);
     return st;
 }
 
