@@ -75,7 +75,7 @@ static const zkey_key optimizer_params_keys[] = {
      .optimizers = O_ADAM | O_LAMB | O_ADAGRAD,
      .meaning = "added after the (bias-corrected) square root",
      .status = IMPL},
-    DBL("weight_decay", optimizer.weight_decay, 0, 1e3, "decoupled (AdamW mode) or L2 (Adam mode)"),
+    DBL("weight_decay", optimizer.weight_decay, 0, 1e3, "decoupled (AdamW mode, Lion) or L2 (Adam mode, SGD)"),
     {.name = "bias_correction",
      .kind = ZKEY_BOOL,
      .off = F(optimizer.bias_correction),
