@@ -13,7 +13,9 @@
  *     factor x g, as documented;
  *   - the refusals: NULL arguments, another engine's parameter, before zinc_build, a module still entered, a
  *     NaN weight, a factor that is not finite, and (2 ranks) ranks passing different values: refused on
- *     every rank with the rank named, the engine still usable. */
+ *     every rank with the rank named, the engine still usable;
+ *   - neither zinc_set_master nor zinc_param_set_master holds a transient copy: the peak RSS over each call
+ *     on a 32 MiB model grows by less than 1 MiB (it grew by the model before issue 41). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,6 +257,53 @@ static void test_unbuilt(void) {
     zinc_destroy(e);
 }
 
+static long status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ':') v = atol(line + n + 1);
+    if (f) fclose(f);
+    return v;
+}
+
+/* zinc_set_master and zinc_param_set_master need no memory of their own (issue 41: zinc_set_master copied
+ * the own range first, a transient of the whole model at stage 0): the peak RSS over each call of a 32 MiB
+ * model at stage 0 grows by less than 1 MiB. Skipped where VmHWM cannot be reset (/proc/self/clear_refs). */
+static void test_no_transient(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) {
+        printf("# set_master transient: /proc/self/clear_refs not writable, not measured\n");
+        return;
+    }
+    fclose(f);
+    const int64_t n = (int64_t)8 << 20;
+    zinc_options o = zinc_default_options();
+    o.config_json = "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 0}}";
+    o.device = ZINC_DEVICE_CPU;
+    o.log_fn = quiet;
+    zinc_engine *e = NULL;
+    ZT_OK(zinc_create(&o, &e));
+    int m = zinc_module_add(e, "m");
+    zinc_param *p = zinc_param_add(e, m, "w", 1, (int64_t[]){n}, 0);
+    ZT_OK(zinc_build(e, NULL, NULL));
+    float *w = malloc((size_t)n * sizeof *w);
+    for (int64_t i = 0; i < n; i++) w[i] = 0.25f;
+    for (int which = 0; which < 2; which++) {
+        f = fopen("/proc/self/clear_refs", "w");
+        if (f) fputs("5", f), fclose(f);
+        long before = status_kb("VmRSS");
+        ZT_OK(which ? zinc_param_set_master(e, p, w) : zinc_set_master(e, w, (size_t)n));
+        long grew = status_kb("VmHWM") - before;
+        printf("# %s of 32 MiB: peak RSS growth %ld KiB\n", which ? "zinc_param_set_master" : "zinc_set_master", grew);
+        ZT_CHECK(grew < 1024, "%s of a 32 MiB model: the peak RSS grew by %ld KiB (want < 1 MiB: no transient copy)",
+                 which ? "zinc_param_set_master" : "zinc_set_master", grew);
+    }
+    free(w);
+    zinc_destroy(e);
+}
+
 int main(void) {
     zt_name = "engine_param_master";
     static const cfg cfgs[] = {
@@ -262,5 +311,6 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) test_config(&cfgs[i]);
     test_unbuilt();
+    test_no_transient();
     return zt_finish();
 }
