@@ -86,9 +86,10 @@ void zadagrad_step(const zadagrad_hparams *h, size_t n, float *master, float *su
  *   p = p - lr*g                                  (param.add_(grad, alpha=-lr): the same bits)
  * lr, mu, wd and 1-tau (computed in double from the config's dampening) are rounded to float once per
  * step; every product is rounded before its sum (no fused multiply-add; torch's CPU add(alpha=) fuses it,
- * so torch differs from this by a rounding per operation in ~10% of elements: docs/optimizers.md). With mu 0 the buffer is neither read nor written. buf is the one
- * state tensor (kept where Adam keeps exp_avg). `first` is 1 at the first step taken (t == 1). Arguments
- * as zadam_step with buf for m. The fast version is bitwise equal to the reference, on the current pool. */
+ * so torch differs from this by a rounding per operation in ~10% of elements: docs/optimizers.md). With
+ * mu 0 the buffer is neither read nor written. buf is the one state tensor (kept where Adam keeps exp_avg).
+ * `first` is 1 at the first step taken (t == 1). Arguments as zadam_step with buf for m. The fast version is
+ * bitwise equal to the reference, on the current pool. */
 typedef struct zsgd_hparams {
     float lr, momentum, one_minus_dampening, weight_decay, grad_factor;
     int nesterov, maximize, first;

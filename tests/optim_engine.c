@@ -69,10 +69,10 @@ zinc_status oe_model_create(const oe_optimizer *opt, const oe_run *r, oe_model *
     return ZINC_OK;
 }
 
-#define T(x)                                                                                                           \
-    do {                                                                                                               \
-        zinc_status s_ = (x);                                                                                          \
-        if (s_ != ZINC_OK) return s_;                                                                                  \
+#define T(x)                                                                                                 \
+    do {                                                                                                     \
+        zinc_status s_ = (x);                                                                                \
+        if (s_ != ZINC_OK) return s_;                                                                        \
     } while (0)
 
 /* The engine computes in fp32 here, so the parameter and its gradient are fp32 buffers in the engine's
@@ -94,8 +94,7 @@ static zinc_status add_grad(oe_model *md, int k, int step, int micro) {
     for (int64_t i = 0; st == ZINC_OK && i < info.numel; i++) {
         double acc = 0;
         for (int j = 0; j < md->micro; j++) {
-            int64_t s =
-                (int64_t)step * BATCH + (int64_t)micro * md->world * md->micro + (int64_t)md->rank * md->micro + j;
+            int64_t s = (int64_t)step * BATCH + (int64_t)micro * md->world * md->micro + (int64_t)md->rank * md->micro + j;
             acc += oe_grad_fn(info.index, i, (double)w[i], s);
         }
         g[i] = g[i] + (float)(acc / md->micro);

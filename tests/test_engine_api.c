@@ -33,9 +33,7 @@ static void capture_log(void *u, zinc_log_level l, int rank, const char *msg) {
 /* The example MLP refuses its GPU path where there is none, and a `compute` value out of range. */
 static void mlp_compute_errors(void) {
     for (int c = 0; c < 2; c++) {
-        eu_run r = {.stage = 1,
-                    .dtype = ZINC_FP32,
-                    .log_fn = capture_log,
+        eu_run r = {.stage = 1, .dtype = ZINC_FP32, .log_fn = capture_log,
                     .mlp_compute = c == 0 ? MLP_COMPUTE_DEVICE : (mlp_compute_at)7};
         zinc_engine *e = NULL;
         mlp_model *m = NULL;

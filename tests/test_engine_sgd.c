@@ -1,9 +1,9 @@
 /* SGD ("optimizer": {"type": "SGD"}), added through the optimizer recipe (HACKING.md), as torch.optim.SGD
  * computes it (DeepSpeed 0.19.8 builds torch.optim.SGD for this type):
  *   - the kernel equals torch's _single_tensor_sgd written out in float without fused multiply-adds (its
- *     order: maximize, weight decay, the buffer, Nesterov, the update) bit for bit for every option; the fast kernel equals the reference
- *     bit for bit for every gradient and output dtype, with a decay mask, at 1 and 2 threads; over 50 steps
- *     it is within 1e-6 (normwise over the change) of a float64 SGD;
+ *     order: maximize, weight decay, the buffer, Nesterov, the update) bit for bit for every option; the
+ *     fast kernel equals the reference bit for bit for every gradient and output dtype, with a decay mask,
+ *     at 1 and 2 threads; over 50 steps it is within 1e-6 (normwise over the change) of a float64 SGD;
  *   - trained end to end through the public API at ZeRO stages 0-3 on this run's rank count, with the state
  *     in memory, offloaded to the CPU and on NVMe (stages 1-3), for four option sets (momentum with
  *     dampening and weight decay; Nesterov; plain SGD maximizing; momentum, dampening, maximize and decay):

@@ -329,9 +329,9 @@ void zcfg_set_stage(zinc_config *c, int stage) {
 }
 
 /* Each optimizer takes the keyword arguments of its DeepSpeed class (FusedAdam, FusedLion / DeepSpeedCPULion,
- * FusedLamb, DeepSpeedCPUAdagrad, torch.optim.SGD); their constructors raise a TypeError on any other, so DeepSpeed refuses
- * these too. Which optimizer takes which key is the schema's (zkey_key.optimizers); an optimizer's own
- * defaults are zkey_optimizer_defaults. Lion's weight decay is always decoupled. */
+ * FusedLamb, DeepSpeedCPUAdagrad, torch.optim.SGD); their constructors raise a TypeError on any other, so
+ * DeepSpeed refuses these too. Which optimizer takes which key is the schema's (zkey_key.optimizers); an
+ * optimizer's own defaults are zkey_optimizer_defaults. Lion's weight decay is always decoupled. */
 static void resolve_optimizer_keys(zcfg_loader *L) {
     zinc_config *c = L->c;
     zcfg_optimizer_type me = c->optimizer.type;
