@@ -290,6 +290,29 @@ void zcli_trace_print_modules(const zcli_trace *t, const json_t *sum, FILE *f) {
         fprintf(f, "  %-16s %12.3f %12.3f %12.3f %12s %14s\n", json_string_value(json_object_get(m, "name")),
                 num(m, "forward_ms"), num(m, "backward_ms"), num(m, "recompute_ms"), fl, rate);
     }
+    /* A module rate far above the whole step's (the declared FLOPs over the step's time, which holds all the
+     * work) means its spans do not hold its work: the model computes outside zinc_module_enter/exit (a
+     * network run in one call) or declares more than it computes. Said, with the factor, so that the table
+     * never shows such a rate unexplained. 10x: a module's share of a step's work can run a few times faster than
+     * the step's average (which includes the optimizer and waits), not ten. */
+    double step_rate = 0;
+    json_t *r;
+    json_array_foreach(json_object_get(sum, "ranks"), k, r) {
+        if (num(r, "flops_per_s") > step_rate) step_rate = num(r, "flops_per_s");
+    }
+    json_array_foreach(mods, k, m) {
+        double x = num(m, "flops_per_s") / (step_rate > 0 ? step_rate : 1);
+        if (step_rate > 0 && x > 10) {
+            char sr[32];
+            si(step_rate, sr, sizeof sr);
+            fprintf(f,
+                    "note: module %s's FLOP/s is %.0fx the whole step's (%sFLOP/s): its spans are too short to hold "
+                    "its declared FLOPs, so the model most likely computes outside its module entries (a network run "
+                    "in one call) or declares more than it computes; that rate is FLOPs over span time, not a rate "
+                    "the machine ran at\n",
+                    json_string_value(json_object_get(m, "name")), x, sr);
+        }
+    }
 }
 
 int zcli_trace_module_table(const char *who, const char *path, FILE *f) {

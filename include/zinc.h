@@ -215,7 +215,8 @@ zinc_status zinc_module_reentered(zinc_engine *e, int module);
  * between them: a module's parameters are NOT one contiguous array. Gradients have the same layout. A
  * model that keeps all its parameters in one block copies in and out per module with zinc_module_to_f32 /
  * zinc_module_grad_add_f32 (unpadded), per tensor with zinc_param_to_f32 / zinc_grad_add_f32 (or
- * zinc_param_data and zinc_param_grad), and sets them after zinc_build with zinc_set_master. */
+ * zinc_param_data and zinc_param_grad), and sets them after zinc_build with zinc_set_master (per tensor:
+ * zinc_param_set_master). */
 zinc_param *zinc_param_add(zinc_engine *e, int module, const char *name, int ndim, const int64_t *shape,
                            unsigned flags);
 zinc_param *zinc_param_find(zinc_engine *e, const char *name);
@@ -240,11 +241,15 @@ typedef zinc_status (*zinc_init_fn)(void *userdata, const zinc_param_info *param
 
 /* Partitions the flat buffers, allocates parameters, gradients and optimizer state, and initialises
  * parameters through init_fn (every rank computes the same values, so nothing is broadcast).
+ * init_fn may be NULL, for a model whose weights come from elsewhere (a file, its own layers): then every
+ * parameter, its fp32 master weight and the optimizer's state start at 0.0 (no init scratch is allocated),
+ * and the model sets the weights after zinc_build with zinc_set_master (the whole model) or
+ * zinc_param_set_master (tensor by tensor), before its first step. Weights it never sets stay 0.
  * A build that fails once it has begun (the ranks disagree, the pre-flight refuses the config on this
  * machine, an allocation or the initialisation fails) leaves the engine good for zinc_destroy only: every
  * other call, registration included, returns ZINC_ERR_STATE naming the build's failure. Create a new engine
- * (with another config) and register the model again. A refusal before it begins (a NULL init_fn, no
- * parameters) leaves the engine as it was. */
+ * (with another config) and register the model again. A refusal before it begins (no parameters) leaves
+ * the engine as it was. */
 zinc_status zinc_build(zinc_engine *e, zinc_init_fn init_fn, void *userdata);
 /* Before zinc_build: an item every rank must agree on (up to 256, names up to 48 characters), e.g.
  * zinc_agree_add(e, "steps", &steps, sizeof steps). zinc_build compares, by one collective, every rank's
@@ -325,6 +330,12 @@ void *zinc_param_grad(const zinc_param *p);
  * allocated at the first call. */
 zinc_status zinc_param_to_f32(const zinc_param *p, float *out);
 zinc_status zinc_grad_add_f32(zinc_param *p, const float *g);
+/* zinc_grad_add_f32 with a factor: adds g times factor times zinc_loss_scale, for a model whose gradient
+ * arrays hold a multiple of the gradient (darknet keeps the negated sum over the batch: factor -1/batch).
+ * factor x loss scale is computed in double and rounded to float once (exact for a power-of-two scale), then
+ * each element is added as zinc_grad_add_f32 adds it (one product, one rounding to the gradient dtype), so
+ * factor 1 gives zinc_grad_add_f32's bits. A factor that is not finite is ZINC_ERR_INVALID_ARG. */
+zinc_status zinc_grad_add_scaled_f32(zinc_param *p, const float *g, float factor);
 /* The same for a whole module, unpadded: the module's parameters in registration order, each numel floats
  * back to back (zinc_module_numel in all): the layout zinc_gather_master uses, one module. For a model that
  * keeps its parameters in one flat array: one call per module and phase instead of one per tensor. The
@@ -332,6 +343,7 @@ zinc_status zinc_grad_add_f32(zinc_param *p, const float *g);
 int64_t zinc_module_numel(const zinc_engine *e, int module); /* -1 for a bad engine or module */
 zinc_status zinc_module_to_f32(zinc_engine *e, int module, float *out);
 zinc_status zinc_module_grad_add_f32(zinc_engine *e, int module, const float *g);
+zinc_status zinc_module_grad_add_scaled_f32(zinc_engine *e, int module, const float *g, float factor);
 
 zinc_dtype zinc_compute_dtype(const zinc_engine *e);
 zinc_dtype zinc_grad_dtype(const zinc_engine *e);
@@ -445,6 +457,18 @@ zinc_status zinc_gather_master(zinc_engine *e, float *out, size_t n);
  * checks leaves the engine unusable (as a failed checkpoint load does). The optimizer updates themselves
  * (Adam/AdamW, Lion, LAMB: every operation, float or double) are written down in docs/optimizers.md. */
 zinc_status zinc_set_master(zinc_engine *e, const float *in, size_t n);
+/* Per tensor, for models whose layers own their arrays (no flat copy of the model). Both collective: every
+ * rank calls them for the same parameter, in the same order, after zinc_build and between steps (get at any
+ * time between steps). zinc_param_get_master fills out (numel floats, row-major) with p's fp32 master
+ * weights on every rank: zinc_gather_master's values for that tensor. zinc_param_set_master sets them from
+ * `in` (numel finite floats, the same on every rank: refused naming the rank that differs) and the compute
+ * copy the model reads (rounded to the compute dtype), at every stage, as zinc_set_master does for the whole
+ * model: the round trip is exact, the optimizer's moments and the step count are kept. Each call is one pass
+ * over this rank's optimizer state (with NVMe offload its files are read, and for set written, once): for
+ * many tensors at once zinc_set_master is one pass for all. A failure after the checks leaves the engine
+ * unusable. */
+zinc_status zinc_param_get_master(zinc_engine *e, const zinc_param *p, float *out);
+zinc_status zinc_param_set_master(zinc_engine *e, zinc_param *p, const float *in);
 /* Called by zinc_master_foreach with `count` fp32 master weights of parameter `param_index`
  * (registration order) starting at its element `offset`. */
 typedef zinc_status (*zinc_master_fn)(void *userdata, int param_index, int64_t offset, const float *values,

@@ -76,6 +76,29 @@ void zadagrad_step_ref(const zadagrad_hparams *h, size_t n, float *master, float
 void zadagrad_step(const zadagrad_hparams *h, size_t n, float *master, float *sum, const void *grad, zinc_dtype gdt,
                    void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
 
+/* SGD as torch.optim.SGD computes it (torch/optim/sgd.py, _single_tensor_sgd), per element, all in float:
+ *   g = grad * grad_factor
+ *   if (maximize) g = -g
+ *   if (wd && decayed) g = g + wd*p               (L2: grad.add(param, alpha=wd))
+ *   if (mu != 0):
+ *       buf = first ? g : buf*mu + (1-tau)*g      (the first step's buffer is g itself, not dampened)
+ *       g = nesterov ? g + mu*buf : buf
+ *   p = p - lr*g                                  (param.add_(grad, alpha=-lr): the same bits)
+ * lr, mu, wd and 1-tau (computed in double from the config's dampening) are rounded to float once per
+ * step; every product is rounded before its sum (no fused multiply-add; torch's CPU add(alpha=) fuses it,
+ * so torch differs from this by a rounding per operation in ~10% of elements: docs/optimizers.md). With
+ * mu 0 the buffer is neither read nor written. buf is the one state tensor (kept where Adam keeps exp_avg).
+ * `first` is 1 at the first step taken (t == 1). Arguments as zadam_step with buf for m. The fast version is
+ * bitwise equal to the reference, on the current pool. */
+typedef struct zsgd_hparams {
+    float lr, momentum, one_minus_dampening, weight_decay, grad_factor;
+    int nesterov, maximize, first;
+} zsgd_hparams;
+void zsgd_step_ref(const zsgd_hparams *h, size_t n, float *master, float *buf, const void *grad, zinc_dtype gdt,
+                   void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+void zsgd_step(const zsgd_hparams *h, size_t n, float *master, float *buf, const void *grad, zinc_dtype gdt,
+               void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+
 /* LAMB (DeepSpeed's FusedLamb), per parameter tensor: with g = grad * grad_factor,
  *   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g           (moments not bias-corrected)
  *   u = m / (eps_inside_sqrt ? sqrt(v + eps) : sqrt(v) + eps);  if (wd && decayed) u += wd*p

@@ -62,6 +62,8 @@ bool field_is(const zinc_config *c, const zkey_key *k, const char *want_text, ch
 #define STAGE2 "{\"zero_optimization\":{\"stage\":2}}"
 #define STAGE3 "{\"zero_optimization\":{\"stage\":3}}"
 #define OPT_LAMB "{\"optimizer\":{\"type\":\"Lamb\"}}"
+#define OPT_SGD "{\"optimizer\":{\"type\":\"SGD\"}}"
+#define OPT_SGD_MOMENTUM "{\"optimizer\":{\"type\":\"SGD\",\"params\":{\"momentum\":0.9}}}"
 
 typedef struct {
     const char *path; /* canonical JSON path */

@@ -33,6 +33,10 @@ const key_row rows[] = {
     {"optimizer.params.max_coeff", F(optimizer.max_coeff), OPT_LAMB, "5.0", "5.0", "10.0", 0},
     {"optimizer.params.min_coeff", F(optimizer.min_coeff), OPT_LAMB, "0.1", "0.1", "0.01", 0},
     {"optimizer.params.eps_inside_sqrt", F(optimizer.eps_inside_sqrt), OPT_LAMB, "true", "true", "false", 0},
+    {"optimizer.params.momentum", F(optimizer.momentum), OPT_SGD, "0.9", "0.9", "0.0", 0},
+    {"optimizer.params.dampening", F(optimizer.dampening), OPT_SGD, "0.1", "0.1", "0.0", 0},
+    {"optimizer.params.nesterov", F(optimizer.nesterov), OPT_SGD_MOMENTUM, "true", "true", "false", 0},
+    {"optimizer.params.maximize", F(optimizer.maximize), OPT_SGD, "true", "true", "false", 0},
     /* scheduler */
     {"scheduler.type", F(scheduler.type), NULL, "\"warmuplr\"", "\"WarmupLR\"", "\"none\"", 0},
     {"scheduler.params.warmup_min_lr", F(scheduler.warmup_min_lr), SCHED_WLR, "1e-5", "1e-5", "0.0", 0},

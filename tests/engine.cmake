@@ -56,3 +56,7 @@ zinc_test(NAME engine_set_master_np1 SOURCES test_engine_master.c ARGS --write-r
 set_tests_properties(engine_set_master_np1 PROPERTIES FIXTURES_SETUP set_master_ref)
 zinc_test(NAME engine_set_master_np2 SOURCES test_engine_master.c RANKS 2 LABELS engine)
 set_tests_properties(engine_set_master_np2 PROPERTIES FIXTURES_REQUIRED set_master_ref)
+# zinc_build without an init function, per-tensor master weights in and out, and the scaled gradient adds
+# (issue 41), at stages 0-3, fp32/bf16, memory/CPU/NVMe state, 1 and 2 ranks.
+zinc_test(NAME engine_param_master_np1 SOURCES test_param_master.c engine_util.c LABELS engine)
+zinc_test(NAME engine_param_master_np2 SOURCES test_param_master.c engine_util.c RANKS 2 LABELS engine)

@@ -47,3 +47,24 @@ if(COMMAND zinc_emulated_test)
   zinc_emulated_test(NAME engine_adagrad_cuda_emulated SOURCE test_engine_adagrad.c EXTRA optim_engine.c
                      ENV ZINC_TEST_DEVICE=cuda)
 endif()
+# SGD (torch.optim.SGD's formula, every option), added through the optimizer recipe: the kernel against
+# torch's formula and float64, the engine at stages 0-3 with the state in memory, offloaded to the CPU and on
+# NVMe against float64 after every step, at 1 and 2 ranks; checkpoints resumed bitwise at the same rank
+# count and, with zinc.deterministic_reduction, saved at 1 (2) ranks and resumed at 2 (1) (fixtures); its
+# config; on the CUDA emulation offloaded (and refused with the state on the GPU).
+zinc_test(NAME engine_sgd_np1 SOURCES test_engine_sgd.c optim_engine.c engine_util.c ARGS --tag np1 --save
+          LABELS engine)
+zinc_test(NAME engine_sgd_np2 SOURCES test_engine_sgd.c optim_engine.c engine_util.c RANKS 2 ARGS --tag np2 --save
+          LABELS engine)
+zinc_test(NAME engine_sgd_resume_np1 SOURCES test_engine_sgd.c optim_engine.c engine_util.c
+          ARGS --tag r1 --resume-from 2 LABELS engine)
+zinc_test(NAME engine_sgd_resume_np2 SOURCES test_engine_sgd.c optim_engine.c engine_util.c RANKS 2
+          ARGS --tag r2 --resume-from 1 LABELS engine)
+set_tests_properties(engine_sgd_np1 PROPERTIES FIXTURES_SETUP sgd_saved_np1)
+set_tests_properties(engine_sgd_np2 PROPERTIES FIXTURES_SETUP sgd_saved_np2)
+set_tests_properties(engine_sgd_resume_np1 PROPERTIES FIXTURES_REQUIRED sgd_saved_np2)
+set_tests_properties(engine_sgd_resume_np2 PROPERTIES FIXTURES_REQUIRED sgd_saved_np1)
+if(COMMAND zinc_emulated_test)
+  zinc_emulated_test(NAME engine_sgd_cuda_emulated SOURCE test_engine_sgd.c EXTRA optim_engine.c
+                     ENV ZINC_TEST_DEVICE=cuda ARGS --tag cuda)
+endif()

@@ -40,8 +40,9 @@ zinc_status oe_model_create(const oe_optimizer *opt, const oe_run *r, oe_model *
              "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d, \"optimizer\": %s, "
              "\"gradient_clipping\": 0, "
              "\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": %d, "
-             "\"stage3_param_persistence_threshold\": 0%s}}",
-             BATCH, r->gas, optim, r->stage, r->bucket, r->offload ? opt->offload_json : "");
+             "\"stage3_param_persistence_threshold\": 0%s%s}}",
+             BATCH, r->gas, optim, r->stage, r->bucket, r->offload ? opt->offload_json : "",
+             r->zero_json ? r->zero_json : "");
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
     o.device = eu_device(NULL);

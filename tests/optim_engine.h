@@ -19,7 +19,8 @@ int64_t oe_total_numel(void);
 
 typedef struct oe_run {
     int stage, gas, bucket, offload;
-    const char *type; /* NULL: the test's own optimizer */
+    const char *type;      /* NULL: the test's own optimizer */
+    const char *zero_json; /* NULL, or members added to zero_optimization (after the offload ones) */
 } oe_run;
 
 /* What a test supplies: the value of the config's "optimizer" key for a run, and the zero_optimization

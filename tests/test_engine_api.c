@@ -87,7 +87,7 @@ int main(void) {
              "param added to an earlier module");
     zinc_param *b = zinc_param_add(e, m1, "empty.b", 1, (int64_t[]){7}, 0);
     ZT_CHECK(b != NULL, "param add: %s", zinc_last_error());
-    ZT_ERR(zinc_build(e, NULL, NULL), ZINC_ERR_INVALID_ARG, "init_fn");
+    /* zinc_build(e, NULL, ...) builds with every weight 0 (tests/test_param_master.c) */
     ZT_OK(zinc_build(e, init_zero, NULL));
     ZT_ERR(zinc_build(e, init_zero, NULL), ZINC_ERR_STATE, "already built");
     ZT_CHECK(zinc_module_add(e, "late") < 0 && strstr(zinc_last_error(), "before zinc_build"), "module after build");

@@ -95,6 +95,13 @@ def summary_part(z, fx, work):
               "hidden behind compute 4.000 ms, exposed 1.000 ms", "slowest rank: 1 (mean step 12.000 ms, 20.0% above",
               "fc1", "1.71 M"]:
         check(n in p.stdout, f"summary text lacks {n!r}:\n{p.stdout}")
+    check("note: module" not in p.stdout, f"no rate note where the spans hold the FLOPs:\n{p.stdout}")
+    # outside_modules.json: two_ranks.json with fc2 declaring 100x its FLOPs (as a model whose spans hold none
+    # of its work): fc2's 150 MFLOP/s is 125x the steps' 1.2 MFLOP/s, and the summary says why; fc1 (1.4x) not
+    p = run([z, "trace", "summary", os.path.join(fx, "outside_modules.json")])
+    check("note: module fc2's FLOP/s is 125x the whole step's (1.2 MFLOP/s)" in p.stdout and
+          "computes outside its module entries" in p.stdout and "module fc1's" not in p.stdout,
+          f"a module rate far above the step's is explained:\n{p.stdout}")
     p = run([z, "trace", "summary", os.path.join(fx, "crossing.json"), "--json"])
     check("cut at the parent's end" in run([z, "trace", "summary", os.path.join(fx, "crossing.json")]).stdout,
           "a span crossing its parent's end is said")

@@ -27,6 +27,7 @@ typedef enum {
     ZOPT_LION = 2,
     ZOPT_LAMB = 3,
     ZOPT_ADAGRAD = 4,
+    ZOPT_SGD = 5,
     ZOPT_COUNT
 } zcfg_optimizer_type;
 
@@ -45,7 +46,7 @@ typedef enum { ZOFFLOAD_NONE = 0, ZOFFLOAD_CPU = 1, ZOFFLOAD_NVME = 2 } zcfg_off
 typedef enum { ZTAG_WARN = 0, ZTAG_IGNORE = 1, ZTAG_FAIL = 2 } zcfg_tag_validation;
 
 typedef struct zcfg_optimizer {
-    zcfg_optimizer_type type;    /* "Adam", "AdamW", "Lion", "Lamb" or "Adagrad" (case-insensitive) */
+    zcfg_optimizer_type type;    /* "Adam", "AdamW", "Lion", "Lamb", "Adagrad" or "SGD" (case-insensitive) */
     double lr;                   /* 1e-3 */
     double beta1, beta2;         /* 0.9, 0.999 */
     double eps;                  /* 1e-8 */
@@ -55,6 +56,8 @@ typedef struct zcfg_optimizer {
     bool torch_adam;             /* accepted; zinc's kernels compute the same math (logged) */
     double max_coeff, min_coeff; /* Lamb: the trust ratio's clamp, 10 and 0.01 */
     bool eps_inside_sqrt;        /* Lamb: sqrt(v + eps) instead of sqrt(v) + eps; false */
+    double momentum, dampening;  /* SGD (torch.optim.SGD): 0, 0 */
+    bool nesterov, maximize;     /* SGD: false, false */
 } zcfg_optimizer;
 
 typedef struct zcfg_scheduler {

@@ -338,9 +338,9 @@ void zcfg_set_stage(zinc_config *c, int stage) {
 }
 
 /* Each optimizer takes the keyword arguments of its DeepSpeed class (FusedAdam, FusedLion / DeepSpeedCPULion,
- * FusedLamb, DeepSpeedCPUAdagrad); their constructors raise a TypeError on any other, so DeepSpeed refuses
- * these too. Which optimizer takes which key is the schema's (zkey_key.optimizers); an optimizer's own
- * defaults are zkey_optimizer_defaults. Lion's weight decay is always decoupled. */
+ * FusedLamb, DeepSpeedCPUAdagrad, torch.optim.SGD); their constructors raise a TypeError on any other, so
+ * DeepSpeed refuses these too. Which optimizer takes which key is the schema's (zkey_key.optimizers); an
+ * optimizer's own defaults are zkey_optimizer_defaults. Lion's weight decay is always decoupled. */
 static void resolve_optimizer_keys(zcfg_loader *L) {
     zinc_config *c = L->c;
     zcfg_optimizer_type me = c->optimizer.type;
@@ -375,6 +375,14 @@ static void resolve_optimizer_keys(zcfg_loader *L) {
                      "%g is above max_coeff %g; the trust ratio is clamped to "
                      "[min_coeff, max_coeff]",
                      c->optimizer.min_coeff, c->optimizer.max_coeff);
+    /* torch.optim.SGD's own refusal ("Nesterov momentum requires a momentum and zero dampening"). */
+    if (c->optimizer.type == ZOPT_SGD && c->optimizer.nesterov &&
+        (c->optimizer.momentum <= 0 || c->optimizer.dampening != 0) &&
+        !zcfg_had_problem(L, "optimizer.params.momentum") && !zcfg_had_problem(L, "optimizer.params.dampening"))
+        zcfg_problem(L, "optimizer.params.nesterov",
+                     "true needs momentum above 0 and dampening 0 (momentum %g, dampening %g), as torch.optim.SGD "
+                     "requires: set momentum (e.g. 0.9) and dampening 0, or nesterov false",
+                     c->optimizer.momentum, c->optimizer.dampening);
     if (c->optimizer.type == ZOPT_LION) c->optimizer.adam_w_mode = true; /* p *= 1 - lr*wd */
     /* torch_adam builds torch.optim.AdamW (decoupled mode), whose weight_decay default is 0.01
      * (engine.py get_optimizer_configuration); torch.optim.Adam's is 0 as FusedAdam's. */
@@ -422,8 +430,17 @@ static void resolve_learnable(zcfg_loader *L) {
                      "sqrt(v) + eps, and v is 0 wherever the gradient has been 0, so eps 0 "
                      "makes those updates 0/0 = NaN (1e-8 is the usual value)",
                      c->optimizer.eps);
-    if (c->scheduler.type == ZSCHED_ONE_CYCLE && c->scheduler.cycle_momentum && c->scheduler.cycle_max_mom >= 1 &&
-        !zcfg_had_problem(L, "scheduler"))
+    /* DeepSpeed's OneCycle cycles betas[0] only (lr_schedules.py _initialize_momentum): for an optimizer
+     * without betas (SGD, Adagrad) it warns and leaves the momentum alone, and so does zinc (their hparams
+     * never read the cycled beta1). */
+    bool has_betas = zkey_optimizer_takes(c->optimizer.type, zkey_find(&zkey_optimizer_params, "betas"));
+    if (c->scheduler.type == ZSCHED_ONE_CYCLE && c->scheduler.cycle_momentum && !has_betas)
+        ZLOG_WARN(L->log,
+                  "%s: scheduler.params.cycle_momentum: OneCycle does not cycle the momentum of %s, which has no "
+                  "betas (DeepSpeed disables it too); set cycle_momentum false to silence this",
+                  L->origin, zkey_optimizer_names[c->optimizer.type]);
+    if (c->scheduler.type == ZSCHED_ONE_CYCLE && c->scheduler.cycle_momentum && has_betas &&
+        c->scheduler.cycle_max_mom >= 1 && !zcfg_had_problem(L, "scheduler"))
         zcfg_problem(L, "scheduler.params.cycle_max_mom",
                      "%g is out of range with cycle_momentum; allowed: 0 to below 1. It becomes Adam's beta1, and "
                      "beta1 1 makes the bias correction 1 - beta1^t zero (a division by zero) and freezes the first "

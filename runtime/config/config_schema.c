@@ -39,7 +39,7 @@
     { .name = n, .kind = ZKEY_REFUSED, .status = why }
 #define TABLE(var, p, arr) const zkey_table var = {p, arr, sizeof arr / sizeof arr[0]}
 
-const char *const zkey_optimizer_names[] = {"Adam", "AdamW", "Lion", "Lamb", "Adagrad", NULL};
+const char *const zkey_optimizer_names[] = {"Adam", "AdamW", "Lion", "Lamb", "Adagrad", "SGD", NULL};
 const char *const zkey_scheduler_names[] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", NULL};
 static const char *const warmup_names[] = {"log", "linear", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
@@ -56,6 +56,7 @@ const char *const zkey_comm_op_names[] = {"all_reduce", "reduce_scatter", "all_g
 #define O_LION (1u << ZOPT_LION)
 #define O_LAMB (1u << ZOPT_LAMB)
 #define O_ADAGRAD (1u << ZOPT_ADAGRAD)
+#define O_SGD (1u << ZOPT_SGD)
 static const zkey_key optimizer_params_keys[] = {
     DBL("lr", optimizer.lr, 0, 1e3, "learning rate (the schedulers' WarmupCosineLR scales it)"),
     {.name = "betas",
@@ -74,7 +75,7 @@ static const zkey_key optimizer_params_keys[] = {
      .optimizers = O_ADAM | O_LAMB | O_ADAGRAD,
      .meaning = "added after the (bias-corrected) square root",
      .status = IMPL},
-    DBL("weight_decay", optimizer.weight_decay, 0, 1e3, "decoupled (AdamW mode) or L2 (Adam mode)"),
+    DBL("weight_decay", optimizer.weight_decay, 0, 1e3, "decoupled (AdamW mode, Lion) or L2 (Adam mode, SGD)"),
     {.name = "bias_correction",
      .kind = ZKEY_BOOL,
      .off = F(optimizer.bias_correction),
@@ -115,6 +116,34 @@ static const zkey_key optimizer_params_keys[] = {
      .optimizers = O_LAMB,
      .meaning = "Lamb: sqrt(v + eps) instead of sqrt(v) + eps",
      .status = IMPL},
+    {.name = "momentum",
+     .kind = ZKEY_F64,
+     .off = F(optimizer.momentum),
+     .lo = 0,
+     .hi = 1,
+     .optimizers = O_SGD,
+     .meaning = "SGD: momentum factor mu (buf = mu * buf + (1 - dampening) * g; 0: no momentum buffer used)",
+     .status = IMPL},
+    {.name = "dampening",
+     .kind = ZKEY_F64,
+     .off = F(optimizer.dampening),
+     .lo = 0,
+     .hi = 1,
+     .optimizers = O_SGD,
+     .meaning = "SGD: dampening tau of the momentum (not applied at the first step, as torch.optim.SGD)",
+     .status = IMPL},
+    {.name = "nesterov",
+     .kind = ZKEY_BOOL,
+     .off = F(optimizer.nesterov),
+     .optimizers = O_SGD,
+     .meaning = "SGD: Nesterov momentum (g + mu * buf); needs momentum > 0 and dampening 0",
+     .status = IMPL},
+    {.name = "maximize",
+     .kind = ZKEY_BOOL,
+     .off = F(optimizer.maximize),
+     .optimizers = O_SGD,
+     .meaning = "SGD: ascend the objective (the gradient negated)",
+     .status = IMPL},
     REFUSED("amsgrad", "not implemented: DeepSpeed's FusedAdam refuses amsgrad too"),
     REFUSED("max_grad_norm", "not an optimizer parameter: use the top-level gradient_clipping"),
 };
@@ -131,7 +160,7 @@ bool zkey_optimizer_takes(zcfg_optimizer_type type, const zkey_key *k) {
 }
 
 static const zkey_key optimizer_keys[] = {
-    ENUM("type", optimizer.type, zkey_optimizer_names, "Adam, AdamW, Lion, Lamb or Adagrad (case-insensitive)"),
+    ENUM("type", optimizer.type, zkey_optimizer_names, "Adam, AdamW, Lion, Lamb, Adagrad or SGD (case-insensitive)"),
     OBJ("params", zkey_optimizer_params, "the optimizer's parameters"),
 };
 static TABLE(optimizer_tbl, "optimizer", optimizer_keys);
@@ -566,7 +595,8 @@ static const zkey_key top_keys[] = {
     OBJ("activation_checkpointing", activation_ckpt_tbl,
         "present: the model recomputes activations in backward (zinc train --model gpt2: every block)"),
     IGNORED("autotuning", "ignored: no autotuner in zinc"),
-    IGNORED("zero_allow_untested_optimizer", "ignored: zinc has only its own Adam/AdamW, Lion and LAMB"),
+    IGNORED("zero_allow_untested_optimizer",
+            "ignored: zinc runs only its own optimizers, each tested under ZeRO (DeepSpeed needs it for SGD)"),
     IGNORED("zero_force_ds_cpu_optimizer", "ignored: zinc has only its own Adam/AdamW, Lion and LAMB"),
     IGNORED("disable_allgather", "ignored"),
     IGNORED("gradient_accumulation_dtype", "ignored: use data_types.grad_accum_dtype"),

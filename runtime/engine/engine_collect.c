@@ -89,6 +89,8 @@ static uint64_t fnv1a(const void *p, size_t n) {
     return h;
 }
 
+uint64_t zengine_fnv1a(const void *p, size_t n) { return fnv1a(p, n); }
+
 /* Copies the part of the unpadded model `in` that falls into flat [lo, hi) to dst (hi - lo floats; the
  * alignment padding between parameters and after the last one is zero). */
 static void unpadded_to_flat(const zinc_engine *e, const float *in, int64_t lo, int64_t hi, float *dst) {
@@ -138,7 +140,6 @@ fail:
 
 zinc_status zinc_set_master(zinc_engine *e, const float *in, size_t n) {
     zinc_status st = ZINC_OK;
-    float *own = NULL;
     bool touched = false;
     if (!e || !in) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_set_master: NULL argument");
     zinc_status built = zengine_require_built(e, "zinc_set_master");
@@ -147,18 +148,15 @@ zinc_status zinc_set_master(zinc_engine *e, const float *in, size_t n) {
     /* This rank's own range of the master weights, through one read-write pass over the store (the
      * optimizer's moments stay as they are), then the compute-dtype copies as zinc_build makes them. */
     zinc_status local = ZINC_OK;
-    int64_t own_n = e->own_hi - e->own_lo;
-    own = malloc((size_t)(own_n > 0 ? own_n : 1) * sizeof *own);
-    if (!own) local = ZERR(ZINC_ERR_NOMEM, "zinc_set_master: out of memory for %lld weights", (long long)own_n);
     if (local == ZINC_OK) {
-        unpadded_to_flat(e, in, e->own_lo, e->own_hi, own);
         touched = true; /* from here a failure leaves the weights partly set */
         local = zstate_pass_begin(e->state, ZSTATE_READ_WRITE | ZSTATE_HOST_VIEW);
         for (int64_t i = 0; local == ZINC_OK && i < e->state->nchunks; i++) {
             zstate_view v;
             local = zstate_acquire(e->state, i, &v);
             if (local != ZINC_OK) break;
-            memcpy(v.master, own + v.lo, (size_t)v.n * sizeof *own);
+            /* each chunk straight from `in`: no copy of the own range (issue 41: it was a transient) */
+            unpadded_to_flat(e, in, e->own_lo + v.lo, e->own_lo + v.lo + v.n, v.master);
             local = zstate_release(e->state, i);
         }
         if (local == ZINC_OK) local = zstate_pass_end(e->state);
@@ -174,7 +172,6 @@ zinc_status zinc_set_master(zinc_engine *e, const float *in, size_t n) {
 fail:
     zstate_pass_abort(e->state);
     if (st != ZINC_OK && touched) zengine_mark_broken(e, "setting the master weights");
-    free(own);
     return st;
 }
 

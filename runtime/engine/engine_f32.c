@@ -1,6 +1,8 @@
 /* fp32 views for models that compute in fp32 while the engine keeps bf16/fp16 parameters and gradients:
  * whole-tensor conversions through the device's vectorised casts, instead of one zinc_load_f32 /
  * zinc_add_f32 call per element. */
+#include <math.h>
+
 #include "runtime/engine/engine_internal.h"
 #include "runtime/core/error.h"
 #include "kernels/cpu_kernels.h"
@@ -28,14 +30,17 @@ fail:
     return st;
 }
 
-zinc_status zinc_grad_add_f32(zinc_param *p, const float *g) {
+/* g x factor x the loss scale into the gradient: the factor and the scale multiplied in double, rounded to
+ * float once (exact for a power-of-two scale), then the same axpy as the unscaled add (factor 1: its bits). */
+static zinc_status grad_add(zinc_param *p, const float *g, float factor, const char *fn) {
     zinc_status st = ZINC_OK;
-    if (!p || !g) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_grad_add_f32: NULL argument");
+    if (!p || !g) return ZERR(ZINC_ERR_INVALID_ARG, "%s: NULL argument", fn);
+    if (!isfinite(factor)) return ZERR(ZINC_ERR_INVALID_ARG, "%s: factor %g is not finite", fn, (double)factor);
     void *dst = zinc_param_grad(p);
     if (!dst) return ZINC_ERR_STATE; /* zinc_param_grad said why */
     zinc_engine *e = p->e;
     zdevice *d = e->dev;
-    float scale = (float)e->scaler.cur_scale;
+    float scale = (float)((double)factor * e->scaler.cur_scale);
     size_t n = (size_t)p->numel, gs = zinc_dtype_size(e->grad_dtype);
     if (e->grad_dtype == ZINC_FP32) return d->ops->axpy_f32(d, dst, g, ZINC_FP32, scale, n, 1);
     if (d->host_addressable) { /* widen a tile, add, round once: the bits of a fused kernel */
@@ -61,6 +66,12 @@ zinc_status zinc_grad_add_f32(zinc_param *p, const float *g) {
     return ZINC_OK;
 fail:
     return st;
+}
+
+zinc_status zinc_grad_add_f32(zinc_param *p, const float *g) { return grad_add(p, g, 1.0f, "zinc_grad_add_f32"); }
+
+zinc_status zinc_grad_add_scaled_f32(zinc_param *p, const float *g, float factor) {
+    return grad_add(p, g, factor, "zinc_grad_add_scaled_f32");
 }
 
 void zengine_f32_free(zinc_engine *e) {
@@ -107,16 +118,24 @@ fail:
     return st;
 }
 
-zinc_status zinc_module_grad_add_f32(zinc_engine *e, int module, const float *g) {
+static zinc_status module_grad_add(zinc_engine *e, int module, const float *g, float factor, const char *fn) {
     zinc_status st = ZINC_OK;
     int first, count;
-    TRY(module_params(e, module, "zinc_module_grad_add_f32", &first, &count));
-    if (!g && count > 0) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_grad_add_f32: g is NULL");
+    TRY(module_params(e, module, fn, &first, &count));
+    if (!g && count > 0) return ZERR(ZINC_ERR_INVALID_ARG, "%s: g is NULL", fn);
     for (int i = 0; i < count; i++) {
         zinc_param *p = e->params[first + i];
-        TRY(zinc_grad_add_f32(p, g));
+        TRY(grad_add(p, g, factor, fn));
         g += p->numel;
     }
 fail:
     return st;
+}
+
+zinc_status zinc_module_grad_add_f32(zinc_engine *e, int module, const float *g) {
+    return module_grad_add(e, module, g, 1.0f, "zinc_module_grad_add_f32");
+}
+
+zinc_status zinc_module_grad_add_scaled_f32(zinc_engine *e, int module, const float *g, float factor) {
+    return module_grad_add(e, module, g, factor, "zinc_module_grad_add_scaled_f32");
 }

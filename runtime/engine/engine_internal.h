@@ -180,6 +180,9 @@ zinc_status zengine_allgather_params(zinc_engine *e);
 zinc_status zengine_det_sumsq(zinc_engine *e, const void *g, zinc_dtype t, size_t n, double *out);
 /* Rewrites this rank's compute-dtype parameters from the fp32 master weights. */
 zinc_status zengine_params_from_master(zinc_engine *e);
+/* FNV-1a over n bytes: the check that every rank passes the same weights (zinc_set_master,
+ * zinc_param_set_master). */
+uint64_t zengine_fnv1a(const void *p, size_t n);
 
 /* runtime/engine/engine_f32.c */
 void zengine_f32_free(zinc_engine *e);
