@@ -275,10 +275,14 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
     /* --report is checked against the inputs the model's prepare named (an existing file needs --force) */
     if (rc == 0 && o->report && !report_why[0])
         zcli_check_target("--report", o->report, o->force, t.inputs, report_why, sizeof report_why);
+    /* neither the report nor the trace among the checkpoint's files (the --save probe made its directory) */
+    if (rc == 0 && o->report && !report_why[0])
+        zcli_check_outside_run_dirs("--report", o->report, o->save_dir, o->resume, report_why, sizeof report_why);
     /* --trace against the model's inputs too (zinc_create checks the path, the config and --force again) */
     if (rc == 0 && o->trace) {
         char trace_why[8800];
-        zcli_check_target("--trace", o->trace, o->force, t.inputs, trace_why, sizeof trace_why);
+        zcli_check_outside_run_dirs("--trace", o->trace, o->save_dir, o->resume, trace_why, sizeof trace_why);
+        if (!trace_why[0]) zcli_check_target("--trace", o->trace, o->force, t.inputs, trace_why, sizeof trace_why);
         if (trace_why[0]) {
             if (launcher_rank() == 0) fprintf(stderr, "zinc train: %s\n", trace_why);
             rc = 1;
@@ -297,5 +301,13 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
     json_decref(t.losses);
     json_decref(t.lrs);
     json_decref(t.loss_scales);
+    /* a signal recorded before there was an engine to stop at a step (zsig_defer from main on): the run
+     * ended before its first step, as a signalled run without a checkpoint ends */
+    if (rc == 1 && rank < 0 && zsig_pending()) {
+        if (launcher_rank() == 0)
+            fprintf(stderr, "zinc train: %s: stopped before the first step; nothing trained or saved\n",
+                    signal_name(zsig_pending()));
+        rc = ZCLI_EXIT_STOPPED;
+    }
     return rc;
 }

@@ -21,7 +21,7 @@ set(ZINC_CONFIG_LOADER_SOURCES
     ${PROJECT_SOURCE_DIR}/runtime/config/config_monitor.c
     ${PROJECT_SOURCE_DIR}/runtime/config/config_determinism.c
     ${PROJECT_SOURCE_DIR}/runtime/core/error.c ${PROJECT_SOURCE_DIR}/runtime/core/log.c ${PROJECT_SOURCE_DIR}/runtime/core/dtype.c
-    ${PROJECT_SOURCE_DIR}/runtime/core/env.c)
+    ${PROJECT_SOURCE_DIR}/runtime/core/env.c ${PROJECT_SOURCE_DIR}/runtime/core/signals.c)
 set(ZINC_CONFIG_LOADER_HEADERS
     ${PROJECT_SOURCE_DIR}/include/zinc.h ${PROJECT_SOURCE_DIR}/runtime/config/config.h
     ${PROJECT_SOURCE_DIR}/runtime/config/config_schema.h ${PROJECT_SOURCE_DIR}/runtime/config/config_internal.h

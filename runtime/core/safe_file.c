@@ -132,6 +132,38 @@ zinc_status zfile_check_target(const char *what, const char *path, unsigned flag
     return st;
 }
 
+bool zfile_inside(const char *path, const char *dir) {
+    struct stat db;
+    char p[ZFILE_PATH_MAX];
+    if (!path || !*path || !dir || stat(dir, &db) != 0 || !S_ISDIR(db.st_mode)) return false;
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return false;
+    int fd = -1;
+    for (;;) { /* the nearest ancestor that exists (the path's own parent, or higher for one not made yet) */
+        char *slash = strrchr(p, '/');
+        while (slash && slash > p && slash[1] == 0) *slash = 0, slash = strrchr(p, '/'); /* "a/b/" -> "a/b" */
+        if (!slash) {
+            snprintf(p, sizeof p, ".");
+        } else {
+            slash[slash == p ? 1 : 0] = 0;
+        }
+        if ((fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC)) >= 0 || !strcmp(p, ".") || !strcmp(p, "/")) break;
+    }
+    for (int depth = 0; fd >= 0 && depth < ZFILE_PATH_MAX; depth++) {
+        struct stat sb, ub;
+        if (fstat(fd, &sb) != 0) break;
+        if (sb.st_dev == db.st_dev && sb.st_ino == db.st_ino) {
+            close(fd);
+            return true;
+        }
+        int up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        close(fd);
+        fd = up;
+        if (fd >= 0 && (fstat(fd, &ub) != 0 || (ub.st_dev == sb.st_dev && ub.st_ino == sb.st_ino))) break; /* "/" */
+    }
+    if (fd >= 0) close(fd);
+    return false;
+}
+
 static uint64_t random64(void) {
     uint64_t r = 0;
     if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r) return r;

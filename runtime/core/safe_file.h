@@ -34,6 +34,12 @@ zinc_status zfile_check_dir(const char *path, const char *what);
  * directly inside it (a checkpoint directory). `what` names the path in messages ("--out"). */
 zinc_status zfile_check_target(const char *what, const char *path, unsigned flags, const char *const *inputs);
 
+/* Whether `path` (which need not exist) lies inside the directory `dir` or below it, links resolved: the
+ * nearest ancestor of `path` that exists is `dir` or one of its subdirectories (compared by device and inode,
+ * walking up through ".."). False when `dir` does not exist. For the outputs that must never land among a
+ * run's own files (a checkpoint directory). */
+bool zfile_inside(const char *path, const char *dir);
+
 /* A file being written: open, write, then commit (or abort, which removes the temporary file). */
 typedef struct zfile_out {
     int fd; /* the temporary file; -1 when closed */
