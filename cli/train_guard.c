@@ -21,6 +21,10 @@ void zcli_check_out_path(const char *flag, const char *path, int is_dir, char *w
         snprintf(why, cap, "%s %.64s...: the path is too long", flag, path);
         return;
     }
+    if (zfile_check_links(path, flag) != ZINC_OK) { /* before a directory is made through a planted link */
+        snprintf(why, cap, "%s", zinc_last_error());
+        return;
+    }
     if (is_dir) {
         snprintf(p, sizeof p, "%s", path);
         for (char *c = p + 1;; c++) {

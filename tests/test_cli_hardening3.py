@@ -9,6 +9,8 @@
   keep: --keep-last reads only canonical step<N> tags (a copy named step05 is kept and takes no slot), a
       stale step500 newer than `latest` takes no slot; a killed run's .stepN.removing and .TAG.partial
       directories are gone after the next start, even one refused before its first step;
+  links: a link on the way to --trace, --save, --report or csv_monitor's output_path in a directory other
+      users can write (not sticky) is refused naming the link, nothing made at its target; a private one works;
   signals: SIGTERM or SIGUSR1 sent 0, 1, 5, 20 and 50 ms after the process starts, held blocked across exec
       by the parent (so "0 ms" is before zinc's first instruction: the dynamic loader's few milliseconds
       before main are no code of zinc's, and only a parent that blocks the signals covers them), gives exit
@@ -191,7 +193,33 @@ def signals_part(z, work):
     check(p.returncode == 0, f"--config FIFO with a writer: exit {p.returncode}: {out[-300:]!r}")
 
 
-PARTS = {"clobber": clobber_part, "tracefull": tracefull_part, "keep": keep_part, "signals": signals_part}
+def links_part(z, work):
+    """A link on the way to --trace, --save or csv_monitor's output_path, in a directory other users can write
+    (0775, not sticky), is refused naming it, and nothing is made at its target; through a link of a private
+    directory the same run works."""
+    target, shared, private = (os.path.join(work, n) for n in ("target", "shared", "private"))
+    for d in (target, shared, private):
+        os.makedirs(d)
+    os.chmod(shared, 0o775)
+    os.symlink(target, os.path.join(shared, "run"))
+    os.symlink(target, os.path.join(private, "run"))
+    cfg = config(os.path.join(work, "c.json"))
+    base = [z, "train", "--config", cfg, "--threads", "1", "--steps", "2", "--quiet"]
+    for extra in (["--trace", os.path.join(shared, "run", "t.json")], ["--save", os.path.join(shared, "run", "ck")],
+                  ["--report", os.path.join(shared, "run", "r.json")]):
+        rc, out = run(base + extra)
+        check(rc == 1 and "symbolic link" in out and os.path.join(shared, "run") in out,
+              f"{extra[0]} through a link in a shared directory: exit {rc}: {out[-400:]!r}")
+    mon = config(os.path.join(work, "m.json"), {"csv_monitor": {"enabled": True, "job_name": "j",
+                                                               "output_path": os.path.join(shared, "run", "csv")}})
+    rc, out = run([z, "train", "--config", mon, "--threads", "1", "--steps", "2", "--quiet"])
+    check(rc == 1 and "symbolic link" in out, f"csv_monitor through a link in a shared directory: {rc} {out[-400:]!r}")
+    check(os.listdir(target) == [], f"made through the refused links: {os.listdir(target)}")
+    rc, out = run(base + ["--trace", os.path.join(private, "run", "t.json"), "--save", os.path.join(private, "run", "ck")])
+    check(rc == 0 and os.path.exists(os.path.join(target, "t.json")), f"through a private link: {rc} {out[-400:]!r}")
+
+
+PARTS = {"links": links_part, "clobber": clobber_part, "tracefull": tracefull_part, "keep": keep_part, "signals": signals_part}
 
 
 def main():

@@ -1,8 +1,9 @@
 /* Issue 42 at the public API and the safe writer: zinc_memory_declare's sums cannot wrap (2^64 - 1 bytes, and
  * declarations whose total passes 2^64, refused before the pre-flight sees a small number), zinc_set_master
  * refuses NaN and infinite weights naming the index (the weights untouched), zinc_master_foreach refuses a
- * broken engine, and zfile_inside (the rule behind --report/--trace outside the checkpoint directories)
- * answers through links and for paths not made yet. */
+ * broken engine, zfile_inside (the rule behind --report/--trace outside the checkpoint directories) answers
+ * through links and for paths not made yet, and zfile_check_links refuses a link in a directory others can
+ * write on the way to an output. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -80,8 +81,9 @@ static void master_checks(void) {
 }
 
 static void inside(void) {
-    char root[4200], ck[4300], link[4300], p[4400], other[4300], cmd[13000];
-    snprintf(root, sizeof root, "%s/hardening3_test", zt_build_dir());
+    char root[1100], ck[1200], link[1200], p[1300], other[1200], cmd[4000], *abs = realpath(zt_build_dir(), NULL);
+    snprintf(root, sizeof root, "%.1000s/hardening3_test", abs ? abs : zt_build_dir());
+    free(abs);
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s/ck/step2' '%s/other'", root, root, root);
     if (system(cmd) != 0) {
         ZT_CHECK(0, "cannot make %s", root);
@@ -107,10 +109,59 @@ static void inside(void) {
     ZT_CHECK(zfile_inside(p, "/"), "not inside /");
 }
 
+/* Links on the way to an output directory: in a directory others can write (not sticky), refused naming the
+ * link, also as the second hop of a chain and before a missing part; in a private or a sticky directory
+ * (link ours), followed. */
+static void links(void) {
+    char root[1100], cmd[16000], p[1300], want[1300], *abs = realpath(zt_build_dir(), NULL);
+    snprintf(root, sizeof root, "%.1000s/hardening3_links", abs ? abs : zt_build_dir());
+    free(abs);
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && mkdir -p '%s/target' '%s/shared' '%s/sticky' '%s/private' && chmod 0775 '%s/shared' && "
+             "chmod 1777 '%s/sticky' && chmod 0755 '%s/private' && ln -s ../target '%s/shared/run' && "
+             "ln -s ../target '%s/sticky/run' && ln -s ../target '%s/private/run' && "
+             "ln -s ../shared/run '%s/private/chain'",
+             root, root, root, root, root, root, root, root, root, root, root, root);
+    if (system(cmd) != 0) {
+        ZT_CHECK(0, "cannot make %s", root);
+        return;
+    }
+    const struct {
+        const char *rel;
+        bool ok;
+    } cases[] = {{"target", true},
+                 {"private/run", true},
+                 {"sticky/run", true},
+                 {"shared/run", false},
+                 {"private/chain", false},
+                 {"shared/run/not/made", false},
+                 {"shared/../private/run", true}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(p, sizeof p, "%s/%s", root, cases[i].rel);
+        zinc_status st = zfile_check_links(p, "--trace");
+        ZT_CHECK((st == ZINC_OK) == cases[i].ok, "zfile_check_links(%s): %s (want %s)", cases[i].rel,
+                 st == ZINC_OK ? "followed" : zinc_last_error(), cases[i].ok ? "followed" : "refused");
+        if (!cases[i].ok) {
+            snprintf(want, sizeof want, "%s/shared/run", root);
+            ZT_CHECK(st != ZINC_OK && strstr(zinc_last_error(), want) && strstr(zinc_last_error(), "symbolic link"),
+                     "the refusal names the link: %s", zinc_last_error());
+        }
+    }
+    snprintf(p, sizeof p, "%s/shared/run", root);
+    ZT_ERR(zfile_check_dir(p, "--save"), ZINC_ERR_IO, "symbolic link");
+    snprintf(p, sizeof p, "%s/shared/run/t.json", root);
+    ZT_ERR(zfile_write("--trace", p, "x", 1, 0, NULL), ZINC_ERR_IO, "symbolic link");
+    snprintf(p, sizeof p, "%s/target/t.json", root);
+    ZT_CHECK(access(p, F_OK) != 0, "a file was written through the untrusted link");
+    snprintf(p, sizeof p, "%s/private/run/t.json", root);
+    ZT_OK(zfile_write("--trace", p, "x", 1, 0, NULL));
+}
+
 int main(void) {
     zt_name = "hardening3";
     declare_sums();
     master_checks();
     inside();
+    links();
     return zt_finish();
 }

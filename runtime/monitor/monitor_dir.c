@@ -92,7 +92,8 @@ zinc_status zmon_dir_open(zmon_dir *d, const zcfg_monitor *m) {
         *slash = 0;
     else
         snprintf(parent, sizeof parent, ".");
-    zinc_status st = make_dirs(key, parent);
+    zinc_status st = zfile_check_links(parent, key); /* before a directory is made through a planted link */
+    if (st == ZINC_OK) st = make_dirs(key, parent);
     if (st == ZINC_OK) st = zfile_check_dir(parent, key);
     if (st == ZINC_OK) {
         snprintf(key, sizeof key, "%s.job_name", d->block);
