@@ -132,7 +132,7 @@ endif()
 # the trace, --keep-last's strict tags and the sweep at start, signals from the first instant and a FIFO
 # --config (tests/test_cli_hardening3.py).
 if(ZINC_PYTHON3_FOR_MISMATCH)
-  foreach(part clobber links tracefull keep signals)
+  foreach(part clobber links numbers tracefull keep signals)
     add_test(NAME cli_hardening3_${part}
              COMMAND ${ZINC_PYTHON3_FOR_MISMATCH} ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_hardening3.py --part ${part}
                      --zinc $<TARGET_FILE:zinc_cli> --workdir ${PROJECT_BINARY_DIR}/cli_hardening3_test)

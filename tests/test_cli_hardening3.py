@@ -9,6 +9,7 @@
   keep: --keep-last reads only canonical step<N> tags (a copy named step05 is kept and takes no slot), a
       stale step500 newer than `latest` takes no slot; a killed run's .stepN.removing and .TAG.partial
       directories are gone after the next start, even one refused before its first step;
+  numbers: zinc mem estimate --nodes x --gpus-per-node past 2^20 ranks refused (an int product wrapped);
   links: a link on the way to --trace, --save, --report or csv_monitor's output_path in a directory other
       users can write (not sticky) is refused naming the link, nothing made at its target; a private one works;
   signals: SIGTERM or SIGUSR1 sent 0, 1, 5, 20 and 50 ms after the process starts, held blocked across exec
@@ -219,7 +220,16 @@ def links_part(z, work):
     check(rc == 0 and os.path.exists(os.path.join(target, "t.json")), f"through a private link: {rc} {out[-400:]!r}")
 
 
-PARTS = {"links": links_part, "clobber": clobber_part, "tracefull": tracefull_part, "keep": keep_part, "signals": signals_part}
+def numbers_part(z, work):
+    """Products of options each in range: --nodes 2^20 x --gpus-per-node 2^16 is 2^36 ranks (an int product
+    wraps to 0); refused naming both, exit 2."""
+    rc, out = run([z, "mem", "estimate", "--params", "1000000", "--nodes", "1048576", "--gpus-per-node", "65536"])
+    check(rc == 2 and "68719476736 ranks" in out and "2^20" in out, f"nodes x gpus per node: {rc} {out[-300:]!r}")
+    rc, out = run([z, "mem", "estimate", "--params", "1000000", "--nodes", "1024", "--gpus-per-node", "1024"])
+    check(rc == 0, f"2^20 ranks: {rc} {out[-300:]!r}")
+
+
+PARTS = {"numbers": numbers_part, "links": links_part, "clobber": clobber_part, "tracefull": tracefull_part, "keep": keep_part, "signals": signals_part}
 
 
 def main():

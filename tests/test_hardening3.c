@@ -3,7 +3,7 @@
  * refuses NaN and infinite weights naming the index (the weights untouched), zinc_master_foreach refuses a
  * broken engine, zfile_inside (the rule behind --report/--trace outside the checkpoint directories) answers
  * through links and for paths not made yet, and zfile_check_links refuses a link in a directory others can
- * write on the way to an output. */
+ * write on the way to an output, and the example MLP's memory sizes do not wrap. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -157,11 +157,28 @@ static void links(void) {
     ZT_OK(zfile_write("--trace", p, "x", 1, 0, NULL));
 }
 
+/* The example MLP's sizes in 64 bits: hidden 2^20 into classes 2^20 is 2^40 weights (an int product wraps to 0),
+ * and mlp_memory takes only what mlp_create takes. */
+static void mlp_sizes(void) {
+    mlp_config c = mlp_default_config();
+    c.in_dim = 512, c.hidden = 1 << 20, c.depth = 1, c.classes = 1 << 20;
+    uint64_t act = 0, scr = 0;
+    ZT_OK(mlp_memory(&c, 1, &act, &scr));
+    uint64_t weights = (512ull << 20) + (1ull << 20) + (1ull << 40) + (1ull << 20); /* fc1 (w, b), fc2 (w, b) */
+    ZT_CHECK(scr >= weights * 4, "mlp_memory scratch %llu bytes < the weights' %llu bytes", (unsigned long long)scr,
+             (unsigned long long)(weights * 4));
+    c.in_dim = 100000;
+    ZT_ERR(mlp_memory(&c, 1, &act, &scr), ZINC_ERR_INVALID_ARG, "in_dim 1..512");
+    c.in_dim = 32;
+    ZT_ERR(mlp_memory(&c, (int64_t)1 << 40, &act, &scr), ZINC_ERR_INVALID_ARG, "2^38");
+}
+
 int main(void) {
     zt_name = "hardening3";
     declare_sums();
     master_checks();
     inside();
     links();
+    mlp_sizes();
     return zt_finish();
 }
