@@ -100,3 +100,15 @@ set_tests_properties(config_once_per_job PROPERTIES LABELS "config;cli;mpi" TIME
 
 # Issue 23's limits (min_loss_scale 0, the static loss scale's range, train_batch_size, relative nvme_path).
 zinc_test(NAME config_limits SOURCES test_config_limits.c LABELS config unit)
+
+# Issue 42: zinc config check and zinc train --steps 0 agree on every input of a config fuzzer run (accept
+# both, or refuse both with the same message): one validation (zengine_check_run) beyond the config's rules.
+find_program(ZINC_CONFIG_AGREE_PYTHON3 python3)
+if(ZINC_CONFIG_AGREE_PYTHON3)
+  add_test(NAME config_check_agrees_with_train
+           COMMAND ${ZINC_CONFIG_AGREE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_config_agree.py
+                   --zinc $<TARGET_FILE:zinc_cli> --configs ${PROJECT_SOURCE_DIR}/ds_configs
+                   --workdir ${PROJECT_BINARY_DIR}/config_agree_test --count 600 --seed 1)
+  set_tests_properties(config_check_agrees_with_train PROPERTIES LABELS "config;cli;fuzz" TIMEOUT 600
+                       ENVIRONMENT "${ZINC_TEST_ENV}")
+endif()
