@@ -90,6 +90,17 @@ void zcli_check_outside_run_dirs(const char *flag, const char *path, const char 
         }
 }
 
+bool zcli_same_file(const char *a, const char *b) {
+    struct stat x, y;
+    if (stat(a, &x) == 0 && stat(b, &y) == 0) return x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+    const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
+    char da[4200], db[4200];
+    snprintf(da, sizeof da, "%.*s", na ? (int)(na - a) + (na == a) : 1, na ? a : ".");
+    snprintf(db, sizeof db, "%.*s", nb ? (int)(nb - b) + (nb == b) : 1, nb ? b : ".");
+    return !strcmp(na ? na + 1 : a, nb ? nb + 1 : b) && stat(da, &x) == 0 && stat(db, &y) == 0 &&
+           x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
 int zcli_run_lock(const char *save_dir, char *why, size_t cap) {
     char lp[4200];
     why[0] = 0;

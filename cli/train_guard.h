@@ -3,6 +3,7 @@
 #ifndef ZINC_CLI_TRAIN_GUARD_H
 #define ZINC_CLI_TRAIN_GUARD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +18,9 @@ void zcli_check_out_path(const char *flag, const char *path, int is_dir, char *w
  * a manifest or a shard, and the checkpoint would no longer load). Writes why to `why`, else "". */
 void zcli_check_outside_run_dirs(const char *flag, const char *path, const char *save_dir, const char *resume,
                                  char *why, size_t cap);
+/* Whether paths a and b (either may not exist yet) name the same file: the same name in the same directory
+ * (by device and inode, links resolved). */
+bool zcli_same_file(const char *a, const char *b);
 /* Rank 0 of a run with --save DIR: checks DIR (owner, mode) and holds DIR/.zinc.run.lock for the whole run.
  * Returns the lock's descriptor (close it at the end), or -1 with why set. */
 int zcli_run_lock(const char *save_dir, char *why, size_t cap);

@@ -83,6 +83,11 @@ def clobber_part(z, work):
     check(open(os.path.join(ck, "latest")).read() == latest, "ck/latest was rewritten")
     ok, out = verified(z, ck)
     check(ok, f"the checkpoint no longer verifies: {out[-400:]}")
+    # --trace and --report naming one file (the one written last would replace the other)
+    same = os.path.join(work, "both.json")
+    rc, out = run(base + ["--steps", "4", "--save", ck, "--resume", ck, "--report", same, "--trace",
+                          os.path.join(work, ".", "both.json"), "--force"])
+    check(rc == 1 and "name the same file" in out, f"--trace and --report the same file: {rc} {out[-300:]!r}")
     # outside the checkpoint directories both are still written
     rc, out = run(base + ["--steps", "4", "--save", ck, "--resume", ck, "--report", os.path.join(work, "r.json"),
                           "--trace", os.path.join(work, "t.json")])
