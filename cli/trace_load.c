@@ -59,7 +59,7 @@ static int need_number(json_t *ev, const char *key, double *v) {
 #define STEP_LIMIT 9007199254740992.0 /* 2^53 */
 #define BYTES_LIMIT 1e18
 #define DEPTH_LIMIT 1000       /* spans nested deeper on one track: no zinc trace does that */
-#define BYTES_PER_RANK 32      /* every rank's part of a zinc trace is at least its process_name event */
+#define BYTES_PER_RANK 64      /* every rank's part of a zinc trace is at least its process_name event (74 bytes) */
 #define TRACK_ID_LIMIT 1048576 /* pids and tids: ranks (below world_size) and a process's threads */
 
 /* A whole number in [0, limit): else -1. */
