@@ -142,7 +142,8 @@ if(ZINC_PYTHON3_FOR_MISMATCH)
 endif()
 
 # The trace reader (cli/trace_load.c) and its readers (summary, the plot's files) as untrusted input, built
-# straight into the fuzz programs like fuzz_llmc: 0 sanitizer reports, every input within 1 s.
+# straight into the fuzz programs like fuzz_llmc: 0 sanitizer reports, every input within 1 s. The libFuzzer run
+# starts from the fixture traces (tests/trace_fixtures): from nothing it would not reach a valid JSON trace.
 set(ZINC_TRACE_READER_SOURCES ${PROJECT_SOURCE_DIR}/cli/trace_load.c ${PROJECT_SOURCE_DIR}/cli/trace_summary.c
     ${PROJECT_SOURCE_DIR}/cli/trace_plot.c ${PROJECT_SOURCE_DIR}/cli/mem_plot.c
     ${PROJECT_SOURCE_DIR}/runtime/core/safe_file.c ${PROJECT_SOURCE_DIR}/runtime/core/error.c)
@@ -176,8 +177,8 @@ if(ZINC_LIBFUZZER_WORKS)
                      COMMAND_EXPAND_LISTS VERBATIM)
   add_custom_target(fuzz_trace_libfuzzer ALL DEPENDS ${fzt})
   add_test(NAME trace_reader_libfuzzer
-           COMMAND sh -c "d=$(mktemp -d) || exit 1; \"$0\" -runs=20000 -seed=1 -max_total_time=30 -timeout=1 \"$d\"; rc=$?; rm -rf \"$d\"; exit $rc"
-                   ${fzt})
+           COMMAND sh -c "d=$(mktemp -d) || exit 1; \"$0\" -runs=20000 -seed=1 -max_total_time=30 -timeout=1 \"$d\" \"$1\"; rc=$?; rm -rf \"$d\"; exit $rc"
+                   ${fzt} ${CMAKE_CURRENT_SOURCE_DIR}/trace_fixtures)
   set_tests_properties(trace_reader_libfuzzer PROPERTIES LABELS "fuzz;tracetools" TIMEOUT 120
                        ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
 endif()
