@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "runtime/config/config.h"
+#include "runtime/engine/engine_internal.h"
 #include "zinc.h"
 
 typedef struct config_opts {
@@ -45,7 +46,10 @@ static int check(const config_opts *o) {
     }
     int rc = 1;
     zcfg_load_opts lo = {.sets = o->sets.v, .run_steps = o->steps};
-    if (zcfg_load_file_ex(o->file, (int)o->world, &lo, &log, c) != ZINC_OK) {
+    /* the config's rules, then what zinc_create checks of it beyond them (the device, the monitors'
+     * directories): one function for both, so a file this accepts is not refused by zinc train for them */
+    if (zcfg_load_file_ex(o->file, (int)o->world, &lo, &log, c) != ZINC_OK ||
+        zengine_check_run(c, ZINC_DEVICE_AUTO, true) != ZINC_OK) {
         fprintf(stderr, "%s\n", zinc_last_error());
     } else {
         char *s = zcfg_dump_json(c);

@@ -1,4 +1,7 @@
 /* The zinc program: dispatches to its subcommands. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/train.h"
+#include "runtime/core/signals.h"
 #include "zinc.h"
 
 static void usage(FILE *f) {
@@ -54,6 +58,20 @@ static int run(int argc, char **argv) {
  * RLIMIT_AS a server thread that cannot map its buffer retries forever, so a run that failed (or was refused
  * by the pre-flight) would never end (issue 25). MPI is finalised and the streams flushed first. */
 int main(int argc, char **argv) {
+    /* zinc train first of all: SIGTERM/SIGINT/SIGUSR1 recorded from here on (the driver stops at the first
+     * step boundary, exit 114/115), where the default action would kill a job a scheduler only warned. A
+     * parent that blocks them across exec covers the instants before main too: they wait, blocked, until
+     * here, and are recorded once unblocked. */
+    if (argc > 1 && !strcmp(argv[1], "train")) {
+        zsig_install();
+        zsig_defer(true);
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, SIGTERM);
+        sigaddset(&s, SIGINT);
+        sigaddset(&s, SIGUSR1);
+        pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+    }
     int rc = run(argc, argv);
     zinc_finalize();
     fflush(NULL);

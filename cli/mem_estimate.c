@@ -382,8 +382,15 @@ int mc_cmd_estimate(const mopts *o, mmodel *m) {
                  .origin = o->config ? o->config : "<defaults>",
                  .nodes = (int)o->nodes,
                  .gpn = (int)o->gpn};
-    r.G = r.nodes * r.gpn;
     int rc = 1;
+    if ((int64_t)r.nodes * r.gpn > (1 << 20)) { /* each is in range; their product may pass INT_MAX */
+        fprintf(stderr,
+                "zinc mem estimate: --nodes %d x --gpus-per-node %d = %lld ranks: at most 2^20 (1048576); give "
+                "fewer nodes or GPUs per node\n",
+                r.nodes, r.gpn, (long long)r.nodes * r.gpn);
+        return 2;
+    }
+    r.G = r.nodes * r.gpn;
     if (est_load(&r)) goto done;
     est_variants(&r);
     if (o->json)

@@ -17,16 +17,22 @@ int zcli_plot_check_name(const char *who, const char *out) {
     return -1;
 }
 
-/* A gnuplot double-quoted string: backslash and quote escaped, newline as \n. */
+/* A gnuplot double-quoted string: backslash and quote escaped, newline as \n, and the backquote and every other
+ * control byte as a three-digit octal escape. gnuplot runs a backquoted command found inside a double-quoted
+ * string (`touch x` in a trace's thread name would run), and a carriage return would end the command line;
+ * "\140" is a backquote only once the string is parsed, after the command substitution. */
 static void put_string(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s);
-        else if (*s == '\n')
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
             fputs("\\n", f);
+        else if (c == '`' || c < 0x20 || c == 0x7f)
+            fprintf(f, "\\%03o", c);
         else
-            fputc(*s, f);
+            fputc(c, f);
     }
     fputc('"', f);
 }

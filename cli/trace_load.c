@@ -1,9 +1,11 @@
 /* See trace_load.h. */
 #include "cli/trace_load.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "runtime/core/safe_file.h"
 
@@ -24,17 +26,6 @@ static int cat_of(const char *s) {
         snprintf(why, cap, __VA_ARGS__);                                                                               \
         return -1;                                                                                                     \
     } while (0)
-
-static int track_index(zcli_trace *t, int pid, int tid) {
-    for (int i = 0; i < t->ntracks; i++)
-        if (t->tracks[i].pid == pid && t->tracks[i].tid == tid) return i;
-    zcli_ttrack *nt = realloc(t->tracks, (size_t)(t->ntracks + 1) * sizeof *nt);
-    if (!nt) return -1;
-    t->tracks = nt;
-    nt[t->ntracks] = (zcli_ttrack){.pid = pid, .tid = tid};
-    snprintf(nt[t->ntracks].name, sizeof nt[0].name, "tid %d", tid);
-    return t->ntracks++;
-}
 
 static int cmp_track(const void *a, const void *b) {
     const zcli_ttrack *x = a, *y = b;
@@ -61,7 +52,25 @@ static int need_number(json_t *ev, const char *key, double *v) {
     return 0;
 }
 
-static int read_other(zcli_trace *t, json_t *other, const char *path, char *why, size_t cap) {
+/* The limits of a trace's numbers (a trace is untrusted input, like a checkpoint): what does not fit is an
+ * error naming the event, so no sum or product later can overflow. 1e15 us is 31 years. */
+#define TS_LIMIT 1e15
+#define SAMPLES_LIMIT 2147483647.0    /* per step span: the sum over every span of a file stays below 2^63 */
+#define STEP_LIMIT 9007199254740992.0 /* 2^53 */
+#define BYTES_LIMIT 1e18
+#define DEPTH_LIMIT 1000       /* spans nested deeper on one track: no zinc trace does that */
+#define BYTES_PER_RANK 64      /* every rank's part of a zinc trace is at least its process_name event (74 bytes) */
+#define TRACK_ID_LIMIT 1048576 /* pids and tids: ranks (below world_size) and a process's threads */
+
+/* A whole number in [0, limit): else -1. */
+static int whole(double v, double limit) { return v >= 0 && v < limit && v == floor(v) ? 0 : -1; }
+
+typedef struct tmeta {
+    int pid, tid;
+    const char *name;
+} tmeta;
+
+static int read_other(zcli_trace *t, json_t *other, const char *path, long long fsize, char *why, size_t cap) {
     const char *fmt = json_string_value(json_object_get(other, "format"));
     if (!fmt)
         FAIL_WHY("%s: not a zinc trace: no otherData.format (zinc train --trace FILE writes one; a trace from another "
@@ -73,28 +82,40 @@ static int read_other(zcli_trace *t, json_t *other, const char *path, char *why,
     if (!json_is_integer(w) || json_integer_value(w) < 1 || json_integer_value(w) > 1 << 20)
         FAIL_WHY("%s: otherData.world_size must be a whole number of ranks >= 1", path);
     t->world = (int)json_integer_value(w);
+    if ((long long)t->world * BYTES_PER_RANK > fsize)
+        FAIL_WHY("%s: otherData.world_size %d is more ranks than a file of %lld bytes holds (each rank's events "
+                 "take at least %d bytes): the file is damaged or not written by zinc train --trace",
+                 path, t->world, fsize, BYTES_PER_RANK);
     json_t *steps = json_object_get(other, "trace_steps");
     t->step_first = t->step_last = -1;
     if (json_is_array(steps) && json_array_size(steps) == 2) {
-        t->step_first = json_integer_value(json_array_get(steps, 0));
-        t->step_last = json_integer_value(json_array_get(steps, 1));
+        json_int_t a = json_integer_value(json_array_get(steps, 0)), b = json_integer_value(json_array_get(steps, 1));
+        if (a < 0 || b < a || (double)b >= STEP_LIMIT)
+            FAIL_WHY("%s: otherData.trace_steps [%lld, %lld] is not a window of steps (0 <= first <= last < 2^53)",
+                     path, (long long)a, (long long)b);
+        t->step_first = a, t->step_last = b;
     }
     json_t *f = json_object_get(other, "flops_per_sample");
     t->flops_per_sample = json_is_number(f) ? json_number_value(f) : 0;
+    if (!(t->flops_per_sample >= 0 && t->flops_per_sample <= 1e30))
+        FAIL_WHY("%s: otherData.flops_per_sample %g is out of range (0 to 1e30)", path, t->flops_per_sample);
     json_t *mf = json_object_get(other, "module_flops");
     t->module_flops = json_is_object(mf) ? mf : NULL;
     return 0;
 }
 
-static int read_meta(zcli_trace *t, json_t *ev) {
+/* A thread_name event: its (pid, tid) and name, kept until the tracks are made. */
+static int read_meta(json_t *ev, size_t i, tmeta *out, size_t *nmeta, const char *path, char *why, size_t cap) {
     const char *what = json_string_value(json_object_get(ev, "name"));
     const char *name = json_string_value(json_object_get(json_object_get(ev, "args"), "name"));
     if (!what || !name || strcmp(what, "thread_name")) return 0;
     json_t *pid = json_object_get(ev, "pid"), *tid = json_object_get(ev, "tid");
     if (!json_is_integer(pid) || !json_is_integer(tid)) return 0;
-    int k = track_index(t, (int)json_integer_value(pid), (int)json_integer_value(tid));
-    if (k < 0) return -1;
-    snprintf(t->tracks[k].name, sizeof t->tracks[k].name, "%s", name);
+    json_int_t p = json_integer_value(pid), q = json_integer_value(tid);
+    if (p < 0 || p >= TRACK_ID_LIMIT || q < 0 || q >= TRACK_ID_LIMIT)
+        FAIL_WHY("%s: traceEvents[%zu] (thread_name): pid %lld, tid %lld out of range (0 to %d)", path, i, (long long)p,
+                 (long long)q, TRACK_ID_LIMIT - 1);
+    out[(*nmeta)++] = (tmeta){(int)p, (int)q, name};
     return 0;
 }
 
@@ -112,9 +133,14 @@ static int read_span(zcli_trace *t, json_t *ev, size_t i, const char *path, char
     s.name = json_string_value(json_object_get(ev, "name"));
     const char *cat = json_string_value(json_object_get(ev, "cat"));
     if (!s.name || !cat) FAIL_WHY("%s: %s: \"%s\" is missing or not a string", path, en, s.name ? "cat" : "name");
-    if (pid < 0 || pid >= t->world || pid != (int)pid)
+    if (whole(pid, t->world))
         FAIL_WHY("%s: %s: pid %g is not a rank of otherData.world_size %d", path, en, pid, t->world);
+    if (whole(tid, TRACK_ID_LIMIT))
+        FAIL_WHY("%s: %s: tid %g is not a thread number (a whole number, 0 to %d)", path, en, tid, TRACK_ID_LIMIT - 1);
+    if (!(fabs(s.ts) <= TS_LIMIT))
+        FAIL_WHY("%s: %s: ts %g is out of range (within 1e15 us of the start)", path, en, s.ts);
     if (s.dur < 0) FAIL_WHY("%s: %s: negative dur %g", path, en, s.dur);
+    if (!(s.dur <= TS_LIMIT)) FAIL_WHY("%s: %s: dur %g is out of range (at most 1e15 us)", path, en, s.dur);
     s.pid = (int)pid;
     s.cat = cat_of(cat);
     json_t *args = json_object_get(ev, "args");
@@ -122,19 +148,25 @@ static int read_span(zcli_trace *t, json_t *ev, size_t i, const char *path, char
     if (json_is_integer(v = json_object_get(args, "step"))) s.step = json_integer_value(v);
     if (json_is_integer(v = json_object_get(args, "samples"))) s.samples = json_integer_value(v);
     if (json_is_number(v = json_object_get(args, "bytes"))) s.bytes = json_number_value(v);
+    if (s.step < -1 || (double)s.step >= STEP_LIMIT)
+        FAIL_WHY("%s: %s: args.step %lld is out of range (0 to 2^53)", path, en, (long long)s.step);
+    if (s.samples < -1 || (double)s.samples > SAMPLES_LIMIT)
+        FAIL_WHY("%s: %s: args.samples %lld is out of range (0 to 2^31-1)", path, en, (long long)s.samples);
+    if (!(s.bytes >= 0 && s.bytes <= BYTES_LIMIT))
+        FAIL_WHY("%s: %s: args.bytes %g is out of range (0 to 1e18)", path, en, s.bytes);
     if (s.cat == ZCLI_TC_STEP && s.samples < 0)
         FAIL_WHY("%s: %s: a step span needs args.samples (the samples this rank did in the step)", path, en);
-    if ((s.track = track_index(t, s.pid, (int)tid)) < 0) FAIL_WHY("%s: out of memory", path);
-    s.track = (int)tid; /* the tid for now: tracks are sorted below */
+    s.track = (int)tid; /* the tid for now: the tracks are made after the last event */
     t->spans[t->n++] = s;
     return 0;
 }
 
 /* Depth and self time on each track: a stack of open spans; a span that starts inside the top one is its
  * child (its time leaves the parent's self time); one that would end after its parent is cut there. */
-static void nest(zcli_trace *t) {
+static int nest(zcli_trace *t) {
     zcli_tspan **stack = NULL;
     size_t cap = 0, top = 0;
+    int deep = 0;
     for (size_t i = 0; i < t->n; i++) {
         zcli_tspan *s = &t->spans[i];
         if (i == 0 || s->track != t->spans[i - 1].track) top = 0;
@@ -151,21 +183,86 @@ static void nest(zcli_trace *t) {
             p->self -= s->dur;
         }
         s->depth = (int)top;
+        if (top >= DEPTH_LIMIT) {
+            deep = 1;
+            break;
+        }
         if (top == cap) {
             size_t nc = cap ? 2 * cap : 16;
             zcli_tspan **ns = realloc(stack, nc * sizeof *ns);
-            if (!ns) break; /* depth beyond memory: leave the rest flat */
+            if (!ns) {
+                deep = -1;
+                break;
+            }
             stack = ns, cap = nc;
         }
         stack[top++] = s;
     }
     free(stack);
+    return deep;
+}
+
+static int find_track(const zcli_trace *t, int pid, int tid) {
+    zcli_ttrack key = {.pid = pid, .tid = tid};
+    const zcli_ttrack *k = bsearch(&key, t->tracks, (size_t)t->ntracks, sizeof *t->tracks, cmp_track);
+    return k ? (int)(k - t->tracks) : -1;
+}
+
+/* The tracks: every (pid, tid) of a span or a thread_name, sorted and unique (n log n, whatever the count);
+ * each span's tid becomes its track's index; the last thread_name of a track names it; each rank's spans
+ * are one range (rank_first). */
+static int make_tracks(zcli_trace *t, tmeta *meta, size_t nmeta) {
+    size_t n = t->n + nmeta, k = 0;
+    t->tracks = malloc((n ? n : 1) * sizeof *t->tracks);
+    t->rank_first = calloc((size_t)t->world + 1, sizeof *t->rank_first);
+    if (!t->tracks || !t->rank_first) return -1;
+    for (size_t i = 0; i < t->n; i++) t->tracks[k++] = (zcli_ttrack){.pid = t->spans[i].pid, .tid = t->spans[i].track};
+    for (size_t i = 0; i < nmeta; i++) t->tracks[k++] = (zcli_ttrack){.pid = meta[i].pid, .tid = meta[i].tid};
+    qsort(t->tracks, n, sizeof *t->tracks, cmp_track);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!u || cmp_track(&t->tracks[u - 1], &t->tracks[i])) t->tracks[u++] = t->tracks[i];
+    t->ntracks = (int)u;
+    for (int i = 0; i < t->ntracks; i++)
+        snprintf(t->tracks[i].name, sizeof t->tracks[i].name, "tid %d", t->tracks[i].tid);
+    for (size_t i = 0; i < nmeta; i++) { /* in file order: a later thread_name of a track wins */
+        int q = find_track(t, meta[i].pid, meta[i].tid);
+        if (q >= 0) snprintf(t->tracks[q].name, sizeof t->tracks[q].name, "%s", meta[i].name);
+    }
+    for (size_t i = 0; i < t->n; i++) t->spans[i].track = find_track(t, t->spans[i].pid, t->spans[i].track);
+    qsort(t->spans, t->n, sizeof *t->spans, cmp_span);
+    /* sorted by track, the tracks by pid: rank r's spans are [rank_first[r], rank_first[r + 1]) */
+    size_t at = 0;
+    for (int r = 0; r <= t->world; r++) {
+        while (at < t->n && t->spans[at].pid < r) at++;
+        t->rank_first[r] = at;
+    }
+    return 0;
+}
+
+/* The events: spans and thread names; others (process names, instants, counters, flows) are not used. */
+static int read_events(zcli_trace *t, json_t *events, tmeta *meta, size_t *nmeta, const char *path, char *why,
+                       size_t cap) {
+    size_t ne = json_array_size(events);
+    for (size_t i = 0; i < ne; i++) {
+        json_t *ev = json_array_get(events, i);
+        const char *ph = json_string_value(json_object_get(ev, "ph"));
+        if (!json_is_object(ev) || !ph) FAIL_WHY("%s: traceEvents[%zu] is not an event (no \"ph\")", path, i);
+        if (!strcmp(ph, "M")) {
+            if (read_meta(ev, i, meta, nmeta, path, why, cap)) return -1;
+        } else if (!strcmp(ph, "X")) {
+            if (read_span(t, ev, i, path, why, cap)) return -1;
+        }
+    }
+    return 0;
 }
 
 int zcli_trace_load(const char *path, zcli_trace *t, char *why, size_t cap) {
     memset(t, 0, sizeof *t);
     FILE *f;
+    struct stat sb;
     if (zfile_fopen_input("trace", path, &f) != ZINC_OK) FAIL_WHY("%s", zinc_last_error());
+    long long fsize = fstat(fileno(f), &sb) == 0 ? (long long)sb.st_size : 0;
     json_error_t je;
     t->root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
     fclose(f);
@@ -176,35 +273,40 @@ int zcli_trace_load(const char *path, zcli_trace *t, char *why, size_t cap) {
     if (!json_is_array(events))
         FAIL_WHY("%s: not a trace: no \"traceEvents\" array (zinc trace reads what zinc train --trace FILE writes)",
                  path);
-    if (read_other(t, json_object_get(t->root, "otherData"), path, why, cap)) return -1;
-    size_t ne = json_array_size(events);
-    t->spans = calloc(ne ? ne : 1, sizeof *t->spans);
-    if (!t->spans) FAIL_WHY("%s: out of memory for %zu events", path, ne);
-    for (size_t i = 0; i < ne; i++) {
-        json_t *ev = json_array_get(events, i);
-        const char *ph = json_string_value(json_object_get(ev, "ph"));
-        if (!json_is_object(ev) || !ph) FAIL_WHY("%s: traceEvents[%zu] is not an event (no \"ph\")", path, i);
-        if (!strcmp(ph, "M")) {
-            if (read_meta(t, ev)) FAIL_WHY("%s: out of memory", path);
-        } else if (!strcmp(ph, "X")) {
-            if (read_span(t, ev, i, path, why, cap)) return -1;
-        } /* instants, counters, flows: not used by the tools */
+    if (read_other(t, json_object_get(t->root, "otherData"), path, fsize, why, cap)) return -1;
+    size_t ne = json_array_size(events), nspans = 0, nmeta = 0;
+    for (size_t i = 0; i < ne; i++) { /* the spans and thread names counted first: memory for them alone */
+        const char *ph = json_string_value(json_object_get(json_array_get(events, i), "ph"));
+        nspans += ph && !strcmp(ph, "X");
+        nmeta += ph && !strcmp(ph, "M");
     }
-    qsort(t->tracks, (size_t)t->ntracks, sizeof *t->tracks, cmp_track);
-    for (size_t i = 0; i < t->n; i++) /* the tid -> the track's index in sorted order */
-        for (int k = 0; k < t->ntracks; k++)
-            if (t->tracks[k].pid == t->spans[i].pid && t->tracks[k].tid == t->spans[i].track) {
-                t->spans[i].track = k;
-                break;
-            }
-    qsort(t->spans, t->n, sizeof *t->spans, cmp_span);
-    nest(t);
+    t->spans = calloc(nspans ? nspans : 1, sizeof *t->spans);
+    tmeta *meta = calloc(nmeta ? nmeta : 1, sizeof *meta);
+    if (!t->spans || !meta) {
+        free(meta);
+        FAIL_WHY("%s: out of memory for %zu events", path, ne);
+    }
+    nmeta = 0;
+    int bad = read_events(t, events, meta, &nmeta, path, why, cap);
+    if (!bad && make_tracks(t, meta, nmeta)) {
+        snprintf(why, cap, "%s: out of memory for the tracks", path);
+        bad = -1;
+    }
+    free(meta);
+    if (bad) return -1;
+    int deep = nest(t);
+    if (deep > 0)
+        FAIL_WHY("%s: spans nest more than %d deep on one track: the file is damaged or not written by zinc train "
+                 "--trace",
+                 path, DEPTH_LIMIT);
+    if (deep < 0) FAIL_WHY("%s: out of memory nesting the spans", path);
     return 0;
 }
 
 void zcli_trace_free(zcli_trace *t) {
     free(t->spans);
     free(t->tracks);
+    free(t->rank_first);
     json_decref(t->root);
     memset(t, 0, sizeof *t);
 }

@@ -2,7 +2,9 @@
  * docs/profiling.md, "The file") read into spans per rank and track, checked on the way: a file that is not
  * JSON, is cut short, is not a zinc trace, or has an event without a field the tools need is refused with
  * a message naming the event and the field. Spans on one track nest; each span gets its depth and its
- * self time (its duration less its children's), which the summary and the plot use. */
+ * self time (its duration less its children's), which the summary and the plot use. A trace is untrusted
+ * input: every number is range-checked (what does not fit is an error naming the event), the world size is
+ * bounded by the file's size, nesting by a depth limit, and the work by the file's size (n log n). */
 #ifndef ZINC_CLI_TRACE_LOAD_H
 #define ZINC_CLI_TRACE_LOAD_H
 
@@ -56,6 +58,7 @@ typedef struct zcli_trace {
     double flops_per_sample;       /* otherData.flops_per_sample (0: not given) */
     json_t *module_flops;          /* otherData.module_flops {"name": [forward, backward]} per sample, or NULL */
     int clamped;                   /* spans that crossed their parent's end on one track, cut at it */
+    size_t *rank_first;            /* world + 1 entries: rank r's spans are [rank_first[r], rank_first[r + 1]) */
 } zcli_trace;
 
 /* 0, or -1 with why (which names the file) filled. */

@@ -26,7 +26,8 @@ static const char *const COLOURS[ZCLI_TC_COUNT] = {
     "#e4e4e4", /* step: the light band behind everything */
 };
 
-#define MAX_DEPTH 6 /* deeper spans are drawn at this depth's height */
+#define MAX_DEPTH 6     /* deeper spans are drawn at this depth's height */
+#define MAX_TRACKS 1024 /* rows of one picture */
 
 static const char *WHO = "zinc trace plot";
 
@@ -108,6 +109,11 @@ int zcli_trace_plot(const zcli_trace *t, const char *input, const char *out, boo
     if (zcli_plot_check_name(WHO, out)) return -1;
     if (!t->n) {
         fprintf(stderr, "%s: %s holds no spans to draw\n", WHO, input);
+        return -1;
+    }
+    if (t->ntracks > MAX_TRACKS) { /* the picture's height grows with them */
+        fprintf(stderr, "%s: %s has %d tracks; a picture draws at most %d (zinc trace summary reads any number)\n", WHO,
+                input, t->ntracks, MAX_TRACKS);
         return -1;
     }
     size_t L = strlen(out) + 8;

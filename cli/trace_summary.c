@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,16 +70,16 @@ static double overlap(const ivls *x, const ivls *y) {
 static int self_pieces(const zcli_trace *t, int r, ivls *per_cat) {
     const zcli_tspan **stack = NULL;
     double *cursor = NULL;
-    size_t cap = 0, top = 0;
+    size_t cap = 0, top = 0, lo = t->rank_first[r], hi = t->rank_first[r + 1]; /* rank r's spans alone */
     int bad = 0;
-    for (size_t i = 0; i <= t->n && !bad; i++) {
-        const zcli_tspan *s = i < t->n ? &t->spans[i] : NULL;
-        bool new_track = !s || i == 0 || s->track != t->spans[i - 1].track;
+    for (size_t i = lo; i <= hi && !bad; i++) {
+        const zcli_tspan *s = i < hi ? &t->spans[i] : NULL;
+        bool new_track = !s || i == lo || s->track != t->spans[i - 1].track;
         while (top && (new_track || stack[top - 1]->ts + stack[top - 1]->dur <= s->ts)) {
             const zcli_tspan *p = stack[--top];
             bad |= push(&per_cat[p->cat], cursor[top], p->ts + p->dur);
         }
-        if (!s || s->pid != r) continue;
+        if (!s) continue;
         if (top) {
             bad |= push(&per_cat[stack[top - 1]->cat], cursor[top - 1], s->ts);
             cursor[top - 1] = s->ts + s->dur;
@@ -113,11 +114,11 @@ static json_t *rank_summary(const zcli_trace *t, int r, double *mean_ms) {
     if (self_pieces(t, r, per_cat)) goto done;
     double step_us = 0, first = INFINITY, last = -INFINITY;
     int64_t steps = 0, samples = 0;
-    for (size_t i = 0; i < t->n; i++) {
+    for (size_t i = t->rank_first[r]; i < t->rank_first[r + 1]; i++) {
         const zcli_tspan *s = &t->spans[i];
-        if (s->pid != r) continue;
         first = fmin(first, s->ts), last = fmax(last, s->ts + s->dur);
-        if (s->cat == ZCLI_TC_STEP) step_us += s->dur, steps++, samples += s->samples;
+        if (s->cat == ZCLI_TC_STEP) /* samples < 2^31 per span (trace_load.c): saturated, never wrapped */
+            step_us += s->dur, steps++, samples = samples > INT64_MAX - s->samples ? INT64_MAX : samples + s->samples;
     }
     /* without step spans (a trace of setup only) the rank's whole extent is the base */
     double base = steps ? step_us : (last > first ? last - first : 0);

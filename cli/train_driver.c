@@ -253,6 +253,19 @@ static int conclude(const zcli_train_model *m, zcli_train *t) {
     return bad || all_skipped ? -1 : 0;
 }
 
+/* --trace: outside the checkpoint directories, not one of the inputs nor the --report file (both are written
+ * at the end: the one would replace the other). 1 after saying why (rank 0), else 0. */
+static int trace_refused(const zcli_train_opts *o, const char *const *inputs) {
+    char why[8800];
+    zcli_check_outside_run_dirs("--trace", o->trace, o->save_dir, o->resume, why, sizeof why);
+    if (!why[0]) zcli_check_target("--trace", o->trace, o->force, inputs, why, sizeof why);
+    if (!why[0] && o->report && zcli_same_file(o->trace, o->report))
+        snprintf(why, sizeof why, "--trace %s and --report %s name the same file: give each its own path", o->trace,
+                 o->report);
+    if (why[0] && launcher_rank() == 0) fprintf(stderr, "zinc train: %s\n", why);
+    return why[0] != 0;
+}
+
 int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_opts) {
     /* From here on a SIGTERM/SIGINT/SIGUSR1 is only recorded (zinc_options.preempt, set in create_engine,
      * agrees on it at the first step): one arriving while the ranks start (MPI, the model's files) stops the
@@ -275,15 +288,11 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
     /* --report is checked against the inputs the model's prepare named (an existing file needs --force) */
     if (rc == 0 && o->report && !report_why[0])
         zcli_check_target("--report", o->report, o->force, t.inputs, report_why, sizeof report_why);
+    /* neither the report nor the trace among the checkpoint's files (the --save probe made its directory) */
+    if (rc == 0 && o->report && !report_why[0])
+        zcli_check_outside_run_dirs("--report", o->report, o->save_dir, o->resume, report_why, sizeof report_why);
     /* --trace against the model's inputs too (zinc_create checks the path, the config and --force again) */
-    if (rc == 0 && o->trace) {
-        char trace_why[8800];
-        zcli_check_target("--trace", o->trace, o->force, t.inputs, trace_why, sizeof trace_why);
-        if (trace_why[0]) {
-            if (launcher_rank() == 0) fprintf(stderr, "zinc train: %s\n", trace_why);
-            rc = 1;
-        }
-    }
+    if (rc == 0 && o->trace && trace_refused(o, t.inputs)) rc = 1;
     if (rc == 0 && (setup(m, &t, save_why, report_why, sizeof save_why, &run_lock) || zcli_flops_start(&t))) rc = 1;
     int stopped = rc == 0 ? loop(m, &t) : 0;
     if (rc == 0) rc = stopped > 0 ? stopped : stopped < 0 || conclude(m, &t) ? 1 : 0;
@@ -297,5 +306,13 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
     json_decref(t.losses);
     json_decref(t.lrs);
     json_decref(t.loss_scales);
+    /* a signal recorded before there was an engine to stop at a step (zsig_defer from main on): the run
+     * ended before its first step, as a signalled run without a checkpoint ends */
+    if (rc == 1 && rank < 0 && zsig_pending()) {
+        if (launcher_rank() == 0)
+            fprintf(stderr, "zinc train: %s: stopped before the first step; nothing trained or saved\n",
+                    signal_name(zsig_pending()));
+        rc = ZCLI_EXIT_STOPPED;
+    }
     return rc;
 }

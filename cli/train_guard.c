@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "runtime/checkpoint/checkpoint_internal.h"
+#include "runtime/core/safe_file.h"
 #include "zinc.h"
 
 void zcli_check_out_path(const char *flag, const char *path, int is_dir, char *why, size_t cap) {
@@ -18,6 +19,10 @@ void zcli_check_out_path(const char *flag, const char *path, int is_dir, char *w
     why[0] = 0;
     if (strlen(path) >= 4000) {
         snprintf(why, cap, "%s %.64s...: the path is too long", flag, path);
+        return;
+    }
+    if (zfile_check_links(path, flag) != ZINC_OK) { /* before a directory is made through a planted link */
+        snprintf(why, cap, "%s", zinc_last_error());
         return;
     }
     if (is_dir) {
@@ -70,6 +75,32 @@ void zcli_check_out_path(const char *flag, const char *path, int is_dir, char *w
     unlink(p);
 }
 
+void zcli_check_outside_run_dirs(const char *flag, const char *path, const char *save_dir, const char *resume,
+                                 char *why, size_t cap) {
+    why[0] = 0;
+    const char *dirs[] = {save_dir, resume}, *names[] = {"--save", "--resume"};
+    for (int i = 0; i < 2; i++)
+        if (dirs[i] && zfile_inside(path, dirs[i])) {
+            snprintf(why, cap,
+                     "%s %s is inside the %s directory %s: refused, even with --force (it is written after the "
+                     "final save and could replace the checkpoint's own files, latest, a manifest or a shard); "
+                     "write it outside the checkpoint directories",
+                     flag, path, names[i], dirs[i]);
+            return;
+        }
+}
+
+bool zcli_same_file(const char *a, const char *b) {
+    struct stat x, y;
+    if (stat(a, &x) == 0 && stat(b, &y) == 0) return x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+    const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
+    char da[4200], db[4200];
+    snprintf(da, sizeof da, "%.*s", na ? (int)(na - a) + (na == a) : 1, na ? a : ".");
+    snprintf(db, sizeof db, "%.*s", nb ? (int)(nb - b) + (nb == b) : 1, nb ? b : ".");
+    return !strcmp(na ? na + 1 : a, nb ? nb + 1 : b) && stat(da, &x) == 0 && stat(db, &y) == 0 &&
+           x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
 int zcli_run_lock(const char *save_dir, char *why, size_t cap) {
     char lp[4200];
     why[0] = 0;
@@ -91,6 +122,16 @@ int zcli_run_lock(const char *save_dir, char *why, size_t cap) {
         if (fd >= 0) close(fd);
         return -1;
     }
+    /* What a killed run left (.TAG.partial of a save, .stepN.removing of --keep-last, *.tmp): swept now, under
+     * the checkpoint lock, as the NVMe swap directories are, rather than at this run's first save. */
+    int ck_lock = -1;
+    if (zckpt_lock_dir(save_dir, &ck_lock) != ZINC_OK || zckpt_clean_stale(save_dir) != ZINC_OK) {
+        snprintf(why, cap, "--save %s: %s", save_dir, zinc_last_error());
+        zckpt_unlock_dir(ck_lock);
+        close(fd);
+        return -1;
+    }
+    zckpt_unlock_dir(ck_lock);
     char me[64];
     int n = snprintf(me, sizeof me, "pid %ld\n", (long)getpid());
     if (ftruncate(fd, 0) == 0 && pwrite(fd, me, (size_t)n, 0) < 0) { /* the pid is only for messages */

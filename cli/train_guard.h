@@ -3,6 +3,7 @@
 #ifndef ZINC_CLI_TRAIN_GUARD_H
 #define ZINC_CLI_TRAIN_GUARD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -11,6 +12,15 @@
 /* Checks that `path` (a directory to create when is_dir, else a file) can be written, by creating and removing
  * a probe file of this process's own; on failure writes why (naming flag and path) to `why`, else "". */
 void zcli_check_out_path(const char *flag, const char *path, int is_dir, char *why, size_t cap);
+/* Refuses an output (`flag` `path`: --report, --trace) that would land among the run's own checkpoint files:
+ * inside the --save directory or the --resume directory (either may be NULL), links resolved, whatever
+ * --force says (the report and the trace are written after the final save, so they would replace `latest`,
+ * a manifest or a shard, and the checkpoint would no longer load). Writes why to `why`, else "". */
+void zcli_check_outside_run_dirs(const char *flag, const char *path, const char *save_dir, const char *resume,
+                                 char *why, size_t cap);
+/* Whether paths a and b (either may not exist yet) name the same file: the same name in the same directory
+ * (by device and inode, links resolved). */
+bool zcli_same_file(const char *a, const char *b);
 /* Rank 0 of a run with --save DIR: checks DIR (owner, mode) and holds DIR/.zinc.run.lock for the whole run.
  * Returns the lock's descriptor (close it at the end), or -1 with why set. */
 int zcli_run_lock(const char *save_dir, char *why, size_t cap);

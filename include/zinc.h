@@ -169,7 +169,9 @@ typedef struct zinc_options {
      * spans of steps trace_first_step..trace_last_step (counted from 1; default 1..5): modules' forward and
      * backward, collectives with their bytes, waits, the optimizer's chunks, NVMe requests, copies,
      * checkpoints. Written once, through a temporary file renamed over the path, when the window's last step
-     * ends or at zinc_destroy; an existing file is replaced only with trace_replace = 1. NULL = no trace. */
+     * ends or at zinc_destroy; an existing file is replaced only with trace_replace = 1. A path refused at
+     * zinc_create is an error; a file that cannot be written then (a full disk) is a warning in the log and
+     * costs only the trace: the step still succeeds. NULL = no trace. */
     const char *trace_path;
     int64_t trace_first_step, trace_last_step;
     int trace_replace;
@@ -453,7 +455,8 @@ zinc_status zinc_gather_master(zinc_engine *e, float *out, size_t n);
  * them with these values, except that the master weights keep the fp32 values given (zinc_build starts
  * them from the parameters rounded to the compute dtype), so a zinc_gather_master / zinc_set_master round
  * trip is exact; the optimizer's moments and the step count are kept. For loading a model file
- * after zinc_build. Between steps only (no module entered, no micro-step accumulated). A failure after the
+ * after zinc_build. Between steps only (no module entered, no micro-step accumulated); a NaN or infinite
+ * weight is refused naming its index. A failure after the
  * checks leaves the engine unusable (as a failed checkpoint load does). The optimizer updates themselves
  * (Adam/AdamW, Lion, LAMB: every operation, float or double) are written down in docs/optimizers.md. */
 zinc_status zinc_set_master(zinc_engine *e, const float *in, size_t n);
@@ -554,7 +557,7 @@ zinc_status zinc_comms_log_summary(const zinc_engine *e);
  * bytes) and, once built, zinc_memory_get's current and peak figures include them. Allocate them after
  * zinc_build: the pre-flight measures what the machine has left at that point, and the build's own
  * scratch is freed before it returns. ZINC_ERR_STATE after zinc_build; ZINC_ERR_INVALID_ARG for another
- * category or kind. */
+ * category or kind, or declarations summing past 2^60 bytes. */
 zinc_status zinc_memory_declare(zinc_engine *e, zinc_mem_category category, zinc_mem_kind kind, uint64_t bytes,
                                 const char *label);
 
@@ -594,8 +597,9 @@ zinc_status zinc_save_checkpoint(zinc_engine *e, const char *dir, const char *ta
  * logged): destroy it. Every rank returns the same status. */
 zinc_status zinc_load_checkpoint(zinc_engine *e, const char *path);
 /* Collective, after zinc_save_checkpoint: keeps the newest `keep` (>= 1) checkpoints of dir whose tags zinc
- * named (step<N>, by N) and removes the older ones, never the one dir/latest names; tags of other names are
- * left alone. Like the Hugging Face Trainer's save_total_limit. Each goes aside (.step<N>.removing) before its
+ * named (step<N>, by N, spelled as a save spells it: step05 is another name) and removes the older ones,
+ * never the one dir/latest names; tags of other names, and tags newer than the one latest names (a longer
+ * run's), are left alone and take no slot. Like the Hugging Face Trainer's save_total_limit. Each goes aside (.step<N>.removing) before its
  * removal, so a kill part-way leaves latest loadable; the next save removes what was left aside. */
 zinc_status zinc_checkpoint_keep_last(zinc_engine *e, const char *dir, int keep);
 

@@ -21,7 +21,7 @@ set(ZINC_CONFIG_LOADER_SOURCES
     ${PROJECT_SOURCE_DIR}/runtime/config/config_monitor.c
     ${PROJECT_SOURCE_DIR}/runtime/config/config_determinism.c
     ${PROJECT_SOURCE_DIR}/runtime/core/error.c ${PROJECT_SOURCE_DIR}/runtime/core/log.c ${PROJECT_SOURCE_DIR}/runtime/core/dtype.c
-    ${PROJECT_SOURCE_DIR}/runtime/core/env.c)
+    ${PROJECT_SOURCE_DIR}/runtime/core/env.c ${PROJECT_SOURCE_DIR}/runtime/core/signals.c)
 set(ZINC_CONFIG_LOADER_HEADERS
     ${PROJECT_SOURCE_DIR}/include/zinc.h ${PROJECT_SOURCE_DIR}/runtime/config/config.h
     ${PROJECT_SOURCE_DIR}/runtime/config/config_schema.h ${PROJECT_SOURCE_DIR}/runtime/config/config_internal.h
@@ -113,3 +113,15 @@ add_test(NAME config_ds_parity
                  ${ZINC_DS_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test_ds_parity.py $<TARGET_FILE:zinc_cli>)
 set_tests_properties(config_ds_parity PROPERTIES LABELS "config;deepspeed" SKIP_RETURN_CODE 77 TIMEOUT 300
                      ENVIRONMENT "DS_ACCELERATOR=cpu")
+
+# Issue 42: zinc config check and zinc train --steps 0 agree on every input of a config fuzzer run (accept
+# both, or refuse both with the same message): one validation (zengine_check_run) beyond the config's rules.
+find_program(ZINC_CONFIG_AGREE_PYTHON3 python3)
+if(ZINC_CONFIG_AGREE_PYTHON3)
+  add_test(NAME config_check_agrees_with_train
+           COMMAND ${ZINC_CONFIG_AGREE_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_config_agree.py
+                   --zinc $<TARGET_FILE:zinc_cli> --configs ${PROJECT_SOURCE_DIR}/ds_configs
+                   --workdir ${PROJECT_BINARY_DIR}/config_agree_test --count 600 --seed 1)
+  set_tests_properties(config_check_agrees_with_train PROPERTIES LABELS "config;cli;fuzz" TIMEOUT 600
+                       ENVIRONMENT "${ZINC_TEST_ENV}")
+endif()

@@ -71,6 +71,9 @@ endif()
 # Issue 23 (hardening, round 2) at the public API: overflow at registration, calls in the wrong state,
 # reserved tags, sealed model metadata, fp16 runs whose parameters go non-finite, the safe writer.
 zinc_test(NAME engine_hardening_api SOURCES test_hardening2.c engine_util.c LABELS hardening)
+# Issue 42 at the public API: declarations that would wrap, NaN weights, a broken engine's weights, and the
+# rule that keeps --report/--trace out of the checkpoint directories.
+zinc_test(NAME engine_hardening3_api SOURCES test_hardening3.c engine_util.c LABELS hardening)
 
 # Issue 23 through the zinc program: safe outputs (export llmc, reports), special inputs, the sealed GPT-2
 # shape, messages, refusals, NVMe swap directories removed on SIGTERM/SIGINT and after dead runs.
@@ -121,5 +124,61 @@ if(ZINC_LIBFUZZER_WORKS)
            COMMAND sh -c "d=$(mktemp -d) || exit 1; \"$0\" -runs=20000 -seed=1 -max_total_time=30 \"$d\"; rc=$?; rm -rf \"$d\"; exit $rc"
                    ${fzl})
   set_tests_properties(gpt2_llmc_libfuzzer PROPERTIES LABELS "fuzz;gpt2" TIMEOUT 120
+                       ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
+endif()
+
+# ---------------------------------------------------------------- issue 42 (hardening, round 3)
+# The zinc program: --report/--trace never among the checkpoint's files, a trace on a full disk costs only
+# the trace, --keep-last's strict tags and the sweep at start, signals from the first instant and a FIFO
+# --config (tests/test_cli_hardening3.py).
+if(ZINC_PYTHON3_FOR_MISMATCH)
+  foreach(part clobber links numbers tracefull keep signals)
+    add_test(NAME cli_hardening3_${part}
+             COMMAND ${ZINC_PYTHON3_FOR_MISMATCH} ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_hardening3.py --part ${part}
+                     --zinc $<TARGET_FILE:zinc_cli> --workdir ${PROJECT_BINARY_DIR}/cli_hardening3_test)
+    set_tests_properties(cli_hardening3_${part} PROPERTIES TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV}"
+                         LABELS "cli;hardening" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  endforeach()
+endif()
+
+# The trace reader (cli/trace_load.c) and its readers (summary, the plot's files) as untrusted input, built
+# straight into the fuzz programs like fuzz_llmc: 0 sanitizer reports, every input within 1 s. The libFuzzer run
+# starts from the fixture traces (tests/trace_fixtures): from nothing it would not reach a valid JSON trace.
+set(ZINC_TRACE_READER_SOURCES ${PROJECT_SOURCE_DIR}/cli/trace_load.c ${PROJECT_SOURCE_DIR}/cli/trace_summary.c
+    ${PROJECT_SOURCE_DIR}/cli/trace_plot.c ${PROJECT_SOURCE_DIR}/cli/mem_plot.c
+    ${PROJECT_SOURCE_DIR}/runtime/core/safe_file.c ${PROJECT_SOURCE_DIR}/runtime/core/error.c)
+add_executable(fuzz_trace fuzz/fuzz_trace.c ${ZINC_TRACE_READER_SOURCES})
+target_include_directories(fuzz_trace PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
+target_compile_definitions(fuzz_trace PRIVATE _GNU_SOURCE)
+target_compile_options(fuzz_trace PRIVATE ${ZINC_WARN})
+target_link_libraries(fuzz_trace PRIVATE PkgConfig::JANSSON m)
+if(ZINC_HAVE_ASAN_UBSAN)
+  target_compile_options(fuzz_trace PRIVATE -fsanitize=address,undefined -fno-sanitize-recover=all
+                         -fno-omit-frame-pointer)
+  target_link_options(fuzz_trace PRIVATE -fsanitize=address,undefined)
+endif()
+add_test(NAME trace_reader_fuzz COMMAND fuzz_trace --iterations 20000 --seed 1 --max-seconds 60)
+set_tests_properties(trace_reader_fuzz PROPERTIES LABELS "fuzz;tracetools" TIMEOUT 180
+                     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1;UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
+if(ZINC_LIBFUZZER_WORKS)
+  set(fzt ${CMAKE_CURRENT_BINARY_DIR}/fuzz_trace_libfuzzer)
+  set(fzt_flags -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+                -DZINC_LIBFUZZER -D_GNU_SOURCE -I${PROJECT_SOURCE_DIR} -I${PROJECT_SOURCE_DIR}/include)
+  foreach(d ${JANSSON_INCLUDE_DIRS})
+    list(APPEND fzt_flags -I${d})
+  endforeach()
+  add_custom_command(OUTPUT ${fzt}
+                     COMMAND ${ZINC_CLANG} ${fzt_flags} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_trace.c
+                             ${ZINC_TRACE_READER_SOURCES} ${JANSSON_LINK_LIBRARIES} -lm -o ${fzt}
+                     DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_trace.c ${ZINC_TRACE_READER_SOURCES}
+                             ${PROJECT_SOURCE_DIR}/cli/trace_load.h ${PROJECT_SOURCE_DIR}/cli/trace_summary.h
+                             ${PROJECT_SOURCE_DIR}/cli/trace_plot.h ${PROJECT_SOURCE_DIR}/cli/mem_plot.h
+                     COMMENT "Building the libFuzzer target fuzz_trace_libfuzzer with ${ZINC_CLANG}"
+                     COMMAND_EXPAND_LISTS VERBATIM)
+  add_custom_target(fuzz_trace_libfuzzer ALL DEPENDS ${fzt})
+  add_test(NAME trace_reader_libfuzzer
+           COMMAND sh -c "d=$(mktemp -d) || exit 1; \"$0\" -runs=20000 -seed=1 -max_total_time=30 -timeout=1 \"$d\" \"$1\"; rc=$?; rm -rf \"$d\"; exit $rc"
+                   ${fzt} ${CMAKE_CURRENT_SOURCE_DIR}/trace_fixtures)
+  set_tests_properties(trace_reader_libfuzzer PROPERTIES LABELS "fuzz;tracetools" TIMEOUT 120
                        ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
 endif()

@@ -151,6 +151,31 @@ def plot_part(z, fx, work):
     os.symlink(trace, bad)  # a link at the output path is never followed
     expect_error([z, "trace", "plot", trace, "--out", bad, "--force"], 1, "link")
     check(open(trace).read() == before, "the trace is untouched")
+    plot_hostile(z, fx, work)
+
+
+def plot_hostile(z, fx, work):
+    """Issue 42: a thread name, the trace's file name and --out holding backquoted commands, quotes, backslashes
+    and newlines are drawn as text: gnuplot runs none of them (it would create the files named)."""
+    d = os.path.join(work, "hostile")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    t = json.load(open(os.path.join(fx, "two_ranks.json")))
+    evil = 'm`touch pw_thread`"\\q\n\r`touch pw_thread2`'
+    for ev in t["traceEvents"]:
+        if ev.get("name") == "thread_name" and ev["pid"] == 0 and ev["tid"] == 0:
+            ev["args"]["name"] = evil
+    name = 't`touch pw_file`"q\\.json'
+    json.dump(t, open(os.path.join(d, name), "w"))
+    out = 'g`touch pw_out`"\\.svg'
+    p = subprocess.run([z, "trace", "plot", name, "--out", out], cwd=d, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=120)
+    check(p.returncode == 0, f"the hostile plot exits {p.returncode}: {p.stderr[-600:]}")
+    for f in ["pw_thread", "pw_thread2", "pw_file", "pw_out"]:
+        check(not os.path.exists(os.path.join(d, f)), f"gnuplot ran a command from the trace: {f} was created")
+    check(os.path.exists(os.path.join(d, out)), "the picture is written under the --out name as given")
+    svg = open(os.path.join(d, out)).read() if os.path.exists(os.path.join(d, out)) else ""
+    check("touch pw_thread" in svg and "touch pw_file" in svg, "the names are drawn as text, backquotes and all")
 
 
 def mlp_cmd(z, cfg, rep, extra=()):

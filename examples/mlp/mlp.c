@@ -96,8 +96,8 @@ static zinc_status gpu_path_create(mlp_model *m) {
  * allocate with these, and create declares their sum to the engine (zinc_memory_declare). */
 static size_t n_inputs(const mlp_model *m) { return (size_t)(m->mb * m->cfg.in_dim); }
 static size_t n_grads(const mlp_model *m) { return (size_t)(m->mb * m->widest); } /* dz, dh */
-static size_t n_teacher1(const mlp_model *m) { return (size_t)(2 * m->cfg.in_dim * m->cfg.in_dim); }
-static size_t n_teacher2(const mlp_model *m) { return (size_t)(m->cfg.classes * 2 * m->cfg.in_dim); }
+static size_t n_teacher1(const mlp_model *m) { return 2 * (size_t)m->cfg.in_dim * (size_t)m->cfg.in_dim; }
+static size_t n_teacher2(const mlp_model *m) { return (size_t)m->cfg.classes * 2 * (size_t)m->cfg.in_dim; }
 static size_t n_step_acts(const mlp_model *m) { /* act_a, act_b of a step */
     int C = m->cfg.classes;
     return (size_t)(m->mb * (m->cfg.hidden > C ? m->cfg.hidden : C));
@@ -113,7 +113,8 @@ static void memory_sums(const mlp_model *m, int gpu, uint64_t *act, uint64_t *sc
         int in, out;
         layer_shape(m, l, &in, &out);
         *act += (uint64_t)(m->mb * in + m->mb * out) * sizeof(float); /* h_in, z */
-        *scr += (uint64_t)(out * in + out) * sizeof(float);           /* wf, bf */
+        *scr +=
+            ((uint64_t)out * (uint64_t)in + (uint64_t)out) * sizeof(float); /* wf, bf: hidden x classes may pass 2^31 */
     }
     *scr +=
         (n_inputs(m) + 2 * n_grads(m) + n_teacher1(m) + n_teacher2(m)) * sizeof(float) + (size_t)m->mb * sizeof(int);
@@ -127,13 +128,32 @@ static zinc_status declare_memory(mlp_model *m) {
     return st != ZINC_OK ? st : zinc_memory_declare(m->e, ZINC_MEM_SCRATCH, ZINC_MEMKIND_HOST, scr, "mlp scratch");
 }
 
+/* The ranges mlp_create accepts, and micro batch x the widest layer within 2^38 floats: every size product
+ * below is then far inside size_t and int64_t. */
+static zinc_status check_sizes(const mlp_config *c, int64_t mb, int *widest_out) {
+    if (c->in_dim < 1 || c->in_dim > 512 || c->hidden < 1 || c->hidden > (1 << 20) || c->depth < 0 || c->depth > 4096 ||
+        c->classes < 2 || c->classes > (1 << 20) || c->compute < MLP_COMPUTE_AUTO || c->compute > MLP_COMPUTE_DEVICE)
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "mlp: in_dim %d, hidden %d, depth %d, classes %d, compute %d: want in_dim 1..512, "
+                    "hidden 1..2^20, depth 0..4096, classes 2..2^20 and an mlp_compute",
+                    c->in_dim, c->hidden, c->depth, c->classes, (int)c->compute);
+    int widest = c->in_dim > c->classes ? c->in_dim : c->classes;
+    if (c->hidden > widest) widest = c->hidden;
+    int64_t act;
+    if (mb < 1 || __builtin_mul_overflow(mb, (int64_t)widest, &act) || act > ((int64_t)1 << 40) / 4)
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "mlp: micro batch %lld x width %d floats per activation buffer is beyond 2^38 "
+                    "elements (1 TiB): lower train_micro_batch_size_per_gpu or the width",
+                    (long long)mb, widest);
+    *widest_out = widest;
+    return ZINC_OK;
+}
+
 zinc_status mlp_memory(const mlp_config *cfg, int64_t micro_batch, uint64_t *activations, uint64_t *scratch) {
     mlp_model m = {.cfg = cfg ? *cfg : mlp_default_config(), .mb = micro_batch};
-    if (micro_batch < 1 || m.cfg.depth < 0 || m.cfg.in_dim < 1 || m.cfg.hidden < 1 || m.cfg.classes < 2)
-        return ZINC_ERR_INVALID_ARG;
+    zinc_status st = check_sizes(&m.cfg, micro_batch, &m.widest);
+    if (st != ZINC_OK) return st;
     m.nlayers = m.cfg.depth + 1;
-    int widest = m.cfg.in_dim > m.cfg.classes ? m.cfg.in_dim : m.cfg.classes;
-    m.widest = m.cfg.hidden > widest ? m.cfg.hidden : widest;
     memory_sums(&m, 0, activations, scratch);
     return ZINC_OK;
 }
@@ -143,30 +163,16 @@ zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
     if (!m) return ZERR(ZINC_ERR_NOMEM, "mlp: out of memory for the model");
     m->e = e;
     m->cfg = cfg ? *cfg : mlp_default_config();
-    if (m->cfg.in_dim < 1 || m->cfg.in_dim > 512 || m->cfg.hidden < 1 || m->cfg.hidden > (1 << 20) ||
-        m->cfg.depth < 0 || m->cfg.depth > 4096 || m->cfg.classes < 2 || m->cfg.classes > (1 << 20) ||
-        m->cfg.compute < MLP_COMPUTE_AUTO || m->cfg.compute > MLP_COMPUTE_DEVICE) {
-        zinc_status bad = ZERR(ZINC_ERR_INVALID_ARG,
-                               "mlp: in_dim %d, hidden %d, depth %d, classes %d, compute %d: want in_dim 1..512, "
-                               "hidden 1..2^20, depth 0..4096, classes 2..2^20 and an mlp_compute",
-                               m->cfg.in_dim, m->cfg.hidden, m->cfg.depth, m->cfg.classes, (int)m->cfg.compute);
-        free(m);
-        return bad;
-    }
     m->nlayers = m->cfg.depth + 1;
     m->mb = zinc_micro_batch_size(e);
-    int d = m->cfg.in_dim, widest = d > m->cfg.classes ? d : m->cfg.classes;
-    if (m->cfg.hidden > widest) widest = m->cfg.hidden;
+    int widest = 0;
     /* The activations are micro batch x widest floats: checked before any size is computed from them. */
-    int64_t act;
-    if (m->mb < 1 || __builtin_mul_overflow(m->mb, (int64_t)widest, &act) || act > ((int64_t)1 << 40) / 4) {
-        zinc_status bad = ZERR(ZINC_ERR_INVALID_ARG,
-                               "mlp: micro batch %lld x width %d floats per activation buffer is beyond 2^38 "
-                               "elements (1 TiB): lower train_micro_batch_size_per_gpu or the width",
-                               (long long)m->mb, widest);
+    zinc_status bad = check_sizes(&m->cfg, m->mb, &widest);
+    if (bad != ZINC_OK) {
         free(m);
         return bad;
     }
+    int d = m->cfg.in_dim;
     m->layers = calloc((size_t)m->nlayers, sizeof *m->layers);
     m->widest = widest;
     m->x = calloc(n_inputs(m), sizeof(float));
@@ -179,7 +185,7 @@ zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
         zinc_status nomem = ZERR(ZINC_ERR_NOMEM,
                                  "mlp: no memory for the activations (3 buffers of micro batch %lld x %d floats, "
                                  "%.1f MiB each): lower train_micro_batch_size_per_gpu",
-                                 (long long)m->mb, widest, (double)act * 4 / 1048576.0);
+                                 (long long)m->mb, widest, (double)m->mb * widest * 4 / 1048576.0);
         mlp_destroy(m);
         return nomem;
     }
@@ -291,7 +297,7 @@ static zinc_status load_params(mlp_model *m, mlp_layer *L) {
         w = hw;
         b = hb;
     }
-    for (int i = 0; i < L->out * L->in; i++) L->wf[i] = zinc_load_f32(w, t, (size_t)i);
+    for (size_t i = 0; i < (size_t)L->out * (size_t)L->in; i++) L->wf[i] = zinc_load_f32(w, t, i);
     for (int i = 0; i < L->out; i++) L->bf[i] = zinc_load_f32(b, t, (size_t)i);
     free(hw);
     free(hb);

@@ -14,9 +14,12 @@
 #include "runtime/core/error.h"
 #include "runtime/engine/engine_internal.h"
 
-/* The step of a tag zinc named itself ("step" and digits only), else -1: other tags are the user's, kept. */
+/* The step of a tag zinc named itself, else -1: other tags are the user's, kept. Only the canonical spelling
+ * "step%lld" counts: "step05" or "step0005" is not what a save of step 5 writes (a user's copy), so it is
+ * neither counted nor removed. */
 static int64_t step_of(const char *name) {
     if (strncmp(name, "step", 4) || !name[4] || strlen(name) > 22) return -1;
+    if (name[4] == '0' && name[5]) return -1; /* a leading zero */
     int64_t v = 0;
     for (const char *c = name + 4; *c; c++) {
         if (*c < '0' || *c > '9') return -1;
@@ -69,7 +72,11 @@ static zinc_status retain(const char *dir, int keep) {
     int64_t named = step_of(latest);
     TRY(list_steps(dir, &steps, &n));
     const char *kill = zenv_get(ZENV_CKPT_TEST_KILL_IN_RETENTION);
-    for (int i = keep; i < n; i++) {
+    /* Tags beyond the one `latest` names are not this run's (a longer run's, left in the directory): they take
+     * no slot of the K and are not removed. */
+    int newer = 0;
+    while (named >= 0 && newer < n && steps[newer] > named) newer++;
+    for (int i = newer + keep; i < n; i++) {
         if (steps[i] == named) continue;
         TRY(zckpt_path(path, sizeof path, "%s/step%lld", dir, (long long)steps[i]));
         TRY(zckpt_path(aside, sizeof aside, "%s/.step%lld.removing", dir, (long long)steps[i]));

@@ -11,11 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "runtime/config/config_internal.h"
 #include "runtime/config/config_schema.h"
 #include "runtime/core/error.h"
+#include "runtime/core/signals.h"
 
 /* "|a|b|" lists of paths. */
 static void list_add(char *list, size_t cap, const char *path) {
@@ -758,13 +762,14 @@ zinc_status zcfg_load_file(const char *path, int world_size, const zlog *log, zi
 zinc_status zcfg_load_file_ex(const char *path, int world_size, const zcfg_load_opts *opts, const zlog *log,
                               zinc_config *out) {
     zinc_status st = ZINC_OK;
-    FILE *f = NULL;
+    int fd = -1;
     char *text = NULL;
     struct stat sb;
     if (!path) return ZERR(ZINC_ERR_INVALID_ARG, "zcfg_load_file: path is NULL");
-    f = fopen(path, "rb");
-    if (!f) FAIL(ZINC_ERR_IO, "cannot open the ds_config \"%s\": %s", path, strerror(errno));
-    if (fstat(fileno(f), &sb) != 0) FAIL(ZINC_ERR_IO, "cannot stat \"%s\": %s", path, strerror(errno));
+    /* O_NONBLOCK: a FIFO with no writer yet would block the open, where no signal could end the wait */
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) FAIL(ZINC_ERR_IO, "cannot open the ds_config \"%s\": %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0) FAIL(ZINC_ERR_IO, "cannot stat \"%s\": %s", path, strerror(errno));
     if (S_ISDIR(sb.st_mode)) FAIL(ZINC_ERR_IO, "\"%s\" is a directory, not a regular file", path);
     /* Read to the end rather than trusting the size, so pipes (/dev/stdin) work too. */
     size_t n = 0, cap = S_ISREG(sb.st_mode) && sb.st_size > 0 ? (size_t)sb.st_size + 1 : 4096;
@@ -779,16 +784,27 @@ zinc_status zcfg_load_file_ex(const char *path, int world_size, const zcfg_load_
             text = p;
             cap = ncap;
         }
-        size_t got = fread(text + n, 1, cap - 1 - n, f);
-        n += got;
+        if (!S_ISREG(sb.st_mode)) {
+            /* a pipe or FIFO (its writer may come later) or a terminal: wait for data in slices, so that a
+             * SIGTERM/SIGINT/SIGUSR1 that a program deferring them recorded (zsig_defer) ends the wait */
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            int ready = poll(&pfd, 1, 100);
+            if (zsig_pending())
+                FAIL(ZINC_ERR_IO, "reading the ds_config \"%s\": stopped by signal %d while waiting for its writer",
+                     path, zsig_pending());
+            if (ready <= 0) continue;
+        }
+        ssize_t got = read(fd, text + n, cap - 1 - n);
+        if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        if (got < 0) FAIL(ZINC_ERR_IO, "cannot read \"%s\": %s", path, strerror(errno));
+        n += (size_t)got;
         if (got == 0) break;
     }
-    if (ferror(f)) FAIL(ZINC_ERR_IO, "cannot read \"%s\": %s", path, strerror(errno));
     text[n] = 0;
     if (memchr(text, 0, n)) FAIL(ZINC_ERR_CONFIG, "%s: contains a NUL byte; is it a JSON file?", path);
     TRY(zcfg_load_text_ex(text, path, world_size, opts, log, out));
 fail:
-    if (f) fclose(f);
+    if (fd >= 0) close(fd);
     free(text);
     return st;
 }

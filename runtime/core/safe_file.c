@@ -25,8 +25,75 @@ static const char *kind_of(mode_t m) {
                                       : "a special file";
 }
 
+/* Whether the link `name` in directory `dir` (a real directory, dsb its stat) may be followed: dir writable
+ * by no one but its owner, who is this user or root; or sticky, with the link owned by this user or root
+ * (the kernel's fs.protected_symlinks rule, applied whatever that setting is). */
+static zinc_status link_trusted(const char *what, const char *path, const char *dir, const struct stat *dsb,
+                                const char *link, const struct stat *lsb) {
+    uid_t me = geteuid();
+    bool owned = dsb->st_uid == me || dsb->st_uid == 0, link_ours = lsb->st_uid == me || lsb->st_uid == 0;
+    bool shared = (dsb->st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    if (owned && (!shared || ((dsb->st_mode & S_ISVTX) && link_ours))) return ZINC_OK;
+    return ZERR(ZINC_ERR_IO,
+                "%s %s: the path goes through the symbolic link %s in %s, a directory %s (mode %04o, owner %ld): "
+                "whoever else can write there could point it anywhere; refused: give a path without that link "
+                "(its target, or a directory of your own)",
+                what, path, link, dir, owned ? "other users can write" : "of another user",
+                (unsigned)(dsb->st_mode & 07777), (long)dsb->st_uid);
+}
+
+zinc_status zfile_check_links(const char *path, const char *what) {
+    char cur[ZFILE_PATH_MAX], rest[2 * ZFILE_PATH_MAX], cand[2 * ZFILE_PATH_MAX + 2], target[ZFILE_PATH_MAX];
+    if (!path || !*path) return ZINC_OK;
+    if (snprintf(rest, sizeof rest, "%s", path) >= (int)sizeof rest)
+        return ZERR(ZINC_ERR_INVALID_ARG, "%s: path too long: %.200s", what, path);
+    if (path[0] == '/')
+        snprintf(cur, sizeof cur, "/");
+    else if (!getcwd(cur, sizeof cur))
+        return ZERR(ZINC_ERR_IO, "%s %s: cannot read the working directory: %s", what, path, strerror(errno));
+    for (int hops = 0; rest[0];) {
+        char *c = rest;
+        while (*c == '/') c++;
+        size_t len = strcspn(c, "/");
+        char comp[256];
+        if (len >= sizeof comp) return ZINC_OK; /* no such name: nothing on the way is a link */
+        memcpy(comp, c, len);
+        comp[len] = 0;
+        memmove(rest, c + len, strlen(c + len) + 1);
+        if (!len || !strcmp(comp, ".")) continue;
+        if (!strcmp(comp, "..")) {
+            char *slash = strrchr(cur, '/');
+            if (slash && slash != cur)
+                *slash = 0;
+            else
+                snprintf(cur, sizeof cur, "/");
+            continue;
+        }
+        snprintf(cand, sizeof cand, "%s%s%s", cur, strcmp(cur, "/") ? "/" : "", comp);
+        struct stat lsb, dsb;
+        if (lstat(cand, &lsb) != 0) return ZINC_OK; /* not made yet: what follows is made by zinc, no link */
+        if (!S_ISLNK(lsb.st_mode)) {
+            if (snprintf(cur, sizeof cur, "%s", cand) >= (int)sizeof cur) return ZINC_OK;
+            continue;
+        }
+        if (stat(cur, &dsb) != 0) return ZINC_OK;
+        zinc_status st = link_trusted(what, path, cur, &dsb, cand, &lsb);
+        if (st != ZINC_OK) return st;
+        ssize_t n = readlink(cand, target, sizeof target - 1);
+        if (n <= 0 || ++hops > 40) return ZINC_OK; /* the open itself reports a loop or a bad link */
+        target[n] = 0;
+        char joined[2 * ZFILE_PATH_MAX];
+        if (snprintf(joined, sizeof joined, "%s/%s", target, rest) >= (int)sizeof joined) return ZINC_OK;
+        snprintf(rest, sizeof rest, "%s", joined);
+        if (target[0] == '/') snprintf(cur, sizeof cur, "/");
+    }
+    return ZINC_OK;
+}
+
 zinc_status zfile_check_dir(const char *path, const char *what) {
     struct stat sb;
+    zinc_status lt = zfile_check_links(path, what);
+    if (lt != ZINC_OK) return lt;
     if (stat(path, &sb) != 0)
         return ZERR(ZINC_ERR_IO, "%s %s: %s (create it, or give a directory that exists)", what, path, strerror(errno));
     if (!S_ISDIR(sb.st_mode)) return ZERR(ZINC_ERR_IO, "%s %s is not a directory", what, path);
@@ -130,6 +197,38 @@ zinc_status zfile_check_target(const char *what, const char *path, unsigned flag
     if (st == ZINC_OK) st = check_target(o, path, o->dir);
     free(o);
     return st;
+}
+
+bool zfile_inside(const char *path, const char *dir) {
+    struct stat db;
+    char p[ZFILE_PATH_MAX];
+    if (!path || !*path || !dir || stat(dir, &db) != 0 || !S_ISDIR(db.st_mode)) return false;
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return false;
+    int fd = -1;
+    for (;;) { /* the nearest ancestor that exists (the path's own parent, or higher for one not made yet) */
+        char *slash = strrchr(p, '/');
+        while (slash && slash > p && slash[1] == 0) *slash = 0, slash = strrchr(p, '/'); /* "a/b/" -> "a/b" */
+        if (!slash) {
+            snprintf(p, sizeof p, ".");
+        } else {
+            slash[slash == p ? 1 : 0] = 0;
+        }
+        if ((fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC)) >= 0 || !strcmp(p, ".") || !strcmp(p, "/")) break;
+    }
+    for (int depth = 0; fd >= 0 && depth < ZFILE_PATH_MAX; depth++) {
+        struct stat sb, ub;
+        if (fstat(fd, &sb) != 0) break;
+        if (sb.st_dev == db.st_dev && sb.st_ino == db.st_ino) {
+            close(fd);
+            return true;
+        }
+        int up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        close(fd);
+        fd = up;
+        if (fd >= 0 && (fstat(fd, &ub) != 0 || (ub.st_dev == sb.st_dev && ub.st_ino == sb.st_ino))) break; /* "/" */
+    }
+    if (fd >= 0) close(fd);
+    return false;
 }
 
 static uint64_t random64(void) {

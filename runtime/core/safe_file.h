@@ -25,14 +25,25 @@
 #define ZFILE_REPLACE 1u   /* an existing regular file may be replaced (the --force of a command) */
 #define ZFILE_MAX_INPUTS 8 /* inputs beyond these are not checked */
 
-/* A directory zinc writes into: exists, owned by this user or root, not writable by every user unless
- * sticky, writable by us. `what` names it in the message. */
+/* A directory zinc writes into: reached through no untrusted link (zfile_check_links), exists, owned by this
+ * user or root, not writable by every user unless sticky, writable by us. `what` names it in the message. */
 zinc_status zfile_check_dir(const char *path, const char *what);
+/* Every symbolic link on the way to `path` (each component, and the links' own targets, resolved one by one)
+ * lies in a directory owned by this user or root that no one else can write, or in a sticky one with the
+ * link owned by this user or root; otherwise refused naming the link and its directory. Components that do
+ * not exist yet end the walk (zinc makes them, as directories). */
+zinc_status zfile_check_links(const char *path, const char *what);
 
 /* Whether `path` may be written with `flags`: see above. `inputs` (NULL-terminated, may be NULL) are the
  * command's inputs: a file given there is never replaced, and a directory given there means every file
  * directly inside it (a checkpoint directory). `what` names the path in messages ("--out"). */
 zinc_status zfile_check_target(const char *what, const char *path, unsigned flags, const char *const *inputs);
+
+/* Whether `path` (which need not exist) lies inside the directory `dir` or below it, links resolved: the
+ * nearest ancestor of `path` that exists is `dir` or one of its subdirectories (compared by device and inode,
+ * walking up through ".."). False when `dir` does not exist. For the outputs that must never land among a
+ * run's own files (a checkpoint directory). */
+bool zfile_inside(const char *path, const char *dir);
 
 /* A file being written: open, write, then commit (or abort, which removes the temporary file). */
 typedef struct zfile_out {

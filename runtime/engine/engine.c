@@ -52,11 +52,6 @@ void zengine_free(zinc_engine *e, zinc_mem_category cat, void *p, size_t bytes) 
 bool zengine_state_on_device(const zinc_engine *e) { return e->dev->host_addressable || e->state->device_resident; }
 
 /* ZINC_EXPERIMENTAL_CUDA=1 lets the engine use the CUDA device backend, which has never run on a GPU. */
-static bool cuda_allowed(void) {
-    const char *x = zenv_get(ZENV_EXPERIMENTAL_CUDA);
-    return x && !strcmp(x, "1");
-}
-
 static zinc_status build_failed_error(const zinc_engine *e, const char *fn) {
     return ZERR(ZINC_ERR_STATE,
                 "%s: zinc_build failed (%s): a failed build leaves the engine only for zinc_destroy; create a new "
@@ -180,11 +175,10 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     TRY(zcomm_agree_status(e->comm, st));
 
     zinc_device_kind want = o.device != ZINC_DEVICE_AUTO ? o.device : e->cfg.device;
-    if (want == ZINC_DEVICE_CUDA && !cuda_allowed())
-        FAIL(ZINC_ERR_UNSUPPORTED, "device cuda: zinc's CUDA device backend is compiled but has never run on a GPU "
-                                   "yet; set ZINC_EXPERIMENTAL_CUDA=1 in the environment to try it, or use device "
-                                   "cpu (zinc.device in the config or --device cpu)");
-    if (want == ZINC_DEVICE_AUTO) want = cuda_allowed() && zdev_cuda_count() > 0 ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
+    /* the device and the monitors' directories (rank 0 writes them), as zinc config check checks them */
+    TRY(zcomm_agree_status(e->comm, zengine_check_run(&e->cfg, o.device, e->rank == 0)));
+    if (want == ZINC_DEVICE_AUTO)
+        want = zengine_cuda_allowed() && zdev_cuda_count() > 0 ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
     e->device = want;
     TRY(zcomm_agree_status(e->comm,
                            zdev_create(want, &e->mem, &e->log, e->comm->local_rank,

@@ -1,5 +1,6 @@
 /* Collective helpers: metric sums, the full fp32 master weights, and the parameters rebuilt from the
  * optimizer state. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,12 @@ static zinc_status set_master_check(zinc_engine *e, const float *in, size_t n) {
         if (e->modules[m].in_phase[0] || e->modules[m].in_phase[1])
             return ZERR(ZINC_ERR_STATE, "zinc_set_master: module \"%s\" is still entered; set weights between steps",
                         e->modules[m].name);
+    for (size_t i = 0; i < n; i++) /* a NaN or infinity would train nothing but NaN */
+        if (!isfinite(in[i]))
+            return ZERR(ZINC_ERR_INVALID_ARG,
+                        "zinc_set_master: weight %zu of %zu is %g; every weight must be finite (check the model "
+                        "file it came from)",
+                        i, n, (double)in[i]);
     if (e->micro_steps > 0)
         return ZERR(ZINC_ERR_STATE,
                     "zinc_set_master: gradients of %lld micro-step%s are accumulated; set weights before training "
@@ -192,6 +199,7 @@ zinc_status zinc_master_foreach(zinc_engine *e, zinc_master_fn fn, void *userdat
     if (!e || !fn) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_master_foreach: NULL argument");
     zinc_status built = zengine_require_built(e, "zinc_master_foreach");
     if (built != ZINC_OK) return built;
+    TRY(zengine_check_usable(e, "zinc_master_foreach")); /* a broken engine's weights may be half-updated */
     const int64_t W = ZINC_INIT_PIECE, padded = e->part.padded;
     bool gather = e->stage > 0 && e->world > 1;
     TRY_ALLOC(win, (size_t)(W < padded ? W : padded), "a window of the master weights");

@@ -166,6 +166,11 @@ zinc_status zengine_flops_trace_json(const zinc_engine *e, char **out);
 /* runtime/engine/engine_monitor.c: open (collective: rank 0 opens, every rank agrees), after each
  * successful step, close (writes what is held). */
 zinc_status zengine_monitor_open(zinc_engine *e);
+/* engine_check.c: what zinc_create refuses of a loaded config beyond its rules, and zinc config check with it:
+ * device cuda without ZINC_EXPERIMENTAL_CUDA=1 (option_device, when not AUTO, is the one asked for), and with
+ * `monitors` the tensorboard/csv_monitor directories (zmon_check). Not collective. */
+bool zengine_cuda_allowed(void);
+zinc_status zengine_check_run(const zinc_config *cfg, zinc_device_kind option_device, bool monitors);
 void zengine_monitor_step(zinc_engine *e);
 void zengine_monitor_close(zinc_engine *e);
 

@@ -61,6 +61,16 @@ zinc_status zinc_memory_declare(zinc_engine *e, zinc_mem_category category, zinc
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_memory_declare: more than %d declarations; sum some of them",
                     ZPLAN_MAX_DECLARED);
     if (!bytes) return ZINC_OK;
+    /* the plan sums the declarations in uint64_t: each, and their total, stay far below 2^64 so no sum wraps
+     * into a small number that the pre-flight would pass */
+    const uint64_t most = (uint64_t)1 << 60;
+    uint64_t sum = bytes;
+    for (int i = 0; i < e->ndeclared; i++) sum += e->declared[i].bytes < most ? e->declared[i].bytes : most;
+    if (bytes > most || sum > most)
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "zinc_memory_declare(\"%s\"): %" PRIu64 " bytes bring the declarations to more than 2^60 "
+                    "bytes (1 EiB), beyond any machine; declare what the model really holds",
+                    label ? label : "", bytes);
     zplan_declared *d = &e->declared[e->ndeclared++];
     *d = (zplan_declared){.cat = category, .kind = kind, .bytes = bytes};
     snprintf(d->label, sizeof d->label, "%s", label ? label : "");

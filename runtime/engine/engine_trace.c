@@ -250,7 +250,10 @@ static zinc_status write_file(zinc_engine *e, zengine_trace *t, const char *mine
     } else if (e->rank == 0) { /* a rank's events did not arrive, or the file could not be written */
         zfile_out_abort(&out);
     }
-    if (st == ZINC_OK) st = opened;
+    /* a file rank 0 cannot write (a full disk) costs the trace, never the step, the checkpoint or the report:
+     * every rank took part in the broadcasts, so they stay in step (zinc.h, trace_path) */
+    if (st == ZINC_OK && opened != ZINC_OK)
+        ZLOG_WARN(&e->log, "--trace %s was not written: %s; training goes on without it", t->path, zinc_last_error());
 fail:
     free(buf);
     return st;

@@ -29,6 +29,9 @@
 
 typedef struct zmon zmon;
 
+/* What zmon_open would refuse about the enabled blocks' directories, checked without making anything that
+ * stays (zinc_create runs it first, zinc config check runs it too, so both refuse alike). */
+zinc_status zmon_check(const zcfg_monitor *tb, const zcfg_monitor *csv);
 /* Opens the monitors that `tb` and `csv` enable (either may be NULL or disabled): the directories, the
  * event file and the CSV files of `tags` (NULL-terminated: the tags the caller will write) now, so that a
  * path that cannot work fails before any training; a CSV file of another tag at its first scalar. *out is

@@ -14,6 +14,11 @@
 #include "runtime/core/error.h"
 #include "runtime/monitor/monitor_internal.h"
 
+static zinc_status cannot_create(const char *key, const char *path, const char *p, int err) {
+    return ZERR(ZINC_ERR_IO, "%s \"%s\": cannot create %s: %s; give a directory this user can write", key, path, p,
+                strerror(err));
+}
+
 /* os.makedirs(path, exist_ok=True): each missing component, mode 0777 less the umask. */
 static zinc_status make_dirs(const char *key, const char *path) {
     char p[ZFILE_PATH_MAX];
@@ -23,9 +28,7 @@ static zinc_status make_dirs(const char *key, const char *path) {
         if (*s != '/' && *s != 0) continue;
         char was = *s;
         *s = 0;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST)
-            return ZERR(ZINC_ERR_IO, "%s \"%s\": cannot create %s: %s; give a directory this user can write", key, path,
-                        p, strerror(errno));
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) return cannot_create(key, path, p, errno);
         *s = was;
         if (!was) return ZINC_OK;
     }
@@ -71,10 +74,8 @@ static zinc_status open_last(zmon_dir *d, const char *key) {
     return ZERR(ZINC_ERR_IO, "%s: cannot open %s: %s", key, d->path, strerror(err));
 }
 
-zinc_status zmon_dir_open(zmon_dir *d, const zcfg_monitor *m) {
-    char key[64], parent[ZFILE_PATH_MAX];
-    snprintf(key, sizeof key, "%s.output_path", d->block);
-    d->fd = -1;
+/* output_path/job_name into d->path and its parent into parent (the directory made as os.makedirs would). */
+static zinc_status dir_paths(zmon_dir *d, const zcfg_monitor *m, const char *key, char *parent) {
     const char *base = m->output_path[0] ? m->output_path : ".";
     size_t n = strlen(base);
     while (n > 1 && base[n - 1] == '/') n--;
@@ -83,16 +84,76 @@ zinc_status zmon_dir_open(zmon_dir *d, const zcfg_monitor *m) {
     if (len < 0 || len >= (int)sizeof d->path)
         return ZERR(ZINC_ERR_CONFIG, "%s and job_name: the path is too long (%d bytes; at most %d)", key, len,
                     (int)sizeof d->path - 1);
-    /* the parent of the job directory: created as DeepSpeed's makedirs would, then checked */
-    snprintf(parent, sizeof parent, "%s", d->path);
+    snprintf(parent, ZFILE_PATH_MAX, "%s", d->path);
     char *slash = strrchr(parent, '/');
     if (slash == parent)
         parent[1] = 0;
     else if (slash)
         *slash = 0;
     else
-        snprintf(parent, sizeof parent, ".");
-    zinc_status st = make_dirs(key, parent);
+        snprintf(parent, ZFILE_PATH_MAX, ".");
+    return ZINC_OK;
+}
+
+/* What zmon_dir_open would refuse, found without making anything that stays: the links on the way, the first
+ * missing directory (made and removed again: a probe), an existing parent's owner and mode, a job directory
+ * that is a link or no directory. The same messages as the open. */
+static zinc_status dir_check(const char *block, const zcfg_monitor *m) {
+    zinc_status st = ZINC_OK;
+    zmon_dir d = {.block = block, .fd = -1};
+    char key[64], jkey[64], parent[ZFILE_PATH_MAX], p[ZFILE_PATH_MAX];
+    snprintf(key, sizeof key, "%s.output_path", block);
+    snprintf(jkey, sizeof jkey, "%s.job_name", block);
+    TRY(dir_paths(&d, m, key, parent));
+    TRY(zfile_check_links(parent, key));
+    struct stat sb;
+    snprintf(p, sizeof p, "%s", parent);
+    for (char *s = p + 1;; s++) { /* the first component that does not exist, probed */
+        if (*s != '/' && *s != 0) continue;
+        char was = *s;
+        *s = 0;
+        if (stat(p, &sb) != 0) {
+            if (mkdir(p, 0777) != 0) TRY(cannot_create(key, parent, p, errno));
+            rmdir(p);
+            return ZINC_OK; /* the rest is made inside it, by this user */
+        }
+        *s = was;
+        if (!was) break;            /* the parent itself: zfile_check_dir below says what it is */
+        if (!S_ISDIR(sb.st_mode)) { /* os.makedirs fails on the next component, as make_dirs does */
+            char *next = s + 1 + strcspn(s + 1, "/");
+            *next = 0;
+            TRY(cannot_create(key, parent, p, ENOTDIR));
+        }
+    }
+    TRY(zfile_check_dir(parent, key));
+    if (lstat(d.path, &sb) == 0 && S_ISLNK(sb.st_mode))
+        FAIL(ZINC_ERR_IO,
+             "%s: %s is a symbolic link: refused (zinc does not write through links); remove it or choose another "
+             "job_name",
+             jkey, d.path);
+    if (lstat(d.path, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        FAIL(ZINC_ERR_IO, "%s: %s exists and is not a directory; choose another job_name or output_path", jkey, d.path);
+fail:
+    return st;
+}
+
+zinc_status zmon_check(const zcfg_monitor *tb, const zcfg_monitor *csv) {
+    zinc_status st = ZINC_OK;
+    if (tb && tb->enabled) TRY(dir_check("tensorboard", tb));
+    if (csv && csv->enabled) TRY(dir_check("csv_monitor", csv));
+fail:
+    return st;
+}
+
+zinc_status zmon_dir_open(zmon_dir *d, const zcfg_monitor *m) {
+    char key[64], parent[ZFILE_PATH_MAX];
+    snprintf(key, sizeof key, "%s.output_path", d->block);
+    d->fd = -1;
+    zinc_status st = dir_paths(d, m, key, parent);
+    if (st != ZINC_OK) return st;
+    /* the parent of the job directory: created as DeepSpeed's makedirs would, then checked */
+    st = zfile_check_links(parent, key); /* before a directory is made through a planted link */
+    if (st == ZINC_OK) st = make_dirs(key, parent);
     if (st == ZINC_OK) st = zfile_check_dir(parent, key);
     if (st == ZINC_OK) {
         snprintf(key, sizeof key, "%s.job_name", d->block);
