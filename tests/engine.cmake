@@ -56,3 +56,21 @@ zinc_test(NAME engine_set_master_np1 SOURCES test_engine_master.c ARGS --write-r
 set_tests_properties(engine_set_master_np1 PROPERTIES FIXTURES_SETUP set_master_ref)
 zinc_test(NAME engine_set_master_np2 SOURCES test_engine_master.c RANKS 2 LABELS engine)
 set_tests_properties(engine_set_master_np2 PROPERTIES FIXTURES_REQUIRED set_master_ref)
+# Issue 43: every LR schedule's lrs step for step against a real DeepSpeed 0.19.8 engine on the CPU
+# (tests/test_lr_deepspeed.py, tests/ds_lr_reference.py): fp32, skipped steps, resumed runs. The Python with
+# deepspeed and torch: ZINC_DS_PYTHON (at test time), else ZINC_PYTHON, else build/pyenv, else python3; exit 77
+# (skipped, the reason printed) when it cannot import them.
+find_program(ZINC_LR_PYTHON3 python3)
+if(ZINC_PYTHON)
+  set(zinc_ds_python ${ZINC_PYTHON})
+elseif(EXISTS ${PROJECT_BINARY_DIR}/pyenv/bin/python3)
+  set(zinc_ds_python ${PROJECT_BINARY_DIR}/pyenv/bin/python3)
+else()
+  set(zinc_ds_python ${ZINC_LR_PYTHON3})
+endif()
+if(ZINC_LR_PYTHON3)
+  add_test(NAME engine_lr_deepspeed COMMAND ${ZINC_LR_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_lr_deepspeed.py
+           --zinc $<TARGET_FILE:zinc_cli_hooks> --python ${zinc_ds_python} --workdir ${PROJECT_BINARY_DIR}/lr_deepspeed_test)
+  set_tests_properties(engine_lr_deepspeed PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 ENVIRONMENT "${ZINC_TEST_ENV}"
+                       LABELS engine WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+endif()

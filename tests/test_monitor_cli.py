@@ -89,7 +89,7 @@ def verify(name, job_dir, rep, fp16, start=0):
     lr = tb.get("Train/Samples/lr", [])[-n:]
     check([s for s, _ in loss] == [(start + k) * B for k in range(n)], f"{name}: train_loss x axis {loss}")
     check([v for _, v in loss] == [f32(x) for x in losses], f"{name}: train_loss {loss} vs {losses}")
-    next_lr = lrs[1:] + [0.0 + MAX_LR * (rep["steps_taken"] / W)]  # WarmupLR linear: min + delta * it / W
+    next_lr = lrs[1:] + [0.0 + MAX_LR * ((rep["steps_taken"] - 1) / W)]  # WarmupLR linear: it = steps_taken - 1
     check([s for s, _ in lr] == [(start + k + 1) * B for k in range(n)], f"{name}: lr x axis {lr}")
     check([v for _, v in lr] == [f32(x) for x in next_lr], f"{name}: lr {lr} vs {next_lr}")
     rows = csv_rows(os.path.join(job_dir, "Train_Samples_train_loss.csv"), "train_loss")[-n:]

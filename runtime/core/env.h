@@ -39,6 +39,7 @@ typedef enum zenv_id {
     ZENV_AIO_FAULT,
     ZENV_TRACE_TEST_ESTIMATE_CLOCK,
     ZENV_TRACE_TEST_MAX_EVENTS,
+    ZENV_TEST_INF_GRAD_STEPS,
     /* set by others: MPI launchers (whether and where this process was launched), the shell */
     ZENV_OMPI_COMM_WORLD_RANK,
     ZENV_OMPI_COMM_WORLD_SIZE,

@@ -145,6 +145,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         const zcfg_optimizer *o = &e->cfg.optimizer;
         zopt_step os = {.lr = lr,
                         .beta1 = zlr_beta1_at(&e->cfg.scheduler, o->beta1, e->steps_taken),
+                        .beta2 = zlr_beta2(&e->cfg.scheduler, o->beta2),
                         .grad_factor = inv / clip,
                         .t = e->steps_taken + 1};
         zopt_hp hp;
