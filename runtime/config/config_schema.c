@@ -555,7 +555,9 @@ static const zkey_key top_keys[] = {
     OBJ("zero_optimization", zero_tbl, "ZeRO stage and its buffers"),
     OBJ("aio", aio_tbl, "NVMe IO settings"),
     I64("steps_per_print", steps_per_print, 0, BIG, "log a progress line every this many steps (0: never)"),
-    BOOL("wall_clock_breakdown", wall_clock_breakdown, "log per-phase step times"),
+    BOOL("wall_clock_breakdown", wall_clock_breakdown,
+         "DeepSpeed's timer lines per micro-step and step, and the five Train/Samples/elapsed_time_ms_* monitor "
+         "scalars"),
     BOOL("memory_breakdown", memory_breakdown, "log the memory report with each progress line"),
     BOOL("dump_state", dump_state, "log the resolved config at start"),
     OBJ("checkpoint", checkpoint_tbl, "checkpoint options"),
