@@ -1,7 +1,10 @@
 /* zinc train: the options every model takes, and picking the model (train.h). */
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "runtime/core/env.h"
 
 #include "cli/train.h"
 #include "cli/train_flops.h"
@@ -74,6 +77,30 @@ int zcli_trace_steps(const char *text, int64_t *first, int64_t *last) {
     return 0;
 }
 
+/* torchrun (RANK, WORLD_SIZE, LOCAL_RANK set, no MPI/PMI/srun rank): zinc's ranks meet through MPI, so these
+ * processes would each train alone on the whole job. Refused with the command to use, said by rank 0. Returns
+ * 2 when refused. */
+static int refuse_torchrun(int argc, char **argv) {
+    const char *ws = zenv_get(ZENV_TORCH_WORLD_SIZE), *rank = zenv_get(ZENV_TORCH_RANK);
+    if (!ws || atoi(ws) <= 1) return 0;
+    static const zenv_id mpi[] = {ZENV_OMPI_COMM_WORLD_RANK, ZENV_PMIX_RANK, ZENV_PMI_RANK, ZENV_SLURM_PROCID};
+    for (size_t i = 0; i < sizeof mpi / sizeof *mpi; i++)
+        if (zenv_get(mpi[i]) && *zenv_get(mpi[i])) return 0;
+    if (rank && atoi(rank) != 0) return 2;
+    const char *local = zenv_get(ZENV_TORCH_LOCAL_RANK);
+    fprintf(stderr,
+            "zinc train: started by torchrun or another torch.distributed launcher (RANK=%s, WORLD_SIZE=%s, "
+            "LOCAL_RANK=%s) without MPI: zinc's ranks meet through MPI, so these %d processes would each train "
+            "alone. Launch the job with mpirun (or srun) instead:\n  mpirun -np %d",
+            rank ? rank : "unset", ws, local ? local : "unset", atoi(ws), atoi(ws));
+    for (int i = 0; i < argc; i++) fprintf(stderr, " %s", i == 0 ? "zinc train" : argv[i]);
+    fprintf(stderr,
+            "\n(or zinc launch -n %d -- zinc train ... --save DIR, which also restarts it from its "
+            "checkpoints)\n",
+            atoi(ws));
+    return 2;
+}
+
 int zcli_cmd_train(int argc, char **argv) {
     static const zcli_train_model *models[] = {&zcli_model_mlp, &zcli_model_gpt2};
     const char *name = zcli_peek(1, argc, argv, "--model");
@@ -112,5 +139,6 @@ int zcli_cmd_train(int argc, char **argv) {
         fprintf(stderr, "%s\n", m->usage);
         return 2;
     }
+    if (refuse_torchrun(argc, argv)) return 2;
     return zcli_train_run(m, &o, model_opts);
 }

@@ -79,6 +79,11 @@ static const zenv_var g_vars[ZENV_COUNT] = {
             "salloc, sbatch, srun: inside a Slurm allocation, where zinc launch starts ranks with srun"),
     FOREIGN(ZENV_SLURM_NTASKS, "SLURM_NTASKS", "count", "zinc program",
             "salloc, sbatch: the allocation's task count, zinc launch's default -n"),
+    FOREIGN(ZENV_TORCH_RANK, "RANK", "rank", "zinc program",
+            "torchrun / torch.distributed launchers: with WORLD_SIZE above 1 and no MPI, PMI or srun rank, zinc train "
+            "refuses to start and names the mpirun command to use"),
+    FOREIGN(ZENV_TORCH_WORLD_SIZE, "WORLD_SIZE", "ranks", "zinc program", "torchrun: see RANK"),
+    FOREIGN(ZENV_TORCH_LOCAL_RANK, "LOCAL_RANK", "rank on the node", "zinc program", "torchrun: see RANK"),
     FOREIGN(ZENV_PATH, "PATH", "directories", "zinc program", "where `zinc mem` looks for gnuplot to draw plots"),
 };
 

@@ -49,6 +49,9 @@ typedef enum zenv_id {
     ZENV_SLURM_STEP_ID,
     ZENV_SLURM_JOB_ID,
     ZENV_SLURM_NTASKS,
+    ZENV_TORCH_RANK,
+    ZENV_TORCH_WORLD_SIZE,
+    ZENV_TORCH_LOCAL_RANK,
     ZENV_PATH,
     ZENV_COUNT
 } zenv_id;
