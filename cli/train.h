@@ -29,6 +29,7 @@ typedef struct zcli_train_opts {
     int64_t steps, seed, threads, save_every, keep_last;
     int device, nonfinite; /* choices: cpu|cuda|auto (-1: the config's), error|skip */
     bool quiet, force;     /* force: an existing --report file may be replaced */
+    bool trace_per_rank;   /* --trace-per-rank */
     zcli_list sets;
 } zcli_train_opts;
 

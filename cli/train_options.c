@@ -55,6 +55,9 @@ static const zcli_opt train_opts[] =
       "zinc trace summary): modules, collectives,\nwaits, optimizer chunks, NVMe, checkpoints, data"},
      {"--trace-steps", ZCLI_TEXT, O(trace_steps), "A:B", 0, 0, NULL,
       "the steps --trace records, A to B counted from 1 (default 1:5)"},
+     {"--trace-per-rank", ZCLI_FLAG, O(trace_per_rank), NULL, 0, 0, NULL,
+      "also write each rank's spans to FILE.rank<R>.json with PyTorch's\ndistributedInfo and ProfilerStep markers "
+      "(HolisticTraceAnalysis\nreads one file per rank)"},
      {0}};
 #undef O
 
@@ -130,6 +133,7 @@ int zcli_cmd_train(int argc, char **argv) {
     if (o.peak_flops && zcli_peak_parse(o.peak_flops, &peak, &measure, why, sizeof why))
         return zcli_usage_error(&c, "%s", why);
     if (o.trace_steps && !o.trace) return zcli_usage_error(&c, "--trace-steps needs --trace FILE");
+    if (o.trace_per_rank && !o.trace) return zcli_usage_error(&c, "--trace-per-rank needs --trace FILE");
     if (o.trace_steps && zcli_trace_steps(o.trace_steps, &o.trace_first, &o.trace_last))
         return zcli_usage_error(&c,
                                 "--trace-steps %s: want A:B, the first and last step to trace, 1 <= A <= B "

@@ -172,6 +172,10 @@ typedef struct zinc_options {
     const char *trace_path;
     int64_t trace_first_step, trace_last_step;
     int trace_replace;
+    /* 1: every rank also writes its own spans to trace_path + ".rank<R>.json" with PyTorch profiler's
+     * top-level "distributedInfo" {"backend", "rank", "world_size"} and "ProfilerStep#<k>" step markers, the
+     * per-rank files tools such as HolisticTraceAnalysis read (one per rank). Same replace rule. Default 0. */
+    int trace_per_rank;
 } zinc_options;
 
 zinc_options zinc_default_options(void);

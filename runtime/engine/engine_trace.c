@@ -13,6 +13,7 @@
 
 struct zengine_trace {
     char *path;
+    char *rank_path;   /* trace_per_rank: this rank's own file (path.rank<R>.json), else NULL */
     unsigned flags;    /* ZFILE_REPLACE with trace_replace */
     char *config_path; /* an input the trace never replaces */
     ztrace_window win;
@@ -94,6 +95,7 @@ static void trace_free(zengine_trace *t) {
     if (!t) return;
     free(t->path);
     free(t->config_path);
+    free(t->rank_path);
     free(t->module_t0);
     free(t->module_dev);
     free(t->offsets);
@@ -116,13 +118,29 @@ zinc_status zengine_trace_create(zinc_engine *e, const zinc_options *o) {
                     (long long)o->trace_first_step, (long long)o->trace_last_step);
     } else if (o->trace_replace != 0 && o->trace_replace != 1) {
         mine = ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.trace_replace %d: want 0 or 1", o->trace_replace);
-    } else if (e->rank == 0) {
-        /* rank 0 writes the file: refused now, before any training is spent on it */
+    } else if (o->trace_per_rank != 0 && o->trace_per_rank != 1) {
+        mine = ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.trace_per_rank %d: want 0 or 1", o->trace_per_rank);
+    } else {
+        /* rank 0 writes the file, each rank its own with trace_per_rank: refused now, before any training */
         const char *inputs[2] = {o->config_path, NULL};
-        mine = zfile_check_target("--trace", o->trace_path, o->trace_replace ? ZFILE_REPLACE : 0, inputs);
+        unsigned fl = o->trace_replace ? ZFILE_REPLACE : 0;
+        if (e->rank == 0) mine = zfile_check_target("--trace", o->trace_path, fl, inputs);
+        if (mine == ZINC_OK && o->trace_per_rank) {
+            char rp[4096];
+            if (snprintf(rp, sizeof rp, "%s.rank%d.json", o->trace_path, e->rank) >= (int)sizeof rp)
+                mine = ZERR(ZINC_ERR_INVALID_ARG, "--trace %s: the path is too long for its per-rank files",
+                            o->trace_path);
+            else
+                mine = zfile_check_target("--trace (per rank)", rp, fl, inputs);
+        }
     }
     TRY(zcomm_agree_status(e->comm, mine));
     TRY_ALLOC(t, 1, "the trace's settings");
+    if (o->trace_per_rank) {
+        size_t cap = strlen(o->trace_path) + 32;
+        TRY_ALLOC(t->rank_path, cap, "the trace's per-rank path");
+        snprintf(t->rank_path, cap, "%s.rank%d.json", o->trace_path, e->rank);
+    }
     t->path = strdup(o->trace_path);
     t->config_path = o->config_path ? strdup(o->config_path) : NULL;
     if (!t->path || (o->config_path && !t->config_path)) FAIL(ZINC_ERR_NOMEM, "out of memory for the trace's path");
@@ -256,6 +274,33 @@ fail:
     return st;
 }
 
+/* trace_per_rank: this rank's spans with PyTorch profiler's distributedInfo and ProfilerStep markers, in
+ * its own file (HolisticTraceAnalysis reads one file per rank and takes the rank from distributedInfo). */
+static zinc_status write_rank_file(zinc_engine *e, zengine_trace *t) {
+    zinc_status st = ZINC_OK;
+    char *text = NULL, head[256];
+    size_t n = 0;
+    zfile_out out;
+    bool opened = false;
+    TRY(ztrace_serialize_profiler(e->rank, t->origin_ns + t->offset_ns, &text, &n));
+    snprintf(head, sizeof head,
+             "{\"distributedInfo\":{\"backend\":\"%s\",\"rank\":%d,\"world_size\":%d},\"traceEvents\":[\n",
+             e->comm->ops->name ? e->comm->ops->name : "none", e->rank, e->world);
+    TRY(zfile_out_open(&out, "--trace (per rank)", t->rank_path, t->flags,
+                       (const char *const[]){t->config_path, NULL}));
+    opened = true;
+    TRY(zfile_out_write(&out, head, strlen(head)));
+    TRY(zfile_out_write(&out, text, n));
+    static const char tail[] = "\n],\n\"displayTimeUnit\":\"ms\"}\n";
+    TRY(zfile_out_write(&out, tail, sizeof tail - 1));
+    TRY(zfile_out_commit(&out));
+    opened = false;
+fail:
+    if (opened) zfile_out_abort(&out);
+    free(text);
+    return st;
+}
+
 /* Collective: every rank's spans to rank 0, which writes the file. */
 static zinc_status gather_and_write(zinc_engine *e) {
     zinc_status st = ZINC_OK, mine;
@@ -279,6 +324,7 @@ static zinc_status gather_and_write(zinc_engine *e) {
     free(all);
     TRY(st);
     TRY(write_file(e, t, text, n, sizes, dropped));
+    if (t->rank_path) TRY(zcomm_agree_status(e->comm, write_rank_file(e, t)));
 fail:
     free(text);
     free(sizes);
