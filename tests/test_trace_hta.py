@@ -2,7 +2,8 @@
 """--trace-per-rank read by a consumer nobody here wrote (issue 43): a 2-rank ZeRO-2 run with --trace FILE
 --trace-per-rank writes FILE (every rank, as before) and FILE.rank<R>.json per rank, each with PyTorch profiler's
 top-level distributedInfo {backend, rank, world_size}, only that rank's events (pid R) and a ProfilerStep#k span
-per traced step beside zinc's own step span. Checked with the standard library; then HolisticTraceAnalysis
+per traced step beside zinc's own step span; both files carry a "memory" counter (RSS and the tracker's bytes
+per kind, MiB) at each traced step's end. Checked with the standard library; then HolisticTraceAnalysis
 (PyPI; --python, or ZINC_HTA_PYTHON, names a Python that has it) loads the two files as ranks 0 and 1, finds
 the profiler steps, and sees each rank's collectives (reduce_scatter, all_gather) and modules. Without
 HolisticTraceAnalysis the file checks still run and the test exits 77 (skipped) when they pass. Also: an
@@ -74,6 +75,11 @@ def main():
         mine = sorted((e["name"], e["ts"]) for e in whole["traceEvents"] if e["pid"] == r and e["ph"] == "X")
         own = sorted((e["name"], e["ts"]) for e in ev if e["ph"] == "X" and not e["name"].startswith("ProfilerStep"))
         check(mine == own, f"rank {r}: its file's spans differ from its spans in the combined file")
+        # memory counters: one per traced step's end, in both files
+        for where, evs in (("its file", ev), ("the combined file", [e for e in whole["traceEvents"] if e["pid"] == r])):
+            mem = [e for e in evs if e.get("ph") == "C" and e.get("name") == "memory"]
+            check(len(mem) == 3 and all(e["args"].get("rss_mib", 0) > 0 and e["args"].get("host_mib", 0) > 0
+                                        for e in mem), f"rank {r}: memory counters in {where}: {mem}")
     # an existing per-rank file is refused before training (the combined file may be replaced with --force)
     os.remove(trace)
     out = run(mpi + z + ["--trace", trace, "--trace-per-rank"], expect=1)

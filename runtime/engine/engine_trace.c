@@ -7,6 +7,7 @@
 
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
+#include "runtime/core/memtrack.h"
 #include "runtime/core/safe_file.h"
 #include "runtime/core/trace.h"
 #include "runtime/engine/engine_internal.h"
@@ -26,7 +27,55 @@ struct zengine_trace {
     bool written;
     char **names; /* the model's span names (zinc_trace_end), copied once each */
     int nnames, cap_names;
+    /* memory counters, one per traced step's end: the process's RSS and the tracker's bytes per kind */
+    struct trace_mem {
+        int64_t t_ns, step;
+        uint64_t rss, kinds[ZINC_MEMKIND_COUNT];
+    } * mem;
+    int nmem, cap_mem;
 };
+
+/* A memory sample at the end of a traced step (a Chrome counter event when written). */
+static void sample_memory(zinc_engine *e, zengine_trace *t) {
+    if (t->nmem == t->cap_mem) {
+        int cap = t->cap_mem ? 2 * t->cap_mem : 16;
+        struct trace_mem *m = realloc(t->mem, (size_t)cap * sizeof *m);
+        if (!m) return; /* a counter less; the spans are what matters */
+        t->mem = m, t->cap_mem = cap;
+    }
+    struct trace_mem *m = &t->mem[t->nmem];
+    uint64_t hwm = 0;
+    m->rss = 0;
+    if (!zmem_proc_rss(&m->rss, &hwm)) m->rss = 0;
+    zinc_memory_report rep;
+    if (zinc_memory_get(e, &rep) != ZINC_OK) memset(&rep, 0, sizeof rep);
+    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) m->kinds[k] = rep.current_total[k];
+    m->t_ns = ztrace_now_ns();
+    m->step = e->steps;
+    t->nmem++;
+}
+
+/* Appends the memory counters ("ph":"C", name "memory", MiB) to a rank's serialized events. */
+static zinc_status append_counters(const zinc_engine *e, const zengine_trace *t, int64_t origin_ns, char **text,
+                                   size_t *n) {
+    size_t per = 96 + 48 * ZINC_MEMKIND_COUNT, cap = *n + (size_t)t->nmem * per + 1;
+    char *p = realloc(*text, cap);
+    if (!p) return ZERR(ZINC_ERR_NOMEM, "out of memory for the trace's memory counters");
+    *text = p;
+    for (int i = 0; i < t->nmem; i++) {
+        const struct trace_mem *m = &t->mem[i];
+        *n +=
+            (size_t)snprintf(p + *n, cap - *n,
+                             "%s{\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"name\":\"memory\",\"args\":"
+                             "{\"rss_mib\":%.3f",
+                             *n ? ",\n" : "", e->rank, (double)(m->t_ns - origin_ns) / 1e3, (double)m->rss / 1048576.0);
+        for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
+            *n += (size_t)snprintf(p + *n, cap - *n, ",\"%s_mib\":%.3f", zinc_mem_kind_name((zinc_mem_kind)k),
+                                   (double)m->kinds[k] / 1048576.0);
+        *n += (size_t)snprintf(p + *n, cap - *n, "}}");
+    }
+    return ZINC_OK;
+}
 
 /* This kernel's boot id: processes that share it share CLOCK_MONOTONIC (other network namespaces and
  * containers included). "" when unreadable. */
@@ -96,6 +145,7 @@ static void trace_free(zengine_trace *t) {
     free(t->path);
     free(t->config_path);
     free(t->rank_path);
+    free(t->mem);
     free(t->module_t0);
     free(t->module_dev);
     free(t->offsets);
@@ -283,6 +333,7 @@ static zinc_status write_rank_file(zinc_engine *e, zengine_trace *t) {
     zfile_out out;
     bool opened = false;
     TRY(ztrace_serialize_profiler(e->rank, t->origin_ns + t->offset_ns, &text, &n));
+    TRY(append_counters(e, t, t->origin_ns + t->offset_ns, &text, &n));
     snprintf(head, sizeof head,
              "{\"distributedInfo\":{\"backend\":\"%s\",\"rank\":%d,\"world_size\":%d},\"traceEvents\":[\n",
              e->comm->ops->name ? e->comm->ops->name : "none", e->rank, e->world);
@@ -311,6 +362,7 @@ static zinc_status gather_and_write(zinc_engine *e) {
     t->written = true;
     ztrace_stop();
     mine = ztrace_serialize(e->rank, t->origin_ns + t->offset_ns, &text, &n);
+    if (mine == ZINC_OK) mine = append_counters(e, t, t->origin_ns + t->offset_ns, &text, &n);
     TRY(zcomm_agree_status(e->comm, mine));
     TRY_ALLOC(sizes, 2 * (size_t)e->world, "the ranks' trace sizes");
     dropped = sizes + e->world;
@@ -340,6 +392,7 @@ zinc_status zengine_trace_step_end(zinc_engine *e, bool ok) {
     if (dev != ZINC_OK)
         ZLOG_WARN(&e->log, "--trace: the device's spans of step %lld are lost: %s", (long long)e->steps,
                   zinc_last_error());
+    if (ztrace_active()) sample_memory(e, t);
     ztrace_step_end(e->cfg.train_micro_batch_size_per_gpu * e->cfg.gradient_accumulation_steps);
     ztrace_set_step(e->steps + 1);
     if (!ok || e->steps < t->win.last) return ZINC_OK;
