@@ -73,8 +73,17 @@ def main():
         marks = sorted(int(e["name"].split("#")[1]) for e in ev if e.get("name", "").startswith("ProfilerStep#"))
         check(steps == [1, 2, 3] and marks == steps, f"rank {r}: steps {steps}, ProfilerStep markers {marks}")
         mine = sorted((e["name"], e["ts"]) for e in whole["traceEvents"] if e["pid"] == r and e["ph"] == "X")
-        own = sorted((e["name"], e["ts"]) for e in ev if e["ph"] == "X" and not e["name"].startswith("ProfilerStep"))
+        phases = ("forward", "backward", "recompute")
+        own = sorted((e["args"]["module"] if e["cat"] in phases else e["name"], e["ts"]) for e in ev
+                     if e["ph"] == "X" and not e["name"].startswith("ProfilerStep"))
         check(mine == own, f"rank {r}: its file's spans differ from its spans in the combined file")
+        # forward and backward of a module differ: by name in the per-rank file, by colour (cname) in both
+        mods = [e for e in ev if e.get("cat") in phases]
+        check(mods and all(e["name"] == f"{e['args']['module']} {e['cat']}" for e in mods),
+              f"rank {r}: module span names {sorted({e['name'] for e in mods})}")
+        cn = {(e["cat"], e.get("cname")) for e in whole["traceEvents"] if e.get("cat") in phases and e["pid"] == r}
+        check(len({c for _, c in cn}) == len({p for p, _ in cn}) == 2 and None not in {c for _, c in cn},
+              f"rank {r}: forward and backward colours {cn}")
         # memory counters: one per traced step's end, in both files
         for where, evs in (("its file", ev), ("the combined file", [e for e in whole["traceEvents"] if e["pid"] == r])):
             mem = [e for e in evs if e.get("ph") == "C" and e.get("name") == "memory"]
@@ -106,7 +115,7 @@ def main():
     check({1, 2, 3} <= set(res["steps"]), f"HTA profiler steps {res['steps']}")
     for r in ("0", "1"):
         names = set(res["names"].get(r, []))
-        check({"reduce_scatter", "all_gather"} <= names and {"fc1", "fc2"} <= names,
+        check({"reduce_scatter", "all_gather"} <= names and {"fc1 forward", "fc1 backward", "fc2 forward"} <= names,
               f"HTA rank {r}: no collectives or modules among {sorted(names)}")
     print("HolisticTraceAnalysis:", res["ranks"], res["steps"])
     return 1 if checks.failures else 0

@@ -388,9 +388,23 @@ static zinc_status serialize(int pid, int64_t origin_ns, bool profiler_steps, ch
                           "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"%s\",\"name\":", pid,
                           s->track, (double)(s->t0 - origin_ns) / 1e3, (double)(s->t1 - s->t0) / 1e3,
                           ztrace_cat_name((ztrace_cat)s->cat));
-                sb_str(&b, s->name ? s->name : "?");
+                bool module = s->cat == ZTRACE_FORWARD || s->cat == ZTRACE_BACKWARD || s->cat == ZTRACE_RECOMPUTE;
+                if (module && profiler_steps) { /* per-rank files: "block0 forward", "block0 backward" */
+                    char nm[160];
+                    snprintf(nm, sizeof nm, "%s %s", s->name ? s->name : "?", ztrace_cat_name((ztrace_cat)s->cat));
+                    sb_str(&b, nm);
+                } else {
+                    sb_str(&b, s->name ? s->name : "?");
+                }
+                /* the trace viewer colours by name, so a module's forward and backward share a colour: set
+                 * one per phase from its reserved colour names */
+                if (module)
+                    sb_printf(&b, ",\"cname\":\"%s\"",
+                              s->cat == ZTRACE_FORWARD    ? "good"
+                              : s->cat == ZTRACE_BACKWARD ? "rail_animation"
+                                                          : "yellow");
                 sb_printf(&b, ",\"args\":{\"step\":%lld", (long long)s->step);
-                if (s->cat == ZTRACE_FORWARD || s->cat == ZTRACE_BACKWARD || s->cat == ZTRACE_RECOMPUTE) {
+                if (module) {
                     sb_printf(&b, ",\"module\":");
                     sb_str(&b, s->name ? s->name : "?");
                 }
