@@ -30,8 +30,16 @@ typedef struct zcli_train_opts {
     int64_t steps, seed, threads, save_every, keep_last;
     int device, nonfinite; /* choices: cpu|cuda|auto (-1: the config's), error|skip */
     bool quiet, force;     /* force: an existing --report file may be replaced */
+    bool trace_per_rank;   /* --trace-per-rank */
     zcli_list sets;
 } zcli_train_opts;
+
+/* A model's host matrix product (gpt2_sgemm's signature), and its bf16 one (raw bf16 operands, float C):
+ * what --peak-flops sgemm calibrates, so the peak is the rate of the backend the products run on. */
+typedef void (*zcli_gemm_fn)(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+typedef void (*zcli_gemm_bf16_fn)(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A,
+                                  int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
 /* What the driver knows during a run; models read it (and set `every`, the progress cadence). */
 typedef struct zcli_train {
@@ -48,6 +56,12 @@ typedef struct zcli_train {
     zinc_step_info info;
     int64_t taken;                       /* steps of this run that were taken (not skipped) */
     double flops_per_sample, peak_flops; /* the model's declaration and the job's peak FLOP/s (train_flops.h) */
+    /* the model's products for --peak-flops sgemm (its build sets them; NULL: OpenBLAS's cblas_sgemm, what
+     * the MLP runs), their name for messages and the report, and whether MFU above 100% was warned about */
+    zcli_gemm_fn gemm;
+    zcli_gemm_bf16_fn gemm_bf16; /* set instead when the products run in bf16 */
+    const char *gemm_name;
+    bool mfu_warned;
     /* per step of this run, for the report: the loss, the lr it used, the loss scale after it */
     json_t *losses, *lrs, *loss_scales;
     /* the run's input files, which no output may replace: [0] the config (the driver's), then the model's

@@ -65,6 +65,7 @@ static int create_engine(const zcli_train_opts *o, zinc_engine **e) {
     zo.trace_first_step = o->trace_first;
     zo.trace_last_step = o->trace_last;
     zo.trace_replace = o->force;
+    zo.trace_per_rank = o->trace_per_rank;
     zinc_status st = zinc_create(&zo, e);
     if (st == ZINC_OK) return 0;
     /* A config problem is the same on every rank: said once per job, by rank 0; the other ranks exit with

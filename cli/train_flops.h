@@ -18,11 +18,13 @@ int zcli_peak_parse(const char *text, double *per_rank, int *measure, char *why,
  * none). 0, or -1 after printing why. */
 int zcli_flops_start(zcli_train *t);
 /* " | 1.23 GFLOP/s | MFU 4.5%" for `samples` samples in `seconds` (the whole job's), or "" when the model
- * declared no FLOPs. */
-void zcli_flops_text(const zcli_train *t, double samples, double seconds, char *out, size_t cap);
+ * declared no FLOPs. An MFU above 100% is shown as "MFU 103.8% (above peak)" and warned about once (rank 0),
+ * naming the peak's source. */
+void zcli_flops_text(zcli_train *t, double samples, double seconds, char *out, size_t cap);
 /* The report's keys: flops_per_sample, flops_per_s over flops_train_seconds (the training steps' time: the
  * micro-steps, zinc_step, the loss), and with a peak peak_flops_per_s (the job's: per rank x ranks),
- * peak_source ("given" or "sgemm"), mfu (a fraction). 0, or -1. */
+ * peak_source ("given" or "sgemm"), peak_backend (with sgemm: the products' backend that was calibrated,
+ * "OpenBLAS sgemm", "oneDNN sgemm" or "oneDNN bf16 gemm"), mfu (a fraction), mfu_above_peak. 0, or -1. */
 int zcli_flops_report(const zcli_train *t, json_t *j);
 
 #endif

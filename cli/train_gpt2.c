@@ -236,6 +236,14 @@ static int gpt2_build(zcli_train *t) {
     if (zcli_gpt2_shape_seal(t->e, s)) return zcli_train_fail("sealing the model shape");
     gpt2_config mc = {.shape = *s, .context = (int)r->context, .init_file = g->init ? &r->init_file : NULL};
     if (gpt2_create(t->e, &mc, &r->m) != ZINC_OK) return zcli_train_fail("building the model failed");
+    /* --peak-flops sgemm calibrates the products' own backend (oneDNN or OpenBLAS, float or bf16) */
+    if (gpt2_model_bf16_products(r->m)) {
+        t->gemm_bf16 = gpt2_gemm_bf16;
+        t->gemm_name = "oneDNN bf16 gemm";
+    } else {
+        t->gemm = gpt2_sgemm;
+        t->gemm_name = gpt2_gemm_selected() == GPT2_GEMM_ONEDNN ? "oneDNN sgemm" : "OpenBLAS sgemm";
+    }
     if (gpt2_declare_flops(r->m) != ZINC_OK) return zcli_train_fail("declaring the model's FLOPs");
     gpt2_model_close(&r->init_file);
     if (g->shuffle) gpt2_shuffle(r->m, (uint64_t)t->o->seed);

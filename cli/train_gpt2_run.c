@@ -95,7 +95,7 @@ static int progress(zcli_train *t, gpt2_run *r, int64_t st) {
     if (eta >= 60) snprintf(etas, sizeof etas, " | ETA %dm%02ds", (int)(eta / 60), (int)eta % 60);
     char flops[64];
     zcli_flops_text(t, (double)(done * zinc_train_batch_size(t->e)), dt, flops, sizeof flops);
-    if (zinc_rank(t->e) == 0)
+    if (zinc_rank(t->e) == 0 && !t->o->quiet)
         fprintf(stderr,
                 "step %6" PRId64 "/%" PRId64 " | loss %.4f | lr %.3e | %.0f tokens/s | %.1f ms/step%s | "
                 "loss scale %g | grad norm %.3f | rss max %.0f MiB/rank%s\n",
@@ -110,7 +110,9 @@ static int validate(zcli_train *t, gpt2_run *r, int64_t st) {
     const gpt2_opts *g = t->model_opts;
     if (gpt2_val_loss(r->m, &r->val, g->val_batches, &r->last_val) != ZINC_OK)
         return zcli_train_fail("validation failed");
-    if (zinc_rank(t->e) == 0) fprintf(stderr, "step %6" PRId64 " | val loss %.4f\n", st + 1, r->last_val);
+    if (zinc_rank(t->e) == 0 && !t->o->quiet)
+        fprintf(stderr, "step %6" PRId64 " | val loss %.4f\n", st + 1, r->last_val);
+    if (zinc_record_eval_loss(t->e, r->last_val) != ZINC_OK) return zcli_train_fail("recording the validation loss");
     json_array_append_new(r->val_losses,
                           json_pack("{s:I, s:f}", "step", (json_int_t)(st + 1), "loss", zcli_real(r->last_val)));
     r->t_last = zclock_now_s();

@@ -1,12 +1,14 @@
 /* zinc train --model mlp (the default): the example MLP (examples/mlp) on its synthetic classification task,
  * as a model of the training driver (train.h). */
 #include <inttypes.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "runtime/core/clock.h"
+#include "runtime/core/env.h"
 #include "cli/cli_files.h"
 #include "cli/train.h"
 #include "cli/train_flops.h"
@@ -96,7 +98,22 @@ static int mlp_start(zcli_train *t) {
     return 0;
 }
 
+/* The test hook ZINC_TEST_INF_GRAD_STEPS: is step `step` (from 1) in its comma-separated list? */
+static bool inf_grad_step(int64_t step) {
+    const char *v = zenv_get(ZENV_TEST_INF_GRAD_STEPS);
+    while (v && *v) {
+        char *end;
+        long long k = strtoll(v, &end, 10);
+        if (end == v) return false;
+        if (k == step) return true;
+        v = *end == ',' ? end + 1 : end;
+    }
+    return false;
+}
+
 static int mlp_micro(zcli_train *t, int64_t step, int64_t j) {
+    if (j == 0 && zinc_rank(t->e) == zinc_world_size(t->e) - 1 && inf_grad_step(step + 1))
+        mlp_inject_grad(((mlp_run *)t->model)->m, INFINITY);
     return mlp_microstep(((mlp_run *)t->model)->m, step, j) == ZINC_OK ? 0 : -1;
 }
 

@@ -1,7 +1,10 @@
 /* zinc train: the options every model takes, and picking the model (train.h). */
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "runtime/core/env.h"
 
 #include "cli/train.h"
 #include "cli/train_flops.h"
@@ -41,8 +44,9 @@ static const zcli_opt train_opts[] =
       "naming the step and tensor;\nskip: such steps are skipped with a warning (fp16 always skips and\nlowers its "
       "loss scale)"},
      {"--peak-flops", ZCLI_TEXT, O(peak_flops), "X", 0, 0, NULL,
-      "the peak FLOP/s of one rank (9.9e14), or sgemm to measure it (OpenBLAS\nsgemm for 0.2 s on every rank): "
-      "progress lines and the report then\nshow MFU beside the achieved FLOP/s (docs/profiling.md)"},
+      "the peak FLOP/s of one rank (9.9e14), or sgemm to measure it (the\nmodel's own products, oneDNN or OpenBLAS, "
+      "for 0.2 s on every\nrank): progress lines and the report then show MFU beside the\nachieved FLOP/s "
+      "(docs/profiling.md)"},
      {"--quiet", ZCLI_FLAG, O(quiet), NULL, 0, 0, NULL, "only warnings, errors and the summary"},
      {"--force", ZCLI_FLAG, O(force), NULL, 0, 0, NULL,
       "replace an existing --report or --trace file (never an input, a link\nor a special file)"},
@@ -51,6 +55,9 @@ static const zcli_opt train_opts[] =
       "zinc trace summary): modules, collectives,\nwaits, optimizer chunks, NVMe, checkpoints, data"},
      {"--trace-steps", ZCLI_TEXT, O(trace_steps), "A:B", 0, 0, NULL,
       "the steps --trace records, A to B counted from 1 (default 1:5)"},
+     {"--trace-per-rank", ZCLI_FLAG, O(trace_per_rank), NULL, 0, 0, NULL,
+      "also write each rank's spans to FILE.rank<R>.json with PyTorch's\ndistributedInfo and ProfilerStep markers "
+      "(HolisticTraceAnalysis\nreads one file per rank)"},
      {0}};
 #undef O
 
@@ -82,6 +89,30 @@ const zcli_train_model *zcli_train_model_named(int first, int argc, char **argv)
     return name && !strcmp(name, "gpt2") ? models[1] : models[0];
 }
 
+/* torchrun (RANK, WORLD_SIZE, LOCAL_RANK set, no MPI/PMI/srun rank): zinc's ranks meet through MPI, so these
+ * processes would each train alone on the whole job. Refused with the command to use, said by rank 0. Returns
+ * 2 when refused. */
+static int refuse_torchrun(int argc, char **argv) {
+    const char *ws = zenv_get(ZENV_TORCH_WORLD_SIZE), *rank = zenv_get(ZENV_TORCH_RANK);
+    if (!ws || atoi(ws) <= 1) return 0;
+    static const zenv_id mpi[] = {ZENV_OMPI_COMM_WORLD_RANK, ZENV_PMIX_RANK, ZENV_PMI_RANK, ZENV_SLURM_PROCID};
+    for (size_t i = 0; i < sizeof mpi / sizeof *mpi; i++)
+        if (zenv_get(mpi[i]) && *zenv_get(mpi[i])) return 0;
+    if (rank && atoi(rank) != 0) return 2;
+    const char *local = zenv_get(ZENV_TORCH_LOCAL_RANK);
+    fprintf(stderr,
+            "zinc train: started by torchrun or another torch.distributed launcher (RANK=%s, WORLD_SIZE=%s, "
+            "LOCAL_RANK=%s) without MPI: zinc's ranks meet through MPI, so these %d processes would each train "
+            "alone. Launch the job with mpirun (or srun) instead:\n  mpirun -np %d",
+            rank ? rank : "unset", ws, local ? local : "unset", atoi(ws), atoi(ws));
+    for (int i = 0; i < argc; i++) fprintf(stderr, " %s", i == 0 ? "zinc train" : argv[i]);
+    fprintf(stderr,
+            "\n(or zinc launch -n %d -- zinc train ... --save DIR, which also restarts it from its "
+            "checkpoints)\n",
+            atoi(ws));
+    return 2;
+}
+
 int zcli_cmd_train(int argc, char **argv) {
     const zcli_train_model *m = zcli_train_model_named(1, argc, argv);
     zcli_train_opts o;
@@ -108,6 +139,7 @@ int zcli_cmd_train(int argc, char **argv) {
     if (o.peak_flops && zcli_peak_parse(o.peak_flops, &peak, &measure, why, sizeof why))
         return zcli_usage_error(&c, "%s", why);
     if (o.trace_steps && !o.trace) return zcli_usage_error(&c, "--trace-steps needs --trace FILE");
+    if (o.trace_per_rank && !o.trace) return zcli_usage_error(&c, "--trace-per-rank needs --trace FILE");
     if (o.trace_steps && zcli_trace_steps(o.trace_steps, &o.trace_first, &o.trace_last))
         return zcli_usage_error(&c,
                                 "--trace-steps %s: want A:B, the first and last step to trace, 1 <= A <= B "
@@ -118,5 +150,6 @@ int zcli_cmd_train(int argc, char **argv) {
         fprintf(stderr, "%s\n", m->usage);
         return 2;
     }
+    if (refuse_torchrun(argc, argv)) return 2;
     return zcli_train_run(m, &o, model_opts);
 }

@@ -175,6 +175,10 @@ typedef struct zinc_options {
     const char *trace_path;
     int64_t trace_first_step, trace_last_step;
     int trace_replace;
+    /* 1: every rank also writes its own spans to trace_path + ".rank<R>.json" with PyTorch profiler's
+     * top-level "distributedInfo" {"backend", "rank", "world_size"} and "ProfilerStep#<k>" step markers, the
+     * per-rank files tools such as HolisticTraceAnalysis read (one per rank). Same replace rule. Default 0. */
+    int trace_per_rank;
 } zinc_options;
 
 zinc_options zinc_default_options(void);
@@ -383,6 +387,9 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info);
  * collective). Without a monitor it only checks the order. ZINC_ERR_STATE when no zinc_step finished since
  * the last call. */
 zinc_status zinc_record_loss(zinc_engine *e, double loss);
+/* The validation loss after the steps so far, for the monitors (Train/Samples/eval_loss at the samples
+ * seen, as DeepSpeed's pipeline engine writes it); any rank may call it, rank 0's is written. */
+zinc_status zinc_record_eval_loss(zinc_engine *e, double loss);
 /* With zinc_options.preempt: the SIGTERM/SIGINT/SIGUSR1 that reached any rank, as the ranks agreed on it at
  * the latest zinc_step (the same value on every rank; no communication: the flag rides on the step's own
  * statistics all-gather). 0: none. Once set it stays set: save (zinc_save_checkpoint) and exit. */

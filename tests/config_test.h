@@ -55,9 +55,10 @@ bool field_is(const zinc_config *c, const zkey_key *k, const char *want_text, ch
 #define F(field) offsetof(zinc_config, field)
 #define NOFF ((size_t)-1)
 #define REQUIRED 1 /* the key is required in its context: no default / "auto" / null check */
-#define SCHED_WLR "{\"scheduler\":{\"type\":\"WarmupLR\"}}"
+#define SCHED_WLR "{\"scheduler\":{\"type\":\"WarmupLR\",\"params\":{}}}"
 #define SCHED_WDL "{\"scheduler\":{\"type\":\"WarmupDecayLR\",\"params\":{\"total_num_steps\":5000}}}"
 #define SCHED_WCL "{\"scheduler\":{\"type\":\"WarmupCosineLR\",\"params\":{\"total_num_steps\":5000}}}"
+#define SCHED_LRT "{\"scheduler\":{\"type\":\"LRRangeTest\",\"params\":{}}}"
 #define SCHED_OC "{\"scheduler\":{\"type\":\"OneCycle\",\"params\":{\"cycle_min_lr\":0.001,\"cycle_max_lr\":0.01}}}"
 #define STAGE2 "{\"zero_optimization\":{\"stage\":2}}"
 #define STAGE3 "{\"zero_optimization\":{\"stage\":3}}"

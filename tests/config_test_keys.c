@@ -38,7 +38,8 @@ const key_row rows[] = {
     {"optimizer.params.nesterov", F(optimizer.nesterov), OPT_SGD_MOMENTUM, "true", "true", "false", 0},
     {"optimizer.params.maximize", F(optimizer.maximize), OPT_SGD, "true", "true", "false", 0},
     /* scheduler */
-    {"scheduler.type", F(scheduler.type), NULL, "\"warmuplr\"", "\"WarmupLR\"", "\"none\"", 0},
+    {"scheduler.type", F(scheduler.type), "{\"scheduler\":{\"params\":{}}}", "\"warmuplr\"", "\"WarmupLR\"", "\"none\"",
+     0},
     {"scheduler.params.warmup_min_lr", F(scheduler.warmup_min_lr), SCHED_WLR, "1e-5", "1e-5", "0.0", 0},
     {"scheduler.params.warmup_max_lr", F(scheduler.warmup_max_lr), SCHED_WDL, "0.01", "0.01", "0.001", 0},
     {"scheduler.params.warmup_num_steps", F(scheduler.warmup_num_steps), SCHED_WCL, "50", "50", "1000", 0},
@@ -61,6 +62,13 @@ const key_row rows[] = {
     {"scheduler.params.cycle_min_mom", F(scheduler.cycle_min_mom), SCHED_OC, "0.7", "0.7", "0.8", 0},
     {"scheduler.params.cycle_max_mom", F(scheduler.cycle_max_mom), SCHED_OC, "0.95", "0.95", "0.9", 0},
     {"scheduler.params.decay_mom_rate", F(scheduler.decay_mom_rate), SCHED_OC, "0.1", "0.1", "0.0", 0},
+    {"scheduler.params.lr_range_test_min_lr", F(scheduler.lr_range_test_min_lr), SCHED_LRT, "1e-4", "1e-4", "0.001", 0},
+    {"scheduler.params.lr_range_test_step_size", F(scheduler.lr_range_test_step_size), SCHED_LRT, "100", "100", "2000",
+     0},
+    {"scheduler.params.lr_range_test_step_rate", F(scheduler.lr_range_test_step_rate), SCHED_LRT, "5.0", "5.0", "1.0",
+     0},
+    {"scheduler.params.lr_range_test_staircase", F(scheduler.lr_range_test_staircase), SCHED_LRT, "true", "true",
+     "false", 0},
     /* fp16 / bf16 */
     {"fp16.enabled", F(fp16.enabled), NULL, "true", "true", "false", 0},
     {"fp16.auto_cast", F(fp16.auto_cast), NULL, "true", "true", "false", 0},

@@ -60,3 +60,16 @@ set_tests_properties(engine_set_master_np2 PROPERTIES FIXTURES_REQUIRED set_mast
 # (issue 41), at stages 0-3, fp32/bf16, memory/CPU/NVMe state, 1 and 2 ranks.
 zinc_test(NAME engine_param_master_np1 SOURCES test_param_master.c engine_util.c LABELS engine)
 zinc_test(NAME engine_param_master_np2 SOURCES test_param_master.c engine_util.c RANKS 2 LABELS engine)
+
+# Issue 43: every LR schedule's lrs step for step against a real DeepSpeed 0.19.8 engine on the CPU
+# (tests/test_lr_deepspeed.py, tests/ds_lr_reference.py): fp32, skipped steps, resumed runs. The Python with
+# deepspeed and torch: ZINC_DS_PYTHON (config.cmake: build/dsenv from scripts/ds-venv.sh; the environment variable
+# at test time overrides it); exit 77 (skipped, the reason printed) when it cannot import them.
+find_program(ZINC_LR_PYTHON3 python3)
+set(zinc_ds_python ${ZINC_DS_PYTHON})
+if(ZINC_LR_PYTHON3)
+  add_test(NAME engine_lr_deepspeed COMMAND ${ZINC_LR_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_lr_deepspeed.py
+           --zinc $<TARGET_FILE:zinc_cli_hooks> --python ${zinc_ds_python} --workdir ${PROJECT_BINARY_DIR}/lr_deepspeed_test)
+  set_tests_properties(engine_lr_deepspeed PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 ENVIRONMENT "${ZINC_TEST_ENV}"
+                       LABELS engine WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+endif()

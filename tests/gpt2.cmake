@@ -47,3 +47,11 @@ set_tests_properties(gpt2_kernels_threads PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT
 # The host's matrix product on OpenBLAS and oneDNN (examples/gpt2/gpt2_gemm.h) against float64, and oneDNN
 # kept to the calling thread (OMP_NUM_THREADS=4 would give it a team of 4 otherwise).
 zinc_test(NAME gpt2_gemm SOURCES test_gpt2_gemm.c LIBS zinc_gpt2 LABELS gpt2 unit ENV OMP_NUM_THREADS=4)
+# Issue 43: a 5,000-step GPT-2 run's peak RSS within 10% of the 100-step run's (validation, samples, fp16 and
+# CSV monitors on; small shape so it stays cheap: tests/test_long_run_memory.py).
+if(ZINC_GPT2_PYTHON3)
+  add_test(NAME gpt2_long_run_memory COMMAND ${ZINC_GPT2_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_long_run_memory.py
+           --zinc $<TARGET_FILE:zinc_cli_hooks> --workdir ${PROJECT_BINARY_DIR}/gpt2_test/long_run_memory)
+  set_tests_properties(gpt2_long_run_memory PROPERTIES TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV}" LABELS gpt2
+                       WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+endif()

@@ -26,3 +26,14 @@ if(zinc_tb_python)
 else()
   message(STATUS "zinc: no python3 found; the test monitor_tensorboard is not registered")
 endif()
+# Issue 43: wall_clock_breakdown (DeepSpeed's timer lines and its five Train/Samples/elapsed_time_ms_* scalars),
+# grad_norm, samples/s, FLOP/s and eval_loss in the monitors, and --quiet quiet (tests/test_wallclock.py,
+# standard library only).
+if(ZINC_MONITOR_PYTHON3)
+  string(REPLACE ";" " " zinc_wallclock_mpirun "${ZINC_MPIRUN}")
+  add_test(NAME monitor_wallclock COMMAND ${ZINC_MONITOR_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_wallclock.py
+           --zinc $<TARGET_FILE:zinc_cli_hooks> --workdir ${PROJECT_BINARY_DIR}/wallclock_test
+           --mpirun "${zinc_wallclock_mpirun}")
+  set_tests_properties(monitor_wallclock PROPERTIES TIMEOUT 300 ENVIRONMENT "${ZINC_TEST_ENV}"
+                       LABELS "monitor;mpi" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+endif()

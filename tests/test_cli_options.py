@@ -127,6 +127,25 @@ def main():
         lacks = [k for k in common + own if k not in r]
         check(rc == 0 and r.get("model") == model and not lacks and r.get("steps") == int(args[args.index("--steps") + 1]),
               f"{model} report: exit {rc}, lacks {lacks}: {err[-300:]!r}")
+    # torchrun's environment without MPI (issue 43): refused with the mpirun command to use, said by rank 0 only;
+    # WORLD_SIZE 1, or the same variables under mpirun/srun, start as usual
+    tr_args = [z, "train", "--config", cfg, "--steps", "1", "--threads", "1"]
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")}
+    for rank in (0, 1):
+        env = dict(clean, RANK=str(rank), WORLD_SIZE="4", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1")
+        p = subprocess.run(tr_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+        want = f"mpirun -np 4 zinc train --config {cfg} --steps 1 --threads 1"
+        check(p.returncode == 2 and (want in p.stderr and "torchrun" in p.stderr) == (rank == 0),
+              f"torchrun rank {rank}: exit {p.returncode}, stderr {p.stderr[-400:]!r}")
+    env = dict(clean, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    p = subprocess.run(tr_args + ["--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                       timeout=120)
+    check(p.returncode == 0, f"torchrun WORLD_SIZE=1: exit {p.returncode}: {p.stderr[-300:]!r}")
+    env = dict(clean, RANK="0", WORLD_SIZE="4", LOCAL_RANK="0", SLURM_PROCID="0")
+    p = subprocess.run([z, "train", "--config", "/nonexistent.json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, env=env, timeout=60)
+    check("torchrun" not in p.stderr, f"srun's rank with torch's variables refused as torchrun: {p.stderr[-300:]!r}")
     print(f"{failures} failure(s)")
     return 1 if failures else 0
 

@@ -347,8 +347,40 @@ static void test_scheduler(void) {
     EXPECT_ERR("{\"train_batch_size\": 8, \"scheduler\": {\"params\": {\"warmup_min_lr\": 0.1}, \"type\": "
                "\"OneCycle\"}}",
                "scheduler.params.warmup_min_lr", "not a parameter of the OneCycle schedule");
-    EXPECT_ERR("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupDecayLR\"}}",
+    EXPECT_ERR("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {}}}",
                "scheduler.params.total_num_steps", "required by WarmupDecayLR");
+    /* a scheduler block without params: DeepSpeed 0.19.8 calls scheduler(optimizer, **None), a TypeError */
+    EXPECT_ERR("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupDecayLR\"}}", "scheduler.params", "missing",
+               "\"params\": {}");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\", \"params\": null}}",
+               "scheduler.params", "missing", "**params");
+    EXPECT_OK("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {}}}");
+    /* LRRangeTest, with DeepSpeed's keys and defaults */
+    EXPECT_OK("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"LRRangeTest\", \"params\": {}}}");
+    ZT_CHECK(cfg.scheduler.type == ZSCHED_LR_RANGE_TEST && cfg.scheduler.lr_range_test_min_lr == 1e-3 &&
+                 cfg.scheduler.lr_range_test_step_size == 2000 && cfg.scheduler.lr_range_test_step_rate == 1.0 &&
+                 !cfg.scheduler.lr_range_test_staircase,
+             "LRRangeTest defaults");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"LRRangeTest\", \"params\": "
+               "{\"lr_range_test_step_size\": 0}}}",
+               "scheduler.params.lr_range_test_step_size");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"LRRangeTest\", \"params\": "
+               "{\"warmup_num_steps\": 5}}}",
+               "not a parameter of the LRRangeTest schedule", "lr_range_test_min_lr");
+    /* OneCycle + Adagrad: cycle_momentum off with a warning, as DeepSpeed 0.19.8 (no betas to cycle); even
+     * cycle_max_mom 1, refused when it becomes a beta1, is then accepted */
+    ZT_OK(
+        load("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Adagrad\"}, \"scheduler\": {\"type\": "
+             "\"OneCycle\", \"params\": {\"cycle_min_lr\": 0.001, \"cycle_max_lr\": 0.01, \"cycle_max_mom\": 1.0}}}"));
+    ZT_CHECK(!cfg.scheduler.cycle_momentum, "OneCycle + Adagrad: cycle_momentum stays on");
+    ZT_CHECK(logged(ZINC_LOG_WARN, "cycle_momentum turned off", "Adagrad") == 1, "OneCycle + Adagrad not warned");
+    ZT_OK(load(
+        "{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Adagrad\"}, \"scheduler\": {\"type\": "
+        "\"OneCycle\", \"params\": {\"cycle_min_lr\": 0.001, \"cycle_max_lr\": 0.01, \"cycle_momentum\": false}}}"));
+    ZT_CHECK(nwarn() == 0, "cycle_momentum false with Adagrad warned");
+    ZT_OK(load("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": "
+               "0.001, \"cycle_max_lr\": 0.01}}}"));
+    ZT_CHECK(cfg.scheduler.cycle_momentum && nwarn() == 0, "OneCycle + Adam keeps cycle_momentum");
     EXPECT_ERR("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupCosineLR\", \"params\": "
                "{\"total_num_steps\": "
                "\"auto\"}}}",
@@ -356,7 +388,8 @@ static void test_scheduler(void) {
     EXPECT_ERR("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": "
                "0.1}}}",
                "scheduler.params", "cycle_min_lr and cycle_max_lr");
-    EXPECT_ERR("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"OneCycle\"}}", "cycle_min_lr and cycle_max_lr");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"OneCycle\", \"params\": {}}}",
+               "cycle_min_lr and cycle_max_lr");
     EXPECT_ERR("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": 0.1, "
                "\"cycle_max_lr\": 0.01}}}",
                "scheduler.params.cycle_min_lr", "above cycle_max_lr");

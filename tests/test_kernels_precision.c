@@ -88,7 +88,7 @@ static void test_adam(uint64_t *rs) {
             g64[i] = g[i];
         }
         zopt_hp hp;
-        d->hparams(&o, &(zopt_step){.lr = o.lr, .beta1 = o.beta1, .grad_factor = 1, .t = t}, &hp);
+        d->hparams(&o, &(zopt_step){.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .grad_factor = 1, .t = t}, &hp);
         zadam_step_ref((const zadam_hparams *)hp.bytes, N, zr.p, zr.m, zr.v, g, ZINC_FP32, NULL, ZINC_FP32, NULL);
         zadam_step((const zadam_hparams *)hp.bytes, N, zf.p, zf.m, zf.v, g, ZINC_FP32, NULL, ZINC_FP32, NULL);
         ds_adam(&o, t, ds.p, ds.m, ds.v, g, &b1t, &b2t);
@@ -132,7 +132,7 @@ static void test_lamb(uint64_t *rs) {
     for (int t = 1; t <= STEPS; t++) {
         for (int i = 0; i < N; i++) g[i] = (float)(zt_rand_normal(rs) * (1 + (i % 5)));
         zopt_hp hp;
-        d->hparams(&o, &(zopt_step){.lr = o.lr, .beta1 = o.beta1, .grad_factor = 1, .t = t}, &hp);
+        d->hparams(&o, &(zopt_step){.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .grad_factor = 1, .t = t}, &hp);
         const zlamb_hparams *h = (const zlamb_hparams *)hp.bytes;
         double w, u;
         zlamb_sums_ref(h, N, p, m, v, g, ZINC_FP32, NULL, &w, &u);

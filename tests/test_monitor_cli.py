@@ -84,12 +84,19 @@ def verify(name, job_dir, rep, fp16, start=0):
     check(n == rep["steps"] - start and len(lrs) == n and len(scales) == n, f"{name}: {n} losses in the report")
     tb = scalars(job_dir)
     want = {"Train/Samples/train_loss", "Train/Samples/lr"} | ({"Train/Samples/loss_scale"} if fp16 else set())
-    check(set(tb) == want, f"{name}: tags {sorted(tb)}")
+    # issue 43's scalars (test_wallclock.py checks their values): the gradient norm and throughput at every
+    # taken step, FLOP/s when the model declares its FLOPs, eval_loss when it validates
+    want |= {"Train/Samples/grad_norm", "Train/Samples/samples_per_second"}
+    want |= {"Train/Samples/flops_per_second"} if rep.get("flops_per_sample") else set()
+    want |= {"Train/Samples/eval_loss"} if rep.get("val_losses") else set()
+    check(set(tb) == want, f"{name}: tags {sorted(tb)}, want {sorted(want)}")
+    check(len(tb.get("Train/Samples/grad_norm", [])) >= rep["steps_taken"] - start - rep["steps_skipped"],
+          f"{name}: {len(tb.get('Train/Samples/grad_norm', []))} grad_norm scalars")
     loss = tb.get("Train/Samples/train_loss", [])[-n:]
     lr = tb.get("Train/Samples/lr", [])[-n:]
     check([s for s, _ in loss] == [(start + k) * B for k in range(n)], f"{name}: train_loss x axis {loss}")
     check([v for _, v in loss] == [f32(x) for x in losses], f"{name}: train_loss {loss} vs {losses}")
-    next_lr = lrs[1:] + [0.0 + MAX_LR * (rep["steps_taken"] / W)]  # WarmupLR linear: min + delta * it / W
+    next_lr = lrs[1:] + [0.0 + MAX_LR * ((rep["steps_taken"] - 1) / W)]  # WarmupLR linear: it = steps_taken - 1
     check([s for s, _ in lr] == [(start + k + 1) * B for k in range(n)], f"{name}: lr x axis {lr}")
     check([v for _, v in lr] == [f32(x) for x in next_lr], f"{name}: lr {lr} vs {next_lr}")
     rows = csv_rows(os.path.join(job_dir, "Train_Samples_train_loss.csv"), "train_loss")[-n:]

@@ -27,3 +27,23 @@ zinc_emulated_test(NAME trace_cuda_emulated_np2 SOURCE test_trace_cuda.c RANKS 2
 if(ZINC_HAVE_CUDA)
   zinc_test(NAME trace_cuda SOURCES test_trace_cuda.c engine_util.c LABELS gpu trace TIMEOUT 600)
 endif()
+# Issue 43: --trace-per-rank's files (distributedInfo, ProfilerStep markers) read by HolisticTraceAnalysis as
+# 2 ranks with their collectives (tests/test_trace_hta.py). The Python with HolisticTraceAnalysis: ZINC_HTA_PYTHON
+# (at test time), else ZINC_PYTHON, else build/pyenv, else python3; exit 77 (skipped, the reason printed) after
+# the file checks when it cannot import it.
+find_program(ZINC_HTA_PYTHON3 python3)
+if(ZINC_PYTHON)
+  set(zinc_hta_python ${ZINC_PYTHON})
+elseif(EXISTS ${PROJECT_BINARY_DIR}/pyenv/bin/python3)
+  set(zinc_hta_python ${PROJECT_BINARY_DIR}/pyenv/bin/python3)
+else()
+  set(zinc_hta_python ${ZINC_HTA_PYTHON3})
+endif()
+if(ZINC_HTA_PYTHON3)
+  string(REPLACE ";" " " zinc_hta_mpirun "${ZINC_MPIRUN}")
+  add_test(NAME trace_hta COMMAND ${ZINC_HTA_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_trace_hta.py
+           --zinc $<TARGET_FILE:zinc_cli_hooks> --workdir ${PROJECT_BINARY_DIR}/trace_hta_test
+           --mpirun "${zinc_hta_mpirun}" --python ${zinc_hta_python})
+  set_tests_properties(trace_hta PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV}"
+                       LABELS "trace;mpi" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+endif()

@@ -36,7 +36,8 @@ typedef enum {
     ZSCHED_WARMUP_LR,
     ZSCHED_WARMUP_DECAY_LR,
     ZSCHED_WARMUP_COSINE_LR,
-    ZSCHED_ONE_CYCLE
+    ZSCHED_ONE_CYCLE,
+    ZSCHED_LR_RANGE_TEST
 } zcfg_scheduler_type;
 
 typedef enum { ZWARMUP_LOG = 0, ZWARMUP_LINEAR = 1 } zcfg_warmup_type;
@@ -81,6 +82,12 @@ typedef struct zcfg_scheduler {
     bool cycle_momentum;                                       /* true */
     double cycle_min_mom, cycle_max_mom;                       /* 0.8, 0.9 */
     double decay_mom_rate;                                     /* 0 */
+    /* LRRangeTest: lr = min_lr * (1 + step_rate * interval), interval = (it + 1) / step_size (floored with
+     * staircase) */
+    double lr_range_test_min_lr;     /* 1e-3 */
+    int64_t lr_range_test_step_size; /* 2000 */
+    double lr_range_test_step_rate;  /* 1.0 */
+    bool lr_range_test_staircase;    /* false */
 } zcfg_scheduler;
 
 typedef struct zcfg_fp16 {

@@ -458,7 +458,7 @@ static void scheduler_param_mismatch(zcfg_loader *L, const zkey_table *t, const 
         if (!L->sched_params_reported)
             zcfg_problem(L, "scheduler.type",
                          "missing (or \"none\"), but scheduler.params is given; give one of "
-                         "\"WarmupLR\", \"WarmupDecayLR\", \"WarmupCosineLR\", \"OneCycle\"");
+                         "\"WarmupLR\", \"WarmupDecayLR\", \"WarmupCosineLR\", \"OneCycle\", \"LRRangeTest\"");
         L->sched_params_reported = true;
         return;
     }

@@ -31,7 +31,10 @@ void zcfg_defaults(zinc_config *c) {
                                     .cycle_second_stair_count = -1,
                                     .cycle_momentum = true,
                                     .cycle_min_mom = 0.8,
-                                    .cycle_max_mom = 0.9};
+                                    .cycle_max_mom = 0.9,
+                                    .lr_range_test_min_lr = 1e-3,
+                                    .lr_range_test_step_size = 2000,
+                                    .lr_range_test_step_rate = 1.0};
     c->fp16 = (zcfg_fp16){.initial_scale_power = 16, .loss_scale_window = 1000, .hysteresis = 2, .min_loss_scale = 1};
     c->zero.contiguous_gradients = true;
     c->zero.reduce_scatter = true;
@@ -237,6 +240,24 @@ static void resolve_scheduler(zcfg_loader *L) {
     zinc_config *c = L->c;
     zcfg_scheduler *s = &c->scheduler;
     if (zcfg_had_problem(L, "scheduler")) return; /* its own problems say it */
+    /* DeepSpeed 0.19.8 builds the scheduler as scheduler(optimizer, **params) (engine.py _scheduler_from_config),
+     * which raises TypeError when the block has no params (config.py get_scheduler_params returns None) */
+    if (s->type != ZSCHED_NONE && !zcfg_given(c, "scheduler.params") && !zcfg_had_problem(L, "scheduler.params")) {
+        zcfg_problem(L, "scheduler.params",
+                     "missing: a %s scheduler block needs its \"params\" object (DeepSpeed 0.19.8 fails on this "
+                     "block: it calls the scheduler with **params); give \"params\": {} for the schedule's defaults",
+                     zkey_scheduler_names[s->type]);
+        return;
+    }
+    /* DeepSpeed 0.19.8 (lr_schedules.py, OneCycle._initialize_momentum): an optimizer without betas (Adagrad)
+     * turns cycle_momentum off, with a warning */
+    if (s->type == ZSCHED_ONE_CYCLE && s->cycle_momentum && c->optimizer.type == ZOPT_ADAGRAD) {
+        s->cycle_momentum = false;
+        ZLOG_WARN(L->log,
+                  "%s: scheduler.params.cycle_momentum turned off: Adagrad has no betas to cycle (as DeepSpeed "
+                  "0.19.8 does); set \"cycle_momentum\": false to silence this",
+                  L->origin);
+    }
     /* an unfilled "auto" is reported once, with the flags that fill it (config_auto.c) */
     if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
         !zcfg_given(c, "scheduler.params.total_num_steps") && !zcfg_is_auto(L, "scheduler.params.total_num_steps"))

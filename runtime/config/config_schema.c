@@ -40,7 +40,8 @@
 #define TABLE(var, p, arr) const zkey_table var = {p, arr, sizeof arr / sizeof arr[0]}
 
 const char *const zkey_optimizer_names[] = {"Adam", "AdamW", "Lion", "Lamb", "Adagrad", "SGD", NULL};
-const char *const zkey_scheduler_names[] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", NULL};
+const char *const zkey_scheduler_names[] = {"none",        "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle",
+                                            "LRRangeTest", NULL};
 static const char *const warmup_names[] = {"log", "linear", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const tag_names[] = {"Warn", "Ignore", "Fail", NULL};
@@ -170,6 +171,7 @@ static TABLE(optimizer_tbl, "optimizer", optimizer_keys);
 #define S_WDL (1u << ZSCHED_WARMUP_DECAY_LR)
 #define S_WCL (1u << ZSCHED_WARMUP_COSINE_LR)
 #define S_OC (1u << ZSCHED_ONE_CYCLE)
+#define S_LRT (1u << ZSCHED_LR_RANGE_TEST)
 static const zkey_key scheduler_params_keys[] = {
     {.name = "warmup_min_lr",
      .kind = ZKEY_F64,
@@ -294,7 +296,8 @@ static const zkey_key scheduler_params_keys[] = {
      .kind = ZKEY_BOOL,
      .off = F(scheduler.cycle_momentum),
      .mask = S_OC,
-     .meaning = "cycle beta1 inversely to the lr (beta2 is left alone, unlike DeepSpeed)",
+     .meaning = "cycle beta1 inversely to the lr; beta2 is then 0.99, as DeepSpeed sets it (off with a warning for "
+                "Adagrad, which has no betas)",
      .status = IMPL},
     {.name = "cycle_min_mom",
      .kind = ZKEY_F64,
@@ -320,15 +323,46 @@ static const zkey_key scheduler_params_keys[] = {
      .mask = S_OC,
      .meaning = "momentum decay rate after the cycle",
      .status = IMPL},
+    {.name = "lr_range_test_min_lr",
+     .kind = ZKEY_F64,
+     .off = F(scheduler.lr_range_test_min_lr),
+     .lo = 0,
+     .hi = 1e3,
+     .mask = S_LRT,
+     .meaning = "lr of the first step of the range test",
+     .status = IMPL},
+    {.name = "lr_range_test_step_size",
+     .kind = ZKEY_I64,
+     .off = F(scheduler.lr_range_test_step_size),
+     .lo = 1,
+     .hi = BIG,
+     .mask = S_LRT,
+     .meaning = "steps per increase of the lr",
+     .status = IMPL},
+    {.name = "lr_range_test_step_rate",
+     .kind = ZKEY_F64,
+     .off = F(scheduler.lr_range_test_step_rate),
+     .lo = 0,
+     .hi = 1e6,
+     .mask = S_LRT,
+     .meaning = "lr = min_lr * (1 + step_rate * steps / step_size)",
+     .status = IMPL},
+    {.name = "lr_range_test_staircase",
+     .kind = ZKEY_BOOL,
+     .off = F(scheduler.lr_range_test_staircase),
+     .mask = S_LRT,
+     .meaning = "raise the lr in stairs of step_size steps instead of continuously",
+     .status = IMPL},
     {.name = "last_batch_iteration",
      .kind = ZKEY_IGNORED,
-     .mask = S_WLR | S_WDL | S_WCL | S_OC,
+     .mask = S_WLR | S_WDL | S_WCL | S_OC | S_LRT,
      .status = "ignored: zinc restores the schedule position from its checkpoint"},
 };
 static TABLE(scheduler_params, "scheduler.params", scheduler_params_keys);
 
 static const zkey_key scheduler_keys[] = {
-    ENUM("type", scheduler.type, zkey_scheduler_names, "WarmupLR, WarmupDecayLR, WarmupCosineLR or OneCycle"),
+    ENUM("type", scheduler.type, zkey_scheduler_names,
+         "WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle or LRRangeTest"),
     OBJ("params", scheduler_params, "the schedule's parameters"),
 };
 static TABLE(scheduler_tbl, "scheduler", scheduler_keys);
@@ -570,7 +604,9 @@ static const zkey_key top_keys[] = {
     OBJ("zero_optimization", zero_tbl, "ZeRO stage and its buffers"),
     OBJ("aio", aio_tbl, "NVMe IO settings"),
     I64("steps_per_print", steps_per_print, 0, BIG, "log a progress line every this many steps (0: never)"),
-    BOOL("wall_clock_breakdown", wall_clock_breakdown, "log per-phase step times"),
+    BOOL("wall_clock_breakdown", wall_clock_breakdown,
+         "DeepSpeed's timer lines per micro-step and step, and the five Train/Samples/elapsed_time_ms_* monitor "
+         "scalars"),
     BOOL("memory_breakdown", memory_breakdown, "log the memory report with each progress line"),
     BOOL("dump_state", dump_state, "log the resolved config at start"),
     OBJ("checkpoint", checkpoint_tbl, "checkpoint options"),

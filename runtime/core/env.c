@@ -61,6 +61,10 @@ static const zenv_var g_vars[ZENV_COUNT] = {
          "--trace estimates every rank's clock offset, even where the rank shares rank 0's clock"),
     HOOK(ZENV_TRACE_TEST_MAX_EVENTS, "ZINC_TRACE_TEST_MAX_EVENTS", "spans, 1 to 2^20",
          "--trace keeps at most this many spans per process (rounded up to its blocks of 1024) instead of 2^20"),
+    [ZENV_TEST_INF_GRAD_STEPS] = {"ZINC_TEST_INF_GRAD_STEPS", "step numbers from 1, comma-separated", "unset",
+                                  "zinc program", ZENV_TEST_HOOK,
+                                  "zinc train --model mlp adds inf to a gradient of the last rank at these steps "
+                                  "(skipped-step tests)"},
     FOREIGN(ZENV_OMPI_COMM_WORLD_RANK, "OMPI_COMM_WORLD_RANK", "rank", "library, zinc program",
             "Open MPI's mpirun: set means launched (library); the rank for messages before an engine exists "
             "(zinc program)"),
@@ -75,6 +79,11 @@ static const zenv_var g_vars[ZENV_COUNT] = {
             "salloc, sbatch, srun: inside a Slurm allocation, where zinc launch starts ranks with srun"),
     FOREIGN(ZENV_SLURM_NTASKS, "SLURM_NTASKS", "count", "zinc program",
             "salloc, sbatch: the allocation's task count, zinc launch's default -n"),
+    FOREIGN(ZENV_TORCH_RANK, "RANK", "rank", "zinc program",
+            "torchrun / torch.distributed launchers: with WORLD_SIZE above 1 and no MPI, PMI or srun rank, zinc train "
+            "refuses to start and names the mpirun command to use"),
+    FOREIGN(ZENV_TORCH_WORLD_SIZE, "WORLD_SIZE", "ranks", "zinc program", "torchrun: see RANK"),
+    FOREIGN(ZENV_TORCH_LOCAL_RANK, "LOCAL_RANK", "rank on the node", "zinc program", "torchrun: see RANK"),
     FOREIGN(ZENV_PATH, "PATH", "directories", "zinc program", "where `zinc mem` looks for gnuplot to draw plots"),
 };
 

@@ -39,6 +39,7 @@ typedef enum zenv_id {
     ZENV_AIO_FAULT,
     ZENV_TRACE_TEST_ESTIMATE_CLOCK,
     ZENV_TRACE_TEST_MAX_EVENTS,
+    ZENV_TEST_INF_GRAD_STEPS,
     /* set by others: MPI launchers (whether and where this process was launched), the shell */
     ZENV_OMPI_COMM_WORLD_RANK,
     ZENV_OMPI_COMM_WORLD_SIZE,
@@ -48,6 +49,9 @@ typedef enum zenv_id {
     ZENV_SLURM_STEP_ID,
     ZENV_SLURM_JOB_ID,
     ZENV_SLURM_NTASKS,
+    ZENV_TORCH_RANK,
+    ZENV_TORCH_WORLD_SIZE,
+    ZENV_TORCH_LOCAL_RANK,
     ZENV_PATH,
     ZENV_COUNT
 } zenv_id;

@@ -357,7 +357,17 @@ static void sb_meta(sbuf *b, int pid, int tid, const char *what, const char *key
     sb_printf(b, "}}");
 }
 
+static zinc_status serialize(int pid, int64_t origin_ns, bool profiler_steps, char **out, size_t *len);
+
 zinc_status ztrace_serialize(int pid, int64_t origin_ns, char **out, size_t *len) {
+    return serialize(pid, origin_ns, false, out, len);
+}
+
+zinc_status ztrace_serialize_profiler(int pid, int64_t origin_ns, char **out, size_t *len) {
+    return serialize(pid, origin_ns, true, out, len);
+}
+
+static zinc_status serialize(int pid, int64_t origin_ns, bool profiler_steps, char **out, size_t *len) {
     sbuf b = {0};
     char pname[32];
     snprintf(pname, sizeof pname, "rank %d", pid);
@@ -378,9 +388,23 @@ zinc_status ztrace_serialize(int pid, int64_t origin_ns, char **out, size_t *len
                           "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"%s\",\"name\":", pid,
                           s->track, (double)(s->t0 - origin_ns) / 1e3, (double)(s->t1 - s->t0) / 1e3,
                           ztrace_cat_name((ztrace_cat)s->cat));
-                sb_str(&b, s->name ? s->name : "?");
+                bool module = s->cat == ZTRACE_FORWARD || s->cat == ZTRACE_BACKWARD || s->cat == ZTRACE_RECOMPUTE;
+                if (module && profiler_steps) { /* per-rank files: "block0 forward", "block0 backward" */
+                    char nm[160];
+                    snprintf(nm, sizeof nm, "%s %s", s->name ? s->name : "?", ztrace_cat_name((ztrace_cat)s->cat));
+                    sb_str(&b, nm);
+                } else {
+                    sb_str(&b, s->name ? s->name : "?");
+                }
+                /* the trace viewer colours by name, so a module's forward and backward share a colour: set
+                 * one per phase from its reserved colour names */
+                if (module)
+                    sb_printf(&b, ",\"cname\":\"%s\"",
+                              s->cat == ZTRACE_FORWARD    ? "good"
+                              : s->cat == ZTRACE_BACKWARD ? "rail_animation"
+                                                          : "yellow");
                 sb_printf(&b, ",\"args\":{\"step\":%lld", (long long)s->step);
-                if (s->cat == ZTRACE_FORWARD || s->cat == ZTRACE_BACKWARD || s->cat == ZTRACE_RECOMPUTE) {
+                if (module) {
                     sb_printf(&b, ",\"module\":");
                     sb_str(&b, s->name ? s->name : "?");
                 }
@@ -388,6 +412,15 @@ zinc_status ztrace_serialize(int pid, int64_t origin_ns, char **out, size_t *len
                 if (s->k1 && strcmp(s->k1, "step")) sb_printf(&b, ",\"%s\":%lld", s->k1, (long long)s->v1);
                 if (s->k2) sb_printf(&b, ",\"%s\":%lld", s->k2, (long long)s->v2);
                 sb_printf(&b, "}}");
+                if (profiler_steps && s->cat == ZTRACE_STEP) {
+                    sb_sep(&b);
+                    sb_printf(&b,
+                              "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"user_"
+                              "annotation\","
+                              "\"name\":\"ProfilerStep#%lld\",\"args\":{\"step\":%lld}}",
+                              pid, s->track, (double)(s->t0 - origin_ns) / 1e3, (double)(s->t1 - s->t0) / 1e3,
+                              (long long)s->step, (long long)s->step);
+                }
             }
         }
     pthread_mutex_unlock(&R.lock);

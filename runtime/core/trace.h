@@ -119,5 +119,9 @@ int64_t ztrace_recorded(void);
 /* This process's metadata and spans as JSON event objects separated by commas (no brackets), pid = `pid`,
  * times in microseconds from `origin_ns` on this process's clock. *out is malloc'ed (NUL-terminated). */
 zinc_status ztrace_serialize(int pid, int64_t origin_ns, char **out, size_t *len);
+/* The same with PyTorch profiler's step markers for tools that find iterations by them (HolisticTraceAnalysis):
+ * each step span is followed by a copy named "ProfilerStep#<step>", cat "user_annotation"; and module spans
+ * named "<module> <phase>" ("block0 forward", args.module the module), so forward and backward differ by name. */
+zinc_status ztrace_serialize_profiler(int pid, int64_t origin_ns, char **out, size_t *len);
 
 #endif

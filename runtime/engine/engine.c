@@ -728,9 +728,13 @@ zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
      * forward inside an open backward is a recomputation (activation checkpointing), not a new micro-step. */
     bool new_micro_step = phase == ZINC_FORWARD && e->last_phase == ZINC_BACKWARD && e->open_backward == 0;
     if (new_micro_step) {
+        int64_t w0 = zengine_wc_now(e);
         TRY(zgrads_flush(&e->grads));
+        zengine_wc_reduced(e, w0);
+        zengine_wc_micro_end(e);
         e->in_backward_pass = false;
     }
+    zengine_wc_module_enter(e, (int)phase);
     if (phase == ZINC_BACKWARD && !e->in_backward_pass) {
         e->in_backward_pass = true;
         e->micro_steps++;
@@ -762,12 +766,14 @@ zinc_status zinc_module_exit(zinc_engine *e, int module, zinc_phase phase) {
     if (ztrace_active() && e->trace) zengine_trace_module_exit(e, module, (int)phase);
     m->in_phase[phase] = false;
     if (phase == ZINC_BACKWARD) e->open_backward--;
-    if (m->nparams == 0) return ZINC_OK;
-    if (phase == ZINC_BACKWARD) {
+    if (m->nparams > 0 && phase == ZINC_BACKWARD) {
         point_grads(e, m, NULL);
+        int64_t w0 = zengine_wc_now(e);
         TRY(zgrads_module_backward_exit(&e->grads, module, e->open_backward == 0));
+        zengine_wc_reduced(e, w0);
     }
-    if (e->stage == 3) TRY(zgather_module_exit(&e->gather, module, (int)phase));
+    if (m->nparams > 0 && e->stage == 3) TRY(zgather_module_exit(&e->gather, module, (int)phase));
+    zengine_wc_module_exit(e, (int)phase);
     return ZINC_OK;
 fail:
     return st;
@@ -847,8 +853,10 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
                     "is no gradient to apply; run forward and backward (zinc_module_enter(..., ZINC_BACKWARD)) "
                     "before each step");
     zinc_step_info tmp;
+    int64_t wc0 = zengine_wc_now(e), reduce0 = e->wc.reduce;
     zinc_status st = zengine_step(e, info ? info : &tmp);
-    if (st == ZINC_OK) zengine_monitor_step(e);
+    if (st == ZINC_OK) zengine_wc_step_end(e, wc0, reduce0);
+    if (st == ZINC_OK) zengine_monitor_step(e, info ? info : &tmp);
     if (e->trace) {
         zinc_status written = zengine_trace_step_end(e, st == ZINC_OK);
         if (st == ZINC_OK) st = written;

@@ -129,7 +129,18 @@ struct zinc_engine {
         bool held;
         int64_t samples;
         double lr, loss_scale;
+        double grad_norm, step_s; /* the step's gradient norm (NaN when skipped), seconds since the last step */
+        int64_t t_prev_ns;        /* the trace clock at the last zinc_step's end (at zinc_build before one) */
+        double elapsed_ms[5];     /* wall_clock_breakdown: the step's fwd, bwd, bwd_inner, bwd_allreduce, step */
     } mon;
+    /* wall_clock_breakdown (engine_wallclock.c): DeepSpeed's engine timers, on the trace recorder's clock
+     * (ns). The micro-step's sums (fwd, bwd, reduce) and the optimizer step's (over its micro-steps). */
+    struct {
+        int open_forward;       /* forward modules entered outside a backward and not yet exited */
+        int64_t fwd_t0, bwd_t0; /* the outermost open forward's and backward's start, 0: none open */
+        int64_t fwd, bwd, reduce, step;
+        int64_t g_fwd, g_bwd, g_reduce;
+    } wc;
     /* zinc_options.trace_path: the timeline's settings and the open module spans (engine_trace.c); NULL
      * when not tracing */
     struct zengine_trace *trace;
@@ -171,8 +182,19 @@ zinc_status zengine_monitor_open(zinc_engine *e);
  * `monitors` the tensorboard/csv_monitor directories (zmon_check). Not collective. */
 bool zengine_cuda_allowed(void);
 zinc_status zengine_check_run(const zinc_config *cfg, zinc_device_kind option_device, bool monitors);
-void zengine_monitor_step(zinc_engine *e);
+void zengine_monitor_step(zinc_engine *e, const zinc_step_info *info);
 void zengine_monitor_close(zinc_engine *e);
+
+/* runtime/engine/engine_wallclock.c: wall_clock_breakdown. Called at every module enter/exit (cheap when
+ * off), around each gradient reduction (zengine_wc_now before, zengine_wc_reduced after), at the end of a
+ * micro-step (zengine_wc_micro_end: logs DeepSpeed's micro-step line) and of zinc_step (zengine_wc_step_end:
+ * logs the step's line and fills mon.elapsed_ms). */
+int64_t zengine_wc_now(const zinc_engine *e);
+void zengine_wc_module_enter(zinc_engine *e, int phase);
+void zengine_wc_module_exit(zinc_engine *e, int phase);
+void zengine_wc_reduced(zinc_engine *e, int64_t t0);
+void zengine_wc_micro_end(zinc_engine *e);
+void zengine_wc_step_end(zinc_engine *e, int64_t t0, int64_t reduce0);
 
 /* runtime/engine/engine_step.c */
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info);

@@ -3,18 +3,40 @@
  * step; step() writes Train/Samples/lr (the lr after the scheduler stepped: the next step's) and, in fp16,
  * Train/Samples/loss_scale (the scale after its update) at the samples seen after it. Skipped steps count:
  * DeepSpeed's global_samples grows by train_batch_size at every step. zinc's model reports the loss after
- * zinc_step (zinc_record_loss), so the lr and scale wait for it and the files get DeepSpeed's order. */
+ * zinc_step (zinc_record_loss), so the lr and scale wait for it and the files get DeepSpeed's order.
+ *
+ * With wall_clock_breakdown, DeepSpeed's _write_monitor adds the step's five timers after them, at the samples
+ * seen after the step: Train/Samples/elapsed_time_ms_{forward,backward,backward_inner,backward_allreduce,step}
+ * (engine_wallclock.c). Beyond DeepSpeed's engine, in its tag scheme (HF Trainer users know these figures as
+ * train/grad_norm and the throughput lines): Train/Samples/grad_norm (a taken step's global gradient norm
+ * before clipping; none for a skipped step), Train/Samples/samples_per_second and flops_per_second (the time
+ * from the previous zinc_step's end, or from zinc_build for the first; FLOP/s from zinc_flops_per_sample,
+ * when the model declared its FLOPs), and Train/Samples/eval_loss (zinc_record_eval_loss; the tag of
+ * DeepSpeed's pipeline engine) at the samples seen so far. */
+#include <math.h>
+
 #include "runtime/core/error.h"
+#include "runtime/core/trace.h"
 #include "runtime/engine/engine_internal.h"
 #include "runtime/engine/lr_schedule.h"
 
 #define TAG_LOSS "Train/Samples/train_loss"
 #define TAG_LR "Train/Samples/lr"
 #define TAG_SCALE "Train/Samples/loss_scale"
+#define TAG_GRAD_NORM "Train/Samples/grad_norm"
+#define TAG_SAMPLES_S "Train/Samples/samples_per_second"
+#define TAG_FLOPS_S "Train/Samples/flops_per_second"
+#define TAG_EVAL_LOSS "Train/Samples/eval_loss"
+static const char *const tag_elapsed[5] = {"Train/Samples/elapsed_time_ms_forward",
+                                           "Train/Samples/elapsed_time_ms_backward",
+                                           "Train/Samples/elapsed_time_ms_backward_inner",
+                                           "Train/Samples/elapsed_time_ms_backward_allreduce",
+                                           "Train/Samples/elapsed_time_ms_step"};
 
 zinc_status zengine_monitor_open(zinc_engine *e) {
     const char *tags[] = {TAG_LOSS, TAG_LR, e->cfg.fp16.enabled ? TAG_SCALE : NULL, NULL};
     zinc_status mine = ZINC_OK;
+    e->mon.t_prev_ns = ztrace_now_ns();
     if (e->rank == 0) mine = zmon_open(&e->cfg.tensorboard, &e->cfg.csv_monitor, tags, &e->log, &e->monitor);
     return zcomm_agree_status(e->comm, mine);
 }
@@ -23,16 +45,30 @@ static void write_held(zinc_engine *e) {
     if (!e->mon.held) return;
     zmon_scalar(e->monitor, TAG_LR, e->mon.lr, e->mon.samples);
     if (e->cfg.fp16.enabled) zmon_scalar(e->monitor, TAG_SCALE, e->mon.loss_scale, e->mon.samples);
+    if (e->cfg.wall_clock_breakdown)
+        for (int i = 0; i < 5; i++) zmon_scalar(e->monitor, tag_elapsed[i], e->mon.elapsed_ms[i], e->mon.samples);
+    if (isfinite(e->mon.grad_norm)) zmon_scalar(e->monitor, TAG_GRAD_NORM, e->mon.grad_norm, e->mon.samples);
+    if (e->mon.step_s > 0) {
+        double samples_s = (double)e->cfg.train_batch_size / e->mon.step_s;
+        zmon_scalar(e->monitor, TAG_SAMPLES_S, samples_s, e->mon.samples);
+        double fps = zinc_flops_per_sample(e);
+        if (fps > 0) zmon_scalar(e->monitor, TAG_FLOPS_S, fps * samples_s, e->mon.samples);
+    }
     e->mon.held = false;
 }
 
-void zengine_monitor_step(zinc_engine *e) {
+void zengine_monitor_step(zinc_engine *e, const zinc_step_info *info) {
     e->mon.loss_due = true;
+    int64_t now = ztrace_now_ns();
+    double step_s = (double)(now - e->mon.t_prev_ns) / 1e9;
+    e->mon.t_prev_ns = now;
     if (!e->monitor) return;
     write_held(e); /* the previous step's, when its loss never came */
     e->mon.samples = e->steps * e->cfg.train_batch_size;
     e->mon.lr = zlr_at(&e->cfg.scheduler, e->cfg.optimizer.lr, e->steps_taken);
     e->mon.loss_scale = e->scaler.cur_scale;
+    e->mon.grad_norm = info->taken ? info->grad_norm : (double)NAN;
+    e->mon.step_s = step_s;
     e->mon.held = true;
 }
 
@@ -50,5 +86,16 @@ zinc_status zinc_record_loss(zinc_engine *e, double loss) {
     e->mon.loss_due = false;
     zmon_scalar(e->monitor, TAG_LOSS, loss, (e->steps - 1) * e->cfg.train_batch_size);
     write_held(e);
+    return ZINC_OK;
+}
+
+zinc_status zinc_record_eval_loss(zinc_engine *e, double loss) {
+    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_record_eval_loss: engine is NULL");
+    if (!isfinite(loss))
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "zinc_record_eval_loss: the loss %g is not finite; pass the mean "
+                    "validation loss over the evaluated batches",
+                    loss);
+    zmon_scalar(e->monitor, TAG_EVAL_LOSS, loss, e->steps * e->cfg.train_batch_size);
     return ZINC_OK;
 }

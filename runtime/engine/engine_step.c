@@ -106,8 +106,9 @@ static zinc_status skip_step(zinc_engine *e, zinc_step_info *info, int64_t first
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     zinc_status st = ZINC_OK;
     memset(info, 0, sizeof *info);
-    int64_t t0 = ztrace_begin();
+    int64_t t0 = ztrace_begin(), w0 = zengine_wc_now(e);
     TRY(zgrads_reduce_boundary(&e->grads));
+    zengine_wc_reduced(e, w0);
     if (t0) ztrace_span(t0, ZTRACE_ENGINE, "gradient reduction", 0, NULL, 0, NULL, 0);
     int64_t gas = e->cfg.gradient_accumulation_steps;
     if (e->micro_steps != gas && !e->warned_micro_mismatch) {
@@ -145,6 +146,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         const zcfg_optimizer *o = &e->cfg.optimizer;
         zopt_step os = {.lr = lr,
                         .beta1 = zlr_beta1_at(&e->cfg.scheduler, o->beta1, e->steps_taken),
+                        .beta2 = zlr_beta2(&e->cfg.scheduler, o->beta2),
                         .grad_factor = inv / clip,
                         .t = e->steps_taken + 1};
         zopt_hp hp;

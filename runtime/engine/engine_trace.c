@@ -7,12 +7,14 @@
 
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
+#include "runtime/core/memtrack.h"
 #include "runtime/core/safe_file.h"
 #include "runtime/core/trace.h"
 #include "runtime/engine/engine_internal.h"
 
 struct zengine_trace {
     char *path;
+    char *rank_path;   /* trace_per_rank: this rank's own file (path.rank<R>.json), else NULL */
     unsigned flags;    /* ZFILE_REPLACE with trace_replace */
     char *config_path; /* an input the trace never replaces */
     ztrace_window win;
@@ -25,7 +27,55 @@ struct zengine_trace {
     bool written;
     char **names; /* the model's span names (zinc_trace_end), copied once each */
     int nnames, cap_names;
+    /* memory counters, one per traced step's end: the process's RSS and the tracker's bytes per kind */
+    struct trace_mem {
+        int64_t t_ns, step;
+        uint64_t rss, kinds[ZINC_MEMKIND_COUNT];
+    } * mem;
+    int nmem, cap_mem;
 };
+
+/* A memory sample at the end of a traced step (a Chrome counter event when written). */
+static void sample_memory(zinc_engine *e, zengine_trace *t) {
+    if (t->nmem == t->cap_mem) {
+        int cap = t->cap_mem ? 2 * t->cap_mem : 16;
+        struct trace_mem *m = realloc(t->mem, (size_t)cap * sizeof *m);
+        if (!m) return; /* a counter less; the spans are what matters */
+        t->mem = m, t->cap_mem = cap;
+    }
+    struct trace_mem *m = &t->mem[t->nmem];
+    uint64_t hwm = 0;
+    m->rss = 0;
+    if (!zmem_proc_rss(&m->rss, &hwm)) m->rss = 0;
+    zinc_memory_report rep;
+    if (zinc_memory_get(e, &rep) != ZINC_OK) memset(&rep, 0, sizeof rep);
+    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) m->kinds[k] = rep.current_total[k];
+    m->t_ns = ztrace_now_ns();
+    m->step = e->steps;
+    t->nmem++;
+}
+
+/* Appends the memory counters ("ph":"C", name "memory", MiB) to a rank's serialized events. */
+static zinc_status append_counters(const zinc_engine *e, const zengine_trace *t, int64_t origin_ns, char **text,
+                                   size_t *n) {
+    size_t per = 96 + 48 * ZINC_MEMKIND_COUNT, cap = *n + (size_t)t->nmem * per + 1;
+    char *p = realloc(*text, cap);
+    if (!p) return ZERR(ZINC_ERR_NOMEM, "out of memory for the trace's memory counters");
+    *text = p;
+    for (int i = 0; i < t->nmem; i++) {
+        const struct trace_mem *m = &t->mem[i];
+        *n +=
+            (size_t)snprintf(p + *n, cap - *n,
+                             "%s{\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"name\":\"memory\",\"args\":"
+                             "{\"rss_mib\":%.3f",
+                             *n ? ",\n" : "", e->rank, (double)(m->t_ns - origin_ns) / 1e3, (double)m->rss / 1048576.0);
+        for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
+            *n += (size_t)snprintf(p + *n, cap - *n, ",\"%s_mib\":%.3f", zinc_mem_kind_name((zinc_mem_kind)k),
+                                   (double)m->kinds[k] / 1048576.0);
+        *n += (size_t)snprintf(p + *n, cap - *n, "}}");
+    }
+    return ZINC_OK;
+}
 
 /* This kernel's boot id: processes that share it share CLOCK_MONOTONIC (other network namespaces and
  * containers included). "" when unreadable. */
@@ -94,6 +144,8 @@ static void trace_free(zengine_trace *t) {
     if (!t) return;
     free(t->path);
     free(t->config_path);
+    free(t->rank_path);
+    free(t->mem);
     free(t->module_t0);
     free(t->module_dev);
     free(t->offsets);
@@ -116,13 +168,29 @@ zinc_status zengine_trace_create(zinc_engine *e, const zinc_options *o) {
                     (long long)o->trace_first_step, (long long)o->trace_last_step);
     } else if (o->trace_replace != 0 && o->trace_replace != 1) {
         mine = ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.trace_replace %d: want 0 or 1", o->trace_replace);
-    } else if (e->rank == 0) {
-        /* rank 0 writes the file: refused now, before any training is spent on it */
+    } else if (o->trace_per_rank != 0 && o->trace_per_rank != 1) {
+        mine = ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: options.trace_per_rank %d: want 0 or 1", o->trace_per_rank);
+    } else {
+        /* rank 0 writes the file, each rank its own with trace_per_rank: refused now, before any training */
         const char *inputs[2] = {o->config_path, NULL};
-        mine = zfile_check_target("--trace", o->trace_path, o->trace_replace ? ZFILE_REPLACE : 0, inputs);
+        unsigned fl = o->trace_replace ? ZFILE_REPLACE : 0;
+        if (e->rank == 0) mine = zfile_check_target("--trace", o->trace_path, fl, inputs);
+        if (mine == ZINC_OK && o->trace_per_rank) {
+            char rp[4096];
+            if (snprintf(rp, sizeof rp, "%s.rank%d.json", o->trace_path, e->rank) >= (int)sizeof rp)
+                mine = ZERR(ZINC_ERR_INVALID_ARG, "--trace %s: the path is too long for its per-rank files",
+                            o->trace_path);
+            else
+                mine = zfile_check_target("--trace (per rank)", rp, fl, inputs);
+        }
     }
     TRY(zcomm_agree_status(e->comm, mine));
     TRY_ALLOC(t, 1, "the trace's settings");
+    if (o->trace_per_rank) {
+        size_t cap = strlen(o->trace_path) + 32;
+        TRY_ALLOC(t->rank_path, cap, "the trace's per-rank path");
+        snprintf(t->rank_path, cap, "%s.rank%d.json", o->trace_path, e->rank);
+    }
     t->path = strdup(o->trace_path);
     t->config_path = o->config_path ? strdup(o->config_path) : NULL;
     if (!t->path || (o->config_path && !t->config_path)) FAIL(ZINC_ERR_NOMEM, "out of memory for the trace's path");
@@ -259,6 +327,34 @@ fail:
     return st;
 }
 
+/* trace_per_rank: this rank's spans with PyTorch profiler's distributedInfo and ProfilerStep markers, in
+ * its own file (HolisticTraceAnalysis reads one file per rank and takes the rank from distributedInfo). */
+static zinc_status write_rank_file(zinc_engine *e, zengine_trace *t) {
+    zinc_status st = ZINC_OK;
+    char *text = NULL, head[256];
+    size_t n = 0;
+    zfile_out out;
+    bool opened = false;
+    TRY(ztrace_serialize_profiler(e->rank, t->origin_ns + t->offset_ns, &text, &n));
+    TRY(append_counters(e, t, t->origin_ns + t->offset_ns, &text, &n));
+    snprintf(head, sizeof head,
+             "{\"distributedInfo\":{\"backend\":\"%s\",\"rank\":%d,\"world_size\":%d},\"traceEvents\":[\n",
+             e->comm->ops->name ? e->comm->ops->name : "none", e->rank, e->world);
+    TRY(zfile_out_open(&out, "--trace (per rank)", t->rank_path, t->flags,
+                       (const char *const[]){t->config_path, NULL}));
+    opened = true;
+    TRY(zfile_out_write(&out, head, strlen(head)));
+    TRY(zfile_out_write(&out, text, n));
+    static const char tail[] = "\n],\n\"displayTimeUnit\":\"ms\"}\n";
+    TRY(zfile_out_write(&out, tail, sizeof tail - 1));
+    TRY(zfile_out_commit(&out));
+    opened = false;
+fail:
+    if (opened) zfile_out_abort(&out);
+    free(text);
+    return st;
+}
+
 /* Collective: every rank's spans to rank 0, which writes the file. */
 static zinc_status gather_and_write(zinc_engine *e) {
     zinc_status st = ZINC_OK, mine;
@@ -269,6 +365,7 @@ static zinc_status gather_and_write(zinc_engine *e) {
     t->written = true;
     ztrace_stop();
     mine = ztrace_serialize(e->rank, t->origin_ns + t->offset_ns, &text, &n);
+    if (mine == ZINC_OK) mine = append_counters(e, t, t->origin_ns + t->offset_ns, &text, &n);
     TRY(zcomm_agree_status(e->comm, mine));
     TRY_ALLOC(sizes, 2 * (size_t)e->world, "the ranks' trace sizes");
     dropped = sizes + e->world;
@@ -282,6 +379,7 @@ static zinc_status gather_and_write(zinc_engine *e) {
     free(all);
     TRY(st);
     TRY(write_file(e, t, text, n, sizes, dropped));
+    if (t->rank_path) TRY(zcomm_agree_status(e->comm, write_rank_file(e, t)));
 fail:
     free(text);
     free(sizes);
@@ -297,6 +395,7 @@ zinc_status zengine_trace_step_end(zinc_engine *e, bool ok) {
     if (dev != ZINC_OK)
         ZLOG_WARN(&e->log, "--trace: the device's spans of step %lld are lost: %s", (long long)e->steps,
                   zinc_last_error());
+    if (ztrace_active()) sample_memory(e, t);
     ztrace_step_end(e->cfg.train_micro_batch_size_per_gpu * e->cfg.gradient_accumulation_steps);
     ztrace_set_step(e->steps + 1);
     if (!ok || e->steps < t->win.last) return ZINC_OK;

@@ -1,20 +1,19 @@
-/* DeepSpeed's learning-rate schedules (deepspeed/runtime/lr_schedules.py, DeepSpeed 0.19),
- * as pure functions of the iteration. `it` below is DeepSpeed's last_batch_iteration; zinc evaluates the
- * schedule at it = steps_taken (see lr_schedule.h), so the first optimizer step uses iteration 0.
+/* DeepSpeed's learning-rate schedules (deepspeed/runtime/lr_schedules.py, DeepSpeed 0.19.8), as pure
+ * functions of the iteration. `it` below is DeepSpeed's last_batch_iteration; the step that follows
+ * steps_taken taken steps runs at it = steps_taken - 1 (lr_schedule.h), and it = -1 is the value each
+ * constructor writes into the optimizer: warmup_min_lr (WarmupLR, WarmupDecayLR), 0 (WarmupCosineLR),
+ * cycle_min_lr and cycle_min_mom (OneCycle), lr_range_test_min_lr (LRRangeTest).
  *
  * Every expression keeps Python's operand order so the doubles come out bit-identical to DeepSpeed's
- * (e.g. inverse_log_warm_up * log(it + 1), min + delta * gamma).
+ * (e.g. inverse_log_warm_up * log(it + 1), min + delta * gamma, math.pi * cosine_progress).
  *
- * Deliberate choices where DeepSpeed's code is undefined or has since been fixed upstream:
- * - WarmupCosineLR after warmup: the cosine progress (it - N + 1) / (T - N) is clamped to 1 and T - N to at
- *   least 1, as later DeepSpeed does. At the reference commit the ratio climbs back up past T (the cosine
- *   keeps going) and T == N divides by zero. Identical to the reference for every N <= it < T.
- * - OneCycle stair counts: quantised as later DeepSpeed does (from the integer offset within the cycle,
- *   floor(position * stairs / half) / stairs). The reference commit stores the counts and ignores them.
- *   cycle_second_stair_count < 0 means "same as the first" (DeepSpeed's None, the key left out); the loader
- *   turns a -1 written in the file into 0 (no stairs), as DeepSpeed 0.19.6 reads it.
- * - OneCycle with cycle_momentum: DeepSpeed sets betas = (mom, 0.99), clobbering beta2. zinc only replaces
- *   beta1 (zlr_beta1_at) and keeps the configured beta2.
+ * Notes on DeepSpeed 0.19.8's code, which zinc follows:
+ * - WarmupCosineLR after warmup: the cosine progress (it - N + 1) / max(1, T - N) is clamped to 1.
+ * - OneCycle stair counts: quantised from the integer offset within the cycle, floor(position * stairs /
+ *   half) / stairs. cycle_second_stair_count < 0 means "same as the first" (DeepSpeed's None, the key left
+ *   out); the loader turns a -1 written in the file into 0 (no stairs).
+ * - OneCycle with cycle_momentum: betas = (mom, 0.99), so beta2 is 0.99 whatever the optimizer's
+ *   (zlr_beta2); the config loader turns cycle_momentum off for Adagrad, which has no betas.
  * - OneCycle with decay_step_size == 0 or a zero decay rate: no decay (lr stays cycle_min_lr, momentum
  *   cycle_max_mom), which is DeepSpeed's skip_lr_decay / skip_mom_decay. The momentum decay multiplies
  *   (max_mom * (1 + rate * interval)), exactly as DeepSpeed does, even though that makes it grow. */
@@ -60,13 +59,12 @@ static double cosine_ratio(const zcfg_scheduler *s, int64_t it) {
         double ratio_delta = 1. - s->warmup_min_ratio;
         return s->warmup_min_ratio + ratio * ratio_delta;
     }
-    double real_last_step = (double)(it - n + 1);
-    double real_total_steps = (double)(s->total_num_steps - n);
-    if (real_total_steps < 1.0) real_total_steps = 1.0;
-    /* math.pi * real_last_step / real_total_steps, in Python's order; clamped at the end of the schedule */
-    double angle = real_last_step < real_total_steps ? zlr_pi * real_last_step / real_total_steps : zlr_pi;
+    int64_t real_last_step = it - n + 1;
+    int64_t real_total_steps = s->total_num_steps - n < 1 ? 1 : s->total_num_steps - n; /* max(1, T - N) */
+    double cosine_progress = (double)real_last_step / (double)real_total_steps;
+    if (cosine_progress > 1.0) cosine_progress = 1.0; /* min(1.0, ...) */
     double ratio_delta = 1. - s->cos_min_ratio;
-    double ratio = (1 + cos(angle)) / 2;
+    double ratio = (1 + cos(zlr_pi * cosine_progress)) / 2;
     ratio = s->cos_min_ratio + ratio_delta * ratio;
     return ratio > 0.0 ? ratio : 0.0;
 }
@@ -143,19 +141,54 @@ static double one_cycle_mom(const zcfg_scheduler *s, int64_t it) {
     return s->cycle_max_mom * mom_decay_factor;
 }
 
-double zlr_at(const zcfg_scheduler *s, double base_lr, int64_t steps_taken) {
-    int64_t it = steps_taken < 0 ? 0 : steps_taken;
+/* LRRangeTest._get_increase: 1 + step_rate * interval, interval = (it + 1) / step_size, floored with
+ * staircase (math.floor(float(it + 1) / step_size)). */
+static double range_test_lr(const zcfg_scheduler *s, int64_t it) {
+    double interval = (double)(it + 1) / (double)s->lr_range_test_step_size;
+    if (s->lr_range_test_staircase) interval = floor(interval);
+    double lr_increase = (1 + s->lr_range_test_step_rate * interval);
+    return s->lr_range_test_min_lr * lr_increase;
+}
+
+int64_t zlr_iteration(int64_t steps_taken) { return steps_taken < 0 ? -1 : steps_taken - 1; }
+
+double zlr_lr_at_iteration(const zcfg_scheduler *s, double base_lr, int64_t it) {
+    if (it < 0) { /* what the constructor writes (last_batch_iteration == -1) */
+        switch (s->type) {
+        case ZSCHED_WARMUP_LR:
+        case ZSCHED_WARMUP_DECAY_LR: return s->warmup_min_lr; /* get_lr: min_lrs before it has started */
+        case ZSCHED_WARMUP_COSINE_LR: return 0.0;             /* get_lr: 0.0 before it has started */
+        case ZSCHED_ONE_CYCLE: return s->cycle_min_lr;        /* _initialize_lr */
+        case ZSCHED_LR_RANGE_TEST: return s->lr_range_test_min_lr;
+        case ZSCHED_NONE:
+        default: return base_lr;
+        }
+    }
     switch (s->type) {
     case ZSCHED_WARMUP_LR: return warmup_lr(s, it, false);
     case ZSCHED_WARMUP_DECAY_LR: return warmup_lr(s, it, true);
     case ZSCHED_WARMUP_COSINE_LR: return base_lr * cosine_ratio(s, it);
     case ZSCHED_ONE_CYCLE: return one_cycle_lr(s, it);
+    case ZSCHED_LR_RANGE_TEST: return range_test_lr(s, it);
     case ZSCHED_NONE:
     default: return base_lr;
     }
 }
 
-double zlr_beta1_at(const zcfg_scheduler *s, double base_beta1, int64_t steps_taken) {
+double zlr_beta1_at_iteration(const zcfg_scheduler *s, double base_beta1, int64_t it) {
     if (s->type != ZSCHED_ONE_CYCLE || !s->cycle_momentum) return base_beta1;
-    return one_cycle_mom(s, steps_taken < 0 ? 0 : steps_taken);
+    if (it < 0) return s->cycle_min_mom; /* _initialize_momentum writes min_moms */
+    return one_cycle_mom(s, it);
+}
+
+double zlr_beta2(const zcfg_scheduler *s, double base_beta2) {
+    return s->type == ZSCHED_ONE_CYCLE && s->cycle_momentum ? 0.99 : base_beta2;
+}
+
+double zlr_at(const zcfg_scheduler *s, double base_lr, int64_t steps_taken) {
+    return zlr_lr_at_iteration(s, base_lr, zlr_iteration(steps_taken));
+}
+
+double zlr_beta1_at(const zcfg_scheduler *s, double base_beta1, int64_t steps_taken) {
+    return zlr_beta1_at_iteration(s, base_beta1, zlr_iteration(steps_taken));
 }

@@ -20,6 +20,7 @@
 typedef struct zopt_step {
     double lr;          /* this step's learning rate (the schedule applied) */
     double beta1;       /* this step's beta1 (OneCycle cycles it; else optimizer.params.betas[0]) */
+    double beta2;       /* this step's beta2 (0.99 while OneCycle cycles momentum; else betas[1]) */
     double grad_factor; /* the combined unscale-and-clip factor for every gradient element */
     int64_t t;          /* the step being taken, from 1 (bias correction) */
 } zopt_step;

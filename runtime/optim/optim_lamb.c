@@ -14,11 +14,11 @@ static void lamb_hparams(const zcfg_optimizer *o, const zopt_step *s, zopt_hp *h
      * divide by the sum of those same weights, 1 - b^t, in double from the float b. From the double beta
      * instead they disagree by 1 - beta2 rounded to float (1.3e-5 relative for 0.999): every update of
      * the early steps was that much too large / 2 (issue 29). */
-    double b1 = (double)(float)s->beta1, b2 = (double)(float)o->beta2;
+    double b1 = (double)(float)s->beta1, b2 = (double)(float)s->beta2;
     *(zlamb_hparams *)hp->bytes = (zlamb_hparams){
         .lr = (float)s->lr,
         .beta1 = (float)s->beta1,
-        .beta2 = (float)o->beta2,
+        .beta2 = (float)s->beta2,
         .eps = (float)o->eps,
         .weight_decay = (float)o->weight_decay,
         .grad_factor = (float)s->grad_factor,
