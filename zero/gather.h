@@ -40,7 +40,12 @@ typedef struct zgather_module {
     void *gathered;              /* compute-dtype copy of the module's flat range while live */
     zcomm_req *gather_req;       /* pending (prefetch) all-gather into `gathered` */
     size_t *g_counts, *g_displs; /* per-rank pieces of the gather; live as long as the request */
-    int64_t trace_t0;            /* --trace: when the pending all-gather was issued, on lane trace_lane */
+    /* qwZ (zero_quantized_weights): the pending gather's wire, each rank's piece as fp32 scales then INT8
+     * values (zero/sizing.h), in 4-byte units; dequantized into `gathered` and freed when it completes */
+    void *wire;
+    size_t wire_bytes;
+    size_t *w_counts, *w_displs;
+    int64_t trace_t0; /* --trace: when the pending all-gather was issued, on lane trace_lane */
     int trace_lane;
     bool trace_prefetch;
 } zgather_module;
@@ -54,6 +59,7 @@ typedef struct zgather {
     bool trace_started, trace_recording, trace_valid;
     bool trace_lost; /* an entry the trace does not have: re-record at the next step */
     int64_t stat_prefetch, stat_gather_blocking, stat_trace_resync; /* since the owner last reset them */
+    int64_t stat_wire_bytes; /* qwZ: bytes all-gathered as quantized wire (all ranks' pieces), since reset */
     /* --trace: all-gathers in flight at once each take a free lane (a track), so each track's spans nest */
 #define ZGATHER_TRACE_LANES 8
     int trace_lane_track[ZGATHER_TRACE_LANES];

@@ -55,3 +55,28 @@ bool zsize_persistent(int64_t n, int64_t *total, int64_t param_threshold, int64_
     if (keep) *total += n;
     return keep;
 }
+
+int64_t zsize_quant_block(int64_t n) {
+    if (n <= 0) return 0;
+    if (n % 8) return n < ZSIZE_QUANT_TARGET_GROUP ? n : ZSIZE_QUANT_TARGET_GROUP;
+    int64_t groups = (n + ZSIZE_QUANT_TARGET_GROUP - 1) / ZSIZE_QUANT_TARGET_GROUP;
+    while (groups < n && n % (8 * groups)) groups++; /* ends by n / 8 at the latest */
+    while (n % (16 * groups) == 0 && n / groups > ZSIZE_QUANT_TARGET_GROUP) groups *= 2;
+    return n / groups;
+}
+
+size_t zsize_quant_wire_bytes(int64_t n) {
+    if (n <= 0) return 0;
+    int64_t b = zsize_quant_block(n), nb = (n + b - 1) / b;
+    return (size_t)zpart_align_up(nb * 4 + n, 4);
+}
+
+size_t zsize_quant_range_bytes(const zpartition *p, int64_t a, int64_t b) {
+    size_t sum = 0;
+    for (int r = 0; r < p->world; r++) {
+        int64_t lo, hi;
+        zpart_intersect(p, r, a, b, &lo, &hi);
+        sum += zsize_quant_wire_bytes(hi - lo);
+    }
+    return sum;
+}

@@ -58,4 +58,18 @@ size_t zgrads_plan_bucket_bytes(const zgrads_plan *p);
  * persistent (*total, updated). Modules are decided in registration order. */
 bool zsize_persistent(int64_t n, int64_t *total, int64_t param_threshold, int64_t model_threshold);
 
+/* ZeRO++ qwZ: the elements per quantization block of a piece of n elements, as DeepSpeed 0.19.8's
+ * CUDAQuantizer.quantize chooses its group count (runtime/zero/partition_parameters.py): groups starts at
+ * ceil(n / 8000) and grows until 8 x groups divides n, then doubles while 16 x groups divides n and the blocks
+ * stay above 8000 elements; the block is n / groups (at most 8000, or 16000 after a doubling stops). DeepSpeed
+ * asserts n is a multiple of 8; zinc's pieces are (parameters start on ZPART_PARAM_ALIGN boundaries), and a
+ * piece that is not gets blocks of 8000 with a shorter last one. 0 for n = 0. */
+#define ZSIZE_QUANT_TARGET_GROUP 8000
+int64_t zsize_quant_block(int64_t n);
+/* Bytes a piece of n elements takes on the wire: its fp32 scales, then its INT8 values, padded to 4 bytes
+ * (the wire is all-gathered as 4-byte units). */
+size_t zsize_quant_wire_bytes(int64_t n);
+/* The wire bytes of a module's flat range [a, b) gathered over the partition: its pieces' sum. */
+size_t zsize_quant_range_bytes(const zpartition *p, int64_t a, int64_t b);
+
 #endif

@@ -50,6 +50,7 @@ void zcfg_defaults(zinc_config *c) {
     c->zero.max_reuse_distance = 1000000000;
     c->zero.ignore_unused_parameters = true;
     c->zero.load_from_fp32_weights = true;
+    c->zero.hpz_partition_size = 1;
     c->aio = (zcfg_aio){.block_size = 1048576, .queue_depth = 8, .intra_op_parallelism = 1, .overlap_events = true};
     c->checkpoint.tag_validation = ZTAG_WARN;
     c->comms_logger.prof_all = true;
@@ -459,5 +460,6 @@ void zcfg_resolve(zcfg_loader *L) {
                   L->origin);
     zcfg_resolve_monitors(L);
     zcfg_resolve_determinism(L);
+    zcfg_resolve_zeropp(L);
     zcfg_report_default_autos(L);
 }

@@ -21,6 +21,7 @@
 #include "zero/grads.h"
 #include "zero/module.h"
 #include "zero/partition.h"
+#include "zero/zeropp.h"
 #include "zinc.h"
 
 struct zinc_param {

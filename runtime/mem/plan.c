@@ -10,6 +10,7 @@
 #include "runtime/core/error.h"
 #include "runtime/device/device.h"
 #include "runtime/mem/plan_gather.h"
+#include "zero/sizing.h"
 #include "runtime/optim/optim.h"
 
 zplan_device zplan_device_for(zinc_device_kind kind) {
@@ -300,10 +301,18 @@ zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, 
     plan_grads(out, cfg);
     plan_held(out, m);
     if (out->stage == 3) {
-        TRY(zplan_gather_peak(out->module_begin, out->module_end, out->persistent, out->nmodules, &cfg->zero,
-                              &out->gather_peak_numel));
-        put(out, ZPLAN_GATHER, "gathered parameters", ZINC_MEM_GATHER, dev->compute_kind, ZPLAN_IN_STEP, 1,
-            (uint64_t)out->gather_peak_numel * zinc_dtype_size(out->compute_dtype));
+        /* qwZ: each gather in flight also holds its INT8 wire (zero/sizing.h) */
+        uint64_t *wire = NULL, peak_bytes = 0;
+        if (cfg->zero.quantized_weights && world > 1) {
+            TRY_ALLOC(wire, out->nmodules > 0 ? out->nmodules : 1, "the plan's qwZ wire sizes");
+            for (int i = 0; i < out->nmodules; i++)
+                wire[i] = zsize_quant_range_bytes(&out->part, out->module_begin[i], out->module_end[i]);
+        }
+        st = zplan_gather_peak_bytes(out->module_begin, out->module_end, out->persistent, out->nmodules, &cfg->zero,
+                                     zinc_dtype_size(out->compute_dtype), wire, &out->gather_peak_numel, &peak_bytes);
+        free(wire);
+        TRY(st);
+        put(out, ZPLAN_GATHER, "gathered parameters", ZINC_MEM_GATHER, dev->compute_kind, ZPLAN_IN_STEP, 1, peak_bytes);
     }
     plan_init(out, m);
     plan_comm_temp(out);
