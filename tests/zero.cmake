@@ -6,3 +6,10 @@ zinc_test(NAME zero_grads SOURCES test_zero_grads.c zero_fixture.c LABELS zero u
 zinc_test(NAME zero_grads_np2 SOURCES test_zero_grads.c zero_fixture.c RANKS 2 LABELS zero)
 zinc_test(NAME zero_gather SOURCES test_zero_gather.c zero_fixture.c LABELS zero unit)
 zinc_test(NAME zero_gather_np2 SOURCES test_zero_gather.c zero_fixture.c RANKS 2 LABELS zero)
+# ZeRO++ through the engine (issue 36): hpZ bitwise equal to plain stage 3, qwZ's wire bytes and loss goals,
+# the refusals, on the example MLP at 1, 2 and 4 ranks.
+zinc_test(NAME zero_zeropp SOURCES test_engine_zeropp.c engine_util.c LABELS zero engine TIMEOUT 300)
+foreach(n 2 4)
+  zinc_test(NAME zero_zeropp_np${n} SOURCES test_engine_zeropp.c engine_util.c RANKS ${n} LABELS zero engine
+            TIMEOUT 600)
+endforeach()

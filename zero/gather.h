@@ -32,6 +32,9 @@ typedef struct zgather_ctx {
     const zcfg_zero *cfg;   /* zero_optimization: the stage3_* thresholds */
     const zmodule *modules; /* the owner's, registration order, fixed once built; read only here */
     int nmodules;
+    /* ZeRO++ hpZ (zero/zeropp.h): the secondary group (NULL: no hpZ) and the secondary partition over it */
+    zcomm *hcomm;
+    zpartition hpart;
 } zgather_ctx;
 
 /* What gathering keeps per module (zgather.mods, registration order): owned by zero/gather.c alone. */
@@ -45,7 +48,8 @@ typedef struct zgather_module {
     void *wire;
     size_t wire_bytes;
     size_t *w_counts, *w_displs;
-    int64_t trace_t0; /* --trace: when the pending all-gather was issued, on lane trace_lane */
+    bool from_secondary; /* hpZ: the pending (or last) gather came from the secondary shards */
+    int64_t trace_t0;    /* --trace: when the pending all-gather was issued, on lane trace_lane */
     int trace_lane;
     bool trace_prefetch;
 } zgather_module;
@@ -60,6 +64,11 @@ typedef struct zgather {
     bool trace_lost; /* an entry the trace does not have: re-record at the next step */
     int64_t stat_prefetch, stat_gather_blocking, stat_trace_resync; /* since the owner last reset them */
     int64_t stat_wire_bytes; /* qwZ: bytes all-gathered as quantized wire (all ranks' pieces), since reset */
+    int64_t stat_secondary;  /* hpZ: gathers served inside the secondary group, since reset */
+    /* hpZ: this rank's secondary shard (hpart.shard compute-dtype elements, made at the first
+     * zgather_after_step) and, per module, whether it holds the module's values of the current step */
+    void *secondary;
+    bool *sec_valid;
     /* --trace: all-gathers in flight at once each take a free lane (a track), so each track's spans nest */
 #define ZGATHER_TRACE_LANES 8
     int trace_lane_track[ZGATHER_TRACE_LANES];

@@ -510,6 +510,8 @@ static void m_destroy(zcomm *c) {
     free(c);
 }
 
+static zinc_status m_split(zcomm *c, int color, int key, zcomm **out);
+
 static const zcomm_ops mpi_ops = {
     .name = "mpi",
     .allreduce = m_allreduce,
@@ -519,6 +521,7 @@ static const zcomm_ops mpi_ops = {
     .bcast = m_bcast,
     .barrier = m_barrier,
     .sendrecv = m_sendrecv,
+    .split = m_split,
     .wait = m_wait,
     .destroy = m_destroy,
 };
@@ -539,16 +542,30 @@ static zinc_status read_piece_env(void) {
     return ZINC_OK;
 }
 
+static zinc_status make(const zlog *log, MPI_Comm parent, bool split, int color, int key, zcomm **out);
+
+static zinc_status m_split(zcomm *c, int color, int key, zcomm **out) {
+    mpi_impl *im = impl_of(c);
+    return make(&im->log, im->comm, true, color, key, out);
+}
+
 zinc_status zcomm_create_mpi(const zlog *log, zcomm **out) {
+    if (!out) return ZERR(ZINC_ERR_INVALID_ARG, "zcomm_create_mpi: out is NULL");
+    *out = NULL;
+    zinc_status st = zcomm_mpi_ensure_init(log);
+    if (st == ZINC_OK) st = read_piece_env();
+    if (st == ZINC_OK) st = make(log, MPI_COMM_WORLD, false, 0, 0, out);
+    return st;
+}
+
+/* A communicator over a duplicate of parent, or (split) over parent's ranks of one color. */
+static zinc_status make(const zlog *log, MPI_Comm parent, bool split, int color, int key, zcomm **out) {
     zinc_status st = ZINC_OK;
     zcomm *c = NULL;
     mpi_impl *im = NULL;
     MPI_Comm node = MPI_COMM_NULL;
-    call k = {.what = "communicator creation"};
-    if (!out) return ZERR(ZINC_ERR_INVALID_ARG, "zcomm_create_mpi: out is NULL");
+    call k = {.what = split ? "communicator split" : "communicator creation"};
     *out = NULL;
-    TRY(zcomm_mpi_ensure_init(log));
-    TRY(read_piece_env());
     TRY_ALLOC(c, 1, "the MPI communicator");
     TRY_ALLOC(im, 1, "the MPI communicator");
     c->ops = &mpi_ops;
@@ -558,7 +575,10 @@ zinc_status zcomm_create_mpi(const zlog *log, zcomm **out) {
     im->fp16_sum = im->bf16_sum = im->fp16_max = im->bf16_max = MPI_OP_NULL;
     if (log) im->log = *log;
     k.c = c;
-    MPI_CHECK(&k, "MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &im->comm));
+    if (split)
+        MPI_CHECK(&k, "MPI_Comm_split", MPI_Comm_split(parent, color, key, &im->comm));
+    else
+        MPI_CHECK(&k, "MPI_Comm_dup", MPI_Comm_dup(parent, &im->comm));
     MPI_CHECK(&k, "MPI_Comm_set_errhandler", MPI_Comm_set_errhandler(im->comm, MPI_ERRORS_RETURN));
     MPI_CHECK(&k, "MPI_Comm_rank", MPI_Comm_rank(im->comm, &c->rank));
     MPI_CHECK(&k, "MPI_Comm_size", MPI_Comm_size(im->comm, &c->size));

@@ -181,7 +181,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     if (!e->optim)
         FAIL(ZINC_ERR_INTERNAL, "optimizer type %d has no descriptor; please report this", e->cfg.optimizer.type);
     TRY(zopt_check_placement(e->optim, e->dev, e->cfg.zero.offload_optimizer.device != ZOFFLOAD_NONE));
-    TRY(zpp_check(&e->cfg.zero, e->comm, e->dev)); /* ZeRO++: what needs the ranks' layout and the device */
+    TRY(zpp_setup(&e->cfg.zero, e->comm, e->dcomm, e->dev, &e->hcomm)); /* ZeRO++: hpZ's group, the device */
     TRY(zengine_trace_create(e, &o));
 
     e->stage = e->cfg.zero.stage;
@@ -253,6 +253,7 @@ void zinc_destroy(zinc_engine *e) {
     zengine_agree_free(e);
     zplan_free(&e->plan);
     free(e->modules);
+    zcomm_destroy(e->hcomm);
     if (e->dcomm != e->comm) zcomm_destroy(e->dcomm);
     zdev_destroy(e->dev);
     zcomm_destroy(e->comm);

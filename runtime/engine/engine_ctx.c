@@ -46,6 +46,8 @@ void zengine_contexts(zinc_engine *e) {
         .cfg = &e->cfg.zero,
         .modules = e->modules,
         .nmodules = e->nmodules,
+        .hcomm = e->hcomm,
     };
+    if (e->hcomm) zpp_secondary_partition(&e->part, e->hcomm->size, e->rank, &s.hpart);
     zgather_init(&e->gather, &s);
 }

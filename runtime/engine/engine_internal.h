@@ -42,6 +42,7 @@ struct zinc_engine {
     zlog log;
     zcomm *comm;      /* host buffers: metadata, statistics, metrics */
     zcomm *dcomm;     /* compute-device buffers (== comm on cpu; NCCL on cuda) */
+    zcomm *hcomm;     /* ZeRO++ hpZ: the secondary group, split from dcomm (zero/zeropp.h); NULL without hpZ */
     zcomm_log *comms; /* comms_logger: attached to comm and dcomm (engine_comms.c); NULL when not enabled */
     zmemtrack mem;
     zinc_device_kind device;

@@ -11,6 +11,7 @@
 #include "runtime/device/device.h"
 #include "runtime/mem/plan_gather.h"
 #include "zero/sizing.h"
+#include "zero/zeropp.h"
 #include "runtime/optim/optim.h"
 
 zplan_device zplan_device_for(zinc_device_kind kind) {
@@ -116,6 +117,13 @@ static void plan_params(zplan *p, const zinc_config *cfg) {
     put(p, ZPLAN_PARAMS_PERSISTENT, "persistent gathered parameters", ZINC_MEM_PARAMS, ck, ZPLAN_AT_BUILD, 1,
         (uint64_t)total * csz);
     if (total) p->buf[ZPLAN_PARAMS_PERSISTENT].count = p->npersistent;
+    int G = zpp_hpz_size(&cfg->zero, p->world);
+    if (G > 1) {
+        zpartition hp;
+        zpp_secondary_partition(&p->part, G, p->rank, &hp);
+        put(p, ZPLAN_HPZ_SECONDARY, "the hpZ secondary parameter shard", ZINC_MEM_PARAMS, ck, ZPLAN_AT_BUILD, 1,
+            (uint64_t)hp.shard * csz);
+    }
 }
 
 /* Optimizer state: fp32 master, exp_avg and (but for Lion) exp_avg_sq over the own range, where

@@ -96,6 +96,7 @@ typedef enum zplan_buf {
     ZPLAN_HELD,                  /* stages 2-3: the own gradient buffers of modules entered twice in backward */
     ZPLAN_DETERM_SHARDS,         /* zinc.deterministic_reduction: fp32 partial sums, a shard each */
     ZPLAN_DETERM_RECV,           /* and the partner's piece at each level of its tree over the ranks */
+    ZPLAN_HPZ_SECONDARY,         /* ZeRO++ hpZ: the secondary parameter shard over the group (zero/zeropp.h) */
     ZPLAN_BUF_COUNT
 } zplan_buf;
 
