@@ -80,3 +80,26 @@ size_t zsize_quant_range_bytes(const zpartition *p, int64_t a, int64_t b) {
     }
     return sum;
 }
+
+size_t zsize_qgz_wire_bytes(int64_t n) {
+    if (n <= 0) return 0;
+    int64_t nb = (n + ZSIZE_QGZ_BLOCK - 1) / ZSIZE_QGZ_BLOCK;
+    return (size_t)zpart_align_up(4 * nb + (n + 1) / 2, 4);
+}
+
+/* An upper bound of the wire bytes of n elements in at most k pieces. */
+static size_t qgz_ub(int64_t n, int64_t k) { return (size_t)(4 * (n / ZSIZE_QGZ_BLOCK + 1) + n / 2 + 1 + 8 * k); }
+
+static size_t up8(size_t x) { return (x + 7) / 8 * 8; }
+
+void zsize_qgz_scratch(int64_t cap, int64_t shard, int world, int local, zsize_qgz *out) {
+    int64_t N = world / local, P = cap < shard ? cap : shard, M = N * P < cap ? N * P : cap;
+    out->s1_send = up8(qgz_ub(cap, world));
+    out->s1_recv = up8((size_t)local * qgz_ub(M, N));
+    out->partial = up8((size_t)M * sizeof(float));
+    out->s2_send = up8(qgz_ub(M, N));
+    out->s2_recv = up8((size_t)N * qgz_ub(P, 1));
+    out->sum = up8((size_t)P * sizeof(float));
+    out->qtmp = up8((size_t)M);
+    out->total = out->s1_send + out->s1_recv + out->partial + out->s2_send + out->s2_recv + out->sum + out->qtmp;
+}

@@ -72,4 +72,19 @@ size_t zsize_quant_wire_bytes(int64_t n);
 /* The wire bytes of a module's flat range [a, b) gathered over the partition: its pieces' sum. */
 size_t zsize_quant_range_bytes(const zpartition *p, int64_t a, int64_t b);
 
+/* ZeRO++ qgZ (zero/grads_qgz.c): gradients travel as INT4 (DeepSpeed's all_to_all_quant_reduce quantizes
+ * with 4 bits in both stages), two values a byte, in blocks of ZSIZE_QGZ_BLOCK elements (DeepSpeed's group is
+ * a tensor's numel / max(rows, cols, world), 768 for GPT-2's projections; zinc's flat buckets carry no
+ * shapes, so it fixes the block). A piece of n elements: its fp32 scales, then ceil(n / 2) bytes, padded to 4. */
+#define ZSIZE_QGZ_BLOCK 512
+#define ZSIZE_QGZ_BITS 4
+size_t zsize_qgz_wire_bytes(int64_t n);
+/* The scratch one qgZ reduction of at most cap elements needs (zgrads allocates it once, the sizing plan
+ * holds it): the regions' upper bounds for pieces of at most min(cap, shard) elements, world ranks in nodes
+ * of `local` consecutive ranks. */
+typedef struct zsize_qgz {
+    size_t s1_send, s1_recv, partial, s2_send, s2_recv, sum, qtmp, total;
+} zsize_qgz;
+void zsize_qgz_scratch(int64_t cap, int64_t shard, int world, int local, zsize_qgz *out);
+
 #endif

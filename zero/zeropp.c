@@ -1,7 +1,11 @@
 /* ZeRO++ pieces for stage-3 gathering (zero/zeropp.h). */
 #include "zero/zeropp.h"
 
+#include <errno.h>
+#include <stdlib.h>
+
 #include "kernels/cpu_kernels.h"
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "zero/sizing.h"
 
@@ -90,13 +94,70 @@ fail:
     return st;
 }
 
-zinc_status zpp_setup(const zcfg_zero *z, zcomm *comm, zcomm *dcomm, const zdevice *dev, zcomm **hcomm) {
-    *hcomm = NULL;
-    if (z->stage != 3 || (!z->quantized_weights && zpp_hpz_size(z, dcomm->size) <= 1)) return ZINC_OK;
-    zinc_status st = zcomm_agree_status(comm, setup(z, dcomm, dev, hcomm));
+/* qgZ: the node groups, when there is more than one node (DeepSpeed's stage3.py reduces with
+ * all_to_all_quant_reduce only then, and reduce-scatters on one node). */
+static zinc_status setup_qgz(const zcfg_zero *z, const zlog *log, zcomm *dcomm, const zdevice *dev, zcomm **intra,
+                             zcomm **inter) {
+    zinc_status st = ZINC_OK;
+    if (!z->quantized_gradients || dcomm->size == 1) return ZINC_OK;
+    if (!dev->host_addressable)
+        FAIL(ZINC_ERR_UNSUPPORTED,
+             "zero_optimization.zero_quantized_gradients: qgZ's quantize kernels run on the host in this build, "
+             "and the %s device's buffers are not host-addressable; use the cpu device or set it false",
+             dev->ops->name);
+    int L = dcomm->local_size;
+    const char *hook = zenv_get(ZENV_TEST_RANKS_PER_NODE);
+    if (hook && *hook) {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(hook, &end, 10);
+        if (errno || *end || v < 1 || v > dcomm->size || dcomm->size % v)
+            FAIL(ZINC_ERR_INVALID_ARG, "ZINC_TEST_RANKS_PER_NODE=\"%s\": expected a divisor of the %d ranks", hook,
+                 dcomm->size);
+        L = (int)v;
+    }
+    if (dcomm->size % L)
+        FAIL(ZINC_ERR_CONFIG,
+             "zero_optimization.zero_quantized_gradients: nodes of %d ranks do not divide the %d ranks; qgZ needs "
+             "the same number of ranks on every node (as DeepSpeed's _get_local_all_to_all_group)",
+             L, dcomm->size);
+    if (dcomm->size == L) {
+        ZLOG_INFO(log,
+                  "zero_quantized_gradients: all %d ranks share one node, so gradients are reduce-scattered as "
+                  "without it (DeepSpeed 0.19.8 quantizes them only across nodes: stage3.py, num_nodes > 1)",
+                  dcomm->size);
+        return ZINC_OK;
+    }
+    st = zcomm_split(dcomm, dcomm->rank / L, dcomm->rank, intra);
+    if (st == ZINC_OK) st = zcomm_split(dcomm, dcomm->rank % L, dcomm->rank, inter);
+    if (st != ZINC_OK)
+        FAIL(st, "zero_optimization.zero_quantized_gradients: qgZ's node groups: %s; set it false", zinc_last_error());
+    if (!(hook && *hook) && (*intra)->local_size != L)
+        FAIL(ZINC_ERR_CONFIG,
+             "zero_optimization.zero_quantized_gradients: ranks %d-%d do not share a node (%d of them share rank "
+             "%d's); "
+             "qgZ needs the ranks of a node numbered consecutively (mpirun's --map-by node does not)",
+             dcomm->rank / L * L, dcomm->rank / L * L + L - 1, (*intra)->local_size, dcomm->rank);
+    if (!(*intra)->ops->alltoallv_bytes)
+        FAIL(ZINC_ERR_UNSUPPORTED, "zero_optimization.zero_quantized_gradients: the %s backend has no all-to-all",
+             (*intra)->ops->name);
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+zinc_status zpp_setup(const zcfg_zero *z, const zlog *log, zcomm *comm, zcomm *dcomm, const zdevice *dev, zcomm **hcomm,
+                      zcomm **qgz_intra, zcomm **qgz_inter) {
+    *hcomm = *qgz_intra = *qgz_inter = NULL;
+    if (z->stage != 3 || (!z->quantized_weights && !z->quantized_gradients && zpp_hpz_size(z, dcomm->size) <= 1))
+        return ZINC_OK;
+    zinc_status st = setup(z, dcomm, dev, hcomm);
+    if (st == ZINC_OK) st = setup_qgz(z, log, dcomm, dev, qgz_intra, qgz_inter);
+    st = zcomm_agree_status(comm, st);
     if (st != ZINC_OK) {
-        zcomm_destroy(*hcomm);
-        *hcomm = NULL;
+        zcomm *all[] = {*hcomm, *qgz_intra, *qgz_inter};
+        for (int i = 0; i < 3; i++) zcomm_destroy(all[i]);
+        *hcomm = *qgz_intra = *qgz_inter = NULL;
     }
     return st;
 }

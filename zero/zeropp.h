@@ -53,7 +53,11 @@ void zpp_secondary_partition(const zpartition *primary, int G, int rank, zpartit
  * reason): qwZ's kernels run on the host, so the device's buffers must be host-addressable; hpZ's group of
  * zpp_hpz_size consecutive ranks (DeepSpeed's grouping) becomes *hcomm, split from dcomm, and must lie
  * inside one node (MPI_COMM_TYPE_SHARED), or the backward gathers it serves would cross the link hpZ is
- * there to spare. *hcomm is NULL without hpZ. */
-zinc_status zpp_setup(const zcfg_zero *z, zcomm *comm, zcomm *dcomm, const zdevice *dev, zcomm **hcomm);
+ * there to spare. *hcomm is NULL without hpZ. qgZ with more than one node: *qgz_intra (the node's ranks, by
+ * local index) and *qgz_inter (the ranks of this local index, by node), nodes of consecutive ranks of
+ * MPI_COMM_TYPE_SHARED's size (ZINC_TEST_RANKS_PER_NODE in tests); NULL on one node, where DeepSpeed
+ * reduce-scatters too (logged). */
+zinc_status zpp_setup(const zcfg_zero *z, const zlog *log, zcomm *comm, zcomm *dcomm, const zdevice *dev, zcomm **hcomm,
+                      zcomm **qgz_intra, zcomm **qgz_inter);
 
 #endif

@@ -421,6 +421,33 @@ fail:
     return st;
 }
 
+static zinc_status m_alltoallv_bytes(zcomm *c, const void *send, const size_t *scounts, const size_t *sdispls,
+                                     void *recv, const size_t *rcounts, const size_t *rdispls) {
+    zinc_status st = ZINC_OK;
+    call k = {0};
+    int *ints = NULL;
+    size_t p = (size_t)c->size;
+    for (size_t r = 0; r < p; r++)
+        if (scounts[r] > (size_t)INT_MAX || rcounts[r] > (size_t)INT_MAX || sdispls[r] > (size_t)INT_MAX ||
+            rdispls[r] > (size_t)INT_MAX)
+            return ZERR(ZINC_ERR_INVALID_ARG, "mpi: all-to-all: a count or offset of rank %zu is above 2^31-1 bytes",
+                        r);
+    if ((st = begin(&k, c, NULL, "alltoallv", 0, 0, ZINC_FP32)) != ZINC_OK) return st;
+    TRY_ALLOC(ints, 4 * p, "the all-to-all counts");
+    for (size_t r = 0; r < p; r++) {
+        ints[r] = (int)scounts[r];
+        ints[p + r] = (int)sdispls[r];
+        ints[2 * p + r] = (int)rcounts[r];
+        ints[3 * p + r] = (int)rdispls[r];
+    }
+    MPI_CHECK(&k, "MPI_Alltoallv",
+              MPI_Alltoallv(send ? send : g_dummy, ints, ints + p, MPI_BYTE, recv ? recv : g_dummy, ints + 2 * p,
+                            ints + 3 * p, MPI_BYTE, k.comm));
+fail:
+    free(ints);
+    return st;
+}
+
 static zinc_status m_bcast(zcomm *c, void *buf, size_t bytes, int root) {
     zinc_status st = ZINC_OK;
     call k = {0};
@@ -521,6 +548,7 @@ static const zcomm_ops mpi_ops = {
     .bcast = m_bcast,
     .barrier = m_barrier,
     .sendrecv = m_sendrecv,
+    .alltoallv_bytes = m_alltoallv_bytes,
     .split = m_split,
     .wait = m_wait,
     .destroy = m_destroy,

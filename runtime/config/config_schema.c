@@ -45,8 +45,9 @@ static const char *const warmup_names[] = {"log", "linear", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const tag_names[] = {"Warn", "Ignore", "Fail", NULL};
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
-const char *const zkey_comm_op_names[] = {"all_reduce", "reduce_scatter", "all_gather", "all_gather_object",
-                                          "broadcast",  "barrier",        "send_recv",  NULL};
+const char *const zkey_comm_op_names[] = {"all_reduce",        "reduce_scatter",    "all_gather",
+                                          "all_gather_object", "broadcast",         "barrier",
+                                          "send_recv",         "all_to_all_single", NULL};
 
 /* ------------------------------------------------------------------ optimizer */
 /* Which optimizer takes which parameter is stated here once (the key's mask: the optimizer types

@@ -33,6 +33,10 @@ void zcfg_resolve_zeropp(zcfg_loader *L) {
                      "needs zero_optimization.reduce_scatter true (DeepSpeed 0.19.8, stage3.py: \"when enable "
                      "all_to_all_reduce, reduce_scatter should also be enabled for data type checks.\"); remove "
                      "reduce_scatter or set it true");
+    if (z->quantized_gradients && c->deterministic_reduction)
+        zcfg_problem(L, ZPP "zero_quantized_gradients",
+                     "and zinc.deterministic_reduction exclude each other (its fixed tree sums fp32 gradients; qgZ "
+                     "sends INT4 ones): set one of them false");
     if (z->hpz_partition_size > 1) {
         /* utils/groups.py _create_zero_param_parallel_group: min(size, world) must divide the world */
         int g = z->hpz_partition_size < c->world_size ? z->hpz_partition_size : c->world_size;

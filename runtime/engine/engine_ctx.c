@@ -31,6 +31,8 @@ void zengine_contexts(zinc_engine *e) {
         .sizes = &e->plan.grads,
         .deterministic = e->cfg.deterministic_reduction,
         .gas = e->cfg.gradient_accumulation_steps,
+        .qgz_intra = e->qgz_intra,
+        .qgz_inter = e->qgz_inter,
     };
     zgrads_init(&e->grads, &g);
     zgather_ctx s = {

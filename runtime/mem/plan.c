@@ -228,6 +228,12 @@ static void plan_grads(zplan *p, const zinc_config *cfg) {
         g->determ_shards, g->bytes_determ_shard);
     put(p, ZPLAN_DETERM_RECV, "the deterministic reduction's receive buffer", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, 1,
         g->bytes_determ_recv);
+    int L = p->device.qgz_ranks_per_node;
+    if (p->stage == 3 && cfg->zero.quantized_gradients && L > 0 && p->world > L && g->nbuckets > 0) {
+        zsize_qgz q;
+        zsize_qgz_scratch(g->bucket_cap, p->part.shard, p->world, L, &q);
+        put(p, ZPLAN_QGZ_SCRATCH, "the qgZ all-to-all buffers", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, 1, q.total);
+    }
 }
 
 /* Stages 2-3: a module entered twice in one backward keeps its gradients in a buffer of its own (zero/grads.c
