@@ -13,3 +13,10 @@ foreach(n 2 4)
   zinc_test(NAME zero_zeropp_np${n} SOURCES test_engine_zeropp.c engine_util.c RANKS ${n} LABELS zero engine
             TIMEOUT 600)
 endforeach()
+# ZeRO++ on two "nodes" of two ranks in network namespaces (scripts/netns-cluster.sh; root only, skipped with
+# the reason elsewhere): hpZ bitwise equal to plain stage 3, fewer bytes across the link (veth counters) for
+# each feature, the loss goals, hpZ over both nodes refused.
+add_test(NAME zero_zeropp_netns COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/zeropp_netns.sh $<TARGET_FILE:zinc_cli_hooks>
+                                        ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/zeropp_netns)
+set_tests_properties(zero_zeropp_netns PROPERTIES LABELS "zero;cli;mpi" TIMEOUT 600 SKIP_RETURN_CODE 77
+                     RUN_SERIAL TRUE ENVIRONMENT "${ZINC_TEST_ENV}")

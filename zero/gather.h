@@ -63,8 +63,8 @@ typedef struct zgather {
     bool trace_started, trace_recording, trace_valid;
     bool trace_lost; /* an entry the trace does not have: re-record at the next step */
     int64_t stat_prefetch, stat_gather_blocking, stat_trace_resync; /* since the owner last reset them */
-    int64_t stat_wire_bytes; /* qwZ: bytes all-gathered as quantized wire (all ranks' pieces), since reset */
-    int64_t stat_secondary;  /* hpZ: gathers served inside the secondary group, since reset */
+    int64_t stat_wire_bytes; /* qwZ: bytes all-gathered as quantized wire (all ranks' pieces), since build */
+    int64_t stat_secondary;  /* hpZ: gathers served inside the secondary group, since build */
     /* hpZ: this rank's secondary shard (hpart.shard compute-dtype elements, made at the first
      * zgather_after_step) and, per module, whether it holds the module's values of the current step */
     void *secondary;
