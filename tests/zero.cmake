@@ -20,3 +20,8 @@ add_test(NAME zero_zeropp_netns COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/zeropp_
                                         ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/zeropp_netns)
 set_tests_properties(zero_zeropp_netns PROPERTIES LABELS "zero;cli;mpi" TIMEOUT 600 SKIP_RETURN_CODE 77
                      RUN_SERIAL TRUE ENVIRONMENT "${ZINC_TEST_ENV}")
+# qgZ's two-stage INT4 reduction on its own against the float64 sum, within its bound (nodes of 2 ranks at 4
+# ranks, of 1 at 2), bitwise repeatable, its bytes as the wire layout says.
+foreach(n 2 4)
+  zinc_test(NAME zero_grads_qgz_np${n} SOURCES test_grads_qgz.c zero_fixture.c RANKS ${n} LABELS zero)
+endforeach()
