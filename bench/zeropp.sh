@@ -14,14 +14,18 @@
 #
 #   bench/zeropp.sh [STEPS] [OUT]          (root only: namespaces and tc; exit 77 with the reason elsewhere)
 #
-# STEPS default 60, OUT default build/zeropp. Environment: ZINC (default <repo>/build/zinc), RATE (default
+# STEPS default 100, OUT default build/zeropp. Environment: ZINC (default <repo>/build/zinc), RATE (default
 # 200mbit), DELAY (default 1ms), DTYPE (fp32 or bf16, default fp32), SHAPE (default the README's: "--layers 4
 # --width 128 --heads 4 --context 64"), TEXT (default Debian's GPL-3), MB (micro batch per rank, default 4),
-# THREADS (per rank, default 1), CONFIGS (default "plain qwz hpz qgz all"), APPEND (default 1).
+# THREADS (per rank, default 1), CONFIGS (default "plain qwz hpz qgz all"), ZERO (more zero_optimization
+# members for every config, default "stage3_max_reuse_distance": 0: each module released after its forward and
+# gathered again for its backward, as in a model too large to keep them; "" for zinc's defaults), APPEND
+# (default 1). The optimizer and schedule are the README's (ds_configs/gpt2_small_cpu.json: AdamW 0.002,
+# WarmupDecayLR over 20 warm-up steps, to the run's last step).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-STEPS=${1:-60}
+STEPS=${1:-100}
 OUT=${2:-$root/build/zeropp}
 ZINC=${ZINC:-$root/build/zinc}
 RATE=${RATE:-200mbit}
@@ -32,6 +36,7 @@ TEXT=${TEXT:-/usr/share/common-licenses/GPL-3}
 MB=${MB:-4}
 THREADS=${THREADS:-1}
 CONFIGS=${CONFIGS:-plain qwz hpz qgz all}
+ZERO=${ZERO-\"stage3_max_reuse_distance\": 0}
 APPEND=${APPEND:-1}
 cluster="$root/scripts/netns-cluster.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -81,7 +86,10 @@ run() { # config, steps -> bytes across the link
   printf '{"train_batch_size": %d, "train_micro_batch_size_per_gpu": %d, "bf16": {"enabled": %s},\n' \
     $((MB * 4)) "$MB" "$bf16" >"$f"
   printf ' "optimizer": {"type": "AdamW", "params": {"lr": 0.002, "betas": [0.9, 0.95], "weight_decay": 0.1}},\n' >>"$f"
-  printf ' "gradient_clipping": 1.0, "steps_per_print": 1000000, "zero_optimization": {%s}}\n' "$(zero_of "$c")" >>"$f"
+  printf ' "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.002,\n' >>"$f"
+  printf '   "warmup_num_steps": %d, "total_num_steps": %d}},\n' $((s < 20 ? s : 20)) "$s" >>"$f"
+  printf ' "gradient_clipping": 1.0, "steps_per_print": 1000000, "zero_optimization": {%s%s}}\n' "$(zero_of "$c")" \
+    "${ZERO:+, $ZERO}" >>"$f"
   local b0 b1
   b0=$(link_bytes)
   # shellcheck disable=SC2086
@@ -153,7 +161,8 @@ if [ "$APPEND" = 1 ]; then
     echo "work (timings are noisy); $(date -u +%Y-%m-%d). Two \"nodes\" of 2 ranks each (network namespaces,"
     echo "scripts/netns-cluster.sh; intra-node traffic over shared memory), the link throttled on both ends with tc"
     echo "($shaping). GPT-2 \`$SHAPE\`, vocabulary 256, micro batch $MB per rank, $STEPS steps,"
-    echo "$THREADS thread per rank. Bytes across the link: node 0's veth counters (tx + rx), a $STEPS-step run less a"
+    echo "$THREADS thread per rank, zero_optimization extra: \`${ZERO:-none}\`, WarmupDecayLR (20 warm-up steps) to step $STEPS."
+    echo "Bytes across the link: node 0's veth counters (tx + rx), a $STEPS-step run less a"
     echo "2-step run, per step. Loss curves: bench/zeropp.svg. Command: \`bench/zeropp.sh $STEPS\` (DTYPE=$DTYPE)."
     echo
     cat "$OUT/zeropp.md"

@@ -1,7 +1,8 @@
 #!/bin/bash
 # ZeRO++ on two "nodes" of two ranks (issue 36): network namespaces from scripts/netns-cluster.sh, so each
 # node's ranks share memory and MPI_COMM_TYPE_SHARED sees two nodes (no ZINC_TEST_RANKS_PER_NODE). zinc train
-# --model gpt2 (small shape, 6 steps, stage 3) checks, with the bytes of node 0's veth end:
+# --model gpt2 (small shape, 6 steps, stage 3; no module persistent, none kept from its forward to its backward,
+# as in a model too large for that) checks, with the bytes of node 0's veth end:
 #   - hpZ (2: the node) ends bitwise where plain stage 3 does (the parameter checksum) and sends fewer bytes
 #     across the link (its backward gathers stay inside the node);
 #   - qwZ, qgZ and all three send fewer bytes across the link than plain stage 3 (qgZ: fewer than 0.5x, all
@@ -33,7 +34,7 @@ declare -A bytes
 run() { # name, zero members -> status; bytes[name], WORK/name.report.json
   local f="$WORK/$1.json"
   printf '{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "steps_per_print": 1000000,\n' >"$f"
-  printf ' "optimizer": {"type": "AdamW", "params": {"lr": 0.002}}, "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0%s}}\n' "$2" >>"$f"
+  printf ' "optimizer": {"type": "AdamW", "params": {"lr": 0.002}}, "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0%s}}\n' "$2" >>"$f"
   local b0
   b0=$(link_bytes)
   "$cluster" mpirun "$cname" --allow-run-as-root --hostfile "$WORK/hostfile" -np 4 --map-by slot --bind-to none \
