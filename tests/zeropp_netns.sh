@@ -5,8 +5,9 @@
 # as in a model too large for that) checks, with the bytes of node 0's veth end:
 #   - hpZ (2: the node) ends bitwise where plain stage 3 does (the parameter checksum) and sends fewer bytes
 #     across the link (its backward gathers stay inside the node);
-#   - qwZ, qgZ and all three send fewer bytes across the link than plain stage 3 (qgZ: fewer than 0.5x, all
-#     three: fewer than 0.35x), and their last loss is within 2% of plain's;
+#   - qwZ, qgZ and all three send fewer bytes across the link than plain stage 3 (all three: fewer than 0.35x;
+#     qgZ alone only saves on the gradients, which the gathers outweigh here), and their last loss is within 2%
+#     of plain's;
 #   - hpZ 4 (a group over both nodes) is refused, naming the nodes.
 # Root only (namespaces): exits 77 with the reason elsewhere.
 #   tests/zeropp_netns.sh ZINC SOURCE_DIR WORKDIR
@@ -59,7 +60,7 @@ if ((fails == 0)); then
   echo "bytes across the link: plain $p, hpZ ${bytes[hpz]}, qwZ ${bytes[qwz]}, qgZ ${bytes[qgz]}, all ${bytes[all]}"
   ((bytes[hpz] < p)) || fail "hpZ sent ${bytes[hpz]} bytes across the link, plain $p"
   ((bytes[qwz] < p)) || fail "qwZ sent ${bytes[qwz]} bytes across the link, plain $p"
-  ((bytes[qgz] * 2 < p)) || fail "qgZ sent ${bytes[qgz]} bytes across the link, plain $p (not under half)"
+  ((bytes[qgz] < p)) || fail "qgZ sent ${bytes[qgz]} bytes across the link, plain $p"
   ((bytes[all] * 100 < p * 35)) || fail "all three sent ${bytes[all]} bytes across the link, plain $p"
   for c in qwz qgz all; do
     python3 -c "
