@@ -20,7 +20,7 @@
 # THREADS (per rank, default 1), CONFIGS (default "plain qwz hpz qgz all"), ZERO (more zero_optimization
 # members for every config, default "stage3_max_reuse_distance": 0: each module released after its forward and
 # gathered again for its backward, as in a model too large to keep them; "" for zinc's defaults), APPEND
-# (default 1). The optimizer and schedule are the README's (ds_configs/gpt2_small_cpu.json: AdamW 0.002,
+# (default 1), PLOT (the loss curves' file, default bench/zeropp.svg). The optimizer and schedule are the README's (ds_configs/gpt2_small_cpu.json: AdamW 0.002,
 # WarmupDecayLR over 20 warm-up steps, to the run's last step).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,6 +38,7 @@ THREADS=${THREADS:-1}
 CONFIGS=${CONFIGS:-plain qwz hpz qgz all}
 ZERO=${ZERO-\"stage3_max_reuse_distance\": 0}
 APPEND=${APPEND:-1}
+PLOT=${PLOT:-$here/zeropp.svg}
 cluster="$root/scripts/netns-cluster.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -148,7 +149,7 @@ if command -v gnuplot >/dev/null; then
     plot+="${plot:+, }'$OUT/losses.dat' using 1:$k with lines title '$c'"
     k=$((k + 1))
   done
-  gnuplot -e "set terminal svg size 800,480; set output '$here/zeropp.svg'; set xlabel 'step'; set ylabel 'training loss'; \
+  gnuplot -e "set terminal svg size 800,480; set output '$PLOT'; set xlabel 'step'; set ylabel 'training loss'; \
 set title 'GPT-2 ($SHAPE), stage 3, 2 nodes x 2 ranks, link $shaping'; plot $plot"
 fi
 
@@ -163,7 +164,7 @@ if [ "$APPEND" = 1 ]; then
     echo "($shaping). GPT-2 \`$SHAPE\`, vocabulary 256, micro batch $MB per rank, $STEPS steps,"
     echo "$THREADS thread per rank, zero_optimization extra: \`${ZERO:-none}\`, WarmupDecayLR (20 warm-up steps) to step $STEPS."
     echo "Bytes across the link: node 0's veth counters (tx + rx), a $STEPS-step run less a"
-    echo "2-step run, per step. Loss curves: bench/zeropp.svg. Command: \`bench/zeropp.sh $STEPS\` (DTYPE=$DTYPE)."
+    echo "2-step run, per step. Loss curves: $(basename "$PLOT"). Command: \`bench/zeropp.sh $STEPS\` (DTYPE=$DTYPE)."
     echo
     cat "$OUT/zeropp.md"
   } >>"$here/RESULTS.md"
