@@ -153,6 +153,28 @@ void zcast_to_f32(float *dst, const void *src, zinc_dtype t, size_t n);
 /* x (in t) *= scale, in place. */
 void zscale_inplace(void *x, zinc_dtype t, float scale, size_t n);
 
+/* ZeRO++ symmetric block quantization (kernels/quant_cpu.c), DeepSpeed 0.19.8's Type::Symmetric math
+ * (csrc/includes/quantization_utils.h, dequantization_utils.h) in float, per block of `block` elements (the
+ * last block of n may be shorter), bits 8 (qwZ) or 4 (qgZ; one value per byte here, the packing is the
+ * caller's):
+ *   m = max |x| over the block (a NaN counts as the largest),  s = m == 0 ? 1 : 2^bits / (2 m)
+ *   q = clamp(rint(x * s), -2^(bits-1), 2^(bits-1) - 1)      (half to even, as __float2int_rn)
+ *   scales[block index] = 1 / s                               (what DeepSpeed stores and sends)
+ *   dequantize: y = (float)q * scale, rounded to y's dtype (nearest even).
+ * DeepSpeed's kernel reads its input as fp16 (CUDAQuantizer converts fp32 and bf16 to fp16 first); zinc
+ * quantizes the stored value itself, so fp32 and bf16 parameters are not rounded to fp16 on the way.
+ * Error per element, against the exact value x (tests/test_kernels_quant.c checks it in float64):
+ * |deq(q(x)) - x| <= (m / 2^bits)(1 + 2^-12) (half a step; 2^-12 covers the float roundings of s, x s, 1/s and
+ * q scale, each 2^-24 relative of values up to 2^(bits-1) steps) where |x| s < 2^(bits-1) - 1/2, and
+ * <= (m / 2^(bits-1))(1 + 2^-12) (one step) at the top of the range (x = m maps to 2^(bits-1), clamped to
+ * 2^(bits-1) - 1), plus the rounding of the result to a 16-bit dtype (2^-8 |y| for bf16, 2^-11 |y| + 2^-25
+ * for fp16). The fast versions run on the
+ * current pool with the SIMD path of zkernels_simd_name and are bitwise equal to the references. */
+void zk_quant_sym_ref(const void *x, zinc_dtype t, size_t n, size_t block, int bits, int8_t *q, float *scales);
+void zk_quant_sym(const void *x, zinc_dtype t, size_t n, size_t block, int bits, int8_t *q, float *scales);
+void zk_dequant_sym_ref(const int8_t *q, const float *scales, size_t n, size_t block, void *y, zinc_dtype t);
+void zk_dequant_sym(const int8_t *q, const float *scales, size_t n, size_t block, void *y, zinc_dtype t);
+
 /* Which SIMD path the fast kernels use ("avx512", "avx2", "scalar"); ZINC_SIMD=scalar|avx2|avx512 in the
  * environment forces a lower one (for tests and benchmarks). */
 const char *zkernels_simd_name(void);

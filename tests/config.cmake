@@ -19,7 +19,7 @@ set(ZINC_CONFIG_LOADER_SOURCES
     ${PROJECT_SOURCE_DIR}/runtime/config/config_auto.c ${PROJECT_SOURCE_DIR}/runtime/config/config_override.c
     ${PROJECT_SOURCE_DIR}/runtime/config/config_schema.c ${PROJECT_SOURCE_DIR}/runtime/config/config_dump.c
     ${PROJECT_SOURCE_DIR}/runtime/config/config_monitor.c
-    ${PROJECT_SOURCE_DIR}/runtime/config/config_determinism.c
+    ${PROJECT_SOURCE_DIR}/runtime/config/config_determinism.c ${PROJECT_SOURCE_DIR}/runtime/config/config_zeropp.c
     ${PROJECT_SOURCE_DIR}/runtime/core/error.c ${PROJECT_SOURCE_DIR}/runtime/core/log.c ${PROJECT_SOURCE_DIR}/runtime/core/dtype.c
     ${PROJECT_SOURCE_DIR}/runtime/core/env.c ${PROJECT_SOURCE_DIR}/runtime/core/signals.c)
 set(ZINC_CONFIG_LOADER_HEADERS

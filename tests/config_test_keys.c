@@ -105,6 +105,12 @@ const key_row rows[] = {
      "true", "true", "false", 0},
     {"zero_optimization.round_robin_gradients", F(zero.round_robin_gradients), NULL, "true", "true", "false", 0},
     {"zero_optimization.ignore_unused_parameters", F(zero.ignore_unused_parameters), NULL, "false", "false", "true", 0},
+    /* ZeRO++ (stage 3 only: config_zeropp.c refuses them below) */
+    {"zero_optimization.zero_quantized_weights", F(zero.quantized_weights), STAGE3, "true", "true", "false", 0},
+    {"zero_optimization.zero_quantized_nontrainable_weights", F(zero.quantized_nontrainable_weights), STAGE3, "true",
+     "true", "false", 0},
+    {"zero_optimization.zero_quantized_gradients", F(zero.quantized_gradients), STAGE3, "true", "true", "false", 0},
+    {"zero_optimization.zero_hpz_partition_size", F(zero.hpz_partition_size), STAGE3, "2", "2", "1", 0},
     {"zero_optimization.load_from_fp32_weights", F(zero.load_from_fp32_weights), NULL, "false", "false", "true", 0},
     /* only true is accepted (false is refused, test_config_rules) */
     {"zero_optimization.compute_grad_norm", F(zero.compute_grad_norm), NULL, "true", "true", "true", 0},
@@ -258,10 +264,6 @@ const onoff_row refused[] = {
     {"optimizer.params.amsgrad", NULL, "true", "false"},
     {"optimizer.params.max_grad_norm", NULL, "1.0", "null"},
     {"fp16.fp16_master_weights_and_grads", NULL, "true", "false"},
-    {"zero_optimization.zero_quantized_weights", STAGE3, "true", "false"},
-    {"zero_optimization.zero_quantized_nontrainable_weights", STAGE3, "true", "false"},
-    {"zero_optimization.zero_quantized_gradients", STAGE3, "true", "false"},
-    {"zero_optimization.zero_hpz_partition_size", STAGE3, "8", "1"},
     {"zero_optimization.mics_shard_size", STAGE3, "4", "-1"},
     {"zero_optimization.zeropp_loco_param", STAGE3, "{\"err_beta\": 0.8, \"reset_T\": 1024}", "null"},
     {"zero_optimization.legacy_stage1", NULL, "true", "false"},

@@ -21,3 +21,6 @@ add_test(NAME kernels_cuda_threads_broken COMMAND bash ${CMAKE_CURRENT_SOURCE_DI
          ${PROJECT_BINARY_DIR}/cuda_threads-lib-broken)
 set_tests_properties(kernels_cuda_threads kernels_cuda_threads_broken PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200
                      LABELS "kernels;unit" RUN_SERIAL TRUE)
+# ZeRO++ block quantization (issue 36): DeepSpeed's Symmetric math on worked values, the error per block
+# against float64, the fast kernels (every SIMD path, threads) bitwise equal to the references.
+zinc_test(NAME kernels_quant SOURCES test_kernels_quant.c LABELS kernels unit)

@@ -211,12 +211,12 @@ def main():
         check(f"comms_logger summary ({when}" in p.stdout, f"verbose: the table {when} {p.stdout[-800:]}")
     check("after step 1;" not in p.stdout and "after step 3;" not in p.stdout, "the table only every steps_per_print")
     # a bad op name: the error names it and lists the valid ones
-    cfg["comms_logger"]["prof_ops"] = ["all_to_all_single"]
+    cfg["comms_logger"]["prof_ops"] = ["reduce"]
     del cfg["train_batch_size"]  # one rank here: derived from the micro batch and the accumulation
     with open(w("bad.json"), "w") as f:
         json.dump(cfg, f)
     p = run([a.zinc, "train", "--config", w("bad.json"), "--steps", "1"] + mlp, expect_fail=True)
-    check(p.returncode != 0 and "(1 problem)" in p.stdout and "comms_logger.prof_ops[0]" in p.stdout and "\"all_to_all_single\"" in p.stdout
+    check(p.returncode != 0 and "(1 problem)" in p.stdout and "comms_logger.prof_ops[0]" in p.stdout and "\"reduce\"" in p.stdout
           and "\"reduce_scatter\"" in p.stdout, f"bad prof_ops: {p.stdout[-800:]}")
     print("comms_volume:", "FAILED %d" % failures if failures else "passed")
     return 1 if failures else 0

@@ -533,10 +533,53 @@ static void test_deepspeed_0198(void) {
                "data_types.grad_accum_dtype", "stage 1 or above");
 }
 
+/* ZeRO++: DeepSpeed 0.19.8's constraints (config_zeropp.c), each refused with its reason and the fix. */
+static void test_zeropp(void) {
+    static const char *const on[][2] = {
+        {"\"zero_quantized_weights\": true", "zero_optimization.zero_quantized_weights"},
+        {"\"zero_quantized_gradients\": true", "zero_optimization.zero_quantized_gradients"},
+        {"\"zero_hpz_partition_size\": 2", "zero_optimization.zero_hpz_partition_size"},
+    };
+    char j[300];
+    for (int stage = 0; stage <= 2; stage++)
+        for (int i = 0; i < 3; i++) {
+            snprintf(j, sizeof j, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": %d, %s}}", stage,
+                     on[i][0]);
+            char st[16];
+            snprintf(st, sizeof st, "at stage %d", stage);
+            EXPECT_ERR(j, on[i][1], st, "stage 3 only", "runtime/zero/stage3.py", "Set zero_optimization.stage to 3");
+        }
+    /* off at stage 0-2: accepted, nothing to say */
+    EXPECT_OK("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, \"zero_quantized_weights\": false, "
+              "\"zero_quantized_gradients\": false, \"zero_hpz_partition_size\": 1}}");
+    ZT_CHECK(nwarn() == 0, "ZeRO++ switched off at stage 2 warned");
+    EXPECT_OK("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 1, \"zero_hpz_partition_size\": 0}}");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"zero_hpz_partition_size\": -1}}",
+               "zero_optimization.zero_hpz_partition_size");
+    /* qgZ needs reduce_scatter (stage3.py's assertion, quoted) */
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"zero_quantized_gradients\": true, "
+               "\"reduce_scatter\": false}}",
+               "zero_optimization.zero_quantized_gradients", "reduce_scatter should also be enabled", "set it true");
+    /* hpZ: min(size, world) divides the world (utils/groups.py) */
+    const char *hpz3 =
+        "{\"train_batch_size\": 12, \"zero_optimization\": {\"stage\": 3, \"zero_hpz_partition_size\": 3}}";
+    const char *hpz2 =
+        "{\"train_batch_size\": 12, \"zero_optimization\": {\"stage\": 3, \"zero_hpz_partition_size\": 2}}";
+    EXPECT_ERR_W(hpz3, 4, "zero_optimization.zero_hpz_partition_size", "3 does not divide the 4 ranks",
+                 "4 is not divisible by 3", "divisor");
+    EXPECT_ERR_W(hpz2, 3, "zero_optimization.zero_hpz_partition_size", "3 is not divisible by 2");
+    ZT_OK(load_w(hpz2, 4));
+    ZT_CHECK(cfg.zero.hpz_partition_size == 2, "hpz %d", cfg.zero.hpz_partition_size);
+    ZT_OK(load_w(hpz3, 3));
+    ZT_OK(load_w(hpz3, 6));
+    ZT_OK(load_w(hpz2, 1)); /* min(2, 1) = 1 divides 1, as DeepSpeed */
+}
+
 int main(void) {
     zt_name = "test_config_rules";
     test_deepspeed_0198();
     test_monitors();
+    test_zeropp();
     test_numbers();
     test_batch_triad();
     test_precision_dtypes();

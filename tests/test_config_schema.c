@@ -240,7 +240,7 @@ static void test_bad_values(void) {
             snprintf(first, sizeof first, "\"%s\"", k->names[0]);
             snprintf(idx, sizeof idx, "%s[1]", r->path);
             expect_bad(r, "\"all_reduce\"", "expected a list", first);
-            expect_bad(r, "[\"all_reduce\", \"all_to_all_single\"]", idx, "\"all_to_all_single\" is not an op");
+            expect_bad(r, "[\"all_reduce\", \"reduce\"]", idx, "\"reduce\" is not an op");
             expect_bad(r, "[\"all_reduce\", 3]", idx, first);
             break;
         }

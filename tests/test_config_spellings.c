@@ -146,8 +146,9 @@ static void test_ignored_refused(void) {
         ZT_CHECK(nwarn() == 0, "%s = %s (off): warned", r->path, r->off);
         free(j);
     }
-    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"zero_quantized_gradients\": true}}",
-               "zero_optimization.zero_quantized_gradients", "true is set", "ZeRO++");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"zeropp_loco_param\": {\"err_beta\": "
+               "0.8}}}",
+               "zero_optimization.zeropp_loco_param", "ZeRO++ LoCo");
     EXPECT_ERR("{\"train_batch_size\": 8, \"optimizer\": {\"params\": {\"max_grad_norm\": 1.0}}}",
                "optimizer.params.max_grad_norm", "gradient_clipping");
     EXPECT_ERR("{\"train_batch_size\": 8, \"aio\": {\"use_gds\": true}}", "aio.use_gds", "set it to false");

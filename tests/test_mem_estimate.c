@@ -12,7 +12,8 @@
  *   - stage 3: the sharded model-state bytes per rank lie in [flat/W, flat/W + 64) x bytes per element,
  *     i.e. they scale as 1/ranks up to the 64-element shard alignment.
  * Stage 0 with offload is refused by the config loader (checked). NVMe cases skip with a message while
- * zstate_create_nvme is not available. Also: DeepSpeed's estimator formulas and the pre-flight refusal
+ * zstate_create_nvme is not available. Stage 3 with qwZ (zero_quantized_weights): the wires of the
+ * quantized gathers are in the gather peak, to the byte. Also: DeepSpeed's estimator formulas and the pre-flight refusal
  * (with faked MemAvailable, NVMe free space and RLIMIT_MEMLOCK). */
 #include <stdbool.h>
 #include <stdio.h>
@@ -259,6 +260,13 @@ static void check_case(const tcase *c, int world, int rank) {
             for (int cat = 0; cat < ZINC_MEM_CATEGORY_COUNT; cat++)
                 if (zest_is_model_state((zinc_mem_category)cat) && cat != ZINC_MEM_OTHER) ms += rep.peak[k][cat];
         ms -= (uint64_t)est.persistent_numel * cs;
+        /* hpZ's secondary shard scales as 1/(its group), not 1/ranks: it is compared with the plan above */
+        if (c->zero_extra && strstr(c->zero_extra, "zero_hpz_partition_size")) {
+            zpartition p1, hp;
+            zpart_init(&p1, est.flat_numel, world, rank);
+            zpart_init(&hp, p1.numel, 2, rank % 2); /* the cases use size 2: zpp_secondary_partition's rule */
+            ms -= (uint64_t)hp.shard * cs;
+        }
         double per_elem = (double)cs + 4 + 12, flat = (double)est.flat_numel;
         double lo = flat / world * per_elem, hi = (flat / world + ZPART_SHARD_ALIGN) * per_elem;
         ZT_CHECK((double)ms >= lo && (double)ms < hi,
@@ -422,6 +430,24 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof s3 / sizeof s3[0]; i++)
         for (int oi = 0; oi < 3; oi++) check_case(&(tcase){3, offloads[oi], ZINC_FP16, s3[i], NULL}, world, rank);
+    /* ZeRO++ qwZ: each gather in flight also holds its INT8 wire (zero/sizing.h), in the gather peak; the
+     * persistent modules' refresh after a step holds one. qwZ needs host-addressable buffers (zpp_check). */
+    static const char *qwz[] = {
+        "\"zero_quantized_weights\": true",
+        "\"zero_quantized_weights\": true, \"stage3_max_reuse_distance\": 0",
+        "\"zero_quantized_weights\": true, \"stage3_prefetch_bucket_size\": 0",
+        "\"zero_quantized_weights\": true, \"stage3_param_persistence_threshold\": 0",
+    };
+    if (!env_is_1("ZINC_CPU_DISCRETE") && !env_is_1("ZINC_CUDA_EMULATED"))
+        for (size_t i = 0; i < sizeof qwz / sizeof qwz[0]; i++)
+            for (int di = 0; di < 3; di += 2) check_case(&(tcase){3, "none", dtypes[di], qwz[i], NULL}, world, rank);
+    /* ZeRO++ hpZ: the secondary shard in the parameter bytes (size 2 where it divides the ranks), with qwZ too */
+    if (world % 2 == 0) {
+        check_case(&(tcase){3, "none", ZINC_FP32, "\"zero_hpz_partition_size\": 2", NULL}, world, rank);
+        check_case(&(tcase){3, "cpu", ZINC_BF16, "\"zero_hpz_partition_size\": 2, \"zero_quantized_weights\": true",
+                            NULL},
+                   world, rank);
+    }
     check_deepspeed();
     check_preflight(world, rank);
     return zt_finish();

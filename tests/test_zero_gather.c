@@ -10,7 +10,12 @@
  * - The first training micro-step records the trace and gathers blocking; the second follows it and
  *   prefetches (stage3_prefetch_bucket_size) within stage3_max_live_parameters, which is never exceeded.
  * - After the shard changes (an optimizer step), zgather_after_step refreshes the persistent modules.
- * - zgather_free leaves no tracked byte; a module without records gives NULL data. */
+ * - zgather_free leaves no tracked byte; a module without records gives NULL data.
+ * - qwZ (zero_quantized_weights, issue 36), at 2 ranks and more: every gather above holds, bitwise, each
+ *   rank's piece quantized and dequantized by the kernels' references with DeepSpeed's block size
+ *   (zsize_quant_block), this rank's own piece included; the wire is freed once a gather completes (no
+ *   gathered bytes after a step) and its bytes are those of zero/sizing.h's layout. At 1 rank nothing is
+ *   quantized. zsize_quant_block gives DeepSpeed's CUDAQuantizer group sizes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +23,9 @@
 #include "runtime/comm/comm.h"
 #include "runtime/config/config.h"
 #include "runtime/device/device.h"
+#include "kernels/cpu_kernels.h"
 #include "zero/gather.h"
+#include "zero/sizing.h"
 #include "zero_fixture.h"
 #include "zt.h"
 
@@ -27,9 +34,36 @@ typedef struct fixture {
     zcfg_zero cfg;
     void *shard; /* this rank's compute-dtype parameters, flat [rank * S, (rank + 1) * S) */
     zgather g;
+    int64_t rounded; /* qwZ: gathered elements that differ from the parameter (the test sees quantization) */
 } fixture;
 
+static int world_size(const fixture *f) { return f->b.part.world; }
+
 static float param_value(int64_t x, int version) { return (float)((x * 3 + version * 11) % 29 - 14); }
+
+static bool qwz; /* the run's gathers are quantized */
+
+/* What a gathered element holds: the parameter, or under qwZ its piece's quantize-dequantize round trip
+ * (the references of kernels/quant_cpu.c, the piece's values in the compute dtype). */
+static float want_value(const zpartition *part, int64_t a, int64_t b, int64_t x, int version, zinc_dtype cdt) {
+    if (!qwz || part->world == 1) return param_value(x, version);
+    int64_t lo = a, hi = b;
+    for (int r = 0; r < part->world; r++) {
+        zpart_intersect(part, r, a, b, &lo, &hi);
+        if (x >= lo && x < hi) break;
+    }
+    size_t n = (size_t)(hi - lo), es = zinc_dtype_size(cdt);
+    size_t blk = (size_t)zsize_quant_block((int64_t)n);
+    char *v = calloc(n, es), *y = calloc(n, es);
+    int8_t *q = calloc(n, 1);
+    float *sc = calloc(n / blk + 1, sizeof *sc);
+    for (size_t i = 0; i < n; i++) zinc_add_f32(v, cdt, i, param_value(lo + (int64_t)i, version));
+    zk_quant_sym_ref(v, cdt, n, blk, 8, q, sc);
+    zk_dequant_sym_ref(q, sc, n, blk, y, cdt);
+    float out = zinc_load_f32(y, cdt, (size_t)(x - lo));
+    free(v), free(y), free(q), free(sc);
+    return out;
+}
 
 static void fill_shard(fixture *f, zinc_dtype cdt, int version) {
     int64_t lo = (int64_t)f->b.part.rank * f->b.part.shard;
@@ -51,6 +85,7 @@ static zinc_status fx_init(fixture *f, zcomm *world, zinc_dtype cdt, int64_t pre
     f->cfg.prefetch_bucket_size = prefetch;
     f->cfg.max_live_parameters = max_live;
     f->cfg.max_reuse_distance = -1; /* no module counts as reused soon: every exit releases */
+    f->cfg.quantized_weights = qwz;
     f->shard = calloc((size_t)f->b.part.shard, zinc_dtype_size(cdt));
     fill_shard(f, cdt, 0);
     zgather_ctx ctx = {.dev = f->b.dev,
@@ -82,11 +117,14 @@ static void visit(fixture *f, int i, int phase, bool new_micro_step, int version
     const void *d = zgather_module_data(&f->g, i);
     ZT_CHECK(d != NULL, "%s: module %d entered but not gathered", what, i);
     int bad = 0;
-    for (int64_t x = f->b.mods[i].flat_begin; d && x < f->b.mods[i].flat_end; x++) {
-        float got = zinc_load_f32(d, f->g.c.compute_dtype, (size_t)(x - f->b.mods[i].flat_begin));
-        if (got != param_value(x, version) && bad++ < 3)
-            zt_fail_at(__FILE__, __LINE__, "%s: module %d, flat %lld: got %g, want %g", what, i, (long long)x, got,
-                       param_value(x, version));
+    const zmodule *m = &f->b.mods[i];
+    for (int64_t x = m->flat_begin; d && x < m->flat_end; x++) {
+        float got = zinc_load_f32(d, f->g.c.compute_dtype, (size_t)(x - m->flat_begin));
+        float want = want_value(&f->b.part, m->flat_begin, m->flat_end, x, version, f->g.c.compute_dtype);
+        if (memcmp(&got, &want, sizeof got) && bad++ < 3)
+            zt_fail_at(__FILE__, __LINE__, "%s: module %d, flat %lld: got %.9g, want %.9g", what, i, (long long)x, got,
+                       want);
+        if (qwz && world_size(f) > 1 && got != param_value(x, version)) f->rounded++;
     }
     if (!bad) zt_passed++;
     ZT_CHECK(f->g.live_numel <= f->cfg.max_live_parameters + zfx_sizes[i], "%s: %lld elements live, limit %lld", what,
@@ -141,6 +179,18 @@ static void test_gather(zcomm *world, zinc_dtype cdt, int64_t prefetch, int64_t 
     ZT_CHECK(zfx_tracked(&f.b, ZINC_MEM_GATHER) == 0, "%s: %llu gathered bytes after the step", what,
              (unsigned long long)zfx_tracked(&f.b, ZINC_MEM_GATHER));
     micro_step(&f, 1, what);
+    if (qwz && world->size > 1) {
+        ZT_CHECK(f.rounded > 0, "%s: qwZ gathered every element exactly: nothing was quantized", what);
+        /* the wire of every gather so far: build + after-step refresh of the persistent modules, 3 micro-steps
+         * of the others (each gathered in forward and in backward, max_reuse_distance -1) */
+        int64_t want = 0;
+        for (int i = 0; i < ZFX_NMOD; i++) {
+            int64_t w = (int64_t)zsize_quant_range_bytes(&f.b.part, f.b.mods[i].flat_begin, f.b.mods[i].flat_end);
+            want += zgather_module_persistent(&f.g, i) ? 2 * w : 6 * w;
+        }
+        ZT_CHECK(f.g.stat_wire_bytes == want, "%s: %lld wire bytes all-gathered, want %lld", what,
+                 (long long)f.g.stat_wire_bytes, (long long)want);
+    }
     zgather_free(&f.g);
     ZT_CHECK(zfx_tracked(&f.b, ZINC_MEM_PARAMS) == 0 && zfx_tracked(&f.b, ZINC_MEM_GATHER) == 0,
              "%s: bytes left after free", what);
@@ -161,6 +211,25 @@ int main(void) {
     test_gather(world, ZINC_BF16, 1 << 20, 1 << 20);
     test_gather(world, ZINC_FP32, 1000, 3000); /* prefetch some, within the live limit */
     test_gather(world, ZINC_FP32, 0, 1 << 20); /* no prefetch */
+    qwz = true;
+    test_gather(world, ZINC_FP32, 1 << 20, 1 << 20);
+    test_gather(world, ZINC_BF16, 1 << 20, 1 << 20);
+    test_gather(world, ZINC_FP32, 1000, 3000);
+    test_gather(world, ZINC_FP16, 0, 1 << 20);
+    qwz = false;
+    /* DeepSpeed's CUDAQuantizer group sizes (partition_parameters.py's loop, run by hand) */
+    const int64_t n[] = {8, 768, 8008, 16000, 24000, 589824, 38597376, 2 * 2304 * 768};
+    const int64_t blk[] = {8, 768, 1144, 8000, 8000, 6144, 7424, 6912};
+    for (int k = 0; k < 8; k++)
+        ZT_CHECK(zsize_quant_block(n[k]) == blk[k], "zsize_quant_block(%lld) = %lld, want %lld", (long long)n[k],
+                 (long long)zsize_quant_block(n[k]), (long long)blk[k]);
+    ZT_CHECK(zsize_quant_block(0) == 0 && zsize_quant_block(12) == 12 && zsize_quant_block(20004) == 8000,
+             "pieces that are not multiples of 8: %lld %lld", (long long)zsize_quant_block(12),
+             (long long)zsize_quant_block(20004));
+    ZT_CHECK(zsize_quant_wire_bytes(768) == 772 && zsize_quant_wire_bytes(8008) == 8008 + 28 &&
+                 zsize_quant_wire_bytes(6) == 12,
+             "wire bytes: %zu %zu %zu", zsize_quant_wire_bytes(768), zsize_quant_wire_bytes(8008),
+             zsize_quant_wire_bytes(6));
     zcomm_destroy(world);
     return zt_finish();
 }

@@ -22,6 +22,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/trace.h"
 #include "zero/sizing.h"
+#include "zero/zeropp.h"
 
 /* Device buffers, counted by the device's tracker; a NULL pointer frees nothing. */
 static zinc_status dalloc(zgather *g, zinc_mem_category cat, size_t bytes, const char *what, void **out) {
@@ -57,7 +58,7 @@ static void decide_persistence(zgather *g) {
 static void trace_gathered(zgather *g, zgather_module *s) {
     if (!s->trace_t0) return;
     int i = (int)(s - g->mods);
-    int64_t bytes = zmodule_numel(&g->c.modules[i]) * (int64_t)csz(g);
+    int64_t bytes = s->wire ? (int64_t)s->wire_bytes : zmodule_numel(&g->c.modules[i]) * (int64_t)csz(g);
     ztrace_span(s->trace_t0, ZTRACE_COMM, "all_gather", g->trace_lane_track[s->trace_lane], "bytes", bytes, "module",
                 i);
     g->trace_lane_busy[s->trace_lane] = false;
@@ -82,6 +83,21 @@ static void trace_issue(zgather *g, zgather_module *s, bool prefetch) {
     s->trace_t0 = 0;
 }
 
+/* hpZ: copies this rank's piece of module i's secondary partition out of its gathered copy. */
+static zinc_status fill_secondary(zgather *g, int i) {
+    const zmodule *m = &g->c.modules[i];
+    const zpartition *hp = &g->c.hpart;
+    int64_t lo, hi;
+    zpart_intersect(hp, hp->rank, m->flat_begin, m->flat_end, &lo, &hi);
+    zinc_status st = ZINC_OK;
+    if (hi > lo)
+        st = g->c.dev->ops->copy(g->c.dev, (char *)g->secondary + (size_t)(lo - (int64_t)hp->rank * hp->shard) * csz(g),
+                                 (const char *)g->mods[i].gathered + (size_t)(lo - m->flat_begin) * csz(g),
+                                 (size_t)(hi - lo) * csz(g), ZDEV_D2D);
+    if (st == ZINC_OK) g->sec_valid[i] = true;
+    return st;
+}
+
 /* Makes the module's pending all-gather complete for the compute stream (cpu: the host waits). */
 static zinc_status gather_wait(zgather *g, zgather_module *s) {
     zinc_status st = ZINC_OK;
@@ -89,10 +105,21 @@ static zinc_status gather_wait(zgather *g, zgather_module *s) {
         zcomm_req *r = s->gather_req;
         s->gather_req = NULL;
         int64_t w0 = ztrace_begin();
-        st = zdev_comm_wait(g->c.dev, g->c.dcomm, r);
+        st = zdev_comm_wait(g->c.dev, s->from_secondary ? g->c.hcomm : g->c.dcomm, r);
         if (w0) ztrace_span(w0, ZTRACE_WAIT, s->trace_prefetch ? "prefetch" : "all_gather", 0, NULL, 0, NULL, 0);
     }
     trace_gathered(g, s);
+    if (s->wire) { /* qwZ: every rank's piece, this rank's included, from the wire */
+        if (st == ZINC_OK)
+            zpp_wire_dequantize(g->c.dev, s->wire, s->g_counts, s->g_displs, s->w_displs, g->c.world, s->gathered,
+                                g->c.compute_dtype);
+        dfree(g, ZINC_MEM_GATHER, s->wire, s->wire_bytes);
+        s->wire = NULL;
+    }
+    if (st == ZINC_OK && s->gathered && g->secondary && !s->persistent && !s->from_secondary) {
+        int i = (int)(s - g->mods);
+        if (!g->sec_valid[i]) st = fill_secondary(g, i);
+    }
     return st;
 }
 
@@ -109,20 +136,45 @@ static zinc_status gather_start(zgather *g, int i, bool blocking) {
         TRY(dalloc(g, cat_of(s), (size_t)zmodule_numel(m) * csz(g), "gathered parameters", &s->gathered));
         if (!s->persistent) g->live_numel += zmodule_numel(m);
     }
-    zpart_range_split(g->c.part, m->flat_begin, m->flat_end, s->g_counts, s->g_displs);
+    /* hpZ: after the module's first gather of this step, from the secondary shards inside the group */
+    s->from_secondary = g->secondary && !s->persistent && g->sec_valid[i];
+    const zpartition *part = s->from_secondary ? &g->c.hpart : g->c.part;
+    zcomm *comm = s->from_secondary ? g->c.hcomm : g->c.dcomm;
+    int prank = s->from_secondary ? g->c.hpart.rank : g->c.rank;
+    zpart_range_split(part, m->flat_begin, m->flat_end, s->g_counts, s->g_displs);
     int64_t lo, hi;
-    zpart_intersect(g->c.part, g->c.rank, m->flat_begin, m->flat_end, &lo, &hi);
-    if (hi > lo)
-        TRY(g->c.dev->ops->copy(g->c.dev, (char *)s->gathered + (size_t)(lo - m->flat_begin) * csz(g),
-                                (const char *)g->c.params_shard + (size_t)(lo - g->c.own_lo) * csz(g),
+    zpart_intersect(part, prank, m->flat_begin, m->flat_end, &lo, &hi);
+    const void *own = s->from_secondary
+                          ? (const char *)g->secondary + (size_t)(lo - (int64_t)prank * part->shard) * csz(g)
+                          : (const char *)g->c.params_shard + (size_t)(lo - g->c.own_lo) * csz(g);
+    bool qwz = !s->from_secondary && zpp_quantize_gathers(g->c.cfg, g->c.world);
+    if (s->from_secondary) g->stat_secondary++;
+    if (qwz) { /* this rank's piece quantized into the wire; the copy is filled when the gather completes */
+        if (!s->w_counts) {
+            TRY_ALLOC(s->w_counts, g->c.world, "qwZ wire counts");
+            TRY_ALLOC(s->w_displs, g->c.world, "qwZ wire displacements");
+        }
+        s->wire_bytes = zpp_wire_layout(s->g_counts, g->c.world, s->w_counts, s->w_displs);
+        TRY(dalloc(g, ZINC_MEM_GATHER, s->wire_bytes, "the qwZ all-gather wire", &s->wire));
+        zpp_wire_quantize(g->c.dev, own, (int64_t)(hi - lo), g->c.compute_dtype,
+                          (char *)s->wire + s->w_displs[g->c.rank] * ZPP_WIRE_UNIT);
+        g->stat_wire_bytes += (int64_t)s->wire_bytes;
+    } else if (hi > lo) {
+        TRY(g->c.dev->ops->copy(g->c.dev, (char *)s->gathered + (size_t)(lo - m->flat_begin) * csz(g), own,
                                 (size_t)(hi - lo) * csz(g), ZDEV_D2D));
+    }
     TRY(zdev_comm_begin(g->c.dev));
     trace_issue(g, s, !blocking);
     int dev_span = zdev_trace_begin(g->c.dev, ZDEV_STREAM_COMM);
     /* Blocking: on cpu the call itself; on a GPU a request that the compute stream waits for at once. */
-    TRY(zcomm_allgatherv_inplace(g->c.dcomm, s->gathered, s->g_counts, s->g_displs, g->c.compute_dtype,
-                                 blocking ? zdev_req(g->c.dev, &s->gather_req) : &s->gather_req));
-    zdev_trace_end(g->c.dev, dev_span, ZTRACE_COMM, "all_gather", "bytes", zmodule_numel(m) * (int64_t)csz(g));
+    if (qwz) /* the wire's 4-byte units travel as fp32 elements (no arithmetic: any 4-byte type would do) */
+        TRY(zcomm_allgatherv_inplace(g->c.dcomm, s->wire, s->w_counts, s->w_displs, ZINC_FP32,
+                                     blocking ? zdev_req(g->c.dev, &s->gather_req) : &s->gather_req));
+    else
+        TRY(zcomm_allgatherv_inplace(comm, s->gathered, s->g_counts, s->g_displs, g->c.compute_dtype,
+                                     blocking ? zdev_req(g->c.dev, &s->gather_req) : &s->gather_req));
+    zdev_trace_end(g->c.dev, dev_span, ZTRACE_COMM, "all_gather", "bytes",
+                   qwz ? (int64_t)s->wire_bytes : zmodule_numel(m) * (int64_t)csz(g));
     if (blocking) TRY(gather_wait(g, s));
     return ZINC_OK;
 fail:
@@ -291,6 +343,13 @@ zinc_status zgather_module_exit(zgather *g, int module, int phase) {
 zinc_status zgather_after_step(zgather *g) {
     zinc_status st = ZINC_OK;
     TRY(ensure_mods(g));
+    if (g->c.hcomm && !g->secondary) { /* hpZ: the secondary shard, once */
+        TRY(dalloc(g, ZINC_MEM_PARAMS, (size_t)g->c.hpart.shard * csz(g), "the hpZ secondary parameter shard",
+                   &g->secondary));
+        TRY_ALLOC(g->sec_valid, g->c.nmodules > 0 ? g->c.nmodules : 1, "the hpZ secondary flags");
+    }
+    /* the shards change at a step: the secondary is refilled by each module's next gather */
+    if (g->sec_valid) memset(g->sec_valid, 0, (size_t)g->c.nmodules * sizeof *g->sec_valid);
     if (!g->trace_started) { /* at build: decide persistence, record the first micro-step */
         decide_persistence(g);
         g->trace_started = true;
@@ -334,11 +393,18 @@ void zgather_free(zgather *g) {
         zgather_module *s = &g->mods[i];
         if (s->gather_req) zcomm_wait(g->c.dcomm, s->gather_req);
         if (s->gathered) dfree(g, cat_of(s), s->gathered, (size_t)zmodule_numel(&g->c.modules[i]) * csz(g));
+        dfree(g, ZINC_MEM_GATHER, s->wire, s->wire_bytes);
         free(s->g_counts);
         free(s->g_displs);
+        free(s->w_counts);
+        free(s->w_displs);
     }
     free(g->mods);
     g->mods = NULL;
+    dfree(g, ZINC_MEM_PARAMS, g->secondary, (size_t)g->c.hpart.shard * csz(g));
+    g->secondary = NULL;
+    free(g->sec_valid);
+    g->sec_valid = NULL;
     g->live_numel = 0;
     free(g->trace);
     g->trace = NULL;

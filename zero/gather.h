@@ -32,6 +32,9 @@ typedef struct zgather_ctx {
     const zcfg_zero *cfg;   /* zero_optimization: the stage3_* thresholds */
     const zmodule *modules; /* the owner's, registration order, fixed once built; read only here */
     int nmodules;
+    /* ZeRO++ hpZ (zero/zeropp.h): the secondary group (NULL: no hpZ) and the secondary partition over it */
+    zcomm *hcomm;
+    zpartition hpart;
 } zgather_ctx;
 
 /* What gathering keeps per module (zgather.mods, registration order): owned by zero/gather.c alone. */
@@ -40,7 +43,13 @@ typedef struct zgather_module {
     void *gathered;              /* compute-dtype copy of the module's flat range while live */
     zcomm_req *gather_req;       /* pending (prefetch) all-gather into `gathered` */
     size_t *g_counts, *g_displs; /* per-rank pieces of the gather; live as long as the request */
-    int64_t trace_t0;            /* --trace: when the pending all-gather was issued, on lane trace_lane */
+    /* qwZ (zero_quantized_weights): the pending gather's wire, each rank's piece as fp32 scales then INT8
+     * values (zero/sizing.h), in 4-byte units; dequantized into `gathered` and freed when it completes */
+    void *wire;
+    size_t wire_bytes;
+    size_t *w_counts, *w_displs;
+    bool from_secondary; /* hpZ: the pending (or last) gather came from the secondary shards */
+    int64_t trace_t0;    /* --trace: when the pending all-gather was issued, on lane trace_lane */
     int trace_lane;
     bool trace_prefetch;
 } zgather_module;
@@ -54,6 +63,12 @@ typedef struct zgather {
     bool trace_started, trace_recording, trace_valid;
     bool trace_lost; /* an entry the trace does not have: re-record at the next step */
     int64_t stat_prefetch, stat_gather_blocking, stat_trace_resync; /* since the owner last reset them */
+    int64_t stat_wire_bytes; /* qwZ: bytes all-gathered as quantized wire (all ranks' pieces), since build */
+    int64_t stat_secondary;  /* hpZ: gathers served inside the secondary group, since build */
+    /* hpZ: this rank's secondary shard (hpart.shard compute-dtype elements, made at the first
+     * zgather_after_step) and, per module, whether it holds the module's values of the current step */
+    void *secondary;
+    bool *sec_valid;
     /* --trace: all-gathers in flight at once each take a free lane (a track), so each track's spans nest */
 #define ZGATHER_TRACE_LANES 8
     int trace_lane_track[ZGATHER_TRACE_LANES];

@@ -68,6 +68,7 @@ zinc_status zgrads_alloc(zgrads *g) {
     if (g->c.deterministic) TRY(zgrads_det_alloc(g));
     if (plan.nbuckets == 0) return ZINC_OK;
     g->bucket_cap = plan.bucket_cap;
+    if (g->c.qgz_intra) TRY(zgrads_qgz_alloc(g));
     g->bytes_landing = plan.bytes_landing;
     if (g->bytes_landing)
         TRY(dalloc(g, ZINC_MEM_BUCKETS, g->bytes_landing, "the gradient landing buffer for large modules",
@@ -107,6 +108,7 @@ void zgrads_free(zgrads *g) {
     }
     g->nbuckets = 0;
     zgrads_det_free(g);
+    zgrads_qgz_free(g);
     dfree(g, ZINC_MEM_BUCKETS, g->landing, g->bytes_landing);
     g->landing = NULL;
     for (int i = 0; g->mods && i < g->c.nmodules; i++)
@@ -172,6 +174,10 @@ static zinc_status issue(zgrads *g, zbucket *bk, const void *src, int64_t a, int
     if (send_needs_copy(g)) {
         TRY(convert(g, bk->send, g->c.comm_dtype, src, g->c.grad_dtype, (size_t)(b - a), pre_scale(g)));
         send = bk->send;
+    }
+    if (g->qgz) { /* ZeRO++ qgZ: quantized all-to-alls, blocking, added into the shard */
+        g->stat_rs_sends++;
+        return zgrads_qgz_reduce_range(g, send, send_needs_copy(g) ? g->c.comm_dtype : g->c.grad_dtype, a, b);
     }
     zpart_range_split(g->c.part, a, b, bk->counts, bk->displs);
     zpart_intersect(g->c.part, g->c.rank, a, b, &bk->recv_lo, &bk->recv_hi);

@@ -72,6 +72,10 @@ typedef struct zgrads_ctx {
      * ranks by a fixed tree and the micro-steps' sums pairwise, over gas (a power of two) micro-steps. */
     bool deterministic;
     int64_t gas;
+    /* ZeRO++ qgZ (zero/grads_qgz.c): stage 3's reduce-scatters become two all-to-alls of INT4 gradient
+     * pieces, inside this node (qgz_intra: its ranks by local index) then across nodes (qgz_inter: the ranks of
+     * this local index, one per node). NULL: no qgZ. */
+    zcomm *qgz_intra, *qgz_inter;
 } zgrads_ctx;
 
 /* What gradient placement keeps per module (zgrads.mods, registration order): owned by zero/grads.c alone.
@@ -121,6 +125,11 @@ typedef struct zgrads {
     /* --trace: the track of stage 0's all-reduces */
     int trace_track_allreduce;
     zgrads_determ det; /* zinc.deterministic_reduction only */
+    /* qgZ: the scratch of zsize_qgz_scratch, per-rank counts, and the bytes this rank sent (both stages) */
+    void *qgz;
+    size_t bytes_qgz;
+    size_t *qgz_ints;
+    int64_t stat_qgz_bytes, stat_qgz_reductions;
 } zgrads;
 
 /* Takes the context (nothing is allocated). */
@@ -157,6 +166,11 @@ double zgrads_post_scale(const zgrads *g);
 zinc_status zgrads_det_alloc(zgrads *g);
 void zgrads_det_free(zgrads *g);
 zinc_status zgrads_det_reduce_range(zgrads *g, float *work, int64_t a, int64_t b);
+/* zero/grads_qgz.c: qgZ's buffers (at zgrads_alloc), and the reduction of flat range [a, b) whose values (dtype
+ * t, pre-scaled) start at src, added into this rank's fp32 shard; blocking. */
+zinc_status zgrads_qgz_alloc(zgrads *g);
+void zgrads_qgz_free(zgrads *g);
+zinc_status zgrads_qgz_reduce_range(zgrads *g, const void *src, zinc_dtype t, int64_t a, int64_t b);
 zinc_status zgrads_det_end_micro_step(zgrads *g);
 zinc_status zgrads_det_finish(zgrads *g);
 zinc_status zgrads_det_reset(zgrads *g);

@@ -55,3 +55,51 @@ bool zsize_persistent(int64_t n, int64_t *total, int64_t param_threshold, int64_
     if (keep) *total += n;
     return keep;
 }
+
+int64_t zsize_quant_block(int64_t n) {
+    if (n <= 0) return 0;
+    if (n % 8) return n < ZSIZE_QUANT_TARGET_GROUP ? n : ZSIZE_QUANT_TARGET_GROUP;
+    int64_t groups = (n + ZSIZE_QUANT_TARGET_GROUP - 1) / ZSIZE_QUANT_TARGET_GROUP;
+    while (groups < n && n % (8 * groups)) groups++; /* ends by n / 8 at the latest */
+    while (n % (16 * groups) == 0 && n / groups > ZSIZE_QUANT_TARGET_GROUP) groups *= 2;
+    return n / groups;
+}
+
+size_t zsize_quant_wire_bytes(int64_t n) {
+    if (n <= 0) return 0;
+    int64_t b = zsize_quant_block(n), nb = (n + b - 1) / b;
+    return (size_t)zpart_align_up(nb * 4 + n, 4);
+}
+
+size_t zsize_quant_range_bytes(const zpartition *p, int64_t a, int64_t b) {
+    size_t sum = 0;
+    for (int r = 0; r < p->world; r++) {
+        int64_t lo, hi;
+        zpart_intersect(p, r, a, b, &lo, &hi);
+        sum += zsize_quant_wire_bytes(hi - lo);
+    }
+    return sum;
+}
+
+size_t zsize_qgz_wire_bytes(int64_t n) {
+    if (n <= 0) return 0;
+    int64_t nb = (n + ZSIZE_QGZ_BLOCK - 1) / ZSIZE_QGZ_BLOCK;
+    return (size_t)zpart_align_up(4 * nb + (n + 1) / 2, 4);
+}
+
+/* An upper bound of the wire bytes of n elements in at most k pieces. */
+static size_t qgz_ub(int64_t n, int64_t k) { return (size_t)(4 * (n / ZSIZE_QGZ_BLOCK + 1) + n / 2 + 1 + 8 * k); }
+
+static size_t up8(size_t x) { return (x + 7) / 8 * 8; }
+
+void zsize_qgz_scratch(int64_t cap, int64_t shard, int world, int local, zsize_qgz *out) {
+    int64_t N = world / local, P = cap < shard ? cap : shard, M = N * P < cap ? N * P : cap;
+    out->s1_send = up8(qgz_ub(cap, world));
+    out->s1_recv = up8((size_t)local * qgz_ub(M, N));
+    out->partial = up8((size_t)M * sizeof(float));
+    out->s2_send = up8(qgz_ub(M, N));
+    out->s2_recv = up8((size_t)N * qgz_ub(P, 1));
+    out->sum = up8((size_t)P * sizeof(float));
+    out->qtmp = up8((size_t)M);
+    out->total = out->s1_send + out->s1_recv + out->partial + out->s2_send + out->s2_recv + out->sum + out->qtmp;
+}

@@ -58,4 +58,33 @@ size_t zgrads_plan_bucket_bytes(const zgrads_plan *p);
  * persistent (*total, updated). Modules are decided in registration order. */
 bool zsize_persistent(int64_t n, int64_t *total, int64_t param_threshold, int64_t model_threshold);
 
+/* ZeRO++ qwZ: the elements per quantization block of a piece of n elements, as DeepSpeed 0.19.8's
+ * CUDAQuantizer.quantize chooses its group count (runtime/zero/partition_parameters.py): groups starts at
+ * ceil(n / 8000) and grows until 8 x groups divides n, then doubles while 16 x groups divides n and the blocks
+ * stay above 8000 elements; the block is n / groups (at most 8000, or 16000 after a doubling stops). DeepSpeed
+ * asserts n is a multiple of 8; zinc's pieces are (parameters start on ZPART_PARAM_ALIGN boundaries), and a
+ * piece that is not gets blocks of 8000 with a shorter last one. 0 for n = 0. */
+#define ZSIZE_QUANT_TARGET_GROUP 8000
+int64_t zsize_quant_block(int64_t n);
+/* Bytes a piece of n elements takes on the wire: its fp32 scales, then its INT8 values, padded to 4 bytes
+ * (the wire is all-gathered as 4-byte units). */
+size_t zsize_quant_wire_bytes(int64_t n);
+/* The wire bytes of a module's flat range [a, b) gathered over the partition: its pieces' sum. */
+size_t zsize_quant_range_bytes(const zpartition *p, int64_t a, int64_t b);
+
+/* ZeRO++ qgZ (zero/grads_qgz.c): gradients travel as INT4 (DeepSpeed's all_to_all_quant_reduce quantizes
+ * with 4 bits in both stages), two values a byte, in blocks of ZSIZE_QGZ_BLOCK elements (DeepSpeed's group is
+ * a tensor's numel / max(rows, cols, world), 768 for GPT-2's projections; zinc's flat buckets carry no
+ * shapes, so it fixes the block). A piece of n elements: its fp32 scales, then ceil(n / 2) bytes, padded to 4. */
+#define ZSIZE_QGZ_BLOCK 512
+#define ZSIZE_QGZ_BITS 4
+size_t zsize_qgz_wire_bytes(int64_t n);
+/* The scratch one qgZ reduction of at most cap elements needs (zgrads allocates it once, the sizing plan
+ * holds it): the regions' upper bounds for pieces of at most min(cap, shard) elements, world ranks in nodes
+ * of `local` consecutive ranks. */
+typedef struct zsize_qgz {
+    size_t s1_send, s1_recv, partial, s2_send, s2_recv, sum, qtmp, total;
+} zsize_qgz;
+void zsize_qgz_scratch(int64_t cap, int64_t shard, int world, int local, zsize_qgz *out);
+
 #endif

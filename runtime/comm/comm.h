@@ -44,6 +44,17 @@ typedef struct zcomm_ops {
      * zinc.deterministic_reduction (zero/grads_determ.c), whose partners are known on both sides. */
     zinc_status (*sendrecv)(zcomm *c, const void *send, size_t nsend, int dest, void *recv, size_t nrecv, int src,
                             zinc_dtype t);
+    /* Variable all-to-all of bytes, blocking (MPI_Alltoallv): rank r's send[sdispls[d], +scounts[d]) goes to
+     * rank d, landing in d's recv at rdispls[r], rcounts[r] bytes (each count under 2^31). NULL in a backend
+     * that has none (nccl, staged): zcomm_alltoallv_bytes then fails naming the backend. ZeRO++'s qgZ
+     * (zero/grads_qgz.c) exchanges its quantized gradient pieces with it. */
+    zinc_status (*alltoallv_bytes)(zcomm *c, const void *send, const size_t *scounts, const size_t *sdispls, void *recv,
+                                   const size_t *rcounts, const size_t *rdispls);
+    /* Collective over this communicator: a new communicator of the ranks that pass the same color, ranked by
+     * key (MPI_Comm_split), with its own local_rank / local_size (the ranks of it that share a node). NULL in
+     * a backend that has none (nccl, staged): zcomm_split then fails naming the backend. Used by ZeRO++'s hpZ
+     * (zero/zeropp.c) for its secondary groups. */
+    zinc_status (*split)(zcomm *c, int color, int key, zcomm **out);
     /* Completes a request returned by a non-blocking call (req pointers passed as non-NULL) and frees it. */
     zinc_status (*wait)(zcomm *c, zcomm_req *req);
     void (*destroy)(zcomm *c);
@@ -124,6 +135,24 @@ static inline zinc_status zcomm_sendrecv_from(zcomm *c, const char *caller, cons
     ZCOMM_DISPATCH(c, none, ZCOMM_OP_SEND_RECV, (nsend + nrecv) * zinc_dtype_size(t), caller, "send/receive",
                    c->ops->sendrecv(c, send, nsend, dest, recv, nrecv, src, t));
 }
+/* Splits c (see zcomm_ops.split); the new communicator logs to c's logger. */
+static inline zinc_status zcomm_split(zcomm *c, int color, int key, zcomm **out) {
+    if (!c->ops->split)
+        return ZERR(ZINC_ERR_UNSUPPORTED, "the %s collective backend cannot split into groups of ranks", c->ops->name);
+    zinc_status st = c->ops->split(c, color, key, out);
+    if (st == ZINC_OK) (*out)->log = c->log;
+    return st;
+}
+static inline zinc_status zcomm_alltoallv_bytes_from(zcomm *c, const char *caller, const void *send,
+                                                     const size_t *scounts, const size_t *sdispls, void *recv,
+                                                     const size_t *rcounts, const size_t *rdispls) {
+    zcomm_req **none = NULL;
+    if (!c->ops->alltoallv_bytes)
+        return ZERR(ZINC_ERR_UNSUPPORTED, "the %s collective backend has no all-to-all", c->ops->name);
+    ZCOMM_DISPATCH(c, none, ZCOMM_OP_ALL_TO_ALL, zcomm_sum_counts_(c, scounts), caller, "all-to-all",
+                   c->ops->alltoallv_bytes(c, send, scounts, sdispls, recv, rcounts, rdispls));
+}
+#define zcomm_alltoallv_bytes(c, ...) zcomm_alltoallv_bytes_from((c), __func__, __VA_ARGS__)
 #define zcomm_allreduce(c, ...) zcomm_allreduce_from((c), __func__, __VA_ARGS__)
 #define zcomm_reduce_scatterv(c, ...) zcomm_reduce_scatterv_from((c), __func__, __VA_ARGS__)
 #define zcomm_allgatherv_inplace(c, ...) zcomm_allgatherv_inplace_from((c), __func__, __VA_ARGS__)

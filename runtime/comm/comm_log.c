@@ -11,7 +11,8 @@
 #include "runtime/core/error.h"
 
 static const char *const op_names[ZCOMM_OP_COUNT] = {
-    "all_reduce", "reduce_scatter", "all_gather", "all_gather_object", "broadcast", "barrier", "send_recv",
+    "all_reduce", "reduce_scatter", "all_gather", "all_gather_object",
+    "broadcast",  "barrier",        "send_recv",  "all_to_all_single",
 };
 
 const char *zcomm_op_name(zcomm_op_kind op) { return (int)op >= 0 && op < ZCOMM_OP_COUNT ? op_names[op] : "?"; }
@@ -28,7 +29,8 @@ void zcomm_op_bandwidth(zcomm_op_kind op, double bytes, double seconds, int worl
     case ZCOMM_OP_ALL_REDUCE: factor = 2 * (n - 1) / n; break;
     case ZCOMM_OP_REDUCE_SCATTER:
     case ZCOMM_OP_ALL_GATHER:
-    case ZCOMM_OP_ALL_GATHER_OBJECT: factor = (n - 1) / n; break;
+    case ZCOMM_OP_ALL_GATHER_OBJECT:
+    case ZCOMM_OP_ALL_TO_ALL: factor = (n - 1) / n; break;
     case ZCOMM_OP_BROADCAST:
     case ZCOMM_OP_SEND_RECV: factor = 1; break;
     default: factor = 0; break;

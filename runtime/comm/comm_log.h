@@ -30,7 +30,8 @@ typedef enum {
     ZCOMM_OP_ALL_GATHER_OBJECT, /* zcomm_allgather_bytes: the ranks' small records (statistics, agreement) */
     ZCOMM_OP_BROADCAST,
     ZCOMM_OP_BARRIER,
-    ZCOMM_OP_SEND_RECV, /* zcomm_sendrecv: both directions counted (zinc.deterministic_reduction's tree) */
+    ZCOMM_OP_SEND_RECV,  /* zcomm_sendrecv: both directions counted (zinc.deterministic_reduction's tree) */
+    ZCOMM_OP_ALL_TO_ALL, /* zcomm_alltoallv_bytes: the bytes this rank sends (ZeRO++ qgZ), DeepSpeed's name */
     ZCOMM_OP_COUNT
 } zcomm_op_kind;
 

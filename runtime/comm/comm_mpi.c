@@ -421,6 +421,33 @@ fail:
     return st;
 }
 
+static zinc_status m_alltoallv_bytes(zcomm *c, const void *send, const size_t *scounts, const size_t *sdispls,
+                                     void *recv, const size_t *rcounts, const size_t *rdispls) {
+    zinc_status st = ZINC_OK;
+    call k = {0};
+    int *ints = NULL;
+    size_t p = (size_t)c->size;
+    for (size_t r = 0; r < p; r++)
+        if (scounts[r] > (size_t)INT_MAX || rcounts[r] > (size_t)INT_MAX || sdispls[r] > (size_t)INT_MAX ||
+            rdispls[r] > (size_t)INT_MAX)
+            return ZERR(ZINC_ERR_INVALID_ARG, "mpi: all-to-all: a count or offset of rank %zu is above 2^31-1 bytes",
+                        r);
+    if ((st = begin(&k, c, NULL, "alltoallv", 0, 0, ZINC_FP32)) != ZINC_OK) return st;
+    TRY_ALLOC(ints, 4 * p, "the all-to-all counts");
+    for (size_t r = 0; r < p; r++) {
+        ints[r] = (int)scounts[r];
+        ints[p + r] = (int)sdispls[r];
+        ints[2 * p + r] = (int)rcounts[r];
+        ints[3 * p + r] = (int)rdispls[r];
+    }
+    MPI_CHECK(&k, "MPI_Alltoallv",
+              MPI_Alltoallv(send ? send : g_dummy, ints, ints + p, MPI_BYTE, recv ? recv : g_dummy, ints + 2 * p,
+                            ints + 3 * p, MPI_BYTE, k.comm));
+fail:
+    free(ints);
+    return st;
+}
+
 static zinc_status m_bcast(zcomm *c, void *buf, size_t bytes, int root) {
     zinc_status st = ZINC_OK;
     call k = {0};
@@ -510,6 +537,8 @@ static void m_destroy(zcomm *c) {
     free(c);
 }
 
+static zinc_status m_split(zcomm *c, int color, int key, zcomm **out);
+
 static const zcomm_ops mpi_ops = {
     .name = "mpi",
     .allreduce = m_allreduce,
@@ -519,6 +548,8 @@ static const zcomm_ops mpi_ops = {
     .bcast = m_bcast,
     .barrier = m_barrier,
     .sendrecv = m_sendrecv,
+    .alltoallv_bytes = m_alltoallv_bytes,
+    .split = m_split,
     .wait = m_wait,
     .destroy = m_destroy,
 };
@@ -539,16 +570,30 @@ static zinc_status read_piece_env(void) {
     return ZINC_OK;
 }
 
+static zinc_status make(const zlog *log, MPI_Comm parent, bool split, int color, int key, zcomm **out);
+
+static zinc_status m_split(zcomm *c, int color, int key, zcomm **out) {
+    mpi_impl *im = impl_of(c);
+    return make(&im->log, im->comm, true, color, key, out);
+}
+
 zinc_status zcomm_create_mpi(const zlog *log, zcomm **out) {
+    if (!out) return ZERR(ZINC_ERR_INVALID_ARG, "zcomm_create_mpi: out is NULL");
+    *out = NULL;
+    zinc_status st = zcomm_mpi_ensure_init(log);
+    if (st == ZINC_OK) st = read_piece_env();
+    if (st == ZINC_OK) st = make(log, MPI_COMM_WORLD, false, 0, 0, out);
+    return st;
+}
+
+/* A communicator over a duplicate of parent, or (split) over parent's ranks of one color. */
+static zinc_status make(const zlog *log, MPI_Comm parent, bool split, int color, int key, zcomm **out) {
     zinc_status st = ZINC_OK;
     zcomm *c = NULL;
     mpi_impl *im = NULL;
     MPI_Comm node = MPI_COMM_NULL;
-    call k = {.what = "communicator creation"};
-    if (!out) return ZERR(ZINC_ERR_INVALID_ARG, "zcomm_create_mpi: out is NULL");
+    call k = {.what = split ? "communicator split" : "communicator creation"};
     *out = NULL;
-    TRY(zcomm_mpi_ensure_init(log));
-    TRY(read_piece_env());
     TRY_ALLOC(c, 1, "the MPI communicator");
     TRY_ALLOC(im, 1, "the MPI communicator");
     c->ops = &mpi_ops;
@@ -558,7 +603,10 @@ zinc_status zcomm_create_mpi(const zlog *log, zcomm **out) {
     im->fp16_sum = im->bf16_sum = im->fp16_max = im->bf16_max = MPI_OP_NULL;
     if (log) im->log = *log;
     k.c = c;
-    MPI_CHECK(&k, "MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &im->comm));
+    if (split)
+        MPI_CHECK(&k, "MPI_Comm_split", MPI_Comm_split(parent, color, key, &im->comm));
+    else
+        MPI_CHECK(&k, "MPI_Comm_dup", MPI_Comm_dup(parent, &im->comm));
     MPI_CHECK(&k, "MPI_Comm_set_errhandler", MPI_Comm_set_errhandler(im->comm, MPI_ERRORS_RETURN));
     MPI_CHECK(&k, "MPI_Comm_rank", MPI_Comm_rank(im->comm, &c->rank));
     MPI_CHECK(&k, "MPI_Comm_size", MPI_Comm_size(im->comm, &c->size));

@@ -78,6 +78,17 @@ static zinc_status s_wait(zcomm *c, zcomm_req *req) {
 
 static void s_destroy(zcomm *c) { free(c); }
 
+/* The only peer is this rank: its piece is copied. */
+static zinc_status s_alltoallv_bytes(zcomm *c, const void *send, const size_t *scounts, const size_t *sdispls,
+                                     void *recv, const size_t *rcounts, const size_t *rdispls) {
+    (void)c;
+    if (scounts[0] != rcounts[0])
+        return ZERR(ZINC_ERR_INVALID_ARG, "single: all-to-all: %zu bytes sent to rank 0, %zu received", scounts[0],
+                    rcounts[0]);
+    if (scounts[0]) memmove((char *)recv + rdispls[0], (const char *)send + sdispls[0], scounts[0]);
+    return ZINC_OK;
+}
+
 /* The only peer is this rank: a send to itself is the receive. */
 static zinc_status s_sendrecv(zcomm *c, const void *send, size_t nsend, int dest, void *recv, size_t nrecv, int src,
                               zinc_dtype t) {
@@ -103,6 +114,7 @@ static const zcomm_ops single_ops = {
     .bcast = s_bcast,
     .barrier = s_barrier,
     .sendrecv = s_sendrecv,
+    .alltoallv_bytes = s_alltoallv_bytes,
     .wait = s_wait,
     .destroy = s_destroy,
 };

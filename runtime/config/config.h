@@ -134,6 +134,11 @@ typedef struct zcfg_zero {
     bool ignore_unused_parameters;           /* true */
     bool load_from_fp32_weights;             /* true */
     bool compute_grad_norm;                  /* true; false is refused (config_resolve.c) */
+    /* ZeRO++ (DeepSpeed 0.19.8, stage 3 only; zero/zeropp.h): */
+    bool quantized_weights;              /* zero_quantized_weights false: qwZ, INT8 blocks in stage-3 all-gathers */
+    bool quantized_nontrainable_weights; /* zero_quantized_nontrainable_weights false: no effect (all params train) */
+    bool quantized_gradients;            /* zero_quantized_gradients false: qgZ */
+    int hpz_partition_size;              /* zero_hpz_partition_size 1: hpZ's secondary group size (0, 1: none) */
 } zcfg_zero;
 
 typedef struct zcfg_aio {

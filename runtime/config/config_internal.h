@@ -65,5 +65,7 @@ void zcfg_monitor_defaults(zcfg_monitor *m);
 void zcfg_resolve_monitors(zcfg_loader *L);
 /* zinc.deterministic_reduction's rules (config_determinism.c): what the fixed reduction tree needs. */
 void zcfg_resolve_determinism(zcfg_loader *L);
+/* ZeRO++'s rules (config_zeropp.c): DeepSpeed 0.19.8's constraints on qwZ, hpZ and qgZ. */
+void zcfg_resolve_zeropp(zcfg_loader *L);
 
 #endif

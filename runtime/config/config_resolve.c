@@ -62,6 +62,7 @@ void zcfg_defaults(zinc_config *c) {
     c->zero.compute_grad_norm = true;
     c->gradient_clipping = 1.0;
     c->bf16_check_grad_overflow = true;
+    c->zero.hpz_partition_size = 1;
     c->aio = (zcfg_aio){.block_size = 1048576, .queue_depth = 8, .intra_op_parallelism = 1, .overlap_events = true};
     c->checkpoint.tag_validation = ZTAG_WARN;
     c->comms_logger.prof_all = true;
@@ -568,5 +569,6 @@ void zcfg_resolve(zcfg_loader *L) {
                   L->origin);
     zcfg_resolve_monitors(L);
     zcfg_resolve_determinism(L);
+    zcfg_resolve_zeropp(L);
     zcfg_report_default_autos(L);
 }

@@ -46,8 +46,9 @@ static const char *const warmup_names[] = {"log", "linear", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const tag_names[] = {"Warn", "Ignore", "Fail", NULL};
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
-const char *const zkey_comm_op_names[] = {"all_reduce", "reduce_scatter", "all_gather", "all_gather_object",
-                                          "broadcast",  "barrier",        "send_recv",  NULL};
+const char *const zkey_comm_op_names[] = {"all_reduce",        "reduce_scatter",    "all_gather",
+                                          "all_gather_object", "broadcast",         "barrier",
+                                          "send_recv",         "all_to_all_single", NULL};
 
 /* ------------------------------------------------------------------ optimizer */
 /* Which optimizer takes which parameter is stated here once (the key's mask: the optimizer types
@@ -471,10 +472,14 @@ static const zkey_key zero_keys[] = {
     IGNORED("elastic_checkpoint", "ignored: no longer supported by DeepSpeed either"),
     IGNORED("pipeline_loading_checkpoint", "ignored"),
     IGNORED("mics_hierarchical_params_gather", "ignored: zinc does not implement MiCS"),
-    REFUSED("zero_quantized_weights", "not implemented: ZeRO++ quantized weights"),
-    REFUSED("zero_quantized_nontrainable_weights", "not implemented: ZeRO++ quantized weights"),
-    REFUSED("zero_quantized_gradients", "not implemented: ZeRO++ quantized gradients"),
-    REFUSED("zero_hpz_partition_size", "not implemented: ZeRO++ hierarchical partitioning (1 is accepted)"),
+    BOOL("zero_quantized_weights", zero.quantized_weights,
+         "ZeRO++ qwZ: stage-3 all-gathers send INT8 blocks and fp32 scales (stage 3 only)"),
+    BOOL("zero_quantized_nontrainable_weights", zero.quantized_nontrainable_weights,
+         "accepted; no effect: every zinc parameter trains, so none is stored quantized"),
+    BOOL("zero_quantized_gradients", zero.quantized_gradients,
+         "ZeRO++ qgZ: INT4 all-to-all gradient reduction (stage 3, reduce_scatter true)"),
+    INT("zero_hpz_partition_size", zero.hpz_partition_size, 0, 1 << 30,
+        "ZeRO++ hpZ: ranks of the secondary parameter partition (0, 1: none; stage 3 only)"),
     REFUSED("mics_shard_size", "not implemented: MiCS (-1 is accepted)"),
     REFUSED("zeropp_loco_param", "not implemented: ZeRO++ LoCo"),
     REFUSED("legacy_stage1", "not implemented (DeepSpeed refuses it too)"),

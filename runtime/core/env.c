@@ -39,6 +39,9 @@ static const zenv_var g_vars[ZENV_COUNT] = {
             "names)"),
     HOOK(ZENV_CPU_DISCRETE, "ZINC_CPU_DISCRETE", "flag (1)",
          "presents the cpu device as a discrete one (buffers reached through copies, counted as device memory)"),
+    HOOK(ZENV_TEST_RANKS_PER_NODE, "ZINC_TEST_RANKS_PER_NODE", "ranks, dividing the world",
+         "the ranks per node ZeRO++'s qgZ takes (consecutive ranks) instead of MPI_COMM_TYPE_SHARED's count, so one "
+         "machine runs its two-stage all-to-all"),
     HOOK(ZENV_FAKE_MEM_AVAILABLE, "ZINC_FAKE_MEM_AVAILABLE", "bytes",
          "the pre-flight's MemAvailable instead of /proc/meminfo's"),
     HOOK(ZENV_FAKE_MEMLOCK, "ZINC_FAKE_MEMLOCK", "bytes", "the pre-flight's RLIMIT_MEMLOCK"),

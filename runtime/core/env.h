@@ -26,6 +26,7 @@ typedef enum zenv_id {
     ZENV_NCCL_LIBRARY,
     /* test hooks (ZINC_TEST_HOOKS builds only) */
     ZENV_CPU_DISCRETE,
+    ZENV_TEST_RANKS_PER_NODE,
     ZENV_FAKE_MEM_AVAILABLE,
     ZENV_FAKE_MEMLOCK,
     ZENV_FAKE_AS_FREE,

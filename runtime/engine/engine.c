@@ -190,6 +190,8 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     if (!e->optim)
         FAIL(ZINC_ERR_INTERNAL, "optimizer type %d has no descriptor; please report this", e->cfg.optimizer.type);
     TRY(zopt_check_placement(e->optim, e->dev, e->cfg.zero.offload_optimizer.device != ZOFFLOAD_NONE));
+    /* ZeRO++: hpZ's group, qgZ's node groups, what the device must offer */
+    TRY(zpp_setup(&e->cfg.zero, &e->log, e->comm, e->dcomm, e->dev, &e->hcomm, &e->qgz_intra, &e->qgz_inter));
     TRY(zengine_trace_create(e, &o));
 
     e->stage = e->cfg.zero.stage;
@@ -261,6 +263,9 @@ void zinc_destroy(zinc_engine *e) {
     zengine_agree_free(e);
     zplan_free(&e->plan);
     free(e->modules);
+    zcomm_destroy(e->hcomm);
+    zcomm_destroy(e->qgz_intra);
+    zcomm_destroy(e->qgz_inter);
     if (e->dcomm != e->comm) zcomm_destroy(e->dcomm);
     zdev_destroy(e->dev);
     zcomm_destroy(e->comm);

@@ -40,6 +40,9 @@ void zengine_comms_finish(zinc_engine *e) {
     if (e->built) zcomm_log_print(e->comms, when); /* not for an engine whose zinc_create or zinc_build failed */
     if (e->comm) e->comm->log = NULL;
     if (e->dcomm) e->dcomm->log = NULL;
+    if (e->hcomm) e->hcomm->log = NULL;
+    if (e->qgz_intra) e->qgz_intra->log = NULL;
+    if (e->qgz_inter) e->qgz_inter->log = NULL;
     zcomm_log_destroy(e->comms);
     e->comms = NULL;
 }

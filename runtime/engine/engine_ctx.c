@@ -31,6 +31,8 @@ void zengine_contexts(zinc_engine *e) {
         .sizes = &e->plan.grads,
         .deterministic = e->cfg.deterministic_reduction,
         .gas = e->cfg.gradient_accumulation_steps,
+        .qgz_intra = e->qgz_intra,
+        .qgz_inter = e->qgz_inter,
     };
     zgrads_init(&e->grads, &g);
     zgather_ctx s = {
@@ -46,6 +48,8 @@ void zengine_contexts(zinc_engine *e) {
         .cfg = &e->cfg.zero,
         .modules = e->modules,
         .nmodules = e->nmodules,
+        .hcomm = e->hcomm,
     };
+    if (e->hcomm) zpp_secondary_partition(&e->part, e->hcomm->size, e->rank, &s.hpart);
     zgather_init(&e->gather, &s);
 }

@@ -21,6 +21,7 @@
 #include "zero/grads.h"
 #include "zero/module.h"
 #include "zero/partition.h"
+#include "zero/zeropp.h"
 #include "zinc.h"
 
 struct zinc_param {
@@ -39,9 +40,11 @@ struct zinc_param {
 struct zinc_engine {
     zinc_config cfg;
     zlog log;
-    zcomm *comm;      /* host buffers: metadata, statistics, metrics */
-    zcomm *dcomm;     /* compute-device buffers (== comm on cpu; NCCL on cuda) */
-    zcomm_log *comms; /* comms_logger: attached to comm and dcomm (engine_comms.c); NULL when not enabled */
+    zcomm *comm;  /* host buffers: metadata, statistics, metrics */
+    zcomm *dcomm; /* compute-device buffers (== comm on cpu; NCCL on cuda) */
+    zcomm *hcomm; /* ZeRO++ hpZ: the secondary group, split from dcomm (zero/zeropp.h); NULL without hpZ */
+    zcomm *qgz_intra, *qgz_inter; /* ZeRO++ qgZ: this node's ranks, this local index's ranks; NULL without qgZ */
+    zcomm_log *comms;             /* comms_logger: attached to comm and dcomm (engine_comms.c); NULL when not enabled */
     zmemtrack mem;
     zinc_device_kind device;
     zdevice *dev; /* every operation on compute-device buffers goes through it */

@@ -30,7 +30,8 @@ zinc_status zengine_plan(zinc_engine *e, const zinc_config *cfg, uint32_t nvme_a
                         .host_addressable = e->dev->host_addressable,
                         .fixed_bytes = e->dev->mem_kind == ZINC_MEMKIND_DEVICE ? zdev_cuda_fixed_bytes() : 0,
                         .comm_staging_bytes = zcomm_staged_bytes(e->dcomm),
-                        .nvme_align = nvme_align};
+                        .nvme_align = nvme_align,
+                        .qgz_ranks_per_node = e->qgz_intra ? e->qgz_intra->size : 0};
     TRY(zplan_make(&(zplan_model){e->nparams, numel, module, e->nmodules, e->ndeclared, e->declared, reentered}, cfg,
                    e->world, e->rank, &dev, out));
 fail:

@@ -10,6 +10,8 @@
 #include "runtime/core/error.h"
 #include "runtime/device/device.h"
 #include "runtime/mem/plan_gather.h"
+#include "zero/sizing.h"
+#include "zero/zeropp.h"
 #include "runtime/optim/optim.h"
 
 zplan_device zplan_device_for(zinc_device_kind kind) {
@@ -115,6 +117,13 @@ static void plan_params(zplan *p, const zinc_config *cfg) {
     put(p, ZPLAN_PARAMS_PERSISTENT, "persistent gathered parameters", ZINC_MEM_PARAMS, ck, ZPLAN_AT_BUILD, 1,
         (uint64_t)total * csz);
     if (total) p->buf[ZPLAN_PARAMS_PERSISTENT].count = p->npersistent;
+    int G = zpp_hpz_size(&cfg->zero, p->world);
+    if (G > 1) {
+        zpartition hp;
+        zpp_secondary_partition(&p->part, G, p->rank, &hp);
+        put(p, ZPLAN_HPZ_SECONDARY, "the hpZ secondary parameter shard", ZINC_MEM_PARAMS, ck, ZPLAN_AT_BUILD, 1,
+            (uint64_t)hp.shard * csz);
+    }
 }
 
 /* Optimizer state: fp32 master, exp_avg and (but for Lion) exp_avg_sq over the own range, where
@@ -219,6 +228,12 @@ static void plan_grads(zplan *p, const zinc_config *cfg) {
         g->determ_shards, g->bytes_determ_shard);
     put(p, ZPLAN_DETERM_RECV, "the deterministic reduction's receive buffer", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, 1,
         g->bytes_determ_recv);
+    int L = p->device.qgz_ranks_per_node;
+    if (p->stage == 3 && cfg->zero.quantized_gradients && L > 0 && p->world > L && g->nbuckets > 0) {
+        zsize_qgz q;
+        zsize_qgz_scratch(g->bucket_cap, p->part.shard, p->world, L, &q);
+        put(p, ZPLAN_QGZ_SCRATCH, "the qgZ all-to-all buffers", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, 1, q.total);
+    }
 }
 
 /* Stages 2-3: a module entered twice in one backward keeps its gradients in a buffer of its own (zero/grads.c
@@ -300,10 +315,18 @@ zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, 
     plan_grads(out, cfg);
     plan_held(out, m);
     if (out->stage == 3) {
-        TRY(zplan_gather_peak(out->module_begin, out->module_end, out->persistent, out->nmodules, &cfg->zero,
-                              &out->gather_peak_numel));
-        put(out, ZPLAN_GATHER, "gathered parameters", ZINC_MEM_GATHER, dev->compute_kind, ZPLAN_IN_STEP, 1,
-            (uint64_t)out->gather_peak_numel * zinc_dtype_size(out->compute_dtype));
+        /* qwZ: each gather in flight also holds its INT8 wire (zero/sizing.h) */
+        uint64_t *wire = NULL, peak_bytes = 0;
+        if (cfg->zero.quantized_weights && world > 1) {
+            TRY_ALLOC(wire, out->nmodules > 0 ? out->nmodules : 1, "the plan's qwZ wire sizes");
+            for (int i = 0; i < out->nmodules; i++)
+                wire[i] = zsize_quant_range_bytes(&out->part, out->module_begin[i], out->module_end[i]);
+        }
+        st = zplan_gather_peak_bytes(out->module_begin, out->module_end, out->persistent, out->nmodules, &cfg->zero,
+                                     zinc_dtype_size(out->compute_dtype), wire, &out->gather_peak_numel, &peak_bytes);
+        free(wire);
+        TRY(st);
+        put(out, ZPLAN_GATHER, "gathered parameters", ZINC_MEM_GATHER, dev->compute_kind, ZPLAN_IN_STEP, 1, peak_bytes);
     }
     plan_init(out, m);
     plan_comm_temp(out);

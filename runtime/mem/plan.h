@@ -46,6 +46,7 @@ typedef struct zplan_device {
     uint64_t fixed_bytes;        /* its own scratch, allocated when it is created (compute kind, staging) */
     uint64_t comm_staging_bytes; /* host staging of device collectives through MPI (zcomm_staged_bytes) */
     uint32_t nvme_align;         /* the NVMe files' O_DIRECT alignment; 0: ZPLAN_NVME_ALIGN */
+    int qgz_ranks_per_node;      /* ZeRO++ qgZ reduces in nodes of this many ranks (0: not in use) */
 } zplan_device;
 
 /* The device an estimate assumes for a device kind: ZINC_DEVICE_CUDA a discrete GPU with the cuda
@@ -96,6 +97,8 @@ typedef enum zplan_buf {
     ZPLAN_HELD,                  /* stages 2-3: the own gradient buffers of modules entered twice in backward */
     ZPLAN_DETERM_SHARDS,         /* zinc.deterministic_reduction: fp32 partial sums, a shard each */
     ZPLAN_DETERM_RECV,           /* and the partner's piece at each level of its tree over the ranks */
+    ZPLAN_HPZ_SECONDARY,         /* ZeRO++ hpZ: the secondary parameter shard over the group (zero/zeropp.h) */
+    ZPLAN_QGZ_SCRATCH,           /* ZeRO++ qgZ: the quantized all-to-alls' buffers (zero/sizing.h zsize_qgz) */
     ZPLAN_BUF_COUNT
 } zplan_buf;
 

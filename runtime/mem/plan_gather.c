@@ -18,8 +18,19 @@ typedef struct gsim {
     int len, pos;
     bool valid, recording;
     int64_t live, peak;
+    /* bytes: gathered copies (elem_bytes each) plus qwZ's wire of each gather in flight (wire[m]; NULL:
+     * none), as zero/gather.c allocates them: the wire after the copy, freed once the gather completes */
+    const uint64_t *wire;
+    uint64_t elem_bytes, live_bytes, peak_bytes;
     const zcfg_zero *z;
 } gsim;
+
+static uint64_t gsim_wire(const gsim *s, int m) { return s->wire ? s->wire[m] : 0; }
+
+static void gsim_complete(gsim *s, int m) {
+    if (s->pending[m]) s->live_bytes -= gsim_wire(s, m);
+    s->pending[m] = false;
+}
 
 static bool gsim_reused_soon(const gsim *s, int module) {
     if (!s->valid) return false;
@@ -36,10 +47,16 @@ static bool gsim_reused_soon(const gsim *s, int module) {
 static void gsim_gather(gsim *s, int m, bool blocking) {
     if (!s->gathered[m]) {
         s->gathered[m] = true;
-        if (!s->persistent[m]) s->live += s->n[m];
+        if (!s->persistent[m]) {
+            s->live += s->n[m];
+            s->live_bytes += (uint64_t)s->n[m] * s->elem_bytes;
+        }
         if (s->live > s->peak) s->peak = s->live;
     }
-    s->pending[m] = !blocking;
+    s->live_bytes += gsim_wire(s, m);
+    if (s->live_bytes > s->peak_bytes) s->peak_bytes = s->live_bytes;
+    s->pending[m] = true;
+    if (blocking) gsim_complete(s, m);
 }
 
 static void gsim_prefetch(gsim *s) {
@@ -69,7 +86,7 @@ static void gsim_enter(gsim *s, int m, int phase, int entry) {
     if (!s->gathered[m])
         gsim_gather(s, m, true);
     else
-        s->pending[m] = false;
+        gsim_complete(s, m);
     if (s->valid) gsim_prefetch(s);
     (void)phase;
 }
@@ -77,15 +94,23 @@ static void gsim_enter(gsim *s, int m, int phase, int entry) {
 static void gsim_exit(gsim *s, int m) {
     if (gsim_reused_soon(s, m)) return;
     if (s->persistent[m] || !s->gathered[m]) return;
+    gsim_complete(s, m);
     s->gathered[m] = false;
-    s->pending[m] = false;
     s->live -= s->n[m];
+    s->live_bytes -= (uint64_t)s->n[m] * s->elem_bytes;
 }
 
 zinc_status zplan_gather_peak(const int64_t *begin, const int64_t *end, const bool *persistent, int nm,
                               const zcfg_zero *z, int64_t *peak) {
+    uint64_t bytes;
+    return zplan_gather_peak_bytes(begin, end, persistent, nm, z, 1, NULL, peak, &bytes);
+}
+
+zinc_status zplan_gather_peak_bytes(const int64_t *begin, const int64_t *end, const bool *persistent, int nm,
+                                    const zcfg_zero *z, uint64_t elem_bytes, const uint64_t *wire, int64_t *peak,
+                                    uint64_t *peak_bytes) {
     zinc_status st = ZINC_OK;
-    gsim s = {.persistent = persistent, .z = z, .recording = true};
+    gsim s = {.persistent = persistent, .z = z, .recording = true, .wire = wire, .elem_bytes = elem_bytes};
     bool *flags = NULL;
     int64_t *n = NULL;
     TRY_ALLOC(n, nm, "the gather simulation");
@@ -113,6 +138,10 @@ zinc_status zplan_gather_peak(const int64_t *begin, const int64_t *end, const bo
         }
     }
     *peak = s.peak;
+    /* the refresh of the persistent modules after a step: one wire at a time, nothing else gathered */
+    for (int i = 0; wire && i < nm; i++)
+        if (persistent[i] && wire[i] > s.peak_bytes) s.peak_bytes = wire[i];
+    *peak_bytes = s.peak_bytes;
 fail:
     free(n);
     free(flags);

@@ -15,5 +15,10 @@
 /* Modules [begin[i], end[i]) of the flat buffer, persistent[i] for the ones that stay gathered. */
 zinc_status zplan_gather_peak(const int64_t *begin, const int64_t *end, const bool *persistent, int nm,
                               const zcfg_zero *z, int64_t *peak);
+/* The same, and the most bytes in zero/gather.c's ZINC_MEM_GATHER buffers at once: gathered copies of
+ * elem_bytes per element and, with qwZ, wire[i] bytes per gather of module i in flight (wire NULL: none). */
+zinc_status zplan_gather_peak_bytes(const int64_t *begin, const int64_t *end, const bool *persistent, int nm,
+                                    const zcfg_zero *z, uint64_t elem_bytes, const uint64_t *wire, int64_t *peak,
+                                    uint64_t *peak_bytes);
 
 #endif

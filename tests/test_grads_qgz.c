@@ -1,0 +1,104 @@
+/* ZeRO++ qgZ's reduction (zero/grads_qgz.c) on its own, from the zero/ fixture (cpu device, this run's ranks
+ * split into nodes of 2 consecutive ranks at 4 ranks, of 1 at 2): every rank's gradients of the flat range,
+ * of magnitudes that change from block to block, reduced by zgrads_qgz_reduce_range into the fp32 shard,
+ * against the float64 sum over the ranks, element by element, within the two stages' INT4 bound: each rank's
+ * contribution is off by at most one step (max / 8) of its block, each node's partial sum by one step of its
+ * own block (at most 9/8 of the sum of its contributions' maxima), plus 2^-10 of the whole for the float
+ * roundings. The reduction must see quantization (some element off), repeat bitwise, and send through the
+ * all-to-alls the bytes zero/sizing.h's wire layout says. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zero/sizing.h"
+#include "zero_fixture.h"
+#include "zt.h"
+
+static double value(int r, int64_t i) {
+    double mag = ldexp(1.0, (int)((i / 512 * 7 + r * 3) % 11) - 5);
+    uint64_t s = (uint64_t)(r * 1000003 + i) * 0x9E3779B97F4A7C15ull;
+    return mag * ((double)(s >> 11) / 9007199254740992.0 * 2 - 1);
+}
+
+int main(void) {
+    zt_name = "zero_grads_qgz";
+    zlog wlog = {.level = ZINC_LOG_WARN};
+    zcomm *world = NULL;
+    if (zcomm_create(&wlog, &world) != ZINC_OK) return zt_skip(zinc_last_error());
+    if (world->size < 2) {
+        zcomm_destroy(world);
+        return zt_skip("qgZ reduces over 2 ranks or more (run under mpirun)");
+    }
+    const int W = world->size, L = W >= 4 && W % 2 == 0 ? 2 : 1, N = W / L;
+    zcomm *intra = NULL, *inter = NULL;
+    ZT_OK(zcomm_split(world, world->rank / L, world->rank, &intra));
+    ZT_OK(zcomm_split(world, world->rank % L, world->rank, &inter));
+    zfx_grads f;
+    ZT_OK(zfx_grads_init(&f, world, &(zfx_grads_opts){.stage = 3, .dtype = ZINC_FP32, .bucket = 1 << 20, .gas = 1}));
+    f.g.c.qgz_intra = intra;
+    f.g.c.qgz_inter = inter;
+    ZT_OK(zgrads_alloc(&f.g));
+    const zpartition *p = &f.b.part;
+    int64_t n = p->numel, lo = (int64_t)world->rank * p->shard;
+    float *src = calloc((size_t)n, sizeof *src);
+    for (int64_t i = 0; i < n; i++) src[i] = (float)value(world->rank, i);
+    float *first = calloc((size_t)p->shard, sizeof *first);
+    for (int rep = 0; rep < 2; rep++) {
+        memset(f.g.shard, 0, (size_t)p->shard * sizeof(float));
+        int64_t sent0 = f.g.stat_qgz_bytes;
+        ZT_OK(zgrads_qgz_reduce_range(&f.g, src, ZINC_FP32, 0, n));
+        if (rep == 0) {
+            memcpy(first, f.g.shard, (size_t)p->shard * sizeof(float));
+            /* what the wire layout says this rank sends: every piece once, then its node's sums once */
+            size_t *cnt = calloc((size_t)W, sizeof *cnt), *dsp = calloc((size_t)W, sizeof *dsp);
+            zpart_range_split(p, 0, n, cnt, dsp);
+            int64_t want = 0;
+            for (int d = 0; d < W; d++) want += (int64_t)zsize_qgz_wire_bytes((int64_t)cnt[d]);
+            for (int np = 0; np < N; np++) want += (int64_t)zsize_qgz_wire_bytes((int64_t)cnt[np * L + intra->rank]);
+            ZT_CHECK(f.g.stat_qgz_bytes - sent0 == want, "sent %lld bytes, the layout says %lld",
+                     (long long)(f.g.stat_qgz_bytes - sent0), (long long)want);
+            free(cnt), free(dsp);
+        } else {
+            ZT_CHECK(!memcmp(first, f.g.shard, (size_t)p->shard * sizeof(float)), "a second reduction differs");
+        }
+    }
+    /* the bound, element by element, with the blocks of 512 from the start of this rank's piece */
+    int64_t hi = lo + p->shard < n ? lo + p->shard : n, off = 0, bad = 0;
+    double worst = 0;
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t b0 = lo + (i - lo) / ZSIZE_QGZ_BLOCK * ZSIZE_QGZ_BLOCK, b1 = b0 + ZSIZE_QGZ_BLOCK < hi ? b0 + ZSIZE_QGZ_BLOCK : hi;
+        double exact = 0, bound = 0, whole = 0;
+        for (int nd = 0; nd < N; nd++) {
+            double node_max = 0;
+            for (int l = 0; l < L; l++) {
+                int r = nd * L + l;
+                double m = 0;
+                for (int64_t k = b0; k < b1; k++) m = fmax(m, fabs((double)(float)value(r, k)));
+                exact += (double)(float)value(r, i);
+                whole += m;
+                bound += m / 8;
+                node_max += m;
+            }
+            bound += node_max * 9 / 8 / 8;
+        }
+        bound += whole * ldexp(1.0, -10);
+        double err = fabs((double)f.g.shard[i - lo] - exact);
+        if (err > 0) off++;
+        if (err > bound && bad++ < 3)
+            zt_fail_at(__FILE__, __LINE__, "element %lld: %.9g, exact %.9g: off by %.3g, bound %.3g", (long long)i,
+                       f.g.shard[i - lo], exact, err, bound);
+        worst = fmax(worst, err / bound);
+    }
+    if (!bad) zt_passed++;
+    ZT_CHECK(hi <= lo || off > 0, "no element was off: nothing was quantized");
+    if (world->rank == 0)
+        printf("qgZ, %d ranks in nodes of %d: largest error %.3f of the bound over %lld elements\n", W, L, worst,
+               (long long)(hi - lo));
+    free(src), free(first);
+    zfx_grads_free(&f);
+    zcomm_destroy(intra);
+    zcomm_destroy(inter);
+    zcomm_destroy(world);
+    return zt_finish();
+}
