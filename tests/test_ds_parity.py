@@ -94,6 +94,11 @@ def configs():
         if opt not in ("Lamb",):
             out.append((f"{opt} offload", cfg(optimizer={"type": opt},
                                               zero_optimization=zero(2, offload_optimizer={"device": "cpu"}))))
+    out.append(("SGD no params", cfg(optimizer={"type": "SGD"})))
+    out.append(("SGD momentum", cfg(optimizer={"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9,
+                                                                        "weight_decay": 5e-4, "nesterov": True}})))
+    out.append(("SGD dampening offload", cfg(optimizer={"type": "SGD", "params": {"momentum": 0.9, "dampening": 0.1}},
+                                             zero_optimization=zero(2, offload_optimizer={"device": "cpu"}))))
     out.append(("Adam torch_adam", cfg(optimizer={"type": "Adam", "params": {"torch_adam": True}})))
     out.append(("AdamW torch_adam", cfg(optimizer={"type": "AdamW", "params": {"torch_adam": True}})))
     out.append(("Adam torch_adam L2", cfg(optimizer={"type": "Adam", "params": {"torch_adam": True, "adam_w_mode": False}})))
@@ -104,13 +109,23 @@ def configs():
         "WarmupCosineLR": {"total_num_steps": 100},
         "OneCycle": {"cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3},
     }
+    if "LRRangeTest" in SCHEDULERS:
+        sch["LRRangeTest"] = {}
+        out.append(("LRRangeTest staircase", cfg(scheduler={"type": "LRRangeTest", "params": {
+            "lr_range_test_min_lr": 1e-4, "lr_range_test_step_size": 10, "lr_range_test_step_rate": 2.0,
+            "lr_range_test_staircase": True}})))
     for name, params in sch.items():
         out.append((f"{name} defaults", cfg(scheduler={"type": name, "params": dict(params)})))
         out.append((f"{name} warmup 5", cfg(optimizer={"type": "AdamW", "params": {"lr": 2e-3}},
                                            scheduler={"type": name, "params": dict(params, **(
-                                               {"warmup_num_steps": 5} if name != "OneCycle" else
-                                               {"cycle_first_step_size": 5}))})))
+                                               {"cycle_first_step_size": 5} if name == "OneCycle" else
+                                               {"lr_range_test_step_size": 5} if name == "LRRangeTest" else
+                                               {"warmup_num_steps": 5}))})))
     out.append(("WarmupLR max lr", cfg(scheduler={"type": "WarmupLR", "params": {"warmup_max_lr": 5e-3}})))
+    out.append(("ZeRO++", cfg(train_batch_size=16, train_micro_batch_size_per_gpu=4,
+                             zero_optimization=zero(3, zero_quantized_weights=True, zero_quantized_gradients=True,
+                                                    zero_hpz_partition_size=1,
+                                                    zero_quantized_nontrainable_weights=True))))
     out.append(("comms_logger present", cfg(comms_logger={})))
     out.append(("comms_logger disabled", cfg(comms_logger={"enabled": False})))
     out.append(("comms_logger enabled", cfg(comms_logger={"enabled": True, "verbose": True})))
@@ -206,6 +221,9 @@ def optimizer_class(d, raw):
             from deepspeed.ops.adagrad import DeepSpeedCPUAdagrad
             return DeepSpeedCPUAdagrad, {}, False
         return torch.optim.Adagrad, {}, False
+    if name == "sgd":
+        # engine.py _configure_basic_optimizer: a name not in DeepSpeed's list is getattr(torch.optim, name)
+        return torch.optim.SGD, {}, False
     if name == "lamb":
         from deepspeed.ops.lamb import FusedLamb
         return FusedLamb, {}, False
@@ -230,7 +248,8 @@ def expected_optimizer(d, raw):
     kw.update(given)
     kw.update(extra)
     e = {"optimizer.type": d.optimizer_name}
-    for key in ("lr", "eps", "weight_decay", "bias_correction", "max_coeff", "min_coeff", "eps_inside_sqrt"):
+    for key in ("lr", "eps", "weight_decay", "bias_correction", "max_coeff", "min_coeff", "eps_inside_sqrt",
+                "momentum", "dampening", "nesterov", "maximize"):
         if key in kw:
             e[f"optimizer.params.{key}"] = kw[key]
     if "betas" in kw:
@@ -307,7 +326,8 @@ def expected(d, raw):
         e[f"bf16.{k}"] = getattr(b16, k)
     z = d.zero_config
     e["zero_optimization.stage"] = int(z.stage)
-    for k in ("compute_grad_norm", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "allgather_bucket_size",
+    for k in ("zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients",
+              "zero_hpz_partition_size", "compute_grad_norm", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "allgather_bucket_size",
               "allgather_partitions", "sub_group_size", "round_robin_gradients", "ignore_unused_parameters",
               "load_from_fp32_weights"):
         e[f"zero_optimization.{k}"] = getattr(z, k)
