@@ -112,7 +112,9 @@ static int validate(zcli_train *t, gpt2_run *r, int64_t st) {
         return zcli_train_fail("validation failed");
     if (zinc_rank(t->e) == 0 && !t->o->quiet)
         fprintf(stderr, "step %6" PRId64 " | val loss %.4f\n", st + 1, r->last_val);
-    if (zinc_record_eval_loss(t->e, r->last_val) != ZINC_OK) return zcli_train_fail("recording the validation loss");
+    /* a model that went non-finite has no loss for the monitors (the report marks it) */
+    if (isfinite(r->last_val) && zinc_record_eval_loss(t->e, r->last_val) != ZINC_OK)
+        return zcli_train_fail("recording the validation loss");
     json_array_append_new(r->val_losses,
                           json_pack("{s:I, s:f}", "step", (json_int_t)(st + 1), "loss", zcli_real(r->last_val)));
     r->t_last = zclock_now_s();

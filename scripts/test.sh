@@ -5,21 +5,22 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 
 # A Python with safetensors and numpy for the checkpoint export test (tests/test_safetensors.py) and
-# tensorboard, whose reader checks the monitors' event files (tests/test_monitor_cli.py): a venv at
+# tensorboard, whose reader checks the monitors' event files (tests/test_monitor_cli.py), and
+# HolisticTraceAnalysis, which reads the per-rank traces as PyTorch's profiler users do (tests/test_trace_hta.py): a venv at
 # build/pyenv, which the CMake configure finds. Idempotent; without network it warns and those tests skip.
 setup_pyenv() {
   local env=build/pyenv py=build/pyenv/bin/python3
-  if [[ -x $py ]] && "$py" -c "import safetensors, numpy, tensorboard" 2>/dev/null; then return 0; fi
+  if [[ -x $py ]] && "$py" -c "import safetensors, numpy, tensorboard, hta" 2>/dev/null; then return 0; fi
   mkdir -p build
   if [[ ! -x $py ]] && ! python3 -m venv "$env"; then
     rm -rf "$env"
     echo "test.sh: warning: python3 -m venv failed (is python3-venv installed?); the safetensors test will skip" >&2
     return 0
   fi
-  if ! timeout 300 "$py" -m pip install --quiet --disable-pip-version-check --timeout 20 --retries 1 \
-      safetensors numpy tensorboard; then
+  if ! timeout 600 "$py" -m pip install --quiet --disable-pip-version-check --timeout 20 --retries 1 \
+      safetensors numpy tensorboard HolisticTraceAnalysis; then
     echo "test.sh: warning: pip could not install safetensors, numpy and tensorboard into $env (PyPI" \
-         "unreachable?); the safetensors and monitor_tensorboard tests will skip" >&2
+         "unreachable?); the safetensors, monitor_tensorboard and trace_hta tests will skip" >&2
   fi
   return 0
 }
