@@ -250,14 +250,15 @@ static void resolve_scheduler(zcfg_loader *L) {
                      zkey_scheduler_names[s->type]);
         return;
     }
-    /* DeepSpeed 0.19.8 (lr_schedules.py, OneCycle._initialize_momentum): an optimizer without betas (Adagrad)
-     * turns cycle_momentum off, with a warning */
-    if (s->type == ZSCHED_ONE_CYCLE && s->cycle_momentum && c->optimizer.type == ZOPT_ADAGRAD) {
+    /* DeepSpeed 0.19.8 (lr_schedules.py, OneCycle._initialize_momentum): an optimizer without betas (SGD,
+     * Adagrad) turns cycle_momentum off, with a warning; their hparams never read a cycled beta1 */
+    if (s->type == ZSCHED_ONE_CYCLE && s->cycle_momentum &&
+        !zkey_optimizer_takes(c->optimizer.type, zkey_find(&zkey_optimizer_params, "betas"))) {
         s->cycle_momentum = false;
         ZLOG_WARN(L->log,
-                  "%s: scheduler.params.cycle_momentum turned off: Adagrad has no betas to cycle (as DeepSpeed "
-                  "0.19.8 does); set \"cycle_momentum\": false to silence this",
-                  L->origin);
+                  "%s: scheduler.params.cycle_momentum turned off: %s has no betas to cycle (as DeepSpeed 0.19.8 "
+                  "does); set \"cycle_momentum\": false to silence this",
+                  L->origin, zkey_optimizer_names[c->optimizer.type]);
     }
     /* an unfilled "auto" is reported once, with the flags that fill it (config_auto.c) */
     if ((s->type == ZSCHED_WARMUP_DECAY_LR || s->type == ZSCHED_WARMUP_COSINE_LR) &&
@@ -452,17 +453,9 @@ static void resolve_learnable(zcfg_loader *L) {
                      "sqrt(v) + eps, and v is 0 wherever the gradient has been 0, so eps 0 "
                      "makes those updates 0/0 = NaN (1e-8 is the usual value)",
                      c->optimizer.eps);
-    /* DeepSpeed's OneCycle cycles betas[0] only (lr_schedules.py _initialize_momentum): for an optimizer
-     * without betas (SGD, Adagrad) it warns and leaves the momentum alone, and so does zinc (their hparams
-     * never read the cycled beta1). */
-    bool has_betas = zkey_optimizer_takes(c->optimizer.type, zkey_find(&zkey_optimizer_params, "betas"));
-    if (c->scheduler.type == ZSCHED_ONE_CYCLE && c->scheduler.cycle_momentum && !has_betas)
-        ZLOG_WARN(L->log,
-                  "%s: scheduler.params.cycle_momentum: OneCycle does not cycle the momentum of %s, which has no "
-                  "betas (DeepSpeed disables it too); set cycle_momentum false to silence this",
-                  L->origin, zkey_optimizer_names[c->optimizer.type]);
-    if (c->scheduler.type == ZSCHED_ONE_CYCLE && c->scheduler.cycle_momentum && has_betas &&
-        c->scheduler.cycle_max_mom >= 1 && !zcfg_had_problem(L, "scheduler"))
+    /* (an optimizer without betas has cycle_momentum off by now: resolve_scheduler) */
+    if (c->scheduler.type == ZSCHED_ONE_CYCLE && c->scheduler.cycle_momentum && c->scheduler.cycle_max_mom >= 1 &&
+        !zcfg_had_problem(L, "scheduler"))
         zcfg_problem(L, "scheduler.params.cycle_max_mom",
                      "%g is out of range with cycle_momentum; allowed: 0 to below 1. It becomes Adam's beta1, and "
                      "beta1 1 makes the bias correction 1 - beta1^t zero (a division by zero) and freezes the first "
