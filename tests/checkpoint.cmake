@@ -41,19 +41,9 @@ zinc_test(NAME checkpoint_kill SOURCES test_checkpoint_kill.c engine_util.c LABE
 zinc_test(NAME checkpoint_errors_np1 SOURCES test_checkpoint_errors.c engine_util.c LABELS checkpoint)
 zinc_test(NAME checkpoint_errors_np2 SOURCES test_checkpoint_errors.c engine_util.c RANKS 2 LABELS checkpoint)
 # The CLI end to end (zinc train --save/--resume, zinc checkpoint inspect) with the standard-library
-# python3, and the safetensors export read back by Python's safetensors package: ZINC_PYTHON (cache or
-# environment variable), else build/pyenv (scripts/test.sh makes it), else python3; exit 77 (skipped)
-# when that Python lacks safetensors or numpy.
-set(ZINC_PYTHON "$ENV{ZINC_PYTHON}" CACHE FILEPATH
-    "Python with safetensors and numpy for the checkpoint export test (default: <build>/pyenv, then python3)")
-find_program(ZINC_PYTHON3_EXE python3)
-if(ZINC_PYTHON)
-  set(zinc_st_python ${ZINC_PYTHON})
-elseif(EXISTS ${PROJECT_BINARY_DIR}/pyenv/bin/python3)
-  set(zinc_st_python ${PROJECT_BINARY_DIR}/pyenv/bin/python3)
-else()
-  set(zinc_st_python ${ZINC_PYTHON3_EXE})
-endif()
+# python3, and the safetensors export read back by Python's safetensors package (ZINC_VENV_PYTHON,
+# tests/CMakeLists.txt; exit 77 when it lacks safetensors or numpy).
+set(zinc_st_python ${ZINC_VENV_PYTHON})
 string(REPLACE ";" " " zinc_mpirun_str "${ZINC_MPIRUN}")
 if(ZINC_PYTHON3_EXE)
   add_test(NAME checkpoint_cli COMMAND ${ZINC_PYTHON3_EXE} ${CMAKE_CURRENT_SOURCE_DIR}/test_safetensors.py --cli-only

@@ -1,21 +1,13 @@
 # DeepSpeed's tensorboard and csv_monitor (runtime/monitor, docs/monitors.md): the writer on its own (files
 # byte for byte, every refusal, a disk that fills up), the engine feeding it at 1-2 ranks, and zinc train's
 # files read back by the tensorboard package's reader against --report. That last test needs a Python with
-# the tensorboard package: ZINC_PYTHON, else build/pyenv (scripts/test.sh installs it there), else python3;
-# it exits 77 (skipped) only when that Python cannot import it.
+# the tensorboard package (ZINC_VENV_PYTHON, tests/CMakeLists.txt); it exits 77 (skipped) only when that
+# Python cannot import it.
 zinc_test(NAME monitor_files SOURCES test_monitor.c LABELS monitor unit)
 zinc_test(NAME monitor_engine_np1 SOURCES test_monitor_engine.c engine_util.c LABELS monitor)
 zinc_test(NAME monitor_engine_np2 SOURCES test_monitor_engine.c engine_util.c RANKS 2 LABELS monitor)
-set(ZINC_PYTHON "$ENV{ZINC_PYTHON}" CACHE FILEPATH
-    "Python with safetensors, numpy and tensorboard for the export and monitor tests (default: <build>/pyenv, then python3)")
 find_program(ZINC_MONITOR_PYTHON3 python3)
-if(ZINC_PYTHON)
-  set(zinc_tb_python ${ZINC_PYTHON})
-elseif(EXISTS ${PROJECT_BINARY_DIR}/pyenv/bin/python3)
-  set(zinc_tb_python ${PROJECT_BINARY_DIR}/pyenv/bin/python3)
-else()
-  set(zinc_tb_python ${ZINC_MONITOR_PYTHON3})
-endif()
+set(zinc_tb_python ${ZINC_VENV_PYTHON})
 if(zinc_tb_python)
   string(REPLACE ";" " " zinc_monitor_mpirun "${ZINC_MPIRUN}")
   add_test(NAME monitor_tensorboard COMMAND ${zinc_tb_python} ${CMAKE_CURRENT_SOURCE_DIR}/test_monitor_cli.py

@@ -29,16 +29,10 @@ if(ZINC_HAVE_CUDA)
 endif()
 # Issue 43: --trace-per-rank's files (distributedInfo, ProfilerStep markers) read by HolisticTraceAnalysis as
 # 2 ranks with their collectives (tests/test_trace_hta.py). The Python with HolisticTraceAnalysis: ZINC_HTA_PYTHON
-# (at test time), else ZINC_PYTHON, else build/pyenv, else python3; exit 77 (skipped, the reason printed) after
-# the file checks when it cannot import it.
+# (at test time), else ZINC_VENV_PYTHON (tests/CMakeLists.txt); exit 77 (skipped, the reason printed) after the
+# file checks when it cannot import it.
 find_program(ZINC_HTA_PYTHON3 python3)
-if(ZINC_PYTHON)
-  set(zinc_hta_python ${ZINC_PYTHON})
-elseif(EXISTS ${PROJECT_BINARY_DIR}/pyenv/bin/python3)
-  set(zinc_hta_python ${PROJECT_BINARY_DIR}/pyenv/bin/python3)
-else()
-  set(zinc_hta_python ${ZINC_HTA_PYTHON3})
-endif()
+set(zinc_hta_python ${ZINC_VENV_PYTHON})
 if(ZINC_HTA_PYTHON3)
   string(REPLACE ";" " " zinc_hta_mpirun "${ZINC_MPIRUN}")
   add_test(NAME trace_hta COMMAND ${ZINC_HTA_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_trace_hta.py
