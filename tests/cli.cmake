@@ -19,3 +19,5 @@ else()
   message(STATUS "zinc: no python3 found; the tests cli_options, cli_function_length, prefix_public_only are not "
                  "registered")
 endif()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(cli_options cli_function_length prefix_public_only)
