@@ -127,4 +127,4 @@ if(ZINC_CONFIG_AGREE_PYTHON3)
 endif()
 # In the fast subset (label fast: scripts/test.sh without --full).
 zinc_fast(config_schema config_spellings config_rules config_input config_files config_auto config_corpus
-          config_cli config_limits config_ds_parity)
+          config_cli config_limits)

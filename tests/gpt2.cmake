@@ -56,4 +56,4 @@ if(ZINC_GPT2_PYTHON3)
                        WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
 endif()
 # In the fast subset (label fast: scripts/test.sh without --full).
-zinc_fast(engine_parallel_for gpt2_layers gpt2_grad gpt2_files gpt2_tied gpt2_gemm)
+zinc_fast(engine_parallel_for gpt2_layers gpt2_grad gpt2_files gpt2_tied)

@@ -16,5 +16,3 @@ if(ZINC_LAUNCH_PYTHON3)
                          LABELS "cli;mpi" SKIP_RETURN_CODE 77 WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
   endforeach()
 endif()
-# In the fast subset (label fast: scripts/test.sh without --full).
-zinc_fast(launch_single)

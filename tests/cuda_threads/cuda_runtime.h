@@ -1,9 +1,8 @@
-/* CUDA's kernel side on CPU threads (see run.sh): a launch runs each CUDA thread of a block on an OS thread of
- * its own (threads_runtime.cpp keeps them between launches) and runs the blocks one after another;
- * __syncthreads is a block barrier and the warp intrinsics (full mask only) are warp barriers around an
- * exchange buffer, so a barrier that not every thread reaches hangs (run.sh runs under timeout), and
- * ThreadSanitizer sees a missing one as a race. __shared__ arrays are statics (one block runs at a time); the
- * dynamic shared array is fresh memory filled with 0xFF at each launch. */
+/* CUDA's kernel side on CPU threads (see run.sh): a launch starts one std::thread per CUDA thread of a block
+ * and runs the blocks one after another; __syncthreads is a block barrier and the warp intrinsics (full mask
+ * only) are warp barriers around an exchange buffer, so a barrier that not every thread reaches hangs (run.sh
+ * runs under timeout), and ThreadSanitizer sees a missing one as a race. __shared__ arrays are statics
+ * (one block runs at a time); the dynamic shared array is fresh memory filled with 0xFF at each launch. */
 #pragma once
 #include "cuda_runtime_api.h"
 #ifdef __cplusplus

@@ -1,8 +1,5 @@
 /* See cuda_runtime.h and cuda_runtime_api.h. */
 #include "cuda_runtime.h"
-
-#include <condition_variable>
-#include <mutex>
 namespace emu {
 cudaError_t last = cudaSuccess;
 int optin = 48 * 1024;
@@ -14,78 +11,6 @@ std::vector<std::barrier<> *> wbar;
 std::vector<uint64_t> xbuf;
 std::vector<int> fbuf;
 float *smem;
-
-/* The CUDA threads of a launch are OS threads kept between launches: starting 256 to 1024 threads for every
- * launch (under a sanitizer, each with its shadow and thread state) took most of the harness's time. A
- * launch hands its body to the first nt workers and waits for all of them; the workers beyond nt sit out.
- * Each worker is still one CUDA thread for the whole launch (its thread_locals are set at the start), so the
- * barriers, the sanitizers' view of threads and a missing __syncthreads read as before. */
-struct Pool {
-    std::mutex mu;
-    std::condition_variable go, done;
-    std::vector<std::thread> th;
-    uint64_t gen = 0;      /* launches handed out */
-    unsigned active = 0;   /* threads in the current launch */
-    unsigned finished = 0; /* of them, done */
-    bool quit = false;
-    void (*job)(unsigned t, void *arg) = nullptr;
-    void *arg = nullptr;
-
-    void worker(unsigned t) {
-        uint64_t seen = 0;
-        for (;;) {
-            std::unique_lock<std::mutex> lk(mu);
-            go.wait(lk, [&] { return quit || gen != seen; });
-            if (quit) return;
-            seen = gen;
-            if (t >= active) continue;
-            auto *j = job;
-            void *a = arg;
-            lk.unlock();
-            j(t, a);
-            lk.lock();
-            if (++finished == active) done.notify_one();
-        }
-    }
-    void launch(unsigned nt, void (*j)(unsigned, void *), void *a) {
-        std::unique_lock<std::mutex> lk(mu);
-        while (th.size() < nt) {
-            unsigned t = (unsigned)th.size();
-            th.emplace_back([this, t] { worker(t); });
-        }
-        job = j, arg = a, active = nt, finished = 0;
-        gen++;
-        go.notify_all();
-        done.wait(lk, [&] { return finished == active; });
-    }
-    ~Pool() {
-        {
-            std::lock_guard<std::mutex> lk(mu);
-            quit = true;
-        }
-        go.notify_all();
-        for (auto &x : th) x.join();
-    }
-};
-static Pool pool;
-
-struct Work {
-    dim3 g, b;
-    void (*body)(void *);
-    void *ctx;
-};
-static void one_thread(unsigned t, void *arg) {
-    const Work &w = *static_cast<const Work *>(arg);
-    tid = (int)t, lane = (int)(t % 32);
-    tid3 = dim3(t % w.b.x, (t / w.b.x) % w.b.y, t / (w.b.x * w.b.y));
-    for (unsigned z = 0; z < w.g.z; z++)
-        for (unsigned y = 0; y < w.g.y; y++)
-            for (unsigned x = 0; x < w.g.x; x++) {
-                bid3 = dim3(x, y, z);
-                w.body(w.ctx);
-                bar->arrive_and_wait(); /* the block is done before the next reuses shared memory */
-            }
-}
 
 void run(dim3 g, dim3 b, size_t smem_bytes, void (*body)(void *), void *ctx) {
     unsigned nt = b.x * b.y * b.z;
@@ -106,9 +31,21 @@ void run(dim3 g, dim3 b, size_t smem_bytes, void (*body)(void *), void *ctx) {
     fbuf.assign(nt, 0);
     smem = smem_bytes ? static_cast<float *>(malloc(smem_bytes)) : nullptr;
     if (smem) memset(smem, 0xFF, smem_bytes); /* garbage, as shared memory starts */
-    Work w{g, b, body, ctx};
-    pool.launch(nt, one_thread, &w);
-    for (auto *x : wb) delete x;
+    std::vector<std::thread> th;
+    for (unsigned t = 0; t < nt; t++)
+        th.emplace_back([=] {
+            tid = (int)t, lane = (int)(t % 32);
+            tid3 = dim3(t % b.x, (t / b.x) % b.y, t / (b.x * b.y));
+            for (unsigned z = 0; z < g.z; z++)
+                for (unsigned y = 0; y < g.y; y++)
+                    for (unsigned x = 0; x < g.x; x++) {
+                        bid3 = dim3(x, y, z);
+                        body(ctx);
+                        bar->arrive_and_wait(); /* the block is done before the next reuses shared memory */
+                    }
+        });
+    for (auto &x : th) x.join();
+    for (auto *w : wb) delete w;
     free(smem);
     smem = nullptr;
 }
