@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# The README's test command: install dependencies, build, run every test (GPU tests skip without a GPU).
+# The README's test command: install dependencies, build, run the tests (GPU tests skip without a GPU).
+#   scripts/test.sh [--full] [build.sh options...]
+# Without --full: the fast subset (ctest label fast, tests/README.md "The fast subset": every subsystem and its
+# cheap error paths, minutes on 2 cores), without making the PyPI venvs (the tests that need them skip unless
+# an earlier --full made them). --full: the venvs and every test, as CI runs it (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+full=0
+if [[ ${1:-} == --full ]]; then
+  full=1
+  shift
+fi
 scripts/install-deps.sh
 
 # A Python with safetensors and numpy for the checkpoint export test (tests/test_safetensors.py) and
@@ -24,9 +33,14 @@ setup_pyenv() {
   fi
   return 0
 }
-setup_pyenv
-scripts/ds-venv.sh
+if ((full)); then
+  setup_pyenv
+  scripts/ds-venv.sh
+fi
 
 scripts/build.sh "$@"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-ctest --test-dir build --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"
+labels=()
+((full)) || labels=(-L fast)
+ctest --test-dir build --output-on-failure -j "$(nproc 2>/dev/null || echo 2)" "${labels[@]}"
+((full)) || echo "test.sh: ran the fast subset (label fast); scripts/test.sh --full runs every test"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The `zinc_` / `ZINC_` prefix belongs to the public API (include/zinc.h) alone (HACKING.md, "Prefixes").
 
-    check_prefixes.py ROOT [NM BINARY...]
+    check_prefixes.py ROOT [NM [--library ARCHIVE] BINARY...]
 
 Fails (exit 1, naming each name and where it is defined) when code outside include/ defines a name with the
 prefix that zinc.h does not declare:
@@ -10,6 +10,8 @@ prefix that zinc.h does not declare:
     (ZINC_..._H) are allowed;
   - in the linked objects (each BINARY: the zinc program, the example libraries), through `nm
     --defined-only`: a global symbol zinc_* that is not a function of zinc.h.
+  - in the library (ARCHIVE, libzinc_internal.a): a global symbol whose prefix (up to its first "_") is not
+    in the first column of HACKING.md's prefix table.
 So the CLI's own functions take `zcli_`, the examples theirs (`mlp_`, `gpt2_`), and a helper that grows the
 public prefix by mistake is found before it looks like API."""
 import os
@@ -83,14 +85,49 @@ def binary_problems(nm, binaries, public):
     return problems
 
 
+def table_prefixes(hacking):
+    """The backticked names in the first column of HACKING.md's table under "## Prefixes"."""
+    text = open(hacking, encoding="utf-8").read()
+    part = text.split("## Prefixes", 1)[1].split("\n## ", 1)[0]
+    found = set()
+    for line in part.splitlines():
+        if line.startswith("|") and not line.startswith("|---"):
+            found.update(re.findall(r"`([A-Za-z0-9_]+)`", line.split("|")[1]))
+    return found
+
+
+def library_problems(nm, archive, prefixes):
+    problems = []
+    out = subprocess.run([nm, "--defined-only", archive], check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) < 3 or parts[1] not in "TDBRVW" or parts[2].startswith(("_", "DW.")):
+            continue  # local symbols, C++ mangled names (the .cu files' anonymous namespaces), EH data
+        name = parts[2]
+        if not any(name.startswith(p) or name == p.rstrip("_") for p in prefixes):
+            problems.append(f"{archive}: the global symbol {name} has a prefix that HACKING.md's prefix table "
+                            f"does not list: add its row there (one prefix per subsystem) or rename it")
+    return problems
+
+
 def main():
     root = sys.argv[1]
+    args = sys.argv[2:]
+    archive = None
+    if len(args) > 2 and args[1] == "--library":
+        archive = args[2]
+        del args[1:3]
     public = public_names(os.path.join(root, "include", "zinc.h")) | KNOWN
     seen, problems = source_problems(root, public)
-    if len(sys.argv) > 3:
-        problems += binary_problems(sys.argv[2], sys.argv[3:], public)
-    print(f"{seen} source files and {max(0, len(sys.argv) - 3)} binaries checked against {len(public)} public "
-          f"names")
+    if len(args) > 1:
+        problems += binary_problems(args[0], args[1:], public)
+    if archive:
+        prefixes = table_prefixes(os.path.join(root, "HACKING.md"))
+        if len(prefixes) < 20:
+            problems.append("too few prefixes read from HACKING.md's table: the checker is broken")
+        problems += library_problems(args[0], archive, prefixes)
+    print(f"{seen} source files and {max(0, len(args) - 1)} binaries checked against {len(public)} public "
+          f"names{'; the library against HACKING.md' if archive else ''}")
     if seen < 50 or len(public) < 50:
         problems.append("too few files or public names found: the checker is broken")
     for p in sorted(set(problems)):

@@ -66,3 +66,5 @@ zinc_test(NAME checkpoint_manifest SOURCES test_checkpoint_manifest.c engine_uti
 # Issue 18: two savers (the directory lock), a portable re-save killed between its renames, planted links,
 # directories of other users or open to all, export refusing what it must not replace.
 zinc_test(NAME checkpoint_safety SOURCES test_checkpoint_safety.c engine_util.c LABELS checkpoint TIMEOUT 600)
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(checkpoint_save_np1 checkpoint_resume_np1 checkpoint_errors_np1 checkpoint_manifest checkpoint_safety)

@@ -13,9 +13,11 @@ if(ZINC_CLI_PYTHON3)
   set_tests_properties(cli_function_length PROPERTIES LABELS "unit;cli" TIMEOUT 60)
   add_test(NAME prefix_public_only
            COMMAND ${ZINC_CLI_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/check_prefixes.py ${PROJECT_SOURCE_DIR} ${CMAKE_NM}
-                   $<TARGET_FILE:zinc_cli> $<TARGET_FILE:zinc_mlp> $<TARGET_FILE:zinc_gpt2>)
+                   --library $<TARGET_FILE:zinc_internal> $<TARGET_FILE:zinc_cli> $<TARGET_FILE:zinc_mlp> $<TARGET_FILE:zinc_gpt2>)
   set_tests_properties(prefix_public_only PROPERTIES LABELS "unit;cli" TIMEOUT 60)
 else()
   message(STATUS "zinc: no python3 found; the tests cli_options, cli_function_length, prefix_public_only are not "
                  "registered")
 endif()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(cli_options cli_function_length prefix_public_only)

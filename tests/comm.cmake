@@ -11,3 +11,5 @@ foreach(n 2 3 4)
   zinc_test(NAME comm_staged_np${n} SOURCES test_comm.c RANKS ${n} ARGS --staged 64 LABELS comm TIMEOUT 300)
 endforeach()
 zinc_test(NAME comm_staged_np3_4k SOURCES test_comm.c RANKS 3 ARGS --staged 4096 LABELS comm TIMEOUT 300)
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(comm_single comm_np2 comm_staged_single)

@@ -23,3 +23,5 @@ endif()
 zinc_test(NAME comms_engine_np2 SOURCES test_comms_engine.c engine_util.c RANKS 2 LABELS comms engine TIMEOUT 300)
 zinc_test(NAME comms_engine_np3 SOURCES test_comms_engine.c engine_util.c RANKS 3 LABELS comms engine TIMEOUT 300)
 # (Its CUDA emulation variants are in cuda_emulated_comms.cmake, read after cuda_emulated.cmake defines them.)
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(comms_log comms_engine_np2)

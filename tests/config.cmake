@@ -125,3 +125,6 @@ if(ZINC_CONFIG_AGREE_PYTHON3)
   set_tests_properties(config_check_agrees_with_train PROPERTIES LABELS "config;cli;fuzz" TIMEOUT 600
                        ENVIRONMENT "${ZINC_TEST_ENV}")
 endif()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(config_schema config_spellings config_rules config_input config_files config_auto config_corpus
+          config_cli config_limits)

@@ -11,19 +11,14 @@
 #include "runtime/config/config.h"
 #include "runtime/config/config_schema.h"
 
-#define CAP_MAX 512
-typedef struct {
-    int n;
-    zinc_log_level level[CAP_MAX];
-    char msg[CAP_MAX][600];
-} logcap;
+#include "zt.h"
+
+typedef zt_logcap logcap;
 
 /* The log of the last load and the config it produced. */
 extern logcap cap;
 extern zinc_config cfg;
 
-/* The log callback that fills `cap` (user data: a logcap). */
-void cap_fn(void *ud, zinc_log_level lv, int rank, const char *m);
 zinc_status load_w(const char *json, int world);
 zinc_status load(const char *json);
 /* Log lines at exactly `lv` containing every non-NULL needle. */

@@ -13,21 +13,12 @@
 #include "config_test.h"
 #include "zt.h"
 
-logcap cap;
+logcap cap = {.echo = ZINC_LOG_OFF};
 zinc_config cfg;
-
-void cap_fn(void *ud, zinc_log_level lv, int rank, const char *m) {
-    logcap *c = ud;
-    (void)rank;
-    if (c->n >= CAP_MAX) return;
-    c->level[c->n] = lv;
-    snprintf(c->msg[c->n], sizeof c->msg[0], "%s", m);
-    c->n++;
-}
 
 zinc_status load_w(const char *json, int world) {
     cap.n = 0;
-    zlog l = {cap_fn, &cap, ZINC_LOG_DEBUG, 0};
+    zlog l = {zt_logcap_fn, &cap, ZINC_LOG_DEBUG, 0};
     zinc_config tmp;
     memset(&tmp, 0xA5, sizeof tmp); /* poison: a failed load must not write out */
     zinc_status st = zcfg_load_text(json, "t.json", world, &l, &tmp);

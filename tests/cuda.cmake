@@ -15,3 +15,5 @@ if(ZINC_HAVE_CUDA)
 else()
   set(ZINC_REGISTERED_TEST_SOURCES "${ZINC_REGISTERED_TEST_SOURCES};${ZINC_GPU_TEST_SOURCES}" CACHE INTERNAL "")
 endif()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(kernels_cuda)

@@ -124,3 +124,6 @@ target_sources(zinc_gpt2_cuda_emulated PRIVATE ${PROJECT_SOURCE_DIR}/examples/gp
                ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/gpt2_kernels_host.c)
 target_compile_definitions(zinc_gpt2_cuda_emulated PRIVATE ZINC_GPT2_CUDA=1)
 target_link_libraries(zinc_gpt2_cuda_emulated PRIVATE zinc_cublas_loader_emulated)
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(cuda_host_blas_emulated kernels_lamb_cuda_emulated gpt2_cuda_refused_emulated
+          engine_equiv_cuda_emulated_np1)

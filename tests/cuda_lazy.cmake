@@ -20,3 +20,5 @@ foreach(t cuda_libs_not_needed cuda_libs_not_mapped)
   set_tests_properties(${t} PROPERTIES LABELS "cli;unit" TIMEOUT 300 WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
                        ENVIRONMENT "${ZINC_TEST_ENV};TMPDIR=${PROJECT_BINARY_DIR}/test-tmp/${t}")
 endforeach()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(cuda_libs_not_needed)

@@ -23,3 +23,5 @@ endif()
 zinc_test(NAME determinism_grads SOURCES test_grads_determ.c zero_fixture.c LABELS determinism unit)
 zinc_test(NAME determinism_grads_np2 SOURCES test_grads_determ.c zero_fixture.c RANKS 2 LABELS determinism)
 zinc_test(NAME determinism_grads_np4 SOURCES test_grads_determ.c zero_fixture.c RANKS 4 LABELS determinism)
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(determinism_errors)

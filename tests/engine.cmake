@@ -73,3 +73,6 @@ if(ZINC_LR_PYTHON3)
   set_tests_properties(engine_lr_deepspeed PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 ENVIRONMENT "${ZINC_TEST_ENV}"
                        LABELS engine WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
 endif()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(engine_equiv_ref engine_equiv_np2 engine_overflow_np1 engine_memory_np1 engine_api engine_api_conventions
+          engine_nesting_np1 engine_lr_schedule engine_threads engine_set_master_np1 engine_param_master_np1)

@@ -37,10 +37,7 @@ void eu_config(const eu_run *r, char *buf, size_t cap) {
              r->extra && strstr(r->extra, "gradient_clipping") ? "" : ", \"gradient_clipping\": 0");
 }
 
-static void quiet_log(void *u, zinc_log_level l, int rank, const char *msg) {
-    (void)u;
-    if (l >= ZINC_LOG_WARN && rank == 0) fprintf(stderr, "[zinc] %s\n", msg);
-}
+static zt_logcap quiet_log_cap = {.echo = ZINC_LOG_WARN};
 
 zinc_device_kind eu_device(const eu_run *r) {
     const char *d = getenv("ZINC_TEST_DEVICE");
@@ -55,7 +52,8 @@ zinc_status eu_create(const eu_run *r, zinc_engine **e, mlp_model **m) {
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
     o.device = eu_device(r);
-    o.log_fn = r->log_fn ? r->log_fn : quiet_log;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = r->log ? r->log : &quiet_log_cap;
     o.cpu_threads = 1;
     if (r->nonfinite_skip) o.nonfinite = ZINC_NONFINITE_SKIP;
     zinc_status st = zinc_create(&o, e);

@@ -8,3 +8,5 @@ add_test(NAME examples_convnet_stage3_np2 COMMAND ${ZINC_MPIRUN} -np 2 $<TARGET_
          --steps 150 --min-accuracy 0.9)
 set_tests_properties(examples_convnet_np1 examples_convnet_stage3_np2 PROPERTIES LABELS "examples" TIMEOUT 300)
 set_tests_properties(examples_convnet_stage3_np2 PROPERTIES LABELS "examples;mpi")
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(examples_convnet_np1)

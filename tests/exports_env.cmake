@@ -29,3 +29,5 @@ target_link_libraries(test_env_production PRIVATE zinc m)
 add_test(NAME env_production COMMAND test_env_production)
 set_tests_properties(env_production PROPERTIES LABELS "unit" TIMEOUT 60 ENVIRONMENT "${ZINC_TEST_ENV}"
                      WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(exports_public_only env_getenv_one_place env)

@@ -55,3 +55,5 @@ if(ZINC_GPT2_PYTHON3)
   set_tests_properties(gpt2_long_run_memory PROPERTIES TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV}" LABELS gpt2
                        WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
 endif()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(engine_parallel_for gpt2_layers gpt2_grad gpt2_files gpt2_tied)

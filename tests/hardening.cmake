@@ -182,3 +182,5 @@ if(ZINC_LIBFUZZER_WORKS)
   set_tests_properties(trace_reader_libfuzzer PROPERTIES LABELS "fuzz;tracetools" TIMEOUT 120
                        ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
 endif()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(engine_hardening_api)

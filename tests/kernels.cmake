@@ -24,3 +24,5 @@ set_tests_properties(kernels_cuda_threads kernels_cuda_threads_broken PROPERTIES
 # ZeRO++ block quantization (issue 36): DeepSpeed's Symmetric math on worked values, the error per block
 # against float64, the fast kernels (every SIMD path, threads) bitwise equal to the references.
 zinc_test(NAME kernels_quant SOURCES test_kernels_quant.c LABELS kernels unit)
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(kernels_cpu kernels_lamb kernels_lion kernels_log kernels_thread_pool kernels_quant kernels_avx_state)

@@ -2,10 +2,28 @@
 # above its layer, and the folder graph has no cycle.
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 add_test(NAME layers COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/scripts/check_layers.py ${PROJECT_SOURCE_DIR})
-set_tests_properties(layers PROPERTIES LABELS "unit" TIMEOUT 60)
+set_tests_properties(layers PROPERTIES LABELS "unit;fast" TIMEOUT 60)
 # The library's C files follow .clang-format (clang-format 14; skipped where that version is not installed,
 # since other versions format a few constructs differently).
 add_test(NAME format
          COMMAND sh -c "clang-format --version 2>/dev/null | grep -q 'version 14\\.' || exit 77; exec \"$0\" --check"
                  ${PROJECT_SOURCE_DIR}/scripts/format.sh)
-set_tests_properties(format PROPERTIES LABELS "unit" TIMEOUT 120 SKIP_RETURN_CODE 77)
+set_tests_properties(format PROPERTIES LABELS "unit;fast" TIMEOUT 120 SKIP_RETURN_CODE 77)
+# HACKING.md's length limit for the library (100 lines a function): the folders of the library's sources,
+# and the allow-list of functions still over it, which can only shrink (scripts/function_lengths.py).
+set(zinc_lib_dirs "")
+foreach(s ${ZINC_C_SOURCES} ${ZINC_CUDA_HOST_SOURCES} ${ZINC_CU_SOURCES})
+  get_filename_component(d ${s} DIRECTORY)
+  list(APPEND zinc_lib_dirs ${d})
+endforeach()
+list(REMOVE_DUPLICATES zinc_lib_dirs)
+add_test(NAME library_function_length
+         COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/scripts/function_lengths.py --max 100 --top 0
+                 --allow ${CMAKE_CURRENT_SOURCE_DIR}/function_length_allow.txt ${zinc_lib_dirs})
+set_tests_properties(library_function_length PROPERTIES LABELS "unit;fast" TIMEOUT 60)
+# The count of tests under mpirun written in tests/README.md: more of them fails until the number there is
+# raised on purpose (the full suite's time grows with each; scripts/test.sh --full).
+add_test(NAME tests_mpirun_count
+         COMMAND Python3::Interpreter ${CMAKE_CURRENT_SOURCE_DIR}/check_mpirun_count.py ${CMAKE_CTEST_COMMAND}
+                 ${PROJECT_BINARY_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/README.md)
+set_tests_properties(tests_mpirun_count PROPERTIES LABELS "unit;fast" TIMEOUT 60)

@@ -49,3 +49,5 @@ add_test(NAME mem_cli_measure_discrete
 set_tests_properties(mem_cli_measure_discrete PROPERTIES LABELS "mem;cli;mpi"
                      ENVIRONMENT "${ZINC_TEST_ENV};ZINC_CPU_DISCRETE=1" TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "pinned +staging.*every row matches the estimate")
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(mem_estimate_np1 mem_cli_estimate)

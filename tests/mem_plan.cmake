@@ -11,3 +11,5 @@ endforeach()
 foreach(n 1 2)
   zinc_test(NAME mem_declare_np${n} SOURCES test_mem_declare.c RANKS ${n} LABELS mem TIMEOUT 300)
 endforeach()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(mem_plan_np1 mem_declare_np1)

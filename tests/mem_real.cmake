@@ -74,3 +74,5 @@ if(ZINC_MEM_PYTHON3)
                          ENVIRONMENT "${ZINC_TEST_ENV}" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
   endforeach()
 endif()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(engine_init_ranged_np1 mem_limits_advice mem_plan_cli)

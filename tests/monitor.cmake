@@ -29,3 +29,5 @@ if(ZINC_MONITOR_PYTHON3)
   set_tests_properties(monitor_wallclock PROPERTIES TIMEOUT 300 ENVIRONMENT "${ZINC_TEST_ENV}"
                        LABELS "monitor;mpi" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
 endif()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(monitor_files monitor_engine_np1)

@@ -29,3 +29,5 @@ zinc_test(NAME offload_equiv_discrete_np2 SOURCES test_offload_equiv.c engine_ut
 # store's back, configuration and ordering errors with their messages.
 zinc_test(NAME offload_store_nvme SOURCES test_store_nvme.c LABELS offload unit)
 zinc_test(NAME offload_store_nvme_np2 SOURCES test_store_nvme.c RANKS 2 LABELS offload)
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(offload_nvme_aio offload_equiv_np1 offload_store_nvme)

@@ -68,3 +68,5 @@ if(COMMAND zinc_emulated_test)
   zinc_emulated_test(NAME engine_sgd_cuda_emulated SOURCE test_engine_sgd.c EXTRA optim_engine.c
                      ENV ZINC_TEST_DEVICE=cuda ARGS --tag cuda)
 endif()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(engine_lion_np1 engine_lamb_np1 engine_adagrad engine_sgd_np1)

@@ -27,10 +27,7 @@ static zinc_status init_fn(void *ud, const zinc_param_info *p, uint64_t seed, fl
     return ZINC_OK;
 }
 
-static void quiet(void *ud, zinc_log_level l, int rank, const char *msg) {
-    (void)ud;
-    if (l >= ZINC_LOG_WARN && rank == 0) fprintf(stderr, "zinc: %s\n", msg);
-}
+static zt_logcap quiet_log_cap = {.echo = ZINC_LOG_WARN};
 
 zinc_status oe_model_create(const oe_optimizer *opt, const oe_run *r, oe_model *md) {
     char cfg[4096], optim[1024];
@@ -46,7 +43,8 @@ zinc_status oe_model_create(const oe_optimizer *opt, const oe_run *r, oe_model *
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
     o.device = eu_device(NULL);
-    o.log_fn = quiet;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     o.cpu_threads = 1;
     memset(md, 0, sizeof *md);
     zinc_status st = zinc_create(&o, &md->e);

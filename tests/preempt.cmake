@@ -19,3 +19,5 @@ endif()
 # raised on one rank at a random step agreed on by every rank at that step.
 zinc_test(NAME preempt_api_np1 SOURCES test_preempt_api.c engine_util.c LABELS engine)
 zinc_test(NAME preempt_api_np2 SOURCES test_preempt_api.c engine_util.c RANKS 2 LABELS engine)
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(preempt_api_np1)

@@ -27,16 +27,7 @@ static char root[4096];
 
 /* ---------------------------------------------------------------- helpers */
 
-static char warnings[16384];
-
-static void capture_log(void *u, zinc_log_level l, int rank, const char *msg) {
-    (void)u, (void)rank;
-    if (l >= ZINC_LOG_WARN) {
-        size_t k = strlen(warnings);
-        snprintf(warnings + k, sizeof warnings - k, "%s\n", msg);
-    }
-    if (getenv("ZT_VERBOSE")) fprintf(stderr, "[zinc] %s\n", msg);
-}
+static zt_logcap log_cap = {.echo = ZINC_LOG_OFF};
 
 /* An engine with NVMe offload under `dir` and the MLP built on it. `zero_more` and `extra` add JSON. */
 static zinc_status make_engine(const char *dir, const char *zero_more, const char *extra, zinc_engine **e,
@@ -45,7 +36,7 @@ static zinc_status make_engine(const char *dir, const char *zero_more, const cha
     snprintf(zero, sizeof zero,
              "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"%s%s}, \"sub_group_size\": 2048", dir,
              zero_more ? ", " : "", zero_more ? zero_more : "");
-    eu_run r = {.stage = 2, .dtype = ZINC_BF16, .zero_extra = zero, .extra = extra, .log_fn = capture_log};
+    eu_run r = {.stage = 2, .dtype = ZINC_BF16, .zero_extra = zero, .extra = extra, .log = &log_cap};
     *e = NULL;
     *m = NULL;
     return eu_create(&r, e, m);
@@ -598,11 +589,12 @@ static void test_refusal(void) {
     ZT_CHECK(contains(zinc_last_error(), dir) && contains(zinc_last_error(), "allow_buffered_io"),
              "refusal message lacks the path or the fix: %s", zinc_last_error());
     ZT_CHECK(zt_count_entries(dir) == 0, "%s: files left after a refused build", dir);
-    warnings[0] = 0;
+    zt_logcap_clear(&log_cap);
     ZT_OK(make_engine(dir, NULL, "\"zinc\": {\"allow_buffered_io\": true}", &e, &m));
     zaio_fault_set(NULL);
-    ZT_CHECK(contains(warnings, "buffered IO") && contains(warnings, "O_DIRECT"), "no buffered-IO warning: %s",
-             warnings);
+    ZT_CHECK(zt_logcap_count_from(&log_cap, ZINC_LOG_WARN, "buffered IO") &&
+                 zt_logcap_count_from(&log_cap, ZINC_LOG_WARN, "O_DIRECT"),
+             "no buffered-IO warning: %s", zt_logcap_last(&log_cap, ZINC_LOG_WARN, NULL));
     if (e) {
         for (int s = 0; s < 3; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
         mlp_destroy(m);

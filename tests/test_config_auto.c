@@ -12,28 +12,12 @@
 #include "runtime/config/config.h"
 #include "zt.h"
 
-#define CAP_MAX 256
-typedef struct {
-    int n;
-    zinc_log_level level[CAP_MAX];
-    char msg[CAP_MAX][700];
-} logcap;
-
-static logcap cap;
+static zt_logcap cap = {.echo = ZINC_LOG_OFF};
 static zinc_config cfg;
-
-static void cap_fn(void *ud, zinc_log_level lv, int rank, const char *m) {
-    logcap *c = ud;
-    (void)rank;
-    if (c->n >= CAP_MAX) return;
-    c->level[c->n] = lv;
-    snprintf(c->msg[c->n], sizeof c->msg[0], "%s", m);
-    c->n++;
-}
 
 static zinc_status load_opts(const char *json, int world, const char *const *sets, int64_t steps) {
     cap.n = 0;
-    zlog l = {cap_fn, &cap, ZINC_LOG_DEBUG, 0};
+    zlog l = {zt_logcap_fn, &cap, ZINC_LOG_DEBUG, 0};
     zcfg_load_opts o = {.sets = sets, .run_steps = steps};
     return zcfg_load_text_ex(json, "t.json", world, &o, &l, &cfg);
 }
@@ -451,7 +435,7 @@ static void test_engine_api(void) {
     const char *overrides[] = {"train_micro_batch_size_per_gpu=2", "optimizer.params.lr=0.01", NULL};
     zinc_options o = zinc_default_options();
     o.config_json = hf_all_auto;
-    o.log_fn = cap_fn;
+    o.log_fn = zt_logcap_fn;
     o.log_userdata = &cap;
     o.device = ZINC_DEVICE_CPU;
     cap.n = 0;

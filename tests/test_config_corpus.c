@@ -13,13 +13,7 @@
 #define MAX_FILES 512
 #define MAX_SETS 16
 
-static int quiet_warn;
-static void count_fn(void *ud, zinc_log_level lv, int rank, const char *m) {
-    (void)ud;
-    (void)rank;
-    (void)m;
-    if (lv == ZINC_LOG_WARN) quiet_warn++;
-}
+static zt_logcap quiet_log = {.echo = ZINC_LOG_OFF}; /* the warnings of accepted configs, counted */
 
 static int check_row(const char *dir, char *line) {
     char *file = strtok(line, "\t"), *world_s = strtok(NULL, "\t"), *outcome = strtok(NULL, "\t"),
@@ -37,7 +31,7 @@ static int check_row(const char *dir, char *line) {
     if (accept && detail)
         for (char *tok = strtok(detail, " "); tok && nsets < MAX_SETS; tok = strtok(NULL, " ")) sets[nsets++] = tok;
     zcfg_load_opts o = {.sets = nsets ? sets : NULL, .run_steps = 100};
-    zlog log = {count_fn, NULL, ZINC_LOG_DEBUG, 0};
+    zlog log = {zt_logcap_fn, &quiet_log, ZINC_LOG_DEBUG, 0};
     zinc_config *c = malloc(sizeof *c);
     if (!c) return 0;
     zinc_status st = zcfg_load_file_ex(path, atoi(world_s), &o, &log, c);
@@ -98,6 +92,6 @@ int main(void) {
     for (int i = 0; i < nlisted; i++) free(listed[i]);
     ZT_CHECK(njson >= 60, "the corpus has %d files; at least 60 wanted", njson);
     printf("corpus: %d files, %d accepted (some with --set), %d refused for their stated reason, %d warnings\n", njson,
-           accepted, refused, quiet_warn);
+           accepted, refused, quiet_log.count[ZINC_LOG_WARN]);
     return zt_finish();
 }

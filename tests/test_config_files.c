@@ -11,16 +11,7 @@
 #include "runtime/config/config_schema.h"
 #include "zt.h"
 
-typedef struct {
-    int warnings;
-    char first[600];
-} logcount;
-
-static void count_fn(void *ud, zinc_log_level lv, int rank, const char *m) {
-    logcount *c = ud;
-    (void)rank;
-    if (lv >= ZINC_LOG_WARN && c->warnings++ == 0) snprintf(c->first, sizeof c->first, "%s", m);
-}
+static zt_logcap lc = {.echo = ZINC_LOG_OFF};
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -56,13 +47,15 @@ static int same_fields(const zinc_config *a, const zinc_config *b, const zkey_ta
 static void check_file(const char *dir, const char *name, int world) {
     char path[4096 + 512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    logcount lc = {0};
-    zlog log = {count_fn, &lc, ZINC_LOG_DEBUG, 0};
+    zt_logcap_clear(&lc);
+    zlog log = {zt_logcap_fn, &lc, ZINC_LOG_DEBUG, 0};
     static zinc_config c, again;
     zinc_status st = zcfg_load_file(path, world, &log, &c);
     ZT_CHECK(st == ZINC_OK, "%s at world size %d: %s", name, world, zinc_last_error());
     if (st != ZINC_OK) return;
-    ZT_CHECK(lc.warnings == 0, "%s at world size %d: %d warning(s), first: %s", name, world, lc.warnings, lc.first);
+    int warnings = zt_logcap_count_from(&lc, ZINC_LOG_WARN, NULL);
+    ZT_CHECK(warnings == 0, "%s at world size %d: %d warning(s), first: %s", name, world, warnings,
+             zt_logcap_first(&lc, ZINC_LOG_WARN, NULL));
     ZT_CHECK(c.world_size == world && c.train_micro_batch_size_per_gpu >= 1 && c.gradient_accumulation_steps >= 1 &&
                  c.train_batch_size == c.train_micro_batch_size_per_gpu * c.gradient_accumulation_steps * world,
              "%s at world size %d: batch %lld != %lld x %lld x %d", name, world, (long long)c.train_batch_size,
@@ -94,7 +87,7 @@ static void check_file(const char *dir, const char *name, int world) {
         const char *drop[] = {"_source", "_world_size", "_compute_dtype", "_defaults", "_filled"};
         for (int i = 0; i < 5; i++) json_object_del(root, drop[i]);
         char *text = json_dumps(root, JSON_COMPACT);
-        lc.warnings = 0;
+        zt_logcap_clear(&lc);
         st = zcfg_load_text(text, name, world, &log, &again);
         ZT_CHECK(st == ZINC_OK, "%s: the dump does not load: %s", name, zinc_last_error());
         char what[600] = "";

@@ -154,7 +154,7 @@ static void test_files(void) {
     char dir[1024], path[1100];
     snprintf(dir, sizeof dir, "%s/test_config_tmp_%d", zt_build_dir(), (int)getpid());
     mkdir(dir, 0755);
-    zlog l = {cap_fn, &cap, ZINC_LOG_DEBUG, 0};
+    zlog l = {zt_logcap_fn, &cap, ZINC_LOG_DEBUG, 0};
     snprintf(path, sizeof path, "%s/ok.json", dir);
     const char *ok = "{\"train_batch_size\": 8, \"bfloat16\": {\"enabled\": true}}";
     write_file(path, ok, strlen(ok));

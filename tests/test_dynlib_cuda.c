@@ -101,20 +101,16 @@ static void test_nccl(int emulated) {
              mapped("libnccl.so"), emulated);
 }
 
-static char g_log[4096];
-static void keep_errors(void *userdata, zinc_log_level level, int rank, const char *msg) {
-    (void)userdata, (void)rank;
-    if (level >= ZINC_LOG_ERROR && !g_log[0]) snprintf(g_log, sizeof g_log, "%s", msg);
-}
+static zt_logcap log_cap = {.echo = ZINC_LOG_OFF};
 
 static void test_cublas(int emulated) {
-    eu_run r = {.stage = 1, .dtype = ZINC_FP32, .cuda = 1, .mlp_compute = MLP_COMPUTE_DEVICE,
-                .log_fn = keep_errors};
+    eu_run r = {.stage = 1, .dtype = ZINC_FP32, .cuda = 1, .mlp_compute = MLP_COMPUTE_DEVICE, .log = &log_cap};
     zinc_engine *e = NULL;
     mlp_model *m = NULL;
     ZT_CHECK(mapped("libcublas") == 0, "cuBLAS is not mapped before the first MLP on the GPU");
     setenv("ZINC_CUBLAS_LIBRARY", "/nonexistent/libcublas.so.13", 1);
     ZT_ERR(eu_create(&r, &e, &m), ZINC_ERR_DEVICE, NULL);
+    const char *g_log = zt_logcap_first(&log_cap, ZINC_LOG_ERROR, NULL);
     ZT_CHECK(strstr(g_log, "mlp (cuda) needs cuBLAS: cannot load ZINC_CUBLAS_LIBRARY=/nonexistent/libcublas.so.13 "
                            "(dlopen: /nonexistent/libcublas.so.13: cannot open") &&
                  strstr(g_log, "MLP_COMPUTE_HOST"),
@@ -136,7 +132,9 @@ int main(void) {
     int emulated = em && !strcmp(em, "1");
     test_loader();
     test_nccl(emulated);
-    if (zdev_cuda_count() > 0) test_cublas(emulated);
-    else printf("dynlib_cuda: no GPU: the MLP's cuBLAS loading not run\n");
+    if (zdev_cuda_count() > 0)
+        test_cublas(emulated);
+    else
+        printf("dynlib_cuda: no GPU: the MLP's cuBLAS loading not run\n");
     return zt_finish();
 }

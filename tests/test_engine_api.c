@@ -23,22 +23,20 @@ static zinc_engine *create(int stage) {
     return e;
 }
 
-static char logged[512];
-static void capture_log(void *u, zinc_log_level l, int rank, const char *msg) {
-    (void)u;
-    (void)rank;
-    if (l >= ZINC_LOG_ERROR) snprintf(logged, sizeof logged, "%s", msg);
-}
+static zt_logcap log_cap = {.echo = ZINC_LOG_OFF};
 
 /* The example MLP refuses its GPU path where there is none, and a `compute` value out of range. */
 static void mlp_compute_errors(void) {
     for (int c = 0; c < 2; c++) {
-        eu_run r = {.stage = 1, .dtype = ZINC_FP32, .log_fn = capture_log,
+        eu_run r = {.stage = 1,
+                    .dtype = ZINC_FP32,
+                    .log = &log_cap,
                     .mlp_compute = c == 0 ? MLP_COMPUTE_DEVICE : (mlp_compute_at)7};
         zinc_engine *e = NULL;
         mlp_model *m = NULL;
-        logged[0] = 0;
+        zt_logcap_clear(&log_cap);
         zinc_status st = eu_create(&r, &e, &m);
+        const char *logged = zt_logcap_last(&log_cap, ZINC_LOG_ERROR, NULL);
         if (c == 1) {
             ZT_CHECK(st == ZINC_ERR_INVALID_ARG, "compute 7: %s, want ZINC_ERR_INVALID_ARG", zinc_status_name(st));
             continue;

@@ -30,15 +30,9 @@ static void ref_path(zinc_dtype t, char *buf, size_t cap) {
     snprintf(buf, cap, "%s/equiv_ref_%s.bin", zt_build_dir(), eu_dtype_name(t));
 }
 
-static int g_comm_seen; /* the engine's start-up line named the expected device communicator */
-static const char *g_comm_want;
+static zt_logcap probe_log = {.echo = ZINC_LOG_WARN}; /* the probe engine's start-up lines */
+static const char *g_comm_want;                       /* the device communicator its start-up line must name */
 static int g_discrete_vs_plain; /* compare each run on the discrete device with the plain cpu device */
-
-static void probe_log(void *u, zinc_log_level l, int rank, const char *msg) {
-    (void)u;
-    if (g_comm_want && strstr(msg, g_comm_want)) g_comm_seen = 1;
-    if (l >= ZINC_LOG_WARN && rank == 0) fprintf(stderr, "[zinc] %s\n", msg);
-}
 
 static double tolerance(zinc_dtype t) { return t == ZINC_FP32 ? 1e-5 : 2e-2; }
 
@@ -86,10 +80,12 @@ int main(int argc, char **argv) {
                 zinc_engine *probe = NULL;
                 mlp_model *pm = NULL;
                 eu_run pr = r;
-                pr.log_fn = probe_log;
-                g_comm_seen = 0;
+                pr.log = &probe_log;
+                zt_logcap_clear(&probe_log);
                 ZT_OK(eu_create(&pr, &probe, &pm));
-                if (g_comm_want) ZT_CHECK(g_comm_seen, "the engine did not report %s collectives", g_comm_want);
+                if (g_comm_want)
+                    ZT_CHECK(zt_logcap_count_from(&probe_log, ZINC_LOG_DEBUG, g_comm_want),
+                             "the engine did not report %s collectives", g_comm_want);
                 if (probe) {
                     rank = zinc_rank(probe);
                     world = zinc_world_size(probe);

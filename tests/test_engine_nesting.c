@@ -255,10 +255,7 @@ static void config_json(const run *r, char *buf, size_t cap) {
              BATCH, r->gas, dt, r->stage, r->bucket, r->overlap ? "true" : "false");
 }
 
-static void quiet(void *ud, zinc_log_level l, int rank, const char *msg) {
-    (void)ud;
-    if (l >= ZINC_LOG_ERROR && rank == 0) fprintf(stderr, "zinc: %s\n", msg);
-}
+static zt_logcap quiet_log_cap = {.echo = ZINC_LOG_ERROR};
 
 static zinc_status model_create(const run *r, model *md) {
     char cfg[2048];
@@ -266,7 +263,8 @@ static zinc_status model_create(const run *r, model *md) {
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
     o.device = ZINC_DEVICE_CPU;
-    o.log_fn = quiet;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     o.cpu_threads = 1;
     memset(md, 0, sizeof *md);
     T(zinc_create(&o, &md->e));

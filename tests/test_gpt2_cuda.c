@@ -36,11 +36,8 @@
 static const gpt2_shape S = {16, 67, 2, 4, 32, 80};
 enum { T = 16, BATCH = 8, GAS = 2, STEPS = 12 }; /* the micro batch: BATCH / (GAS x ranks) */
 
-static char g_log[4096];
-static void keep_errors(void *userdata, zinc_log_level level, int rank, const char *msg) {
-    (void)userdata, (void)rank;
-    if (level >= ZINC_LOG_ERROR && !g_log[0]) snprintf(g_log, sizeof g_log, "%s", msg);
-}
+static zt_logcap log_cap = {.echo = ZINC_LOG_OFF};
+#define g_log zt_logcap_first(&log_cap, ZINC_LOG_ERROR, NULL) /* the first error */
 
 typedef struct result {
     double loss[STEPS], norm[STEPS], val;
@@ -62,7 +59,8 @@ static zinc_status make(int cuda, int stage, const char *dtype, zinc_engine **e,
     o.config_json = cfg;
     o.device = cuda ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
     o.log_level = ZINC_LOG_WARN;
-    o.log_fn = keep_errors;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &log_cap;
     o.cpu_threads = 1;
     o.seed = 7;
     *e = NULL, *m = NULL;
@@ -167,7 +165,7 @@ static void check_cublas_missing(void) {
     setenv("ZINC_CUBLAS_LIBRARY", "/nonexistent/libcublas.so.13", 1);
     zinc_engine *e;
     gpt2_model *m;
-    g_log[0] = 0;
+    zt_logcap_clear(&log_cap);
     zinc_status st = make(1, 0, "fp32", &e, &m);
     ZT_CHECK(st == ZINC_ERR_DEVICE && !m, "gpt2 on cuda with no cuBLAS: status %d, want ZINC_ERR_DEVICE", (int)st);
     ZT_CHECK(strstr(g_log, "gpt2 (cuda) needs cuBLAS: cannot load ZINC_CUBLAS_LIBRARY=/nonexistent/libcublas.so.13") &&
@@ -201,7 +199,7 @@ int main(void) {
             char what[64];
             snprintf(what, sizeof what, "%s stage %d", dtypes[d], stage);
             ZT_OK(train(0, stage, dtypes[d], &data, &ref));
-            g_log[0] = 0;
+            zt_logcap_clear(&log_cap);
             zinc_status st = train(1, stage, dtypes[d], &data, &got);
             ZT_CHECK(st == ZINC_OK, "%s on cuda: %s", what, g_log);
             if (st == ZINC_OK) {

@@ -9,11 +9,8 @@
 #include "runtime/device/device.h"
 #include "zt.h"
 
-static char g_log[4096];
-static void keep_errors(void *userdata, zinc_log_level level, int rank, const char *msg) {
-    (void)userdata, (void)rank;
-    if (level >= ZINC_LOG_ERROR && !g_log[0]) snprintf(g_log, sizeof g_log, "%s", msg);
-}
+static zt_logcap log_cap = {.echo = ZINC_LOG_OFF};
+#define g_log zt_logcap_first(&log_cap, ZINC_LOG_ERROR, NULL) /* the first error */
 
 static zinc_status make(zinc_device_kind dev, zinc_engine **e, gpt2_model **m) {
     static const gpt2_shape S = {8, 11, 1, 2, 8, 16};
@@ -21,7 +18,8 @@ static zinc_status make(zinc_device_kind dev, zinc_engine **e, gpt2_model **m) {
     o.config_json = "{\"train_batch_size\": 2, \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}}}";
     o.device = dev;
     o.log_level = ZINC_LOG_WARN;
-    o.log_fn = keep_errors;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &log_cap;
     o.cpu_threads = 1;
     *e = NULL, *m = NULL;
     zinc_status st = zinc_create(&o, e);
@@ -42,7 +40,7 @@ int main(void) {
              "the message says why and what to do: %s", g_log);
     gpt2_destroy(m);
     zinc_destroy(e);
-    g_log[0] = 0;
+    zt_logcap_clear(&log_cap);
     ZT_OK(make(ZINC_DEVICE_CPU, &e, &m));
     uint16_t win[2 * 9];
     for (int i = 0; i < 18; i++) win[i] = (uint16_t)(i % 11);

@@ -10,17 +10,7 @@
 #include "zinc.h"
 #include "zt.h"
 
-static int warns;
-static char last[512];
-
-static void capture(void *userdata, zinc_log_level level, int rank, const char *msg) {
-    (void)userdata;
-    (void)rank;
-    if (level == ZINC_LOG_WARN && strstr(msg, "ZINC_SIMD")) {
-        warns++;
-        snprintf(last, sizeof last, "%s", msg);
-    }
-}
+static zt_logcap log_cap = {.echo = ZINC_LOG_OFF};
 
 int main(void) {
     zt_name = "test_kernels_log";
@@ -37,7 +27,8 @@ int main(void) {
     const char *said = zkernels_warning();
     zinc_options o = zinc_default_options();
     o.config_json = "{\"train_batch_size\": 1}";
-    o.log_fn = capture;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &log_cap;
     o.log_level = ZINC_LOG_DEBUG;
     zinc_engine *e = NULL;
     zinc_status st = zinc_create(&o, &e);
@@ -53,6 +44,8 @@ int main(void) {
     ZT_CHECK(written == 0, "%lld bytes were written to stderr", (long long)written);
     ZT_CHECK(said && strstr(said, "ZINC_SIMD=sse9") && strstr(said, "scalar, avx2 or avx512") && strstr(said, "using "),
              "zkernels_warning names neither the value nor the valid ones: \"%s\"", said ? said : "(null)");
+    int warns = zt_logcap_count(&log_cap, ZINC_LOG_WARN, "ZINC_SIMD");
+    const char *last = zt_logcap_last(&log_cap, ZINC_LOG_WARN, "ZINC_SIMD");
     ZT_CHECK(warns == 1 && !strcmp(last, said ? said : ""), "the engine's log got %d such warnings (\"%s\")", warns,
              last);
     ZT_CHECK(!strcmp(name, "scalar") || !strcmp(name, "avx2") || !strcmp(name, "avx512"),

@@ -28,10 +28,7 @@ static zinc_status init_fn(void *u, const zinc_param_info *p, uint64_t seed, flo
     return ZINC_OK;
 }
 
-static void quiet(void *u, zinc_log_level l, int rank, const char *msg) {
-    (void)u;
-    if (l >= ZINC_LOG_ERROR && rank == 0) fprintf(stderr, "[zinc] %s\n", msg);
-}
+static zt_logcap quiet_log_cap = {.echo = ZINC_LOG_ERROR};
 
 static zinc_engine *make(int stage) {
     char cfg[512];
@@ -43,7 +40,8 @@ static zinc_engine *make(int stage) {
              stage);
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
-    o.log_fn = quiet;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     o.device = ZINC_DEVICE_CPU;
     zinc_engine *e = NULL;
     ZT_OK(zinc_create(&o, &e));

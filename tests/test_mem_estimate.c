@@ -77,10 +77,7 @@ static zinc_status init_fn(void *u, const zinc_param_info *p, uint64_t seed, flo
     return ZINC_OK;
 }
 
-static void quiet(void *u, zinc_log_level l, int rank, const char *msg) {
-    (void)u;
-    if (l >= ZINC_LOG_ERROR && rank == 0) fprintf(stderr, "[zinc] %s\n", msg);
-}
+static zt_logcap quiet_log_cap = {.echo = ZINC_LOG_ERROR};
 
 typedef struct tcase {
     int stage;
@@ -164,7 +161,7 @@ static void check_case(const tcase *c, int world, int rank) {
     config_json(c, json, sizeof json);
     snprintf(what, sizeof what, "stage %d offload %s %s%s%s ranks %d", c->stage, c->offload, zinc_dtype_name(c->dtype),
              c->zero_extra ? " " : "", c->zero_extra ? c->zero_extra : "", world);
-    zlog log = {.fn = quiet, .level = ZINC_LOG_ERROR};
+    zlog log = {.fn = zt_logcap_fn, .userdata = &quiet_log_cap, .level = ZINC_LOG_ERROR};
     zinc_config cfg;
     zinc_status cst = zcfg_load_text(json, "<test>", world, &log, &cfg);
     if (c->stage == 0 && strcmp(c->offload, "none")) { /* not a valid combination: the loader says so */
@@ -185,7 +182,8 @@ static void check_case(const tcase *c, int world, int rank) {
     zinc_options o = zinc_default_options();
     o.config_json = json;
     o.device = engine_device();
-    o.log_fn = quiet;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     o.cpu_threads = 1;
     zinc_engine *e = NULL;
     ZT_OK(zinc_create(&o, &e));
@@ -313,7 +311,8 @@ static void check_preflight(int world, int rank) {
     zinc_options o = zinc_default_options();
     o.config_json = json;
     o.device = engine_device();
-    o.log_fn = quiet;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     o.cpu_threads = 1;
     zinc_engine *e = NULL;
 
@@ -366,7 +365,7 @@ static void check_preflight(int world, int rank) {
     /* Pinned bytes exist only on a GPU run (offload with pin_memory): check the estimate directly. */
     c = (tcase){.stage = 2, .offload = "cpu", .dtype = ZINC_FP16};
     config_json(&c, json, sizeof json);
-    zlog log = {.fn = quiet, .level = ZINC_LOG_ERROR};
+    zlog log = {.fn = zt_logcap_fn, .userdata = &quiet_log_cap, .level = ZINC_LOG_ERROR};
     zinc_config cfg;
     ZT_OK(zcfg_load_text(json, "<test>", world, &log, &cfg));
     int64_t numel[NP];
@@ -396,7 +395,8 @@ int main(void) {
     /* Ranks learn the world size from an engine. */
     zinc_options o = zinc_default_options();
     o.config_json = "{\"train_micro_batch_size_per_gpu\": 1}";
-    o.log_fn = quiet;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     o.device = engine_device();
     zinc_engine *e = NULL;
     ZT_OK(zinc_create(&o, &e));

@@ -55,10 +55,7 @@ static zinc_status init_fn(void *u, const zinc_param_info *p, uint64_t seed, flo
     return ZINC_OK;
 }
 
-static void quiet(void *u, zinc_log_level l, int rank, const char *msg) {
-    (void)u;
-    if (l >= ZINC_LOG_ERROR && rank == 0) fprintf(stderr, "[zinc] %s\n", msg);
-}
+static zt_logcap quiet_log_cap = {.echo = ZINC_LOG_ERROR};
 
 static char nvme_dir[1024];
 
@@ -155,7 +152,8 @@ static void check_case(int stage, const char *offload, zinc_dtype dt, const char
              rank, world);
     zinc_options o = zinc_default_options();
     o.config_json = json;
-    o.log_fn = quiet;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     o.cpu_threads = 1;
     zinc_engine *e = NULL;
     zinc_param *ps[NM];
@@ -197,7 +195,7 @@ static void check_case(int stage, const char *offload, zinc_dtype dt, const char
         align = ns.align;
     }
     zinc_config cfg;
-    zlog log = {.fn = quiet, .level = ZINC_LOG_ERROR};
+    zlog log = {.fn = zt_logcap_fn, .userdata = &quiet_log_cap, .level = ZINC_LOG_ERROR};
     ZT_OK(zcfg_load_text(json, "<test>", world, &log, &cfg));
     bool discrete = getenv("ZINC_CPU_DISCRETE") && !strcmp(getenv("ZINC_CPU_DISCRETE"), "1");
     zplan_device dev = zplan_device_for(discrete ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU);
@@ -261,7 +259,7 @@ done:
 /* Malformed models are refused with what is wrong. */
 static void check_errors(void) {
     zinc_config cfg;
-    zlog log = {.fn = quiet, .level = ZINC_LOG_ERROR};
+    zlog log = {.fn = zt_logcap_fn, .userdata = &quiet_log_cap, .level = ZINC_LOG_ERROR};
     ZT_OK(zcfg_load_text("{\"train_micro_batch_size_per_gpu\": 1}", "<test>", 1, &log, &cfg));
     zplan_device dev = zplan_device_for(ZINC_DEVICE_CPU);
     zplan p;
@@ -292,7 +290,8 @@ int main(void) {
     zt_name = "mem_plan";
     zinc_options o = zinc_default_options();
     o.config_json = "{\"train_micro_batch_size_per_gpu\": 1}";
-    o.log_fn = quiet;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     zinc_engine *e = NULL;
     ZT_OK(zinc_create(&o, &e));
     if (!e) return zt_finish();

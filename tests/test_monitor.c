@@ -21,17 +21,10 @@
 #include "zt.h"
 
 static char root[1024];
-static char warned[4096];
-static int nwarn;
-
-static void capture(void *ud, zinc_log_level level, int rank, const char *msg) {
-    (void)rank, (void)ud;
-    if (level >= ZINC_LOG_WARN) {
-        nwarn++;
-        snprintf(warned, sizeof warned, "%s", msg);
-    }
-}
-static const zlog quiet = {.fn = capture, .level = ZINC_LOG_DEBUG};
+static zt_logcap log_cap = {.echo = ZINC_LOG_OFF};
+static const zlog quiet = {.fn = zt_logcap_fn, .userdata = &log_cap, .level = ZINC_LOG_DEBUG};
+#define nwarn zt_logcap_count_from(&log_cap, ZINC_LOG_WARN, NULL)
+#define warned zt_logcap_last(&log_cap, ZINC_LOG_WARN, NULL)
 
 static zcfg_monitor mon(bool on, const char *out, const char *job) {
     zcfg_monitor m = {.enabled = on};
@@ -259,7 +252,7 @@ static void test_disk_full(void) {
     zmon *m = NULL;
     ZT_OK(zmon_open(&tb, &off, NULL, &quiet, &m));
     setrlimit(RLIMIT_FSIZE, &small);
-    nwarn = 0;
+    zt_logcap_clear(&log_cap);
     for (int i = 0; i < 100; i++) zmon_scalar(m, "Train/Samples/lr", 0.001 * i, i);
     setrlimit(RLIMIT_FSIZE, &old);
     zmon_close(m);

@@ -22,10 +22,7 @@
 
 #define STEPS 6
 
-static void quiet_log(void *u, zinc_log_level l, int rank, const char *msg) {
-    (void)u;
-    if ((l >= ZINC_LOG_WARN && rank == 0) || getenv("ZT_VERBOSE")) fprintf(stderr, "[zinc r%d] %s\n", rank, msg);
-}
+static zt_logcap quiet_log_cap = {.echo = ZINC_LOG_WARN};
 
 static mlp_config model(void) {
     mlp_config c = eu_model();
@@ -43,7 +40,8 @@ static float *train(int stage, zinc_dtype t, const char *zero_extra, const char 
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
     o.device = eu_device(&r);
-    o.log_fn = quiet_log;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     o.cpu_threads = 1;
     zinc_engine *e = NULL;
     mlp_model *m = NULL;

@@ -50,10 +50,7 @@ typedef struct model {
     int mod[NMODS];
 } model;
 
-static void quiet(void *ud, zinc_log_level l, int rank, const char *msg) {
-    (void)ud;
-    if (l >= ZINC_LOG_WARN && rank == 0) fprintf(stderr, "zinc: %s\n", msg);
-}
+static zt_logcap quiet_log_cap = {.echo = ZINC_LOG_WARN};
 
 static zinc_status create(const cfg *c, model *m, int with_init) {
     char json[1024], zero[512] = "";
@@ -71,7 +68,8 @@ static zinc_status create(const cfg *c, model *m, int with_init) {
     zinc_options o = zinc_default_options();
     o.config_json = json;
     o.device = eu_device(NULL);
-    o.log_fn = quiet;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     o.cpu_threads = 1;
     memset(m, 0, sizeof *m);
     zinc_status st = zinc_create(&o, &m->e);
@@ -246,7 +244,8 @@ static void test_unbuilt(void) {
     zinc_options o = zinc_default_options();
     o.config_json = "{\"train_batch_size\": 8}";
     o.device = ZINC_DEVICE_CPU;
-    o.log_fn = quiet;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     zinc_engine *e = NULL;
     ZT_OK(zinc_create(&o, &e));
     int m = zinc_module_add(e, "m");
@@ -282,7 +281,8 @@ static void test_no_transient(void) {
     zinc_options o = zinc_default_options();
     o.config_json = "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 0}}";
     o.device = ZINC_DEVICE_CPU;
-    o.log_fn = quiet;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     zinc_engine *e = NULL;
     ZT_OK(zinc_create(&o, &e));
     int m = zinc_module_add(e, "m");

@@ -7,11 +7,7 @@
 #include "engine_util.h"
 #include "zt.h"
 
-static void quiet(void *ud, zinc_log_level l, int rank, const char *msg) {
-    (void)rank;
-    (void)ud;
-    if (l >= ZINC_LOG_ERROR) fprintf(stderr, "%s\n", msg);
-}
+static zt_logcap quiet_log_cap = {.echo = ZINC_LOG_ERROR, .echo_all_ranks = 1};
 
 static zinc_status create(int preempt, zinc_engine **e, mlp_model **m) {
     eu_run r = {.stage = 2, .dtype = ZINC_FP32};
@@ -20,7 +16,8 @@ static zinc_status create(int preempt, zinc_engine **e, mlp_model **m) {
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
     o.device = ZINC_DEVICE_CPU;
-    o.log_fn = quiet;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     o.cpu_threads = 1;
     o.preempt = preempt;
     zinc_status st = zinc_create(&o, e);

@@ -18,10 +18,7 @@
 
 #define STEPS 3
 
-static void quiet(void *u, zinc_log_level l, int r, const char *m) {
-    (void)u, (void)r;
-    if (l >= ZINC_LOG_WARN) fprintf(stderr, "%s\n", m);
-}
+static zt_logcap quiet_log_cap = {.echo = ZINC_LOG_WARN, .echo_all_ranks = 1};
 
 static zinc_status train(const eu_run *r, const char *path) {
     char cfg[8192];
@@ -29,7 +26,8 @@ static zinc_status train(const eu_run *r, const char *path) {
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
     o.device = ZINC_DEVICE_CUDA;
-    o.log_fn = quiet;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     o.cpu_threads = 1;
     o.trace_path = path;
     o.trace_first_step = 1;

@@ -105,10 +105,7 @@ static void test_escaping_and_window(void) {
     ZT_CHECK(!ztrace_active() && ztrace_recorded() == 0, "reset");
 }
 
-static void quiet(void *u, zinc_log_level l, int r, const char *m) {
-    (void)u, (void)r;
-    if (l >= ZINC_LOG_ERROR) fprintf(stderr, "%s\n", m);
-}
+static zt_logcap quiet_log_cap = {.echo = ZINC_LOG_ERROR, .echo_all_ranks = 1};
 
 static zinc_status create(const char *path, int64_t first, int64_t last, int replace, zinc_engine **e) {
     static char cfg[8192];
@@ -117,7 +114,8 @@ static zinc_status create(const char *path, int64_t first, int64_t last, int rep
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
     o.device = ZINC_DEVICE_CPU;
-    o.log_fn = quiet;
+    o.log_fn = zt_logcap_fn;
+    o.log_userdata = &quiet_log_cap;
     o.cpu_threads = 2;
     o.trace_path = path;
     o.trace_first_step = first;

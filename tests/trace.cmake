@@ -41,3 +41,5 @@ if(ZINC_HTA_PYTHON3)
   set_tests_properties(trace_hta PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV}"
                        LABELS "trace;mpi" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
 endif()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(trace_recorder trace_errors)

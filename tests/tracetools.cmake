@@ -21,3 +21,5 @@ if(ZINC_TRACETOOLS_PYTHON3)
                          LABELS "${labels}" SKIP_RETURN_CODE 77)
   endforeach()
 endif()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(tracetools_flops_api tracetools_summary)

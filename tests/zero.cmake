@@ -25,3 +25,5 @@ set_tests_properties(zero_zeropp_netns PROPERTIES LABELS "zero;cli;mpi" TIMEOUT 
 foreach(n 2 4)
   zinc_test(NAME zero_grads_qgz_np${n} SOURCES test_grads_qgz.c zero_fixture.c RANKS ${n} LABELS zero)
 endforeach()
+# In the fast subset (label fast: scripts/test.sh without --full).
+zinc_fast(zero_partition zero_grads zero_gather zero_zeropp zero_grads_np2)

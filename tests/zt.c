@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,4 +107,54 @@ int zt_find_run_dir(const char *dir, char *out, size_t cap) {
         if (!strncmp(de->d_name, "zinc-", 5) && snprintf(out, cap, "%s/%s", dir, de->d_name) < (int)cap) n++;
     closedir(d);
     return n == 1;
+}
+
+void zt_logcap_init(zt_logcap *c, zinc_log_level echo) {
+    memset(c, 0, sizeof *c);
+    c->echo = echo;
+}
+
+void zt_logcap_clear(zt_logcap *c) {
+    c->n = 0;
+    memset(c->count, 0, sizeof c->count);
+}
+
+/* Engines log from their worker threads too. */
+static pthread_mutex_t logcap_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void zt_logcap_fn(void *cap, zinc_log_level level, int rank, const char *msg) {
+    zt_logcap *c = cap;
+    pthread_mutex_lock(&logcap_lock);
+    if (level >= ZINC_LOG_DEBUG && level <= ZINC_LOG_OFF) c->count[level]++;
+    int i = c->n < ZT_LOGCAP_MAX ? c->n++ : ZT_LOGCAP_MAX - 1;
+    c->level[i] = level;
+    c->rank[i] = rank;
+    snprintf(c->msg[i], sizeof c->msg[i], "%s", msg);
+    if (getenv("ZT_VERBOSE") || (level >= c->echo && (rank == 0 || c->echo_all_ranks)))
+        fprintf(stderr, "[zinc r%d] %s\n", rank, msg);
+    pthread_mutex_unlock(&logcap_lock);
+}
+
+static int logcap_count(const zt_logcap *c, zinc_log_level lo, zinc_log_level hi, const char *needle) {
+    int k = 0;
+    for (int i = 0; i < c->n; i++)
+        if (c->level[i] >= lo && c->level[i] <= hi && (!needle || strstr(c->msg[i], needle))) k++;
+    return k;
+}
+int zt_logcap_count(const zt_logcap *c, zinc_log_level level, const char *needle) {
+    return logcap_count(c, level, level, needle);
+}
+int zt_logcap_count_from(const zt_logcap *c, zinc_log_level level, const char *needle) {
+    return logcap_count(c, level, ZINC_LOG_OFF, needle);
+}
+
+const char *zt_logcap_first(const zt_logcap *c, zinc_log_level level, const char *needle) {
+    for (int i = 0; i < c->n; i++)
+        if (c->level[i] >= level && (!needle || strstr(c->msg[i], needle))) return c->msg[i];
+    return "";
+}
+const char *zt_logcap_last(const zt_logcap *c, zinc_log_level level, const char *needle) {
+    for (int i = c->n - 1; i >= 0; i--)
+        if (c->level[i] >= level && (!needle || strstr(c->msg[i], needle))) return c->msg[i];
+    return "";
 }

@@ -55,4 +55,33 @@ int zt_count_entries(const char *dir);
 /* The single zinc-* run directory (an NVMe store's) under dir, into out; 0 if there is not exactly one. */
 int zt_find_run_dir(const char *dir, char *out, size_t cap);
 
+/* Log capture, the one log callback of the tests: cfg.log_fn = zt_logcap_fn, cfg.log_userdata = &cap (a
+ * zt_logcap; zeroed by zt_logcap_init). Every line is counted by level and kept (the first ZT_LOGCAP_MAX; when
+ * full the last slot takes each newer line, so the first and the last line are always there). Lines at or
+ * above `echo` are printed to stderr, on rank 0 only unless `echo_all_ranks`; ZT_VERBOSE=1 in the environment
+ * prints every line. */
+#define ZT_LOGCAP_MAX 512
+typedef struct zt_logcap {
+    zinc_log_level echo; /* ZINC_LOG_OFF: print nothing */
+    int echo_all_ranks;
+    int n;                       /* lines kept */
+    int count[ZINC_LOG_OFF + 1]; /* lines seen, by level (all of them, kept or not) */
+    zinc_log_level level[ZT_LOGCAP_MAX];
+    int rank[ZT_LOGCAP_MAX];
+    char msg[ZT_LOGCAP_MAX][1024];
+} zt_logcap;
+
+/* Empties `c` and sets what it prints. */
+void zt_logcap_init(zt_logcap *c, zinc_log_level echo);
+/* Forgets the lines and counts, keeps the echo settings. */
+void zt_logcap_clear(zt_logcap *c);
+void zt_logcap_fn(void *cap, zinc_log_level level, int rank, const char *msg);
+/* Kept lines at exactly `level` (zt_logcap_count) or at or above it (zt_logcap_count_from) that contain
+ * `needle` (NULL: any). */
+int zt_logcap_count(const zt_logcap *c, zinc_log_level level, const char *needle);
+int zt_logcap_count_from(const zt_logcap *c, zinc_log_level level, const char *needle);
+/* The first / last kept line at or above `level` that contains `needle` (NULL: any); "" if none. */
+const char *zt_logcap_first(const zt_logcap *c, zinc_log_level level, const char *needle);
+const char *zt_logcap_last(const zt_logcap *c, zinc_log_level level, const char *needle);
+
 #endif

@@ -8,7 +8,9 @@
 #   address (default) | thread: the sanitizer, as run.sh.
 #   broken: builds the kernels with a constant deliberately changed (Adam's 1 - beta2 from beta1, Lion's
 #           sign, LAMB's eps) and passes only if the checks then fail on each: the harness can see a wrong
-#           kernel. (CI runs it as the ctest kernels_cuda_threads_broken.)
+#           kernel. (CI runs it as the ctest kernels_cuda_threads_broken.) It runs only the checks of the
+#           kernels it breaks (ZT_CUDA_ONLY=adam,lion and the LAMB test), without a sanitizer (the address
+#           run has that job) and at -O2: the same checks, in a fraction of the time.
 # Exits 77 (skipped) where g++ or the sanitizer's runtime is missing.
 # usage: tests/cuda_threads/run_lib.sh [address|thread|broken] [build-dir]
 set -euo pipefail
@@ -25,6 +27,7 @@ if ! gcc -fsanitize=$san "$out/probe.c" -o "$out/probe" 2>/dev/null || ! "$out/p
     exit 77
 fi
 flags="-g -O1 -fsanitize=$san -fno-omit-frame-pointer -ffp-contract=off -DZCU_STATS_BLOCKS=32"
+[ "$mode" = broken ] && flags="-g -O2 -fno-omit-frame-pointer -ffp-contract=off -DZCU_STATS_BLOCKS=32"
 inc="-I$here -I$root/include -I$root/tests -I$root"
 kobjs=()
 for cu in adam lion lamb grad_stats elementwise; do
@@ -53,7 +56,7 @@ for t in test_kernels_cuda:1001 test_kernels_lamb_cuda:1003; do
         -o "$out/$name"
     if [ "$mode" = broken ]; then
         log="$out/$name.log"
-        if (cd "$out" && timeout 1800 "./$name" > "$log" 2>&1); then
+        if (cd "$out" && ZT_CUDA_ONLY=adam,lion timeout 1800 "./$name" > "$log" 2>&1); then
             echo "run_lib.sh: $name passed with broken kernels: the harness cannot see a wrong kernel" >&2
             status=1
         fi

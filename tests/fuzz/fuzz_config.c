@@ -19,19 +19,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "fuzz_sink.h"
 #include "runtime/config/config.h"
 #include "runtime/config/config_schema.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static size_t g_ok, g_err;
-
-static void sink(void *ud, zinc_log_level lv, int rank, const char *msg) {
-    size_t *n = ud;
-    (void)rank;
-    if (lv < ZINC_LOG_DEBUG || lv > ZINC_LOG_ERROR) abort();
-    *n += strlen(msg) + 1;
-}
 
 static void require(bool ok, const char *what, const char *input) {
     if (ok) return;
@@ -118,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int world = 1 + (int)(size % 8);
     static zinc_config c;
     size_t logged = 0;
-    zlog log = {sink, &logged, ZINC_LOG_DEBUG, 0};
+    zlog log = {fuzz_sink, &logged, ZINC_LOG_DEBUG, 0};
     zinc_status st = zcfg_load_text(text, "<fuzz>", world, &log, &c);
     require(st == ZINC_OK || st == ZINC_ERR_CONFIG, "status is OK or CONFIG", text);
     if (st == ZINC_OK) {

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "examples/gpt2/gpt2_files.h"
+#include "fuzz_sink.h"
 #include "runtime/config/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -35,8 +36,6 @@ static void require(bool ok, const char *what) {
     fprintf(stderr, "fuzz_llmc: invariant broken: %s (last error: %s)\n", what, zinc_last_error());
     abort();
 }
-
-static void quiet(void *ud, zinc_log_level lv, int rank, const char *msg) { (void)ud, (void)lv, (void)rank, (void)msg; }
 
 static void read_file(int kind, const uint8_t *data, size_t size) {
     FILE *f = fopen(g_path, "wb");
@@ -91,7 +90,7 @@ static void set_override(const uint8_t *data, size_t size) {
     set[n] = 0;
     const char *sets[2] = {set, NULL};
     zcfg_load_opts lo = {.sets = sets, .run_steps = 100};
-    zlog log = {.fn = quiet, .level = ZINC_LOG_DEBUG};
+    zlog log = {.fn = fuzz_sink, .level = ZINC_LOG_DEBUG};
     zinc_config cfg;
     zinc_status st = zcfg_load_text_ex("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\": "
                                        "{\"lr\": \"auto\"}}, \"fp16\": {\"enabled\": \"auto\"}}",
