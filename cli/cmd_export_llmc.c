@@ -95,7 +95,7 @@ static int export_inputs(const char *path, char buf[3][4200], const char *inputs
     snprintf(ckdir, sizeof ckdir, "%.4100s", buf[0]);
     char *cut = strrchr(ckdir, '/');
     if (cut && cut != ckdir) *cut = 0;
-    snprintf(buf[1], sizeof buf[1], "%.4100s/latest", ckdir);
+    snprintf(buf[1], sizeof buf[1], "%.4100s/" ZCKPT_LATEST, ckdir);
     snprintf(buf[2], sizeof buf[2], "%.4100s/%s", ckdir, ZCLI_GPT2_SHAPE_FILE);
     inputs[0] = buf[0], inputs[1] = buf[1], inputs[2] = buf[2], inputs[3] = NULL;
     return 0;

@@ -22,6 +22,7 @@
 #include "cli/launch_slurm.h"
 #include "cli/options.h"
 #include "cli/train.h"
+#include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/core/clock.h"
 
 #define O(f) offsetof(zcli_launch_opts, f)
@@ -44,19 +45,6 @@ static const zcli_opt launch_table_opts[] =
      {0}};
 #undef O
 static const zcli_table launch_table = {"options:", launch_table_opts};
-
-/* The step `latest` names in dir (its tag step<N>), or -1. */
-static int64_t latest_step(const char *dir) {
-    char path[4096], tag[160] = "";
-    snprintf(path, sizeof path, "%s/latest", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    bool ok = fgets(tag, sizeof tag, f) != NULL;
-    fclose(f);
-    int64_t s = -1;
-    if (!ok || sscanf(tag, "step%" SCNd64, &s) != 1) return -1;
-    return s;
-}
 
 static void describe(int status, char *buf, size_t cap) {
     if (WIFEXITED(status))
@@ -175,7 +163,7 @@ static int64_t restart_world(launch_state *L) {
 }
 
 static int stopped_by_signal(const launch_state *L, int sig) {
-    int64_t step = latest_step(L->save);
+    int64_t step = zckpt_latest_step(L->save);
     if (step >= 0) {
         fprintf(stderr,
                 "zinc launch: %s between runs: not restarting; %s holds step %" PRId64 ", resumable with --resume %s\n",
@@ -200,7 +188,7 @@ static int run_once(launch_state *L, zcli_launch_run *r) {
         }
         zcli_launch_hosts_text(L->hosts, hosts_text, sizeof hosts_text);
     }
-    bool resume = latest_step(L->save) >= 0;
+    bool resume = zckpt_latest_step(L->save) >= 0;
     zcli_argv argv;
     if (zcli_launch_job_argv(L->o, L->world, host_list, L->cmd, L->ncmd, resume ? L->save : NULL, &argv)) {
         free(host_list);
@@ -304,7 +292,7 @@ static int launch_loop(launch_state *L) {
         describe(r.status, why, sizeof why);
         if (final_end(L, &r, why, code)) return WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 ? 0 : code;
         L->t_detected = r.t_end;
-        int64_t step = latest_step(L->save);
+        int64_t step = zckpt_latest_step(L->save);
         if (report_failure(L, &r, why, step)) return code;
         if ((rc = prepare_restart(L, r.status, step, code))) return rc;
     }

@@ -9,16 +9,17 @@
 
 #include "runtime/core/safe_file.h"
 
-static const char *const CAT_NAMES[ZCLI_TC_COUNT] = {"forward",   "backward", "recompute", "comm",       "wait",
-                                                     "optimizer", "nvme",     "copy",      "checkpoint", "data",
-                                                     "engine",    "gpu",      "pool",      "other",      "step"};
+const int zcli_trace_order[ZCLI_TRACE_CATS] = {ZTRACE_FORWARD,    ZTRACE_BACKWARD,  ZTRACE_RECOMPUTE, ZTRACE_COMM,
+                                               ZTRACE_WAIT,       ZTRACE_OPTIMIZER, ZTRACE_NVME,      ZTRACE_COPY,
+                                               ZTRACE_CHECKPOINT, ZTRACE_DATA,      ZTRACE_ENGINE,    ZTRACE_GPU,
+                                               ZTRACE_POOL,       ZCLI_TRACE_OTHER, ZTRACE_STEP};
 
-const char *zcli_tcat_name(int cat) { return cat >= 0 && cat < ZCLI_TC_COUNT ? CAT_NAMES[cat] : "?"; }
+/* ztrace_cat_name names what is outside its table "other". */
+const char *zcli_tcat_name(int cat) { return cat >= 0 ? ztrace_cat_name((ztrace_cat)cat) : "?"; }
 
 static int cat_of(const char *s) {
-    for (int i = 0; i < ZCLI_TC_COUNT; i++)
-        if (i != ZCLI_TC_OTHER && !strcmp(s, CAT_NAMES[i])) return i;
-    return ZCLI_TC_OTHER;
+    int c = ztrace_cat_find(s);
+    return c < 0 ? ZCLI_TRACE_OTHER : c;
 }
 
 #define FAIL_WHY(...)                                                                                                  \
@@ -154,7 +155,7 @@ static int read_span(zcli_trace *t, json_t *ev, size_t i, const char *path, char
         FAIL_WHY("%s: %s: args.samples %lld is out of range (0 to 2^31-1)", path, en, (long long)s.samples);
     if (!(s.bytes >= 0 && s.bytes <= BYTES_LIMIT))
         FAIL_WHY("%s: %s: args.bytes %g is out of range (0 to 1e18)", path, en, s.bytes);
-    if (s.cat == ZCLI_TC_STEP && s.samples < 0)
+    if (s.cat == ZTRACE_STEP && s.samples < 0)
         FAIL_WHY("%s: %s: a step span needs args.samples (the samples this rank did in the step)", path, en);
     s.track = (int)tid; /* the tid for now: the tracks are made after the last event */
     t->spans[t->n++] = s;

@@ -12,26 +12,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The phases (the events' "cat"), in the order the summary prints them. */
-typedef enum zcli_tcat {
-    ZCLI_TC_FORWARD,
-    ZCLI_TC_BACKWARD,
-    ZCLI_TC_RECOMPUTE,
-    ZCLI_TC_COMM,
-    ZCLI_TC_WAIT,
-    ZCLI_TC_OPTIMIZER,
-    ZCLI_TC_NVME,
-    ZCLI_TC_COPY,
-    ZCLI_TC_CHECKPOINT,
-    ZCLI_TC_DATA,
-    ZCLI_TC_ENGINE,
-    ZCLI_TC_GPU,
-    ZCLI_TC_POOL,  /* a kernel thread-pool worker's share of a job another thread posted (and spans itself) */
-    ZCLI_TC_OTHER, /* a cat the contract does not name */
-    ZCLI_TC_STEP,  /* the step itself: its self time is the step's time in no other span */
-    ZCLI_TC_COUNT
-} zcli_tcat;
+#include "runtime/core/trace.h"
 
+/* A span's phase: its "cat" as the recorder's table names it (ztrace_cat, runtime/core/trace.h), or
+ * ZCLI_TRACE_OTHER for a cat the contract does not name. */
+#define ZCLI_TRACE_OTHER ZTRACE_CAT_COUNT
+#define ZCLI_TRACE_CATS (ZTRACE_CAT_COUNT + 1)
+/* The phases in the order the summary prints them and the plot stacks them: the step last (its self time is
+ * the step's time in no other span). */
+extern const int zcli_trace_order[ZCLI_TRACE_CATS];
+/* The phase's name: the recorder's, or "other". */
 const char *zcli_tcat_name(int cat);
 
 typedef struct zcli_tspan {

@@ -8,22 +8,15 @@
 
 #include "cli/mem_plot.h"
 
-static const char *const COLOURS[ZCLI_TC_COUNT] = {
-    "#4c72b0", /* forward */
-    "#dd8452", /* backward */
-    "#ccb974", /* recompute */
-    "#55a868", /* comm */
-    "#c44e52", /* wait */
-    "#8172b3", /* optimizer */
-    "#937860", /* nvme */
-    "#da8bc3", /* copy */
-    "#8c8c8c", /* checkpoint */
-    "#64b5cd", /* data */
-    "#b07aa1", /* engine */
-    "#2ca02c", /* gpu */
-    "#9bbfe0", /* pool */
-    "#000000", /* other */
-    "#e4e4e4", /* step: the light band behind everything */
+static const char *const COLOURS[ZCLI_TRACE_CATS] = {
+    [ZTRACE_FORWARD] = "#4c72b0",    [ZTRACE_BACKWARD] = "#dd8452",
+    [ZTRACE_RECOMPUTE] = "#ccb974",  [ZTRACE_COMM] = "#55a868",
+    [ZTRACE_WAIT] = "#c44e52",       [ZTRACE_OPTIMIZER] = "#8172b3",
+    [ZTRACE_NVME] = "#937860",       [ZTRACE_COPY] = "#da8bc3",
+    [ZTRACE_CHECKPOINT] = "#8c8c8c", [ZTRACE_DATA] = "#64b5cd",
+    [ZTRACE_ENGINE] = "#b07aa1",     [ZTRACE_GPU] = "#2ca02c",
+    [ZTRACE_POOL] = "#9bbfe0",       [ZCLI_TRACE_OTHER] = "#000000",
+    [ZTRACE_STEP] = "#e4e4e4", /* the light band behind everything */
 };
 
 #define MAX_DEPTH 6     /* deeper spans are drawn at this depth's height */
@@ -47,12 +40,12 @@ static int open_out(zfile_out *o, const char *what, const char *path, const char
 }
 
 /* One block per (depth, cat) that has spans, shallow first, so children are drawn over their parents:
- * "x0 x1 row" in ms. used[depth * ZCLI_TC_COUNT + cat] says which blocks were written; returns how many. */
+ * "x0 x1 row" in ms. used[depth * ZCLI_TRACE_CATS + cat] says which blocks were written; returns how many. */
 static int write_data(const zcli_trace *t, FILE *f, bool *used) {
     int blocks = 0;
     for (int d = 0; d <= MAX_DEPTH; d++)
-        for (int c = 0; c < ZCLI_TC_COUNT; c++) {
-            int c2 = c == 0 ? ZCLI_TC_STEP : c - 1; /* the steps' band first, under everything */
+        for (int c = 0; c < ZCLI_TRACE_CATS; c++) {
+            int c2 = c == 0 ? ZTRACE_STEP : zcli_trace_order[c - 1]; /* the steps' band first, under everything */
             bool any = false;
             for (size_t i = 0; i < t->n; i++) {
                 const zcli_tspan *s = &t->spans[i];
@@ -61,7 +54,7 @@ static int write_data(const zcli_trace *t, FILE *f, bool *used) {
                 fprintf(f, "%.6f %.6f %d\n", s->ts / 1e3, (s->ts + s->dur) / 1e3, t->ntracks - 1 - s->track);
                 any = true;
             }
-            used[d * ZCLI_TC_COUNT + c2] = any;
+            used[d * ZCLI_TRACE_CATS + c2] = any;
             if (any) blocks++, fprintf(f, "\n\n"); /* gnuplot's index counts only blocks with data */
         }
     return blocks;
@@ -85,11 +78,11 @@ static void write_script(const zcli_trace *t, FILE *f, const char *input, const 
     }
     fprintf(f, ")\nset grid x\nset key below horizontal maxcols 7\nset style fill solid 1.0 border lc rgb "
                "\"#ffffff\"\nplot ");
-    bool titled[ZCLI_TC_COUNT] = {false}, first = true;
+    bool titled[ZCLI_TRACE_CATS] = {false}, first = true;
     for (int d = 0, block = -1; d <= MAX_DEPTH; d++)
-        for (int c = 0; c < ZCLI_TC_COUNT; c++) {
-            int c2 = c == 0 ? ZCLI_TC_STEP : c - 1;
-            if (!used[d * ZCLI_TC_COUNT + c2]) continue;
+        for (int c = 0; c < ZCLI_TRACE_CATS; c++) {
+            int c2 = c == 0 ? ZTRACE_STEP : zcli_trace_order[c - 1];
+            if (!used[d * ZCLI_TRACE_CATS + c2]) continue;
             block++;
             double h = 0.42 * pow(0.72, d);
             fprintf(f, "%s", first ? "" : ", \\\n     ");
@@ -118,7 +111,7 @@ int zcli_trace_plot(const zcli_trace *t, const char *input, const char *out, boo
     }
     size_t L = strlen(out) + 8;
     char *dat = malloc(L), *gp = malloc(L);
-    bool *used = calloc((MAX_DEPTH + 1) * ZCLI_TC_COUNT, sizeof *used);
+    bool *used = calloc((MAX_DEPTH + 1) * ZCLI_TRACE_CATS, sizeof *used);
     zfile_out img, od, og;
     FILE *fd = NULL, *fg = NULL;
     int rc = -1;

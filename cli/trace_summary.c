@@ -104,12 +104,12 @@ static int self_pieces(const zcli_trace *t, int r, ivls *per_cat) {
 }
 
 static bool compute_cat(int c) {
-    return c == ZCLI_TC_FORWARD || c == ZCLI_TC_BACKWARD || c == ZCLI_TC_RECOMPUTE || c == ZCLI_TC_OPTIMIZER ||
-           c == ZCLI_TC_GPU || c == ZCLI_TC_POOL;
+    return c == ZTRACE_FORWARD || c == ZTRACE_BACKWARD || c == ZTRACE_RECOMPUTE || c == ZTRACE_OPTIMIZER ||
+           c == ZTRACE_GPU || c == ZTRACE_POOL;
 }
 
 static json_t *rank_summary(const zcli_trace *t, int r, double *mean_ms) {
-    ivls per_cat[ZCLI_TC_COUNT] = {{0}};
+    ivls per_cat[ZCLI_TRACE_CATS] = {{0}};
     json_t *o = NULL;
     if (self_pieces(t, r, per_cat)) goto done;
     double step_us = 0, first = INFINITY, last = -INFINITY;
@@ -117,36 +117,37 @@ static json_t *rank_summary(const zcli_trace *t, int r, double *mean_ms) {
     for (size_t i = t->rank_first[r]; i < t->rank_first[r + 1]; i++) {
         const zcli_tspan *s = &t->spans[i];
         first = fmin(first, s->ts), last = fmax(last, s->ts + s->dur);
-        if (s->cat == ZCLI_TC_STEP) /* samples < 2^31 per span (trace_load.c): saturated, never wrapped */
+        if (s->cat == ZTRACE_STEP) /* samples < 2^31 per span (trace_load.c): saturated, never wrapped */
             step_us += s->dur, steps++, samples = samples > INT64_MAX - s->samples ? INT64_MAX : samples + s->samples;
     }
     /* without step spans (a trace of setup only) the rank's whole extent is the base */
     double base = steps ? step_us : (last > first ? last - first : 0);
-    double len[ZCLI_TC_COUNT];
-    for (int c = 0; c < ZCLI_TC_COUNT; c++) len[c] = merge(&per_cat[c]);
+    double len[ZCLI_TRACE_CATS];
+    for (int c = 0; c < ZCLI_TRACE_CATS; c++) len[c] = merge(&per_cat[c]);
     ivls compute = {0};
-    for (int c = 0; c < ZCLI_TC_COUNT; c++)
+    for (int c = 0; c < ZCLI_TRACE_CATS; c++)
         if (compute_cat(c))
             for (size_t k = 0; k < per_cat[c].n; k++)
                 if (push(&compute, per_cat[c].v[k].a, per_cat[c].v[k].b)) goto done;
     merge(&compute);
-    double hidden = overlap(&per_cat[ZCLI_TC_COMM], &compute);
+    double hidden = overlap(&per_cat[ZTRACE_COMM], &compute);
     free(compute.v);
     *mean_ms = steps ? step_us / 1e3 / (double)steps : 0;
     json_t *ph = json_object();
-    for (int c = 0; c < ZCLI_TC_COUNT; c++) {
-        if (c == ZCLI_TC_STEP || (len[c] == 0 && c >= ZCLI_TC_NVME)) continue;
+    for (int k = 0; k < ZCLI_TRACE_CATS; k++) {
+        int c = zcli_trace_order[k]; /* from nvme on, a phase with no time is left out */
+        if (c == ZTRACE_STEP || (len[c] == 0 && k >= 6)) continue;
         json_object_set_new(ph, zcli_tcat_name(c),
                             json_pack("{s:f, s:f}", "ms", len[c] / 1e3, "pct", base > 0 ? 100 * len[c] / base : 0.0));
     }
     o = json_pack("{s:i, s:I, s:I, s:f, s:f, s:o, s:f, s:f, s:f}", "rank", r, "steps", (json_int_t)steps, "samples",
                   (json_int_t)samples, "step_ms_total", step_us / 1e3, "mean_step_ms", *mean_ms, "phases", ph,
-                  "comm_hidden_ms", hidden / 1e3, "comm_exposed_ms", (len[ZCLI_TC_COMM] - hidden) / 1e3, "untracked_ms",
-                  len[ZCLI_TC_STEP] / 1e3);
+                  "comm_hidden_ms", hidden / 1e3, "comm_exposed_ms", (len[ZTRACE_COMM] - hidden) / 1e3, "untracked_ms",
+                  len[ZTRACE_STEP] / 1e3);
     if (o && t->flops_per_sample > 0 && step_us > 0)
         json_object_set_new(o, "flops_per_s", json_real(t->flops_per_sample * (double)samples / (step_us / 1e6)));
 done:
-    for (int c = 0; c < ZCLI_TC_COUNT; c++) free(per_cat[c].v);
+    for (int c = 0; c < ZCLI_TRACE_CATS; c++) free(per_cat[c].v);
     return o;
 }
 
@@ -156,7 +157,7 @@ static json_t *modules(const zcli_trace *t, const int64_t *samples) {
     json_t *list = json_array(), *index = json_object();
     for (size_t i = 0; i < t->n; i++) {
         const zcli_tspan *s = &t->spans[i];
-        if (s->cat != ZCLI_TC_FORWARD && s->cat != ZCLI_TC_BACKWARD && s->cat != ZCLI_TC_RECOMPUTE) continue;
+        if (s->cat != ZTRACE_FORWARD && s->cat != ZTRACE_BACKWARD && s->cat != ZTRACE_RECOMPUTE) continue;
         json_t *m = json_object_get(index, s->name);
         if (!m) {
             m = json_pack("{s:s, s:f, s:f, s:f, s:f, s:f}", "name", s->name, "forward_ms", 0.0, "backward_ms", 0.0,
@@ -164,9 +165,9 @@ static json_t *modules(const zcli_trace *t, const int64_t *samples) {
             json_array_append_new(list, m);
             json_object_set(index, s->name, m);
         }
-        const char *key = s->cat == ZCLI_TC_FORWARD    ? "forward_ms"
-                          : s->cat == ZCLI_TC_BACKWARD ? "backward_ms"
-                                                       : "recompute_ms";
+        const char *key = s->cat == ZTRACE_FORWARD    ? "forward_ms"
+                          : s->cat == ZTRACE_BACKWARD ? "backward_ms"
+                                                      : "recompute_ms";
         json_object_set_new(m, key, json_real(json_real_value(json_object_get(m, key)) + s->self / 1e3));
     }
     json_decref(index);

@@ -146,7 +146,8 @@ endif()
 # starts from the fixture traces (tests/trace_fixtures): from nothing it would not reach a valid JSON trace.
 set(ZINC_TRACE_READER_SOURCES ${PROJECT_SOURCE_DIR}/cli/trace_load.c ${PROJECT_SOURCE_DIR}/cli/trace_summary.c
     ${PROJECT_SOURCE_DIR}/cli/trace_plot.c ${PROJECT_SOURCE_DIR}/cli/mem_plot.c
-    ${PROJECT_SOURCE_DIR}/runtime/core/safe_file.c ${PROJECT_SOURCE_DIR}/runtime/core/error.c)
+    ${PROJECT_SOURCE_DIR}/runtime/core/safe_file.c ${PROJECT_SOURCE_DIR}/runtime/core/error.c
+    ${PROJECT_SOURCE_DIR}/runtime/core/trace.c)
 add_executable(fuzz_trace fuzz/fuzz_trace.c ${ZINC_TRACE_READER_SOURCES})
 target_include_directories(fuzz_trace PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
 target_compile_definitions(fuzz_trace PRIVATE _GNU_SOURCE)

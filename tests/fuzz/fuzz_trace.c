@@ -61,7 +61,7 @@ static void check_trace(const zcli_trace *t) {
         require(s->pid >= 0 && s->pid < t->world, "a span's rank is outside world_size");
         require(s->track >= 0 && s->track < t->ntracks && t->tracks[s->track].pid == s->pid, "a span's track");
         require(s->depth >= 0 && s->depth <= 1000, "a span nests beyond the limit");
-        require(s->dur >= 0 && s->cat >= 0 && s->cat < ZCLI_TC_COUNT, "a span's duration or phase");
+        require(s->dur >= 0 && s->cat >= 0 && s->cat < ZCLI_TRACE_CATS, "a span's duration or phase");
     }
 }
 
