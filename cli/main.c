@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "cli/train.h"
+#include "cli/train/train.h"
 #include "runtime/core/signals.h"
 #include "zinc.h"
 

@@ -23,9 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/trace_load.h"
-#include "cli/trace_plot.h"
-#include "cli/trace_summary.h"
+#include "cli/trace/trace_load.h"
+#include "cli/trace/trace_plot.h"
+#include "cli/trace/trace_summary.h"
 #include "runtime/core/safe_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
