@@ -180,16 +180,10 @@ static int export_cmd(const zcli_cmd *c, const export_opts *o) {
 }
 
 int zcli_cmd_checkpoint(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    bool is_inspect = !strcmp(argv[1], "inspect");
-    if (!is_inspect && strcmp(argv[1], "export")) {
-        fprintf(stderr, "zinc checkpoint: unknown subcommand \"%s\" (inspect or export)\n", argv[1]);
-        usage(stderr);
-        return 2;
-    }
+    static const zcli_subs subs = {"zinc checkpoint", "inspect|export", "subcommand", true, usage};
+    int rc, sub = zcli_subcommand(&subs, argc, argv, &rc);
+    if (sub < 0) return rc;
+    bool is_inspect = sub == 0;
     inspect_opts io = {.show = 20};
     export_opts eo = {.vocab = -1, .heads = -1};
     zcli_cmd c = {.name = is_inspect ? "zinc checkpoint inspect" : "zinc checkpoint export",

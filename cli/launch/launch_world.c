@@ -8,18 +8,23 @@
 #include <string.h>
 
 #include "cli/launch/launch.h"
+#include "cli/train/train.h"
 #include "runtime/config/config.h"
 #include "zinc.h"
 
 int zcli_launch_batch_read(char **cmd, int ncmd, int64_t ranks, zcli_launch_batch *b, char *err, size_t cap) {
     memset(b, 0, sizeof *b);
-    b->steps = 100; /* zinc train's default --steps: fills an "auto" total_num_steps as the job will */
-    int nsets = 0;
-    for (int i = 0; i + 1 < ncmd; i++) {
-        if (!strcmp(cmd[i], "--config")) b->config = cmd[i + 1];
-        if (!strcmp(cmd[i], "--set") && nsets < ZCLI_MAX_SETS) b->sets[nsets++] = cmd[i + 1];
-        if (!strcmp(cmd[i], "--steps")) b->steps = strtoll(cmd[i + 1], NULL, 10);
+    /* zinc train's own table and defaults: --steps fills an "auto" total_num_steps as the job will */
+    zcli_train_opts *t = malloc(sizeof *t);
+    if (!t || zcli_train_read(1, ncmd, cmd, t)) {
+        snprintf(err, cap, t ? "the training command's options are not valid (zinc train --help)" : "out of memory");
+        free(t);
+        return 1;
     }
+    b->config = t->config;
+    b->steps = t->steps;
+    for (int i = 0; i < t->sets.n; i++) b->sets[i] = t->sets.v[i];
+    free(t);
     if (!b->config) {
         snprintf(err, cap, "the training command has no --config FILE");
         return 1;

@@ -11,6 +11,7 @@
 
 #include "cli/mem/mem_whole.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/mem/mem_cli.h"
 
 /* ---------------------------------------------------------------- configs */
@@ -87,14 +88,12 @@ int mc_load_base(const mopts *o, json_t **base) {
 }
 
 int zcli_cmd_mem(int argc, char **argv) {
-    if (argc < 2 || (strcmp(argv[1], "estimate") && strcmp(argv[1], "measure") && strcmp(argv[1], "plan"))) {
-        bool help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
-        mc_usage(help ? stdout : stderr);
-        return help ? 0 : 2;
-    }
-    if (!strcmp(argv[1], "estimate") && zcli_mem_whole_wanted(argc - 1, argv + 1))
+    static const zcli_subs subs = {"zinc mem", "estimate|measure|plan", NULL, false, mc_usage};
+    int rc, sub = zcli_subcommand(&subs, argc, argv, &rc);
+    if (sub < 0) return rc;
+    if (sub == 0 && zcli_mem_whole_wanted(argc - 1, argv + 1))
         return zcli_mem_whole(argc - 1, argv + 1); /* the whole training process (mem_whole.c) */
-    mopts o = {.measure = !strcmp(argv[1], "measure"),
+    mopts o = {.measure = sub == 1,
                .nodes = 1,
                .gpn = 1,
                .device = ZINC_DEVICE_CUDA,
@@ -103,7 +102,7 @@ int zcli_cmd_mem(int argc, char **argv) {
                .seed = 1,
                .rss_tol_pct = 5,
                .rss_slack_mib = 4,
-               .plan = !strcmp(argv[1], "plan"),
+               .plan = sub == 2,
                .max_gpus = 1024};
     if (o.plan) o.gpn = 8;
     int status;
@@ -117,7 +116,7 @@ int zcli_cmd_mem(int argc, char **argv) {
         mc_model_free(&m);
         return 2;
     }
-    int rc = o.measure ? mc_cmd_measure(&o, &m) : o.plan ? mc_cmd_plan(&o, &m) : mc_cmd_estimate(&o, &m);
+    rc = o.measure ? mc_cmd_measure(&o, &m) : o.plan ? mc_cmd_plan(&o, &m) : mc_cmd_estimate(&o, &m);
     mc_model_free(&m);
     return rc;
 }

@@ -48,16 +48,10 @@ static void usage(FILE *f) {
 }
 
 int zcli_cmd_trace(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    bool summary = !strcmp(argv[1], "summary");
-    if (!summary && strcmp(argv[1], "plot")) {
-        fprintf(stderr, "zinc trace: unknown subcommand \"%s\" (summary or plot)\n", argv[1]);
-        usage(stderr);
-        return 2;
-    }
+    static const zcli_subs subs = {"zinc trace", "summary|plot", "subcommand", true, usage};
+    int rc, sub = zcli_subcommand(&subs, argc, argv, &rc);
+    if (sub < 0) return rc;
+    bool summary = sub == 0;
     trace_opts o = {0};
     zcli_cmd c = {.name = summary ? "zinc trace summary" : "zinc trace plot",
                   .usage = trace_usage,
@@ -77,7 +71,7 @@ int zcli_cmd_trace(int argc, char **argv) {
         zcli_trace_free(&t);
         return 1;
     }
-    int rc = 0;
+    rc = 0;
     if (summary) {
         json_t *s = zcli_trace_summarize(&t);
         if (!s) {

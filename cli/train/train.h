@@ -128,6 +128,10 @@ void zcli_train_defaults(zcli_train_opts *o);
 
 /* The model --model names (argv scanned from `first`): gpt2 or the MLP, the default. */
 const zcli_train_model *zcli_train_model_named(int first, int argc, char **argv);
+/* The options every model takes, read out of a whole zinc train command line (argv[first..argc), the model's
+ * own options skipped) with their defaults: what zinc launch needs of the command it runs. 0, or 2 after
+ * printing the usage error. */
+int zcli_train_read(int first, int argc, char **argv, zcli_train_opts *o);
 /* zinc train: picks the model from --model, parses, runs the driver. */
 int zcli_cmd_train(int argc, char **argv);
 /* --trace-steps A:B into its steps: 0, or -1 when it is not 1 <= A <= B. */

@@ -81,6 +81,12 @@ int zcli_trace_steps(const char *text, int64_t *first, int64_t *last) {
     return 0;
 }
 
+int zcli_train_read(int first, int argc, char **argv, zcli_train_opts *o) {
+    zcli_train_defaults(o);
+    zcli_cmd c = {.name = "zinc train", .tables = {&zcli_train_table}, .dst = {o}, .keep_unknown = true};
+    return zcli_parse(&c, first, argc, argv) ? 2 : 0;
+}
+
 /* In the order of --model's choices. */
 static const zcli_train_model *const models[] = {&zcli_model_mlp, &zcli_model_gpt2};
 
