@@ -64,23 +64,29 @@ static int check(const config_opts *o) {
     return rc;
 }
 
+static const char config_about[] =
+    "Validates a DeepSpeed ds_config.json as zinc reads it and prints the resolved config as JSON on\nstdout: every "
+    "key with its effective value, \"_defaults\" listing the keys the file leaves to\ndefaults, \"_filled\" the "
+    "\"auto\" values filled and how. Warnings and problems go to stderr. Exit\nstatus 0 when valid, 1 when not, 2 "
+    "on usage errors.";
+
+static void usage(FILE *f) {
+    zcli_cmd c = {.name = "zinc config", .usage = config_usage, .about = config_about, .tables = {&config_table}};
+    zcli_help(&c, f);
+}
+
 int zcli_cmd_config(int argc, char **argv) {
     config_opts o = {.world = 1};
     zcli_cmd c = {.name = "zinc config",
                   .usage = config_usage,
-                  .about = "Validates a DeepSpeed ds_config.json as zinc reads it and prints the resolved config as "
-                           "JSON on\nstdout: every key with its effective value, \"_defaults\" listing the keys the "
-                           "file leaves to\ndefaults, \"_filled\" the \"auto\" values filled and how. Warnings and "
-                           "problems go to stderr. Exit\nstatus 0 when valid, 1 when not, 2 on usage errors.",
+                  .about = config_about,
                   .positional = "FILE",
                   .tables = {&config_table},
                   .dst = {&o},
                   .pos_dst = &o.file};
-    bool help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
-    if (argc < 2 || strcmp(argv[1], "check")) {
-        zcli_help(&c, help ? stdout : stderr);
-        return help ? 0 : 2;
-    }
+    static const zcli_subs subs = {"zinc config", "check", NULL, false, usage};
+    int rc;
+    if (zcli_subcommand(&subs, argc, argv, &rc) < 0) return rc;
     int pr = zcli_parse(&c, 2, argc, argv);
     if (pr) return pr == 1 ? 0 : 2;
     if (!o.file) {

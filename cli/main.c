@@ -8,7 +8,8 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "cli/train.h"
+#include "cli/options.h"
+#include "cli/train/train.h"
 #include "runtime/core/signals.h"
 #include "zinc.h"
 
@@ -31,27 +32,25 @@ static void usage(FILE *f) {
             ZINC_VERSION_STRING);
 }
 
+/* The words after "zinc", in the order of `commands` below; then help and the version. */
+static const char command_words[] = "train|config|mem|checkpoint|launch|trace|help|--version|-V";
+enum { CMD_TRAIN, CMD_HELP = 6, CMD_VERSION };
+
 static int run(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+    static int (*const commands[])(int, char **) = {zcli_cmd_train,      zcli_cmd_config, zcli_cmd_mem,
+                                                    zcli_cmd_checkpoint, zcli_cmd_launch, zcli_cmd_trace};
+    static const zcli_subs subs = {"zinc", command_words, "command", false, usage};
+    int rc, k = zcli_subcommand(&subs, argc, argv, &rc);
+    if (k < 0) return rc;
+    if (k == CMD_HELP) return usage(stdout), 0;
+    if (k >= CMD_VERSION) {
         printf("zinc %s\n", ZINC_VERSION_STRING);
         return 0;
     }
     /* The library ends a rank stuck in a collective only when asked (runtime/comm/watchdog.h); the zinc program
      * asks, so a job whose ranks disagree or lost a rank ends instead of holding its nodes forever. */
     setenv("ZINC_COLLECTIVE_TIMEOUT_S", "1800", 0);
-    if (!strcmp(argv[1], "train")) return zcli_cmd_train(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "config")) return zcli_cmd_config(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "mem")) return zcli_cmd_mem(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "checkpoint")) return zcli_cmd_checkpoint(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "launch")) return zcli_cmd_launch(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "trace")) return zcli_cmd_trace(argc - 1, argv + 1);
-    fprintf(stderr, "zinc: unknown command \"%s\"\n\n", argv[1]);
-    usage(stderr);
-    return 2;
+    return commands[k](argc - 1, argv + 1);
 }
 
 /* Ends without the libraries' exit handlers: OpenBLAS's joins its server threads, and under a tight
@@ -62,7 +61,7 @@ int main(int argc, char **argv) {
      * step boundary, exit 114/115), where the default action would kill a job a scheduler only warned. A
      * parent that blocks them across exec covers the instants before main too: they wait, blocked, until
      * here, and are recorded once unblocked. */
-    if (argc > 1 && !strcmp(argv[1], "train")) {
+    if (argc > 1 && zcli_choice(command_words, argv[1]) == CMD_TRAIN) {
         zsig_install();
         zsig_defer(true);
         sigset_t s;

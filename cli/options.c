@@ -130,6 +130,11 @@ int zcli_parse(const zcli_cmd *c, int first, int argc, char **argv) {
     for (int i = first; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
         void *dst = NULL;
+        bool own = find(c, a, &dst) != NULL;
+        if (c->keep_unknown && !own) {
+            if (a[0] == '-' && next && next[0] != '-') i++; /* its value */
+            continue;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return zcli_help(c, stdout), 1;
         if (a[0] != '-' || !a[1]) {
             if (!c->positional) return zcli_usage_error(c, "unexpected argument \"%s\" (see %s --help)", a, c->name);
@@ -198,4 +203,23 @@ void zcli_help(const zcli_cmd *c, FILE *f) {
     }
     fprintf(f, "\n%-22sthis text\n", "  --help, -h");
     if (c->footer) fprintf(f, "\n%s\n", c->footer);
+}
+
+int zcli_choice(const char *choices, const char *v) { return choice_index(choices, v); }
+
+int zcli_subcommand(const zcli_subs *s, int argc, char **argv, int *rc) {
+    int k = argc < 2 ? -1 : choice_index(s->words, argv[1]);
+    if (k >= 0) return k;
+    bool help = argc >= 2 && (choice_index("--help|-h", argv[1]) >= 0);
+    if (argc >= 2 && !help && s->noun) {
+        char words[256];
+        choice_words(s->words, words, sizeof words);
+        if (s->list)
+            fprintf(stderr, "%s: unknown %s \"%s\" (%s)\n", s->name, s->noun, argv[1], words);
+        else
+            fprintf(stderr, "%s: unknown %s \"%s\"\n\n", s->name, s->noun, argv[1]);
+    }
+    s->usage(help ? stdout : stderr);
+    *rc = help ? 0 : 2;
+    return -1;
 }

@@ -10,6 +10,7 @@
 #ifndef ZINC_CLI_OPTIONS_H
 #define ZINC_CLI_OPTIONS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,6 +61,10 @@ typedef struct zcli_cmd {
     const zcli_table *tables[ZCLI_MAX_TABLES];
     void *dst[ZCLI_MAX_TABLES];
     const char **pos_dst; /* where the positional argument goes */
+    /* Reads only its own options out of another command's arguments (zinc launch reading zinc train's): an
+     * unknown option is skipped with its value (the next argument, unless it starts with "--"), and so are
+     * other words and --help. */
+    bool keep_unknown;
 } zcli_cmd;
 
 /* Parses argv[first..argc): 0 when the arguments are good, 1 when --help was printed (exit 0), 2 after
@@ -72,5 +77,19 @@ int zcli_usage_error(const zcli_cmd *c, const char *fmt, ...) __attribute__((for
 /* Whether the option `name` appears in argv[first..argc) with a value (the value, or NULL). For a choice
  * that selects the rest of the table (zinc train --model) before the full parse. */
 const char *zcli_peek(int first, int argc, char **argv, const char *name);
+
+/* A command's subcommands (as git's OPT_SUBCOMMAND): the word after the command picks one of `words`. */
+typedef struct zcli_subs {
+    const char *name;       /* "zinc trace": the message's prefix */
+    const char *words;      /* "summary|plot" */
+    const char *noun;       /* "subcommand": an unknown word is named (NULL: the usage alone) */
+    bool list;              /* the message lists the words: `unknown subcommand "x" (summary or plot)` */
+    void (*usage)(FILE *f); /* the command's help */
+} zcli_subs;
+/* The index of argv[1] in s->words; else -1 with *rc the exit status: --help or -h printed the usage on
+ * stdout (0); no word, or an unknown one, printed the message and the usage on stderr (2). */
+int zcli_subcommand(const zcli_subs *s, int argc, char **argv, int *rc);
+/* The index of v in choices ("a|b|c"), or -1. */
+int zcli_choice(const char *choices, const char *v);
 
 #endif

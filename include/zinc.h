@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -70,6 +71,15 @@ typedef enum zinc_status {
 
 /* The message of the last failed call on this thread ("" if none). Valid until the next zinc call. */
 const char *zinc_last_error(void);
+/* For a model built on zinc (examples/): records `code` and a printf-style message for zinc_last_error() on
+ * this thread, as the library records its own (with " [file.c:LINE]" after it, except for ZINC_ERR_CONFIG);
+ * returns `code`. ZINC_ERROR passes the caller's file and line. */
+zinc_status zinc_error_at(zinc_status code, const char *file, int line, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+#define ZINC_ERROR(code, ...) zinc_error_at((code), __FILE__, __LINE__, __VA_ARGS__)
 /* A short constant name for a status code, e.g. "ZINC_ERR_CONFIG". */
 const char *zinc_status_name(zinc_status s);
 /* The library version, "MAJOR.MINOR.PATCH". */
@@ -625,6 +635,16 @@ zinc_status zinc_export_safetensors(const char *checkpoint, const char *out_path
  * not be writable by every user unless sticky. zinc_export_safetensors is flags 0. */
 #define ZINC_EXPORT_REPLACE 1u
 zinc_status zinc_export_safetensors_ex(const char *checkpoint, const char *out_path, zinc_dtype dtype, unsigned flags);
+
+/* A model's own files through the library's guarded IO (examples/: GPT-2's weights and tokens).
+ * zinc_file_open_input opens `path` for reading ("rb") and refuses what is not a regular file (a directory, a
+ * FIFO); `what` names it in the error ("the token file"). zinc_file_write writes the n buffers data[i] of
+ * len[i] bytes, in order, to a fresh temporary file beside `path`, fsynced and renamed over it: an existing
+ * regular file is replaced only with ZINC_EXPORT_REPLACE, and never a link, a special file or one of `inputs`
+ * (NULL-terminated, may be NULL: the files the output is made from), as zinc_export_safetensors_ex. */
+zinc_status zinc_file_open_input(const char *what, const char *path, FILE **f);
+zinc_status zinc_file_write(const char *what, const char *path, int n, const void *const *data, const size_t *len,
+                            unsigned flags, const char *const *inputs);
 
 /* Integers stored with every checkpoint this engine saves, in its sealed manifest ("meta"): what a model's
  * parameter shapes do not show (GPT-2's head count and vocabulary), so a resume or an export can refuse

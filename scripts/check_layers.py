@@ -8,16 +8,21 @@ Every `#include "..."` in the library names its folder from the source root (or 
 This script reads them all and fails when
   - an include does not name its folder (a bare "error.h" from another folder would hide a dependency),
   - a folder includes one that its layer does not allow (LAYERS below, lowest first),
-  - the folder graph has a cycle (impossible while LAYERS is obeyed; checked anyway).
+  - the folder graph has a cycle (impossible while LAYERS is obeyed; checked anyway),
+  - an example (examples/) includes anything but the public "zinc.h" and files of examples/ (HACKING.md:
+    the examples use the public API only; their includes are relative to their own folder).
 (That getenv is called only in runtime/core/env.c is the test env_getenv_one_place.)
 
   scripts/check_layers.py [ROOT]          check; prints the folder graph
   scripts/check_layers.py --dot [ROOT]    the folder graph in Graphviz dot (for a drawing)
   scripts/check_layers.py --table         LAYERS as a Markdown table (folder, may include)
+  scripts/check_layers.py --self-test     plants a bad include in a copy of the tree: the check must fail
 """
 import os
 import re
+import shutil
 import sys
+import tempfile
 
 # Folder -> folders it may include (besides itself and include/zinc.h). Lowest layer first.
 LAYERS = {
@@ -85,6 +90,49 @@ def scan(root):
     return edges, problems
 
 
+def scan_examples(root):
+    """The examples' boundary: "zinc.h" or a file of examples/ named from the including file's folder."""
+    problems = []
+    include_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+    top = os.path.realpath(os.path.join(root, "examples"))
+    for dirpath, _, files in os.walk(top):
+        for name in sorted(files):
+            if not name.endswith(SOURCE_EXT):
+                continue
+            full = os.path.join(dirpath, name)
+            path = os.path.relpath(full, os.path.realpath(root))
+            for m in include_re.finditer(open(full, encoding="utf-8").read()):
+                inc = m.group(1)
+                there = os.path.realpath(os.path.join(dirpath, inc))
+                if inc == "zinc.h" or (there.startswith(top + os.sep) and os.path.exists(there)):
+                    continue
+                problems.append(f'{path}: #include "{inc}": an example includes only "zinc.h" (the public API) and '
+                                "files of examples/ named from its own folder")
+    return problems
+
+
+def self_test():
+    """A copy of the tree's sources with one example including runtime/ must fail; the copy as it is must pass."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    with tempfile.TemporaryDirectory() as tmp:
+        for top in ("runtime", "zero", "offload", "amp", "kernels", "cli", "examples", "include"):
+            shutil.copytree(os.path.join(here, top), os.path.join(tmp, top),
+                            ignore=shutil.ignore_patterns("*.o", "*.a", "*.so"))
+        if scan_examples(tmp) or scan(tmp)[1]:
+            print("check_layers --self-test: the unchanged copy already fails", file=sys.stderr)
+            return 1
+        victim = os.path.join(tmp, "examples", "mlp", "mlp.c")
+        text = open(victim, encoding="utf-8").read()
+        open(victim, "w", encoding="utf-8").write('#include "runtime/core/error.h"\n' + text)
+        found = scan_examples(tmp)
+        if not any('mlp.c: #include "runtime/core/error.h"' in p for p in found):
+            print("check_layers --self-test: a planted runtime/ include in examples/mlp/mlp.c was not found",
+                  file=sys.stderr)
+            return 1
+    print("check_layers --self-test: the planted include is refused")
+    return 0
+
+
 def find_cycle(edges):
     state, stack = {}, []
 
@@ -116,10 +164,13 @@ def main(argv):
         for folder, allowed in LAYERS.items():
             print(f"| `{folder}` | {', '.join(f'`{a}`' for a in allowed) or 'nothing'} |")
         return 0
+    if "--self-test" in argv:
+        return self_test()
     dot = "--dot" in argv
     args = [a for a in argv if a != "--dot"]
     root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     edges, problems = scan(root)
+    problems += scan_examples(root)
     if dot:
         print("digraph zinc_folders {\n  rankdir=BT;")
         for a in sorted(edges):

@@ -3,6 +3,9 @@
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 add_test(NAME layers COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/scripts/check_layers.py ${PROJECT_SOURCE_DIR})
 set_tests_properties(layers PROPERTIES LABELS "unit;fast" TIMEOUT 60)
+# The check itself: an example that includes runtime/ (planted in a copy of the sources) must fail it.
+add_test(NAME layers_self_test COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/scripts/check_layers.py --self-test)
+set_tests_properties(layers_self_test PROPERTIES LABELS "unit;fast" TIMEOUT 60)
 # The library's C files follow .clang-format (clang-format 14; skipped where that version is not installed,
 # since other versions format a few constructs differently).
 add_test(NAME format

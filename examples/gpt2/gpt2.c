@@ -22,7 +22,6 @@
 #include "gpt2_internal.h"
 #include "gpt2_layers.h"
 #include "../common/example_rng.h"
-#include "runtime/core/error.h"
 
 #define NBLOCK_KINDS 12 /* GPT2_LN1W .. GPT2_FCPROJB */
 
@@ -265,14 +264,15 @@ static zinc_status choose_ops(gpt2_model *m) {
         if (st == ZINC_OK) m->ops = &gpt2_cuda_ops;
         return st;
     }
-    return ZERR(ZINC_ERR_UNSUPPORTED, "gpt2: the engine's device memory is not host memory and not cuda; the model "
-                                      "computes on the host (device cpu) or on a CUDA GPU (device cuda)");
+    return ZINC_ERROR(ZINC_ERR_UNSUPPORTED,
+                      "gpt2: the engine's device memory is not host memory and not cuda; the model "
+                      "computes on the host (device cpu) or on a CUDA GPU (device cuda)");
 #else
     static const char no_gpu[] = "gpt2: the engine is on a GPU but this build of the GPT-2 example has no GPU path "
                                  "(zinc was built without the CUDA backend, or without examples/gpt2/gpt2_kernels.cu); "
                                  "use device cpu (--device cpu), or rebuild with nvcc on the PATH (-DZINC_CUDA=ON)";
     zinc_log(m->e, ZINC_LOG_ERROR, "%s", no_gpu);
-    return ZERR(ZINC_ERR_UNSUPPORTED, "%s", no_gpu);
+    return ZINC_ERROR(ZINC_ERR_UNSUPPORTED, "%s", no_gpu);
 #endif
 }
 
@@ -288,13 +288,13 @@ zinc_status gpt2_create(zinc_engine *e, const gpt2_config *cfg, gpt2_model **out
     char why[256];
     *out = NULL;
     if (!cfg || gpt2_shape_check(&cfg->shape, why, sizeof why))
-        return ZERR(ZINC_ERR_INVALID_ARG, "gpt2: %s", cfg ? why : "no config");
+        return ZINC_ERROR(ZINC_ERR_INVALID_ARG, "gpt2: %s", cfg ? why : "no config");
     if (cfg->context < 1 || cfg->context > cfg->shape.max_context)
-        return ZERR(ZINC_ERR_INVALID_ARG, "gpt2: context %d must be 1..%d (the model's max context)", cfg->context,
-                    cfg->shape.max_context);
+        return ZINC_ERROR(ZINC_ERR_INVALID_ARG, "gpt2: context %d must be 1..%d (the model's max context)",
+                          cfg->context, cfg->shape.max_context);
     gpt2_layers_init();
     gpt2_model *m = calloc(1, sizeof *m);
-    if (!m) return ZERR(ZINC_ERR_NOMEM, "gpt2: out of memory for the model");
+    if (!m) return ZINC_ERROR(ZINC_ERR_NOMEM, "gpt2: out of memory for the model");
     m->e = e;
     m->s = cfg->shape;
     m->T = cfg->context;
@@ -309,10 +309,11 @@ zinc_status gpt2_create(zinc_engine *e, const gpt2_config *cfg, gpt2_model **out
         __builtin_mul_overflow(n64, (uint64_t)C * 4, &nc64) || __builtin_mul_overflow(n64, (uint64_t)V, &nv64) ||
         __builtin_mul_overflow(n64, (uint64_t)H * (uint64_t)T, &att64) || nc64 > max_elems || nv64 > max_elems ||
         att64 > max_elems) {
-        zinc_status bad = ZERR(ZINC_ERR_INVALID_ARG,
-                               "gpt2: micro batch %d x context %d gives activations beyond 2^40 elements (width %d, "
-                               "%d heads, vocabulary %d): lower train_micro_batch_size_per_gpu or --context",
-                               m->mb, T, C, H, V);
+        zinc_status bad =
+            ZINC_ERROR(ZINC_ERR_INVALID_ARG,
+                       "gpt2: micro batch %d x context %d gives activations beyond 2^40 elements (width %d, "
+                       "%d heads, vocabulary %d): lower train_micro_batch_size_per_gpu or --context",
+                       m->mb, T, C, H, V);
         free(m);
         return bad;
     }
@@ -394,11 +395,11 @@ nomem:
 fail:
     /* The model's own buffers (declared to zinc_build's pre-flight, allocated after it): say what they need
      * and how to lower it. */
-    st = ZERR(st,
-              "gpt2: no %s memory for the model's activations: about %.2f GiB for micro batch %d x context %d x "
-              "width %d x %d layers (+ logits over %d tokens, attention %d heads x context^2); lower "
-              "train_micro_batch_size_per_gpu, --context, --width or --layers",
-              m->ops ? m->ops->name : "host", act_gib(m), m->mb, T, C, L, V, H);
+    st = ZINC_ERROR(st,
+                    "gpt2: no %s memory for the model's activations: about %.2f GiB for micro batch %d x context %d x "
+                    "width %d x %d layers (+ logits over %d tokens, attention %d heads x context^2); lower "
+                    "train_micro_batch_size_per_gpu, --context, --width or --layers",
+                    m->ops ? m->ops->name : "host", act_gib(m), m->mb, T, C, L, V, H);
     gpt2_destroy(m);
     return st;
 bad:

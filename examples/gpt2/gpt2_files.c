@@ -1,8 +1,6 @@
 /* See gpt2_files.h. Files are little-endian; this code assumes a little-endian host (x86-64, arm64). */
 #include "gpt2_files.h"
 
-#include "runtime/core/safe_file.h"
-
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -81,7 +79,7 @@ zinc_status gpt2_model_open(const char *path, gpt2_model_file *mf, char *err, si
     int32_t h[256];
     memset(mf, 0, sizeof *mf);
     FILE *f = NULL;
-    if (zfile_fopen_input("the model file", path, &f) != ZINC_OK)
+    if (zinc_file_open_input("the model file", path, &f) != ZINC_OK)
         return fail(ZINC_ERR_IO, err, cap, "%s", zinc_last_error());
     size_t got = fread(h, sizeof(int32_t), 256, f);
     if (got != 256) {
@@ -179,14 +177,9 @@ zinc_status gpt2_model_read(const char *path, gpt2_shape *shape, float **params,
 /* Writes header + payload through the safe writer (a fresh temporary file, fsynced and renamed). */
 static zinc_status write_file(const char *path, const int32_t *h, const void *data, size_t bytes, unsigned flags,
                               const char *const *inputs, char *err, size_t cap) {
-    zfile_out o;
-    zinc_status st = zfile_out_open(&o, "output", path, flags, inputs);
-    if (st == ZINC_OK) st = zfile_out_write(&o, h, 256 * sizeof(int32_t));
-    if (st == ZINC_OK) st = zfile_out_write(&o, data, bytes);
-    if (st == ZINC_OK)
-        st = zfile_out_commit(&o);
-    else
-        zfile_out_abort(&o);
+    const void *parts[2] = {h, data};
+    size_t lens[2] = {256 * sizeof(int32_t), bytes};
+    zinc_status st = zinc_file_write("output", path, 2, parts, lens, flags, inputs);
     if (st != ZINC_OK) return fail(st, err, cap, "%s", zinc_last_error());
     return ZINC_OK;
 }
@@ -215,7 +208,7 @@ zinc_status gpt2_tokens_read(const char *path, gpt2_tokens *out, char *err, size
     zinc_status st = ZINC_OK;
     int32_t h[256];
     FILE *f = NULL;
-    if (zfile_fopen_input("the token file", path, &f) != ZINC_OK)
+    if (zinc_file_open_input("the token file", path, &f) != ZINC_OK)
         return fail(ZINC_ERR_IO, err, cap, "%s", zinc_last_error());
     size_t got = fread(h, sizeof(int32_t), 256, f);
     struct stat sb;
@@ -262,7 +255,7 @@ zinc_status gpt2_tokens_from_text(const char *path, gpt2_tokens *out, char *err,
     out->tok = NULL;
     out->n = 0;
     FILE *f = NULL;
-    if (zfile_fopen_input("the text file", path, &f) != ZINC_OK)
+    if (zinc_file_open_input("the text file", path, &f) != ZINC_OK)
         return fail(ZINC_ERR_IO, err, cap, "%s", zinc_last_error());
     struct stat sb;
     zinc_status st = ZINC_OK;

@@ -72,8 +72,8 @@ typedef struct gpt2_model_file {
 zinc_status gpt2_model_open(const char *path, gpt2_model_file *mf, char *err, size_t cap);
 zinc_status gpt2_model_read_range(gpt2_model_file *mf, int64_t first, int64_t n, float *out, char *err, size_t cap);
 void gpt2_model_close(gpt2_model_file *mf);
-/* Writes one (version 3: fp32, 5: bf16 rounded to nearest even) through the safe writer
- * (runtime/core/safe_file.h): an existing file only with flags ZFILE_REPLACE, never one of `inputs`. */
+/* Writes one (version 3: fp32, 5: bf16 rounded to nearest even) through the library's safe writer
+ * (zinc_file_write): an existing file only with flags ZINC_EXPORT_REPLACE, never one of `inputs`. */
 zinc_status gpt2_model_write(const char *path, const gpt2_shape *shape, const float *params, int version,
                              unsigned flags, const char *const *inputs, char *err, size_t cap);
 

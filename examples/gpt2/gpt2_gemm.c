@@ -15,8 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/core/error.h"
-
 /* oneDNN's row-major products (dnnl_dim_t is int64_t, dnnl_success 0). dnnl_gemm_bf16bf16f32 is exported
  * by libdnnl (DNNL_API, extern "C" in its src/cpu/gemm/gemm.cpp) for its own tests, not declared in the
  * installed headers; a library without it leaves bf16 products to the float fallback. */
@@ -65,16 +63,16 @@ zinc_status gpt2_gemm_parse(const char *name, gpt2_gemm_backend *out) {
         *out = GPT2_GEMM_OPENBLAS;
     } else if (!strcmp(name, "onednn")) {
         if (!gpt2_gemm_have_onednn())
-            return ZERR(ZINC_ERR_UNSUPPORTED,
-                        "--gemm onednn: oneDNN could not be loaded (%s): install it (Debian: libdnnl2, "
-                        "scripts/install-deps.sh), or use --gemm openblas",
-                        dnnl.why);
+            return ZINC_ERROR(ZINC_ERR_UNSUPPORTED,
+                              "--gemm onednn: oneDNN could not be loaded (%s): install it (Debian: libdnnl2, "
+                              "scripts/install-deps.sh), or use --gemm openblas",
+                              dnnl.why);
         *out = GPT2_GEMM_ONEDNN;
     } else if (!strcmp(name, "auto")) {
         /* oneDNN where it loads: 1.08-1.12x faster products here, bf16 dot products (bench/RESULTS.md) */
         *out = gpt2_gemm_have_onednn() ? GPT2_GEMM_ONEDNN : GPT2_GEMM_OPENBLAS;
     } else {
-        return ZERR(ZINC_ERR_INVALID_ARG, "--gemm '%s': expected openblas, onednn or auto", name);
+        return ZINC_ERROR(ZINC_ERR_INVALID_ARG, "--gemm '%s': expected openblas, onednn or auto", name);
     }
     return ZINC_OK;
 }
@@ -173,15 +171,15 @@ zinc_status gpt2_products_parse(const char *name, gpt2_products *out) {
         *out = GPT2_PRODUCTS_FP32;
     } else if (!strcmp(name, "bf16")) {
         if (!gpt2_gemm_bf16_available())
-            return ZERR(ZINC_ERR_UNSUPPORTED,
-                        "--products bf16: no bf16 dot products here (%s): they need oneDNN (--gemm onednn or "
-                        "auto, Debian: libdnnl2) and a CPU with AVX-512 bf16; use --products fp32 or auto",
-                        gpt2_gemm_selected() != GPT2_GEMM_ONEDNN ? "the product backend is OpenBLAS"
-                        : !dnnl.bf16                             ? "this libdnnl lacks dnnl_gemm_bf16bf16f32"
-                                                                 : "oneDNN's bf16 product does not run on this CPU");
+            return ZINC_ERROR(ZINC_ERR_UNSUPPORTED,
+                              "--products bf16: no bf16 dot products here (%s): they need oneDNN (--gemm onednn or "
+                              "auto, Debian: libdnnl2) and a CPU with AVX-512 bf16; use --products fp32 or auto",
+                              gpt2_gemm_selected() != GPT2_GEMM_ONEDNN ? "the product backend is OpenBLAS"
+                              : !dnnl.bf16                             ? "this libdnnl lacks dnnl_gemm_bf16bf16f32"
+                                           : "oneDNN's bf16 product does not run on this CPU");
         *out = GPT2_PRODUCTS_BF16;
     } else {
-        return ZERR(ZINC_ERR_INVALID_ARG, "--products '%s': expected auto, fp32 or bf16", name);
+        return ZINC_ERROR(ZINC_ERR_INVALID_ARG, "--products '%s': expected auto, fp32 or bf16", name);
     }
     return ZINC_OK;
 }

@@ -4,7 +4,6 @@
  * mlp_cuda.c holds the GPU path (cuBLAS), which the loop picks on a cuda engine. */
 #include "mlp_internal.h"
 #include "../common/example_rng.h"
-#include "runtime/core/error.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -133,18 +132,18 @@ static zinc_status declare_memory(mlp_model *m) {
 static zinc_status check_sizes(const mlp_config *c, int64_t mb, int *widest_out) {
     if (c->in_dim < 1 || c->in_dim > 512 || c->hidden < 1 || c->hidden > (1 << 20) || c->depth < 0 || c->depth > 4096 ||
         c->classes < 2 || c->classes > (1 << 20) || c->compute < MLP_COMPUTE_AUTO || c->compute > MLP_COMPUTE_DEVICE)
-        return ZERR(ZINC_ERR_INVALID_ARG,
-                    "mlp: in_dim %d, hidden %d, depth %d, classes %d, compute %d: want in_dim 1..512, "
-                    "hidden 1..2^20, depth 0..4096, classes 2..2^20 and an mlp_compute",
-                    c->in_dim, c->hidden, c->depth, c->classes, (int)c->compute);
+        return ZINC_ERROR(ZINC_ERR_INVALID_ARG,
+                          "mlp: in_dim %d, hidden %d, depth %d, classes %d, compute %d: want in_dim 1..512, "
+                          "hidden 1..2^20, depth 0..4096, classes 2..2^20 and an mlp_compute",
+                          c->in_dim, c->hidden, c->depth, c->classes, (int)c->compute);
     int widest = c->in_dim > c->classes ? c->in_dim : c->classes;
     if (c->hidden > widest) widest = c->hidden;
     int64_t act;
     if (mb < 1 || __builtin_mul_overflow(mb, (int64_t)widest, &act) || act > ((int64_t)1 << 40) / 4)
-        return ZERR(ZINC_ERR_INVALID_ARG,
-                    "mlp: micro batch %lld x width %d floats per activation buffer is beyond 2^38 "
-                    "elements (1 TiB): lower train_micro_batch_size_per_gpu or the width",
-                    (long long)mb, widest);
+        return ZINC_ERROR(ZINC_ERR_INVALID_ARG,
+                          "mlp: micro batch %lld x width %d floats per activation buffer is beyond 2^38 "
+                          "elements (1 TiB): lower train_micro_batch_size_per_gpu or the width",
+                          (long long)mb, widest);
     *widest_out = widest;
     return ZINC_OK;
 }
@@ -160,7 +159,7 @@ zinc_status mlp_memory(const mlp_config *cfg, int64_t micro_batch, uint64_t *act
 
 zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
     mlp_model *m = calloc(1, sizeof *m);
-    if (!m) return ZERR(ZINC_ERR_NOMEM, "mlp: out of memory for the model");
+    if (!m) return ZINC_ERROR(ZINC_ERR_NOMEM, "mlp: out of memory for the model");
     m->e = e;
     m->cfg = cfg ? *cfg : mlp_default_config();
     m->nlayers = m->cfg.depth + 1;
@@ -182,10 +181,10 @@ zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
     m->teacher_w1 = calloc(n_teacher1(m), sizeof(float));
     m->teacher_w2 = calloc(n_teacher2(m), sizeof(float));
     if (!m->layers || !m->x || !m->dz || !m->dh || !m->labels || !m->teacher_w1 || !m->teacher_w2) {
-        zinc_status nomem = ZERR(ZINC_ERR_NOMEM,
-                                 "mlp: no memory for the activations (3 buffers of micro batch %lld x %d floats, "
-                                 "%.1f MiB each): lower train_micro_batch_size_per_gpu",
-                                 (long long)m->mb, widest, (double)m->mb * widest * 4 / 1048576.0);
+        zinc_status nomem = ZINC_ERROR(ZINC_ERR_NOMEM,
+                                       "mlp: no memory for the activations (3 buffers of micro batch %lld x %d floats, "
+                                       "%.1f MiB each): lower train_micro_batch_size_per_gpu",
+                                       (long long)m->mb, widest, (double)m->mb * widest * 4 / 1048576.0);
         mlp_destroy(m);
         return nomem;
     }
@@ -216,10 +215,11 @@ zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
         L->h_in = calloc((size_t)m->mb * (size_t)L->in, sizeof(float));
         L->z = calloc((size_t)m->mb * (size_t)L->out, sizeof(float));
         if (!L->wf || !L->bf || !L->h_in || !L->z) {
-            zinc_status nomem = ZERR(ZINC_ERR_NOMEM,
-                                     "mlp: no memory for layer fc%d's buffers (%d x %d weights, micro batch %lld): "
-                                     "lower the width or train_micro_batch_size_per_gpu",
-                                     l + 1, L->out, L->in, (long long)m->mb);
+            zinc_status nomem =
+                ZINC_ERROR(ZINC_ERR_NOMEM,
+                           "mlp: no memory for layer fc%d's buffers (%d x %d weights, micro batch %lld): "
+                           "lower the width or train_micro_batch_size_per_gpu",
+                           l + 1, L->out, L->in, (long long)m->mb);
             mlp_destroy(m);
             return nomem;
         }

@@ -126,6 +126,10 @@ zinc_status zckpt_write_small(zckpt_writer *w, const char *dir, const char *name
 zinc_status zckpt_open_regular(const char *path, int *fd);
 /* Reads a whole small file (NUL-terminated, malloc'd). */
 zinc_status zckpt_read_small(const char *path, char **out, size_t *n);
+/* The step of the tag `latest` names in the checkpoint directory dir when zinc named it itself
+ * ("step<N>", checkpoint_retain.c), else -1 (no `latest`, unreadable, or a user's tag); never an error. For
+ * zinc launch, which restarts from it. */
+int64_t zckpt_latest_step(const char *dir);
 
 /* A reader of one shard file that verifies every 1 MiB block it reads against the manifest. */
 typedef struct zckpt_reader {

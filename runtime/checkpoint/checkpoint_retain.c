@@ -28,6 +28,17 @@ static int64_t step_of(const char *name) {
     return v;
 }
 
+int64_t zckpt_latest_step(const char *dir) {
+    char path[ZCKPT_PATH_MAX], *tag = NULL;
+    size_t n = 0;
+    if (snprintf(path, sizeof path, "%s/" ZCKPT_LATEST, dir) >= (int)sizeof path) return -1;
+    if (zckpt_read_small(path, &tag, &n) != ZINC_OK) return zinc__error_clear(), -1;
+    while (n && (tag[n - 1] == '\n' || tag[n - 1] == '\r' || tag[n - 1] == ' ')) tag[--n] = 0;
+    int64_t s = step_of(tag);
+    free(tag);
+    return s;
+}
+
 static int newest_first(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return x < y ? 1 : x > y ? -1 : 0;

@@ -249,12 +249,15 @@ static bool active(const json_t *v) {
     return false;
 }
 
-static void enum_list(const char *const *names, char *out, size_t n) {
+/* "\"a\", \"b\", \"c\"", or with last = " or ": "\"a\", \"b\" or \"c\"". */
+static void enum_list_sep(const char *const *names, const char *last, char *out, size_t n) {
     size_t k = 0;
     out[0] = 0;
     for (size_t i = 0; names[i] && k < n - 32; i++)
-        k += (size_t)snprintf(out + k, n - k, "%s\"%s\"", i ? ", " : "", names[i]);
+        k += (size_t)snprintf(out + k, n - k, "%s\"%s\"", !i ? "" : names[i + 1] ? ", " : last, names[i]);
 }
+
+static void enum_list(const char *const *names, char *out, size_t n) { enum_list_sep(names, ", ", out, n); }
 
 bool zcfg_parse_dtype(const char *s, zinc_dtype *out) {
     static const struct {
@@ -486,10 +489,9 @@ static bool refused_optimizer(zcfg_loader *L, const char *name, const char *path
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcasecmp(name, tab[i].name)) {
-            zcfg_problem(L, path,
-                         "\"%s\": %s; use \"Adam\", \"AdamW\", \"Lion\", \"Lamb\", \"Adagrad\" or \"SGD\" (its "
-                         "parameters are not checked)",
-                         name, tab[i].why);
+            char ours[256];
+            enum_list_sep(zkey_optimizer_names, " or ", ours, sizeof ours);
+            zcfg_problem(L, path, "\"%s\": %s; use %s (its parameters are not checked)", name, tab[i].why, ours);
             L->optimizer_refused = true;
             return true;
         }

@@ -16,7 +16,7 @@ static const char *basename_of(const char *path) {
     return s ? s + 1 : path;
 }
 
-zinc_status zinc__error_set(zinc_status code, const char *file, int line, const char *fmt, ...) {
+zinc_status zinc_error_at(zinc_status code, const char *file, int line, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(g_msg, sizeof g_msg, fmt, ap);

@@ -5,18 +5,14 @@
 
 #include "zinc.h"
 
-/* Records `code` with a printf-style message and the origin file:line; returns `code`. */
-zinc_status zinc__error_set(zinc_status code, const char *file, int line, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
+/* zinc_error_at (zinc.h) records an error; the library calls it through ZERR, as the examples through
+ * ZINC_ERROR. */
 /* Appends a caller frame ("\n  from file:line") to the current message so the trace shows the path. */
 void zinc__error_trace(const char *file, int line);
 /* Clears the message (successful public calls need not clear it). */
 void zinc__error_clear(void);
 
-#define ZERR(code, ...) zinc__error_set((code), __FILE__, __LINE__, __VA_ARGS__)
+#define ZERR(code, ...) ZINC_ERROR((code), __VA_ARGS__)
 
 /* Needs `zinc_status st` in scope and a `fail:` label. */
 #define TRY(expr)                                                                                                      \

@@ -394,3 +394,21 @@ zinc_status zfile_rmtree(const char *path) {
         return ZERR(ZINC_ERR_IO, "cannot remove %s: %s (remove it by hand)", path, strerror(errno));
     return ZINC_OK;
 }
+
+/* The public doors (zinc.h) for a model's own files. */
+zinc_status zinc_file_open_input(const char *what, const char *path, FILE **f) {
+    if (!what || !path || !f) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_file_open_input: NULL argument");
+    return zfile_fopen_input(what, path, f);
+}
+
+zinc_status zinc_file_write(const char *what, const char *path, int n, const void *const *data, const size_t *len,
+                            unsigned flags, const char *const *inputs) {
+    if (!what || !path || n < 0 || (n && (!data || !len)))
+        return ZERR(ZINC_ERR_INVALID_ARG, "zinc_file_write: NULL argument or negative count");
+    zfile_out o;
+    zinc_status st = zfile_out_open(&o, what, path, flags, inputs);
+    for (int i = 0; st == ZINC_OK && i < n; i++) st = zfile_out_write(&o, data[i], len[i]);
+    if (st == ZINC_OK) return zfile_out_commit(&o);
+    zfile_out_abort(&o);
+    return st;
+}

@@ -23,9 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/trace_load.h"
-#include "cli/trace_plot.h"
-#include "cli/trace_summary.h"
+#include "cli/trace/trace_load.h"
+#include "cli/trace/trace_plot.h"
+#include "cli/trace/trace_summary.h"
 #include "runtime/core/safe_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -61,7 +61,7 @@ static void check_trace(const zcli_trace *t) {
         require(s->pid >= 0 && s->pid < t->world, "a span's rank is outside world_size");
         require(s->track >= 0 && s->track < t->ntracks && t->tracks[s->track].pid == s->pid, "a span's track");
         require(s->depth >= 0 && s->depth <= 1000, "a span nests beyond the limit");
-        require(s->dur >= 0 && s->cat >= 0 && s->cat < ZCLI_TC_COUNT, "a span's duration or phase");
+        require(s->dur >= 0 && s->cat >= 0 && s->cat < ZCLI_TRACE_CATS, "a span's duration or phase");
     }
 }
 
