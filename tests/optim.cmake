@@ -68,3 +68,8 @@ if(COMMAND zinc_emulated_test)
   zinc_emulated_test(NAME engine_sgd_cuda_emulated SOURCE test_engine_sgd.c EXTRA optim_engine.c
                      ENV ZINC_TEST_DEVICE=cuda ARGS --tag cuda)
 endif()
+# Muon (DeepSpeed 0.19.8's MuonWithAuxAdam, issue 39): Newton-Schulz against float64, the engine at stages
+# 0-3 against a float64 MuonWithAuxAdam after every step at 1 and 2 ranks (the 2-rank runs assemble a
+# matrix that straddles the shards on its owner), its config and refusals, a checkpoint resumed bitwise.
+zinc_test(NAME engine_muon_np1 SOURCES test_engine_muon.c engine_util.c LABELS engine)
+zinc_test(NAME engine_muon_np2 SOURCES test_engine_muon.c engine_util.c RANKS 2 LABELS engine)

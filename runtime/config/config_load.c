@@ -482,12 +482,12 @@ static bool refused_optimizer(zcfg_loader *L, const char *name, const char *path
         {"MuAdam", "muP optimizers are not implemented in zinc"},
         {"MuAdamW", "muP optimizers are not implemented in zinc"},
         {"MuSGD", "muP optimizers are not implemented in zinc"},
-        {"Muon", "Muon is not implemented in zinc"},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcasecmp(name, tab[i].name)) {
             zcfg_problem(L, path,
-                         "\"%s\": %s; use \"Adam\", \"AdamW\", \"Lion\", \"Lamb\", \"Adagrad\" or \"SGD\" (its "
+                         "\"%s\": %s; use \"Adam\", \"AdamW\", \"Lion\", \"Lamb\", \"Adagrad\", \"SGD\" or \"Muon\" "
+                         "(its "
                          "parameters are not checked)",
                          name, tab[i].why);
             L->optimizer_refused = true;
