@@ -40,9 +40,9 @@ size_t zmuon_ns_work_floats(int64_t rows, int64_t cols) {
 typedef struct prod_job {
     const float *a, *b; /* row-major inputs */
     float *out;
-    size_t n, k;             /* out is n x n (dot) or n x k (comb) */
-    float alpha, beta_coef;  /* comb: out = alpha * x + B x; dot: out = beta_coef * (a a^T) */
-    const float *x;          /* comb: the matrix whose rows are combined */
+    size_t n, k;            /* out is n x n (dot) or n x k (comb) */
+    float alpha, beta_coef; /* comb: out = alpha * x + B x; dot: out = beta_coef * (a a^T) */
+    const float *x;         /* comb: the matrix whose rows are combined */
 } prod_job;
 
 /* out[i][j] = sum_l a[i][l] * a[j][l] over l < k (a is n x k): row i. */

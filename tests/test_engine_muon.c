@@ -52,8 +52,8 @@ static void ns64(double *x, int64_t rows, int64_t cols) {
     const double a = 3.4445, b = -4.7750, c = 2.0315;
     int tall = rows > cols;
     int64_t n = tall ? cols : rows, k = tall ? rows : cols;
-    double *X = malloc(sizeof(double) * n * k), *A = malloc(sizeof(double) * n * n), *B = malloc(sizeof(double) * n * n),
-           *Y = malloc(sizeof(double) * n * k);
+    double *X = malloc(sizeof(double) * n * k), *A = malloc(sizeof(double) * n * n),
+           *B = malloc(sizeof(double) * n * n), *Y = malloc(sizeof(double) * n * k);
     for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < cols; j++) {
             if (tall)
@@ -237,7 +237,8 @@ static zinc_status add_grad(model *md, int k, int step, int micro) {
     for (int64_t i = 0; st == ZINC_OK && i < info.numel; i++) {
         double acc = 0;
         for (int j = 0; j < md->micro; j++) {
-            int64_t s = (int64_t)step * BATCH + (int64_t)micro * md->world * md->micro + (int64_t)md->rank * md->micro + j;
+            int64_t s =
+                (int64_t)step * BATCH + (int64_t)micro * md->world * md->micro + (int64_t)md->rank * md->micro + j;
             acc += grad_fn(k, i, (double)w[i], s);
         }
         g[i] = g[i] + (float)(acc / md->micro);
@@ -286,8 +287,10 @@ static void compare(const char *what, int t, const float *x, const float *prev, 
         double rp = sqrt(np / dp), rd = sqrt(nd / dd);
         if (rp > *worst_p) *worst_p = rp;
         if (rd > *worst_d) *worst_d = rd;
-        ZT_CHECK(rp <= 1e-6 && rd <= 1e-4, "%s step %d parameter p%d: relative %.3g (want <= 1e-6), its change %.3g "
-                 "(want <= 1e-4)", what, t, k, rp, rd);
+        ZT_CHECK(rp <= 1e-6 && rd <= 1e-4,
+                 "%s step %d parameter p%d: relative %.3g (want <= 1e-6), its change %.3g "
+                 "(want <= 1e-4)",
+                 what, t, k, rp, rd);
     }
 }
 
@@ -350,8 +353,7 @@ static void test_config(void) {
     if (st == ZINC_OK) {
         const zcfg_optimizer *o = &e->cfg.optimizer;
         ZT_CHECK(o->muon_lr == 0.02 && o->adam_lr == 3e-4 && o->momentum == 0.95 && o->beta1 == 0.9 &&
-                     o->beta2 == 0.95 && o->eps == 1e-10 && o->weight_decay == 0 && o->ns_method == 0 &&
-                     o->adam_w_mode,
+                     o->beta2 == 0.95 && o->eps == 1e-10 && o->weight_decay == 0 && o->ns_method == 0 && o->adam_w_mode,
                  "Muon's defaults are MuonWithAuxAdam's (muon_lr %g, adam_lr %g, momentum %g, betas %g %g, eps %g, "
                  "wd %g, ns_method %d)",
                  o->muon_lr, o->adam_lr, o->momentum, o->beta1, o->beta2, o->eps, o->weight_decay, o->ns_method);

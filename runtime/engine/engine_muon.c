@@ -63,8 +63,7 @@ zinc_status zengine_muon_build(zinc_engine *e) {
         load[best] += ns_flops(e->params[pick]);
     }
     const zplan_entry *u = &e->plan.buf[ZPLAN_MUON_UPDATE];
-    if (u->count)
-        TRY(zmem_host_alloc(&e->mem, u->kind, u->cat, u->each, u->what, (void **)&e->muon_upd));
+    if (u->count) TRY(zmem_host_alloc(&e->mem, u->kind, u->cat, u->each, u->what, (void **)&e->muon_upd));
 fail:
     free(load);
     return st;
@@ -169,8 +168,8 @@ static zinc_status exchanged(zinc_engine *e) {
         sd[r] = nsend, nsend += sc[r];
         rd[r] = nrecv, nrecv += rc[r];
     }
-    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_SCRATCH, (nsend + nrecv + nmats + wmax + 4) * sizeof(float),
-                        "Muon's matrix assembly", (void **)&send));
+    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_SCRATCH,
+                        (nsend + nrecv + nmats + wmax + 4) * sizeof(float), "Muon's matrix assembly", (void **)&send));
     recv = send + nsend + 1, mats = recv + nrecv + 1, work = mats + nmats + 1;
     /* pack: to each owner, this rank's pieces of its matrices in matrix order */
     TRY_ALLOC(at, (size_t)W, "Muon's pack cursors");

@@ -35,8 +35,7 @@ static void muon_cpu(const zopt_hp *hp, zopt_pass pass, const zopt_piece *p) {
     for (size_t i = 0; i < p->n;) {
         bool mat = p->decay_mask && p->upd && (p->decay_mask[i / ZADAM_MASK_GROUP] & ZOPT_MASK_MATRIX);
         size_t j = i;
-        while (j < p->n &&
-               (p->decay_mask && p->upd && (p->decay_mask[j / ZADAM_MASK_GROUP] & ZOPT_MASK_MATRIX)) == mat)
+        while (j < p->n && (p->decay_mask && p->upd && (p->decay_mask[j / ZADAM_MASK_GROUP] & ZOPT_MASK_MATRIX)) == mat)
             j += ZADAM_MASK_GROUP - j % ZADAM_MASK_GROUP;
         if (j > p->n) j = p->n;
         const void *g = (const char *)p->grad + i * gsz;
