@@ -209,6 +209,10 @@ void zinc_finalize(void);
 /* Parameter flags. */
 #define ZINC_PARAM_DECAY 1u /* weight decay applies to this parameter */
 #define ZINC_PARAM_NO_DECAY 0u
+/* A 2-D matrix (shape {rows, cols}) that optimizer "Muon" orthogonalises (DeepSpeed's use_muon: hidden
+ * weights, not embeddings, heads, biases or norms); every other parameter takes Muon's AdamW half. Other
+ * optimizers ignore it. */
+#define ZINC_PARAM_MUON 2u
 
 /* Adds a module (a unit of gathering and gradient completion) and returns its id (>= 0), or -1 on error.
  * Modules must be added in forward order (stage 3 prefetches in the order it records, but buckets fill

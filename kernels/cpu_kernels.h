@@ -99,6 +99,37 @@ void zsgd_step_ref(const zsgd_hparams *h, size_t n, float *master, float *buf, c
 void zsgd_step(const zsgd_hparams *h, size_t n, float *master, float *buf, const void *grad, zinc_dtype gdt,
                void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
 
+/* Muon (DeepSpeed 0.19.8 original_muon.py muon_update, MuonWithAuxAdam.step), for one matrix's elements, in
+ * float:
+ *   g = grad * grad_factor
+ *   m = m + (1 - beta) * (g - m)                       (momentum.lerp_(grad, 1 - beta))
+ *   u = nesterov ? g + beta * (m - g) : m                (grad.lerp_(momentum, beta))
+ *   U = NS5(u as rows x cols) * sqrt(max(1, rows / cols))  (the whole matrix: zmuon_newton_schulz)
+ *   if (wd && decayed) p = p * (1 - lr * wd);  p = p - lr * U
+ * zmuon_momentum is the first two lines for one element (the engine's assembly and the step share it);
+ * zmuon_apply_ref the last line over n elements with U given. */
+typedef struct zmuon_hparams {
+    zadam_hparams adam; /* the AdamW half (its own lr, betas, eps, weight decay, bias corrections) */
+    float lr, beta, weight_decay, grad_factor; /* the Muon half */
+    int nesterov;
+} zmuon_hparams;
+static inline float zmuon_momentum(float m, float g, float beta) { return m + (1.0f - beta) * (g - m); }
+static inline float zmuon_nesterov(float m, float g, float beta) { return g + beta * (m - g); }
+/* u[i] = zmuon_nesterov(zmuon_momentum(m[i], g, beta), g, beta) with g = grad[i] * grad_factor: the
+ * matrix elements' Nesterov momentum, which the engine assembles (m is only read). */
+void zmuon_nesterov_ref(const zmuon_hparams *h, size_t n, const float *m, const void *grad, zinc_dtype gdt, float *u);
+/* The Muon elements [0, n): m updated from the gradient, the master from U (upd), param_out written. */
+void zmuon_apply_ref(const zmuon_hparams *h, size_t n, float *master, float *m, const void *grad, zinc_dtype gdt,
+                     const float *upd, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
+/* The quintic Newton-Schulz iteration (coefficients 3.4445, -4.7750, 2.0315; `steps` iterations) of the
+ * rows x cols matrix x, in place, times sqrt(max(1, rows / cols)): the wide orientation (transposed when
+ * rows > cols), x / (||x||_F + 1e-7), then X = a X + (b A + c A A) X with A = X X^T. Storage is float, each
+ * product accumulates in double (DeepSpeed runs it in bf16 on an accelerator, fp32 elsewhere; "gram" is the
+ * same iteration in exact arithmetic). work holds zmuon_ns_work_floats(rows, cols) floats. Rows of each
+ * product run on the current pool. */
+size_t zmuon_ns_work_floats(int64_t rows, int64_t cols);
+void zmuon_newton_schulz(float *x, int64_t rows, int64_t cols, int steps, float *work);
+
 /* LAMB (DeepSpeed's FusedLamb), per parameter tensor: with g = grad * grad_factor,
  *   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g           (moments not bias-corrected)
  *   u = m / (eps_inside_sqrt ? sqrt(v + eps) : sqrt(v) + eps);  if (wd && decayed) u += wd*p

@@ -59,6 +59,7 @@ bool field_is(const zinc_config *c, const zkey_key *k, const char *want_text, ch
 #define STAGE3 "{\"zero_optimization\":{\"stage\":3}}"
 #define OPT_LAMB "{\"optimizer\":{\"type\":\"Lamb\"}}"
 #define OPT_SGD "{\"optimizer\":{\"type\":\"SGD\"}}"
+#define OPT_MUON "{\"optimizer\":{\"type\":\"Muon\"}}"
 #define OPT_SGD_MOMENTUM "{\"optimizer\":{\"type\":\"SGD\",\"params\":{\"momentum\":0.9}}}"
 
 typedef struct {

@@ -14,7 +14,7 @@ const key_row rows[] = {
     {"gradient_accumulation_steps", F(gradient_accumulation_steps), NULL, "2", "2", "1", 0},
     /* top-level scalars */
     {"gradient_clipping", F(gradient_clipping), NULL, "0.5", "0.5", "1.0", 0}, /* 0.19.8 constants.py */
-    {"steps_per_print", F(steps_per_print), NULL, "10", "10", "0", 0},       /* code default None: no report */
+    {"steps_per_print", F(steps_per_print), NULL, "10", "10", "0", 0},         /* code default None: no report */
     {"wall_clock_breakdown", F(wall_clock_breakdown), NULL, "true", "true", "false", 0},
     {"memory_breakdown", F(memory_breakdown), NULL, "true", "true", "false", 0},
     {"dump_state", F(dump_state), NULL, "true", "true", "false", 0},
@@ -37,6 +37,9 @@ const key_row rows[] = {
     {"optimizer.params.dampening", F(optimizer.dampening), OPT_SGD, "0.1", "0.1", "0.0", 0},
     {"optimizer.params.nesterov", F(optimizer.nesterov), OPT_SGD_MOMENTUM, "true", "true", "false", 0},
     {"optimizer.params.maximize", F(optimizer.maximize), OPT_SGD, "true", "true", "false", 0},
+    {"optimizer.params.muon_lr", F(optimizer.muon_lr), OPT_MUON, "0.05", "0.05", "0.02", 0},
+    {"optimizer.params.adam_lr", F(optimizer.adam_lr), OPT_MUON, "0.001", "0.001", "3e-4", 0},
+    {"optimizer.params.ns_method", F(optimizer.ns_method), OPT_MUON, "\"standard\"", "\"standard\"", "\"gram\"", 0},
     /* scheduler */
     {"scheduler.type", F(scheduler.type), "{\"scheduler\":{\"params\":{}}}", "\"warmuplr\"", "\"WarmupLR\"", "\"none\"",
      0},
@@ -114,6 +117,8 @@ const key_row rows[] = {
     {"zero_optimization.load_from_fp32_weights", F(zero.load_from_fp32_weights), NULL, "false", "false", "true", 0},
     /* only true is accepted (false is refused, test_config_rules) */
     {"zero_optimization.compute_grad_norm", F(zero.compute_grad_norm), NULL, "true", "true", "true", 0},
+    {"zero_optimization.save_muon_momentum_buffer_in_memory", F(zero.save_muon_momentum_buffer_in_memory), NULL, "true",
+     "true", "false", 0},
     /* offload_optimizer (DeepSpeed's code default device is "none"; its docs say cpu) */
     {"zero_optimization.offload_optimizer.device", F(zero.offload_optimizer.device), STAGE2, "\"cpu\"", "\"cpu\"",
      "\"none\"", 0},
@@ -121,8 +126,8 @@ const key_row rows[] = {
      "\"/tmp/x\"", "\"\"", 0},
     {"zero_optimization.offload_optimizer.buffer_count", F(zero.offload_optimizer.buffer_count), STAGE2, "8", "8", "4",
      0},
-    {"zero_optimization.offload_optimizer.pin_memory", F(zero.offload_optimizer.pin_memory), STAGE2, "false",
-     "false", "true", 0},
+    {"zero_optimization.offload_optimizer.pin_memory", F(zero.offload_optimizer.pin_memory), STAGE2, "false", "false",
+     "true", 0},
     {"zero_optimization.offload_optimizer.pipeline_read", F(zero.offload_optimizer.pipeline_read), STAGE2, "true",
      "true", "false", 0},
     {"zero_optimization.offload_optimizer.pipeline_write", F(zero.offload_optimizer.pipeline_write), STAGE2, "true",
@@ -169,8 +174,8 @@ const key_row rows[] = {
     {"comms_logger.enabled", F(comms_logger.enabled), NULL, "true", "true", "false", REQUIRED},
     {"comms_logger.verbose", F(comms_logger.verbose), NULL, "true", "true", "false", 0},
     {"comms_logger.prof_all", F(comms_logger.prof_all), NULL, "false", "false", "true", 0},
-    {"comms_logger.prof_ops", F(comms_logger.prof_ops), "{\"comms_logger\":{\"prof_all\":false}}", "[\"all_gather\", \"all_reduce\", \"all_gather\"]",
-     "[\"all_reduce\", \"all_gather\"]", "[]", 0},
+    {"comms_logger.prof_ops", F(comms_logger.prof_ops), "{\"comms_logger\":{\"prof_all\":false}}",
+     "[\"all_gather\", \"all_reduce\", \"all_gather\"]", "[\"all_reduce\", \"all_gather\"]", "[]", 0},
     {"comms_logger.debug", F(comms_logger.debug), NULL, "true", "true", "false", 0},
     /* monitors (DeepSpeed's deepspeed/monitor/config.py defaults) */
     {"tensorboard.enabled", F(tensorboard.enabled), NULL, "true", "true", "false", 0},
@@ -254,7 +259,6 @@ const onoff_row ignored[] = {
     {"zero_optimization.parameter_alignment", NULL, "true", "false"},
     {"data_types.buffer_dtype", NULL, "\"bf16\"", "null"},
     {"zero_optimization.enable_sanity_checks", NULL, "true", "false"},
-    {"zero_optimization.save_muon_momentum_buffer_in_memory", NULL, "true", "false"},
     {"zero_optimization.leaf_module", NULL, "{\"classes\": [\"MoE\"]}", "{}"},
     {"zero_optimization.offload_optimizer.super_offload", NULL, "true", "false"},
     {"zero_optimization.offload_optimizer.cpuadam_cores_perc", NULL, "50", "0"},

@@ -329,8 +329,8 @@ static void test_overlap_adam(void) {
     ZT_OK(load("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Adam\", \"params\": {\"weight_decay\": 0.1}}}"));
     ZT_CHECK(logged(ZINC_LOG_INFO, "decoupled", "adam_w_mode") == 1,
              "Adam + weight_decay: the AdamW surprise not logged");
-    EXPECT_ERR("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Muon\"}}", "optimizer.type", "\"Muon\"",
-               "\"Adagrad\" or \"SGD\"", "not implemented");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"MuSGD\"}}", "optimizer.type", "\"MuSGD\"",
+               "\"SGD\" or \"Muon\"", "not implemented");
     /* OneCycle cycles betas[0]; SGD has none: warned, as DeepSpeed warns, and the momentum stays the config's */
     ZT_OK(load("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"SGD\", \"params\": {\"momentum\": 0.9}}, "
                "\"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": 0.001, \"cycle_max_lr\": 0.01, "

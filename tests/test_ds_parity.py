@@ -329,7 +329,7 @@ def expected(d, raw):
     for k in ("zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients",
               "zero_hpz_partition_size", "compute_grad_norm", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "allgather_bucket_size",
               "allgather_partitions", "sub_group_size", "round_robin_gradients", "ignore_unused_parameters",
-              "load_from_fp32_weights"):
+              "load_from_fp32_weights", "save_muon_momentum_buffer_in_memory"):
         e[f"zero_optimization.{k}"] = getattr(z, k)
     # zero/config.py: overlap_comm None resolves to stage 3 (DeepSpeedZeroConfig.overlap_comm_valid)
     e["zero_optimization.overlap_comm"] = bool(z.overlap_comm)

@@ -73,11 +73,12 @@ static zinc_status init_param_range(void *userdata, const zinc_param_info *p, ui
 
 /* ---------------------------------------------------------------- create / destroy */
 
+/* Weight decay on the matrices; Muon (ZINC_PARAM_MUON, ignored by other optimizers) on the hidden ones:
+ * every 2-D weight but the embeddings (wte is also the tied head). */
 static unsigned decay_flags(int kind) {
-    return kind == GPT2_WTE || kind == GPT2_WPE || kind == GPT2_QKVW || kind == GPT2_ATTPROJW || kind == GPT2_FCW ||
-                   kind == GPT2_FCPROJW
-               ? ZINC_PARAM_DECAY
-               : ZINC_PARAM_NO_DECAY;
+    bool hidden = kind == GPT2_QKVW || kind == GPT2_ATTPROJW || kind == GPT2_FCW || kind == GPT2_FCPROJW;
+    if (hidden) return ZINC_PARAM_DECAY | ZINC_PARAM_MUON;
+    return kind == GPT2_WTE || kind == GPT2_WPE ? ZINC_PARAM_DECAY : ZINC_PARAM_NO_DECAY;
 }
 
 static int add_param(gpt2_model *m, int module, int kind, int layer, const char *name) {

@@ -206,7 +206,9 @@ zinc_status mlp_create(zinc_engine *e, const mlp_config *cfg, mlp_model **out) {
         if (zinc_module_flops(e, L->module, mac2, l > 0 ? 2 * mac2 : mac2) != ZINC_OK) goto fail;
         char pname[80];
         snprintf(pname, sizeof pname, "fc%d.weight", l + 1);
-        L->w = zinc_param_add(e, L->module, pname, 2, (int64_t[]){L->out, L->in}, ZINC_PARAM_DECAY);
+        /* Muon (ignored by other optimizers) on the hidden layers' weights, not the head's */
+        unsigned wflags = ZINC_PARAM_DECAY | (l + 1 < m->nlayers ? ZINC_PARAM_MUON : 0u);
+        L->w = zinc_param_add(e, L->module, pname, 2, (int64_t[]){L->out, L->in}, wflags);
         snprintf(pname, sizeof pname, "fc%d.bias", l + 1);
         L->b = zinc_param_add(e, L->module, pname, 1, (int64_t[]){L->out}, ZINC_PARAM_NO_DECAY);
         if (!L->w || !L->b) goto fail;

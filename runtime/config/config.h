@@ -28,6 +28,7 @@ typedef enum {
     ZOPT_LAMB = 3,
     ZOPT_ADAGRAD = 4,
     ZOPT_SGD = 5,
+    ZOPT_MUON = 6, /* Muon for the matrices the model marks (ZINC_PARAM_MUON), AdamW for the rest */
     ZOPT_COUNT
 } zcfg_optimizer_type;
 
@@ -59,6 +60,12 @@ typedef struct zcfg_optimizer {
     bool eps_inside_sqrt;        /* Lamb: sqrt(v + eps) instead of sqrt(v) + eps; false */
     double momentum, dampening;  /* SGD (torch.optim.SGD): 0, 0 */
     bool nesterov, maximize;     /* SGD: false, false */
+    /* Muon (DeepSpeed 0.19.8 engine._muon_param_groups, MuonWithAuxAdam): each half's lr (muon_lr, adam_lr;
+     * unset: lr where the file gives it, else 0.02 and 3e-4), the Muon half's momentum (0.95), and the
+     * Newton-Schulz method (0 "gram", 1 "standard": the same iteration in exact arithmetic; zinc computes both
+     * in fp32 with double accumulation). */
+    double muon_lr, adam_lr;
+    int ns_method;
 } zcfg_optimizer;
 
 typedef struct zcfg_scheduler {
@@ -123,17 +130,18 @@ typedef struct zcfg_zero {
     bool allgather_partitions;     /* true (DeepSpeed parses it and never reads it) */
     zcfg_offload offload_optimizer;
     zcfg_offload offload_param;
-    int64_t sub_group_size;                  /* 1e9 */
-    int64_t prefetch_bucket_size;            /* stage3_prefetch_bucket_size 5e7 */
-    int64_t param_persistence_threshold;     /* stage3_param_persistence_threshold 1e5 */
-    int64_t model_persistence_threshold;     /* stage3_model_persistence_threshold INT64_MAX */
-    int64_t max_live_parameters;             /* stage3_max_live_parameters 1e9 */
-    int64_t max_reuse_distance;              /* stage3_max_reuse_distance 1e9 */
-    bool gather_16bit_weights_on_model_save; /* false */
-    bool round_robin_gradients;              /* false */
-    bool ignore_unused_parameters;           /* true */
-    bool load_from_fp32_weights;             /* true */
-    bool compute_grad_norm;                  /* true; false is refused (config_resolve.c) */
+    int64_t sub_group_size;                   /* 1e9 */
+    int64_t prefetch_bucket_size;             /* stage3_prefetch_bucket_size 5e7 */
+    int64_t param_persistence_threshold;      /* stage3_param_persistence_threshold 1e5 */
+    int64_t model_persistence_threshold;      /* stage3_model_persistence_threshold INT64_MAX */
+    int64_t max_live_parameters;              /* stage3_max_live_parameters 1e9 */
+    int64_t max_reuse_distance;               /* stage3_max_reuse_distance 1e9 */
+    bool gather_16bit_weights_on_model_save;  /* false */
+    bool round_robin_gradients;               /* false */
+    bool ignore_unused_parameters;            /* true */
+    bool load_from_fp32_weights;              /* true */
+    bool compute_grad_norm;                   /* true; false is refused (config_resolve.c) */
+    bool save_muon_momentum_buffer_in_memory; /* false: only meaningful with NVMe offload (refused with Muon) */
     /* ZeRO++ (DeepSpeed 0.19.8, stage 3 only; zero/zeropp.h): */
     bool quantized_weights;              /* zero_quantized_weights false: qwZ, INT8 blocks in stage-3 all-gathers */
     bool quantized_nontrainable_weights; /* zero_quantized_nontrainable_weights false: no effect (all params train) */

@@ -485,7 +485,6 @@ static bool refused_optimizer(zcfg_loader *L, const char *name, const char *path
         {"MuAdam", "muP optimizers are not implemented in zinc"},
         {"MuAdamW", "muP optimizers are not implemented in zinc"},
         {"MuSGD", "muP optimizers are not implemented in zinc"},
-        {"Muon", "Muon is not implemented in zinc"},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcasecmp(name, tab[i].name)) {

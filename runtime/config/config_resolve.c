@@ -415,6 +415,34 @@ static void resolve_optimizer_keys(zcfg_loader *L) {
         c->optimizer.weight_decay = 0.01;
 }
 
+/* Muon (DeepSpeed 0.19.8 engine._muon_param_groups, MuonWithAuxAdam): each half's lr is muon_lr / adam_lr,
+ * else the shared lr where the file gives it, else the class defaults 0.02 and 3e-4; the AdamW half's betas
+ * default to (0.9, 0.95). zinc's lr (the schedules' base, the dump) becomes the Muon half's. What zinc cannot
+ * run exactly yet is refused with the reason. */
+static void resolve_muon(zcfg_loader *L) {
+    zinc_config *c = L->c;
+    zcfg_optimizer *o = &c->optimizer;
+    bool lr_given = zcfg_given(c, "optimizer.params.lr");
+    if (!zcfg_given(c, "optimizer.params.muon_lr")) o->muon_lr = lr_given ? o->lr : 0.02;
+    if (!zcfg_given(c, "optimizer.params.adam_lr")) o->adam_lr = lr_given ? o->lr : 3e-4;
+    if (!zcfg_given(c, "optimizer.params.betas")) o->beta2 = 0.95;
+    o->lr = o->muon_lr;
+    if (c->zero.offload_optimizer.device != ZOFFLOAD_NONE)
+        zcfg_problem(L, "zero_optimization.offload_optimizer.device",
+                     "\"%s\" with optimizer Muon is not implemented yet: Newton-Schulz needs each matrix's momentum "
+                     "assembled whole, which zinc does only from optimizer state in memory; use \"none\"",
+                     c->zero.offload_optimizer.device == ZOFFLOAD_CPU ? "cpu" : "nvme");
+    if (c->zero.offload_param.device != ZOFFLOAD_NONE)
+        zcfg_problem(L, "zero_optimization.offload_param.device",
+                     "\"%s\" with optimizer Muon is not implemented yet (the whole-matrix step writes the parameter "
+                     "shard in device memory); use \"none\"",
+                     c->zero.offload_param.device == ZOFFLOAD_CPU ? "cpu" : "nvme");
+    if (c->scheduler.type == ZSCHED_ONE_CYCLE)
+        zcfg_problem(L, "scheduler.type",
+                     "OneCycle with optimizer Muon is not implemented (its momentum cycling would have to cycle the "
+                     "Muon momentum and the AdamW betas apart); use WarmupLR, WarmupDecayLR or WarmupCosineLR");
+}
+
 /* DeepSpeed 0.19.8's engine.get_data_types: gradients accumulate in the model dtype unless
  * data_types.grad_accum_dtype says otherwise, and without ZeRO no other is allowed
  * (_do_optimizer_sanity_check raises NotImplementedError); _assert_valid_mixed_precision_config asserts that
@@ -500,6 +528,7 @@ void zcfg_resolve(zcfg_loader *L) {
     if (!c->comm_dtype_set) c->comm_dtype = c->compute_dtype;
     resolve_dtypes(L);
     resolve_optimizer_keys(L);
+    if (c->optimizer.type == ZOPT_MUON) resolve_muon(L);
     c->optimizer.adam_w_mode = c->optimizer.type == ZOPT_ADAMW || c->optimizer.adam_w_mode;
     if (c->optimizer.type == ZOPT_ADAM && c->optimizer.adam_w_mode && c->optimizer.weight_decay > 0 &&
         !zcfg_given(c, "optimizer.params.adam_w_mode"))

@@ -39,9 +39,10 @@
     { .name = n, .kind = ZKEY_REFUSED, .status = why }
 #define TABLE(var, p, arr) const zkey_table var = {p, arr, sizeof arr / sizeof arr[0]}
 
-const char *const zkey_optimizer_names[] = {"Adam", "AdamW", "Lion", "Lamb", "Adagrad", "SGD", NULL};
+const char *const zkey_optimizer_names[] = {"Adam", "AdamW", "Lion", "Lamb", "Adagrad", "SGD", "Muon", NULL};
 const char *const zkey_scheduler_names[] = {"none",        "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle",
                                             "LRRangeTest", NULL};
+static const char *const ns_method_names[] = {"gram", "standard", NULL};
 static const char *const warmup_names[] = {"log", "linear", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const tag_names[] = {"Warn", "Ignore", "Fail", NULL};
@@ -59,6 +60,7 @@ const char *const zkey_comm_op_names[] = {"all_reduce",        "reduce_scatter",
 #define O_LAMB (1u << ZOPT_LAMB)
 #define O_ADAGRAD (1u << ZOPT_ADAGRAD)
 #define O_SGD (1u << ZOPT_SGD)
+#define O_MUON (1u << ZOPT_MUON)
 static const zkey_key optimizer_params_keys[] = {
     DBL("lr", optimizer.lr, 0, 1e3, "learning rate (the schedulers' WarmupCosineLR scales it)"),
     {.name = "betas",
@@ -66,16 +68,16 @@ static const zkey_key optimizer_params_keys[] = {
      .off = F(optimizer.beta1),
      .lo = 0,
      .hi = 1 - DBL_EPSILON,
-     .optimizers = O_ADAM | O_LION | O_LAMB,
-     .meaning = "[beta1, beta2], each in [0, 1)",
+     .optimizers = O_ADAM | O_LION | O_LAMB | O_MUON,
+     .meaning = "[beta1, beta2], each in [0, 1) (Muon: its AdamW half's)",
      .status = IMPL},
     {.name = "eps",
      .kind = ZKEY_F64,
      .off = F(optimizer.eps),
      .lo = 0,
      .hi = 1,
-     .optimizers = O_ADAM | O_LAMB | O_ADAGRAD,
-     .meaning = "added after the (bias-corrected) square root",
+     .optimizers = O_ADAM | O_LAMB | O_ADAGRAD | O_MUON,
+     .meaning = "added after the (bias-corrected) square root (Muon: its AdamW half's)",
      .status = IMPL},
     DBL("weight_decay", optimizer.weight_decay, 0, 1e3, "decoupled (AdamW mode, Lion) or L2 (Adam mode, SGD)"),
     {.name = "bias_correction",
@@ -87,8 +89,8 @@ static const zkey_key optimizer_params_keys[] = {
     {.name = "adam_w_mode",
      .kind = ZKEY_BOOL,
      .off = F(optimizer.adam_w_mode),
-     .optimizers = O_ADAM,
-     .meaning = "decoupled weight decay; DeepSpeed's default true makes \"Adam\" behave as AdamW",
+     .optimizers = O_ADAM | O_MUON,
+     .meaning = "decoupled weight decay; DeepSpeed's default true makes \"Adam\" behave as AdamW (Muon: its Adam half)",
      .status = IMPL},
     {.name = "torch_adam",
      .kind = ZKEY_BOOL,
@@ -123,8 +125,9 @@ static const zkey_key optimizer_params_keys[] = {
      .off = F(optimizer.momentum),
      .lo = 0,
      .hi = 1,
-     .optimizers = O_SGD,
-     .meaning = "SGD: momentum factor mu (buf = mu * buf + (1 - dampening) * g; 0: no momentum buffer used)",
+     .optimizers = O_SGD | O_MUON,
+     .meaning = "SGD: momentum factor mu (buf = mu * buf + (1 - dampening) * g; 0: no momentum buffer used); Muon: "
+                "its half's momentum beta (buf = lerp(buf, g, 1 - beta), Nesterov)",
      .status = IMPL},
     {.name = "dampening",
      .kind = ZKEY_F64,
@@ -146,6 +149,30 @@ static const zkey_key optimizer_params_keys[] = {
      .optimizers = O_SGD,
      .meaning = "SGD: ascend the objective (the gradient negated)",
      .status = IMPL},
+    {.name = "muon_lr",
+     .kind = ZKEY_F64,
+     .off = F(optimizer.muon_lr),
+     .lo = 0,
+     .hi = 1e3,
+     .optimizers = O_MUON,
+     .meaning = "Muon: the lr of the Muon half (unset: lr where given, else 0.02)",
+     .status = IMPL},
+    {.name = "adam_lr",
+     .kind = ZKEY_F64,
+     .off = F(optimizer.adam_lr),
+     .lo = 0,
+     .hi = 1e3,
+     .optimizers = O_MUON,
+     .meaning = "Muon: the lr of the AdamW half (unset: lr where given, else 3e-4)",
+     .status = IMPL},
+    {.name = "ns_method",
+     .kind = ZKEY_ENUM,
+     .off = F(optimizer.ns_method),
+     .names = ns_method_names,
+     .optimizers = O_MUON,
+     .meaning = "Muon: Newton-Schulz method, gram or standard (the same iteration in exact arithmetic; zinc runs "
+                "both in fp32 with double accumulation)",
+     .status = IMPL},
     REFUSED("amsgrad", "not implemented: DeepSpeed's FusedAdam refuses amsgrad too"),
     REFUSED("max_grad_norm", "not an optimizer parameter: use the top-level gradient_clipping"),
 };
@@ -154,6 +181,8 @@ static const zkey_key optimizer_params_keys[] = {
 const zkey_optimizer_default zkey_optimizer_defaults[] = {
     {ZOPT_ADAGRAD, "lr", 1e-2}, /* DeepSpeedCPUAdagrad(lr=1e-2, eps=1e-10) */
     {ZOPT_ADAGRAD, "eps", 1e-10},
+    {ZOPT_MUON, "momentum", 0.95}, /* MuonWithAuxAdam: momentum 0.95, Adam half betas (0.9, 0.95), eps 1e-10 */
+    {ZOPT_MUON, "eps", 1e-10},
     {ZOPT_COUNT, NULL, 0},
 };
 TABLE(zkey_optimizer_params, "optimizer.params", optimizer_params_keys);
@@ -162,7 +191,8 @@ bool zkey_optimizer_takes(zcfg_optimizer_type type, const zkey_key *k) {
 }
 
 static const zkey_key optimizer_keys[] = {
-    ENUM("type", optimizer.type, zkey_optimizer_names, "Adam, AdamW, Lion, Lamb, Adagrad or SGD (case-insensitive)"),
+    ENUM("type", optimizer.type, zkey_optimizer_names,
+         "Adam, AdamW, Lion, Lamb, Adagrad, SGD or Muon (case-insensitive)"),
     OBJ("params", zkey_optimizer_params, "the optimizer's parameters"),
 };
 static TABLE(optimizer_tbl, "optimizer", optimizer_keys);
@@ -486,7 +516,8 @@ static const zkey_key zero_keys[] = {
     REFUSED("zenflow", "not implemented: ZenFlow's stale-gradient CPU updates change the math"),
     IGNORED("allgather_sequential", "ignored: zinc all-gathers the flat buffer in one call"),
     IGNORED("enable_sanity_checks", "ignored: zinc always validates its buffers"),
-    IGNORED("save_muon_momentum_buffer_in_memory", "ignored: zinc has no Muon optimizer"),
+    BOOL("save_muon_momentum_buffer_in_memory", zero.save_muon_momentum_buffer_in_memory,
+         "Muon with NVMe offload: keep the momentum in memory (accepted; zinc refuses Muon with offload so far)"),
     IGNORED("leaf_module", "ignored: zinc gathers per registered module"),
 };
 static TABLE(zero_tbl, "zero_optimization", zero_keys);

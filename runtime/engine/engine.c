@@ -242,6 +242,7 @@ void zinc_destroy(zinc_engine *e) {
         zengine_free(e, ZINC_MEM_PARAMS, e->params_full, e->bytes_params_full);
         zengine_free(e, ZINC_MEM_PARAMS, e->params_shard, e->bytes_params_shard);
         zstate_destroy(e->state);
+        zengine_muon_free(e);
         if (e->decay_mask_dev != e->decay_mask) zengine_free(e, ZINC_MEM_OTHER, e->decay_mask_dev, e->bytes_mask);
         zengine_free(e, e->plan.buf[ZPLAN_LAMB_NORMS].cat, e->lamb_norms, e->plan.buf[ZPLAN_LAMB_NORMS].each);
         for (int b = 0; b < 2; b++) {
@@ -331,6 +332,13 @@ zinc_param *zinc_param_add(zinc_engine *e, int module, const char *name, int ndi
     }
     if (ndim < 1 || ndim > ZINC_MAX_DIMS) {
         ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): ndim %d is out of range 1..%d", name, ndim, ZINC_MAX_DIMS);
+        return NULL;
+    }
+    if ((flags & ZINC_PARAM_MUON) && ndim != 2) {
+        ZERR(ZINC_ERR_INVALID_ARG,
+             "zinc_param_add(\"%s\"): ZINC_PARAM_MUON needs a 2-D matrix (rows, cols), the shape has %d dimensions; "
+             "view a convolution's filters as (out, in * kh * kw), or leave the flag off",
+             name, ndim);
         return NULL;
     }
     if (zinc_param_find(e, name)) {
@@ -456,7 +464,9 @@ static void fill_decay_mask(zinc_engine *e) {
     int64_t groups = (e->own_hi - e->own_lo) / ZPART_PARAM_ALIGN;
     for (int64_t g = 0; g < groups; g++) {
         zinc_param *p = zengine_param_at(e, e->own_lo + g * ZPART_PARAM_ALIGN);
-        e->decay_mask[g] = (uint8_t)(p && (p->flags & ZINC_PARAM_DECAY));
+        e->decay_mask[g] =
+            (uint8_t)((p && (p->flags & ZINC_PARAM_DECAY)) |
+                      (p && e->optim->whole_matrix && (p->flags & ZINC_PARAM_MUON) ? ZOPT_MASK_MATRIX : 0));
     }
 }
 
@@ -654,6 +664,7 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
     if (pb[ZPLAN_LAMB_NORMS].count)
         TRY(zengine_alloc(e, pb[ZPLAN_LAMB_NORMS].cat, pb[ZPLAN_LAMB_NORMS].each, pb[ZPLAN_LAMB_NORMS].what,
                           &e->lamb_norms));
+    TRY(zengine_muon_build(e));
     /* Gradients and buckets, at the plan's sizes (e->plan.grads, handed to zero/ in its context). */
     TRY(zgrads_alloc(&e->grads));
 

@@ -83,6 +83,11 @@ struct zinc_engine {
     /* optimizer state offloaded from a discrete device: the step's pinned staging, two chunks of gradients
      * (stage_g) and two of compute-dtype parameters (stage_p), made once by zinc_build (NULL otherwise) */
     char *stage_g[2], *stage_p[2];
+    /* Muon (engine_muon.c): the matrices marked ZINC_PARAM_MUON (parameter indices), each one's owner rank
+     * (by parameter index; -1: not a matrix), and the own range's assembled update (ZPLAN_MUON_UPDATE). */
+    int nmuon;
+    int *muon_idx, *muon_owner;
+    float *muon_upd;
     void *lamb_norms;       /* per-tensor norms on a discrete device: ZPLAN_LAMB_NORMS, made by zinc_build */
     const zopt_desc *optim; /* the optimizer (runtime/optim), from the config at zinc_create */
 
@@ -230,6 +235,11 @@ bool zengine_state_on_device(const zinc_engine *e);
 
 /* The optimizer's update over the state store on any device, offloaded or not (engine_step_pass.c): g is
  * the local gradient and out the compute-dtype parameters of the own range, compute-device memory. */
+/* Muon's whole-matrix step (engine_muon.c): owners and the update buffer at zinc_build; before the step
+ * pass, the matrices' update assembled, orthogonalised and scattered back into muon_upd. */
+zinc_status zengine_muon_build(zinc_engine *e);
+void zengine_muon_free(zinc_engine *e);
+zinc_status zengine_muon_prepare(zinc_engine *e, const zopt_hp *hp, const void *g, zinc_dtype gdt);
 zinc_status zengine_optimizer_pass(zinc_engine *e, const zopt_desc *o, const zopt_hp *hp, const void *g, zinc_dtype gdt,
                                    void *out);
 /* The parameter holding flat element x (binary search), or NULL for padding. */

@@ -148,13 +148,15 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
                         .beta1 = zlr_beta1_at(&e->cfg.scheduler, o->beta1, e->steps_taken),
                         .beta2 = zlr_beta2(&e->cfg.scheduler, o->beta2),
                         .grad_factor = inv / clip,
-                        .t = e->steps_taken + 1};
+                        .t = e->steps_taken + 1,
+                        .adam_lr = zlr_at(&e->cfg.scheduler, o->adam_lr, e->steps_taken)};
         zopt_hp hp;
         e->optim->hparams(o, &os, &hp);
         zinc_dtype gdt;
         const void *g = zgrads_local(&e->grads, &gdt);
         size_t csz = zinc_dtype_size(e->compute_dtype);
         void *out = e->stage == 3 ? e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
+        TRY(zengine_muon_prepare(e, &hp, g, gdt)); /* Muon: the whole-matrix updates (engine_muon.c) */
         TRY(zengine_optimizer_pass(e, e->optim, &hp, g, gdt, out));
         if (zengine_params_checked(e)) {
             t0 = ztrace_begin();

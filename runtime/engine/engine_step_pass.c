@@ -69,6 +69,7 @@ static zinc_status chunk_elementwise(step_pass *s, const zstate_view *v, const c
             .pdt = e->compute_dtype,
             .decay_mask = mask + (v->lo + o) / ZADAM_MASK_GROUP,
             .tensor = -1,
+            .upd = e->muon_upd ? e->muon_upd + v->lo + o : NULL,
         };
         zinc_status st = kernel(s, ZOPT_APPLY, &p);
         if (st == ZINC_OK) st = zstate_poll(z);

@@ -196,6 +196,17 @@ static void plan_lamb(zplan *p, const zinc_config *cfg) {
         o->device_norms_bytes(p->nparams));
 }
 
+/* A whole-matrix optimizer (Muon; runtime/engine/engine_muon.c): the Nesterov momentum and then the
+ * orthogonalised update of the own range's matrix elements, fp32 over the own range, made by zinc_build.
+ * The owner's assembled matrices and the Newton-Schulz workspace live only inside the step (not planned
+ * yet: they depend on the matrices' shapes and owners, which the plan's model does not carry). */
+static void plan_muon(zplan *p, const zinc_config *cfg) {
+    const zopt_desc *o = zopt_get(cfg->optimizer.type);
+    if (!o || !o->whole_matrix) return;
+    put(p, ZPLAN_MUON_UPDATE, "Muon's whole-matrix update", ZINC_MEM_OTHER, ZINC_MEMKIND_HOST, ZPLAN_AT_BUILD, 1,
+        (uint64_t)(p->own_hi - p->own_lo) * sizeof(float));
+}
+
 /* Gradients and reduction buckets (zero/sizing.c; zero/grads.c allocates with the same function). */
 static void plan_grads(zplan *p, const zinc_config *cfg) {
     zinc_mem_kind ck = p->device.compute_kind;
@@ -312,6 +323,7 @@ zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, 
     plan_params(out, cfg);
     plan_state(out, cfg);
     plan_lamb(out, cfg);
+    plan_muon(out, cfg);
     plan_grads(out, cfg);
     plan_held(out, m);
     if (out->stage == 3) {

@@ -5,12 +5,12 @@
 #include "runtime/core/error.h"
 
 /* The descriptors, one per file (optim_<name>.c). */
-extern const zopt_desc zopt_adam, zopt_lion, zopt_lamb, zopt_adagrad, zopt_sgd;
+extern const zopt_desc zopt_adam, zopt_lion, zopt_lamb, zopt_adagrad, zopt_sgd, zopt_muon;
 
 const zopt_desc *zopt_get(zcfg_optimizer_type type) {
     static const zopt_desc *const by_type[ZOPT_COUNT] = {
-        [ZOPT_ADAM] = &zopt_adam, [ZOPT_ADAMW] = &zopt_adam,      [ZOPT_LION] = &zopt_lion,
-        [ZOPT_LAMB] = &zopt_lamb, [ZOPT_ADAGRAD] = &zopt_adagrad, [ZOPT_SGD] = &zopt_sgd,
+        [ZOPT_ADAM] = &zopt_adam,       [ZOPT_ADAMW] = &zopt_adam, [ZOPT_LION] = &zopt_lion, [ZOPT_LAMB] = &zopt_lamb,
+        [ZOPT_ADAGRAD] = &zopt_adagrad, [ZOPT_SGD] = &zopt_sgd,    [ZOPT_MUON] = &zopt_muon,
     };
     return (unsigned)type < ZOPT_COUNT ? by_type[type] : NULL;
 }

@@ -23,6 +23,7 @@ typedef struct zopt_step {
     double beta2;       /* this step's beta2 (0.99 while OneCycle cycles momentum; else betas[1]) */
     double grad_factor; /* the combined unscale-and-clip factor for every gradient element */
     int64_t t;          /* the step being taken, from 1 (bias correction) */
+    double adam_lr;     /* Muon: its AdamW half's lr after the schedule (lr is the Muon half's) */
 } zopt_step;
 
 /* The per-step scalars, in the descriptor's own type (zadam_hparams, zlamb_hparams, ...) inside. */
@@ -47,7 +48,14 @@ typedef struct zopt_piece {
     float coeff;               /* per-tensor, apply pass: the tensor's coefficient */
     double *sums;              /* per-tensor, sums pass: (||p||^2, ||u||^2) of the tensor, accumulated */
     void *workspace;           /* per-tensor, sums pass on a discrete device: the kernel's workspace */
+    /* Whole-matrix optimizers (Muon): the update the engine assembled for these n elements (the engine's
+     * muon_upd, runtime/engine/engine_muon.c), and the decay mask's bit ZOPT_MASK_MATRIX marks its elements;
+     * NULL for the others. */
+    const float *upd;
 } zopt_piece;
+
+/* The decay mask's bit for an element of a whole-matrix optimizer's matrix (bit 0 is weight decay). */
+#define ZOPT_MASK_MATRIX 2u
 
 typedef enum { ZOPT_APPLY = 0, ZOPT_SUMS = 1 } zopt_pass;
 
@@ -75,6 +83,9 @@ typedef struct zopt_desc {
     void (*cpu)(const zopt_hp *hp, zopt_pass pass, const zopt_piece *p);
     /* tensor_norms: the coefficient of one tensor from its summed squared norms. */
     float (*coeff)(const zopt_hp *hp, double wsq, double usq);
+    /* Whole-matrix optimizers (Muon): the parameters marked ZINC_PARAM_MUON are stepped as matrices, each
+     * assembled on one rank before the pass (runtime/engine/engine_muon.c); false: elementwise only. */
+    bool whole_matrix;
 } zopt_desc;
 
 /* Adam's hparams (zadam_hparams), which Lion's extend. */

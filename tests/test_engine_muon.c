@@ -1,0 +1,454 @@
+/* Muon ("optimizer": {"type": "Muon"}): DeepSpeed 0.19.8's MuonWithAuxAdam under ZeRO, exact.
+ *   - the Newton-Schulz kernel against a float64 Newton-Schulz written here (DeepSpeed's
+ *     zeropower_via_newtonschulz5: coefficients (3.4445, -4.7750, 2.0315), 5 steps, the wide orientation,
+ *     x / (||x|| + 1e-7), then sqrt(max(1, rows / cols))), tall, wide and square;
+ *   - trained end to end through the public API at ZeRO stages 0-3, gradient accumulation 1 and 2, at the
+ *     rank count the test runs under (1, 2): after EVERY step the parameters within 1e-6 relative (per
+ *     tensor, normwise) of a float64 MuonWithAuxAdam over the same closed-form gradients, written here from
+ *     DeepSpeed's formulas (muon_update with Nesterov, p *= 1 - lr*wd, p -= lr*U; adam_update with bias
+ *     correction for the rest), and each step's change within 1e-4 of the reference's (what a wrong
+ *     formula, a wrong scale or a matrix assembled from the wrong pieces misses by far more). The model
+ *     has a tall matrix, a wide one that straddles the two ranks' shards, biases and an AdamW "head";
+ *   - the config: DeepSpeed's defaults and lr fallbacks, the refusals (offload, OneCycle, a Muon flag on a
+ *     1-D parameter, SGD's dampening under Muon);
+ *   - a checkpoint after 3 steps resumed to the end equals the uninterrupted run bitwise (the momentum is in
+ *     the checkpoint's exp_avg section), and an AdamW checkpoint is refused. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_util.h"
+#include "kernels/cpu_kernels.h"
+#include "runtime/engine/engine_internal.h"
+#include "zinc.h"
+#include "zt.h"
+
+enum { NP = 5, BATCH = 8, STEPS = 6 };
+static const int64_t SHAPE[NP][2] = {{24, 8}, {24, 1}, {8, 24}, {8, 1}, {16, 8}};
+static const int NDIM[NP] = {2, 1, 2, 1, 2};
+static const unsigned FLAGS[NP] = {ZINC_PARAM_DECAY | ZINC_PARAM_MUON, 0, ZINC_PARAM_DECAY | ZINC_PARAM_MUON, 0,
+                                   ZINC_PARAM_DECAY};
+static const double MUON_LR = 0.02, ADAM_LR = 3e-3, MOM = 0.95, B1 = 0.9, B2 = 0.95, EPS = 1e-10, WD = 0.1;
+
+static int64_t numel(int k) { return SHAPE[k][0] * SHAPE[k][1]; }
+static float init_value(int k, int64_t i) { return 0.3f * sinf(0.37f * (float)i + 0.11f * (float)k); }
+/* A hash in [-1, 1): the gradient matrices must be well conditioned. Newton-Schulz raises a singular value
+ * s by up to 3.4445 per step, so on a nearly low-rank matrix (a sine of the flat index is rank 2) it lifts
+ * float rounding noise of 6e-8 to 1e-5 in any fp32 implementation, DeepSpeed's included. */
+static double noise(int k, int64_t i, int64_t s) {
+    uint64_t x = (uint64_t)i * 0x9E3779B97F4A7C15ull ^ (uint64_t)(k + 1) * 0xC2B2AE3D27D4EB4Full ^
+                 (uint64_t)(s + 7) * 0x165667B19E3779F9ull;
+    x ^= x >> 31, x *= 0xBF58476D1CE4E5B9ull, x ^= x >> 29;
+    return (double)(x >> 11) / 4503599627370496.0 - 1.0;
+}
+static double grad_fn(int k, int64_t i, double w, int64_t s) {
+    return w * 0.02 * (double)(1 + s % 5) + 0.05 * noise(k, i, s);
+}
+
+/* ---------------------------------------------------------------- float64 reference */
+static void ns64(double *x, int64_t rows, int64_t cols) {
+    const double a = 3.4445, b = -4.7750, c = 2.0315;
+    int tall = rows > cols;
+    int64_t n = tall ? cols : rows, k = tall ? rows : cols;
+    double *X = malloc(sizeof(double) * n * k), *A = malloc(sizeof(double) * n * n),
+           *B = malloc(sizeof(double) * n * n), *Y = malloc(sizeof(double) * n * k);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) {
+            if (tall)
+                X[j * k + i] = x[i * cols + j];
+            else
+                X[i * k + j] = x[i * cols + j];
+        }
+    double ss = 0;
+    for (int64_t i = 0; i < n * k; i++) ss += X[i] * X[i];
+    for (int64_t i = 0; i < n * k; i++) X[i] /= sqrt(ss) + 1e-7;
+    for (int s = 0; s < 5; s++) {
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double t = 0;
+                for (int64_t l = 0; l < k; l++) t += X[i * k + l] * X[j * k + l];
+                A[i * n + j] = t;
+            }
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double t = 0;
+                for (int64_t l = 0; l < n; l++) t += A[i * n + l] * A[l * n + j];
+                B[i * n + j] = b * A[i * n + j] + c * t;
+            }
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < k; j++) {
+                double t = a * X[i * k + j];
+                for (int64_t l = 0; l < n; l++) t += B[i * n + l] * X[l * k + j];
+                Y[i * k + j] = t;
+            }
+        memcpy(X, Y, sizeof(double) * n * k);
+    }
+    double scale = tall ? sqrt((double)rows / (double)cols) : 1.0;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) x[i * cols + j] = (tall ? X[j * k + i] : X[i * k + j]) * scale;
+    free(X), free(A), free(B), free(Y);
+}
+
+static double *ref[STEPS + 1][NP]; /* parameters after each step (0: initial) */
+
+static void ref_train(void) {
+    double *p[NP], *m[NP], *v[NP];
+    for (int k = 0; k < NP; k++) {
+        p[k] = malloc(sizeof(double) * numel(k));
+        m[k] = calloc(numel(k), sizeof(double));
+        v[k] = calloc(numel(k), sizeof(double));
+        for (int64_t i = 0; i < numel(k); i++) p[k][i] = init_value(k, i);
+        ref[0][k] = malloc(sizeof(double) * numel(k));
+        memcpy(ref[0][k], p[k], sizeof(double) * numel(k));
+    }
+    for (int t = 0; t < STEPS; t++) {
+        for (int k = 0; k < NP; k++) {
+            int64_t n = numel(k);
+            double *g = malloc(sizeof(double) * n);
+            for (int64_t i = 0; i < n; i++) {
+                double acc = 0;
+                for (int s = 0; s < BATCH; s++) acc += grad_fn(k, i, p[k][i], (int64_t)t * BATCH + s);
+                g[i] = acc / BATCH;
+            }
+            int decayed = (FLAGS[k] & ZINC_PARAM_DECAY) != 0;
+            if (FLAGS[k] & ZINC_PARAM_MUON) { /* muon_update (nesterov), MuonWithAuxAdam.step */
+                for (int64_t i = 0; i < n; i++) {
+                    m[k][i] = MOM * m[k][i] + (1 - MOM) * g[i];
+                    g[i] = (1 - MOM) * g[i] + MOM * m[k][i];
+                }
+                ns64(g, SHAPE[k][0], SHAPE[k][1]);
+                for (int64_t i = 0; i < n; i++) {
+                    if (decayed) p[k][i] *= 1 - MUON_LR * WD;
+                    p[k][i] -= MUON_LR * g[i];
+                }
+            } else { /* adam_update, adam_w_mode */
+                double bc1 = 1 - pow(B1, t + 1), bc2 = 1 - pow(B2, t + 1);
+                for (int64_t i = 0; i < n; i++) {
+                    m[k][i] = B1 * m[k][i] + (1 - B1) * g[i];
+                    v[k][i] = B2 * v[k][i] + (1 - B2) * g[i] * g[i];
+                    if (decayed) p[k][i] *= 1 - ADAM_LR * WD;
+                    p[k][i] -= ADAM_LR * (m[k][i] / bc1) / (sqrt(v[k][i] / bc2) + EPS);
+                }
+            }
+            free(g);
+            ref[t + 1][k] = malloc(sizeof(double) * n);
+            memcpy(ref[t + 1][k], p[k], sizeof(double) * n);
+        }
+    }
+    for (int k = 0; k < NP; k++) free(p[k]), free(m[k]), free(v[k]);
+}
+
+/* ---------------------------------------------------------------- the kernel */
+static void test_ns_kernel(uint64_t *rs) {
+    const int64_t shapes[][2] = {{48, 12}, {12, 48}, {20, 20}, {768, 64}};
+    for (int si = 0; si < 4; si++) {
+        int64_t r = shapes[si][0], c = shapes[si][1];
+        float *x = malloc(sizeof(float) * r * c), *w = malloc(sizeof(float) * zmuon_ns_work_floats(r, c));
+        double *x64 = malloc(sizeof(double) * r * c);
+        for (int64_t i = 0; i < r * c; i++) x64[i] = x[i] = (float)zt_rand_normal(rs);
+        zmuon_newton_schulz(x, r, c, 5, w);
+        ns64(x64, r, c);
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < r * c; i++) num += (x[i] - x64[i]) * (x[i] - x64[i]), den += x64[i] * x64[i];
+        printf("# Newton-Schulz %lld x %lld: normwise error vs float64 %.3g\n", (long long)r, (long long)c,
+               sqrt(num / den));
+        ZT_CHECK(sqrt(num / den) < 1e-5, "Newton-Schulz %lldx%lld vs float64: %.3g (want < 1e-5)", (long long)r,
+                 (long long)c, sqrt(num / den));
+        free(x), free(w), free(x64);
+    }
+}
+
+/* ---------------------------------------------------------------- the engine */
+typedef struct run {
+    int stage, gas;
+    const char *extra; /* optimizer.params members added, or NULL */
+} run;
+
+typedef struct model {
+    zinc_engine *e;
+    zinc_param *p[NP];
+    int mod[NP];
+    int rank, world, micro;
+} model;
+
+static zinc_status init_fn(void *ud, const zinc_param_info *p, uint64_t seed, float *out) {
+    (void)ud, (void)seed;
+    for (int64_t i = 0; i < p->numel; i++) out[i] = init_value(p->index, i);
+    return ZINC_OK;
+}
+
+static void quiet(void *ud, zinc_log_level l, int rank, const char *msg) {
+    (void)ud;
+    if (l >= ZINC_LOG_WARN && rank == 0) fprintf(stderr, "zinc: %s\n", msg);
+}
+
+static zinc_status create_json(const char *cfg, const unsigned *flags, model *md) {
+    zinc_options o = zinc_default_options();
+    o.config_json = cfg;
+    o.device = ZINC_DEVICE_CPU;
+    o.log_fn = quiet;
+    o.cpu_threads = 1;
+    memset(md, 0, sizeof *md);
+    zinc_status st = zinc_create(&o, &md->e);
+    if (st != ZINC_OK) return st;
+    char name[32];
+    for (int k = 0; k < NP; k++) {
+        snprintf(name, sizeof name, "m%d", k);
+        md->mod[k] = zinc_module_add(md->e, name);
+        snprintf(name, sizeof name, "p%d", k);
+        md->p[k] = zinc_param_add(md->e, md->mod[k], name, NDIM[k], SHAPE[k], flags[k]);
+        if (md->mod[k] < 0 || !md->p[k]) return ZINC_ERR_INVALID_ARG;
+    }
+    st = zinc_build(md->e, init_fn, NULL);
+    if (st != ZINC_OK) return st;
+    md->rank = zinc_rank(md->e);
+    md->world = zinc_world_size(md->e);
+    return ZINC_OK;
+}
+
+static zinc_status create(const run *r, model *md) {
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg,
+             "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d, \"gradient_clipping\": 0, "
+             "\"optimizer\": {\"type\": \"Muon\", \"params\": {\"muon_lr\": %g, \"adam_lr\": %g, \"momentum\": %g, "
+             "\"betas\": [%g, %g], \"eps\": %g, \"weight_decay\": %g%s%s}}, "
+             "\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": 100, "
+             "\"stage3_param_persistence_threshold\": 0}}",
+             BATCH, r->gas, MUON_LR, ADAM_LR, MOM, B1, B2, EPS, WD, r->extra ? ", " : "", r->extra ? r->extra : "",
+             r->stage);
+    zinc_status st = create_json(cfg, FLAGS, md);
+    if (st == ZINC_OK) md->micro = BATCH / (md->world * r->gas);
+    return st;
+}
+
+static zinc_status add_grad(model *md, int k, int step, int micro) {
+    zinc_param_info info;
+    zinc_status st = zinc_param_get_info(md->p[k], &info);
+    if (st != ZINC_OK) return st;
+    size_t bytes = (size_t)info.numel * sizeof(float);
+    float *w = malloc(bytes), *g = malloc(bytes);
+    const void *pd = zinc_param_data(md->p[k]);
+    void *gd = zinc_param_grad(md->p[k]);
+    if (!w || !g || !pd || !gd) st = ZINC_ERR_INTERNAL;
+    if (st == ZINC_OK) st = zinc_copy_to_host(md->e, w, pd, bytes);
+    if (st == ZINC_OK) st = zinc_copy_to_host(md->e, g, gd, bytes);
+    for (int64_t i = 0; st == ZINC_OK && i < info.numel; i++) {
+        double acc = 0;
+        for (int j = 0; j < md->micro; j++) {
+            int64_t s =
+                (int64_t)step * BATCH + (int64_t)micro * md->world * md->micro + (int64_t)md->rank * md->micro + j;
+            acc += grad_fn(k, i, (double)w[i], s);
+        }
+        g[i] = g[i] + (float)(acc / md->micro);
+    }
+    if (st == ZINC_OK) st = zinc_copy_from_host(md->e, gd, g, bytes);
+    free(w), free(g);
+    return st;
+}
+
+static zinc_status train_step(model *md, const run *r, int t) {
+    zinc_status st = ZINC_OK;
+    for (int micro = 0; micro < r->gas; micro++) {
+        for (int k = 0; k < NP && st == ZINC_OK; k++) {
+            st = zinc_module_enter(md->e, md->mod[k], ZINC_FORWARD);
+            if (st == ZINC_OK) st = zinc_module_exit(md->e, md->mod[k], ZINC_FORWARD);
+        }
+        for (int k = NP - 1; k >= 0 && st == ZINC_OK; k--) {
+            st = zinc_module_enter(md->e, md->mod[k], ZINC_BACKWARD);
+            if (st == ZINC_OK) st = add_grad(md, k, t, micro);
+            if (st == ZINC_OK) st = zinc_module_exit(md->e, md->mod[k], ZINC_BACKWARD);
+        }
+    }
+    zinc_step_info info;
+    if (st == ZINC_OK) st = zinc_step(md->e, &info);
+    if (st == ZINC_OK && !info.taken) st = ZINC_ERR_INTERNAL;
+    return st;
+}
+
+static int64_t total(void) {
+    int64_t n = 0;
+    for (int k = 0; k < NP; k++) n += numel(k);
+    return n;
+}
+
+/* Normwise per tensor: the parameters against the reference after step t, and the step's change. */
+static void compare(const char *what, int t, const float *x, const float *prev, double *worst_p, double *worst_d) {
+    int64_t o = 0;
+    for (int k = 0; k < NP; k++) {
+        double np = 0, dp = 0, nd = 0, dd = 0;
+        for (int64_t i = 0; i < numel(k); i++, o++) {
+            double e = (double)x[o] - ref[t][k][i];
+            np += e * e, dp += ref[t][k][i] * ref[t][k][i];
+            double dz = (double)x[o] - (double)prev[o], dr = ref[t][k][i] - ref[t - 1][k][i];
+            nd += (dz - dr) * (dz - dr), dd += dr * dr;
+        }
+        double rp = sqrt(np / dp), rd = sqrt(nd / dd);
+        if (rp > *worst_p) *worst_p = rp;
+        if (rd > *worst_d) *worst_d = rd;
+        ZT_CHECK(rp <= 1e-6 && rd <= 1e-4,
+                 "%s step %d parameter p%d: relative %.3g (want <= 1e-6), its change %.3g "
+                 "(want <= 1e-4)",
+                 what, t, k, rp, rd);
+    }
+}
+
+static void test_matrix(void) {
+    int64_t n = total();
+    float *x = malloc(sizeof(float) * n), *prev = malloc(sizeof(float) * n);
+    double worst_p = 0, worst_d = 0;
+    int runs = 0, world = 1;
+    for (int stage = 0; stage <= 3; stage++)
+        for (int gas = 1; gas <= 2; gas++) {
+            run r = {.stage = stage, .gas = gas};
+            char what[64];
+            snprintf(what, sizeof what, "Muon stage %d gas %d", stage, gas);
+            model md;
+            zinc_status st = create(&r, &md);
+            ZT_CHECK(st == ZINC_OK, "%s: %s (%s)", what, zinc_status_name(st), zinc_last_error());
+            if (st != ZINC_OK) {
+                zinc_destroy(md.e);
+                continue;
+            }
+            world = md.world;
+            st = zinc_gather_master(md.e, prev, (size_t)n);
+            for (int t = 0; t < STEPS && st == ZINC_OK; t++) {
+                st = train_step(&md, &r, t);
+                if (st == ZINC_OK) st = zinc_gather_master(md.e, x, (size_t)n);
+                if (st == ZINC_OK) compare(what, t + 1, x, prev, &worst_p, &worst_d);
+                memcpy(prev, x, sizeof(float) * n);
+            }
+            ZT_CHECK(st == ZINC_OK, "%s: trained (%s: %s)", what, zinc_status_name(st), zinc_last_error());
+            zinc_destroy(md.e);
+            runs++;
+        }
+    printf("# Muon engine at %d rank(s): %d runs, worst parameter error %.3g, worst change error %.3g\n", world, runs,
+           worst_p, worst_d);
+    free(x), free(prev);
+}
+
+/* ---------------------------------------------------------------- config */
+static zinc_status try_create(const char *cfg, zinc_engine **e) {
+    zinc_options o = zinc_default_options();
+    o.config_json = cfg;
+    o.device = ZINC_DEVICE_CPU;
+    o.log_fn = quiet;
+    *e = NULL;
+    return zinc_create(&o, e);
+}
+
+static void refused(const char *cfg, const char *want1, const char *want2, const char *what) {
+    zinc_engine *e;
+    zinc_status st = try_create(cfg, &e);
+    ZT_CHECK(st == ZINC_ERR_CONFIG && strstr(zinc_last_error(), want1) && (!want2 || strstr(zinc_last_error(), want2)),
+             "%s is refused with the reason (%s: %s)", what, zinc_status_name(st), zinc_last_error());
+    zinc_destroy(e);
+}
+
+static void test_config(void) {
+    zinc_engine *e;
+    zinc_status st = try_create("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Muon\"}}", &e);
+    ZT_CHECK(st == ZINC_OK, "Muon with no params: %s (%s)", zinc_status_name(st), zinc_last_error());
+    if (st == ZINC_OK) {
+        const zcfg_optimizer *o = &e->cfg.optimizer;
+        ZT_CHECK(o->muon_lr == 0.02 && o->adam_lr == 3e-4 && o->momentum == 0.95 && o->beta1 == 0.9 &&
+                     o->beta2 == 0.95 && o->eps == 1e-10 && o->weight_decay == 0 && o->ns_method == 0 && o->adam_w_mode,
+                 "Muon's defaults are MuonWithAuxAdam's (muon_lr %g, adam_lr %g, momentum %g, betas %g %g, eps %g, "
+                 "wd %g, ns_method %d)",
+                 o->muon_lr, o->adam_lr, o->momentum, o->beta1, o->beta2, o->eps, o->weight_decay, o->ns_method);
+    }
+    zinc_destroy(e);
+    st = try_create("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Muon\", \"params\": {\"lr\": 0.01, "
+                    "\"adam_lr\": 0.001, \"ns_method\": \"standard\"}}}",
+                    &e);
+    ZT_CHECK(st == ZINC_OK && e->cfg.optimizer.muon_lr == 0.01 && e->cfg.optimizer.adam_lr == 0.001 &&
+                 e->cfg.optimizer.ns_method == 1,
+             "the shared lr is the Muon half's where muon_lr is not given, adam_lr overrides it for the AdamW half "
+             "(%s %s)",
+             zinc_status_name(st), zinc_last_error());
+    zinc_destroy(e);
+    refused("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Muon\"}, \"zero_optimization\": {\"stage\": 2, "
+            "\"offload_optimizer\": {\"device\": \"cpu\"}}}",
+            "offload_optimizer.device", "not implemented yet", "Muon with CPU offload");
+    refused("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Muon\"}, \"zero_optimization\": {\"stage\": 3, "
+            "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/tmp\"}}}",
+            "offload_optimizer.device", "not implemented yet", "Muon with NVMe offload");
+    refused("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Muon\"}, \"scheduler\": {\"type\": \"OneCycle\", "
+            "\"params\": {\"cycle_min_lr\": 0.001, \"cycle_max_lr\": 0.01}}}",
+            "OneCycle with optimizer Muon", NULL, "Muon with OneCycle");
+    refused("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Muon\", \"params\": {\"dampening\": 0.1}}}",
+            "not a parameter of Muon", NULL, "SGD's dampening under Muon");
+    refused("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Muon\", \"params\": {\"ns_method\": \"svd\"}}}",
+            "ns_method", NULL, "an unknown ns_method");
+    st = try_create("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Muon\"}}", &e);
+    if (st == ZINC_OK) {
+        int mod = zinc_module_add(e, "m");
+        zinc_param *p = zinc_param_add(e, mod, "bias", 1, (int64_t[]){8}, ZINC_PARAM_MUON);
+        ZT_CHECK(!p && strstr(zinc_last_error(), "ZINC_PARAM_MUON needs a 2-D matrix"),
+                 "a Muon flag on a 1-D parameter is refused (%s)", zinc_last_error());
+    }
+    zinc_destroy(e);
+}
+
+/* ---------------------------------------------------------------- checkpoints */
+static void test_checkpoint(void) {
+    int64_t n = total();
+    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/muon_ckpt", zt_build_dir());
+    snprintf(path, sizeof path, "%s/t3", dir);
+    for (int stage = 1; stage <= 3; stage += 2) {
+        run r = {.stage = stage, .gas = 1};
+        model md;
+        zinc_status st = create(&r, &md);
+        for (int t = 0; t < STEPS && st == ZINC_OK; t++) {
+            st = train_step(&md, &r, t);
+            if (st == ZINC_OK && t == 2) st = zinc_save_checkpoint(md.e, dir, "t3");
+        }
+        if (st == ZINC_OK) st = zinc_gather_master(md.e, a, (size_t)n);
+        ZT_CHECK(st == ZINC_OK, "stage %d: uninterrupted run with a save (%s)", stage, zinc_last_error());
+        zinc_destroy(md.e);
+        st = create(&r, &md);
+        if (st == ZINC_OK) st = zinc_load_checkpoint(md.e, path);
+        for (int t = 3; t < STEPS && st == ZINC_OK; t++) st = train_step(&md, &r, t);
+        if (st == ZINC_OK) st = zinc_gather_master(md.e, b, (size_t)n);
+        ZT_CHECK(st == ZINC_OK && !memcmp(a, b, sizeof(float) * n),
+                 "stage %d: resumed from step 3 equals the uninterrupted run bitwise (%s)", stage,
+                 st == ZINC_OK ? "compared" : zinc_last_error());
+        zinc_destroy(md.e);
+    }
+    /* an AdamW checkpoint's state is not Muon's */
+    model md;
+    char cfg[512];
+    snprintf(cfg, sizeof cfg,
+             "{\"train_batch_size\": %d, \"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 1}}",
+             BATCH);
+    zinc_status st = create_json(cfg, FLAGS, &md);
+    md.micro = BATCH / (md.world ? md.world : 1);
+    run r = {.stage = 1, .gas = 1};
+    if (st == ZINC_OK) st = train_step(&md, &r, 0);
+    if (st == ZINC_OK) st = zinc_save_checkpoint(md.e, dir, "adamw");
+    ZT_CHECK(st == ZINC_OK, "AdamW run saved (%s)", zinc_last_error());
+    zinc_destroy(md.e);
+    st = create(&r, &md);
+    snprintf(path, sizeof path, "%s/adamw", dir);
+    if (st == ZINC_OK) st = zinc_load_checkpoint(md.e, path);
+    ZT_CHECK(st == ZINC_ERR_CONFIG && strstr(zinc_last_error(), "this run uses Muon"),
+             "an AdamW checkpoint into Muon is refused (%s: %s)", zinc_status_name(st), zinc_last_error());
+    zinc_destroy(md.e);
+    free(a), free(b);
+}
+
+int main(void) {
+    zt_name = "engine_muon";
+    uint64_t rs = zt_seed();
+    test_ns_kernel(&rs);
+    ref_train();
+    test_matrix();
+    test_config();
+    test_checkpoint();
+    for (int t = 0; t <= STEPS; t++)
+        for (int k = 0; k < NP; k++) free(ref[t][k]);
+    return zt_finish();
+}
