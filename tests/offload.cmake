@@ -29,3 +29,9 @@ zinc_test(NAME offload_equiv_discrete_np2 SOURCES test_offload_equiv.c engine_ut
 # store's back, configuration and ordering errors with their messages.
 zinc_test(NAME offload_store_nvme SOURCES test_store_nvme.c LABELS offload unit)
 zinc_test(NAME offload_store_nvme_np2 SOURCES test_store_nvme.c RANKS 2 LABELS offload)
+
+# Parameter offload to NVMe (offload_param.device "nvme", stage 3): bitwise equal to the shard in memory
+# (fp32/bf16/fp16, accumulation, clipping, state on NVMe too, fp16 skips, checkpoint resume, short reads) on
+# 1 and 2 ranks; EIO, ENOSPC and a damaged block end the run naming the file.
+zinc_test(NAME offload_param_nvme SOURCES test_param_nvme.c engine_util.c LABELS offload)
+zinc_test(NAME offload_param_nvme_np2 SOURCES test_param_nvme.c engine_util.c RANKS 2 LABELS offload TIMEOUT 120)

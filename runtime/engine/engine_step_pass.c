@@ -26,6 +26,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/trace.h"
 #include "kernels/cpu_kernels.h"
+#include "offload/param_nvme.h"
 
 #define GRAD_SLOT(b) (b)        /* copy slots: gradient downloads into staging buffer b */
 #define PARAM_SLOT(b) (2 + (b)) /* parameter uploads from staging buffer b */
@@ -144,7 +145,9 @@ static zinc_status one_pass(step_pass *s, zopt_pass pass) {
         TRY(zstate_acquire(z, i, &v));
         if (w0) ztrace_span(w0, ZTRACE_WAIT, "state chunk", 0, "chunk", i, NULL, 0);
         const char *gc = s->g + (size_t)v.lo * gsz;
-        char *pc = s->out + (size_t)v.lo * csz;
+        /* offload_param nvme: the chunk's parameters are made in the store's scratch and written behind */
+        char *pc = s->out ? s->out + (size_t)v.lo * csz : zstate_param_scratch(e->pstore);
+        if (!s->out && apply && s->o->tensor_norms) memset(pc, 0, (size_t)v.n * csz); /* padding stays zero */
         int b = (int)(i & 1), nb = 1 - b;
         if (s->staged) {
             TRY(traced_copy_wait(d, GRAD_SLOT(b)));
@@ -168,6 +171,7 @@ static zinc_status one_pass(step_pass *s, zopt_pass pass) {
         if (t0) ztrace_span(t0, ZTRACE_OPTIMIZER, apply ? s->o->name : "norms", 0, "chunk", i, "elements", v.n);
         if (s->staged && apply)
             TRY(traced_copy(d, s->out + (size_t)v.lo * csz, hp[b], (size_t)v.n * csz, ZDEV_H2D, PARAM_SLOT(b)));
+        if (!s->out && apply) TRY(zengine_params_write(e, v.lo, v.n, pc));
         TRY(zstate_release(z, i));
     }
     TRY(zstate_pass_end(z));

@@ -99,6 +99,7 @@ typedef enum zplan_buf {
     ZPLAN_DETERM_RECV,           /* and the partner's piece at each level of its tree over the ranks */
     ZPLAN_HPZ_SECONDARY,         /* ZeRO++ hpZ: the secondary parameter shard over the group (zero/zeropp.h) */
     ZPLAN_QGZ_SCRATCH,           /* ZeRO++ qgZ: the quantized all-to-alls' buffers (zero/sizing.h zsize_qgz) */
+    ZPLAN_PARAM_SWAP,            /* offload_param nvme: the parameter store's swap buffer and step scratch */
     ZPLAN_BUF_COUNT
 } zplan_buf;
 
