@@ -35,7 +35,8 @@ static void quiet_log(void *u, zinc_log_level l, int rank, const char *msg) {
 typedef struct run {
     zinc_dtype t;
     const char *zero_extra, *extra, *fp16_extra;
-    const char *save_at; /* non-NULL: save after STEPS/2 steps there, then resume into a fresh engine */
+    const char *optimizer; /* NULL: eu_config's AdamW */
+    const char *save_at;   /* non-NULL: save after STEPS/2 steps there, then resume into a fresh engine */
     int64_t nvme_param_bytes;
     int rank;
     zinc_status failed; /* the first failing call's status (ZINC_OK: none) */
@@ -49,7 +50,8 @@ static zinc_status make(run *r, zinc_engine **e, mlp_model **m) {
                  .overlap_comm = 1,
                  .zero_extra = r->zero_extra,
                  .extra = r->extra,
-                 .fp16_extra = r->fp16_extra};
+                 .fp16_extra = r->fp16_extra,
+                 .optimizer = r->optimizer};
     if (r->fp16_extra && !strcmp(r->fp16_extra, "overflow")) er.fp16_extra = NULL;
     eu_config(&er, cfg, sizeof cfg);
     char *sp = strstr(cfg, "\"initial_scale_power\": 8");
@@ -119,6 +121,8 @@ static int direct_supported(const char *dir) {
     return ok;
 }
 
+static const char *g_optimizer;
+
 static void compare(const char *what, zinc_dtype t, const char *zero, const char *extra, const char *fp16,
                     int with_ckpt) {
     char zoff[8192], ck0[4200], ck1[4200];
@@ -128,8 +132,18 @@ static void compare(const char *what, zinc_dtype t, const char *zero, const char
              zero ? zero : "", zero ? ", " : "", g_dir);
     snprintf(ck0, sizeof ck0, "%s/ckpt_mem", g_dir);
     snprintf(ck1, sizeof ck1, "%s/ckpt_nvme", g_dir);
-    run a = {.t = t, .zero_extra = zero, .extra = extra, .fp16_extra = fp16, .save_at = with_ckpt ? ck0 : NULL};
-    run b = {.t = t, .zero_extra = zoff, .extra = extra, .fp16_extra = fp16, .save_at = with_ckpt ? ck1 : NULL};
+    run a = {.t = t,
+             .zero_extra = zero,
+             .extra = extra,
+             .fp16_extra = fp16,
+             .optimizer = g_optimizer,
+             .save_at = with_ckpt ? ck0 : NULL};
+    run b = {.t = t,
+             .zero_extra = zoff,
+             .extra = extra,
+             .fp16_extra = fp16,
+             .optimizer = g_optimizer,
+             .save_at = with_ckpt ? ck1 : NULL};
     size_t na = 0, nb = 0;
     float *wa = train(&a, &na), *wb = train(&b, &nb);
     ZT_CHECK(a.failed == ZINC_OK, "%s %s without offload: %s", what, eu_dtype_name(t), a.msg);
@@ -217,6 +231,10 @@ int main(void) {
     compare("optimizer state on nvme", ZINC_FP32, zo, NULL, NULL, 0);
     compare("fp16 overflow skips", ZINC_FP16, NULL, NULL, "overflow", 0);
     compare("checkpoint save/resume", ZINC_BF16, "\"sub_group_size\": 1024", NULL, NULL, 1);
+    /* LAMB: per-tensor pieces of each scratch-sized piece of a chunk, the sums pass and the update */
+    g_optimizer = "{\"type\": \"Lamb\", \"params\": {\"lr\": 0.003}}";
+    compare("lamb", ZINC_BF16, NULL, NULL, NULL, 0);
+    g_optimizer = NULL;
     {
         zaio_fault f;
         ZT_OK(zaio_fault_parse("read:short:path=params.swp", &f));

@@ -114,7 +114,7 @@ static zinc_status write_sections(zinc_engine *e, zckpt_writer *w, int fd, const
         size_t csz = zinc_dtype_size(e->compute_dtype), bytes = (size_t)(f->flat_hi - f->flat_lo) * csz;
         const char *src = (const char *)e->params_shard + (size_t)(f->flat_lo - e->own_lo) * csz;
         if (e->pstore) { /* offload_param nvme: swapped in a chunk at a time (the file is not the checkpoint) */
-            int64_t cap = e->state->chunk > 0 ? e->state->chunk : 1;
+            int64_t cap = zengine_pstore_chunk(e);
             char *buf = zstate_param_scratch(e->pstore);
             for (int64_t a = f->flat_lo; a < f->flat_hi; a += cap) {
                 int64_t n = f->flat_hi - a < cap ? f->flat_hi - a : cap;

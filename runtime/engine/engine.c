@@ -489,14 +489,23 @@ static zinc_status init_state(zinc_engine *e) {
         zstate_view v;
         TRY(zstate_acquire(e->state, i, &v));
         size_t nb = (size_t)v.n * sizeof(float);
-        const char *src = own ? own + (size_t)v.lo * csz : zstate_param_scratch(e->pstore);
-        if (!own) TRY(zengine_params_read(e, v.lo, v.n, (void *)src)); /* NVMe: the chunk swapped in */
-        if (on_dev) {
+        if (!own) { /* offload_param nvme (cpu only): the chunk swapped in piece by piece */
+            int64_t cap = zengine_pstore_chunk(e);
+            void *buf = zstate_param_scratch(e->pstore);
+            for (int64_t o = 0; o < v.n; o += cap) {
+                int64_t k = v.n - o < cap ? v.n - o : cap;
+                TRY(zengine_params_read(e, v.lo + o, k, buf));
+                TRY(d->ops->cast_to_f32(d, v.master + o, buf, e->compute_dtype, (size_t)k));
+            }
+            TRY(d->ops->memset0(d, v.m, nb));
+            if (v.v) TRY(d->ops->memset0(d, v.v, nb));
+        } else if (on_dev) {
+            const char *src = own + (size_t)v.lo * csz;
             TRY(d->ops->cast_to_f32(d, v.master, src, e->compute_dtype, (size_t)v.n));
             TRY(d->ops->memset0(d, v.m, nb));
             if (v.v) TRY(d->ops->memset0(d, v.v, nb));
         } else { /* offloaded state, parameters on the GPU */
-            TRY(zdev_download_f32(d, v.master, src, e->compute_dtype, (size_t)v.n));
+            TRY(zdev_download_f32(d, v.master, own + (size_t)v.lo * csz, e->compute_dtype, (size_t)v.n));
             memset(v.m, 0, nb);
             if (v.v) memset(v.v, 0, nb);
         }

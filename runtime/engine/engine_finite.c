@@ -60,8 +60,8 @@ zinc_status zengine_check_params(zinc_engine *e, const void *own_params) {
     zgrad_stats s = {0};
     if (hi > lo && own_params)
         TRY(e->dev->ops->grad_stats(e->dev, own_params, e->compute_dtype, (size_t)(hi - lo), &s));
-    for (int64_t a = 0; !own_params && a < hi - lo; a += e->state->chunk) { /* NVMe: chunk by chunk */
-        int64_t n = hi - lo - a < e->state->chunk ? hi - lo - a : e->state->chunk;
+    for (int64_t a = 0; !own_params && a < hi - lo; a += zengine_pstore_chunk(e)) { /* NVMe: chunk by chunk */
+        int64_t n = hi - lo - a < zengine_pstore_chunk(e) ? hi - lo - a : zengine_pstore_chunk(e);
         void *buf = zstate_param_scratch(e->pstore);
         zgrad_stats cs = {0};
         TRY(zengine_params_read(e, a, n, buf));

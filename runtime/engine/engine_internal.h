@@ -227,6 +227,8 @@ void zengine_f32_free(zinc_engine *e);
 bool zengine_params_on_nvme(const zinc_engine *e);
 zinc_status zengine_pstore_check(const zinc_engine *e);
 zinc_status zengine_pstore_create(zinc_engine *e);
+/* Elements the store's scratch holds: what every chunked user of the shard moves at once. */
+int64_t zengine_pstore_chunk(const zinc_engine *e);
 zinc_status zengine_params_read(zinc_engine *e, int64_t lo, int64_t n, void *dst);
 zinc_status zengine_params_write(zinc_engine *e, int64_t lo, int64_t n, const void *src);
 zinc_status zengine_params_gather_read(void *engine, int64_t lo, int64_t n, void *dst);

@@ -27,7 +27,11 @@ zinc_status zengine_pstore_create(zinc_engine *e) {
     if (!zengine_params_on_nvme(e)) return ZINC_OK;
     zstate_ctx c = e->state_ctx;
     c.offload = e->cfg.zero.offload_param;
-    return zstate_param_create(&c, e->part.shard, e->compute_dtype, e->state->chunk, &e->pstore);
+    return zstate_param_create(&c, e->part.shard, e->compute_dtype, zengine_pstore_chunk(e), &e->pstore);
+}
+
+int64_t zengine_pstore_chunk(const zinc_engine *e) {
+    return zplan_param_scratch_elems(e->state->chunk, e->cfg.zero.offload_param.buffer_size);
 }
 
 zinc_status zengine_params_read(zinc_engine *e, int64_t lo, int64_t n, void *dst) {
@@ -68,7 +72,7 @@ zinc_status zengine_params_upload_f32(zinc_engine *e, int64_t lo, const float *v
     size_t csz = zinc_dtype_size(e->compute_dtype);
     if (!e->pstore)
         return zdev_upload_f32(e->dev, (char *)e->params_shard + (size_t)lo * csz, e->compute_dtype, vals, (size_t)n);
-    int64_t cap = e->state->chunk > 0 ? e->state->chunk : 1;
+    int64_t cap = zengine_pstore_chunk(e);
     char *s = zstate_param_scratch(e->pstore);
     for (int64_t a = 0; a < n; a += cap) {
         int64_t k = n - a < cap ? n - a : cap;

@@ -325,7 +325,9 @@ zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, 
         int64_t align = out->device.nvme_align ? out->device.nvme_align : ZPLAN_NVME_ALIGN;
         zstate_param_geometry g =
             zstate_param_geometry_make(out->part.shard, zinc_dtype_size(out->compute_dtype), align,
-                                       cfg->zero.offload_param.buffer_size, out->state_chunk);
+                                       cfg->zero.offload_param.buffer_size,
+                                       zplan_param_scratch_elems(out->state_chunk,
+                                                                 cfg->zero.offload_param.buffer_size));
         put(out, ZPLAN_PARAM_SWAP, "NVMe parameter swap buffer and step scratch", ZINC_MEM_STAGING, ZINC_MEMKIND_HOST,
             ZPLAN_AT_BUILD, 1, g.swap_bytes + g.scratch_bytes);
     }
@@ -401,4 +403,12 @@ bool zplan_differs(const zplan *p, zplan_when when, const uint64_t got[ZINC_MEMK
                 return true;
             }
     return false;
+}
+
+int64_t zplan_param_scratch_elems(int64_t chunk, int64_t buffer_size) {
+    int64_t cap = buffer_size < ZSTATE_POLL_ELEMS ? buffer_size : ZSTATE_POLL_ELEMS;
+    cap = (cap + ZSTATE_CHUNK_ALIGN - 1) / ZSTATE_CHUNK_ALIGN * ZSTATE_CHUNK_ALIGN; /* whole mask groups */
+    if (cap < ZSTATE_CHUNK_ALIGN) cap = ZSTATE_CHUNK_ALIGN;
+    if (chunk < cap) return chunk > 0 ? chunk : 1;
+    return cap;
 }
