@@ -242,6 +242,21 @@ int main(void) {
         compare("short reads", ZINC_FP32, NULL, NULL, NULL, 0);
         zaio_fault_set(NULL);
     }
+    { /* the pre-flight counts the parameter file against the free space under offload_param.nvme_path */
+        char zoff[4600];
+        snprintf(zoff, sizeof zoff, "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"}", g_dir);
+        run r = {.t = ZINC_FP32, .zero_extra = zoff};
+        zinc_engine *e = NULL;
+        mlp_model *m = NULL;
+        setenv("ZINC_FAKE_NVME_FREE", "4096", 1);
+        zinc_status st = make(&r, &e, &m);
+        unsetenv("ZINC_FAKE_NVME_FREE");
+        const char *msg = zinc_last_error();
+        ZT_CHECK(st == ZINC_ERR_NOMEM && strstr(msg, "free space under nvme_path") && strstr(msg, g_dir),
+                 "pre-flight with 4 KiB free: status %d: %s", (int)st, msg);
+        mlp_destroy(m);
+        zinc_destroy(e);
+    }
     fault_run("write:EIO:path=params.swp", "params.swp", 0);
     fault_run("write:ENOSPC:path=params.swp", "params.swp", 0);
     fault_run("read:EIO:path=params.swp", "params.swp", 0);
