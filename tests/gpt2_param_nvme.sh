@@ -23,6 +23,10 @@ for np in 1 2; do
   echo "ranks $np: in memory $a, offload_param nvme $b"
   [[ -n $a && $a == "$b" ]] || { echo "FAIL: ranks $np: checksums differ"; exit 1; }
 done
+# every swap request is a span of the timeline (--trace)
+"$zinc" train --model gpt2 --quiet --config "$work/nvme.json" "${shape[@]}" --trace "$work/t.json"
+grep -q '"name":"param swap in"' "$work/t.json" && grep -q '"name":"param swap out"' "$work/t.json" ||
+  { echo "FAIL: no param swap spans in $work/t.json"; exit 1; }
 left=$(ls -A "$work/nv")
 [[ -z $left ]] || { echo "FAIL: swap files left under $work/nv: $left"; exit 1; }
 echo "gpt2_param_nvme: bitwise equal at 1 and 2 ranks"
