@@ -28,7 +28,10 @@ else
   echo "note: no memory cgroup could be made (needs root or a delegated memory controller): no limit"
 fi
 cfg() { # $1: offload (0/1)
-  local z='"stage": 3, "sub_group_size": 4194304'
+  # the gathers, buckets and persistence held small (the same math: only how much is held at once)
+  local z='"stage": 3, "sub_group_size": 4194304, "stage3_max_live_parameters": 10000000,
+    "stage3_prefetch_bucket_size": 5000000, "stage3_max_reuse_distance": 0, "reduce_bucket_size": 5000000,
+    "stage3_param_persistence_threshold": 0'
   [[ $1 == 1 ]] && z+=", \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$nv\", \"buffer_size\": 4194304},
     \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$nv\"}"
   printf '{"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1, "gradient_clipping": 1.0,
