@@ -542,6 +542,17 @@ static zinc_status make_run_dir(const zstate_ctx *c, const char *root, char name
     return ZINC_OK;
 }
 
+zinc_status zstate_nvme_run_dir(const zstate_ctx *c, const char *root, char **out) {
+    char name[96];
+    *out = NULL;
+    zinc_status st = make_run_dir(c, root, name);
+    if (st != ZINC_OK) return st;
+    if (!(*out = path_join(root, name))) return ZERR(ZINC_ERR_NOMEM, "out of memory");
+    return ZINC_OK;
+}
+
+zinc_status zstate_nvme_make_dirs(const char *path) { return make_dirs(path); }
+
 /* Everything after the run directory exists: this rank's directory, files, buffers, registration. */
 static zinc_status setup_local(zstate_nvme *z) {
     zinc_status st = ZINC_OK;

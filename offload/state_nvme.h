@@ -21,4 +21,10 @@ typedef struct zstate_nvme_stats {
 /* ZINC_ERR_INVALID_ARG when s is not an NVMe store. */
 zinc_status zstate_nvme_stats_get(const zstate *s, zstate_nvme_stats *out);
 
+/* The run directory every NVMe file of a run lives in (collective over c->comm: rank 0 makes
+ * <root>/zinc-<pid>-<random> after sweeping the stale ones, every rank gets its malloc'd path in *out), and
+ * mkdir -p with mode 0700: shared with the parameter store (offload/param_nvme.c). */
+zinc_status zstate_nvme_run_dir(const zstate_ctx *c, const char *root, char **out);
+zinc_status zstate_nvme_make_dirs(const char *path);
+
 #endif

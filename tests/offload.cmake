@@ -31,3 +31,20 @@ zinc_test(NAME offload_store_nvme SOURCES test_store_nvme.c LABELS offload unit)
 zinc_test(NAME offload_store_nvme_np2 SOURCES test_store_nvme.c RANKS 2 LABELS offload)
 # In the fast subset (label fast: scripts/test.sh without --full).
 zinc_fast(offload_nvme_aio offload_equiv_np1 offload_store_nvme)
+
+# Parameter offload to NVMe (offload_param.device "nvme", stage 3): bitwise equal to the shard in memory
+# (fp32/bf16/fp16, accumulation, clipping, state on NVMe too, fp16 skips, checkpoint resume, short reads) on
+# 1 and 2 ranks; EIO, ENOSPC and a damaged block end the run naming the file.
+zinc_test(NAME offload_param_nvme SOURCES test_param_nvme.c engine_util.c LABELS offload)
+zinc_test(NAME offload_param_nvme_np2 SOURCES test_param_nvme.c engine_util.c RANKS 2 LABELS offload TIMEOUT 120)
+# GPT-2 through the CLI with the offload_param nvme block: the same param_checksum as in memory, 1 and 2 ranks.
+add_test(NAME offload_param_nvme_gpt2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpt2_param_nvme.sh
+         $<TARGET_FILE:zinc_cli_hooks> ${PROJECT_BINARY_DIR}/offload_param_nvme_gpt2 ${ZINC_MPIRUN})
+set_tests_properties(offload_param_nvme_gpt2 PROPERTIES ENVIRONMENT "${ZINC_TEST_ENV}" LABELS "offload;cli;mpi;gpt2"
+                     TIMEOUT 120 WORKING_DIRECTORY ${PROJECT_BINARY_DIR} PASS_REGULAR_EXPRESSION "bitwise equal")
+# The same under a memory cgroup (v2, else v1) at 256 MiB: no OOM kill, the in-memory checksum; skips (77)
+# with the reason where no cgroup can be made.
+add_test(NAME offload_param_nvme_cgroup COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cgroup_param_nvme.sh
+         $<TARGET_FILE:zinc_cli_hooks> ${PROJECT_BINARY_DIR}/offload_param_nvme_cgroup)
+set_tests_properties(offload_param_nvme_cgroup PROPERTIES ENVIRONMENT "${ZINC_TEST_ENV}" LABELS "offload;cli;gpt2"
+                     TIMEOUT 120 SKIP_RETURN_CODE 77 WORKING_DIRECTORY ${PROJECT_BINARY_DIR})

@@ -372,7 +372,10 @@ static const verdict_row verdicts[] = {
     {TB "\"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\", \"buffer_count\": 0}}}",
      NULL, NULL, NULL},
     {TB "\"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/x\"}}}",
-     "parameter offload to NVMe is not implemented", NULL, NULL},
+     NULL, NULL, NULL},
+    {TB "\"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/x\", "
+     "\"buffer_size\": 0}}}",
+     "zero_optimization.offload_param.buffer_size: 0 is out of range for device \"nvme\"", NULL, NULL},
     /* every problem of a file in one run: batch sizes with key problems, no cascade from a bad key */
     {"{\"train_batch_size\": 7, \"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 2, "
      "\"fp16\": {\"enabled\": 3}}",

@@ -144,9 +144,16 @@ static zinc_status gather_start(zgather *g, int i, bool blocking) {
     zpart_range_split(part, m->flat_begin, m->flat_end, s->g_counts, s->g_displs);
     int64_t lo, hi;
     zpart_intersect(part, prank, m->flat_begin, m->flat_end, &lo, &hi);
-    const void *own = s->from_secondary
-                          ? (const char *)g->secondary + (size_t)(lo - (int64_t)prank * part->shard) * csz(g)
-                          : (const char *)g->c.params_shard + (size_t)(lo - g->c.own_lo) * csz(g);
+    const void *own;
+    if (s->from_secondary)
+        own = (const char *)g->secondary + (size_t)(lo - (int64_t)prank * part->shard) * csz(g);
+    else if (g->c.params_shard)
+        own = (const char *)g->c.params_shard + (size_t)(lo - g->c.own_lo) * csz(g);
+    else { /* swapped in from NVMe straight into its place in the gathered copy */
+        void *at = (char *)s->gathered + (size_t)(lo - m->flat_begin) * csz(g);
+        if (hi > lo) TRY(g->c.read_own(g->c.read_ud, lo - g->c.own_lo, hi - lo, at));
+        own = at;
+    }
     bool qwz = !s->from_secondary && zpp_quantize_gathers(g->c.cfg, g->c.world);
     if (s->from_secondary) g->stat_secondary++;
     if (qwz) { /* this rank's piece quantized into the wire; the copy is filled when the gather completes */
@@ -159,7 +166,7 @@ static zinc_status gather_start(zgather *g, int i, bool blocking) {
         zpp_wire_quantize(g->c.dev, own, (int64_t)(hi - lo), g->c.compute_dtype,
                           (char *)s->wire + s->w_displs[g->c.rank] * ZPP_WIRE_UNIT);
         g->stat_wire_bytes += (int64_t)s->wire_bytes;
-    } else if (hi > lo) {
+    } else if (hi > lo && own != (char *)s->gathered + (size_t)(lo - m->flat_begin) * csz(g)) {
         TRY(g->c.dev->ops->copy(g->c.dev, (char *)s->gathered + (size_t)(lo - m->flat_begin) * csz(g), own,
                                 (size_t)(hi - lo) * csz(g), ZDEV_D2D));
     }

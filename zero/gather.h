@@ -28,6 +28,10 @@ typedef struct zgather_ctx {
     int rank, world;
     zinc_dtype compute_dtype;
     const void *params_shard; /* this rank's compute-dtype parameter shard, starting at flat element own_lo */
+    /* When params_shard is NULL (offload_param nvme): reads shard elements [lo, lo + n) (relative to own_lo)
+     * into dst, at the module's gather (a prefetch reads it when the prefetch is issued) */
+    zinc_status (*read_own)(void *ud, int64_t lo, int64_t n, void *dst);
+    void *read_ud;
     int64_t own_lo;
     const zcfg_zero *cfg;   /* zero_optimization: the stage3_* thresholds */
     const zmodule *modules; /* the owner's, registration order, fixed once built; read only here */

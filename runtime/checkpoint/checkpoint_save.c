@@ -19,6 +19,7 @@
 #include "runtime/core/trace.h"
 #include "runtime/core/clock.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
+#include "offload/param_nvme.h"
 #include "runtime/core/crc32c.h"
 #include "runtime/engine/engine_internal.h"
 #include "runtime/core/env.h"
@@ -112,12 +113,21 @@ static zinc_status write_sections(zinc_engine *e, zckpt_writer *w, int fd, const
     if (f->sec_offset[ZCKPT_SEC_PARAMS] >= 0 && f->flat_hi > f->flat_lo) {
         size_t csz = zinc_dtype_size(e->compute_dtype), bytes = (size_t)(f->flat_hi - f->flat_lo) * csz;
         const char *src = (const char *)e->params_shard + (size_t)(f->flat_lo - e->own_lo) * csz;
-        if (!e->dev->host_addressable) { /* the parameter shard lives on the GPU */
+        if (e->pstore) { /* offload_param nvme: swapped in a chunk at a time (the file is not the checkpoint) */
+            int64_t cap = zengine_pstore_chunk(e);
+            char *buf = zstate_param_scratch(e->pstore);
+            for (int64_t a = f->flat_lo; a < f->flat_hi; a += cap) {
+                int64_t n = f->flat_hi - a < cap ? f->flat_hi - a : cap;
+                TRY(zengine_params_read(e, a - e->own_lo, n, buf));
+                TRY(zckpt_pwrite(w, fd, path, buf, (size_t)n * csz,
+                                 f->sec_offset[ZCKPT_SEC_PARAMS] + (a - f->flat_lo) * (int64_t)csz));
+            }
+        } else if (!e->dev->host_addressable) { /* the parameter shard lives on the GPU */
             TRY(e->dev->ops->alloc_host(e->dev, ZINC_MEM_STAGING, bytes, "checkpoint parameter staging", &host));
             TRY(e->dev->ops->copy(e->dev, host, src, bytes, ZDEV_D2H));
             src = host;
         }
-        TRY(zckpt_pwrite(w, fd, path, src, bytes, f->sec_offset[ZCKPT_SEC_PARAMS]));
+        if (!e->pstore) TRY(zckpt_pwrite(w, fd, path, src, bytes, f->sec_offset[ZCKPT_SEC_PARAMS]));
     }
     goto done;
 fail:

@@ -331,10 +331,10 @@ static void resolve_offload(zcfg_loader *L) {
                   L->origin, c->zero.stage);
         op->device = ZOFFLOAD_NONE;
     }
-    if (op->device == ZOFFLOAD_NVME)
-        zcfg_problem(L, "zero_optimization.offload_param.device",
-                     "\"nvme\": parameter offload to NVMe is not implemented; use \"cpu\" (the parameter shard in "
-                     "host memory)");
+    if (op->device == ZOFFLOAD_NVME && op->buffer_size < 1)
+        zcfg_problem(L, "zero_optimization.offload_param.buffer_size",
+                     "%" PRId64 " is out of range for device \"nvme\"; allowed: at least 1 (elements per swap buffer)",
+                     op->buffer_size);
     if (oo->device == ZOFFLOAD_NVME && oo->buffer_count < ZCFG_NVME_MIN_BUFFERS)
         zcfg_problem(L, "zero_optimization.offload_optimizer.buffer_count",
                      "%d is out of range for device \"nvme\"; allowed: at least %d (the NVMe pipeline holds one chunk "

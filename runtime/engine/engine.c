@@ -16,6 +16,7 @@
 #include "runtime/core/trace.h"
 #include "kernels/cpu_kernels.h"
 #include "runtime/engine/engine_mem.h"
+#include "offload/param_nvme.h"
 #include "offload/state_nvme.h"
 #include "runtime/comm/watchdog.h"
 
@@ -203,7 +204,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
                   "data_types.grad_accum_dtype=%s: in stage %d zinc accumulates the gradient shard "
                   "in fp32 (more accurate, 4 bytes per shard element)",
                   zinc_dtype_name(e->cfg.grad_accum_dtype), e->stage);
-    /* offload_param "nvme" is refused at load (config_resolve.c), so that zinc config check refuses it too */
+    TRY(zengine_pstore_check(e)); /* offload_param "nvme": what this device cannot do */
 
     if (e->cfg.fp16.enabled) {
         if (e->cfg.fp16.loss_scale == 0)
@@ -243,6 +244,7 @@ void zinc_destroy(zinc_engine *e) {
         zengine_free(e, ZINC_MEM_PARAMS, e->params_shard, e->bytes_params_shard);
         zstate_destroy(e->state);
         zengine_muon_free(e);
+        zstate_param_destroy(e->pstore);
         if (e->decay_mask_dev != e->decay_mask) zengine_free(e, ZINC_MEM_OTHER, e->decay_mask_dev, e->bytes_mask);
         zengine_free(e, e->plan.buf[ZPLAN_LAMB_NORMS].cat, e->lamb_norms, e->plan.buf[ZPLAN_LAMB_NORMS].each);
         for (int b = 0; b < 2; b++) {
@@ -477,6 +479,7 @@ static zinc_status place_param(zinc_engine *e, const zinc_param *p, const float 
     int64_t a = p->flat_offset > lo ? p->flat_offset : lo;
     int64_t b = p->flat_offset + p->numel < hi ? p->flat_offset + p->numel : hi;
     if (b <= a) return ZINC_OK;
+    if (e->stage == 3) return zengine_params_upload_f32(e, a - e->own_lo, vals + (a - p->flat_offset), b - a);
     size_t esz = zinc_dtype_size(e->compute_dtype);
     return zdev_upload_f32(e->dev, (char *)dst + (size_t)(a - dst_base) * esz, e->compute_dtype,
                            vals + (a - p->flat_offset), (size_t)(b - a));
@@ -496,8 +499,19 @@ static zinc_status init_state(zinc_engine *e) {
         zstate_view v;
         TRY(zstate_acquire(e->state, i, &v));
         size_t nb = (size_t)v.n * sizeof(float);
-        if (on_dev) {
-            TRY(d->ops->cast_to_f32(d, v.master, own + (size_t)v.lo * csz, e->compute_dtype, (size_t)v.n));
+        if (!own) { /* offload_param nvme (cpu only): the chunk swapped in piece by piece */
+            int64_t cap = zengine_pstore_chunk(e);
+            void *buf = zstate_param_scratch(e->pstore);
+            for (int64_t o = 0; o < v.n; o += cap) {
+                int64_t k = v.n - o < cap ? v.n - o : cap;
+                TRY(zengine_params_read(e, v.lo + o, k, buf));
+                TRY(d->ops->cast_to_f32(d, v.master + o, buf, e->compute_dtype, (size_t)k));
+            }
+            TRY(d->ops->memset0(d, v.m, nb));
+            if (v.v) TRY(d->ops->memset0(d, v.v, nb));
+        } else if (on_dev) {
+            const char *src = own + (size_t)v.lo * csz;
+            TRY(d->ops->cast_to_f32(d, v.master, src, e->compute_dtype, (size_t)v.n));
             TRY(d->ops->memset0(d, v.m, nb));
             if (v.v) TRY(d->ops->memset0(d, v.v, nb));
         } else { /* offloaded state, parameters on the GPU */
@@ -561,8 +575,12 @@ static zinc_status init_params(zinc_engine *e, zinc_init_fn whole, zinc_init_ran
                     zinc__error_trace(__FILE__, __LINE__);
                     goto fail;
                 }
-                TRY(zdev_upload_f32(e->dev, (char *)dst + (size_t)(a - dst_base) * zinc_dtype_size(e->compute_dtype),
-                                    e->compute_dtype, vals, (size_t)n));
+                if (e->stage == 3)
+                    TRY(zengine_params_upload_f32(e, a - e->own_lo, vals, n));
+                else
+                    TRY(zdev_upload_f32(e->dev,
+                                        (char *)dst + (size_t)(a - dst_base) * zinc_dtype_size(e->compute_dtype),
+                                        e->compute_dtype, vals, (size_t)n));
             }
         } else if (!vals) { /* in place: the fp32 host buffer holds the tensor contiguously, zeroed */
             st = whole(userdata, &info, seed, (float *)e->params_full + p->flat_offset);
@@ -635,7 +653,7 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
     if (e->stage <= 2) {
         e->bytes_params_full = pb[ZPLAN_PARAMS].each;
         TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_full, pb[ZPLAN_PARAMS].what, &e->params_full));
-    } else {
+    } else if (!zengine_params_on_nvme(e)) {
         e->bytes_params_shard = pb[ZPLAN_PARAMS].each;
         TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_shard, pb[ZPLAN_PARAMS].what, &e->params_shard));
     }
@@ -643,6 +661,7 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
     e->bytes_state = (size_t)own * sizeof(float);
     zengine_contexts(e); /* what zero/ and offload/ see of the engine (engine_ctx.c) */
     TRY(zstate_create(&e->state_ctx, own, &e->state));
+    TRY(zengine_pstore_create(e)); /* offload_param nvme: the shard's file (collective) */
     e->bytes_mask = pb[ZPLAN_DECAY_MASK].each;
     TRY(zmem_host_alloc(&e->mem, pb[ZPLAN_DECAY_MASK].kind, ZINC_MEM_OTHER, e->bytes_mask, pb[ZPLAN_DECAY_MASK].what,
                         (void **)&e->decay_mask));

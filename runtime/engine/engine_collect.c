@@ -302,7 +302,9 @@ zinc_status zengine_params_from_master(zinc_engine *e) {
     for (int64_t i = 0; i < e->state->nchunks; i++) {
         zstate_view v;
         TRY(zstate_acquire(e->state, i, &v));
-        if (on_dev)
+        if (!out) /* offload_param nvme: the chunk narrowed in the store's scratch, then written */
+            TRY(zengine_params_upload_f32(e, v.lo, v.master, v.n));
+        else if (on_dev)
             TRY(d->ops->cast_from_f32(d, out + (size_t)v.lo * csz, e->compute_dtype, v.master, (size_t)v.n));
         else
             TRY(zdev_upload_f32(d, out + (size_t)v.lo * csz, e->compute_dtype, v.master, (size_t)v.n));

@@ -44,6 +44,8 @@ void zengine_contexts(zinc_engine *e) {
         .world = e->world,
         .compute_dtype = e->compute_dtype,
         .params_shard = e->params_shard,
+        .read_own = zengine_params_gather_read,
+        .read_ud = e,
         .own_lo = e->own_lo,
         .cfg = &e->cfg.zero,
         .modules = e->modules,

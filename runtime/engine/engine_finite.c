@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "runtime/engine/engine_internal.h"
+#include "offload/param_nvme.h"
 #include "runtime/core/error.h"
 #include "kernels/cpu_kernels.h"
 
@@ -57,7 +58,17 @@ zinc_status zengine_check_params(zinc_engine *e, const void *own_params) {
     int64_t numel = e->part.numel;
     int64_t lo = e->own_lo < numel ? e->own_lo : numel, hi = e->own_hi < numel ? e->own_hi : numel;
     zgrad_stats s = {0};
-    if (hi > lo) TRY(e->dev->ops->grad_stats(e->dev, own_params, e->compute_dtype, (size_t)(hi - lo), &s));
+    if (hi > lo && own_params)
+        TRY(e->dev->ops->grad_stats(e->dev, own_params, e->compute_dtype, (size_t)(hi - lo), &s));
+    for (int64_t a = 0; !own_params && a < hi - lo; a += zengine_pstore_chunk(e)) { /* NVMe: chunk by chunk */
+        int64_t n = hi - lo - a < zengine_pstore_chunk(e) ? hi - lo - a : zengine_pstore_chunk(e);
+        void *buf = zstate_param_scratch(e->pstore);
+        zgrad_stats cs = {0};
+        TRY(zengine_params_read(e, a, n, buf));
+        TRY(e->dev->ops->grad_stats(e->dev, buf, e->compute_dtype, (size_t)n, &cs));
+        if (cs.nonfinite && !s.nonfinite) s.first_nonfinite = cs.first_nonfinite + (size_t)a;
+        s.nonfinite += cs.nonfinite;
+    }
     bad_rec mine = {(int64_t)s.nonfinite, s.nonfinite ? lo + (int64_t)s.first_nonfinite : -1};
     TRY_ALLOC(all, e->world, "the parameter check");
     if (e->world > 1)

@@ -73,8 +73,13 @@ struct zinc_engine {
     int64_t own_lo, own_hi;   /* flat range this rank's optimizer updates (full in stage 0) */
 
     /* model states */
-    void *params_full;       /* compute dtype, padded elements (stages 0-2) */
-    void *params_shard;      /* compute dtype, S elements (stage 3) */
+    void *params_full;           /* compute dtype, padded elements (stages 0-2) */
+    void *params_shard;          /* compute dtype, S elements (stage 3; NULL with offload_param nvme) */
+    struct zstate_param *pstore; /* offload_param nvme: the shard in a file (offload/param_nvme.h) */
+    /* A swap-in that failed inside a module's gather: kept (the rank goes on through the collectives with
+     * zeros) until the step, where every rank agrees on it, so no rank waits for one that stopped. */
+    zinc_status pstore_st;
+    char pstore_err[1024];
     zstate_ctx state_ctx;    /* what the store sees of the engine (engine_ctx.c) */
     zstate *state;           /* fp32 master, exp_avg, exp_avg_sq over the own range */
     uint8_t *decay_mask;     /* one byte per ZPART_PARAM_ALIGN elements of the own range (host) */
@@ -221,6 +226,21 @@ uint64_t zengine_fnv1a(const void *p, size_t n);
 
 /* runtime/engine/engine_f32.c */
 void zengine_f32_free(zinc_engine *e);
+
+/* engine_pstore.c: the stage-3 parameter shard in memory or on NVMe (offload_param "nvme"). lo is relative
+ * to own_lo; buffers are compute-device memory (host memory with NVMe, which only the cpu device takes). */
+bool zengine_params_on_nvme(const zinc_engine *e);
+zinc_status zengine_pstore_check(const zinc_engine *e);
+zinc_status zengine_pstore_create(zinc_engine *e);
+/* Elements the store's scratch holds: what every chunked user of the shard moves at once. */
+int64_t zengine_pstore_chunk(const zinc_engine *e);
+zinc_status zengine_params_read(zinc_engine *e, int64_t lo, int64_t n, void *dst);
+zinc_status zengine_params_write(zinc_engine *e, int64_t lo, int64_t n, const void *src);
+zinc_status zengine_params_gather_read(void *engine, int64_t lo, int64_t n, void *dst);
+/* Collective (every rank, at the step): a kept swap-in failure of any rank, as every rank's error. */
+zinc_status zengine_params_agree(zinc_engine *e);
+/* fp32 values widened/narrowed to the compute dtype into elements [lo, lo + n) of the shard. */
+zinc_status zengine_params_upload_f32(zinc_engine *e, int64_t lo, const float *vals, int64_t n);
 
 /* engine_ctx.c: fills the contexts zero/ and offload/ work through (at zinc_build, before allocating). */
 void zengine_contexts(zinc_engine *e);

@@ -118,7 +118,10 @@ zinc_status zengine_preflight(zinc_engine *e, const zplan *plan) {
     zest_estimate est;
     zest_from_plan(plan, e->init_ranged, &est);
     est.as_extra = zest_as_extra(zpool_threads(e->dev->pool));
-    const char *nvme_path = e->cfg.zero.offload_optimizer.nvme_path;
+    /* The NVMe files' directory: the optimizer state's, else the parameters' (offload_param nvme alone) */
+    const char *nvme_path = e->cfg.zero.offload_optimizer.device == ZOFFLOAD_NVME || !zengine_params_on_nvme(e)
+                                ? e->cfg.zero.offload_optimizer.nvme_path
+                                : e->cfg.zero.offload_param.nvme_path;
     zest_available avail;
     zest_available_read(nvme_path, &avail);
     TRY(zest_headroom_read(&avail.headroom_pct));

@@ -119,8 +119,7 @@ zinc_status zinc_param_set_master(zinc_engine *e, zinc_param *p, const float *in
         local = zdev_upload_f32(e->dev, (char *)e->params_full + (size_t)p->flat_offset * csz, e->compute_dtype, in,
                                 (size_t)p->numel);
     if (local == ZINC_OK && e->stage == 3 && b > a)
-        local = zdev_upload_f32(e->dev, (char *)e->params_shard + (size_t)(a - e->own_lo) * csz, e->compute_dtype,
-                                in + (a - p->flat_offset), (size_t)(b - a));
+        local = zengine_params_upload_f32(e, a - e->own_lo, in + (a - p->flat_offset), b - a);
     st = zcomm_agree_status(e->comm, local);
     if (st == ZINC_OK && e->stage == 3) {
         zgather_forget_empty_trace(&e->gather);

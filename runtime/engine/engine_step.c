@@ -108,6 +108,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     memset(info, 0, sizeof *info);
     int64_t t0 = ztrace_begin(), w0 = zengine_wc_now(e);
     TRY(zgrads_reduce_boundary(&e->grads));
+    TRY(zengine_params_agree(e)); /* offload_param nvme: a rank's failed swap-in fails every rank's step */
     zengine_wc_reduced(e, w0);
     if (t0) ztrace_span(t0, ZTRACE_ENGINE, "gradient reduction", 0, NULL, 0, NULL, 0);
     int64_t gas = e->cfg.gradient_accumulation_steps;
@@ -155,9 +156,12 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         zinc_dtype gdt;
         const void *g = zgrads_local(&e->grads, &gdt);
         size_t csz = zinc_dtype_size(e->compute_dtype);
+        /* NULL with offload_param nvme: the pass writes each chunk to the parameter store */
         void *out = e->stage == 3 ? e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
         TRY(zengine_muon_prepare(e, &hp, g, gdt)); /* Muon: the whole-matrix updates (engine_muon.c) */
-        TRY(zengine_optimizer_pass(e, e->optim, &hp, g, gdt, out));
+        zinc_status ps = zengine_optimizer_pass(e, e->optim, &hp, g, gdt, out);
+        if (e->pstore) ps = zcomm_agree_status(e->comm, ps); /* a failed write-back ends every rank's step */
+        TRY(ps);
         if (zengine_params_checked(e)) {
             t0 = ztrace_begin();
             TRY(zengine_check_params(e, out));

@@ -26,6 +26,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/trace.h"
 #include "kernels/cpu_kernels.h"
+#include "offload/param_nvme.h"
 
 #define GRAD_SLOT(b) (b)        /* copy slots: gradient downloads into staging buffer b */
 #define PARAM_SLOT(b) (2 + (b)) /* parameter uploads from staging buffer b */
@@ -126,6 +127,31 @@ static zinc_status traced_copy_wait(zdevice *d, int slot) {
     return st;
 }
 
+/* offload_param nvme: chunk v in pieces of the parameter store's scratch, each piece's parameters written
+ * to the store behind its update (the kernels are elementwise or per tensor piece: the same bits). */
+static zinc_status pstore_chunk(step_pass *s, zopt_pass pass, const zstate_view *v, const char *gc) {
+    zinc_engine *e = s->e;
+    size_t gsz = zinc_dtype_size(s->gdt), csz = zinc_dtype_size(e->compute_dtype);
+    int64_t cap = zengine_pstore_chunk(e);
+    char *pc = zstate_param_scratch(e->pstore);
+    for (int64_t o = 0; o < v->n; o += cap) {
+        zstate_view sv = *v;
+        sv.lo += o;
+        sv.n = v->n - o < cap ? v->n - o : cap;
+        sv.master += o;
+        sv.m += o;
+        if (sv.v) sv.v += o;
+        if (pass == ZOPT_APPLY && s->o->tensor_norms) memset(pc, 0, (size_t)sv.n * csz); /* padding stays zero */
+        int64_t t0 = ztrace_begin();
+        zinc_status st = s->o->tensor_norms ? chunk_tensors(s, pass, &sv, gc + (size_t)o * gsz, pc)
+                                            : chunk_elementwise(s, &sv, gc + (size_t)o * gsz, pc);
+        if (t0) ztrace_span(t0, ZTRACE_OPTIMIZER, s->o->name, 0, "offset", sv.lo, "elements", sv.n);
+        if (st == ZINC_OK && pass == ZOPT_APPLY) st = zengine_params_write(e, sv.lo, sv.n, pc);
+        if (st != ZINC_OK) return st;
+    }
+    return ZINC_OK;
+}
+
 static zinc_status one_pass(step_pass *s, zopt_pass pass) {
     zinc_status st = ZINC_OK;
     zinc_engine *e = s->e;
@@ -145,6 +171,11 @@ static zinc_status one_pass(step_pass *s, zopt_pass pass) {
         TRY(zstate_acquire(z, i, &v));
         if (w0) ztrace_span(w0, ZTRACE_WAIT, "state chunk", 0, "chunk", i, NULL, 0);
         const char *gc = s->g + (size_t)v.lo * gsz;
+        if (!s->out) { /* offload_param nvme (cpu only, never staged) */
+            TRY(pstore_chunk(s, pass, &v, gc));
+            TRY(zstate_release(z, i));
+            continue;
+        }
         char *pc = s->out + (size_t)v.lo * csz;
         int b = (int)(i & 1), nb = 1 - b;
         if (s->staged) {

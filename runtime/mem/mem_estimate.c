@@ -541,7 +541,8 @@ zinc_status zest_preflight_check(const zest_estimate *est, int local_ranks, cons
                     "pre-flight: not enough free space under nvme_path \"%s\": each rank writes %s (%" PRIu64
                     " bytes: %s); %" PRIu64 " rank%s on this node write%s %s (%" PRIu64 " bytes), but %s (%" PRIu64
                     " bytes) are free. Free space there, point "
-                    "zero_optimization.offload_optimizer.nvme_path at a bigger file system, use more nodes, or "
+                    "zero_optimization.offload_optimizer.nvme_path (or offload_param.nvme_path) at a bigger file "
+                    "system, use more nodes, or "
                     "offload to \"cpu\" (ZINC_PREFLIGHT=0 skips this check)",
                     nvme_path ? nvme_path : "", need, nvme, parts, L, L == 1 ? "" : "s", L == 1 ? "s" : "", node,
                     nvme * L, have, a->nvme_free);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "offload/param_nvme.h"
 #include "offload/state.h"
 #include "runtime/comm/comm_mpi.h"
 #include "runtime/core/error.h"
@@ -104,7 +105,16 @@ static void plan_params(zplan *p, const zinc_config *cfg) {
         put(p, ZPLAN_PARAMS, "parameters", ZINC_MEM_PARAMS, ck, ZPLAN_AT_BUILD, 1, (uint64_t)p->part.padded * csz);
         return;
     }
-    put(p, ZPLAN_PARAMS, "the parameter shard", ZINC_MEM_PARAMS, ck, ZPLAN_AT_BUILD, 1, (uint64_t)p->part.shard * csz);
+    if (cfg->zero.offload_param.device == ZOFFLOAD_NVME) { /* one file, offload/param_nvme.c */
+        int64_t align = p->device.nvme_align ? p->device.nvme_align : ZPLAN_NVME_ALIGN;
+        zstate_param_geometry g =
+            zstate_param_geometry_make(p->part.shard, csz, align, cfg->zero.offload_param.buffer_size, 0);
+        put(p, ZPLAN_PARAMS, "the parameter shard (NVMe file)", ZINC_MEM_PARAMS, ZINC_MEMKIND_NVME, ZPLAN_AT_BUILD, 1,
+            g.file_bytes);
+    } else {
+        put(p, ZPLAN_PARAMS, "the parameter shard", ZINC_MEM_PARAMS, ck, ZPLAN_AT_BUILD, 1,
+            (uint64_t)p->part.shard * csz);
+    }
     int64_t total = 0;
     for (int i = 0; i < p->nmodules; i++) {
         p->persistent[i] =
@@ -322,6 +332,16 @@ zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, 
         dev->comm_staging_bytes);
     plan_params(out, cfg);
     plan_state(out, cfg);
+    if (out->stage == 3 && cfg->zero.offload_param.device == ZOFFLOAD_NVME) { /* needs the state's chunk */
+        int64_t align = out->device.nvme_align ? out->device.nvme_align : ZPLAN_NVME_ALIGN;
+        zstate_param_geometry g =
+            zstate_param_geometry_make(out->part.shard, zinc_dtype_size(out->compute_dtype), align,
+                                       cfg->zero.offload_param.buffer_size,
+                                       zplan_param_scratch_elems(out->state_chunk,
+                                                                 cfg->zero.offload_param.buffer_size));
+        put(out, ZPLAN_PARAM_SWAP, "NVMe parameter swap buffer and step scratch", ZINC_MEM_STAGING, ZINC_MEMKIND_HOST,
+            ZPLAN_AT_BUILD, 1, g.swap_bytes + g.scratch_bytes);
+    }
     plan_lamb(out, cfg);
     plan_muon(out, cfg);
     plan_grads(out, cfg);
@@ -395,4 +415,12 @@ bool zplan_differs(const zplan *p, zplan_when when, const uint64_t got[ZINC_MEMK
                 return true;
             }
     return false;
+}
+
+int64_t zplan_param_scratch_elems(int64_t chunk, int64_t buffer_size) {
+    int64_t cap = buffer_size < ZSTATE_POLL_ELEMS ? buffer_size : ZSTATE_POLL_ELEMS;
+    cap = (cap + ZSTATE_CHUNK_ALIGN - 1) / ZSTATE_CHUNK_ALIGN * ZSTATE_CHUNK_ALIGN; /* whole mask groups */
+    if (cap < ZSTATE_CHUNK_ALIGN) cap = ZSTATE_CHUNK_ALIGN;
+    if (chunk < cap) return chunk > 0 ? chunk : 1;
+    return cap;
 }

@@ -57,6 +57,10 @@ zplan_device zplan_device_for(zinc_device_kind kind);
  * found when the files are opened, 512 to 4096 bytes in practice): chunks are multiples of 4 KiB, so
  * only the last chunk's padding depends on it, at most 3.5 KiB per file high where it is smaller. */
 #define ZPLAN_NVME_ALIGN 4096
+/* offload_param nvme: elements of the parameter store's scratch for a state chunk of `chunk` (the step
+ * updates a chunk in pieces of it): offload_param.buffer_size rounded up to ZSTATE_CHUNK_ALIGN, at most
+ * ZSTATE_POLL_ELEMS, so an in-memory optimizer state's one big chunk does not bring the shard back. */
+int64_t zplan_param_scratch_elems(int64_t chunk, int64_t buffer_size);
 
 /* The multiple of a piece's bytes Open MPI allocates as temporaries inside one collective call, at most
  * (reduce-scatter and allreduce in Open MPI's tuned and libnbc components; docs/mem.md). */
@@ -100,6 +104,7 @@ typedef enum zplan_buf {
     ZPLAN_HPZ_SECONDARY,         /* ZeRO++ hpZ: the secondary parameter shard over the group (zero/zeropp.h) */
     ZPLAN_QGZ_SCRATCH,           /* ZeRO++ qgZ: the quantized all-to-alls' buffers (zero/sizing.h zsize_qgz) */
     ZPLAN_MUON_UPDATE,           /* Muon: fp32 over the own range, the assembled whole-matrix update */
+    ZPLAN_PARAM_SWAP,            /* offload_param nvme: the parameter store's swap buffer and step scratch */
     ZPLAN_BUF_COUNT
 } zplan_buf;
 

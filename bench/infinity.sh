@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# ZeRO-Infinity on the CPU: GPT-2 at growing shapes, stage 3, with the parameter shard and the optimizer
+# state on NVMe (offload_param / offload_optimizer device "nvme"), under a memory cgroup (v2, else v1) at
+# LIMIT; beside each, the same step with everything in memory (no cgroup): peak RSS, bytes read and written
+# per step (GNU time's file-system blocks: O_DIRECT IO counts), seconds per step, and the floor
+# max(in-memory step time, bytes moved / disk bandwidth) when FIO_MBS (MB/s measured by fio on the same file
+# system, O_DIRECT) is given.
+#   bench/infinity.sh [ZINC] [NVME_DIR]     env: LIMIT (default 3G), SHAPES ("6x384 12x768"), STEPS (3),
+#                                            CONTEXT (64), FIO_MBS
+# Without a cgroup it can make (no root, no delegated controller) it says so and runs without a limit.
+set -euo pipefail
+zinc=${1:-build/zinc}
+nv=${2:-$PWD/build/infinity_nvme}
+LIMIT=${LIMIT:-3G} SHAPES=${SHAPES:-"6x384 12x768"} STEPS=${STEPS:-3} CONTEXT=${CONTEXT:-64}
+work=$(mktemp -d)
+trap 'rm -rf "$work"; [[ -n ${cg:-} ]] && rmdir "$cg" 2>/dev/null || true' EXIT
+mkdir -p "$nv"
+cg=""
+if [[ -w /sys/fs/cgroup/cgroup.subtree_control ]] && mkdir /sys/fs/cgroup/zinc-infinity-$$ 2>/dev/null; then
+  cg=/sys/fs/cgroup/zinc-infinity-$$
+  echo "$LIMIT" >"$cg/memory.max"
+  cgv=v2
+elif mkdir /sys/fs/cgroup/memory/zinc-infinity-$$ 2>/dev/null; then
+  cg=/sys/fs/cgroup/memory/zinc-infinity-$$
+  echo "$LIMIT" >"$cg/memory.limit_in_bytes"
+  cgv=v1
+else
+  echo "note: no memory cgroup could be made (needs root or a delegated memory controller): no limit"
+fi
+cfg() { # $1: offload (0/1)
+  # the gathers, buckets and persistence held small (the same math: only how much is held at once)
+  local z='"stage": 3, "sub_group_size": 4194304, "stage3_max_live_parameters": 10000000,
+    "stage3_prefetch_bucket_size": 5000000, "stage3_max_reuse_distance": 0, "reduce_bucket_size": 5000000,
+    "stage3_param_persistence_threshold": 0'
+  [[ $1 == 1 ]] && z+=", \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$nv\", \"buffer_size\": 4194304},
+    \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$nv\"}"
+  printf '{"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1, "gradient_clipping": 1.0,
+ "optimizer": {"type": "AdamW", "params": {"lr": 0.0006}}, "zero_optimization": {%s}}\n' "$z"
+}
+cfg 0 >"$work/mem.json"
+cfg 1 >"$work/nvme.json"
+run() { # $1 config, $2 shape, $3 in cgroup (0/1) -> "peak_kib inblocks outblocks seconds checksum"
+  local L=${2%x*} W=${2#*x}
+  local cmd=("$zinc" train --model gpt2 --quiet --config "$1" --layers "$L" --width "$W" --heads $((W / 64))
+    --context "$CONTEXT" --text /usr/share/common-licenses/GPL-3 --steps "$STEPS" --report "$work/r.json" --force)
+  rm -f "$work/r.json"
+  if [[ $3 == 1 && -n $cg ]]; then
+    /usr/bin/time -f "%M %I %O %e" -o "$work/t" bash -c 'echo $$ >"$0/cgroup.procs"; exec "$@"' "$cg" "${cmd[@]}" >"$work/log" 2>&1 ||
+      { echo "FAIL: $2 under the cgroup: $(tail -2 "$work/log")" >&2; return 1; }
+  else
+    /usr/bin/time -f "%M %I %O %e" -o "$work/t" "${cmd[@]}" >"$work/log" 2>&1 ||
+      { echo "FAIL: $2: $(tail -2 "$work/log")" >&2; return 1; }
+  fi
+  local sps
+  sps=$(grep -o '"seconds": *[0-9.e+-]*' "$work/r.json" | head -1 | grep -o '[0-9.e+-]*$')
+  echo "$(tail -1 "$work/t" | cut -d' ' -f1-3) $sps $(grep -o '"param_checksum": *"[0-9a-f]*"' "$work/r.json" | grep -o '[0-9a-f]\{16\}')"
+}
+echo "limit $LIMIT (${cgv:-none}), $STEPS steps, context $CONTEXT, fp32, AdamW, nvme_path $nv"
+printf '%-8s %12s %12s %10s %10s %12s %12s %7s %s\n' shape peak_mem peak_nvme s/step_mem s/step_nvme read/step write/step ratio bitwise
+for s in $SHAPES; do
+  read -r pm _ _ tm cm <<<"$(run "$work/mem.json" "$s" 0)"
+  read -r pn ib ob tn cn <<<"$(run "$work/nvme.json" "$s" 1)"
+  rps=$((ib * 512 / STEPS)) wps=$((ob * 512 / STEPS))
+  floor=$(awk -v t="$tm" -v b=$(((ib + ob) * 512)) -v f="${FIO_MBS:-0}" -v n="$STEPS" \
+    'BEGIN { d = f > 0 ? b / (f * 1e6) / n : 0; s = t / n; print (d > s ? d : s) }')
+  printf '%-8s %9d MiB %9d MiB %10.3f %10.3f %8d MiB %8d MiB %7.2f %s\n' "$s" $((pm / 1024)) $((pn / 1024)) \
+    "$(awk -v t="$tm" -v n="$STEPS" 'BEGIN{print t/n}')" "$(awk -v t="$tn" -v n="$STEPS" 'BEGIN{print t/n}')" \
+    $((rps >> 20)) $((wps >> 20)) "$(awk -v t="$tn" -v n="$STEPS" -v f="$floor" 'BEGIN{print t/n/f}')" \
+    "$([[ $cm == "$cn" ]] && echo "== ($cm)" || echo "!= ($cm vs $cn)")"
+done

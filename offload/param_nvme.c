@@ -1,0 +1,294 @@
+/* The NVMe parameter store (offload/param_nvme.h).
+ *
+ * File: <nvme_path>/zinc-<pid of rank 0>-<random>/rank<r>/params.swp (the run directory is made as the
+ * optimizer store's, offload/state_nvme.c, and swept the same way after a run that did not exit cleanly;
+ * a signal removes it). Blocks of `block` bytes, each with a CRC32C set when its write completed and
+ * checked after every read; a block never written reads as zeros without IO.
+ *
+ * A range that does not cover its first or last block whole is read-modify-written: those blocks are read
+ * (and checked) into the swap buffer first. A failed write marks its blocks lost: reading them is an error
+ * (the run ends; the checkpoint on disk is untouched, since the files here are never the checkpoint). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "offload/param_nvme.h"
+
+#include "runtime/core/clock.h"
+#include "runtime/core/crc32c.h"
+#include "runtime/core/error.h"
+#include "runtime/core/signals.h"
+#include "runtime/core/trace.h"
+#include "offload/aio.h"
+#include "offload/state_nvme.h"
+
+enum { BLK_UNWRITTEN = 0, BLK_VALID, BLK_LOST };
+
+struct zstate_param {
+    zstate_ctx ctx;
+    int64_t n;
+    size_t esz;
+    zstate_param_geometry geo;
+    zaio *aio;
+    int file;
+    char *run_dir, *rank_dir, *path;
+    bool made_rank_dir, made_file, counted;
+    int sig_run, sig_rank;
+    char *swap, *scratch;
+    uint32_t *crc;
+    uint8_t *bstate;
+    zstate_param_stats stats;
+};
+
+static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+zstate_param_geometry zstate_param_geometry_make(int64_t n, size_t esz, int64_t align, int64_t buffer_size,
+                                                 int64_t scratch_elems) {
+    zstate_param_geometry g = {.block = align > 4096 ? align : 4096};
+    int64_t bytes = n * (int64_t)esz;
+    g.nblocks = (bytes + g.block - 1) / g.block;
+    g.file_bytes = (uint64_t)(g.nblocks * g.block);
+    int64_t want = (buffer_size < n ? buffer_size : n) * (int64_t)esz;
+    int64_t blocks = (want + g.block - 1) / g.block;
+    if (blocks < 1) blocks = 1;
+    if (blocks > g.nblocks && g.nblocks > 0) blocks = g.nblocks;
+    g.swap_bytes = (uint64_t)(blocks * g.block);
+    g.scratch_bytes = (uint64_t)round_up(scratch_elems * (int64_t)esz, 4096);
+    return g;
+}
+
+static char *join(const char *a, const char *b) {
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+static zinc_status setup_local(zstate_param *p) {
+    zinc_status st = ZINC_OK;
+    const zstate_ctx *c = &p->ctx;
+    if (c->comm->rank != 0) { /* node-local nvme_path on other nodes: the same run directory there */
+        TRY(zstate_nvme_make_dirs(c->offload.nvme_path));
+        if (mkdir(p->run_dir, 0700) != 0 && errno != EEXIST)
+            FAIL(ZINC_ERR_IO, "cannot create the run directory %s: %s", p->run_dir, strerror(errno));
+    }
+    char name[32];
+    snprintf(name, sizeof name, "rank%d", c->comm->rank);
+    if (!(p->rank_dir = join(p->run_dir, name))) FAIL(ZINC_ERR_NOMEM, "out of memory");
+    if (mkdir(p->rank_dir, 0700) != 0) FAIL(ZINC_ERR_IO, "cannot create %s: %s", p->rank_dir, strerror(errno));
+    p->made_rank_dir = true;
+    p->sig_rank = zsig_remember(p->rank_dir, true);
+    zaio_params ap = {.block_size = c->aio.block_size,
+                      .queue_depth = c->aio.queue_depth,
+                      .intra_op_parallelism = c->aio.intra_op_parallelism,
+                      .single_submit = c->aio.single_submit,
+                      .overlap_events = c->aio.overlap_events};
+    TRY(zaio_create(&ap, &p->aio));
+    if (!(p->path = join(p->rank_dir, "params.swp"))) FAIL(ZINC_ERR_NOMEM, "out of memory");
+    p->made_file = true;
+    TRY(zaio_open(p->aio, p->path, c->aio.allow_buffered_io, &p->file));
+    const zaio_file *f = zaio_file_info(p->aio, p->file);
+    if (!f->direct)
+        ZLOG_WARN(c->log, "NVMe parameter offload: the file system holding %s refuses O_DIRECT (%s); buffered IO",
+                  p->rank_dir, f->why_buffered);
+    int64_t scratch_elems = (int64_t)p->geo.scratch_bytes / (int64_t)p->esz;
+    p->geo = zstate_param_geometry_make(p->n, p->esz, f->align, c->offload.buffer_size, scratch_elems);
+    TRY(zaio_preallocate(p->aio, p->file, (int64_t)p->geo.file_bytes));
+    size_t ma = (size_t)p->geo.block;
+    if (posix_memalign((void **)&p->swap, ma, p->geo.swap_bytes) != 0) p->swap = NULL;
+    if (p->geo.scratch_bytes && posix_memalign((void **)&p->scratch, ma, p->geo.scratch_bytes) != 0) p->scratch = NULL;
+    if (!p->swap || (p->geo.scratch_bytes && !p->scratch))
+        FAIL(ZINC_ERR_NOMEM,
+             "out of host memory for the NVMe parameter swap buffer (%llu bytes) and step scratch (%llu bytes). "
+             "Fix: a smaller zero_optimization.offload_param.buffer_size or sub_group_size",
+             (unsigned long long)p->geo.swap_bytes, (unsigned long long)p->geo.scratch_bytes);
+    zmem_add(c->mem, ZINC_MEMKIND_NVME, ZINC_MEM_PARAMS, p->geo.file_bytes);
+    zmem_add(c->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, p->geo.swap_bytes + p->geo.scratch_bytes);
+    p->counted = true;
+    size_t nb = (size_t)(p->geo.nblocks > 0 ? p->geo.nblocks : 1);
+    p->crc = calloc(nb, sizeof *p->crc);
+    p->bstate = calloc(nb, 1);
+    if (!p->crc || !p->bstate) FAIL(ZINC_ERR_NOMEM, "out of memory for the parameter block checksums");
+    ZLOG_INFO(c->log, "NVMe parameter store: %s, %.1f MiB in %lld blocks of %lld bytes, swap buffer %.1f MiB, %s, %s",
+              p->path, (double)p->geo.file_bytes / 1048576.0, (long long)p->geo.nblocks, (long long)p->geo.block,
+              (double)p->geo.swap_bytes / 1048576.0, f->direct ? "O_DIRECT" : "buffered", zaio_backend(p->aio));
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+void zstate_param_destroy(zstate_param *p) {
+    if (!p) return;
+    if (p->aio) zaio_drain(p->aio);
+    zaio_destroy(p->aio);
+    zsig_forget(p->sig_rank);
+    zsig_forget(p->sig_run);
+    if (p->made_file) unlink(p->path);
+    if (p->made_rank_dir) rmdir(p->rank_dir);
+    if (p->run_dir) rmdir(p->run_dir); /* the last rank's succeeds */
+    if (p->counted) {
+        zmem_sub(p->ctx.mem, ZINC_MEMKIND_NVME, ZINC_MEM_PARAMS, p->geo.file_bytes);
+        zmem_sub(p->ctx.mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, p->geo.swap_bytes + p->geo.scratch_bytes);
+    }
+    free(p->swap);
+    free(p->scratch);
+    free(p->crc);
+    free(p->bstate);
+    free(p->path);
+    free(p->rank_dir);
+    free(p->run_dir);
+    free(p);
+}
+
+zinc_status zstate_param_create(const zstate_ctx *c, int64_t n, zinc_dtype dt, int64_t scratch_elems,
+                                zstate_param **out) {
+    zinc_status st = ZINC_OK;
+    zstate_param *p = NULL;
+    int32_t *all = NULL;
+    *out = NULL;
+    if (!c->offload.nvme_path[0])
+        return ZERR(ZINC_ERR_CONFIG, "zero_optimization.offload_param.nvme_path is empty: name the directory for "
+                                     "the parameter swap file (on a local NVMe or SSD)");
+    TRY_ALLOC(p, 1, "the NVMe parameter store");
+    p->ctx = *c;
+    p->n = n;
+    p->esz = zinc_dtype_size(dt);
+    p->file = -1;
+    p->sig_run = p->sig_rank = -1;
+    p->geo.scratch_bytes = (uint64_t)(scratch_elems * (int64_t)p->esz); /* re-rounded by setup_local */
+    zsig_install();
+    TRY(zstate_nvme_run_dir(c, c->offload.nvme_path, &p->run_dir));
+    p->sig_run = zsig_remember(p->run_dir, false);
+    zinc_status local = setup_local(p);
+    TRY_ALLOC(all, c->comm->size, "status exchange");
+    int32_t mine = (int32_t)local;
+    zinc_status cst = zcomm_allgather_bytes(c->comm, &mine, all, sizeof mine);
+    if (local != ZINC_OK) FAIL(local, "%s", zinc_last_error());
+    if (cst != ZINC_OK) FAIL(cst, "%s", zinc_last_error());
+    for (int r = 0; r < c->comm->size; r++)
+        if (all[r] != ZINC_OK)
+            FAIL((zinc_status)all[r],
+                 "NVMe parameter offload: rank %d could not set up its parameter file under %s (its own error "
+                 "says why)",
+                 r, c->offload.nvme_path);
+    free(all);
+    *out = p;
+    return ZINC_OK;
+fail:
+    free(all);
+    zstate_param_destroy(p);
+    return st;
+}
+
+/* Blocks [k, k + m) between the file and buf (in the swap buffer); a read checks each block. */
+static zinc_status block_io(zstate_param *p, zaio_op op, int64_t k, int64_t m, char *buf) {
+    zinc_status st = ZINC_OK;
+    int64_t B = p->geo.block;
+    bool any = op == ZAIO_WRITE;
+    for (int64_t i = 0; i < m && !any; i++) any = p->bstate[k + i] != BLK_UNWRITTEN;
+    if (!any) { /* never written: zeros, no IO */
+        memset(buf, 0, (size_t)(m * B));
+        return ZINC_OK;
+    }
+    if (op == ZAIO_WRITE)
+        for (int64_t i = 0; i < m; i++) p->crc[k + i] = zcrc32c(0, buf + i * B, (size_t)B);
+    zaio_req r;
+    memset(&r, 0, sizeof r);
+    r.op = op;
+    r.file = p->file;
+    r.buf = buf;
+    r.buf_index = -1;
+    r.off = k * B;
+    r.len = m * B;
+    snprintf(r.what, sizeof r.what, "parameter blocks %lld..%lld of %lld", (long long)k, (long long)(k + m - 1),
+             (long long)p->geo.nblocks);
+    int64_t t0 = ztrace_begin();
+    double w0 = zclock_now_s();
+    st = zaio_submit(p->aio, &r);
+    if (st == ZINC_OK)
+        st = zaio_wait(p->aio, &r);
+    else
+        zaio_drain(p->aio);
+    p->stats.wait_s += zclock_now_s() - w0;
+    if (t0)
+        ztrace_span(t0, ZTRACE_NVME, op == ZAIO_READ ? "param swap in" : "param swap out", 0, "bytes", m * B, "block",
+                    k);
+    if (op == ZAIO_WRITE) {
+        for (int64_t i = 0; i < m; i++) p->bstate[k + i] = st == ZINC_OK ? BLK_VALID : BLK_LOST;
+        if (st != ZINC_OK) return st;
+        p->stats.writes++;
+        p->stats.bytes_written += (uint64_t)(m * B);
+        return ZINC_OK;
+    }
+    if (st != ZINC_OK) return st;
+    p->stats.reads++;
+    p->stats.bytes_read += (uint64_t)(m * B);
+    for (int64_t i = 0; i < m; i++) {
+        int64_t b = k + i;
+        if (p->bstate[b] == BLK_LOST)
+            return ZERR(ZINC_ERR_IO,
+                        "%s: parameter block %lld (offset %lld) was lost when its write failed; the run cannot "
+                        "continue: resume from the last checkpoint",
+                        p->path, (long long)b, (long long)(b * B));
+        if (p->bstate[b] == BLK_UNWRITTEN)
+            memset(buf + i * B, 0, (size_t)B);
+        else if (zcrc32c(0, buf + i * B, (size_t)B) != p->crc[b])
+            return ZERR(ZINC_ERR_CORRUPT,
+                        "%s: parameter block %lld (offset %lld, %lld bytes) does not match its checksum: the disk "
+                        "returned damaged data; resume from the last checkpoint (check the disk)",
+                        p->path, (long long)b, (long long)(b * B), (long long)B);
+    }
+    return ZINC_OK;
+}
+
+static zinc_status check_range(const zstate_param *p, int64_t lo, int64_t n, const char *fn) {
+    if (lo < 0 || n < 0 || lo + n > p->n)
+        return ZERR(ZINC_ERR_INTERNAL, "%s: elements [%lld, %lld) outside the shard of %lld; please report this", fn,
+                    (long long)lo, (long long)(lo + n), (long long)p->n);
+    return ZINC_OK;
+}
+
+zinc_status zstate_param_read(zstate_param *p, int64_t lo, int64_t n, void *dst) {
+    zinc_status st = ZINC_OK;
+    TRY(check_range(p, lo, n, "zstate_param_read"));
+    int64_t B = p->geo.block, cap = (int64_t)p->geo.swap_bytes / B;
+    int64_t a = lo * (int64_t)p->esz, b = (lo + n) * (int64_t)p->esz;
+    for (int64_t k = a / B; k * B < b; k += cap) {
+        int64_t end = (b + B - 1) / B, m = end - k < cap ? end - k : cap;
+        TRY(block_io(p, ZAIO_READ, k, m, p->swap));
+        int64_t s = a > k * B ? a : k * B, e = b < (k + m) * B ? b : (k + m) * B;
+        memcpy((char *)dst + (s - a), p->swap + (s - k * B), (size_t)(e - s));
+    }
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+zinc_status zstate_param_write(zstate_param *p, int64_t lo, int64_t n, const void *src) {
+    zinc_status st = ZINC_OK;
+    TRY(check_range(p, lo, n, "zstate_param_write"));
+    int64_t B = p->geo.block, cap = (int64_t)p->geo.swap_bytes / B;
+    int64_t a = lo * (int64_t)p->esz, b = (lo + n) * (int64_t)p->esz;
+    for (int64_t k = a / B; k * B < b; k += cap) {
+        int64_t end = (b + B - 1) / B, m = end - k < cap ? end - k : cap;
+        int64_t s = a > k * B ? a : k * B, e = b < (k + m) * B ? b : (k + m) * B;
+        /* the edge blocks' other bytes come from the file; past the shard's end they are zeros */
+        int64_t fend = p->n * (int64_t)p->esz;
+        if (s > k * B) TRY(block_io(p, ZAIO_READ, k, 1, p->swap));
+        if (e < (k + m) * B && e < fend && (m > 1 || s == k * B))
+            TRY(block_io(p, ZAIO_READ, k + m - 1, 1, p->swap + (m - 1) * B));
+        if (e >= fend && e < (k + m) * B) memset(p->swap + (e - k * B), 0, (size_t)((k + m) * B - e));
+        memcpy(p->swap + (s - k * B), (const char *)src + (s - a), (size_t)(e - s));
+        TRY(block_io(p, ZAIO_WRITE, k, m, p->swap));
+    }
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+void *zstate_param_scratch(zstate_param *p) { return p->scratch; }
+void zstate_param_stats_get(const zstate_param *p, zstate_param_stats *out) { *out = p->stats; }
+const char *zstate_param_path(const zstate_param *p) { return p->path; }

@@ -1,0 +1,50 @@
+/* The NVMe parameter store (zero_optimization.offload_param.device "nvme", stage 3): this rank's
+ * compute-dtype parameter shard in one file under nvme_path, read and written by element range (the
+ * stage-3 gather reads a module's piece, the optimizer pass writes each chunk it updated). Random access,
+ * unlike the optimizer-state store's ordered passes (offload/state.h), so it is a store of its own on the
+ * same IO layer (offload/aio.c: io_uring, O_DIRECT, fault injection) and the same run directory. */
+#ifndef ZINC_OFFLOAD_PARAM_NVME_H
+#define ZINC_OFFLOAD_PARAM_NVME_H
+
+#include <stdint.h>
+
+#include "offload/state.h"
+
+/* The file and buffers, stated once for the store and the sizing plan (runtime/mem/plan.c): the shard's
+ * bytes in blocks of `block` (each with a CRC32C), a swap buffer of at most buffer_size elements (whole
+ * blocks, at least one), and a scratch of `scratch_elems` elements that the optimizer pass updates a chunk
+ * in before it is written. */
+typedef struct zstate_param_geometry {
+    int64_t block;   /* bytes: the O_DIRECT alignment, at least 4096 */
+    int64_t nblocks; /* of the file */
+    uint64_t file_bytes;
+    uint64_t swap_bytes;    /* the IO buffer */
+    uint64_t scratch_bytes; /* the step's chunk */
+} zstate_param_geometry;
+zstate_param_geometry zstate_param_geometry_make(int64_t n, size_t esz, int64_t align, int64_t buffer_size,
+                                                 int64_t scratch_elems);
+
+typedef struct zstate_param_stats {
+    uint64_t reads, writes;             /* requests */
+    uint64_t bytes_read, bytes_written; /* file bytes */
+    double wait_s;                      /* time spent in IO */
+} zstate_param_stats;
+
+typedef struct zstate_param zstate_param;
+
+/* Collective over ctx->comm (every rank fails when one does). ctx->offload is offload_param. The file
+ * holds n elements of dt, zeros until written. */
+zinc_status zstate_param_create(const zstate_ctx *ctx, int64_t n, zinc_dtype dt, int64_t scratch_elems,
+                                zstate_param **out);
+void zstate_param_destroy(zstate_param *p);
+/* Elements [lo, lo + n) of the shard into / from host memory. A block whose checksum does not match is
+ * ZINC_ERR_CORRUPT, an IO error ZINC_ERR_IO (both naming the file and offset); a block whose write failed
+ * stays unreadable until it is written whole again. */
+zinc_status zstate_param_read(zstate_param *p, int64_t lo, int64_t n, void *dst);
+zinc_status zstate_param_write(zstate_param *p, int64_t lo, int64_t n, const void *src);
+/* The scratch (scratch_elems elements, host memory). */
+void *zstate_param_scratch(zstate_param *p);
+void zstate_param_stats_get(const zstate_param *p, zstate_param_stats *out);
+const char *zstate_param_path(const zstate_param *p);
+
+#endif
