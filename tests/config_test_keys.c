@@ -14,7 +14,7 @@ const key_row rows[] = {
     {"gradient_accumulation_steps", F(gradient_accumulation_steps), NULL, "2", "2", "1", 0},
     /* top-level scalars */
     {"gradient_clipping", F(gradient_clipping), NULL, "0.5", "0.5", "1.0", 0}, /* 0.19.8 constants.py */
-    {"steps_per_print", F(steps_per_print), NULL, "10", "10", "0", 0},       /* code default None: no report */
+    {"steps_per_print", F(steps_per_print), NULL, "10", "10", "0", 0},         /* code default None: no report */
     {"wall_clock_breakdown", F(wall_clock_breakdown), NULL, "true", "true", "false", 0},
     {"memory_breakdown", F(memory_breakdown), NULL, "true", "true", "false", 0},
     {"dump_state", F(dump_state), NULL, "true", "true", "false", 0},
@@ -121,8 +121,8 @@ const key_row rows[] = {
      "\"/tmp/x\"", "\"\"", 0},
     {"zero_optimization.offload_optimizer.buffer_count", F(zero.offload_optimizer.buffer_count), STAGE2, "8", "8", "4",
      0},
-    {"zero_optimization.offload_optimizer.pin_memory", F(zero.offload_optimizer.pin_memory), STAGE2, "false",
-     "false", "true", 0},
+    {"zero_optimization.offload_optimizer.pin_memory", F(zero.offload_optimizer.pin_memory), STAGE2, "false", "false",
+     "true", 0},
     {"zero_optimization.offload_optimizer.pipeline_read", F(zero.offload_optimizer.pipeline_read), STAGE2, "true",
      "true", "false", 0},
     {"zero_optimization.offload_optimizer.pipeline_write", F(zero.offload_optimizer.pipeline_write), STAGE2, "true",
@@ -155,6 +155,14 @@ const key_row rows[] = {
     {"checkpoint.use_node_local_storage", F(checkpoint.use_node_local_storage), NULL, "true", "true", "false", 0},
     {"checkpoint.parallel_write.pipeline_stage", F(checkpoint.parallel_write_pipeline_stage), NULL, "true", "true",
      "false", 0},
+    {"checkpoint.writer.type", F(checkpoint.writer_type), NULL, "\"python\"", "\"PYTHON\"", "\"FAST\"", 0},
+    {"checkpoint.writer.decoupled", F(checkpoint.writer_decoupled), NULL, "true", "true", "false", 0},
+    {"checkpoint.writer.io_buffer_size", F(checkpoint.writer_io_buffer_size), NULL, "1048576", "1048576", "67108864",
+     0},
+    {"checkpoint.writer.io_buffer_double", F(checkpoint.writer_io_buffer_double), NULL, "false", "false", "true", 0},
+    {"checkpoint.writer.show_statistics", F(checkpoint.writer_show_statistics), NULL, "true", "true", "false", 0},
+    {"checkpoint.writer.data_parallel", F(checkpoint.writer_data_parallel), NULL, "\"socket\"", "\"SOCKET\"",
+     "\"none\"", 0},
     /* data_types, zinc */
     /* at stage 0 only the compute dtype is allowed (DeepSpeed 0.19.8 raises NotImplementedError) */
     {"data_types.grad_accum_dtype", F(grad_accum_dtype), STAGE2, "\"torch.bfloat16\"", "\"bf16\"", "\"fp32\"", 0},
@@ -169,8 +177,8 @@ const key_row rows[] = {
     {"comms_logger.enabled", F(comms_logger.enabled), NULL, "true", "true", "false", REQUIRED},
     {"comms_logger.verbose", F(comms_logger.verbose), NULL, "true", "true", "false", 0},
     {"comms_logger.prof_all", F(comms_logger.prof_all), NULL, "false", "false", "true", 0},
-    {"comms_logger.prof_ops", F(comms_logger.prof_ops), "{\"comms_logger\":{\"prof_all\":false}}", "[\"all_gather\", \"all_reduce\", \"all_gather\"]",
-     "[\"all_reduce\", \"all_gather\"]", "[]", 0},
+    {"comms_logger.prof_ops", F(comms_logger.prof_ops), "{\"comms_logger\":{\"prof_all\":false}}",
+     "[\"all_gather\", \"all_reduce\", \"all_gather\"]", "[\"all_reduce\", \"all_gather\"]", "[]", 0},
     {"comms_logger.debug", F(comms_logger.debug), NULL, "true", "true", "false", 0},
     /* monitors (DeepSpeed's deepspeed/monitor/config.py defaults) */
     {"tensorboard.enabled", F(tensorboard.enabled), NULL, "true", "true", "false", 0},
@@ -218,6 +226,7 @@ const onoff_row ignored[] = {
     {"zero_optimization.elastic_checkpoint", NULL, "true", "false"},
     {"zero_optimization.pipeline_loading_checkpoint", NULL, "true", "false"},
     {"zero_optimization.mics_hierarchical_params_gather", NULL, "true", "false"},
+    {"checkpoint.writer.io_multiplier", NULL, "2", "1"},
     {"wandb", NULL, "{\"enabled\": true, \"project\": \"p\"}", "{\"enabled\": false}"},
     {"comet", NULL, "{\"enabled\": true}", "{\"enabled\": false}"},
     {"flops_profiler", NULL, "{\"enabled\": true, \"profile_step\": 1}", "{\"enabled\": false, \"profile_step\": 1}"},
