@@ -606,6 +606,12 @@ zinc_status zinc_copy_from_host(zinc_engine *e, void *dst, const void *host_src,
  * checkpoint.use_node_local_storage makes the first rank of every node write the manifest there.
  * Every rank returns the same status. */
 zinc_status zinc_save_checkpoint(zinc_engine *e, const char *dir, const char *tag);
+/* Collective. With checkpoint.writer.decoupled, zinc_save_checkpoint takes a snapshot of each rank's shard
+ * and returns while a writer thread per rank writes it; the next zinc_step on which every rank's writer is
+ * done publishes it (`latest`), and a writer's failure fails that step. A save, a load or zinc_checkpoint_keep_last
+ * waits for the save in flight first. This call waits for it and publishes it now (before a preemption exit
+ * and at the end of a run): its status. ZINC_OK at once when none is in flight. */
+zinc_status zinc_checkpoint_wait(zinc_engine *e);
 
 /* Collective (after zinc_build, before training or between steps): loads a checkpoint. `path` is a tag
  * directory (DIR/TAG) or a checkpoint directory (DIR: the tag <DIR>/latest names). Any rank count and

@@ -37,6 +37,11 @@ set_tests_properties(checkpoint_discrete_resume_np2 PROPERTIES FIXTURES_REQUIRED
 # An interrupted save (SIGKILL part-way, through ZINC_CKPT_TEST_KILL_AFTER_BYTES) leaves the previous
 # checkpoint loadable. One process without MPI: it forks its engines.
 zinc_test(NAME checkpoint_kill SOURCES test_checkpoint_kill.c engine_util.c LABELS checkpoint)
+# checkpoint.writer.decoupled: bitwise equal to a synchronous save, resume, a failing writer (1 and 2 ranks);
+# SIGKILLs of the writer thread mid-write leave the previous `latest` (one rank, forked engines).
+zinc_test(NAME checkpoint_async_np1 SOURCES test_checkpoint_async.c engine_util.c LABELS checkpoint)
+zinc_test(NAME checkpoint_async_np2 SOURCES test_checkpoint_async.c engine_util.c RANKS 2 LABELS checkpoint)
+zinc_test(NAME checkpoint_async_kill SOURCES test_checkpoint_async.c engine_util.c ARGS --phase kill LABELS checkpoint)
 # Damaged files, another model, tag validation, node-local storage.
 zinc_test(NAME checkpoint_errors_np1 SOURCES test_checkpoint_errors.c engine_util.c LABELS checkpoint)
 zinc_test(NAME checkpoint_errors_np2 SOURCES test_checkpoint_errors.c engine_util.c RANKS 2 LABELS checkpoint)

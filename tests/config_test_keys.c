@@ -160,6 +160,14 @@ const key_row rows[] = {
     {"checkpoint.use_node_local_storage", F(checkpoint.use_node_local_storage), NULL, "true", "true", "false", 0},
     {"checkpoint.parallel_write.pipeline_stage", F(checkpoint.parallel_write_pipeline_stage), NULL, "true", "true",
      "false", 0},
+    {"checkpoint.writer.type", F(checkpoint.writer_type), NULL, "\"python\"", "\"PYTHON\"", "\"FAST\"", 0},
+    {"checkpoint.writer.decoupled", F(checkpoint.writer_decoupled), NULL, "true", "true", "false", 0},
+    {"checkpoint.writer.io_buffer_size", F(checkpoint.writer_io_buffer_size), NULL, "1048576", "1048576", "67108864",
+     0},
+    {"checkpoint.writer.io_buffer_double", F(checkpoint.writer_io_buffer_double), NULL, "false", "false", "true", 0},
+    {"checkpoint.writer.show_statistics", F(checkpoint.writer_show_statistics), NULL, "true", "true", "false", 0},
+    {"checkpoint.writer.data_parallel", F(checkpoint.writer_data_parallel), NULL, "\"socket\"", "\"SOCKET\"",
+     "\"none\"", 0},
     /* data_types, zinc */
     /* at stage 0 only the compute dtype is allowed (DeepSpeed 0.19.8 raises NotImplementedError) */
     {"data_types.grad_accum_dtype", F(grad_accum_dtype), STAGE2, "\"torch.bfloat16\"", "\"bf16\"", "\"fp32\"", 0},
@@ -223,6 +231,7 @@ const onoff_row ignored[] = {
     {"zero_optimization.elastic_checkpoint", NULL, "true", "false"},
     {"zero_optimization.pipeline_loading_checkpoint", NULL, "true", "false"},
     {"zero_optimization.mics_hierarchical_params_gather", NULL, "true", "false"},
+    {"checkpoint.writer.io_multiplier", NULL, "2", "1"},
     {"wandb", NULL, "{\"enabled\": true, \"project\": \"p\"}", "{\"enabled\": false}"},
     {"comet", NULL, "{\"enabled\": true}", "{\"enabled\": false}"},
     {"flops_profiler", NULL, "{\"enabled\": true, \"profile_step\": 1}", "{\"enabled\": false, \"profile_step\": 1}"},

@@ -28,6 +28,7 @@ try:
     import deepspeed
     import torch
     from deepspeed.runtime.config import DeepSpeedConfig
+    from deepspeed.runtime.model_checkpointing.config import get_checkpoint_writer_config
     from deepspeed.runtime import lr_schedules
 except Exception as exc:  # noqa: BLE001 - any import failure means the reference is not here
     print(f"SKIP: deepspeed 0.19.8 cannot be imported ({exc!r}); run scripts/ds-venv.sh", file=sys.stderr)
@@ -152,6 +153,10 @@ def configs():
                                             data_types={"param_dtype": "bf16", "keep_in_fp32_modules": []})))
     out.append(("steps_per_print", cfg(steps_per_print=25, wall_clock_breakdown=True)))
     out.append(("checkpoint", cfg(checkpoint={"tag_validation": "Fail", "load_universal": True})))
+    out.append(("checkpoint writer", cfg(checkpoint={"writer": {"decoupled": True, "type": "python",
+                                                                  "io_buffer_size": 1 << 20, "show_statistics": True,
+                                                                  "data_parallel": "socket"}})))
+    out.append(("checkpoint writer defaults", cfg(checkpoint={"writer": {}})))
     return out
 
 
@@ -317,6 +322,11 @@ def expected(d, raw):
         "checkpoint.use_node_local_storage": d.use_node_local_storage,
         "checkpoint.parallel_write.pipeline_stage": d.checkpoint_parallel_write_pipeline,
     }
+    # model_checkpointing/config.py: no writer block is None (the torch engine); zinc's dump shows the
+    # defaults a block {} resolves to. data_parallel's default None is zinc's "none".
+    w = d.checkpoint_config.get("writer") or get_checkpoint_writer_config({"writer": {}})
+    for k in ("type", "decoupled", "io_buffer_size", "io_buffer_double", "show_statistics", "data_parallel"):
+        e[f"checkpoint.writer.{k}"] = "none" if w[k] is None else w[k]
     f16 = d.float16_config
     for k in ("enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
               "consecutive_hysteresis", "min_loss_scale"):

@@ -141,6 +141,8 @@ static int preempted(zcli_train *t, int64_t step, int64_t last_saved) {
     const zcli_train_opts *o = t->o;
     int sig = zinc_preempt_requested(t->e);
     if (o->save_dir && last_saved != step && save(t, step)) return -1;
+    /* checkpoint.writer.decoupled: the exit waits for the writer, and says saved only once published */
+    if (o->save_dir && zinc_checkpoint_wait(t->e) != ZINC_OK) return zcli_train_fail("saving the checkpoint failed");
     if (zinc_rank(t->e) == 0) {
         double since = zsig_pending_since(), waited = since > 0 ? zclock_now_s() - since : -1;
         char took[64] = "";
@@ -196,6 +198,8 @@ static int loop(const zcli_train_model *m, zcli_train *t) {
     }
     if (m->finish && m->finish(t)) return -1;
     if (o->save_dir && last_saved != zinc_step_count(t->e) && save(t, -1)) return -1;
+    /* checkpoint.writer.decoupled: the run ends once the last save is published */
+    if (o->save_dir && zinc_checkpoint_wait(t->e) != ZINC_OK) return zcli_train_fail("saving the checkpoint failed");
     return 0;
 }
 

@@ -15,6 +15,7 @@
 #define ZINC_RUNTIME_CHECKPOINT_INTERNAL_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -117,6 +118,11 @@ zinc_status zckpt_host_little_endian(void);
 typedef struct zckpt_writer {
     int64_t written;
     int64_t kill_after; /* -1: off */
+    int fail_errno;     /* ZINC_CKPT_TEST_WRITE_ERRNO: every shard write fails with it (0: off) */
+    /* Non-NULL: the decoupled save's snapshot. zckpt_pwrite copies into it at the file offset instead of
+     * writing (no kill hook: nothing reaches the disk), so the snapshot is the file's image byte for byte. */
+    uint8_t *image;
+    int64_t image_bytes;
 } zckpt_writer;
 void zckpt_writer_init(zckpt_writer *w);
 zinc_status zckpt_pwrite(zckpt_writer *w, int fd, const char *path, const void *buf, size_t n, int64_t off);
@@ -147,6 +153,51 @@ zinc_status zckpt_reader_read(zckpt_reader *r, int sec, int64_t x, int64_t n, vo
 void zckpt_reader_close(zckpt_reader *r);
 /* Reads all of file `i` and checks its size, whole-file checksum and every block. */
 zinc_status zckpt_verify_file(const zckpt_manifest *m, int i);
+
+/* ---------------------------------------------------------------- checkpoint_save.c, checkpoint_async.c */
+
+/* One save from its staging directory to `latest`: made by zinc_save_checkpoint, finished there (synchronous)
+ * or by the poll of checkpoint.writer.decoupled (checkpoint_async.c). */
+typedef struct zckpt_save_job {
+    char dir[ZCKPT_PATH_MAX], tag[ZCKPT_PATH_MAX], uid[ZCKPT_UID_LEN + 1];
+    char partial[ZCKPT_PATH_MAX], final[ZCKPT_PATH_MAX];
+    int lock_fd;          /* the directory's lock, held until published or dropped (-1: not this rank's) */
+    bool dir_writer, has; /* whether this rank writes the directory; whether it has a shard file */
+    zckpt_file mine;      /* this rank's file (checksums filled in by whoever wrote it) */
+    int64_t step;
+    double t0;
+    /* decoupled: the snapshot (the file's image) and its writer thread */
+    uint8_t *image;
+    int64_t image_bytes, io_buffer;
+    zckpt_writer w;
+    pthread_t thread;
+    bool started;
+    int done;        /* set by the writer thread last (__atomic) */
+    zinc_status wst; /* the writer's status and message (its errors are its thread's) */
+    char wmsg[1024];
+    double snapshot_s, write_s, blocked_s; /* show_statistics */
+    int keep_last;                         /* zinc_checkpoint_keep_last while in flight: applied after the publish */
+    /* The engine's fields the manifest records, as they were at the save (the steps go on before a decoupled
+     * save is published): swapped into the engine while its manifest is built. */
+    int64_t steps_taken, steps_skipped, consecutive_skips;
+    zloss_scaler scaler;
+    void *meta; /* a copy of zinc_engine.meta */
+    int nmeta;
+} zckpt_save_job;
+
+/* Steps 3 and 4 of a save (collective): every file's checksums to the directory writers, the manifest, the
+ * directory in place, `latest`. */
+zinc_status zckpt_save_publish(struct zinc_engine *e, zckpt_save_job *job);
+/* Releases the lock, the snapshot and the job. */
+void zckpt_save_job_free(struct zinc_engine *e, zckpt_save_job *job);
+/* checkpoint_async.c: starts the writer thread of a job with its snapshot taken (this rank's file), and
+ * makes the engine poll it. */
+zinc_status zckpt_async_start(struct zinc_engine *e, zckpt_save_job *job);
+/* Collective: waits for the save in flight, if any, and publishes it (its status). */
+zinc_status zckpt_async_wait(struct zinc_engine *e);
+
+/* checkpoint_retain.c: under the directory's lock, keeps the newest `keep` step<N> checkpoints of dir. */
+zinc_status zckpt_retain(const char *dir, int keep);
 
 /* ---------------------------------------------------------------- checkpoint_manifest.c */
 

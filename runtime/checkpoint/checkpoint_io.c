@@ -193,17 +193,34 @@ zinc_status zckpt_rmtree(const char *path) { return zfile_rmtree(path); }
 void zckpt_writer_init(zckpt_writer *w) {
     w->written = 0;
     w->kill_after = -1;
+    w->fail_errno = 0;
+    w->image = NULL;
+    w->image_bytes = 0;
     const char *k = zenv_get(ZENV_CKPT_TEST_KILL_AFTER_BYTES);
     if (k && *k) {
         char *end = NULL;
         long long v = strtoll(k, &end, 10);
         if (end && !*end && v >= 0) w->kill_after = v;
     }
+    const char *f = zenv_get(ZENV_CKPT_TEST_WRITE_ERRNO);
+    if (f && *f) w->fail_errno = atoi(f);
 }
 
 zinc_status zckpt_pwrite(zckpt_writer *w, int fd, const char *path, const void *buf, size_t n, int64_t off) {
     const char *p = buf;
     size_t left = n;
+    if (w->image) {
+        if (off < 0 || off + (int64_t)n > w->image_bytes)
+            return ZERR(ZINC_ERR_INTERNAL, "checkpoint snapshot of %s: %zu bytes at offset %lld outside its %lld", path,
+                        n, (long long)off, (long long)w->image_bytes);
+        memcpy(w->image + off, buf, n);
+        return ZINC_OK;
+    }
+    if (w->fail_errno)
+        return ZERR(ZINC_ERR_IO,
+                    "writing checkpoint file %s (%zu bytes at offset %lld) failed: %s (check free "
+                    "space and permissions of its directory)",
+                    path, left, (long long)off, strerror(w->fail_errno));
     if (w->kill_after >= 0 && w->written + (int64_t)n >= w->kill_after) {
         left = (size_t)(w->kill_after - w->written); /* write up to the kill point, then die */
         while (left) {

@@ -213,6 +213,7 @@ static zinc_status checkpoint_load(zinc_engine *e, const char *path) {
     bool touched = false;
     memset(&m, 0, sizeof m);
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_load_checkpoint: engine is NULL");
+    if ((st = zckpt_async_wait(e)) != ZINC_OK) return st; /* a decoupled save in flight: published first */
     if ((st = zengine_require_built(e, "zinc_load_checkpoint (zinc_build registers the model the checkpoint is "
                                        "checked against)")) != ZINC_OK)
         return st;

@@ -70,7 +70,7 @@ fail:
     return st;
 }
 
-static zinc_status retain(const char *dir, int keep) {
+zinc_status zckpt_retain(const char *dir, int keep) {
     zinc_status st = ZINC_OK;
     char path[ZCKPT_PATH_MAX], aside[ZCKPT_PATH_MAX], *latest = NULL;
     int64_t *steps = NULL;
@@ -109,6 +109,15 @@ zinc_status zinc_checkpoint_keep_last(zinc_engine *e, const char *dir, int keep)
     if (!e || !dir) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_checkpoint_keep_last: engine or dir is NULL");
     if (keep < 1)
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_checkpoint_keep_last: keep %d: want 1 or more checkpoints", keep);
-    zinc_status local = zckpt_is_dir_writer(e) ? retain(dir, keep) : ZINC_OK;
+    /* checkpoint.writer.decoupled: the save in flight holds the directory's lock; its publish applies this
+     * once the new checkpoint is `latest` (checkpoint_async.c), and this call does not wait for it. */
+    zckpt_save_job *job = e->ckpt_async;
+    if (job && !strcmp(job->dir, dir)) {
+        job->keep_last = keep;
+        return ZINC_OK;
+    }
+    zinc_status waited = zckpt_async_wait(e);
+    if (waited != ZINC_OK) return waited;
+    zinc_status local = zckpt_is_dir_writer(e) ? zckpt_retain(dir, keep) : ZINC_OK;
     return zcomm_agree_status(e->comm, local);
 }

@@ -25,6 +25,7 @@
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/core/safe_file.h"
+#include "runtime/core/memtrack.h"
 
 /* Per-file facts every rank sends to the directory writers; block checksums follow. */
 typedef struct file_rec {
@@ -239,60 +240,61 @@ fail:
     return st;
 }
 
-static zinc_status checkpoint_save(zinc_engine *e, const char *dir, const char *tag) {
+/* The decoupled save's snapshot: this rank's file as it will be on disk (header, sections, zeros between),
+ * made by the same code that writes it (zckpt_pwrite copies into the image), so it is byte for byte the
+ * synchronous save's file. Training may change the state as soon as this returns. */
+static zinc_status snapshot(zinc_engine *e, zckpt_save_job *job) {
+    zinc_status st = ZINC_OK;
+    uint8_t hdr[ZCKPT_HEADER_BYTES];
+    zckpt_writer w;
+    void *img = NULL;
+    int64_t t0 = ztrace_begin();
+    zckpt_writer_init(&w);
+    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, (size_t)job->mine.bytes,
+                        "the decoupled checkpoint's snapshot (checkpoint.writer.decoupled)", &img));
+    job->image = img;
+    job->image_bytes = job->mine.bytes;
+    w.image = job->image;
+    w.image_bytes = job->image_bytes;
+    zckpt_header_encode(&job->mine, job->uid, hdr);
+    TRY(zckpt_pwrite(&w, -1, "the snapshot", hdr, sizeof hdr, 0));
+    TRY(write_sections(e, &w, -1, "the snapshot", &job->mine));
+    if (t0) ztrace_span(t0, ZTRACE_CHECKPOINT, "snapshot", 0, "bytes", job->image_bytes, NULL, 0);
+fail:
+    return st;
+}
+
+/* Exchanges the engine's manifest fields with the job's (twice: back again). */
+static void swap_state(zinc_engine *e, zckpt_save_job *job) {
+#define SWAP(a, b)                                                                                                     \
+    do {                                                                                                               \
+        __typeof__(a) t_ = (a);                                                                                        \
+        (a) = (b);                                                                                                     \
+        (b) = t_;                                                                                                      \
+    } while (0)
+    SWAP(e->steps, job->step);
+    SWAP(e->steps_taken, job->steps_taken);
+    SWAP(e->steps_skipped, job->steps_skipped);
+    SWAP(e->consecutive_skips, job->consecutive_skips);
+    SWAP(e->scaler, job->scaler);
+    SWAP(e->nmeta, job->nmeta);
+#undef SWAP
+    char tmp[sizeof e->meta];
+    memcpy(tmp, e->meta, sizeof tmp);
+    memcpy(e->meta, job->meta, sizeof tmp);
+    memcpy(job->meta, tmp, sizeof tmp);
+}
+
+zinc_status zckpt_save_publish(zinc_engine *e, zckpt_save_job *job) {
     zinc_status st = ZINC_OK, local = ZINC_OK;
-    char mytag[ZCKPT_TAG_MAX + 1] = "", tagv[ZCKPT_PATH_MAX], uid[ZCKPT_UID_LEN + 1] = "";
-    char partial[ZCKPT_PATH_MAX], final[ZCKPT_PATH_MAX];
-    zckpt_file *files = NULL, mine;
+    zckpt_file *files = NULL;
     uint8_t *recs = NULL;
     size_t rec_bytes = 0;
-    zckpt_writer w;
     int nfiles = 0;
-    int64_t total = 0;
-    bool writer = false, has = false;
-    int lock_fd = -1;
-    double t0 = zclock_now_s();
-    memset(&mine, 0, sizeof mine);
-    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_save_checkpoint: engine is NULL");
-    zinc_status built = zengine_require_built(e, "zinc_save_checkpoint");
-    if (built != ZINC_OK) return built;
-    if ((st = zengine_check_usable(e, "zinc_save_checkpoint")) != ZINC_OK) return st;
-    zckpt_writer_init(&w);
-
-    TRY(zcomm_agree_status(e->comm, precheck(e, dir, tag, mytag, sizeof mytag)));
-    TRY(zckpt_agree_string(e, mytag, tagv, sizeof tagv, "tag"));
-    if (e->rank == 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t h = ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
-        h ^= (uintptr_t)&h; /* address-space randomisation as a little more entropy */
-        h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-        h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-        snprintf(uid, sizeof uid, "%016llx", (unsigned long long)(h ^ (h >> 31)));
-    }
-    TRY(zcomm_bcast(e->comm, uid, sizeof uid, 0));
-    TRY(zckpt_path(partial, sizeof partial, "%s/.%s.partial", dir, tagv));
-    TRY(zckpt_path(final, sizeof final, "%s/%s", dir, tagv));
-
-    /* 1. A fresh staging directory. */
-    writer = zckpt_is_dir_writer(e);
-    if (writer) {
-        /* The directory is checked (owner, mode) and locked for the whole save; leftovers of interrupted
-         * saves are cleaned under the lock, then the staging directory is created fresh. */
-        local = zckpt_mkdirs(dir);
-        if (local == ZINC_OK) local = zckpt_check_dir(dir, "checkpoint directory");
-        if (local == ZINC_OK) local = zckpt_lock_dir(dir, &lock_fd);
-        if (local == ZINC_OK) local = zckpt_clean_stale(dir);
-        if (local == ZINC_OK && mkdir(partial, 0755) != 0)
-            local = ZERR(ZINC_ERR_IO, "cannot create checkpoint directory %s: %s (check the permissions of %s)",
-                         partial, strerror(errno), dir);
-    }
-    TRY(zcomm_agree_status(e->comm, local));
-
-    /* 2. The shard files. */
-    has = my_file(e, &mine);
-    local = has ? write_shard(e, &w, partial, uid, &mine) : ZINC_OK;
-    TRY(zcomm_agree_status(e->comm, local));
+    int64_t total = 0, t0 = ztrace_begin();
+    double tp = zclock_now_s();
+    /* the shard's writer goes on (ZINC_CKPT_TEST_KILL_AFTER_BYTES counts the manifest and `latest` after it) */
+    zckpt_writer *w = &job->w;
 
     /* 3. Every file's size and checksums to the directory writers. */
     nfiles = e->stage == 0 ? 1 : e->world;
@@ -304,9 +306,9 @@ static zinc_status checkpoint_save(zinc_engine *e, const char *dir, const char *
     TRY(zcomm_agree_status(e->comm,
                            recs ? ZINC_OK : ZERR(ZINC_ERR_NOMEM, "out of memory for the checkpoint file checksums")));
     uint8_t *my = recs + rec_bytes * (size_t)e->world;
-    file_rec fr = {.has = has, .bytes = mine.bytes, .nblocks = mine.nblocks, .crc = mine.crc};
+    file_rec fr = {.has = job->has, .bytes = job->mine.bytes, .nblocks = job->mine.nblocks, .crc = job->mine.crc};
     memcpy(my, &fr, sizeof fr);
-    if (has) memcpy(my + sizeof fr, mine.block_crc, (size_t)mine.nblocks * sizeof(uint32_t));
+    if (job->has) memcpy(my + sizeof fr, job->mine.block_crc, (size_t)job->mine.nblocks * sizeof(uint32_t));
     if (e->world > 1)
         TRY(zcomm_allgather_bytes(e->comm, my, recs, rec_bytes));
     else
@@ -329,17 +331,119 @@ static zinc_status checkpoint_save(zinc_engine *e, const char *dir, const char *
         total += files[i].bytes;
     }
 
-    /* 4. The manifest, the directory in place, then `latest`. */
-    local = writer ? publish(e, &w, dir, tagv, uid, partial, final, files, nfiles) : ZINC_OK;
+    /* 4. The manifest (of the engine as it was at the save), the directory in place, then `latest`. */
+    if (job->dir_writer) {
+        swap_state(e, job);
+        local = publish(e, w, job->dir, job->tag, job->uid, job->partial, job->final, files, nfiles);
+        swap_state(e, job);
+    }
     TRY(zcomm_agree_status(e->comm, local));
-    ZLOG_INFO(&e->log, "saved checkpoint %s: step %lld, %d shard file%s, %.1f MiB, %.2f s", final, (long long)e->steps,
-              nfiles, nfiles == 1 ? "" : "s", (double)total / 1048576.0, zclock_now_s() - t0);
+    if (t0) ztrace_span(t0, ZTRACE_CHECKPOINT, "publish", 0, "step", job->step, NULL, 0);
+    ZLOG_INFO(&e->log, "saved checkpoint %s: step %lld, %d shard file%s, %.1f MiB, %.2f s", job->final,
+              (long long)job->step, nfiles, nfiles == 1 ? "" : "s", (double)total / 1048576.0,
+              zclock_now_s() - job->t0);
+    /* training waits for the publish too (main thread): synchronous, the whole save */
+    job->blocked_s = job->image ? job->blocked_s + (zclock_now_s() - tp) : zclock_now_s() - job->t0;
+    if (e->cfg.checkpoint.writer_show_statistics) {
+        double wr = job->write_s > 0 ? (double)job->image_bytes / job->write_s / 1e9 : 0;
+        ZLOG_INFO(&e->log,
+                  "checkpoint.writer statistics, rank %d, step %lld: %lld bytes, %s write %.3f s (%.2f GB/s), "
+                  "snapshot %.3f s, training blocked %.3f s",
+                  e->rank, (long long)job->step, (long long)job->image_bytes, job->image ? "decoupled" : "synchronous",
+                  job->write_s, wr, job->snapshot_s, job->blocked_s);
+    }
 fail:
-    zckpt_unlock_dir(lock_fd);
     for (int i = 0; files && i < nfiles; i++) free(files[i].block_crc);
     free(files);
-    free(mine.block_crc);
     free(recs);
+    return st;
+}
+
+void zckpt_save_job_free(zinc_engine *e, zckpt_save_job *job) {
+    if (!job) return;
+    zckpt_unlock_dir(job->lock_fd);
+    if (job->image) zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, job->image, (size_t)job->image_bytes);
+    free(job->mine.block_crc);
+    free(job->meta);
+    free(job);
+}
+
+static zinc_status checkpoint_save(zinc_engine *e, const char *dir, const char *tag) {
+    zinc_status st = ZINC_OK, local = ZINC_OK;
+    char mytag[ZCKPT_TAG_MAX + 1] = "";
+    zckpt_save_job *job = NULL;
+    double t0 = zclock_now_s();
+    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_save_checkpoint: engine is NULL");
+    zinc_status built = zengine_require_built(e, "zinc_save_checkpoint");
+    if (built != ZINC_OK) return built;
+    if ((st = zengine_check_usable(e, "zinc_save_checkpoint")) != ZINC_OK) return st;
+    /* checkpoint.writer.decoupled: a second save waits for the first (published, or its failure returned) */
+    TRY(zckpt_async_wait(e));
+    job = calloc(1, sizeof *job);
+    TRY(zcomm_agree_status(e->comm, job ? ZINC_OK : ZERR(ZINC_ERR_NOMEM, "out of memory for a checkpoint save")));
+    job->lock_fd = -1;
+    job->t0 = t0;
+    job->step = e->steps;
+    job->steps_taken = e->steps_taken;
+    job->steps_skipped = e->steps_skipped;
+    job->consecutive_skips = e->consecutive_skips;
+    job->scaler = e->scaler;
+    job->nmeta = e->nmeta;
+    job->meta = malloc(sizeof e->meta);
+    TRY(zcomm_agree_status(e->comm, job->meta ? ZINC_OK : ZERR(ZINC_ERR_NOMEM, "out of memory for a checkpoint save")));
+    memcpy(job->meta, e->meta, sizeof e->meta);
+    zckpt_writer_init(&job->w);
+
+    TRY(zcomm_agree_status(e->comm, precheck(e, dir, tag, mytag, sizeof mytag)));
+    snprintf(job->dir, sizeof job->dir, "%s", dir);
+    TRY(zckpt_agree_string(e, mytag, job->tag, sizeof job->tag, "tag"));
+    if (e->rank == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t h = ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+        h ^= (uintptr_t)&h; /* address-space randomisation as a little more entropy */
+        h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+        h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+        snprintf(job->uid, sizeof job->uid, "%016llx", (unsigned long long)(h ^ (h >> 31)));
+    }
+    TRY(zcomm_bcast(e->comm, job->uid, sizeof job->uid, 0));
+    TRY(zckpt_path(job->partial, sizeof job->partial, "%s/.%s.partial", dir, job->tag));
+    TRY(zckpt_path(job->final, sizeof job->final, "%s/%s", dir, job->tag));
+
+    /* 1. A fresh staging directory. */
+    job->dir_writer = zckpt_is_dir_writer(e);
+    if (job->dir_writer) {
+        /* The directory is checked (owner, mode) and locked for the whole save; leftovers of interrupted
+         * saves are cleaned under the lock, then the staging directory is created fresh. */
+        local = zckpt_mkdirs(dir);
+        if (local == ZINC_OK) local = zckpt_check_dir(dir, "checkpoint directory");
+        if (local == ZINC_OK) local = zckpt_lock_dir(dir, &job->lock_fd);
+        if (local == ZINC_OK) local = zckpt_clean_stale(dir);
+        if (local == ZINC_OK && mkdir(job->partial, 0755) != 0)
+            local = ZERR(ZINC_ERR_IO, "cannot create checkpoint directory %s: %s (check the permissions of %s)",
+                         job->partial, strerror(errno), dir);
+    }
+    TRY(zcomm_agree_status(e->comm, local));
+
+    /* 2. The shard files: written now, or (decoupled) snapshotted and handed to this rank's writer thread. */
+    job->has = my_file(e, &job->mine);
+    if (e->cfg.checkpoint.writer_decoupled) {
+        local = job->has ? snapshot(e, job) : ZINC_OK;
+        TRY(zcomm_agree_status(e->comm, local));
+        job->snapshot_s = zclock_now_s() - t0;
+        job->blocked_s = job->snapshot_s;
+        local = zckpt_async_start(e, job); /* the engine owns the job from here, whatever it returns */
+        job = NULL;
+        if ((st = zcomm_agree_status(e->comm, local)) != ZINC_OK) (void)zckpt_async_wait(e); /* fails, frees */
+        return st;
+    }
+    local = job->has ? write_shard(e, &job->w, job->partial, job->uid, &job->mine) : ZINC_OK;
+    TRY(zcomm_agree_status(e->comm, local));
+    job->write_s = job->blocked_s = zclock_now_s() - t0;
+    job->image_bytes = job->has ? job->mine.bytes : 0;
+    TRY(zckpt_save_publish(e, job));
+fail:
+    zckpt_save_job_free(e, job);
     return st;
 }
 

@@ -173,6 +173,14 @@ typedef struct zcfg_checkpoint {
     bool load_universal;                /* false */
     bool use_node_local_storage;        /* false */
     bool parallel_write_pipeline_stage; /* false */
+    /* DeepSpeed 0.19.8's checkpoint.writer (deepspeed/runtime/model_checkpointing/constants.py): with
+     * decoupled, a save snapshots each rank's shard and a writer thread writes it (checkpoint_async.c). */
+    int writer_type;               /* FAST (0): zinc has one writer, whatever the type */
+    bool writer_decoupled;         /* false */
+    int64_t writer_io_buffer_size; /* 64 MiB */
+    bool writer_io_buffer_double;  /* true */
+    bool writer_show_statistics;   /* false */
+    int writer_data_parallel;      /* none (0): DeepSpeed's None */
 } zcfg_checkpoint;
 
 /* DeepSpeed's "tensorboard" and "csv_monitor" blocks (deepspeed/monitor/config.py): the files go into

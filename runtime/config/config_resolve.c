@@ -65,6 +65,8 @@ void zcfg_defaults(zinc_config *c) {
     c->zero.hpz_partition_size = 1;
     c->aio = (zcfg_aio){.block_size = 1048576, .queue_depth = 8, .intra_op_parallelism = 1, .overlap_events = true};
     c->checkpoint.tag_validation = ZTAG_WARN;
+    c->checkpoint.writer_io_buffer_size = 64 << 20;
+    c->checkpoint.writer_io_buffer_double = true;
     c->comms_logger.prof_all = true;
     zcfg_monitor_defaults(&c->tensorboard);
     zcfg_monitor_defaults(&c->csv_monitor);

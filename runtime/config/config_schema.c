@@ -46,6 +46,8 @@ static const char *const ns_method_names[] = {"gram", "standard", NULL};
 static const char *const warmup_names[] = {"log", "linear", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const tag_names[] = {"Warn", "Ignore", "Fail", NULL};
+static const char *const writer_type_names[] = {"FAST", "PYTHON", "MOCK", NULL};
+static const char *const writer_dp_names[] = {"none", "REPLICA", "SOCKET", "MACHINE", NULL};
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 const char *const zkey_comm_op_names[] = {"all_reduce",        "reduce_scatter",    "all_gather",
                                           "all_gather_object", "broadcast",         "barrier",
@@ -539,12 +541,27 @@ static const zkey_key parallel_write_keys[] = {
 };
 static TABLE(parallel_write_tbl, "checkpoint.parallel_write", parallel_write_keys);
 
+static const zkey_key writer_keys[] = {
+    ENUM("type", checkpoint.writer_type, writer_type_names,
+         "accepted (FAST, PYTHON, MOCK); zinc has one writer, the safe checkpoint writer"),
+    BOOL("decoupled", checkpoint.writer_decoupled,
+         "a save snapshots the shard and returns; a writer thread per rank writes it, the next step publishes it"),
+    SIZE("io_buffer_size", checkpoint.writer_io_buffer_size, 4096, BIG, "bytes per write of the writer thread"),
+    BOOL("io_buffer_double", checkpoint.writer_io_buffer_double, "accepted; the snapshot is the write buffer"),
+    BOOL("show_statistics", checkpoint.writer_show_statistics, "logs each save's bytes, GB/s and blocked time"),
+    ENUM("data_parallel", checkpoint.writer_data_parallel, writer_dp_names,
+         "accepted (REPLICA, SOCKET, MACHINE); every zinc rank writes its own shard"),
+    IGNORED("io_multiplier", "ignored: zinc writes each byte once"),
+};
+static TABLE(writer_tbl, "checkpoint.writer", writer_keys);
+
 static const zkey_key checkpoint_keys[] = {
     ENUM("tag_validation", checkpoint.tag_validation, tag_names,
          "Warn, Ignore or Fail on tags that differ across ranks"),
     BOOL("load_universal", checkpoint.load_universal, "accepted; every zinc checkpoint loads on any rank count"),
     BOOL("use_node_local_storage", checkpoint.use_node_local_storage, "each node writes its own ranks' shards"),
     OBJ("parallel_write", parallel_write_tbl, "pipeline-parallel write options"),
+    OBJ("writer", writer_tbl, "DeepSpeed's checkpoint writer (decoupled: saves that do not stop training)"),
 };
 static TABLE(checkpoint_tbl, "checkpoint", checkpoint_keys);
 

@@ -56,6 +56,8 @@ static const zenv_var g_vars[ZENV_COUNT] = {
          "a checkpoint save without atomic exchange raises SIGKILL between its two renames"),
     HOOK(ZENV_CKPT_TEST_KILL_IN_RETENTION, "ZINC_CKPT_TEST_KILL_IN_RETENTION", "flag (1)",
          "zinc_checkpoint_keep_last raises SIGKILL after moving its first old checkpoint aside"),
+    HOOK(ZENV_CKPT_TEST_WRITE_ERRNO, "ZINC_CKPT_TEST_WRITE_ERRNO", "errno (28: ENOSPC, 5: EIO)",
+         "the writes of a checkpoint's shard file, manifest and latest fail with this errno"),
     HOOK(ZENV_CKPT_TEST_NO_EXCHANGE, "ZINC_CKPT_TEST_NO_EXCHANGE", "flag (1)",
          "checkpoint saves take the portable replace (two renames) instead of renameat2(RENAME_EXCHANGE)"),
     HOOK(ZENV_AIO_FAULT, "ZINC_AIO_FAULT", "fault spec (offload/aio.h)",

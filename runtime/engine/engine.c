@@ -233,7 +233,8 @@ fail:
 
 void zinc_destroy(zinc_engine *e) {
     if (!e) return;
-    zengine_trace_destroy(e); /* first: the module names are the spans' */
+    if (e->ckpt_async && e->ckpt_async_drop) e->ckpt_async_drop(e); /* before the state it may still read */
+    zengine_trace_destroy(e);                                       /* first: the module names are the spans' */
     zengine_comms_finish(e);
     zengine_monitor_close(e);
     if (e->built) {
@@ -887,6 +888,12 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
                     "zinc_step: no backward pass since the last step (no module was entered for backward), so there "
                     "is no gradient to apply; run forward and backward (zinc_module_enter(..., ZINC_BACKWARD)) "
                     "before each step");
+    /* A decoupled checkpoint in flight: every rank asks whether all writers are done (one small collective per
+     * step while one is); when they are, it is published here, and a writer's failure fails this step. */
+    if (e->ckpt_async && e->ckpt_async_poll) {
+        zinc_status polled = e->ckpt_async_poll(e, false);
+        if (polled != ZINC_OK) return polled;
+    }
     zinc_step_info tmp;
     int64_t wc0 = zengine_wc_now(e), reduce0 = e->wc.reduce;
     zinc_status st = zengine_step(e, info ? info : &tmp);

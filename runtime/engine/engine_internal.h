@@ -157,6 +157,13 @@ struct zinc_engine {
     /* zinc_options.trace_path: the timeline's settings and the open module spans (engine_trace.c); NULL
      * when not tracing */
     struct zengine_trace *trace;
+    /* checkpoint.writer.decoupled: the save in flight (runtime/checkpoint/checkpoint_async.c), NULL when none.
+     * The engine cannot see the checkpoint layer, so the checkpoint code leaves its two entry points here:
+     * poll (collective, main thread: at each zinc_step; wait=true joins the writer) agrees on completion and
+     * publishes; drop (zinc_destroy) joins the writer and publishes nothing. */
+    void *ckpt_async;
+    zinc_status (*ckpt_async_poll)(struct zinc_engine *e, bool wait);
+    void (*ckpt_async_drop)(struct zinc_engine *e);
 };
 
 /* Marks the engine broken with the current error's first line (see zinc_engine.broken). */

@@ -217,6 +217,26 @@ static void plan_muon(zplan *p, const zinc_config *cfg) {
         (uint64_t)(p->own_hi - p->own_lo) * sizeof(float));
 }
 
+uint64_t zplan_ckpt_file_bytes(int64_t n, bool with_params, zinc_dtype param_dtype) {
+    uint64_t off = 4096, sec = 4096;
+    for (int s = 0; s < 4; s++) {
+        if (s == 3 && !with_params) break;
+        off = (off + sec - 1) / sec * sec + (uint64_t)n * (s == 3 ? zinc_dtype_size(param_dtype) : sizeof(float));
+    }
+    return off;
+}
+
+/* checkpoint.writer.decoupled: a save keeps its shard file's image in host memory while the steps go on
+ * (runtime/checkpoint/checkpoint_async.c). Stage 0 has one file, written by rank 0. */
+static void plan_snapshot(zplan *p, const zinc_config *cfg) {
+    if (!cfg->checkpoint.writer_decoupled || (p->stage == 0 && p->rank != 0)) return;
+    int64_t lo = p->stage == 0 ? 0 : p->own_lo, hi = p->stage == 0 ? p->part.numel : p->own_hi;
+    if (lo > p->part.numel) lo = p->part.numel;
+    if (hi > p->part.numel) hi = p->part.numel;
+    put(p, ZPLAN_CKPT_SNAPSHOT, "the decoupled checkpoint's snapshot", ZINC_MEM_STAGING, ZINC_MEMKIND_HOST,
+        ZPLAN_IN_STEP, 1, zplan_ckpt_file_bytes(hi - lo, p->stage == 3, p->compute_dtype));
+}
+
 /* Gradients and reduction buckets (zero/sizing.c; zero/grads.c allocates with the same function). */
 static void plan_grads(zplan *p, const zinc_config *cfg) {
     zinc_mem_kind ck = p->device.compute_kind;
@@ -344,6 +364,7 @@ zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, 
     }
     plan_lamb(out, cfg);
     plan_muon(out, cfg);
+    plan_snapshot(out, cfg);
     plan_grads(out, cfg);
     plan_held(out, m);
     if (out->stage == 3) {

@@ -105,6 +105,8 @@ typedef enum zplan_buf {
     ZPLAN_QGZ_SCRATCH,           /* ZeRO++ qgZ: the quantized all-to-alls' buffers (zero/sizing.h zsize_qgz) */
     ZPLAN_MUON_UPDATE,           /* Muon: fp32 over the own range, the assembled whole-matrix update */
     ZPLAN_PARAM_SWAP,            /* offload_param nvme: the parameter store's swap buffer and step scratch */
+    ZPLAN_CKPT_SNAPSHOT,         /* checkpoint.writer.decoupled: the image of this rank's shard file, held while
+                                    training goes on until the save is published */
     ZPLAN_BUF_COUNT
 } zplan_buf;
 
@@ -170,6 +172,11 @@ typedef struct zplan {
     int ndeclared;
     zplan_declared declared[ZPLAN_MAX_DECLARED];
 } zplan;
+
+/* The size of a checkpoint shard file over n elements (runtime/checkpoint/checkpoint_manifest.c's
+ * zckpt_layout: a 4 KiB header, master, exp_avg, exp_avg_sq in fp32 and, with params, the compute-dtype
+ * shard, each on a 4 KiB boundary). */
+uint64_t zplan_ckpt_file_bytes(int64_t n, bool with_params, zinc_dtype param_dtype);
 
 /* Lays out rank `rank` of `world`. cfg must be resolved (zcfg_load_*). Fails with ZINC_ERR_INVALID_ARG
  * for an empty or malformed model. The plan owns arrays: zplan_free releases them. */

@@ -1,0 +1,77 @@
+#!/bin/bash
+# Checkpoints that do not stop training (issue 38): zinc train --model gpt2 with --save-every EVERY over STEPS
+# steps, three ways on RANKS ranks: no saves, synchronous saves, and checkpoint.writer.decoupled saves. For
+# each it records the run's wall time (zinc train --report "seconds": the loop, saves included) and tokens/s
+# over it, and, from checkpoint.writer.show_statistics's log lines (rank 0), the time training was blocked per
+# save, the bytes per save and the writer's GB/s. Appends a section to bench/RESULTS.md (APPEND=0: only
+# OUT/ckpt_async.md).
+#
+#   bench/ckpt_async.sh [STEPS] [OUT]
+#
+# STEPS default 100, OUT default build/ckpt_async. Environment: ZINC (default <repo>/build/zinc), SHAPE (default
+# "--layers 6 --width 384 --heads 6 --context 64"), EVERY (default 10), RANKS (default 1), TEXT (default
+# Debian's GPL-3), SAVE (the checkpoint directory's parent, default OUT: put it on the file system to measure),
+# APPEND (default 1). The config is ds_configs/gpt2_small_cpu.json (AdamW, stage 2).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+STEPS=${1:-100}
+OUT=${2:-$root/build/ckpt_async}
+ZINC=${ZINC:-$root/build/zinc}
+SHAPE=${SHAPE:---layers 6 --width 384 --heads 6 --context 64}
+EVERY=${EVERY:-10}
+RANKS=${RANKS:-1}
+TEXT=${TEXT:-/usr/share/common-licenses/GPL-3}
+SAVE=${SAVE:-$OUT}
+APPEND=${APPEND:-1}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[ -x "$ZINC" ] || { echo "ckpt_async.sh: $ZINC not found: build zinc first (scripts/build.sh)" >&2; exit 1; }
+[ -r "$TEXT" ] || { echo "ckpt_async.sh: the training text $TEXT is not readable: set TEXT=FILE" >&2; exit 1; }
+mkdir -p "$OUT" "$SAVE"
+launch=()
+((RANKS > 1)) && launch=(mpirun -np "$RANKS" --oversubscribe)
+
+run() { # NAME [zinc train arguments...]
+  local name=$1
+  shift
+  rm -rf "$SAVE/ckpt_$name"
+  # shellcheck disable=SC2086
+  "${launch[@]}" "$ZINC" train --model gpt2 --config "$root/ds_configs/gpt2_small_cpu.json" --text "$TEXT" \
+    --steps "$STEPS" $SHAPE --report "$OUT/$name.json" --force --set checkpoint.writer.show_statistics=true \
+    "$@" >"$OUT/$name.log" 2>&1 || { echo "ckpt_async.sh: run $name failed:" >&2; tail -5 "$OUT/$name.log" >&2; exit 1; }
+}
+run nosave
+run sync --save "$SAVE/ckpt_sync" --save-every "$EVERY"
+run decoupled --save "$SAVE/ckpt_decoupled" --save-every "$EVERY" --set checkpoint.writer.decoupled=true
+
+python3 - "$OUT" "$STEPS" "$EVERY" "$RANKS" "$SHAPE" <<'EOF' >"$OUT/ckpt_async.md"
+import json, re, sys, datetime
+out, steps, every, ranks, shape = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+rows = {}
+for name in ("nosave", "sync", "decoupled"):
+    r = json.load(open(f"{out}/{name}.json"))
+    toks = r["tokens_per_step"] * (r["steps"] - r["resumed_from_step"])
+    stats = [tuple(float(x) for x in m.groups()) for m in re.finditer(
+        r"rank 0, step \d+: (\d+) bytes, \w+ write ([\d.]+) s \(([\d.]+) GB/s\), snapshot ([\d.]+) s, "
+        r"training blocked ([\d.]+) s", open(f"{out}/{name}.log").read())]
+    rows[name] = (r["seconds"], toks / r["seconds"], stats)
+base = rows["nosave"][1]
+sync_blocked = sum(s[4] for s in rows["sync"][2]) / max(1, len(rows["sync"][2]))
+print(f"\n## Decoupled checkpoint writer (issue 38), {datetime.date.today()}\n")
+print(f"Machine: 2-core CPU VM, shared. `bench/ckpt_async.sh {steps}` (GPT-2 `{shape}`, {ranks} rank(s), stage 2 "
+      f"AdamW, `--save-every {every}`, checkpoints on the build tree's file system; checkpoint.writer.show_statistics "
+      "figures of rank 0).\n")
+print("| run | wall s | tokens/s (saves included) | vs no saves | saves | MiB per save | blocked per save, ms | "
+      "vs synchronous | writer GB/s |")
+print("|---|---|---|---|---|---|---|---|---|")
+for name, (sec, tps, st) in rows.items():
+    n = len(st)
+    blocked = sum(s[4] for s in st) / n if n else 0
+    mib = st[0][0] / 1048576 if n else 0
+    gbs = sum(s[2] for s in st) / n if n else 0
+    rel = f"{100 * blocked / sync_blocked:.1f}%" if n and sync_blocked else ""
+    print(f"| {name} | {sec:.2f} | {tps:.0f} | {100 * tps / base:.1f}% | {n} | {mib:.1f} | "
+          f"{1000 * blocked:.1f} | {rel} | {gbs:.2f} |")
+EOF
+cat "$OUT/ckpt_async.md"
+if [ "$APPEND" = 1 ]; then cat "$OUT/ckpt_async.md" >>"$here/RESULTS.md"; fi

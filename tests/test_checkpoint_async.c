@@ -1,0 +1,271 @@
+/* checkpoint.writer.decoupled (runtime/checkpoint/checkpoint_async.c), on 1 and 2 ranks (stage 2, fp16):
+ *
+ *   1. a synchronous save of step 4 and a decoupled one of the same run's step 4, taken while the run goes on
+ *      to step 6 (the writer works on the snapshot): their shard files hold the same bytes after the header
+ *      (which holds the save's uid); the decoupled one is `latest` only once published;
+ *   2. resume: an engine loading the decoupled step 4 and training 2 steps has the uninterrupted run's
+ *      step-6 master weights, bitwise;
+ *   3. a writer whose writes fail (ZINC_CKPT_TEST_WRITE_ERRNO=28, ENOSPC, on the last rank only) fails the
+ *      next zinc_step on every rank with the message; `latest` still names step 4; the step then succeeds and
+ *      the next save is published.
+ *
+ * --phase kill (one rank, no MPI, forked engines as tests/test_checkpoint_kill.c): a run whose writer thread
+ * raises SIGKILL at points inside the shard file, the manifest and `latest` (ZINC_CKPT_TEST_KILL_AFTER_BYTES)
+ * while training goes on leaves the previous `latest` loadable with its weights bitwise. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine_util.h"
+#include "runtime/checkpoint/checkpoint_internal.h"
+#include "zt.h"
+
+#define DECOUPLED "\"checkpoint\": {\"writer\": {\"decoupled\": true, \"io_buffer_size\": 8192}}"
+
+static eu_run g_sync = {.stage = 2, .dtype = ZINC_FP16};
+static eu_run g_dec = {.stage = 2, .dtype = ZINC_FP16, .extra = DECOUPLED};
+
+static float *master(zinc_engine *e, size_t *n) {
+    *n = (size_t)zinc_numel_total(e);
+    float *p = malloc(*n * sizeof *p);
+    if (p && zinc_gather_master(e, p, *n) != ZINC_OK) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static char *read_all(const char *path, long *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)*len + 1);
+    if (b && fread(b, 1, (size_t)*len, f) != (size_t)*len) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    return b;
+}
+
+/* The shard files of two tag directories: the same names, sizes and bytes after the header. */
+static void same_shards(const char *a, const char *b) {
+    zckpt_manifest ma, mb;
+    ZT_OK(zckpt_manifest_read(a, &ma));
+    ZT_OK(zckpt_manifest_read(b, &mb));
+    ZT_CHECK(ma.nfiles == mb.nfiles && ma.steps == mb.steps, "%s and %s: %d/%d files, steps %lld/%lld", a, b, ma.nfiles,
+             mb.nfiles, (long long)ma.steps, (long long)mb.steps);
+    for (int i = 0; i < ma.nfiles && i < mb.nfiles; i++) {
+        char pa[8300], pb[8300];
+        long la = 0, lb = 0;
+        snprintf(pa, sizeof pa, "%s/%s", a, ma.files[i].name);
+        snprintf(pb, sizeof pb, "%s/%s", b, mb.files[i].name);
+        char *x = read_all(pa, &la), *y = read_all(pb, &lb);
+        ZT_CHECK(x && y && la == lb && la > ZCKPT_HEADER_BYTES &&
+                     !memcmp(x + ZCKPT_HEADER_BYTES, y + ZCKPT_HEADER_BYTES, (size_t)la - ZCKPT_HEADER_BYTES),
+                 "%s and %s differ (%ld and %ld bytes)", pa, pb, la, lb);
+        free(x);
+        free(y);
+    }
+    zckpt_manifest_free(&ma);
+    zckpt_manifest_free(&mb);
+}
+
+static char *latest_of(const char *dir) {
+    char p[4200];
+    long n = 0;
+    snprintf(p, sizeof p, "%s/latest", dir);
+    char *s = read_all(p, &n);
+    if (s) s[n] = 0;
+    return s;
+}
+
+static int collective(void) {
+    char base[4096], dsync[4200], ddec[4200], ta[4300], tb[4300];
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    size_t n = 0, n2 = 0;
+    float *ref6 = NULL, *got6 = NULL;
+    ZT_OK(eu_create(&g_sync, &e, &m));
+    int rank = zinc_rank(e), world = zinc_world_size(e);
+    snprintf(base, sizeof base, "%s/ckpt_test/async_np%d", zt_build_dir(), world);
+    snprintf(dsync, sizeof dsync, "%s/sync", base);
+    snprintf(ddec, sizeof ddec, "%s/dec", base);
+    if (rank == 0) {
+        ZT_OK(zckpt_rmtree(base));
+        ZT_OK(zckpt_mkdirs(base));
+    }
+    /* 1. synchronous step 4 */
+    for (int s = 0; s < 4; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    ZT_OK(zinc_save_checkpoint(e, dsync, NULL));
+    mlp_destroy(m);
+    zinc_destroy(e);
+
+    /* the decoupled save of step 4, written while steps 5 and 6 run */
+    ZT_OK(eu_create(&g_dec, &e, &m));
+    for (int s = 0; s < 4; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    ZT_OK(zinc_save_checkpoint(e, ddec, NULL));
+    for (int s = 4; s < 6; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    ZT_OK(zinc_checkpoint_wait(e));
+    ZT_OK(zinc_checkpoint_wait(e)); /* nothing in flight: at once */
+    ref6 = master(e, &n);
+    ZT_CHECK(ref6 != NULL, "gathering the master weights failed");
+    snprintf(ta, sizeof ta, "%s/step4", dsync);
+    snprintf(tb, sizeof tb, "%s/step4", ddec);
+    if (rank == 0) {
+        same_shards(ta, tb);
+        char *l = latest_of(ddec);
+        ZT_CHECK(l && !strcmp(l, "step4\n"), "latest of %s is %s, expected step4", ddec, l ? l : "(none)");
+        free(l);
+    }
+
+    /* 3. a writer that fails: the next step fails on every rank, latest stays at step 4 */
+    if (rank == world - 1) setenv("ZINC_CKPT_TEST_WRITE_ERRNO", "28", 1);
+    ZT_OK(zinc_save_checkpoint(e, ddec, NULL)); /* step 6: the snapshot is taken, the writer fails */
+    if (rank == world - 1) unsetenv("ZINC_CKPT_TEST_WRITE_ERRNO");
+    usleep(200000); /* the writer has failed by now (it does not matter if not: the poll waits for it) */
+    zinc_status st = mlp_train_step(m, 6, NULL, NULL);
+    while (st == ZINC_OK && zinc_step_count(e) < 9) st = mlp_train_step(m, zinc_step_count(e), NULL, NULL);
+    ZT_CHECK(st != ZINC_OK, "a failed decoupled write did not fail a step");
+    ZT_CHECK(strstr(zinc_last_error(), "not saved") && strstr(zinc_last_error(), "No space left"),
+             "the step's error does not say the checkpoint failed with ENOSPC: %s", zinc_last_error());
+    if (rank == 0) {
+        char *l = latest_of(ddec);
+        ZT_CHECK(l && !strcmp(l, "step4\n"), "after the failed write latest is %s, expected step4", l ? l : "(none)");
+        free(l);
+    }
+    ZT_OK(zinc_step(e, NULL)); /* the failed call stepped nothing: its gradients are still there */
+    int64_t at = zinc_step_count(e);
+    ZT_OK(zinc_save_checkpoint(e, ddec, NULL));
+    ZT_OK(zinc_checkpoint_wait(e));
+    if (rank == 0) {
+        char *l = latest_of(ddec), want[32];
+        snprintf(want, sizeof want, "step%lld\n", (long long)at);
+        ZT_CHECK(l && !strcmp(l, want), "after the failure the next save is not latest: %s", l ? l : "(none)");
+        free(l);
+    }
+    mlp_destroy(m);
+    zinc_destroy(e);
+
+    /* 2. resume from the decoupled step 4: step 6 bitwise */
+    ZT_OK(eu_create(&g_dec, &e, &m));
+    ZT_OK(zinc_load_checkpoint(e, tb));
+    ZT_CHECK(zinc_step_count(e) == 4, "the decoupled checkpoint loads at step %lld", (long long)zinc_step_count(e));
+    for (int s = 4; s < 6; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    got6 = master(e, &n2);
+    ZT_CHECK(got6 && n2 == n && !memcmp(got6, ref6, n * sizeof *got6),
+             "resumed from the decoupled step 4, step 6 differs from the uninterrupted run");
+    mlp_destroy(m);
+    zinc_destroy(e);
+    free(ref6);
+    free(got6);
+    return zt_finish();
+}
+
+/* ---------------------------------------------------------------- --phase kill */
+
+static char g_dir[4096], g_ref[4200];
+
+static int child_save(int steps, int decoupled, const char *dump) {
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    if (eu_create(decoupled ? &g_dec : &g_sync, &e, &m) != ZINC_OK) goto bad;
+    for (int s = 0; s < steps; s++)
+        if (mlp_train_step(m, s, NULL, NULL) != ZINC_OK) goto bad;
+    if (zinc_save_checkpoint(e, g_dir, NULL) != ZINC_OK) goto bad;
+    for (int s = steps; s < steps + 3; s++) /* training goes on while the writer writes */
+        if (mlp_train_step(m, s, NULL, NULL) != ZINC_OK) goto bad;
+    if (zinc_checkpoint_wait(e) != ZINC_OK) goto bad;
+    if (dump) {
+        size_t n = 0;
+        float *p = NULL;
+        if (zinc_load_checkpoint(e, g_dir) != ZINC_OK || !(p = master(e, &n))) goto bad;
+        FILE *f = fopen(dump, "wb");
+        if (!f || fwrite(p, sizeof *p, n, f) != n) goto bad;
+        fclose(f);
+        free(p);
+    }
+    mlp_destroy(m);
+    zinc_destroy(e);
+    return 0;
+bad:
+    fprintf(stderr, "child: %s\n", zinc_last_error());
+    return 1;
+}
+
+static int child_check(int want) {
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    size_t n = 0;
+    long len = 0;
+    if (eu_create(&g_sync, &e, &m) != ZINC_OK) return 1;
+    if (zinc_load_checkpoint(e, g_dir) != ZINC_OK) {
+        fprintf(stderr, "checker: %s\n", zinc_last_error());
+        return 2;
+    }
+    float *p = master(e, &n);
+    char *q = read_all(g_ref, &len);
+    int rc = zinc_step_count(e) == want && p && q && len == (long)(n * sizeof *p) && !memcmp(p, q, (size_t)len) ? 0 : 1;
+    if (rc) fprintf(stderr, "checker: latest is at step %lld or not its weights\n", (long long)zinc_step_count(e));
+    free(p);
+    free(q);
+    mlp_destroy(m);
+    zinc_destroy(e);
+    return rc;
+}
+
+static int run_child(int what, const char *kill_after) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (kill_after) setenv("ZINC_CKPT_TEST_KILL_AFTER_BYTES", kill_after, 1);
+        _exit(what == 0 ? child_save(4, 0, g_ref) : what == 1 ? child_save(6, 1, NULL) : child_check(4));
+    }
+    int status = -1;
+    if (pid > 0) waitpid(pid, &status, 0);
+    return status;
+}
+
+static int kill_phase(void) {
+    snprintf(g_dir, sizeof g_dir, "%s/ckpt_test/async_kill", zt_build_dir());
+    snprintf(g_ref, sizeof g_ref, "%s/ckpt_test/async_kill_ref4.bin", zt_build_dir());
+    ZT_OK(zckpt_rmtree(g_dir));
+    int st = run_child(0, NULL);
+    ZT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the synchronous save of step 4 failed");
+    char tagdir[4200];
+    snprintf(tagdir, sizeof tagdir, "%s/step4", g_dir);
+    zckpt_manifest man;
+    ZT_OK(zckpt_manifest_read(tagdir, &man));
+    long long shard = man.files[0].bytes;
+    zckpt_manifest_free(&man);
+    /* points inside the shard file (the whole image is written, gaps included), the manifest, `latest` */
+    long long points[] = {0, 100, shard / 3, shard - 1, shard + 7};
+    for (size_t i = 0; i < sizeof points / sizeof *points; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "%lld", points[i]);
+        st = run_child(1, k);
+        ZT_CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "kill after %s bytes: the writer was not killed", k);
+        st = run_child(2, NULL);
+        ZT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "kill after %s bytes: latest does not load as step 4", k);
+        printf("writer killed after %8s bytes: latest loads step 4, bitwise\n", k);
+    }
+    st = run_child(1, NULL);
+    ZT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the clean decoupled save after the kills failed");
+    char *l = latest_of(g_dir);
+    ZT_CHECK(l && !strcmp(l, "step6\n"), "after the clean save latest is %s", l ? l : "(none)");
+    free(l);
+    return zt_finish();
+}
+
+int main(int argc, char **argv) {
+    zt_name = "checkpoint_async";
+    if (argc > 2 && !strcmp(argv[1], "--phase") && !strcmp(argv[2], "kill")) return kill_phase();
+    return collective();
+}
