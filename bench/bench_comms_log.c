@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "runtime/comm/comm.h"
-#include "runtime/core/clock.h"
+#include "base/comm/comm.h"
+#include "base/core/clock.h"
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/core/clock.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/clock.h"
+#include "base/core/safe_file.h"
 #include "runtime/monitor/monitor.h"
 
 int main(int argc, char **argv) {

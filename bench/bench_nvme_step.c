@@ -32,7 +32,7 @@
 #include "bench_util.h"
 #include "runtime/engine/engine_internal.h"
 #include "kernels/cpu_kernels.h"
-#include "runtime/core/crc32c.h"
+#include "base/core/crc32c.h"
 #include "offload/state_nvme.h"
 #include "zinc.h"
 

@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "mlp.h"
-#include "runtime/core/clock.h"
-#include "runtime/core/trace.h"
+#include "base/core/clock.h"
+#include "base/core/trace.h"
 #include "zinc.h"
 
 static int cmp_double(const void *a, const void *b) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/core/safe_file.h"
+#include "base/core/safe_file.h"
 #include "zinc.h"
 
 #define NONFINITE_MARK (-DBL_MAX) /* no report number is -DBL_MAX */

@@ -1,4 +1,4 @@
-/* The zinc program's outputs and inputs through the safe writer and reader (runtime/core/safe_file.h):
+/* The zinc program's outputs and inputs through the safe writer and reader (base/core/safe_file.h):
  * reports, and the checks every `zinc train` makes of its paths before training. */
 #ifndef ZINC_CLI_CLI_FILES_H
 #define ZINC_CLI_CLI_FILES_H

@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 #include "runtime/engine/engine_internal.h"
 #include "zinc.h"
 

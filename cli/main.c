@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/train/train.h"
-#include "runtime/core/signals.h"
+#include "base/core/signals.h"
 #include "zinc.h"
 
 static void usage(FILE *f) {
@@ -47,7 +47,7 @@ static int run(int argc, char **argv) {
         printf("zinc %s\n", ZINC_VERSION_STRING);
         return 0;
     }
-    /* The library ends a rank stuck in a collective only when asked (runtime/comm/watchdog.h); the zinc program
+    /* The library ends a rank stuck in a collective only when asked (base/comm/watchdog.h); the zinc program
      * asks, so a job whose ranks disagree or lost a rank ends instead of holding its nodes forever. */
     setenv("ZINC_COLLECTIVE_TIMEOUT_S", "1800", 0);
     return commands[k](argc - 1, argv + 1);

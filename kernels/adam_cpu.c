@@ -19,7 +19,7 @@
 
 #include "kernels/adam_scalar.h"
 #include "kernels/thread_pool.h"
-#include "runtime/core/env.h"
+#include "base/core/env.h"
 
 #define ZK_CHUNK ZK_CHUNK_ELEMS
 #define ZK_AI static inline __attribute__((always_inline))

@@ -1,6 +1,6 @@
 /* Private to kernels/adam_*.c: the per-step Adam constants, the scalar element update (used by the scalar
  * path and by the SIMD tails, so every path computes the same operations in the same order), inline
- * scalar dtype conversions (bit-identical to runtime/core/dtype.c), and the per-ISA chunk kernels.
+ * scalar dtype conversions (bit-identical to base/core/dtype.c), and the per-ISA chunk kernels.
  *
  * The element update uses separate multiplies and adds, never fused multiply-add, so that the scalar,
  * AVX2 and AVX-512 paths round identically (the build compiles C11 in ISO mode, where gcc does not

@@ -19,7 +19,7 @@ struct Partials {
     double sum[ZCU_STATS_BLOCKS];
     int bad[ZCU_STATS_BLOCKS];
 };
-// runtime/device/device.c's zdev_cuda_fixed_bytes (what the memory estimate counts) assumes this size.
+// base/device/device.c's zdev_cuda_fixed_bytes (what the memory estimate counts) assumes this size.
 static_assert(sizeof(Partials) == ZCU_STATS_BLOCKS * (sizeof(double) + sizeof(int)), "Partials has padding");
 
 template <class T> struct StatsOp {

@@ -25,7 +25,7 @@ struct LambPartials {
     double w[ZCU_STATS_BLOCKS];
     double u[ZCU_STATS_BLOCKS];
 };
-// zdev_lamb_workspace_bytes (runtime/device/device.c) sizes it without CUDA.
+// zdev_lamb_workspace_bytes (base/device/device.c) sizes it without CUDA.
 static_assert(sizeof(LambPartials) == ZCU_STATS_BLOCKS * 2 * sizeof(double), "LambPartials has padding");
 
 // The new moments and the update u of one element (zk_lamb_update).

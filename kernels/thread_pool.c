@@ -23,9 +23,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/core/clock.h"
-#include "runtime/core/error.h"
-#include "runtime/core/trace.h"
+#include "base/core/clock.h"
+#include "base/core/error.h"
+#include "base/core/trace.h"
 
 typedef struct zpool_worker {
     zpool *pool;

@@ -17,9 +17,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
-#include "runtime/core/trace.h"
+#include "base/core/env.h"
+#include "base/core/error.h"
+#include "base/core/trace.h"
 
 #define ZAIO_MAX_INFLIGHT 4096
 #define ZAIO_MAX_RETRIES 64

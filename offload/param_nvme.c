@@ -17,11 +17,11 @@
 
 #include "offload/param_nvme.h"
 
-#include "runtime/core/clock.h"
-#include "runtime/core/crc32c.h"
-#include "runtime/core/error.h"
-#include "runtime/core/signals.h"
-#include "runtime/core/trace.h"
+#include "base/core/clock.h"
+#include "base/core/crc32c.h"
+#include "base/core/error.h"
+#include "base/core/signals.h"
+#include "base/core/trace.h"
 #include "offload/aio.h"
 #include "offload/state_nvme.h"
 

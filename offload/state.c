@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 
 int64_t zstate_chunk_elems(int64_t sub_group_size, int64_t n) {
     int64_t c = sub_group_size < ZSTATE_CHUNK_ALIGN ? ZSTATE_CHUNK_ALIGN : sub_group_size;

@@ -22,11 +22,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/comm/comm.h"
-#include "runtime/config/config.h"
-#include "runtime/core/log.h"
-#include "runtime/core/memtrack.h"
-#include "runtime/device/device.h"
+#include "base/comm/comm.h"
+#include "base/config/config.h"
+#include "base/core/log.h"
+#include "base/core/memtrack.h"
+#include "base/device/device.h"
 #include "zinc.h"
 
 /* What a store needs from its owner (the engine fills it in at zinc_build; tests build one by hand). The

@@ -6,7 +6,7 @@
  * (unless it only reads). */
 #include <stdlib.h>
 
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 #include "offload/state.h"
 
 typedef struct zstate_memory {

@@ -27,11 +27,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/core/clock.h"
-#include "runtime/core/crc32c.h"
-#include "runtime/core/error.h"
-#include "runtime/core/safe_file.h"
-#include "runtime/core/signals.h"
+#include "base/core/clock.h"
+#include "base/core/crc32c.h"
+#include "base/core/error.h"
+#include "base/core/safe_file.h"
+#include "base/core/signals.h"
 #include "offload/aio.h"
 #include "offload/state.h"
 #include "offload/state_nvme.h"
@@ -471,7 +471,7 @@ static zinc_status make_dirs(const char *path) {
 }
 
 /* Run directories of processes that no longer exist on this host (a run killed by SIGKILL, a crash, a
- * machine reset; SIGTERM and SIGINT remove their own through runtime/core/signals.h) are removed: only
+ * machine reset; SIGTERM and SIGINT remove their own through base/core/signals.h) are removed: only
  * directories named zinc-PID-XXXXXXXX, owned by this user, whose PID is not running here. nvme_path is
  * node-local storage (each node its own disk), so a PID names a process of this host. */
 static void remove_stale(const zlog *log, const char *root) {
@@ -692,7 +692,7 @@ zinc_status zstate_create_nvme(const zstate_ctx *c, int64_t n, zstate **out) {
     z->sig_run = z->sig_rank = -1;
     for (int t = 0; t < NT; t++) z->file[t] = -1;
     char run[96];
-    zsig_install(); /* a SIGTERM or SIGINT removes this run's swap files (runtime/core/signals.h) */
+    zsig_install(); /* a SIGTERM or SIGINT removes this run's swap files (base/core/signals.h) */
     TRY(make_run_dir(c, o->nvme_path, run));
     z->run_dir = path_join(o->nvme_path, run);
     if (!z->run_dir) FAIL(ZINC_ERR_NOMEM, "out of memory");

@@ -11,7 +11,7 @@ This script reads them all and fails when
   - the folder graph has a cycle (impossible while LAYERS is obeyed; checked anyway),
   - an example (examples/) includes anything but the public "zinc.h" and files of examples/ (HACKING.md:
     the examples use the public API only; their includes are relative to their own folder).
-(That getenv is called only in runtime/core/env.c is the test env_getenv_one_place.)
+(That getenv is called only in base/core/env.c is the test env_getenv_one_place.)
 
   scripts/check_layers.py [ROOT]          check; prints the folder graph
   scripts/check_layers.py --dot [ROOT]    the folder graph in Graphviz dot (for a drawing)
@@ -26,25 +26,25 @@ import tempfile
 
 # Folder -> folders it may include (besides itself and include/zinc.h). Lowest layer first.
 LAYERS = {
-    "runtime/core": [],
-    "kernels": ["runtime/core"],
-    "amp": ["runtime/core"],
-    "runtime/config": ["runtime/core"],
-    "runtime/comm": ["runtime/core"],
-    "runtime/device": ["runtime/core", "runtime/comm", "kernels"],
-    "runtime/optim": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels"],
-    "zero": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels"],
-    "offload": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels"],
-    "runtime/mem": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "zero",
+    "base/core": [],
+    "kernels": ["base/core"],
+    "amp": ["base/core"],
+    "base/config": ["base/core"],
+    "base/comm": ["base/core"],
+    "base/device": ["base/core", "base/comm", "kernels"],
+    "runtime/optim": ["base/core", "base/config", "base/comm", "base/device", "kernels"],
+    "zero": ["base/core", "base/config", "base/comm", "base/device", "kernels"],
+    "offload": ["base/core", "base/config", "base/comm", "base/device", "kernels"],
+    "runtime/mem": ["base/core", "base/config", "base/comm", "base/device", "kernels", "zero",
                     "offload", "runtime/optim"],
     # DeepSpeed's tensorboard and csv_monitor: files of scalars the engine hands over (no engine inside)
-    "runtime/monitor": ["runtime/core", "runtime/config"],
-    "runtime/engine": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "amp",
+    "runtime/monitor": ["base/core", "base/config"],
+    "runtime/engine": ["base/core", "base/config", "base/comm", "base/device", "kernels", "amp",
                        "zero", "offload", "runtime/mem", "runtime/optim", "runtime/monitor"],
-    "runtime/checkpoint": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "amp",
+    "runtime/checkpoint": ["base/core", "base/config", "base/comm", "base/device", "kernels", "amp",
                            "zero", "offload", "runtime/mem", "runtime/engine", "runtime/optim"],
     # the zinc program drives the example models (examples/mlp, examples/gpt2) through the engine API
-    "cli": ["runtime/core", "runtime/config", "runtime/comm", "runtime/device", "kernels", "amp", "zero",
+    "cli": ["base/core", "base/config", "base/comm", "base/device", "kernels", "amp", "zero",
             "offload", "runtime/mem", "runtime/optim", "runtime/engine", "runtime/checkpoint", "examples"],
 }
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".inc")
@@ -52,7 +52,7 @@ SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".inc")
 
 def folder_of(path):
     parts = path.split("/")
-    return "/".join(parts[:2]) if parts[0] == "runtime" else parts[0]
+    return "/".join(parts[:2]) if parts[0] in ("base", "runtime") else parts[0]
 
 
 def generated(root, inc):
@@ -63,7 +63,7 @@ def generated(root, inc):
 def scan(root):
     edges, problems = {}, []
     include_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-    for top in ("runtime", "zero", "offload", "amp", "kernels", "cli"):
+    for top in ("base", "runtime", "zero", "offload", "amp", "kernels", "cli"):
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for name in sorted(files):
                 if not name.endswith(SOURCE_EXT):
@@ -115,7 +115,7 @@ def self_test():
     """A copy of the tree's sources with one example including runtime/ must fail; the copy as it is must pass."""
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     with tempfile.TemporaryDirectory() as tmp:
-        for top in ("runtime", "zero", "offload", "amp", "kernels", "cli", "examples", "include"):
+        for top in ("base", "runtime", "zero", "offload", "amp", "kernels", "cli", "examples", "include"):
             shutil.copytree(os.path.join(here, top), os.path.join(tmp, top),
                             ignore=shutil.ignore_patterns("*.o", "*.a", "*.so"))
         if scan_examples(tmp) or scan(tmp)[1]:
@@ -123,9 +123,9 @@ def self_test():
             return 1
         victim = os.path.join(tmp, "examples", "mlp", "mlp.c")
         text = open(victim, encoding="utf-8").read()
-        open(victim, "w", encoding="utf-8").write('#include "runtime/core/error.h"\n' + text)
+        open(victim, "w", encoding="utf-8").write('#include "base/core/error.h"\n' + text)
         found = scan_examples(tmp)
-        if not any('mlp.c: #include "runtime/core/error.h"' in p for p in found):
+        if not any('mlp.c: #include "base/core/error.h"' in p for p in found):
             print("check_layers --self-test: a planted runtime/ include in examples/mlp/mlp.c was not found",
                   file=sys.stderr)
             return 1

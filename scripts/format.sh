@@ -10,7 +10,7 @@ if [[ ${1:-} == --check ]]; then
   bad=0
   while IFS= read -r f; do
     if ! "$CF" "$f" | cmp -s - "$f"; then echo "$f"; bad=1; fi
-  done < <(git ls-files 'runtime/*.[ch]' 'zero/*.[ch]' 'offload/*.[ch]' 'amp/*.[ch]' 'kernels/*.[ch]' 'cli/*.[ch]')
+  done < <(git ls-files 'base/*.[ch]' 'runtime/*.[ch]' 'zero/*.[ch]' 'offload/*.[ch]' 'amp/*.[ch]' 'kernels/*.[ch]' 'cli/*.[ch]')
   exit $bad
 fi
 if [[ $# -eq 0 ]]; then

@@ -20,10 +20,10 @@ import subprocess
 import sys
 
 # Library-internal names that still carry the public prefix, each kept on purpose until its owner renames it:
-# the typed config (runtime/config/config.h, used throughout the library) and the error recorder's entry points
-# that the ZERR/TRY macros expand to (runtime/core/error.h). Nothing else may be added here.
+# the typed config (base/config/config.h, used throughout the library) and the error recorder's entry points
+# that the ZERR/TRY macros expand to (base/core/error.h). Nothing else may be added here.
 KNOWN = {"zinc_config", "zinc__error_trace", "zinc__error_clear", "ZINC_ERROR_CAP"}
-FOLDERS = ("runtime", "zero", "offload", "amp", "kernels", "cli", "examples", "tests", "bench")
+FOLDERS = ("base", "runtime", "zero", "offload", "amp", "kernels", "cli", "examples", "tests", "bench")
 EXT = (".c", ".h", ".cu", ".cuh", ".inc")
 
 

@@ -1,4 +1,4 @@
-# comms_logger (runtime/comm/comm_log.c, docs/comms.md): the logger under the collectives, without a launcher
+# comms_logger (base/comm/comm_log.c, docs/comms.md): the logger under the collectives, without a launcher
 # and at 2-4 ranks; then zinc train end to end: the bytes per step equal each ZeRO stage's volume computed from
 # the model's shapes (tests/test_comms_volume.py), the MLP and GPT-2 at stages 0-3, 2, 3 and 4 ranks.
 zinc_test(NAME comms_log SOURCES test_comms_log.c LABELS comms comm unit TIMEOUT 120)

@@ -15,17 +15,17 @@ add_dependencies(test_config_cli zinc_cli_hooks)
 # The loader's sources are built straight into the fuzz programs, so they can carry sanitizers without the
 # shared library (and MPI) being instrumented.
 set(ZINC_CONFIG_LOADER_SOURCES
-    ${PROJECT_SOURCE_DIR}/runtime/config/config_load.c ${PROJECT_SOURCE_DIR}/runtime/config/config_resolve.c
-    ${PROJECT_SOURCE_DIR}/runtime/config/config_auto.c ${PROJECT_SOURCE_DIR}/runtime/config/config_override.c
-    ${PROJECT_SOURCE_DIR}/runtime/config/config_schema.c ${PROJECT_SOURCE_DIR}/runtime/config/config_dump.c
-    ${PROJECT_SOURCE_DIR}/runtime/config/config_monitor.c
-    ${PROJECT_SOURCE_DIR}/runtime/config/config_determinism.c ${PROJECT_SOURCE_DIR}/runtime/config/config_zeropp.c
-    ${PROJECT_SOURCE_DIR}/runtime/core/error.c ${PROJECT_SOURCE_DIR}/runtime/core/log.c ${PROJECT_SOURCE_DIR}/runtime/core/dtype.c
-    ${PROJECT_SOURCE_DIR}/runtime/core/env.c ${PROJECT_SOURCE_DIR}/runtime/core/signals.c)
+    ${PROJECT_SOURCE_DIR}/base/config/config_load.c ${PROJECT_SOURCE_DIR}/base/config/config_resolve.c
+    ${PROJECT_SOURCE_DIR}/base/config/config_auto.c ${PROJECT_SOURCE_DIR}/base/config/config_override.c
+    ${PROJECT_SOURCE_DIR}/base/config/config_schema.c ${PROJECT_SOURCE_DIR}/base/config/config_dump.c
+    ${PROJECT_SOURCE_DIR}/base/config/config_monitor.c
+    ${PROJECT_SOURCE_DIR}/base/config/config_determinism.c ${PROJECT_SOURCE_DIR}/base/config/config_zeropp.c
+    ${PROJECT_SOURCE_DIR}/base/core/error.c ${PROJECT_SOURCE_DIR}/base/core/log.c ${PROJECT_SOURCE_DIR}/base/core/dtype.c
+    ${PROJECT_SOURCE_DIR}/base/core/env.c ${PROJECT_SOURCE_DIR}/base/core/signals.c)
 set(ZINC_CONFIG_LOADER_HEADERS
-    ${PROJECT_SOURCE_DIR}/include/zinc.h ${PROJECT_SOURCE_DIR}/runtime/config/config.h
-    ${PROJECT_SOURCE_DIR}/runtime/config/config_schema.h ${PROJECT_SOURCE_DIR}/runtime/config/config_internal.h
-    ${PROJECT_SOURCE_DIR}/runtime/core/error.h ${PROJECT_SOURCE_DIR}/runtime/core/log.h)
+    ${PROJECT_SOURCE_DIR}/include/zinc.h ${PROJECT_SOURCE_DIR}/base/config/config.h
+    ${PROJECT_SOURCE_DIR}/base/config/config_schema.h ${PROJECT_SOURCE_DIR}/base/config/config_internal.h
+    ${PROJECT_SOURCE_DIR}/base/core/error.h ${PROJECT_SOURCE_DIR}/base/core/log.h)
 set(ZINC_FUZZ_SEEDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus ${PROJECT_SOURCE_DIR}/ds_configs)
 
 # The standalone driver (any C compiler): seeds, then a bounded deterministic mutation loop. With gcc or

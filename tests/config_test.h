@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "runtime/config/config.h"
-#include "runtime/config/config_schema.h"
+#include "base/config/config.h"
+#include "base/config/config_schema.h"
 
 #include "zt.h"
 

@@ -1,6 +1,6 @@
 # The CUDA device backend on a host emulation of CUDA (tests/cuda_host/: the runtime with lazy streams,
 # cuBLAS SGEMM, one-rank NCCL, and the kernel launchers on the CPU kernels), so the engine's CUDA host
-# code (runtime/device/device_cuda.c, runtime/comm/comm_nccl.c, the staged collectives on a cuda device) and the
+# code (base/device/device_cuda.c, base/comm/comm_nccl.c, the staged collectives on a cuda device) and the
 # example MLP's GPU path run in CI without a GPU. A second build of the library: the same sources with
 # ZINC_HAVE_CUDA, against the emulation's headers instead of CUDA's, with the test hooks (docs/env.md) and
 # every symbol exported (the tests reach inside).
@@ -11,8 +11,8 @@ set_source_files_properties(${ZINC_AVX512_SOURCES} PROPERTIES
                             COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mfma;-mf16c")
 set_property(SOURCE ${ZINC_KERNEL_C_SOURCES} APPEND PROPERTY COMPILE_OPTIONS "-fno-math-errno;-O3")
 
-add_library(zinc_cuda_emulated SHARED ${ZINC_C_SOURCES} ${ZINC_ENV_SOURCE} ${PROJECT_SOURCE_DIR}/runtime/device/device_cuda.c
-            ${PROJECT_SOURCE_DIR}/runtime/comm/comm_nccl.c ${PROJECT_SOURCE_DIR}/runtime/core/dynlib_cuda.c
+add_library(zinc_cuda_emulated SHARED ${ZINC_C_SOURCES} ${ZINC_ENV_SOURCE} ${PROJECT_SOURCE_DIR}/base/device/device_cuda.c
+            ${PROJECT_SOURCE_DIR}/base/comm/comm_nccl.c ${PROJECT_SOURCE_DIR}/base/core/dynlib_cuda.c
             ${ZINC_CUDA_HOST_SOURCES})
 target_include_directories(zinc_cuda_emulated BEFORE PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host
                            ${PROJECT_SOURCE_DIR}/include)

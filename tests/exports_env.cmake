@@ -12,7 +12,7 @@ else()
   message(STATUS "zinc: no python3 found; the test exports_public_only is not registered")
 endif()
 
-# No getenv outside runtime/core/env.c (library and CLI).
+# No getenv outside base/core/env.c (library and CLI).
 add_test(NAME env_getenv_one_place COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/check_getenv.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(env_getenv_one_place PROPERTIES LABELS "unit" TIMEOUT 60)
 
@@ -21,7 +21,7 @@ set_tests_properties(env_getenv_one_place PROPERTIES LABELS "unit" TIMEOUT 60)
 # its own env.c local).
 zinc_test(NAME env SOURCES test_env.c LABELS unit)
 target_compile_definitions(test_env PRIVATE ZT_EXPECT_HOOKS=1)
-add_executable(test_env_production test_env.c zt.c ${PROJECT_SOURCE_DIR}/runtime/core/env.c)
+add_executable(test_env_production test_env.c zt.c ${PROJECT_SOURCE_DIR}/base/core/env.c)
 target_include_directories(test_env_production PRIVATE ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
 target_compile_options(test_env_production PRIVATE ${ZINC_WARN})
 target_compile_definitions(test_env_production PRIVATE _GNU_SOURCE ZT_EXPECT_HOOKS=0)

@@ -18,8 +18,8 @@ endif()
 set(ZINC_MANIFEST_READER_SOURCES
     ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_manifest.c ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_validate.c
     ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_io.c ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_safe.c
-    ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_meta.c ${PROJECT_SOURCE_DIR}/runtime/core/safe_file.c
-    ${PROJECT_SOURCE_DIR}/runtime/core/crc32c.c ${PROJECT_SOURCE_DIR}/zero/partition.c
+    ${PROJECT_SOURCE_DIR}/runtime/checkpoint/checkpoint_meta.c ${PROJECT_SOURCE_DIR}/base/core/safe_file.c
+    ${PROJECT_SOURCE_DIR}/base/core/crc32c.c ${PROJECT_SOURCE_DIR}/zero/partition.c
     ${PROJECT_SOURCE_DIR}/runtime/engine/lr_schedule.c ${ZINC_CONFIG_LOADER_SOURCES})
 set(ZINC_MANIFEST_SEEDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/manifest_corpus)
 add_executable(fuzz_manifest fuzz/fuzz_manifest.c ${ZINC_MANIFEST_READER_SOURCES})
@@ -89,7 +89,7 @@ endif()
 # examples/gpt2/gpt2_files.c (model, token and text files, read through the safe reader) and the config
 # loader's --set overrides, built straight into the fuzz programs like the manifest fuzzer above.
 set(ZINC_LLMC_READER_SOURCES ${PROJECT_SOURCE_DIR}/examples/gpt2/gpt2_files.c
-    ${PROJECT_SOURCE_DIR}/runtime/core/safe_file.c ${ZINC_CONFIG_LOADER_SOURCES})
+    ${PROJECT_SOURCE_DIR}/base/core/safe_file.c ${ZINC_CONFIG_LOADER_SOURCES})
 add_executable(fuzz_llmc fuzz/fuzz_llmc.c ${ZINC_LLMC_READER_SOURCES})
 target_include_directories(fuzz_llmc PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include
                            ${PROJECT_SOURCE_DIR}/examples/gpt2)
@@ -146,8 +146,8 @@ endif()
 # starts from the fixture traces (tests/trace_fixtures): from nothing it would not reach a valid JSON trace.
 set(ZINC_TRACE_READER_SOURCES ${PROJECT_SOURCE_DIR}/cli/trace/trace_load.c ${PROJECT_SOURCE_DIR}/cli/trace/trace_summary.c
     ${PROJECT_SOURCE_DIR}/cli/trace/trace_plot.c ${PROJECT_SOURCE_DIR}/cli/mem/mem_plot.c
-    ${PROJECT_SOURCE_DIR}/runtime/core/safe_file.c ${PROJECT_SOURCE_DIR}/runtime/core/error.c
-    ${PROJECT_SOURCE_DIR}/runtime/core/trace.c)
+    ${PROJECT_SOURCE_DIR}/base/core/safe_file.c ${PROJECT_SOURCE_DIR}/base/core/error.c
+    ${PROJECT_SOURCE_DIR}/base/core/trace.c)
 add_executable(fuzz_trace fuzz/fuzz_trace.c ${ZINC_TRACE_READER_SOURCES})
 target_include_directories(fuzz_trace PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
 target_compile_definitions(fuzz_trace PRIVATE _GNU_SOURCE)

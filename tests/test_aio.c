@@ -18,7 +18,7 @@
 #include "runtime/engine/engine_internal.h"
 #include "engine_util.h"
 #include "offload/aio.h"
-#include "runtime/core/crc32c.h"
+#include "base/core/crc32c.h"
 #include "offload/state.h"
 #include "offload/state_nvme.h"
 #include "zt.h"

@@ -1,4 +1,4 @@
-/* Collective backends (runtime/comm/comm.h): run without a launcher it tests the "single" backend, under mpirun
+/* Collective backends (base/comm/comm.h): run without a launcher it tests the "single" backend, under mpirun
  * the "mpi" backend with any rank count.
  *
  * Inputs are pseudo-random from one seed (rank 0's ZT_SEED, broadcast), so every rank generates every
@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/comm/comm.h"
-#include "runtime/comm/comm_mpi.h"
-#include "runtime/device/comm_staged.h"
-#include "runtime/device/device.h"
+#include "base/comm/comm.h"
+#include "base/comm/comm_mpi.h"
+#include "base/device/comm_staged.h"
+#include "base/device/device.h"
 #include "zt.h"
 
 static zcomm *C;

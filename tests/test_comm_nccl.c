@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/comm/comm_nccl.h"
+#include "base/comm/comm_nccl.h"
 #include "zt_cuda.h"
 
 

@@ -1,4 +1,4 @@
-/* The communication logger (runtime/comm/comm_log.h) below the engine: nccl-tests' algbw/busbw against numbers
+/* The communication logger (base/comm/comm_log.h) below the engine: nccl-tests' algbw/busbw against numbers
  * worked by hand; message sizes per op; prof_ops filtering; DeepSpeed's debug names (the caller's function);
  * non-blocking ops timed to their wait; the staged backend's host rounds counted once; a communicator
  * without a logger untouched. Run without a launcher (single backend) and under mpirun (tests/comms.cmake). */
@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/comm/comm.h"
-#include "runtime/config/config.h"
-#include "runtime/config/config_schema.h"
-#include "runtime/device/comm_staged.h"
-#include "runtime/device/device.h"
+#include "base/comm/comm.h"
+#include "base/config/config.h"
+#include "base/config/config_schema.h"
+#include "base/device/comm_staged.h"
+#include "base/device/device.h"
 #include "zt.h"
 
 static int P;

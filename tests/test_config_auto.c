@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 #include "zt.h"
 
 static zt_logcap cap = {.echo = ZINC_LOG_OFF};

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 #include "zt.h"
 
 extern char **environ;

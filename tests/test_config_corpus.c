@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 #include "zt.h"
 
 #define MAX_FILES 512

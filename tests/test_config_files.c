@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/config/config.h"
-#include "runtime/config/config_schema.h"
+#include "base/config/config.h"
+#include "base/config/config_schema.h"
 #include "zt.h"
 
 static zt_logcap lc = {.echo = ZINC_LOG_OFF};

@@ -3,7 +3,7 @@
  * refused (each message naming the key, the value and the limit). */
 #include <string.h>
 
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 #include "zt.h"
 
 static zinc_config g_cfg;

@@ -70,7 +70,7 @@ static void test_numbers(void) {
 
 /* ------------------------------------------------------------------ the batch triad */
 
-/* DeepSpeed's _set_batch_related_parameters + _batch_assertion (deepspeed/runtime/config.py). 0 = not
+/* DeepSpeed's _set_batch_related_parameters + _batch_assertion (deepspeed/base/config.py). 0 = not
  * given. Returns 0 (ok, out filled), -1 (neither train nor micro given), -2 (the assertion fails). */
 static int ds_triad(int64_t tb, int64_t mb, int64_t ga, int64_t W, int64_t out[3]) {
     if (tb && mb && ga) {

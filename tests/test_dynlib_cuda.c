@@ -1,4 +1,4 @@
-/* NCCL and cuBLAS are loaded at first use, not linked (runtime/core/dynlib.h, comm_nccl.c, the MLP's
+/* NCCL and cuBLAS are loaded at first use, not linked (base/core/dynlib.h, comm_nccl.c, the MLP's
  * cuBLAS in examples/mlp/mlp_cuda.c):
  * - the loader: definitions already in the process first, then dlopen of each name in turn, the
  *   environment's file instead; a file that cannot be loaded or lacks a function is an error naming it,
@@ -14,9 +14,9 @@
 #include <string.h>
 
 #include "engine_util.h"
-#include "runtime/comm/comm_nccl.h"
-#include "runtime/device/device.h"
-#include "runtime/core/dynlib.h"
+#include "base/comm/comm_nccl.h"
+#include "base/device/device.h"
+#include "base/core/dynlib.h"
 #include "zt.h"
 
 /* 1 when a mapping of this process names `lib` (a file name such as "libnccl.so"). */
@@ -62,7 +62,7 @@ static void test_loader(void) {
     /* The environment names the file: only that one, even where the process has the functions. */
     lib.names = missing;
     lib.symbols = trig;
-    lib.env = "ZINC_NCCL_LIBRARY"; /* a variable of the env table (runtime/core/env.c) */
+    lib.env = "ZINC_NCCL_LIBRARY"; /* a variable of the env table (base/core/env.c) */
     setenv("ZINC_NCCL_LIBRARY", "libm.so.6", 1);
     ZT_OK(zdynlib_load(&lib, fns, NULL));
     ZT_CHECK(fns[0] == fcos && fns[1] == fsin, "cos and sin from ZINC_NCCL_LIBRARY=libm.so.6");

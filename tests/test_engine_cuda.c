@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/device/device.h"
+#include "base/device/device.h"
 #include "engine_util.h"
 #include "zt.h"
 

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "runtime/device/device.h"
+#include "base/device/device.h"
 #include "runtime/engine/engine_internal.h"
 #include "engine_util.h"
 #include "zt.h"

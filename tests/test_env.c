@@ -1,4 +1,4 @@
-/* The environment table (runtime/core/env.c) against its documentation and its promises.
+/* The environment table (base/core/env.c) against its documentation and its promises.
  *
  * - Every row has a name, values, a default, a reader and a description; names are unique.
  * - docs/env.md has exactly one table row per variable of the table, with the same values, default,
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/core/env.h"
+#include "base/core/env.h"
 #include "zt.h"
 
 #ifndef ZT_EXPECT_HOOKS
@@ -106,7 +106,7 @@ static void check_table_and_doc(void) {
         if (!strcmp(r->cell[1], "tests") || !strncmp(r->cell[1], "examples/", 9)) continue;
         int known = 0;
         for (int id = 0; id < ZENV_COUNT; id++) known += !strcmp(zenv_info((zenv_id)id)->name, r->cell[0]);
-        ZT_CHECK(known == 1, "docs/env.md:%d: %s is read by \"%s\" but is not in runtime/core/env.c's table",
+        ZT_CHECK(known == 1, "docs/env.md:%d: %s is read by \"%s\" but is not in base/core/env.c's table",
                  r->line, r->cell[0], r->cell[1]);
     }
     ZT_CHECK(zenv_info(ZENV_COUNT) == NULL && zenv_info((zenv_id)-1) == NULL, "ids out of range have no row");

@@ -30,7 +30,7 @@
 
 #include "gpt2.h"
 #include "gpt2_gemm.h"
-#include "runtime/device/device.h"
+#include "base/device/device.h"
 #include "zt.h"
 
 static const gpt2_shape S = {16, 67, 2, 4, 32, 80};

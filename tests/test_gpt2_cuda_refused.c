@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "gpt2.h"
-#include "runtime/device/device.h"
+#include "base/device/device.h"
 #include "zt.h"
 
 static zt_logcap log_cap = {.echo = ZINC_LOG_OFF};

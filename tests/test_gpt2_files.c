@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "gpt2_files.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/safe_file.h"
 #include "zt.h"
 
 static char dir[512];

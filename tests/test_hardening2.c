@@ -10,7 +10,7 @@
 
 #include "engine_util.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/safe_file.h"
 #include "runtime/engine/engine_internal.h"
 #include "zt.h"
 

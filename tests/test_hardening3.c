@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "engine_util.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/safe_file.h"
 #include "runtime/engine/engine_internal.h"
 #include "zt.h"
 

@@ -21,8 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "runtime/config/config.h"
-#include "runtime/device/device.h"
+#include "base/config/config.h"
+#include "base/device/device.h"
 #include "runtime/engine/engine_mem.h"
 #include "runtime/mem/mem_estimate.h"
 #include "zero/partition.h"
@@ -36,7 +36,7 @@ static int env_is_1(const char *name) {
     return v && !strcmp(v, "1");
 }
 /* Built against the CUDA emulation (tests/cuda_emulated.cmake, ZINC_CUDA_EMULATED=1) the engine runs on
- * device cuda itself: runtime/device/device_cuda.c's own allocations are then what the estimate must match. */
+ * device cuda itself: base/device/device_cuda.c's own allocations are then what the estimate must match. */
 static zinc_device_kind engine_device(void) {
     return env_is_1("ZINC_CUDA_EMULATED") ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
 }

@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 
 #include "offload/state_nvme.h"
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 #include "runtime/engine/engine_internal.h"
 #include "runtime/engine/engine_mem.h"
 #include "runtime/mem/mem_estimate.h"

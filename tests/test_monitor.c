@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/core/crc32c.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/crc32c.h"
+#include "base/core/safe_file.h"
 #include "runtime/monitor/monitor.h"
 #include "runtime/monitor/tb_event.pb-c.h"
 #include "zt.h"

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "engine_util.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/safe_file.h"
 #include "zt.h"
 
 #define STEPS 4

@@ -20,7 +20,7 @@
 
 #include "engine_util.h"
 #include "offload/aio.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/safe_file.h"
 #include "zt.h"
 
 #define STEPS 4

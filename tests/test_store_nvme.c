@@ -27,9 +27,9 @@
 #include "offload/aio.h"
 #include "offload/state.h"
 #include "offload/state_nvme.h"
-#include "runtime/comm/comm.h"
-#include "runtime/config/config.h"
-#include "runtime/device/device.h"
+#include "base/comm/comm.h"
+#include "base/config/config.h"
+#include "base/device/device.h"
 #include "zt.h"
 
 #define CHUNK 2048           /* sub_group_size of most stores here (a multiple of ZSTATE_CHUNK_ALIGN) */

@@ -1,4 +1,4 @@
-/* The timeline on the CUDA device (runtime/device/device_cuda.c's cudaEvent pairs, resolved after each
+/* The timeline on the CUDA device (base/device/device_cuda.c's cudaEvent pairs, resolved after each
  * step): the MLP on the GPU, stage 2 with overlap_comm over NCCL (run under mpirun with one (emulated) GPU
  * per rank), then with the optimizer state offloaded to the host. Rank 0 reads the file: each stream has
  * its track ("stream compute", "stream comm", "stream copy") with "gpu" spans: the modules' kernels on the
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/device/device.h"
+#include "base/device/device.h"
 #include "engine_util.h"
 #include "zt.h"
 

@@ -1,4 +1,4 @@
-/* The timeline recorder (runtime/core/trace.h) and zinc_options.trace_path through the public API: spans
+/* The timeline recorder (base/core/trace.h) and zinc_options.trace_path through the public API: spans
  * from several threads land on their own tracks; the process-wide cap drops spans (counted) and never
  * grows; names are escaped into valid JSON; the step window gates recording; a second start is refused;
  * the options' errors; a traced MLP run writes a parseable file; tracing off records nothing. */
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/core/trace.h"
+#include "base/core/trace.h"
 #include "engine_util.h"
 #include "zt.h"
 

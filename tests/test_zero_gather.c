@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/comm/comm.h"
-#include "runtime/config/config.h"
-#include "runtime/device/device.h"
+#include "base/comm/comm.h"
+#include "base/config/config.h"
+#include "base/device/device.h"
 #include "kernels/cpu_kernels.h"
 #include "zero/gather.h"
 #include "zero/sizing.h"

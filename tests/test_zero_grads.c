@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/comm/comm.h"
-#include "runtime/device/device.h"
+#include "base/comm/comm.h"
+#include "base/device/device.h"
 #include "zero/grads.h"
 #include "zero/sizing.h"
 #include "zero_fixture.h"

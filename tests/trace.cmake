@@ -1,4 +1,4 @@
-# Issue 26, item 1: the timeline (`zinc train --trace FILE`, zinc_options.trace_path; runtime/core/trace.c,
+# Issue 26, item 1: the timeline (`zinc train --trace FILE`, zinc_options.trace_path; base/core/trace.c,
 # runtime/engine/engine_trace.c). tests/test_trace.py parses the file with Python's json: one process per
 # rank at 1, 2 and 4 ranks, spans nesting on every track, the step window, module names, collectives with
 # bytes, NVMe and checkpoint spans, overlap_comm's reduce-scatters overlapping backward (and not without it),

@@ -4,8 +4,8 @@
 #ifndef ZINC_TESTS_ZERO_FIXTURE_H
 #define ZINC_TESTS_ZERO_FIXTURE_H
 
-#include "runtime/comm/comm.h"
-#include "runtime/device/device.h"
+#include "base/comm/comm.h"
+#include "base/device/device.h"
 #include "zero/grads.h"
 #include "zero/module.h"
 #include "zero/partition.h"

@@ -19,8 +19,8 @@
 
 #include "zero/gather.h"
 
-#include "runtime/core/error.h"
-#include "runtime/core/trace.h"
+#include "base/core/error.h"
+#include "base/core/trace.h"
 #include "zero/sizing.h"
 #include "zero/zeropp.h"
 

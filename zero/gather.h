@@ -6,10 +6,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/comm/comm.h"
-#include "runtime/config/config.h"
-#include "runtime/core/log.h"
-#include "runtime/device/device.h"
+#include "base/comm/comm.h"
+#include "base/config/config.h"
+#include "base/core/log.h"
+#include "base/device/device.h"
 #include "zero/module.h"
 #include "zero/partition.h"
 #include "zinc.h"

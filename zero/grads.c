@@ -20,8 +20,8 @@
 
 #include "zero/grads.h"
 
-#include "runtime/core/error.h"
-#include "runtime/core/trace.h"
+#include "base/core/error.h"
+#include "base/core/trace.h"
 #include "zero/sizing.h"
 
 /* Device buffers, counted by the device's tracker; a NULL pointer frees nothing (a partly built zgrads). */

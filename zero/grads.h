@@ -7,9 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/comm/comm.h"
-#include "runtime/core/log.h"
-#include "runtime/device/device.h"
+#include "base/comm/comm.h"
+#include "base/core/log.h"
+#include "base/device/device.h"
 #include "zero/module.h"
 #include "zero/partition.h"
 #include "zero/sizing.h"

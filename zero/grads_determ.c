@@ -24,8 +24,8 @@
 
 #include "zero/grads.h"
 
-#include "runtime/core/error.h"
-#include "runtime/core/trace.h"
+#include "base/core/error.h"
+#include "base/core/trace.h"
 
 static size_t shard_bytes(const zgrads *g) { return (size_t)g->c.part->shard * sizeof(float); }
 

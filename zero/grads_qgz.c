@@ -1,5 +1,5 @@
 /* ZeRO++ qgZ: stage 3's gradient reduce-scatter as DeepSpeed 0.19.8's all_to_all_quant_reduce does it
- * (runtime/comm/coalesced_collectives.py), over zinc's flat buckets. Ranks are n x L + l (node n of N, local
+ * (base/comm/coalesced_collectives.py), over zinc's flat buckets. Ranks are n x L + l (node n of N, local
  * index l of L). For a bucket [a, b) whose piece for rank d is P_d (zpart_range_split):
  *   1. inside the node: this rank quantizes every P_d to INT4 (zk_quant_sym, 4 bits, blocks of
  *      ZSIZE_QGZ_BLOCK, two values a byte) and sends to its local peer l' the pieces of the ranks with local
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "kernels/cpu_kernels.h"
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 #include "zero/grads.h"
 #include "zero/sizing.h"
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 
 #include "kernels/cpu_kernels.h"
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
+#include "base/core/env.h"
+#include "base/core/error.h"
 #include "zero/sizing.h"
 
 bool zpp_quantize_gathers(const zcfg_zero *z, int world) { return z->quantized_weights && world > 1; }

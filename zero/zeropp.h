@@ -20,9 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/comm/comm.h"
-#include "runtime/config/config.h"
-#include "runtime/device/device.h"
+#include "base/comm/comm.h"
+#include "base/config/config.h"
+#include "base/device/device.h"
 #include "zero/partition.h"
 #include "zinc.h"
 

@@ -12,7 +12,7 @@
 
 #include "cli/checkpoint/gpt2_cli.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/safe_file.h"
 #include "zinc.h"
 
 static int read_safetensors(const char *path, json_t **header, char **data, size_t *data_len) {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli/checkpoint/gpt2_cli.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/safe_file.h"
 
 /* mkdir -p */
 static void make_dirs(const char *dir) {

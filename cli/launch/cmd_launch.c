@@ -23,7 +23,7 @@
 #include "cli/options.h"
 #include "cli/train/train.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "runtime/core/clock.h"
+#include "base/core/clock.h"
 
 #define O(f) offsetof(zcli_launch_opts, f)
 /* tries of a probe that fails fast before its host counts as lost (see zcli_launch_run_probes) */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli/launch/launch.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/safe_file.h"
 #include "zinc.h"
 
 static int host_index(zcli_launch_hosts *hs, const char *name) {

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "cli/launch/launch.h"
-#include "runtime/core/clock.h"
+#include "base/core/clock.h"
 
 static volatile sig_atomic_t last_signal, signal_count;
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/core/env.h"
+#include "base/core/env.h"
 
 #define O(f) offsetof(zcli_slurm_opts, f)
 static const zcli_opt slurm_opts[] = {{"--launcher", ZCLI_CHOICE, O(launcher), "L", 0, 0, ZCLI_LAUNCHER_CHOICES,

@@ -9,7 +9,7 @@
 
 #include "cli/launch/launch.h"
 #include "cli/train/train.h"
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 #include "zinc.h"
 
 int zcli_launch_batch_read(char **cmd, int ncmd, int64_t ranks, zcli_launch_batch *b, char *err, size_t cap) {

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 #include "runtime/mem/mem_estimate.h"
 #include "zinc.h"
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "cli/mem/mem_cli.h"
-#include "runtime/core/bytes.h"
+#include "base/core/bytes.h"
 
 /* ---------------------------------------------------------------- formatting */
 

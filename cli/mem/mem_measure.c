@@ -11,7 +11,7 @@
 
 #include "cli/mem/mem_cli.h"
 #include "cli/mem/mem_measure.h"
-#include "runtime/core/memtrack.h"
+#include "base/core/memtrack.h"
 #include "runtime/engine/engine_mem.h"
 
 /* ---------------------------------------------------------------- measure */

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli/mem/mem_cli.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/safe_file.h"
 
 void mc_model_free(mmodel *m) {
     free(m->p);

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "runtime/core/safe_file.h"
+#include "base/core/safe_file.h"
 
 typedef struct zcli_plot {
     const char *out;      /* FILE.svg or FILE.png */
@@ -35,7 +35,7 @@ int zcli_gnuplot_run(const char *who, const char *script, const char *dat, zfile
 /* s as a gnuplot double-quoted string (escaped: any file name or label is safe in a script). */
 void zcli_gnuplot_string(FILE *f, const char *s);
 
-/* A plot's data file through the safe writer (runtime/core/safe_file.h): an existing regular file is replaced
+/* A plot's data file through the safe writer (base/core/safe_file.h): an existing regular file is replaced
  * (plots are redrawn), a link, FIFO, device or `input` never. NULL after printing why. Finish with
  * zcli_plot_close (0, or -1 after printing why), which puts the file in place. */
 FILE *zcli_plot_open(const char *who, const char *path, const char *input, zfile_out *o);

@@ -16,8 +16,8 @@
 #include "cli/options.h"
 #include "cli/train/train.h"
 #include "kernels/thread_pool.h"
-#include "runtime/config/config.h"
-#include "runtime/core/error.h"
+#include "base/config/config.h"
+#include "base/core/error.h"
 #include "runtime/mem/mem_estimate.h"
 #include "runtime/mem/plan.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "runtime/core/safe_file.h"
+#include "base/core/safe_file.h"
 
 const int zcli_trace_order[ZCLI_TRACE_CATS] = {ZTRACE_FORWARD,    ZTRACE_BACKWARD,  ZTRACE_RECOMPUTE, ZTRACE_COMM,
                                                ZTRACE_WAIT,       ZTRACE_OPTIMIZER, ZTRACE_NVME,      ZTRACE_COPY,

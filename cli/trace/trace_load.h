@@ -12,9 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/core/trace.h"
+#include "base/core/trace.h"
 
-/* A span's phase: its "cat" as the recorder's table names it (ztrace_cat, runtime/core/trace.h), or
+/* A span's phase: its "cat" as the recorder's table names it (ztrace_cat, base/core/trace.h), or
  * ZCLI_TRACE_OTHER for a cat the contract does not name. */
 #define ZCLI_TRACE_OTHER ZTRACE_CAT_COUNT
 #define ZCLI_TRACE_CATS (ZTRACE_CAT_COUNT + 1)

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "cli/options.h"
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 #include "zinc.h"
 
 /* Exit statuses of a run that a SIGTERM, SIGINT or SIGUSR1 stopped at a step boundary (113 is the

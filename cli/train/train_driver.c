@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/core/clock.h"
+#include "base/core/clock.h"
 #include "cli/cli_files.h"
 #include "cli/comms_report.h"
 #include "cli/train/train.h"
@@ -17,8 +17,8 @@
 #include "cli/trace/trace_summary.h"
 #include "cli/train/train_guard.h"
 #include "cli/train/train_memory.h"
-#include "runtime/core/env.h"
-#include "runtime/core/signals.h"
+#include "base/core/env.h"
+#include "base/core/signals.h"
 
 uint64_t zcli_checksum(const float *x, size_t n) {
     uint64_t h = 1469598103934665603ull;

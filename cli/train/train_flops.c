@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli/cli_files.h"
-#include "runtime/core/clock.h"
+#include "base/core/clock.h"
 
 #define CALIBRATE_S 0.2
 #define CALIBRATE_N 384 /* square sgemm: large enough to run near the core's rate, small enough for 0.2 s */

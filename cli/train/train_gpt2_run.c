@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/core/clock.h"
+#include "base/core/clock.h"
 #include "cli/cli_files.h"
 #include "cli/checkpoint/gpt2_cli.h"
 #include "cli/train/train_flops.h"

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/safe_file.h"
 #include "zinc.h"
 
 void zcli_check_out_path(const char *flag, const char *path, int is_dir, char *why, size_t cap) {

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "runtime/core/clock.h"
-#include "runtime/core/env.h"
+#include "base/core/clock.h"
+#include "base/core/env.h"
 #include "cli/cli_files.h"
 #include "cli/train/train.h"
 #include "cli/train/train_flops.h"

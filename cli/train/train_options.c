@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/core/env.h"
+#include "base/core/env.h"
 
 #include "cli/train/train.h"
 #include "cli/train/train_flops.h"

@@ -6,7 +6,7 @@
 
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/engine/engine_internal.h"
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 
 bool zckpt_is_dir_writer(const zinc_engine *e) {
     if (e->cfg.checkpoint.use_node_local_storage) return e->comm->local_rank == 0;

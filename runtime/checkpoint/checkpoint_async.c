@@ -14,11 +14,11 @@
 #include <unistd.h>
 
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "runtime/core/clock.h"
-#include "runtime/core/crc32c.h"
-#include "runtime/core/error.h"
-#include "runtime/core/safe_file.h"
-#include "runtime/core/trace.h"
+#include "base/core/clock.h"
+#include "base/core/crc32c.h"
+#include "base/core/error.h"
+#include "base/core/safe_file.h"
+#include "base/core/trace.h"
 #include "runtime/engine/engine_internal.h"
 
 /* The writer thread's whole work: the image to the file in io_buffer_size pieces, its checksums from the

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "runtime/core/error.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/error.h"
+#include "base/core/safe_file.h"
 #include "kernels/cpu_kernels.h"
 
 #define EXPORT_PIECE ((int64_t)1 << 20) /* elements converted and written at a time */
@@ -59,7 +59,7 @@ fail:
 }
 
 /* The export never replaces one of the checkpoint's own files (named in the message); everything else
- * about its target (directory, type, --force) is the safe writer's (runtime/core/safe_file.h). */
+ * about its target (directory, type, --force) is the safe writer's (base/core/safe_file.h). */
 static zinc_status check_own_files(const zckpt_manifest *m, const char *out_path) {
     struct stat sb, tb;
     if (stat(out_path, &sb) != 0) return ZINC_OK;

@@ -11,10 +11,10 @@
 #include <unistd.h>
 
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
-#include "runtime/core/safe_file.h"
-#include "runtime/core/crc32c.h"
+#include "base/core/env.h"
+#include "base/core/error.h"
+#include "base/core/safe_file.h"
+#include "base/core/crc32c.h"
 
 zinc_status zckpt_host_little_endian(void) {
     const uint16_t one = 1;

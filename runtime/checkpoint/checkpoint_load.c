@@ -11,11 +11,11 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "runtime/core/trace.h"
+#include "base/core/trace.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/engine/engine_internal.h"
-#include "runtime/core/error.h"
-#include "runtime/config/config_schema.h"
+#include "base/core/error.h"
+#include "base/config/config_schema.h"
 #include "kernels/cpu_kernels.h"
 
 static zinc_status precheck(zinc_engine *e, const char *path) {

@@ -8,7 +8,7 @@
 
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/engine/engine_internal.h"
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 #include "runtime/engine/lr_schedule.h"
 
 const char *const zckpt_section_names[ZCKPT_NSEC] = {"master", "exp_avg", "exp_avg_sq", "params"};

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 #include "runtime/engine/engine_internal.h"
 
 static bool key_ok(const char *key) {

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
+#include "base/core/env.h"
+#include "base/core/error.h"
 #include "runtime/engine/engine_internal.h"
 
 /* The step of a tag zinc named itself, else -1: other tags are the user's, kept. Only the canonical spelling

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "runtime/core/error.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/error.h"
+#include "base/core/safe_file.h"
 
 zinc_status zckpt_check_dir(const char *path, const char *what) { return zfile_check_dir(path, what); }
 

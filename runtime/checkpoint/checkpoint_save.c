@@ -16,16 +16,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/core/trace.h"
-#include "runtime/core/clock.h"
+#include "base/core/trace.h"
+#include "base/core/clock.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "offload/param_nvme.h"
-#include "runtime/core/crc32c.h"
+#include "base/core/crc32c.h"
 #include "runtime/engine/engine_internal.h"
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
-#include "runtime/core/safe_file.h"
-#include "runtime/core/memtrack.h"
+#include "base/core/env.h"
+#include "base/core/error.h"
+#include "base/core/safe_file.h"
+#include "base/core/memtrack.h"
 
 /* Per-file facts every rank sends to the directory writers; block checksums follow. */
 typedef struct file_rec {

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "runtime/core/error.h"
-#include "runtime/core/crc32c.h"
+#include "base/core/error.h"
+#include "base/core/crc32c.h"
 #include "zero/partition.h"
 
 #define SEAL_HEAD "{\"manifest_crc32c\": \""

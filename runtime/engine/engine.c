@@ -10,15 +10,15 @@
 #include <unistd.h>
 
 #include "runtime/engine/engine_internal.h"
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
-#include "runtime/core/signals.h"
-#include "runtime/core/trace.h"
+#include "base/core/env.h"
+#include "base/core/error.h"
+#include "base/core/signals.h"
+#include "base/core/trace.h"
 #include "kernels/cpu_kernels.h"
 #include "runtime/engine/engine_mem.h"
 #include "offload/param_nvme.h"
 #include "offload/state_nvme.h"
-#include "runtime/comm/watchdog.h"
+#include "base/comm/watchdog.h"
 
 zinc_options zinc_default_options(void) {
     zinc_options o;

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "runtime/engine/engine_internal.h"
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 
 #define AGREE_MAX 512 /* items compared; config keys beyond it are folded into one */
 

@@ -4,8 +4,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
+#include "base/core/env.h"
+#include "base/core/error.h"
 #include "runtime/engine/engine_internal.h"
 #include "runtime/monitor/monitor.h"
 

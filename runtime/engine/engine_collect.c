@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "runtime/engine/engine_internal.h"
-#include "runtime/core/error.h"
-#include "runtime/core/trace.h"
+#include "base/core/error.h"
+#include "base/core/trace.h"
 
 zinc_status zinc_allreduce_sum(zinc_engine *e, double *values, int n) {
     zinc_status st = ZINC_OK;

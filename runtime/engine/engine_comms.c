@@ -1,12 +1,12 @@
-/* comms_logger (runtime/comm/comm_log.h) for the engine: made from the config at zinc_create and attached to
+/* comms_logger (base/comm/comm_log.h) for the engine: made from the config at zinc_create and attached to
  * both communicators (host and compute device: one logger, so the staged backend's host rounds count once),
  * printed every steps_per_print under verbose and at zinc_destroy, read by zinc_comms_summary. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/config/config_schema.h"
-#include "runtime/core/error.h"
+#include "base/config/config_schema.h"
+#include "base/core/error.h"
 #include "runtime/engine/engine_internal.h"
 
 zinc_status zengine_comms_start(zinc_engine *e) {

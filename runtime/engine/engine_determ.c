@@ -8,7 +8,7 @@
  * rank and a broadcast per step, and a zgrad_stats per 64 elements (its scalar reference where the host
  * addresses the device's memory: no per-call overhead). */
 #include "runtime/engine/engine_internal.h"
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 #include "kernels/cpu_kernels.h"
 
 zinc_status zengine_det_sumsq(zinc_engine *e, const void *g, zinc_dtype t, size_t n, double *out) {

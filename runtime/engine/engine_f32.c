@@ -4,7 +4,7 @@
 #include <math.h>
 
 #include "runtime/engine/engine_internal.h"
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 #include "kernels/cpu_kernels.h"
 
 /* Elements converted per pass through the device scratch when the device is not host-addressable. */

@@ -10,7 +10,7 @@
 
 #include "runtime/engine/engine_internal.h"
 #include "offload/param_nvme.h"
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 #include "kernels/cpu_kernels.h"
 
 static void describe(const zinc_engine *e, int64_t flat, char *buf, size_t cap) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 #include "runtime/engine/engine_internal.h"
 
 /* Larger than any model's FLOPs per sample: a bigger value is a units mistake, not a model. */

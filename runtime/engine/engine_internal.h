@@ -8,11 +8,11 @@
 #include <stdint.h>
 
 #include "amp/loss_scaler.h"
-#include "runtime/comm/comm.h"
-#include "runtime/config/config.h"
-#include "runtime/device/device.h"
-#include "runtime/core/log.h"
-#include "runtime/core/memtrack.h"
+#include "base/comm/comm.h"
+#include "base/config/config.h"
+#include "base/device/device.h"
+#include "base/core/log.h"
+#include "base/core/memtrack.h"
 #include "runtime/mem/plan.h"
 #include "runtime/monitor/monitor.h"
 #include "runtime/optim/optim.h"

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
-#include "runtime/device/comm_staged.h"
+#include "base/core/env.h"
+#include "base/core/error.h"
+#include "base/device/comm_staged.h"
 #include "runtime/engine/engine_internal.h"
 
 zinc_status zengine_plan(zinc_engine *e, const zinc_config *cfg, uint32_t nvme_align, zplan *out) {

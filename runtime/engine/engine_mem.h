@@ -4,7 +4,7 @@
 #ifndef ZINC_RUNTIME_ENGINE_MEM_H
 #define ZINC_RUNTIME_ENGINE_MEM_H
 
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 #include "runtime/mem/mem_estimate.h"
 #include "runtime/mem/plan.h"
 #include "zinc.h"

@@ -15,8 +15,8 @@
  * DeepSpeed's pipeline engine) at the samples seen so far. */
 #include <math.h>
 
-#include "runtime/core/error.h"
-#include "runtime/core/trace.h"
+#include "base/core/error.h"
+#include "base/core/trace.h"
 #include "runtime/engine/engine_internal.h"
 #include "runtime/engine/lr_schedule.h"
 

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "runtime/engine/engine_internal.h"
-#include "runtime/core/error.h"
-#include "runtime/core/trace.h"
+#include "base/core/error.h"
+#include "base/core/trace.h"
 #include "kernels/cpu_kernels.h"
 
 #define NS_STEPS 5 /* muon_update's ns_steps default; DeepSpeed's engine never passes another */

@@ -1,7 +1,7 @@
 /* zinc_parallel_for: a model's own loops on the engine's kernel thread pool (kernels/thread_pool.h), so
  * that a model and the engine share one set of threads that sleep between jobs. */
 #include "runtime/engine/engine_internal.h"
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 #include "kernels/thread_pool.h"
 
 typedef struct pfor_job {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "runtime/engine/engine_internal.h"
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 
 /* The tensor's flat range [fo, fo + numel) inside this rank's own range: [*a, *b) (empty when *a >= *b). */
 static void own_part(const zinc_engine *e, const zinc_param *p, int64_t *a, int64_t *b) {

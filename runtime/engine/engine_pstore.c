@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "runtime/engine/engine_internal.h"
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 #include "offload/param_nvme.h"
 
 bool zengine_params_on_nvme(const zinc_engine *e) {

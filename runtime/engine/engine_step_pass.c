@@ -23,8 +23,8 @@
 #include <string.h>
 
 #include "runtime/engine/engine_internal.h"
-#include "runtime/core/error.h"
-#include "runtime/core/trace.h"
+#include "base/core/error.h"
+#include "base/core/trace.h"
 #include "kernels/cpu_kernels.h"
 #include "offload/param_nvme.h"
 

@@ -1,15 +1,15 @@
-/* The engine's side of the timeline (zinc_options.trace_path; runtime/core/trace.h records): the ranks'
+/* The engine's side of the timeline (zinc_options.trace_path; base/core/trace.h records): the ranks'
  * clocks aligned at zinc_create, the module and step spans, and every rank's spans gathered to rank 0 and
  * written once, when the step window ends or at zinc_destroy. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
-#include "runtime/core/memtrack.h"
-#include "runtime/core/safe_file.h"
-#include "runtime/core/trace.h"
+#include "base/core/env.h"
+#include "base/core/error.h"
+#include "base/core/memtrack.h"
+#include "base/core/safe_file.h"
+#include "base/core/trace.h"
 #include "runtime/engine/engine_internal.h"
 
 struct zengine_trace {

@@ -13,7 +13,7 @@
  * and the monitors get the step's five Train/Samples/elapsed_time_ms_* scalars (engine_monitor.c). */
 #include <stdio.h>
 
-#include "runtime/core/trace.h"
+#include "base/core/trace.h"
 #include "runtime/engine/engine_internal.h"
 
 int64_t zengine_wc_now(const zinc_engine *e) { return e->cfg.wall_clock_breakdown ? ztrace_now_ns() : 0; }

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 
 /* DeepSpeed's last_batch_iteration during the step that follows `steps_taken` taken steps. */
 int64_t zlr_iteration(int64_t steps_taken);

@@ -9,10 +9,10 @@
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 
-#include "runtime/core/bytes.h"
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
-#include "runtime/device/device.h"
+#include "base/core/bytes.h"
+#include "base/core/env.h"
+#include "base/core/error.h"
+#include "base/device/device.h"
 
 bool zest_is_model_state(zinc_mem_category c) {
     return c == ZINC_MEM_PARAMS || c == ZINC_MEM_GRADS || c == ZINC_MEM_MASTER || c == ZINC_MEM_EXP_AVG ||

@@ -8,14 +8,14 @@
  * estimate_zero2_model_states_mem_needs in deepspeed/runtime/zero/stage_1_and_2.py and
  * estimate_zero3_model_states_mem_needs in deepspeed/runtime/zero/stage3.py), and the pre-flight check
  * zinc_build runs before allocating anything (the engine's side is runtime/engine/engine_mem.h). Prefix zest_ (the allocation
- * tracker, runtime/core/memtrack.h, is zmem_). May include what plan.h may; never runtime/engine. */
+ * tracker, base/core/memtrack.h, is zmem_). May include what plan.h may; never runtime/engine. */
 #ifndef ZINC_RUNTIME_MEM_ESTIMATE_H
 #define ZINC_RUNTIME_MEM_ESTIMATE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 #include "runtime/mem/plan.h"
 #include "zinc.h"
 

@@ -7,9 +7,9 @@
 
 #include "offload/param_nvme.h"
 #include "offload/state.h"
-#include "runtime/comm/comm_mpi.h"
-#include "runtime/core/error.h"
-#include "runtime/device/device.h"
+#include "base/comm/comm_mpi.h"
+#include "base/core/error.h"
+#include "base/device/device.h"
 #include "runtime/mem/plan_gather.h"
 #include "zero/sizing.h"
 #include "zero/zeropp.h"

@@ -5,7 +5,7 @@
  * disagree. It uses the rules of zero/partition.h (the flat layout), zero/sizing.h (gradients, buckets,
  * stage-3 persistence) and offload/state.h (state chunks), and knows nothing of the engine's struct.
  *
- * May include: runtime/core, runtime/config, runtime/comm (MPI piece size), runtime/device (the device's
+ * May include: base/core, base/config, base/comm (MPI piece size), base/device (the device's
  * fixed scratch), zero (sizing, partition), offload (state chunk rules). Never runtime/engine. */
 #ifndef ZINC_RUNTIME_MEM_PLAN_H
 #define ZINC_RUNTIME_MEM_PLAN_H
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 #include "zero/partition.h"
 #include "zero/sizing.h"
 #include "zinc.h"

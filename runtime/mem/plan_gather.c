@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 
 /* Mirrors zero/gather.c's policy (trace recording on the first micro-step, prefetch within
  * stage3_prefetch_bucket_size and stage3_max_live_parameters, release unless reused within

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 #include "zinc.h"
 
 /* Modules [begin[i], end[i]) of the flat buffer, persistent[i] for the ones that stay gathered. */

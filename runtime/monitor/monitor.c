@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 #include "runtime/monitor/monitor_internal.h"
 
 struct zmon {

@@ -23,8 +23,8 @@
 
 #include <stdint.h>
 
-#include "runtime/config/config.h"
-#include "runtime/core/log.h"
+#include "base/config/config.h"
+#include "base/core/log.h"
 #include "zinc.h"
 
 typedef struct zmon zmon;

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 #include "runtime/monitor/monitor_internal.h"
 
 void zmon_csv_name(const char *tag, char *name, size_t cap) {

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 #include "runtime/monitor/monitor_internal.h"
 
 static zinc_status cannot_create(const char *key, const char *path, const char *p, int err) {

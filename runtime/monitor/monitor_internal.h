@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "runtime/core/log.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/log.h"
+#include "base/core/safe_file.h"
 #include "runtime/monitor/monitor.h"
 
 #define ZMON_MAX_TAGS 16 /* CSV files of one run (DeepSpeed's engine writes at most 8 tags) */

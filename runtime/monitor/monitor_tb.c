@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/core/crc32c.h"
-#include "runtime/core/error.h"
+#include "base/core/crc32c.h"
+#include "base/core/error.h"
 #include "runtime/monitor/monitor_internal.h"
 #include "runtime/monitor/tb_event.pb-c.h"
 

@@ -2,7 +2,7 @@
  * optimizer"). */
 #include "runtime/optim/optim.h"
 
-#include "runtime/core/error.h"
+#include "base/core/error.h"
 
 /* The descriptors, one per file (optim_<name>.c). */
 extern const zopt_desc zopt_adam, zopt_lion, zopt_lamb, zopt_adagrad, zopt_sgd, zopt_muon;

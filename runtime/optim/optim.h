@@ -3,7 +3,7 @@
  * engine runs every optimizer through one shared pass over the optimizer-state store
  * (runtime/engine/engine_step_pass.c: memory or NVMe, pinned staging, overlap); the sizing plan, the state
  * store and the checkpoints read the descriptor instead of naming optimizers. Which config keys each
- * optimizer takes, and its defaults, are stated in the schema (runtime/config/config_schema.c: a key's
+ * optimizer takes, and its defaults, are stated in the schema (base/config/config_schema.c: a key's
  * `optimizers` mask, zkey_optimizer_defaults). HACKING.md ("An optimizer") is the recipe. */
 #ifndef ZINC_RUNTIME_OPTIM_OPTIM_H
 #define ZINC_RUNTIME_OPTIM_OPTIM_H
@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "zinc.h"
-#include "runtime/config/config.h"
-#include "runtime/device/device.h"
+#include "base/config/config.h"
+#include "base/device/device.h"
 
 /* What the engine knows at one step, for the descriptor's hparams. */
 typedef struct zopt_step {

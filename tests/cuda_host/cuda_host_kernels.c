@@ -1,6 +1,6 @@
 /* The launchers of kernels/cuda_kernels.h on the emulated device: each checks its arguments as the CUDA
  * launcher does, then enqueues the CPU kernel (kernels/cpu_kernels.h, the CUDA kernels' reference) on the
- * stream, so the engine's CUDA device code (runtime/device/device_cuda.c) runs unchanged on the emulation. The
+ * stream, so the engine's CUDA device code (base/device/device_cuda.c) runs unchanged on the emulation. The
  * math is therefore the CPU engine's; what the emulation tests is the host code around it. */
 #include <math.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* Test-only host emulation of the CUDA runtime: the subset zinc's CUDA host code calls (runtime/
- * device_cuda.c, runtime/comm/comm_nccl.c, examples/mlp/mlp_cuda.c), with the same names and signatures, so
+ * device_cuda.c, base/comm/comm_nccl.c, examples/mlp/mlp_cuda.c), with the same names and signatures, so
  * that code runs in CI on machines without a GPU (tests/cuda_emulated.cmake). Not a CUDA replacement:
  * it exists to run zinc's own host logic (which stream does what, which event orders what, when the host
  * waits, buffer sizes) against CUDA's documented semantics, adversarially:

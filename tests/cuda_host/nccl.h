@@ -1,4 +1,4 @@
-/* Test-only host emulation of the NCCL calls runtime/comm/comm_nccl.c makes (see cuda_runtime_api.h here).
+/* Test-only host emulation of the NCCL calls base/comm/comm_nccl.c makes (see cuda_runtime_api.h here).
  * Ranks are the processes of MPI_COMM_WORLD (a duplicate of it). A collective runs in two halves:
  *   - at the call, the stream's earlier work is run (what the collective waits for: if the caller did not
  *     make the stream wait for the producer of its input, the input is stale), the input is read and the

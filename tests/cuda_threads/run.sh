@@ -36,9 +36,9 @@ g++ -std=c++20 $flags -Wall -Wextra $inc -c "$here/threads_runtime.cpp" -o "$out
 gcc -std=c11 $flags -D_GNU_SOURCE $inc $blas_cflags -c "$root/examples/gpt2/gpt2_layers.c" -o "$out/layers.o"
 gcc -std=c11 $flags -D_GNU_SOURCE $inc -c "$root/examples/gpt2/gpt2_vecmath.c" -o "$out/vecmath.o"
 gcc -std=c11 $flags -D_GNU_SOURCE $inc $blas_cflags -c "$root/examples/gpt2/gpt2_gemm.c" -o "$out/gemm.o"
-gcc -std=c11 $flags -D_GNU_SOURCE $inc -c "$root/runtime/core/error.c" -o "$out/error.o"
+gcc -std=c11 $flags -D_GNU_SOURCE $inc -c "$root/base/core/error.c" -o "$out/error.o"
 gcc -std=c11 $flags -D_GNU_SOURCE $inc -c "$root/tests/zt.c" -o "$out/zt.o"
-gcc -std=c11 $flags -D_GNU_SOURCE $inc -c "$root/runtime/core/dtype.c" -o "$out/dtype.o"
+gcc -std=c11 $flags -D_GNU_SOURCE $inc -c "$root/base/core/dtype.c" -o "$out/dtype.o"
 if [ "$what" = full ]; then
     main="$root/tests/test_gpt2_kernels_cuda.c"
 else

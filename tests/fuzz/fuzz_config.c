@@ -20,8 +20,8 @@
 #include <time.h>
 
 #include "fuzz_sink.h"
-#include "runtime/config/config.h"
-#include "runtime/config/config_schema.h"
+#include "base/config/config.h"
+#include "base/config/config_schema.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -23,7 +23,7 @@
 
 #include "examples/gpt2/gpt2_files.h"
 #include "fuzz_sink.h"
-#include "runtime/config/config.h"
+#include "base/config/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

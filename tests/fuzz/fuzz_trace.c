@@ -26,7 +26,7 @@
 #include "cli/trace/trace_load.h"
 #include "cli/trace/trace_plot.h"
 #include "cli/trace/trace_summary.h"
-#include "runtime/core/safe_file.h"
+#include "base/core/safe_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

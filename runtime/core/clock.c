@@ -1,9 +1,0 @@
-#include "runtime/core/clock.h"
-
-#include <time.h>
-
-double zclock_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
