@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "runtime/checkpoint/checkpoint_internal.h"
+#include "runtime/mem/plan.h"
 #include "engine_util.h"
 #include "zt.h"
 
@@ -106,9 +107,7 @@ static void e_steps_inconsistent(json_t *r) {
 static void e_window0(json_t *r) { json_object_set_new(at(r, "loss_scaler", NULL), "scale_window", json_integer(0)); }
 static void e_scale_nan(json_t *r) { json_object_set_new(at(r, "loss_scaler", NULL), "cur_scale", json_real(-1.0)); }
 static void e_hyst(json_t *r) { json_object_set_new(at(r, "loss_scaler", NULL), "cur_hysteresis", json_integer(9)); }
-static void e_dup_name(json_t *r) {
-    json_object_set(param1(r), "name", json_object_get(param0(r), "name"));
-}
+static void e_dup_name(json_t *r) { json_object_set(param1(r), "name", json_object_get(param0(r), "name")); }
 static void e_shift_offset(json_t *r) {
     json_object_set_new(param1(r), "flat_offset",
                         json_integer(json_integer_value(json_object_get(param1(r), "flat_offset")) + 8));
@@ -130,12 +129,9 @@ static void e_sec_offset(json_t *r) {
 }
 static void e_file_name(json_t *r) { json_object_set_new(file0(r), "name", json_string("../../etc/passwd")); }
 static void e_flat_numel(json_t *r) {
-    json_object_set_new(at(r, "flat", NULL), "numel",
-                        json_integer(json_integer_value(at(r, "flat", "numel")) + 8));
+    json_object_set_new(at(r, "flat", NULL), "numel", json_integer(json_integer_value(at(r, "flat", "numel")) + 8));
 }
-static void e_lr_steps(json_t *r) {
-    json_object_set_new(at(r, "lr_schedule", NULL), "steps_taken", json_integer(0));
-}
+static void e_lr_steps(json_t *r) { json_object_set_new(at(r, "lr_schedule", NULL), "steps_taken", json_integer(0)); }
 static void e_batch(json_t *r) { json_object_set_new(at(r, "batch", NULL), "train_batch_size", json_integer(7)); }
 static void e_fp16(json_t *r) { json_object_set_new(r, "fp16", json_false()); }
 static void e_no_config(json_t *r) { json_object_del(r, "config"); }
@@ -154,8 +150,9 @@ static void edited(zinc_engine *e, const char *orig, size_t n, const char *what,
     ZT_CHECK(st == ZINC_ERR_CORRUPT, "%s: the reader says %s", what, zinc_status_name(st));
     if (st == ZINC_OK) zckpt_manifest_free(&m);
     const char *msg = zinc_last_error();
-    ZT_CHECK(strstr(msg, "manifest.json") && strstr(msg, field), "%s: the message names neither the file nor "
-                                                                 "\"%s\": %s",
+    ZT_CHECK(strstr(msg, "manifest.json") && strstr(msg, field),
+             "%s: the message names neither the file nor "
+             "\"%s\": %s",
              what, field, msg);
     printf("%-28s -> %.220s\n", what, strstr(msg, "checkpoint manifest") ? strstr(msg, "checkpoint manifest") : msg);
     ZT_ERR(zinc_load_checkpoint(e, g_dir), ZINC_ERR_CORRUPT, field);
@@ -224,8 +221,26 @@ static void legacy_cases(zinc_engine *e, const char *orig, size_t n) {
     printf("version-1 manifest (no seal): loads and exports; with steps_taken -1 or claiming version 2: refused\n");
 }
 
+/* The sizing plan counts a decoupled save's snapshot by zplan_ckpt_file_bytes (runtime/mem sits below the
+ * checkpoint code, so it cannot call zckpt_layout): the two must agree on every shard file's size. */
+static void plan_sizes_agree(void) {
+    const int64_t ns[] = {0, 1, 1023, 1024, 4096, 100003, 1 << 22};
+    const zinc_dtype dts[] = {ZINC_FP32, ZINC_BF16, ZINC_FP16};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (int with = 0; with < 2; with++)
+            for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+                zckpt_file f;
+                zckpt_layout(&f, 1, 7, 7 + ns[i], with, dts[d]);
+                uint64_t plan = zplan_ckpt_file_bytes(ns[i], with, dts[d]);
+                ZT_CHECK((uint64_t)f.bytes == plan,
+                         "n %lld, params %d, dtype %d: the layout has %lld bytes, the plan %llu", (long long)ns[i],
+                         with, (int)dts[d], (long long)f.bytes, (unsigned long long)plan);
+            }
+}
+
 int main(void) {
     zt_name = "checkpoint_manifest";
+    plan_sizes_agree();
     alarm(600); /* a FIFO that blocks fails the test instead of hanging it */
     eu_run r = {.stage = 2, .dtype = ZINC_FP16};
     zinc_engine *e = NULL;
