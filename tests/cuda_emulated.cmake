@@ -97,7 +97,7 @@ zinc_emulated_test(NAME engine_overflow_cuda_emulated_nccl_np2 SOURCE test_engin
                    ENV ZINC_TEST_DEVICE=cuda ZINC_CUDA_HOST_DEVICES=2)
 zinc_emulated_test(NAME engine_memory_cuda_emulated_np2 SOURCE test_engine_memory.c RANKS 2
                    ENV ZINC_TEST_DEVICE=cuda ZINC_CUDA_HOST_DEVICES=2)
-zinc_emulated_test(NAME offload_equiv_cuda_emulated_np2 SOURCE test_offload_equiv.c RANKS 2
+zinc_emulated_test(NAME offload_equiv_cuda_emulated_np2 SOURCE test_offload_equiv.c EXTRA zt_aio.c RANKS 2
                    ENV ZINC_TEST_DEVICE=cuda ZINC_CUDA_HOST_DEVICES=2)
 zinc_emulated_test(NAME checkpoint_cuda_emulated_save_np2 SOURCE test_checkpoint.c RANKS 2
                    ARGS --phase save --set nvme --tree ckpt_test_cuda_emulated

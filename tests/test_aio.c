@@ -51,19 +51,6 @@ static void rm_tree(const char *dir) {
 static int contains(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
 
 /* Whether `dir` accepts O_DIRECT (a probe file through the IO layer). */
-static int direct_supported(const char *dir) {
-    zaio_params p = {.block_size = 1 << 20, .queue_depth = 4, .intra_op_parallelism = 1, .overlap_events = true};
-    zaio *a = NULL;
-    if (zaio_create(&p, &a) != ZINC_OK) return 0;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/probe.bin", dir);
-    int f = -1, ok = 0;
-    if (zaio_open(a, path, true, &f) == ZINC_OK) ok = zaio_file_info(a, f)->direct;
-    zaio_destroy(a);
-    unlink(path);
-    return ok;
-}
-
 /* ---------------------------------------------------------------- CRC32C */
 
 static void test_crc(void) {
@@ -611,7 +598,7 @@ int main(void) {
         return 1;
     }
     test_crc();
-    int direct = direct_supported(root);
+    int direct = zt_direct_io_supported(root);
     if (!direct) {
         /* Only the buffered fallback can be checked here. */
         test_refusal();

@@ -76,19 +76,6 @@ static float *train(int stage, zinc_dtype t, const char *zero_extra, const char 
     return w;
 }
 
-static int direct_supported(const char *dir) {
-    zaio_params p = {.block_size = 1 << 20, .queue_depth = 4, .intra_op_parallelism = 1, .overlap_events = true};
-    zaio *a = NULL;
-    if (zaio_create(&p, &a) != ZINC_OK) return 0;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/probe_%ld.bin", dir, (long)getpid());
-    int f = -1, ok = 0;
-    if (zaio_open(a, path, false, &f) == ZINC_OK) ok = zaio_file_info(a, f)->direct;
-    zaio_destroy(a);
-    unlink(path);
-    return ok;
-}
-
 static size_t first_diff(const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (memcmp(&a[i], &b[i], sizeof *a)) return i;
@@ -100,7 +87,7 @@ int main(void) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/offload_equiv_nvme", zt_build_dir());
     mkdir(dir, 0700);
-    if (!direct_supported(dir)) {
+    if (!zt_direct_io_supported(dir)) {
         rmdir(dir);
         return zt_skip("the build directory's file system refuses O_DIRECT: NVMe offload not checked here");
     }

@@ -108,19 +108,6 @@ static float *train(run *r, size_t *n) {
     return w;
 }
 
-static int direct_supported(const char *dir) {
-    zaio_params p = {.block_size = 1 << 20, .queue_depth = 4, .intra_op_parallelism = 1, .overlap_events = true};
-    zaio *a = NULL;
-    if (zaio_create(&p, &a) != ZINC_OK) return 0;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/probe_%ld.bin", dir, (long)getpid());
-    int f = -1, ok = 0;
-    if (zaio_open(a, path, false, &f) == ZINC_OK) ok = zaio_file_info(a, f)->direct;
-    zaio_destroy(a);
-    unlink(path);
-    return ok;
-}
-
 static const char *g_optimizer;
 
 static void compare(const char *what, zinc_dtype t, const char *zero, const char *extra, const char *fp16,
@@ -219,7 +206,7 @@ int main(void) {
     zt_name = "offload_param_nvme";
     snprintf(g_dir, sizeof g_dir, "%s/offload_param_nvme", zt_build_dir());
     mkdir(g_dir, 0700);
-    if (!direct_supported(g_dir)) {
+    if (!zt_direct_io_supported(g_dir)) {
         rmdir(g_dir);
         return zt_skip("the build directory's file system refuses O_DIRECT: parameter NVMe offload not checked here");
     }

@@ -49,19 +49,6 @@ static void rm_tree(const char *dir) {
 }
 
 /* Whether `dir` accepts O_DIRECT (a probe file through the IO layer). */
-static int direct_supported(const char *dir) {
-    zaio_params p = {.block_size = 1 << 20, .queue_depth = 4, .intra_op_parallelism = 1, .overlap_events = true};
-    zaio *a = NULL;
-    if (zaio_create(&p, &a) != ZINC_OK) return 0;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/probe.bin", dir);
-    int f = -1, ok = 0;
-    if (zaio_open(a, path, true, &f) == ZINC_OK) ok = zaio_file_info(a, f)->direct;
-    zaio_destroy(a);
-    unlink(path);
-    return ok;
-}
-
 /* ---------------------------------------------------------------- the context */
 
 typedef struct fixture {
@@ -780,7 +767,7 @@ int main(void) {
         if (mkdir(root, 0700) != 0)
             fprintf(stderr, "cannot create %s: %s\n", root, strerror(errno));
         else
-            direct_ok = direct_supported(root);
+            direct_ok = zt_direct_io_supported(root);
     }
     if (zcomm_bcast(world, &direct_ok, sizeof direct_ok, 0) != ZINC_OK || direct_ok < 0) return 1;
     if (world->size > 1) {

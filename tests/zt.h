@@ -84,4 +84,9 @@ int zt_logcap_count_from(const zt_logcap *c, zinc_log_level level, const char *n
 const char *zt_logcap_first(const zt_logcap *c, zinc_log_level level, const char *needle);
 const char *zt_logcap_last(const zt_logcap *c, zinc_log_level level, const char *needle);
 
+/* Whether DIR's file system takes O_DIRECT through zinc's io_uring reader (a probe file written and removed;
+ * tests/zt_aio.c, linked by the NVMe tests alone): they check the direct path where it exists and the
+ * buffered fallback elsewhere. */
+int zt_direct_io_supported(const char *dir);
+
 #endif
