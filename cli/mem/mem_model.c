@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/mem/mem_cli.h"
+#include "cli/train/train_gpt2.h"
 #include "base/core/safe_file.h"
 
 void mc_model_free(mmodel *m) {
@@ -201,7 +202,7 @@ int mc_build_model(const mopts *o, mmodel *m) {
         return -1;
     }
     if (o->params > 0) {
-        int64_t l = o->largest > 0 ? o->largest : (o->params + 15) / 16;
+        int64_t l = o->largest > 0 ? o->largest : (o->params + MC_PARAMS_MODULES - 1) / MC_PARAMS_MODULES;
         if (l > o->params) l = o->params;
         return model_params(m, o->params, l);
     }
@@ -225,5 +226,6 @@ int mc_build_model(const mopts *o, mmodel *m) {
         fprintf(stderr, "zinc mem: --layers needs --width\n");
         return -1;
     }
-    return model_gpt2(m, layers, width, o->vocab > 0 ? o->vocab : 50257, o->context > 0 ? o->context : 1024, o->preset);
+    int64_t vocab = o->vocab > 0 ? o->vocab : ZCLI_GPT2_VOCAB, ctx = o->context > 0 ? o->context : ZCLI_GPT2_MAX_CONTEXT;
+    return model_gpt2(m, layers, width, vocab, ctx, o->preset);
 }
