@@ -21,8 +21,7 @@ typedef struct config_opts {
 
 #define O(f) offsetof(config_opts, f)
 static const zcli_opt config_options[] =
-    {{"--world-size", ZCLI_INT, O(world), "N", 1, 1 << 24, NULL,
-      "resolve the batch sizes as N ranks would"},
+    {{"--world-size", ZCLI_INT, O(world), "N", 1, 1 << 24, NULL, "resolve the batch sizes as N ranks would"},
      {"--steps", ZCLI_INT, O(steps), "N", 1, INT64_MAX / 2, NULL,
       "the run length, as zinc train --steps: fills\nscheduler.params.total_num_steps when it is \"auto\""},
      {"--set", ZCLI_LIST, O(sets), "PATH=VALUE", 0, 0, NULL,

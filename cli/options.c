@@ -176,7 +176,8 @@ int zcli_parse(const zcli_cmd *c, int first, int argc, char **argv) {
     void *scratch[ZCLI_MAX_TABLES] = {0};
     const char *pos = NULL;
     bool ok = true;
-    for (int t = 0; t < ZCLI_MAX_TABLES && c->tables[t]; t++) ok = ok && (scratch[t] = calloc(1, table_span(c->tables[t])));
+    for (int t = 0; t < ZCLI_MAX_TABLES && c->tables[t]; t++)
+        ok = ok && (scratch[t] = calloc(1, table_span(c->tables[t])));
     int r = ok ? parse_pass(c, scratch, &pos, first, argc, argv) : 0;
     for (int t = 0; t < ZCLI_MAX_TABLES; t++) free(scratch[t]);
     if (r == 1) zcli_help(c, stdout);

@@ -52,7 +52,8 @@ static const zcli_opt export_options[] =
       "llmc: the head count, when the checkpoint has no zinc_gpt2.json"},
      {0}};
 #undef O
-static const zcli_table inspect_table = {"inspect:", inspect_options, NULL}, export_table = {"export:", export_options, NULL};
+static const zcli_table inspect_table = {"inspect:", inspect_options, NULL},
+                        export_table = {"export:", export_options, NULL};
 
 static const char checkpoint_usage[] =
     "usage: zinc checkpoint inspect DIR[/TAG] [--verify] [--json] [--params N]\n"

@@ -33,15 +33,13 @@ static const zcli_opt launch_table_opts[] =
      {"--min-ranks", ZCLI_INT, O(min_ranks), "M", 1, 65536, NULL,
       "restart on fewer ranks, down to M, when hosts are lost: the largest\ncount that keeps train_batch_size and "
       "the micro batch"},
-     {"--max-restarts", ZCLI_INT, O(max_restarts), "K", 0, 1000, NULL,
-      "restarts after failures before giving up"},
+     {"--max-restarts", ZCLI_INT, O(max_restarts), "K", 0, 1000, NULL, "restarts after failures before giving up"},
      {"--hostfile", ZCLI_TEXT, O(hostfile), "FILE", 0, 0, NULL,
       "the hosts, Open MPI's syntax (`host slots=K` per line); after a\nfailure each is probed and those that do "
       "not answer are left out"},
      {"--probe-timeout", ZCLI_INT, O(probe_timeout_s), "S", 1, 3600, NULL,
       "seconds a host has to answer the probe after a failure"},
-     {"--mpirun", ZCLI_TEXT, O(mpirun), "CMD", 0, 0, NULL,
-      "the launcher and its options, split at spaces"},
+     {"--mpirun", ZCLI_TEXT, O(mpirun), "CMD", 0, 0, NULL, "the launcher and its options, split at spaces"},
      {0}};
 #undef O
 /* Settled after parsing (zcli_cmd_launch). */

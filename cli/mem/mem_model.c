@@ -226,6 +226,7 @@ int mc_build_model(const mopts *o, mmodel *m) {
         fprintf(stderr, "zinc mem: --layers needs --width\n");
         return -1;
     }
-    int64_t vocab = o->vocab > 0 ? o->vocab : ZCLI_GPT2_VOCAB, ctx = o->context > 0 ? o->context : ZCLI_GPT2_MAX_CONTEXT;
+    int64_t vocab = o->vocab > 0 ? o->vocab : ZCLI_GPT2_VOCAB,
+            ctx = o->context > 0 ? o->context : ZCLI_GPT2_MAX_CONTEXT;
     return model_gpt2(m, layers, width, vocab, ctx, o->preset);
 }

@@ -10,8 +10,7 @@
 static const zcli_opt model_options[] =
     {{"--params", ZCLI_INT, O(params), "N", 1, (int64_t)1 << 45, NULL,
       "N parameters in modules of at most --largest-layer"},
-     {"--largest-layer", ZCLI_INT, O(largest), "L", 1, (int64_t)1 << 45, NULL,
-      "with --params: the largest module"},
+     {"--largest-layer", ZCLI_INT, O(largest), "L", 1, (int64_t)1 << 45, NULL, "with --params: the largest module"},
      {"--gpt2", ZCLI_TEXT, O(preset), "SIZE", 0, 0, NULL, "a GPT-2 shape: small, medium, large or xl"},
      {"--layers", ZCLI_INT, O(layers), "N", 0, 100000, NULL, "a GPT-2 shape of N blocks (with --width)"},
      {"--width", ZCLI_INT, O(width), "W", 1, 1 << 20, NULL, "its channels"},
@@ -23,8 +22,7 @@ static const zcli_opt model_options[] =
      {0}};
 
 static const zcli_opt common_options[] =
-    {{"--config", ZCLI_TEXT, O(config), "FILE", 0, 0, NULL,
-      "the ds_config.json"},
+    {{"--config", ZCLI_TEXT, O(config), "FILE", 0, 0, NULL, "the ds_config.json"},
      {"--stage", ZCLI_INT, O(stage), "S", 0, 3, NULL, "override zero_optimization.stage"},
      {"--offload", ZCLI_CHOICE, O(offload_i), "D", 0, 0, "none|cpu|nvme",
       "override zero_optimization.offload_optimizer.device"},
@@ -39,8 +37,7 @@ static const zcli_opt common_options[] =
      {0}};
 
 static const zcli_opt measure_options[] =
-    {{"--steps", ZCLI_INT, O(steps), "N", 1, 1000000, NULL,
-      "optimizer steps (the peak is reached by step 2)"},
+    {{"--steps", ZCLI_INT, O(steps), "N", 1, 1000000, NULL, "optimizer steps (the peak is reached by step 2)"},
      {"--seed", ZCLI_INT, O(seed), "S", 0, INT64_MAX, NULL, "gradient seed"},
      {"--check", ZCLI_FLAG, O(check), NULL, 0, 0, NULL,
       "exit 1 unless every row matches the estimate and each rank's real\npeak (VmHWM less the resident bytes "
@@ -91,7 +88,8 @@ static const char mem_about[] =
     "  (random gradients), on as many ranks as mpirun starts, and prints the peak bytes the engine\n"
     "  counted next to the estimate, with the difference per row.\n"
     "plan: for each stage and offload, the fewest GPUs (and nodes) holding one rank's estimate with\n"
-    "  ZINC_MEM_HEADROOM % (" ZCLI_STR(ZEST_HEADROOM_DEFAULT) " unless set) kept free, and the largest micro-batch beside it.";
+    "  ZINC_MEM_HEADROOM % (" ZCLI_STR(
+        ZEST_HEADROOM_DEFAULT) " unless set) kept free, and the largest micro-batch beside it.";
 static const char mem_footer[] =
     "Batch sizes do not change these bytes: zinc mem runs the config with a micro-batch of 1.\n"
     "zinc mem estimate --model gpt2|mlp [zinc train's model flags] --config FILE [--ranks N] [--json]: the whole\n"

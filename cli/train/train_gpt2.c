@@ -19,18 +19,16 @@ static const zcli_opt gpt2_options[] =
      {"--width", ZCLI_INT, O(width), "C", 1, 65536, NULL, "channels"},
      {"--heads", ZCLI_INT, O(heads), "H", 1, 65536, NULL, "attention heads"},
      {"--vocab", ZCLI_INT, O(vocab), "V", 1, 65536, NULL, "vocabulary"},
-     {"--padded-vocab", ZCLI_INT, O(padded), "VP", 1, 1 << 20, NULL,
-      "rows of wte"},
+     {"--padded-vocab", ZCLI_INT, O(padded), "VP", 1, 1 << 20, NULL, "rows of wte"},
      {"--max-context", ZCLI_INT, O(max_context), "N", 1, 1 << 20, NULL, "positions in wpe"},
-     {"--context", ZCLI_INT, O(context), "T", 1, 1 << 20, NULL,
-      "sequence length"},
+     {"--context", ZCLI_INT, O(context), "T", 1, 1 << 20, NULL, "sequence length"},
      {"--init", ZCLI_TEXT, O(init), "FILE", 0, 0, NULL,
       "start from an llm.c model file (version 3 fp32 or 5 bf16); its shape\nis the model's, and any shape "
       "option given must match it"},
      {"--data", ZCLI_TEXT, O(data), "FILE", 0, 0, NULL,
       "llm.c token file (uint16 tokens), read sequentially like llm.c's loader"},
      {"--text", ZCLI_TEXT, O(text), "FILE", 0, 0, NULL,
-      "a text file, one token per byte (vocabulary " ZCLI_STR(ZCLI_GPT2_BYTE_VOCAB) "); its last 10% is the\nvalidation set unless --val-data "
+      "a text file, one token per byte (vocabulary 256); its last 10% is the\nvalidation set unless --val-data "
       "is given"},
      {"--shuffle", ZCLI_FLAG, O(shuffle), NULL, 0, 0, NULL,
       "visit each pass's global batches in a seeded order (--seed), not in\nfile order"},
@@ -125,7 +123,9 @@ static int shape_from_resume(const gpt2_opts *g, const char *resume, gpt2_shape 
     return have;
 }
 
-int zcli_gpt2_padded_vocab(int v) { return (v + ZCLI_GPT2_VOCAB_ROUND - 1) / ZCLI_GPT2_VOCAB_ROUND * ZCLI_GPT2_VOCAB_ROUND; }
+int zcli_gpt2_padded_vocab(int v) {
+    return (v + ZCLI_GPT2_VOCAB_ROUND - 1) / ZCLI_GPT2_VOCAB_ROUND * ZCLI_GPT2_VOCAB_ROUND;
+}
 
 /* The shape of a resumed run, else the options'. */
 static int shape_from_options(const gpt2_opts *g, const char *resume, gpt2_shape *s, int64_t *context) {

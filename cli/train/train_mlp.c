@@ -27,13 +27,13 @@ typedef struct mlp_run {
 } mlp_run;
 
 #define O(f) offsetof(mlp_opts, f)
-static const zcli_opt mlp_options[] =
-    {{"--data-seed", ZCLI_INT, O(data_seed), "S", 0, INT64_MAX, NULL, "the synthetic task's seed"},
-     {"--hidden", ZCLI_INT, O(hidden), "N", 1, 65536, NULL, "hidden width"},
-     {"--depth", ZCLI_INT, O(depth), "N", 0, 65536, NULL, "hidden layers"},
-     {"--in-dim", ZCLI_INT, O(in_dim), "N", 1, 512, NULL, "input features"},
-     {"--classes", ZCLI_INT, O(classes), "N", 2, 65536, NULL, "output classes"},
-     {0}};
+static const zcli_opt mlp_options[] = {{"--data-seed", ZCLI_INT, O(data_seed), "S", 0, INT64_MAX, NULL,
+                                        "the synthetic task's seed"},
+                                       {"--hidden", ZCLI_INT, O(hidden), "N", 1, 65536, NULL, "hidden width"},
+                                       {"--depth", ZCLI_INT, O(depth), "N", 0, 65536, NULL, "hidden layers"},
+                                       {"--in-dim", ZCLI_INT, O(in_dim), "N", 1, 512, NULL, "input features"},
+                                       {"--classes", ZCLI_INT, O(classes), "N", 2, 65536, NULL, "output classes"},
+                                       {0}};
 #undef O
 static const zcli_table mlp_table = {"model (the MLP):", mlp_options, NULL};
 

@@ -22,10 +22,8 @@ static const zcli_opt train_opts[] =
      {"--steps", ZCLI_INT, O(steps), "N", 0, (int64_t)1 << 53, NULL,
       "the optimizer step count to reach; a run resumed at step K trains\nN - K more"},
      {"--seed", ZCLI_INT, O(seed), "S", 0, INT64_MAX, NULL, "parameter initialisation seed"},
-     {"--device", ZCLI_CHOICE, O(device), "D", 0, 0, "cpu|cuda|auto",
-      "cpu | cuda | auto"},
-     {"--threads", ZCLI_INT, O(threads), "N", 1, 1024, NULL,
-      "CPU kernel threads per rank"},
+     {"--device", ZCLI_CHOICE, O(device), "D", 0, 0, "cpu|cuda|auto", "cpu | cuda | auto"},
+     {"--threads", ZCLI_INT, O(threads), "N", 1, 1024, NULL, "CPU kernel threads per rank"},
      {"--report", ZCLI_TEXT, O(report), "FILE", 0, 0, NULL,
       "write a JSON summary (losses, steps, loss scale, parameter norm and\nchecksum)"},
      {"--save", ZCLI_TEXT, O(save_dir), "DIR", 0, 0, NULL,
@@ -140,7 +138,8 @@ int zcli_cmd_train(int argc, char **argv) {
     zcli_cmd c = {.name = "zinc train",
                   .usage = m->usage,
                   .about = m->about,
-                  .footer = "ZINC_COLLECTIVE_TIMEOUT_S (" ZCLI_COLLECTIVE_TIMEOUT_S " in this program unless set, 0 = off): a rank that waits "
+                  .footer = "ZINC_COLLECTIVE_TIMEOUT_S (" ZCLI_COLLECTIVE_TIMEOUT_S
+                            " in this program unless set, 0 = off): a rank that waits "
                             "longer in a\ncollective (another rank died or stopped) ends with exit status 113 and "
                             "a message,\nso the launcher ends the job.",
                   .tables = {m->options, &zcli_train_table},
