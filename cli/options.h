@@ -40,7 +40,7 @@ typedef struct zcli_opt {
     const char *arg;     /* the value's name in --help and messages: "N", "FILE" */
     int64_t lo, hi;      /* ZCLI_INT: the valid range */
     const char *choices; /* ZCLI_CHOICE: "cpu|cuda|auto" */
-    const char *help;    /* lines separated by \n; printed after "  --name ARG" */
+    const char *help;    /* lines separated by \n; printed after "  --name ARG", then the default and range */
 } zcli_opt;
 
 /* A default that the command's defaults do not hold because it is settled after parsing (from other

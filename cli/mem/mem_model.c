@@ -113,7 +113,10 @@ static int model_params(mmodel *m, int64_t n, int64_t l) {
     return 0;
 }
 
-/* A GPT-2-style transformer: wte, wpe, one module per block, ln_f; the LM head is tied to wte. */
+/* A GPT-2-style transformer as Hugging Face's GPT2Model holds it (the model DeepSpeed users estimate): wte,
+ * wpe (two modules), one module per block, ln_f; the LM head is tied to wte; the vocabulary unpadded. Not zinc
+ * train's example (one embed module, wte padded): `zinc mem estimate --model gpt2` asks that one's adapter
+ * (cli/train/train_gpt2_memory.c). Its vocabulary and context defaults are train_gpt2.h's. */
 static int model_gpt2(mmodel *m, int64_t layers, int64_t w, int64_t vocab, int64_t ctx, const char *preset) {
     char mod[32], name[96];
     if (model_add(m, "wte", "wte.weight", 2, (int64_t[]){vocab, w}) ||
