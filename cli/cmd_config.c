@@ -21,8 +21,7 @@ typedef struct config_opts {
 
 #define O(f) offsetof(config_opts, f)
 static const zcli_opt config_options[] =
-    {{"--world-size", ZCLI_INT, O(world), "N", 1, 1 << 24, NULL,
-      "resolve the batch sizes as N ranks would (default 1)"},
+    {{"--world-size", ZCLI_INT, O(world), "N", 1, 1 << 24, NULL, "resolve the batch sizes as N ranks would"},
      {"--steps", ZCLI_INT, O(steps), "N", 1, INT64_MAX / 2, NULL,
       "the run length, as zinc train --steps: fills\nscheduler.params.total_num_steps when it is \"auto\""},
      {"--set", ZCLI_LIST, O(sets), "PATH=VALUE", 0, 0, NULL,
@@ -30,7 +29,7 @@ static const zcli_opt config_options[] =
      {"--quiet", ZCLI_FLAG, O(quiet), NULL, 0, 0, NULL, "only warnings and errors on stderr"},
      {0}};
 #undef O
-static const zcli_table config_table = {"options:", config_options};
+static const zcli_table config_table = {"options:", config_options, NULL};
 
 static const char config_usage[] =
     "usage: zinc config check FILE [--world-size N] [--steps N] [--set PATH=VALUE ...] [--quiet]";
@@ -70,13 +69,20 @@ static const char config_about[] =
     "\"auto\" values filled and how. Warnings and problems go to stderr. Exit\nstatus 0 when valid, 1 when not, 2 "
     "on usage errors.";
 
+static const config_opts config_defaults = {.world = 1};
+
 static void usage(FILE *f) {
-    zcli_cmd c = {.name = "zinc config", .usage = config_usage, .about = config_about, .tables = {&config_table}};
+    config_opts o = config_defaults;
+    zcli_cmd c = {.name = "zinc config",
+                  .usage = config_usage,
+                  .about = config_about,
+                  .tables = {&config_table},
+                  .dst = {&o}};
     zcli_help(&c, f);
 }
 
 int zcli_cmd_config(int argc, char **argv) {
-    config_opts o = {.world = 1};
+    config_opts o = config_defaults;
     zcli_cmd c = {.name = "zinc config",
                   .usage = config_usage,
                   .about = config_about,

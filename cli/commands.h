@@ -3,6 +3,10 @@
 #ifndef ZINC_CLI_COMMANDS_H
 #define ZINC_CLI_COMMANDS_H
 
+/* The collective watchdog's seconds that the zinc program asks for unless ZINC_COLLECTIVE_TIMEOUT_S is set
+ * (main.c; zinc train's --help names it). */
+#define ZCLI_COLLECTIVE_TIMEOUT_S "1800"
+
 int zcli_cmd_config(int argc, char **argv);     /* zinc config check FILE [--world-size N] [--set P=V] */
 int zcli_cmd_train(int argc, char **argv);      /* zinc train --config FILE [--steps N] ... (train.h) */
 int zcli_cmd_mem(int argc, char **argv);        /* zinc mem estimate|measure|plan MODEL [--config FILE] ... */

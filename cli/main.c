@@ -49,7 +49,7 @@ static int run(int argc, char **argv) {
     }
     /* The library ends a rank stuck in a collective only when asked (base/comm/watchdog.h); the zinc program
      * asks, so a job whose ranks disagree or lost a rank ends instead of holding its nodes forever. */
-    setenv("ZINC_COLLECTIVE_TIMEOUT_S", "1800", 0);
+    setenv("ZINC_COLLECTIVE_TIMEOUT_S", ZCLI_COLLECTIVE_TIMEOUT_S, 0);
     return commands[k](argc - 1, argv + 1);
 }
 

@@ -126,7 +126,13 @@ static int missing_value(const zcli_cmd *c, const zcli_opt *o, const char *next)
     return zcli_usage_error(c, "%s needs a value (%s) (see %s --help)", o->name, o->arg, c->name);
 }
 
-int zcli_parse(const zcli_cmd *c, int first, int argc, char **argv) {
+/* One pass over the arguments, storing into dst[] and *pos: 0, 1 at --help (printing nothing), or 2 after
+ * printing what is wrong. */
+static int parse_pass(const zcli_cmd *c, void *const *dsts, const char **pos, int first, int argc, char **argv) {
+    zcli_cmd pc = *c;
+    memcpy(pc.dst, dsts, sizeof pc.dst);
+    pc.pos_dst = pos;
+    c = &pc;
     for (int i = first; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
         void *dst = NULL;
@@ -135,7 +141,7 @@ int zcli_parse(const zcli_cmd *c, int first, int argc, char **argv) {
             if (a[0] == '-' && next && next[0] != '-') i++; /* its value */
             continue;
         }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return zcli_help(c, stdout), 1;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
         if (a[0] != '-' || !a[1]) {
             if (!c->positional) return zcli_usage_error(c, "unexpected argument \"%s\" (see %s --help)", a, c->name);
             if (*c->pos_dst) return zcli_usage_error(c, "one %s, got \"%s\" too", c->positional, a);
@@ -156,6 +162,31 @@ int zcli_parse(const zcli_cmd *c, int first, int argc, char **argv) {
     return 0;
 }
 
+/* Bytes that hold every field a table's options write. */
+static size_t table_span(const zcli_table *t) {
+    size_t n = 0;
+    for (const zcli_opt *o = t->opts; o->name; o++)
+        if (o->off + sizeof(zcli_list) > n) n = o->off + sizeof(zcli_list);
+    return n;
+}
+
+int zcli_parse(const zcli_cmd *c, int first, int argc, char **argv) {
+    /* A first pass into scratch fields checks the arguments and finds --help, so the command's fields still
+     * hold their defaults when --help prints them (`zinc train --model gpt2 --help`); the second stores. */
+    void *scratch[ZCLI_MAX_TABLES] = {0};
+    const char *pos = NULL;
+    bool ok = true;
+    for (int t = 0; t < ZCLI_MAX_TABLES && c->tables[t]; t++)
+        ok = ok && (scratch[t] = calloc(1, table_span(c->tables[t])));
+    int r = ok ? parse_pass(c, scratch, &pos, first, argc, argv) : 0;
+    for (int t = 0; t < ZCLI_MAX_TABLES; t++) free(scratch[t]);
+    if (r == 1) zcli_help(c, stdout);
+    if (r) return r;
+    r = parse_pass(c, c->dst, c->pos_dst, first, argc, argv);
+    if (r == 1) zcli_help(c, stdout);
+    return r;
+}
+
 const char *zcli_peek(int first, int argc, char **argv, const char *name) {
     for (int i = first; i + 1 < argc; i++)
         if (!strcmp(argv[i], name)) return argv[i + 1];
@@ -172,22 +203,52 @@ static void bound_text(int64_t hi, char *buf, size_t cap) {
         snprintf(buf, cap, "2^%d%s", hi == ((int64_t)1 << k) ? k : k + 1, hi == ((int64_t)1 << k) ? "" : "-1");
 }
 
-/* The help of one option: "  --name ARG", its text, and its range or choices. */
-static void help_option(const zcli_opt *o, FILE *f) {
-    char head[64], tail[96] = "", hi[32];
+/* The k-th word of "a|b|c". */
+static void choice_at(const char *choices, int k, char *buf, size_t cap) {
+    const char *p = choices;
+    for (int i = 0; i < k && p; i++) p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL;
+    snprintf(buf, cap, "%.*s", p ? (int)strcspn(p, "|") : 0, p ? p : "");
+}
+
+/* The default --help shows for o (options.h): its table's `later` text, else the value its field holds
+ * after the command's defaults when that is a value the option takes; "" when it has none. */
+static void default_text(const zcli_table *t, const zcli_opt *o, const void *dst, char *buf, size_t cap) {
+    buf[0] = 0;
+    for (const zcli_later *l = t->later; l && l->name; l++)
+        if (!strcmp(l->name, o->name)) {
+            snprintf(buf, cap, "%s%s", isdigit((unsigned char)l->text[0]) ? "" : ": ", l->text);
+            return;
+        }
+    const char *at = dst ? (const char *)dst + o->off : NULL;
+    if (!at) return;
+    if (o->type == ZCLI_INT && *(const int64_t *)at >= o->lo && *(const int64_t *)at <= o->hi)
+        snprintf(buf, cap, "%" PRId64, *(const int64_t *)at);
+    else if (o->type == ZCLI_CHOICE && *(const int *)at >= 0)
+        choice_at(o->choices, *(const int *)at, buf, cap);
+    else if (o->type == ZCLI_TEXT && *(const char *const *)at)
+        snprintf(buf, cap, "\"%s\"", *(const char *const *)at);
+}
+
+/* The help of one option: "  --name ARG", its text, its default and its range or choices. */
+static void help_option(const zcli_table *t, const zcli_opt *o, const void *dst, FILE *f) {
+    char head[64], tail[512] = "", hi[32], def[400];
     snprintf(head, sizeof head, "  %s%s%s", o->name, o->type == ZCLI_FLAG ? "" : " ",
              o->type == ZCLI_FLAG ? "" : o->arg);
+    default_text(t, o, dst, def, sizeof def);
+    size_t k = *def ? (size_t)snprintf(tail, sizeof tail, " (default%s%s)", def[0] == ':' ? "" : " ", def) : 0;
     if (o->type == ZCLI_INT && o->hi == INT64_MAX)
-        snprintf(tail, sizeof tail, " [%" PRId64 "..]", o->lo);
+        snprintf(tail + k, sizeof tail - k, " [%" PRId64 "..]", o->lo);
     else if (o->type == ZCLI_INT)
-        bound_text(o->hi, hi, sizeof hi), snprintf(tail, sizeof tail, " [%" PRId64 "..%s]", o->lo, hi);
+        bound_text(o->hi, hi, sizeof hi), snprintf(tail + k, sizeof tail - k, " [%" PRId64 "..%s]", o->lo, hi);
     else if (o->type == ZCLI_CHOICE)
-        snprintf(tail, sizeof tail, " [%s]", o->choices);
+        snprintf(tail + k, sizeof tail - k, " [%s]", o->choices);
     fprintf(f, "%-22s", head);
     if (strlen(head) >= 22) fprintf(f, "\n%22s", "");
     for (const char *p = o->help;;) {
         size_t n = strcspn(p, "\n");
-        fprintf(f, "%.*s%s\n", (int)n, p, p[n] ? "" : tail);
+        /* a default that would make the last line longer than 100 columns goes on a line of its own */
+        bool wrap = !p[n] && k && 22 + n + strlen(tail) > 100;
+        fprintf(f, "%.*s%s%s\n", (int)n, p, wrap ? "\n                      " : "", p[n] ? "" : tail + wrap);
         if (!p[n]) break;
         p += n + 1;
         fprintf(f, "%22s", "");
@@ -199,7 +260,7 @@ void zcli_help(const zcli_cmd *c, FILE *f) {
     if (c->about) fprintf(f, "\n%s\n", c->about);
     for (int t = 0; t < ZCLI_MAX_TABLES && c->tables[t]; t++) {
         fprintf(f, "\n%s\n", c->tables[t]->title);
-        for (const zcli_opt *o = c->tables[t]->opts; o->name; o++) help_option(o, f);
+        for (const zcli_opt *o = c->tables[t]->opts; o->name; o++) help_option(c->tables[t], o, c->dst[t], f);
     }
     fprintf(f, "\n%-22sthis text\n", "  --help, -h");
     if (c->footer) fprintf(f, "\n%s\n", c->footer);

@@ -40,14 +40,30 @@ typedef struct zcli_opt {
     const char *arg;     /* the value's name in --help and messages: "N", "FILE" */
     int64_t lo, hi;      /* ZCLI_INT: the valid range */
     const char *choices; /* ZCLI_CHOICE: "cpu|cuda|auto" */
-    const char *help;    /* lines separated by \n; printed after "  --name ARG" */
+    const char *help;    /* lines separated by \n; printed after "  --name ARG", then the default and range */
 } zcli_opt;
 
-/* One group of options, written into one struct. `opts` ends with an entry whose name is NULL. */
+/* A default that the command's defaults do not hold because it is settled after parsing (from other
+ * options, the config or the machine): --help prints `text` as the option's default. Numbers in it come
+ * from the constants the code settles it with (ZCLI_STR), never retyped. */
+typedef struct zcli_later {
+    const char *name; /* "--device" */
+    const char *text; /* "the config's zinc.device, else auto" */
+} zcli_later;
+
+/* One group of options, written into one struct. `opts` ends with an entry whose name is NULL. Each
+ * option's default in --help comes from the table: the value the command's defaults put in its field (an
+ * integer in the option's range, a choice, a text), or its `later` entry; an option with neither has no
+ * default (off, or required). */
 typedef struct zcli_table {
     const char *title; /* the heading in --help ("options:", "model:") */
     const zcli_opt *opts;
+    const zcli_later *later; /* ends with an entry whose name is NULL; NULL: none */
 } zcli_table;
+
+/* A macro's value as a string literal, for a zcli_later text: ZCLI_STR(GPT2_VOCAB). */
+#define ZCLI_STR_(x) #x
+#define ZCLI_STR(x) ZCLI_STR_(x)
 
 /* A command: its name in messages, its help around the tables, its positional argument (if any), and up
  * to four tables, each with the struct it fills. */
@@ -70,7 +86,8 @@ typedef struct zcli_cmd {
 /* Parses argv[first..argc): 0 when the arguments are good, 1 when --help was printed (exit 0), 2 after
  * printing what is wrong (the exit status for a usage error). */
 int zcli_parse(const zcli_cmd *c, int first, int argc, char **argv);
-/* The command's help: usage, about, every table's options with their ranges, footer. */
+/* The command's help: usage, about, every table's options with their defaults (from c->dst, which the
+ * command has filled with its defaults, and the tables' `later` entries) and ranges, footer. */
 void zcli_help(const zcli_cmd *c, FILE *f);
 /* "--x needs ...": an error about the arguments, prefixed with the command's name; returns 2. */
 int zcli_usage_error(const zcli_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -33,17 +33,17 @@ static const zcli_opt inspect_options[] = {{"--verify", ZCLI_FLAG, O(verify), NU
                                            {"--json", ZCLI_FLAG, O(json), NULL, 0, 0, NULL,
                                             "print manifest.json instead"},
                                            {"--params", ZCLI_INT, O(show), "N", 0, 1000000000, NULL,
-                                            "list the first N parameters (default 20; 0: all)"},
+                                            "list the first N parameters (0: all)"},
                                            {0}};
 #undef O
 #define O(f) offsetof(export_opts, f)
 static const zcli_opt export_options[] =
     {{"--out", ZCLI_TEXT, O(out), "FILE", 0, 0, NULL, "the file to write (required)"},
      {"--format", ZCLI_CHOICE, O(format), "F", 0, 0, "safetensors|llmc",
-      "safetensors (default): one tensor per parameter; llmc: an llm.c GPT-2\nmodel file (a GPT-2 trained by zinc "
+      "safetensors: one tensor per parameter; llmc: an llm.c GPT-2 model\nfile (a GPT-2 trained by zinc "
       "train --model gpt2)"},
      {"--dtype", ZCLI_CHOICE, O(dtype), "T", 0, 0, "fp32|bf16|fp16",
-      "fp32 (default), or rounded to bf16 / fp16 (llmc: fp32 is version 3,\nbf16 version 5)"},
+      "fp32, or rounded to bf16 / fp16 (llmc: fp32 is version 3, bf16\nversion 5)"},
      {"--force", ZCLI_FLAG, O(force), NULL, 0, 0, NULL,
       "replace an existing FILE (only a regular file that is not part of\nthe checkpoint)"},
      {"--vocab", ZCLI_INT, O(vocab), "V", 1, 65536, NULL,
@@ -52,7 +52,8 @@ static const zcli_opt export_options[] =
       "llmc: the head count, when the checkpoint has no zinc_gpt2.json"},
      {0}};
 #undef O
-static const zcli_table inspect_table = {"inspect:", inspect_options}, export_table = {"export:", export_options};
+static const zcli_table inspect_table = {"inspect:", inspect_options, NULL},
+                        export_table = {"export:", export_options, NULL};
 
 static const char checkpoint_usage[] =
     "usage: zinc checkpoint inspect DIR[/TAG] [--verify] [--json] [--params N]\n"
@@ -64,11 +65,18 @@ static const char checkpoint_about[] =
     "inspect prints the step, the saving run's ranks, stage and dtypes, loss scale, LR position, the\n"
     "parameter table and the shard files. export writes the consolidated fp32 master weights.";
 
+/* The subcommands' defaults. */
+static const inspect_opts inspect_defaults = {.show = 20};
+static const export_opts export_defaults = {.vocab = -1, .heads = -1};
+
 static void usage(FILE *f) {
+    inspect_opts io = inspect_defaults;
+    export_opts eo = export_defaults;
     zcli_cmd c = {.name = "zinc checkpoint",
                   .usage = checkpoint_usage,
                   .about = checkpoint_about,
-                  .tables = {&inspect_table, &export_table}};
+                  .tables = {&inspect_table, &export_table},
+                  .dst = {&io, &eo}};
     zcli_help(&c, f);
 }
 
@@ -184,8 +192,8 @@ int zcli_cmd_checkpoint(int argc, char **argv) {
     int rc, sub = zcli_subcommand(&subs, argc, argv, &rc);
     if (sub < 0) return rc;
     bool is_inspect = sub == 0;
-    inspect_opts io = {.show = 20};
-    export_opts eo = {.vocab = -1, .heads = -1};
+    inspect_opts io = inspect_defaults;
+    export_opts eo = export_defaults;
     zcli_cmd c = {.name = is_inspect ? "zinc checkpoint inspect" : "zinc checkpoint export",
                   .usage = checkpoint_usage,
                   .about = checkpoint_about,

@@ -31,20 +31,20 @@
 static const zcli_opt launch_table_opts[] =
     {{"-n", ZCLI_INT, O(ranks), "N", 1, 65536, NULL, "ranks to start (mpirun -np N; required)"},
      {"--min-ranks", ZCLI_INT, O(min_ranks), "M", 1, 65536, NULL,
-      "restart on fewer ranks, down to M, when hosts are lost (default: N,\nno shrinking): the largest count that "
-      "keeps train_batch_size and the\nmicro batch"},
-     {"--max-restarts", ZCLI_INT, O(max_restarts), "K", 0, 1000, NULL,
-      "restarts after failures before giving up (default 3)"},
+      "restart on fewer ranks, down to M, when hosts are lost: the largest\ncount that keeps train_batch_size and "
+      "the micro batch"},
+     {"--max-restarts", ZCLI_INT, O(max_restarts), "K", 0, 1000, NULL, "restarts after failures before giving up"},
      {"--hostfile", ZCLI_TEXT, O(hostfile), "FILE", 0, 0, NULL,
       "the hosts, Open MPI's syntax (`host slots=K` per line); after a\nfailure each is probed and those that do "
       "not answer are left out"},
      {"--probe-timeout", ZCLI_INT, O(probe_timeout_s), "S", 1, 3600, NULL,
-      "seconds a host has to answer the probe after a failure (default 30)"},
-     {"--mpirun", ZCLI_TEXT, O(mpirun), "CMD", 0, 0, NULL,
-      "the launcher and its options, split at spaces (default \"mpirun\")"},
+      "seconds a host has to answer the probe after a failure"},
+     {"--mpirun", ZCLI_TEXT, O(mpirun), "CMD", 0, 0, NULL, "the launcher and its options, split at spaces"},
      {0}};
 #undef O
-static const zcli_table launch_table = {"options:", launch_table_opts};
+/* Settled after parsing (zcli_cmd_launch). */
+static const zcli_later launch_later[] = {{"--min-ranks", "N, no shrinking"}, {0}};
+static const zcli_table launch_table = {"options:", launch_table_opts, launch_later};
 
 static void describe(int status, char *buf, size_t cap) {
     if (WIFEXITED(status))

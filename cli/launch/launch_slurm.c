@@ -14,14 +14,14 @@
 
 #define O(f) offsetof(zcli_slurm_opts, f)
 static const zcli_opt slurm_opts[] = {{"--launcher", ZCLI_CHOICE, O(launcher), "L", 0, 0, ZCLI_LAUNCHER_CHOICES,
-                                       "how the ranks start (default auto: srun inside a Slurm allocation,\n"
-                                       "SLURM_JOB_ID set, where -n defaults to SLURM_NTASKS; mpirun elsewhere)"},
+                                       "how the ranks start; auto: srun inside a Slurm allocation,\n"
+                                       "SLURM_JOB_ID set, where -n defaults to SLURM_NTASKS; mpirun elsewhere"},
                                       {"--srun", ZCLI_TEXT, O(srun), "CMD", 0, 0, NULL,
-                                       "srun and its options, split at spaces (default \"srun\"; e.g.\n"
-                                       "\"srun --mpi=pmix\"); zinc launch adds --ntasks=N --kill-on-bad-exit=1"},
+                                       "srun and its options, split at spaces (e.g. \"srun --mpi=pmix\");\n"
+                                       "zinc launch adds --ntasks=N --kill-on-bad-exit=1"},
                                       {0}};
 #undef O
-const zcli_table zcli_slurm_table = {"Slurm:", slurm_opts};
+const zcli_table zcli_slurm_table = {"Slurm:", slurm_opts, NULL};
 
 /* SLURM_NTASKS as a count in 1..65536 (zinc launch's -n range), or 0 when unset or not such a number. */
 static int64_t slurm_ntasks(void) {

@@ -93,18 +93,8 @@ int zcli_cmd_mem(int argc, char **argv) {
     if (sub < 0) return rc;
     if (sub == 0 && zcli_mem_whole_wanted(argc - 1, argv + 1))
         return zcli_mem_whole(argc - 1, argv + 1); /* the whole training process (mem_whole.c) */
-    mopts o = {.measure = sub == 1,
-               .nodes = 1,
-               .gpn = 1,
-               .device = ZINC_DEVICE_CUDA,
-               .stage = -1,
-               .steps = 3,
-               .seed = 1,
-               .rss_tol_pct = 5,
-               .rss_slack_mib = 4,
-               .plan = sub == 2,
-               .max_gpus = 1024};
-    if (o.plan) o.gpn = 8;
+    mopts o;
+    mc_defaults(&o, sub);
     int status;
     if (mc_parse_args(argc, argv, &o, &status)) return status;
     if (o.plan && zest_headroom_read(&o.headroom_pct) != ZINC_OK) {

@@ -46,7 +46,7 @@ typedef struct mopts {
     const char *plot;
     int64_t steps, seed;
     bool check, verbose;
-    bool init_whole;       /* measure: zinc_build with a whole-tensor init_fn (default: zinc_build_ranged) */
+    bool init_whole;       /* measure: zinc_build with a whole-tensor init_fn, else zinc_build_ranged */
     int64_t rss_tol_pct;   /* measure --check: the real peak's growth within this % of the estimate */
     int64_t rss_slack_mib; /* ... plus this many MiB */
     bool plan;             /* zinc mem plan */
@@ -54,9 +54,17 @@ typedef struct mopts {
     bool units_set;
     uint64_t gpu_mem, host_mem, nvme_bytes, act_bytes; /* plan: per GPU, per node, per node, per sample */
     int64_t max_gpus;                                  /* plan: the largest GPU count tried */
-    unsigned headroom_pct;                             /* plan: kept free (ZINC_MEM_HEADROOM, default 10) */
+    unsigned headroom_pct;                             /* plan: kept free (ZINC_MEM_HEADROOM) */
 } mopts;
 
+/* --params N without --largest-layer: modules of N / MC_PARAMS_MODULES (rounded up). */
+#define MC_PARAMS_MODULES 16
+/* --gpus-per-node: estimate's and measure's, and plan's. */
+#define MC_GPN 1
+#define MC_PLAN_GPN 8
+
+/* zinc mem's defaults for subcommand `sub` (0 estimate, 1 measure, 2 plan). */
+void mc_defaults(mopts *o, int sub);
 /* Parses zinc mem's arguments (its option table, mem_options.c) into *o, filled with the subcommand's
  * defaults: 0, or the exit status (0 after --help, 2 on a usage error). */
 int mc_parse_args(int argc, char **argv, mopts *o, int *status);

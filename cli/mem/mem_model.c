@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/mem/mem_cli.h"
+#include "cli/train/train_gpt2.h"
 #include "base/core/safe_file.h"
 
 void mc_model_free(mmodel *m) {
@@ -112,7 +113,10 @@ static int model_params(mmodel *m, int64_t n, int64_t l) {
     return 0;
 }
 
-/* A GPT-2-style transformer: wte, wpe, one module per block, ln_f; the LM head is tied to wte. */
+/* A GPT-2-style transformer as Hugging Face's GPT2Model holds it (the model DeepSpeed users estimate): wte,
+ * wpe (two modules), one module per block, ln_f; the LM head is tied to wte; the vocabulary unpadded. Not zinc
+ * train's example (one embed module, wte padded): `zinc mem estimate --model gpt2` asks that one's adapter
+ * (cli/train/train_gpt2_memory.c). Its vocabulary and context defaults are train_gpt2.h's. */
 static int model_gpt2(mmodel *m, int64_t layers, int64_t w, int64_t vocab, int64_t ctx, const char *preset) {
     char mod[32], name[96];
     if (model_add(m, "wte", "wte.weight", 2, (int64_t[]){vocab, w}) ||
@@ -201,7 +205,7 @@ int mc_build_model(const mopts *o, mmodel *m) {
         return -1;
     }
     if (o->params > 0) {
-        int64_t l = o->largest > 0 ? o->largest : (o->params + 15) / 16;
+        int64_t l = o->largest > 0 ? o->largest : (o->params + MC_PARAMS_MODULES - 1) / MC_PARAMS_MODULES;
         if (l > o->params) l = o->params;
         return model_params(m, o->params, l);
     }
@@ -225,5 +229,7 @@ int mc_build_model(const mopts *o, mmodel *m) {
         fprintf(stderr, "zinc mem: --layers needs --width\n");
         return -1;
     }
-    return model_gpt2(m, layers, width, o->vocab > 0 ? o->vocab : 50257, o->context > 0 ? o->context : 1024, o->preset);
+    int64_t vocab = o->vocab > 0 ? o->vocab : ZCLI_GPT2_VOCAB,
+            ctx = o->context > 0 ? o->context : ZCLI_GPT2_MAX_CONTEXT;
+    return model_gpt2(m, layers, width, vocab, ctx, o->preset);
 }

@@ -4,34 +4,32 @@
 
 #include "cli/mem/mem_cli.h"
 #include "cli/options.h"
+#include "cli/train/train_gpt2.h"
 
 #define O(f) offsetof(mopts, f)
 static const zcli_opt model_options[] =
     {{"--params", ZCLI_INT, O(params), "N", 1, (int64_t)1 << 45, NULL,
       "N parameters in modules of at most --largest-layer"},
-     {"--largest-layer", ZCLI_INT, O(largest), "L", 1, (int64_t)1 << 45, NULL,
-      "with --params: the largest module (default N/16)"},
+     {"--largest-layer", ZCLI_INT, O(largest), "L", 1, (int64_t)1 << 45, NULL, "with --params: the largest module"},
      {"--gpt2", ZCLI_TEXT, O(preset), "SIZE", 0, 0, NULL, "a GPT-2 shape: small, medium, large or xl"},
      {"--layers", ZCLI_INT, O(layers), "N", 0, 100000, NULL, "a GPT-2 shape of N blocks (with --width)"},
      {"--width", ZCLI_INT, O(width), "W", 1, 1 << 20, NULL, "its channels"},
-     {"--vocab", ZCLI_INT, O(vocab), "V", 1, 1 << 26, NULL, "its vocabulary (default 50257)"},
-     {"--context", ZCLI_INT, O(context), "C", 1, 1 << 26, NULL, "its context (default 1024)"},
+     {"--vocab", ZCLI_INT, O(vocab), "V", 1, 1 << 26, NULL, "its vocabulary"},
+     {"--context", ZCLI_INT, O(context), "C", 1, 1 << 26, NULL, "its context"},
      {"--shapes", ZCLI_TEXT, O(shapes), "FILE", 0, 0, NULL,
       "one parameter per line: MODULE NAME DIM [DIM...]; modules in forward\norder (the order zinc_module_add "
       "would see them)"},
      {0}};
 
 static const zcli_opt common_options[] =
-    {{"--config", ZCLI_TEXT, O(config), "FILE", 0, 0, NULL,
-      "the ds_config.json (default: DeepSpeed's defaults, stage 0, fp32)"},
+    {{"--config", ZCLI_TEXT, O(config), "FILE", 0, 0, NULL, "the ds_config.json"},
      {"--stage", ZCLI_INT, O(stage), "S", 0, 3, NULL, "override zero_optimization.stage"},
      {"--offload", ZCLI_CHOICE, O(offload_i), "D", 0, 0, "none|cpu|nvme",
       "override zero_optimization.offload_optimizer.device"},
-     {"--nodes", ZCLI_INT, O(nodes), "N", 1, 1 << 20, NULL, "estimate: nodes (default 1); measure uses mpirun's ranks"},
-     {"--gpus-per-node", ZCLI_INT, O(gpn), "M", 1, 1 << 16, NULL, "estimate: ranks per node (default 1; plan: 8)"},
+     {"--nodes", ZCLI_INT, O(nodes), "N", 1, 1 << 20, NULL, "estimate: nodes; measure uses mpirun's ranks"},
+     {"--gpus-per-node", ZCLI_INT, O(gpn), "M", 1, 1 << 16, NULL, "estimate, plan: ranks per node"},
      {"--device", ZCLI_CHOICE, O(device_i), "D", 0, 0, "cuda|cpu",
-      "estimate: where the compute-dtype state lives (default cuda);\nmeasure: the engine's device (default: cuda "
-      "when usable, else cpu)"},
+      "estimate: where the compute-dtype state lives; measure: the engine's\ndevice"},
      {"--plot", ZCLI_TEXT, O(plot), "FILE", 0, 0, NULL, "estimate, plan: a plot, FILE.svg or FILE.png (needs gnuplot)"},
      {"--json", ZCLI_FLAG, O(json), NULL, 0, 0, NULL, "machine-readable JSON instead of tables"},
      {"--csv", ZCLI_FLAG, O(csv), NULL, 0, 0, NULL, "CSV instead of tables"},
@@ -39,16 +37,15 @@ static const zcli_opt common_options[] =
      {0}};
 
 static const zcli_opt measure_options[] =
-    {{"--steps", ZCLI_INT, O(steps), "N", 1, 1000000, NULL,
-      "optimizer steps (default 3; the peak is reached by step 2)"},
-     {"--seed", ZCLI_INT, O(seed), "S", 0, INT64_MAX, NULL, "gradient seed (default 1)"},
+    {{"--steps", ZCLI_INT, O(steps), "N", 1, 1000000, NULL, "optimizer steps (the peak is reached by step 2)"},
+     {"--seed", ZCLI_INT, O(seed), "S", 0, INT64_MAX, NULL, "gradient seed"},
      {"--check", ZCLI_FLAG, O(check), NULL, 0, 0, NULL,
       "exit 1 unless every row matches the estimate and each rank's real\npeak (VmHWM less the resident bytes "
       "before zinc_build) is within\n--rss-tolerance PCT of it plus --rss-slack MIB"},
-     {"--rss-tolerance", ZCLI_INT, O(rss_tol_pct), "PCT", 0, 1000, NULL, "default 5"},
-     {"--rss-slack", ZCLI_INT, O(rss_slack_mib), "MIB", 0, 1 << 20, NULL, "default 4"},
+     {"--rss-tolerance", ZCLI_INT, O(rss_tol_pct), "PCT", 0, 1000, NULL, "with --check (above)"},
+     {"--rss-slack", ZCLI_INT, O(rss_slack_mib), "MIB", 0, 1 << 20, NULL, "with --check (above)"},
      {"--init", ZCLI_CHOICE, O(init_i), "I", 0, 0, "ranged|whole",
-      "initialise with zinc_build_ranged (default) or a whole-tensor init_fn\nthrough zinc_build (its fp32 scratch "
+      "initialise with zinc_build_ranged or a whole-tensor init_fn through\nzinc_build (its fp32 scratch "
       "shows in the real peak)"},
      {"--verbose", ZCLI_FLAG, O(verbose), NULL, 0, 0, NULL, "the engine's log"},
      {0}};
@@ -59,15 +56,25 @@ static const zcli_opt plan_options[] =
      {"--nvme", ZCLI_SIZE, O(nvme_bytes), "SIZE", 0, 0, NULL, "NVMe space per node"},
      {"--activation-bytes-per-sample", ZCLI_SIZE, O(act_bytes), "SIZE", 0, 0, NULL,
       "activation memory of one sample (for the micro-batch column)"},
-     {"--max-gpus", ZCLI_INT, O(max_gpus), "N", 1, 1 << 20, NULL, "the largest GPU count tried (default 1024)"},
+     {"--max-gpus", ZCLI_INT, O(max_gpus), "N", 1, 1 << 20, NULL, "the largest GPU count tried"},
      {"--paper", ZCLI_FLAG, O(paper), NULL, 0, 0, NULL,
       "the ZeRO paper's 2+2+12 bytes per parameter (Table 1), in GB (1e9)\nunless --units GiB"},
      {"--units", ZCLI_CHOICE, O(units_i), "U", 0, 0, "GB|GiB", "GB (1e9 bytes) or GiB (2^30)"},
      {0}};
 #undef O
 
-static const zcli_table model_table = {"MODEL, one of:", model_options}, common_table = {"options:", common_options},
-                        measure_table = {"measure:", measure_options}, plan_table = {"plan:", plan_options};
+/* The defaults settled after parsing (mc_build_model, the config, the engine) or that differ by subcommand. */
+static const zcli_later model_later[] = {{"--largest-layer", "N/" ZCLI_STR(MC_PARAMS_MODULES)},
+                                         {"--vocab", ZCLI_STR(ZCLI_GPT2_VOCAB)},
+                                         {"--context", ZCLI_STR(ZCLI_GPT2_MAX_CONTEXT)},
+                                         {0}},
+                        common_later[] = {{"--config", "DeepSpeed's defaults, stage 0, fp32"},
+                                          {"--gpus-per-node", ZCLI_STR(MC_GPN) "; plan: " ZCLI_STR(MC_PLAN_GPN)},
+                                          {"--device", "cuda; measure: cuda when usable, else cpu"},
+                                          {0}};
+static const zcli_table model_table = {"MODEL, one of:", model_options, model_later},
+                        common_table = {"options:", common_options, common_later},
+                        measure_table = {"measure:", measure_options, NULL}, plan_table = {"plan:", plan_options, NULL};
 
 static const char mem_usage[] = "usage: zinc mem estimate MODEL [options]\n"
                                 "       [mpirun -np N] zinc mem measure MODEL [options]\n"
@@ -81,7 +88,8 @@ static const char mem_about[] =
     "  (random gradients), on as many ranks as mpirun starts, and prints the peak bytes the engine\n"
     "  counted next to the estimate, with the difference per row.\n"
     "plan: for each stage and offload, the fewest GPUs (and nodes) holding one rank's estimate with\n"
-    "  ZINC_MEM_HEADROOM % (default 10) kept free, and the largest micro-batch beside it.";
+    "  ZINC_MEM_HEADROOM % (" ZCLI_STR(
+        ZEST_HEADROOM_DEFAULT) " unless set) kept free, and the largest micro-batch beside it.";
 static const char mem_footer[] =
     "Batch sizes do not change these bytes: zinc mem runs the config with a micro-batch of 1.\n"
     "zinc mem estimate --model gpt2|mlp [zinc train's model flags] --config FILE [--ranks N] [--json]: the whole\n"
@@ -96,8 +104,29 @@ static zcli_cmd mem_cmd(const char *name, mopts *o) {
                       .dst = {o, o, o, o}};
 }
 
+void mc_defaults(mopts *o, int sub) {
+    *o = (mopts){.measure = sub == 1,
+                 .layers = -1, /* not given (0 is refused later, as "no model") */
+                 .nodes = 1,
+                 .gpn = sub == 2 ? MC_PLAN_GPN : MC_GPN,
+                 .device = ZINC_DEVICE_CUDA,
+                 .stage = -1,
+                 .steps = 3,
+                 .seed = 1,
+                 .rss_tol_pct = 5,
+                 .rss_slack_mib = 4,
+                 .plan = sub == 2,
+                 .max_gpus = 1024,
+                 .offload_i = -1,
+                 .device_i = -1,
+                 .units_i = -1,
+                 .init_i = 0};
+}
+
 void mc_usage(FILE *f) {
-    zcli_cmd c = mem_cmd("zinc mem", NULL);
+    mopts o;
+    mc_defaults(&o, 0);
+    zcli_cmd c = mem_cmd("zinc mem", &o);
     zcli_help(&c, f);
 }
 
@@ -105,7 +134,6 @@ int mc_parse_args(int argc, char **argv, mopts *o, int *status) {
     static const char *offloads[] = {"none", "cpu", "nvme"};
     static const zinc_device_kind devices[] = {ZINC_DEVICE_CUDA, ZINC_DEVICE_CPU};
     zcli_cmd c = mem_cmd("zinc mem", o);
-    o->offload_i = o->device_i = o->units_i = o->init_i = -1;
     int pr = zcli_parse(&c, 2, argc, argv);
     if (pr) return *status = pr == 1 ? 0 : 2, 1;
     if (o->offload_i >= 0) o->offload = offloads[o->offload_i];

@@ -32,13 +32,13 @@ bool zcli_mem_whole_wanted(int argc, char **argv) { return zcli_peek(1, argc, ar
 
 #define O(f) offsetof(wopts, f)
 static const zcli_opt whole_options[] = {{"--ranks", ZCLI_INT, O(ranks), "N", 1, 4096, NULL,
-                                          "ranks of the run, on one node (default 1)"},
+                                          "ranks of the run, on one node"},
                                          {"--json", ZCLI_FLAG, O(json), NULL, 0, 0, NULL,
                                           "each rank's whole_process_peak_bytes and its parts"},
                                          {"--bytes", ZCLI_FLAG, O(exact), NULL, 0, 0, NULL, "exact byte counts"},
                                          {0}};
 #undef O
-static const zcli_table whole_table = {"the estimate:", whole_options};
+static const zcli_table whole_table = {"the estimate:", whole_options, NULL};
 
 /* Everything one estimate needs: the options, the loaded config, the model's layout and declared memory. */
 typedef struct whole {

@@ -27,7 +27,7 @@ static const zcli_opt plot_options[] =
       "replace existing FILE, FILE.dat, FILE.gp (regular files only, never\nthe trace)"},
      {0}};
 #undef O
-static const zcli_table summary_table = {"summary:", summary_options}, plot_table = {"plot:", plot_options};
+static const zcli_table summary_table = {"summary:", summary_options, NULL}, plot_table = {"plot:", plot_options, NULL};
 
 static const char trace_usage[] = "usage: zinc trace summary TRACE.json [--json]\n"
                                   "       zinc trace plot TRACE.json --out FILE.svg [--force]";
@@ -40,10 +40,12 @@ static const char trace_about[] =
     "track with gnuplot. docs/profiling.md says how to read both.";
 
 static void usage(FILE *f) {
+    trace_opts o = {0}; /* the defaults (none but off) */
     zcli_cmd c = {.name = "zinc trace",
                   .usage = trace_usage,
                   .about = trace_about,
-                  .tables = {&summary_table, &plot_table}};
+                  .tables = {&summary_table, &plot_table},
+                  .dst = {&o, &o}};
     zcli_help(&c, f);
 }
 

@@ -15,15 +15,13 @@
 
 #define O(f) offsetof(gpt2_opts, f)
 static const zcli_opt gpt2_options[] =
-    {{"--layers", ZCLI_INT, O(layers), "L", 1, 1024, NULL, "transformer blocks (default 4)"},
-     {"--width", ZCLI_INT, O(width), "C", 1, 65536, NULL, "channels (default 128)"},
-     {"--heads", ZCLI_INT, O(heads), "H", 1, 65536, NULL, "attention heads (default 4)"},
-     {"--vocab", ZCLI_INT, O(vocab), "V", 1, 65536, NULL, "vocabulary (default 256 with --text, else 50257)"},
-     {"--padded-vocab", ZCLI_INT, O(padded), "VP", 1, 1 << 20, NULL,
-      "rows of wte (default V rounded up to a multiple of 64)"},
-     {"--max-context", ZCLI_INT, O(max_context), "N", 1, 1 << 20, NULL, "positions in wpe (default: --context)"},
-     {"--context", ZCLI_INT, O(context), "T", 1, 1 << 20, NULL,
-      "sequence length (default the checkpoint's max context, or 256)"},
+    {{"--layers", ZCLI_INT, O(layers), "L", 1, 1024, NULL, "transformer blocks"},
+     {"--width", ZCLI_INT, O(width), "C", 1, 65536, NULL, "channels"},
+     {"--heads", ZCLI_INT, O(heads), "H", 1, 65536, NULL, "attention heads"},
+     {"--vocab", ZCLI_INT, O(vocab), "V", 1, 65536, NULL, "vocabulary"},
+     {"--padded-vocab", ZCLI_INT, O(padded), "VP", 1, 1 << 20, NULL, "rows of wte"},
+     {"--max-context", ZCLI_INT, O(max_context), "N", 1, 1 << 20, NULL, "positions in wpe"},
+     {"--context", ZCLI_INT, O(context), "T", 1, 1 << 20, NULL, "sequence length"},
      {"--init", ZCLI_TEXT, O(init), "FILE", 0, 0, NULL,
       "start from an llm.c model file (version 3 fp32 or 5 bf16); its shape\nis the model's, and any shape "
       "option given must match it"},
@@ -36,20 +34,31 @@ static const zcli_opt gpt2_options[] =
       "visit each pass's global batches in a seeded order (--seed), not in\nfile order"},
      {"--val-data", ZCLI_TEXT, O(val_data), "FILE", 0, 0, NULL, "llm.c token file for the validation loss"},
      {"--val-every", ZCLI_INT, O(val_every), "K", 1, (int64_t)1 << 53, NULL,
-      "validation loss every K steps and at the end (default: the progress\ncadence, steps_per_print)"},
-     {"--val-batches", ZCLI_INT, O(val_batches), "N", 1, 1 << 20, NULL, "global batches per validation (default 4)"},
+      "validation loss every K steps and at the end"},
+     {"--val-batches", ZCLI_INT, O(val_batches), "N", 1, 1 << 20, NULL, "global batches per validation"},
      {"--sample-every", ZCLI_INT, O(sample_every), "K", 1, (int64_t)1 << 53, NULL,
       "generate --sample-tokens tokens every K steps and at the end"},
-     {"--sample-tokens", ZCLI_INT, O(sample_tokens), "N", 1, 1 << 16, NULL, "tokens per sample (default 64)"},
+     {"--sample-tokens", ZCLI_INT, O(sample_tokens), "N", 1, 1 << 16, NULL, "tokens per sample"},
      {"--gemm", ZCLI_CHOICE, O(gemm_i), "G", 0, 0, GPT2_GEMM_CHOICES,
       "the host's matrix products: oneDNN's AVX-512 kernels (and bf16 dot products),\nOpenBLAS, or auto "
-      "(the default: oneDNN where libdnnl2 loads, else OpenBLAS)"},
+      "(oneDNN where libdnnl2 loads, else OpenBLAS)"},
      {"--products", ZCLI_CHOICE, O(products_i), "P", 0, 0, GPT2_PRODUCTS_CHOICES,
       "the host's matrix products in bf16 (operands rounded to bf16, float sums: with an\nfp32 config this is "
-      "torch autocast's scheme) or fp32; auto (the default): bf16 with\nbf16 compute, fp32 otherwise"},
+      "torch autocast's scheme) or fp32; auto: bf16 with bf16 compute,\nfp32 otherwise"},
      {0}};
 #undef O
-static const zcli_table gpt2_table = {"model and data (GPT-2):", gpt2_options};
+/* The shape defaults, settled by zcli_gpt2_shape after parsing (a shape option not given is -1). */
+static const zcli_later gpt2_later[] =
+    {{"--layers", ZCLI_STR(ZCLI_GPT2_LAYERS)},
+     {"--width", ZCLI_STR(ZCLI_GPT2_WIDTH)},
+     {"--heads", ZCLI_STR(ZCLI_GPT2_HEADS)},
+     {"--vocab", ZCLI_STR(ZCLI_GPT2_BYTE_VOCAB) " with --text, else " ZCLI_STR(ZCLI_GPT2_VOCAB)},
+     {"--padded-vocab", "V rounded up to a multiple of " ZCLI_STR(ZCLI_GPT2_VOCAB_ROUND)},
+     {"--max-context", "--context"},
+     {"--context", "the checkpoint's max context, or --max-context, or " ZCLI_STR(ZCLI_GPT2_CONTEXT)},
+     {"--val-every", "the progress cadence, steps_per_print"},
+     {0}};
+static const zcli_table gpt2_table = {"model and data (GPT-2):", gpt2_options, gpt2_later};
 
 static void gpt2_defaults(void *p) {
     *(gpt2_opts *)p = (gpt2_opts){.val_batches = 4,
@@ -61,8 +70,8 @@ static void gpt2_defaults(void *p) {
                                   .padded = -1,
                                   .max_context = -1,
                                   .context = -1,
-                                  .gemm_i = -1,
-                                  .products_i = -1};
+                                  .gemm_i = 0,
+                                  .products_i = 0};
 }
 
 /* A shape option that must agree with the --init checkpoint: -1 when not given. */
@@ -114,18 +123,22 @@ static int shape_from_resume(const gpt2_opts *g, const char *resume, gpt2_shape 
     return have;
 }
 
+int zcli_gpt2_padded_vocab(int v) {
+    return (v + ZCLI_GPT2_VOCAB_ROUND - 1) / ZCLI_GPT2_VOCAB_ROUND * ZCLI_GPT2_VOCAB_ROUND;
+}
+
 /* The shape of a resumed run, else the options'. */
 static int shape_from_options(const gpt2_opts *g, const char *resume, gpt2_shape *s, int64_t *context) {
     char err[1024];
     int have = resume ? shape_from_resume(g, resume, s) : 1;
     if (have < 0) return -1;
     if (have == 1) {
-        s->layers = (int)(g->layers > 0 ? g->layers : 4);
-        s->channels = (int)(g->width > 0 ? g->width : 128);
-        s->heads = (int)(g->heads > 0 ? g->heads : 4);
-        s->vocab = (int)(g->vocab > 0 ? g->vocab : g->text ? 256 : 50257);
-        s->padded_vocab = (int)(g->padded > 0 ? g->padded : (s->vocab + 63) / 64 * 64);
-        if (*context < 0) *context = g->max_context > 0 ? g->max_context : 256;
+        s->layers = (int)(g->layers > 0 ? g->layers : ZCLI_GPT2_LAYERS);
+        s->channels = (int)(g->width > 0 ? g->width : ZCLI_GPT2_WIDTH);
+        s->heads = (int)(g->heads > 0 ? g->heads : ZCLI_GPT2_HEADS);
+        s->vocab = (int)(g->vocab > 0 ? g->vocab : g->text ? ZCLI_GPT2_BYTE_VOCAB : ZCLI_GPT2_VOCAB);
+        s->padded_vocab = (int)(g->padded > 0 ? g->padded : zcli_gpt2_padded_vocab(s->vocab));
+        if (*context < 0) *context = g->max_context > 0 ? g->max_context : ZCLI_GPT2_CONTEXT;
         s->max_context = (int)(g->max_context > 0 ? g->max_context : *context);
     } else if (*context < 0) {
         *context = s->max_context;

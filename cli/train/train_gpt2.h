@@ -15,9 +15,23 @@ typedef struct gpt2_opts {
     int64_t val_every, val_batches, sample_every, sample_tokens;
     int64_t layers, width, heads, vocab, padded, max_context, context; /* -1: not given */
     bool shuffle;
-    int gemm_i;     /* --gemm: index in GPT2_GEMM_CHOICES, -1 when not given (auto) */
-    int products_i; /* --products: index in GPT2_PRODUCTS_CHOICES, -1 when not given (auto) */
+    int gemm_i;     /* --gemm: index in GPT2_GEMM_CHOICES (0: auto, the default) */
+    int products_i; /* --products: index in GPT2_PRODUCTS_CHOICES (0: auto, the default) */
 } gpt2_opts;
+
+/* A new model's shape where no option gives it (train_gpt2.c's zcli_gpt2_shape; --help prints them). The
+ * vocabulary is GPT-2's tokenizer's, or one token per byte with --text; zinc mem's --gpt2 shapes take GPT-2's
+ * vocabulary and context from here too. */
+#define ZCLI_GPT2_LAYERS 4
+#define ZCLI_GPT2_WIDTH 128
+#define ZCLI_GPT2_HEADS 4
+#define ZCLI_GPT2_CONTEXT 256
+#define ZCLI_GPT2_VOCAB 50257      /* GPT-2's BPE vocabulary */
+#define ZCLI_GPT2_BYTE_VOCAB 256   /* --text */
+#define ZCLI_GPT2_VOCAB_ROUND 64   /* wte's rows: the vocabulary rounded up to a multiple of this */
+#define ZCLI_GPT2_MAX_CONTEXT 1024 /* GPT-2's published context (zinc mem --gpt2) */
+/* wte's rows for a vocabulary of v tokens when --padded-vocab is not given. */
+int zcli_gpt2_padded_vocab(int v);
 
 #define GPT2_GEMM_CHOICES "auto|openblas|onednn"
 #define GPT2_PRODUCTS_CHOICES "auto|fp32|bf16"

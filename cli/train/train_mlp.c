@@ -27,15 +27,15 @@ typedef struct mlp_run {
 } mlp_run;
 
 #define O(f) offsetof(mlp_opts, f)
-static const zcli_opt mlp_options[] =
-    {{"--data-seed", ZCLI_INT, O(data_seed), "S", 0, INT64_MAX, NULL, "the synthetic task's seed (default 42)"},
-     {"--hidden", ZCLI_INT, O(hidden), "N", 1, 65536, NULL, "hidden width (default 128)"},
-     {"--depth", ZCLI_INT, O(depth), "N", 0, 65536, NULL, "hidden layers (default 2)"},
-     {"--in-dim", ZCLI_INT, O(in_dim), "N", 1, 512, NULL, "input features (default 32)"},
-     {"--classes", ZCLI_INT, O(classes), "N", 2, 65536, NULL, "output classes (default 8)"},
-     {0}};
+static const zcli_opt mlp_options[] = {{"--data-seed", ZCLI_INT, O(data_seed), "S", 0, INT64_MAX, NULL,
+                                        "the synthetic task's seed"},
+                                       {"--hidden", ZCLI_INT, O(hidden), "N", 1, 65536, NULL, "hidden width"},
+                                       {"--depth", ZCLI_INT, O(depth), "N", 0, 65536, NULL, "hidden layers"},
+                                       {"--in-dim", ZCLI_INT, O(in_dim), "N", 1, 512, NULL, "input features"},
+                                       {"--classes", ZCLI_INT, O(classes), "N", 2, 65536, NULL, "output classes"},
+                                       {0}};
 #undef O
-static const zcli_table mlp_table = {"model (the MLP):", mlp_options};
+static const zcli_table mlp_table = {"model (the MLP):", mlp_options, NULL};
 
 static void mlp_defaults(void *p) {
     mlp_config d = mlp_default_config();

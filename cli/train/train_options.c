@@ -6,21 +6,24 @@
 
 #include "base/core/env.h"
 
+#include "cli/commands.h"
 #include "cli/train/train.h"
 #include "cli/train/train_flops.h"
+
+/* The steps --trace records without --trace-steps. */
+#define TRACE_FIRST 1
+#define TRACE_LAST 5
 
 #define O(f) offsetof(zcli_train_opts, f)
 static const zcli_opt train_opts[] =
     {{"--model", ZCLI_CHOICE, O(model), "M", 0, 0, "mlp|gpt2",
-      "the model: mlp (default) or gpt2 (zinc train --model gpt2 --help)"},
+      "the model: mlp or gpt2 (zinc train --model gpt2 --help)"},
      {"--config", ZCLI_TEXT, O(config), "FILE", 0, 0, NULL, "the ds_config.json (required)"},
      {"--steps", ZCLI_INT, O(steps), "N", 0, (int64_t)1 << 53, NULL,
-      "the optimizer step count to reach (default 100); a run resumed at\nstep K trains N - K more"},
-     {"--seed", ZCLI_INT, O(seed), "S", 0, INT64_MAX, NULL, "parameter initialisation seed (default 1234)"},
-     {"--device", ZCLI_CHOICE, O(device), "D", 0, 0, "cpu|cuda|auto",
-      "cpu | cuda | auto (default: the config's zinc.device, else auto)"},
-     {"--threads", ZCLI_INT, O(threads), "N", 1, 1024, NULL,
-      "CPU kernel threads per rank (default: cores / ranks on the node)"},
+      "the optimizer step count to reach; a run resumed at step K trains\nN - K more"},
+     {"--seed", ZCLI_INT, O(seed), "S", 0, INT64_MAX, NULL, "parameter initialisation seed"},
+     {"--device", ZCLI_CHOICE, O(device), "D", 0, 0, "cpu|cuda|auto", "cpu | cuda | auto"},
+     {"--threads", ZCLI_INT, O(threads), "N", 1, 1024, NULL, "CPU kernel threads per rank"},
      {"--report", ZCLI_TEXT, O(report), "FILE", 0, 0, NULL,
       "write a JSON summary (losses, steps, loss scale, parameter norm and\nchecksum)"},
      {"--save", ZCLI_TEXT, O(save_dir), "DIR", 0, 0, NULL,
@@ -40,7 +43,7 @@ static const zcli_opt train_opts[] =
       "filled as\nthe Hugging Face Trainer fills it with its default arguments (a\nwarning names each); "
       "total_num_steps from --steps"},
      {"--on-nonfinite", ZCLI_CHOICE, O(nonfinite), "P", 0, 0, "error|skip",
-      "error (default): a non-finite gradient in fp32/bf16, or parameters\nmade non-finite by a step, stop the run "
+      "error: a non-finite gradient in fp32/bf16, or parameters made\nnon-finite by a step, stop the run "
       "naming the step and tensor;\nskip: such steps are skipped with a warning (fp16 always skips and\nlowers its "
       "loss scale)"},
      {"--peak-flops", ZCLI_TEXT, O(peak_flops), "X", 0, 0, NULL,
@@ -54,22 +57,28 @@ static const zcli_opt train_opts[] =
       "write a timeline of the run (Chrome Trace Event JSON, one process per\nrank; Perfetto, chrome://tracing, "
       "zinc trace summary): modules, collectives,\nwaits, optimizer chunks, NVMe, checkpoints, data"},
      {"--trace-steps", ZCLI_TEXT, O(trace_steps), "A:B", 0, 0, NULL,
-      "the steps --trace records, A to B counted from 1 (default 1:5)"},
+      "the steps --trace records, A to B counted from 1"},
      {"--trace-per-rank", ZCLI_FLAG, O(trace_per_rank), NULL, 0, 0, NULL,
       "also write each rank's spans to FILE.rank<R>.json with PyTorch's\ndistributedInfo and ProfilerStep markers "
       "(HolisticTraceAnalysis\nreads one file per rank)"},
      {0}};
 #undef O
 
-const zcli_table zcli_train_table = {"training (every model):", train_opts};
+/* The defaults settled after parsing (train_driver.c, the engine's zpool_default_threads). */
+static const zcli_later train_later[] = {{"--device", "the config's zinc.device, else auto"},
+                                         {"--threads", "cores / ranks on the node"},
+                                         {"--trace-steps", ZCLI_STR(TRACE_FIRST) ":" ZCLI_STR(TRACE_LAST)},
+                                         {0}};
+
+const zcli_table zcli_train_table = {"training (every model):", train_opts, train_later};
 
 void zcli_train_defaults(zcli_train_opts *o) {
     memset(o, 0, sizeof *o);
     o->steps = 100;
     o->seed = 1234;
     o->device = -1;
-    o->trace_first = 1;
-    o->trace_last = 5;
+    o->trace_first = TRACE_FIRST;
+    o->trace_last = TRACE_LAST;
 }
 
 int zcli_trace_steps(const char *text, int64_t *first, int64_t *last) {
@@ -129,7 +138,8 @@ int zcli_cmd_train(int argc, char **argv) {
     zcli_cmd c = {.name = "zinc train",
                   .usage = m->usage,
                   .about = m->about,
-                  .footer = "ZINC_COLLECTIVE_TIMEOUT_S (default for this program 1800, 0 = off): a rank that waits "
+                  .footer = "ZINC_COLLECTIVE_TIMEOUT_S (" ZCLI_COLLECTIVE_TIMEOUT_S
+                            " in this program unless set, 0 = off): a rank that waits "
                             "longer in a\ncollective (another rank died or stopped) ends with exit status 113 and "
                             "a message,\nso the launcher ends the job.",
                   .tables = {m->options, &zcli_train_table},
