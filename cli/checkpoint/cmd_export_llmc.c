@@ -104,7 +104,7 @@ static int export_inputs(const char *path, char buf[3][4200], const char *inputs
 /* The model's vocabulary and heads: the shape sealed in the checkpoint (flags that disagree are refused), or,
  * for a checkpoint saved before shapes were sealed, zinc_gpt2.json or the flags. *sealed says which. The
  * exit status on failure, else 0. */
-static int export_shape(const char *path, int64_t vocab, int64_t heads, gpt2_shape *s, int *sealed) {
+int zcli_gpt2_export_shape(const char *path, int64_t vocab, int64_t heads, gpt2_shape *s, int *sealed) {
     char err[1024];
     int64_t given[6] = {-1, vocab > 0 ? vocab : -1, -1, heads > 0 ? heads : -1, -1, -1};
     *sealed = zcli_gpt2_shape_sealed(path, s, err, sizeof err);
@@ -158,7 +158,7 @@ int zcli_export_llmc(const char *path, const char *out, int version, int64_t voc
         fprintf(stderr, "zinc checkpoint export: %s\n", zinc_last_error());
         rc = 1;
     }
-    if (!rc) rc = export_shape(path, vocab, heads, &s, &sealed);
+    if (!rc) rc = zcli_gpt2_export_shape(path, vocab, heads, &s, &sealed);
     if (rc) return rc;
     sealed_shape = s;
     json_t *h = NULL;
