@@ -53,7 +53,7 @@ def main():
         ([z, "mem", "--help"], ["--params N", "--gpt2 SIZE", "--offload D", "[none|cpu|nvme]", "--stage S", "[0..3]",
                                 "--gpu-mem SIZE", "--units U", "--rss-tolerance PCT"]),
         ([z, "mem", "plan", "--help"], ["--gpu-mem SIZE", "--paper"]),
-        ([z, "checkpoint", "--help"], ["inspect", "--verify", "--params N", "--format F", "[safetensors|llmc]",
+        ([z, "checkpoint", "--help"], ["inspect", "--verify", "--params N", "--format F", "[safetensors|llmc|hf]",
                                        "--dtype T", "[fp32|bf16|fp16]", "--force"]),
         ([z, "checkpoint", "inspect", "--help"], ["--verify", "--params N", "[0..1000000000]"]),
         ([z, "checkpoint", "export", "--help"], ["--out FILE", "--vocab V"]),

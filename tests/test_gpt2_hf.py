@@ -30,7 +30,7 @@ import sys
 import checks
 from checks import check
 
-L, C, H, V, T = 2, 64, 4, 500, 64
+L, C, H, V, T = 2, 48, 4, 500, 64  # C = 48: the 2-rank stage-3 shard boundary falls mid-row in h0.mlp.c_fc
 KINDS = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
          "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight",
          "mlp.c_proj.bias"]
@@ -222,14 +222,14 @@ def main():
     bad("missing", m, ["has no tensor transformer.h.1.mlp.c_fc.bias"])
     m = dict(model)
     m["transformer.h.0.mlp.c_fc.weight"] = ("F32", [C, 200], f32_bytes(C * 200, random.Random(3)))
-    bad("shape", m, ["tensor transformer.h.0.mlp.c_fc.weight has shape [64, 200], expected [64, 256]", "width 64"])
+    bad("shape", m, ["tensor transformer.h.0.mlp.c_fc.weight has shape [48, 200], expected [48, 192]", "width 48"])
     m = dict(model)
     m["transformer.h.0.attn.extra"] = ("F32", [4], f32_bytes(4, random.Random(3)))
     bad("unknown", m, ["tensor transformer.h.0.attn.extra is not one of a GPT-2's"])
     m = dict(model)
     m["transformer.ln_f.bias"] = ("F64", [C], b"\0" * 8 * C)
     bad("f64", m, ["tensor transformer.ln_f.bias has dtype F64"])
-    bad("width", model, ["--width 128 disagrees", "transformer.wte.weight's columns", "give 64"], extra=["--width", "128"])
+    bad("width", model, ["--width 128 disagrees", "transformer.wte.weight's columns", "give 48"], extra=["--width", "128"])
     bad("layers", model, ["--layers 3 disagrees", "give 2"], extra=["--layers", "3"])
     bad("act", model, ["activation_function \"gelu\""], config={"activation_function": "gelu"})
     bad("eps", model, ["layer_norm_epsilon 1e-06"], config={"layer_norm_epsilon": 1e-6})

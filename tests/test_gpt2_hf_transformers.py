@@ -81,7 +81,8 @@ def main():
     w = lambda *n: os.path.join(a.workdir, *n)
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(vocab_size=V, n_positions=T, n_embd=C, n_layer=L, n_head=H,
-                                  activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+                                  activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                  bos_token_id=V - 1, eos_token_id=V - 1)
     model = transformers.GPT2LMHeadModel(cfg).eval()
     with torch.no_grad():
         for p in model.parameters():

@@ -46,23 +46,29 @@ static int build_plan(const zckpt_manifest *m, const gpt2_shape *s, zckpt_st_out
 static int write_config(const char *dir, const gpt2_shape *s, zinc_dtype dt, int force, const char *const *inputs) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, ZCLI_HF_CONFIG);
-    json_t *j = json_pack(
-        "{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:n, s:s, s:f, s:f, s:f, s:f, s:f, s:b, s:b, s:b, s:s, s:s}",
-        "architectures", "GPT2LMHeadModel", "model_type", "gpt2", "vocab_size", s->vocab, "n_positions",
-        s->max_context, "n_ctx", s->max_context, "n_embd", s->channels, "n_layer", s->layers, "n_head", s->heads,
-        "n_inner", "activation_function", "gelu_new", "layer_norm_epsilon", 1e-5, "initializer_range", 0.02,
-        "resid_pdrop", 0.0, "embd_pdrop", 0.0, "attn_pdrop", 0.0, "scale_attn_weights", 1, "tie_word_embeddings", 1,
-        "use_cache", 1, "torch_dtype", dt == ZINC_FP32 ? "float32" : dt == ZINC_BF16 ? "bfloat16" : "float16",
-        "producer", "zinc checkpoint export --format hf");
+    json_t *j =
+        json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:n, s:s, s:f, s:f, s:f, s:f, s:f, s:b, s:b, s:b, s:s, "
+                  "s:s}",
+                  "architectures", "GPT2LMHeadModel", "model_type", "gpt2", "vocab_size", s->vocab, "n_positions",
+                  s->max_context, "n_ctx", s->max_context, "n_embd", s->channels, "n_layer", s->layers, "n_head",
+                  s->heads, "n_inner", "activation_function", "gelu_new", "layer_norm_epsilon", 1e-5,
+                  "initializer_range", 0.02, "resid_pdrop", 0.0, "embd_pdrop", 0.0, "attn_pdrop", 0.0,
+                  "scale_attn_weights", 1, "tie_word_embeddings", 1, "use_cache", 1, "torch_dtype",
+                  dt == ZINC_FP32   ? "float32"
+                  : dt == ZINC_BF16 ? "bfloat16"
+                                    : "float16",
+                  "producer", "zinc checkpoint export --format hf");
     if (j && s->vocab == 50257)
-        json_object_set_new(j, "bos_token_id", json_integer(50256)), json_object_set_new(j, "eos_token_id", json_integer(50256));
+        json_object_set_new(j, "bos_token_id", json_integer(50256)),
+            json_object_set_new(j, "eos_token_id", json_integer(50256));
     char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(j);
-    zinc_status st = text ? zfile_write("--out's config.json", path, text, strlen(text), force ? ZFILE_REPLACE : 0,
-                                        inputs)
-                          : ZINC_ERR_NOMEM;
+    zinc_status st =
+        text ? zfile_write("--out's config.json", path, text, strlen(text), force ? ZFILE_REPLACE : 0, inputs)
+             : ZINC_ERR_NOMEM;
     free(text);
-    if (st != ZINC_OK) fprintf(stderr, "zinc checkpoint export: %s\n", st == ZINC_ERR_NOMEM ? "out of memory" : zinc_last_error());
+    if (st != ZINC_OK)
+        fprintf(stderr, "zinc checkpoint export: %s\n", st == ZINC_ERR_NOMEM ? "out of memory" : zinc_last_error());
     return st != ZINC_OK ? -1 : 0;
 }
 
@@ -70,8 +76,10 @@ static int write_config(const char *dir, const gpt2_shape *s, zinc_dtype dt, int
 static int make_out_dir(const char *out) {
     struct stat sb;
     if (stat(out, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "zinc checkpoint export: --out %s exists and is not a directory (--format hf writes a "
-                "directory: model.safetensors, config.json)\n", out);
+        fprintf(stderr,
+                "zinc checkpoint export: --out %s exists and is not a directory (--format hf writes a "
+                "directory: model.safetensors, config.json)\n",
+                out);
         return -1;
     }
     if (mkdir(out, 0755) != 0 && errno != EEXIST) {
@@ -102,7 +110,8 @@ int zcli_export_hf(const char *path, const char *out, zinc_dtype dtype, int64_t 
     zckpt_st_out *t = NULL;
     int sealed = 1, rc = zcli_gpt2_export_shape(path, vocab, heads, &s, &sealed);
     if (rc) return rc;
-    if (zckpt_resolve(path, tagdir, sizeof tagdir, tag, sizeof tag) != ZINC_OK || zckpt_manifest_read(tagdir, &m) != ZINC_OK) {
+    if (zckpt_resolve(path, tagdir, sizeof tagdir, tag, sizeof tag) != ZINC_OK ||
+        zckpt_manifest_read(tagdir, &m) != ZINC_OK) {
         fprintf(stderr, "zinc checkpoint export: %s\n", zinc_last_error());
         return 1;
     }

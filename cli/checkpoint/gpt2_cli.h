@@ -56,8 +56,8 @@ int zcli_gpt2_hf_shape(const gpt2_shape *s, int kind, int64_t shape[2]);
 typedef struct zcli_gpt2_hf {
     zckpt_st_file f;
     char path[4200];
-    const char *prefix;         /* "transformer." or "" */
-    gpt2_shape s;               /* V, C, max context, layers from the tensors; heads from config.json or --heads */
+    const char *prefix;        /* "transformer." or "" */
+    gpt2_shape s;              /* V, C, max context, layers from the tensors; heads from config.json or --heads */
     const zckpt_st_tensor **t; /* by registration slot: wte, wpe, 12 per block, lnfw, lnfb */
 } zcli_gpt2_hf;
 /* Opens PATH; given (zcli_gpt2_shape_flags order, -1: not given) must agree with the file, --padded-vocab

@@ -19,11 +19,12 @@
 #include "cli/checkpoint/gpt2_cli.h"
 #include "base/core/safe_file.h"
 
-static const char *const hf_names[GPT2_NKINDS] = {
-    "wte.weight",          "wpe.weight",          "ln_1.weight",         "ln_1.bias",
-    "attn.c_attn.weight",  "attn.c_attn.bias",    "attn.c_proj.weight",  "attn.c_proj.bias",
-    "ln_2.weight",         "ln_2.bias",           "mlp.c_fc.weight",     "mlp.c_fc.bias",
-    "mlp.c_proj.weight",   "mlp.c_proj.bias",     "ln_f.weight",         "ln_f.bias"};
+static const char *const hf_names[GPT2_NKINDS] = {"wte.weight",         "wpe.weight",         "ln_1.weight",
+                                                  "ln_1.bias",          "attn.c_attn.weight", "attn.c_attn.bias",
+                                                  "attn.c_proj.weight", "attn.c_proj.bias",   "ln_2.weight",
+                                                  "ln_2.bias",          "mlp.c_fc.weight",    "mlp.c_fc.bias",
+                                                  "mlp.c_proj.weight",  "mlp.c_proj.bias",    "ln_f.weight",
+                                                  "ln_f.bias"};
 
 static int per_layer(int kind) { return kind >= GPT2_LN1W && kind <= GPT2_FCPROJB; }
 
@@ -76,7 +77,9 @@ static int read_config(const char *dir, json_t **out, char *err, size_t cap) {
     json_error_t je;
     if (n < 0 || n == (ssize_t)sizeof buf || !(*out = json_loadb(buf, (size_t)n, 0, &je)) || !json_is_object(*out)) {
         snprintf(err, cap, "%s: %s", path,
-                 n < 0 ? strerror(errno) : n == (ssize_t)sizeof buf ? "larger than 64 KiB" : "not a JSON object");
+                 n < 0                      ? strerror(errno)
+                 : n == (ssize_t)sizeof buf ? "larger than 64 KiB"
+                                            : "not a JSON object");
         json_decref(*out);
         *out = NULL;
         return -1;
@@ -89,7 +92,8 @@ static int check_config(json_t *c, const char *path, gpt2_shape *s, char *err, s
     const char *act = json_string_value(json_object_get(c, "activation_function"));
     json_t *eps = json_object_get(c, "layer_norm_epsilon"), *inner = json_object_get(c, "n_inner");
     if (act && strcmp(act, "gelu_new") && strcmp(act, "gelu_pytorch_tanh")) {
-        snprintf(err, cap, "%s: activation_function \"%s\": zinc's GPT-2 computes GELU with tanh (gelu_new)", path, act);
+        snprintf(err, cap, "%s: activation_function \"%s\": zinc's GPT-2 computes GELU with tanh (gelu_new)", path,
+                 act);
         return -1;
     }
     if (eps && (!json_is_number(eps) || fabs(json_number_value(eps) - 1e-5) > 1e-12)) {
@@ -110,10 +114,11 @@ static int check_config(json_t *c, const char *path, gpt2_shape *s, char *err, s
     int *have[5] = {&s->max_context, &s->vocab, &s->layers, &s->heads, &s->channels};
     for (int i = 0; i < 5; i++) {
         json_t *v = json_object_get(c, keys[i]);
-        if (i == 3 && json_is_integer(v)) s->heads = (int)json_integer_value(v);
+        if (i == 3 && json_is_integer(v))
+            s->heads = (int)json_integer_value(v);
         else if (v && json_integer_value(v) != *have[i]) {
-            snprintf(err, cap, "%s: %s %" JSON_INTEGER_FORMAT " disagrees with the weights, whose tensors give %d", path,
-                     keys[i], json_integer_value(v), *have[i]);
+            snprintf(err, cap, "%s: %s %" JSON_INTEGER_FORMAT " disagrees with the weights, whose tensors give %d",
+                     path, keys[i], json_integer_value(v), *have[i]);
             return -1;
         }
     }
@@ -128,8 +133,10 @@ static int shape_from_tensors(zcli_gpt2_hf *h, char *err, size_t cap) {
     char name[160];
     zcli_gpt2_hf_name(h->prefix, GPT2_WPE, 0, name, sizeof name);
     if (!wte || !(wpe = zckpt_st_find(&h->f, name)) || wte->ndim != 2 || wpe->ndim != 2) {
-        snprintf(err, cap, "%s is not a Hugging Face GPT-2: no 2-D transformer.wte.weight and transformer.wpe.weight "
-                 "(nor wte.weight, wpe.weight)", h->path);
+        snprintf(err, cap,
+                 "%s is not a Hugging Face GPT-2: no 2-D transformer.wte.weight and transformer.wpe.weight "
+                 "(nor wte.weight, wpe.weight)",
+                 h->path);
         return -1;
     }
     h->s.vocab = (int)(wte->shape[0] <= 1 << 20 ? wte->shape[0] : -1);
@@ -144,7 +151,9 @@ static int shape_from_tensors(zcli_gpt2_hf *h, char *err, size_t cap) {
 
 /* The tensors' slots: wte, wpe, 12 per block, lnfw, lnfb (registration order). */
 static int slot(const gpt2_shape *s, int kind, int layer) {
-    return kind < GPT2_LN1W ? kind : per_layer(kind) ? 2 + layer * 12 + (kind - GPT2_LN1W) : 2 + s->layers * 12 + (kind - GPT2_LNFW);
+    return kind < GPT2_LN1W  ? kind
+           : per_layer(kind) ? 2 + layer * 12 + (kind - GPT2_LN1W)
+                             : 2 + s->layers * 12 + (kind - GPT2_LNFW);
 }
 
 static void shape_text(char *buf, size_t cap, int ndim, const int64_t *shape) {
@@ -208,8 +217,8 @@ static int flags_agree(const zcli_gpt2_hf *h, const int64_t given[6], char *err,
     for (int i = 0; i < 5; i++)
         if (given[i] >= 0 && given[i] != have[i]) {
             snprintf(err, cap, "%s %lld disagrees with %s, whose model has %d (%s%s): drop %s or give %d",
-                     zcli_gpt2_shape_flags[i], (long long)given[i], h->path, have[i], i == 3 ? "" : h->prefix,
-                     from[i], zcli_gpt2_shape_flags[i], have[i]);
+                     zcli_gpt2_shape_flags[i], (long long)given[i], h->path, have[i], i == 3 ? "" : h->prefix, from[i],
+                     zcli_gpt2_shape_flags[i], have[i]);
             return -1;
         }
     return 0;
@@ -225,8 +234,10 @@ static int open_weights(const char *path, zcli_gpt2_hf *h, json_t **config, char
     snprintf(dir, sizeof dir, "%s", is_dir ? path : h->path);
     if (!is_dir) {
         char *cut = strrchr(dir, '/');
-        if (cut) *cut = 0;
-        else snprintf(dir, sizeof dir, ".");
+        if (cut)
+            *cut = 0;
+        else
+            snprintf(dir, sizeof dir, ".");
     }
     if (zckpt_st_open(&h->f, "--init", h->path) != ZINC_OK) {
         snprintf(err, cap, "%s", zinc_last_error());
@@ -244,9 +255,11 @@ int zcli_gpt2_hf_open(const char *path, const int64_t given[6], zcli_gpt2_hf *h,
     if (!rc) rc = shape_from_tensors(h, err, cap);
     if (!rc) {
         h->s.heads = given[3] > 0 ? (int)given[3] : -1;
-        if (config) rc = check_config(config, h->path, &h->s, err, cap);
+        if (config)
+            rc = check_config(config, h->path, &h->s, err, cap);
         else if (h->s.heads < 0)
-            snprintf(err, cap, "%s has no %s beside it to give the head count: give --heads H", h->path, ZCLI_HF_CONFIG),
+            snprintf(err, cap, "%s has no %s beside it to give the head count: give --heads H", h->path,
+                     ZCLI_HF_CONFIG),
                 rc = -1;
     }
     if (!rc) rc = flags_agree(h, given, err, cap);

@@ -106,8 +106,7 @@ static int shape_from_init(const gpt2_opts *g, zcli_gpt2_init *in, gpt2_shape *s
         return -1;
     }
     if (*context > s->max_context) {
-        fprintf(stderr,
-                "zinc train: --context %lld is longer than %s allows: its %s is %d; give --context 1..%d\n",
+        fprintf(stderr, "zinc train: --context %lld is longer than %s allows: its %s is %d; give --context 1..%d\n",
                 (long long)*context, g->init, in->is_hf ? "max context (wpe.weight's rows)" : "header[2] (max context)",
                 s->max_context, s->max_context);
         return -1;
@@ -117,8 +116,10 @@ static int shape_from_init(const gpt2_opts *g, zcli_gpt2_init *in, gpt2_shape *s
 }
 
 void zcli_gpt2_init_close(zcli_gpt2_init *in) {
-    if (in->is_hf) zcli_gpt2_hf_close(&in->hf);
-    else gpt2_model_close(&in->llmc);
+    if (in->is_hf)
+        zcli_gpt2_hf_close(&in->hf);
+    else
+        gpt2_model_close(&in->llmc);
     in->is_hf = 0;
 }
 

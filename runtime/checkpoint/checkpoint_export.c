@@ -33,7 +33,8 @@ static char *build_header(const zckpt_manifest *m, zinc_dtype dt, const zckpt_st
     for (int i = 0; i < nt; i++) {
         json_t *shape = json_array();
         int64_t numel = 1;
-        for (int d = 0; d < t[i].ndim; d++) json_array_append_new(shape, json_integer(t[i].shape[d])), numel *= t[i].shape[d];
+        for (int d = 0; d < t[i].ndim; d++)
+            json_array_append_new(shape, json_integer(t[i].shape[d])), numel *= t[i].shape[d];
         size_t bytes = (size_t)numel * esz;
         json_t *e = json_pack("{s:s, s:o, s:[I,I]}", "dtype", st_dtype(dt), "shape", shape, "data_offsets",
                               (json_int_t)off, (json_int_t)(off + bytes));

@@ -33,12 +33,17 @@ static zinc_status parse_tensor(const zckpt_st_file *f, const char *name, json_t
     const char *dt = json_string_value(json_object_get(v, "dtype"));
     json_t *shape = json_object_get(v, "shape"), *offs = json_object_get(v, "data_offsets");
     if (!json_is_object(v) || !dt || !json_is_array(shape) || !json_is_array(offs) || json_array_size(offs) != 2)
-        FAIL(ZINC_ERR_CORRUPT, "%s: tensor %s: the header entry needs \"dtype\", \"shape\" and \"data_offsets\" [begin, end]",
-             f->path, name);
-    if (!strcmp(dt, "F32")) t->dtype = ZINC_FP32;
-    else if (!strcmp(dt, "BF16")) t->dtype = ZINC_BF16;
-    else if (!strcmp(dt, "F16")) t->dtype = ZINC_FP16;
-    else FAIL(ZINC_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s; zinc reads F32, BF16 and F16", f->path, name, dt);
+        FAIL(ZINC_ERR_CORRUPT,
+             "%s: tensor %s: the header entry needs \"dtype\", \"shape\" and \"data_offsets\" [begin, end]", f->path,
+             name);
+    if (!strcmp(dt, "F32"))
+        t->dtype = ZINC_FP32;
+    else if (!strcmp(dt, "BF16"))
+        t->dtype = ZINC_BF16;
+    else if (!strcmp(dt, "F16"))
+        t->dtype = ZINC_FP16;
+    else
+        FAIL(ZINC_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s; zinc reads F32, BF16 and F16", f->path, name, dt);
     if (json_array_size(shape) > ZINC_MAX_DIMS)
         FAIL(ZINC_ERR_CORRUPT, "%s: tensor %s has %zu dimensions, more than %d", f->path, name, json_array_size(shape),
              ZINC_MAX_DIMS);
@@ -48,8 +53,10 @@ static zinc_status parse_tensor(const zckpt_st_file *f, const char *name, json_t
         json_t *x = json_array_get(shape, (size_t)d);
         int64_t n = json_is_integer(x) ? (int64_t)json_integer_value(x) : -1;
         if (n < 0 || n > ((int64_t)1 << 40) || (n && t->numel > ((int64_t)1 << 50) / n))
-            FAIL(ZINC_ERR_CORRUPT, "%s: tensor %s: dimension %d is not an integer in 0..2^40 or the tensor is beyond "
-                 "2^50 elements", f->path, name, d);
+            FAIL(ZINC_ERR_CORRUPT,
+                 "%s: tensor %s: dimension %d is not an integer in 0..2^40 or the tensor is beyond "
+                 "2^50 elements",
+                 f->path, name, d);
         t->shape[d] = n;
         t->numel *= n;
     }
@@ -58,8 +65,10 @@ static zinc_status parse_tensor(const zckpt_st_file *f, const char *name, json_t
     int64_t hi = json_is_integer(e) ? (int64_t)json_integer_value(e) : -1;
     int64_t want = t->numel * (int64_t)zinc_dtype_size(t->dtype);
     if (lo < 0 || hi < lo || hi > data_len)
-        FAIL(ZINC_ERR_CORRUPT, "%s: tensor %s: data_offsets [%lld, %lld] lie outside the %lld bytes of data (a truncated "
-             "file?)", f->path, name, (long long)lo, (long long)hi, (long long)data_len);
+        FAIL(ZINC_ERR_CORRUPT,
+             "%s: tensor %s: data_offsets [%lld, %lld] lie outside the %lld bytes of data (a truncated "
+             "file?)",
+             f->path, name, (long long)lo, (long long)hi, (long long)data_len);
     if (hi - lo != want)
         FAIL(ZINC_ERR_CORRUPT, "%s: tensor %s: data_offsets span %lld bytes, its shape and dtype %s need %lld", f->path,
              name, (long long)(hi - lo), dt, (long long)want);
@@ -74,14 +83,19 @@ static zinc_status read_header(zckpt_st_file *f, json_t **out, int64_t *data_at)
     zinc_status st = ZINC_OK;
     uint8_t len8[8];
     char *text = NULL;
-    if (f->size < 8) FAIL(ZINC_ERR_CORRUPT, "%s: %lld bytes, too short for a safetensors file (an 8-byte header length "
-                          "first)", f->path, (long long)f->size);
+    if (f->size < 8)
+        FAIL(ZINC_ERR_CORRUPT,
+             "%s: %lld bytes, too short for a safetensors file (an 8-byte header length "
+             "first)",
+             f->path, (long long)f->size);
     TRY(pread_all(f, len8, 8, 0));
     uint64_t hl = 0;
     for (int i = 7; i >= 0; i--) hl = hl << 8 | len8[i];
     if (hl > ZCKPT_ST_HEADER_MAX || hl > (uint64_t)f->size - 8)
-        FAIL(ZINC_ERR_CORRUPT, "%s: the header length %llu is beyond the file's %lld bytes or the format's 100 MiB: not "
-             "a safetensors file, or a truncated one", f->path, (unsigned long long)hl, (long long)f->size);
+        FAIL(ZINC_ERR_CORRUPT,
+             "%s: the header length %llu is beyond the file's %lld bytes or the format's 100 MiB: not "
+             "a safetensors file, or a truncated one",
+             f->path, (unsigned long long)hl, (long long)f->size);
     TRY_ALLOC(text, hl + 1, "the safetensors header");
     TRY(pread_all(f, text, (size_t)hl, 8));
     json_error_t je;
