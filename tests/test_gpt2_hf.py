@@ -8,7 +8,7 @@ only; the transformers side is tests/test_gpt2_hf_transformers.py).
              for byte (F32), at 1 rank stage 0 and at 2 ranks stage 3 (each rank builds from its own shard's
              byte ranges); the export re-imported and exported again is the same bytes; a file without the
              "transformer." prefix, without lm_head.weight and without config.json (--heads given) reads the
-             same; a BF16 file exported with --dtype bf16 comes back byte for byte; config.json has GPT2Config's
+             same; a BF16 file exported with --dtype bf16 and an F16 one with --dtype fp16 come back byte for byte; config.json has GPT2Config's
              fields;
   errors:    a truncated file, a bad header length, a header that is not JSON, a missing tensor, a tensor of
              the wrong shape, an unknown tensor, an F64 tensor, a shape flag that disagrees, no head count, a
@@ -78,12 +78,16 @@ def write_st(path, tensors, header_edit=None):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
+def f16_bytes(n, rnd):
+    return struct.pack("<%de" % n, *[rnd.gauss(0, 0.05) for _ in range(n)])
+
+
 def make_model(seed=1, dtype="F32", prefix="transformer.", head=True):
     rnd = random.Random(seed)
     t = {}
+    make = {"F32": f32_bytes, "BF16": bf16_bytes, "F16": f16_bytes}[dtype]
     for name, shape in hf_shapes(prefix).items():
-        n = numel(shape)
-        t[name] = (dtype, shape, f32_bytes(n, rnd) if dtype == "F32" else bf16_bytes(n, rnd))
+        t[name] = (dtype, shape, make(numel(shape), rnd))
     if head:
         t["lm_head.weight"] = t[prefix + "wte.weight"]
     return t
@@ -185,6 +189,14 @@ def main():
     run(train + ["--config", w("c0.json"), "--init", w("hfb"), "--save", w("ck5")])
     run(export + [w("ck5"), "--out", w("out5"), "--dtype", "bf16"])
     same_tensors(mb, w("out5", "model.safetensors"), "BF16 -> zinc (fp32 master) -> BF16")
+    # F16 in a .safetensors file with config.json beside it, exported as fp16
+    os.makedirs(w("hfh"))
+    mh = make_model(dtype="F16")
+    write_st(w("hfh", "weights.safetensors"), mh)
+    write_config(w("hfh"))
+    run(train + ["--config", w("c0.json"), "--init", w("hfh", "weights.safetensors"), "--save", w("ck6")])
+    run(export + [w("ck6"), "--out", w("out6"), "--dtype", "fp16"])
+    same_tensors(mh, w("out6", "model.safetensors"), "F16 -> zinc (fp32 master) -> F16")
     out = run(export + [w("ck5"), "--out", w("out5"), "--dtype", "bf16"], expect=1)
     check("exists" in out, f"an existing export without --force: {out.strip()[-300:]}")
     run(export + [w("ck5"), "--out", w("out5"), "--dtype", "bf16", "--force"])

@@ -9,7 +9,6 @@
 #include "runtime/checkpoint/safetensors.h"
 #include "base/core/error.h"
 #include "base/core/safe_file.h"
-#include "kernels/cpu_kernels.h"
 
 const char *zckpt_st_dtype_name(zinc_dtype t) { return t == ZINC_FP32 ? "F32" : t == ZINC_FP16 ? "F16" : "BF16"; }
 
@@ -154,7 +153,7 @@ zinc_status zckpt_st_read_f32(const zckpt_st_file *f, const zckpt_st_tensor *t, 
     for (int64_t i = n - 1; i >= 0; i--) {
         uint16_t h;
         memcpy(&h, raw + 2 * i, 2);
-        zcast_to_f32(out + i, &h, t->dtype, 1);
+        out[i] = t->dtype == ZINC_BF16 ? zinc_bf16_to_f32(h) : zinc_fp16_to_f32(h);
     }
     return ZINC_OK;
 }
