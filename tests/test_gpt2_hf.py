@@ -8,12 +8,12 @@ only; the transformers side is tests/test_gpt2_hf_transformers.py).
              for byte (F32), at 1 rank stage 0 and at 2 ranks stage 3 (each rank builds from its own shard's
              byte ranges); the export re-imported and exported again is the same bytes; a file without the
              "transformer." prefix, without lm_head.weight and without config.json (--heads given) reads the
-             same; a BF16 file exported with --dtype bf16 and an F16 one with --dtype fp16 come back byte for byte; config.json has GPT2Config's
-             fields;
+             same; a BF16 file exported with --dtype bf16 and an F16 one with --dtype fp16 come back byte for
+             byte; config.json has GPT2Config's fields;
   errors:    a truncated file, a bad header length, a header that is not JSON, a missing tensor, a tensor of
              the wrong shape, an unknown tensor, an F64 tensor, a shape flag that disagrees, no head count, a
-             config.json of another activation or LayerNorm eps: each exits 1 naming the file, the tensor and
-             the shapes or the flag.
+             config.json of another activation, LayerNorm eps or an untied head: each exits 1 naming the file,
+             the tensor and the shapes or the flag.
 Exit 0 pass, 1 fail.
 """
 import argparse
@@ -245,6 +245,7 @@ def main():
     bad("layers", model, ["--layers 3 disagrees", "give 2"], extra=["--layers", "3"])
     bad("act", model, ["activation_function \"gelu\""], config={"activation_function": "gelu"})
     bad("eps", model, ["layer_norm_epsilon 1e-06"], config={"layer_norm_epsilon": 1e-6})
+    bad("untied", model, ["tie_word_embeddings false"], config={"tie_word_embeddings": False})
     bad("nlayer", model, ["n_layer 3 disagrees with the weights"], config={"n_layer": 3})
     print("test_gpt2_hf: %s" % ("FAILED (%d)" % checks.failures if checks.failures else "ok"))
     return 1 if checks.failures else 0

@@ -106,6 +106,10 @@ static int check_config(json_t *c, const char *path, gpt2_shape *s, char *err, s
                  json_integer_value(inner), 4 * s->channels);
         return -1;
     }
+    if (json_is_false(json_object_get(c, "tie_word_embeddings"))) {
+        snprintf(err, cap, "%s: tie_word_embeddings false: zinc's GPT-2 ties the head to wte", path);
+        return -1;
+    }
     if (json_is_true(json_object_get(c, "scale_attn_by_inverse_layer_idx"))) {
         snprintf(err, cap, "%s: scale_attn_by_inverse_layer_idx true: zinc's GPT-2 does not scale so", path);
         return -1;
