@@ -32,6 +32,27 @@ if(ZINC_GPT2_PYTHON3)
                          LABELS "${labels}" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
   endforeach()
 endif()
+# Hugging Face GPT-2 both ways (zinc train --init FILE.safetensors|DIR, zinc checkpoint export --format hf): byte for
+# byte round trips at 1 rank and at 2 ranks ZeRO stage 3, F32 and BF16, and the error paths (tests/test_gpt2_hf.py,
+# standard library); zinc's losses against transformers' GPT2LMHeadModel both ways with the DeepSpeed venv's
+# Python (test_gpt2_hf_transformers.py, ZINC_DS_PYTHON: config.cmake; exit 77 without torch and transformers).
+if(ZINC_GPT2_PYTHON3)
+  add_test(NAME gpt2_hf COMMAND ${ZINC_GPT2_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_gpt2_hf.py
+           --zinc $<TARGET_FILE:zinc_cli_hooks> --workdir ${PROJECT_BINARY_DIR}/gpt2_test/hf --mpirun "${zinc_gpt2_mpirun}")
+  set_tests_properties(gpt2_hf PROPERTIES TIMEOUT 600 ENVIRONMENT "${ZINC_TEST_ENV}" LABELS "gpt2;mpi"
+                       WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  set(zinc_hf_python "$ENV{ZINC_DS_PYTHON}")
+  if(NOT zinc_hf_python)
+    set(zinc_hf_python ${PROJECT_BINARY_DIR}/dsenv/bin/python3)
+  endif()
+  add_test(NAME gpt2_hf_transformers
+           COMMAND sh -c "[ -x \"$0\" ] || { echo 'SKIP: no DeepSpeed venv at '$0' (scripts/ds-venv.sh)'; exit 77; }; exec \"$0\" \"$@\""
+                   ${zinc_hf_python} ${CMAKE_CURRENT_SOURCE_DIR}/test_gpt2_hf_transformers.py
+                   --zinc $<TARGET_FILE:zinc_cli_hooks> --workdir ${PROJECT_BINARY_DIR}/gpt2_test/hf_transformers
+                   --mpirun "${zinc_gpt2_mpirun}")
+  set_tests_properties(gpt2_hf_transformers PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+                       ENVIRONMENT "${ZINC_TEST_ENV}" LABELS "gpt2;mpi;deepspeed" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+endif()
 # GPT-2's own CUDA kernels (examples/gpt2/gpt2_kernels.cu) against gpt2_layers.c on a GPU (label gpu). Without
 # one it checks the launchers' argument contract, then exits 77.
 if(ZINC_HAVE_CUDA)

@@ -89,7 +89,8 @@ endif()
 # examples/gpt2/gpt2_files.c (model, token and text files, read through the safe reader) and the config
 # loader's --set overrides, built straight into the fuzz programs like the manifest fuzzer above.
 set(ZINC_LLMC_READER_SOURCES ${PROJECT_SOURCE_DIR}/examples/gpt2/gpt2_files.c
-    ${PROJECT_SOURCE_DIR}/base/core/safe_file.c ${ZINC_CONFIG_LOADER_SOURCES})
+    ${PROJECT_SOURCE_DIR}/base/core/safe_file.c ${PROJECT_SOURCE_DIR}/runtime/checkpoint/safetensors_read.c
+    ${ZINC_CONFIG_LOADER_SOURCES})
 add_executable(fuzz_llmc fuzz/fuzz_llmc.c ${ZINC_LLMC_READER_SOURCES})
 target_include_directories(fuzz_llmc PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include
                            ${PROJECT_SOURCE_DIR}/examples/gpt2)

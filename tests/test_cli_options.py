@@ -65,7 +65,7 @@ def main():
                                 "--gpu-mem SIZE", "--units U", "--rss-tolerance PCT", "(default 1; plan: 8)",
                                 "its vocabulary (default 50257)", "(default ranged)", "ZINC_MEM_HEADROOM % (10 unless set)"]),
         ([z, "mem", "plan", "--help"], ["--gpu-mem SIZE", "--paper", "(default 1024)"]),
-        ([z, "checkpoint", "--help"], ["inspect", "--verify", "--params N", "--format F", "[safetensors|llmc]",
+        ([z, "checkpoint", "--help"], ["inspect", "--verify", "--params N", "--format F", "[safetensors|llmc|hf]",
                                        "--dtype T", "[fp32|bf16|fp16]", "--force"]),
         ([z, "checkpoint", "inspect", "--help"], ["--verify", "--params N", "[0..1000000000]"]),
         ([z, "checkpoint", "export", "--help"], ["--out FILE", "--vocab V"]),

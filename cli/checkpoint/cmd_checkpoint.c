@@ -39,17 +39,17 @@ static const zcli_opt inspect_options[] = {{"--verify", ZCLI_FLAG, O(verify), NU
 #define O(f) offsetof(export_opts, f)
 static const zcli_opt export_options[] =
     {{"--out", ZCLI_TEXT, O(out), "FILE", 0, 0, NULL, "the file to write (required)"},
-     {"--format", ZCLI_CHOICE, O(format), "F", 0, 0, "safetensors|llmc",
-      "safetensors: one tensor per parameter; llmc: an llm.c GPT-2 model\nfile (a GPT-2 trained by zinc "
-      "train --model gpt2)"},
+     {"--format", ZCLI_CHOICE, O(format), "F", 0, 0, "safetensors|llmc|hf",
+      "safetensors: one tensor per parameter; llmc: an llm.c GPT-2\nmodel file (a GPT-2 trained by zinc "
+      "train --model gpt2); hf: a Hugging Face\nGPT2LMHeadModel directory (--out DIR: model.safetensors, config.json)"},
      {"--dtype", ZCLI_CHOICE, O(dtype), "T", 0, 0, "fp32|bf16|fp16",
       "fp32, or rounded to bf16 / fp16 (llmc: fp32 is version 3, bf16\nversion 5)"},
      {"--force", ZCLI_FLAG, O(force), NULL, 0, 0, NULL,
       "replace an existing FILE (only a regular file that is not part of\nthe checkpoint)"},
      {"--vocab", ZCLI_INT, O(vocab), "V", 1, 65536, NULL,
-      "llmc: the vocabulary, when the checkpoint has no zinc_gpt2.json"},
+      "llmc, hf: the vocabulary, when the checkpoint has no zinc_gpt2.json"},
      {"--heads", ZCLI_INT, O(heads), "H", 1, 65536, NULL,
-      "llmc: the head count, when the checkpoint has no zinc_gpt2.json"},
+      "llmc, hf: the head count, when the checkpoint has no zinc_gpt2.json"},
      {0}};
 #undef O
 static const zcli_table inspect_table = {"inspect:", inspect_options, NULL},
@@ -58,7 +58,8 @@ static const zcli_table inspect_table = {"inspect:", inspect_options, NULL},
 static const char checkpoint_usage[] =
     "usage: zinc checkpoint inspect DIR[/TAG] [--verify] [--json] [--params N]\n"
     "       zinc checkpoint export DIR[/TAG] --out FILE.safetensors [--dtype fp32|bf16|fp16] [--force]\n"
-    "       zinc checkpoint export --format llmc DIR[/TAG] --out FILE.bin [--dtype fp32|bf16] (a GPT-2)";
+    "       zinc checkpoint export --format llmc DIR[/TAG] --out FILE.bin [--dtype fp32|bf16] (a GPT-2)\n"
+    "       zinc checkpoint export --format hf DIR[/TAG] --out HFDIR [--dtype fp32|bf16|fp16] (a GPT-2)";
 static const char checkpoint_about[] =
     "DIR is a checkpoint directory (its `latest` names the tag) and DIR/TAG one checkpoint, as written by\n"
     "zinc train --save or zinc_save_checkpoint (docs/checkpoints.md).\n"
@@ -177,8 +178,9 @@ static int export_cmd(const zcli_cmd *c, const export_opts *o) {
             return zcli_usage_error(c, "--format llmc takes --dtype fp32 (version 3) or bf16 (version 5)");
         return zcli_export_llmc(o->path, o->out, o->dtype == 1 ? 5 : 3, o->vocab, o->heads, o->force);
     }
-    if (o->vocab > 0 || o->heads > 0) return zcli_usage_error(c, "--vocab and --heads are for --format llmc");
     zinc_dtype dt = dtypes[o->dtype];
+    if (o->format == 2) return zcli_export_hf(o->path, o->out, dt, o->vocab, o->heads, o->force);
+    if (o->vocab > 0 || o->heads > 0) return zcli_usage_error(c, "--vocab and --heads are for --format llmc and hf");
     if (zinc_export_safetensors_ex(o->path, o->out, dt, o->force ? ZINC_EXPORT_REPLACE : 0) != ZINC_OK) {
         fprintf(stderr, "zinc checkpoint export: %s\n", zinc_last_error());
         return 1;

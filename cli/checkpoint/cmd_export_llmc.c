@@ -1,10 +1,9 @@
 /* zinc checkpoint export --format llmc: a GPT-2 trained by zinc as an llm.c model file, so llm.c's tools
- * run it. Through the public API only: the checkpoint is consolidated with zinc_export_safetensors into a
- * temporary fp32 file, whose tensors (named as examples/gpt2 registers them) are laid out in llm.c's
- * order. The vocabulary and head count are not in the tensors' shapes: they come from the zinc_gpt2.json
+ * run it. The checkpoint is consolidated with zinc_export_safetensors into a temporary fp32 file, read back
+ * through the checkpoint library's safetensors reader (safetensors.h), whose tensors (named as examples/gpt2
+ * registers them) are laid out in llm.c's order. The vocabulary and head count are not in the tensors' shapes: they come from the zinc_gpt2.json
  * that zinc train saves beside the checkpoints, or from --vocab and --heads. */
 #include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,44 +14,22 @@
 #include "base/core/safe_file.h"
 #include "zinc.h"
 
-static int read_safetensors(const char *path, json_t **header, char **data, size_t *data_len) {
-    FILE *f = fopen(path, "rb");
-    uint64_t hl = 0;
-    long total;
-    if (!f) return -1;
-    int ok =
-        fread(&hl, 8, 1, f) == 1 && fseek(f, 0, SEEK_END) == 0 && (total = ftell(f)) > 0 && hl <= (uint64_t)total - 8;
-    char *h = ok ? malloc(hl + 1) : NULL;
-    ok = ok && h && fseek(f, 8, SEEK_SET) == 0 && fread(h, 1, hl, f) == hl;
-    if (ok) {
-        h[hl] = 0;
-        *data_len = (size_t)total - 8 - hl;
-        *data = malloc(*data_len + 1);
-        ok = *data && fread(*data, 1, *data_len, f) == *data_len;
-        *header = ok ? json_loads(h, 0, NULL) : NULL;
-        ok = ok && *header;
-    }
-    free(h);
-    fclose(f);
-    return ok ? 0 : -1;
-}
-
 /* The shape the tensors show (wte, wpe, the blocks), beside the vocabulary and heads already in *s. */
-static int shape_from_tensors(json_t *h, const char *path, gpt2_shape *s) {
+static int shape_from_tensors(const zckpt_st_file *h, const char *path, gpt2_shape *s) {
     char err[1024], name[64];
-    json_t *wte = json_object_get(h, "wte"), *wpe = json_object_get(h, "wpe");
-    if (!wte || !wpe) {
+    const zckpt_st_tensor *wte = zckpt_st_find(h, "wte"), *wpe = zckpt_st_find(h, "wpe");
+    if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2) {
         fprintf(stderr, "zinc checkpoint export: %s is not a GPT-2 checkpoint of zinc's example (no wte/wpe tensors)\n",
                 path);
         return -1;
     }
-    s->padded_vocab = (int)json_integer_value(json_array_get(json_object_get(wte, "shape"), 0));
-    s->channels = (int)json_integer_value(json_array_get(json_object_get(wte, "shape"), 1));
-    s->max_context = (int)json_integer_value(json_array_get(json_object_get(wpe, "shape"), 0));
+    s->padded_vocab = (int)wte->shape[0];
+    s->channels = (int)wte->shape[1];
+    s->max_context = (int)wpe->shape[0];
     s->layers = 0;
     for (;; s->layers++) {
         snprintf(name, sizeof name, "h%d.ln1w", s->layers);
-        if (!json_object_get(h, name)) break;
+        if (!zckpt_st_find(h, name)) break;
     }
     if (gpt2_shape_check(s, err, sizeof err)) {
         fprintf(stderr, "zinc checkpoint export: %s: %s\n", path, err);
@@ -61,8 +38,8 @@ static int shape_from_tensors(json_t *h, const char *path, gpt2_shape *s) {
     return 0;
 }
 
-/* Every tensor of the safetensors data copied to its place in llm.c's order. */
-static int llmc_params(json_t *h, const char *data, size_t len, const char *path, const gpt2_shape *s, float *params) {
+/* Every tensor of the safetensors file read to its place in llm.c's order. */
+static int llmc_params(const zckpt_st_file *h, const char *path, const gpt2_shape *s, float *params) {
     char name[64];
     for (int k = 0; k < GPT2_NKINDS; k++)
         for (int l = 0; l < (k >= GPT2_LN1W && k <= GPT2_FCPROJB ? s->layers : 1); l++) {
@@ -70,15 +47,18 @@ static int llmc_params(json_t *h, const char *data, size_t len, const char *path
                 snprintf(name, sizeof name, "h%d.%s", l, gpt2_kind_name(k));
             else
                 snprintf(name, sizeof name, "%s", gpt2_kind_name(k));
-            json_t *t = json_object_get(h, name), *offs = json_object_get(t, "data_offsets");
-            int64_t lo = json_integer_value(json_array_get(offs, 0)), hi = json_integer_value(json_array_get(offs, 1));
-            int64_t want = gpt2_kind_numel(s, k) * 4;
-            if (!t || hi - lo != want || lo < 0 || (size_t)hi > len) {
-                fprintf(stderr, "zinc checkpoint export: %s: tensor %s is missing or has %lld bytes, expected %lld\n",
-                        path, name, (long long)(hi - lo), (long long)want);
+            const zckpt_st_tensor *t = zckpt_st_find(h, name);
+            int64_t want = gpt2_kind_numel(s, k);
+            if (!t || t->numel != want) {
+                fprintf(stderr,
+                        "zinc checkpoint export: %s: tensor %s is missing or has %lld elements, expected %lld\n", path,
+                        name, t ? (long long)t->numel : 0LL, (long long)want);
                 return -1;
             }
-            memcpy(params + gpt2_llmc_offset(s, k, l), data + lo, (size_t)want);
+            if (zckpt_st_read_f32(h, t, 0, want, params + gpt2_llmc_offset(s, k, l)) != ZINC_OK) {
+                fprintf(stderr, "zinc checkpoint export: %s\n", zinc_last_error());
+                return -1;
+            }
         }
     return 0;
 }
@@ -104,7 +84,7 @@ static int export_inputs(const char *path, char buf[3][4200], const char *inputs
 /* The model's vocabulary and heads: the shape sealed in the checkpoint (flags that disagree are refused), or,
  * for a checkpoint saved before shapes were sealed, zinc_gpt2.json or the flags. *sealed says which. The
  * exit status on failure, else 0. */
-static int export_shape(const char *path, int64_t vocab, int64_t heads, gpt2_shape *s, int *sealed) {
+int zcli_gpt2_export_shape(const char *path, int64_t vocab, int64_t heads, gpt2_shape *s, int *sealed) {
     char err[1024];
     int64_t given[6] = {-1, vocab > 0 ? vocab : -1, -1, heads > 0 ? heads : -1, -1, -1};
     *sealed = zcli_gpt2_shape_sealed(path, s, err, sizeof err);
@@ -158,25 +138,23 @@ int zcli_export_llmc(const char *path, const char *out, int version, int64_t voc
         fprintf(stderr, "zinc checkpoint export: %s\n", zinc_last_error());
         rc = 1;
     }
-    if (!rc) rc = export_shape(path, vocab, heads, &s, &sealed);
+    if (!rc) rc = zcli_gpt2_export_shape(path, vocab, heads, &s, &sealed);
     if (rc) return rc;
     sealed_shape = s;
-    json_t *h = NULL;
-    char *data = NULL;
-    size_t len = 0;
+    zckpt_st_file h = {.fd = -1};
     float *params = NULL;
     rc = 1;
     if (export_master(path, out, tmpdir, sizeof tmpdir, tmp, sizeof tmp)) goto done;
-    if (read_safetensors(tmp, &h, &data, &len)) {
-        fprintf(stderr, "zinc checkpoint export: cannot read back %s\n", tmp);
+    if (zckpt_st_open(&h, "the consolidated master weights", tmp) != ZINC_OK) {
+        fprintf(stderr, "zinc checkpoint export: cannot read back %s: %s\n", tmp, zinc_last_error());
         goto done;
     }
-    if (shape_from_tensors(h, path, &s)) goto done;
+    if (shape_from_tensors(&h, path, &s)) goto done;
     if (sealed == 0 && memcmp(&s, &sealed_shape, sizeof s)) {
         fprintf(stderr, "zinc checkpoint export: %s: the tensors' shapes disagree with the sealed model shape\n", path);
         goto done;
     }
-    if (!(params = malloc((size_t)gpt2_num_params(&s) * sizeof *params)) || llmc_params(h, data, len, path, &s, params))
+    if (!(params = malloc((size_t)gpt2_num_params(&s) * sizeof *params)) || llmc_params(&h, path, &s, params))
         goto done;
     if (gpt2_model_write(out, &s, params, version, force ? ZFILE_REPLACE : 0, inputs, err, sizeof err) != ZINC_OK) {
         fprintf(stderr, "zinc checkpoint export: %s\n", err);
@@ -190,8 +168,7 @@ int zcli_export_llmc(const char *path, const char *out, int version, int64_t voc
 done:
     if (tmp[0]) unlink(tmp);
     if (tmpdir[0]) rmdir(tmpdir);
-    json_decref(h);
-    free(data);
+    zckpt_st_close(&h);
     free(params);
     return rc;
 }

@@ -5,6 +5,7 @@
 #define ZINC_CLI_GPT2_CLI_H
 
 #include "examples/gpt2/gpt2_files.h"
+#include "runtime/checkpoint/safetensors.h"
 
 #include <stdint.h>
 
@@ -13,6 +14,11 @@
  * checkpoint; vocab and heads (-1: not given) must agree with it, or complete it for a checkpoint saved
  * before shapes were sealed. The exit status. */
 int zcli_export_llmc(const char *path, const char *out, int version, int64_t vocab, int64_t heads, int force);
+
+/* The model's vocabulary and heads for an export of PATH (cmd_export_llmc.c): the shape sealed in the checkpoint
+ * (vocab and heads, -1 when not given, must agree), or, saved before shapes were sealed, zinc_gpt2.json or the
+ * flags; *sealed is 0 for a sealed shape (then *s is whole). The exit status on failure (printed), else 0. */
+int zcli_gpt2_export_shape(const char *path, int64_t vocab, int64_t heads, gpt2_shape *s, int *sealed);
 
 #define ZCLI_GPT2_SHAPE_FILE "zinc_gpt2.json"
 /* Writes dir/zinc_gpt2.json; 0 on success. */
@@ -33,5 +39,37 @@ int zcli_gpt2_shape_sealed(const char *checkpoint, gpt2_shape *s, char *err, siz
  * values. */
 int zcli_gpt2_shape_flags_agree(const char *checkpoint, const gpt2_shape *s, const int64_t given[6], char *err,
                                 size_t cap);
+
+/* Hugging Face GPT-2 (transformers' GPT2LMHeadModel), both ways (gpt2_hf.c, export_hf.c; docs/checkpoints.md). */
+#define ZCLI_HF_WEIGHTS "model.safetensors"
+#define ZCLI_HF_CONFIG "config.json"
+/* Whether --init PATH names one: a directory (save_pretrained's) or a file ending in .safetensors. */
+int zcli_gpt2_hf_path(const char *path);
+/* The HF name of kind's tensor of `layer` (0 for global kinds) after `prefix` ("transformer." or ""). */
+void zcli_gpt2_hf_name(const char *prefix, int kind, int layer, char *buf, size_t cap);
+/* Whether HF stores kind as a Conv1D weight (in, out): zinc's (out, in) transposed. */
+int zcli_gpt2_hf_conv1d(int kind);
+/* HF's shape of kind's tensor for shape s (wte without padding rows): its ndim. */
+int zcli_gpt2_hf_shape(const gpt2_shape *s, int kind, int64_t shape[2]);
+
+/* An HF GPT-2 opened for --init: the header checked, every tensor found and of the shape the file gives. */
+typedef struct zcli_gpt2_hf {
+    zckpt_st_file f;
+    char path[4200];
+    const char *prefix;        /* "transformer." or "" */
+    gpt2_shape s;              /* V, C, max context, layers from the tensors; heads from config.json or --heads */
+    const zckpt_st_tensor **t; /* by registration slot: wte, wpe, 12 per block, lnfw, lnfb */
+} zcli_gpt2_hf;
+/* Opens PATH; given (zcli_gpt2_shape_flags order, -1: not given) must agree with the file, --padded-vocab
+ * (given[5]) is free (then V rounded up to a multiple of 64). 0, or -1 with err (naming the file, the
+ * tensor, its shape and the expected one, or the flag). */
+int zcli_gpt2_hf_open(const char *path, const int64_t given[6], zcli_gpt2_hf *h, char *err, size_t cap);
+/* gpt2_config's init_read over an open zcli_gpt2_hf (ctx): the Conv1D weights transposed, wte padded. */
+zinc_status zcli_gpt2_hf_read(void *ctx, int kind, int layer, int64_t first, int64_t n, float *out);
+void zcli_gpt2_hf_close(zcli_gpt2_hf *h);
+/* zinc checkpoint export --format hf: PATH's model as an HF directory `out` (model.safetensors in dtype,
+ * config.json), through the safe writer (existing files only with force); vocab and heads as for llmc. The exit
+ * status. */
+int zcli_export_hf(const char *path, const char *out, zinc_dtype dtype, int64_t vocab, int64_t heads, int force);
 
 #endif

@@ -23,8 +23,8 @@ static const zcli_opt gpt2_options[] =
      {"--max-context", ZCLI_INT, O(max_context), "N", 1, 1 << 20, NULL, "positions in wpe"},
      {"--context", ZCLI_INT, O(context), "T", 1, 1 << 20, NULL, "sequence length"},
      {"--init", ZCLI_TEXT, O(init), "FILE", 0, 0, NULL,
-      "start from an llm.c model file (version 3 fp32 or 5 bf16); its shape\nis the model's, and any shape "
-      "option given must match it"},
+      "start from an llm.c model file (version 3 fp32 or 5 bf16) or a Hugging\nFace GPT-2 (a .safetensors file "
+      "or save_pretrained's directory); its shape\nis the model's, and any shape option given must match it"},
      {"--data", ZCLI_TEXT, O(data), "FILE", 0, 0, NULL,
       "llm.c token file (uint16 tokens), read sequentially like llm.c's loader"},
      {"--text", ZCLI_TEXT, O(text), "FILE", 0, 0, NULL,
@@ -83,7 +83,7 @@ static int check_flag(const char *init, const char *flag, int64_t given, int hav
 }
 
 /* The shape from --init's header (the options must agree with it). */
-static int shape_from_init(const gpt2_opts *g, gpt2_model_file *f, gpt2_shape *s, int64_t *context) {
+static int shape_from_llmc(const gpt2_opts *g, gpt2_model_file *f, gpt2_shape *s) {
     char err[1024];
     /* read piece by piece while the engine builds: no copy of the model in memory */
     if (gpt2_model_open(g->init, f, err, sizeof err) != ZINC_OK) {
@@ -98,15 +98,38 @@ static int shape_from_init(const gpt2_opts *g, gpt2_model_file *f, gpt2_shape *s
         check_flag(g->init, "--width", g->width, s->channels, 6) ||
         check_flag(g->init, "--padded-vocab", g->padded, s->padded_vocab, 7))
         return -1;
+    return 0;
+}
+
+/* The shape from --init's file: llm.c's header, or a Hugging Face GPT-2's tensors and config.json. */
+static int shape_from_init(const gpt2_opts *g, zcli_gpt2_init *in, gpt2_shape *s, int64_t *context) {
+    char err[1024];
+    int64_t given[6] = {g->max_context, g->vocab, g->layers, g->heads, g->width, g->padded};
+    if ((in->is_hf = zcli_gpt2_hf_path(g->init))) {
+        if (zcli_gpt2_hf_open(g->init, given, &in->hf, err, sizeof err)) {
+            fprintf(stderr, "zinc train: --init: %s\n", err);
+            return -1;
+        }
+        *s = in->hf.s;
+    } else if (shape_from_llmc(g, &in->llmc, s)) {
+        return -1;
+    }
     if (*context > s->max_context) {
-        fprintf(stderr,
-                "zinc train: --context %lld is longer than %s allows: its header[2] (max context) is %d; give "
-                "--context 1..%d\n",
-                (long long)*context, g->init, s->max_context, s->max_context);
+        fprintf(stderr, "zinc train: --context %lld is longer than %s allows: its %s is %d; give --context 1..%d\n",
+                (long long)*context, g->init, in->is_hf ? "max context (wpe.weight's rows)" : "header[2] (max context)",
+                s->max_context, s->max_context);
         return -1;
     }
     if (*context < 0) *context = s->max_context;
     return 0;
+}
+
+void zcli_gpt2_init_close(zcli_gpt2_init *in) {
+    if (in->is_hf)
+        zcli_gpt2_hf_close(&in->hf);
+    else
+        gpt2_model_close(&in->llmc);
+    in->is_hf = 0;
 }
 
 /* The shape of a resumed run: the one sealed in its checkpoint (or, saved before shapes were sealed, its
@@ -155,7 +178,7 @@ static int shape_from_options(const gpt2_opts *g, const char *resume, gpt2_shape
     return 0;
 }
 
-int zcli_gpt2_shape(const gpt2_opts *g, const char *resume, gpt2_shape *s, int64_t *context, gpt2_model_file *init) {
+int zcli_gpt2_shape(const gpt2_opts *g, const char *resume, gpt2_shape *s, int64_t *context, zcli_gpt2_init *init) {
     *context = g->context;
     return g->init ? shape_from_init(g, init, s, context) : shape_from_options(g, resume, s, context);
 }
@@ -247,7 +270,11 @@ static int gpt2_build(zcli_train *t) {
         zcli_agree(t->e, "the model shape and --context", shape, sizeof shape))
         return -1;
     if (zcli_gpt2_shape_seal(t->e, s)) return zcli_train_fail("sealing the model shape");
-    gpt2_config mc = {.shape = *s, .context = (int)r->context, .init_file = g->init ? &r->init_file : NULL};
+    gpt2_config mc = {.shape = *s, .context = (int)r->context};
+    if (g->init && r->init_file.is_hf)
+        mc.init_read = zcli_gpt2_hf_read, mc.init_ctx = &r->init_file.hf;
+    else if (g->init)
+        mc.init_file = &r->init_file.llmc;
     if (gpt2_create(t->e, &mc, &r->m) != ZINC_OK) return zcli_train_fail("building the model failed");
     /* --peak-flops sgemm calibrates the products' own backend (oneDNN or OpenBLAS, float or bf16) */
     if (gpt2_model_bf16_products(r->m)) {
@@ -258,7 +285,7 @@ static int gpt2_build(zcli_train *t) {
         t->gemm_name = gpt2_gemm_selected() == GPT2_GEMM_ONEDNN ? "oneDNN sgemm" : "OpenBLAS sgemm";
     }
     if (gpt2_declare_flops(r->m) != ZINC_OK) return zcli_train_fail("declaring the model's FLOPs");
-    gpt2_model_close(&r->init_file);
+    zcli_gpt2_init_close(&r->init_file);
     if (g->shuffle) gpt2_shuffle(r->m, (uint64_t)t->o->seed);
     return 0;
 }
@@ -280,7 +307,7 @@ static void gpt2_free(zcli_train *t) {
     if (!r) return;
     json_decref(r->val_losses);
     json_decref(r->sample_text);
-    gpt2_model_close(&r->init_file);
+    zcli_gpt2_init_close(&r->init_file);
     gpt2_tokens_free(&r->train);
     gpt2_tokens_free(&r->val);
     gpt2_destroy(r->m);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cli/checkpoint/gpt2_cli.h"
 #include "cli/train/train.h"
 #include "examples/gpt2/gpt2.h"
 
@@ -36,10 +37,18 @@ int zcli_gpt2_padded_vocab(int v);
 #define GPT2_GEMM_CHOICES "auto|openblas|onednn"
 #define GPT2_PRODUCTS_CHOICES "auto|fp32|bf16"
 
+/* --init's file, open until the build has read it piece by piece: llm.c's, or a Hugging Face GPT-2's. */
+typedef struct zcli_gpt2_init {
+    gpt2_model_file llmc;
+    zcli_gpt2_hf hf;
+    int is_hf;
+} zcli_gpt2_init;
+void zcli_gpt2_init_close(zcli_gpt2_init *in);
+
 typedef struct gpt2_run {
     gpt2_shape s;
     int64_t context;
-    gpt2_model_file init_file; /* --init, open until the build has read it piece by piece */
+    zcli_gpt2_init init_file; /* --init, open until the build has read it piece by piece */
     gpt2_tokens train, val;
     const char *train_name, *val_name; /* the files they came from, for messages */
     gpt2_model *m;
@@ -53,7 +62,7 @@ typedef struct gpt2_run {
 /* The shape and context as zinc train picks them: --init's header (shape options must agree with it; the file
  * stays open in *init for the build), a resumed checkpoint's, or the options with their defaults. 0, or -1
  * after printing why. */
-int zcli_gpt2_shape(const gpt2_opts *g, const char *resume, gpt2_shape *s, int64_t *context, gpt2_model_file *init);
+int zcli_gpt2_shape(const gpt2_opts *g, const char *resume, gpt2_shape *s, int64_t *context, zcli_gpt2_init *init);
 /* Selects --gemm and --products, process-wide, before the model exists (its BLAS buffers depend on them):
  * 0, or 2 after printing why. */
 int zcli_gpt2_select_products(const gpt2_opts *g);

@@ -51,10 +51,10 @@ int zcli_gpt2_memory(const void *model_opts, const zcli_train_opts *o, const zin
     const gpt2_opts *g = model_opts;
     gpt2_shape s;
     int64_t context;
-    gpt2_model_file f = {0};
+    zcli_gpt2_init f = {0};
     if (zcli_gpt2_select_products(g)) return -1; /* the BLAS buffers are the backend's */
     int bad = zcli_gpt2_shape(g, o->resume, &s, &context, &f);
-    gpt2_model_close(&f);
+    zcli_gpt2_init_close(&f);
     if (bad || data_bytes(g, &out->data)) return -1;
     gpt2_config mc = {.shape = s, .context = (int)context};
     if (gpt2_memory(&mc, (int)cfg->train_micro_batch_size_per_gpu, cfg->gradient_accumulation_steps, cfg->compute_dtype,

@@ -65,6 +65,7 @@ static zinc_status init_param_range(void *userdata, const zinc_param_info *p, ui
     (void)seed;
     gpt2_model *m = userdata;
     char err[512];
+    if (m->init_read) return m->init_read(m->init_ctx, m->pkind[p->index], m->player[p->index], first, n, out);
     int64_t at = gpt2_llmc_offset(&m->s, m->pkind[p->index], m->player[p->index]) + first;
     zinc_status st = gpt2_model_read_range(m->init_file, at, n, out, err, sizeof err);
     if (st != ZINC_OK) zinc_log(m->e, ZINC_LOG_ERROR, "gpt2: --init: %s", err);
@@ -369,9 +370,12 @@ zinc_status gpt2_create(zinc_engine *e, const gpt2_config *cfg, gpt2_model **out
 
     m->init = cfg->init;
     m->init_file = cfg->init_file;
-    st = m->init_file ? zinc_build_ranged(e, init_param_range, m) : zinc_build(e, init_param, m);
+    m->init_read = cfg->init_read;
+    m->init_ctx = cfg->init_ctx;
+    st = m->init_file || m->init_read ? zinc_build_ranged(e, init_param_range, m) : zinc_build(e, init_param, m);
     m->init = NULL;
     m->init_file = NULL;
+    m->init_read = NULL;
     if (st != ZINC_OK) {
         gpt2_destroy(m);
         return st;

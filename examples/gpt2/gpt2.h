@@ -43,6 +43,11 @@ typedef struct gpt2_config {
                              padding rows of wte 0) seeded by the engine seed */
     gpt2_model_file *init_file; /* or an open llm.c file (gpt2_model_open) of this shape, read piece by piece
                                    while the engine builds (zinc_build_ranged): no copy of the model */
+    /* or the caller's reader of another format (a Hugging Face safetensors file: cli/checkpoint/gpt2_hf.c),
+     * asked the same way for elements [first, first + n) of kind's tensor of `layer` (0 for global kinds) in
+     * this model's layout (llm.c's: matrices [out, in], wte with its padding rows), as fp32 */
+    zinc_status (*init_read)(void *ctx, int kind, int layer, int64_t first, int64_t n, float *out);
+    void *init_ctx;
 } gpt2_config;
 
 typedef struct gpt2_model gpt2_model;

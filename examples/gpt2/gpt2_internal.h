@@ -32,6 +32,9 @@ struct gpt2_model {
     int nparams;
     const float *init;          /* during create only */
     gpt2_model_file *init_file; /* during create only */
+    /* or the caller's reader (gpt2_config.init_read), during create only */
+    zinc_status (*init_read)(void *ctx, int kind, int layer, int64_t first, int64_t n, float *out);
+    void *init_ctx;
     float *w[GPT2_NKINDS];      /* float views of the entered module's parameters */
     float *g[GPT2_NKINDS];      /* float gradients of the module in backward */
     float *scratch;             /* float copies of the entered module's parameters (bf16/fp16 compute), then its

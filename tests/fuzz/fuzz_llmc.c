@@ -1,10 +1,12 @@
 /* Fuzz target for the readers of users' llm.c files (examples/gpt2/gpt2_files.c: model checkpoints, token
- * files, plain text) and for `--set PATH=VALUE` (the config loader's overrides). The first input byte picks
+ * files, plain text), for `--set PATH=VALUE` (the config loader's overrides) and for safetensors files (the
+ * header check of runtime/checkpoint/safetensors.h: a Hugging Face GPT-2's --init). The first input byte picks
  * the reader; the rest is the file (written to a private temporary file and read through the same function
  * zinc train uses) or the --set string. Invariants: every refusal has a message; an accepted model has a
  * valid shape and exactly 1024 + parameters x element size bytes; an accepted token file exactly 1024 + 2 x
  * its header's count; an accepted text file one token per byte; a --set is accepted or refused as
- * ZINC_ERR_CONFIG with a message. Any violation aborts (and ASan/UBSan catch the rest).
+ * ZINC_ERR_CONFIG with a message; an accepted safetensors file has every tensor inside the file after its
+ * header, and each (up to 2^16 elements) reads. Any violation aborts (and ASan/UBSan catch the rest).
  *
  * With -DZINC_LIBFUZZER and clang -fsanitize=fuzzer this is a libFuzzer binary; otherwise main() below is a
  * standalone driver (ctest, gcc's sanitizers): seeds made here (small valid files of each kind, --set
@@ -24,10 +26,11 @@
 #include "examples/gpt2/gpt2_files.h"
 #include "fuzz_sink.h"
 #include "base/config/config.h"
+#include "runtime/checkpoint/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-enum { K_MODEL, K_TOKENS, K_TEXT, K_SET, K_N };
+enum { K_MODEL, K_TOKENS, K_TEXT, K_SET, K_ST, K_N };
 static size_t g_ok[K_N], g_err[K_N];
 static char g_path[4096];
 
@@ -83,6 +86,30 @@ static void read_file(int kind, const uint8_t *data, size_t size) {
     }
 }
 
+static void read_safetensors(const uint8_t *data, size_t size) {
+    FILE *f = fopen(g_path, "wb");
+    require(f != NULL, "cannot write the temporary file");
+    if (size) require(fwrite(data, 1, size, f) == size, "short write of the temporary file");
+    fclose(f);
+    zckpt_st_file st;
+    if (zckpt_st_open(&st, "fuzz", g_path) != ZINC_OK) {
+        require(zinc_last_error()[0] != 0 && st.fd < 0 && st.t == NULL, "a refused safetensors file has no message");
+        g_err[K_ST]++;
+        return;
+    }
+    static float out[1 << 16];
+    for (int i = 0; i < st.ntensors; i++) {
+        const zckpt_st_tensor *t = &st.t[i];
+        int64_t bytes = t->numel * (int64_t)zinc_dtype_size(t->dtype);
+        require(t->offset >= 8 && t->offset + bytes <= (int64_t)size, "an accepted tensor lies outside the file");
+        require(zckpt_st_find(&st, t->name) != NULL, "an accepted tensor is not found by its name");
+        if (t->numel <= (int64_t)(sizeof out / sizeof *out))
+            require(zckpt_st_read_f32(&st, t, 0, t->numel, out) == ZINC_OK, "an accepted tensor does not read");
+    }
+    zckpt_st_close(&st);
+    g_ok[K_ST]++;
+}
+
 static void set_override(const uint8_t *data, size_t size) {
     char set[1024];
     size_t n = size < sizeof set - 1 ? size : sizeof set - 1;
@@ -111,6 +138,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int kind = data[0] % K_N;
     if (kind == K_SET)
         set_override(data + 1, size - 1);
+    else if (kind == K_ST)
+        read_safetensors(data + 1, size - 1);
     else
         read_file(kind, data + 1, size - 1);
     return 0;
@@ -169,6 +198,16 @@ static void make_seeds(void) {
                           "train_micro_batch_size_per_gpu=2", "scheduler={\"type\": \"WarmupLR\"}",
                           "gradient_clipping=1.0"};
     for (size_t i = 0; i < sizeof sets / sizeof *sets; i++) add_seed(K_SET, sets[i], strlen(sets[i]));
+    /* a safetensors file: an F32 matrix and a BF16 vector after an 8-byte header length */
+    static const char hdr[] = "{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],"
+                              "\"data_offsets\":[0,24]},\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":"
+                              "[24,32]}}";
+    uint8_t stf[8 + sizeof hdr + 32];
+    uint64_t hl = sizeof hdr - 1;
+    memcpy(stf, &hl, 8);
+    memcpy(stf + 8, hdr, hl);
+    for (size_t i = 0; i < 32; i++) stf[8 + hl + i] = (uint8_t)(i * 37);
+    add_seed(K_ST, stf, 8 + hl + 32);
 }
 
 static const int32_t interesting[] = {0, 1, -1, 2, 3, 5, 255, 256, 1024, 65535, 65536, 65537, 1 << 20, (1 << 20) + 1,
@@ -256,9 +295,9 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     double secs = (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec);
     printf("fuzz_llmc: %ld mutated inputs in %.1f s (seed %llu): model %zu accepted %zu refused, tokens %zu/%zu, "
-           "text %zu/%zu, --set %zu/%zu; 0 invariant failures\n",
+           "text %zu/%zu, --set %zu/%zu, safetensors %zu/%zu; 0 invariant failures\n",
            done, secs, (unsigned long long)seed, g_ok[K_MODEL], g_err[K_MODEL], g_ok[K_TOKENS], g_err[K_TOKENS],
-           g_ok[K_TEXT], g_err[K_TEXT], g_ok[K_SET], g_err[K_SET]);
+           g_ok[K_TEXT], g_err[K_TEXT], g_ok[K_SET], g_err[K_SET], g_ok[K_ST], g_err[K_ST]);
     unlink(g_path);
     free(buf);
     for (size_t i = 0; i < nseeds; i++) free(seeds[i].data);
