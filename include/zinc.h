@@ -392,7 +392,8 @@ typedef struct zinc_step_info {
 /* Finishes the gradient reduction, checks for overflow on every rank, and (unless skipped) clips,
  * updates the optimizer state and parameters, and advances the LR schedule. Call once per
  * zinc_grad_accum_steps micro-steps. Returns ZINC_ERR_LOSS_SCALE when an overflow happens with the loss
- * scale already at its minimum (the message names the step and the first non-finite parameter). */
+ * scale already at its minimum (the message names the step and the first non-finite parameter). info may
+ * be NULL (nothing reported). */
 zinc_status zinc_step(zinc_engine *e, zinc_step_info *info);
 /* The loss of the step zinc_step just finished (the mean over its micro-batches), for DeepSpeed's monitors:
  * with "tensorboard" or "csv_monitor" enabled in the config, rank 0 writes it as Train/Samples/train_loss at
@@ -493,6 +494,29 @@ zinc_status zinc_set_master(zinc_engine *e, const float *in, size_t n);
  * unusable. */
 zinc_status zinc_param_get_master(zinc_engine *e, const zinc_param *p, float *out);
 zinc_status zinc_param_set_master(zinc_engine *e, zinc_param *p, const float *in);
+/* Bound tensors, for models whose layers own their fp32 weight and gradient arrays and run forward and
+ * backward in one call of their own (darknet): bind each tensor's arrays once, then per micro-step
+ *     zinc_bound_to_f32(e);        the current weights into every bound weights array
+ *     ... the model's forward and backward, filling its gradient arrays ...
+ *     zinc_bound_grad_add_f32(e);  every bound gradient array, times its factor, into the gradients
+ * and zinc_step at the accumulation boundary. The arrays are the model's, numel floats each in the engine's
+ * compute-device memory (host memory on cpu); zinc keeps the pointers, never frees them, and reads or writes
+ * them only inside these calls. zinc_param_bind_f32 may be called before or after zinc_build, again to
+ * re-point, with weights and grad NULL to unbind; grad NULL binds the weights alone (a frozen tensor);
+ * grad_factor must be finite (darknet's negated batch sums: -1 / batch).
+ * Each call is the documented per-tensor sequence, so its bits are those of the hand-written loop:
+ * zinc_bound_to_f32 enters every module holding a bound tensor for forward in registration order, copies
+ * with zinc_param_to_f32 and exits (at stage 3 this gathers each module in turn, and it begins the next
+ * micro-step as a forward entry does); zinc_bound_grad_add_f32 enters the same modules for backward in
+ * reverse order, adds with zinc_grad_add_scaled_f32 and exits (the gradients are reduced as the exits
+ * reduce them); zinc_bound_set_master sets every bound tensor's master from its weights array
+ * (zinc_param_set_master, collective: after zinc_build, the same values on every rank), so a build with a
+ * NULL init_fn starts from the layers' own weights. All three refuse a module that is still entered
+ * (ZINC_ERR_STATE) and need the engine built; on an error they exit what they entered. */
+zinc_status zinc_param_bind_f32(zinc_param *p, float *weights, const float *grad, float grad_factor);
+zinc_status zinc_bound_to_f32(zinc_engine *e);
+zinc_status zinc_bound_grad_add_f32(zinc_engine *e);
+zinc_status zinc_bound_set_master(zinc_engine *e);
 /* Called by zinc_master_foreach with `count` fp32 master weights of parameter `param_index`
  * (registration order) starting at its element `offset`. */
 typedef zinc_status (*zinc_master_fn)(void *userdata, int param_index, int64_t offset, const float *values,

@@ -10,3 +10,8 @@ set_tests_properties(examples_convnet_np1 examples_convnet_stage3_np2 PROPERTIES
 set_tests_properties(examples_convnet_stage3_np2 PROPERTIES LABELS "examples;mpi")
 # In the fast subset (label fast: scripts/test.sh without --full).
 zinc_fast(examples_convnet_np1)
+# The convnet example's glue (issue 41: a darknet wrap in at most 50 lines without comments and blank lines).
+add_test(NAME examples_convnet_glue COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/count_glue.sh
+         ${PROJECT_SOURCE_DIR}/examples/convnet/convnet.c 50)
+set_tests_properties(examples_convnet_glue PROPERTIES LABELS "examples")
+zinc_fast(examples_convnet_glue)

@@ -11,6 +11,11 @@
  *     it ends bitwise where the init-function engine, given the same fp32 weights by zinc_set_master, ends
  *     with the products precomputed and added through zinc_grad_add_f32: the factor is one rounding of
  *     factor x g, as documented;
+ *   - a third engine with bound tensors (zinc_param_bind_f32: each tensor's own weight and gradient arrays,
+ *     zinc_bound_set_master, then per step zinc_bound_to_f32, the model's gradients into its arrays,
+ *     zinc_bound_grad_add_f32) ends bitwise where the per-tensor loop ends, its weights arrays holding the
+ *     compute copies; the bound calls refuse an entered module, an unbuilt engine, a factor that is not
+ *     finite and a gradient array without weights;
  *   - the refusals: NULL arguments, another engine's parameter, before zinc_build, a module still entered, a
  *     NaN weight, a factor that is not finite, and (2 ranks) ranks passing different values: refused on
  *     every rank with the rank named, the engine still usable;
@@ -148,6 +153,62 @@ static zinc_status train_step(model *m, int t, int scaled) {
     return st;
 }
 
+/* The bound-tensor engine: each tensor's weights and gradients in arrays of its own (a darknet layer's), the
+ * same gradient as train_step's scaled path, through the three bound calls. */
+typedef struct bound_arrays {
+    float *w[NP], *g[NP];
+} bound_arrays;
+
+static zinc_status train_step_bound(model *m, bound_arrays *ba, int t) {
+    zinc_status st = zinc_bound_to_f32(m->e);
+    for (int k = 0; k < NP && st == ZINC_OK; k++)
+        for (int64_t i = 0; i < numel(k); i++)
+            ba->g[k][i] = sinf(0.37f * (float)i + (float)(t + k + g_rank)) + 0.1f * ba->w[k][i];
+    if (st == ZINC_OK) st = zinc_bound_grad_add_f32(m->e);
+    zinc_step_info info;
+    if (st == ZINC_OK) st = zinc_step(m->e, &info);
+    return st;
+}
+
+static void test_bound(const cfg *c, const char *what, const float *v, const float *want, int64_t n) {
+    model C;
+    bound_arrays ba;
+    ZT_OK(create(c, &C, 0));
+    if (!C.e) return;
+    for (int k = 0, off = 0; k < NP; off += (int)numel(k), k++) {
+        ba.w[k] = malloc((size_t)numel(k) * 4);
+        ba.g[k] = malloc((size_t)numel(k) * 4);
+        memcpy(ba.w[k], v + off, (size_t)numel(k) * 4);
+        ZT_OK(zinc_param_bind_f32(C.p[k], ba.w[k], ba.g[k], FACTOR));
+    }
+    ZT_OK(zinc_bound_set_master(C.e));
+    for (int t = 0; t < STEPS_T; t++) ZT_OK(train_step_bound(&C, &ba, t));
+    float *x = malloc((size_t)n * 4), *y = malloc((size_t)n * 4);
+    ZT_OK(zinc_gather_master(C.e, x, (size_t)n));
+    ZT_CHECK(!memcmp(x, want, (size_t)n * 4), "%s: bound tensors end elsewhere than the per-tensor loop", what);
+    ZT_OK(zinc_bound_to_f32(C.e));
+    ZT_OK(read_params(&C, y));
+    int same = 1;
+    for (int k = 0, off = 0; k < NP; off += (int)numel(k), k++) same &= !memcmp(ba.w[k], y + off, (size_t)numel(k) * 4);
+    ZT_CHECK(same, "%s: zinc_bound_to_f32 left other values in the weights arrays than the compute copies", what);
+    ZT_OK(zinc_module_enter(C.e, C.mod[1], ZINC_FORWARD));
+    ZT_ERR(zinc_bound_to_f32(C.e), ZINC_ERR_STATE, "still entered");
+    ZT_ERR(zinc_bound_grad_add_f32(C.e), ZINC_ERR_STATE, "still entered");
+    ZT_OK(zinc_module_exit(C.e, C.mod[1], ZINC_FORWARD));
+    ZT_ERR(zinc_param_bind_f32(C.p[0], ba.w[0], ba.g[0], NAN), ZINC_ERR_INVALID_ARG, "not finite");
+    ZT_ERR(zinc_param_bind_f32(C.p[0], NULL, ba.g[0], 1), ZINC_ERR_INVALID_ARG, "without a weights array");
+    ZT_ERR(zinc_param_bind_f32(NULL, ba.w[0], ba.g[0], 1), ZINC_ERR_INVALID_ARG, "NULL");
+    ZT_ERR(zinc_bound_to_f32(NULL), ZINC_ERR_INVALID_ARG, "NULL");
+    /* unbound: the calls do nothing and the engine keeps its weights */
+    for (int k = 0; k < NP; k++) ZT_OK(zinc_param_bind_f32(C.p[k], NULL, NULL, 1));
+    ZT_OK(zinc_bound_grad_add_f32(C.e));
+    ZT_OK(zinc_gather_master(C.e, y, (size_t)n));
+    ZT_CHECK(!memcmp(x, y, (size_t)n * 4), "%s: unbound calls changed the weights", what);
+    zinc_destroy(C.e);
+    for (int k = 0; k < NP; k++) free(ba.w[k]), free(ba.g[k]);
+    free(x), free(y);
+}
+
 static void test_config(const cfg *c) {
     char what[96];
     snprintf(what, sizeof what, "stage %d %s offload %s", c->stage, c->bf16 ? "bf16" : "fp32",
@@ -202,6 +263,7 @@ static void test_config(const cfg *c) {
     double moved = 0;
     for (int64_t i = 0; i < n; i++) moved += fabs((double)b[i] - v[i]);
     ZT_CHECK(moved > 1e-3 * (double)n * 0.01, "%s: training moved the weights (sum |change| %g)", what, moved);
+    test_bound(c, what, v, b, n);
     for (int k = 0, off = 0; k < NP; off += (int)numel(k), k++) {
         ZT_OK(zinc_param_get_master(B.e, B.p[k], x));
         ZT_CHECK(!memcmp(x, b + off, (size_t)numel(k) * 4), "%s: tensor %d after training: get differs from gather",
@@ -253,6 +315,9 @@ static void test_unbuilt(void) {
     float x[4] = {0};
     ZT_ERR(zinc_param_get_master(e, p, x), ZINC_ERR_STATE, "call zinc_build first");
     ZT_ERR(zinc_param_set_master(e, p, x), ZINC_ERR_STATE, "call zinc_build first");
+    ZT_OK(zinc_param_bind_f32(p, x, x, 1)); /* binding is registration: allowed before the build */
+    ZT_ERR(zinc_bound_to_f32(e), ZINC_ERR_STATE, "call zinc_build first");
+    ZT_ERR(zinc_bound_set_master(e), ZINC_ERR_STATE, "call zinc_build first");
     zinc_destroy(e);
 }
 

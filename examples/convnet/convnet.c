@@ -4,14 +4,15 @@
  * its arrays as darknet's do (weights, biases, and weight_updates / bias_updates holding the NEGATED gradient
  * summed over the batch); the network runs forward and backward in one call, as darknet's does.
  *
- * The zinc glue is the part between the two "zinc glue" markers: one module per layer with weights, a build
- * without an init function, each layer's arrays handed to zinc tensor by tensor (zinc_param_set_master), and
- * per step the weights copied in (zinc_param_to_f32) and the negated sums added with the factor -1/batch
- * (zinc_grad_add_scaled_f32). Without comments and blank lines: 65 lines there and 7 calls in main, 72 in
- * all (issue 41's goal for a darknet wrap is 50): the config and zinc_create 11, the error check 6, the
- * modules, tensors and weights in 17, the step 20, the weights out 6. The per-tensor calls spare the
- * re-pointing of every layer's arrays into one flat buffer that zinc_set_master needed. Counted with awk
- * between the markers, dropping blank lines and lines that start a comment or continue one.
+ * The zinc glue is the part between the two "zinc glue" markers: one module per layer with weights, its two
+ * tensors bound to the layer's own arrays (zinc_param_bind_f32, with the factor -1/batch that turns the
+ * negated sums into the batch mean's gradient), a build without an init function whose weights come from the
+ * layers (zinc_bound_set_master), and per step one call before the network's forward and backward (the
+ * weights into the layers, zinc_bound_to_f32) and one after (the sums to zinc, zinc_bound_grad_add_f32).
+ * Without comments and blank lines: 43 lines there and 7 calls in main, 50 in all (issue 41's goal for a
+ * darknet wrap): the config and zinc_create 12, the error check 6, the modules, tensors and bindings 18, the
+ * step 7. Before the bound calls it was 72 (the per-tensor set, copy and add loops). Counted by
+ * scripts/count_glue.sh (the test examples_convnet_glue keeps it at 50 or fewer).
  *
  *   convnet [--stage N] [--steps N] [--min-accuracy A]      (under mpirun for more ranks)
  *
@@ -34,8 +35,6 @@ typedef struct cnn_layer {
     float *weights, *biases, *weight_updates, *bias_updates;
     float *output, *delta; /* batch x outputs */
     int *index;            /* maxpool: the input element each output came from */
-    zinc_param *wp, *bp;
-    int module;
 } cnn_layer;
 
 typedef struct cnn_net {
@@ -231,59 +230,36 @@ static zinc_engine *cnn_zinc_create(int stage) {
     return e;
 }
 
-/* One module per layer with weights, its two tensors; the build takes no init function: the layers' own
- * arrays are the weights, handed over tensor by tensor. */
+/* One module per layer with weights, its two tensors bound to the layer's own arrays: zinc reads the
+ * negated batch sums (factor -1/batch) and writes the weights back into the layer, so the build takes no
+ * init function (the layers' initial weights are set from their arrays) and a step no per-tensor loop. */
 static void cnn_zinc_build(zinc_engine *e, cnn_net *net) {
     char name[32];
     for (int i = 0; i < NLAYERS; i++) {
         cnn_layer *l = &net->l[i];
         if (!l->nw) continue;
         snprintf(name, sizeof name, "layer%d", i);
-        l->module = zinc_module_add(e, name);
+        int m = zinc_module_add(e, name);
         snprintf(name, sizeof name, "layer%d.weights", i);
-        l->wp = zinc_param_add(e, l->module, name, 1, (int64_t[]){l->nw}, ZINC_PARAM_DECAY);
+        zinc_param *w = zinc_param_add(e, m, name, 1, (int64_t[]){l->nw}, ZINC_PARAM_DECAY);
         snprintf(name, sizeof name, "layer%d.biases", i);
-        l->bp = zinc_param_add(e, l->module, name, 1, (int64_t[]){l->oc}, 0);
-        CK(l->module >= 0 && l->wp && l->bp ? ZINC_OK : ZINC_ERR_INVALID_ARG);
+        zinc_param *b = zinc_param_add(e, m, name, 1, (int64_t[]){l->oc}, 0);
+        CK(m >= 0 && w && b ? ZINC_OK : ZINC_ERR_INVALID_ARG);
+        CK(zinc_param_bind_f32(w, l->weights, l->weight_updates, -1.0f / (float)net->batch));
+        CK(zinc_param_bind_f32(b, l->biases, l->bias_updates, -1.0f / (float)net->batch));
     }
     CK(zinc_build(e, NULL, NULL));
-    for (int i = 0; i < NLAYERS; i++)
-        if (net->l[i].nw) CK(zinc_param_set_master(e, net->l[i].wp, net->l[i].weights));
-    for (int i = 0; i < NLAYERS; i++)
-        if (net->l[i].nw) CK(zinc_param_set_master(e, net->l[i].bp, net->l[i].biases));
+    CK(zinc_bound_set_master(e));
 }
 
 /* One step: the weights into the layers, the network's own forward and backward (in one call, darknet's
- * way), the negated sums to zinc as gradients of the batch's mean loss (factor -1/batch). */
+ * way), the layers' gradient sums to zinc, the optimizer step. */
 static double cnn_zinc_step(zinc_engine *e, cnn_net *net, const int *labels, int *correct) {
-    for (int i = 0; i < NLAYERS; i++) {
-        cnn_layer *l = &net->l[i];
-        if (!l->nw) continue;
-        CK(zinc_module_enter(e, l->module, ZINC_FORWARD));
-        CK(zinc_param_to_f32(l->wp, l->weights));
-        CK(zinc_param_to_f32(l->bp, l->biases));
-        CK(zinc_module_exit(e, l->module, ZINC_FORWARD));
-    }
+    CK(zinc_bound_to_f32(e));
     double loss = cnn_train_batch(net, labels, correct);
-    for (int i = NLAYERS - 1; i >= 0; i--) {
-        cnn_layer *l = &net->l[i];
-        if (!l->nw) continue;
-        CK(zinc_module_enter(e, l->module, ZINC_BACKWARD));
-        CK(zinc_grad_add_scaled_f32(l->wp, l->weight_updates, -1.0f / (float)net->batch));
-        CK(zinc_grad_add_scaled_f32(l->bp, l->bias_updates, -1.0f / (float)net->batch));
-        CK(zinc_module_exit(e, l->module, ZINC_BACKWARD));
-    }
-    zinc_step_info info;
-    CK(zinc_step(e, &info));
+    CK(zinc_bound_grad_add_f32(e));
+    CK(zinc_step(e, NULL));
     return loss;
-}
-
-/* The trained weights back into the layers, on every rank (collective). */
-static void cnn_zinc_weights_out(zinc_engine *e, cnn_net *net) {
-    for (int i = 0; i < NLAYERS; i++)
-        if (net->l[i].nw) CK(zinc_param_get_master(e, net->l[i].wp, net->l[i].weights));
-    for (int i = 0; i < NLAYERS; i++)
-        if (net->l[i].nw) CK(zinc_param_get_master(e, net->l[i].bp, net->l[i].biases));
 }
 /* ---------------------------------------------------------------- end of zinc glue */
 
@@ -325,7 +301,7 @@ int main(int argc, char **argv) {
             window[0] = window[1] = 0;
         }
     }
-    cnn_zinc_weights_out(e, &net); /* the trained weights back in the layers, on every rank */
+    CK(zinc_bound_to_f32(e)); /* the trained weights back in the layers, on every rank (collective) */
     net.batch = NEVAL;
     for (int b = 0; b < NEVAL; b++) labels[b] = cnn_sample(1000000 + b, net.input + b * IMG * IMG);
     int correct = 0;

@@ -34,7 +34,10 @@ struct zinc_param {
     int64_t flat_offset;
     unsigned flags;
     int index;
-    void *grad; /* the model's gradient buffer while its module is in backward, else NULL */
+    void *grad;           /* the model's gradient buffer while its module is in backward, else NULL */
+    float *bound_w;       /* zinc_param_bind_f32: the model's own weights array (engine_bind.c), or NULL */
+    const float *bound_g; /* ... its gradient array, or NULL */
+    float bound_factor;
 };
 
 struct zinc_engine {
