@@ -528,12 +528,33 @@ static void host_print_text(const host_run *h) {
     host_print_verdict(h);
 }
 
+/* CSV: one line per choice (bytes per node), then the cheapest (or "none"). */
+static void host_print_csv(const host_run *h) {
+    printf("stage,offload_optimizer,offload_param,valid,fits,host_bytes_per_node,pinned_bytes_per_node,"
+           "nvme_bytes_per_node,disk_io_bytes_per_step,why\n");
+    for (int i = 0; i < h->nr; i++) {
+        const hrow *r = &h->rows[i];
+        printf("%d,%s,%s,%d,%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",\"", r->stage, off_name(r->opt),
+               off_name(r->stage == 3 ? r->par : ZOFFLOAD_NONE), r->valid, r->fits, r->host, r->pinned, r->nvme,
+               r->io);
+        for (const char *c = r->valid ? "" : r->why; *c; c++) {
+            if (*c == '"') putchar('"');
+            putchar(*c);
+        }
+        printf("\"\n");
+    }
+    const hrow *b = h->best >= 0 ? &h->rows[h->best] : NULL;
+    if (b)
+        printf("cheapest,%d,%s,%s\n", b->stage, off_name(b->opt), off_name(b->stage == 3 ? b->par : ZOFFLOAD_NONE));
+    else
+        printf("cheapest,none\n");
+}
+
 /* The host plan's usage errors: what it cannot take, and ranks that do not spread over the nodes. */
 static int host_check(const mopts *o) {
     const char *bad = o->paper                ? "--paper (the paper's model has no host memory)"
                       : o->act_bytes          ? "--activation-bytes-per-sample (the host plan has no micro-batch column)"
                       : o->plot               ? "--plot (the host plan draws nothing)"
-                      : o->csv                ? "--csv (the host plan prints a table or --json)"
                                               : NULL;
     if (bad) {
         fprintf(stderr, "zinc mem plan: %s needs --gpu-mem\n", bad);
@@ -572,6 +593,8 @@ static int host_plan(const mopts *o, mmodel *m, json_t *base, const zplan_model 
     if (h.best < 0) host_misses(&h);
     if (o->json)
         host_print_json(&h);
+    else if (o->csv)
+        host_print_csv(&h);
     else
         host_print_text(&h);
     return 0;
