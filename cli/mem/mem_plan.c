@@ -278,7 +278,7 @@ typedef struct hrow {
 } hrow;
 
 #define HOST_MAX_NODES_X 1024 /* nothing fits: node counts tried, up to this many times --nodes */
-#define HROWS 18 /* stages 0-2 x 3 optimizer offloads, stage 3 x 3 x 3 parameter offloads */
+#define HROWS 18              /* stages 0-2 x 3 optimizer offloads, stage 3 x 3 x 3 parameter offloads */
 
 typedef struct host_run {
     const mopts *o;
@@ -290,7 +290,7 @@ typedef struct host_run {
     int ranks, nodes, per_node;
     hrow rows[HROWS];
     int nr, best, closest; /* the cheapest that fits; else the one missing least (-1: none) */
-    int more_nodes; /* nothing fits: the fewest nodes (as many ranks each) where one does, and its cheapest */
+    int more_nodes;        /* nothing fits: the fewest nodes (as many ranks each) where one does, and its cheapest */
     hrow more;
 } host_run;
 
@@ -313,9 +313,9 @@ static void host_needs(const host_run *h, int ranks, int per_node, hrow *r) {
     zinc_config cfg;
     zest_estimate e;
     const char *par = r->stage == 3 ? off_name(r->par) : NULL;
-    r->valid = mc_load_variant_param(h->base, h->origin, r->stage, off_name(r->opt), par, ranks, true, &cfg) ==
-                   ZINC_OK &&
-               zest_compute(&h->md, &cfg, ranks, 0, ZINC_DEVICE_CPU, &e) == ZINC_OK;
+    r->valid =
+        mc_load_variant_param(h->base, h->origin, r->stage, off_name(r->opt), par, ranks, true, &cfg) == ZINC_OK &&
+        zest_compute(&h->md, &cfg, ranks, 0, ZINC_DEVICE_CPU, &e) == ZINC_OK;
     if (!r->valid) {
         snprintf(r->why, sizeof r->why, "refused: %s", zinc_last_error());
         for (char *c = r->why; *c; c++)
@@ -332,9 +332,7 @@ static void host_needs(const host_run *h, int ranks, int per_node, hrow *r) {
 }
 
 /* The cheapest rule: the least disk traffic per step, then the least host memory; ties: the first. */
-static bool cheaper(const hrow *a, const hrow *b) {
-    return a->io != b->io ? a->io < b->io : a->host < b->host;
-}
+static bool cheaper(const hrow *a, const hrow *b) { return a->io != b->io ? a->io < b->io : a->host < b->host; }
 
 /* Bytes short of the limits (host with the headroom added back, NVMe where --nvme is given). */
 static void host_short(const host_run *h, const hrow *r, uint64_t *host, uint64_t *nvme) {
@@ -428,9 +426,8 @@ static void host_print_json(const host_run *h) {
     const mopts *o = h->o;
     json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:I, s:i, s:i, s:i, s:i, s:s}", "command", "plan", "mode",
                           "host", "model", h->m->desc, "config", h->origin, "parameters", (json_int_t)h->psi, "units",
-                          unit_name(o), "host_mem_bytes", (json_int_t)o->host_mem, "ranks", h->ranks, "nodes",
-                          h->nodes, "ranks_per_node", h->per_node, "headroom_pct", (int)o->headroom_pct, "rule",
-                          host_rule);
+                          unit_name(o), "host_mem_bytes", (json_int_t)o->host_mem, "ranks", h->ranks, "nodes", h->nodes,
+                          "ranks_per_node", h->per_node, "headroom_pct", (int)o->headroom_pct, "rule", host_rule);
     json_object_set_new(j, "nvme_limit_bytes", o->nvme_bytes ? json_integer((json_int_t)o->nvme_bytes) : json_null());
     json_t *arr = json_array();
     for (int i = 0; i < h->nr; i++) json_array_append_new(arr, host_row_json(h, &h->rows[i]));
@@ -510,8 +507,8 @@ static void host_print_text(const host_run *h) {
            size_text(h, o->host_mem, a, sizeof a), o->headroom_pct,
            o->nvme_bytes ? size_text(h, o->nvme_bytes, b, sizeof b) : "not limited (--nvme not given)");
     printf("host/node: the process's peak growth (host and pinned memory) x ranks per node; %s\n\n", host_rule);
-    printf("%-6s %-9s %-9s %14s %14s %14s %14s  %s\n", "stage", "opt", "param", "host/node", "pinned/node",
-           "NVMe/node", "disk IO/step", "fits");
+    printf("%-6s %-9s %-9s %14s %14s %14s %14s  %s\n", "stage", "opt", "param", "host/node", "pinned/node", "NVMe/node",
+           "disk IO/step", "fits");
     for (int i = 0; i < h->nr; i++) {
         const hrow *r = &h->rows[i];
         const char *par = off_name(r->stage == 3 ? r->par : ZOFFLOAD_NONE);
@@ -535,8 +532,7 @@ static void host_print_csv(const host_run *h) {
     for (int i = 0; i < h->nr; i++) {
         const hrow *r = &h->rows[i];
         printf("%d,%s,%s,%d,%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",\"", r->stage, off_name(r->opt),
-               off_name(r->stage == 3 ? r->par : ZOFFLOAD_NONE), r->valid, r->fits, r->host, r->pinned, r->nvme,
-               r->io);
+               off_name(r->stage == 3 ? r->par : ZOFFLOAD_NONE), r->valid, r->fits, r->host, r->pinned, r->nvme, r->io);
         for (const char *c = r->valid ? "" : r->why; *c; c++) {
             if (*c == '"') putchar('"');
             putchar(*c);
@@ -552,10 +548,10 @@ static void host_print_csv(const host_run *h) {
 
 /* The host plan's usage errors: what it cannot take, and ranks that do not spread over the nodes. */
 static int host_check(const mopts *o) {
-    const char *bad = o->paper                ? "--paper (the paper's model has no host memory)"
-                      : o->act_bytes          ? "--activation-bytes-per-sample (the host plan has no micro-batch column)"
-                      : o->plot               ? "--plot (the host plan draws nothing)"
-                                              : NULL;
+    const char *bad = o->paper       ? "--paper (the paper's model has no host memory)"
+                      : o->act_bytes ? "--activation-bytes-per-sample (the host plan has no micro-batch column)"
+                      : o->plot      ? "--plot (the host plan draws nothing)"
+                                     : NULL;
     if (bad) {
         fprintf(stderr, "zinc mem plan: %s needs --gpu-mem\n", bad);
         return 2;
@@ -574,8 +570,9 @@ static int host_check_nvme(const host_run *h) {
     if (!h->o->nvme_bytes) return 0;
     for (int i = 0; i < h->nr; i++)
         if (h->rows[i].valid && h->rows[i].nvme) return 0;
-    fprintf(stderr, "zinc mem plan: --nvme given, but none of the choices planned puts anything on NVMe (%s); drop "
-                    "--nvme, or allow offload_optimizer nvme (--offload) or stage 3\n",
+    fprintf(stderr,
+            "zinc mem plan: --nvme given, but none of the choices planned puts anything on NVMe (%s); drop "
+            "--nvme, or allow offload_optimizer nvme (--offload) or stage 3\n",
             h->o->stage >= 0 || h->o->offload ? "--stage/--offload restrict them" : "the config refuses NVMe offload");
     return 2;
 }
@@ -583,8 +580,8 @@ static int host_check_nvme(const host_run *h) {
 static int host_plan(const mopts *o, mmodel *m, json_t *base, const zplan_model *md) {
     int rc = host_check(o);
     if (rc) return rc;
-    host_run h = {.o = o, .m = m, .base = base, .origin = o->config ? o->config : "<defaults>", .md = *md,
-                  .closest = -1};
+    host_run h =
+        {.o = o, .m = m, .base = base, .origin = o->config ? o->config : "<defaults>", .md = *md, .closest = -1};
     h.ranks = (int)(o->ranks ? o->ranks : 1), h.nodes = (int)o->nodes, h.per_node = h.ranks / h.nodes;
     h.psi = (double)mc_model_total(m), h.U = unit_bytes(o);
     h.room = (double)o->host_mem * 100.0 / (100.0 + (double)o->headroom_pct);
