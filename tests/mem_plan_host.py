@@ -5,7 +5,8 @@ buckets and gather limits (the config below), fp32, AdamW:
 - every stage x offload_optimizer x offload_param row is there (offload_param only at stage 3), stage 0 with
   optimizer offload refused with the config's reason; each row's NVMe bytes (by category) equal
   `zinc mem estimate --device cpu --json` for that config written out as a file (not through the plan's
-  overrides), host bytes at least its host + pinned totals, disk IO per step the stated rule;
+  overrides), host bytes at least its host + pinned totals, disk IO per step the stated rule (also with
+  gradient_accumulation_steps 4);
 - --host-mem 8GiB: the cheapest is one without NVMe traffic, the least host memory among them;
 - --host-mem 1GiB: only stage 3 with the optimizer state and the parameters on NVMe fits, and it is chosen;
 - the headroom rule: --host-mem at exactly that row's bytes fits with ZINC_MEM_HEADROOM=0, not with 10;
@@ -176,6 +177,20 @@ check(choice(cd) == key(best) and cd["nvme_short_bytes"] == best["nvme_short_byt
 check(cd["nvme_short_bytes"] > 0, "--nvme 1GiB: the closest misses NVMe too")
 j1d = plan("--host-mem", "1GiB", "--nvme", "1GiB")
 check(j1d["cheapest"] is None, "1 GiB host, 1 GiB NVMe: nvme/nvme needs more NVMe")
+
+# ---- the disk traffic rule with gradient accumulation: the parameter file read twice per micro-step
+gas = json.loads(json.dumps(CONFIG))
+gas["gradient_accumulation_steps"] = 4
+gas_path = os.path.join(work, "host_plan_gas.json")
+with open(gas_path, "w") as f:
+    json.dump(gas, f)
+r = run("plan", "--gpt2", "small", "--config", gas_path, "--host-mem", "8GiB", "--stage", "3", "--offload", "nvme",
+        "--json")
+check(r.returncode == 0, "gas 4: exit %d %s" % (r.returncode, r.stderr))
+if r.returncode == 0:
+    g = {key(x): x for x in json.loads(r.stdout)["plan"]}[(3, "nvme", "nvme")]
+    par = g["nvme_by_category"]["params"]
+    check(g["disk_io_bytes_per_step"] == 2 * (g["nvme_bytes_per_node"] - par) + 9 * par, "gas 4: disk IO")
 
 # ---- CSV
 csv = plan("--host-mem", "1GiB", fmt="--csv").splitlines()
