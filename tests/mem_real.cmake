@@ -33,6 +33,14 @@ add_test(NAME mem_plan_cli
                  --plot "${PROJECT_BINARY_DIR}/mem plan's.svg")
 set_tests_properties(mem_plan_cli PROPERTIES LABELS "mem;cli" ENVIRONMENT "${ZINC_TEST_ENV}"
                      PASS_REGULAR_EXPRESSION "zinc mem plan: (wrote|gnuplot is not installed)")
+# zinc mem plan --host-mem without --gpu-mem (a CPU machine): GPT-2 small where the answer is known (fits with
+# no offload, only with parameters and optimizer state on NVMe, nowhere with the GiB missing and the nodes that
+# would do), each row against `zinc mem estimate`, JSON field by field, CSV, the headroom rule, the error paths.
+if(ZINC_PLAN_PYTHON)
+  add_test(NAME mem_plan_host COMMAND ${ZINC_PLAN_PYTHON} ${PROJECT_SOURCE_DIR}/tests/mem_plan_host.py
+                                      $<TARGET_FILE:zinc_cli_hooks> ${PROJECT_BINARY_DIR}/test-tmp/mem_plan_host)
+  set_tests_properties(mem_plan_host PROPERTIES LABELS "mem;cli" ENVIRONMENT "${ZINC_TEST_ENV}" TIMEOUT 120)
+endif()
 # The DeepSpeed comparison's reasons in JSON and CSV too (stage 1 with CPU offload, fp32 configs).
 add_test(NAME mem_cli_why_json
          COMMAND $<TARGET_FILE:zinc_cli_hooks> mem estimate --gpt2 small --config ${PROJECT_SOURCE_DIR}/ds_configs/zero0_fp32.json

@@ -61,11 +61,32 @@ static void log_to_stderr(void *u, zinc_log_level l, int rank, const char *msg) 
 /* Loads a variant; quiet for the table (problems are reported for the main config only). */
 zinc_status mc_load_variant(json_t *base, const char *origin, int stage, const char *offload, int world, bool quiet,
                             zinc_config *cfg) {
+    return mc_load_variant_param(base, origin, stage, offload, NULL, world, quiet, cfg);
+}
+
+/* Whether the config writes zero_optimization.offload_param.nvme_path. */
+static bool param_path_given(json_t *base) {
+    json_t *z = json_object_get(base, "zero_optimization");
+    return json_is_string(json_object_get(json_object_get(z, "offload_param"), "nvme_path"));
+}
+
+zinc_status mc_load_variant_param(json_t *base, const char *origin, int stage, const char *offload,
+                                  const char *offload_param, int world, bool quiet, zinc_config *cfg) {
     char *text = mc_config_text(base, stage, offload);
     if (!text) return ZINC_ERR_NOMEM;
     zlog log = {.fn = quiet ? NULL : log_to_stderr, .level = ZINC_LOG_WARN};
+    /* offload_param through the loader's own overrides (--set's), with a placeholder path where none is written */
+    char dev[96];
+    const char *sets[3] = {NULL, NULL, NULL};
+    if (offload_param) {
+        snprintf(dev, sizeof dev, "zero_optimization.offload_param.device=\"%s\"", offload_param);
+        sets[0] = dev;
+        if (!strcmp(offload_param, "nvme") && !param_path_given(base))
+            sets[1] = "zero_optimization.offload_param.nvme_path=\"/tmp\"";
+    }
     /* the schedule's length changes no byte: an "auto" total_num_steps needs no --steps here */
-    zcfg_load_opts lo = {.run_steps = 1,
+    zcfg_load_opts lo = {.sets = offload_param ? sets : NULL,
+                         .run_steps = 1,
                          .run_steps_from = "a placeholder (the schedule length does not change memory)"};
     zinc_status st = zcfg_load_text_ex(text, origin, world, &lo, &log, cfg);
     free(text);

@@ -55,6 +55,7 @@ typedef struct mopts {
     uint64_t gpu_mem, host_mem, nvme_bytes, act_bytes; /* plan: per GPU, per node, per node, per sample */
     int64_t max_gpus;                                  /* plan: the largest GPU count tried */
     unsigned headroom_pct;                             /* plan: kept free (ZINC_MEM_HEADROOM) */
+    int64_t ranks;                                     /* plan without --gpu-mem: ranks (0: not given, 1) */
 } mopts;
 
 /* --params N without --largest-layer: modules of N / MC_PARAMS_MODULES (rounded up). */
@@ -102,6 +103,10 @@ char *mc_config_text(json_t *base, int stage, const char *offload);
 int mc_load_base(const mopts *o, json_t **base);
 zinc_status mc_load_variant(json_t *base, const char *origin, int stage, const char *offload, int world, bool quiet,
                             zinc_config *cfg);
+/* The same with zero_optimization.offload_param.device set to offload_param (NULL: the config's), through the
+ * loader's overrides (zcfg_load_opts.sets). */
+zinc_status mc_load_variant_param(json_t *base, const char *origin, int stage, const char *offload,
+                                  const char *offload_param, int world, bool quiet, zinc_config *cfg);
 int mc_cmd_plan(const mopts *o, mmodel *m);
 double mc_paper_bytes(int stage, double psi, double n);
 

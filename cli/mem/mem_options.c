@@ -23,10 +23,12 @@ static const zcli_opt model_options[] =
 
 static const zcli_opt common_options[] =
     {{"--config", ZCLI_TEXT, O(config), "FILE", 0, 0, NULL, "the ds_config.json"},
-     {"--stage", ZCLI_INT, O(stage), "S", 0, 3, NULL, "override zero_optimization.stage"},
+     {"--stage", ZCLI_INT, O(stage), "S", 0, 3, NULL,
+      "override zero_optimization.stage; plan without --gpu-mem: only its rows"},
      {"--offload", ZCLI_CHOICE, O(offload_i), "D", 0, 0, "none|cpu|nvme",
-      "override zero_optimization.offload_optimizer.device"},
-     {"--nodes", ZCLI_INT, O(nodes), "N", 1, 1 << 20, NULL, "estimate: nodes; measure uses mpirun's ranks"},
+      "override zero_optimization.offload_optimizer.device; plan without\n--gpu-mem: only its rows"},
+     {"--nodes", ZCLI_INT, O(nodes), "N", 1, 1 << 20, NULL,
+      "estimate, plan without --gpu-mem: nodes; measure uses mpirun's ranks"},
      {"--gpus-per-node", ZCLI_INT, O(gpn), "M", 1, 1 << 16, NULL, "estimate, plan: ranks per node"},
      {"--device", ZCLI_CHOICE, O(device_i), "D", 0, 0, "cuda|cpu",
       "estimate: where the compute-dtype state lives; measure: the engine's\ndevice"},
@@ -51,9 +53,11 @@ static const zcli_opt measure_options[] =
      {0}};
 
 static const zcli_opt plan_options[] =
-    {{"--gpu-mem", ZCLI_SIZE, O(gpu_mem), "SIZE", 0, 0, NULL, "memory per GPU (required)"},
-     {"--host-mem", ZCLI_SIZE, O(host_mem), "SIZE", 0, 0, NULL, "host memory per node"},
-     {"--nvme", ZCLI_SIZE, O(nvme_bytes), "SIZE", 0, 0, NULL, "NVMe space per node"},
+    {{"--gpu-mem", ZCLI_SIZE, O(gpu_mem), "SIZE", 0, 0, NULL, "memory per GPU (the GPU plan)"},
+     {"--host-mem", ZCLI_SIZE, O(host_mem), "SIZE", 0, 0, NULL,
+      "host memory per node; without --gpu-mem: the host plan of a CPU machine"},
+     {"--nvme", ZCLI_SIZE, O(nvme_bytes), "SIZE", 0, 0, NULL, "NVMe space per node (not given: not limited)"},
+     {"--ranks", ZCLI_INT, O(ranks), "N", 1, 1 << 20, NULL, "the host plan's ranks, spread evenly over --nodes"},
      {"--activation-bytes-per-sample", ZCLI_SIZE, O(act_bytes), "SIZE", 0, 0, NULL,
       "activation memory of one sample (for the micro-batch column)"},
      {"--max-gpus", ZCLI_INT, O(max_gpus), "N", 1, 1 << 20, NULL, "the largest GPU count tried"},
@@ -71,14 +75,17 @@ static const zcli_later model_later[] = {{"--largest-layer", "N/" ZCLI_STR(MC_PA
                         common_later[] = {{"--config", "DeepSpeed's defaults, stage 0, fp32"},
                                           {"--gpus-per-node", ZCLI_STR(MC_GPN) "; plan: " ZCLI_STR(MC_PLAN_GPN)},
                                           {"--device", "cuda; measure: cuda when usable, else cpu"},
-                                          {0}};
+                                          {0}},
+                        plan_later[] = {{"--ranks", "1"}, {0}};
 static const zcli_table model_table = {"MODEL, one of:", model_options, model_later},
                         common_table = {"options:", common_options, common_later},
-                        measure_table = {"measure:", measure_options, NULL}, plan_table = {"plan:", plan_options, NULL};
+                        measure_table = {"measure:", measure_options, NULL},
+                        plan_table = {"plan:", plan_options, plan_later};
 
 static const char mem_usage[] = "usage: zinc mem estimate MODEL [options]\n"
                                 "       [mpirun -np N] zinc mem measure MODEL [options]\n"
-                                "       zinc mem plan MODEL --gpu-mem SIZE [options]";
+                                "       zinc mem plan MODEL --gpu-mem SIZE [options]\n"
+                                "       zinc mem plan MODEL --host-mem SIZE [--nvme SIZE] [--ranks N] [options]";
 static const char mem_about[] =
     "estimate: the bytes one rank needs, by category (parameters, gradients, fp32 master, Adam m and v,\n"
     "  reduce buckets, stage-3 gather/prefetch buffers, staging, other) and memory kind (GPU, host,\n"
@@ -89,7 +96,15 @@ static const char mem_about[] =
     "  counted next to the estimate, with the difference per row.\n"
     "plan: for each stage and offload, the fewest GPUs (and nodes) holding one rank's estimate with\n"
     "  ZINC_MEM_HEADROOM % (" ZCLI_STR(
-        ZEST_HEADROOM_DEFAULT) " unless set) kept free, and the largest micro-batch beside it.";
+        ZEST_HEADROOM_DEFAULT) " unless set) kept free, and the largest micro-batch beside it.\n"
+                               "plan without --gpu-mem (a CPU machine): for each stage x offload_optimizer x "
+                               "offload_param (stage 3),\n"
+                               "  the host memory (pinned included) and NVMe bytes per node, whether they fit "
+                               "--host-mem (with the\n"
+                               "  headroom) and --nvme, and the cheapest that fits: the least data moved to and from "
+                               "NVMe per step,\n"
+                               "  then the least host memory; when none fits, how much the closest misses and how many "
+                               "nodes would do.";
 static const char mem_footer[] =
     "Batch sizes do not change these bytes: zinc mem runs the config with a micro-batch of 1.\n"
     "zinc mem estimate --model gpt2|mlp [zinc train's model flags] --config FILE [--ranks N] [--json]: the whole\n"
