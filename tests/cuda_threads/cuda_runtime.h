@@ -1,6 +1,6 @@
 /* CUDA's kernel side on the CPU (see run.sh). A launch runs the blocks one after another; the threads of a
  * block are fibers on the launching thread (switched at the barriers, each running as far as it can before
- * the next starts), or, under ThreadSanitizer (EMU_OS_THREADS), one std::thread each, so that a missing
+ * the next starts, in order or in reverse order in alternate launches), or, under ThreadSanitizer (EMU_OS_THREADS), one std::thread each, so that a missing
  * barrier shows as a data race. __syncthreads is a block barrier and the warp intrinsics (full mask only)
  * are warp barriers around an exchange buffer; a barrier that not every thread reaches aborts (fibers) or
  * hangs (threads; run.sh runs under timeout). __shared__ arrays are statics (one block runs at a time); the

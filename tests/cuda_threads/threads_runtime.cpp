@@ -86,8 +86,9 @@ void sync_warp() {
 }
 #else
 /* One fiber per CUDA thread of a block, all on the launching OS thread, switched at the barriers only: each
- * thread runs as far as it can (thread 0 first) before the next starts, which makes a missing barrier a
- * wrong value on every run rather than a race that may not show. A barrier that a thread of the block (or of
+ * thread runs as far as it can before the next starts, thread 0 first in even launches, the last thread first
+ * in odd ones, which makes a missing barrier a wrong value on every run (one thread reads what another has
+ * not written yet) rather than a race that may not show. A barrier that a thread of the block (or of
  * the warp, for the warp intrinsics) does not reach, because it returned or waits at another, aborts with
  * the block named. On x86-64 a switch is six pushes and pops (emu_switch below); elsewhere, or with
  * -DEMU_UCONTEXT=1, it is ucontext's swapcontext (a system call each: several times slower). */
@@ -211,7 +212,8 @@ void run_block(unsigned nt) {
     for (;;) {
         bool ran = false;
         unsigned done = 0;
-        for (unsigned t = 0; t < nt; t++) {
+        for (unsigned i = 0; i < nt; i++) {
+            unsigned t = nlaunches & 1 ? nt - 1 - i : i;
             if (fibers[t].st == READY) {
                 to_fiber(t);
                 ran = true;
