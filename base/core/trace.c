@@ -24,10 +24,10 @@ typedef struct span {
     const char *k1, *k2;
     int64_t v1, v2;
     int64_t step;
-    int64_t flow; /* a flow's id (ztrace_flow_id), 0: none */
+    int64_t flow;  /* a flow's id (ztrace_flow_id), 0: none */
     int32_t track; /* the table's id: the recording thread's or a named track's */
     uint8_t cat;
-    uint8_t kind; /* cat gpu: the device work's own category */
+    uint8_t kind;     /* cat gpu: the device work's own category */
     uint8_t flow_dir; /* ztrace_flow_dir */
 } span;
 
@@ -440,7 +440,8 @@ static zinc_status serialize(int pid, int64_t origin_ns, bool profiler_steps, ch
                     sb_printf(&b,
                               "{\"ph\":\"%s\",%s\"id\":%lld,\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"cat\":\"flow\","
                               "\"name\":\"flow\"}",
-                              s->flow_dir == ZTRACE_FLOW_OUT ? "s" : "f", s->flow_dir == ZTRACE_FLOW_OUT ? "" : "\"bp\":\"e\",",
+                              s->flow_dir == ZTRACE_FLOW_OUT ? "s" : "f",
+                              s->flow_dir == ZTRACE_FLOW_OUT ? "" : "\"bp\":\"e\",",
                               (long long)(((int64_t)pid << 32) + s->flow), pid, s->track,
                               (double)(s->t0 - origin_ns) / 1e3);
                 }
