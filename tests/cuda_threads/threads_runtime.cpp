@@ -92,10 +92,12 @@ void sync_warp() {
  * the warp, for the warp intrinsics) does not reach, because it returned or waits at another, aborts with
  * the block named. On x86-64 a switch is six pushes and pops (emu_switch below); elsewhere, or with
  * -DEMU_UCONTEXT=1, it is ucontext's swapcontext (a system call each: several times slower). */
-#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+#ifndef EMU_UCONTEXT
+#if defined(__x86_64__)
 #define EMU_UCONTEXT 0
 #else
 #define EMU_UCONTEXT 1
+#endif
 #endif
 enum State { READY, AT_BLOCK, AT_WARP, DONE };
 constexpr size_t kStack = 256 * 1024; /* AddressSanitizer's redzones make frames large */
