@@ -26,7 +26,7 @@
 static uint64_t g_rng;
 
 /* The large sizes (the CPU-thread harness, tests/cuda_threads/run_lib.sh, builds this with smaller ones:
- * there every CUDA thread is an OS thread). */
+ * there every CUDA thread is a fiber on one CPU). */
 #ifndef ZT_CUDA_BIG
 #define ZT_CUDA_BIG 1000003
 #define ZT_CUDA_BIGGER 5000001
@@ -471,8 +471,7 @@ int main(void) {
     if (e != cudaSuccess || ndev <= 0) return zt_skip("no CUDA device");
     ZT_CHECK(zcu_device_count() == ndev, "zcu_device_count");
     g_rng = zt_seed();
-    /* ZT_CUDA_ONLY=adam,lion runs those parts alone: tests/cuda_threads/run_lib.sh broken, whose planted
-     * changes are in those kernels, needs no others. */
+    /* ZT_CUDA_ONLY=adam,lion runs those parts alone (by hand, when working on one kernel). */
     const char *only = getenv("ZT_CUDA_ONLY");
 #define PART(name) if (!only || strstr(only, #name)) test_##name()
     PART(bad_args);

@@ -169,9 +169,6 @@ int main(void) {
             for (int inside = 0; inside < 2; inside++)
                 for (int wdi = 0; wdi < 2; wdi++)
                     for (int mk = 0; mk < 2; mk++, combo++) {
-#ifdef ZT_CUDA_COMBO_STRIDE /* the CPU-thread harness runs every ZT_CUDA_COMBO_STRIDE-th combination */
-                        if (combo % ZT_CUDA_COMBO_STRIDE) continue;
-#endif
                         lcase c = {(zinc_dtype)gi, pi, inside, mk, wdi ? 0.01f : 0.0f};
                         for (int si = 0; si < 3; si++) run_case(&c, sizes[si], &k_offsets[combo % 3], ws, dout);
                         if (combo % 6 == 0) run_case(&c, sizes[3], &k_offsets[(combo / 6) % 3], ws, dout);

@@ -6,7 +6,7 @@
   --part stages    stages 0, 1 and 3 at 2 ranks: each stage's collectives, nesting, the window
   --part clock     the clock offset estimate (for ranks on other machines, forced) within its bound
   --part overlap   stage 2 at 2 ranks: with overlap_comm the reduce-scatters overlap backward module spans in
-                   time, without it they do not
+                   time and a flow (arrow) joins each one's issue to its wait, without it neither
   --part offload   offload_optimizer nvme (NVMe reads and writes with bytes) and cpu (optimizer chunks);
                    a checkpoint span with --save; stage 3 all-gathers
   --part gpt2      GPT-2 at 2 ranks, stage 3: its modules, all-gathers and reduce-scatters; with activation
@@ -236,6 +236,34 @@ def part_overlap(r):
                 check(len(hits) >= 3, f"{what}: rank {rk}: only {len(hits)} reduce-scatter/backward overlaps")
             else:
                 check(not hits, f"{what}: rank {rk}: reduce-scatters overlap backward spans: {hits[:4]}")
+            # flows: an arrow from each reduce-scatter waited for to its wait (none when each blocks)
+            n = check_flows(t, rk, "reduce_scatter")
+            check(n >= 3 if overlap else n == 0, f"{what}: rank {rk}: {n} issue-to-wait flows")
+
+
+def check_flows(t, rk, name):
+    """The rank's flow events ("ph" s and f, cat flow): each id once as a start, bound to a comm span's start
+    on its track, and once as an end ("bp":"e") at a wait span's start; ids never shared with another rank.
+    Returns how many flows of collectives called `name` the rank has."""
+    ev = t["traceEvents"]
+    at = {(e["pid"], e["tid"], e["ts"]): e for e in ev if e["ph"] == "X"}
+    flows = {}
+    for e in ev:
+        if e["ph"] in ("s", "f"):
+            check(e.get("cat") == "flow" and (e["ph"] == "s" or e.get("bp") == "e"), f"flow event {e}")
+            flows.setdefault(e["id"], []).append(e)
+    n = 0
+    for fid, pair in flows.items():
+        if pair[0]["pid"] != rk:
+            continue
+        check(sorted(p["ph"] for p in pair) == ["f", "s"] and {p["pid"] for p in pair} == {rk},
+              f"rank {rk}: flow {fid}: {pair}")
+        ends = {p["ph"]: at.get((p["pid"], p["tid"], p["ts"])) for p in pair}
+        s, f = ends.get("s"), ends.get("f")
+        check(s and s["cat"] == "comm" and f and f["cat"] == "wait" and s["name"] == f["name"],
+              f"rank {rk}: flow {fid} joins {s} and {f}, want a comm span to its wait")
+        n += bool(s and s["name"] == name)
+    return n
 
 
 def part_offload(r):

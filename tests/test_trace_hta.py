@@ -3,7 +3,8 @@
 --trace-per-rank writes FILE (every rank, as before) and FILE.rank<R>.json per rank, each with PyTorch profiler's
 top-level distributedInfo {backend, rank, world_size}, only that rank's events (pid R) and a ProfilerStep#k span
 per traced step beside zinc's own step span; both files carry a "memory" counter (RSS and the tracker's bytes
-per kind, MiB) at each traced step's end. Checked with the standard library; then HolisticTraceAnalysis
+per kind, MiB) at each traced step's end, and flow events (ph s/f) from each waited-for reduce-scatter's issue to
+its wait. Checked with the standard library; then HolisticTraceAnalysis
 (PyPI; --python, or ZINC_HTA_PYTHON, names a Python that has it) loads the two files as ranks 0 and 1, finds
 the profiler steps, and sees each rank's collectives (reduce_scatter, all_gather) and modules. Without
 HolisticTraceAnalysis the file checks still run and the test exits 77 (skipped) when they pass. Also: an
@@ -25,10 +26,12 @@ from hta.trace_analysis import TraceAnalysis
 files = {0: sys.argv[1], 1: sys.argv[2]}
 a = TraceAnalysis(trace_files=files, trace_dir=sys.argv[3], include_last_profiler_step=True)
 names = {}
+flows = {}
 for r, df in a.t.traces.items():
+    flows[int(r)] = int(df["ph"].isin(["s", "f"]).sum()) if "ph" in df.columns else -1
     names[int(r)] = sorted({a.t.symbol_table.sym_table[i] for i in df["name"].unique()})
 print(json.dumps({"ranks": sorted(int(r) for r in a.t.traces.keys()),
-                  "steps": [int(s) for s in a.get_profiler_steps()], "names": names}))
+                  "steps": [int(s) for s in a.get_profiler_steps()], "names": names, "flows": flows}))
 """
 
 
@@ -50,7 +53,9 @@ def main():
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     cfg = os.path.join(d, "ds_config.json")
-    json.dump({"train_batch_size": 8, "zero_optimization": {"stage": 2},
+    # overlap_comm with one module per bucket: reduce-scatters waited for, so the files carry flows
+    json.dump({"train_batch_size": 8, "zero_optimization": {"stage": 2, "overlap_comm": True,
+                                                             "reduce_bucket_size": 4500},
                "optimizer": {"type": "Adam", "params": {"lr": 1e-3}}}, open(cfg, "w"))
     trace = os.path.join(d, "run.trace.json")
     z = [a.zinc, "train", "--threads", "1", "--quiet", "--config", cfg, "--steps", "4"]
@@ -84,6 +89,15 @@ def main():
         cn = {(e["cat"], e.get("cname")) for e in whole["traceEvents"] if e.get("cat") in phases and e["pid"] == r}
         check(len({c for _, c in cn}) == len({p for p, _ in cn}) == 2 and None not in {c for _, c in cn},
               f"rank {r}: forward and backward colours {cn}")
+        # flows from each waited-for reduce-scatter's issue to its wait, the same in both files
+        for where, evs in (("its file", ev), ("the combined file", [e for e in whole["traceEvents"] if e["pid"] == r])):
+            fl = sorted((e["ph"], e["id"], e["tid"], e["ts"]) for e in evs if e.get("ph") in ("s", "f"))
+            check(len(fl) >= 2 and sum(p == "s" for p, *_ in fl) == sum(p == "f" for p, *_ in fl),
+                  f"rank {r}: flow events in {where}: {fl[:6]}")
+            if where == "its file":
+                mine_flows = fl
+            else:
+                check(fl == mine_flows, f"rank {r}: its file's flows differ from the combined file's")
         # memory counters: one per traced step's end, in both files
         for where, evs in (("its file", ev), ("the combined file", [e for e in whole["traceEvents"] if e["pid"] == r])):
             mem = [e for e in evs if e.get("ph") == "C" and e.get("name") == "memory"]
@@ -117,7 +131,7 @@ def main():
         names = set(res["names"].get(r, []))
         check({"reduce_scatter", "all_gather"} <= names and {"fc1 forward", "fc1 backward", "fc2 forward"} <= names,
               f"HTA rank {r}: no collectives or modules among {sorted(names)}")
-    print("HolisticTraceAnalysis:", res["ranks"], res["steps"])
+    print("HolisticTraceAnalysis:", res["ranks"], res["steps"], "flow events in its frames per rank (-1: it keeps no ph column):", res["flows"])
     return 1 if checks.failures else 0
 
 

@@ -1,7 +1,8 @@
 /* The timeline recorder (base/core/trace.h) and zinc_options.trace_path through the public API: spans
  * from several threads land on their own tracks; the process-wide cap drops spans (counted) and never
  * grows; names are escaped into valid JSON; the step window gates recording; a second start is refused;
- * the options' errors; a traced MLP run writes a parseable file; tracing off records nothing. */
+ * flows from a collective's issue to its wait; the options' errors; a traced MLP run writes a parseable file;
+ * tracing off records nothing. */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -105,6 +106,50 @@ static void test_escaping_and_window(void) {
     ZT_CHECK(!ztrace_active() && ztrace_recorded() == 0, "reset");
 }
 
+/* Flows: a collective's span on its own track (the issue) and the wait for it on the caller's, one id; the
+ * flow start bound to the first (its track, its start), the end ("bp":"e") to the second; ids of two ranks
+ * never equal; no flow without an id. */
+static void test_flows(void) {
+    ZT_CHECK(ztrace_flow_id() == 0, "a flow id with tracing off");
+    ZT_OK(ztrace_start((ztrace_window){1, 2}, 0));
+    int track = ztrace_track("comm test");
+    int64_t issue = ztrace_begin(), flow = ztrace_flow_id();
+    ZT_CHECK(flow > 0 && ztrace_flow_id() != flow, "flow ids %lld: want distinct, > 0", (long long)flow);
+    int64_t w0 = ztrace_begin();
+    ztrace_span_flow(w0, ZTRACE_WAIT, "reduce_scatter", 0, "bytes", 8, NULL, 0, flow, ZTRACE_FLOW_IN);
+    ztrace_span_flow(issue, ZTRACE_COMM, "reduce_scatter", track, "bytes", 8, NULL, 0, flow, ZTRACE_FLOW_OUT);
+    ztrace_span_flow(ztrace_begin(), ZTRACE_WAIT, "no flow", 0, NULL, 0, NULL, 0, 0, ZTRACE_FLOW_IN);
+    for (int pid = 0; pid < 2; pid++) {
+        json_t *ev = parse_events(pid);
+        size_t i;
+        json_t *e;
+        double wait_ts = -1, comm_ts = -1, s_ts = -2, f_ts = -2;
+        int64_t s_id = -1, f_id = -2, comm_tid = -1, wait_tid = -1, s_tid = -3, f_tid = -4, nflow = 0;
+        json_array_foreach(ev, i, e) {
+            const char *ph = json_string_value(json_object_get(e, "ph")), *cat = json_string_value(json_object_get(e, "cat"));
+            double ts = json_number_value(json_object_get(e, "ts"));
+            int64_t tid = json_integer_value(json_object_get(e, "tid")), id = json_integer_value(json_object_get(e, "id"));
+            if (!strcmp(ph, "X") && !strcmp(cat, "wait") && !strcmp(json_string_value(json_object_get(e, "name")), "reduce_scatter"))
+                wait_ts = ts, wait_tid = tid;
+            if (!strcmp(ph, "X") && !strcmp(cat, "comm")) comm_ts = ts, comm_tid = tid;
+            if (!strcmp(ph, "s")) s_ts = ts, s_id = id, s_tid = tid, nflow++;
+            if (!strcmp(ph, "f")) {
+                f_ts = ts, f_id = id, f_tid = tid, nflow++;
+                const char *bp = json_string_value(json_object_get(e, "bp"));
+                ZT_CHECK(bp && !strcmp(bp, "e"), "the flow's end binds to its enclosing span (\"bp\":\"e\")");
+            }
+            if (ph[0] == 's' || ph[0] == 'f') ZT_CHECK(cat && !strcmp(cat, "flow"), "a flow event's cat");
+        }
+        ZT_CHECK(nflow == 2, "%lld flow events, want 2 (one start, one end)", (long long)nflow);
+        ZT_CHECK(s_id == f_id && s_id == ((int64_t)pid << 32) + flow, "flow ids %lld, %lld (rank %d)", (long long)s_id,
+                 (long long)f_id, pid);
+        ZT_CHECK(s_ts == comm_ts && s_tid == comm_tid && s_tid == track, "the flow starts at the issue's span");
+        ZT_CHECK(f_ts == wait_ts && f_tid == wait_tid && f_tid != track, "the flow ends at the wait's span");
+        json_decref(ev);
+    }
+    ztrace_reset();
+}
+
 static zt_logcap quiet_log_cap = {.echo = ZINC_LOG_ERROR, .echo_all_ranks = 1};
 
 static zinc_status create(const char *path, int64_t first, int64_t last, int replace, zinc_engine **e) {
@@ -196,6 +241,7 @@ int main(void) {
     zt_name = "trace_recorder";
     test_threads_and_cap();
     test_escaping_and_window();
+    test_flows();
     test_options();
     return zt_finish();
 }

@@ -55,12 +55,12 @@ static void decide_persistence(zgather *g) {
 }
 
 /* --trace: the all-gather of s, issued at s->trace_t0, is complete. */
-static void trace_gathered(zgather *g, zgather_module *s) {
+static void trace_gathered(zgather *g, zgather_module *s, int64_t flow) {
     if (!s->trace_t0) return;
     int i = (int)(s - g->mods);
     int64_t bytes = s->wire ? (int64_t)s->wire_bytes : zmodule_numel(&g->c.modules[i]) * (int64_t)csz(g);
-    ztrace_span(s->trace_t0, ZTRACE_COMM, "all_gather", g->trace_lane_track[s->trace_lane], "bytes", bytes, "module",
-                i);
+    ztrace_span_flow(s->trace_t0, ZTRACE_COMM, "all_gather", g->trace_lane_track[s->trace_lane], "bytes", bytes,
+                     "module", i, flow, ZTRACE_FLOW_OUT);
     g->trace_lane_busy[s->trace_lane] = false;
     s->trace_t0 = 0;
 }
@@ -101,14 +101,18 @@ static zinc_status fill_secondary(zgather *g, int i) {
 /* Makes the module's pending all-gather complete for the compute stream (cpu: the host waits). */
 static zinc_status gather_wait(zgather *g, zgather_module *s) {
     zinc_status st = ZINC_OK;
+    int64_t flow = 0;
     if (s->gather_req) {
         zcomm_req *r = s->gather_req;
         s->gather_req = NULL;
         int64_t w0 = ztrace_begin();
         st = zdev_comm_wait(g->c.dev, s->from_secondary ? g->c.hcomm : g->c.dcomm, r);
-        if (w0) ztrace_span(w0, ZTRACE_WAIT, s->trace_prefetch ? "prefetch" : "all_gather", 0, NULL, 0, NULL, 0);
+        if (w0 && s->trace_t0) flow = ztrace_flow_id(); /* the arrow from the issue to this wait */
+        if (w0)
+            ztrace_span_flow(w0, ZTRACE_WAIT, s->trace_prefetch ? "prefetch" : "all_gather", 0, NULL, 0, NULL, 0, flow,
+                             ZTRACE_FLOW_IN);
     }
-    trace_gathered(g, s);
+    trace_gathered(g, s, flow);
     if (s->wire) { /* qwZ: every rank's piece, this rank's included, from the wire */
         if (st == ZINC_OK)
             zpp_wire_dequantize(g->c.dev, s->wire, s->g_counts, s->g_displs, s->w_displs, g->c.world, s->gathered,

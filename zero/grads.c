@@ -135,16 +135,20 @@ static zinc_status complete(zgrads *g, zbucket *b) {
         b->trace_t0 = 0;
         return ZINC_OK;
     }
+    int64_t flow = 0; /* the timeline's arrow from the collective's issue to the wait for it */
     if (b->req) {
         zcomm_req *r = b->req;
         b->req = NULL;
         int64_t w0 = ztrace_begin();
         TRY(zdev_comm_wait(g->c.dev, g->c.dcomm, r));
-        if (w0) ztrace_span(w0, ZTRACE_WAIT, "reduce_scatter", 0, "bytes", b->trace_bytes, NULL, 0);
+        if (w0 && b->trace_t0) flow = ztrace_flow_id();
+        if (w0)
+            ztrace_span_flow(w0, ZTRACE_WAIT, "reduce_scatter", 0, "bytes", b->trace_bytes, NULL, 0, flow,
+                             ZTRACE_FLOW_IN);
     }
     if (b->trace_t0)
-        ztrace_span(b->trace_t0, ZTRACE_COMM, "reduce_scatter", b->trace_track, "bytes", b->trace_bytes, "bucket",
-                    b - g->buckets);
+        ztrace_span_flow(b->trace_t0, ZTRACE_COMM, "reduce_scatter", b->trace_track, "bytes", b->trace_bytes, "bucket",
+                         b - g->buckets, flow, ZTRACE_FLOW_OUT);
     b->trace_t0 = 0;
     if (b->recv_hi > b->recv_lo) {
         int64_t shard_lo = (int64_t)g->c.rank * g->c.part->shard;

@@ -24,9 +24,11 @@ typedef struct span {
     const char *k1, *k2;
     int64_t v1, v2;
     int64_t step;
+    int64_t flow;  /* a flow's id (ztrace_flow_id), 0: none */
     int32_t track; /* the table's id: the recording thread's or a named track's */
     uint8_t cat;
-    uint8_t kind; /* cat gpu: the device work's own category */
+    uint8_t kind;     /* cat gpu: the device work's own category */
+    uint8_t flow_dir; /* ztrace_flow_dir */
 } span;
 
 typedef struct block {
@@ -63,7 +65,7 @@ static struct {
     thread_buf *threads[MAX_TRACKS];
     int nthreads;
     int64_t max_blocks;
-    _Atomic int64_t blocks, dropped;
+    _Atomic int64_t blocks, dropped, flows;
     ztrace_window win;
     _Atomic int64_t step;
     int64_t step_t0;
@@ -162,8 +164,8 @@ static span *next_slot(thread_buf *b) {
     return &nk->ev[0];
 }
 
-static void record(int64_t t0, int64_t t1, ztrace_cat cat, ztrace_cat kind, const char *name, int track, const char *k1,
-                   int64_t v1, const char *k2, int64_t v2) {
+static void record_flow(int64_t t0, int64_t t1, ztrace_cat cat, ztrace_cat kind, const char *name, int track,
+                        const char *k1, int64_t v1, const char *k2, int64_t v2, int64_t flow, int flow_dir) {
     if (!t0 || !atomic_load_explicit(&ztrace_enabled, memory_order_relaxed)) return;
     thread_buf *b = my_buf();
     span *s = b ? next_slot(b) : NULL;
@@ -181,12 +183,30 @@ static void record(int64_t t0, int64_t t1, ztrace_cat cat, ztrace_cat kind, cons
                 .step = atomic_load_explicit(&R.step, memory_order_relaxed),
                 .track = track > 0 ? track : b->track,
                 .cat = (uint8_t)cat,
-                .kind = (uint8_t)kind};
+                .kind = (uint8_t)kind,
+                .flow = flow,
+                .flow_dir = (uint8_t)(flow ? flow_dir : 0)};
     /* only this thread writes its counts: plain stores (no locked instruction), the span published first */
     block *k = b->tail;
     atomic_store_explicit(&k->n, atomic_load_explicit(&k->n, memory_order_relaxed) + 1, memory_order_release);
     atomic_store_explicit(&b->recorded, atomic_load_explicit(&b->recorded, memory_order_relaxed) + 1,
                           memory_order_relaxed);
+}
+
+static void record(int64_t t0, int64_t t1, ztrace_cat cat, ztrace_cat kind, const char *name, int track, const char *k1,
+                   int64_t v1, const char *k2, int64_t v2) {
+    record_flow(t0, t1, cat, kind, name, track, k1, v1, k2, v2, 0, 0);
+}
+
+int64_t ztrace_flow_id(void) {
+    if (!atomic_load_explicit(&ztrace_enabled, memory_order_relaxed)) return 0;
+    return atomic_fetch_add_explicit(&R.flows, 1, memory_order_relaxed) + 1;
+}
+
+void ztrace_span_flow(int64_t t0, ztrace_cat cat, const char *name, int track, const char *k1, int64_t v1,
+                      const char *k2, int64_t v2, int64_t flow, ztrace_flow_dir dir) {
+    if (!t0) return;
+    record_flow(t0, ztrace_now_ns(), cat, cat, name, track, k1, v1, k2, v2, flow, dir);
 }
 
 void ztrace_span_at(int64_t t0, int64_t t1, ztrace_cat cat, const char *name, int track, const char *k1, int64_t v1,
@@ -272,6 +292,7 @@ void ztrace_reset(void) {
     R.ntracks = 0;
     atomic_store(&R.blocks, 0);
     atomic_store(&R.dropped, 0);
+    atomic_store(&R.flows, 0);
     atomic_fetch_add(&R.gen, 1);
     pthread_mutex_unlock(&R.lock);
 }
@@ -412,6 +433,18 @@ static zinc_status serialize(int pid, int64_t origin_ns, bool profiler_steps, ch
                 if (s->k1 && strcmp(s->k1, "step")) sb_printf(&b, ",\"%s\":%lld", s->k1, (long long)s->v1);
                 if (s->k2) sb_printf(&b, ",\"%s\":%lld", s->k2, (long long)s->v2);
                 sb_printf(&b, "}}");
+                /* bound to the span just written: the enclosing slice at its start on the same track; ids
+                 * per rank in the high bits, so that two ranks' flows never join */
+                if (s->flow_dir) {
+                    sb_sep(&b);
+                    sb_printf(&b,
+                              "{\"ph\":\"%s\",%s\"id\":%lld,\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"cat\":\"flow\","
+                              "\"name\":\"flow\"}",
+                              s->flow_dir == ZTRACE_FLOW_OUT ? "s" : "f",
+                              s->flow_dir == ZTRACE_FLOW_OUT ? "" : "\"bp\":\"e\",",
+                              (long long)(((int64_t)pid << 32) + s->flow), pid, s->track,
+                              (double)(s->t0 - origin_ns) / 1e3);
+                }
                 if (profiler_steps && s->cat == ZTRACE_STEP) {
                     sb_sep(&b);
                     sb_printf(&b,

@@ -75,6 +75,16 @@ void ztrace_span(int64_t t0, ztrace_cat cat, const char *name, int track, const 
 void ztrace_span_at(int64_t t0, int64_t t1, ztrace_cat cat, const char *name, int track, const char *k1, int64_t v1,
                     const char *k2, int64_t v2);
 
+/* Flows (a trace viewer's arrows): a span that starts work another span finishes (a collective's issue, its
+ * wait) carries the same id from ztrace_flow_id, the first ZTRACE_FLOW_OUT, the other ZTRACE_FLOW_IN; the
+ * serializer writes a flow start ("ph":"s") bound to the first and a flow end ("ph":"f", "bp":"e") bound to
+ * the second, ids unique over the file's ranks. 0 when tracing is off (no flow). */
+typedef enum ztrace_flow_dir { ZTRACE_FLOW_OUT = 1, ZTRACE_FLOW_IN = 2 } ztrace_flow_dir;
+int64_t ztrace_flow_id(void);
+/* ztrace_span with a flow end (id 0: none, as ztrace_span). */
+void ztrace_span_flow(int64_t t0, ztrace_cat cat, const char *name, int track, const char *k1, int64_t v1,
+                      const char *k2, int64_t v2, int64_t flow, ztrace_flow_dir dir);
+
 /* A span of device work (cat "gpu") on a stream's track; `kind` (the work's own category: forward, comm,
  * copy...) goes into args.kind. */
 void ztrace_gpu_span_at(int64_t t0, int64_t t1, ztrace_cat kind, const char *name, int track, const char *k1,

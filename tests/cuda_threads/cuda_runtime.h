@@ -1,10 +1,19 @@
-/* CUDA's kernel side on CPU threads (see run.sh): a launch starts one std::thread per CUDA thread of a block
- * and runs the blocks one after another; __syncthreads is a block barrier and the warp intrinsics (full mask
- * only) are warp barriers around an exchange buffer, so a barrier that not every thread reaches hangs (run.sh
- * runs under timeout), and ThreadSanitizer sees a missing one as a race. __shared__ arrays are statics
- * (one block runs at a time); the dynamic shared array is fresh memory filled with 0xFF at each launch. */
+/* CUDA's kernel side on the CPU (see run.sh). A launch runs the blocks one after another; the threads of a
+ * block are fibers on the launching thread (switched at the barriers, each running as far as it can before
+ * the next starts, in order or in reverse order in alternate launches), or, under ThreadSanitizer (EMU_OS_THREADS), one std::thread each, so that a missing
+ * barrier shows as a data race. __syncthreads is a block barrier and the warp intrinsics (full mask only)
+ * are warp barriers around an exchange buffer; a barrier that not every thread reaches aborts (fibers) or
+ * hangs (threads; run.sh runs under timeout). __shared__ arrays are statics (one block runs at a time); the
+ * dynamic shared array is fresh memory filled with 0xFF at each launch. */
 #pragma once
 #include "cuda_runtime_api.h"
+#ifndef EMU_OS_THREADS
+#if defined(__SANITIZE_THREAD__)
+#define EMU_OS_THREADS 1
+#else
+#define EMU_OS_THREADS 0
+#endif
+#endif
 #ifdef __cplusplus
 #include <barrier>
 #include <cmath>
@@ -31,11 +40,14 @@ extern int optin;
 extern dim3 grid, block;
 extern thread_local dim3 tid3, bid3;
 extern thread_local int tid, lane;
-extern std::barrier<> *bar;
-extern std::vector<std::barrier<> *> wbar;
 extern std::vector<uint64_t> xbuf;
 extern std::vector<int> fbuf;
 extern float *smem;
+extern unsigned long long nthreads_run, nlaunches; /* CUDA threads and launches run so far */
+void sync_block();
+void sync_warp();
+/* Whether ZT_PLANT names this optimizer family: run_lib.sh broken's changed constants. */
+bool planted(const char *family);
 template <class T> T *dyn_smem() { return reinterpret_cast<T *>(smem); }
 void run(dim3 g, dim3 b, size_t smem_bytes, void (*body)(void *), void *ctx);
 template <class F> void body_of(void *ctx) { (*static_cast<F *>(ctx))(); }
@@ -63,31 +75,31 @@ template <class T> cudaError_t cudaFuncSetAttribute(T *, cudaFuncAttribute, int 
 #define blockDim emu::block
 #define gridDim emu::grid
 
-inline void __syncthreads() { emu::bar->arrive_and_wait(); }
+inline void __syncthreads() { emu::sync_block(); }
 inline int __syncthreads_or(int p) {
     emu::fbuf[emu::tid] = p;
-    emu::bar->arrive_and_wait();
+    emu::sync_block();
     int r = 0;
     for (int f : emu::fbuf) r |= f != 0;
-    emu::bar->arrive_and_wait();
+    emu::sync_block();
     return r;
 }
 template <class T> T __shfl_xor_sync(unsigned mask, T v, int o) {
     if (mask != 0xffffffffu) abort();
     std::memcpy(&emu::xbuf[emu::tid], &v, sizeof v);
-    emu::wbar[emu::tid / 32]->arrive_and_wait();
+    emu::sync_warp();
     T r;
     std::memcpy(&r, &emu::xbuf[(emu::tid & ~31) | (emu::lane ^ o)], sizeof r);
-    emu::wbar[emu::tid / 32]->arrive_and_wait();
+    emu::sync_warp();
     return r;
 }
 inline unsigned __ballot_sync(unsigned mask, int p) {
     if (mask != 0xffffffffu) abort();
     emu::xbuf[emu::tid] = p != 0;
-    emu::wbar[emu::tid / 32]->arrive_and_wait();
+    emu::sync_warp();
     unsigned r = 0;
     for (int l = 0; l < 32; l++) r |= (unsigned)emu::xbuf[(emu::tid & ~31) | l] << l;
-    emu::wbar[emu::tid / 32]->arrive_and_wait();
+    emu::sync_warp();
     return r;
 }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }

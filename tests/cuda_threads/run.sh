@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Runs GPT-2's CUDA kernels (examples/gpt2/gpt2_kernels.cu) on CPU threads under a sanitizer, with
+# Runs GPT-2's CUDA kernels (examples/gpt2/gpt2_kernels.cu) on the CPU under a sanitizer, with
 # tests/test_gpt2_kernels_cuda.c's checks against gpt2_layers.c: the device code's index arithmetic, bounds,
 # shared-memory sizes and barrier placement, exercised where no GPU is. launch_rewrite.py turns the .cu into
 # host C++; the headers here stand in for CUDA's (cuda_runtime.h says how). It does not test what only a GPU
 # has: its memory model, timing, or nvcc's floating-point contractions.
-#   address (default): AddressSanitizer; any access outside a buffer, shared memory included, fails.
-#   thread: ThreadSanitizer; a missing __syncthreads shows as a data race.
-#   full: the test's whole shape set (minutes); small (default): gpt2_kernels_small.c's shapes.
+#   address (default): AddressSanitizer; any access outside a buffer, shared memory included, fails. Each
+#           CUDA thread is a fiber, run as far as it can before the next, in order or in reverse
+#           (cuda_runtime.h): a missing __syncthreads gives a wrong value on every run.
+#   thread: ThreadSanitizer, each CUDA thread an OS thread; a missing __syncthreads shows as a data race.
+#   full: the test's whole shape set (about a minute); small (default): gpt2_kernels_small.c's shapes.
 # The small set under AddressSanitizer is the ctest gpt2_kernels_threads (about 20 s on 2 cores); run the
-# full set and ThreadSanitizer by hand after changing the kernels (minutes; 256 to 1024 threads per launch).
+# full set and ThreadSanitizer by hand after changing the kernels (ThreadSanitizer's OS threads: minutes).
 # Exits 77 (skipped) where g++ or the sanitizer's runtime is missing.
 # usage: tests/cuda_threads/run.sh [address|thread] [small|full] [build-dir]
 set -euo pipefail
