@@ -166,7 +166,8 @@ struct zinc_engine {
     void (*ckpt_async_drop)(struct zinc_engine *e);
 };
 
-/* Marks the engine broken with the current error's first line (see zinc_engine.broken). */
+/* engine_base.c, the floor every engine file may call (and which calls none). Marks the engine broken with
+ * the current error's first line (see zinc_engine.broken). */
 void zengine_mark_broken(zinc_engine *e, const char *what);
 /* Ends the accumulation in progress as far as the call-order bookkeeping goes: no micro-step begun, no
  * backward pass open, no phase seen (after a step, and when a failed step's gradients are dropped). The
@@ -174,6 +175,8 @@ void zengine_mark_broken(zinc_engine *e, const char *what);
 void zengine_micro_steps_reset(zinc_engine *e);
 /* ZINC_ERR_STATE naming why, when the engine is broken; ZINC_OK otherwise. */
 zinc_status zengine_check_usable(const zinc_engine *e, const char *fn);
+/* ZINC_ERR_STATE for `fn` after a failed zinc_build: why it failed, and that only zinc_destroy is left. */
+zinc_status zengine_build_failed_error(const zinc_engine *e, const char *fn);
 /* ZINC_ERR_STATE for `fn` unless zinc_build has succeeded (before it: "call zinc_build first"; after a failed
  * build: why it failed, and that only zinc_destroy is left). */
 zinc_status zengine_require_built(const zinc_engine *e, const char *fn);
