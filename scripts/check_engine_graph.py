@@ -70,6 +70,10 @@ def definitions(code):
         tail = rest[k:k + 200].lstrip()
         if tail.startswith("{"):
             names.add(m.group(1))
+    # variables with external linkage (an observer's descriptor: const zengine_observer zengine_observer_trace = ...)
+    for m in re.finditer(r"^(?!static\b|typedef\b|extern\b)(?:const\s+)?[A-Za-z_]\w*\s+\**(\w+)\s*(?:\[[^\]]*\])?\s*=",
+                         code, re.M):
+        names.add(m.group(1))
     # the accessors' macro (engine.c: ACCESS(type, name, none, expr) defines name)
     for m in re.finditer(r"^ACCESS\([^,]+,\s*(\w+)\s*,", code, re.M):
         names.add(m.group(1))

@@ -75,76 +75,78 @@ static void enable_preempt(zinc_engine *e) {
 
 int zinc_preempt_requested(const zinc_engine *e) { return e ? e->preempt_signal : 0; }
 
-zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
-    zinc_status st = ZINC_OK;
-    zinc_engine *e = NULL;
-    if (!out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: out is NULL");
-    *out = NULL;
-    zinc_options o = zinc_default_options();
-    TRY(options_read(opts, &o));
-    if (!o.config_path && !o.config_json)
+/* zinc_create's checks of the options that need no engine. */
+static zinc_status options_check(const zinc_options *o) {
+    if (!o->config_path && !o->config_json)
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: give options.config_path (a ds_config.json file) or "
                                           "options.config_json (the JSON text)");
-    if ((int)o.log_level < ZINC_LOG_DEBUG || (int)o.log_level > ZINC_LOG_OFF)
+    if ((int)o->log_level < ZINC_LOG_DEBUG || (int)o->log_level > ZINC_LOG_OFF)
         return ZERR(ZINC_ERR_INVALID_ARG,
                     "zinc_create: options.log_level %d is not a zinc_log_level: want ZINC_LOG_DEBUG (0) to "
                     "ZINC_LOG_OFF (4)",
-                    (int)o.log_level);
-    if ((int)o.device < ZINC_DEVICE_AUTO || (int)o.device > ZINC_DEVICE_CUDA)
+                    (int)o->log_level);
+    if ((int)o->device < ZINC_DEVICE_AUTO || (int)o->device > ZINC_DEVICE_CUDA)
         return ZERR(ZINC_ERR_INVALID_ARG,
                     "zinc_create: options.device %d is not a zinc_device_kind: want ZINC_DEVICE_AUTO (0), "
                     "ZINC_DEVICE_CPU (1) or ZINC_DEVICE_CUDA (2)",
-                    (int)o.device);
-    if (o.cpu_threads < 0 || o.cpu_threads > ZPOOL_MAX_THREADS)
+                    (int)o->device);
+    if (o->cpu_threads < 0 || o->cpu_threads > ZPOOL_MAX_THREADS)
         return ZERR(ZINC_ERR_INVALID_ARG,
                     "zinc_create: options.cpu_threads %d: want 0 (cores / ranks on this node) "
                     "or 1 to %d",
-                    o.cpu_threads, ZPOOL_MAX_THREADS);
-    if (o.preempt != 0 && o.preempt != 1)
+                    o->cpu_threads, ZPOOL_MAX_THREADS);
+    if (o->preempt != 0 && o->preempt != 1)
         return ZERR(ZINC_ERR_INVALID_ARG,
                     "zinc_create: options.preempt %d: want 0 (off) or 1 (a SIGTERM, SIGINT "
                     "or SIGUSR1 is agreed on at the next zinc_step)",
-                    o.preempt);
-    TRY_ALLOC(e, 1, "the engine");
-    e->log.fn = o.log_fn;
-    e->log.userdata = o.log_userdata;
-    e->log.level = o.log_level;
-    e->log.rank = 0;
-    e->seed = o.seed;
-    e->nonfinite = o.nonfinite;
-    zengine_micro_steps_reset(e);
+                    o->preempt);
+    return ZINC_OK;
+}
 
-    TRY(zcomm_create(&e->log, &e->comm));
+/* The host communicator and what comes with the rank: the watchdog, preemption, the kernels' warning. */
+static zinc_status open_comm(zinc_engine *e, const zinc_options *o) {
+    zinc_status st = zcomm_create(&e->log, &e->comm);
+    if (st != ZINC_OK) return st;
     e->rank = e->comm->rank;
     e->world = e->comm->size;
     e->log.rank = e->rank;
     zwatch_configure(&e->log, e->rank);
-    if (o.preempt) enable_preempt(e);
+    if (o->preempt) enable_preempt(e);
     const char *kernels_said = zkernels_warning();
     if (kernels_said) ZLOG_WARN(&e->log, "%s", kernels_said);
+    return ZINC_OK;
+}
 
-    if (o.total_steps < 0)
-        FAIL(ZINC_ERR_INVALID_ARG,
-             "zinc_create: options.total_steps is %lld; give the run's optimizer steps, or 0 "
-             "when not known",
-             (long long)o.total_steps);
-    zcfg_load_opts lo = {.sets = o.config_overrides, .run_steps = o.total_steps};
-    /* A rank whose config fails must not leave the others waiting in the collectives that follow. */
-    if (o.config_path)
-        st = zcfg_load_file_ex(o.config_path, e->world, &lo, &e->log, &e->cfg);
+/* The config, on every rank: a rank whose config fails must not leave the others waiting in the
+ * collectives that follow. */
+static zinc_status load_config(zinc_engine *e, const zinc_options *o) {
+    zinc_status st;
+    if (o->total_steps < 0)
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "zinc_create: options.total_steps is %lld; give the run's optimizer steps, or 0 "
+                    "when not known",
+                    (long long)o->total_steps);
+    zcfg_load_opts lo = {.sets = o->config_overrides, .run_steps = o->total_steps};
+    if (o->config_path)
+        st = zcfg_load_file_ex(o->config_path, e->world, &lo, &e->log, &e->cfg);
     else
-        st = zcfg_load_text_ex(o.config_json, "<json text>", e->world, &lo, &e->log, &e->cfg);
-    TRY(zcomm_agree_status(e->comm, st));
+        st = zcfg_load_text_ex(o->config_json, "<json text>", e->world, &lo, &e->log, &e->cfg);
+    return zcomm_agree_status(e->comm, st);
+}
 
-    zinc_device_kind want = o.device != ZINC_DEVICE_AUTO ? o.device : e->cfg.device;
+/* The compute device, its communicator and comms_logger on both (before the first collective it counts),
+ * the optimizer's descriptor and where it may run, and ZeRO++'s groups. */
+static zinc_status open_device(zinc_engine *e, const zinc_options *o) {
+    zinc_status st = ZINC_OK;
+    zinc_device_kind want = o->device != ZINC_DEVICE_AUTO ? o->device : e->cfg.device;
     /* the device and the monitors' directories (rank 0 writes them), as zinc config check checks them */
-    TRY(zcomm_agree_status(e->comm, zengine_check_run(&e->cfg, o.device, e->rank == 0)));
+    TRY(zcomm_agree_status(e->comm, zengine_check_run(&e->cfg, o->device, e->rank == 0)));
     if (want == ZINC_DEVICE_AUTO)
         want = zengine_cuda_allowed() && zdev_cuda_count() > 0 ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
     e->device = want;
     TRY(zcomm_agree_status(e->comm,
                            zdev_create(want, &e->mem, &e->log, e->comm->local_rank,
-                                       o.cpu_threads > 0 ? o.cpu_threads : zpool_default_threads(e->comm->local_size),
+                                       o->cpu_threads > 0 ? o->cpu_threads : zpool_default_threads(e->comm->local_size),
                                        &e->dev)));
     TRY(e->dev->ops->comm_create(e->dev, e->comm, &e->log, &e->dcomm));
     TRY(zengine_comms_start(e));
@@ -154,8 +156,12 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     TRY(zopt_check_placement(e->optim, e->dev, e->cfg.zero.offload_optimizer.device != ZOFFLOAD_NONE));
     /* ZeRO++: hpZ's group, qgZ's node groups, what the device must offer */
     TRY(zpp_setup(&e->cfg.zero, &e->log, e->comm, e->dcomm, e->dev, &e->hcomm, &e->qgz_intra, &e->qgz_inter));
-    TRY(zengine_trace_create(e, &o));
+fail:
+    return st;
+}
 
+/* The stage, the dtypes and the loss scaler from the config. */
+static zinc_status training_setup(zinc_engine *e) {
     e->stage = e->cfg.zero.stage;
     e->compute_dtype = e->cfg.compute_dtype;
     e->comm_dtype = e->cfg.comm_dtype;
@@ -165,8 +171,8 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
                   "data_types.grad_accum_dtype=%s: in stage %d zinc accumulates the gradient shard "
                   "in fp32 (more accurate, 4 bytes per shard element)",
                   zinc_dtype_name(e->cfg.grad_accum_dtype), e->stage);
-    TRY(zengine_pstore_check(e)); /* offload_param "nvme": what this device cannot do */
-
+    zinc_status st = zengine_pstore_check(e); /* offload_param "nvme": what this device cannot do */
+    if (st != ZINC_OK) return st;
     if (e->cfg.fp16.enabled) {
         if (e->cfg.fp16.loss_scale == 0)
             zls_init_dynamic(&e->scaler, e->cfg.fp16.initial_scale_power, e->cfg.fp16.loss_scale_window,
@@ -176,7 +182,29 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     } else {
         zls_init_static(&e->scaler, 1.0);
     }
+    return ZINC_OK;
+}
 
+zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
+    zinc_status st = ZINC_OK;
+    zinc_engine *e = NULL;
+    if (!out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: out is NULL");
+    *out = NULL;
+    zinc_options o = zinc_default_options();
+    TRY(options_read(opts, &o));
+    TRY(options_check(&o));
+    TRY_ALLOC(e, 1, "the engine");
+    e->log.fn = o.log_fn;
+    e->log.userdata = o.log_userdata;
+    e->log.level = o.log_level;
+    e->log.rank = 0;
+    e->seed = o.seed;
+    e->nonfinite = o.nonfinite;
+    zengine_micro_steps_reset(e);
+    TRY(open_comm(e, &o));
+    TRY(load_config(e, &o));
+    TRY(open_device(e, &o));
+    TRY(training_setup(e));
     ZLOG_INFO(&e->log,
               "zinc %s: %d rank%s (%s), device %s, ZeRO stage %d, %s compute, %s communication, "
               "batch %lld = micro %lld x accumulation %lld x ranks %d, %d kernel thread%s (%s)",
@@ -184,7 +212,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
               zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->comm_dtype), (long long)e->cfg.train_batch_size,
               (long long)e->cfg.train_micro_batch_size_per_gpu, (long long)e->cfg.gradient_accumulation_steps, e->world,
               zpool_threads(e->dev->pool), zpool_threads(e->dev->pool) == 1 ? "" : "s", zkernels_simd_name());
-    TRY(zengine_monitor_open(e));
+    TRY(zengine_observers_create(e, &o)); /* the monitors, the trace (engine_observe.c) */
     *out = e;
     return ZINC_OK;
 fail:
@@ -195,29 +223,15 @@ fail:
 void zinc_destroy(zinc_engine *e) {
     if (!e) return;
     if (e->ckpt_async && e->ckpt_async_drop) e->ckpt_async_drop(e); /* before the state it may still read */
-    zengine_trace_destroy(e);                                       /* first: the module names are the spans' */
-    zengine_comms_finish(e);
-    zengine_monitor_close(e);
+    zengine_observers_destroy(e); /* first: the module names are the trace's spans' */
     if (e->built) {
         zgather_free(&e->gather);
         zgrads_free(&e->grads);
         zengine_f32_free(e);
-        zengine_free(e, ZINC_MEM_PARAMS, e->params_full, e->bytes_params_full);
-        zengine_free(e, ZINC_MEM_PARAMS, e->params_shard, e->bytes_params_shard);
+        zengine_buffers_free(e); /* the plan's buffers the engine holds (engine_buffers.c) */
         zstate_destroy(e->state);
         zengine_muon_free(e);
         zstate_param_destroy(e->pstore);
-        if (e->decay_mask_dev != e->decay_mask) zengine_free(e, ZINC_MEM_OTHER, e->decay_mask_dev, e->bytes_mask);
-        zengine_free(e, e->plan.buf[ZPLAN_LAMB_NORMS].cat, e->lamb_norms, e->plan.buf[ZPLAN_LAMB_NORMS].each);
-        for (int b = 0; b < 2; b++) {
-            if (e->stage_g[b])
-                e->dev->ops->free_host(e->dev, ZINC_MEM_STAGING, e->stage_g[b],
-                                       e->plan.buf[ZPLAN_OFFLOAD_GRAD_STAGING].each);
-            if (e->stage_p[b])
-                e->dev->ops->free_host(e->dev, ZINC_MEM_STAGING, e->stage_p[b],
-                                       e->plan.buf[ZPLAN_OFFLOAD_PARAM_STAGING].each);
-        }
-        zmem_host_free(&e->mem, e->plan.buf[ZPLAN_DECAY_MASK].kind, ZINC_MEM_OTHER, e->decay_mask, e->bytes_mask);
     }
     for (int i = 0; i < e->nparams; i++) {
         free(e->params[i]->name);
@@ -458,39 +472,21 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
     const zplan_entry *pb = e->plan.buf;
     int64_t own = e->own_hi - e->own_lo;
     e->built = true; /* from here on zinc_destroy frees what was allocated */
-    if (e->stage <= 2) {
-        e->bytes_params_full = pb[ZPLAN_PARAMS].each;
-        TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_full, pb[ZPLAN_PARAMS].what, &e->params_full));
-    } else if (!zengine_params_on_nvme(e)) {
-        e->bytes_params_shard = pb[ZPLAN_PARAMS].each;
-        TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_shard, pb[ZPLAN_PARAMS].what, &e->params_shard));
-    }
+    /* The plan's buffers the engine holds, by one loop over the plan (engine_buffers.c): the parameters,
+     * the decay mask and its device copy, the offload staging (pinned once for the run, not per step:
+     * pinning and unpinning a chunk's pages costs about as much as copying them, and cudaFreeHost waits
+     * for the whole device), a per-tensor optimizer's sums. */
+    TRY(zengine_buffers_alloc(e));
     /* The state store places itself as the plan does (offload/state.c, sized by zstate_chunk_elems). */
     e->bytes_state = (size_t)own * sizeof(float);
     zengine_contexts(e); /* what zero/ and offload/ see of the engine (engine_ctx.c) */
     TRY(zstate_create(&e->state_ctx, own, &e->state));
     TRY(zengine_pstore_create(e)); /* offload_param nvme: the shard's file (collective) */
-    e->bytes_mask = pb[ZPLAN_DECAY_MASK].each;
-    TRY(zmem_host_alloc(&e->mem, pb[ZPLAN_DECAY_MASK].kind, ZINC_MEM_OTHER, e->bytes_mask, pb[ZPLAN_DECAY_MASK].what,
-                        (void **)&e->decay_mask));
     fill_decay_mask(e);
-    e->decay_mask_dev = e->decay_mask;
-    if (pb[ZPLAN_DECAY_MASK_DEVICE].count) {
-        TRY(zengine_alloc(e, ZINC_MEM_OTHER, pb[ZPLAN_DECAY_MASK_DEVICE].each, pb[ZPLAN_DECAY_MASK_DEVICE].what,
-                          (void **)&e->decay_mask_dev));
-        TRY(e->dev->ops->copy(e->dev, e->decay_mask_dev, e->decay_mask, e->bytes_mask, ZDEV_H2D));
-    }
-    /* Pinned once for the run, not per step: pinning and unpinning a chunk's pages costs about as much as
-     * copying them, and cudaFreeHost waits for the whole device. */
-    for (int b = 0; b < (int)pb[ZPLAN_OFFLOAD_GRAD_STAGING].count; b++) {
-        TRY(e->dev->ops->alloc_host(e->dev, ZINC_MEM_STAGING, pb[ZPLAN_OFFLOAD_GRAD_STAGING].each,
-                                    pb[ZPLAN_OFFLOAD_GRAD_STAGING].what, (void **)&e->stage_g[b]));
-        TRY(e->dev->ops->alloc_host(e->dev, ZINC_MEM_STAGING, pb[ZPLAN_OFFLOAD_PARAM_STAGING].each,
-                                    pb[ZPLAN_OFFLOAD_PARAM_STAGING].what, (void **)&e->stage_p[b]));
-    }
-    if (pb[ZPLAN_LAMB_NORMS].count)
-        TRY(zengine_alloc(e, pb[ZPLAN_LAMB_NORMS].cat, pb[ZPLAN_LAMB_NORMS].each, pb[ZPLAN_LAMB_NORMS].what,
-                          &e->lamb_norms));
+    if (e->decay_mask_dev)
+        TRY(e->dev->ops->copy(e->dev, e->decay_mask_dev, e->decay_mask, pb[ZPLAN_DECAY_MASK].each, ZDEV_H2D));
+    else
+        e->decay_mask_dev = e->decay_mask;
     TRY(zengine_muon_build(e));
     /* Gradients and buckets, at the plan's sizes (e->plan.grads, handed to zero/ in its context). */
     TRY(zgrads_alloc(&e->grads));
@@ -641,16 +637,9 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
         if (polled != ZINC_OK) return polled;
     }
     zinc_step_info tmp;
-    int64_t wc0 = zengine_wc_now(e), reduce0 = e->wc.reduce;
+    zengine_observers_step_begin(e);
     zinc_status st = zengine_step(e, info ? info : &tmp);
-    if (st == ZINC_OK) zengine_wc_step_end(e, wc0, reduce0);
-    if (st == ZINC_OK) zengine_monitor_step(e, info ? info : &tmp);
-    if (e->trace) {
-        zinc_status written = zengine_trace_step_end(e, st == ZINC_OK);
-        if (st == ZINC_OK) st = written;
-    }
-    if (st == ZINC_OK) zengine_comms_after_step(e);
-    return st;
+    return zengine_observers_step_end(e, info ? info : &tmp, st); /* engine_observe.c */
 }
 
 /* ---------------------------------------------------------------- accessors */
