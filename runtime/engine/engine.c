@@ -222,8 +222,10 @@ fail:
 
 void zinc_destroy(zinc_engine *e) {
     if (!e) return;
-    if (e->ckpt_async && e->ckpt_async_drop) e->ckpt_async_drop(e); /* before the state it may still read */
-    zengine_observers_destroy(e); /* first: the module names are the trace's spans' */
+    /* the decoupled checkpoint before the state it may still read; then the observers (engine_observe.c),
+     * while the module names the trace's spans use are still there */
+    if (e->ckpt_async && e->ckpt_async_drop) e->ckpt_async_drop(e);
+    zengine_observers_destroy(e);
     if (e->built) {
         zgather_free(&e->gather);
         zgrads_free(&e->grads);
@@ -250,7 +252,6 @@ void zinc_destroy(zinc_engine *e) {
     zcomm_destroy(e->comm);
     free(e);
 }
-
 
 /* ---------------------------------------------------------------- build */
 

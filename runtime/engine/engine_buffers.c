@@ -61,8 +61,10 @@ zinc_status zengine_buffers_alloc(zinc_engine *e) {
     for (int b = 0; b < ZPLAN_BUF_COUNT; b++) {
         const zplan_entry *pe = &e->plan.buf[b];
         if (rows[b].how && pe->count > 2)
-            FAIL(ZINC_ERR_INTERNAL, "zinc_build: the sizing plan asks for %d of %s, the engine holds 2; please "
-                 "report this", pe->count, pe->what);
+            FAIL(ZINC_ERR_INTERNAL,
+                 "zinc_build: the sizing plan asks for %d of %s, the engine holds 2; please "
+                 "report this",
+                 pe->count, pe->what);
         const row *r = row_of(e, b);
         for (int i = 0; r && i < pe->count; i++) {
             void **slot = r->slot(e, i);

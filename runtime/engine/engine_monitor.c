@@ -81,8 +81,10 @@ static void monitor_close(zinc_engine *e) {
     e->monitor = NULL;
 }
 
-const zengine_observer zengine_observer_monitor = {
-    .name = "monitor", .create = monitor_open, .step_end = monitor_step, .destroy = monitor_close};
+const zengine_observer zengine_observer_monitor = {.name = "monitor",
+                                                   .create = monitor_open,
+                                                   .step_end = monitor_step,
+                                                   .destroy = monitor_close};
 
 zinc_status zinc_record_loss(zinc_engine *e, double loss) {
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_record_loss: engine is NULL");

@@ -459,5 +459,7 @@ static zinc_status trace_step_end(zinc_engine *e, const zinc_step_info *info, bo
     return e->trace ? zengine_trace_step_end(e, ok) : ZINC_OK;
 }
 
-const zengine_observer zengine_observer_trace = {
-    .name = "trace", .create = zengine_trace_create, .step_end = trace_step_end, .destroy = zengine_trace_destroy};
+const zengine_observer zengine_observer_trace = {.name = "trace",
+                                                 .create = zengine_trace_create,
+                                                 .step_end = trace_step_end,
+                                                 .destroy = zengine_trace_destroy};

@@ -87,5 +87,6 @@ static zinc_status step_end(zinc_engine *e, const zinc_step_info *info, bool ok)
     return ZINC_OK;
 }
 
-const zengine_observer zengine_observer_wallclock = {
-    .name = "wall_clock_breakdown", .step_begin = step_begin, .step_end = step_end};
+const zengine_observer zengine_observer_wallclock = {.name = "wall_clock_breakdown",
+                                                     .step_begin = step_begin,
+                                                     .step_end = step_end};
