@@ -1,5 +1,7 @@
-/* Engine lifecycle, model registration, build (partition, allocate, initialise) and accessors. The
- * step lives in engine_step.c, gradient reduction in zero/grads.c, stage-3 gathering in zero/gather.c. */
+/* The engine's entry points: lifecycle, build (partition, allocate, initialise), the module hooks, the step
+ * and the accessors. The roof of runtime/engine: it calls the files below and none calls it (README,
+ * "Floors"). Registration lives in engine_model.c, the step's work in engine_step.c, the observers in
+ * engine_observe.c, gradient reduction in zero/grads.c, stage-3 gathering in zero/gather.c. */
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
