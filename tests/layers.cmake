@@ -6,6 +6,15 @@ set_tests_properties(layers PROPERTIES LABELS "unit;fast" TIMEOUT 60)
 # The check itself: an example that includes runtime/ (planted in a copy of the sources) must fail it.
 add_test(NAME layers_self_test COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/scripts/check_layers.py --self-test)
 set_tests_properties(layers_self_test PROPERTIES LABELS "unit;fast" TIMEOUT 60)
+# The engine's files call down only (runtime/engine: no file cycle; zinc_step names no observer; no
+# optimizer's name outside comments in runtime/engine and runtime/mem), and the check itself: a planted
+# back-call and a planted name (in a copy of the sources) must fail it.
+add_test(NAME engine_graph COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/scripts/check_engine_graph.py
+                                   ${PROJECT_SOURCE_DIR})
+set_tests_properties(engine_graph PROPERTIES LABELS "unit;fast" TIMEOUT 60)
+add_test(NAME engine_graph_self_test
+         COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/scripts/check_engine_graph.py --self-test)
+set_tests_properties(engine_graph_self_test PROPERTIES LABELS "unit;fast" TIMEOUT 60)
 # The library's C files follow .clang-format (clang-format 14; skipped where that version is not installed,
 # since other versions format a few constructs differently).
 add_test(NAME format

@@ -15,7 +15,7 @@
  *     which can move a trust ratio by an ulp: tolerance 1e-5 (fp32) / 2e-2 (bf16, fp16) on the master
  *     weights, those of test_engine_cuda.c.
  * Also: two cuda runs are bitwise equal, and the device memory the step used under "other" is the sizing
- * plan's (the decay mask and LAMB's per-tensor norms, ZPLAN_LAMB_NORMS). Exits 77 without a GPU. */
+ * plan's (the decay mask and LAMB's per-tensor norms, ZPLAN_TENSOR_SUMS). Exits 77 without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,9 +68,9 @@ static void check_memory(zinc_engine *e, const char *what) {
     ZT_CHECK(got == want[ZINC_MEMKIND_DEVICE][ZINC_MEM_OTHER], "%s: device memory \"other\" peaked at %llu, plan %llu",
              what, (unsigned long long)got, (unsigned long long)want[ZINC_MEMKIND_DEVICE][ZINC_MEM_OTHER]);
     bool offload = e->cfg.zero.offload_optimizer.device != ZOFFLOAD_NONE;
-    ZT_CHECK((e->plan.buf[ZPLAN_LAMB_NORMS].bytes > 0) == !offload,
+    ZT_CHECK((e->plan.buf[ZPLAN_TENSOR_SUMS].bytes > 0) == !offload,
              "%s: the plan has %llu bytes of LAMB norms in device memory (expected %s)", what,
-             (unsigned long long)e->plan.buf[ZPLAN_LAMB_NORMS].bytes, offload ? "none" : "some");
+             (unsigned long long)e->plan.buf[ZPLAN_TENSOR_SUMS].bytes, offload ? "none" : "some");
 }
 
 static zinc_status train(const eu_run *base, int cuda, const char *what, result *out) {

@@ -307,7 +307,7 @@ int main(void) {
             for (int di = 0; di < 3; di++) check_case(stage, offloads[oi], dtypes[di], "AdamW", world, rank);
     for (int stage = 0; stage <= 3; stage++)
         for (int oi = 0; oi < 3; oi++) check_case(stage, offloads[oi], dtypes[stage % 3], "Lion", world, rank);
-    /* LAMB: on a discrete device its step allocates the per-tensor norms (ZPLAN_LAMB_NORMS) */
+    /* LAMB: on a discrete device its step allocates the per-tensor norms (ZPLAN_TENSOR_SUMS) */
     for (int stage = 0; stage <= 3; stage++)
         for (int oi = 0; oi < 2; oi++) check_case(stage, offloads[oi], ZINC_FP16, "Lamb", world, rank);
     ZT_CHECK(cases_run >= (nvme_skipped ? 35 : 47), "only %d cases ran", cases_run);

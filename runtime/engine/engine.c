@@ -1,5 +1,7 @@
-/* Engine lifecycle, model registration, build (partition, allocate, initialise) and accessors. The
- * step lives in engine_step.c, gradient reduction in zero/grads.c, stage-3 gathering in zero/gather.c. */
+/* The engine's entry points: lifecycle, build (partition, allocate, initialise), the module hooks, the step
+ * and the accessors. The roof of runtime/engine: it calls the files below and none calls it (README,
+ * "Floors"). Registration lives in engine_model.c, the step's work in engine_step.c, the observers in
+ * engine_observe.c, gradient reduction in zero/grads.c, stage-3 gathering in zero/gather.c. */
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,45 +33,6 @@ zinc_options zinc_default_options(void) {
     o.trace_first_step = 1;
     o.trace_last_step = 5;
     return o;
-}
-
-static char *dupstr(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
-zinc_mem_kind zengine_compute_kind(const zinc_engine *e) { return e->dev->mem_kind; }
-
-zinc_status zengine_alloc(zinc_engine *e, zinc_mem_category cat, size_t bytes, const char *what, void **out) {
-    return e->dev->ops->alloc(e->dev, cat, bytes, what, out);
-}
-
-void zengine_free(zinc_engine *e, zinc_mem_category cat, void *p, size_t bytes) {
-    if (p) e->dev->ops->free(e->dev, cat, p, bytes);
-}
-
-bool zengine_state_on_device(const zinc_engine *e) { return e->dev->host_addressable || e->state->device_resident; }
-
-/* ZINC_EXPERIMENTAL_CUDA=1 lets the engine use the CUDA device backend, which has never run on a GPU. */
-static zinc_status build_failed_error(const zinc_engine *e, const char *fn) {
-    return ZERR(ZINC_ERR_STATE,
-                "%s: zinc_build failed (%s): a failed build leaves the engine only for zinc_destroy; create a new "
-                "engine and register the model again",
-                fn, e->build_failed);
-}
-
-zinc_status zengine_require_built(const zinc_engine *e, const char *fn) {
-    if (e->build_failed[0]) return build_failed_error(e, fn);
-    if (!e->built) return ZERR(ZINC_ERR_STATE, "%s: call zinc_build first", fn);
-    return ZINC_OK;
-}
-
-zinc_status zengine_registration_open(const zinc_engine *e, const char *fn, const char *what) {
-    if (e->build_failed[0]) return build_failed_error(e, fn);
-    if (e->built) return ZERR(ZINC_ERR_STATE, "%s: %s must be added before zinc_build", fn, what);
-    return ZINC_OK;
 }
 
 /* The caller's options over the defaults: only the fields its zinc.h had (struct_size bytes). */
@@ -114,76 +77,78 @@ static void enable_preempt(zinc_engine *e) {
 
 int zinc_preempt_requested(const zinc_engine *e) { return e ? e->preempt_signal : 0; }
 
-zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
-    zinc_status st = ZINC_OK;
-    zinc_engine *e = NULL;
-    if (!out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: out is NULL");
-    *out = NULL;
-    zinc_options o = zinc_default_options();
-    TRY(options_read(opts, &o));
-    if (!o.config_path && !o.config_json)
+/* zinc_create's checks of the options that need no engine. */
+static zinc_status options_check(const zinc_options *o) {
+    if (!o->config_path && !o->config_json)
         return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: give options.config_path (a ds_config.json file) or "
                                           "options.config_json (the JSON text)");
-    if ((int)o.log_level < ZINC_LOG_DEBUG || (int)o.log_level > ZINC_LOG_OFF)
+    if ((int)o->log_level < ZINC_LOG_DEBUG || (int)o->log_level > ZINC_LOG_OFF)
         return ZERR(ZINC_ERR_INVALID_ARG,
                     "zinc_create: options.log_level %d is not a zinc_log_level: want ZINC_LOG_DEBUG (0) to "
                     "ZINC_LOG_OFF (4)",
-                    (int)o.log_level);
-    if ((int)o.device < ZINC_DEVICE_AUTO || (int)o.device > ZINC_DEVICE_CUDA)
+                    (int)o->log_level);
+    if ((int)o->device < ZINC_DEVICE_AUTO || (int)o->device > ZINC_DEVICE_CUDA)
         return ZERR(ZINC_ERR_INVALID_ARG,
                     "zinc_create: options.device %d is not a zinc_device_kind: want ZINC_DEVICE_AUTO (0), "
                     "ZINC_DEVICE_CPU (1) or ZINC_DEVICE_CUDA (2)",
-                    (int)o.device);
-    if (o.cpu_threads < 0 || o.cpu_threads > ZPOOL_MAX_THREADS)
+                    (int)o->device);
+    if (o->cpu_threads < 0 || o->cpu_threads > ZPOOL_MAX_THREADS)
         return ZERR(ZINC_ERR_INVALID_ARG,
                     "zinc_create: options.cpu_threads %d: want 0 (cores / ranks on this node) "
                     "or 1 to %d",
-                    o.cpu_threads, ZPOOL_MAX_THREADS);
-    if (o.preempt != 0 && o.preempt != 1)
+                    o->cpu_threads, ZPOOL_MAX_THREADS);
+    if (o->preempt != 0 && o->preempt != 1)
         return ZERR(ZINC_ERR_INVALID_ARG,
                     "zinc_create: options.preempt %d: want 0 (off) or 1 (a SIGTERM, SIGINT "
                     "or SIGUSR1 is agreed on at the next zinc_step)",
-                    o.preempt);
-    TRY_ALLOC(e, 1, "the engine");
-    e->log.fn = o.log_fn;
-    e->log.userdata = o.log_userdata;
-    e->log.level = o.log_level;
-    e->log.rank = 0;
-    e->seed = o.seed;
-    e->nonfinite = o.nonfinite;
-    zengine_micro_steps_reset(e);
+                    o->preempt);
+    return ZINC_OK;
+}
 
-    TRY(zcomm_create(&e->log, &e->comm));
+/* The host communicator and what comes with the rank: the watchdog, preemption, the kernels' warning. */
+static zinc_status open_comm(zinc_engine *e, const zinc_options *o) {
+    zinc_status st = zcomm_create(&e->log, &e->comm);
+    if (st != ZINC_OK) return st;
     e->rank = e->comm->rank;
     e->world = e->comm->size;
     e->log.rank = e->rank;
     zwatch_configure(&e->log, e->rank);
-    if (o.preempt) enable_preempt(e);
+    if (o->preempt) enable_preempt(e);
     const char *kernels_said = zkernels_warning();
     if (kernels_said) ZLOG_WARN(&e->log, "%s", kernels_said);
+    return ZINC_OK;
+}
 
-    if (o.total_steps < 0)
-        FAIL(ZINC_ERR_INVALID_ARG,
-             "zinc_create: options.total_steps is %lld; give the run's optimizer steps, or 0 "
-             "when not known",
-             (long long)o.total_steps);
-    zcfg_load_opts lo = {.sets = o.config_overrides, .run_steps = o.total_steps};
-    /* A rank whose config fails must not leave the others waiting in the collectives that follow. */
-    if (o.config_path)
-        st = zcfg_load_file_ex(o.config_path, e->world, &lo, &e->log, &e->cfg);
+/* The config, on every rank: a rank whose config fails must not leave the others waiting in the
+ * collectives that follow. */
+static zinc_status load_config(zinc_engine *e, const zinc_options *o) {
+    zinc_status st;
+    if (o->total_steps < 0)
+        return ZERR(ZINC_ERR_INVALID_ARG,
+                    "zinc_create: options.total_steps is %lld; give the run's optimizer steps, or 0 "
+                    "when not known",
+                    (long long)o->total_steps);
+    zcfg_load_opts lo = {.sets = o->config_overrides, .run_steps = o->total_steps};
+    if (o->config_path)
+        st = zcfg_load_file_ex(o->config_path, e->world, &lo, &e->log, &e->cfg);
     else
-        st = zcfg_load_text_ex(o.config_json, "<json text>", e->world, &lo, &e->log, &e->cfg);
-    TRY(zcomm_agree_status(e->comm, st));
+        st = zcfg_load_text_ex(o->config_json, "<json text>", e->world, &lo, &e->log, &e->cfg);
+    return zcomm_agree_status(e->comm, st);
+}
 
-    zinc_device_kind want = o.device != ZINC_DEVICE_AUTO ? o.device : e->cfg.device;
+/* The compute device, its communicator and comms_logger on both (before the first collective it counts),
+ * the optimizer's descriptor and where it may run, and ZeRO++'s groups. */
+static zinc_status open_device(zinc_engine *e, const zinc_options *o) {
+    zinc_status st = ZINC_OK;
+    zinc_device_kind want = o->device != ZINC_DEVICE_AUTO ? o->device : e->cfg.device;
     /* the device and the monitors' directories (rank 0 writes them), as zinc config check checks them */
-    TRY(zcomm_agree_status(e->comm, zengine_check_run(&e->cfg, o.device, e->rank == 0)));
+    TRY(zcomm_agree_status(e->comm, zengine_check_run(&e->cfg, o->device, e->rank == 0)));
     if (want == ZINC_DEVICE_AUTO)
         want = zengine_cuda_allowed() && zdev_cuda_count() > 0 ? ZINC_DEVICE_CUDA : ZINC_DEVICE_CPU;
     e->device = want;
     TRY(zcomm_agree_status(e->comm,
                            zdev_create(want, &e->mem, &e->log, e->comm->local_rank,
-                                       o.cpu_threads > 0 ? o.cpu_threads : zpool_default_threads(e->comm->local_size),
+                                       o->cpu_threads > 0 ? o->cpu_threads : zpool_default_threads(e->comm->local_size),
                                        &e->dev)));
     TRY(e->dev->ops->comm_create(e->dev, e->comm, &e->log, &e->dcomm));
     TRY(zengine_comms_start(e));
@@ -193,8 +158,12 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     TRY(zopt_check_placement(e->optim, e->dev, e->cfg.zero.offload_optimizer.device != ZOFFLOAD_NONE));
     /* ZeRO++: hpZ's group, qgZ's node groups, what the device must offer */
     TRY(zpp_setup(&e->cfg.zero, &e->log, e->comm, e->dcomm, e->dev, &e->hcomm, &e->qgz_intra, &e->qgz_inter));
-    TRY(zengine_trace_create(e, &o));
+fail:
+    return st;
+}
 
+/* The stage, the dtypes and the loss scaler from the config. */
+static zinc_status training_setup(zinc_engine *e) {
     e->stage = e->cfg.zero.stage;
     e->compute_dtype = e->cfg.compute_dtype;
     e->comm_dtype = e->cfg.comm_dtype;
@@ -204,8 +173,8 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
                   "data_types.grad_accum_dtype=%s: in stage %d zinc accumulates the gradient shard "
                   "in fp32 (more accurate, 4 bytes per shard element)",
                   zinc_dtype_name(e->cfg.grad_accum_dtype), e->stage);
-    TRY(zengine_pstore_check(e)); /* offload_param "nvme": what this device cannot do */
-
+    zinc_status st = zengine_pstore_check(e); /* offload_param "nvme": what this device cannot do */
+    if (st != ZINC_OK) return st;
     if (e->cfg.fp16.enabled) {
         if (e->cfg.fp16.loss_scale == 0)
             zls_init_dynamic(&e->scaler, e->cfg.fp16.initial_scale_power, e->cfg.fp16.loss_scale_window,
@@ -215,7 +184,29 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
     } else {
         zls_init_static(&e->scaler, 1.0);
     }
+    return ZINC_OK;
+}
 
+zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
+    zinc_status st = ZINC_OK;
+    zinc_engine *e = NULL;
+    if (!out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_create: out is NULL");
+    *out = NULL;
+    zinc_options o = zinc_default_options();
+    TRY(options_read(opts, &o));
+    TRY(options_check(&o));
+    TRY_ALLOC(e, 1, "the engine");
+    e->log.fn = o.log_fn;
+    e->log.userdata = o.log_userdata;
+    e->log.level = o.log_level;
+    e->log.rank = 0;
+    e->seed = o.seed;
+    e->nonfinite = o.nonfinite;
+    zengine_micro_steps_reset(e);
+    TRY(open_comm(e, &o));
+    TRY(load_config(e, &o));
+    TRY(open_device(e, &o));
+    TRY(training_setup(e));
     ZLOG_INFO(&e->log,
               "zinc %s: %d rank%s (%s), device %s, ZeRO stage %d, %s compute, %s communication, "
               "batch %lld = micro %lld x accumulation %lld x ranks %d, %d kernel thread%s (%s)",
@@ -223,7 +214,7 @@ zinc_status zinc_create(const zinc_options *opts, zinc_engine **out) {
               zinc_dtype_name(e->compute_dtype), zinc_dtype_name(e->comm_dtype), (long long)e->cfg.train_batch_size,
               (long long)e->cfg.train_micro_batch_size_per_gpu, (long long)e->cfg.gradient_accumulation_steps, e->world,
               zpool_threads(e->dev->pool), zpool_threads(e->dev->pool) == 1 ? "" : "s", zkernels_simd_name());
-    TRY(zengine_monitor_open(e));
+    TRY(zengine_observers_create(e, &o)); /* the monitors, the trace (engine_observe.c) */
     *out = e;
     return ZINC_OK;
 fail:
@@ -233,30 +224,18 @@ fail:
 
 void zinc_destroy(zinc_engine *e) {
     if (!e) return;
-    if (e->ckpt_async && e->ckpt_async_drop) e->ckpt_async_drop(e); /* before the state it may still read */
-    zengine_trace_destroy(e);                                       /* first: the module names are the spans' */
-    zengine_comms_finish(e);
-    zengine_monitor_close(e);
+    /* the decoupled checkpoint before the state it may still read; then the observers (engine_observe.c),
+     * while the module names the trace's spans use are still there */
+    if (e->ckpt_async && e->ckpt_async_drop) e->ckpt_async_drop(e);
+    zengine_observers_destroy(e);
     if (e->built) {
         zgather_free(&e->gather);
         zgrads_free(&e->grads);
         zengine_f32_free(e);
-        zengine_free(e, ZINC_MEM_PARAMS, e->params_full, e->bytes_params_full);
-        zengine_free(e, ZINC_MEM_PARAMS, e->params_shard, e->bytes_params_shard);
+        zengine_buffers_free(e); /* the plan's buffers the engine holds (engine_buffers.c) */
         zstate_destroy(e->state);
         zengine_muon_free(e);
         zstate_param_destroy(e->pstore);
-        if (e->decay_mask_dev != e->decay_mask) zengine_free(e, ZINC_MEM_OTHER, e->decay_mask_dev, e->bytes_mask);
-        zengine_free(e, e->plan.buf[ZPLAN_LAMB_NORMS].cat, e->lamb_norms, e->plan.buf[ZPLAN_LAMB_NORMS].each);
-        for (int b = 0; b < 2; b++) {
-            if (e->stage_g[b])
-                e->dev->ops->free_host(e->dev, ZINC_MEM_STAGING, e->stage_g[b],
-                                       e->plan.buf[ZPLAN_OFFLOAD_GRAD_STAGING].each);
-            if (e->stage_p[b])
-                e->dev->ops->free_host(e->dev, ZINC_MEM_STAGING, e->stage_p[b],
-                                       e->plan.buf[ZPLAN_OFFLOAD_PARAM_STAGING].each);
-        }
-        zmem_host_free(&e->mem, e->plan.buf[ZPLAN_DECAY_MASK].kind, ZINC_MEM_OTHER, e->decay_mask, e->bytes_mask);
     }
     for (int i = 0; i < e->nparams; i++) {
         free(e->params[i]->name);
@@ -274,161 +253,6 @@ void zinc_destroy(zinc_engine *e) {
     zdev_destroy(e->dev);
     zcomm_destroy(e->comm);
     free(e);
-}
-
-/* ---------------------------------------------------------------- registration */
-
-int zinc_module_add(zinc_engine *e, const char *name) {
-    if (!e || !name || !*name) {
-        ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_add: engine and a non-empty name are required");
-        return -1;
-    }
-    char fn[300];
-    snprintf(fn, sizeof fn, "zinc_module_add(\"%s\")", name);
-    if (zengine_registration_open(e, fn, "modules") != ZINC_OK) return -1;
-    for (int i = 0; i < e->nmodules; i++)
-        if (strcmp(e->modules[i].name, name) == 0) {
-            ZERR(ZINC_ERR_INVALID_ARG, "zinc_module_add: a module named \"%s\" already exists", name);
-            return -1;
-        }
-    if (e->nmodules == e->cap_modules) {
-        int cap = e->cap_modules ? 2 * e->cap_modules : 16;
-        zmodule *m = realloc(e->modules, (size_t)cap * sizeof *m);
-        if (!m) {
-            ZERR(ZINC_ERR_NOMEM, "zinc_module_add: out of memory");
-            return -1;
-        }
-        e->modules = m;
-        e->cap_modules = cap;
-    }
-    zmodule *m = &e->modules[e->nmodules];
-    memset(m, 0, sizeof *m);
-    m->name = dupstr(name);
-    if (!m->name) {
-        ZERR(ZINC_ERR_NOMEM, "zinc_module_add: out of memory");
-        return -1;
-    }
-    m->first_param = e->nparams;
-    return e->nmodules++;
-}
-
-zinc_param *zinc_param_add(zinc_engine *e, int module, const char *name, int ndim, const int64_t *shape,
-                           unsigned flags) {
-    if (!e || !name || !*name || !shape) {
-        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add: engine, name and shape are required");
-        return NULL;
-    }
-    char fn[300];
-    snprintf(fn, sizeof fn, "zinc_param_add(\"%s\")", name);
-    if (zengine_registration_open(e, fn, "parameters") != ZINC_OK) return NULL;
-    if (module < 0 || module >= e->nmodules) {
-        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): module %d does not exist (%d modules added)", name, module,
-             e->nmodules);
-        return NULL;
-    }
-    if (module != e->nmodules - 1) {
-        ZERR(ZINC_ERR_STATE,
-             "zinc_param_add(\"%s\"): parameters must be added to the most recently added module (\"%s\"), "
-             "so every module's parameters are contiguous in forward order",
-             name, e->modules[e->nmodules - 1].name);
-        return NULL;
-    }
-    if (ndim < 1 || ndim > ZINC_MAX_DIMS) {
-        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): ndim %d is out of range 1..%d", name, ndim, ZINC_MAX_DIMS);
-        return NULL;
-    }
-    if ((flags & ZINC_PARAM_MUON) && ndim != 2) {
-        ZERR(ZINC_ERR_INVALID_ARG,
-             "zinc_param_add(\"%s\"): ZINC_PARAM_MUON needs a 2-D matrix (rows, cols), the shape has %d dimensions; "
-             "view a convolution's filters as (out, in * kh * kw), or leave the flag off",
-             name, ndim);
-        return NULL;
-    }
-    if (zinc_param_find(e, name)) {
-        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add: a parameter named \"%s\" already exists", name);
-        return NULL;
-    }
-    int64_t numel = 1;
-    const int64_t max_numel = (int64_t)1 << 45;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 1 || shape[i] > ((int64_t)1 << 40)) {
-            ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_add(\"%s\"): shape[%d] = %lld is out of range 1..2^40", name, i,
-                 (long long)shape[i]);
-            return NULL;
-        }
-        /* checked before multiplying: a product past int64 would wrap to a small, wrong count */
-        if (numel > max_numel / shape[i]) {
-            ZERR(ZINC_ERR_INVALID_ARG,
-                 "zinc_param_add(\"%s\"): the shape's product exceeds 2^45 elements at dimension %d (%lld x %lld); "
-                 "a parameter holds at most 2^45 elements",
-                 name, i, (long long)numel, (long long)shape[i]);
-            return NULL;
-        }
-        numel *= shape[i];
-    }
-    if (e->nparams == e->cap_params) {
-        int cap = e->cap_params ? 2 * e->cap_params : 64;
-        zinc_param **p = realloc(e->params, (size_t)cap * sizeof *p);
-        if (!p) {
-            ZERR(ZINC_ERR_NOMEM, "zinc_param_add: out of memory");
-            return NULL;
-        }
-        e->params = p;
-        e->cap_params = cap;
-    }
-    zinc_param *p = calloc(1, sizeof *p);
-    if (!p || !(p->name = dupstr(name))) {
-        free(p);
-        ZERR(ZINC_ERR_NOMEM, "zinc_param_add: out of memory");
-        return NULL;
-    }
-    p->e = e;
-    p->module = module;
-    p->ndim = ndim;
-    memcpy(p->shape, shape, (size_t)ndim * sizeof *shape);
-    p->numel = numel;
-    p->flags = flags;
-    p->index = e->nparams;
-    p->flat_offset = -1;
-    e->params[e->nparams++] = p;
-    e->modules[module].nparams++;
-    return p;
-}
-
-zinc_param *zinc_param_find(zinc_engine *e, const char *name) {
-    if (!e || !name) return NULL;
-    for (int i = 0; i < e->nparams; i++)
-        if (strcmp(e->params[i]->name, name) == 0) return e->params[i];
-    return NULL;
-}
-
-zinc_status zinc_param_get_info(const zinc_param *p, zinc_param_info *out) {
-    if (!p || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_get_info: NULL argument");
-    memset(out, 0, sizeof *out);
-    out->name = p->name;
-    out->module = p->module;
-    out->ndim = p->ndim;
-    memcpy(out->shape, p->shape, sizeof out->shape);
-    out->numel = p->numel;
-    out->flat_offset = p->flat_offset;
-    out->flags = p->flags;
-    out->index = p->index;
-    return ZINC_OK;
-}
-
-zinc_param *zengine_param_at(const zinc_engine *e, int64_t x) {
-    int lo = 0, hi = e->nparams - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        zinc_param *p = e->params[mid];
-        if (x < p->flat_offset)
-            hi = mid - 1;
-        else if (x >= p->flat_offset + p->numel)
-            lo = mid + 1;
-        else
-            return p;
-    }
-    return NULL;
 }
 
 /* ---------------------------------------------------------------- build */
@@ -634,7 +458,7 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
                          const char *fn) {
     zinc_status st = ZINC_OK;
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "%s: engine is NULL", fn);
-    if (e->build_failed[0]) return build_failed_error(e, fn);
+    if (e->build_failed[0]) return zengine_build_failed_error(e, fn);
     if (e->built) return ZERR(ZINC_ERR_STATE, "%s: the engine is already built", fn);
     if (e->nparams == 0) return ZERR(ZINC_ERR_STATE, "%s: no parameters were added", fn);
 
@@ -651,39 +475,21 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
     const zplan_entry *pb = e->plan.buf;
     int64_t own = e->own_hi - e->own_lo;
     e->built = true; /* from here on zinc_destroy frees what was allocated */
-    if (e->stage <= 2) {
-        e->bytes_params_full = pb[ZPLAN_PARAMS].each;
-        TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_full, pb[ZPLAN_PARAMS].what, &e->params_full));
-    } else if (!zengine_params_on_nvme(e)) {
-        e->bytes_params_shard = pb[ZPLAN_PARAMS].each;
-        TRY(zengine_alloc(e, ZINC_MEM_PARAMS, e->bytes_params_shard, pb[ZPLAN_PARAMS].what, &e->params_shard));
-    }
+    /* The plan's buffers the engine holds, by one loop over the plan (engine_buffers.c): the parameters,
+     * the decay mask and its device copy, the offload staging (pinned once for the run, not per step:
+     * pinning and unpinning a chunk's pages costs about as much as copying them, and cudaFreeHost waits
+     * for the whole device), a per-tensor optimizer's sums. */
+    TRY(zengine_buffers_alloc(e));
     /* The state store places itself as the plan does (offload/state.c, sized by zstate_chunk_elems). */
     e->bytes_state = (size_t)own * sizeof(float);
     zengine_contexts(e); /* what zero/ and offload/ see of the engine (engine_ctx.c) */
     TRY(zstate_create(&e->state_ctx, own, &e->state));
     TRY(zengine_pstore_create(e)); /* offload_param nvme: the shard's file (collective) */
-    e->bytes_mask = pb[ZPLAN_DECAY_MASK].each;
-    TRY(zmem_host_alloc(&e->mem, pb[ZPLAN_DECAY_MASK].kind, ZINC_MEM_OTHER, e->bytes_mask, pb[ZPLAN_DECAY_MASK].what,
-                        (void **)&e->decay_mask));
     fill_decay_mask(e);
-    e->decay_mask_dev = e->decay_mask;
-    if (pb[ZPLAN_DECAY_MASK_DEVICE].count) {
-        TRY(zengine_alloc(e, ZINC_MEM_OTHER, pb[ZPLAN_DECAY_MASK_DEVICE].each, pb[ZPLAN_DECAY_MASK_DEVICE].what,
-                          (void **)&e->decay_mask_dev));
-        TRY(e->dev->ops->copy(e->dev, e->decay_mask_dev, e->decay_mask, e->bytes_mask, ZDEV_H2D));
-    }
-    /* Pinned once for the run, not per step: pinning and unpinning a chunk's pages costs about as much as
-     * copying them, and cudaFreeHost waits for the whole device. */
-    for (int b = 0; b < (int)pb[ZPLAN_OFFLOAD_GRAD_STAGING].count; b++) {
-        TRY(e->dev->ops->alloc_host(e->dev, ZINC_MEM_STAGING, pb[ZPLAN_OFFLOAD_GRAD_STAGING].each,
-                                    pb[ZPLAN_OFFLOAD_GRAD_STAGING].what, (void **)&e->stage_g[b]));
-        TRY(e->dev->ops->alloc_host(e->dev, ZINC_MEM_STAGING, pb[ZPLAN_OFFLOAD_PARAM_STAGING].each,
-                                    pb[ZPLAN_OFFLOAD_PARAM_STAGING].what, (void **)&e->stage_p[b]));
-    }
-    if (pb[ZPLAN_LAMB_NORMS].count)
-        TRY(zengine_alloc(e, pb[ZPLAN_LAMB_NORMS].cat, pb[ZPLAN_LAMB_NORMS].each, pb[ZPLAN_LAMB_NORMS].what,
-                          &e->lamb_norms));
+    if (e->decay_mask_dev)
+        TRY(e->dev->ops->copy(e->dev, e->decay_mask_dev, e->decay_mask, pb[ZPLAN_DECAY_MASK].each, ZDEV_H2D));
+    else
+        e->decay_mask_dev = e->decay_mask;
     TRY(zengine_muon_build(e));
     /* Gradients and buckets, at the plan's sizes (e->plan.grads, handed to zero/ in its context). */
     TRY(zgrads_alloc(&e->grads));
@@ -742,12 +548,6 @@ static void point_grads(zinc_engine *e, const zmodule *m, void *grads) {
 }
 
 static const char *phase_name(int phase) { return phase == ZINC_FORWARD ? "forward" : "backward"; }
-
-void zengine_micro_steps_reset(zinc_engine *e) {
-    e->micro_steps = 0;
-    e->in_backward_pass = false;
-    e->last_phase = -1;
-}
 
 zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
     zinc_status st = check_module(e, module, (int)phase, "zinc_module_enter");
@@ -815,61 +615,6 @@ fail:
     return st;
 }
 
-const void *zinc_param_data(const zinc_param *p) {
-    if (!p) {
-        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_data: NULL parameter");
-        return NULL;
-    }
-    const zinc_engine *e = p->e;
-    char fn[300];
-    snprintf(fn, sizeof fn, "zinc_param_data(\"%s\")", p->name);
-    if (zengine_require_built(e, fn) != ZINC_OK) return NULL;
-    const zmodule *m = &e->modules[p->module];
-    if (!m->in_phase[0] && !m->in_phase[1]) {
-        /* Refused at every stage, not only where stage 3 has released the parameters, so a model that
-         * works at one stage works at all of them. */
-        ZERR(ZINC_ERR_STATE,
-             "zinc_param_data(\"%s\"): parameters are readable only between zinc_module_enter and "
-             "zinc_module_exit of their module (\"%s\"), at every ZeRO stage (stage 3 frees them on exit); enter "
-             "the module again where the parameter is used a second time (a tied weight), or read the fp32 "
-             "master weights with zinc_gather_master",
-             p->name, m->name);
-        return NULL;
-    }
-    size_t csz = zinc_dtype_size(e->compute_dtype);
-    if (e->stage <= 2) return (const char *)e->params_full + (size_t)p->flat_offset * csz;
-    return (const char *)zgather_module_data(&e->gather, p->module) + (size_t)(p->flat_offset - m->flat_begin) * csz;
-}
-
-void *zinc_param_grad(const zinc_param *p) {
-    if (!p) {
-        ZERR(ZINC_ERR_INVALID_ARG, "zinc_param_grad: NULL parameter");
-        return NULL;
-    }
-    if (!p->grad)
-        ZERR(ZINC_ERR_STATE,
-             "zinc_param_grad(\"%s\"): gradients exist only between zinc_module_enter and zinc_module_exit of "
-             "the module's backward",
-             p->name);
-    return p->grad;
-}
-
-void zengine_mark_broken(zinc_engine *e, const char *what) {
-    if (e->broken[0]) return;
-    const char *msg = zinc_last_error();
-    size_t n = strcspn(msg, "\n");
-    snprintf(e->broken, sizeof e->broken, "%s failed part-way (%.*s)", what, (int)(n < 400 ? n : 400), msg);
-}
-
-zinc_status zengine_check_usable(const zinc_engine *e, const char *fn) {
-    if (e->build_failed[0]) return build_failed_error(e, fn);
-    if (!e->broken[0]) return ZINC_OK;
-    return ZERR(ZINC_ERR_STATE,
-                "%s: %s. The optimizer state may be partly updated, so this engine refuses to go on: load a "
-                "checkpoint (zinc_load_checkpoint, zinc train --resume) or create a new engine",
-                fn, e->broken);
-}
-
 zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_step: engine is NULL");
     zinc_status built = zengine_require_built(e, "zinc_step");
@@ -895,16 +640,9 @@ zinc_status zinc_step(zinc_engine *e, zinc_step_info *info) {
         if (polled != ZINC_OK) return polled;
     }
     zinc_step_info tmp;
-    int64_t wc0 = zengine_wc_now(e), reduce0 = e->wc.reduce;
+    zengine_observers_step_begin(e);
     zinc_status st = zengine_step(e, info ? info : &tmp);
-    if (st == ZINC_OK) zengine_wc_step_end(e, wc0, reduce0);
-    if (st == ZINC_OK) zengine_monitor_step(e, info ? info : &tmp);
-    if (e->trace) {
-        zinc_status written = zengine_trace_step_end(e, st == ZINC_OK);
-        if (st == ZINC_OK) st = written;
-    }
-    if (st == ZINC_OK) zengine_comms_after_step(e);
-    return st;
+    return zengine_observers_step_end(e, info ? info : &tmp, st); /* engine_observe.c */
 }
 
 /* ---------------------------------------------------------------- accessors */
@@ -941,22 +679,6 @@ void zinc_log(const zinc_engine *e, zinc_log_level level, const char *fmt, ...) 
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     e->log.fn(e->log.userdata, level, e->rank, buf);
-}
-
-zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out) {
-    if (!e || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_memory_get: NULL argument");
-    memset(out, 0, sizeof *out);
-    zmem_report(&e->mem, out);
-    /* The model's declared memory: held by it from zinc_build on (docs/mem.md). */
-    for (int i = 0; e->built && i < e->ndeclared; i++) {
-        const zplan_declared *d = &e->declared[i];
-        out->current[d->kind][d->cat] += d->bytes;
-        out->peak[d->kind][d->cat] += d->bytes;
-        out->current_total[d->kind] += d->bytes;
-        out->peak_total[d->kind] += d->bytes;
-    }
-    e->dev->ops->mem_info(e->dev, &out->device_used_bytes, &out->device_total_bytes);
-    return ZINC_OK;
 }
 
 zinc_status zinc_copy_to_host(zinc_engine *e, void *host_dst, const void *src, size_t bytes) {

@@ -26,14 +26,18 @@ fail:
     return st;
 }
 
-void zengine_comms_after_step(zinc_engine *e) {
-    if (!zcomm_log_verbose(e->comms) || e->cfg.steps_per_print <= 0 || e->steps % e->cfg.steps_per_print) return;
+static zinc_status after_step(zinc_engine *e, const zinc_step_info *info, bool ok) {
+    (void)info;
+    if (!ok) return ZINC_OK;
+    if (!zcomm_log_verbose(e->comms) || e->cfg.steps_per_print <= 0 || e->steps % e->cfg.steps_per_print)
+        return ZINC_OK;
     char when[64];
     snprintf(when, sizeof when, "after step %lld", (long long)e->steps);
     zcomm_log_print(e->comms, when);
+    return ZINC_OK;
 }
 
-void zengine_comms_finish(zinc_engine *e) {
+static void finish(zinc_engine *e) {
     if (!e->comms) return;
     char when[64];
     snprintf(when, sizeof when, "end of run, %lld step%s", (long long)e->steps, e->steps == 1 ? "" : "s");
@@ -46,6 +50,8 @@ void zengine_comms_finish(zinc_engine *e) {
     zcomm_log_destroy(e->comms);
     e->comms = NULL;
 }
+
+const zengine_observer zengine_observer_comms = {.name = "comms_logger", .step_end = after_step, .destroy = finish};
 
 zinc_status zinc_comms_summary(const zinc_engine *e, zinc_comms_record *out, int max, int *n) {
     zinc_status st = ZINC_OK;

@@ -87,7 +87,7 @@ struct zinc_engine {
     zstate *state;           /* fp32 master, exp_avg, exp_avg_sq over the own range */
     uint8_t *decay_mask;     /* one byte per ZPART_PARAM_ALIGN elements of the own range (host) */
     uint8_t *decay_mask_dev; /* the same on the compute device (== decay_mask on cpu) */
-    size_t bytes_params_full, bytes_params_shard, bytes_state, bytes_mask;
+    size_t bytes_state;
     /* optimizer state offloaded from a discrete device: the step's pinned staging, two chunks of gradients
      * (stage_g) and two of compute-dtype parameters (stage_p), made once by zinc_build (NULL otherwise) */
     char *stage_g[2], *stage_p[2];
@@ -96,7 +96,7 @@ struct zinc_engine {
     int nmuon;
     int *muon_idx, *muon_owner;
     float *muon_upd;
-    void *lamb_norms;       /* per-tensor norms on a discrete device: ZPLAN_LAMB_NORMS, made by zinc_build */
+    void *tensor_sums;      /* a per-tensor optimizer's sums on a discrete device: ZPLAN_TENSOR_SUMS */
     const zopt_desc *optim; /* the optimizer (runtime/optim), from the config at zinc_create */
 
     /* gradients and their reduction (zero/grads.c) */
@@ -156,6 +156,7 @@ struct zinc_engine {
         int64_t fwd_t0, bwd_t0; /* the outermost open forward's and backward's start, 0: none open */
         int64_t fwd, bwd, reduce, step;
         int64_t g_fwd, g_bwd, g_reduce;
+        int64_t step_t0, step_reduce0; /* at the current zinc_step's start: the clock (0: off) and reduce */
     } wc;
     /* zinc_options.trace_path: the timeline's settings and the open module spans (engine_trace.c); NULL
      * when not tracing */
@@ -169,7 +170,8 @@ struct zinc_engine {
     void (*ckpt_async_drop)(struct zinc_engine *e);
 };
 
-/* Marks the engine broken with the current error's first line (see zinc_engine.broken). */
+/* engine_base.c, the floor every engine file may call (and which calls none). Marks the engine broken with
+ * the current error's first line (see zinc_engine.broken). */
 void zengine_mark_broken(zinc_engine *e, const char *what);
 /* Ends the accumulation in progress as far as the call-order bookkeeping goes: no micro-step begun, no
  * backward pass open, no phase seen (after a step, and when a failed step's gradients are dropped). The
@@ -177,6 +179,8 @@ void zengine_mark_broken(zinc_engine *e, const char *what);
 void zengine_micro_steps_reset(zinc_engine *e);
 /* ZINC_ERR_STATE naming why, when the engine is broken; ZINC_OK otherwise. */
 zinc_status zengine_check_usable(const zinc_engine *e, const char *fn);
+/* ZINC_ERR_STATE for `fn` after a failed zinc_build: why it failed, and that only zinc_destroy is left. */
+zinc_status zengine_build_failed_error(const zinc_engine *e, const char *fn);
 /* ZINC_ERR_STATE for `fn` unless zinc_build has succeeded (before it: "call zinc_build first"; after a failed
  * build: why it failed, and that only zinc_destroy is left). */
 zinc_status zengine_require_built(const zinc_engine *e, const char *fn);
@@ -184,11 +188,30 @@ zinc_status zengine_require_built(const zinc_engine *e, const char *fn);
  * zinc_build, successful or not. */
 zinc_status zengine_registration_open(const zinc_engine *e, const char *fn, const char *what);
 
-/* engine_comms.c: comms_logger from the config (after dcomm exists); its table every steps_per_print under
- * verbose; at zinc_destroy, before the communicators go, its table and its end. */
+/* The observers (engine_observe.c): one descriptor each, in its own file, listed once in engine_observe.c's
+ * table, which zinc_create (create, at its end), zinc_step (step_begin before the step's work, step_end
+ * after it) and zinc_destroy (destroy, also after a zinc_create that failed part-way) walk in the table's
+ * order. step_end's ok: the step, and the observers before this one, succeeded; an error fails zinc_step.
+ * A NULL hook: nothing then. */
+typedef struct zengine_observer {
+    const char *name;
+    zinc_status (*create)(zinc_engine *e, const zinc_options *o);
+    void (*step_begin)(zinc_engine *e);
+    zinc_status (*step_end)(zinc_engine *e, const zinc_step_info *info, bool ok);
+    void (*destroy)(zinc_engine *e);
+} zengine_observer;
+extern const zengine_observer zengine_observer_wallclock, zengine_observer_monitor, zengine_observer_trace,
+    zengine_observer_comms;
+zinc_status zengine_observers_create(zinc_engine *e, const zinc_options *o);
+void zengine_observers_step_begin(zinc_engine *e);
+zinc_status zengine_observers_step_end(zinc_engine *e, const zinc_step_info *info, zinc_status st);
+void zengine_observers_destroy(zinc_engine *e);
+
+/* engine_comms.c: comms_logger from the config, started with the communicators (zinc_create, after dcomm
+ * exists: the groups split from them later log to it too), so it is no create hook; its observer prints
+ * its table every steps_per_print under verbose, and at zinc_destroy, before the communicators go, its
+ * table and its end. */
 zinc_status zengine_comms_start(zinc_engine *e);
-void zengine_comms_after_step(zinc_engine *e);
-void zengine_comms_finish(zinc_engine *e);
 
 /* engine_parallel.c: whether this thread is running a zinc_parallel_for body (collective calls refuse). */
 bool zengine_in_parallel_body(void);
@@ -197,27 +220,21 @@ bool zengine_in_parallel_body(void);
  * ",\"flops_per_sample\":F,\"module_flops\":{\"name\":[forward,backward],...}" (per sample; "" when none were
  * declared), malloc'd into *out (free it). */
 zinc_status zengine_flops_trace_json(const zinc_engine *e, char **out);
-/* runtime/engine/engine_monitor.c: open (collective: rank 0 opens, every rank agrees), after each
- * successful step, close (writes what is held). */
-zinc_status zengine_monitor_open(zinc_engine *e);
 /* engine_check.c: what zinc_create refuses of a loaded config beyond its rules, and zinc config check with it:
  * device cuda without ZINC_EXPERIMENTAL_CUDA=1 (option_device, when not AUTO, is the one asked for), and with
  * `monitors` the tensorboard/csv_monitor directories (zmon_check). Not collective. */
 bool zengine_cuda_allowed(void);
 zinc_status zengine_check_run(const zinc_config *cfg, zinc_device_kind option_device, bool monitors);
-void zengine_monitor_step(zinc_engine *e, const zinc_step_info *info);
-void zengine_monitor_close(zinc_engine *e);
 
 /* runtime/engine/engine_wallclock.c: wall_clock_breakdown. Called at every module enter/exit (cheap when
  * off), around each gradient reduction (zengine_wc_now before, zengine_wc_reduced after), at the end of a
- * micro-step (zengine_wc_micro_end: logs DeepSpeed's micro-step line) and of zinc_step (zengine_wc_step_end:
- * logs the step's line and fills mon.elapsed_ms). */
+ * micro-step (zengine_wc_micro_end: logs DeepSpeed's micro-step line); its observer times zinc_step (logs the
+ * step's line and fills mon.elapsed_ms). */
 int64_t zengine_wc_now(const zinc_engine *e);
 void zengine_wc_module_enter(zinc_engine *e, int phase);
 void zengine_wc_module_exit(zinc_engine *e, int phase);
 void zengine_wc_reduced(zinc_engine *e, int64_t t0);
 void zengine_wc_micro_end(zinc_engine *e);
-void zengine_wc_step_end(zinc_engine *e, int64_t t0, int64_t reduce0);
 
 /* runtime/engine/engine_step.c */
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info);
@@ -251,6 +268,11 @@ zinc_status zengine_params_gather_read(void *engine, int64_t lo, int64_t n, void
 zinc_status zengine_params_agree(zinc_engine *e);
 /* fp32 values widened/narrowed to the compute dtype into elements [lo, lo + n) of the shard. */
 zinc_status zengine_params_upload_f32(zinc_engine *e, int64_t lo, const float *vals, int64_t n);
+
+/* engine_buffers.c: the plan's buffers the engine holds (parameters, decay mask, offload staging, a per-tensor
+ * optimizer's sums), allocated at zinc_build and freed at zinc_destroy by one loop over the plan. */
+zinc_status zengine_buffers_alloc(zinc_engine *e);
+void zengine_buffers_free(zinc_engine *e);
 
 /* engine_ctx.c: fills the contexts zero/ and offload/ work through (at zinc_build, before allocating). */
 void zengine_contexts(zinc_engine *e);

@@ -175,3 +175,19 @@ zinc_status zinc_module_reentered(zinc_engine *e, int module) {
     e->modules[module].reentered = true; /* zero/grads.c: its own buffer from the first backward entry */
     return ZINC_OK;
 }
+
+zinc_status zinc_memory_get(const zinc_engine *e, zinc_memory_report *out) {
+    if (!e || !out) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_memory_get: NULL argument");
+    memset(out, 0, sizeof *out);
+    zmem_report(&e->mem, out);
+    /* The model's declared memory: held by it from zinc_build on (docs/mem.md). */
+    for (int i = 0; e->built && i < e->ndeclared; i++) {
+        const zplan_declared *d = &e->declared[i];
+        out->current[d->kind][d->cat] += d->bytes;
+        out->peak[d->kind][d->cat] += d->bytes;
+        out->current_total[d->kind] += d->bytes;
+        out->peak_total[d->kind] += d->bytes;
+    }
+    e->dev->ops->mem_info(e->dev, &out->device_used_bytes, &out->device_total_bytes);
+    return ZINC_OK;
+}

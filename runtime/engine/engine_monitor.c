@@ -33,7 +33,8 @@ static const char *const tag_elapsed[5] = {"Train/Samples/elapsed_time_ms_forwar
                                            "Train/Samples/elapsed_time_ms_backward_allreduce",
                                            "Train/Samples/elapsed_time_ms_step"};
 
-zinc_status zengine_monitor_open(zinc_engine *e) {
+static zinc_status monitor_open(zinc_engine *e, const zinc_options *o) {
+    (void)o;
     const char *tags[] = {TAG_LOSS, TAG_LR, e->cfg.fp16.enabled ? TAG_SCALE : NULL, NULL};
     zinc_status mine = ZINC_OK;
     e->mon.t_prev_ns = ztrace_now_ns();
@@ -57,12 +58,13 @@ static void write_held(zinc_engine *e) {
     e->mon.held = false;
 }
 
-void zengine_monitor_step(zinc_engine *e, const zinc_step_info *info) {
+static zinc_status monitor_step(zinc_engine *e, const zinc_step_info *info, bool ok) {
+    if (!ok) return ZINC_OK;
     e->mon.loss_due = true;
     int64_t now = ztrace_now_ns();
     double step_s = (double)(now - e->mon.t_prev_ns) / 1e9;
     e->mon.t_prev_ns = now;
-    if (!e->monitor) return;
+    if (!e->monitor) return ZINC_OK;
     write_held(e); /* the previous step's, when its loss never came */
     e->mon.samples = e->steps * e->cfg.train_batch_size;
     e->mon.lr = zlr_at(&e->cfg.scheduler, e->cfg.optimizer.lr, e->steps_taken);
@@ -70,13 +72,19 @@ void zengine_monitor_step(zinc_engine *e, const zinc_step_info *info) {
     e->mon.grad_norm = info->taken ? info->grad_norm : (double)NAN;
     e->mon.step_s = step_s;
     e->mon.held = true;
+    return ZINC_OK;
 }
 
-void zengine_monitor_close(zinc_engine *e) {
+static void monitor_close(zinc_engine *e) {
     write_held(e);
     zmon_close(e->monitor);
     e->monitor = NULL;
 }
+
+const zengine_observer zengine_observer_monitor = {.name = "monitor",
+                                                   .create = monitor_open,
+                                                   .step_end = monitor_step,
+                                                   .destroy = monitor_close};
 
 zinc_status zinc_record_loss(zinc_engine *e, double loss) {
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_record_loss: engine is NULL");

@@ -16,7 +16,7 @@
  * passes: the sums (the state only read), one allreduce of 2 x nparams doubles (summed in rank order:
  * every rank gets the same bits) giving each tensor's norms, then the update with its coefficient.
  * Padding between tensors is neither measured nor updated (it stays zero). On a device the host cannot
- * address the sums add up in device memory (ZPLAN_LAMB_NORMS, with the sums kernel's workspace) and come to
+ * address the sums add up in device memory (ZPLAN_TENSOR_SUMS, with the sums kernel's workspace) and come to
  * the host once, after the sums pass. An overflowed step never gets here: zengine_step skips it from the
  * gradient statistics, before any pass reads a gradient. */
 #include <stdlib.h>
@@ -221,22 +221,21 @@ static zinc_status tensor_coefficients(step_pass *s, double *sums, float *coeff)
     zinc_engine *e = s->e;
     zdevice *d = e->dev;
     int np = e->nparams;
-    const zplan_entry *norms = &e->plan.buf[ZPLAN_LAMB_NORMS];
+    const zplan_entry *norms = &e->plan.buf[ZPLAN_TENSOR_SUMS];
     memset(sums, 0, 2 * (size_t)np * sizeof *sums);
     s->sums = sums;
-    if (!s->staged && !d->host_addressable && s->o->device_norms_bytes) {
-        size_t ws = zdev_lamb_workspace_bytes();
-        if (norms->bytes < s->o->device_norms_bytes(np))
+    if (!s->staged && !d->host_addressable && s->o->device_sums_workspace) {
+        if (norms->bytes < zopt_tensor_sums_bytes(s->o, np))
             return ZERR(ZINC_ERR_INTERNAL,
                         "%s step: the sizing plan's norms buffer (%llu bytes) is smaller than %d tensors need; "
                         "please report this",
                         s->o->name, (unsigned long long)norms->bytes, np);
-        if (!e->lamb_norms)
+        if (!e->tensor_sums)
             return ZERR(ZINC_ERR_INTERNAL, "%s step: zinc_build made no norms buffer for it; please report this",
                         s->o->name);
-        TRY(d->ops->memset0(d, e->lamb_norms, norms->bytes)); /* on the compute stream, before the sums */
-        s->ws = e->lamb_norms;
-        s->sums = (double *)((char *)e->lamb_norms + ws);
+        TRY(d->ops->memset0(d, e->tensor_sums, norms->bytes)); /* on the compute stream, before the sums */
+        s->ws = e->tensor_sums;
+        s->sums = zopt_tensor_sums_at(s->o, e->tensor_sums);
     }
     TRY(one_pass(s, ZOPT_SUMS));
     if (s->sums != sums) /* the host waits here for the norms (the device's own sum order) */

@@ -451,3 +451,15 @@ void zengine_trace_destroy(zinc_engine *e) {
     trace_free(t);
     e->trace = NULL;
 }
+
+/* The trace's observer (engine_observe.c): created at zinc_create, a step's end after every zinc_step
+ * while there is a trace, destroyed at zinc_destroy. */
+static zinc_status trace_step_end(zinc_engine *e, const zinc_step_info *info, bool ok) {
+    (void)info;
+    return e->trace ? zengine_trace_step_end(e, ok) : ZINC_OK;
+}
+
+const zengine_observer zengine_observer_trace = {.name = "trace",
+                                                 .create = zengine_trace_create,
+                                                 .step_end = trace_step_end,
+                                                 .destroy = zengine_trace_destroy};

@@ -64,10 +64,17 @@ void zengine_wc_micro_end(zinc_engine *e) {
     e->wc.fwd = e->wc.bwd = e->wc.reduce = e->wc.step = 0;
 }
 
-void zengine_wc_step_end(zinc_engine *e, int64_t t0, int64_t reduce0) {
-    if (!e->cfg.wall_clock_breakdown || !t0) return;
+static void step_begin(zinc_engine *e) {
+    e->wc.step_t0 = zengine_wc_now(e);
+    e->wc.step_reduce0 = e->wc.reduce;
+}
+
+static zinc_status step_end(zinc_engine *e, const zinc_step_info *info, bool ok) {
+    (void)info;
+    int64_t t0 = e->wc.step_t0;
+    if (!ok || !e->cfg.wall_clock_breakdown || !t0) return ZINC_OK;
     /* the boundary reduction ran inside zinc_step, and is bwd's (DeepSpeed reduces in engine.backward) */
-    int64_t boundary = e->wc.reduce - reduce0;
+    int64_t boundary = e->wc.reduce - e->wc.step_reduce0;
     e->wc.step = ztrace_now_ns() - t0 - boundary;
     int64_t step = e->wc.step;
     zengine_wc_micro_end(e);
@@ -77,4 +84,9 @@ void zengine_wc_step_end(zinc_engine *e, int64_t t0, int64_t reduce0) {
                   v[0], v[1], v[2], v[3], v[4]);
     for (int i = 0; i < 5; i++) e->mon.elapsed_ms[i] = v[i];
     e->wc.g_fwd = e->wc.g_bwd = e->wc.g_reduce = 0;
+    return ZINC_OK;
 }
+
+const zengine_observer zengine_observer_wallclock = {.name = "wall_clock_breakdown",
+                                                     .step_begin = step_begin,
+                                                     .step_end = step_end};

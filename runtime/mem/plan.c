@@ -197,13 +197,13 @@ static void plan_state(zplan *p, const zinc_config *cfg) {
  * tensor and the sums kernel's workspace), made by zinc_build (cudaFree in every step would wait for the
  * whole device). On the cpu device the norms are a host array of the step, and offloaded state is summed
  * by the CPU kernels into host memory: no device buffer. */
-static void plan_lamb(zplan *p, const zinc_config *cfg) {
+static void plan_tensor_sums(zplan *p, const zinc_config *cfg) {
     const zcfg_offload *oo = &cfg->zero.offload_optimizer;
     bool offload = oo->device == ZOFFLOAD_CPU || oo->device == ZOFFLOAD_NVME;
     const zopt_desc *o = zopt_get(cfg->optimizer.type);
-    if (!o || !o->device_norms_bytes || offload || p->device.host_addressable) return;
-    put(p, ZPLAN_LAMB_NORMS, "LAMB's per-tensor norms", ZINC_MEM_OTHER, p->device.compute_kind, ZPLAN_AT_BUILD, 1,
-        o->device_norms_bytes(p->nparams));
+    if (!o || !o->device_sums_workspace || offload || p->device.host_addressable) return;
+    put(p, ZPLAN_TENSOR_SUMS, o->sums_name, ZINC_MEM_OTHER, p->device.compute_kind, ZPLAN_AT_BUILD, 1,
+        zopt_tensor_sums_bytes(o, p->nparams));
 }
 
 /* A whole-matrix optimizer (Muon; runtime/engine/engine_muon.c): the Nesterov momentum and then the
@@ -362,7 +362,7 @@ zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, 
         put(out, ZPLAN_PARAM_SWAP, "NVMe parameter swap buffer and step scratch", ZINC_MEM_STAGING, ZINC_MEMKIND_HOST,
             ZPLAN_AT_BUILD, 1, g.swap_bytes + g.scratch_bytes);
     }
-    plan_lamb(out, cfg);
+    plan_tensor_sums(out, cfg);
     plan_muon(out, cfg);
     plan_snapshot(out, cfg);
     plan_grads(out, cfg);

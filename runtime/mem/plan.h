@@ -97,7 +97,7 @@ typedef enum zplan_buf {
     ZPLAN_OFFLOAD_PARAM_STAGING, /* and two compute-dtype parameter chunks */
     ZPLAN_GATHER,                /* stage 3: non-persistent gathered modules, at most at once (simulated) */
     ZPLAN_HOST_VIEW_STAGING,     /* state in device memory read through the host (checkpoints): 3 chunks */
-    ZPLAN_LAMB_NORMS,            /* LAMB with the state on a discrete device: per-tensor norms + workspace */
+    ZPLAN_TENSOR_SUMS,           /* a per-tensor optimizer (LAMB) on a discrete device: its sums + workspace */
     ZPLAN_HELD,                  /* stages 2-3: the own gradient buffers of modules entered twice in backward */
     ZPLAN_DETERM_SHARDS,         /* zinc.deterministic_reduction: fp32 partial sums, a shard each */
     ZPLAN_DETERM_RECV,           /* and the partner's piece at each level of its tree over the ranks */

@@ -15,6 +15,15 @@ const zopt_desc *zopt_get(zcfg_optimizer_type type) {
     return (unsigned)type < ZOPT_COUNT ? by_type[type] : NULL;
 }
 
+uint64_t zopt_tensor_sums_bytes(const zopt_desc *o, int64_t nparams) {
+    if (!o->device_sums_workspace) return 0;
+    return o->device_sums_workspace() + 2 * sizeof(double) * (uint64_t)nparams;
+}
+
+double *zopt_tensor_sums_at(const zopt_desc *o, void *buffer) {
+    return (double *)((char *)buffer + (o->device_sums_workspace ? o->device_sums_workspace() : 0));
+}
+
 zinc_status zopt_check_placement(const zopt_desc *o, const zdevice *d, bool state_offloaded) {
     if (o->device || d->host_addressable || state_offloaded) return ZINC_OK;
     return ZERR(ZINC_ERR_CONFIG,

@@ -69,9 +69,12 @@ typedef struct zopt_desc {
     /* Per-tensor trust ratio (LAMB): a sums pass (state only read), the sums over each tensor summed over
      * the ranks, coeff() per tensor, then the apply pass. false: one apply pass. */
     bool tensor_norms;
-    /* Bytes of device memory the sums pass needs on a device the host cannot address, for nparams
-     * tensors (the plan's ZPLAN_LAMB_NORMS); NULL: none. */
-    uint64_t (*device_norms_bytes)(int64_t nparams);
+    /* The sums pass on a device the host cannot address sums into device memory (the plan's
+     * ZPLAN_TENSOR_SUMS, laid out by zopt_tensor_sums_bytes): the sums kernel's workspace of these bytes,
+     * then 2 doubles per tensor; NULL: the optimizer needs none. sums_name: what the plan and the memory
+     * report call that buffer. */
+    uint64_t (*device_sums_workspace)(void);
+    const char *sums_name;
     /* Fills *hp (its own hparams type) from the config and the step. */
     void (*hparams)(const zcfg_optimizer *o, const zopt_step *s, zopt_hp *hp);
     /* The kernel on the compute device, with the state where the device operations reach it. NULL: the
@@ -90,6 +93,12 @@ typedef struct zopt_desc {
 
 /* Adam's hparams (zadam_hparams), which Lion's extend. */
 void zopt_adam_hparams(const zcfg_optimizer *o, const zopt_step *s, zopt_hp *hp);
+
+/* Bytes of the device sums buffer of a per-tensor optimizer over nparams tensors (its workspace, then 2
+ * doubles per tensor, from zopt_tensor_sums_at); 0 when its descriptor has no device_sums_workspace. */
+uint64_t zopt_tensor_sums_bytes(const zopt_desc *o, int64_t nparams);
+/* Where the 2 doubles per tensor begin in that buffer. */
+double *zopt_tensor_sums_at(const zopt_desc *o, void *buffer);
 
 /* The descriptor of an optimizer type (NULL only for a value the config loader never produces). */
 const zopt_desc *zopt_get(zcfg_optimizer_type type);

@@ -59,17 +59,14 @@ static float lamb_coeff(const zopt_hp *hp, double wsq, double usq) {
     return zlamb_coeff((const zlamb_hparams *)hp->bytes, wsq, usq);
 }
 
-static uint64_t lamb_norms_bytes(int64_t nparams) {
-    return zdev_lamb_workspace_bytes() + 2 * sizeof(double) * (uint64_t)nparams;
-}
-
 const zopt_desc zopt_lamb = {
     .name = "Lamb",
     .family = "Adam/AdamW/Lamb",
     .state_tensors = 3,
     .moment_names = {"Adam exp_avg", "Adam exp_avg_sq"},
     .tensor_norms = true,
-    .device_norms_bytes = lamb_norms_bytes,
+    .device_sums_workspace = zdev_lamb_workspace_bytes,
+    .sums_name = "LAMB's per-tensor norms",
     .hparams = lamb_hparams,
     .device = lamb_device,
     .cpu = lamb_cpu,
