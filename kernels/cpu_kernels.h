@@ -123,12 +123,26 @@ void zmuon_apply_ref(const zmuon_hparams *h, size_t n, float *master, float *m, 
                      const float *upd, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
 /* The quintic Newton-Schulz iteration (coefficients 3.4445, -4.7750, 2.0315; `steps` iterations) of the
  * rows x cols matrix x, in place, times sqrt(max(1, rows / cols)): the wide orientation (transposed when
- * rows > cols), x / (||x||_F + 1e-7), then X = a X + (b A + c A A) X with A = X X^T. Storage is float, each
- * product accumulates in double (DeepSpeed runs it in bf16 on an accelerator, fp32 elsewhere; "gram" is the
- * same iteration in exact arithmetic). work holds zmuon_ns_work_floats(rows, cols) floats. Rows of each
- * product run on the current pool. */
+ * rows > cols), x / (||x||_F + 1e-7), then X = a X + (b A + c A A) X with A = X X^T (DeepSpeed runs it in
+ * bf16 on an accelerator, fp32 elsewhere; "gram" is the same iteration in exact arithmetic). work holds
+ * zmuon_ns_work_floats(rows, cols) floats. The three products of a step are GEMMs:
+ *   - blas non-NULL: cblas_sgemm (float storage, float accumulation, the BLAS's blocking), in row blocks on
+ *     the current pool (one call when it has one thread). Normwise error vs float64 on GPT-2's shapes:
+ *     bench/RESULTS.md ("Muon"); the tests hold it under 1e-5 (tests/test_engine_muon.c);
+ *   - blas NULL: plain loops with double accumulation (about 30x slower; the fallback without a CBLAS). */
+struct zlog;
+typedef struct zmuon_blas {
+    /* cblas_sgemm's C prototype; the enums are ints (CblasRowMajor 101, CblasNoTrans 111, CblasTrans 112) */
+    void (*sgemm)(int order, int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
+                  const float *b, int ldb, float beta, float *c, int ldc);
+} zmuon_blas;
+/* The process's CBLAS: cblas_sgemm already defined in the process (the zinc program links OpenBLAS), else
+ * the file ZINC_BLAS_LIBRARY names, else libopenblas.so.0, libcblas.so.3, libblas.so.3 (base/core/dynlib.h).
+ * Loaded once per process (later calls return the same table); an error (ZINC_ERR_DEVICE) names the
+ * files tried and the fix, and a later call tries again. */
+zinc_status zmuon_blas_load(const zmuon_blas **out, const struct zlog *log);
 size_t zmuon_ns_work_floats(int64_t rows, int64_t cols);
-void zmuon_newton_schulz(float *x, int64_t rows, int64_t cols, int steps, float *work);
+void zmuon_newton_schulz(float *x, int64_t rows, int64_t cols, int steps, float *work, const zmuon_blas *blas);
 
 /* LAMB (DeepSpeed's FusedLamb), per parameter tensor: with g = grad * grad_factor,
  *   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g           (moments not bias-corrected)

@@ -93,6 +93,7 @@ struct zinc_engine {
     int nmuon;
     int *muon_idx, *muon_owner;
     float *muon_upd;
+    const struct zmuon_blas *muon_blas; /* the CBLAS of Newton-Schulz, NULL: the loops (zmuon_blas_load) */
     void *lamb_norms;       /* per-tensor norms on a discrete device: ZPLAN_LAMB_NORMS, made by zinc_build */
     const zopt_desc *optim; /* the optimizer (runtime/optim), from the config at zinc_create */
 

@@ -40,6 +40,10 @@ zinc_status zengine_muon_build(zinc_engine *e) {
     if (!e->nmuon)
         ZLOG_WARN(&e->log, "optimizer Muon: no parameter is marked ZINC_PARAM_MUON, so every parameter takes the "
                            "AdamW half");
+    if (e->nmuon && zmuon_blas_load(&e->muon_blas, &e->log) != ZINC_OK) {
+        ZLOG_WARN(&e->log, "optimizer Muon: Newton-Schulz runs on plain loops, about 30x slower: %s", zinc_last_error());
+        e->muon_blas = NULL;
+    }
     TRY_ALLOC(e->muon_idx, e->nmuon ? e->nmuon : 1, "Muon's matrices");
     TRY_ALLOC(e->muon_owner, e->nparams, "Muon's owners");
     TRY_ALLOC(load, e->world, "Muon's owner loads");
@@ -112,7 +116,7 @@ fail:
 
 static zinc_status orthogonalise(zinc_engine *e, const zinc_param *p, float *x, float *work) {
     int64_t t0 = ztrace_begin();
-    ZDEV_ON_POOL(e->dev, zmuon_newton_schulz(x, p->shape[0], p->shape[1], NS_STEPS, work));
+    ZDEV_ON_POOL(e->dev, zmuon_newton_schulz(x, p->shape[0], p->shape[1], NS_STEPS, work, e->muon_blas));
     if (t0) ztrace_span(t0, ZTRACE_OPTIMIZER, "Newton-Schulz", 0, "flops", (int64_t)ns_flops(p), "param", p->index);
     return ZINC_OK;
 }
