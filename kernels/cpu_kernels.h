@@ -105,19 +105,22 @@ void zsgd_step(const zsgd_hparams *h, size_t n, float *master, float *buf, const
  *   m = m + (1 - beta) * (g - m)                       (momentum.lerp_(grad, 1 - beta))
  *   u = nesterov ? g + beta * (m - g) : m                (grad.lerp_(momentum, beta))
  *   U = NS5(u as rows x cols) * sqrt(max(1, rows / cols))  (the whole matrix: zmuon_newton_schulz)
- *   if (wd && decayed) p = p * (1 - lr * wd);  p = p - lr * U
+ *   if (wd && decayed) p = p * (1 - lr * wd);  p = p - lr * (U * upd_scale)
  * zmuon_momentum is the first two lines for one element (the engine's assembly and the step share it);
- * zmuon_apply_ref the last line over n elements with U given. */
+ * zmuon_apply_ref the last line over n elements with U given. upd_scale is 1 / the clip factor at ZeRO
+ * stages 1-3, where DeepSpeed clips the orthogonalised update (grad_factor then has no clip in it), and 1
+ * at stage 0, where it clips the gradient (runtime/engine/engine_muon.c cites the lines). */
 typedef struct zmuon_hparams {
     zadam_hparams adam; /* the AdamW half (its own lr, betas, eps, weight decay, bias corrections) */
-    float lr, beta, weight_decay, grad_factor; /* the Muon half */
+    float lr, beta, weight_decay, grad_factor, upd_scale; /* the Muon half */
     int nesterov;
 } zmuon_hparams;
 static inline float zmuon_momentum(float m, float g, float beta) { return m + (1.0f - beta) * (g - m); }
 static inline float zmuon_nesterov(float m, float g, float beta) { return g + beta * (m - g); }
 /* u[i] = zmuon_nesterov(zmuon_momentum(m[i], g, beta), g, beta) with g = grad[i] * grad_factor: the
- * matrix elements' Nesterov momentum, which the engine assembles (m is only read). */
-void zmuon_nesterov_ref(const zmuon_hparams *h, size_t n, const float *m, const void *grad, zinc_dtype gdt, float *u);
+ * matrix elements' Nesterov momentum, which the engine assembles (m is only read). Returns the sum of
+ * g * g over the n elements, in double. */
+double zmuon_nesterov_ref(const zmuon_hparams *h, size_t n, const float *m, const void *grad, zinc_dtype gdt, float *u);
 /* The Muon elements [0, n): m updated from the gradient, the master from U (upd), param_out written. */
 void zmuon_apply_ref(const zmuon_hparams *h, size_t n, float *master, float *m, const void *grad, zinc_dtype gdt,
                      const float *upd, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);

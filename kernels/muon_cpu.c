@@ -22,18 +22,21 @@ void zmuon_apply_ref(const zmuon_hparams *h, size_t n, float *master, float *m, 
         float p = master[i];
         int decayed = decay_mask ? (decay_mask[i / ZADAM_MASK_GROUP] & 1) : 1;
         if (decayed && h->weight_decay != 0.0f) p = p * keep;
-        p = p - h->lr * upd[i];
+        p = p - h->lr * (upd[i] * h->upd_scale);
         master[i] = p;
         if (param_out) zk_store(param_out, (int)pdt, i, p);
     }
 }
 
-void zmuon_nesterov_ref(const zmuon_hparams *h, size_t n, const float *m, const void *grad, zinc_dtype gdt, float *u) {
+double zmuon_nesterov_ref(const zmuon_hparams *h, size_t n, const float *m, const void *grad, zinc_dtype gdt, float *u) {
+    double g2 = 0;
     for (size_t i = 0; i < n; i++) {
         float g = zk_load(grad, gdt, i) * h->grad_factor;
+        g2 += (double)g * (double)g;
         u[i] = h->nesterov ? zmuon_nesterov(zmuon_momentum(m[i], g, h->beta), g, h->beta)
                            : zmuon_momentum(m[i], g, h->beta);
     }
+    return g2;
 }
 
 size_t zmuon_ns_work_floats(int64_t rows, int64_t cols) {

@@ -91,53 +91,86 @@ static void ns64(double *x, int64_t rows, int64_t cols) {
     free(X), free(A), free(B), free(Y);
 }
 
-static double *ref[STEPS + 1][NP]; /* parameters after each step (0: initial) */
+/* The references: no clipping, and gradient_clipping CLIP placed as DeepSpeed 0.19.8 places it with Muon
+ * (runtime/engine/engine_muon.c cites the lines): without ZeRO (stage 0) the engine clips the gradients
+ * before the optimizer's muon_update; under ZeRO 1-3 muon_update runs first, the global norm is taken over
+ * the orthogonalised updates U of the Muon matrices and the gradients of the rest, and the clip divides U
+ * and those gradients. CLIP is small enough that both clip at every step. */
+enum { NOCLIP, CLIP_GRAD, CLIP_UPDATE, NREF };
+static const double CLIP = 0.15;
+static double *ref_all[NREF][STEPS + 1][NP]; /* parameters after each step (0: initial) */
+/* the norm a step reports (DeepSpeed's get_global_grad_norm): over the gradients without ZeRO, over U and
+ * the other gradients under ZeRO */
+static double ref_norm[NREF][STEPS], ref_unorm[NREF][STEPS];
 
-static void ref_train(void) {
-    double *p[NP], *m[NP], *v[NP];
+static void ref_train(int how) {
+    double *p[NP], *m[NP], *v[NP], *g[NP];
     for (int k = 0; k < NP; k++) {
         p[k] = malloc(sizeof(double) * numel(k));
+        g[k] = malloc(sizeof(double) * numel(k));
         m[k] = calloc(numel(k), sizeof(double));
         v[k] = calloc(numel(k), sizeof(double));
         for (int64_t i = 0; i < numel(k); i++) p[k][i] = init_value(k, i);
-        ref[0][k] = malloc(sizeof(double) * numel(k));
-        memcpy(ref[0][k], p[k], sizeof(double) * numel(k));
+        ref_all[how][0][k] = malloc(sizeof(double) * numel(k));
+        memcpy(ref_all[how][0][k], p[k], sizeof(double) * numel(k));
     }
     for (int t = 0; t < STEPS; t++) {
-        for (int k = 0; k < NP; k++) {
-            int64_t n = numel(k);
-            double *g = malloc(sizeof(double) * n);
-            for (int64_t i = 0; i < n; i++) {
+        double gsq = 0, c = 1;
+        for (int k = 0; k < NP; k++)
+            for (int64_t i = 0; i < numel(k); i++) {
                 double acc = 0;
                 for (int s = 0; s < BATCH; s++) acc += grad_fn(k, i, p[k][i], (int64_t)t * BATCH + s);
-                g[i] = acc / BATCH;
+                g[k][i] = acc / BATCH;
+                gsq += g[k][i] * g[k][i];
             }
-            int decayed = (FLAGS[k] & ZINC_PARAM_DECAY) != 0;
-            if (FLAGS[k] & ZINC_PARAM_MUON) { /* muon_update (nesterov), MuonWithAuxAdam.step */
+        ref_norm[how][t] = sqrt(gsq);
+        if (how == CLIP_GRAD) { /* clip_grad_norm_ before the step: muon_update takes the clipped gradient */
+            c = (ref_norm[how][t] + 1e-6) / CLIP > 1 ? (ref_norm[how][t] + 1e-6) / CLIP : 1;
+            for (int k = 0; k < NP; k++)
+                for (int64_t i = 0; i < numel(k); i++) g[k][i] /= c;
+        }
+        double usq = 0; /* ZeRO: the norm over U for the Muon matrices, the gradient for the rest */
+        for (int k = 0; k < NP; k++) {
+            int64_t n = numel(k);
+            if (FLAGS[k] & ZINC_PARAM_MUON) { /* muon_update (nesterov): g becomes U */
                 for (int64_t i = 0; i < n; i++) {
-                    m[k][i] = MOM * m[k][i] + (1 - MOM) * g[i];
-                    g[i] = (1 - MOM) * g[i] + MOM * m[k][i];
+                    m[k][i] = MOM * m[k][i] + (1 - MOM) * g[k][i];
+                    g[k][i] = (1 - MOM) * g[k][i] + MOM * m[k][i];
                 }
-                ns64(g, SHAPE[k][0], SHAPE[k][1]);
+                ns64(g[k], SHAPE[k][0], SHAPE[k][1]);
+            }
+            for (int64_t i = 0; i < n; i++) usq += g[k][i] * g[k][i];
+        }
+        ref_unorm[how][t] = sqrt(usq);
+        if (how == CLIP_UPDATE) {
+            c = (ref_unorm[how][t] + 1e-6) / CLIP > 1 ? (ref_unorm[how][t] + 1e-6) / CLIP : 1;
+            for (int k = 0; k < NP; k++)
+                for (int64_t i = 0; i < numel(k); i++) g[k][i] /= c; /* unscale_and_clip_grads */
+        }
+        for (int k = 0; k < NP; k++) {
+            int64_t n = numel(k);
+            int decayed = (FLAGS[k] & ZINC_PARAM_DECAY) != 0;
+            if (FLAGS[k] & ZINC_PARAM_MUON) { /* MuonWithAuxAdam.step: p *= 1 - lr wd; p -= lr U */
                 for (int64_t i = 0; i < n; i++) {
                     if (decayed) p[k][i] *= 1 - MUON_LR * WD;
-                    p[k][i] -= MUON_LR * g[i];
+                    p[k][i] -= MUON_LR * g[k][i];
                 }
             } else { /* adam_update, adam_w_mode */
                 double bc1 = 1 - pow(B1, t + 1), bc2 = 1 - pow(B2, t + 1);
                 for (int64_t i = 0; i < n; i++) {
-                    m[k][i] = B1 * m[k][i] + (1 - B1) * g[i];
-                    v[k][i] = B2 * v[k][i] + (1 - B2) * g[i] * g[i];
+                    m[k][i] = B1 * m[k][i] + (1 - B1) * g[k][i];
+                    v[k][i] = B2 * v[k][i] + (1 - B2) * g[k][i] * g[k][i];
                     if (decayed) p[k][i] *= 1 - ADAM_LR * WD;
                     p[k][i] -= ADAM_LR * (m[k][i] / bc1) / (sqrt(v[k][i] / bc2) + EPS);
                 }
             }
-            free(g);
-            ref[t + 1][k] = malloc(sizeof(double) * n);
-            memcpy(ref[t + 1][k], p[k], sizeof(double) * n);
+            ref_all[how][t + 1][k] = malloc(sizeof(double) * n);
+            memcpy(ref_all[how][t + 1][k], p[k], sizeof(double) * n);
         }
+        if (how != NOCLIP)
+            ZT_CHECK(c > 1.5, "reference %d step %d clips (factor %.3g): the test needs it to", how, t, c);
     }
-    for (int k = 0; k < NP; k++) free(p[k]), free(m[k]), free(v[k]);
+    for (int k = 0; k < NP; k++) free(p[k]), free(m[k]), free(v[k]), free(g[k]);
 }
 
 /* ---------------------------------------------------------------- the kernel */
@@ -174,6 +207,7 @@ static void test_ns_kernel(uint64_t *rs) {
 typedef struct run {
     int stage, gas;
     const char *extra; /* optimizer.params members added, or NULL */
+    double clip;       /* gradient_clipping */
 } run;
 
 typedef struct model {
@@ -221,12 +255,12 @@ static zinc_status create_json(const char *cfg, const unsigned *flags, model *md
 static zinc_status create(const run *r, model *md) {
     char cfg[2048];
     snprintf(cfg, sizeof cfg,
-             "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d, \"gradient_clipping\": 0, "
+             "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d, \"gradient_clipping\": %g, "
              "\"optimizer\": {\"type\": \"Muon\", \"params\": {\"muon_lr\": %g, \"adam_lr\": %g, \"momentum\": %g, "
              "\"betas\": [%g, %g], \"eps\": %g, \"weight_decay\": %g%s%s}}, "
              "\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": 100, "
              "\"stage3_param_persistence_threshold\": 0}}",
-             BATCH, r->gas, MUON_LR, ADAM_LR, MOM, B1, B2, EPS, WD, r->extra ? ", " : "", r->extra ? r->extra : "",
+             BATCH, r->gas, r->clip, MUON_LR, ADAM_LR, MOM, B1, B2, EPS, WD, r->extra ? ", " : "", r->extra ? r->extra : "",
              r->stage);
     zinc_status st = create_json(cfg, FLAGS, md);
     if (st == ZINC_OK) md->micro = BATCH / (md->world * r->gas);
@@ -258,6 +292,8 @@ static zinc_status add_grad(model *md, int k, int step, int micro) {
     return st;
 }
 
+static double last_norm; /* the last step's zinc_step_info.grad_norm */
+
 static zinc_status train_step(model *md, const run *r, int t) {
     zinc_status st = ZINC_OK;
     for (int micro = 0; micro < r->gas; micro++) {
@@ -274,6 +310,7 @@ static zinc_status train_step(model *md, const run *r, int t) {
     zinc_step_info info;
     if (st == ZINC_OK) st = zinc_step(md->e, &info);
     if (st == ZINC_OK && !info.taken) st = ZINC_ERR_INTERNAL;
+    last_norm = info.grad_norm;
     return st;
 }
 
@@ -284,7 +321,9 @@ static int64_t total(void) {
 }
 
 /* Normwise per tensor: the parameters against the reference after step t, and the step's change. */
-static void compare(const char *what, int t, const float *x, const float *prev, double *worst_p, double *worst_d) {
+static void compare(const char *what, int how, int t, const float *x, const float *prev, double *worst_p,
+                    double *worst_d) {
+    double *(*ref)[NP] = ref_all[how];
     int64_t o = 0;
     for (int k = 0; k < NP; k++) {
         double np = 0, dp = 0, nd = 0, dd = 0;
@@ -307,34 +346,41 @@ static void compare(const char *what, int t, const float *x, const float *prev, 
 static void test_matrix(void) {
     int64_t n = total();
     float *x = malloc(sizeof(float) * n), *prev = malloc(sizeof(float) * n);
-    double worst_p = 0, worst_d = 0;
+    double worst_p = 0, worst_d = 0, worst_n = 0;
     int runs = 0, world = 1;
-    for (int stage = 0; stage <= 3; stage++)
-        for (int gas = 1; gas <= 2; gas++) {
-            run r = {.stage = stage, .gas = gas};
-            char what[64];
-            snprintf(what, sizeof what, "Muon stage %d gas %d", stage, gas);
-            model md;
-            zinc_status st = create(&r, &md);
-            ZT_CHECK(st == ZINC_OK, "%s: %s (%s)", what, zinc_status_name(st), zinc_last_error());
-            if (st != ZINC_OK) {
+    for (int clipped = 0; clipped <= 1; clipped++)
+        for (int stage = 0; stage <= 3; stage++)
+            for (int gas = 1; gas <= 2; gas++) {
+                run r = {.stage = stage, .gas = gas, .clip = clipped ? CLIP : 0};
+                int how = !clipped ? NOCLIP : stage == 0 ? CLIP_GRAD : CLIP_UPDATE;
+                char what[80];
+                snprintf(what, sizeof what, "Muon stage %d gas %d clipping %g", stage, gas, r.clip);
+                model md;
+                zinc_status st = create(&r, &md);
+                ZT_CHECK(st == ZINC_OK, "%s: %s (%s)", what, zinc_status_name(st), zinc_last_error());
+                if (st != ZINC_OK) {
+                    zinc_destroy(md.e);
+                    continue;
+                }
+                world = md.world;
+                st = zinc_gather_master(md.e, prev, (size_t)n);
+                for (int t = 0; t < STEPS && st == ZINC_OK; t++) {
+                    st = train_step(&md, &r, t);
+                    if (st == ZINC_OK) st = zinc_gather_master(md.e, x, (size_t)n);
+                    if (st == ZINC_OK) compare(what, how, t + 1, x, prev, &worst_p, &worst_d);
+                    double want = stage ? ref_unorm[how][t] : ref_norm[how][t], rn = fabs(last_norm - want) / want;
+                    if (rn > worst_n) worst_n = rn;
+                    ZT_CHECK(rn <= 1e-6, "%s step %d: grad_norm %.9g, the reference's %.9g", what, t + 1, last_norm,
+                             want);
+                    memcpy(prev, x, sizeof(float) * n);
+                }
+                ZT_CHECK(st == ZINC_OK, "%s: trained (%s: %s)", what, zinc_status_name(st), zinc_last_error());
                 zinc_destroy(md.e);
-                continue;
+                runs++;
             }
-            world = md.world;
-            st = zinc_gather_master(md.e, prev, (size_t)n);
-            for (int t = 0; t < STEPS && st == ZINC_OK; t++) {
-                st = train_step(&md, &r, t);
-                if (st == ZINC_OK) st = zinc_gather_master(md.e, x, (size_t)n);
-                if (st == ZINC_OK) compare(what, t + 1, x, prev, &worst_p, &worst_d);
-                memcpy(prev, x, sizeof(float) * n);
-            }
-            ZT_CHECK(st == ZINC_OK, "%s: trained (%s: %s)", what, zinc_status_name(st), zinc_last_error());
-            zinc_destroy(md.e);
-            runs++;
-        }
-    printf("# Muon engine at %d rank(s): %d runs, worst parameter error %.3g, worst change error %.3g\n", world, runs,
-           worst_p, worst_d);
+    printf("# Muon engine at %d rank(s): %d runs, worst parameter error %.3g, worst change error %.3g, worst "
+           "norm error %.3g\n",
+           world, runs, worst_p, worst_d, worst_n);
     free(x), free(prev);
 }
 
@@ -454,11 +500,12 @@ int main(void) {
     zt_name = "engine_muon";
     uint64_t rs = zt_seed();
     test_ns_kernel(&rs);
-    ref_train();
+    for (int how = 0; how < NREF; how++) ref_train(how);
     test_matrix();
     test_config();
     test_checkpoint();
-    for (int t = 0; t <= STEPS; t++)
-        for (int k = 0; k < NP; k++) free(ref[t][k]);
+    for (int how = 0; how < NREF; how++)
+        for (int t = 0; t <= STEPS; t++)
+            for (int k = 0; k < NP; k++) free(ref_all[how][t][k]);
     return zt_finish();
 }
