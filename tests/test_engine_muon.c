@@ -1,7 +1,7 @@
 /* Muon ("optimizer": {"type": "Muon"}): DeepSpeed 0.19.8's MuonWithAuxAdam under ZeRO, exact.
- *   - the Newton-Schulz kernel (cblas_sgemm and the fallback loops) against a float64 Newton-Schulz written here (DeepSpeed's
- *     zeropower_via_newtonschulz5: coefficients (3.4445, -4.7750, 2.0315), 5 steps, the wide orientation,
- *     x / (||x|| + 1e-7), then sqrt(max(1, rows / cols))), tall, wide and square;
+ *   - the Newton-Schulz kernel (cblas_sgemm and the fallback loops) against a float64 Newton-Schulz
+ *     written here (DeepSpeed's zeropower_via_newtonschulz5: coefficients (3.4445, -4.7750, 2.0315), 5 steps,
+ *     the wide orientation, x / (||x|| + 1e-7), then sqrt(max(1, rows / cols))), tall, wide and square;
  *   - trained end to end through the public API at ZeRO stages 0-3, gradient accumulation 1 and 2, at the
  *     rank count the test runs under (1, 2): after EVERY step the parameters within 1e-6 relative (per
  *     tensor, normwise) of a float64 MuonWithAuxAdam over the same closed-form gradients, written here from
