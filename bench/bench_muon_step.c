@@ -2,8 +2,8 @@
  * count it runs under (bench/muon.sh runs 1 and 2 ranks): `layers` blocks of four matrices each, c_attn
  * 768 x 2304, attn c_proj 768 x 768, c_fc 768 x 3072, mlp c_proj 3072 x 768 (12 layers: 84.9M elements),
  * every one marked ZINC_PARAM_MUON | ZINC_PARAM_DECAY, trained through the public API on the cpu device.
- * Each step: one micro-batch (forward: nothing) whose backward writes a fixed pseudo-random gradient into every matrix, then
- * zinc_step, timed alone (the gradient reduction of the boundary, Muon's assembly, Newton-Schulz on the
+ * Each step: one micro-batch (forward: nothing) whose backward writes a fixed pseudo-random gradient into
+ * every matrix, then zinc_step, timed alone (the gradient reduction of the boundary, Muon's assembly, Newton-Schulz on the
  * owners, the scatter and the elementwise pass). Prints the median over `steps` steps after one untimed
  * step, in ms, of the slowest rank: wall-clock time and the process's CPU time (all its threads; on a
  * loaded machine the wall time also holds the time other processes ran; Open MPI's waits spin, so a rank
@@ -27,7 +27,8 @@ static zinc_status init_fn(void *user, const zinc_param_info *info, uint64_t see
     return ZINC_OK;
 }
 
-static zinc_status forward_backward(zinc_engine *e, int nmod, const int *mod, zinc_param *const *p, float *g, int step) {
+static zinc_status forward_backward(zinc_engine *e, int nmod, const int *mod, zinc_param *const *p, float *g,
+                                    int step) {
     zinc_status st = ZINC_OK;
     for (int m = 0; m < nmod && st == ZINC_OK; m++) {
         st = zinc_module_enter(e, mod[m], ZINC_FORWARD);
@@ -124,8 +125,8 @@ int main(int argc, char **argv) {
     if (zinc_rank(e) == 0)
         printf("optimizer %s, %d layer(s) (%lld matrix elements), stage %d, %d rank(s) x %d thread(s): step %.1f ms "
                "wall, %.1f ms CPU (medians of %d, slowest rank)\n",
-               opt, layers, (long long)layers * (768LL * 2304 + 768 * 768 + 2 * 768 * 3072), stage,
-               zinc_world_size(e), threads, worst[0], worst[1], steps);
+               opt, layers, (long long)layers * (768LL * 2304 + 768 * 768 + 2 * 768 * 3072), stage, zinc_world_size(e),
+               threads, worst[0], worst[1], steps);
     zinc_destroy(e);
     free(mod), free(p), free(g), free(t);
     return 0;

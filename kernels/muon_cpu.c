@@ -28,7 +28,8 @@ void zmuon_apply_ref(const zmuon_hparams *h, size_t n, float *master, float *m, 
     }
 }
 
-double zmuon_nesterov_ref(const zmuon_hparams *h, size_t n, const float *m, const void *grad, zinc_dtype gdt, float *u) {
+double zmuon_nesterov_ref(const zmuon_hparams *h, size_t n, const float *m, const void *grad, zinc_dtype gdt,
+                          float *u) {
     double g2 = 0;
     for (size_t i = 0; i < n; i++) {
         float g = zk_load(grad, gdt, i) * h->grad_factor;

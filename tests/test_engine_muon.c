@@ -269,8 +269,9 @@ static zinc_status create(const run *r, model *md) {
              "\"betas\": [%g, %g], \"eps\": %g, \"weight_decay\": %g%s%s}}, "
              "\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": 100, "
              "\"stage3_param_persistence_threshold\": 0%s%s}}",
-             r->bf16 ? "\"bf16\": {\"enabled\": true}, " : "", BATCH, r->gas, r->clip, MUON_LR, ADAM_LR, MOM, B1, B2, EPS, WD, r->extra ? ", " : "", r->extra ? r->extra : "",
-             r->stage, r->zero ? ", " : "", r->zero ? r->zero : "");
+             r->bf16 ? "\"bf16\": {\"enabled\": true}, " : "", BATCH, r->gas, r->clip, MUON_LR, ADAM_LR, MOM, B1, B2,
+             EPS, WD, r->extra ? ", " : "", r->extra ? r->extra : "", r->stage, r->zero ? ", " : "",
+             r->zero ? r->zero : "");
     zinc_status st = create_json(cfg, FLAGS, md);
     if (st == ZINC_OK) md->micro = BATCH / (md->world * r->gas);
     return st;
@@ -349,8 +350,8 @@ static void compare(const char *what, int how, int t, const float *x, const floa
         if (rp > *worst_p) *worst_p = rp;
         if (rd > *worst_d) *worst_d = rd;
         ZT_CHECK(rp <= tol_p && rd <= tol_d,
-                 "%s step %d parameter p%d: relative %.3g (want <= %g), its change %.3g (want <= %g)", what, t, k,
-                 rp, tol_p, rd, tol_d);
+                 "%s step %d parameter p%d: relative %.3g (want <= %g), its change %.3g (want <= %g)", what, t, k, rp,
+                 tol_p, rd, tol_d);
     }
 }
 
@@ -448,8 +449,7 @@ static void test_offload(void) {
             for (int clipped = 0; clipped <= 1; clipped++) {
                 snprintf(dir, sizeof dir, "%.400s/muon_nvme_s%d_c%d", base, stage, clipped);
                 if (dev) mkdir(dir, 0755);
-                snprintf(zero, sizeof zero,
-                         "\"sub_group_size\": 96, \"offload_optimizer\": {\"device\": \"%s\"%s%s%s}",
+                snprintf(zero, sizeof zero, "\"sub_group_size\": 96, \"offload_optimizer\": {\"device\": \"%s\"%s%s%s}",
                          dev ? "nvme" : "cpu", dev ? ", \"nvme_path\": \"" : "", dev ? dir : "", dev ? "\"" : "");
                 run r = {.stage = stage, .gas = 1, .clip = clipped ? CLIP : 0, .zero = zero};
                 char what[96];
@@ -461,7 +461,8 @@ static void test_offload(void) {
                 for (int t = 0; t < STEPS && st == ZINC_OK; t++) {
                     st = train_step(&md, &r, t);
                     if (st == ZINC_OK) st = zinc_gather_master(md.e, x, (size_t)n);
-                    if (st == ZINC_OK) compare(what, clipped ? CLIP_UPDATE : NOCLIP, t + 1, x, prev, &worst_p, &worst_d);
+                    if (st == ZINC_OK)
+                        compare(what, clipped ? CLIP_UPDATE : NOCLIP, t + 1, x, prev, &worst_p, &worst_d);
                     memcpy(prev, x, sizeof(float) * n);
                 }
                 ZT_CHECK(st == ZINC_OK, "%s: trained (%s: %s)", what, zinc_status_name(st), zinc_last_error());

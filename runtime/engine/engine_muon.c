@@ -43,7 +43,8 @@ zinc_status zengine_muon_build(zinc_engine *e) {
         ZLOG_WARN(&e->log, "optimizer Muon: no parameter is marked ZINC_PARAM_MUON, so every parameter takes the "
                            "AdamW half");
     if (e->nmuon && zmuon_blas_load(&e->muon_blas, &e->log) != ZINC_OK) {
-        ZLOG_WARN(&e->log, "optimizer Muon: Newton-Schulz runs on plain loops, about 30x slower: %s", zinc_last_error());
+        ZLOG_WARN(&e->log, "optimizer Muon: Newton-Schulz runs on plain loops, about 30x slower: %s",
+                  zinc_last_error());
         e->muon_blas = NULL;
     }
     TRY_ALLOC(e->muon_idx, e->nmuon ? e->nmuon : 1, "Muon's matrices");
