@@ -105,30 +105,47 @@ void zsgd_step(const zsgd_hparams *h, size_t n, float *master, float *buf, const
  *   m = m + (1 - beta) * (g - m)                       (momentum.lerp_(grad, 1 - beta))
  *   u = nesterov ? g + beta * (m - g) : m                (grad.lerp_(momentum, beta))
  *   U = NS5(u as rows x cols) * sqrt(max(1, rows / cols))  (the whole matrix: zmuon_newton_schulz)
- *   if (wd && decayed) p = p * (1 - lr * wd);  p = p - lr * U
+ *   if (wd && decayed) p = p * (1 - lr * wd);  p = p - lr * (U * upd_scale)
  * zmuon_momentum is the first two lines for one element (the engine's assembly and the step share it);
- * zmuon_apply_ref the last line over n elements with U given. */
+ * zmuon_apply_ref the last line over n elements with U given. upd_scale is 1 / the clip factor at ZeRO
+ * stages 1-3, where DeepSpeed clips the orthogonalised update (grad_factor then has no clip in it), and 1
+ * at stage 0, where it clips the gradient (runtime/engine/engine_muon.c cites the lines). */
 typedef struct zmuon_hparams {
     zadam_hparams adam; /* the AdamW half (its own lr, betas, eps, weight decay, bias corrections) */
-    float lr, beta, weight_decay, grad_factor; /* the Muon half */
+    float lr, beta, weight_decay, grad_factor, upd_scale; /* the Muon half */
     int nesterov;
 } zmuon_hparams;
 static inline float zmuon_momentum(float m, float g, float beta) { return m + (1.0f - beta) * (g - m); }
 static inline float zmuon_nesterov(float m, float g, float beta) { return g + beta * (m - g); }
 /* u[i] = zmuon_nesterov(zmuon_momentum(m[i], g, beta), g, beta) with g = grad[i] * grad_factor: the
- * matrix elements' Nesterov momentum, which the engine assembles (m is only read). */
-void zmuon_nesterov_ref(const zmuon_hparams *h, size_t n, const float *m, const void *grad, zinc_dtype gdt, float *u);
+ * matrix elements' Nesterov momentum, which the engine assembles (m is only read). Returns the sum of
+ * g * g over the n elements, in double. */
+double zmuon_nesterov_ref(const zmuon_hparams *h, size_t n, const float *m, const void *grad, zinc_dtype gdt, float *u);
 /* The Muon elements [0, n): m updated from the gradient, the master from U (upd), param_out written. */
 void zmuon_apply_ref(const zmuon_hparams *h, size_t n, float *master, float *m, const void *grad, zinc_dtype gdt,
                      const float *upd, void *param_out, zinc_dtype pdt, const uint8_t *decay_mask);
 /* The quintic Newton-Schulz iteration (coefficients 3.4445, -4.7750, 2.0315; `steps` iterations) of the
  * rows x cols matrix x, in place, times sqrt(max(1, rows / cols)): the wide orientation (transposed when
- * rows > cols), x / (||x||_F + 1e-7), then X = a X + (b A + c A A) X with A = X X^T. Storage is float, each
- * product accumulates in double (DeepSpeed runs it in bf16 on an accelerator, fp32 elsewhere; "gram" is the
- * same iteration in exact arithmetic). work holds zmuon_ns_work_floats(rows, cols) floats. Rows of each
- * product run on the current pool. */
+ * rows > cols), x / (||x||_F + 1e-7), then X = a X + (b A + c A A) X with A = X X^T (DeepSpeed runs it in
+ * bf16 on an accelerator, fp32 elsewhere; "gram" is the same iteration in exact arithmetic). work holds
+ * zmuon_ns_work_floats(rows, cols) floats. The three products of a step are GEMMs:
+ *   - blas non-NULL: cblas_sgemm (float storage, float accumulation, the BLAS's blocking), in row blocks on
+ *     the current pool (one call when it has one thread). Normwise error vs float64 on GPT-2's shapes:
+ *     bench/RESULTS.md ("Muon"); the tests hold it under 1e-5 (tests/test_engine_muon.c);
+ *   - blas NULL: plain loops with double accumulation (about 30x slower; the fallback without a CBLAS). */
+struct zlog;
+typedef struct zmuon_blas {
+    /* cblas_sgemm's C prototype; the enums are ints (CblasRowMajor 101, CblasNoTrans 111, CblasTrans 112) */
+    void (*sgemm)(int order, int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
+                  const float *b, int ldb, float beta, float *c, int ldc);
+} zmuon_blas;
+/* The process's CBLAS: cblas_sgemm already defined in the process (the zinc program links OpenBLAS), else
+ * the file ZINC_BLAS_LIBRARY names, else libopenblas.so.0, libcblas.so.3, libblas.so.3 (base/core/dynlib.h).
+ * Loaded once per process (later calls return the same table); an error (ZINC_ERR_DEVICE) names the
+ * files tried and the fix, and a later call tries again. */
+zinc_status zmuon_blas_load(const zmuon_blas **out, const struct zlog *log);
 size_t zmuon_ns_work_floats(int64_t rows, int64_t cols);
-void zmuon_newton_schulz(float *x, int64_t rows, int64_t cols, int steps, float *work);
+void zmuon_newton_schulz(float *x, int64_t rows, int64_t cols, int steps, float *work, const zmuon_blas *blas);
 
 /* LAMB (DeepSpeed's FusedLamb), per parameter tensor: with g = grad * grad_factor,
  *   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g           (moments not bias-corrected)

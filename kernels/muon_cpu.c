@@ -1,11 +1,15 @@
 /* Muon's CPU kernels (kernels/cpu_kernels.h states the formulas): the elementwise apply of a whole-matrix
- * update and the Newton-Schulz iteration. The products are row dot products (A = X X^T and A A, A being
- * symmetric) and row combinations (B X), each output row a task on the current pool, accumulated in double
- * so that the iteration's float result is within a few float roundings of a float64 one. */
+ * update and the Newton-Schulz iteration. The iteration's products are GEMMs: cblas_sgemm of the process's
+ * CBLAS (loaded at first use, base/core/dynlib.h), each in row blocks of the output on the current pool;
+ * without a CBLAS, row dot products (A = X X^T and A A, A being symmetric) and row combinations (B X)
+ * accumulated in double, each output row a task. */
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
+#include "base/core/dynlib.h"
+#include "base/core/error.h"
 #include "kernels/adam_scalar.h"
 #include "kernels/thread_pool.h"
 
@@ -18,18 +22,22 @@ void zmuon_apply_ref(const zmuon_hparams *h, size_t n, float *master, float *m, 
         float p = master[i];
         int decayed = decay_mask ? (decay_mask[i / ZADAM_MASK_GROUP] & 1) : 1;
         if (decayed && h->weight_decay != 0.0f) p = p * keep;
-        p = p - h->lr * upd[i];
+        p = p - h->lr * (upd[i] * h->upd_scale);
         master[i] = p;
         if (param_out) zk_store(param_out, (int)pdt, i, p);
     }
 }
 
-void zmuon_nesterov_ref(const zmuon_hparams *h, size_t n, const float *m, const void *grad, zinc_dtype gdt, float *u) {
+double zmuon_nesterov_ref(const zmuon_hparams *h, size_t n, const float *m, const void *grad, zinc_dtype gdt,
+                          float *u) {
+    double g2 = 0;
     for (size_t i = 0; i < n; i++) {
         float g = zk_load(grad, gdt, i) * h->grad_factor;
+        g2 += (double)g * (double)g;
         u[i] = h->nesterov ? zmuon_nesterov(zmuon_momentum(m[i], g, h->beta), g, h->beta)
                            : zmuon_momentum(m[i], g, h->beta);
     }
+    return g2;
 }
 
 size_t zmuon_ns_work_floats(int64_t rows, int64_t cols) {
@@ -85,7 +93,81 @@ static void run_rows(size_t n, zpool_fn fn, prod_job *j) {
         zpool_for(pool, n, fn, j);
 }
 
-void zmuon_newton_schulz(float *x, int64_t rows, int64_t cols, int steps, float *work) {
+/* ---------------------------------------------------------------- the CBLAS */
+static pthread_mutex_t blas_mu = PTHREAD_MUTEX_INITIALIZER;
+static zmuon_blas blas_table;
+static bool blas_loaded;
+
+zinc_status zmuon_blas_load(const zmuon_blas **out, const zlog *log) {
+    zinc_status st = ZINC_OK;
+    static const char *const names[] = {"libopenblas.so.0", "libcblas.so.3", "libblas.so.3", NULL};
+    static const char *const symbols[] = {"cblas_sgemm", NULL};
+    static const zdynlib lib = {
+        .what = "optimizer Muon's Newton-Schulz needs a CBLAS (cblas_sgemm)",
+        .env = "ZINC_BLAS_LIBRARY",
+        .names = names,
+        .symbols = symbols,
+        .fix = "install OpenBLAS (Debian: libopenblas0, scripts/install-deps.sh) or name a CBLAS in ZINC_BLAS_LIBRARY",
+    };
+    pthread_mutex_lock(&blas_mu);
+    if (!blas_loaded) {
+        void *fn[1];
+        TRY(zdynlib_load(&lib, fn, log));
+        *(void **)&blas_table.sgemm = fn[0];
+        blas_loaded = true;
+    }
+    *out = &blas_table;
+fail:
+    pthread_mutex_unlock(&blas_mu);
+    return st;
+}
+
+enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112, GEMM_MIN_ROWS = 32 };
+
+/* out = alpha * a op(b) + beta * c0, row blocks of m rows: a is m x kk, op(b) kk x nn (b^T when tb),
+ * c0 (m x nn, or NULL for beta 0) copied into out first. */
+typedef struct gemm_job {
+    const zmuon_blas *blas;
+    const float *a, *b, *c0;
+    float *out;
+    size_t m, nn, kk, rows_per;
+    int tb;
+    float alpha, beta;
+} gemm_job;
+
+static void gemm_task(void *ctx, size_t t) {
+    const gemm_job *j = ctx;
+    size_t r0 = t * j->rows_per, r1 = r0 + j->rows_per < j->m ? r0 + j->rows_per : j->m;
+    if (r0 >= r1) return;
+    if (j->c0) memcpy(j->out + r0 * j->nn, j->c0 + r0 * j->nn, (r1 - r0) * j->nn * sizeof(float));
+    j->blas->sgemm(ROW_MAJOR, NO_TRANS, j->tb ? TRANS : NO_TRANS, (int)(r1 - r0), (int)j->nn, (int)j->kk, j->alpha,
+                   j->a + r0 * j->kk, (int)j->kk, j->b, j->tb ? (int)j->kk : (int)j->nn, j->c0 ? j->beta : 0.0f,
+                   j->out + r0 * j->nn, (int)j->nn);
+}
+
+static void gemm(gemm_job *j) {
+    zpool *pool = zk_pool_for(j->m / GEMM_MIN_ROWS);
+    size_t tasks = pool ? (size_t)zpool_threads(pool) : 1;
+    if (tasks > j->m / GEMM_MIN_ROWS) tasks = j->m / GEMM_MIN_ROWS ? j->m / GEMM_MIN_ROWS : 1;
+    j->rows_per = (j->m + tasks - 1) / tasks;
+    if (tasks == 1)
+        gemm_task(j, 0);
+    else
+        zpool_for(pool, tasks, gemm_task, j);
+}
+
+/* One step X <- a X + (b A + c A A) X on GEMMs: A = X X^T, B = c A A + b A, Y = B X + a X. */
+static void ns_step_blas(const zmuon_blas *blas, size_t n, size_t k, const float *X, float *Y, float *A, float *B,
+                         float a, float b, float c) {
+    gemm_job j = {.blas = blas, .a = X, .b = X, .out = A, .m = n, .nn = n, .kk = k, .tb = 1, .alpha = 1.0f};
+    gemm(&j);
+    j = (gemm_job){.blas = blas, .a = A, .b = A, .c0 = A, .out = B, .m = n, .nn = n, .kk = n, .alpha = c, .beta = b};
+    gemm(&j);
+    j = (gemm_job){.blas = blas, .a = B, .b = X, .c0 = X, .out = Y, .m = n, .nn = k, .kk = n, .alpha = 1.0f, .beta = a};
+    gemm(&j);
+}
+
+void zmuon_newton_schulz(float *x, int64_t rows, int64_t cols, int steps, float *work, const zmuon_blas *blas) {
     const float a = 3.4445f, b = -4.7750f, c = 2.0315f;
     bool tall = rows > cols;
     size_t n = (size_t)(tall ? cols : rows), k = (size_t)(tall ? rows : cols);
@@ -100,6 +182,13 @@ void zmuon_newton_schulz(float *x, int64_t rows, int64_t cols, int steps, float 
     float inv = (float)(1.0 / (sqrt(ss) + 1e-7));
     for (size_t i = 0; i < n * k; i++) X[i] *= inv;
     for (int s = 0; s < steps; s++) {
+        if (blas) {
+            ns_step_blas(blas, n, k, X, Y, A, B, a, b, c);
+            float *t = X;
+            X = Y;
+            Y = t;
+            continue;
+        }
         prod_job j = {.a = X, .out = A, .n = n, .k = k};
         run_rows(n, dot_task, &j); /* A = X X^T */
         j = (prod_job){.a = A, .out = B, .n = n, .k = n};

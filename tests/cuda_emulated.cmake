@@ -12,7 +12,7 @@ set_source_files_properties(${ZINC_AVX512_SOURCES} PROPERTIES
 set_property(SOURCE ${ZINC_KERNEL_C_SOURCES} APPEND PROPERTY COMPILE_OPTIONS "-fno-math-errno;-O3")
 
 add_library(zinc_cuda_emulated SHARED ${ZINC_C_SOURCES} ${ZINC_ENV_SOURCE} ${PROJECT_SOURCE_DIR}/base/device/device_cuda.c
-            ${PROJECT_SOURCE_DIR}/base/comm/comm_nccl.c ${PROJECT_SOURCE_DIR}/base/core/dynlib_cuda.c
+            ${PROJECT_SOURCE_DIR}/base/comm/comm_nccl.c
             ${ZINC_CUDA_HOST_SOURCES})
 target_include_directories(zinc_cuda_emulated BEFORE PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host
                            ${PROJECT_SOURCE_DIR}/include)

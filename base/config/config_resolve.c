@@ -419,8 +419,9 @@ static void resolve_optimizer_keys(zcfg_loader *L) {
 
 /* Muon (DeepSpeed 0.19.8 engine._muon_param_groups, MuonWithAuxAdam): each half's lr is muon_lr / adam_lr,
  * else the shared lr where the file gives it, else the class defaults 0.02 and 3e-4; the AdamW half's betas
- * default to (0.9, 0.95). zinc's lr (the schedules' base, the dump) becomes the Muon half's. What zinc cannot
- * run exactly yet is refused with the reason. */
+ * default to (0.9, 0.95). zinc's lr (the schedules' base, the dump) becomes the Muon half's. offload_optimizer
+ * cpu and nvme run (the momentum is read from the state store like any pass, runtime/engine/engine_muon.c).
+ * What zinc cannot run exactly yet is refused with the reason. */
 static void resolve_muon(zcfg_loader *L) {
     zinc_config *c = L->c;
     zcfg_optimizer *o = &c->optimizer;
@@ -429,11 +430,6 @@ static void resolve_muon(zcfg_loader *L) {
     if (!zcfg_given(c, "optimizer.params.adam_lr")) o->adam_lr = lr_given ? o->lr : 3e-4;
     if (!zcfg_given(c, "optimizer.params.betas")) o->beta2 = 0.95;
     o->lr = o->muon_lr;
-    if (c->zero.offload_optimizer.device != ZOFFLOAD_NONE)
-        zcfg_problem(L, "zero_optimization.offload_optimizer.device",
-                     "\"%s\" with optimizer Muon is not implemented yet: Newton-Schulz needs each matrix's momentum "
-                     "assembled whole, which zinc does only from optimizer state in memory; use \"none\"",
-                     c->zero.offload_optimizer.device == ZOFFLOAD_CPU ? "cpu" : "nvme");
     if (c->zero.offload_param.device != ZOFFLOAD_NONE)
         zcfg_problem(L, "zero_optimization.offload_param.device",
                      "\"%s\" with optimizer Muon is not implemented yet (the whole-matrix step writes the parameter "

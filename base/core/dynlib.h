@@ -1,7 +1,7 @@
 /* Loading a library's functions at first use (dlopen), so that a build with the CUDA backend neither
- * needs nor maps NCCL unless a device path calls it: a CPU run of that build costs what a CPU-only
- * build costs, and the same binary starts where the library is not installed. Built with the CUDA
- * backend only (dynlib_cuda.c), and in the emulated CUDA build (tests/cuda_emulated.cmake). */
+ * needs nor maps NCCL unless a device path calls it (a CPU run of that build costs what a CPU-only
+ * build costs, and the same binary starts where the library is not installed), and so that Muon's
+ * Newton-Schulz finds a CBLAS (kernels/muon_cpu.c) without libzinc linking one. Built in every build. */
 #ifndef ZINC_RUNTIME_CORE_DYNLIB_H
 #define ZINC_RUNTIME_CORE_DYNLIB_H
 

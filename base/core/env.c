@@ -37,6 +37,10 @@ static const zenv_var g_vars[ZENV_COUNT] = {
     SETTING(ZENV_NCCL_LIBRARY, "ZINC_NCCL_LIBRARY", "a file name or path", "libnccl.so.2, then libnccl.so", "library",
             "the NCCL library device cuda loads at its first NCCL communicator (instead of the default "
             "names)"),
+    SETTING(ZENV_BLAS_LIBRARY, "ZINC_BLAS_LIBRARY", "a file name or path",
+            "libopenblas.so.0, then libcblas.so.3, libblas.so.3", "library",
+            "the CBLAS (cblas_sgemm) Muon's Newton-Schulz loads at zinc_build when the process has none (instead of "
+            "the default names)"),
     HOOK(ZENV_CPU_DISCRETE, "ZINC_CPU_DISCRETE", "flag (1)",
          "presents the cpu device as a discrete one (buffers reached through copies, counted as device memory)"),
     HOOK(ZENV_TEST_RANKS_PER_NODE, "ZINC_TEST_RANKS_PER_NODE", "ranks, dividing the world",

@@ -24,6 +24,7 @@ typedef enum zenv_id {
     ZENV_PREFLIGHT,
     ZENV_EXPERIMENTAL_CUDA,
     ZENV_NCCL_LIBRARY,
+    ZENV_BLAS_LIBRARY,
     /* test hooks (ZINC_TEST_HOOKS builds only) */
     ZENV_CPU_DISCRETE,
     ZENV_TEST_RANKS_PER_NODE,

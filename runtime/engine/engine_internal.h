@@ -96,6 +96,7 @@ struct zinc_engine {
     int nmuon;
     int *muon_idx, *muon_owner;
     float *muon_upd;
+    const struct zmuon_blas *muon_blas; /* the CBLAS of Newton-Schulz, NULL: the loops (zmuon_blas_load) */
     void *tensor_sums;      /* a per-tensor optimizer's sums on a discrete device: ZPLAN_TENSOR_SUMS */
     const zopt_desc *optim; /* the optimizer (runtime/optim), from the config at zinc_create */
 
@@ -291,7 +292,14 @@ bool zengine_state_on_device(const zinc_engine *e);
  * pass, the matrices' update assembled, orthogonalised and scattered back into muon_upd. */
 zinc_status zengine_muon_build(zinc_engine *e);
 void zengine_muon_free(zinc_engine *e);
-zinc_status zengine_muon_prepare(zinc_engine *e, const zopt_hp *hp, const void *g, zinc_dtype gdt);
+/* Before the clip: the updates from the gradient g (mean: g * inv); at ZeRO stages 1-3 *norm becomes
+ * DeepSpeed's, over the updates in place of the Muon gradients (engine_muon.c cites DeepSpeed's lines).
+ * After the step's hparams: at stages 1-3, Muon's momentum without the clip and its update / clip. */
+zinc_status zengine_muon_prepare(zinc_engine *e, const void *g, zinc_dtype gdt, double inv, double *norm);
+void zengine_muon_hparams(const zinc_engine *e, zopt_hp *hp, double inv, double clip);
+/* DeepSpeed's combined unscale-and-clip factor for the mean gradient's norm: max(1, (norm + 1e-6) / clip)
+ * with gradient_clipping > 0, else 1 (engine_step.c). */
+double zengine_clip_factor(const zinc_engine *e, double norm);
 zinc_status zengine_optimizer_pass(zinc_engine *e, const zopt_desc *o, const zopt_hp *hp, const void *g, zinc_dtype gdt,
                                    void *out);
 /* The parameter holding flat element x (binary search), or NULL for padding. */

@@ -11,6 +11,8 @@
  *      and applies the update.
  * Stage 0 (every rank holds every element) and one rank compute every matrix locally: no collective, the
  * same bits. The owners' assembly buffers exist only in the step. */
+#include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +42,11 @@ zinc_status zengine_muon_build(zinc_engine *e) {
     if (!e->nmuon)
         ZLOG_WARN(&e->log, "optimizer Muon: no parameter is marked ZINC_PARAM_MUON, so every parameter takes the "
                            "AdamW half");
+    if (e->nmuon && zmuon_blas_load(&e->muon_blas, &e->log) != ZINC_OK) {
+        ZLOG_WARN(&e->log, "optimizer Muon: Newton-Schulz runs on plain loops, about 30x slower: %s",
+                  zinc_last_error());
+        e->muon_blas = NULL;
+    }
     TRY_ALLOC(e->muon_idx, e->nmuon ? e->nmuon : 1, "Muon's matrices");
     TRY_ALLOC(e->muon_owner, e->nparams, "Muon's owners");
     TRY_ALLOC(load, e->world, "Muon's owner loads");
@@ -83,8 +90,9 @@ static void piece(const zinc_engine *e, const zinc_param *p, int r, int64_t *lo,
     zpart_intersect(&e->part, r, p->flat_offset, p->flat_offset + p->numel, lo, hi);
 }
 
-/* 1: the Nesterov momentum of the own matrix elements into muon_upd. */
-static zinc_status local_momentum(zinc_engine *e, const zmuon_hparams *h, const char *g, zinc_dtype gdt) {
+/* 1: the Nesterov momentum of the own matrix elements into muon_upd; *g2: the sum of their (factored)
+ * gradients' squares. */
+static zinc_status local_momentum(zinc_engine *e, const zmuon_hparams *h, const char *g, zinc_dtype gdt, double *g2) {
     zinc_status st = ZINC_OK;
     zstate *z = e->state;
     size_t gsz = zinc_dtype_size(gdt);
@@ -99,7 +107,7 @@ static zinc_status local_momentum(zinc_engine *e, const zmuon_hparams *h, const 
             int64_t b = p->flat_offset + p->numel < hi ? p->flat_offset + p->numel : hi;
             if (a >= b) continue;
             int64_t o = a - e->own_lo;
-            zmuon_nesterov_ref(h, (size_t)(b - a), v.m + (a - lo), g + (size_t)o * gsz, gdt, e->muon_upd + o);
+            *g2 += zmuon_nesterov_ref(h, (size_t)(b - a), v.m + (a - lo), g + (size_t)o * gsz, gdt, e->muon_upd + o);
         }
         TRY(zstate_release(z, c));
     }
@@ -112,7 +120,7 @@ fail:
 
 static zinc_status orthogonalise(zinc_engine *e, const zinc_param *p, float *x, float *work) {
     int64_t t0 = ztrace_begin();
-    ZDEV_ON_POOL(e->dev, zmuon_newton_schulz(x, p->shape[0], p->shape[1], NS_STEPS, work));
+    ZDEV_ON_POOL(e->dev, zmuon_newton_schulz(x, p->shape[0], p->shape[1], NS_STEPS, work, e->muon_blas));
     if (t0) ztrace_span(t0, ZTRACE_OPTIMIZER, "Newton-Schulz", 0, "flops", (int64_t)ns_flops(p), "param", p->index);
     return ZINC_OK;
 }
@@ -236,16 +244,66 @@ fail:
     return st;
 }
 
-zinc_status zengine_muon_prepare(zinc_engine *e, const zopt_hp *hp, const void *g, zinc_dtype gdt) {
+/* The sum of squares of the own matrix elements' update (muon_upd), in flat order. */
+static double own_update_sumsq(const zinc_engine *e) {
+    double s = 0;
+    for (int j = 0; j < e->nmuon; j++) {
+        const zinc_param *p = e->params[e->muon_idx[j]];
+        int64_t lo = e->own_lo, hi = e->own_hi;
+        int64_t a = p->flat_offset > lo ? p->flat_offset : lo;
+        int64_t b = p->flat_offset + p->numel < hi ? p->flat_offset + p->numel : hi;
+        for (int64_t i = a; i < b; i++) s += (double)e->muon_upd[i - lo] * (double)e->muon_upd[i - lo];
+    }
+    return s;
+}
+
+/* Clipping, as DeepSpeed 0.19.8 places it (deepspeed/runtime/...):
+ *   - stage 0 (no ZeRO optimizer): engine.py clips the gradients (clip_grad_norm_ over every gradient)
+ *     before MuonWithAuxAdam.step, whose muon_update then folds the clipped gradient into the momentum
+ *     (zero/muon/muon_optimizer.py:73-79, p.dim() >= 2): the momentum's factor holds the clip;
+ *   - stages 1-2: muon_update runs while the gradient partition is flattened (zero/stage_1_and_2.py:
+ *     2749-2760, get_flat_partition), so the partition holds the orthogonalised update U in place of the
+ *     gradient; step() takes the norm after that ("Muon update runs before the norm and the clip covers
+ *     the orthogonalized gradient", 3036-3039: scaled_global_norm over U for the Muon elements, the
+ *     gradient for the rest) and unscale_and_clip_grads (3133, 3193-3215) multiplies the whole partition,
+ *     U included, by 1 / clip; MuonWithAuxAdam.step then takes p.grad as the update (muon_optimizer.py:71,
+ *     83-84: p *= 1 - lr * wd; p -= lr * U / clip);
+ *   - stage 3: the same order (zero/stage3.py:2885-2886, _apply_muon_to_accumulated_grads then
+ *     _get_norm_groups; 2918 and 2979-2988 unscale_and_clip_grads).
+ * So at stages 1-3 the momentum takes the unclipped mean gradient (factor inv), the reported and clipping
+ * norm is sqrt(sum U^2 over the Muon elements + sum g^2 over the rest), and U is scaled by 1 / clip. */
+zinc_status zengine_muon_prepare(zinc_engine *e, const void *g, zinc_dtype gdt, double inv, double *norm) {
     zinc_status st = ZINC_OK;
+    double *all = NULL;
     if (!e->optim->whole_matrix || !e->nmuon) return ZINC_OK;
     int64_t t0 = ztrace_begin();
-    TRY(local_momentum(e, (const zmuon_hparams *)hp->bytes, g, gdt));
+    bool zero = e->stage > 0;
+    zopt_step os = {.grad_factor = zero ? inv : inv / zengine_clip_factor(e, *norm)};
+    zopt_hp hp;
+    e->optim->hparams(&e->cfg.optimizer, &os, &hp);
+    double mine[2] = {0, 0}; /* the own Muon elements' gradient and update sums of squares */
+    TRY(local_momentum(e, (const zmuon_hparams *)hp.bytes, g, gdt, &mine[0]));
     if (e->stage == 0 || e->world == 1)
         TRY(all_local(e));
     else
         TRY(exchanged(e));
+    if (zero) {
+        mine[1] = own_update_sumsq(e);
+        TRY_ALLOC(all, 2 * (size_t)e->world, "Muon's norm terms");
+        TRY(zcomm_allgather_bytes(e->comm, mine, all, sizeof mine));
+        double n2 = *norm * *norm;
+        for (int r = 0; r < e->world; r++) n2 += all[2 * r + 1] - all[2 * r]; /* rank order: deterministic */
+        *norm = sqrt(n2 > 0 ? n2 : 0);
+    }
     if (t0) ztrace_span(t0, ZTRACE_ENGINE, "Muon whole-matrix step", 0, "matrices", e->nmuon, NULL, 0);
 fail:
+    free(all);
     return st;
+}
+
+void zengine_muon_hparams(const zinc_engine *e, zopt_hp *hp, double inv, double clip) {
+    if (!e->optim->whole_matrix || e->stage == 0) return;
+    zmuon_hparams *h = (zmuon_hparams *)hp->bytes;
+    h->grad_factor = (float)inv;
+    h->upd_scale = (float)(1.0 / clip);
 }

@@ -103,6 +103,11 @@ static zinc_status skip_step(zinc_engine *e, zinc_step_info *info, int64_t first
     return ZINC_OK;
 }
 
+double zengine_clip_factor(const zinc_engine *e, double norm) {
+    double c = e->cfg.gradient_clipping > 0 ? (norm + 1e-6) / e->cfg.gradient_clipping : 1.0;
+    return c > 1.0 ? c : 1.0; /* DeepSpeed's combined unscale-and-clip */
+}
+
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     zinc_status st = ZINC_OK;
     memset(info, 0, sizeof *info);
@@ -139,11 +144,10 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         TRY(skip_step(e, info, first_bad, bad_rank));
         if (t0) ztrace_span(t0, ZTRACE_ENGINE, "skip", 0, NULL, 0, NULL, 0);
     } else {
-        double clip = 1.0;
-        if (e->cfg.gradient_clipping > 0) {
-            double c = (norm + 1e-6) / e->cfg.gradient_clipping; /* DeepSpeed's combined unscale-and-clip */
-            if (c > 1.0) clip = c;
-        }
+        zinc_dtype gdt;
+        const void *g = zgrads_local(&e->grads, &gdt);
+        TRY(zengine_muon_prepare(e, g, gdt, inv, &norm)); /* Muon: the whole-matrix updates (engine_muon.c) */
+        double clip = zengine_clip_factor(e, norm);
         const zcfg_optimizer *o = &e->cfg.optimizer;
         zopt_step os = {.lr = lr,
                         .beta1 = zlr_beta1_at(&e->cfg.scheduler, o->beta1, e->steps_taken),
@@ -153,12 +157,10 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
                         .adam_lr = zlr_at(&e->cfg.scheduler, o->adam_lr, e->steps_taken)};
         zopt_hp hp;
         e->optim->hparams(o, &os, &hp);
-        zinc_dtype gdt;
-        const void *g = zgrads_local(&e->grads, &gdt);
+        zengine_muon_hparams(e, &hp, inv, clip);
         size_t csz = zinc_dtype_size(e->compute_dtype);
         /* NULL with offload_param nvme: the pass writes each chunk to the parameter store */
         void *out = e->stage == 3 ? e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
-        TRY(zengine_muon_prepare(e, &hp, g, gdt)); /* Muon: the whole-matrix updates (engine_muon.c) */
         zinc_status ps = zengine_optimizer_pass(e, e->optim, &hp, g, gdt, out);
         if (e->pstore) ps = zcomm_agree_status(e->comm, ps); /* a failed write-back ends every rank's step */
         TRY(ps);

@@ -23,7 +23,8 @@ static void muon_hparams(const zcfg_optimizer *o, const zopt_step *s, zopt_hp *h
         .beta = (float)o->momentum,
         .weight_decay = (float)o->weight_decay,
         .grad_factor = (float)s->grad_factor,
-        .nesterov = 1, /* muon_update's default; DeepSpeed's engine never passes another */
+        .upd_scale = 1.0f, /* stages 1-3: 1 / clip (zengine_muon_hparams) */
+        .nesterov = 1,     /* muon_update's default; DeepSpeed's engine never passes another */
     };
 }
 
