@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/commands.h"
-#include "cli/options.h"
+#include "cli/common/commands.h"
+#include "cli/common/options.h"
 #include "base/config/config.h"
 #include "runtime/engine/engine_internal.h"
 #include "zinc.h"

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/commands.h"
-#include "cli/options.h"
+#include "cli/common/commands.h"
+#include "cli/common/options.h"
 #include "cli/train/train.h"
 #include "base/core/signals.h"
 #include "zinc.h"

@@ -43,16 +43,25 @@ LAYERS = {
                        "zero", "offload", "runtime/mem", "runtime/optim", "runtime/monitor"],
     "runtime/checkpoint": ["base/core", "base/config", "base/comm", "base/device", "kernels", "amp",
                            "zero", "offload", "runtime/mem", "runtime/engine", "runtime/optim"],
-    # the zinc program drives the example models (examples/mlp, examples/gpt2) through the engine API
-    "cli": ["base/core", "base/config", "base/comm", "base/device", "kernels", "amp", "zero",
-            "offload", "runtime/mem", "runtime/optim", "runtime/engine", "runtime/checkpoint", "examples"],
+    # the zinc program drives the example models (examples/mlp, examples/gpt2) through the engine API: its
+    # floor (cli/common: the option parser, output files, plots), the rooms, and cli/ top (main.c) the roof
+    "cli/common": ["base/core"],
+    "cli/checkpoint": ["base/core", "runtime/checkpoint", "examples", "cli/common"],
+    "cli/trace": ["base/core", "cli/common"],
+    "cli/train": ["base/core", "base/config", "runtime/checkpoint", "examples", "cli/common", "cli/checkpoint",
+                  "cli/trace"],
+    "cli/mem": ["base/core", "base/config", "kernels", "runtime/mem", "runtime/engine", "cli/common", "cli/train"],
+    "cli/launch": ["base/core", "base/config", "runtime/checkpoint", "cli/common", "cli/train"],
+    "cli": ["base/core", "base/config", "runtime/engine", "cli/common", "cli/train"],
 }
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".inc")
 
 
 def folder_of(path):
     parts = path.split("/")
-    return "/".join(parts[:2]) if parts[0] in ("base", "runtime") else parts[0]
+    if parts[0] in ("base", "runtime") or (parts[0] == "cli" and len(parts) > 2):
+        return "/".join(parts[:2])
+    return parts[0]
 
 
 def generated(root, inc):

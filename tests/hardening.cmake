@@ -146,7 +146,7 @@ endif()
 # straight into the fuzz programs like fuzz_llmc: 0 sanitizer reports, every input within 1 s. The libFuzzer run
 # starts from the fixture traces (tests/trace_fixtures): from nothing it would not reach a valid JSON trace.
 set(ZINC_TRACE_READER_SOURCES ${PROJECT_SOURCE_DIR}/cli/trace/trace_load.c ${PROJECT_SOURCE_DIR}/cli/trace/trace_summary.c
-    ${PROJECT_SOURCE_DIR}/cli/trace/trace_plot.c ${PROJECT_SOURCE_DIR}/cli/mem/mem_plot.c
+    ${PROJECT_SOURCE_DIR}/cli/trace/trace_plot.c ${PROJECT_SOURCE_DIR}/cli/common/plot.c
     ${PROJECT_SOURCE_DIR}/base/core/safe_file.c ${PROJECT_SOURCE_DIR}/base/core/error.c
     ${PROJECT_SOURCE_DIR}/base/core/trace.c)
 add_executable(fuzz_trace fuzz/fuzz_trace.c ${ZINC_TRACE_READER_SOURCES})
@@ -174,7 +174,7 @@ if(ZINC_LIBFUZZER_WORKS)
                              ${ZINC_TRACE_READER_SOURCES} ${JANSSON_LINK_LIBRARIES} -lm -o ${fzt}
                      DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_trace.c ${ZINC_TRACE_READER_SOURCES}
                              ${PROJECT_SOURCE_DIR}/cli/trace/trace_load.h ${PROJECT_SOURCE_DIR}/cli/trace/trace_summary.h
-                             ${PROJECT_SOURCE_DIR}/cli/trace/trace_plot.h ${PROJECT_SOURCE_DIR}/cli/mem/mem_plot.h
+                             ${PROJECT_SOURCE_DIR}/cli/trace/trace_plot.h ${PROJECT_SOURCE_DIR}/cli/common/plot.h
                      COMMENT "Building the libFuzzer target fuzz_trace_libfuzzer with ${ZINC_CLANG}"
                      COMMAND_EXPAND_LISTS VERBATIM)
   add_custom_target(fuzz_trace_libfuzzer ALL DEPENDS ${fzt})

@@ -1,4 +1,4 @@
-"""The zinc program's one option table per command (issue 24, cli/options.h): every command prints its --help
+"""The zinc program's one option table per command (issue 24, cli/common/options.h): every command prints its --help
 from the table (each option with its range or choices), and refuses alike an option without its value, a
 number out of range (the range named), a bad choice (the choices named), an unknown option and a second
 positional argument, all with exit status 2 before any work. The training driver runs both models through

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "cli/commands.h"
+#include "cli/common/commands.h"
 #include "cli/checkpoint/gpt2_cli.h"
-#include "cli/options.h"
+#include "cli/common/options.h"
 #include "zinc.h"
 
 typedef struct inspect_opts {

@@ -17,10 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/commands.h"
+#include "cli/common/commands.h"
 #include "cli/launch/launch.h"
 #include "cli/launch/launch_slurm.h"
-#include "cli/options.h"
+#include "cli/common/options.h"
 #include "cli/train/train.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "base/core/clock.h"

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "cli/launch/launch_slurm.h"
-#include "cli/options.h"
+#include "cli/common/options.h"
 
 #define ZCLI_LAUNCH_MAX_ARGS 1024
 #define ZCLI_LAUNCH_MAX_HOSTS 1024

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/options.h"
+#include "cli/common/options.h"
 
 /* --launcher's values, in the order of ZCLI_LAUNCHER_CHOICES. */
 typedef enum zcli_launcher { ZCLI_LAUNCHER_AUTO, ZCLI_LAUNCHER_MPIRUN, ZCLI_LAUNCHER_SRUN } zcli_launcher;

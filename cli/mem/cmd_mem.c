@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "cli/mem/mem_whole.h"
-#include "cli/commands.h"
-#include "cli/options.h"
+#include "cli/common/commands.h"
+#include "cli/common/options.h"
 #include "cli/mem/mem_cli.h"
 
 /* ---------------------------------------------------------------- configs */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli/mem/mem_cli.h"
-#include "cli/mem/mem_plot.h"
+#include "cli/common/plot.h"
 
 static void print_matrix(const zest_estimate *e, bool exact) {
     char lab[64], v[32];

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "cli/mem/mem_cli.h"
-#include "cli/options.h"
+#include "cli/common/options.h"
 #include "cli/train/train_gpt2.h"
 
 #define O(f) offsetof(mopts, f)

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "cli/mem/mem_cli.h"
-#include "cli/mem/mem_plot.h"
+#include "cli/common/plot.h"
 
 /* The paper's bytes per GPU for Psi parameters on N data-parallel GPUs (mixed precision, Adam K = 12). */
 double mc_paper_bytes(int stage, double psi, double n) {

@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/commands.h"
-#include "cli/options.h"
+#include "cli/common/commands.h"
+#include "cli/common/options.h"
 #include "cli/train/train.h"
 #include "kernels/thread_pool.h"
 #include "base/config/config.h"

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/commands.h"
-#include "cli/options.h"
+#include "cli/common/commands.h"
+#include "cli/common/options.h"
 #include "cli/trace/trace_load.h"
 #include "cli/trace/trace_plot.h"
 #include "cli/trace/trace_summary.h"

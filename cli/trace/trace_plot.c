@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/mem/mem_plot.h"
+#include "cli/common/plot.h"
 
 static const char *const COLOURS[ZCLI_TRACE_CATS] = {
     [ZTRACE_FORWARD] = "#4c72b0",    [ZTRACE_BACKWARD] = "#dd8452",

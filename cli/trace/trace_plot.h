@@ -1,6 +1,6 @@
 /* `zinc trace plot`: the trace as a Gantt chart, one row per rank and track (thread, stream), one box per
  * span coloured by its phase (cat), nested spans drawn thinner inside their parents; drawn by gnuplot as
- * the plots of `zinc mem` are (mem_plot.h), with the data (OUT.dat) and script (OUT.gp) beside the image. */
+ * the plots of `zinc mem` are (cli/common/plot.h), with the data (OUT.dat) and script (OUT.gp) beside the image. */
 #ifndef ZINC_CLI_TRACE_PLOT_H
 #define ZINC_CLI_TRACE_PLOT_H
 

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cli/options.h"
+#include "cli/common/options.h"
 #include "base/config/config.h"
 #include "zinc.h"
 

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "base/core/clock.h"
-#include "cli/cli_files.h"
-#include "cli/comms_report.h"
+#include "cli/common/cli_files.h"
+#include "cli/common/comms_report.h"
 #include "cli/train/train.h"
 #include "cli/train/train_flops.h"
 #include "cli/trace/trace_summary.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli_files.h"
+#include "cli/common/cli_files.h"
 #include "base/core/clock.h"
 
 #define CALIBRATE_S 0.2

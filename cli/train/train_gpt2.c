@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli_files.h"
+#include "cli/common/cli_files.h"
 #include "cli/checkpoint/gpt2_cli.h"
 #include "cli/train/train_gpt2.h"
 #include "examples/gpt2/gpt2_flops.h"

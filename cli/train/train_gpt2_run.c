@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/core/clock.h"
-#include "cli/cli_files.h"
+#include "cli/common/cli_files.h"
 #include "cli/checkpoint/gpt2_cli.h"
 #include "cli/train/train_flops.h"
 #include "cli/train/train_gpt2.h"

@@ -9,7 +9,7 @@
 
 #include "base/core/clock.h"
 #include "base/core/env.h"
-#include "cli/cli_files.h"
+#include "cli/common/cli_files.h"
 #include "cli/train/train.h"
 #include "cli/train/train_flops.h"
 #include "examples/mlp/mlp.h"

@@ -6,7 +6,7 @@
 
 #include "base/core/env.h"
 
-#include "cli/commands.h"
+#include "cli/common/commands.h"
 #include "cli/train/train.h"
 #include "cli/train/train_flops.h"
 

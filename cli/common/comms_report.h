@@ -1,4 +1,4 @@
-/* comms_logger's figures in zinc train's --report (cli/comms_report.c). */
+/* comms_logger's figures in zinc train's --report (cli/common/comms_report.c). */
 #ifndef ZINC_CLI_COMMS_REPORT_H
 #define ZINC_CLI_COMMS_REPORT_H
 

@@ -1,5 +1,5 @@
-/* The memory plots' gnuplot script and its run (mem_plot.h). */
-#include "cli/mem/mem_plot.h"
+/* The memory plots' gnuplot script and its run (cli/common/plot.h). */
+#include "cli/common/plot.h"
 
 #include <errno.h>
 #include <spawn.h>

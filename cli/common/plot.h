@@ -1,9 +1,11 @@
-/* The `zinc mem estimate --plot` and `zinc mem plan --plot` drawing: four lines (stages 0-3) of a data file
+/* gnuplot for every room that draws (zinc mem's and zinc trace's plots): the safe data file, the escaped
+ * strings, the run without a shell, and the memory plots' drawing (`zinc mem estimate --plot`, `zinc mem plan
+ * --plot`): four lines (stages 0-3) of a data file
  * the caller wrote (column 1 the rank or GPU count, columns 2-5 the stages, already in `unit`), on log-log
  * axes, with the GPU capacity as a dashed line when known. Any file name works: names reach gnuplot as
  * escaped strings and gnuplot is started without a shell. */
-#ifndef ZINC_CLI_MEM_PLOT_H
-#define ZINC_CLI_MEM_PLOT_H
+#ifndef ZINC_CLI_COMMON_PLOT_H
+#define ZINC_CLI_COMMON_PLOT_H
 
 #include <stdbool.h>
 #include <stdio.h>

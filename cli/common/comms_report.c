@@ -1,6 +1,6 @@
 /* comms_logger's figures in zinc train's --report: one object per op and message size, the fields of
  * zinc_comms_record (include/zinc.h), so tools read what the end-of-run table shows. */
-#include "cli/comms_report.h"
+#include "cli/common/comms_report.h"
 
 #include <stdlib.h>
 

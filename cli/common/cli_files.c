@@ -1,5 +1,5 @@
 /* See cli_files.h. */
-#include "cli/cli_files.h"
+#include "cli/common/cli_files.h"
 
 #include <float.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /* The option tables' parser and help printer (options.h). */
-#include "cli/options.h"
+#include "cli/common/options.h"
 
 #include <ctype.h>
 #include <errno.h>
