@@ -1,7 +1,7 @@
 """One source per CLI default and shape rule (issue 35, goals 1 and 2), counted in cli/'s sources:
   - no "(default" in cli/ but the help printer (cli/common/options.c): --help prints each default from the option
     table (the command's default values, or the table's `later` entries), never from prose in a help string;
-  - GPT-2's vocabulary 50257 written once, in cli/train/train_gpt2.h (ZCLI_GPT2_VOCAB), and its padding rule
+  - GPT-2's vocabulary 50257 written once, in cli/checkpoint/gpt2_cli.h (ZCLI_GPT2_VOCAB), and its padding rule
     (a multiple of 64) only behind zcli_gpt2_padded_vocab;
   - no subcommand dispatch by strcmp(argv[1], ...) (zcli_subcommand), no strtoll in cli/launch/launch_world.c
     (zinc train's options are read with zinc train's table);
@@ -17,7 +17,7 @@ cli = os.path.join(root, "cli")
 rules = [
     ("a default written in a help string (give it to the table: options.h)", re.compile(r"\(default"),
      {"cli/common/options.c"}),
-    ("GPT-2's vocabulary outside ZCLI_GPT2_VOCAB", re.compile(r"\b50257\b"), {"cli/train/train_gpt2.h"}),
+    ("GPT-2's vocabulary outside ZCLI_GPT2_VOCAB", re.compile(r"\b50257\b"), {"cli/checkpoint/gpt2_cli.h"}),
     ("the vocabulary's padding rule outside zcli_gpt2_padded_vocab", re.compile(r"\+\s*63\)\s*/\s*64|/\s*64\s*\*\s*64"),
      set()),
     ("subcommands picked by strcmp (use zcli_subcommand)", re.compile(r"strcmp\(argv\[1\]"), set()),
@@ -37,7 +37,7 @@ for d, _, files in os.walk(cli):
                     bad.append(f"{rel}:{n}: {what}: {line.strip()}")
             if rel == "cli/launch/launch_world.c" and "strtoll" in line:
                 bad.append(f"{rel}:{n}: strtoll in launch_world.c (read zinc train's options with its table)")
-printed = open(os.path.join(cli, "options.c"), encoding="utf-8").read().count("(default")
+printed = open(os.path.join(cli, "common", "options.c"), encoding="utf-8").read().count("(default")
 if printed != 1:
     bad.append(f"cli/common/options.c: {printed} \"(default\" (want 1: the help printer's one format)")
 for b in bad:

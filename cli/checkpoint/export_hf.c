@@ -58,9 +58,9 @@ static int write_config(const char *dir, const gpt2_shape *s, zinc_dtype dt, int
                   : dt == ZINC_BF16 ? "bfloat16"
                                     : "float16",
                   "producer", "zinc checkpoint export --format hf");
-    if (j && s->vocab == 50257)
-        json_object_set_new(j, "bos_token_id", json_integer(50256)),
-            json_object_set_new(j, "eos_token_id", json_integer(50256));
+    if (j && s->vocab == ZCLI_GPT2_VOCAB)
+        json_object_set_new(j, "bos_token_id", json_integer(ZCLI_GPT2_EOT)),
+            json_object_set_new(j, "eos_token_id", json_integer(ZCLI_GPT2_EOT));
     char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(j);
     zinc_status st =

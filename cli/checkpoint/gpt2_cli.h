@@ -72,4 +72,12 @@ void zcli_gpt2_hf_close(zcli_gpt2_hf *h);
  * status. */
 int zcli_export_hf(const char *path, const char *out, zinc_dtype dtype, int64_t vocab, int64_t heads, int force);
 
+/* GPT-2's vocabulary facts, stated once for every room (train's defaults, zinc mem's shapes, the HF files). */
+#define ZCLI_GPT2_VOCAB 50257               /* GPT-2's BPE vocabulary */
+#define ZCLI_GPT2_EOT (ZCLI_GPT2_VOCAB - 1) /* its <|endoftext|>, HF's bos and eos token */
+#define ZCLI_GPT2_BYTE_VOCAB 256            /* --text */
+#define ZCLI_GPT2_VOCAB_ROUND 64            /* wte's rows: the vocabulary rounded up to a multiple of this */
+/* wte's rows for a vocabulary of v tokens when --padded-vocab is not given (gpt2_shape_file.c). */
+int zcli_gpt2_padded_vocab(int v);
+
 #endif

@@ -268,7 +268,7 @@ int zcli_gpt2_hf_open(const char *path, const int64_t given[6], zcli_gpt2_hf *h,
     }
     if (!rc) rc = flags_agree(h, given, err, cap);
     if (!rc) {
-        h->s.padded_vocab = given[5] > 0 ? (int)given[5] : (h->s.vocab + 63) / 64 * 64;
+        h->s.padded_vocab = given[5] > 0 ? (int)given[5] : zcli_gpt2_padded_vocab(h->s.vocab);
         if (gpt2_shape_check(&h->s, why, sizeof why)) snprintf(err, cap, "%s: the model's %s", h->path, why), rc = -1;
     }
     if (!rc && !(h->t = calloc((size_t)(4 + 12 * h->s.layers), sizeof *h->t)))

@@ -130,3 +130,7 @@ int zcli_gpt2_shape_load(const char *path, gpt2_shape *s, char *err, size_t cap)
     snprintf(p, sizeof p, "%s/%s", dirname(copy), ZCLI_GPT2_SHAPE_FILE);
     return load_one(p, s, err, cap);
 }
+
+int zcli_gpt2_padded_vocab(int v) {
+    return (v + ZCLI_GPT2_VOCAB_ROUND - 1) / ZCLI_GPT2_VOCAB_ROUND * ZCLI_GPT2_VOCAB_ROUND;
+}

@@ -146,10 +146,6 @@ static int shape_from_resume(const gpt2_opts *g, const char *resume, gpt2_shape 
     return have;
 }
 
-int zcli_gpt2_padded_vocab(int v) {
-    return (v + ZCLI_GPT2_VOCAB_ROUND - 1) / ZCLI_GPT2_VOCAB_ROUND * ZCLI_GPT2_VOCAB_ROUND;
-}
-
 /* The shape of a resumed run, else the options'. */
 static int shape_from_options(const gpt2_opts *g, const char *resume, gpt2_shape *s, int64_t *context) {
     char err[1024];

@@ -27,12 +27,8 @@ typedef struct gpt2_opts {
 #define ZCLI_GPT2_WIDTH 128
 #define ZCLI_GPT2_HEADS 4
 #define ZCLI_GPT2_CONTEXT 256
-#define ZCLI_GPT2_VOCAB 50257      /* GPT-2's BPE vocabulary */
-#define ZCLI_GPT2_BYTE_VOCAB 256   /* --text */
-#define ZCLI_GPT2_VOCAB_ROUND 64   /* wte's rows: the vocabulary rounded up to a multiple of this */
 #define ZCLI_GPT2_MAX_CONTEXT 1024 /* GPT-2's published context (zinc mem --gpt2) */
-/* wte's rows for a vocabulary of v tokens when --padded-vocab is not given. */
-int zcli_gpt2_padded_vocab(int v);
+/* GPT-2's vocabulary and wte's padding rule: cli/checkpoint/gpt2_cli.h (the HF reader and export need them too). */
 
 #define GPT2_GEMM_CHOICES "auto|openblas|onednn"
 #define GPT2_PRODUCTS_CHOICES "auto|fp32|bf16"

@@ -59,3 +59,8 @@ zinc_status zengine_check_usable(const zinc_engine *e, const char *fn) {
                 "checkpoint (zinc_load_checkpoint, zinc train --resume) or create a new engine",
                 fn, e->broken);
 }
+
+double zengine_clip_factor(const zinc_engine *e, double norm) {
+    double c = e->cfg.gradient_clipping > 0 ? (norm + 1e-6) / e->cfg.gradient_clipping : 1.0;
+    return c > 1.0 ? c : 1.0; /* DeepSpeed's combined unscale-and-clip */
+}

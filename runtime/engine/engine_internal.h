@@ -97,8 +97,8 @@ struct zinc_engine {
     int *muon_idx, *muon_owner;
     float *muon_upd;
     const struct zmuon_blas *muon_blas; /* the CBLAS of Newton-Schulz, NULL: the loops (zmuon_blas_load) */
-    void *tensor_sums;      /* a per-tensor optimizer's sums on a discrete device: ZPLAN_TENSOR_SUMS */
-    const zopt_desc *optim; /* the optimizer (runtime/optim), from the config at zinc_create */
+    void *tensor_sums;                  /* a per-tensor optimizer's sums on a discrete device: ZPLAN_TENSOR_SUMS */
+    const zopt_desc *optim;             /* the optimizer (runtime/optim), from the config at zinc_create */
 
     /* gradients and their reduction (zero/grads.c) */
     zgrads grads;
@@ -298,7 +298,7 @@ void zengine_muon_free(zinc_engine *e);
 zinc_status zengine_muon_prepare(zinc_engine *e, const void *g, zinc_dtype gdt, double inv, double *norm);
 void zengine_muon_hparams(const zinc_engine *e, zopt_hp *hp, double inv, double clip);
 /* DeepSpeed's combined unscale-and-clip factor for the mean gradient's norm: max(1, (norm + 1e-6) / clip)
- * with gradient_clipping > 0, else 1 (engine_step.c). */
+ * with gradient_clipping > 0, else 1 (engine_base.c: the step and Muon's prepare take it). */
 double zengine_clip_factor(const zinc_engine *e, double norm);
 zinc_status zengine_optimizer_pass(zinc_engine *e, const zopt_desc *o, const zopt_hp *hp, const void *g, zinc_dtype gdt,
                                    void *out);

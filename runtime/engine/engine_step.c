@@ -103,11 +103,6 @@ static zinc_status skip_step(zinc_engine *e, zinc_step_info *info, int64_t first
     return ZINC_OK;
 }
 
-double zengine_clip_factor(const zinc_engine *e, double norm) {
-    double c = e->cfg.gradient_clipping > 0 ? (norm + 1e-6) / e->cfg.gradient_clipping : 1.0;
-    return c > 1.0 ? c : 1.0; /* DeepSpeed's combined unscale-and-clip */
-}
-
 zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     zinc_status st = ZINC_OK;
     memset(info, 0, sizeof *info);
