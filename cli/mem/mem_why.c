@@ -34,8 +34,9 @@ static void why_placement(json_t *w, const variant *v, const mopts *o, int gpn, 
     if (off_param)
         why_add(w, "offload_param",
                 e->stage == 3
-                    ? "offload_param: DeepSpeed's ZeRO-3 estimator moves the parameters to the CPU; zinc keeps them on "
-                      "the GPU (it does not offload parameters), so its GPU figure does not shrink."
+                    ? "offload_param: DeepSpeed's ZeRO-3 estimator moves the parameters to the CPU; zinc offloads "
+                      "parameter shards only to NVMe and only on the cpu device (offload_param.device \"nvme\"), so "
+                      "its GPU figure does not shrink."
                     : "offload_param has no effect below stage 3 (DeepSpeed applies it only to ZeRO-3; zinc drops it), "
                       "so neither figure changes.");
     mc_prose(a, sizeof a, e->bytes[ck][ZINC_MEM_OTHER], o->exact);
