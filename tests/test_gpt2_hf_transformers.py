@@ -22,6 +22,9 @@ import shlex
 import shutil
 import struct
 import subprocess
+
+import checks
+from checks import check
 import sys
 
 try:
@@ -33,14 +36,6 @@ except Exception as ex:  # noqa: BLE001
     sys.exit(77)
 
 V, T, C, L, H, B = 500, 64, 64, 2, 4, 4
-failures = 0
-
-
-def check(cond, msg):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", msg, flush=True)
 
 
 def run(cmd):
@@ -142,8 +137,8 @@ def main():
         hl = hf_loss(transformers.GPT2LMHeadModel.from_pretrained(w(out)).eval(), val)
         print(f"trained ({what}): zinc val loss {zl:.9f}, transformers on zinc's export {hl:.9f} (rel {rel(zl, hl):.2e})")
         check(rel(zl, hl) < 1e-5, f"{what}: transformers' loss of zinc's trained model vs zinc's")
-    print("gpt2_hf_transformers:", "FAILED %d" % failures if failures else "passed")
-    return 1 if failures else 0
+    print("gpt2_hf_transformers:", "FAILED %d" % checks.failures if checks.failures else "passed")
+    return 1 if checks.failures else 0
 
 
 if __name__ == "__main__":
