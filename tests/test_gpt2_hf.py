@@ -9,11 +9,15 @@ only; the transformers side is tests/test_gpt2_hf_transformers.py).
              byte ranges); the export re-imported and exported again is the same bytes; a file without the
              "transformer." prefix, without lm_head.weight and without config.json (--heads given) reads the
              same; a BF16 file exported with --dtype bf16 and an F16 one with --dtype fp16 come back byte for
-             byte; config.json has GPT2Config's fields;
+             byte; config.json has GPT2Config's fields; the same model sharded over three files by a
+             model.safetensors.index.json (save_pretrained's layout beyond max_shard_size), given as the
+             directory or as the index, at 1 rank and at 2 ranks stage 3, comes back byte for byte;
   errors:    a truncated file, a bad header length, a header that is not JSON, a missing tensor, a tensor of
              the wrong shape, an unknown tensor, an F64 tensor, a shape flag that disagrees, no head count, a
-             config.json of another activation, LayerNorm eps or an untied head: each exits 1 naming the file,
-             the tensor and the shapes or the flag.
+             config.json of another activation, LayerNorm eps or an untied head; an index that names a missing
+             shard, a shard with a directory, a tensor its shard lacks, a shard's tensor it does not list or
+             lists elsewhere, no weight_map, a directory with neither file: each exits 1 naming the file, the
+             tensor and the shapes or the flag.
 Exit 0 pass, 1 fail.
 """
 import argparse
@@ -76,6 +80,23 @@ def write_st(path, tensors, header_edit=None):
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def write_sharded(d, tensors, nshards=3, edit=None):
+    """save_pretrained's sharded layout: model-0000k-of-0000n.safetensors and the index (edit(index, shards))."""
+    names = list(tensors)
+    shards = {}
+    for i, name in enumerate(names):
+        shards.setdefault("model-%05d-of-%05d.safetensors" % (i * nshards // len(names) + 1, nshards), {})[name] = \
+            tensors[name]
+    index = {"metadata": {"total_size": sum(len(b) for _, _, b in tensors.values())},
+             "weight_map": {n: f for f, ts in shards.items() for n in ts}}
+    if edit:
+        edit(index, shards)
+    for f, ts in shards.items():
+        write_st(os.path.join(d, f), ts)
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump(index, f)
 
 
 def f16_bytes(n, rnd):
@@ -201,8 +222,45 @@ def main():
     check("exists" in out, f"an existing export without --force: {out.strip()[-300:]}")
     run(export + [w("ck5"), "--out", w("out5"), "--dtype", "bf16", "--force"])
 
+    # sharded by an index: the directory, and the index itself; 2 ranks stage 3 read their ranges of each shard
+    os.makedirs(w("hfs"))
+    write_sharded(w("hfs"), model)
+    write_config(w("hfs"))
+    run(train + ["--config", w("c0.json"), "--init", w("hfs"), "--save", w("ck7")])
+    run(export + [w("ck7"), "--out", w("out7")])
+    same_tensors(model, w("out7", "model.safetensors"), "sharded (3 files and an index) -> zinc -> HF")
+    if a.mpirun:
+        run(shlex.split(a.mpirun) + ["-np", "2"] + train + ["--config", w("c3.json"), "--init",
+                                                             w("hfs", "model.safetensors.index.json"),
+                                                             "--save", w("ck8")])
+        run(export + [w("ck8"), "--out", w("out8")])
+        same_tensors(model, w("out8", "model.safetensors"), "sharded, 2 ranks stage 3, the index given")
+
     # ---- errors
     base = train + ["--config", w("c0.json"), "--init"]
+
+    def bad_index(name, edit, needles):
+        d = w("badidx_" + name)
+        os.makedirs(d)
+        write_sharded(d, model, edit=edit)
+        write_config(d)
+        out = run(base + [d], expect=1)
+        for n in needles:
+            check(n in out, f"index {name}: message lacks {n!r}: {out.strip()[-400:]}")
+
+    first = "model-00001-of-00003.safetensors"
+    bad_index("noshard", lambda i, s: i["weight_map"].update({"transformer.ln_f.bias": "model-9.safetensors"}),
+              ["model-9.safetensors"])
+    bad_index("dir", lambda i, s: i["weight_map"].update({"transformer.ln_f.bias": "../x.safetensors"}),
+              ["weight_map[\"transformer.ln_f.bias\"] is \"../x.safetensors\"", "without a directory"])
+    bad_index("lacks", lambda i, s: i["weight_map"].update({"transformer.ln_f.bias": first}),
+              ["puts tensor transformer.ln_f.bias in", first, "which has no such tensor"])
+    bad_index("unlisted", lambda i, s: i["weight_map"].pop("transformer.wpe.weight"),
+              ["holds tensor transformer.wpe.weight, which", "does not list"])
+    bad_index("nomap", lambda i, s: i.pop("weight_map"), ["no \"weight_map\" object"])
+    os.makedirs(w("bad_empty"))
+    out = run(base + [w("bad_empty")], expect=1)
+    check("neither model.safetensors nor model.safetensors.index.json" in out, f"empty directory: {out[-400:]}")
 
     def bad(name, tensors, needles, edit=None, config=True, extra=()):
         d = w("bad_" + name)

@@ -43,7 +43,9 @@ int zcli_gpt2_shape_flags_agree(const char *checkpoint, const gpt2_shape *s, con
 /* Hugging Face GPT-2 (transformers' GPT2LMHeadModel), both ways (gpt2_hf.c, export_hf.c; docs/checkpoints.md). */
 #define ZCLI_HF_WEIGHTS "model.safetensors"
 #define ZCLI_HF_CONFIG "config.json"
-/* Whether --init PATH names one: a directory (save_pretrained's) or a file ending in .safetensors. */
+#define ZCLI_HF_INDEX "model.safetensors.index.json" /* save_pretrained's, when it shards the weights */
+/* Whether --init PATH names one: a directory (save_pretrained's), a file ending in .safetensors or an index
+ * (zckpt_st_is_index). */
 int zcli_gpt2_hf_path(const char *path);
 /* The HF name of kind's tensor of `layer` (0 for global kinds) after `prefix` ("transformer." or ""). */
 void zcli_gpt2_hf_name(const char *prefix, int kind, int layer, char *buf, size_t cap);
@@ -54,11 +56,12 @@ int zcli_gpt2_hf_shape(const gpt2_shape *s, int kind, int64_t shape[2]);
 
 /* An HF GPT-2 opened for --init: the header checked, every tensor found and of the shape the file gives. */
 typedef struct zcli_gpt2_hf {
-    zckpt_st_file f;
+    zckpt_st_set set; /* one file, or the shards of an index */
     char path[4200];
     const char *prefix;        /* "transformer." or "" */
     gpt2_shape s;              /* V, C, max context, layers from the tensors; heads from config.json or --heads */
     const zckpt_st_tensor **t; /* by registration slot: wte, wpe, 12 per block, lnfw, lnfb */
+    const zckpt_st_file **tf;  /* the file holding each slot's tensor */
 } zcli_gpt2_hf;
 /* Opens PATH; given (zcli_gpt2_shape_flags order, -1: not given) must agree with the file, --padded-vocab
  * (given[5]) is free (then V rounded up to a multiple of 64). 0, or -1 with err (naming the file, the

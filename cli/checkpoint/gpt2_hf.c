@@ -55,7 +55,8 @@ int zcli_gpt2_hf_shape(const gpt2_shape *s, int kind, int64_t shape[2]) {
 int zcli_gpt2_hf_path(const char *path) {
     struct stat sb;
     size_t n = strlen(path), k = strlen(".safetensors");
-    return (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) || (n > k && !strcmp(path + n - k, ".safetensors"));
+    return (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) || (n > k && !strcmp(path + n - k, ".safetensors")) ||
+           zckpt_st_is_index(path);
 }
 
 /* ---------------------------------------------------------------- --init: reading */
@@ -131,12 +132,12 @@ static int check_config(json_t *c, const char *path, gpt2_shape *s, char *err, s
 
 /* The shape the tensors show: V and C from wte, the max context from wpe, the layers counted. */
 static int shape_from_tensors(zcli_gpt2_hf *h, char *err, size_t cap) {
-    const zckpt_st_tensor *wte = zckpt_st_find(&h->f, "transformer.wte.weight"), *wpe;
+    const zckpt_st_tensor *wte = zckpt_st_set_find(&h->set, "transformer.wte.weight", NULL), *wpe;
     h->prefix = "transformer.";
-    if (!wte && (wte = zckpt_st_find(&h->f, "wte.weight"))) h->prefix = "";
+    if (!wte && (wte = zckpt_st_set_find(&h->set, "wte.weight", NULL))) h->prefix = "";
     char name[160];
     zcli_gpt2_hf_name(h->prefix, GPT2_WPE, 0, name, sizeof name);
-    if (!wte || !(wpe = zckpt_st_find(&h->f, name)) || wte->ndim != 2 || wpe->ndim != 2) {
+    if (!wte || !(wpe = zckpt_st_set_find(&h->set, name, NULL)) || wte->ndim != 2 || wpe->ndim != 2) {
         snprintf(err, cap,
                  "%s is not a Hugging Face GPT-2: no 2-D transformer.wte.weight and transformer.wpe.weight "
                  "(nor wte.weight, wpe.weight)",
@@ -148,7 +149,7 @@ static int shape_from_tensors(zcli_gpt2_hf *h, char *err, size_t cap) {
     h->s.max_context = (int)(wpe->shape[0] <= 1 << 21 ? wpe->shape[0] : -1);
     for (h->s.layers = 0; h->s.layers <= 1024; h->s.layers++) {
         zcli_gpt2_hf_name(h->prefix, GPT2_LN1W, h->s.layers, name, sizeof name);
-        if (!zckpt_st_find(&h->f, name)) break;
+        if (!zckpt_st_set_find(&h->set, name, NULL)) break;
     }
     return 0;
 }
@@ -180,7 +181,8 @@ static int find_tensors(zcli_gpt2_hf *h, char *err, size_t cap) {
     for (int k = 0; k < GPT2_NKINDS; k++)
         for (int l = 0; l < (per_layer(k) ? h->s.layers : 1); l++) {
             zcli_gpt2_hf_name(h->prefix, k, l, name, sizeof name);
-            const zckpt_st_tensor *t = zckpt_st_find(&h->f, name);
+            const zckpt_st_file *in = NULL;
+            const zckpt_st_tensor *t = zckpt_st_set_find(&h->set, name, &in);
             int64_t want[2];
             int nd = zcli_gpt2_hf_shape(&h->s, k, want);
             if (!t) {
@@ -198,16 +200,19 @@ static int find_tensors(zcli_gpt2_hf *h, char *err, size_t cap) {
                 return -1;
             }
             h->t[slot(&h->s, k, l)] = t;
+            h->tf[slot(&h->s, k, l)] = in;
         }
-    for (int i = 0; i < h->f.ntensors; i++) {
-        int known = hf_extra(h->f.t[i].name);
-        for (int j = 0; j < 4 + 12 * h->s.layers && !known; j++) known = h->t[j] == &h->f.t[i];
-        if (!known) {
-            snprintf(err, cap, "%s: tensor %s is not one of a GPT-2's (GPT2LMHeadModel, %d layers)", h->path,
-                     h->f.t[i].name, h->s.layers);
-            return -1;
+    for (int f = 0; f < h->set.nfiles; f++)
+        for (int i = 0; i < h->set.files[f].ntensors; i++) {
+            const zckpt_st_tensor *t = &h->set.files[f].t[i];
+            int known = hf_extra(t->name);
+            for (int j = 0; j < 4 + 12 * h->s.layers && !known; j++) known = h->t[j] == t;
+            if (!known) {
+                snprintf(err, cap, "%s: tensor %s is not one of a GPT-2's (GPT2LMHeadModel, %d layers)",
+                         h->set.files[f].path, t->name, h->s.layers);
+                return -1;
+            }
         }
-    }
     return 0;
 }
 
@@ -228,13 +233,21 @@ static int flags_agree(const zcli_gpt2_hf *h, const int64_t given[6], char *err,
     return 0;
 }
 
-/* PATH: a directory (HF's save_pretrained: model.safetensors, config.json) or a .safetensors file (config.json
- * beside it, if any). */
+/* PATH: a directory (HF's save_pretrained: model.safetensors, or the shards of model.safetensors.index.json;
+ * config.json), a .safetensors file or an index (config.json beside it, if any). */
 static int open_weights(const char *path, zcli_gpt2_hf *h, json_t **config, char *err, size_t cap) {
     struct stat sb;
     char dir[4200];
     int is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
     snprintf(h->path, sizeof h->path, is_dir ? "%s/" ZCLI_HF_WEIGHTS : "%s", path);
+    if (is_dir && access(h->path, F_OK) != 0) {
+        snprintf(h->path, sizeof h->path, "%s/" ZCLI_HF_INDEX, path);
+        if (access(h->path, F_OK) != 0) {
+            snprintf(err, cap, "--init %s: the directory has neither %s nor %s (Hugging Face's save_pretrained writes one)",
+                     path, ZCLI_HF_WEIGHTS, ZCLI_HF_INDEX);
+            return -1;
+        }
+    }
     snprintf(dir, sizeof dir, "%s", is_dir ? path : h->path);
     if (!is_dir) {
         char *cut = strrchr(dir, '/');
@@ -243,7 +256,7 @@ static int open_weights(const char *path, zcli_gpt2_hf *h, json_t **config, char
         else
             snprintf(dir, sizeof dir, ".");
     }
-    if (zckpt_st_open(&h->f, "--init", h->path) != ZINC_OK) {
+    if (zckpt_st_set_open(&h->set, "--init", h->path) != ZINC_OK) {
         snprintf(err, cap, "%s", zinc_last_error());
         return -1;
     }
@@ -254,7 +267,6 @@ int zcli_gpt2_hf_open(const char *path, const int64_t given[6], zcli_gpt2_hf *h,
     json_t *config = NULL;
     char why[512];
     memset(h, 0, sizeof *h);
-    h->f.fd = -1;
     int rc = open_weights(path, h, &config, err, cap);
     if (!rc) rc = shape_from_tensors(h, err, cap);
     if (!rc) {
@@ -271,7 +283,8 @@ int zcli_gpt2_hf_open(const char *path, const int64_t given[6], zcli_gpt2_hf *h,
         h->s.padded_vocab = given[5] > 0 ? (int)given[5] : zcli_gpt2_padded_vocab(h->s.vocab);
         if (gpt2_shape_check(&h->s, why, sizeof why)) snprintf(err, cap, "%s: the model's %s", h->path, why), rc = -1;
     }
-    if (!rc && !(h->t = calloc((size_t)(4 + 12 * h->s.layers), sizeof *h->t)))
+    if (!rc && (!(h->t = calloc((size_t)(4 + 12 * h->s.layers), sizeof *h->t)) ||
+                !(h->tf = calloc((size_t)(4 + 12 * h->s.layers), sizeof *h->tf))))
         snprintf(err, cap, "out of memory"), rc = -1;
     if (!rc) rc = find_tensors(h, err, cap);
     json_decref(config);
@@ -282,7 +295,7 @@ int zcli_gpt2_hf_open(const char *path, const int64_t given[6], zcli_gpt2_hf *h,
 /* A Conv1D weight: zinc's [R, K] elements [first, first + n) from HF's [K, R]. HF row i (zinc's column i)
  * holds the piece's zinc rows r0 + (i < c0) .. r1 - (i > c1): one contiguous read per HF row, so a rank reads
  * exactly the bytes of its own elements. */
-static zinc_status read_transposed(const zcli_gpt2_hf *h, const zckpt_st_tensor *t, int64_t first, int64_t n,
+static zinc_status read_transposed(const zckpt_st_file *f, const zckpt_st_tensor *t, int64_t first, int64_t n,
                                    float *out) {
     int64_t K = t->shape[0], R = t->shape[1], last = first + n - 1;
     int64_t r0 = first / K, c0 = first % K, r1 = last / K, c1 = last % K;
@@ -292,7 +305,7 @@ static zinc_status read_transposed(const zcli_gpt2_hf *h, const zckpt_st_tensor 
     for (int64_t i = 0; i < K && st == ZINC_OK; i++) {
         int64_t lo = r0 + (i < c0), hi = r1 - (i > c1);
         if (hi < lo) continue;
-        st = zckpt_st_read_f32(&h->f, t, i * R + lo, hi - lo + 1, row);
+        st = zckpt_st_read_f32(f, t, i * R + lo, hi - lo + 1, row);
         for (int64_t r = lo; st == ZINC_OK && r <= hi; r++) out[r * K + i - first] = row[r - lo];
     }
     free(row);
@@ -302,16 +315,19 @@ static zinc_status read_transposed(const zcli_gpt2_hf *h, const zckpt_st_tensor 
 zinc_status zcli_gpt2_hf_read(void *ctx, int kind, int layer, int64_t first, int64_t n, float *out) {
     const zcli_gpt2_hf *h = ctx;
     const zckpt_st_tensor *t = h->t[slot(&h->s, kind, layer)];
+    const zckpt_st_file *f = h->tf[slot(&h->s, kind, layer)];
     if (n <= 0) return ZINC_OK;
-    if (zcli_gpt2_hf_conv1d(kind)) return read_transposed(h, t, first, n, out);
+    if (zcli_gpt2_hf_conv1d(kind)) return read_transposed(f, t, first, n, out);
     int64_t have = t->numel - first < n ? t->numel - first : n; /* wte: the padding rows beyond V are 0 */
     if (have < 0) have = 0;
     for (int64_t i = have; i < n; i++) out[i] = 0.0f;
-    return have ? zckpt_st_read_f32(&h->f, t, first, have, out) : ZINC_OK;
+    return have ? zckpt_st_read_f32(f, t, first, have, out) : ZINC_OK;
 }
 
 void zcli_gpt2_hf_close(zcli_gpt2_hf *h) {
-    zckpt_st_close(&h->f);
+    zckpt_st_set_close(&h->set);
     free(h->t);
+    free(h->tf);
     h->t = NULL;
+    h->tf = NULL;
 }

@@ -40,6 +40,27 @@ const zckpt_st_tensor *zckpt_st_find(const zckpt_st_file *f, const char *name);
 /* Elements [first, first + n) of t (row-major) as fp32 into out. */
 zinc_status zckpt_st_read_f32(const zckpt_st_file *f, const zckpt_st_tensor *t, int64_t first, int64_t n, float *out);
 void zckpt_st_close(zckpt_st_file *f);
+/* A model in one safetensors file, or sharded as Hugging Face's save_pretrained shards it: an index
+ * (model.safetensors.index.json: {"metadata": {...}, "weight_map": {tensor: shard file}}) and its shards beside
+ * it. The index is checked whole: every shard a plain file name ending in .safetensors in the index's
+ * directory (no path, no "..") and itself checked as zckpt_st_open checks a file; every tensor the map names
+ * is in its shard, and every tensor of a shard is in the map under that shard (a tensor in two shards, or one
+ * the index does not list, is refused). At most ZCKPT_ST_SHARDS_MAX shards, an index of at most
+ * ZCKPT_ST_INDEX_MAX bytes. */
+#define ZCKPT_ST_SHARDS_MAX 4096
+#define ZCKPT_ST_INDEX_MAX ((int64_t)16 << 20)
+typedef struct zckpt_st_set {
+    int nfiles;
+    zckpt_st_file *files;
+} zckpt_st_set;
+/* Whether path names an index (ends in ".safetensors.index.json"). */
+bool zckpt_st_is_index(const char *path);
+/* Opens path: an index (zckpt_st_is_index) with its shards, or one .safetensors file. Nothing left open on
+ * failure. */
+zinc_status zckpt_st_set_open(zckpt_st_set *s, const char *what, const char *path);
+/* The tensor of that name and the file that holds it (*in), or NULL. */
+const zckpt_st_tensor *zckpt_st_set_find(const zckpt_st_set *s, const char *name, const zckpt_st_file **in);
+void zckpt_st_set_close(zckpt_st_set *s);
 /* "F32", "BF16", "F16": the format's name of a dtype. */
 const char *zckpt_st_dtype_name(zinc_dtype t);
 
