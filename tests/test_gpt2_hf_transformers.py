@@ -9,6 +9,8 @@ windows (gpt2_window's: window k of a batch is tokens [k T, k T + T]), which is 
 logits at the targets:
   - import: one step at lr 0 (the weights stay as imported): zinc's step-1 training loss (its forward before the
     update) and its validation loss equal transformers' on the same windows within 1e-5 relative;
+  - sharded: the same model saved with max_shard_size="100KB" (save_pretrained writes shards and
+    model.safetensors.index.json) imports to the same losses, bit for bit, as the one-file save;
   - export of the untrained model: from_pretrained(zinc's --format hf export) gives logits equal to the original
     model's (max |diff| 0: the same weights), and the file's tensors equal the original's byte for byte;
   - a zinc-trained model: 3 steps at lr 1e-3, exported; transformers' loss on the validation windows equals
@@ -110,6 +112,16 @@ def main():
               f"(rel {rel(r['final_val_loss'], want_val):.2e})")
         check(rel(r["losses"][0], want_train) < 1e-5, "zinc's training loss of the imported model vs transformers'")
         check(rel(r["final_val_loss"], want_val) < 1e-5, "zinc's validation loss of the imported model vs transformers'")
+    # save_pretrained's shards and index: the same forward as the one-file save
+    model.save_pretrained(w("hfs"), safe_serialization=True, max_shard_size="100KB")
+    nshards = len([f for f in os.listdir(w("hfs")) if f.endswith(".safetensors")])
+    check(nshards > 1 and os.path.exists(w("hfs", "model.safetensors.index.json")),
+          f"save_pretrained(max_shard_size=100KB) wrote {nshards} shard(s) and no index: the sharded case is not tested")
+    if run(z + ["--config", w("lr0.json"), "--init", w("hfs"), "--steps", "1", "--report", w("rs.json")]):
+        rs, r = json.load(open(w("rs.json"))), json.load(open(w("r0.json")))
+        print(f"sharded ({nshards} files): zinc train loss {rs['losses'][0]:.9f}, one file {r['losses'][0]:.9f}")
+        check(rs["losses"][0] == r["losses"][0] and rs["final_val_loss"] == r["final_val_loss"],
+              "the sharded save's losses differ from the one-file save's")
     # export of the untrained model: the same weights, the same logits
     if run([a.zinc, "checkpoint", "export", "--format", "hf", w("ck0"), "--out", w("out0")]):
         back = transformers.GPT2LMHeadModel.from_pretrained(w("out0")).eval()

@@ -243,8 +243,9 @@ static int open_weights(const char *path, zcli_gpt2_hf *h, json_t **config, char
     if (is_dir && access(h->path, F_OK) != 0) {
         snprintf(h->path, sizeof h->path, "%s/" ZCLI_HF_INDEX, path);
         if (access(h->path, F_OK) != 0) {
-            snprintf(err, cap, "--init %s: the directory has neither %s nor %s (Hugging Face's save_pretrained writes one)",
-                     path, ZCLI_HF_WEIGHTS, ZCLI_HF_INDEX);
+            snprintf(err, cap,
+                     "--init %s: the directory has neither %s nor %s (Hugging Face's save_pretrained writes one)", path,
+                     ZCLI_HF_WEIGHTS, ZCLI_HF_INDEX);
             return -1;
         }
     }

@@ -24,7 +24,8 @@ static const zcli_opt gpt2_options[] =
      {"--context", ZCLI_INT, O(context), "T", 1, 1 << 20, NULL, "sequence length"},
      {"--init", ZCLI_TEXT, O(init), "FILE", 0, 0, NULL,
       "start from an llm.c model file (version 3 fp32 or 5 bf16) or a Hugging\nFace GPT-2 (a .safetensors file "
-      "or save_pretrained's directory); its shape\nis the model's, and any shape option given must match it"},
+      "or save_pretrained's directory,\nsharded or not, or a model.safetensors.index.json); its shape is the\nmodel's, "
+      "and any shape option given must match it"},
      {"--data", ZCLI_TEXT, O(data), "FILE", 0, 0, NULL,
       "llm.c token file (uint16 tokens), read sequentially like llm.c's loader"},
      {"--text", ZCLI_TEXT, O(text), "FILE", 0, 0, NULL,
