@@ -90,6 +90,7 @@ endif()
 # loader's --set overrides, built straight into the fuzz programs like the manifest fuzzer above.
 set(ZINC_LLMC_READER_SOURCES ${PROJECT_SOURCE_DIR}/examples/gpt2/gpt2_files.c
     ${PROJECT_SOURCE_DIR}/base/core/safe_file.c ${PROJECT_SOURCE_DIR}/runtime/checkpoint/safetensors_read.c
+    ${PROJECT_SOURCE_DIR}/runtime/checkpoint/safetensors_index.c
     ${ZINC_CONFIG_LOADER_SOURCES})
 add_executable(fuzz_llmc fuzz/fuzz_llmc.c ${ZINC_LLMC_READER_SOURCES})
 target_include_directories(fuzz_llmc PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include

@@ -6,7 +6,10 @@
  * valid shape and exactly 1024 + parameters x element size bytes; an accepted token file exactly 1024 + 2 x
  * its header's count; an accepted text file one token per byte; a --set is accepted or refused as
  * ZINC_ERR_CONFIG with a message; an accepted safetensors file has every tensor inside the file after its
- * header, and each (up to 2^16 elements) reads. Any violation aborts (and ASan/UBSan catch the rest).
+ * header, and each (up to 2^16 elements) reads; a safetensors index (model.safetensors.index.json, its two
+ * shards fixed beside it) is accepted only when every tensor of its shards is found in the file that holds it
+ * and reads, and refused with a message and nothing left open. Any violation aborts (and ASan/UBSan catch the
+ * rest).
  *
  * With -DZINC_LIBFUZZER and clang -fsanitize=fuzzer this is a libFuzzer binary; otherwise main() below is a
  * standalone driver (ctest, gcc's sanitizers): seeds made here (small valid files of each kind, --set
@@ -30,7 +33,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-enum { K_MODEL, K_TOKENS, K_TEXT, K_SET, K_ST, K_N };
+enum { K_MODEL, K_TOKENS, K_TEXT, K_SET, K_ST, K_INDEX, K_N };
 static size_t g_ok[K_N], g_err[K_N];
 static char g_path[4096];
 
@@ -110,6 +113,62 @@ static void read_safetensors(const uint8_t *data, size_t size) {
     g_ok[K_ST]++;
 }
 
+/* The index's two shards: "a" (F32 [2, 3]) in s1, "b" (BF16 [4]) in s2. */
+static const char *const shard_hdr[2] = {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}",
+                                         "{\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[0,8]}}"};
+static char g_dir[4200];
+
+static void write_shards(void) {
+    require(mkdir(g_dir, 0700) == 0, "cannot make the index's directory");
+    for (int i = 0; i < 2; i++) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/s%d.safetensors", g_dir, i + 1);
+        FILE *f = fopen(path, "wb");
+        require(f != NULL, "cannot write a shard");
+        uint64_t hl = strlen(shard_hdr[i]);
+        uint8_t data[24] = {0};
+        require(fwrite(&hl, 8, 1, f) == 1 && fwrite(shard_hdr[i], 1, hl, f) == hl &&
+                    fwrite(data, 1, i ? 8 : 24, f) == (i ? 8u : 24u),
+                "short write of a shard");
+        fclose(f);
+    }
+}
+
+static void read_index(const uint8_t *data, size_t size) {
+    char path[4300];
+    if (!g_dir[0]) snprintf(g_dir, sizeof g_dir, "%s.d", g_path), write_shards();
+    snprintf(path, sizeof path, "%s/m.safetensors.index.json", g_dir);
+    FILE *f = fopen(path, "wb");
+    require(f != NULL, "cannot write the index");
+    if (size) require(fwrite(data, 1, size, f) == size, "short write of the index");
+    fclose(f);
+    zckpt_st_set set;
+    if (zckpt_st_set_open(&set, "fuzz", path) != ZINC_OK) {
+        require(zinc_last_error()[0] != 0 && set.nfiles == 0 && set.files == NULL, "a refused index has no message");
+        g_err[K_INDEX]++;
+        return;
+    }
+    static float out[8];
+    for (int i = 0; i < set.nfiles; i++)
+        for (int j = 0; j < set.files[i].ntensors; j++) {
+            const zckpt_st_file *in = NULL;
+            const zckpt_st_tensor *t = zckpt_st_set_find(&set, set.files[i].t[j].name, &in);
+            require(t == &set.files[i].t[j] && in == &set.files[i], "an accepted index finds a tensor elsewhere");
+            require(zckpt_st_read_f32(in, t, 0, t->numel, out) == ZINC_OK,
+                    "a tensor of an accepted index does not read");
+        }
+    zckpt_st_set_close(&set);
+    g_ok[K_INDEX]++;
+}
+
+static void cleanup_index(void) {
+    const char *names[3] = {"s1.safetensors", "s2.safetensors", "m.safetensors.index.json"};
+    char path[4300];
+    if (!g_dir[0]) return;
+    for (int i = 0; i < 3; i++) snprintf(path, sizeof path, "%s/%s", g_dir, names[i]), unlink(path);
+    rmdir(g_dir);
+}
+
 static void set_override(const uint8_t *data, size_t size) {
     char set[1024];
     size_t n = size < sizeof set - 1 ? size : sizeof set - 1;
@@ -140,6 +199,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         set_override(data + 1, size - 1);
     else if (kind == K_ST)
         read_safetensors(data + 1, size - 1);
+    else if (kind == K_INDEX)
+        read_index(data + 1, size - 1);
     else
         read_file(kind, data + 1, size - 1);
     return 0;
@@ -194,9 +255,9 @@ static void make_seeds(void) {
     }
     const char *text = "The quick brown fox\njumps over the lazy dog.\n\x01\xff";
     add_seed(K_TEXT, text, strlen(text));
-    const char *sets[] = {"optimizer.params.lr=3e-4", "fp16.enabled=true", "zero_optimization.stage=3",
-                          "train_micro_batch_size_per_gpu=2", "scheduler={\"type\": \"WarmupLR\"}",
-                          "gradient_clipping=1.0"};
+    const char *sets[] = {"optimizer.params.lr=3e-4",           "fp16.enabled=true",
+                          "zero_optimization.stage=3",          "train_micro_batch_size_per_gpu=2",
+                          "scheduler={\"type\": \"WarmupLR\"}", "gradient_clipping=1.0"};
     for (size_t i = 0; i < sizeof sets / sizeof *sets; i++) add_seed(K_SET, sets[i], strlen(sets[i]));
     /* a safetensors file: an F32 matrix and a BF16 vector after an 8-byte header length */
     static const char hdr[] = "{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],"
@@ -208,9 +269,13 @@ static void make_seeds(void) {
     memcpy(stf + 8, hdr, hl);
     for (size_t i = 0; i < 32; i++) stf[8 + hl + i] = (uint8_t)(i * 37);
     add_seed(K_ST, stf, 8 + hl + 32);
+    const char *index = "{\"metadata\": {\"total_size\": 32}, \"weight_map\": {\"a\": \"s1.safetensors\", \"b\": "
+                        "\"s2.safetensors\"}}";
+    add_seed(K_INDEX, index, strlen(index));
 }
 
-static const int32_t interesting[] = {0, 1, -1, 2, 3, 5, 255, 256, 1024, 65535, 65536, 65537, 1 << 20, (1 << 20) + 1,
+static const int32_t interesting[] = {0,         1,         -1,       2,       3,     5,       255,
+                                      256,       1024,      65535,    65536,   65537, 1 << 20, (1 << 20) + 1,
                                       INT32_MAX, INT32_MIN, 20240326, 20240520};
 
 static size_t mutate(uint8_t *buf, size_t len) {
@@ -258,9 +323,12 @@ int main(int argc, char **argv) {
     long iterations = 20000, max_seconds = 45;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--iterations") && i + 1 < argc) iterations = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--max-seconds") && i + 1 < argc) max_seconds = atol(argv[++i]);
+        if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
+            iterations = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--max-seconds") && i + 1 < argc)
+            max_seconds = atol(argv[++i]);
         else {
             fprintf(stderr, "usage: fuzz_llmc [--iterations N] [--seed S] [--max-seconds T]\n");
             return 2;
@@ -295,10 +363,12 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     double secs = (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec);
     printf("fuzz_llmc: %ld mutated inputs in %.1f s (seed %llu): model %zu accepted %zu refused, tokens %zu/%zu, "
-           "text %zu/%zu, --set %zu/%zu, safetensors %zu/%zu; 0 invariant failures\n",
+           "text %zu/%zu, --set %zu/%zu, safetensors %zu/%zu, index %zu/%zu; 0 invariant failures\n",
            done, secs, (unsigned long long)seed, g_ok[K_MODEL], g_err[K_MODEL], g_ok[K_TOKENS], g_err[K_TOKENS],
-           g_ok[K_TEXT], g_err[K_TEXT], g_ok[K_SET], g_err[K_SET], g_ok[K_ST], g_err[K_ST]);
+           g_ok[K_TEXT], g_err[K_TEXT], g_ok[K_SET], g_err[K_SET], g_ok[K_ST], g_err[K_ST], g_ok[K_INDEX],
+           g_err[K_INDEX]);
     unlink(g_path);
+    cleanup_index();
     free(buf);
     for (size_t i = 0; i < nseeds; i++) free(seeds[i].data);
     return 0;
