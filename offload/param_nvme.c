@@ -114,8 +114,8 @@ static zinc_status setup_local(zstate_param *p) {
     p->crc = calloc(nb, sizeof *p->crc);
     p->bstate = calloc(nb, 1);
     if (!p->crc || !p->bstate) FAIL(ZINC_ERR_NOMEM, "out of memory for the %s block checksums", p->what);
-    ZLOG_INFO(c->log, "NVMe %s store: %s, %.1f MiB in %lld blocks of %lld bytes, swap buffer %.1f MiB, %s, %s",
-              p->what, p->path, (double)p->geo.file_bytes / 1048576.0, (long long)p->geo.nblocks, (long long)p->geo.block,
+    ZLOG_INFO(c->log, "NVMe %s store: %s, %.1f MiB in %lld blocks of %lld bytes, swap buffer %.1f MiB, %s, %s", p->what,
+              p->path, (double)p->geo.file_bytes / 1048576.0, (long long)p->geo.nblocks, (long long)p->geo.block,
               (double)p->geo.swap_bytes / 1048576.0, f->direct ? "O_DIRECT" : "buffered", zaio_backend(p->aio));
     return ZINC_OK;
 fail:
@@ -182,8 +182,8 @@ zinc_status zstate_param_create_as(const zstate_ctx *c, const char *file_name, i
     for (int r = 0; r < c->comm->size; r++)
         if (all[r] != ZINC_OK)
             FAIL((zinc_status)all[r],
-                 "NVMe %s offload: rank %d could not set up its %s file under %s (its own error says why)",
-                 p->what, r, p->what, c->offload.nvme_path);
+                 "NVMe %s offload: rank %d could not set up its %s file under %s (its own error says why)", p->what, r,
+                 p->what, c->offload.nvme_path);
     free(all);
     *out = p;
     return ZINC_OK;

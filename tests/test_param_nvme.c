@@ -40,9 +40,9 @@ typedef struct run {
     const char *optimizer; /* NULL: eu_config's AdamW */
     const char *save_at;   /* non-NULL: save after STEPS/2 steps there, then resume into a fresh engine */
     int64_t nvme_param_bytes, nvme_grad_bytes, host_grad_bytes;
-    int gas; /* 0: eu_config's 2 */
-    int bucket; /* 0: eu_config's */
-    int hidden; /* 0: 96 */
+    int gas;             /* 0: eu_config's 2 */
+    int bucket;          /* 0: eu_config's */
+    int hidden;          /* 0: 96 */
     double norms[STEPS]; /* each step's gradient norm as zinc_step reports it (the step statistics) */
     int rank;
     zinc_status failed; /* the first failing call's status (ZINC_OK: none) */
@@ -254,8 +254,8 @@ int main(void) {
      * block-by-block sum, and clipping makes the norm reach the weights */
     g_hidden = 256;
     g_buffer_size = 8192;
-    compare("clipping, long norm pieces", ZINC_FP32, "\"sub_group_size\": 16384", "\"gradient_clipping\": 0.05",
-            NULL, 0);
+    compare("clipping, long norm pieces", ZINC_FP32, "\"sub_group_size\": 16384", "\"gradient_clipping\": 0.05", NULL,
+            0);
     g_hidden = g_buffer_size = 0;
     compare("clipping 0.05", ZINC_BF16, "\"sub_group_size\": 2048", "\"gradient_clipping\": 0.05", NULL, 0);
     char zo[4600];

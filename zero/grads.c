@@ -153,8 +153,7 @@ static zinc_status complete(zgrads *g, zbucket *b) {
     b->trace_t0 = 0;
     if (b->recv_hi > b->recv_lo && !g->shard && g->c.shard_add) { /* the owner's shard (a file) */
         int64_t shard_lo = (int64_t)g->c.rank * g->c.part->shard;
-        TRY(g->c.shard_add(g->c.shard_owner, b->recv_lo - shard_lo, b->recv_hi - b->recv_lo, b->recv,
-                           g->c.comm_dtype));
+        TRY(g->c.shard_add(g->c.shard_owner, b->recv_lo - shard_lo, b->recv_hi - b->recv_lo, b->recv, g->c.comm_dtype));
     } else if (b->recv_hi > b->recv_lo) {
         int64_t shard_lo = (int64_t)g->c.rank * g->c.part->shard;
         TRY(g->c.dev->ops->axpy_f32(g->c.dev, g->shard + (b->recv_lo - shard_lo), b->recv, g->c.comm_dtype, 1.0f,

@@ -176,7 +176,7 @@ static zinc_status one_pass(step_pass *s, zopt_pass pass) {
         TRY(zstate_acquire(z, i, &v));
         if (w0) ztrace_span(w0, ZTRACE_WAIT, "state chunk", 0, "chunk", i, NULL, 0);
         const char *gc = s->g ? s->g + (size_t)v.lo * gsz : NULL; /* NULL: the gradient on NVMe */
-        if (!s->out) { /* offload_param nvme (cpu only, never staged) */
+        if (!s->out) {                                            /* offload_param nvme (cpu only, never staged) */
             TRY(pstore_chunk(s, pass, &v, gc));
             TRY(zstate_release(z, i));
             continue;
