@@ -4,14 +4,15 @@
 # LIMIT; beside each, the same step with everything in memory (no cgroup): peak RSS, bytes read and written
 # per step (GNU time's file-system blocks: O_DIRECT IO counts), seconds per step, and the floor
 # max(in-memory step time, bytes moved / disk bandwidth) when FIO_MBS (MB/s measured by fio on the same file
-# system, O_DIRECT) is given.
+# system, O_DIRECT; or FIO_READ_MBS and FIO_WRITE_MBS apart) is given.
 #   bench/infinity.sh [ZINC] [NVME_DIR]     env: LIMIT (default 3G), SHAPES ("6x384 12x768"), STEPS (3),
-#                                            CONTEXT (64), FIO_MBS
+#                                            CONTEXT (64), FIO_MBS, VAL_BATCHES (4: the trainer's
+#                                            closing validation, forward passes that read every module)
 # Without a cgroup it can make (no root, no delegated controller) it says so and runs without a limit.
 set -euo pipefail
 zinc=${1:-build/zinc}
 nv=${2:-$PWD/build/infinity_nvme}
-LIMIT=${LIMIT:-3G} SHAPES=${SHAPES:-"6x384 12x768"} STEPS=${STEPS:-3} CONTEXT=${CONTEXT:-64}
+LIMIT=${LIMIT:-3G} SHAPES=${SHAPES:-"6x384 12x768"} STEPS=${STEPS:-3} CONTEXT=${CONTEXT:-64} VAL_BATCHES=${VAL_BATCHES:-4}
 work=$(mktemp -d)
 trap 'rm -rf "$work"; [[ -n ${cg:-} ]] && rmdir "$cg" 2>/dev/null || true' EXIT
 mkdir -p "$nv"
@@ -42,7 +43,7 @@ cfg 1 >"$work/nvme.json"
 run() { # $1 config, $2 shape, $3 in cgroup (0/1) -> "peak_kib inblocks outblocks seconds checksum"
   local L=${2%x*} W=${2#*x}
   local cmd=("$zinc" train --model gpt2 --quiet --config "$1" --layers "$L" --width "$W" --heads $((W / 64))
-    --context "$CONTEXT" --text /usr/share/common-licenses/GPL-3 --steps "$STEPS" --report "$work/r.json" --force)
+    --context "$CONTEXT" --text /usr/share/common-licenses/GPL-3 --steps "$STEPS" --val-batches "$VAL_BATCHES" --report "$work/r.json" --force)
   rm -f "$work/r.json"
   if [[ $3 == 1 && -n $cg ]]; then
     /usr/bin/time -f "%M %I %O %e" -o "$work/t" bash -c 'echo $$ >"$0/cgroup.procs"; exec "$@"' "$cg" "${cmd[@]}" >"$work/log" 2>&1 ||
@@ -58,11 +59,18 @@ run() { # $1 config, $2 shape, $3 in cgroup (0/1) -> "peak_kib inblocks outblock
 echo "limit $LIMIT (${cgv:-none}), $STEPS steps, context $CONTEXT, fp32, AdamW, nvme_path $nv"
 printf '%-8s %12s %12s %10s %10s %12s %12s %7s %s\n' shape peak_mem peak_nvme s/step_mem s/step_nvme read/step write/step ratio bitwise
 for s in $SHAPES; do
-  read -r pm _ _ tm cm <<<"$(run "$work/mem.json" "$s" 0)"
+  # the offloaded run first: the one under the limit, the one that matters most
   read -r pn ib ob tn cn <<<"$(run "$work/nvme.json" "$s" 1)"
+  echo "  $s offloaded: peak $((pn / 1024)) MiB, $tn s, read $((ib / 2048)) MiB, written $((ob / 2048)) MiB ($(date -u +%H:%M))"
+  read -r pm _ _ tm cm <<<"$(run "$work/mem.json" "$s" 0)"
   rps=$((ib * 512 / STEPS)) wps=$((ob * 512 / STEPS))
-  floor=$(awk -v t="$tm" -v b=$(((ib + ob) * 512)) -v f="${FIO_MBS:-0}" -v n="$STEPS" \
-    'BEGIN { d = f > 0 ? b / (f * 1e6) / n : 0; s = t / n; print (d > s ? d : s) }')
+  # the disk's time: bytes read / fio's read bandwidth + bytes written / its write bandwidth
+  floor=$(awk -v t="$tm" -v r=$((ib * 512)) -v w=$((ob * 512)) -v fr="${FIO_READ_MBS:-${FIO_MBS:-0}}" \
+    -v fw="${FIO_WRITE_MBS:-${FIO_MBS:-0}}" -v n="$STEPS" \
+    'BEGIN { d = fr > 0 && fw > 0 ? (r / (fr * 1e6) + w / (fw * 1e6)) / n : 0; s = t / n; print (d > s ? d : s) }')
+  echo "  $s floor $floor s/step (in memory $(awk -v t="$tm" -v n="$STEPS" 'BEGIN{print t/n}'), disk $(awk -v r=$((ib * 512)) \
+    -v w=$((ob * 512)) -v fr="${FIO_READ_MBS:-${FIO_MBS:-0}}" -v fw="${FIO_WRITE_MBS:-${FIO_MBS:-0}}" -v n="$STEPS" \
+    'BEGIN { print (fr > 0 && fw > 0 ? (r / (fr * 1e6) + w / (fw * 1e6)) / n : 0) }'))"
   printf '%-8s %9d MiB %9d MiB %10.3f %10.3f %8d MiB %8d MiB %7.2f %s\n' "$s" $((pm / 1024)) $((pn / 1024)) \
     "$(awk -v t="$tm" -v n="$STEPS" 'BEGIN{print t/n}')" "$(awk -v t="$tn" -v n="$STEPS" 'BEGIN{print t/n}')" \
     $((rps >> 20)) $((wps >> 20)) "$(awk -v t="$tn" -v n="$STEPS" -v f="$floor" 'BEGIN{print t/n/f}')" \

@@ -403,7 +403,20 @@ static void stats_task(void *ctx, size_t k) {
     stats_chunk(j->x, j->t, s, len, j->bs + k * ZK_BLOCKS_PER_CHUNK, &j->cnt[k], &j->firsts[k]);
 }
 
-void zgrad_stats_compute(const void *x, zinc_dtype t, size_t n, zgrad_stats *out) {
+/* The statistics of x with the block sums added, in block order, onto `total` (0: the whole statistic). */
+static void stats_onto(const void *x, zinc_dtype t, size_t n, double total, zgrad_stats *out);
+
+void zgrad_stats_compute(const void *x, zinc_dtype t, size_t n, zgrad_stats *out) { stats_onto(x, t, n, 0.0, out); }
+
+void zgrad_stats_add(const void *x, zinc_dtype t, size_t n, size_t offset, zgrad_stats *acc) {
+    zgrad_stats s;
+    stats_onto(x, t, n, acc->sumsq, &s);
+    acc->sumsq = s.sumsq;
+    if (s.nonfinite && !acc->nonfinite) acc->first_nonfinite = offset + s.first_nonfinite;
+    acc->nonfinite += s.nonfinite;
+}
+
+static void stats_onto(const void *x, zinc_dtype t, size_t n, double total, zgrad_stats *out) {
     const size_t nch = (n + ZK_CHUNK - 1) / ZK_CHUNK;
     const size_t nblocks = (n + ZSTATS_BLOCK - 1) / ZSTATS_BLOCK;
     zpool *p = pool_for(nch);
@@ -413,7 +426,6 @@ void zgrad_stats_compute(const void *x, zinc_dtype t, size_t n, zgrad_stats *out
         bs = malloc(nblocks * sizeof(double) + 2 * nch * sizeof(size_t));
         if (!bs) p = NULL; /* the same sums, on this thread */
     }
-    double total = 0.0;
     size_t nonfinite = 0, first = SIZE_MAX;
     if (!p) { /* chunk by chunk on this thread; same order of additions */
         for (size_t k = 0; k < nch; k++) {

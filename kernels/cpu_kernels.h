@@ -191,6 +191,11 @@ void zgrad_stats_ref(const void *x, zinc_dtype t, size_t n, zgrad_stats *out);
  * spelling zgrad_stats(x, t, n, &out) working (a macro name not followed by '(' is the type). */
 #define zgrad_stats(x, t, n, out) zgrad_stats_compute((x), (t), (n), (out))
 void zgrad_stats_compute(const void *x, zinc_dtype t, size_t n, zgrad_stats *out);
+/* Streaming: the statistics of x[0, n), the elements [offset, offset + n) of a longer vector whose earlier
+ * elements acc already holds, added onto acc (first_nonfinite counted from the vector's start; acc starts
+ * zeroed). With every offset a multiple of ZSTATS_BLOCK the result is bitwise zgrad_stats of the whole
+ * vector: its sum adds the same block sums in the same order. */
+void zgrad_stats_add(const void *x, zinc_dtype t, size_t n, size_t offset, zgrad_stats *acc);
 
 /* dst[i] (fp32) = (accumulate ? dst[i] : 0) + scale * src[i] (src in t). */
 void zaxpy_f32(float *dst, const void *src, zinc_dtype t, float scale, size_t n, int accumulate);

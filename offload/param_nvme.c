@@ -41,6 +41,8 @@ struct zstate_param {
     uint32_t *crc;
     uint8_t *bstate;
     zstate_param_stats stats;
+    const char *file_name, *what; /* "params.swp", "parameter"; the gradient store's "grads.swp", "gradient" */
+    zinc_mem_category cat;        /* what the tracker counts the file as */
 };
 
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
@@ -87,12 +89,12 @@ static zinc_status setup_local(zstate_param *p) {
                       .single_submit = c->aio.single_submit,
                       .overlap_events = c->aio.overlap_events};
     TRY(zaio_create(&ap, &p->aio));
-    if (!(p->path = join(p->rank_dir, "params.swp"))) FAIL(ZINC_ERR_NOMEM, "out of memory");
+    if (!(p->path = join(p->rank_dir, p->file_name))) FAIL(ZINC_ERR_NOMEM, "out of memory");
     p->made_file = true;
     TRY(zaio_open(p->aio, p->path, c->aio.allow_buffered_io, &p->file));
     const zaio_file *f = zaio_file_info(p->aio, p->file);
     if (!f->direct)
-        ZLOG_WARN(c->log, "NVMe parameter offload: the file system holding %s refuses O_DIRECT (%s); buffered IO",
+        ZLOG_WARN(c->log, "NVMe %s offload: the file system holding %s refuses O_DIRECT (%s); buffered IO", p->what,
                   p->rank_dir, f->why_buffered);
     int64_t scratch_elems = (int64_t)p->geo.scratch_bytes / (int64_t)p->esz;
     p->geo = zstate_param_geometry_make(p->n, p->esz, f->align, c->offload.buffer_size, scratch_elems);
@@ -102,17 +104,17 @@ static zinc_status setup_local(zstate_param *p) {
     if (p->geo.scratch_bytes && posix_memalign((void **)&p->scratch, ma, p->geo.scratch_bytes) != 0) p->scratch = NULL;
     if (!p->swap || (p->geo.scratch_bytes && !p->scratch))
         FAIL(ZINC_ERR_NOMEM,
-             "out of host memory for the NVMe parameter swap buffer (%llu bytes) and step scratch (%llu bytes). "
+             "out of host memory for the NVMe %s swap buffer (%llu bytes) and step scratch (%llu bytes). "
              "Fix: a smaller zero_optimization.offload_param.buffer_size or sub_group_size",
-             (unsigned long long)p->geo.swap_bytes, (unsigned long long)p->geo.scratch_bytes);
-    zmem_add(c->mem, ZINC_MEMKIND_NVME, ZINC_MEM_PARAMS, p->geo.file_bytes);
+             p->what, (unsigned long long)p->geo.swap_bytes, (unsigned long long)p->geo.scratch_bytes);
+    zmem_add(c->mem, ZINC_MEMKIND_NVME, p->cat, p->geo.file_bytes);
     zmem_add(c->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, p->geo.swap_bytes + p->geo.scratch_bytes);
     p->counted = true;
     size_t nb = (size_t)(p->geo.nblocks > 0 ? p->geo.nblocks : 1);
     p->crc = calloc(nb, sizeof *p->crc);
     p->bstate = calloc(nb, 1);
-    if (!p->crc || !p->bstate) FAIL(ZINC_ERR_NOMEM, "out of memory for the parameter block checksums");
-    ZLOG_INFO(c->log, "NVMe parameter store: %s, %.1f MiB in %lld blocks of %lld bytes, swap buffer %.1f MiB, %s, %s",
+    if (!p->crc || !p->bstate) FAIL(ZINC_ERR_NOMEM, "out of memory for the %s block checksums", p->what);
+    ZLOG_INFO(c->log, "NVMe %s store: %s, %.1f MiB in %lld blocks of %lld bytes, swap buffer %.1f MiB, %s, %s", p->what,
               p->path, (double)p->geo.file_bytes / 1048576.0, (long long)p->geo.nblocks, (long long)p->geo.block,
               (double)p->geo.swap_bytes / 1048576.0, f->direct ? "O_DIRECT" : "buffered", zaio_backend(p->aio));
     return ZINC_OK;
@@ -130,7 +132,7 @@ void zstate_param_destroy(zstate_param *p) {
     if (p->made_rank_dir) rmdir(p->rank_dir);
     if (p->run_dir) rmdir(p->run_dir); /* the last rank's succeeds */
     if (p->counted) {
-        zmem_sub(p->ctx.mem, ZINC_MEMKIND_NVME, ZINC_MEM_PARAMS, p->geo.file_bytes);
+        zmem_sub(p->ctx.mem, ZINC_MEMKIND_NVME, p->cat, p->geo.file_bytes);
         zmem_sub(p->ctx.mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, p->geo.swap_bytes + p->geo.scratch_bytes);
     }
     free(p->swap);
@@ -145,6 +147,11 @@ void zstate_param_destroy(zstate_param *p) {
 
 zinc_status zstate_param_create(const zstate_ctx *c, int64_t n, zinc_dtype dt, int64_t scratch_elems,
                                 zstate_param **out) {
+    return zstate_param_create_as(c, ZSTATE_PARAM_FILE, n, dt, scratch_elems, out);
+}
+
+zinc_status zstate_param_create_as(const zstate_ctx *c, const char *file_name, int64_t n, zinc_dtype dt,
+                                   int64_t scratch_elems, zstate_param **out) {
     zinc_status st = ZINC_OK;
     zstate_param *p = NULL;
     int32_t *all = NULL;
@@ -154,6 +161,10 @@ zinc_status zstate_param_create(const zstate_ctx *c, int64_t n, zinc_dtype dt, i
                                      "the parameter swap file (on a local NVMe or SSD)");
     TRY_ALLOC(p, 1, "the NVMe parameter store");
     p->ctx = *c;
+    bool grads = !strcmp(file_name, ZSTATE_GRAD_FILE);
+    p->file_name = grads ? ZSTATE_GRAD_FILE : ZSTATE_PARAM_FILE;
+    p->what = grads ? "gradient" : "parameter";
+    p->cat = grads ? ZINC_MEM_GRADS : ZINC_MEM_PARAMS;
     p->n = n;
     p->esz = zinc_dtype_size(dt);
     p->file = -1;
@@ -171,9 +182,8 @@ zinc_status zstate_param_create(const zstate_ctx *c, int64_t n, zinc_dtype dt, i
     for (int r = 0; r < c->comm->size; r++)
         if (all[r] != ZINC_OK)
             FAIL((zinc_status)all[r],
-                 "NVMe parameter offload: rank %d could not set up its parameter file under %s (its own error "
-                 "says why)",
-                 r, c->offload.nvme_path);
+                 "NVMe %s offload: rank %d could not set up its %s file under %s (its own error says why)", p->what, r,
+                 p->what, c->offload.nvme_path);
     free(all);
     *out = p;
     return ZINC_OK;
@@ -203,7 +213,7 @@ static zinc_status block_io(zstate_param *p, zaio_op op, int64_t k, int64_t m, c
     r.buf_index = -1;
     r.off = k * B;
     r.len = m * B;
-    snprintf(r.what, sizeof r.what, "parameter blocks %lld..%lld of %lld", (long long)k, (long long)(k + m - 1),
+    snprintf(r.what, sizeof r.what, "%s blocks %lld..%lld of %lld", p->what, (long long)k, (long long)(k + m - 1),
              (long long)p->geo.nblocks);
     int64_t t0 = ztrace_begin();
     double w0 = zclock_now_s();
@@ -214,8 +224,10 @@ static zinc_status block_io(zstate_param *p, zaio_op op, int64_t k, int64_t m, c
         zaio_drain(p->aio);
     p->stats.wait_s += zclock_now_s() - w0;
     if (t0)
-        ztrace_span(t0, ZTRACE_NVME, op == ZAIO_READ ? "param swap in" : "param swap out", 0, "bytes", m * B, "block",
-                    k);
+        ztrace_span(t0, ZTRACE_NVME,
+                    op == ZAIO_READ ? (p->cat == ZINC_MEM_GRADS ? "grad swap in" : "param swap in")
+                                    : (p->cat == ZINC_MEM_GRADS ? "grad swap out" : "param swap out"),
+                    0, "bytes", m * B, "block", k);
     if (op == ZAIO_WRITE) {
         for (int64_t i = 0; i < m; i++) p->bstate[k + i] = st == ZINC_OK ? BLK_VALID : BLK_LOST;
         if (st != ZINC_OK) return st;
@@ -230,16 +242,16 @@ static zinc_status block_io(zstate_param *p, zaio_op op, int64_t k, int64_t m, c
         int64_t b = k + i;
         if (p->bstate[b] == BLK_LOST)
             return ZERR(ZINC_ERR_IO,
-                        "%s: parameter block %lld (offset %lld) was lost when its write failed; the run cannot "
+                        "%s: %s block %lld (offset %lld) was lost when its write failed; the run cannot "
                         "continue: resume from the last checkpoint",
-                        p->path, (long long)b, (long long)(b * B));
+                        p->path, p->what, (long long)b, (long long)(b * B));
         if (p->bstate[b] == BLK_UNWRITTEN)
             memset(buf + i * B, 0, (size_t)B);
         else if (zcrc32c(0, buf + i * B, (size_t)B) != p->crc[b])
             return ZERR(ZINC_ERR_CORRUPT,
-                        "%s: parameter block %lld (offset %lld, %lld bytes) does not match its checksum: the disk "
+                        "%s: %s block %lld (offset %lld, %lld bytes) does not match its checksum: the disk "
                         "returned damaged data; resume from the last checkpoint (check the disk)",
-                        p->path, (long long)b, (long long)(b * B), (long long)B);
+                        p->path, p->what, (long long)b, (long long)(b * B), (long long)B);
     }
     return ZINC_OK;
 }
@@ -287,6 +299,10 @@ zinc_status zstate_param_write(zstate_param *p, int64_t lo, int64_t n, const voi
     return ZINC_OK;
 fail:
     return st;
+}
+
+void zstate_param_forget(zstate_param *p) {
+    if (p && p->bstate) memset(p->bstate, BLK_UNWRITTEN, (size_t)(p->geo.nblocks > 0 ? p->geo.nblocks : 1));
 }
 
 void *zstate_param_scratch(zstate_param *p) { return p->scratch; }

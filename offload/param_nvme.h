@@ -36,6 +36,16 @@ typedef struct zstate_param zstate_param;
  * holds n elements of dt, zeros until written. */
 zinc_status zstate_param_create(const zstate_ctx *ctx, int64_t n, zinc_dtype dt, int64_t scratch_elems,
                                 zstate_param **out);
+/* The same store under another file name of the rank's directory: ZSTATE_PARAM_FILE (what
+ * zstate_param_create makes) or ZSTATE_GRAD_FILE, the stage-3 fp32 gradient shard between the reduce-
+ * scatter and the optimizer (offload_param nvme; counted as ZINC_MEM_GRADS, its messages say "gradient"). */
+#define ZSTATE_PARAM_FILE "params.swp"
+#define ZSTATE_GRAD_FILE "grads.swp"
+zinc_status zstate_param_create_as(const zstate_ctx *ctx, const char *file_name, int64_t n, zinc_dtype dt,
+                                   int64_t scratch_elems, zstate_param **out);
+/* Every element reads as zero again, without IO (the blocks become never-written; the file keeps its
+ * bytes). The gradient store's zeroing at each step. */
+void zstate_param_forget(zstate_param *p);
 void zstate_param_destroy(zstate_param *p);
 /* Elements [lo, lo + n) of the shard into / from host memory. A block whose checksum does not match is
  * ZINC_ERR_CORRUPT, an IO error ZINC_ERR_IO (both naming the file and offset); a block whose write failed

@@ -10,7 +10,7 @@ buckets and gather limits (the config below), fp32, AdamW:
 - --host-mem 8GiB: the cheapest is one without NVMe traffic, the least host memory among them;
 - --host-mem 1GiB: only stage 3 with the optimizer state and the parameters on NVMe fits, and it is chosen;
 - the headroom rule: --host-mem at exactly that row's bytes fits with ZINC_MEM_HEADROOM=0, not with 10;
-- --host-mem 500MiB: nothing fits; the closest (the least bytes missing, host and NVMe) misses by ceil(host x 1.1) - 500MiB, named in the text with
+- --host-mem 400MiB: nothing fits; the closest (the least bytes missing, host and NVMe) misses by ceil(host x 1.1) - 400MiB, named in the text with
   the --host-mem that fits, and the fewest nodes (1 rank each) where one fits, which is checked by planning
   again at that count; --nvme too small: the NVMe shortfall;
 - CSV; error paths: a bad size, --nvme where no planned choice uses NVMe, --ranks not spread over --nodes,
@@ -108,7 +108,7 @@ for (s, a, b), r in rows.items():
     check(r["pinned_bytes_per_node"] == by["pinned"]["total"], "%s: pinned" % ((s, a, b),))
     check(r["host_bytes_per_node"] >= by["host"]["total"] + by["pinned"]["total"], "%s: host below the estimate's"
           % ((s, a, b),))
-    par = by["nvme"]["params"]
+    par = by["nvme"]["params"] + by["nvme"].get("grads", 0)  # the parameter and gradient files: 2 gas + 1 each
     check(r["disk_io_bytes_per_step"] == 2 * (by["nvme"]["total"] - par) + 3 * par, "%s: disk IO" % ((s, a, b),))
     check((b == "nvme") == (par > 0) and (a == "nvme") == (by["nvme"]["master"] > 0), "%s: what is on NVMe" %
           ((s, a, b),))
@@ -142,32 +142,33 @@ check(j10["cheapest"] is None, "headroom 10: does not fit")
 check(len(j0["plan"]) == 3 and all(r["stage"] == 3 and r["offload_optimizer"] == "nvme" for r in j0["plan"]),
       "--stage/--offload restrict the rows")
 
-# ---- nothing fits: by how much, and what would
-j5 = plan("--host-mem", "500MiB")
-check(j5["cheapest"] is None, "500 MiB: nothing fits")
+# ---- nothing fits: by how much, and what would (SMALL: below stage 3 nvme/nvme, whose gradient shard is on NVMe too)
+SMALL, SMALL_B, SMALL_T = "400MiB", 400 * MiB, "400 MiB"
+j5 = plan("--host-mem", SMALL)
+check(j5["cheapest"] is None, SMALL_T + ": nothing fits")
 c = j5["closest"]
 need = math.ceil(nn["host_bytes_per_node"] * 110 / 100)
-check(choice(c) == (3, "nvme", "nvme") and c["host_short_bytes"] == need - 500 * MiB and c["nvme_short_bytes"] == 0,
-      "500 MiB: closest %s, short %d, want %d" % (choice(c), c["host_short_bytes"], need - 500 * MiB))
-check(c["host_mem_needed_bytes"] == need, "500 MiB: the --host-mem that fits")
+check(choice(c) == (3, "nvme", "nvme") and c["host_short_bytes"] == need - SMALL_B and c["nvme_short_bytes"] == 0,
+      SMALL_T + ": closest %s, short %d, want %d" % (choice(c), c["host_short_bytes"], need - SMALL_B))
+check(c["host_mem_needed_bytes"] == need, SMALL_T + ": the --host-mem that fits")
 m = j5["more_nodes"]
-check(m is not None and m["ranks"] == m["nodes"], "500 MiB: more nodes %s" % m)
+check(m is not None and m["ranks"] == m["nodes"], SMALL_T + ": more nodes %s" % m)
 if m:
-    fit = plan("--host-mem", "500MiB", "--ranks", str(m["nodes"]), "--nodes", str(m["nodes"]))
+    fit = plan("--host-mem", SMALL, "--ranks", str(m["nodes"]), "--nodes", str(m["nodes"]))
     check(choice(fit["cheapest"]) == choice(m), "at %d nodes the cheapest is the one named" % m["nodes"])
     half = m["nodes"] // 2
     if half >= 1:
-        less = plan("--host-mem", "500MiB", "--ranks", str(half), "--nodes", str(half))
+        less = plan("--host-mem", SMALL, "--ranks", str(half), "--nodes", str(half))
         check(less["cheapest"] is None, "the fewest nodes: %d do not fit" % half)
-text = plan("--host-mem", "500MiB", fmt=None)
+text = plan("--host-mem", SMALL, fmt=None)
 check("nothing fits. Closest: stage 3, offload_optimizer nvme, offload_param nvme, short by %.3f GiB of host memory"
-      % ((need - 500 * MiB) / GiB) in text and "--host-mem %.3f GiB" % (need / GiB) in text, "500 MiB text: " + text)
-check("(--ranks %d --nodes %d)" % (m["nodes"], m["nodes"]) in text if m else False, "500 MiB text names the nodes")
-jd = plan("--host-mem", "500MiB", "--nvme", "1GiB")
+      % ((need - SMALL_B) / GiB) in text and "--host-mem %.3f GiB" % (need / GiB) in text, SMALL_T + " text: " + text)
+check("(--ranks %d --nodes %d)" % (m["nodes"], m["nodes"]) in text if m else False, SMALL_T + " text names the nodes")
+jd = plan("--host-mem", SMALL, "--nvme", "1GiB")
 cd, short = jd["closest"], []
 for r in jd["plan"]:
     if r["valid"]:
-        sh = max(0, math.ceil(r["host_bytes_per_node"] * 110 / 100) - 500 * MiB)
+        sh = max(0, math.ceil(r["host_bytes_per_node"] * 110 / 100) - SMALL_B)
         sn = max(0, r["nvme_bytes_per_node"] - GiB)
         check(r["host_short_bytes"] == sh and r["nvme_short_bytes"] == sn, "--nvme 1GiB: %s short" % (key(r),))
         short.append((sh + sn, r))
@@ -189,7 +190,7 @@ r = run("plan", "--gpt2", "small", "--config", gas_path, "--host-mem", "8GiB", "
 check(r.returncode == 0, "gas 4: exit %d %s" % (r.returncode, r.stderr))
 if r.returncode == 0:
     g = {key(x): x for x in json.loads(r.stdout)["plan"]}[(3, "nvme", "nvme")]
-    par = g["nvme_by_category"]["params"]
+    par = g["nvme_by_category"]["params"] + g["nvme_by_category"].get("grads", 0)
     check(g["disk_io_bytes_per_step"] == 2 * (g["nvme_bytes_per_node"] - par) + 9 * par, "gas 4: disk IO")
 
 # ---- CSV

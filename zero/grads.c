@@ -64,7 +64,8 @@ zinc_status zgrads_alloc(zgrads *g) {
     g->bytes_full = plan.bytes_grads_full;
     g->bytes_shard = plan.bytes_grads_shard;
     if (g->c.stage <= 1) TRY(dalloc(g, ZINC_MEM_GRADS, g->bytes_full, "the gradient buffer", &g->full));
-    if (g->c.stage >= 1) TRY(dalloc(g, ZINC_MEM_GRADS, g->bytes_shard, "the fp32 gradient shard", (void **)&g->shard));
+    if (g->c.stage >= 1 && g->bytes_shard)
+        TRY(dalloc(g, ZINC_MEM_GRADS, g->bytes_shard, "the fp32 gradient shard", (void **)&g->shard));
     if (g->c.deterministic) TRY(zgrads_det_alloc(g));
     if (plan.nbuckets == 0) return ZINC_OK;
     g->bucket_cap = plan.bucket_cap;
@@ -150,7 +151,10 @@ static zinc_status complete(zgrads *g, zbucket *b) {
         ztrace_span_flow(b->trace_t0, ZTRACE_COMM, "reduce_scatter", b->trace_track, "bytes", b->trace_bytes, "bucket",
                          b - g->buckets, flow, ZTRACE_FLOW_OUT);
     b->trace_t0 = 0;
-    if (b->recv_hi > b->recv_lo) {
+    if (b->recv_hi > b->recv_lo && !g->shard && g->c.shard_add) { /* the owner's shard (a file) */
+        int64_t shard_lo = (int64_t)g->c.rank * g->c.part->shard;
+        TRY(g->c.shard_add(g->c.shard_owner, b->recv_lo - shard_lo, b->recv_hi - b->recv_lo, b->recv, g->c.comm_dtype));
+    } else if (b->recv_hi > b->recv_lo) {
         int64_t shard_lo = (int64_t)g->c.rank * g->c.part->shard;
         TRY(g->c.dev->ops->axpy_f32(g->c.dev, g->shard + (b->recv_lo - shard_lo), b->recv, g->c.comm_dtype, 1.0f,
                                     (size_t)(b->recv_hi - b->recv_lo), 1));
@@ -498,6 +502,7 @@ zinc_status zgrads_zero(zgrads *g) {
     zinc_status st = ZINC_OK;
     if (g->full) TRY(g->c.dev->ops->memset0(g->c.dev, g->full, g->bytes_full));
     if (g->shard) TRY(g->c.dev->ops->memset0(g->c.dev, g->shard, g->bytes_shard));
+    if (!g->shard && g->c.shard_zero) g->c.shard_zero(g->c.shard_owner);
 fail:
     return st;
 }

@@ -76,6 +76,14 @@ typedef struct zgrads_ctx {
      * pieces, inside this node (qgz_intra: its ranks by local index) then across nodes (qgz_inter: the ranks of
      * this local index, one per node). NULL: no qgZ. */
     zcomm *qgz_intra, *qgz_inter;
+    /* The fp32 gradient shard kept by the owner instead of in memory (offload_param nvme: a file,
+     * runtime/engine/engine_gstore.c; the sizing plan then has no shard, zgrads.shard stays NULL and
+     * zgrads_local returns NULL). Each reduced piece, shard elements [lo, lo + n) in dtype t, is added
+     * into it by shard_add exactly as the in-memory shard's axpy would; shard_zero zeroes it. Neither is
+     * used with `deterministic` or qgZ (their sums are in memory). NULL: the shard is here. */
+    zinc_status (*shard_add)(void *owner, int64_t lo, int64_t n, const void *src, zinc_dtype t);
+    void (*shard_zero)(void *owner);
+    void *shard_owner;
 } zgrads_ctx;
 
 /* What gradient placement keeps per module (zgrads.mods, registration order): owned by zero/grads.c alone.

@@ -16,7 +16,7 @@ void zgrads_plan_make(const zgrads_plan_in *in, zgrads_plan *out) {
     *out = (zgrads_plan){0};
     out->biggest_module = in->biggest_module;
     if (in->stage <= 1) out->bytes_grads_full = (size_t)part->padded * gsz;
-    if (in->stage >= 1) out->bytes_grads_shard = (size_t)part->shard * sizeof(float);
+    if (in->stage >= 1 && !in->shard_elsewhere) out->bytes_grads_shard = (size_t)part->shard * sizeof(float);
     if (in->deterministic) {
         int levels = 0;
         while (((int64_t)1 << levels) < in->gas) levels++;

@@ -46,8 +46,9 @@ typedef struct zgrads_plan_in {
     int64_t reduce_bucket_size;
     int64_t biggest_module; /* largest flat_end - flat_begin over modules */
     bool overlap_comm;
-    bool deterministic; /* zinc.deterministic_reduction */
-    int64_t gas;        /* gradient_accumulation_steps (a power of two when deterministic) */
+    bool deterministic;   /* zinc.deterministic_reduction */
+    int64_t gas;          /* gradient_accumulation_steps (a power of two when deterministic) */
+    bool shard_elsewhere; /* the fp32 gradient shard is kept by the owner (zgrads_ctx.shard_add): none here */
 } zgrads_plan_in;
 
 void zgrads_plan_make(const zgrads_plan_in *in, zgrads_plan *out);

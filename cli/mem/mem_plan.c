@@ -297,9 +297,12 @@ typedef struct host_run {
 static const zcfg_offload_device offs[3] = {ZOFFLOAD_NONE, ZOFFLOAD_CPU, ZOFFLOAD_NVME};
 
 /* Disk traffic per optimizer step: the optimizer state's files are read and written once; the parameter
- * file is read by every micro-step's forward and backward gathers and written once by the step. */
+ * file is read by every micro-step's forward and backward gathers and written once by the step; the
+ * gradient file (offload_param nvme) is written by every micro-step, read back by all but the first and
+ * twice by the step (its statistics, its update): 2 gas + 1 times as well. */
 static uint64_t disk_io(const zest_estimate *e, int64_t gas) {
-    uint64_t par = e->bytes[ZINC_MEMKIND_NVME][ZINC_MEM_PARAMS], rest = e->total[ZINC_MEMKIND_NVME] - par;
+    uint64_t par = e->bytes[ZINC_MEMKIND_NVME][ZINC_MEM_PARAMS] + e->bytes[ZINC_MEMKIND_NVME][ZINC_MEM_GRADS],
+             rest = e->total[ZINC_MEMKIND_NVME] - par;
     return 2 * rest + (uint64_t)(2 * gas + 1) * par;
 }
 

@@ -236,6 +236,7 @@ void zinc_destroy(zinc_engine *e) {
         zstate_destroy(e->state);
         zengine_muon_free(e);
         zstate_param_destroy(e->pstore);
+        zstate_param_destroy(e->gstore);
     }
     for (int i = 0; i < e->nparams; i++) {
         free(e->params[i]->name);
@@ -485,6 +486,7 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
     zengine_contexts(e); /* what zero/ and offload/ see of the engine (engine_ctx.c) */
     TRY(zstate_create(&e->state_ctx, own, &e->state));
     TRY(zengine_pstore_create(e)); /* offload_param nvme: the shard's file (collective) */
+    TRY(zengine_gstore_create(e)); /* and the gradient shard's (engine_gstore.c) */
     fill_decay_mask(e);
     if (e->decay_mask_dev)
         TRY(e->dev->ops->copy(e->dev, e->decay_mask_dev, e->decay_mask, pb[ZPLAN_DECAY_MASK].each, ZDEV_H2D));

@@ -33,6 +33,9 @@ void zengine_contexts(zinc_engine *e) {
         .gas = e->cfg.gradient_accumulation_steps,
         .qgz_intra = e->qgz_intra,
         .qgz_inter = e->qgz_inter,
+        .shard_add = zengine_grads_on_nvme(e) ? zengine_grads_add : NULL, /* engine_gstore.c */
+        .shard_zero = zengine_grads_on_nvme(e) ? zengine_grads_zero : NULL,
+        .shard_owner = e,
     };
     zgrads_init(&e->grads, &g);
     zgather_ctx s = {

@@ -79,6 +79,7 @@ struct zinc_engine {
     void *params_full;           /* compute dtype, padded elements (stages 0-2) */
     void *params_shard;          /* compute dtype, S elements (stage 3; NULL with offload_param nvme) */
     struct zstate_param *pstore; /* offload_param nvme: the shard in a file (offload/param_nvme.h) */
+    struct zstate_param *gstore; /* and the fp32 gradient shard (zplan_grads_on_nvme; engine_gstore.c) */
     /* A swap-in that failed inside a module's gather: kept (the rank goes on through the collectives with
      * zeros) until the step, where every rank agrees on it, so no rank waits for one that stopped. */
     zinc_status pstore_st;
@@ -254,6 +255,18 @@ uint64_t zengine_fnv1a(const void *p, size_t n);
 
 /* runtime/engine/engine_f32.c */
 void zengine_f32_free(zinc_engine *e);
+
+/* engine_gstore.c: the stage-3 fp32 gradient shard on NVMe (zplan_grads_on_nvme). lo is relative to own_lo;
+ * add and zero are zero/grads.c's hooks (zgrads_ctx.shard_add, shard_zero); chunk is the store's scratch,
+ * the most any reader moves at once (a multiple of ZSTATS_BLOCK); stats streams the shard's statistics. */
+bool zengine_grads_on_nvme(const zinc_engine *e);
+zinc_status zengine_gstore_create(zinc_engine *e);
+int64_t zengine_gstore_chunk(const zinc_engine *e);
+zinc_status zengine_grads_add(void *engine, int64_t lo, int64_t n, const void *src, zinc_dtype t);
+void zengine_grads_zero(void *engine);
+zinc_status zengine_grads_read(zinc_engine *e, int64_t lo, int64_t n, float *dst);
+struct zgrad_stats;
+zinc_status zengine_grads_stats(zinc_engine *e, struct zgrad_stats *out);
 
 /* engine_pstore.c: the stage-3 parameter shard in memory or on NVMe (offload_param "nvme"). lo is relative
  * to own_lo; buffers are compute-device memory (host memory with NVMe, which only the cpu device takes). */

@@ -31,7 +31,10 @@ static zinc_status global_stats(zinc_engine *e, double *sumsq, int64_t *nonfinit
     int64_t flat_lo;
     const void *g = zgrads_norm_slice(&e->grads, &dt, &n, &flat_lo);
     zgrad_stats s;
-    TRY(e->dev->ops->grad_stats(e->dev, g, dt, n, &s)); /* the host waits for the statistic here */
+    if (e->gstore) /* offload_param nvme: streamed from the file; a failed read fails every rank here */
+        TRY(zcomm_agree_status(e->comm, zengine_grads_stats(e, &s)));
+    else
+        TRY(e->dev->ops->grad_stats(e->dev, g, dt, n, &s)); /* the host waits for the statistic here */
     double det_sumsq = 0;
     if (e->cfg.deterministic_reduction) TRY(zengine_det_sumsq(e, g, dt, n, &det_sumsq));
     /* The preemption flag rides on this all-gather, which every step does anyway: no extra collective. */

@@ -134,6 +134,7 @@ static zinc_status pstore_chunk(step_pass *s, zopt_pass pass, const zstate_view 
     size_t gsz = zinc_dtype_size(s->gdt), csz = zinc_dtype_size(e->compute_dtype);
     int64_t cap = zengine_pstore_chunk(e);
     char *pc = zstate_param_scratch(e->pstore);
+    float *gs = e->gstore ? zstate_param_scratch(e->gstore) : NULL; /* the gradient's piece, from its file */
     for (int64_t o = 0; o < v->n; o += cap) {
         zstate_view sv = *v;
         sv.lo += o;
@@ -142,9 +143,13 @@ static zinc_status pstore_chunk(step_pass *s, zopt_pass pass, const zstate_view 
         sv.m += o;
         if (sv.v) sv.v += o;
         if (pass == ZOPT_APPLY && s->o->tensor_norms) memset(pc, 0, (size_t)sv.n * csz); /* padding stays zero */
+        const char *gp = gs ? (const char *)gs : gc + (size_t)o * gsz;
+        if (gs) {
+            zinc_status rs = zengine_grads_read(e, sv.lo, sv.n, gs);
+            if (rs != ZINC_OK) return rs;
+        }
         int64_t t0 = ztrace_begin();
-        zinc_status st = s->o->tensor_norms ? chunk_tensors(s, pass, &sv, gc + (size_t)o * gsz, pc)
-                                            : chunk_elementwise(s, &sv, gc + (size_t)o * gsz, pc);
+        zinc_status st = s->o->tensor_norms ? chunk_tensors(s, pass, &sv, gp, pc) : chunk_elementwise(s, &sv, gp, pc);
         if (t0) ztrace_span(t0, ZTRACE_OPTIMIZER, s->o->name, 0, "offset", sv.lo, "elements", sv.n);
         if (st == ZINC_OK && pass == ZOPT_APPLY) st = zengine_params_write(e, sv.lo, sv.n, pc);
         if (st != ZINC_OK) return st;
@@ -170,8 +175,8 @@ static zinc_status one_pass(step_pass *s, zopt_pass pass) {
         int64_t w0 = z->ops->poll ? ztrace_begin() : 0; /* an NVMe store may still be reading the chunk */
         TRY(zstate_acquire(z, i, &v));
         if (w0) ztrace_span(w0, ZTRACE_WAIT, "state chunk", 0, "chunk", i, NULL, 0);
-        const char *gc = s->g + (size_t)v.lo * gsz;
-        if (!s->out) { /* offload_param nvme (cpu only, never staged) */
+        const char *gc = s->g ? s->g + (size_t)v.lo * gsz : NULL; /* NULL: the gradient on NVMe */
+        if (!s->out) {                                            /* offload_param nvme (cpu only, never staged) */
             TRY(pstore_chunk(s, pass, &v, gc));
             TRY(zstate_release(z, i));
             continue;
@@ -237,7 +242,9 @@ static zinc_status tensor_coefficients(step_pass *s, double *sums, float *coeff)
         s->ws = e->tensor_sums;
         s->sums = zopt_tensor_sums_at(s->o, e->tensor_sums);
     }
-    TRY(one_pass(s, ZOPT_SUMS));
+    st = one_pass(s, ZOPT_SUMS);
+    if (e->gstore) st = zcomm_agree_status(e->comm, st); /* a failed gradient read: every rank, before the sum */
+    TRY(st);
     if (s->sums != sums) /* the host waits here for the norms (the device's own sum order) */
         TRY(d->ops->copy(d, sums, s->sums, 2 * (size_t)np * sizeof *sums, ZDEV_D2H));
     /* Stages 1-3: the ranks' pieces are disjoint, their sums add up (in rank order: the same bits on every

@@ -10,6 +10,7 @@
 #include "base/comm/comm_mpi.h"
 #include "base/core/error.h"
 #include "base/device/device.h"
+#include "kernels/cpu_kernels.h"
 #include "runtime/mem/plan_gather.h"
 #include "zero/sizing.h"
 #include "zero/zeropp.h"
@@ -252,11 +253,22 @@ static void plan_grads(zplan *p, const zinc_config *cfg) {
                                        .biggest_module = p->largest_module_flat,
                                        .overlap_comm = cfg->zero.overlap_comm,
                                        .deterministic = cfg->deterministic_reduction,
-                                       .gas = cfg->gradient_accumulation_steps},
+                                       .gas = cfg->gradient_accumulation_steps,
+                                       .shard_elsewhere = zplan_grads_on_nvme(cfg, p->stage)},
                      &p->grads);
     const zgrads_plan *g = &p->grads;
     put(p, ZPLAN_GRADS_FULL, "the gradient buffer", ZINC_MEM_GRADS, ck, ZPLAN_AT_BUILD, 1, g->bytes_grads_full);
     put(p, ZPLAN_GRADS_SHARD, "the fp32 gradient shard", ZINC_MEM_GRADS, ck, ZPLAN_AT_BUILD, 1, g->bytes_grads_shard);
+    if (zplan_grads_on_nvme(cfg, p->stage)) { /* the shard in a file instead (runtime/engine/engine_gstore.c) */
+        int64_t align = p->device.nvme_align ? p->device.nvme_align : ZPLAN_NVME_ALIGN;
+        int64_t buffer_size = cfg->zero.offload_param.buffer_size;
+        zstate_param_geometry gg = zstate_param_geometry_make(p->part.shard, sizeof(float), align, buffer_size,
+                                                              zplan_grad_scratch_elems(p->state_chunk, buffer_size));
+        put(p, ZPLAN_GRADS_SHARD, "the fp32 gradient shard (NVMe file)", ZINC_MEM_GRADS, ZINC_MEMKIND_NVME,
+            ZPLAN_AT_BUILD, 1, gg.file_bytes);
+        put(p, ZPLAN_GRAD_SWAP, "NVMe gradient swap buffer and scratch", ZINC_MEM_STAGING, ZINC_MEMKIND_HOST,
+            ZPLAN_AT_BUILD, 1, gg.swap_bytes + gg.scratch_bytes);
+    }
     put(p, ZPLAN_BUCKET_GRADS, "a gradient bucket", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, g->nbuckets,
         g->bytes_bucket_grads);
     put(p, ZPLAN_BUCKET_SEND, "a communication buffer", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, g->nbuckets,
@@ -436,6 +448,17 @@ bool zplan_differs(const zplan *p, zplan_when when, const uint64_t got[ZINC_MEMK
                 return true;
             }
     return false;
+}
+
+bool zplan_grads_on_nvme(const zinc_config *cfg, int stage) {
+    const zopt_desc *o = zopt_get(cfg->optimizer.type);
+    return stage == 3 && cfg->zero.offload_param.device == ZOFFLOAD_NVME && !cfg->deterministic_reduction &&
+           !cfg->zero.quantized_gradients && !(o && o->whole_matrix);
+}
+
+int64_t zplan_grad_scratch_elems(int64_t chunk, int64_t buffer_size) {
+    int64_t n = zplan_param_scratch_elems(chunk, buffer_size);
+    return (n + ZSTATS_BLOCK - 1) / ZSTATS_BLOCK * ZSTATS_BLOCK;
 }
 
 int64_t zplan_param_scratch_elems(int64_t chunk, int64_t buffer_size) {

@@ -61,6 +61,14 @@ zplan_device zplan_device_for(zinc_device_kind kind);
  * updates a chunk in pieces of it): offload_param.buffer_size rounded up to ZSTATE_CHUNK_ALIGN, at most
  * ZSTATE_POLL_ELEMS, so an in-memory optimizer state's one big chunk does not bring the shard back. */
 int64_t zplan_param_scratch_elems(int64_t chunk, int64_t buffer_size);
+/* offload_param nvme: whether the stage-3 fp32 gradient shard lives in a file of the parameter store's
+ * kind (offload/param_nvme.h ZSTATE_GRAD_FILE) between the reduce-scatter and the optimizer instead of in
+ * memory: stage 3 with offload_param.device "nvme", except with zinc.deterministic_reduction, ZeRO++ qgZ
+ * or a whole-matrix optimizer (Muon), whose sums read the shard in memory. And the elements of that
+ * store's scratch: the parameter scratch rounded up to whole statistics blocks (ZSTATS_BLOCK), so the
+ * step's norm, streamed piece by piece, adds the same block sums in the same order as in memory. */
+bool zplan_grads_on_nvme(const zinc_config *cfg, int stage);
+int64_t zplan_grad_scratch_elems(int64_t chunk, int64_t buffer_size);
 
 /* The multiple of a piece's bytes Open MPI allocates as temporaries inside one collective call, at most
  * (reduce-scatter and allreduce in Open MPI's tuned and libnbc components; docs/mem.md). */
@@ -105,6 +113,7 @@ typedef enum zplan_buf {
     ZPLAN_QGZ_SCRATCH,           /* ZeRO++ qgZ: the quantized all-to-alls' buffers (zero/sizing.h zsize_qgz) */
     ZPLAN_MUON_UPDATE,           /* Muon: fp32 over the own range, the assembled whole-matrix update */
     ZPLAN_PARAM_SWAP,            /* offload_param nvme: the parameter store's swap buffer and step scratch */
+    ZPLAN_GRAD_SWAP,             /* offload_param nvme: the gradient store's swap buffer and scratch */
     ZPLAN_CKPT_SNAPSHOT,         /* checkpoint.writer.decoupled: the image of this rank's shard file, held while
                                     training goes on until the save is published */
     ZPLAN_BUF_COUNT
