@@ -145,6 +145,11 @@ typedef struct zmuon_blas {
  * files tried and the fix, and a later call tries again. */
 zinc_status zmuon_blas_load(const zmuon_blas **out, const struct zlog *log);
 size_t zmuon_ns_work_floats(int64_t rows, int64_t cols);
+/* Newton-Schulz steps (muon_update's ns_steps default; DeepSpeed's engine never passes another) and the
+ * multiply-adds of `steps` of them on a rows x cols matrix (n = the smaller side, k = the larger): per step
+ * X X^T (2 n^2 k), A A (2 n^3), B X (2 n^2 k). */
+#define ZMUON_NS_STEPS 5
+double zmuon_ns_flops(int64_t rows, int64_t cols, int steps);
 void zmuon_newton_schulz(float *x, int64_t rows, int64_t cols, int steps, float *work, const zmuon_blas *blas);
 
 /* LAMB (DeepSpeed's FusedLamb), per parameter tensor: with g = grad * grad_factor,

@@ -40,6 +40,11 @@ double zmuon_nesterov_ref(const zmuon_hparams *h, size_t n, const float *m, cons
     return g2;
 }
 
+double zmuon_ns_flops(int64_t rows, int64_t cols, int steps) {
+    double n = (double)(rows < cols ? rows : cols), k = (double)(rows < cols ? cols : rows);
+    return steps * (4.0 * n * n * k + 2.0 * n * n * n);
+}
+
 size_t zmuon_ns_work_floats(int64_t rows, int64_t cols) {
     size_t n = (size_t)(rows < cols ? rows : cols), mm = (size_t)(rows < cols ? cols : rows);
     return 2 * n * mm + 2 * n * n; /* X (wide), the next X, A, B */

@@ -2,6 +2,7 @@
 #include "offload/state.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/core/error.h"
 
@@ -28,6 +29,44 @@ zstate_nvme_geometry zstate_nvme_geometry_make(int64_t n, int64_t chunk, int64_t
     g.buffers = buffer_count < g.nchunks ? buffer_count : (int)g.nchunks;
     if (g.buffers < 1) g.buffers = 1;
     return g;
+}
+
+int64_t zstate_v_kept(const zstate_vgaps *g, int64_t x) {
+    int64_t k = x;
+    for (int i = 0; i < g->n && g->at[2 * i] < x; i++) k -= (g->at[2 * i + 1] < x ? g->at[2 * i + 1] : x) - g->at[2 * i];
+    return k;
+}
+
+bool zstate_v_run(const zstate_vgaps *g, int64_t x, int64_t hi, int64_t *a, int64_t *b) {
+    for (int i = 0; i < g->n && x < hi; i++) {
+        if (g->at[2 * i + 1] <= x) continue;
+        if (g->at[2 * i] > x) {
+            *a = x, *b = g->at[2 * i] < hi ? g->at[2 * i] : hi;
+            return true;
+        }
+        x = g->at[2 * i + 1];
+    }
+    if (x >= hi) return false;
+    *a = x, *b = hi;
+    return true;
+}
+
+void zstate_v_compact(const zstate_vgaps *g, int64_t lo, int64_t n, const float *full, float *v) {
+    int64_t a, b, base = zstate_v_kept(g, lo);
+    for (int64_t x = lo; zstate_v_run(g, x, lo + n, &a, &b); x = b)
+        memmove(v + (zstate_v_kept(g, a) - base), full + (a - lo), (size_t)(b - a) * sizeof(float));
+}
+
+uint64_t zstate_nvme_v_layout(int64_t n, int64_t chunk, int64_t align, const zstate_vgaps *g, int64_t *off) {
+    int64_t nchunks = n > 0 ? (n + chunk - 1) / chunk : 0, at = 0;
+    for (int64_t c = 0; c < nchunks; c++) {
+        if (off) off[c] = at;
+        int64_t lo = c * chunk, hi = n - lo < chunk ? n : lo + chunk;
+        int64_t io = round_up((zstate_v_kept(g, hi) - zstate_v_kept(g, lo)) * (int64_t)sizeof(float), align);
+        at += io > align ? io : align;
+    }
+    if (off) off[nchunks] = at;
+    return (uint64_t)at;
 }
 
 zinc_status zstate_check_tensors(const zstate_ctx *ctx) {

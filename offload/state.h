@@ -31,6 +31,21 @@
 
 /* What a store needs from its owner (the engine fills it in at zinc_build; tests build one by hand). The
  * store keeps a copy; the pointed-to objects must outlive it. */
+/* Elements of the own range that keep no exp_avg_sq (a whole-matrix optimizer's matrices: Muon keeps
+ * only a momentum there): n sorted, disjoint ranges [at[2k], at[2k+1]) relative to own_lo. The store's
+ * exp_avg_sq then holds only the other elements, compacted: a view's v[0..) are the chunk's kept elements
+ * in order (zstate_v_kept counts them). The sizing plan (runtime/mem/plan.c) states which elements. */
+typedef struct zstate_vgaps {
+    int n;
+    const int64_t *at;
+} zstate_vgaps;
+/* Elements of [0, x) that keep an exp_avg_sq. */
+int64_t zstate_v_kept(const zstate_vgaps *g, int64_t x);
+/* The first run [*a, *b) of kept elements inside [x, hi); false when there is none. */
+bool zstate_v_run(const zstate_vgaps *g, int64_t x, int64_t hi, int64_t *a, int64_t *b);
+/* Copies the kept elements of full[0..n) (own-relative elements lo..lo+n) to v[0..), compacted. */
+void zstate_v_compact(const zstate_vgaps *g, int64_t lo, int64_t n, const float *full, float *v);
+
 typedef struct zstate_ctx {
     zdevice *dev;   /* the compute device: arrays of a store in its memory, copies, pinning */
     zmemtrack *mem; /* host arrays, swap buffers and NVMe files are counted here */
@@ -40,6 +55,7 @@ typedef struct zstate_ctx {
     zcfg_aio aio;           /* the NVMe store's IO settings */
     int64_t sub_group_size; /* zero_optimization.sub_group_size: elements per chunk (rounded) */
     int tensors;            /* arrays kept: the optimizer's state_tensors (runtime/optim), 2 or 3 */
+    zstate_vgaps vgaps;     /* elements without exp_avg_sq (n == 0: none); the array must outlive the store */
 } zstate_ctx;
 
 /* The arrays a store keeps, in this order: fp32 master weights, exp_avg, exp_avg_sq. How many is the
@@ -70,7 +86,9 @@ typedef enum {
 typedef struct zstate_view {
     int64_t lo;            /* first element of the chunk, relative to own_lo; a multiple of 1024 */
     int64_t n;             /* elements in the chunk */
-    float *master, *m, *v; /* n floats each, valid until zstate_release; v is NULL in a 2-tensor store */
+    float *master, *m, *v; /* n floats each, valid until zstate_release; v is NULL in a 2-tensor store (and
+                              where no element keeps one); with ctx.vgaps, v holds vn floats, compacted */
+    int64_t vn;            /* floats of v: n, less the chunk's elements in ctx.vgaps */
 } zstate_view;
 
 typedef struct zstate zstate;
@@ -139,5 +157,9 @@ typedef struct zstate_nvme_geometry {
 zstate_nvme_geometry zstate_nvme_geometry_make(int64_t n, int64_t chunk, int64_t align, int buffer_count);
 /* Bytes read and written for chunk c: its elements as fp32, rounded up to align. */
 int64_t zstate_nvme_chunk_io_bytes(int64_t n, int64_t chunk, int64_t align, int64_t c);
+/* The exp_avg_sq file with gaps (ctx.vgaps): chunk c's kept elements at off[c] (nchunks + 1 entries, or
+ * NULL), each chunk's IO rounded up to align and at least align bytes; returns the file's bytes (off[nchunks]).
+ * Without gaps it is the other files' layout but for the stride (the same bytes). */
+uint64_t zstate_nvme_v_layout(int64_t n, int64_t chunk, int64_t align, const zstate_vgaps *g, int64_t *off);
 
 #endif

@@ -71,7 +71,8 @@ typedef struct zstate_nvme {
     uint8_t *cstate; /* nchunks: CHUNK_* */
     zinc_mem_kind buf_kind;
     uint64_t buf_bytes;  /* counted as staging */
-    uint64_t file_bytes; /* per tensor, counted as NVMe */
+    uint64_t file_bytes; /* per tensor, counted as NVMe (exp_avg_sq: voff[nchunks]) */
+    int64_t *voff;       /* nchunks + 1: the exp_avg_sq file's chunk offsets (ctx.vgaps compacts it) */
     bool counted_files;
     int64_t next_read; /* the next chunk whose read the pass has not issued */
     /* statistics: this pass (reported at debug level) and the totals */
@@ -89,6 +90,21 @@ static int64_t chunk_io_len(const zstate_nvme *z, int64_t c) {
     return zstate_nvme_chunk_io_bytes(z->base.n, z->base.chunk, z->align, c);
 }
 
+/* Tensor t's chunk c: its offset and IO length in the file, and its data bytes (exp_avg_sq holds only the
+ * chunk's elements outside ctx.vgaps). */
+static int64_t t_off(const zstate_nvme *z, int t, int64_t c) { return t == 2 ? z->voff[c] : c * z->stride; }
+static int64_t t_io(const zstate_nvme *z, int t, int64_t c) {
+    return t == 2 ? z->voff[c + 1] - z->voff[c] : chunk_io_len(z, c);
+}
+static int64_t t_bytes(const zstate_nvme *z, int t, int64_t c) {
+    int64_t lo = c * z->base.chunk, n = chunk_n(&z->base, c);
+    const zstate_vgaps *g = &z->base.ctx.vgaps;
+    return (t == 2 ? zstate_v_kept(g, lo + n) - zstate_v_kept(g, lo) : n) * (int64_t)sizeof(float);
+}
+static uint64_t t_file_bytes(const zstate_nvme *z, int t) {
+    return t == 2 ? (uint64_t)z->voff[z->base.nchunks] : z->file_bytes;
+}
+
 /* ---------------------------------------------------------------- slots */
 
 static void submit_slot(zstate_nvme *z, int si, int64_t c, zaio_op op, zinc_status *st) {
@@ -100,8 +116,8 @@ static void submit_slot(zstate_nvme *z, int si, int64_t c, zaio_op op, zinc_stat
         r->file = z->file[t];
         r->buf = s->buf + (size_t)t * (size_t)z->stride;
         r->buf_index = z->bufs_registered ? si * z->nt + t : -1;
-        r->off = c * z->stride;
-        r->len = chunk_io_len(z, c);
+        r->off = t_off(z, t, c);
+        r->len = t_io(z, t, c);
         snprintf(r->what, sizeof r->what, "chunk %lld of %lld (%s)", (long long)c, (long long)z->base.nchunks,
                  tensor_names[t]);
         zinc_status rc = zaio_submit(z->aio, r);
@@ -277,7 +293,7 @@ static zinc_status nv_acquire(zstate *base, int64_t c, zstate_view *out) {
         for (int t = 0; t < z->nt; t++) {
             z->pass_rbytes += (uint64_t)s->req[t].len;
             uint32_t got = 0;
-            st = crc_polled(z, s->buf + (size_t)t * (size_t)z->stride, (size_t)n * sizeof(float), &got);
+            st = crc_polled(z, s->buf + (size_t)t * (size_t)z->stride, (size_t)t_bytes(z, t, c), &got);
             if (st != ZINC_OK) {
                 s->state = SLOT_FREE;
                 s->chunk = -1;
@@ -292,8 +308,8 @@ static zinc_status nv_acquire(zstate *base, int64_t c, zstate_view *out) {
                      "CRC32C 0x%08" PRIx32 ", read 0x%08" PRIx32 ". The file was changed behind zinc's back or the "
                      "device returned wrong data; the optimizer state is not trustworthy: restore from a "
                      "checkpoint and check the disk",
-                     z->path[t], (long long)c, (long long)base->nchunks, (long long)(c * z->stride),
-                     (long long)(n * (int64_t)sizeof(float)), want, got);
+                     z->path[t], (long long)c, (long long)base->nchunks, (long long)t_off(z, t, c),
+                     (long long)t_bytes(z, t, c), want, got);
             }
         }
     } else {
@@ -311,7 +327,12 @@ static zinc_status nv_acquire(zstate *base, int64_t c, zstate_view *out) {
     if (behind > z->stats.max_writes_behind) z->stats.max_writes_behind = behind;
     float *b = (float *)s->buf;
     int64_t fs = z->stride / (int64_t)sizeof(float);
-    *out = (zstate_view){.lo = c * base->chunk, .n = n, .master = b, .m = b + fs, .v = z->nt > 2 ? b + 2 * fs : NULL};
+    *out = (zstate_view){.lo = c * base->chunk,
+                         .n = n,
+                         .master = b,
+                         .m = b + fs,
+                         .v = z->nt > 2 ? b + 2 * fs : NULL,
+                         .vn = t_bytes(z, 2, c) / (int64_t)sizeof(float)};
     return ZINC_OK;
 fail:
     return st;
@@ -325,8 +346,8 @@ static zinc_status nv_release(zstate *base, int64_t c) {
     if (s->state != SLOT_IN_USE || s->chunk != c)
         return ZERR(ZINC_ERR_INTERNAL, "NVMe store: chunk %lld released but not acquired", (long long)c);
     if (base->mode & ZSTATE_WRITE) {
-        size_t bytes = (size_t)chunk_n(base, c) * sizeof(float), io = (size_t)chunk_io_len(z, c);
         for (int t = 0; t < z->nt; t++) {
+            size_t bytes = (size_t)t_bytes(z, t, c), io = (size_t)t_io(z, t, c);
             char *p = s->buf + (size_t)t * (size_t)z->stride;
             if (io > bytes) memset(p + bytes, 0, io - bytes);
             TRY(crc_polled(z, p, bytes, &s->crc[t]));
@@ -412,7 +433,7 @@ static void nv_destroy(zstate *base) {
     for (int k = 0; k < z->nt; k++) {
         if (z->made_files[k]) unlink(z->path[k]);
         free(z->path[k]);
-        if (z->counted_files) zmem_sub(t, ZINC_MEMKIND_NVME, cats[k], z->file_bytes);
+        if (z->counted_files) zmem_sub(t, ZINC_MEMKIND_NVME, cats[k], t_file_bytes(z, k));
     }
     if (z->made_rank_dir) rmdir(z->rank_dir);
     if (z->run_dir) rmdir(z->run_dir); /* fails while other ranks still have theirs: the last one removes it */
@@ -420,6 +441,7 @@ static void nv_destroy(zstate *base) {
     if (z->buf_bytes) zmem_sub(t, z->buf_kind, ZINC_MEM_STAGING, z->buf_bytes);
     free(z->slot);
     free(z->crc);
+    free(z->voff);
     free(z->cstate);
     free(z->run_dir);
     free(z->rank_dir);
@@ -601,8 +623,10 @@ static zinc_status setup_local(zstate_nvme *z) {
     zstate_nvme_geometry geo = zstate_nvme_geometry_make(z->base.n, z->base.chunk, z->align, o->buffer_count);
     z->stride = geo.stride;
     z->file_bytes = geo.file_bytes;
-    for (int t = 0; t < z->nt; t++) TRY(zaio_preallocate(z->aio, z->file[t], (int64_t)z->file_bytes));
-    for (int t = 0; t < z->nt; t++) zmem_add(c->mem, ZINC_MEMKIND_NVME, cats[t], z->file_bytes);
+    TRY_ALLOC(z->voff, (size_t)z->base.nchunks + 1, "the NVMe exp_avg_sq layout");
+    zstate_nvme_v_layout(z->base.n, z->base.chunk, z->align, &c->vgaps, z->voff);
+    for (int t = 0; t < z->nt; t++) TRY(zaio_preallocate(z->aio, z->file[t], (int64_t)t_file_bytes(z, t)));
+    for (int t = 0; t < z->nt; t++) zmem_add(c->mem, ZINC_MEMKIND_NVME, cats[t], t_file_bytes(z, t));
     z->counted_files = true;
 
     z->nbuf = geo.buffers;

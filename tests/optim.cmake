@@ -71,7 +71,9 @@ endif()
 # In the fast subset (label fast: scripts/test.sh without --full).
 zinc_fast(engine_lion_np1 engine_lamb_np1 engine_adagrad engine_sgd_np1)
 # Muon (DeepSpeed 0.19.8's MuonWithAuxAdam, issue 39): Newton-Schulz against float64, the engine at stages
-# 0-3 against a float64 MuonWithAuxAdam after every step at 1 and 2 ranks (the 2-rank runs assemble a
-# matrix that straddles the shards on its owner), its config and refusals, a checkpoint resumed bitwise.
+# 0-3 against a float64 MuonWithAuxAdam after every step at 1, 2 and 4 ranks (the multi-rank runs assemble a
+# matrix that straddles the shards on its owner; 4 ranks: five parameters over four owners), its config and
+# refusals, a checkpoint resumed bitwise, the matrices' exp_avg_sq not held.
 zinc_test(NAME engine_muon_np1 SOURCES test_engine_muon.c engine_util.c LABELS engine FAST)
 zinc_test(NAME engine_muon_np2 SOURCES test_engine_muon.c engine_util.c RANKS 2 LABELS engine)
+zinc_test(NAME engine_muon_np4 SOURCES test_engine_muon.c engine_util.c RANKS 4 LABELS engine TIMEOUT 300)

@@ -2,8 +2,8 @@
  *   - the Newton-Schulz kernel (cblas_sgemm and the fallback loops) against a float64 Newton-Schulz
  *     written here (DeepSpeed's zeropower_via_newtonschulz5: coefficients (3.4445, -4.7750, 2.0315), 5 steps,
  *     the wide orientation, x / (||x|| + 1e-7), then sqrt(max(1, rows / cols))), tall, wide and square;
- *   - trained end to end through the public API at ZeRO stages 0-3, gradient accumulation 1 and 2, at the
- *     rank count the test runs under (1, 2): after EVERY step the parameters within 1e-6 relative (per
+ *   - trained end to end through the public API at ZeRO stages 0-3, gradient accumulation 1 and 2,  at the
+ *     rank count the test runs under (1, 2, 4): after EVERY step the parameters within 1e-6 relative (per
  *     tensor, normwise) of a float64 MuonWithAuxAdam over the same closed-form gradients, written here from
  *     DeepSpeed's formulas (muon_update with Nesterov, p *= 1 - lr*wd, p -= lr*U; adam_update with bias
  *     correction for the rest), and each step's change within 1e-4 of the reference's (what a wrong
@@ -14,6 +14,7 @@
  *     (test_bf16 states what bf16 allows); with offload_optimizer cpu and nvme at stages 1-3;
  *   - the config: DeepSpeed's defaults and lr fallbacks, the refusals (parameter offload, OneCycle, a Muon flag on a
  *     1-D parameter, SGD's dampening under Muon);
+ *   - the matrices keep no exp_avg_sq (the store's bytes: in memory exactly the other elements');
  *   - a checkpoint after 3 steps resumed to the end equals the uninterrupted run bitwise (the momentum is in
  *     the checkpoint's exp_avg section), and an AdamW checkpoint is refused. */
 #include <math.h>
@@ -261,6 +262,34 @@ static zinc_status create_json(const char *cfg, const unsigned *flags, model *md
     return ZINC_OK;
 }
 
+/* The matrices keep no exp_avg_sq: the store holds it for the own range's other elements only (a matrix's
+ * range: its elements and the padding up to the next parameter, which the decay mask marks with it), in
+ * memory to the byte, in the NVMe file within the chunks' O_DIRECT rounding (below the master's file when
+ * the matrices cover more than 4 KiB of it; tests/test_mem_estimate.c checks the file against the plan). */
+static void check_second_moment(const model *md, const run *r) {
+    const zinc_engine *e = md->e;
+    int64_t kept = e->own_hi - e->own_lo;
+    for (int k = 0; k < NP; k++) {
+        if (!(FLAGS[k] & ZINC_PARAM_MUON)) continue;
+        int64_t lo = md->p[k]->flat_offset, hi = (lo + numel(k) + ZPART_PARAM_ALIGN - 1) / ZPART_PARAM_ALIGN * ZPART_PARAM_ALIGN;
+        lo = lo > e->own_lo ? lo : e->own_lo, hi = hi < e->own_hi ? hi : e->own_hi;
+        kept -= hi > lo ? hi - lo : 0;
+    }
+    zinc_memory_report rep;
+    ZT_OK(zinc_memory_get(e, &rep));
+    bool nvme = r->zero && strstr(r->zero, "nvme");
+    uint64_t got = rep.current[nvme ? ZINC_MEMKIND_NVME : ZINC_MEMKIND_HOST][ZINC_MEM_EXP_AVG_SQ];
+    uint64_t master = rep.current[nvme ? ZINC_MEMKIND_NVME : ZINC_MEMKIND_HOST][ZINC_MEM_MASTER];
+    if (nvme)
+        ZT_CHECK(got >= (uint64_t)kept * 4 && got <= master && (kept < e->own_hi - e->own_lo - 1024 ? got < master : 1),
+                 "stage %d rank %d: the NVMe exp_avg_sq file holds %llu bytes for %lld kept elements (master: %llu)",
+                 r->stage, md->rank, (unsigned long long)got, (long long)kept, (unsigned long long)master);
+    else
+        ZT_CHECK(got == (uint64_t)kept * 4,
+                 "stage %d rank %d: exp_avg_sq holds %llu bytes, the %lld elements outside the matrices %lld",
+                 r->stage, md->rank, (unsigned long long)got, (long long)kept, (long long)kept * 4);
+}
+
 static zinc_status create(const run *r, model *md) {
     char cfg[2048];
     snprintf(cfg, sizeof cfg,
@@ -274,6 +303,7 @@ static zinc_status create(const run *r, model *md) {
              r->zero ? r->zero : "");
     zinc_status st = create_json(cfg, FLAGS, md);
     if (st == ZINC_OK) md->micro = BATCH / (md->world * r->gas);
+    if (st == ZINC_OK) check_second_moment(md, r);
     return st;
 }
 

@@ -111,6 +111,7 @@ static int whole_prepare(whole *w) {
     w->md = (zplan_model){.nparams = m->nparams,
                           .numel = m->numel,
                           .module = m->module,
+                          .muon_rows = m->muon_rows,
                           .ndeclared = 4,
                           .declared = w->decl};
     return 0;
@@ -210,6 +211,7 @@ int zcli_mem_whole(int argc, char **argv) {
 done:
     json_decref(ranks);
     free(w.mm.numel);
+    free(w.mm.muon_rows);
     free(w.mm.module);
     return rc;
 }

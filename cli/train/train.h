@@ -77,6 +77,7 @@ typedef struct zcli_model_memory {
     int nparams;
     int64_t *numel; /* malloc'd: the caller frees numel and module */
     int *module;
+    int64_t *muon_rows; /* malloc'd or NULL (the caller frees it): a Muon matrix's rows, 0 (zplan_model) */
     uint64_t activations, scratch, host, data; /* host: token ids, BLAS buffers; data: the tokens it holds */
     bool ranged_init;                          /* the build reads its weights piece by piece (gpt2 --init) */
     char describe[320];

@@ -34,12 +34,13 @@ static int layout(const gpt2_shape *s, zcli_model_memory *out) {
     int n = 4 + 12 * s->layers, k = 0;
     int64_t *numel = out->numel = calloc((size_t)n, sizeof *numel);
     int *module = out->module = calloc((size_t)n, sizeof *module);
-    if (!numel || !module) return -1;
+    int64_t *rows = out->muon_rows = calloc((size_t)n, sizeof *rows);
+    if (!numel || !module || !rows) return -1;
     numel[k] = gpt2_kind_numel(s, GPT2_WTE), module[k++] = 0;
     numel[k] = gpt2_kind_numel(s, GPT2_WPE), module[k++] = 0;
     for (int l = 0; l < s->layers; l++)
         for (int kind = GPT2_LN1W; kind <= GPT2_FCPROJB; kind++)
-            numel[k] = gpt2_kind_numel(s, kind), module[k++] = 1 + l;
+            rows[k] = gpt2_kind_muon_rows(s, kind), numel[k] = gpt2_kind_numel(s, kind), module[k++] = 1 + l;
     numel[k] = gpt2_kind_numel(s, GPT2_LNFW), module[k++] = 1 + s->layers;
     numel[k] = gpt2_kind_numel(s, GPT2_LNFB), module[k++] = 1 + s->layers;
     out->nparams = n;

@@ -59,10 +59,12 @@ static int mlp_memory_of(const void *model_opts, const zcli_train_opts *o, const
     int layers = c.depth + 1, n = 2 * layers;
     out->numel = calloc((size_t)n, sizeof *out->numel);
     out->module = calloc((size_t)n, sizeof *out->module);
-    if (!out->numel || !out->module) return -1;
+    out->muon_rows = calloc((size_t)n, sizeof *out->muon_rows);
+    if (!out->numel || !out->module || !out->muon_rows) return -1;
     for (int l = 0; l < layers; l++) {
         int in = l == 0 ? c.in_dim : c.hidden, outs = l == layers - 1 ? c.classes : c.hidden;
         out->numel[2 * l] = (int64_t)outs * in, out->module[2 * l] = l;
+        out->muon_rows[2 * l] = l + 1 < layers ? outs : 0; /* examples/mlp/mlp.c: Muon on all but the last */
         out->numel[2 * l + 1] = outs, out->module[2 * l + 1] = l;
     }
     out->nparams = n;

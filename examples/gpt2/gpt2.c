@@ -76,9 +76,8 @@ static zinc_status init_param_range(void *userdata, const zinc_param_info *p, ui
 
 /* Weight decay on the matrices; Muon (ZINC_PARAM_MUON, ignored by other optimizers) on the hidden ones:
  * every 2-D weight but the embeddings (wte is also the tied head). */
-static unsigned decay_flags(int kind) {
-    bool hidden = kind == GPT2_QKVW || kind == GPT2_ATTPROJW || kind == GPT2_FCW || kind == GPT2_FCPROJW;
-    if (hidden) return ZINC_PARAM_DECAY | ZINC_PARAM_MUON;
+static unsigned decay_flags(const gpt2_shape *s, int kind) {
+    if (gpt2_kind_muon_rows(s, kind)) return ZINC_PARAM_DECAY | ZINC_PARAM_MUON;
     return kind == GPT2_WTE || kind == GPT2_WPE ? ZINC_PARAM_DECAY : ZINC_PARAM_NO_DECAY;
 }
 
@@ -95,7 +94,7 @@ static int add_param(gpt2_model *m, int module, int kind, int layer, const char 
     case GPT2_FCPROJW: shape[0] = C, shape[1] = 4 * C; break;
     default: ndim = 1, shape[0] = gpt2_kind_numel(&m->s, kind); break;
     }
-    zinc_param *p = zinc_param_add(m->e, module, name, ndim, shape, decay_flags(kind));
+    zinc_param *p = zinc_param_add(m->e, module, name, ndim, shape, decay_flags(&m->s, kind));
     if (!p) return -1;
     m->params[m->nparams] = p;
     m->pkind[m->nparams] = kind;

@@ -39,6 +39,17 @@ int64_t gpt2_kind_numel(const gpt2_shape *s, int kind) {
     }
 }
 
+int64_t gpt2_kind_muon_rows(const gpt2_shape *s, int kind) {
+    int64_t C = s->channels;
+    switch (kind) {
+    case GPT2_QKVW: return 3 * C;
+    case GPT2_ATTPROJW: return C;
+    case GPT2_FCW: return 4 * C;
+    case GPT2_FCPROJW: return C;
+    default: return 0;
+    }
+}
+
 int64_t gpt2_llmc_offset(const gpt2_shape *s, int kind, int layer) {
     int64_t off = 0;
     for (int k = 0; k < kind; k++) off += gpt2_kind_numel(s, k) * (per_layer(k) ? s->layers : 1);

@@ -51,6 +51,9 @@ enum {
 const char *gpt2_kind_name(int kind);
 /* Elements of one tensor of a kind (one layer's for per-layer kinds). */
 int64_t gpt2_kind_numel(const gpt2_shape *s, int kind);
+/* The rows of a kind's tensor that Muon steps as a matrix (ZINC_PARAM_MUON: the hidden 2-D weights, every
+ * 2-D weight but the embeddings, wte being also the tied head), 0 for the others; its columns: numel / rows. */
+int64_t gpt2_kind_muon_rows(const gpt2_shape *s, int kind);
 /* Offset (elements) of kind's tensor of layer l (0 for global kinds) in llm.c's flat order; total count. */
 int64_t gpt2_llmc_offset(const gpt2_shape *s, int kind, int layer);
 int64_t gpt2_num_params(const gpt2_shape *s);

@@ -111,7 +111,10 @@ static zinc_status skip_exp_avg_sq(zckpt_reader *r, const char *optimizer, int64
 }
 
 /* One WRITE pass over the state store: each chunk is zeroed (padding stays zero) and filled from the
- * files that cover it; readers open lazily and close once the pass is past their range. */
+ * files that cover it; readers open lazily and close once the pass is past their range. A store whose
+ * matrices keep no exp_avg_sq (Muon, offload/state.h vgaps) takes the section's other elements: the
+ * matrices' part is zeros in its own checkpoints and in those written before it kept none (the same
+ * format), and is not needed. */
 static zinc_status read_state(zinc_engine *e, const zckpt_manifest *m) {
     zinc_status st = ZINC_OK;
     zckpt_reader *rd = NULL;
@@ -125,7 +128,8 @@ static zinc_status read_state(zinc_engine *e, const zckpt_manifest *m) {
         TRY(zstate_acquire(e->state, c, &v));
         float *dst[3] = {v.master, v.m, v.v};
         int nsec = v.v ? 3 : 2; /* Lion's store has no exp_avg_sq */
-        for (int s = 0; s < nsec; s++) memset(dst[s], 0, (size_t)v.n * sizeof(float));
+        for (int s = 0; s < nsec; s++) memset(dst[s], 0, (size_t)(s == 2 ? v.vn : v.n) * sizeof(float));
+        const zstate_vgaps *g = &e->state->ctx.vgaps;
         int64_t a = e->own_lo + v.lo, b = a + v.n;
         int64_t hi_all = b < m->flat_numel ? b : m->flat_numel;
         while (first < m->nfiles && m->files[first].flat_hi <= a) first++;
@@ -138,7 +142,13 @@ static zinc_status read_state(zinc_engine *e, const zckpt_manifest *m) {
                 open[i] = true;
             }
             if (!v.v) TRY(skip_exp_avg_sq(&rd[i], e->optim->name, x0, x1 - x0, dst[0] + (x0 - a)));
-            for (int s = 0; s < nsec; s++) TRY(zckpt_reader_read(&rd[i], s, x0, x1 - x0, dst[s] + (x0 - a)));
+            if (v.v && g->n) { /* Muon: the kept elements' exp_avg_sq, through the master slice read next */
+                TRY(zckpt_reader_read(&rd[i], 2, x0, x1 - x0, dst[0] + (x0 - a)));
+                zstate_v_compact(g, x0 - e->own_lo, x1 - x0, dst[0] + (x0 - a),
+                                 v.v + (zstate_v_kept(g, x0 - e->own_lo) - zstate_v_kept(g, v.lo)));
+            }
+            for (int s = 0; s < nsec; s++)
+                if (s < 2 || !g->n) TRY(zckpt_reader_read(&rd[i], s, x0, x1 - x0, dst[s] + (x0 - a)));
         }
         for (int i = 0; i < m->nfiles; i++)
             if (open[i] && m->files[i].flat_hi <= b) {

@@ -76,6 +76,32 @@ static bool my_file(const zinc_engine *e, zckpt_file *f) {
     return true;
 }
 
+/* exp_avg_sq of [lo, hi) (flat) from chunk v: only the elements that keep one (Muon's matrices keep none,
+ * offload/state.h vgaps: their part of the section stays unwritten, zeros as Lion's whole section); each run
+ * refused if not finite, as the other sections. */
+static zinc_status write_v(zinc_engine *e, zckpt_writer *w, int fd, const char *path, const zckpt_file *f,
+                           const zstate_view *v, int64_t lo, int64_t hi) {
+    const zstate_vgaps *g = &e->state->ctx.vgaps;
+    int64_t base = zstate_v_kept(g, v->lo), ra, rb;
+    for (int64_t x = lo - e->own_lo; zstate_v_run(g, x, hi - e->own_lo, &ra, &rb); x = rb) {
+        const float *src = v->v + (zstate_v_kept(g, ra) - base);
+        for (int64_t k = 0; k < rb - ra; k++)
+            if (!isfinite(src[k])) {
+                const zinc_param *p = zengine_param_at(e, e->own_lo + ra + k);
+                return ZERR(ZINC_ERR_NONFINITE,
+                            "zinc_save_checkpoint: step %lld: the exp_avg_sq state of parameter \"%s\" element %lld "
+                            "is %g: refusing to save a checkpoint with non-finite values (the run went bad; resume "
+                            "from an earlier checkpoint)",
+                            (long long)e->steps, p ? p->name : "?",
+                            (long long)(p ? e->own_lo + ra + k - p->flat_offset : e->own_lo + ra + k), (double)src[k]);
+            }
+        zinc_status st = zckpt_pwrite(w, fd, path, src, (size_t)(rb - ra) * sizeof(float),
+                                      f->sec_offset[2] + (e->own_lo + ra - f->flat_lo) * (int64_t)sizeof(float));
+        if (st != ZINC_OK) return st;
+    }
+    return ZINC_OK;
+}
+
 static zinc_status write_sections(zinc_engine *e, zckpt_writer *w, int fd, const char *path, const zckpt_file *f) {
     zinc_status st = ZINC_OK;
     void *host = NULL;
@@ -92,8 +118,8 @@ static zinc_status write_sections(zinc_engine *e, zckpt_writer *w, int fd, const
              * blocks or the buffer of zeros. */
             const float *src[3] = {v.master, v.m, v.v};
             /* A checkpoint of a run gone bad would resume into the same NaNs: never saved silently. */
-            for (int s = 0; s < 3; s++)
-                for (int64_t x = 0; src[s] && x < hi - lo; x++)
+            for (int s = 0; s < 2; s++)
+                for (int64_t x = 0; x < hi - lo; x++)
                     if (!isfinite(src[s][lo - a + x])) {
                         const zinc_param *p = zengine_param_at(e, lo + x);
                         FAIL(ZINC_ERR_NONFINITE,
@@ -103,10 +129,10 @@ static zinc_status write_sections(zinc_engine *e, zckpt_writer *w, int fd, const
                              (long long)e->steps, zckpt_section_names[s], p ? p->name : "?",
                              (long long)(p ? lo + x - p->flat_offset : lo + x), (double)src[s][lo - a + x]);
                     }
-            for (int s = 0; s < 3; s++)
-                if (src[s])
-                    TRY(zckpt_pwrite(w, fd, path, src[s] + (lo - a), (size_t)(hi - lo) * sizeof(float),
-                                     f->sec_offset[s] + (lo - f->flat_lo) * (int64_t)sizeof(float)));
+            for (int s = 0; s < 2; s++)
+                TRY(zckpt_pwrite(w, fd, path, src[s] + (lo - a), (size_t)(hi - lo) * sizeof(float),
+                                 f->sec_offset[s] + (lo - f->flat_lo) * (int64_t)sizeof(float)));
+            if (src[2]) TRY(write_v(e, w, fd, path, f, &v, lo, hi));
         }
         TRY(zstate_release(e->state, i));
     }

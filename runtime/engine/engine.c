@@ -324,7 +324,7 @@ static zinc_status init_state(zinc_engine *e) {
     for (int64_t i = 0; i < e->state->nchunks; i++) {
         zstate_view v;
         TRY(zstate_acquire(e->state, i, &v));
-        size_t nb = (size_t)v.n * sizeof(float);
+        size_t nb = (size_t)v.n * sizeof(float), vb = (size_t)v.vn * sizeof(float); /* v: its kept elements */
         if (!own) { /* offload_param nvme (cpu only): the chunk swapped in piece by piece */
             int64_t cap = zengine_pstore_chunk(e);
             void *buf = zstate_param_scratch(e->pstore);
@@ -334,16 +334,16 @@ static zinc_status init_state(zinc_engine *e) {
                 TRY(d->ops->cast_to_f32(d, v.master + o, buf, e->compute_dtype, (size_t)k));
             }
             TRY(d->ops->memset0(d, v.m, nb));
-            if (v.v) TRY(d->ops->memset0(d, v.v, nb));
+            if (v.v) TRY(d->ops->memset0(d, v.v, vb));
         } else if (on_dev) {
             const char *src = own + (size_t)v.lo * csz;
             TRY(d->ops->cast_to_f32(d, v.master, src, e->compute_dtype, (size_t)v.n));
             TRY(d->ops->memset0(d, v.m, nb));
-            if (v.v) TRY(d->ops->memset0(d, v.v, nb));
+            if (v.v) TRY(d->ops->memset0(d, v.v, vb));
         } else { /* offloaded state, parameters on the GPU */
             TRY(zdev_download_f32(d, v.master, own + (size_t)v.lo * csz, e->compute_dtype, (size_t)v.n));
             memset(v.m, 0, nb);
-            if (v.v) memset(v.v, 0, nb);
+            if (v.v) memset(v.v, 0, vb);
         }
         TRY(zstate_release(e->state, i));
     }

@@ -13,6 +13,7 @@ void zengine_contexts(zinc_engine *e) {
         .aio = e->cfg.aio,
         .sub_group_size = e->cfg.zero.sub_group_size,
         .tensors = e->optim->state_tensors,
+        .vgaps = {e->plan.nvgaps, e->plan.vgaps}, /* Muon's matrices keep no exp_avg_sq (runtime/mem/plan_muon.c) */
     };
     zgrads_ctx g = {
         .dev = e->dev,

@@ -16,13 +16,16 @@ zinc_status zengine_plan(zinc_engine *e, const zinc_config *cfg, uint32_t nvme_a
     int64_t *numel = NULL;
     int *module = NULL;
     bool *reentered = NULL;
+    int64_t *muon_rows = NULL;
     TRY_ALLOC(numel, e->nparams, "the engine's memory plan");
+    TRY_ALLOC(muon_rows, e->nparams, "the engine's memory plan");
     TRY_ALLOC(module, e->nparams, "the engine's memory plan");
     TRY_ALLOC(reentered, e->nmodules > 0 ? e->nmodules : 1, "the engine's memory plan");
     for (int i = 0; i < e->nmodules; i++) reentered[i] = e->modules[i].reentered;
     for (int i = 0; i < e->nparams; i++) {
         numel[i] = e->params[i]->numel;
         module[i] = e->params[i]->module;
+        muon_rows[i] = e->params[i]->flags & ZINC_PARAM_MUON ? e->params[i]->shape[0] : 0; /* 2-D (engine_model.c) */
     }
     /* The device: a GPU (or the cpu device presented as one, which counts the cuda device's fixed
      * scratch) allocates in device memory and stages through pinned memory. */
@@ -32,9 +35,11 @@ zinc_status zengine_plan(zinc_engine *e, const zinc_config *cfg, uint32_t nvme_a
                         .comm_staging_bytes = zcomm_staged_bytes(e->dcomm),
                         .nvme_align = nvme_align,
                         .qgz_ranks_per_node = e->qgz_intra ? e->qgz_intra->size : 0};
-    TRY(zplan_make(&(zplan_model){e->nparams, numel, module, e->nmodules, e->ndeclared, e->declared, reentered}, cfg,
-                   e->world, e->rank, &dev, out));
+    TRY(zplan_make(&(zplan_model){e->nparams, numel, module, e->nmodules, e->ndeclared, e->declared, reentered,
+                                  muon_rows},
+                   cfg, e->world, e->rank, &dev, out));
 fail:
+    free(muon_rows);
     free(numel);
     free(module);
     free(reentered);

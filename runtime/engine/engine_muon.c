@@ -3,14 +3,15 @@
  * before the step pass:
  *   1. each rank computes the Nesterov momentum u of its own matrix elements (a read pass over the state
  *      store), into muon_upd over the own range;
- *   2. one all-to-all sends every piece to its matrix's owner (owners are chosen at zinc_build, balanced by
- *      Newton-Schulz FLOPs: the largest first, each to the least loaded rank), which assembles the matrix,
+ *   2. one all-to-all sends every piece to its matrix's owner (the plan's owners, runtime/mem/plan_muon.c,
+ *      balanced by Newton-Schulz FLOPs: the largest first, each to the least loaded rank), which assembles the matrix,
  *      orthogonalises it (kernels: zmuon_newton_schulz) and a second all-to-all returns each rank its
  *      piece of the update, over u in muon_upd;
  *   3. the pass's Muon kernel recomputes the momentum from the same gradient (the same float operations)
  *      and applies the update.
  * Stage 0 (every rank holds every element) and one rank compute every matrix locally: no collective, the
- * same bits. The owners' assembly buffers exist only in the step. */
+ * same bits. The owners' assembly buffers exist only in the step, as one scratch block of the size the plan
+ * gives (ZPLAN_MUON_SCRATCH: the estimate counts it at the step's peak). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -21,18 +22,10 @@
 #include "base/core/trace.h"
 #include "kernels/cpu_kernels.h"
 
-#define NS_STEPS 5 /* muon_update's ns_steps default; DeepSpeed's engine never passes another */
-
-/* Newton-Schulz multiply-adds of one matrix: per step X X^T (2 n^2 k), A A (2 n^3), B X (2 n^2 k). */
-static double ns_flops(const zinc_param *p) {
-    double n = (double)(p->shape[0] < p->shape[1] ? p->shape[0] : p->shape[1]);
-    double k = (double)(p->shape[0] < p->shape[1] ? p->shape[1] : p->shape[0]);
-    return NS_STEPS * (4.0 * n * n * k + 2.0 * n * n * n);
-}
+static double ns_flops(const zinc_param *p) { return zmuon_ns_flops(p->shape[0], p->shape[1], ZMUON_NS_STEPS); }
 
 zinc_status zengine_muon_build(zinc_engine *e) {
     zinc_status st = ZINC_OK;
-    double *load = NULL;
     if (!e->optim->whole_matrix) return ZINC_OK;
     if (!e->dev->host_addressable)
         return ZERR(ZINC_ERR_CONFIG,
@@ -48,31 +41,15 @@ zinc_status zengine_muon_build(zinc_engine *e) {
         e->muon_blas = NULL;
     }
     TRY_ALLOC(e->muon_idx, e->nmuon ? e->nmuon : 1, "Muon's matrices");
-    TRY_ALLOC(e->muon_owner, e->nparams, "Muon's owners");
-    TRY_ALLOC(load, e->world, "Muon's owner loads");
+    /* the owners, balanced by Newton-Schulz FLOPs, are the plan's (runtime/mem/plan_muon.c), so the plan
+     * sizes the assembly this rank makes */
+    e->muon_owner = e->plan.muon_owner;
     int n = 0;
-    for (int i = 0; i < e->nparams; i++) {
-        e->muon_owner[i] = -1;
+    for (int i = 0; i < e->nparams; i++)
         if (e->params[i]->flags & ZINC_PARAM_MUON) e->muon_idx[n++] = i;
-    }
-    /* the largest matrix not yet placed (ties: registration order), to the least loaded rank (ties: the
-     * lowest): every rank computes the same owners */
-    for (int placed = 0; placed < e->nmuon; placed++) {
-        int pick = -1;
-        for (int j = 0; j < e->nmuon; j++) {
-            int i = e->muon_idx[j];
-            if (e->muon_owner[i] < 0 && (pick < 0 || ns_flops(e->params[i]) > ns_flops(e->params[pick]))) pick = i;
-        }
-        int best = 0;
-        for (int r = 1; r < e->world; r++)
-            if (load[r] < load[best]) best = r;
-        e->muon_owner[pick] = best;
-        load[best] += ns_flops(e->params[pick]);
-    }
     const zplan_entry *u = &e->plan.buf[ZPLAN_MUON_UPDATE];
     if (u->count) TRY(zmem_host_alloc(&e->mem, u->kind, u->cat, u->each, u->what, (void **)&e->muon_upd));
 fail:
-    free(load);
     return st;
 }
 
@@ -81,8 +58,8 @@ void zengine_muon_free(zinc_engine *e) {
     if (e->muon_upd) zmem_host_free(&e->mem, u->kind, u->cat, e->muon_upd, u->each);
     e->muon_upd = NULL;
     free(e->muon_idx);
-    free(e->muon_owner);
-    e->muon_idx = e->muon_owner = NULL;
+    e->muon_idx = NULL;
+    e->muon_owner = NULL; /* the plan's */
 }
 
 /* The own part [*lo, *hi) (flat) of rank r of parameter p's elements, at stages 1-3. */
@@ -120,7 +97,7 @@ fail:
 
 static zinc_status orthogonalise(zinc_engine *e, const zinc_param *p, float *x, float *work) {
     int64_t t0 = ztrace_begin();
-    ZDEV_ON_POOL(e->dev, zmuon_newton_schulz(x, p->shape[0], p->shape[1], NS_STEPS, work, e->muon_blas));
+    ZDEV_ON_POOL(e->dev, zmuon_newton_schulz(x, p->shape[0], p->shape[1], ZMUON_NS_STEPS, work, e->muon_blas));
     if (t0) ztrace_span(t0, ZTRACE_OPTIMIZER, "Newton-Schulz", 0, "flops", (int64_t)ns_flops(p), "param", p->index);
     return ZINC_OK;
 }
@@ -135,14 +112,18 @@ static zinc_status all_local(zinc_engine *e) {
         size_t w = zmuon_ns_work_floats(p->shape[0], p->shape[1]);
         if (w > wmax) wmax = w;
     }
-    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_SCRATCH, wmax * sizeof(float), "Newton-Schulz workspace",
+    const zplan_entry *sb = &e->plan.buf[ZPLAN_MUON_SCRATCH];
+    if (sb->each < wmax * sizeof(float))
+        return ZERR(ZINC_ERR_INTERNAL, "Muon: the plan's step scratch (%llu bytes) is below the workspace's %zu",
+                    (unsigned long long)sb->each, wmax * sizeof(float));
+    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_SCRATCH, sb->each, "Newton-Schulz workspace",
                         (void **)&work));
     for (int j = 0; j < e->nmuon; j++) {
         const zinc_param *p = e->params[e->muon_idx[j]];
         TRY(orthogonalise(e, p, e->muon_upd + (p->flat_offset - e->own_lo), work));
     }
 fail:
-    if (work) zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_SCRATCH, work, wmax * sizeof(float));
+    if (work) zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_SCRATCH, work, sb->each);
     return st;
 }
 
@@ -152,7 +133,8 @@ static zinc_status exchanged(zinc_engine *e) {
     int W = e->world, me = e->rank;
     size_t *sc = NULL, *sd = NULL, *rc = NULL, *rd = NULL;
     float *send = NULL, *recv = NULL, *mats = NULL, *work = NULL;
-    size_t nsend = 0, nrecv = 0, nmats = 0, wmax = 0, *at = NULL;
+    size_t nsend = 0, nrecv = 0, nmats = 0, wmax = 0, *at = NULL, need = 0;
+    const zplan_entry *sb = &e->plan.buf[ZPLAN_MUON_SCRATCH];
     TRY_ALLOC(sc, 4 * (size_t)W, "Muon's all-to-all counts");
     memset(sc, 0, 4 * (size_t)W * sizeof *sc);
     sd = sc + W, rc = sd + W, rd = rc + W;
@@ -176,8 +158,12 @@ static zinc_status exchanged(zinc_engine *e) {
         sd[r] = nsend, nsend += sc[r];
         rd[r] = nrecv, nrecv += rc[r];
     }
-    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_SCRATCH,
-                        (nsend + nrecv + nmats + wmax + 4) * sizeof(float), "Muon's matrix assembly", (void **)&send));
+    /* one block of the plan's size (runtime/mem/plan_muon.c states the same sum) */
+    need = (nsend + nrecv + nmats + wmax + 4) * sizeof(float);
+    if (sb->each != need)
+        FAIL(ZINC_ERR_INTERNAL, "Muon: the plan's step scratch is %llu bytes, the assembly needs %zu",
+             (unsigned long long)sb->each, need);
+    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_SCRATCH, need, "Muon's matrix assembly", (void **)&send));
     recv = send + nsend + 1, mats = recv + nrecv + 1, work = mats + nmats + 1;
     /* pack: to each owner, this rank's pieces of its matrices in matrix order */
     TRY_ALLOC(at, (size_t)W, "Muon's pack cursors");
@@ -238,8 +224,7 @@ static zinc_status exchanged(zinc_engine *e) {
 fail:
     free(at);
     if (send)
-        zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_SCRATCH, send,
-                       (nsend + nrecv + nmats + wmax + 4) * sizeof(float));
+        zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_SCRATCH, send, need);
     free(sc);
     return st;
 }

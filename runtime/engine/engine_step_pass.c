@@ -51,6 +51,13 @@ static zinc_status kernel(step_pass *s, zopt_pass pass, const zopt_piece *p) {
     return ZINC_OK;
 }
 
+/* Chunk v's exp_avg_sq from its element o on: compacted where elements keep none (offload/state.h vgaps). */
+static float *v_at(const zstate *z, const zstate_view *v, int64_t o) {
+    if (!v->v) return NULL;
+    const zstate_vgaps *g = &z->ctx.vgaps;
+    return v->v + (g->n ? zstate_v_kept(g, v->lo + o) - zstate_v_kept(g, v->lo) : o);
+}
+
 /* An elementwise optimizer over chunk v, whose gradient and parameter output begin at gc and pc. */
 static zinc_status chunk_elementwise(step_pass *s, const zstate_view *v, const char *gc, char *pc) {
     zinc_engine *e = s->e;
@@ -63,7 +70,7 @@ static zinc_status chunk_elementwise(step_pass *s, const zstate_view *v, const c
             .n = (size_t)(v->n - o < sub ? v->n - o : sub),
             .master = v->master + o,
             .m = v->m + o,
-            .v = v->v ? v->v + o : NULL, /* two-tensor stores keep no exp_avg_sq */
+            .v = v_at(z, v, o), /* two-tensor stores keep no exp_avg_sq */
             .grad = gc + (size_t)o * gsz,
             .gdt = s->gdt,
             .out = pc + (size_t)o * csz,
@@ -94,7 +101,7 @@ static zinc_status chunk_tensors(step_pass *s, zopt_pass pass, const zstate_view
             .n = (size_t)(b - a),
             .master = v->master + off,
             .m = v->m + off,
-            .v = v->v ? v->v + off : NULL,
+            .v = v_at(e->state, v, (int64_t)off),
             .grad = gc + off * gsz,
             .gdt = s->gdt,
             .out = pc + off * csz,

@@ -39,6 +39,11 @@ static void put(zplan *p, zplan_buf b, const char *what, zinc_mem_category cat, 
                               .bytes = (uint64_t)count * each};
 }
 
+void zplan_put(zplan *p, zplan_buf b, const char *what, zinc_mem_category cat, zinc_mem_kind kind, zplan_when when,
+               int count, uint64_t each) {
+    put(p, b, what, cat, kind, when, count, each);
+}
+
 static zinc_status check_model(const zplan_model *m, int world, int rank) {
     if (!m || m->nparams < 1 || !m->numel || !m->module)
         return ZERR(ZINC_ERR_INVALID_ARG, "memory plan: a model with at least one parameter is required");
@@ -207,17 +212,6 @@ static void plan_tensor_sums(zplan *p, const zinc_config *cfg) {
         zopt_tensor_sums_bytes(o, p->nparams));
 }
 
-/* A whole-matrix optimizer (Muon; runtime/engine/engine_muon.c): the Nesterov momentum and then the
- * orthogonalised update of the own range's matrix elements, fp32 over the own range, made by zinc_build.
- * The owner's assembled matrices and the Newton-Schulz workspace live only inside the step (not planned
- * yet: they depend on the matrices' shapes and owners, which the plan's model does not carry). */
-static void plan_muon(zplan *p, const zinc_config *cfg) {
-    const zopt_desc *o = zopt_get(cfg->optimizer.type);
-    if (!o || !o->whole_matrix) return;
-    put(p, ZPLAN_MUON_UPDATE, "Muon's whole-matrix update", ZINC_MEM_OTHER, ZINC_MEMKIND_HOST, ZPLAN_AT_BUILD, 1,
-        (uint64_t)(p->own_hi - p->own_lo) * sizeof(float));
-}
-
 uint64_t zplan_ckpt_file_bytes(int64_t n, bool with_params, zinc_dtype param_dtype) {
     uint64_t off = 4096, sec = 4096;
     for (int s = 0; s < 4; s++) {
@@ -375,7 +369,7 @@ zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, 
             ZPLAN_AT_BUILD, 1, g.swap_bytes + g.scratch_bytes);
     }
     plan_tensor_sums(out, cfg);
-    plan_muon(out, cfg);
+    TRY(zplan_muon(out, m, cfg)); /* plan_muon.c: after the state (it trims exp_avg_sq) */
     plan_snapshot(out, cfg);
     plan_grads(out, cfg);
     plan_held(out, m);
@@ -411,6 +405,10 @@ void zplan_free(zplan *p) {
     free(p->persistent);
     p->flat_offset = p->module_begin = p->module_end = NULL;
     p->persistent = NULL;
+    free(p->vgaps);
+    free(p->muon_owner);
+    p->vgaps = NULL;
+    p->muon_owner = NULL;
 }
 
 void zplan_sum(const zplan *p, zplan_when when, uint64_t out[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT]) {

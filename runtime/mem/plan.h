@@ -37,6 +37,9 @@ typedef struct zplan_model {
     int ndeclared; /* the model's own memory, exists during the steps (allocated after zinc_build) */
     const zplan_declared *declared;
     const bool *reentered; /* per module (NULL: none): entered twice in one backward (zinc_module_reentered) */
+    /* per parameter (NULL: none): the rows of a matrix marked ZINC_PARAM_MUON (its columns: numel / rows),
+     * 0 for the others; used only by a whole-matrix optimizer (Muon: plan_muon.c) */
+    const int64_t *muon_rows;
 } zplan_model;
 
 /* What the plan needs to know about the compute device. */
@@ -112,6 +115,8 @@ typedef enum zplan_buf {
     ZPLAN_HPZ_SECONDARY,         /* ZeRO++ hpZ: the secondary parameter shard over the group (zero/zeropp.h) */
     ZPLAN_QGZ_SCRATCH,           /* ZeRO++ qgZ: the quantized all-to-alls' buffers (zero/sizing.h zsize_qgz) */
     ZPLAN_MUON_UPDATE,           /* Muon: fp32 over the own range, the assembled whole-matrix update */
+    ZPLAN_MUON_SCRATCH,          /* Muon, in the step: the owner's assembled matrices, the all-to-all buffers and
+                                    the Newton-Schulz workspace (runtime/engine/engine_muon.c) */
     ZPLAN_PARAM_SWAP,            /* offload_param nvme: the parameter store's swap buffer and step scratch */
     ZPLAN_GRAD_SWAP,             /* offload_param nvme: the gradient store's swap buffer and scratch */
     ZPLAN_CKPT_SNAPSHOT,         /* checkpoint.writer.decoupled: the image of this rank's shard file, held while
@@ -168,6 +173,14 @@ typedef struct zplan {
     int64_t nvme_stride;      /* bytes per chunk in each NVMe file */
     uint64_t nvme_file_bytes; /* per file (state_tensors files) */
 
+    /* a whole-matrix optimizer (Muon; plan_muon.c): the own range's elements that keep no exp_avg_sq
+     * (offload/state.h zstate_vgaps: nvgaps own-relative [lo, hi) pairs, each matrix's aligned range) and
+     * the rank that assembles and orthogonalises each matrix (per parameter, -1: not a Muon matrix) */
+    int nvgaps;
+    int64_t *vgaps;
+    int *muon_owner;
+    int nmuon;
+
     /* Transients the engine's counters do not hold but the process's resident memory does (host bytes). */
     bool init_in_place;          /* zinc_build's whole-tensor init_fn writes into the parameter buffer */
     int64_t init_scratch_ranged; /* fp32 elements of initialisation scratch: zinc_build_ranged */
@@ -204,6 +217,18 @@ void zplan_sum(const zplan *p, zplan_when when, uint64_t out[ZINC_MEMKIND_COUNT]
  * store used. False when none differs. */
 bool zplan_differs(const zplan *p, zplan_when when, const uint64_t got[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT],
                    zinc_mem_kind *kind, zinc_mem_category *cat, uint64_t *want);
+
+/* Muon (plan_muon.c, called by zplan_make after the state is planned): the matrices' owners, balanced by
+ * Newton-Schulz FLOPs (the largest first, each to the least loaded rank; every rank computes the same),
+ * the exp_avg_sq the matrices do not keep and the step's assembly buffers. */
+zinc_status zplan_muon(zplan *p, const zplan_model *m, const zinc_config *cfg);
+/* Floats of Muon's step scratch on this rank: the assembly (stages 1-3, several ranks: what this rank
+ * sends, receives, its matrices whole and the largest one's workspace) or the workspace alone. */
+uint64_t zplan_muon_scratch_floats(const zplan *p, const zplan_model *m);
+
+/* Sets buffer b (count 0 or each 0: none); for the plan's own files (plan_muon.c). */
+void zplan_put(zplan *p, zplan_buf b, const char *what, zinc_mem_category cat, zinc_mem_kind kind, zplan_when when,
+               int count, uint64_t each);
 
 /* "create", "build", "step", "checkpoint". */
 const char *zplan_when_name(zplan_when w);

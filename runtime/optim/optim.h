@@ -37,7 +37,8 @@ typedef struct zopt_hp {
  * per-tensor ones get the part of one tensor inside a chunk (tensor, decayed). */
 typedef struct zopt_piece {
     size_t n;
-    float *master, *m, *v; /* the state (v NULL where the optimizer keeps two tensors) */
+    float *master, *m, *v; /* the state (v NULL where the optimizer keeps two tensors; a whole-matrix
+                              optimizer's v holds only the elements outside its matrices, compacted) */
     const void *grad;
     zinc_dtype gdt;
     void *out; /* the updated master in pdt (may be NULL) */

@@ -5,8 +5,10 @@
  * the update back before this pass (runtime/engine/engine_muon.c), so this kernel stays elementwise: the
  * momentum (recomputed from the same gradient, the same float operations), the decay and the update for a
  * matrix's elements, AdamW for the rest. Three state tensors, as Adam's: a matrix's momentum is kept where
- * Adam keeps exp_avg (its exp_avg_sq stays zero), so checkpoints hold it in that section. CPU kernels only,
- * with the state in memory (zinc_create refuses offload: config_resolve.c). */
+ * Adam keeps exp_avg, so checkpoints hold it in that section; a matrix keeps no exp_avg_sq: the store holds
+ * that tensor for the AdamW elements only, compacted (p->v: their values in order; the plan states which
+ * elements, runtime/mem/plan_muon.c), and checkpoints leave the matrices' part of the section unwritten
+ * (zeros, the bytes it always held). CPU kernels only. */
 #include "runtime/optim/optim.h"
 #include "kernels/cpu_kernels.h"
 
@@ -31,7 +33,7 @@ static void muon_hparams(const zcfg_optimizer *o, const zopt_step *s, zopt_hp *h
 static void muon_cpu(const zopt_hp *hp, zopt_pass pass, const zopt_piece *p) {
     (void)pass;
     const zmuon_hparams *h = (const zmuon_hparams *)hp->bytes;
-    size_t gsz = zinc_dtype_size(p->gdt), psz = p->out ? zinc_dtype_size(p->pdt) : 0;
+    size_t gsz = zinc_dtype_size(p->gdt), psz = p->out ? zinc_dtype_size(p->pdt) : 0, vi = 0;
     /* runs of whole mask groups of one kind (the piece starts on a group boundary) */
     for (size_t i = 0; i < p->n;) {
         bool mat = p->decay_mask && p->upd && (p->decay_mask[i / ZADAM_MASK_GROUP] & ZOPT_MASK_MATRIX);
@@ -44,8 +46,9 @@ static void muon_cpu(const zopt_hp *hp, zopt_pass pass, const zopt_piece *p) {
         const uint8_t *mask = p->decay_mask ? p->decay_mask + i / ZADAM_MASK_GROUP : NULL;
         if (mat)
             zmuon_apply_ref(h, j - i, p->master + i, p->m + i, g, p->gdt, p->upd + i, out, p->pdt, mask);
-        else
-            zadam_step(&h->adam, j - i, p->master + i, p->m + i, p->v + i, g, p->gdt, out, p->pdt, mask);
+        else /* exp_avg_sq holds only the AdamW elements (the matrices keep none: offload/state.h vgaps) */
+            zadam_step(&h->adam, j - i, p->master + i, p->m + i, p->v + vi, g, p->gdt, out, p->pdt, mask);
+        if (!mat) vi += j - i;
         i = j;
     }
 }
