@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine_util.h"
@@ -385,8 +386,145 @@ static int kill_phase(void) {
     return zt_finish();
 }
 
+
+/* ---------------------------------------------------------------- --phase kill20 */
+
+#define K20_STEPS 24
+#define K20_EVERY 3
+
+/* A run of K20_STEPS steps saving every K20_EVERY (decoupled, the writer slowed so that it writes most of the
+ * time); with `ref`, the master weights of every saved step are dumped there. */
+static int child_run(const char *ref) {
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    if (eu_create(&g_dec, &e, &m) != ZINC_OK) goto bad;
+    for (int s = 0; s < K20_STEPS; s++) {
+        if (mlp_train_step(m, s, NULL, NULL) != ZINC_OK) goto bad;
+        if ((s + 1) % K20_EVERY) continue;
+        if (zinc_save_checkpoint(e, g_dir, NULL) != ZINC_OK) goto bad;
+        if (ref) {
+            char path[4400];
+            size_t n = 0;
+            float *p = master(e, &n);
+            snprintf(path, sizeof path, "%s/step%d.bin", ref, s + 1);
+            FILE *f = p ? fopen(path, "wb") : NULL;
+            if (!f || fwrite(p, sizeof *p, n, f) != n) goto bad;
+            fclose(f);
+            free(p);
+        }
+    }
+    if (zinc_checkpoint_wait(e) != ZINC_OK) goto bad;
+    mlp_destroy(m);
+    zinc_destroy(e);
+    return 0;
+bad:
+    fprintf(stderr, "child: %s\n", zinc_last_error());
+    return 1;
+}
+
+/* `latest` resolves, every file of it verifies (size, whole-file and block checksums), and it loads with the
+ * reference run's master weights of its step, bitwise. */
+static int check_latest(const char *ref, long long *step) {
+    char tagdir[4200], tag[256], path[4400];
+    zckpt_manifest man;
+    long len = 0;
+    size_t n = 0;
+    if (zckpt_resolve(g_dir, tagdir, sizeof tagdir, tag, sizeof tag) != ZINC_OK ||
+        zckpt_manifest_read(tagdir, &man) != ZINC_OK)
+        return fprintf(stderr, "checker: %s\n", zinc_last_error()), 1;
+    int bad = 0;
+    for (int i = 0; i < man.nfiles; i++) bad |= zckpt_verify_file(&man, i) != ZINC_OK;
+    zckpt_manifest_free(&man);
+    if (bad) return fprintf(stderr, "checker: %s: %s\n", tagdir, zinc_last_error()), 1;
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    if (eu_create(&g_sync, &e, &m) != ZINC_OK || zinc_load_checkpoint(e, g_dir) != ZINC_OK)
+        return fprintf(stderr, "checker: %s\n", zinc_last_error()), 1;
+    *step = (long long)zinc_step_count(e);
+    snprintf(path, sizeof path, "%s/step%lld.bin", ref, *step);
+    float *p = master(e, &n);
+    char *q = read_all(path, &len);
+    int rc = p && q && len == (long)(n * sizeof *p) && !memcmp(p, q, (size_t)len) ? 0 : 1;
+    if (rc) fprintf(stderr, "checker: latest (step %lld) does not hold the weights of its step\n", *step);
+    free(p);
+    free(q);
+    mlp_destroy(m);
+    zinc_destroy(e);
+    return rc;
+}
+
+/* Whether a save was in flight: a staging directory or a temporary file left in the checkpoint directory. */
+static int write_in_flight(void) {
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "find '%s' -name '.*.partial' -o -name '*.tmp' | grep -q .", g_dir);
+    return system(cmd) == 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int kill20_phase(void) {
+    char ref[4200];
+    snprintf(g_dir, sizeof g_dir, "%s/ckpt_test/async_kill20", zt_build_dir());
+    snprintf(ref, sizeof ref, "%s/ckpt_test/async_kill20_ref", zt_build_dir());
+    ZT_OK(zckpt_rmtree(g_dir));
+    ZT_OK(zckpt_rmtree(ref));
+    ZT_OK(zckpt_mkdirs(ref));
+    setenv("ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS", "8", 1);
+    unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+    printf("kill20: seed %u\n", seed);
+    srand(seed);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) _exit(child_run(ref));
+    int st = -1;
+    waitpid(pid, &st, 0);
+    ZT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the reference run failed");
+    double t0 = now_s(); /* the length of a run as the killed ones run (no dumps) */
+    pid = fork();
+    if (pid == 0) _exit(child_run(NULL));
+    waitpid(pid, &st, 0);
+    double T = now_s() - t0;
+    ZT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the timing run failed");
+    int mid = 0, killed = 0;
+    for (int k = 0; k < 20; k++) {
+        double at = T * (0.05 + 0.85 * (double)rand() / RAND_MAX);
+        fflush(stdout);
+        pid = fork();
+        if (pid == 0) _exit(child_run(NULL));
+        usleep((useconds_t)(at * 1e6));
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        int in_flight = write_in_flight();
+        killed += WIFSIGNALED(st);
+        mid += in_flight;
+        long long step = -1;
+        fflush(stdout);
+        pid_t c = fork();
+        if (c == 0) {
+            long long s = -1;
+            int rc = check_latest(ref, &s);
+            printf("kill %2d at %.3f s of %.3f%s: latest is step %lld, verified, loads bitwise%s\n", k + 1, at, T,
+                   WIFSIGNALED(st) ? "" : " (the run had ended)", s, in_flight ? " (a write was in flight)" : "");
+            fflush(stdout);
+            _exit(rc);
+        }
+        waitpid(c, &st, 0);
+        ZT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "kill %d at %.3f s: latest does not load and verify", k + 1, at);
+        (void)step;
+    }
+    printf("kill20: %d of 20 kills killed the run, %d of them with a save in flight\n", killed, mid);
+    ZT_CHECK(killed >= 10, "only %d of 20 kills came before the run ended (the machine's load changed?)", killed);
+    unsetenv("ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS");
+    return zt_finish();
+}
+
 int main(int argc, char **argv) {
     zt_name = "checkpoint_async";
     if (argc > 2 && !strcmp(argv[1], "--phase") && !strcmp(argv[2], "kill")) return kill_phase();
+    if (argc > 2 && !strcmp(argv[1], "--phase") && !strcmp(argv[2], "kill20")) return kill20_phase();
     return collective();
 }
