@@ -405,6 +405,50 @@ fail:
     return st;
 }
 
+zinc_status zaio_adopt(zaio *a, int fd, const char *path, int *out) {
+    if (a->nfiles >= ZAIO_MAX_FILES || a->files_registered)
+        return ZERR(ZINC_ERR_INTERNAL, "zaio_adopt(%s): too many files, or adopted after zaio_register", path);
+    zaio_file *f = &a->files[a->nfiles];
+    memset(f, 0, sizeof *f);
+    f->path = strdup(path);
+    f->fd = f->path ? dup(fd) : -1;
+    if (f->fd < 0) {
+        free(f->path);
+        return ZERR(ZINC_ERR_NOMEM, "cannot take %s into an IO context: %s", path, strerror(errno));
+    }
+    a->nfiles++; /* from here zaio_destroy closes its copy of the descriptor */
+    int fl = fcntl(f->fd, F_GETFL), err = 0;
+    const char *why = NULL;
+    if (fault_open_hit(path) || fl < 0 || fcntl(f->fd, F_SETFL, fl | O_DIRECT) != 0)
+        why = "the file system refuses O_DIRECT (fcntl F_SETFL failed)";
+    else if (!detect_align(f))
+        why = "statx reports no direct-IO support (STATX_DIOALIGN alignment 0)";
+    else if (f->align > 4096)
+        why = "the direct-IO alignment is above 4096 bytes (the checkpoint's sections are 4 KiB aligned)";
+    else if ((err = probe_direct(f->fd, f->align)) != 0)
+        why = "the first O_DIRECT write failed";
+    else
+        f->direct = true;
+    if (!f->direct) {
+        if (fl >= 0) (void)fcntl(f->fd, F_SETFL, fl & ~O_DIRECT);
+        f->align = 4096;
+        f->align_source = "buffered IO (page size)";
+        snprintf(f->why_buffered, sizeof f->why_buffered, "%s%s%s", why, err ? ": " : "", err ? strerror(err) : "");
+    }
+    *out = a->nfiles - 1;
+    return ZINC_OK;
+}
+
+zinc_status zaio_set_direct(zaio *a, int file, bool direct) {
+    zaio_file *f = &a->files[file];
+    int fl = fcntl(f->fd, F_GETFL);
+    if (fl < 0 || fcntl(f->fd, F_SETFL, direct ? fl | O_DIRECT : fl & ~O_DIRECT) != 0)
+        return ZERR(ZINC_ERR_IO, "cannot switch O_DIRECT %s on %s: %s", direct ? "on" : "off", f->path,
+                    strerror(errno));
+    f->direct = direct;
+    return ZINC_OK;
+}
+
 const zaio_file *zaio_file_info(const zaio *a, int file) {
     return file >= 0 && file < a->nfiles ? &a->files[file] : NULL;
 }

@@ -78,6 +78,13 @@ const char *zaio_backend(const zaio *a);
  * STATX_DIOALIGN where the kernel reports it, else the device's logical block size (BLKSSZGET or sysfs),
  * else st_blksize; never below 512. *out is the file's number for requests. */
 zinc_status zaio_open(zaio *a, const char *path, bool allow_buffered, int *out);
+/* Takes a copy (dup) of an open, empty file (one the caller created under its own rules, e.g. the safe
+ * writer's temporary file) into the context and turns O_DIRECT on where the file system allows it (probing
+ * with one write at offset 0, truncated again); where it does not, the file stays buffered and why_buffered
+ * says why. Never fails for a refused O_DIRECT. */
+zinc_status zaio_adopt(zaio *a, int fd, const char *path, int *out);
+/* Turns O_DIRECT on or off on an open file (e.g. off, to read back unaligned ranges). */
+zinc_status zaio_set_direct(zaio *a, int file, bool direct);
 const zaio_file *zaio_file_info(const zaio *a, int file);
 /* Sets the file's size with fallocate (so a full disk shows at start-up), or ftruncate where the file
  * system cannot preallocate. */

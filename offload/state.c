@@ -126,6 +126,11 @@ zinc_status zstate_acquire(zstate *s, int64_t chunk, zstate_view *out) {
     if (!s->mode || chunk != s->next || chunk >= s->nchunks)
         return ZERR(ZINC_ERR_INTERNAL, "optimizer state: chunk %lld acquired out of order (expected %lld of %lld)",
                     (long long)chunk, (long long)s->next, (long long)s->nchunks);
+    if ((s->mode & ZSTATE_WRITE) && s->guard) {
+        int64_t lo = chunk * s->chunk, n = s->n - lo < s->chunk ? s->n - lo : s->chunk;
+        zinc_status st = s->guard(s->guard_arg, lo, n);
+        if (st != ZINC_OK) return st;
+    }
     return s->ops->acquire(s, chunk, out);
 }
 
@@ -140,6 +145,13 @@ zinc_status zstate_pass_end(zstate *s) {
     s->mode = 0;
     s->host_view = false;
     return st;
+}
+
+bool zstate_host_arrays(const zstate *s, float **master, float **m, float **v) {
+    *master = *m = *v = NULL;
+    if (!s->ops->host_arrays || s->device_resident) return false;
+    s->ops->host_arrays(s, master, m, v);
+    return *master != NULL;
 }
 
 void zstate_pass_abort(zstate *s) {

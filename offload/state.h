@@ -104,7 +104,14 @@ typedef struct zstate_ops {
     /* Optional (NULL: nothing to do): moves queued IO along without blocking. Users call it now and then
      * while they work on an acquired chunk, so reads ahead and writes behind keep the disk busy. */
     zinc_status (*poll)(zstate *s);
+    /* Optional (NULL: none): the arrays themselves, for a store whose arrays the host addresses in place. */
+    void (*host_arrays)(const zstate *s, float **master, float **m, float **v);
 } zstate_ops;
+
+/* Called by zstate_acquire before it hands out a chunk in a pass that writes (the optimizer step,
+ * zinc_set_master, a checkpoint load): checkpoint.writer.decoupled's snapshot copies the chunk's elements
+ * [lo, lo + n) first, or waits for their copy (runtime/checkpoint/checkpoint_async.c). */
+typedef zinc_status (*zstate_write_guard)(void *arg, int64_t lo, int64_t n);
 
 struct zstate {
     const zstate_ops *ops;
@@ -117,6 +124,8 @@ struct zstate {
     zstate_mode mode;     /* of the current pass without ZSTATE_HOST_VIEW; 0 outside a pass */
     bool host_view;       /* the current pass asked for ZSTATE_HOST_VIEW */
     int64_t next;         /* the chunk the pass expects next (order is checked) */
+    zstate_write_guard guard; /* NULL: none */
+    void *guard_arg;
 };
 
 /* Creates the store the config asks for: zero_optimization.offload_optimizer.device none (the compute
@@ -134,6 +143,10 @@ zinc_status zstate_acquire(zstate *s, int64_t chunk, zstate_view *out);
 zinc_status zstate_release(zstate *s, int64_t chunk);
 zinc_status zstate_pass_end(zstate *s);
 void zstate_pass_abort(zstate *s);
+/* The arrays of a store kept in host memory that the host addresses in place (offload_optimizer cpu, or no
+ * offload on the cpu device): another thread may read them while no pass writes the elements it reads (the
+ * write guard above). False (and NULLs) for a store in GPU memory or on NVMe. v is NULL in a 2-tensor store. */
+bool zstate_host_arrays(const zstate *s, float **master, float **m, float **v);
 static inline zinc_status zstate_poll(zstate *s) { return s->ops->poll ? s->ops->poll(s) : ZINC_OK; }
 /* Elements of a chunk a user works on between zstate_poll calls (a multiple of every kernel's group). */
 #define ZSTATE_POLL_ELEMS ((int64_t)1 << 22)

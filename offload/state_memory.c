@@ -106,8 +106,16 @@ static void mem_destroy(zstate *s) {
     free(z);
 }
 
-static const zstate_ops memory_ops = {"memory",     mem_pass_begin, mem_acquire, mem_release,
-                                      mem_pass_end, mem_pass_abort, mem_destroy, NULL};
+static void mem_host_arrays(const zstate *s, float **master, float **m, float **v) {
+    const zstate_memory *z = (const zstate_memory *)s;
+    if (z->on_device && !s->ctx.dev->host_addressable) return;
+    *master = z->master;
+    *m = z->m;
+    *v = z->v;
+}
+
+static const zstate_ops memory_ops = {"memory",     mem_pass_begin, mem_acquire, mem_release,     mem_pass_end,
+                                      mem_pass_abort, mem_destroy, NULL,    mem_host_arrays};
 
 zinc_status zstate_create_memory(const zstate_ctx *ctx, int64_t n, zinc_mem_kind kind, int64_t chunk, zstate **out) {
     zinc_status st = ZINC_OK;

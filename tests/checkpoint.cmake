@@ -42,6 +42,9 @@ zinc_test(NAME checkpoint_kill SOURCES test_checkpoint_kill.c engine_util.c LABE
 zinc_test(NAME checkpoint_async_np1 SOURCES test_checkpoint_async.c engine_util.c LABELS checkpoint)
 zinc_test(NAME checkpoint_async_np2 SOURCES test_checkpoint_async.c engine_util.c RANKS 2 LABELS checkpoint)
 zinc_test(NAME checkpoint_async_kill SOURCES test_checkpoint_async.c engine_util.c ARGS --phase kill LABELS checkpoint)
+# 20 SIGKILLs at random times of a 24-step run saving every 3 steps (the writer slowed, so most land while a
+# save is written): each leaves a `latest` whose files verify and which loads its step's weights bitwise.
+zinc_test(NAME checkpoint_async_kill20 SOURCES test_checkpoint_async.c engine_util.c ARGS --phase kill20 LABELS checkpoint)
 # Damaged files, another model, tag validation, node-local storage.
 zinc_test(NAME checkpoint_errors_np1 SOURCES test_checkpoint_errors.c engine_util.c LABELS checkpoint)
 zinc_test(NAME checkpoint_errors_np2 SOURCES test_checkpoint_errors.c engine_util.c RANKS 2 LABELS checkpoint)

@@ -18,13 +18,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine_util.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "zt.h"
 
-#define DECOUPLED "\"checkpoint\": {\"writer\": {\"decoupled\": true, \"io_buffer_size\": 8192}}"
+#define DECOUPLED "\"checkpoint\": {\"writer\": {\"decoupled\": true, \"io_buffer_size\": 4096}}"
 
 static eu_run g_sync = {.stage = 2, .dtype = ZINC_FP16};
 static eu_run g_dec = {.stage = 2, .dtype = ZINC_FP16, .extra = DECOUPLED};
@@ -84,6 +85,119 @@ static char *latest_of(const char *dir) {
     char *s = read_all(p, &n);
     if (s) s[n] = 0;
     return s;
+}
+
+
+/* ---------------------------------------------------------------- the live snapshot's variants */
+
+typedef struct variant {
+    const char *name;
+    int stage;
+    const char *extra, *zero_extra;
+    int stream; /* ZINC_FAKE_MEM_AVAILABLE tiny at the save: the writer streams through its slots */
+} variant;
+
+#define WRITER(x) "\"checkpoint\": {\"writer\": {\"decoupled\": true, \"io_buffer_size\": 4096" x "}}"
+static const variant g_variants[] = {
+    {"stage 0", 0, WRITER(""), NULL, 0},
+    {"stage 1, chunks of 1024", 1, WRITER(""), "\"sub_group_size\": 1024", 0},
+    {"stage 3 (the parameter shard)", 3, WRITER(""), NULL, 0},
+    {"stage 2 streaming, two slots", 2, WRITER(""), "\"sub_group_size\": 2048", 1},
+    {"stage 3 streaming, one slot", 3, WRITER(", \"io_buffer_double\": false"), NULL, 1},
+};
+
+/* A synchronous save of step 4 and a decoupled one taken while steps 5 and 6 run with the writer slowed
+ * (ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS: each piece it copies takes 150 ms, so the optimizer step reaches the
+ * piece the writer is copying and the pieces it has not reached): the same bytes; and a resume from the decoupled one reaches the same step 6, bitwise. A piece
+ * copied after the optimizer changed it fails the first check. */
+static void one_variant(const variant *v, const char *base, int rank) {
+    char dsync[4400], ddec[4400], ta[4500], tb[4500];
+    eu_run rs = {.stage = v->stage, .dtype = ZINC_FP16, .zero_extra = v->zero_extra};
+    eu_run rd = rs;
+    rd.extra = v->extra;
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    size_t n = 0, n2 = 0;
+    snprintf(dsync, sizeof dsync, "%s/sync", base);
+    snprintf(ddec, sizeof ddec, "%s/dec", base);
+    ZT_OK(eu_create(&rs, &e, &m));
+    for (int s = 0; s < 4; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    ZT_OK(zinc_save_checkpoint(e, dsync, NULL));
+    mlp_destroy(m);
+    zinc_destroy(e);
+    ZT_OK(eu_create(&rd, &e, &m));
+    for (int s = 0; s < 4; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    setenv("ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS", "150", 1);
+    if (v->stream) setenv("ZINC_FAKE_MEM_AVAILABLE", "4096", 1);
+    ZT_OK(zinc_save_checkpoint(e, ddec, NULL));
+    unsetenv("ZINC_FAKE_MEM_AVAILABLE");
+    usleep(30000); /* the writer has taken its first piece and copies it slowly: the step must wait for it */
+    for (int s = 4; s < 6; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    ZT_OK(zinc_checkpoint_wait(e));
+    unsetenv("ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS");
+    float *ref6 = master(e, &n);
+    mlp_destroy(m);
+    zinc_destroy(e);
+    snprintf(ta, sizeof ta, "%s/step4", dsync);
+    snprintf(tb, sizeof tb, "%s/step4", ddec);
+    if (rank == 0) same_shards(ta, tb);
+    ZT_OK(eu_create(&rd, &e, &m));
+    ZT_OK(zinc_load_checkpoint(e, tb));
+    for (int s = 4; s < 6; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    float *got6 = master(e, &n2);
+    ZT_CHECK(ref6 && got6 && n2 == n && !memcmp(got6, ref6, n * sizeof *got6),
+             "%s: resumed from the decoupled step 4, step 6 differs from the run that saved it", v->name);
+    if (rank == 0) printf("%s: the decoupled step 4 equals the synchronous one; resume bitwise\n", v->name);
+    free(ref6);
+    free(got6);
+    mlp_destroy(m);
+    zinc_destroy(e);
+}
+
+static int exists(const char *dir, const char *tag) {
+    char p[8400];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s/manifest.json", dir, tag);
+    return stat(p, &sb) == 0;
+}
+
+/* zinc.checkpoint_busy: a second save while the first is written is skipped ("skip") or waits ("wait"). */
+static void busy_policy(const char *base, int rank, const char *policy) {
+    char dir[4200], extra[256];
+    snprintf(dir, sizeof dir, "%s/busy_%s", base, policy);
+    snprintf(extra, sizeof extra, "%s, \"zinc\": {\"checkpoint_busy\": \"%s\"}", DECOUPLED, policy);
+    eu_run r = {.stage = 2, .dtype = ZINC_FP16, .extra = extra};
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    ZT_OK(eu_create(&r, &e, &m));
+    for (int s = 0; s < 2; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    setenv("ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS", "300", 1);
+    ZT_OK(zinc_save_checkpoint(e, dir, "first"));
+    unsetenv("ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS");
+    ZT_OK(zinc_save_checkpoint(e, dir, "second"));
+    ZT_OK(zinc_checkpoint_wait(e));
+    if (rank == 0) {
+        char *l = latest_of(dir);
+        int skip = !strcmp(policy, "skip");
+        ZT_CHECK(exists(dir, "first") && exists(dir, "second") == !skip && l &&
+                     !strcmp(l, skip ? "first\n" : "second\n"),
+                 "zinc.checkpoint_busy %s: first %d, second %d, latest %s", policy, exists(dir, "first"),
+                 exists(dir, "second"), l ? l : "(none)");
+        free(l);
+        printf("zinc.checkpoint_busy %s: the second save %s\n", policy, skip ? "was skipped" : "waited");
+    }
+    mlp_destroy(m);
+    zinc_destroy(e);
+}
+
+static void live_snapshots(const char *base, int rank) {
+    char dir[4300];
+    for (size_t i = 0; i < sizeof g_variants / sizeof *g_variants; i++) {
+        snprintf(dir, sizeof dir, "%s/variant%zu", base, i);
+        one_variant(&g_variants[i], dir, rank);
+    }
+    busy_policy(base, rank, "skip");
+    busy_policy(base, rank, "wait");
 }
 
 static int collective(void) {
@@ -150,6 +264,13 @@ static int collective(void) {
         ZT_CHECK(l && !strcmp(l, want), "after the failure the next save is not latest: %s", l ? l : "(none)");
         free(l);
     }
+    /* 3b. EIO from io_uring itself (the ring's fault point, offload/aio.h), on rank 0 */
+    if (rank == 0) setenv("ZINC_AIO_FAULT", "write:EIO:count=1", 1);
+    ZT_OK(zinc_save_checkpoint(e, ddec, "eio"));
+    st = zinc_checkpoint_wait(e); /* the writer thread reads ZINC_AIO_FAULT: unset only after it */
+    if (rank == 0) unsetenv("ZINC_AIO_FAULT");
+    ZT_CHECK(st != ZINC_OK && strstr(zinc_last_error(), "not saved") && strstr(zinc_last_error(), "Input/output"),
+             "an EIO of the writer's ring was not reported: %s", st == ZINC_OK ? "(ok)" : zinc_last_error());
     mlp_destroy(m);
     zinc_destroy(e);
 
@@ -165,6 +286,7 @@ static int collective(void) {
     zinc_destroy(e);
     free(ref6);
     free(got6);
+    live_snapshots(base, rank);
     return zt_finish();
 }
 
@@ -264,8 +386,145 @@ static int kill_phase(void) {
     return zt_finish();
 }
 
+
+/* ---------------------------------------------------------------- --phase kill20 */
+
+#define K20_STEPS 24
+#define K20_EVERY 3
+
+/* A run of K20_STEPS steps saving every K20_EVERY (decoupled, the writer slowed so that it writes most of the
+ * time); with `ref`, the master weights of every saved step are dumped there. */
+static int child_run(const char *ref) {
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    if (eu_create(&g_dec, &e, &m) != ZINC_OK) goto bad;
+    for (int s = 0; s < K20_STEPS; s++) {
+        if (mlp_train_step(m, s, NULL, NULL) != ZINC_OK) goto bad;
+        if ((s + 1) % K20_EVERY) continue;
+        if (zinc_save_checkpoint(e, g_dir, NULL) != ZINC_OK) goto bad;
+        if (ref) {
+            char path[4400];
+            size_t n = 0;
+            float *p = master(e, &n);
+            snprintf(path, sizeof path, "%s/step%d.bin", ref, s + 1);
+            FILE *f = p ? fopen(path, "wb") : NULL;
+            if (!f || fwrite(p, sizeof *p, n, f) != n) goto bad;
+            fclose(f);
+            free(p);
+        }
+    }
+    if (zinc_checkpoint_wait(e) != ZINC_OK) goto bad;
+    mlp_destroy(m);
+    zinc_destroy(e);
+    return 0;
+bad:
+    fprintf(stderr, "child: %s\n", zinc_last_error());
+    return 1;
+}
+
+/* `latest` resolves, every file of it verifies (size, whole-file and block checksums), and it loads with the
+ * reference run's master weights of its step, bitwise. */
+static int check_latest(const char *ref, long long *step) {
+    char tagdir[4200], tag[256], path[4400];
+    zckpt_manifest man;
+    long len = 0;
+    size_t n = 0;
+    if (zckpt_resolve(g_dir, tagdir, sizeof tagdir, tag, sizeof tag) != ZINC_OK ||
+        zckpt_manifest_read(tagdir, &man) != ZINC_OK)
+        return fprintf(stderr, "checker: %s\n", zinc_last_error()), 1;
+    int bad = 0;
+    for (int i = 0; i < man.nfiles; i++) bad |= zckpt_verify_file(&man, i) != ZINC_OK;
+    zckpt_manifest_free(&man);
+    if (bad) return fprintf(stderr, "checker: %s: %s\n", tagdir, zinc_last_error()), 1;
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    if (eu_create(&g_sync, &e, &m) != ZINC_OK || zinc_load_checkpoint(e, g_dir) != ZINC_OK)
+        return fprintf(stderr, "checker: %s\n", zinc_last_error()), 1;
+    *step = (long long)zinc_step_count(e);
+    snprintf(path, sizeof path, "%s/step%lld.bin", ref, *step);
+    float *p = master(e, &n);
+    char *q = read_all(path, &len);
+    int rc = p && q && len == (long)(n * sizeof *p) && !memcmp(p, q, (size_t)len) ? 0 : 1;
+    if (rc) fprintf(stderr, "checker: latest (step %lld) does not hold the weights of its step\n", *step);
+    free(p);
+    free(q);
+    mlp_destroy(m);
+    zinc_destroy(e);
+    return rc;
+}
+
+/* Whether a save was in flight: a staging directory or a temporary file left in the checkpoint directory. */
+static int write_in_flight(void) {
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "find '%s' -name '.*.partial' -o -name '*.tmp' | grep -q .", g_dir);
+    return system(cmd) == 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int kill20_phase(void) {
+    char ref[4200];
+    snprintf(g_dir, sizeof g_dir, "%s/ckpt_test/async_kill20", zt_build_dir());
+    snprintf(ref, sizeof ref, "%s/ckpt_test/async_kill20_ref", zt_build_dir());
+    ZT_OK(zckpt_rmtree(g_dir));
+    ZT_OK(zckpt_rmtree(ref));
+    ZT_OK(zckpt_mkdirs(ref));
+    setenv("ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS", "8", 1);
+    unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+    printf("kill20: seed %u\n", seed);
+    srand(seed);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) _exit(child_run(ref));
+    int st = -1;
+    waitpid(pid, &st, 0);
+    ZT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the reference run failed");
+    double t0 = now_s(); /* the length of a run as the killed ones run (no dumps) */
+    pid = fork();
+    if (pid == 0) _exit(child_run(NULL));
+    waitpid(pid, &st, 0);
+    double T = now_s() - t0;
+    ZT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the timing run failed");
+    int mid = 0, killed = 0;
+    for (int k = 0; k < 20; k++) {
+        double at = T * (0.05 + 0.85 * (double)rand() / RAND_MAX);
+        fflush(stdout);
+        pid = fork();
+        if (pid == 0) _exit(child_run(NULL));
+        usleep((useconds_t)(at * 1e6));
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        int in_flight = write_in_flight();
+        killed += WIFSIGNALED(st);
+        mid += in_flight;
+        long long step = -1;
+        fflush(stdout);
+        pid_t c = fork();
+        if (c == 0) {
+            long long s = -1;
+            int rc = check_latest(ref, &s);
+            printf("kill %2d at %.3f s of %.3f%s: latest is step %lld, verified, loads bitwise%s\n", k + 1, at, T,
+                   WIFSIGNALED(st) ? "" : " (the run had ended)", s, in_flight ? " (a write was in flight)" : "");
+            fflush(stdout);
+            _exit(rc);
+        }
+        waitpid(c, &st, 0);
+        ZT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "kill %d at %.3f s: latest does not load and verify", k + 1, at);
+        (void)step;
+    }
+    printf("kill20: %d of 20 kills killed the run, %d of them with a save in flight\n", killed, mid);
+    ZT_CHECK(killed >= 10, "only %d of 20 kills came before the run ended (the machine's load changed?)", killed);
+    unsetenv("ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS");
+    return zt_finish();
+}
+
 int main(int argc, char **argv) {
     zt_name = "checkpoint_async";
     if (argc > 2 && !strcmp(argv[1], "--phase") && !strcmp(argv[2], "kill")) return kill_phase();
+    if (argc > 2 && !strcmp(argv[1], "--phase") && !strcmp(argv[2], "kill20")) return kill20_phase();
     return collective();
 }

@@ -149,6 +149,9 @@ typedef struct zcfg_zero {
     int hpz_partition_size;              /* zero_hpz_partition_size 1: hpZ's secondary group size (0, 1: none) */
 } zcfg_zero;
 
+/* zinc.checkpoint_busy: what a save does while the previous decoupled save is still being written. */
+enum { ZCFG_CKPT_BUSY_WAIT = 0, ZCFG_CKPT_BUSY_SKIP = 1 };
+
 typedef struct zcfg_aio {
     int64_t block_size;       /* 1048576 */
     int queue_depth;          /* 8 */
@@ -181,6 +184,7 @@ typedef struct zcfg_checkpoint {
     bool writer_io_buffer_double;  /* true */
     bool writer_show_statistics;   /* false */
     int writer_data_parallel;      /* none (0): DeepSpeed's None */
+    int writer_busy;               /* zinc.checkpoint_busy: ZCFG_CKPT_BUSY_WAIT (0) or _SKIP */
 } zcfg_checkpoint;
 
 /* DeepSpeed's "tensorboard" and "csv_monitor" blocks (deepspeed/monitor/config.py): the files go into

@@ -48,6 +48,7 @@ static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const tag_names[] = {"Warn", "Ignore", "Fail", NULL};
 static const char *const writer_type_names[] = {"FAST", "PYTHON", "MOCK", NULL};
 static const char *const writer_dp_names[] = {"none", "REPLICA", "SOCKET", "MACHINE", NULL};
+static const char *const ckpt_busy_names[] = {"wait", "skip", NULL};
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 const char *const zkey_comm_op_names[] = {"all_reduce",        "reduce_scatter",    "all_gather",
                                           "all_gather_object", "broadcast",         "barrier",
@@ -546,8 +547,10 @@ static const zkey_key writer_keys[] = {
          "accepted (FAST, PYTHON, MOCK); zinc has one writer, the safe checkpoint writer"),
     BOOL("decoupled", checkpoint.writer_decoupled,
          "a save snapshots the shard and returns; a writer thread per rank writes it, the next step publishes it"),
-    SIZE("io_buffer_size", checkpoint.writer_io_buffer_size, 4096, BIG, "bytes per write of the writer thread"),
-    BOOL("io_buffer_double", checkpoint.writer_io_buffer_double, "accepted; the snapshot is the write buffer"),
+    SIZE("io_buffer_size", checkpoint.writer_io_buffer_size, 4096, BIG,
+         "bytes per write and per snapshot piece of the writer thread (rounded down to 4 KiB)"),
+    BOOL("io_buffer_double", checkpoint.writer_io_buffer_double,
+         "two write slots of io_buffer_size (one when false) where memory is short for a full snapshot"),
     BOOL("show_statistics", checkpoint.writer_show_statistics, "logs each save's bytes, GB/s and blocked time"),
     ENUM("data_parallel", checkpoint.writer_data_parallel, writer_dp_names,
          "accepted (REPLICA, SOCKET, MACHINE); every zinc rank writes its own shard"),
@@ -591,6 +594,8 @@ static const zkey_key zinc_keys[] = {
         "error after this many consecutive overflow-skipped steps (0: never)"),
     BOOL("allow_buffered_io", aio.allow_buffered_io,
          "NVMe offload falls back to buffered IO where O_DIRECT is refused"),
+    ENUM("checkpoint_busy", checkpoint.writer_busy, ckpt_busy_names,
+         "a save while the previous decoupled save is still being written: wait for it, or skip with a warning"),
     BOOL("deterministic_reduction", deterministic_reduction,
          "fp32 gradients summed over the step's micro-batches by one fixed binary tree over the global "
          "micro-batch index: the same bits for every power-of-two ranks x gradient_accumulation_steps split of "

@@ -1,48 +1,391 @@
-/* checkpoint.writer.decoupled (DeepSpeed 0.19.8's decoupled checkpoint engine): zinc_save_checkpoint takes a
- * snapshot of this rank's shard file (checkpoint_save.c) and returns; a writer thread of this process writes
- * it through the safe writer (temporary name, fsync, rename) and checksums it. The thread never calls a
- * collective: MPI stays on the main thread, where each zinc_step asks every rank (one small all-reduce while a
- * save is in flight) whether all writers are done, and the step on which they are publishes the checkpoint
- * (the checksum exchange, the manifest, `latest`: checkpoint_save.c's zckpt_save_publish). A writer's failure
- * (ENOSPC, EIO) fails that step with its message. A kill at any point leaves the previous `latest`, as a
- * synchronous save does: nothing is renamed into place before the publish. */
+/* checkpoint.writer.decoupled (DeepSpeed 0.19.8's decoupled checkpoint engine): zinc_save_checkpoint hands
+ * this rank's shard file to a writer thread of this process and returns.
+ *
+ * The snapshot. Of a store the host addresses in place (offload_optimizer cpu, or none on the cpu device)
+ * the writer thread copies the state itself, in pieces of io_buffer_size bytes per section, while the next
+ * steps run: their forward and backward never touch the master weights, the moments or (stage 3) the
+ * parameter shard, and every pass that changes them (the optimizer step, zinc_set_master, a load) first
+ * calls the store's write guard for each chunk (offload/state.h): the guard copies on the training thread
+ * every piece of the chunk not yet copied, and waits for a piece the writer is copying, so no piece is ever
+ * copied after a change. Stage 0 saves the same state (rank 0's file) under the same guard. A piece is copied
+ * into a full image of the file when MemAvailable holds one; otherwise (memory short) the writer streams it
+ * through io_buffer_size slots (two with io_buffer_double), writing each before the slot is reused, and
+ * the guard waits for the writer there. Other stores (GPU memory, NVMe, parameter offload) are snapshotted
+ * on the training thread at the save (checkpoint_save.c).
+ *
+ * The write: through io_uring (offload/aio.c, the NVMe store's ring) on the safe writer's temporary file
+ * (zfile_out: O_EXCL | O_NOFOLLOW, fsync, rename), with O_DIRECT where the file system allows it (the
+ * reason logged where not), then the checksums, then commit.
+ *
+ * The thread never calls a collective: MPI stays on the main thread, where each zinc_step asks every rank (one
+ * small all-reduce while a save is in flight) whether all writers are done, and the step on which they are
+ * publishes the checkpoint (the checksum exchange, the manifest, `latest`: checkpoint_save.c's
+ * zckpt_save_publish). A writer's failure (ENOSPC, EIO, a non-finite state) fails that step with its
+ * message. A kill at any point leaves the previous `latest`, as a synchronous save does: nothing is renamed
+ * into place before the publish. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "base/core/clock.h"
 #include "base/core/crc32c.h"
+#include "base/core/env.h"
 #include "base/core/error.h"
 #include "base/core/safe_file.h"
 #include "base/core/trace.h"
+#include "offload/aio.h"
 #include "runtime/engine/engine_internal.h"
+#include "runtime/mem/mem_estimate.h"
 
-/* The writer thread's whole work: the image to the file in io_buffer_size pieces, its checksums from the
- * image (the bytes written), commit. */
-static zinc_status write_image(zckpt_save_job *job) {
-    zinc_status st = ZINC_OK;
-    char fin[ZCKPT_PATH_MAX];
-    zfile_out o = {.fd = -1};
-    zckpt_file *f = &job->mine;
-    TRY(zckpt_path(fin, sizeof fin, "%s/%s", job->partial, f->name));
-    TRY(zfile_out_open(&o, "checkpoint file", fin, 0, NULL));
-    for (int64_t off = 0; off < job->image_bytes; off += job->io_buffer) {
-        int64_t n = job->image_bytes - off < job->io_buffer ? job->image_bytes - off : job->io_buffer;
-        TRY(zckpt_pwrite(&job->w, o.fd, o.tmp, job->image + off, (size_t)n, off));
+#define ALIGN ((int64_t)ZCKPT_SECTION_ALIGN)
+static int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+/* ---------------------------------------------------------------- pieces */
+
+static int64_t nelem(const zckpt_save_job *j) { return j->mine.flat_hi - j->mine.flat_lo; }
+static size_t esz(const zckpt_save_job *j, int sec) { return sec == ZCKPT_SEC_PARAMS ? j->psz : sizeof(float); }
+
+/* Section sec of piece p: its source, its file offset and its bytes (src NULL: a section the store lacks). */
+static const void *piece_src(const zckpt_save_job *j, int sec, int64_t p, int64_t *off, int64_t *bytes) {
+    int64_t a = p * j->piece, n = nelem(j) - a < j->piece ? nelem(j) - a : j->piece;
+    *off = j->mine.sec_offset[sec] + a * (int64_t)esz(j, sec);
+    *bytes = n * (int64_t)esz(j, sec);
+    if (sec == ZCKPT_SEC_PARAMS) return j->src_params + (size_t)a * j->psz;
+    return j->src[sec] ? j->src[sec] + a : NULL;
+}
+
+static int nsec(const zckpt_save_job *j) { return j->mine.sec_offset[ZCKPT_SEC_PARAMS] >= 0 ? 4 : 3; }
+
+/* A checkpoint of a run gone bad would resume into the same NaNs: the first non-finite value is recorded and
+ * fails the save (the message is made on the main thread, which knows the parameters). */
+static void check_finite(zckpt_save_job *j, int sec, int64_t p, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) {
+            pthread_mutex_lock(&j->mu);
+            if (j->sst == ZINC_OK) {
+                j->sst = ZINC_ERR_NONFINITE;
+                j->nf_flat = j->mine.flat_lo + p * j->piece + i;
+                j->nf_sec = sec;
+                j->nf_val = (double)x[i];
+            }
+            pthread_mutex_unlock(&j->mu);
+            return;
+        }
+}
+
+/* Piece p into the full image, every section. */
+static void copy_piece(zckpt_save_job *j, int64_t p) {
+    for (int s = 0; s < nsec(j); s++) {
+        int64_t off, bytes;
+        const void *src = piece_src(j, s, p, &off, &bytes);
+        if (!src) continue; /* Lion's exp_avg_sq: the zeros of the image */
+        memcpy(j->image + off, src, (size_t)bytes);
+        if (s < ZCKPT_SEC_PARAMS) check_finite(j, s, p, (const float *)(j->image + off), bytes / 4);
     }
+}
+
+static bool claim(zckpt_save_job *j, int64_t p) {
+    int want = 0;
+    return __atomic_compare_exchange_n(&j->pstate[p], &want, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+static void finish(zckpt_save_job *j, int64_t p) {
+    pthread_mutex_lock(&j->mu);
+    __atomic_store_n(&j->pstate[p], 2, __ATOMIC_RELEASE);
+    j->ncopied++;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void abandon(zckpt_save_job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->abandoned = true;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Until pieces [p0, p1) are copied (or the writer gave up: the save fails anyway). */
+static void wait_pieces(zckpt_save_job *j, int64_t p0, int64_t p1) {
+    pthread_mutex_lock(&j->mu);
+    for (int64_t p = p0; p < p1; p++)
+        while (__atomic_load_n(&j->pstate[p], __ATOMIC_ACQUIRE) != 2 && !j->abandoned) pthread_cond_wait(&j->cv, &j->mu);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* The store's write guard (training thread): before elements [lo, lo + n) of the own range change. */
+static zinc_status guard(void *arg, int64_t lo, int64_t n) {
+    zckpt_save_job *j = arg;
+    int64_t a = lo - j->d0, b = a + n;
+    if (a < 0) a = 0;
+    if (b > nelem(j)) b = nelem(j);
+    if (b <= a) return ZINC_OK;
+    int64_t p0 = a / j->piece, p1 = (b + j->piece - 1) / j->piece;
+    double t0 = zclock_now_s();
+    int64_t tr = ztrace_begin();
+    for (int64_t p = p0; p < p1; p++) {
+        if (__atomic_load_n(&j->pstate[p], __ATOMIC_ACQUIRE) == 2) continue;
+        j->guard_pieces++;
+        if (!j->stream && claim(j, p)) { /* not yet copied: copied here, before the pass changes it */
+            copy_piece(j, p);
+            finish(j, p);
+        }
+    }
+    wait_pieces(j, p0, p1); /* the writer's pieces in progress (streaming: every piece of the range) */
+    j->guard_s += zclock_now_s() - t0;
+    if (tr) ztrace_span(tr, ZTRACE_WAIT, "checkpoint snapshot", 0, "elements", b - a, NULL, 0);
+    return ZINC_OK;
+}
+
+static void unguard(zinc_engine *e, zckpt_save_job *j) {
+    if (e->state && e->state->guard_arg == j) {
+        e->state->guard = NULL;
+        e->state->guard_arg = NULL;
+    }
+}
+
+/* ---------------------------------------------------------------- the snapshot's set-up (training thread) */
+
+/* A full image when this node's ranks' images fit in MemAvailable less the pre-flight's headroom. */
+static bool memory_short(const zinc_engine *e, const zckpt_save_job *j) {
+    zest_available av;
+    unsigned hr = ZEST_HEADROOM_DEFAULT;
+    zest_available_read(NULL, &av);
+    if (zest_headroom_read(&hr) != ZINC_OK) zinc__error_clear();
+    int local = e->comm && e->comm->local_size > 0 ? e->comm->local_size : 1;
+    return av.have_mem && (uint64_t)j->mine.bytes * (uint64_t)local > av.mem_available / 100 * (100 - hr);
+}
+
+/* The zeros of the image: between the sections, a section the store lacks, and up to the last 4 KiB. */
+static void zero_gaps(zckpt_save_job *j) {
+    int ns = nsec(j);
+    for (int s = 0; s < ns; s++) {
+        int64_t start = j->mine.sec_offset[s], end = start + nelem(j) * (int64_t)esz(j, s);
+        int64_t next = s + 1 < ns ? j->mine.sec_offset[s + 1] : round_up(j->mine.bytes, ALIGN);
+        if (s < ZCKPT_SEC_PARAMS && !j->src[s]) end = start;
+        memset(j->image + end, 0, (size_t)(next - end));
+    }
+}
+
+static zinc_status alloc_snapshot(zinc_engine *e, zckpt_save_job *j) {
+    zinc_status st = ZINC_OK;
+    int64_t slot = round_up(j->piece * (int64_t)sizeof(float), ALIGN);
+    int64_t body = j->stream ? ALIGN + j->nslots * slot : round_up(j->mine.bytes, ALIGN);
+    j->image_alloc = (size_t)(body + ALIGN);
+    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, j->image_alloc,
+                        j->stream ? "the decoupled checkpoint's write slots (checkpoint.writer.io_buffer_size)"
+                                  : "the decoupled checkpoint's snapshot (checkpoint.writer.decoupled)",
+                        (void **)&j->image_mem));
+    j->image = (uint8_t *)(((uintptr_t)j->image_mem + (uintptr_t)ALIGN - 1) & ~(uintptr_t)(ALIGN - 1));
+    j->image_bytes = j->mine.bytes;
+    zckpt_header_encode(&j->mine, j->uid, j->image); /* streaming: the header's own 4 KiB before the slots */
+fail:
+    return st;
+}
+
+zinc_status zckpt_async_prepare(zinc_engine *e, zckpt_save_job *j, bool *live) {
+    zinc_status st = ZINC_OK;
+    float *arr[3];
+    *live = false;
+    j->io_buffer = e->cfg.checkpoint.writer_io_buffer_size / ALIGN * ALIGN;
+    if (j->io_buffer < ALIGN) j->io_buffer = ALIGN;
+    j->nslots = e->cfg.checkpoint.writer_io_buffer_double ? 2 : 1;
+    j->aio = e->cfg.aio;
+    if (!zstate_host_arrays(e->state, &arr[0], &arr[1], &arr[2]) || e->pstore ||
+        (j->mine.sec_offset[ZCKPT_SEC_PARAMS] >= 0 && !e->dev->host_addressable))
+        return ZINC_OK;
+    j->d0 = j->mine.flat_lo - e->own_lo;
+    for (int k = 0; k < 3; k++) j->src[k] = arr[k] ? arr[k] + j->d0 : NULL;
+    if (j->mine.sec_offset[ZCKPT_SEC_PARAMS] >= 0) {
+        j->psz = zinc_dtype_size(e->compute_dtype);
+        j->src_params = (const char *)e->params_shard + (size_t)j->d0 * j->psz;
+    }
+    j->piece = j->io_buffer / (int64_t)sizeof(float) / ZSTATE_CHUNK_ALIGN * ZSTATE_CHUNK_ALIGN;
+    if (j->piece < ZSTATE_CHUNK_ALIGN) j->piece = ZSTATE_CHUNK_ALIGN;
+    j->npieces = (nelem(j) + j->piece - 1) / j->piece;
+    j->stream = memory_short(e, j);
+    TRY_ALLOC(j->pstate, j->npieces > 0 ? j->npieces : 1, "the decoupled checkpoint's pieces");
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->sync_init = true;
+    TRY(alloc_snapshot(e, j));
+    const char *d = zenv_get(ZENV_CKPT_TEST_SNAPSHOT_DELAY_MS);
+    j->delay_ms = d && *d ? atoi(d) : 0;
+    if (j->stream)
+        ZLOG_INFO(&e->log,
+                  "checkpoint.writer: step %lld: MemAvailable does not hold this rank's %.1f MiB snapshot; streaming "
+                  "it through %d slot%s of io_buffer_size %lld bytes (the next optimizer step waits for the writer)",
+                  (long long)j->step, (double)j->mine.bytes / 1048576.0, j->nslots, j->nslots == 1 ? "" : "s",
+                  (long long)j->io_buffer);
+    e->state->guard = guard;
+    e->state->guard_arg = j;
+    j->live = *live = true;
+fail:
+    return st;
+}
+
+/* ---------------------------------------------------------------- the write (writer thread) */
+
+typedef struct wio {
+    zaio *a;
+    int file, fd;
+    const char *path;
+    zckpt_writer *w;
+    zaio_req req[2];
+    bool busy[2];
+} wio;
+
+static zinc_status wio_open(zckpt_save_job *j, wio *io, int fd, const char *path) {
+    zinc_status st = ZINC_OK;
+    zaio_params p = {.block_size = j->aio.block_size,
+                     .queue_depth = j->aio.queue_depth,
+                     .intra_op_parallelism = j->aio.intra_op_parallelism,
+                     .single_submit = j->aio.single_submit,
+                     .overlap_events = j->aio.overlap_events};
+    io->fd = fd;
+    io->path = path;
+    io->w = &j->w;
+    TRY(zaio_create(&p, &io->a));
+    TRY(zaio_adopt(io->a, fd, path, &io->file));
+    const zaio_file *f = zaio_file_info(io->a, io->file);
+    j->direct = f->direct;
+    snprintf(j->why_buffered, sizeof j->why_buffered, "%s", f->why_buffered);
+    snprintf(j->backend, sizeof j->backend, "%s", zaio_backend(io->a));
+fail:
+    return st;
+}
+
+static zinc_status wio_wait(wio *io, int k) {
+    if (!io->busy[k]) return ZINC_OK;
+    io->busy[k] = false;
+    return zaio_wait(io->a, &io->req[k]);
+}
+
+static zinc_status wio_drain(wio *io) {
+    zinc_status st = ZINC_OK;
+    for (int k = 0; k < 2; k++) TRY(wio_wait(io, k));
+fail:
+    return st;
+}
+
+/* Writes len bytes (a multiple of 4 KiB, of which `real` are the file's) at off through request slot k. The
+ * test hooks (a failing errno, a kill after N bytes) take the plain writer's path. */
+static zinc_status wio_put(wio *io, int k, const void *buf, int64_t off, int64_t len, int64_t real) {
+    zinc_status st = ZINC_OK;
+    zckpt_writer *w = io->w;
+    TRY(wio_wait(io, k));
+    if (w->fail_errno || (w->kill_after >= 0 && w->written + real >= w->kill_after)) {
+        TRY(wio_drain(io));
+        TRY(zaio_set_direct(io->a, io->file, false));
+        return zckpt_pwrite(w, io->fd, io->path, buf, (size_t)real, off);
+    }
+    zaio_req *r = &io->req[k];
+    memset(r, 0, sizeof *r);
+    *r = (zaio_req){.op = ZAIO_WRITE, .file = io->file, .buf = (void *)buf, .buf_index = -1, .off = off, .len = len};
+    snprintf(r->what, sizeof r->what, "checkpoint bytes %lld..%lld", (long long)off, (long long)(off + len));
+    TRY(zaio_submit(io->a, r));
+    io->busy[k] = true;
+    w->written += real;
+fail:
+    return st;
+}
+
+static void pause_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* The full image: the pieces copied (those the guard has not taken), then written in io_buffer_size
+ * requests, checksummed from the image. */
+static zinc_status write_full(zckpt_save_job *j, wio *io) {
+    zinc_status st = ZINC_OK;
+    zckpt_file *f = &j->mine;
+    if (j->live) {
+        zero_gaps(j);
+        for (int64_t p = 0; p < j->npieces; p++)
+            if (claim(j, p)) {
+                if (j->delay_ms) pause_ms(j->delay_ms);
+                copy_piece(j, p);
+                finish(j, p);
+            }
+        wait_pieces(j, 0, j->npieces);
+        if (j->sst != ZINC_OK) return j->sst;
+    }
+    for (int64_t off = 0, k = 0; off < f->bytes; off += j->io_buffer, k = (k + 1) % j->nslots) {
+        int64_t n = f->bytes - off < j->io_buffer ? f->bytes - off : j->io_buffer;
+        TRY(wio_put(io, (int)k, j->image + off, off, round_up(n, ALIGN), n));
+    }
+    TRY(wio_drain(io));
     TRY_ALLOC(f->block_crc, f->nblocks, "checkpoint checksums");
     f->crc = 0;
     for (int64_t b = 0; b < f->nblocks; b++) {
         int64_t off = b * f->block_bytes, len = f->bytes - off < f->block_bytes ? f->bytes - off : f->block_bytes;
-        f->block_crc[b] = zcrc32c(0, job->image + off, (size_t)len);
-        f->crc = zcrc32c(f->crc, job->image + off, (size_t)len);
+        f->block_crc[b] = zcrc32c(0, j->image + off, (size_t)len);
+        f->crc = zcrc32c(f->crc, j->image + off, (size_t)len);
     }
+fail:
+    return st;
+}
+
+/* Memory short: the header, then each piece's sections through the slots, each written before its slot is
+ * reused; the checksums read back from the file. */
+static zinc_status write_stream(zckpt_save_job *j, wio *io) {
+    zinc_status st = ZINC_OK;
+    int64_t slot = round_up(j->piece * (int64_t)sizeof(float), ALIGN), k = 0;
+    TRY(wio_put(io, 0, j->image, 0, ALIGN, ALIGN));
+    TRY(wio_wait(io, 0));
+    for (int64_t p = 0; p < j->npieces; p++) {
+        if (!claim(j, p)) FAIL(ZINC_ERR_INTERNAL, "checkpoint.writer: piece %lld taken twice", (long long)p);
+        if (j->delay_ms) pause_ms(j->delay_ms);
+        for (int s = 0; s < nsec(j); s++) {
+            int64_t off, bytes;
+            const void *src = piece_src(j, s, p, &off, &bytes);
+            if (!src) continue; /* a hole: zeros */
+            uint8_t *buf = j->image + ALIGN + k * slot;
+            TRY(wio_wait(io, (int)k));
+            memcpy(buf, src, (size_t)bytes);
+            memset(buf + bytes, 0, (size_t)(round_up(bytes, ALIGN) - bytes));
+            if (s < ZCKPT_SEC_PARAMS) check_finite(j, s, p, (const float *)buf, bytes / 4);
+            if (j->sst != ZINC_OK) return j->sst;
+            TRY(wio_put(io, (int)k, buf, off, round_up(bytes, ALIGN), bytes));
+            k = (k + 1) % j->nslots;
+        }
+        finish(j, p);
+    }
+    TRY(wio_drain(io));
+    TRY(zaio_set_direct(io->a, io->file, false));
+    if (ftruncate(io->fd, (off_t)j->mine.bytes) != 0)
+        FAIL(ZINC_ERR_IO, "cannot size checkpoint file %s to %lld bytes: %s (check free space)", io->path,
+             (long long)j->mine.bytes, strerror(errno));
+    TRY(zckpt_checksum_file(io->fd, io->path, &j->mine));
+fail:
+    return st;
+}
+
+static zinc_status write_file(zckpt_save_job *j) {
+    zinc_status st = ZINC_OK;
+    char fin[ZCKPT_PATH_MAX];
+    zfile_out o = {.fd = -1};
+    wio io = {0};
+    TRY(zckpt_path(fin, sizeof fin, "%s/%s", j->partial, j->mine.name));
+    TRY(zfile_out_open(&o, "checkpoint file", fin, 0, NULL));
+    TRY(wio_open(j, &io, o.fd, o.tmp));
+    TRY(j->stream ? write_stream(j, &io) : write_full(j, &io));
+    if (ftruncate(o.fd, (off_t)j->mine.bytes) != 0) /* the last request's rounding to 4 KiB */
+        FAIL(ZINC_ERR_IO, "cannot size checkpoint file %s to %lld bytes: %s (check free space)", o.tmp,
+             (long long)j->mine.bytes, strerror(errno));
     TRY(zfile_out_commit(&o));
 fail:
+    if (io.a) {
+        zaio_drain(io.a);
+        zaio_destroy(io.a);
+    }
     if (o.fd >= 0) zfile_out_abort(&o);
     return st;
 }
@@ -52,24 +395,48 @@ static void *writer_main(void *arg) {
     ztrace_thread_name("checkpoint writer");
     double t0 = zclock_now_s();
     int64_t tr = ztrace_begin();
-    job->wst = write_image(job);
+    job->wst = write_file(job);
     if (job->wst != ZINC_OK) snprintf(job->wmsg, sizeof job->wmsg, "%s", zinc_last_error());
+    if (job->live) abandon(job); /* a guard waiting for a piece never copied stops waiting */
     job->write_s = zclock_now_s() - t0;
     if (tr) ztrace_span(tr, ZTRACE_CHECKPOINT, "write", 0, "bytes", job->image_bytes, NULL, 0);
     __atomic_store_n(&job->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
+/* ---------------------------------------------------------------- polls (main thread) */
+
 static void drop(zinc_engine *e) {
     zckpt_save_job *job = e->ckpt_async;
     if (!job) return;
     e->ckpt_async = NULL;
     if (job->started) pthread_join(job->thread, NULL);
+    unguard(e, job);
     ZLOG_WARN(&e->log,
               "checkpoint %s of step %lld: the engine was destroyed before its decoupled write was published; "
               "`latest` still names the previous checkpoint (call zinc_checkpoint_wait before zinc_destroy)",
               job->final, (long long)job->step);
     zckpt_save_job_free(e, job);
+}
+
+/* The writer's outcome on this rank: its IO error, or the snapshot's non-finite value. */
+static zinc_status writer_status(zinc_engine *e, zckpt_save_job *job) {
+    if (job->live && job->sst == ZINC_ERR_NONFINITE) {
+        const zinc_param *p = zengine_param_at(e, job->nf_flat);
+        return ZERR(ZINC_ERR_NONFINITE,
+                    "zinc_save_checkpoint: step %lld: the %s state of parameter \"%s\" element %lld is %g: refusing to "
+                    "save a checkpoint with non-finite values (the run went bad; resume from an earlier checkpoint)",
+                    (long long)job->step, zckpt_section_names[job->nf_sec], p ? p->name : "?",
+                    (long long)(p ? job->nf_flat - p->flat_offset : job->nf_flat), job->nf_val);
+    }
+    if (job->wst != ZINC_OK)
+        return ZERR(job->wst,
+                    "checkpoint.writer.decoupled: the checkpoint of step %lld (%s) was not saved; `latest` still "
+                    "names the previous one: %s",
+                    (long long)job->step, job->final, job->wmsg);
+    if (!job->direct && job->has && job->why_buffered[0])
+        ZLOG_INFO(&e->log, "checkpoint.writer: %s was written without O_DIRECT: %s", job->final, job->why_buffered);
+    return ZINC_OK;
 }
 
 static zinc_status poll_save(zinc_engine *e, bool wait) {
@@ -87,12 +454,9 @@ static zinc_status poll_save(zinc_engine *e, bool wait) {
     }
     e->ckpt_async = NULL; /* whatever follows, this save is over */
     if (job->started) pthread_join(job->thread, NULL);
-    job->blocked_s += zclock_now_s() - t0;
-    if (job->wst != ZINC_OK)
-        local = ZERR(job->wst,
-                     "checkpoint.writer.decoupled: the checkpoint of step %lld (%s) was not saved; `latest` still "
-                     "names the previous one: %s",
-                     (long long)job->step, job->final, job->wmsg);
+    unguard(e, job);
+    job->blocked_s += zclock_now_s() - t0 + job->guard_s;
+    local = writer_status(e, job);
     TRY(zcomm_agree_status(e->comm, local));
     TRY(zckpt_save_publish(e, job));
     if (job->keep_last > 0) { /* zinc_checkpoint_keep_last, asked while this was in flight */
@@ -107,8 +471,6 @@ fail:
 }
 
 zinc_status zckpt_async_start(zinc_engine *e, zckpt_save_job *job) {
-    job->io_buffer = e->cfg.checkpoint.writer_io_buffer_size;
-    if (job->io_buffer < 4096) job->io_buffer = 4096;
     /* Registered on every rank whatever happens, so that every rank's next poll is the same collective. */
     e->ckpt_async = job;
     e->ckpt_async_poll = poll_save;
@@ -119,12 +481,19 @@ zinc_status zckpt_async_start(zinc_engine *e, zckpt_save_job *job) {
         job->started = true;
         return ZINC_OK;
     }
+    unguard(e, job);
     job->wst = ZERR(ZINC_ERR_NOMEM, "checkpoint.writer.decoupled: cannot start the writer thread: %s", strerror(rc));
     snprintf(job->wmsg, sizeof job->wmsg, "%s", zinc_last_error());
     return job->wst;
 }
 
 zinc_status zckpt_async_wait(zinc_engine *e) { return e && e->ckpt_async ? poll_save(e, true) : ZINC_OK; }
+
+zinc_status zckpt_async_busy(zinc_engine *e, bool *busy) {
+    zinc_status st = e->ckpt_async ? poll_save(e, false) : ZINC_OK;
+    *busy = e->ckpt_async != NULL;
+    return st;
+}
 
 zinc_status zinc_checkpoint_wait(zinc_engine *e) {
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_checkpoint_wait: engine is NULL");

@@ -102,7 +102,7 @@ static zinc_status write_v(zinc_engine *e, zckpt_writer *w, int fd, const char *
     return ZINC_OK;
 }
 
-static zinc_status write_sections(zinc_engine *e, zckpt_writer *w, int fd, const char *path, const zckpt_file *f) {
+zinc_status zckpt_write_sections(zinc_engine *e, zckpt_writer *w, int fd, const char *path, const zckpt_file *f) {
     zinc_status st = ZINC_OK;
     void *host = NULL;
     TRY(zstate_pass_begin(e->state, ZSTATE_READ | ZSTATE_HOST_VIEW));
@@ -167,7 +167,7 @@ done:
 }
 
 /* Reads the written file back (from the page cache, normally) for its block and whole-file checksums. */
-static zinc_status checksum_file(int fd, const char *path, zckpt_file *f) {
+zinc_status zckpt_checksum_file(int fd, const char *path, zckpt_file *f) {
     zinc_status st = ZINC_OK;
     uint8_t *buf = NULL;
     TRY_ALLOC(buf, (size_t)f->block_bytes, "checkpoint checksums");
@@ -201,11 +201,11 @@ static zinc_status write_shard(zinc_engine *e, zckpt_writer *w, const char *part
     TRY(zfile_out_open(&o, "checkpoint file", fin, 0, NULL));
     zckpt_header_encode(f, uid, hdr);
     TRY(zckpt_pwrite(w, o.fd, o.tmp, hdr, sizeof hdr, 0));
-    TRY(write_sections(e, w, o.fd, o.tmp, f));
+    TRY(zckpt_write_sections(e, w, o.fd, o.tmp, f));
     if (ftruncate(o.fd, (off_t)f->bytes) != 0)
         FAIL(ZINC_ERR_IO, "cannot size checkpoint file %s to %lld bytes: %s (check free space)", o.tmp,
              (long long)f->bytes, strerror(errno));
-    TRY(checksum_file(o.fd, o.tmp, f));
+    TRY(zckpt_checksum_file(o.fd, o.tmp, f));
     TRY(zfile_out_commit(&o));
 fail:
     if (o.fd >= 0) zfile_out_abort(&o);
@@ -266,25 +266,32 @@ fail:
     return st;
 }
 
-/* The decoupled save's snapshot: this rank's file as it will be on disk (header, sections, zeros between),
- * made by the same code that writes it (zckpt_pwrite copies into the image), so it is byte for byte the
- * synchronous save's file. Training may change the state as soon as this returns. */
+/* The decoupled save's snapshot. Of a store the host addresses in place it is taken by the writer thread,
+ * piece by piece, while training goes on (checkpoint_async.c); of any other (GPU memory, NVMe, parameter
+ * offload) here: this rank's file as it will be on disk (header, sections, zeros between), made by the same
+ * code that writes it (zckpt_pwrite copies into the image), so it is byte for byte the synchronous save's
+ * file. Training may change the state as soon as this returns. */
 static zinc_status snapshot(zinc_engine *e, zckpt_save_job *job) {
     zinc_status st = ZINC_OK;
     uint8_t hdr[ZCKPT_HEADER_BYTES];
     zckpt_writer w;
-    void *img = NULL;
+    bool live = false;
     int64_t t0 = ztrace_begin();
+    TRY(zckpt_async_prepare(e, job, &live));
+    if (live) return ZINC_OK;
     zckpt_writer_init(&w);
-    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, (size_t)job->mine.bytes,
-                        "the decoupled checkpoint's snapshot (checkpoint.writer.decoupled)", &img));
-    job->image = img;
+    job->image_alloc = (size_t)job->mine.bytes + 2 * ZCKPT_SECTION_ALIGN;
+    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, job->image_alloc,
+                        "the decoupled checkpoint's snapshot (checkpoint.writer.decoupled)", (void **)&job->image_mem));
+    job->image = (uint8_t *)(((uintptr_t)job->image_mem + ZCKPT_SECTION_ALIGN - 1) &
+                             ~(uintptr_t)(ZCKPT_SECTION_ALIGN - 1));
     job->image_bytes = job->mine.bytes;
+    memset(job->image, 0, (size_t)job->image_bytes); /* the zeros between the sections */
     w.image = job->image;
     w.image_bytes = job->image_bytes;
     zckpt_header_encode(&job->mine, job->uid, hdr);
     TRY(zckpt_pwrite(&w, -1, "the snapshot", hdr, sizeof hdr, 0));
-    TRY(write_sections(e, &w, -1, "the snapshot", &job->mine));
+    TRY(zckpt_write_sections(e, &w, -1, "the snapshot", &job->mine));
     if (t0) ztrace_span(t0, ZTRACE_CHECKPOINT, "snapshot", 0, "bytes", job->image_bytes, NULL, 0);
 fail:
     return st;
@@ -369,14 +376,20 @@ zinc_status zckpt_save_publish(zinc_engine *e, zckpt_save_job *job) {
               (long long)job->step, nfiles, nfiles == 1 ? "" : "s", (double)total / 1048576.0,
               zclock_now_s() - job->t0);
     /* training waits for the publish too (main thread): synchronous, the whole save */
-    job->blocked_s = job->image ? job->blocked_s + (zclock_now_s() - tp) : zclock_now_s() - job->t0;
+    job->blocked_s = job->image_mem ? job->blocked_s + (zclock_now_s() - tp) : zclock_now_s() - job->t0;
     if (e->cfg.checkpoint.writer_show_statistics) {
         double wr = job->write_s > 0 ? (double)job->image_bytes / job->write_s / 1e9 : 0;
         ZLOG_INFO(&e->log,
-                  "checkpoint.writer statistics, rank %d, step %lld: %lld bytes, %s write %.3f s (%.2f GB/s), "
-                  "snapshot %.3f s, training blocked %.3f s",
-                  e->rank, (long long)job->step, (long long)job->image_bytes, job->image ? "decoupled" : "synchronous",
-                  job->write_s, wr, job->snapshot_s, job->blocked_s);
+                  "checkpoint.writer statistics, rank %d, step %lld: %lld bytes, %s write %.3f s (%.2f GB/s%s%s), "
+                  "snapshot %.3f s, training blocked %.3f s (%lld piece%s guarded by the step, %.3f s)",
+                  e->rank, (long long)job->step, (long long)job->image_bytes,
+                  !job->image_mem ? "synchronous"
+                  : job->stream   ? "decoupled streaming"
+                  : job->live     ? "decoupled live"
+                                  : "decoupled",
+                  job->write_s, wr, job->image_mem ? (job->direct ? ", O_DIRECT, " : ", buffered, ") : "",
+                  job->image_mem && job->backend ? job->backend : "", job->snapshot_s, job->blocked_s,
+                  (long long)job->guard_pieces, job->guard_pieces == 1 ? "" : "s", job->guard_s);
     }
 fail:
     for (int i = 0; files && i < nfiles; i++) free(files[i].block_crc);
@@ -387,8 +400,17 @@ fail:
 
 void zckpt_save_job_free(zinc_engine *e, zckpt_save_job *job) {
     if (!job) return;
+    if (e->state && e->state->guard_arg == job) { /* a save that failed after its snapshot was prepared */
+        e->state->guard = NULL;
+        e->state->guard_arg = NULL;
+    }
     zckpt_unlock_dir(job->lock_fd);
-    if (job->image) zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, job->image, (size_t)job->image_bytes);
+    if (job->image_mem) zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, job->image_mem, job->image_alloc);
+    if (job->sync_init) {
+        pthread_mutex_destroy(&job->mu);
+        pthread_cond_destroy(&job->cv);
+    }
+    free(job->pstate);
     free(job->mine.block_crc);
     free(job->meta);
     free(job);
@@ -403,7 +425,20 @@ static zinc_status checkpoint_save(zinc_engine *e, const char *dir, const char *
     zinc_status built = zengine_require_built(e, "zinc_save_checkpoint");
     if (built != ZINC_OK) return built;
     if ((st = zengine_check_usable(e, "zinc_save_checkpoint")) != ZINC_OK) return st;
-    /* checkpoint.writer.decoupled: a second save waits for the first (published, or its failure returned) */
+    /* checkpoint.writer.decoupled: a second save waits for the first (published, or its failure returned), or
+     * with zinc.checkpoint_busy "skip" is skipped with a warning while any rank's writer still writes */
+    if (e->ckpt_async && e->cfg.checkpoint.writer_busy == ZCFG_CKPT_BUSY_SKIP) {
+        bool busy = false;
+        TRY(zckpt_async_busy(e, &busy));
+        if (busy) {
+            zckpt_save_job *prev = e->ckpt_async;
+            ZLOG_WARN(&e->log,
+                      "zinc_save_checkpoint: step %lld: skipped, the decoupled save of step %lld is still being "
+                      "written (zinc.checkpoint_busy \"skip\"; \"wait\" waits for it)",
+                      (long long)e->steps, (long long)prev->step);
+            return ZINC_OK;
+        }
+    }
     TRY(zckpt_async_wait(e));
     job = calloc(1, sizeof *job);
     TRY(zcomm_agree_status(e->comm, job ? ZINC_OK : ZERR(ZINC_ERR_NOMEM, "out of memory for a checkpoint save")));
