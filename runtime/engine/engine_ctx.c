@@ -33,6 +33,7 @@ void zengine_contexts(zinc_engine *e) {
         .gas = e->cfg.gradient_accumulation_steps,
         .qgz_intra = e->qgz_intra,
         .qgz_inter = e->qgz_inter,
+        .qgz_layout = &e->plan.qgz_layout,
     };
     zgrads_init(&e->grads, &g);
     zgather_ctx s = {

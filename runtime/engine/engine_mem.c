@@ -16,6 +16,7 @@ zinc_status zengine_plan(zinc_engine *e, const zinc_config *cfg, uint32_t nvme_a
     int64_t *numel = NULL;
     int *module = NULL;
     bool *reentered = NULL;
+    int64_t *qgz_group = NULL; /* ZeRO++ qgZ: each tensor's quantization group, from its shape */
     TRY_ALLOC(numel, e->nparams, "the engine's memory plan");
     TRY_ALLOC(module, e->nparams, "the engine's memory plan");
     TRY_ALLOC(reentered, e->nmodules > 0 ? e->nmodules : 1, "the engine's memory plan");
@@ -23,6 +24,11 @@ zinc_status zengine_plan(zinc_engine *e, const zinc_config *cfg, uint32_t nvme_a
     for (int i = 0; i < e->nparams; i++) {
         numel[i] = e->params[i]->numel;
         module[i] = e->params[i]->module;
+    }
+    if (e->qgz_intra) {
+        TRY_ALLOC(qgz_group, e->nparams > 0 ? e->nparams : 1, "the engine's memory plan");
+        for (int i = 0; i < e->nparams; i++)
+            qgz_group[i] = zsize_qgz_group(e->params[i]->ndim, e->params[i]->shape, e->params[i]->numel, e->world);
     }
     /* The device: a GPU (or the cpu device presented as one, which counts the cuda device's fixed
      * scratch) allocates in device memory and stages through pinned memory. */
@@ -32,9 +38,11 @@ zinc_status zengine_plan(zinc_engine *e, const zinc_config *cfg, uint32_t nvme_a
                         .comm_staging_bytes = zcomm_staged_bytes(e->dcomm),
                         .nvme_align = nvme_align,
                         .qgz_ranks_per_node = e->qgz_intra ? e->qgz_intra->size : 0};
-    TRY(zplan_make(&(zplan_model){e->nparams, numel, module, e->nmodules, e->ndeclared, e->declared, reentered}, cfg,
-                   e->world, e->rank, &dev, out));
+    TRY(zplan_make(
+        &(zplan_model){e->nparams, numel, module, e->nmodules, e->ndeclared, e->declared, reentered, qgz_group}, cfg,
+        e->world, e->rank, &dev, out));
 fail:
+    free(qgz_group);
     free(numel);
     free(module);
     free(reentered);
