@@ -18,8 +18,22 @@
 #include "zero_fixture.h"
 #include "zt.h"
 
+/* The layout: the fixture's modules as tensors (begin filled from them), three quantized, three raw. */
+static int64_t begin[ZFX_NMOD], group[ZFX_NMOD] = {0, 100, 0, 74, 0, 96};
+
+static int tensor_of(int64_t i) {
+    int t = ZFX_NMOD - 1;
+    while (t > 0 && begin[t] > i) t--;
+    return t;
+}
+
+/* Magnitudes change from group to group (counted from each tensor's start; the same on every rank, by 2^7
+ * or 2^-4 from one group to the next), so a group placed elsewhere mixes two magnitudes and breaks the
+ * small one's bound. */
 static double value(int r, int64_t i) {
-    double mag = ldexp(1.0, (int)((i / 512 * 7 + r * 3) % 11) - 5);
+    int t = tensor_of(i);
+    int64_t k = group[t] ? (i - begin[t]) / group[t] + 13 * t : i / 64;
+    double mag = ldexp(1.0, (int)(k * 7 % 11) - 5);
     uint64_t s = (uint64_t)(r * 1000003 + i) * 0x9E3779B97F4A7C15ull;
     return mag * ((double)(s >> 11) / 9007199254740992.0 * 2 - 1);
 }
@@ -42,7 +56,6 @@ int main(void) {
     f.g.c.qgz_intra = intra;
     f.g.c.qgz_inter = inter;
     const zpartition *p = &f.b.part;
-    int64_t begin[ZFX_NMOD], group[ZFX_NMOD] = {0, 100, 0, 74, 0, 96};
     for (int i = 0; i < ZFX_NMOD; i++) begin[i] = f.b.mods[i].flat_begin;
     zsize_qgz_layout lay = {ZFX_NMOD, begin, group, p->padded};
     f.g.c.qgz_layout = &lay;
@@ -78,8 +91,7 @@ int main(void) {
     int64_t hi = lo + p->shard < n ? lo + p->shard : n, off = 0, bad = 0;
     double worst = 0;
     for (int64_t i = lo; i < hi; i++) {
-        int t = ZFX_NMOD - 1;
-        while (begin[t] > i) t--;
+        int t = tensor_of(i);
         int64_t end = t + 1 < ZFX_NMOD ? begin[t + 1] : p->padded, gq = group[t];
         int64_t b0 = i, b1 = i + 1;
         if (gq) {
