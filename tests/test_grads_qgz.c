@@ -1,11 +1,14 @@
 /* ZeRO++ qgZ's reduction (zero/grads_qgz.c) on its own, from the zero/ fixture (cpu device, this run's ranks
  * split into nodes of 2 consecutive ranks at 4 ranks, of 1 at 2): every rank's gradients of the flat range,
  * of magnitudes that change from block to block, reduced by zgrads_qgz_reduce_range into the fp32 shard,
- * against the float64 sum over the ranks, element by element, within the two stages' INT4 bound: each rank's
- * contribution is off by at most one step (max / 8) of its block, each node's partial sum by one step of its
- * own block (at most 9/8 of the sum of its contributions' maxima), plus 2^-10 of the whole for the float
- * roundings. The reduction must see quantization (some element off), repeat bitwise, and send through the
- * all-to-alls the bytes zero/sizing.h's wire layout says. */
+ * against the float64 sum over the ranks, element by element. The fixture's six modules are the tensors of a
+ * qgZ layout, three quantized (in groups of 100, 74 and 96 from the tensor's start, the last not dividing it)
+ * and three raw (DeepSpeed's reduce_scatter fallback). Quantized elements within the two stages' INT4 bound:
+ * each rank's contribution is off by at most one step (max / 8) of its group (the tensor's group, cut where a
+ * rank's piece begins or ends), each node's partial sum by one step of its own group (at most 9/8 of the sum
+ * of its contributions' maxima), plus 2^-10 of the whole for the float roundings; raw elements within 2^-20
+ * of the sum of their magnitudes (fp32 sums only). The reduction must see quantization (some element off),
+ * repeat bitwise, and send through the all-to-alls the bytes zero/sizing.h's wire layout says. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +18,22 @@
 #include "zero_fixture.h"
 #include "zt.h"
 
+/* The layout: the fixture's modules as tensors (begin filled from them), three quantized, three raw. */
+static int64_t begin[ZFX_NMOD], group[ZFX_NMOD] = {0, 100, 0, 74, 0, 96};
+
+static int tensor_of(int64_t i) {
+    int t = ZFX_NMOD - 1;
+    while (t > 0 && begin[t] > i) t--;
+    return t;
+}
+
+/* Magnitudes change from group to group (counted from each tensor's start; the same on every rank, by 2^7
+ * or 2^-4 from one group to the next), so a group placed elsewhere mixes two magnitudes and breaks the
+ * small one's bound. */
 static double value(int r, int64_t i) {
-    double mag = ldexp(1.0, (int)((i / 512 * 7 + r * 3) % 11) - 5);
+    int t = tensor_of(i);
+    int64_t k = group[t] ? (i - begin[t]) / group[t] + 13 * t : i / 64;
+    double mag = ldexp(1.0, (int)(k * 7 % 11) - 5);
     uint64_t s = (uint64_t)(r * 1000003 + i) * 0x9E3779B97F4A7C15ull;
     return mag * ((double)(s >> 11) / 9007199254740992.0 * 2 - 1);
 }
@@ -38,8 +55,11 @@ int main(void) {
     ZT_OK(zfx_grads_init(&f, world, &(zfx_grads_opts){.stage = 3, .dtype = ZINC_FP32, .bucket = 1 << 20, .gas = 1}));
     f.g.c.qgz_intra = intra;
     f.g.c.qgz_inter = inter;
-    ZT_OK(zgrads_alloc(&f.g));
     const zpartition *p = &f.b.part;
+    for (int i = 0; i < ZFX_NMOD; i++) begin[i] = f.b.mods[i].flat_begin;
+    zsize_qgz_layout lay = {ZFX_NMOD, begin, group, p->padded};
+    f.g.c.qgz_layout = &lay;
+    ZT_OK(zgrads_alloc(&f.g));
     int64_t n = p->numel, lo = (int64_t)world->rank * p->shard;
     float *src = calloc((size_t)n, sizeof *src);
     for (int64_t i = 0; i < n; i++) src[i] = (float)value(world->rank, i);
@@ -54,8 +74,12 @@ int main(void) {
             size_t *cnt = calloc((size_t)W, sizeof *cnt), *dsp = calloc((size_t)W, sizeof *dsp);
             zpart_range_split(p, 0, n, cnt, dsp);
             int64_t want = 0;
-            for (int d = 0; d < W; d++) want += (int64_t)zsize_qgz_wire_bytes((int64_t)cnt[d]);
-            for (int np = 0; np < N; np++) want += (int64_t)zsize_qgz_wire_bytes((int64_t)cnt[np * L + intra->rank]);
+            for (int d = 0; d < W; d++)
+                want += (int64_t)zsize_qgz_wire_bytes(&lay, (int64_t)dsp[d], (int64_t)(dsp[d] + cnt[d]), sizeof(float));
+            for (int np = 0; np < N; np++) {
+                int d = np * L + intra->rank;
+                want += (int64_t)zsize_qgz_wire_bytes(&lay, (int64_t)dsp[d], (int64_t)(dsp[d] + cnt[d]), sizeof(float));
+            }
             ZT_CHECK(f.g.stat_qgz_bytes - sent0 == want, "sent %lld bytes, the layout says %lld",
                      (long long)(f.g.stat_qgz_bytes - sent0), (long long)want);
             free(cnt), free(dsp);
@@ -63,11 +87,19 @@ int main(void) {
             ZT_CHECK(!memcmp(first, f.g.shard, (size_t)p->shard * sizeof(float)), "a second reduction differs");
         }
     }
-    /* the bound, element by element, with the blocks of 512 from the start of this rank's piece */
+    /* the bound, element by element, with each tensor's groups from its start, cut at this rank's piece */
     int64_t hi = lo + p->shard < n ? lo + p->shard : n, off = 0, bad = 0;
     double worst = 0;
     for (int64_t i = lo; i < hi; i++) {
-        int64_t b0 = lo + (i - lo) / ZSIZE_QGZ_BLOCK * ZSIZE_QGZ_BLOCK, b1 = b0 + ZSIZE_QGZ_BLOCK < hi ? b0 + ZSIZE_QGZ_BLOCK : hi;
+        int t = tensor_of(i);
+        int64_t end = t + 1 < ZFX_NMOD ? begin[t + 1] : p->padded, gq = group[t];
+        int64_t b0 = i, b1 = i + 1;
+        if (gq) {
+            b0 = begin[t] + (i - begin[t]) / gq * gq, b1 = b0 + gq;
+            b0 = b0 > lo ? b0 : lo;
+            b1 = b1 < end ? b1 : end;
+            b1 = b1 < hi ? b1 : hi;
+        }
         double exact = 0, bound = 0, whole = 0;
         for (int nd = 0; nd < N; nd++) {
             double node_max = 0;
@@ -77,17 +109,17 @@ int main(void) {
                 for (int64_t k = b0; k < b1; k++) m = fmax(m, fabs((double)(float)value(r, k)));
                 exact += (double)(float)value(r, i);
                 whole += m;
-                bound += m / 8;
+                bound += gq ? m / 8 : 0;
                 node_max += m;
             }
-            bound += node_max * 9 / 8 / 8;
+            bound += gq ? node_max * 9 / 8 / 8 : 0;
         }
-        bound += whole * ldexp(1.0, -10);
+        bound += whole * ldexp(1.0, gq ? -10 : -20);
         double err = fabs((double)f.g.shard[i - lo] - exact);
-        if (err > 0) off++;
+        if (err > 0 && gq) off++;
         if (err > bound && bad++ < 3)
-            zt_fail_at(__FILE__, __LINE__, "element %lld: %.9g, exact %.9g: off by %.3g, bound %.3g", (long long)i,
-                       f.g.shard[i - lo], exact, err, bound);
+            zt_fail_at(__FILE__, __LINE__, "element %lld (group %lld): %.9g, exact %.9g: off by %.3g, bound %.3g",
+                       (long long)i, (long long)gq, f.g.shard[i - lo], exact, err, bound);
         worst = fmax(worst, err / bound);
     }
     if (!bad) zt_passed++;

@@ -84,6 +84,9 @@ typedef struct zgrads_ctx {
     zinc_status (*shard_add)(void *owner, int64_t lo, int64_t n, const void *src, zinc_dtype t);
     void (*shard_zero)(void *owner);
     void *shard_owner;
+    /* qgZ's groups per tensor (zero/sizing.h zsize_qgz_layout, the sizing plan's): copied at zgrads_alloc;
+     * NULL: every element travels raw */
+    const zsize_qgz_layout *qgz_layout;
 } zgrads_ctx;
 
 /* What gradient placement keeps per module (zgrads.mods, registration order): owned by zero/grads.c alone.
@@ -137,6 +140,8 @@ typedef struct zgrads {
     void *qgz;
     size_t bytes_qgz;
     size_t *qgz_ints;
+    zsize_qgz_layout qgz_layout; /* the context's, its arrays in qgz_lay (2 n: begins, then groups) */
+    int64_t *qgz_lay;
     int64_t stat_qgz_bytes, stat_qgz_reductions;
 } zgrads;
 

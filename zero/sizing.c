@@ -81,24 +81,74 @@ size_t zsize_quant_range_bytes(const zpartition *p, int64_t a, int64_t b) {
     return sum;
 }
 
-size_t zsize_qgz_wire_bytes(int64_t n) {
+int64_t zsize_qgz_group(int ndim, const int64_t *shape, int64_t numel, int world) {
+    if (ndim < 2 || numel <= 0 || numel % (2 * (int64_t)world)) return 0;
+    int64_t m = shape[0] > shape[1] ? shape[0] : shape[1];
+    if (m < world) m = world;
+    return numel / m;
+}
+
+zsize_qgz_seg zsize_qgz_next(const zsize_qgz_layout *L, int *idx, int64_t lo, int64_t hi) {
+    zsize_qgz_seg g = {.s = lo, .e = hi};
+    if (!L->n || lo < L->begin[0]) {
+        if (L->n && L->begin[0] < hi) g.e = L->begin[0];
+        return g;
+    }
+    int i = *idx >= 0 && *idx < L->n && L->begin[*idx] <= lo ? *idx : 0;
+    while (i + 1 < L->n && L->begin[i + 1] <= lo) i++;
+    *idx = i;
+    int64_t end = i + 1 < L->n ? L->begin[i + 1] : L->total;
+    if (end > lo && end < hi) g.e = end;
+    g.group = end > lo ? L->group[i] : 0;
+    if (g.group) {
+        int64_t off = (lo - L->begin[i]) % g.group;
+        g.head = off ? (g.e - lo < g.group - off ? g.e - lo : g.group - off) : 0;
+    }
+    return g;
+}
+
+size_t zsize_qgz_seg_bytes(const zsize_qgz_seg *g, size_t raw_size) {
+    int64_t n = g->e - g->s;
     if (n <= 0) return 0;
-    int64_t nb = (n + ZSIZE_QGZ_BLOCK - 1) / ZSIZE_QGZ_BLOCK;
+    if (!g->group) return (size_t)zpart_align_up(n * (int64_t)raw_size, 4);
+    int64_t nb = (g->head ? 1 : 0) + (n - g->head + g->group - 1) / g->group;
     return (size_t)zpart_align_up(4 * nb + (n + 1) / 2, 4);
 }
 
-/* An upper bound of the wire bytes of n elements in at most k pieces. */
-static size_t qgz_ub(int64_t n, int64_t k) { return (size_t)(4 * (n / ZSIZE_QGZ_BLOCK + 1) + n / 2 + 1 + 8 * k); }
+size_t zsize_qgz_wire_bytes(const zsize_qgz_layout *L, int64_t lo, int64_t hi, size_t raw_size) {
+    size_t sum = 0;
+    int idx = 0;
+    while (lo < hi) {
+        zsize_qgz_seg g = zsize_qgz_next(L, &idx, lo, hi);
+        sum += zsize_qgz_seg_bytes(&g, raw_size);
+        lo = g.e;
+    }
+    return sum;
+}
+
+/* An upper bound of the wire bytes of n elements in at most k pieces: at most min(n, raw) raw elements at 4
+ * bytes, the rest at half a byte plus a scale for every gmin elements, and per segment (at most a tensor
+ * boundary or a piece boundary apart: T + k of them) two partial groups' scales and 4 bytes of padding. */
+static size_t qgz_ub(int64_t n, int64_t k, int64_t raw, int64_t gmin, int64_t T) {
+    int64_t q = gmin ? n / 2 + 1 + (4 * n + gmin - 1) / gmin : 0;
+    return (size_t)(4 * (n < raw ? n : raw) + q + 12 * (T + k));
+}
 
 static size_t up8(size_t x) { return (x + 7) / 8 * 8; }
 
-void zsize_qgz_scratch(int64_t cap, int64_t shard, int world, int local, zsize_qgz *out) {
+void zsize_qgz_scratch(int64_t cap, int64_t shard, int world, int local, const zsize_qgz_layout *L, zsize_qgz *out) {
     int64_t N = world / local, P = cap < shard ? cap : shard, M = N * P < cap ? N * P : cap;
-    out->s1_send = up8(qgz_ub(cap, world));
-    out->s1_recv = up8((size_t)local * qgz_ub(M, N));
+    int64_t raw = L->n ? L->begin[0] : L->total, gmin = 0, T = L->n + 1;
+    for (int i = 0; i < L->n; i++) {
+        int64_t end = i + 1 < L->n ? L->begin[i + 1] : L->total;
+        if (!L->group[i]) raw += end - L->begin[i];
+        else if (!gmin || L->group[i] < gmin) gmin = L->group[i];
+    }
+    out->s1_send = up8(qgz_ub(cap, world, raw, gmin, T));
+    out->s1_recv = up8((size_t)local * qgz_ub(M, N, raw, gmin, T));
     out->partial = up8((size_t)M * sizeof(float));
-    out->s2_send = up8(qgz_ub(M, N));
-    out->s2_recv = up8((size_t)N * qgz_ub(P, 1));
+    out->s2_send = up8(qgz_ub(M, N, raw, gmin, T));
+    out->s2_recv = up8((size_t)N * qgz_ub(P, 1, raw, gmin, T));
     out->sum = up8((size_t)P * sizeof(float));
     out->qtmp = up8((size_t)M);
     out->total = out->s1_send + out->s1_recv + out->partial + out->s2_send + out->s2_recv + out->sum + out->qtmp;

@@ -74,18 +74,42 @@ size_t zsize_quant_wire_bytes(int64_t n);
 size_t zsize_quant_range_bytes(const zpartition *p, int64_t a, int64_t b);
 
 /* ZeRO++ qgZ (zero/grads_qgz.c): gradients travel as INT4 (DeepSpeed's all_to_all_quant_reduce quantizes
- * with 4 bits in both stages), two values a byte, in blocks of ZSIZE_QGZ_BLOCK elements (DeepSpeed's group is
- * a tensor's numel / max(rows, cols, world), 768 for GPT-2's projections; zinc's flat buckets carry no
- * shapes, so it fixes the block). A piece of n elements: its fp32 scales, then ceil(n / 2) bytes, padded to 4. */
-#define ZSIZE_QGZ_BLOCK 512
+ * with 4 bits in both stages), two values a byte, in quantization groups per tensor as DeepSpeed 0.19.8 picks
+ * them (runtime/comm/coalesced_collectives.py): zsize_qgz_group. A tensor DeepSpeed sends through its
+ * reduce_scatter fallback instead (1-D tensors, and those whose numel 2 x world does not divide) travels
+ * unquantized ("raw": its values in the wire's dtype) and is summed exactly in fp32. */
 #define ZSIZE_QGZ_BITS 4
-size_t zsize_qgz_wire_bytes(int64_t n);
+/* The elements of one quantization group of a tensor of ndim dimensions: numel / max(shape[0], shape[1],
+ * world) (DeepSpeed's intra_quant_group is that many groups; its inter-node groups, intra_quant_group /
+ * local_world_size of a 1 / local_world_size share, are as long); 0: the tensor travels raw. */
+int64_t zsize_qgz_group(int ndim, const int64_t *shape, int64_t numel, int world);
+/* qgZ's view of the flat layout: n tensors in flat order, tensor i covering [begin[i], begin[i + 1]) (the last
+ * to total: a tensor's alignment padding travels with it), group[i] its zsize_qgz_group. Its groups start at
+ * begin[i] (DeepSpeed's start at the tensor's start); where a rank's piece cuts a group, each side is a group
+ * of its own (DeepSpeed partitions every tensor, zinc the flat buffer). Elements before begin[0] travel raw. */
+typedef struct zsize_qgz_layout {
+    int n;
+    const int64_t *begin, *group;
+    int64_t total;
+} zsize_qgz_layout;
+/* One tensor's share of flat range [lo, hi) (zsize_qgz_next): [s, e), its group (0: raw), and head, the
+ * elements before its first group boundary inside [s, e) (0: it starts on one). */
+typedef struct zsize_qgz_seg {
+    int64_t s, e, group, head;
+} zsize_qgz_seg;
+/* The segment of [lo, hi) that starts at lo (lo < hi); *idx (start at 0) speeds the walk from lo upwards. */
+zsize_qgz_seg zsize_qgz_next(const zsize_qgz_layout *L, int *idx, int64_t lo, int64_t hi);
+/* Bytes one segment takes on the wire, raw values of raw_size bytes: quantized, its fp32 scales (one a group
+ * piece) then ceil(n / 2) bytes of values; raw, its values; either padded to 4. */
+size_t zsize_qgz_seg_bytes(const zsize_qgz_seg *g, size_t raw_size);
+/* The wire bytes of flat range [lo, hi): its segments' sum. */
+size_t zsize_qgz_wire_bytes(const zsize_qgz_layout *L, int64_t lo, int64_t hi, size_t raw_size);
 /* The scratch one qgZ reduction of at most cap elements needs (zgrads allocates it once, the sizing plan
  * holds it): the regions' upper bounds for pieces of at most min(cap, shard) elements, world ranks in nodes
- * of `local` consecutive ranks. */
+ * of `local` consecutive ranks, over layout L (raw values counted at 4 bytes). */
 typedef struct zsize_qgz {
     size_t s1_send, s1_recv, partial, s2_send, s2_recv, sum, qtmp, total;
 } zsize_qgz;
-void zsize_qgz_scratch(int64_t cap, int64_t shard, int world, int local, zsize_qgz *out);
+void zsize_qgz_scratch(int64_t cap, int64_t shard, int world, int local, const zsize_qgz_layout *L, zsize_qgz *out);
 
 #endif

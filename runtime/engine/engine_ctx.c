@@ -37,6 +37,7 @@ void zengine_contexts(zinc_engine *e) {
         .shard_add = zengine_grads_on_nvme(e) ? zengine_grads_add : NULL, /* engine_gstore.c */
         .shard_zero = zengine_grads_on_nvme(e) ? zengine_grads_zero : NULL,
         .shard_owner = e,
+        .qgz_layout = &e->plan.qgz_layout,
     };
     zgrads_init(&e->grads, &g);
     zgather_ctx s = {

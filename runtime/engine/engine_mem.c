@@ -17,6 +17,7 @@ zinc_status zengine_plan(zinc_engine *e, const zinc_config *cfg, uint32_t nvme_a
     int *module = NULL;
     bool *reentered = NULL;
     int64_t *muon_rows = NULL;
+    int64_t *qgz_group = NULL; /* ZeRO++ qgZ: each tensor's quantization group, from its shape */
     TRY_ALLOC(numel, e->nparams, "the engine's memory plan");
     TRY_ALLOC(muon_rows, e->nparams, "the engine's memory plan");
     TRY_ALLOC(module, e->nparams, "the engine's memory plan");
@@ -27,6 +28,11 @@ zinc_status zengine_plan(zinc_engine *e, const zinc_config *cfg, uint32_t nvme_a
         module[i] = e->params[i]->module;
         muon_rows[i] = e->params[i]->flags & ZINC_PARAM_MUON ? e->params[i]->shape[0] : 0; /* 2-D (engine_model.c) */
     }
+    if (e->qgz_intra) {
+        TRY_ALLOC(qgz_group, e->nparams > 0 ? e->nparams : 1, "the engine's memory plan");
+        for (int i = 0; i < e->nparams; i++)
+            qgz_group[i] = zsize_qgz_group(e->params[i]->ndim, e->params[i]->shape, e->params[i]->numel, e->world);
+    }
     /* The device: a GPU (or the cpu device presented as one, which counts the cuda device's fixed
      * scratch) allocates in device memory and stages through pinned memory. */
     zplan_device dev = {.compute_kind = e->dev->mem_kind,
@@ -36,10 +42,11 @@ zinc_status zengine_plan(zinc_engine *e, const zinc_config *cfg, uint32_t nvme_a
                         .nvme_align = nvme_align,
                         .qgz_ranks_per_node = e->qgz_intra ? e->qgz_intra->size : 0};
     TRY(zplan_make(&(zplan_model){e->nparams, numel, module, e->nmodules, e->ndeclared, e->declared, reentered,
-                                  muon_rows},
+                                  muon_rows, qgz_group},
                    cfg, e->world, e->rank, &dev, out));
 fail:
     free(muon_rows);
+    free(qgz_group);
     free(numel);
     free(module);
     free(reentered);

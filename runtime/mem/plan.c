@@ -96,6 +96,12 @@ static zinc_status lay_out(zplan *p, const zplan_model *m) {
         if (flat > p->largest_module_flat) p->largest_module_flat = flat;
     }
     zpart_init(&p->part, off, p->world, p->rank);
+    p->qgz_layout = (zsize_qgz_layout){.total = p->part.padded};
+    if (m->qgz_group && p->nparams > 0) {
+        TRY_ALLOC(p->qgz_group, p->nparams, "the memory plan");
+        memcpy(p->qgz_group, m->qgz_group, (size_t)p->nparams * sizeof(int64_t));
+        p->qgz_layout = (zsize_qgz_layout){p->nparams, p->flat_offset, p->qgz_group, p->part.padded};
+    }
     p->own_lo = p->stage == 0 ? 0 : (int64_t)p->rank * p->part.shard;
     p->own_hi = p->stage == 0 ? p->part.padded : p->own_lo + p->part.shard;
 fail:
@@ -278,7 +284,7 @@ static void plan_grads(zplan *p, const zinc_config *cfg) {
     int L = p->device.qgz_ranks_per_node;
     if (p->stage == 3 && cfg->zero.quantized_gradients && L > 0 && p->world > L && g->nbuckets > 0) {
         zsize_qgz q;
-        zsize_qgz_scratch(g->bucket_cap, p->part.shard, p->world, L, &q);
+        zsize_qgz_scratch(g->bucket_cap, p->part.shard, p->world, L, &p->qgz_layout, &q);
         put(p, ZPLAN_QGZ_SCRATCH, "the qgZ all-to-all buffers", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, 1, q.total);
     }
 }
@@ -403,7 +409,9 @@ void zplan_free(zplan *p) {
     free(p->module_begin);
     free(p->module_end);
     free(p->persistent);
-    p->flat_offset = p->module_begin = p->module_end = NULL;
+    free(p->qgz_group);
+    p->flat_offset = p->module_begin = p->module_end = p->qgz_group = NULL;
+    p->qgz_layout = (zsize_qgz_layout){0};
     p->persistent = NULL;
     free(p->vgaps);
     free(p->muon_owner);

@@ -40,6 +40,7 @@ typedef struct zplan_model {
     /* per parameter (NULL: none): the rows of a matrix marked ZINC_PARAM_MUON (its columns: numel / rows),
      * 0 for the others; used only by a whole-matrix optimizer (Muon: plan_muon.c) */
     const int64_t *muon_rows;
+    const int64_t *qgz_group; /* per parameter (NULL: none): ZeRO++ qgZ's group (zero/sizing.h zsize_qgz_group) */
 } zplan_model;
 
 /* What the plan needs to know about the compute device. */
@@ -147,6 +148,8 @@ typedef struct zplan {
     int nparams, nmodules;
     int64_t *flat_offset;               /* per parameter */
     int64_t *module_begin, *module_end; /* per module, [begin, end) in the flat buffer */
+    int64_t *qgz_group;                 /* per parameter, the model's (NULL: none) */
+    zsize_qgz_layout qgz_layout;        /* qgZ's groups over the flat layout (zero/grads_qgz.c) */
     zpartition part;
     int64_t own_lo, own_hi;      /* the range this rank's optimizer updates (all of it at stage 0) */
     int64_t numel;               /* parameters (no padding) */
