@@ -11,7 +11,9 @@
 # STEPS default 100, OUT default build/ckpt_async. Environment: ZINC (default <repo>/build/zinc), SHAPE (default
 # "--layers 6 --width 384 --heads 6 --context 64"), EVERY (default 10), RANKS (default 1), TEXT (default
 # Debian's GPL-3), SAVE (the checkpoint directory's parent, default OUT: put it on the file system to measure),
-# APPEND (default 1). The config is ds_configs/gpt2_small_cpu.json (AdamW, stage 2).
+# APPEND (default 1), EXTRA (more zinc train arguments for every run, e.g. a smaller batch:
+# "--set train_batch_size=2 --set train_micro_batch_size_per_gpu=1"). The config is
+# ds_configs/gpt2_small_cpu.json (AdamW, stage 2).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -24,6 +26,7 @@ RANKS=${RANKS:-1}
 TEXT=${TEXT:-/usr/share/common-licenses/GPL-3}
 SAVE=${SAVE:-$OUT}
 APPEND=${APPEND:-1}
+EXTRA=${EXTRA:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [ -x "$ZINC" ] || { echo "ckpt_async.sh: $ZINC not found: build zinc first (scripts/build.sh)" >&2; exit 1; }
 [ -r "$TEXT" ] || { echo "ckpt_async.sh: the training text $TEXT is not readable: set TEXT=FILE" >&2; exit 1; }
@@ -38,29 +41,42 @@ run() { # NAME [zinc train arguments...]
   # shellcheck disable=SC2086
   "${launch[@]}" "$ZINC" train --model gpt2 --config "$root/ds_configs/gpt2_small_cpu.json" --text "$TEXT" \
     --steps "$STEPS" $SHAPE --report "$OUT/$name.json" --force --set checkpoint.writer.show_statistics=true \
-    "$@" >"$OUT/$name.log" 2>&1 || { echo "ckpt_async.sh: run $name failed:" >&2; tail -5 "$OUT/$name.log" >&2; exit 1; }
+    $EXTRA "$@" >"$OUT/$name.log" 2>&1 || { echo "ckpt_async.sh: run $name failed:" >&2; tail -5 "$OUT/$name.log" >&2; exit 1; }
 }
 run nosave
 run sync --save "$SAVE/ckpt_sync" --save-every "$EVERY"
 run decoupled --save "$SAVE/ckpt_decoupled" --save-every "$EVERY" --set checkpoint.writer.decoupled=true
 
-python3 - "$OUT" "$STEPS" "$EVERY" "$RANKS" "$SHAPE" <<'EOF' >"$OUT/ckpt_async.md"
-import json, re, sys, datetime
-out, steps, every, ranks, shape = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+# fio's sequential O_DIRECT write on the same file system (io_uring, io_buffer_size blocks, two in flight,
+# fsync at the end), of one save's bytes: the floor the writer's GB/s is compared with.
+bytes=$(grep -o -m1 'rank 0, step [0-9]*: [0-9]* bytes' "$OUT/decoupled.log" | awk '{print $5}')
+fio_gbs=""
+if command -v fio >/dev/null && [ -n "$bytes" ]; then
+  fio --name=ckpt --filename="$SAVE/fio.tmp" --rw=write --bs=64M --size="$bytes" --direct=1 --ioengine=io_uring \
+    --iodepth=2 --end_fsync=1 --output-format=json >"$OUT/fio.json" 2>"$OUT/fio.log" &&
+    fio_gbs=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]["write"]; print(f"{j[\"bw_bytes\"]/1e9:.2f}")' "$OUT/fio.json")
+  rm -f "$SAVE/fio.tmp"
+fi
+FIO_GBS=$fio_gbs python3 - "$OUT" "$STEPS" "$EVERY" "$RANKS" "$SHAPE" "$EXTRA" <<'EOF' >"$OUT/ckpt_async.md"
+import json, os, re, sys, datetime
+out, steps, every, ranks, shape, extra = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                                          sys.argv[5], sys.argv[6])
 rows = {}
 for name in ("nosave", "sync", "decoupled"):
     r = json.load(open(f"{out}/{name}.json"))
     toks = r["tokens_per_step"] * (r["steps"] - r["resumed_from_step"])
     stats = [tuple(float(x) for x in m.groups()) for m in re.finditer(
-        r"rank 0, step \d+: (\d+) bytes, \w+ write ([\d.]+) s \(([\d.]+) GB/s\), snapshot ([\d.]+) s, "
+        r"rank 0, step \d+: (\d+) bytes, [\w ]+? write ([\d.]+) s \(([\d.]+) GB/s[^)]*\), snapshot ([\d.]+) s, "
         r"training blocked ([\d.]+) s", open(f"{out}/{name}.log").read())]
     rows[name] = (r["seconds"], toks / r["seconds"], stats)
 base = rows["nosave"][1]
 sync_blocked = sum(s[4] for s in rows["sync"][2]) / max(1, len(rows["sync"][2]))
 print(f"\n## Decoupled checkpoint writer (issue 38), {datetime.date.today()}\n")
 print(f"Machine: 2-core CPU VM, shared. `bench/ckpt_async.sh {steps}` (GPT-2 `{shape}`, {ranks} rank(s), stage 2 "
-      f"AdamW, `--save-every {every}`, checkpoints on the build tree's file system; checkpoint.writer.show_statistics "
-      "figures of rank 0).\n")
+      f"AdamW{', ' + extra if extra else ''}, `--save-every {every}`, checkpoints on the build tree's file system; "
+      "checkpoint.writer.show_statistics figures of rank 0; fio: one save's bytes written sequentially with "
+      f"O_DIRECT through io_uring, 64 MiB blocks, 2 in flight, on the same file system: "
+      f"{os.environ.get('FIO_GBS') or 'not run'} GB/s).\n")
 print("| run | wall s | tokens/s (saves included) | vs no saves | saves | MiB per save | blocked per save, ms | "
       "vs synchronous | writer GB/s |")
 print("|---|---|---|---|---|---|---|---|---|")

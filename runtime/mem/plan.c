@@ -228,7 +228,9 @@ uint64_t zplan_ckpt_file_bytes(int64_t n, bool with_params, zinc_dtype param_dty
 }
 
 /* checkpoint.writer.decoupled: a save keeps its shard file's image in host memory while the steps go on
- * (runtime/checkpoint/checkpoint_async.c). Stage 0 has one file, written by rank 0. */
+ * (runtime/checkpoint/checkpoint_async.c). Stage 0 has one file, written by rank 0. Counted whole: where
+ * MemAvailable at a save does not hold it, the writer streams through at most two io_buffer_size slots
+ * instead, which are less. */
 static void plan_snapshot(zplan *p, const zinc_config *cfg) {
     if (!cfg->checkpoint.writer_decoupled || (p->stage == 0 && p->rank != 0)) return;
     int64_t lo = p->stage == 0 ? 0 : p->own_lo, hi = p->stage == 0 ? p->part.numel : p->own_hi;
