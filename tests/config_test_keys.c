@@ -176,6 +176,7 @@ const key_row rows[] = {
     {"zinc.max_skipped_steps", F(fp16.max_skipped_steps), NULL, "10", "10", "0", 0},
     {"zinc.allow_buffered_io", F(aio.allow_buffered_io), NULL, "true", "true", "false", 0},
     {"zinc.deterministic_reduction", F(deterministic_reduction), NULL, "true", "true", "false", 0},
+    {"zinc.checkpoint_busy", F(checkpoint.writer_busy), NULL, "\"skip\"", "\"skip\"", "\"wait\"", 0},
     /* comms_logger (DeepSpeed's deepspeed/comm/config.py defaults) */
     /* the block's presence turns logging on (comm/config.py reads only that): no default of its own to check
      * here (test_config_rules checks the presence rule) */
