@@ -33,7 +33,8 @@ zstate_nvme_geometry zstate_nvme_geometry_make(int64_t n, int64_t chunk, int64_t
 
 int64_t zstate_v_kept(const zstate_vgaps *g, int64_t x) {
     int64_t k = x;
-    for (int i = 0; i < g->n && g->at[2 * i] < x; i++) k -= (g->at[2 * i + 1] < x ? g->at[2 * i + 1] : x) - g->at[2 * i];
+    for (int i = 0; i < g->n && g->at[2 * i] < x; i++)
+        k -= (g->at[2 * i + 1] < x ? g->at[2 * i + 1] : x) - g->at[2 * i];
     return k;
 }
 

@@ -119,11 +119,11 @@ struct zstate {
     int64_t n;     /* elements stored (the own range) */
     int64_t chunk; /* elements per chunk (the last may be shorter) */
     int64_t nchunks;
-    bool device_resident; /* views are compute-device memory that the host cannot address (cuda, no
+    bool device_resident;     /* views are compute-device memory that the host cannot address (cuda, no
                                offload): only the device operations may touch them, or a ZSTATE_HOST_VIEW pass */
-    zstate_mode mode;     /* of the current pass without ZSTATE_HOST_VIEW; 0 outside a pass */
-    bool host_view;       /* the current pass asked for ZSTATE_HOST_VIEW */
-    int64_t next;         /* the chunk the pass expects next (order is checked) */
+    zstate_mode mode;         /* of the current pass without ZSTATE_HOST_VIEW; 0 outside a pass */
+    bool host_view;           /* the current pass asked for ZSTATE_HOST_VIEW */
+    int64_t next;             /* the chunk the pass expects next (order is checked) */
     zstate_write_guard guard; /* NULL: none */
     void *guard_arg;
 };

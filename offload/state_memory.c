@@ -12,9 +12,9 @@
 typedef struct zstate_memory {
     zstate base;
     zinc_mem_kind kind;
-    bool on_device; /* allocated by the context's device */
+    bool on_device;       /* allocated by the context's device */
     size_t bytes, vbytes; /* of master and m; of v (its kept elements: ctx.vgaps) */
-    int nt; /* arrays kept: master, m and, when 3, v (NULL otherwise) */
+    int nt;               /* arrays kept: master, m and, when 3, v (NULL otherwise) */
     float *master, *m, *v;
     bool pinned[ZSTATE_MAX_TENSORS]; /* master, m, v page-locked through the device (pin_memory with a GPU) */
     float *stage;                    /* host-view staging: nt x chunk floats, during a host-view pass */
@@ -48,8 +48,12 @@ static zinc_status mem_acquire(zstate *s, int64_t chunk, zstate_view *out) {
     int64_t lo = chunk * s->chunk, n = s->n - lo < s->chunk ? s->n - lo : s->chunk;
     const zstate_vgaps *g = &s->ctx.vgaps;
     int64_t vlo = zstate_v_kept(g, lo), vn = zstate_v_kept(g, lo + n) - vlo;
-    *out = (zstate_view){
-        .lo = lo, .n = n, .master = z->master + lo, .m = z->m + lo, .v = z->v ? z->v + vlo : NULL, .vn = vn};
+    *out = (zstate_view){.lo = lo,
+                         .n = n,
+                         .master = z->master + lo,
+                         .m = z->m + lo,
+                         .v = z->v ? z->v + vlo : NULL,
+                         .vn = vn};
     if (!z->stage) return ZINC_OK;
     zdevice *d = dev_of(s);
     float *dev[ZSTATE_MAX_TENSORS] = {out->master, out->m, out->v};
@@ -114,8 +118,8 @@ static void mem_host_arrays(const zstate *s, float **master, float **m, float **
     *v = z->v;
 }
 
-static const zstate_ops memory_ops = {"memory",     mem_pass_begin, mem_acquire, mem_release,     mem_pass_end,
-                                      mem_pass_abort, mem_destroy, NULL,    mem_host_arrays};
+static const zstate_ops memory_ops = {"memory",       mem_pass_begin, mem_acquire, mem_release,    mem_pass_end,
+                                      mem_pass_abort, mem_destroy,    NULL,        mem_host_arrays};
 
 zinc_status zstate_create_memory(const zstate_ctx *ctx, int64_t n, zinc_mem_kind kind, int64_t chunk, zstate **out) {
     zinc_status st = ZINC_OK;

@@ -448,8 +448,8 @@ static void nv_destroy(zstate *base) {
     free(z);
 }
 
-static const zstate_ops nvme_ops = {"nvme",      nv_pass_begin, nv_acquire, nv_release,
-                                    nv_pass_end, nv_pass_abort, nv_destroy, nv_poll, NULL};
+static const zstate_ops nvme_ops = {"nvme",        nv_pass_begin, nv_acquire, nv_release, nv_pass_end,
+                                    nv_pass_abort, nv_destroy,    nv_poll,    NULL};
 
 static char *path_join(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);

@@ -141,8 +141,10 @@ void zsize_qgz_scratch(int64_t cap, int64_t shard, int world, int local, const z
     int64_t raw = L->n ? L->begin[0] : L->total, gmin = 0, T = L->n + 1;
     for (int i = 0; i < L->n; i++) {
         int64_t end = i + 1 < L->n ? L->begin[i + 1] : L->total;
-        if (!L->group[i]) raw += end - L->begin[i];
-        else if (!gmin || L->group[i] < gmin) gmin = L->group[i];
+        if (!L->group[i])
+            raw += end - L->begin[i];
+        else if (!gmin || L->group[i] < gmin)
+            gmin = L->group[i];
     }
     out->s1_send = up8(qgz_ub(cap, world, raw, gmin, T));
     out->s1_recv = up8((size_t)local * qgz_ub(M, N, raw, gmin, T));

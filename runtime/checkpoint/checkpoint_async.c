@@ -114,7 +114,8 @@ static void abandon(zckpt_save_job *j) {
 static void wait_pieces(zckpt_save_job *j, int64_t p0, int64_t p1) {
     pthread_mutex_lock(&j->mu);
     for (int64_t p = p0; p < p1; p++)
-        while (__atomic_load_n(&j->pstate[p], __ATOMIC_ACQUIRE) != 2 && !j->abandoned) pthread_cond_wait(&j->cv, &j->mu);
+        while (__atomic_load_n(&j->pstate[p], __ATOMIC_ACQUIRE) != 2 && !j->abandoned)
+            pthread_cond_wait(&j->cv, &j->mu);
     pthread_mutex_unlock(&j->mu);
 }
 

@@ -172,9 +172,9 @@ typedef struct zckpt_save_job {
     uint8_t *image, *image_mem; /* image: 4 KiB aligned, inside image_mem (image_alloc bytes, tracked) */
     size_t image_alloc;
     int64_t image_bytes, io_buffer;
-    bool live;    /* copied piece by piece by the writer thread while training goes on (a host store) */
-    bool stream;  /* memory short: through the slots instead of a full image */
-    int nslots;   /* 2 with io_buffer_double, else 1 */
+    bool live;              /* copied piece by piece by the writer thread while training goes on (a host store) */
+    bool stream;            /* memory short: through the slots instead of a full image */
+    int nslots;             /* 2 with io_buffer_double, else 1 */
     const float *src[3];    /* the store's master, exp_avg, exp_avg_sq (NULL: none) from the file's first element */
     const char *src_params; /* stage 3: the compute-dtype shard, likewise */
     size_t psz;             /* its element size */
@@ -184,20 +184,20 @@ typedef struct zckpt_save_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool sync_init;
-    zinc_status sst;        /* the snapshot's failure (non-finite state), under mu */
+    zinc_status sst; /* the snapshot's failure (non-finite state), under mu */
     char smsg[1024];
-    int delay_ms;           /* tests: ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS, the writer's pause inside each piece */
-    bool abandoned;         /* the writer stopped before copying every piece (under mu): guards stop waiting */
-    int64_t d0;             /* the file's first element in the store (its own range) */
-    int64_t nf_flat;        /* the first non-finite element found (flat index), its section and value */
+    int delay_ms;    /* tests: ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS, the writer's pause inside each piece */
+    bool abandoned;  /* the writer stopped before copying every piece (under mu): guards stop waiting */
+    int64_t d0;      /* the file's first element in the store (its own range) */
+    int64_t nf_flat; /* the first non-finite element found (flat index), its section and value */
     int nf_sec;
     double nf_val;
-    int64_t guard_pieces;   /* pieces the training thread copied (or waited for) before changing them */
-    double guard_s;         /* and the time it took */
+    int64_t guard_pieces; /* pieces the training thread copied (or waited for) before changing them */
+    double guard_s;       /* and the time it took */
     zcfg_aio aio;
-    bool direct;            /* the shard file was written with O_DIRECT */
+    bool direct; /* the shard file was written with O_DIRECT */
     char why_buffered[256];
-    char backend[160];      /* io_uring, or the fallback */
+    char backend[160]; /* io_uring, or the fallback */
     zckpt_writer w;
     pthread_t thread;
     bool started;
@@ -232,8 +232,7 @@ zinc_status zckpt_async_busy(struct zinc_engine *e, bool *busy);
 zinc_status zckpt_async_prepare(struct zinc_engine *e, zckpt_save_job *job, bool *live);
 /* checkpoint_save.c: the header, the sections and the zeros between them through writer w (the synchronous
  * save, and the snapshot of a store the writer thread cannot read). */
-zinc_status zckpt_write_sections(struct zinc_engine *e, zckpt_writer *w, int fd, const char *path,
-                                 const zckpt_file *f);
+zinc_status zckpt_write_sections(struct zinc_engine *e, zckpt_writer *w, int fd, const char *path, const zckpt_file *f);
 /* Reads a written file back for its block and whole-file checksums. */
 zinc_status zckpt_checksum_file(int fd, const char *path, zckpt_file *f);
 

@@ -283,8 +283,8 @@ static zinc_status snapshot(zinc_engine *e, zckpt_save_job *job) {
     job->image_alloc = (size_t)job->mine.bytes + 2 * ZCKPT_SECTION_ALIGN;
     TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, job->image_alloc,
                         "the decoupled checkpoint's snapshot (checkpoint.writer.decoupled)", (void **)&job->image_mem));
-    job->image = (uint8_t *)(((uintptr_t)job->image_mem + ZCKPT_SECTION_ALIGN - 1) &
-                             ~(uintptr_t)(ZCKPT_SECTION_ALIGN - 1));
+    job->image =
+        (uint8_t *)(((uintptr_t)job->image_mem + ZCKPT_SECTION_ALIGN - 1) & ~(uintptr_t)(ZCKPT_SECTION_ALIGN - 1));
     job->image_bytes = job->mine.bytes;
     memset(job->image, 0, (size_t)job->image_bytes); /* the zeros between the sections */
     w.image = job->image;

@@ -223,8 +223,7 @@ static zinc_status exchanged(zinc_engine *e) {
     }
 fail:
     free(at);
-    if (send)
-        zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_SCRATCH, send, need);
+    if (send) zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_SCRATCH, send, need);
     free(sc);
     return st;
 }
