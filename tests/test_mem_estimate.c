@@ -234,9 +234,10 @@ static void check_case(const tcase *c, int world, int rank) {
                 /* Files: the estimate assumes 4 KiB O_DIRECT alignment for the last chunk's padding. */
                 uint64_t raw = (uint64_t)est.own * 4;
                 if (c->muon && cat == ZINC_MEM_EXP_AVG_SQ) {
-                    /* compacted (the matrices keep none): each chunk's IO rounded up to the alignment */
+                    /* compacted (the matrices keep none): each chunk's IO rounded up to the alignment; a rank
+                     * whose shard holds no Muon matrix (3 ranks) keeps the whole tensor, as its estimate says */
                     uint64_t nch = (uint64_t)((est.own + est.state_chunk - 1) / est.state_chunk);
-                    ZT_CHECK(got <= want && want - got < 4096 * nch && got < raw,
+                    ZT_CHECK(got <= want && want - got < 4096 * nch && (got < raw || want >= raw),
                              "%s: nvme exp_avg_sq: measured %llu, estimate %llu, %llu chunks (the full tensor: %llu)",
                              what, (unsigned long long)got, (unsigned long long)want, (unsigned long long)nch,
                              (unsigned long long)raw);
