@@ -8,8 +8,8 @@
  *   (zero/sizing.h), under 0.27 of plain stage 3's in fp32 and 0.52 in bf16 (INT8 values plus one fp32 scale
  *   per block, against 4 or 2 bytes per element); the weights differ from plain stage 3's (quantization is
  *   seen) but every step's loss stays within 2% of it and the last within 1% (the issue's goals);
- * - qwZ + hpZ together: bitwise qwZ's training (the secondary holds the dequantized values qwZ's backward
- *   gathers would dequantize again);
+ * - qwZ + hpZ together: the gathers from the secondary quantized again, as DeepSpeed 0.19.8 does (at 4 ranks
+ *   the group's pieces are not the world's, so the training is not qwZ's), within the loss goals;
  * - qgZ (zero_quantized_gradients) in nodes of 2 ranks (ZINC_TEST_RANKS_PER_NODE): see test_qgz;
  * - refusals: an hpZ size that does not divide the ranks (DeepSpeed's reason), qwZ or hpZ below stage 3,
  *   qwZ on a device the host cannot address (ZINC_CPU_DISCRETE=1).
@@ -132,9 +132,13 @@ static void test_dtype(zinc_dtype t, int world) {
                dn, world, (unsigned long long)plain.gather_bytes, (unsigned long long)qwz.gather_bytes, ratio,
                plain.loss[STEPS - 1], qwz.loss[STEPS - 1], both.loss[STEPS - 1]);
     }
-    /* qwZ + hpZ: the secondary holds the forward's dequantized values, which are what qwZ's own backward
-     * gathers dequantize again from the unchanged shards: bitwise qwZ's training */
-    ZT_CHECK(!memcmp(qwz.w, both.w, plain.n * sizeof(float)), "%s: qwZ + hpZ differs from qwZ", dn);
+    /* qwZ + hpZ: the secondary holds the forward's dequantized values, quantized again for the gathers from
+     * it (DeepSpeed 0.19.8 quantizes them too), in the group's pieces: not qwZ's training where the group's
+     * pieces differ from the world's (more than 2 ranks), and the loss goals still hold */
+    if (world > 2)
+        ZT_CHECK(memcmp(qwz.w, both.w, plain.n * sizeof(float)) != 0 && both.secondary > 0,
+                 "%s: qwZ + hpZ trained as qwZ (%lld gathers from the secondary): they were not quantized", dn,
+                 (long long)both.secondary);
     check_losses(&plain, &qwz, "qwZ");
     check_losses(&plain, &both, "qwZ + hpZ");
     result *all[] = {&plain, &hpz, &hpzw, &qwz, &both};

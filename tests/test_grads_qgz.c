@@ -19,6 +19,7 @@
 #include "zt.h"
 
 /* The layout: the fixture's modules as tensors (begin filled from them), three quantized, three raw. */
+#define CUT 1500 /* where the second bucket starts: inside the tensor of groups of 96, inside a group */
 static int64_t begin[ZFX_NMOD], group[ZFX_NMOD] = {0, 100, 0, 74, 0, 96};
 
 static int tensor_of(int64_t i) {
@@ -67,18 +68,21 @@ int main(void) {
     for (int rep = 0; rep < 2; rep++) {
         memset(f.g.shard, 0, (size_t)p->shard * sizeof(float));
         int64_t sent0 = f.g.stat_qgz_bytes;
-        ZT_OK(zgrads_qgz_reduce_range(&f.g, src, ZINC_FP32, 0, n));
+        /* two buckets, the second starting inside a tensor and a group (as the engine's do) */
+        ZT_OK(zgrads_qgz_reduce_range(&f.g, src, ZINC_FP32, 0, CUT));
+        ZT_OK(zgrads_qgz_reduce_range(&f.g, src + CUT, ZINC_FP32, CUT, n));
         if (rep == 0) {
             memcpy(first, f.g.shard, (size_t)p->shard * sizeof(float));
             /* what the wire layout says this rank sends: every piece once, then its node's sums once */
             size_t *cnt = calloc((size_t)W, sizeof *cnt), *dsp = calloc((size_t)W, sizeof *dsp);
-            zpart_range_split(p, 0, n, cnt, dsp);
-            int64_t want = 0;
-            for (int d = 0; d < W; d++)
-                want += (int64_t)zsize_qgz_wire_bytes(&lay, (int64_t)dsp[d], (int64_t)(dsp[d] + cnt[d]), sizeof(float));
-            for (int np = 0; np < N; np++) {
-                int d = np * L + intra->rank;
-                want += (int64_t)zsize_qgz_wire_bytes(&lay, (int64_t)dsp[d], (int64_t)(dsp[d] + cnt[d]), sizeof(float));
+            int64_t want = 0, ra[3] = {0, CUT, n};
+            for (int k = 0; k < 2; k++) {
+                zpart_range_split(p, ra[k], ra[k + 1], cnt, dsp);
+                for (int d = 0; d < W; d++) {
+                    int64_t a = ra[k] + (int64_t)dsp[d], b = a + (int64_t)cnt[d];
+                    want += (int64_t)zsize_qgz_wire_bytes(&lay, a, b, sizeof(float));
+                    if (d % L == intra->rank) want += (int64_t)zsize_qgz_wire_bytes(&lay, a, b, sizeof(float));
+                }
             }
             ZT_CHECK(f.g.stat_qgz_bytes - sent0 == want, "sent %lld bytes, the layout says %lld",
                      (long long)(f.g.stat_qgz_bytes - sent0), (long long)want);
@@ -96,7 +100,9 @@ int main(void) {
         int64_t b0 = i, b1 = i + 1;
         if (gq) {
             b0 = begin[t] + (i - begin[t]) / gq * gq, b1 = b0 + gq;
-            b0 = b0 > lo ? b0 : lo;
+            int64_t c0 = i < CUT ? lo : (lo > CUT ? lo : CUT), c1 = i < CUT && hi > CUT ? CUT : hi;
+            b0 = b0 > c0 ? b0 : c0;
+            b1 = b1 < c1 ? b1 : c1;
             b1 = b1 < end ? b1 : end;
             b1 = b1 < hi ? b1 : hi;
         }

@@ -113,10 +113,10 @@ static zinc_status gather_wait(zgather *g, zgather_module *s) {
                              ZTRACE_FLOW_IN);
     }
     trace_gathered(g, s, flow);
-    if (s->wire) { /* qwZ: every rank's piece, this rank's included, from the wire */
+    if (s->wire) { /* qwZ: every rank's piece, this rank's included, from the wire (of the group's ranks) */
         if (st == ZINC_OK)
-            zpp_wire_dequantize(g->c.dev, s->wire, s->g_counts, s->g_displs, s->w_displs, g->c.world, s->gathered,
-                                g->c.compute_dtype);
+            zpp_wire_dequantize(g->c.dev, s->wire, s->g_counts, s->g_displs, s->w_displs,
+                                s->from_secondary ? g->c.hpart.world : g->c.world, s->gathered, g->c.compute_dtype);
         dfree(g, ZINC_MEM_GATHER, s->wire, s->wire_bytes);
         s->wire = NULL;
     }
@@ -158,17 +158,20 @@ static zinc_status gather_start(zgather *g, int i, bool blocking) {
         if (hi > lo) TRY(g->c.read_own(g->c.read_ud, lo - g->c.own_lo, hi - lo, at));
         own = at;
     }
-    bool qwz = !s->from_secondary && zpp_quantize_gathers(g->c.cfg, g->c.world);
+    /* qwZ quantizes the gathers from the secondary too, as DeepSpeed 0.19.8 does (partition_parameters.py
+     * _all_gather_coalesced: quantize(cat(ds_secondary_tensor)) when quantize is set): the secondary holds the
+     * forward's dequantized values, quantized again in pieces of the group's partition */
+    bool qwz = zpp_quantize_gathers(g->c.cfg, g->c.world);
     if (s->from_secondary) g->stat_secondary++;
     if (qwz) { /* this rank's piece quantized into the wire; the copy is filled when the gather completes */
         if (!s->w_counts) {
             TRY_ALLOC(s->w_counts, g->c.world, "qwZ wire counts");
             TRY_ALLOC(s->w_displs, g->c.world, "qwZ wire displacements");
         }
-        s->wire_bytes = zpp_wire_layout(s->g_counts, g->c.world, s->w_counts, s->w_displs);
+        s->wire_bytes = zpp_wire_layout(s->g_counts, part->world, s->w_counts, s->w_displs);
         TRY(dalloc(g, ZINC_MEM_GATHER, s->wire_bytes, "the qwZ all-gather wire", &s->wire));
         zpp_wire_quantize(g->c.dev, own, (int64_t)(hi - lo), g->c.compute_dtype,
-                          (char *)s->wire + s->w_displs[g->c.rank] * ZPP_WIRE_UNIT);
+                          (char *)s->wire + s->w_displs[prank] * ZPP_WIRE_UNIT);
         g->stat_wire_bytes += (int64_t)s->wire_bytes;
     } else if (hi > lo && own != (char *)s->gathered + (size_t)(lo - m->flat_begin) * csz(g)) {
         TRY(g->c.dev->ops->copy(g->c.dev, (char *)s->gathered + (size_t)(lo - m->flat_begin) * csz(g), own,
@@ -179,7 +182,7 @@ static zinc_status gather_start(zgather *g, int i, bool blocking) {
     int dev_span = zdev_trace_begin(g->c.dev, ZDEV_STREAM_COMM);
     /* Blocking: on cpu the call itself; on a GPU a request that the compute stream waits for at once. */
     if (qwz) /* the wire's 4-byte units travel as fp32 elements (no arithmetic: any 4-byte type would do) */
-        TRY(zcomm_allgatherv_inplace(g->c.dcomm, s->wire, s->w_counts, s->w_displs, ZINC_FP32,
+        TRY(zcomm_allgatherv_inplace(comm, s->wire, s->w_counts, s->w_displs, ZINC_FP32,
                                      blocking ? zdev_req(g->c.dev, &s->gather_req) : &s->gather_req));
     else
         TRY(zcomm_allgatherv_inplace(comm, s->gathered, s->g_counts, s->g_displs, g->c.compute_dtype,

@@ -12,7 +12,8 @@
  * first (primary) gather of each module after an optimizer step, and every later gather of the module until
  * the next step (backward, further micro-steps) all-gathers inside the group from it: the same values, so
  * hpZ alone changes no number. With qwZ the secondary holds the dequantized values, and the group's gathers
- * send them unquantized (intra-node). */
+ * quantize them again in the group's pieces (intra-node), as DeepSpeed 0.19.8's _all_gather_coalesced does
+ * with a secondary tensor. */
 #ifndef ZINC_ZERO_ZEROPP_H
 #define ZINC_ZERO_ZEROPP_H
 

@@ -386,8 +386,15 @@ zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, 
         uint64_t *wire = NULL, peak_bytes = 0;
         if (cfg->zero.quantized_weights && world > 1) {
             TRY_ALLOC(wire, out->nmodules > 0 ? out->nmodules : 1, "the plan's qwZ wire sizes");
-            for (int i = 0; i < out->nmodules; i++)
+            /* hpZ: the gathers from the secondary are quantized too, in pieces of the group's partition */
+            zpartition hp;
+            int G = zpp_hpz_size(&cfg->zero, world);
+            zpp_secondary_partition(&out->part, G, out->rank, &hp);
+            for (int i = 0; i < out->nmodules; i++) {
                 wire[i] = zsize_quant_range_bytes(&out->part, out->module_begin[i], out->module_end[i]);
+                uint64_t ws = G > 1 ? zsize_quant_range_bytes(&hp, out->module_begin[i], out->module_end[i]) : 0;
+                if (ws > wire[i]) wire[i] = ws;
+            }
         }
         st = zplan_gather_peak_bytes(out->module_begin, out->module_end, out->persistent, out->nmodules, &cfg->zero,
                                      zinc_dtype_size(out->compute_dtype), wire, &out->gather_peak_numel, &peak_bytes);
