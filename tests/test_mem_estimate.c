@@ -208,16 +208,21 @@ static void check_case(const tcase *c, int world, int rank) {
     }
     ZT_CHECK(st == ZINC_OK, "%s: run: %s: %s", what, zinc_status_name(st), zinc_last_error());
     /* The engine's own estimate (what the pre-flight checks) is this one plus the staging of device
-     * collectives through MPI, which only the engine's setup decides (ranks sharing a GPU). */
+     * collectives through MPI, which only the engine's setup decides (ranks sharing a GPU), at the steps;
+     * at the build its scratch is a whole tensor (zinc_build with an init_fn), this one's zinc_build_ranged's
+     * pieces. */
     zest_estimate ee;
     ZT_OK(zengine_estimate(e, &ee));
-    uint64_t comm_staging =
-        ee.bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] - est.bytes[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] +
-        ee.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] - est.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING];
-    ZT_CHECK(ee.total[ZINC_MEMKIND_DEVICE] == est.total[ZINC_MEMKIND_DEVICE] &&
-                 ee.total[ZINC_MEMKIND_PINNED] + ee.total[ZINC_MEMKIND_HOST] ==
-                     est.total[ZINC_MEMKIND_PINNED] + est.total[ZINC_MEMKIND_HOST] + comm_staging,
+    uint64_t comm_staging = ee.step_total[ZINC_MEMKIND_PINNED] - est.step_total[ZINC_MEMKIND_PINNED] +
+                            ee.step_total[ZINC_MEMKIND_HOST] - est.step_total[ZINC_MEMKIND_HOST];
+    ZT_CHECK(ee.step_total[ZINC_MEMKIND_DEVICE] == est.step_total[ZINC_MEMKIND_DEVICE] &&
+                 ee.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_PARAMS] == est.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_PARAMS] &&
+                 ee.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_MASTER] == est.bytes[ZINC_MEMKIND_HOST][ZINC_MEM_MASTER],
              "%s: the engine's estimate differs from the model's by more than collective staging", what);
+    ZT_CHECK(ee.init_scratch == ee.init_scratch_whole,
+             "%s: init scratch %llu (engine, zinc_build), %llu (model, zinc_build_ranged), whole %llu", what,
+             (unsigned long long)ee.init_scratch, (unsigned long long)est.init_scratch,
+             (unsigned long long)ee.init_scratch_whole);
     ZT_CHECK(comm_staging == 0 || (engine_device() == ZINC_DEVICE_CUDA && world > 1),
              "%s: %llu bytes of collective staging where none is expected", what, (unsigned long long)comm_staging);
     est = ee;
@@ -399,11 +404,13 @@ static void check_preflight(int world, int rank) {
     ZT_OK(zest_compute(&(zplan_model){.nparams = NP, .numel = numel, .module = module, .nmodules = 0}, &cfg, world,
                        rank, ZINC_DEVICE_CUDA, &est));
     /* Pinned: master, m and v, plus the step's two gradient (fp32) and two parameter staging chunks; host:
-     * the decay mask, built there before its copy goes to the GPU. */
+     * the decay mask, built there before its copy goes to the GPU, and at the build (its peak) beside it
+     * the initialisation scratch (zest_compute: zinc_build_ranged's pieces). */
     uint64_t staging = 2 * (uint64_t)est.state_chunk * (4 + zinc_dtype_size(est.compute_dtype));
     ZT_CHECK(est.offload_staging == staging &&
                  est.total[ZINC_MEMKIND_PINNED] == 3 * (uint64_t)est.shard * 4 + staging &&
-                 est.total[ZINC_MEMKIND_HOST] == (uint64_t)(est.own / ZPART_PARAM_ALIGN),
+                 est.total[ZINC_MEMKIND_HOST] == (uint64_t)(est.own / ZPART_PARAM_ALIGN) + est.init_scratch &&
+                 est.init_scratch > 0,
              "cuda + cpu offload + pin_memory: pinned %llu (staging %llu) host %llu",
              (unsigned long long)est.total[ZINC_MEMKIND_PINNED], (unsigned long long)est.offload_staging,
              (unsigned long long)est.total[ZINC_MEMKIND_HOST]);

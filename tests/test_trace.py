@@ -236,15 +236,25 @@ def part_overlap(r):
                 check(len(hits) >= 3, f"{what}: rank {rk}: only {len(hits)} reduce-scatter/backward overlaps")
             else:
                 check(not hits, f"{what}: rank {rk}: reduce-scatters overlap backward spans: {hits[:4]}")
-            # flows: an arrow from each reduce-scatter waited for to its wait (none when each blocks)
-            n = check_flows(t, rk, "reduce_scatter")
+            # flows: an arrow from each reduce-scatter waited for to its wait (none when each blocks), and one
+            # into every reduce-scatter from the backward span that produced its bucket's last gradient
+            n, producers = check_flows(t, rk, "reduce_scatter")
             check(n >= 3 if overlap else n == 0, f"{what}: rank {rk}: {n} issue-to-wait flows")
+            for c in rs:
+                b = producers.get(id(c))
+                done = [x for x in bwd if x["ts"] + x["dur"] <= c["ts"]]
+                last = max(done, key=lambda x: x["ts"] + x["dur"]) if done else None
+                check(b is not None and b is last, f"{what}: rank {rk}: reduce-scatter of bucket "
+                      f"{c['args'].get('bucket')} at {c['ts']}: flow from {b}, want the last backward span before "
+                      f"it ({last})")
 
 
 def check_flows(t, rk, name):
-    """The rank's flow events ("ph" s and f, cat flow): each id once as a start, bound to a comm span's start
-    on its track, and once as an end ("bp":"e") at a wait span's start; ids never shared with another rank.
-    Returns how many flows of collectives called `name` the rank has."""
+    """The rank's flow events ("ph" s and f, cat flow): each id once as a start and once as an end ("bp":"e"),
+    both bound to a span's start on their track, ids never shared with another rank. A flow joins a comm span
+    to its wait, or a backward span to the reduce-scatter of the bucket its gradients completed. Returns how
+    many issue-to-wait flows of collectives called `name` the rank has, and the producers: id(comm span) ->
+    the backward span flowing into it (each comm span at most one)."""
     ev = t["traceEvents"]
     at = {(e["pid"], e["tid"], e["ts"]): e for e in ev if e["ph"] == "X"}
     flows = {}
@@ -252,7 +262,7 @@ def check_flows(t, rk, name):
         if e["ph"] in ("s", "f"):
             check(e.get("cat") == "flow" and (e["ph"] == "s" or e.get("bp") == "e"), f"flow event {e}")
             flows.setdefault(e["id"], []).append(e)
-    n = 0
+    n, producers = 0, {}
     for fid, pair in flows.items():
         if pair[0]["pid"] != rk:
             continue
@@ -260,10 +270,16 @@ def check_flows(t, rk, name):
               f"rank {rk}: flow {fid}: {pair}")
         ends = {p["ph"]: at.get((p["pid"], p["tid"], p["ts"])) for p in pair}
         s, f = ends.get("s"), ends.get("f")
+        if s and s["cat"] == "backward":
+            check(f and f["cat"] == "comm" and f["name"] == "reduce_scatter" and id(f) not in producers,
+                  f"rank {rk}: flow {fid} joins {s} and {f}, want a backward span to one reduce-scatter")
+            if f:
+                producers[id(f)] = s
+            continue
         check(s and s["cat"] == "comm" and f and f["cat"] == "wait" and s["name"] == f["name"],
               f"rank {rk}: flow {fid} joins {s} and {f}, want a comm span to its wait")
         n += bool(s and s["name"] == name)
-    return n
+    return n, producers
 
 
 def part_offload(r):

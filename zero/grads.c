@@ -193,6 +193,11 @@ static zinc_status issue(zgrads *g, zbucket *bk, const void *src, int64_t a, int
     g->stat_rs_sends++;
     bk->trace_t0 = ztrace_begin();
     bk->trace_bytes = (b - a) * (int64_t)zinc_dtype_size(g->c.comm_dtype);
+    if (bk->trace_t0 && g->trace_producer_t0) { /* the arrow from the backward span that completed the bucket */
+        int64_t flow = ztrace_flow_id();
+        ztrace_flow_at(g->trace_producer_t0, 0, flow, ZTRACE_FLOW_OUT);
+        ztrace_flow_at(bk->trace_t0, bk->trace_track, flow, ZTRACE_FLOW_IN);
+    }
     /* One bucket: blocking on cpu; on a GPU a request the compute stream waits for in complete(). */
     int dev_span = zdev_trace_begin(g->c.dev, ZDEV_STREAM_COMM);
     TRY(zcomm_reduce_scatterv(g->c.dcomm, send, bk->recv, bk->counts, g->c.comm_dtype,

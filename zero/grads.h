@@ -135,6 +135,11 @@ typedef struct zgrads {
 
     /* --trace: the track of stage 0's all-reduces */
     int trace_track_allreduce;
+    /* --trace: set by the owner at each module's backward exit, the start of that module's backward span (on
+     * the calling thread's track; 0: not traced): the latest gradients put into a bucket, so every
+     * reduce-scatter issued until the next exit (at that exit, the next module's backward entry, the flush)
+     * gets a flow from it */
+    int64_t trace_producer_t0;
     zgrads_determ det; /* zinc.deterministic_reduction only */
     /* qgZ: the scratch of zsize_qgz_scratch, per-rank counts, and the bytes this rank sent (both stages) */
     void *qgz;

@@ -28,7 +28,8 @@ typedef struct span {
     int32_t track; /* the table's id: the recording thread's or a named track's */
     uint8_t cat;
     uint8_t kind;     /* cat gpu: the device work's own category */
-    uint8_t flow_dir; /* ztrace_flow_dir */
+    uint8_t flow_dir;  /* ztrace_flow_dir */
+    uint8_t flow_only; /* ztrace_flow_at: no span, only the flow's end at t0 on this track */
 } span;
 
 typedef struct block {
@@ -164,6 +165,14 @@ static span *next_slot(thread_buf *b) {
     return &nk->ev[0];
 }
 
+/* only this thread writes its counts: plain stores (no locked instruction), the span published first */
+static void publish(thread_buf *b) {
+    block *k = b->tail;
+    atomic_store_explicit(&k->n, atomic_load_explicit(&k->n, memory_order_relaxed) + 1, memory_order_release);
+    atomic_store_explicit(&b->recorded, atomic_load_explicit(&b->recorded, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
 static void record_flow(int64_t t0, int64_t t1, ztrace_cat cat, ztrace_cat kind, const char *name, int track,
                         const char *k1, int64_t v1, const char *k2, int64_t v2, int64_t flow, int flow_dir) {
     if (!t0 || !atomic_load_explicit(&ztrace_enabled, memory_order_relaxed)) return;
@@ -186,11 +195,7 @@ static void record_flow(int64_t t0, int64_t t1, ztrace_cat cat, ztrace_cat kind,
                 .kind = (uint8_t)kind,
                 .flow = flow,
                 .flow_dir = (uint8_t)(flow ? flow_dir : 0)};
-    /* only this thread writes its counts: plain stores (no locked instruction), the span published first */
-    block *k = b->tail;
-    atomic_store_explicit(&k->n, atomic_load_explicit(&k->n, memory_order_relaxed) + 1, memory_order_release);
-    atomic_store_explicit(&b->recorded, atomic_load_explicit(&b->recorded, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    publish(b);
 }
 
 static void record(int64_t t0, int64_t t1, ztrace_cat cat, ztrace_cat kind, const char *name, int track, const char *k1,
@@ -207,6 +212,23 @@ void ztrace_span_flow(int64_t t0, ztrace_cat cat, const char *name, int track, c
                       const char *k2, int64_t v2, int64_t flow, ztrace_flow_dir dir) {
     if (!t0) return;
     record_flow(t0, ztrace_now_ns(), cat, cat, name, track, k1, v1, k2, v2, flow, dir);
+}
+
+void ztrace_flow_at(int64_t t0, int track, int64_t flow, ztrace_flow_dir dir) {
+    if (!t0 || !flow || !atomic_load_explicit(&ztrace_enabled, memory_order_relaxed)) return;
+    thread_buf *b = my_buf();
+    span *s = b ? next_slot(b) : NULL;
+    if (!s) {
+        atomic_fetch_add_explicit(&R.dropped, 1, memory_order_relaxed);
+        return;
+    }
+    *s = (span){.t0 = t0,
+                .t1 = t0,
+                .track = track > 0 ? track : b->track,
+                .flow = flow,
+                .flow_dir = (uint8_t)dir,
+                .flow_only = 1};
+    publish(b);
 }
 
 void ztrace_span_at(int64_t t0, int64_t t1, ztrace_cat cat, const char *name, int track, const char *k1, int64_t v1,
@@ -388,6 +410,63 @@ zinc_status ztrace_serialize_profiler(int pid, int64_t origin_ns, char **out, si
     return serialize(pid, origin_ns, true, out, len);
 }
 
+/* One recorded span as JSON events: the slice (none for a flow's end alone), its flow end, and in per-rank
+ * profiler files the step's ProfilerStep slice. */
+static void write_span(sbuf *b, int pid, int64_t origin_ns, bool profiler_steps, const span *s) {
+    if (!s->flow_only) {
+        sb_sep(b);
+        sb_printf(b,
+                  "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"%s\",\"name\":", pid,
+                  s->track, (double)(s->t0 - origin_ns) / 1e3, (double)(s->t1 - s->t0) / 1e3,
+                  ztrace_cat_name((ztrace_cat)s->cat));
+        bool module = s->cat == ZTRACE_FORWARD || s->cat == ZTRACE_BACKWARD || s->cat == ZTRACE_RECOMPUTE;
+        if (module && profiler_steps) { /* per-rank files: "block0 forward", "block0 backward" */
+            char nm[160];
+            snprintf(nm, sizeof nm, "%s %s", s->name ? s->name : "?", ztrace_cat_name((ztrace_cat)s->cat));
+            sb_str(b, nm);
+        } else {
+            sb_str(b, s->name ? s->name : "?");
+        }
+        /* the trace viewer colours by name, so a module's forward and backward share a colour: set
+         * one per phase from its reserved colour names */
+        if (module)
+            sb_printf(b, ",\"cname\":\"%s\"",
+                      s->cat == ZTRACE_FORWARD    ? "good"
+                      : s->cat == ZTRACE_BACKWARD ? "rail_animation"
+                                                  : "yellow");
+        sb_printf(b, ",\"args\":{\"step\":%lld", (long long)s->step);
+        if (module) {
+            sb_printf(b, ",\"module\":");
+            sb_str(b, s->name ? s->name : "?");
+        }
+        if (s->cat == ZTRACE_GPU) sb_printf(b, ",\"kind\":\"%s\"", ztrace_cat_name((ztrace_cat)s->kind));
+        if (s->k1 && strcmp(s->k1, "step")) sb_printf(b, ",\"%s\":%lld", s->k1, (long long)s->v1);
+        if (s->k2) sb_printf(b, ",\"%s\":%lld", s->k2, (long long)s->v2);
+        sb_printf(b, "}}");
+    }
+    /* bound to the slice that starts at t0 on the same track (the one just written, or for a flow's end
+     * alone one recorded earlier); ids per rank in the high bits, so that two ranks' flows never join */
+    if (s->flow_dir) {
+        sb_sep(b);
+        sb_printf(b,
+                  "{\"ph\":\"%s\",%s\"id\":%lld,\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"cat\":\"flow\","
+                  "\"name\":\"flow\"}",
+                  s->flow_dir == ZTRACE_FLOW_OUT ? "s" : "f",
+                  s->flow_dir == ZTRACE_FLOW_OUT ? "" : "\"bp\":\"e\",",
+                  (long long)(((int64_t)pid << 32) + s->flow), pid, s->track,
+                  (double)(s->t0 - origin_ns) / 1e3);
+    }
+    if (profiler_steps && !s->flow_only && s->cat == ZTRACE_STEP) {
+        sb_sep(b);
+        sb_printf(b,
+                  "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"user_"
+                  "annotation\","
+                  "\"name\":\"ProfilerStep#%lld\",\"args\":{\"step\":%lld}}",
+                  pid, s->track, (double)(s->t0 - origin_ns) / 1e3, (double)(s->t1 - s->t0) / 1e3,
+                  (long long)s->step, (long long)s->step);
+    }
+}
+
 static zinc_status serialize(int pid, int64_t origin_ns, bool profiler_steps, char **out, size_t *len) {
     sbuf b = {0};
     char pname[32];
@@ -402,59 +481,7 @@ static zinc_status serialize(int pid, int64_t origin_ns, bool profiler_steps, ch
     for (int i = 0; i < R.nthreads; i++)
         for (const block *k = R.threads[i]->head; k; k = k->next) {
             int n = atomic_load_explicit(&k->n, memory_order_acquire);
-            for (int j = 0; j < n; j++) {
-                const span *s = &k->ev[j];
-                sb_sep(&b);
-                sb_printf(&b,
-                          "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"%s\",\"name\":", pid,
-                          s->track, (double)(s->t0 - origin_ns) / 1e3, (double)(s->t1 - s->t0) / 1e3,
-                          ztrace_cat_name((ztrace_cat)s->cat));
-                bool module = s->cat == ZTRACE_FORWARD || s->cat == ZTRACE_BACKWARD || s->cat == ZTRACE_RECOMPUTE;
-                if (module && profiler_steps) { /* per-rank files: "block0 forward", "block0 backward" */
-                    char nm[160];
-                    snprintf(nm, sizeof nm, "%s %s", s->name ? s->name : "?", ztrace_cat_name((ztrace_cat)s->cat));
-                    sb_str(&b, nm);
-                } else {
-                    sb_str(&b, s->name ? s->name : "?");
-                }
-                /* the trace viewer colours by name, so a module's forward and backward share a colour: set
-                 * one per phase from its reserved colour names */
-                if (module)
-                    sb_printf(&b, ",\"cname\":\"%s\"",
-                              s->cat == ZTRACE_FORWARD    ? "good"
-                              : s->cat == ZTRACE_BACKWARD ? "rail_animation"
-                                                          : "yellow");
-                sb_printf(&b, ",\"args\":{\"step\":%lld", (long long)s->step);
-                if (module) {
-                    sb_printf(&b, ",\"module\":");
-                    sb_str(&b, s->name ? s->name : "?");
-                }
-                if (s->cat == ZTRACE_GPU) sb_printf(&b, ",\"kind\":\"%s\"", ztrace_cat_name((ztrace_cat)s->kind));
-                if (s->k1 && strcmp(s->k1, "step")) sb_printf(&b, ",\"%s\":%lld", s->k1, (long long)s->v1);
-                if (s->k2) sb_printf(&b, ",\"%s\":%lld", s->k2, (long long)s->v2);
-                sb_printf(&b, "}}");
-                /* bound to the span just written: the enclosing slice at its start on the same track; ids
-                 * per rank in the high bits, so that two ranks' flows never join */
-                if (s->flow_dir) {
-                    sb_sep(&b);
-                    sb_printf(&b,
-                              "{\"ph\":\"%s\",%s\"id\":%lld,\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"cat\":\"flow\","
-                              "\"name\":\"flow\"}",
-                              s->flow_dir == ZTRACE_FLOW_OUT ? "s" : "f",
-                              s->flow_dir == ZTRACE_FLOW_OUT ? "" : "\"bp\":\"e\",",
-                              (long long)(((int64_t)pid << 32) + s->flow), pid, s->track,
-                              (double)(s->t0 - origin_ns) / 1e3);
-                }
-                if (profiler_steps && s->cat == ZTRACE_STEP) {
-                    sb_sep(&b);
-                    sb_printf(&b,
-                              "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"user_"
-                              "annotation\","
-                              "\"name\":\"ProfilerStep#%lld\",\"args\":{\"step\":%lld}}",
-                              pid, s->track, (double)(s->t0 - origin_ns) / 1e3, (double)(s->t1 - s->t0) / 1e3,
-                              (long long)s->step, (long long)s->step);
-                }
-            }
+            for (int j = 0; j < n; j++) write_span(&b, pid, origin_ns, profiler_steps, &k->ev[j]);
         }
     pthread_mutex_unlock(&R.lock);
     if (b.oom) {

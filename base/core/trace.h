@@ -84,6 +84,11 @@ int64_t ztrace_flow_id(void);
 /* ztrace_span with a flow end (id 0: none, as ztrace_span). */
 void ztrace_span_flow(int64_t t0, ztrace_cat cat, const char *name, int track, const char *k1, int64_t v1,
                       const char *k2, int64_t v2, int64_t flow, ztrace_flow_dir dir);
+/* A flow's end alone, bound to the span that starts at t0 on `track` (0: this thread's): for a span recorded
+ * before the work it led to was known (the backward span whose gradients completed a bucket, recorded before
+ * the bucket's reduce-scatter is issued), or for a span that already carries a flow (that reduce-scatter's
+ * issue, which also starts the flow to its wait). Nothing when t0 or flow is 0. */
+void ztrace_flow_at(int64_t t0, int track, int64_t flow, ztrace_flow_dir dir);
 
 /* A span of device work (cat "gpu") on a stream's track; `kind` (the work's own category: forward, comm,
  * copy...) goes into args.kind. */

@@ -135,7 +135,7 @@ static json_t *rank_json(const whole *w, int rank) {
         fprintf(stderr, "zinc mem estimate: %s\n", zinc_last_error());
         return NULL;
     }
-    zest_from_plan(&plan, w->mm.ranged_init, &est);
+    zest_from_plan(&plan, w->mm.ranged_init ? ZEST_INIT_RANGED : ZEST_INIT_WHOLE, &est);
     zplan_free(&plan);
     uint64_t base = zest_baseline_bytes(w->W, cuda_build()), peak = base + zest_rss(&est, true), engine = 0;
     json_t *parts = json_object();

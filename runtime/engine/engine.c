@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "runtime/engine/engine_internal.h"
@@ -370,19 +369,16 @@ static zinc_status init_params(zinc_engine *e, zinc_init_fn whole, zinc_init_ran
     zinc_status st = ZINC_OK;
     float *vals = NULL;
     if (!whole && !ranged) return ZINC_OK; /* zinc_build(e, NULL, ...): the buffers are allocated zeroed */
-    /* The plan's scratch: pieces for a ranged initialiser, the largest tensor for a whole one (none in place). */
+    /* The plan's scratch: pieces for a ranged initialiser, the largest tensor for a whole one (none in place).
+     * Counted as host staging while the build holds it (the estimate's build peak counts it there too), and
+     * from the tracker's allocator, which maps a block this large, so that its pages go back to the system
+     * when the build ends (issue 41: after a model freed a large block, glibc's raised mmap threshold put a
+     * malloc'ed scratch on the heap, where it stayed resident past the build, counted nowhere). */
     int64_t cap = ranged ? e->plan.init_scratch_ranged : e->plan.init_scratch_whole;
-    /* Mapped, not malloc'ed, so that its pages go back to the system when the build ends (issue 41: after a
-     * model freed a large block, glibc's raised mmap threshold put the scratch on the heap, where it stayed
-     * resident past the build, counted nowhere). The estimate counts it as the build's transient. */
-    size_t vbytes = cap ? ((size_t)cap * sizeof *vals + 4095) & ~(size_t)4095 : 0;
-    if (cap) {
-        void *m = mmap(NULL, vbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED)
-            return ZERR(ZINC_ERR_NOMEM, "out of host memory for %lld floats of parameter initialisation",
-                        (long long)cap);
-        vals = m;
-    }
+    size_t vbytes = (size_t)cap * sizeof *vals;
+    void *scratch = NULL;
+    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, vbytes, "parameter initialisation", &scratch));
+    vals = scratch;
     for (int i = 0; i < e->nparams; i++) {
         zinc_param *p = e->params[i];
         int64_t lo, hi;
@@ -425,7 +421,7 @@ static zinc_status init_params(zinc_engine *e, zinc_init_fn whole, zinc_init_ran
         }
     }
 fail:
-    if (vals) munmap(vals, vbytes);
+    zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, vals, vbytes);
     return st;
 }
 
@@ -471,6 +467,7 @@ static zinc_status build(zinc_engine *e, zinc_init_fn whole, zinc_init_range_fn 
     TRY(zengine_agree(e)); /* one collective: config, model and the caller's items agree on every rank */
     if (t_agree) ztrace_span(t_agree, ZTRACE_ENGINE, "rank agreement", 0, NULL, 0, NULL, 0);
     e->init_ranged = ranged != NULL;
+    e->init_none = !whole && !ranged;
     e->init_in_place = !ranged && e->plan.init_in_place;
     TRY(zengine_preflight(e, &e->plan)); /* refuses, with the numbers, a config this machine cannot hold */
     const zplan_entry *pb = e->plan.buf;
@@ -601,12 +598,13 @@ zinc_status zinc_module_exit(zinc_engine *e, int module, zinc_phase phase) {
     if (!m->in_phase[phase])
         return ZERR(ZINC_ERR_STATE, "zinc_module_exit: module \"%s\" was not entered for %s", m->name,
                     phase_name(phase));
-    if (ztrace_active() && e->trace) zengine_trace_module_exit(e, module, (int)phase);
+    int64_t span_t0 = ztrace_active() && e->trace ? zengine_trace_module_exit(e, module, (int)phase) : 0;
     m->in_phase[phase] = false;
     if (phase == ZINC_BACKWARD) e->open_backward--;
     if (m->nparams > 0 && phase == ZINC_BACKWARD) {
         point_grads(e, m, NULL);
         int64_t w0 = zengine_wc_now(e);
+        e->grads.trace_producer_t0 = span_t0; /* the trace's arrows to the buckets issued from now on */
         TRY(zgrads_module_backward_exit(&e->grads, module, e->open_backward == 0));
         zengine_wc_reduced(e, w0);
     }

@@ -61,6 +61,7 @@ struct zinc_engine {
     int nparams, cap_params;
     bool built;
     bool init_ranged;   /* zinc_build_ranged: initialisation in pieces, no whole-tensor scratch */
+    bool init_none;     /* zinc_build(e, NULL, ...): no initialiser, no scratch */
     bool init_in_place; /* zinc_build writes fp32 values straight into the host parameter buffer */
     int ndeclared;      /* the model's own memory (zinc_memory_declare), in the plan */
     zplan_declared declared[ZPLAN_MAX_DECLARED];
@@ -338,7 +339,7 @@ zinc_status zengine_check_params(zinc_engine *e, const void *own_params);
 typedef struct zengine_trace zengine_trace;
 zinc_status zengine_trace_create(zinc_engine *e, const zinc_options *o);
 void zengine_trace_module_enter(zinc_engine *e, int module, int phase);
-void zengine_trace_module_exit(zinc_engine *e, int module, int phase);
+int64_t zengine_trace_module_exit(zinc_engine *e, int module, int phase); /* the span's start (0: none) */
 zinc_status zengine_trace_step_end(zinc_engine *e, bool ok);
 void zengine_trace_sync_step(zinc_engine *e);
 void zengine_trace_destroy(zinc_engine *e);

@@ -90,13 +90,18 @@ zinc_status zinc_memory_declare(zinc_engine *e, zinc_mem_category category, zinc
     return ZINC_OK;
 }
 
+/* How the build initialises (before zinc_build: a whole-tensor init_fn, the larger scratch). */
+static zest_init init_kind(const zinc_engine *e) {
+    return e->init_none ? ZEST_INIT_NONE : e->init_ranged ? ZEST_INIT_RANGED : ZEST_INIT_WHOLE;
+}
+
 zinc_status zengine_estimate(zinc_engine *e, zest_estimate *out) { return zengine_estimate_cfg(e, &e->cfg, out); }
 
 zinc_status zengine_estimate_cfg(zinc_engine *e, const zinc_config *cfg, zest_estimate *out) {
     zinc_status st = ZINC_OK;
     zplan plan;
     TRY(zengine_plan(e, cfg, 0, &plan));
-    zest_from_plan(&plan, e->init_ranged, out);
+    zest_from_plan(&plan, init_kind(e), out);
     zplan_free(&plan);
 fail:
     return st;
@@ -128,7 +133,7 @@ zinc_status zengine_preflight(zinc_engine *e, const zplan *plan) {
     const char *off = zenv_get(ZENV_PREFLIGHT);
     if (off && !strcmp(off, "0")) return ZINC_OK;
     zest_estimate est;
-    zest_from_plan(plan, e->init_ranged, &est);
+    zest_from_plan(plan, init_kind(e), &est);
     est.as_extra = zest_as_extra(zpool_threads(e->dev->pool));
     /* The NVMe files' directory: the optimizer state's, else the parameters' (offload_param nvme alone) */
     const char *nvme_path = e->cfg.zero.offload_optimizer.device == ZOFFLOAD_NVME || !zengine_params_on_nvme(e)

@@ -233,10 +233,10 @@ void zengine_trace_module_enter(zinc_engine *e, int module, int phase) {
     t->module_dev[2 * module + phase] = zdev_trace_begin(e->dev, ZDEV_STREAM_COMPUTE);
 }
 
-void zengine_trace_module_exit(zinc_engine *e, int module, int phase) {
+int64_t zengine_trace_module_exit(zinc_engine *e, int module, int phase) {
     zengine_trace *t = e->trace;
-    if (!t->module_t0) return;
-    int64_t *t0 = &t->module_t0[2 * module + phase];
+    if (!t->module_t0) return 0;
+    int64_t *t0 = &t->module_t0[2 * module + phase], start = *t0;
     /* a forward inside an open backward recomputes activations (activation checkpointing) */
     ztrace_cat cat = phase == ZINC_BACKWARD ? ZTRACE_BACKWARD
                      : e->open_backward > 0 ? ZTRACE_RECOMPUTE
@@ -246,6 +246,7 @@ void zengine_trace_module_exit(zinc_engine *e, int module, int phase) {
     int *dev = &t->module_dev[2 * module + phase];
     zdev_trace_end(e->dev, *dev, cat, e->modules[module].name, NULL, 0);
     *dev = -1;
+    return start;
 }
 
 /* Rank 0's file: the header, every rank's events (received in rank order), the trailer. */

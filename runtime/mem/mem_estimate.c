@@ -21,11 +21,31 @@ bool zest_is_model_state(zinc_mem_category c) {
 
 /* ---------------------------------------------------------------- the estimate: the plan, summed */
 
-void zest_from_plan(const zplan *p, bool init_ranged, zest_estimate *out) {
-    memset(out, 0, sizeof *out);
+/* The two moments' peaks (zest_estimate): the steps' buffers, and the build's while it initialises: its
+ * buffers but the persistent modules' gathered copies (the gather after the initialisation allocates them),
+ * with the model's declared memory (zinc_memory_get counts it from zinc_build on) and the initialisation
+ * scratch in host staging. */
+static void peaks(const zplan *p, zest_estimate *out) {
+    uint64_t build[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT] = {{0}};
     zplan_sum(p, ZPLAN_IN_STEP, out->bytes);
-    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++)
-        for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++) out->total[k] += out->bytes[k][c];
+    zplan_sum(p, ZPLAN_AT_BUILD, build);
+    const zplan_entry *persistent = &p->buf[ZPLAN_PARAMS_PERSISTENT];
+    build[persistent->kind][persistent->cat] -= persistent->bytes;
+    for (int i = 0; i < p->ndeclared; i++) build[p->declared[i].kind][p->declared[i].cat] += p->declared[i].bytes;
+    build[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] += out->init_scratch;
+    for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) {
+        uint64_t at_build = 0;
+        for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++) {
+            out->step_total[k] += out->bytes[k][c];
+            at_build += build[k][c];
+            if (build[k][c] > out->bytes[k][c]) out->bytes[k][c] = build[k][c];
+        }
+        out->total[k] = at_build > out->step_total[k] ? at_build : out->step_total[k];
+    }
+}
+
+void zest_from_plan(const zplan *p, zest_init init, zest_estimate *out) {
+    memset(out, 0, sizeof *out);
     out->stage = p->stage;
     out->world = p->world;
     out->rank = p->rank;
@@ -54,7 +74,9 @@ void zest_from_plan(const zplan *p, bool init_ranged, zest_estimate *out) {
     out->nvme_swap_buffers = p->buf[ZPLAN_NVME_SWAP].count;
     out->nvme_swap_each = p->buf[ZPLAN_NVME_SWAP].each;
     out->offload_staging = p->buf[ZPLAN_OFFLOAD_GRAD_STAGING].bytes + p->buf[ZPLAN_OFFLOAD_PARAM_STAGING].bytes;
-    out->init_scratch = (uint64_t)(init_ranged ? p->init_scratch_ranged : p->init_scratch_whole) * sizeof(float);
+    out->init_scratch = init == ZEST_INIT_NONE ? 0
+                        : (uint64_t)(init == ZEST_INIT_RANGED ? p->init_scratch_ranged : p->init_scratch_whole) *
+                              sizeof(float);
     out->init_scratch_whole = (uint64_t)p->init_scratch_whole * sizeof(float);
     out->comm_piece = p->comm_piece;
     out->comm_pending = p->comm_pending;
@@ -64,6 +86,7 @@ void zest_from_plan(const zplan *p, bool init_ranged, zest_estimate *out) {
     out->nvme_buffers = p->nvme_buffers;
     out->cheaper_stage = -1;
     for (int i = 0; i < p->ndeclared; i++) out->declared[p->declared[i].kind] += p->declared[i].bytes;
+    peaks(p, out);
 }
 
 zinc_status zest_compute(const zplan_model *m, const zinc_config *cfg, int world, int rank, zinc_device_kind device,
@@ -73,22 +96,38 @@ zinc_status zest_compute(const zplan_model *m, const zinc_config *cfg, int world
     if (!out) return ZERR(ZINC_ERR_INVALID_ARG, "memory estimate: out is NULL");
     zplan_device dev = zplan_device_for(device);
     TRY(zplan_make(m, cfg, world, rank, &dev, &plan));
-    zest_from_plan(&plan, true, out);
+    zest_from_plan(&plan, ZEST_INIT_RANGED, out);
     zplan_free(&plan);
 fail:
     return st;
 }
 
-uint64_t zest_rss(const zest_estimate *est, bool device_in_host) {
-    uint64_t all = 0, gather = 0, declared = 0;
+/* The host-RAM bytes of the steps (all) and of the build (before the scratch), both less what zinc_create
+ * allocated. */
+static void rss_parts(const zest_estimate *est, bool device_in_host, uint64_t *all, uint64_t *build) {
+    uint64_t a = 0, gather = 0, declared = 0;
     for (int k = 0; k < ZINC_MEMKIND_COUNT; k++) {
         if (k == ZINC_MEMKIND_NVME || (k == ZINC_MEMKIND_DEVICE && !device_in_host)) continue;
-        all += est->total[k];
+        a += est->step_total[k];
         gather += est->bytes[k][ZINC_MEM_GATHER];
         declared += est->declared[k];
     }
-    all -= all > est->before_build ? est->before_build : all;
-    uint64_t build = all - gather - declared + est->init_scratch, steps = all + est->comm_temp;
+    a -= a > est->before_build ? est->before_build : a;
+    *all = a;
+    *build = a - gather - declared;
+}
+
+uint64_t zest_rss_build(const zest_estimate *est, bool device_in_host) {
+    uint64_t all, build;
+    rss_parts(est, device_in_host, &all, &build);
+    return build + est->init_scratch;
+}
+
+uint64_t zest_rss(const zest_estimate *est, bool device_in_host) {
+    uint64_t all, build;
+    rss_parts(est, device_in_host, &all, &build);
+    build += est->init_scratch;
+    uint64_t steps = all + est->comm_temp;
     return build > steps ? build : steps;
 }
 

@@ -20,10 +20,15 @@
 #include "zinc.h"
 
 typedef struct zest_estimate {
-    /* Peak bytes per (memory kind, category). Only the gather buffers come and go during a step, so the
-     * peak of each kind's total is the sum of its row. */
+    /* Peak bytes per (memory kind, category) and per kind over the build and the steps, as the engine's
+     * tracker (zinc_memory_get's peak) counts them. Two moments: zinc_build initialising (the buffers the
+     * build allocates, the model's declared memory, and the initialisation scratch, counted as host
+     * staging) and the steps (everything but that scratch; only the gather buffers come and go during a
+     * step). Each figure is the larger of the two, so a kind's total is not always the sum of its row:
+     * step_total is the steps' sum. */
     uint64_t bytes[ZINC_MEMKIND_COUNT][ZINC_MEM_CATEGORY_COUNT];
     uint64_t total[ZINC_MEMKIND_COUNT];
+    uint64_t step_total[ZINC_MEMKIND_COUNT];
 
     /* What it was computed from, for reports. */
     int stage, world, rank;
@@ -50,9 +55,10 @@ typedef struct zest_estimate {
     uint64_t nvme_swap_each;   /* bytes of each (state_tensors chunks at the files' stride) */
     uint64_t offload_staging;  /* GPU with offload: the step's pinned gradient and parameter staging */
 
-    /* Transients the engine's counters do not hold but the process's resident memory does (host bytes):
-     * the build's fp32 initialisation scratch (freed before zinc_build returns) and MPI's temporaries
-     * inside one collective piece (comm_mpi.h), at most `comm_pending` pieces at once. */
+    /* Transients: the build's fp32 initialisation scratch (host staging while zinc_build initialises,
+     * unmapped before it returns; in the peaks above) and MPI's temporaries inside one collective piece
+     * (comm_mpi.h), at most `comm_pending` pieces at once, which only the process's resident memory
+     * holds (zest_rss). */
     uint64_t init_scratch;       /* as the engine builds (zest_compute: zinc_build_ranged) */
     uint64_t init_scratch_whole; /* zinc_build with a whole-tensor init_fn */
     int64_t comm_piece;          /* elements per MPI call at most (zcomm_mpi_max_count) */
@@ -92,6 +98,9 @@ uint64_t zest_as_extra(int threads);
  * engine, the build's scratch, MPI's temporaries, the model's declared memory). */
 uint64_t zest_whole_process(const zest_estimate *est, bool device_in_host, bool cuda_build);
 
+/* The build's part of zest_rss (model state without gather buffers and the model's declared memory, plus
+ * the init scratch): the resident growth over zinc_build alone. */
+uint64_t zest_rss_build(const zest_estimate *est, bool device_in_host);
 /* The process's resident-memory growth this estimate predicts from before zinc_build to its peak:
  * memory in host RAM (host, pinned, and the device's bytes when the device is host memory) at the
  * larger of the build (model state without gather buffers and the model's declared memory, plus the
@@ -106,9 +115,13 @@ uint64_t zest_rss(const zest_estimate *est, bool device_in_host);
 zinc_status zest_compute(const zplan_model *m, const zinc_config *cfg, int world, int rank, zinc_device_kind device,
                          zest_estimate *out);
 
-/* The estimate of a plan: its buffers summed at the steps' peak (zplan_sum, ZPLAN_IN_STEP), the
- * initialisation scratch of zinc_build_ranged (init_ranged) or zinc_build. */
-void zest_from_plan(const zplan *p, bool init_ranged, zest_estimate *out);
+/* How zinc_build initialises, for the scratch: a whole-tensor init_fn (zinc_build), a ranged one
+ * (zinc_build_ranged), or none (zinc_build with a NULL init_fn: no scratch). */
+typedef enum zest_init { ZEST_INIT_WHOLE = 0, ZEST_INIT_RANGED = 1, ZEST_INIT_NONE = 2 } zest_init;
+
+/* The estimate of a plan: the peaks of its buffers at the build (zplan_sum, ZPLAN_AT_BUILD, with the
+ * initialisation scratch of `init`) and at the steps (ZPLAN_IN_STEP). */
+void zest_from_plan(const zplan *p, zest_init init, zest_estimate *out);
 
 /* The model-state categories (parameters, gradients, master, moments, bookkeeping), which the estimate
  * predicts exactly, as opposed to the buffers (buckets, gather, staging). */
