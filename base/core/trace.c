@@ -27,7 +27,7 @@ typedef struct span {
     int64_t flow;  /* a flow's id (ztrace_flow_id), 0: none */
     int32_t track; /* the table's id: the recording thread's or a named track's */
     uint8_t cat;
-    uint8_t kind;     /* cat gpu: the device work's own category */
+    uint8_t kind;      /* cat gpu: the device work's own category */
     uint8_t flow_dir;  /* ztrace_flow_dir */
     uint8_t flow_only; /* ztrace_flow_at: no span, only the flow's end at t0 on this track */
 } span;
@@ -415,8 +415,7 @@ zinc_status ztrace_serialize_profiler(int pid, int64_t origin_ns, char **out, si
 static void write_span(sbuf *b, int pid, int64_t origin_ns, bool profiler_steps, const span *s) {
     if (!s->flow_only) {
         sb_sep(b);
-        sb_printf(b,
-                  "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"%s\",\"name\":", pid,
+        sb_printf(b, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"%s\",\"name\":", pid,
                   s->track, (double)(s->t0 - origin_ns) / 1e3, (double)(s->t1 - s->t0) / 1e3,
                   ztrace_cat_name((ztrace_cat)s->cat));
         bool module = s->cat == ZTRACE_FORWARD || s->cat == ZTRACE_BACKWARD || s->cat == ZTRACE_RECOMPUTE;
@@ -451,10 +450,8 @@ static void write_span(sbuf *b, int pid, int64_t origin_ns, bool profiler_steps,
         sb_printf(b,
                   "{\"ph\":\"%s\",%s\"id\":%lld,\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"cat\":\"flow\","
                   "\"name\":\"flow\"}",
-                  s->flow_dir == ZTRACE_FLOW_OUT ? "s" : "f",
-                  s->flow_dir == ZTRACE_FLOW_OUT ? "" : "\"bp\":\"e\",",
-                  (long long)(((int64_t)pid << 32) + s->flow), pid, s->track,
-                  (double)(s->t0 - origin_ns) / 1e3);
+                  s->flow_dir == ZTRACE_FLOW_OUT ? "s" : "f", s->flow_dir == ZTRACE_FLOW_OUT ? "" : "\"bp\":\"e\",",
+                  (long long)(((int64_t)pid << 32) + s->flow), pid, s->track, (double)(s->t0 - origin_ns) / 1e3);
     }
     if (profiler_steps && !s->flow_only && s->cat == ZTRACE_STEP) {
         sb_sep(b);
@@ -462,8 +459,8 @@ static void write_span(sbuf *b, int pid, int64_t origin_ns, bool profiler_steps,
                   "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"user_"
                   "annotation\","
                   "\"name\":\"ProfilerStep#%lld\",\"args\":{\"step\":%lld}}",
-                  pid, s->track, (double)(s->t0 - origin_ns) / 1e3, (double)(s->t1 - s->t0) / 1e3,
-                  (long long)s->step, (long long)s->step);
+                  pid, s->track, (double)(s->t0 - origin_ns) / 1e3, (double)(s->t1 - s->t0) / 1e3, (long long)s->step,
+                  (long long)s->step);
     }
 }
 

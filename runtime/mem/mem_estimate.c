@@ -74,9 +74,10 @@ void zest_from_plan(const zplan *p, zest_init init, zest_estimate *out) {
     out->nvme_swap_buffers = p->buf[ZPLAN_NVME_SWAP].count;
     out->nvme_swap_each = p->buf[ZPLAN_NVME_SWAP].each;
     out->offload_staging = p->buf[ZPLAN_OFFLOAD_GRAD_STAGING].bytes + p->buf[ZPLAN_OFFLOAD_PARAM_STAGING].bytes;
-    out->init_scratch = init == ZEST_INIT_NONE ? 0
-                        : (uint64_t)(init == ZEST_INIT_RANGED ? p->init_scratch_ranged : p->init_scratch_whole) *
-                              sizeof(float);
+    out->init_scratch =
+        init == ZEST_INIT_NONE
+            ? 0
+            : (uint64_t)(init == ZEST_INIT_RANGED ? p->init_scratch_ranged : p->init_scratch_whole) * sizeof(float);
     out->init_scratch_whole = (uint64_t)p->init_scratch_whole * sizeof(float);
     out->comm_piece = p->comm_piece;
     out->comm_pending = p->comm_pending;
