@@ -48,7 +48,8 @@ static const zcli_opt train_opts[] =
       "loss scale)"},
      {"--peak-flops", ZCLI_TEXT, O(peak_flops), "X", 0, 0, NULL,
       "the peak FLOP/s of one rank (9.9e14), or sgemm to measure it (the\nmodel's own products, oneDNN or OpenBLAS, "
-      "for 0.2 s on every\nrank): progress lines and the report then show MFU beside the\nachieved FLOP/s "
+      "per CPU second, best 25 ms\nwindow of 0.4 s on every rank): progress lines and the report then show MFU beside "
+      "the\nachieved FLOP/s "
       "(docs/profiling.md)"},
      {"--quiet", ZCLI_FLAG, O(quiet), NULL, 0, 0, NULL, "only warnings, errors and the summary"},
      {"--force", ZCLI_FLAG, O(force), NULL, 0, 0, NULL,
