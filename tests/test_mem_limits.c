@@ -16,8 +16,7 @@
 #include "zinc.h"
 #include "zt.h"
 
-static zinc_status init_range(void *u, const zinc_param_info *p, uint64_t seed, int64_t first, int64_t n,
-                              float *out) {
+static zinc_status init_range(void *u, const zinc_param_info *p, uint64_t seed, int64_t first, int64_t n, float *out) {
     (void)u, (void)p, (void)seed, (void)first;
     for (int64_t i = 0; i < n; i++) out[i] = 0.01f;
     return ZINC_OK;
@@ -25,9 +24,9 @@ static zinc_status init_range(void *u, const zinc_param_info *p, uint64_t seed, 
 
 /* Builds a one-module model of `numel` fp32 parameters at `stage`; returns zinc_build_ranged's status
  * and leaves its message in msg. */
-static zinc_status try_build(int stage, int64_t numel, char *msg, size_t cap) {
-    char cfg[256];
-    snprintf(cfg, sizeof cfg, "{\"train_batch_size\": 1, \"zero_optimization\": {\"stage\": %d}}", stage);
+static zinc_status try_build_zero(const char *zero, int64_t numel, int nmodules, char *msg, size_t cap) {
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "{\"train_batch_size\": 1, \"zero_optimization\": {%s}}", zero);
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
     o.log_level = ZINC_LOG_ERROR;
@@ -35,14 +34,26 @@ static zinc_status try_build(int stage, int64_t numel, char *msg, size_t cap) {
     zinc_engine *e = NULL;
     zinc_status st = zinc_create(&o, &e);
     if (st == ZINC_OK) {
-        int m = zinc_module_add(e, "layer");
-        int64_t shape[1] = {numel};
-        if (m < 0 || !zinc_param_add(e, m, "w", 1, shape, ZINC_PARAM_DECAY)) st = ZINC_ERR_INVALID_ARG;
-        else st = zinc_build_ranged(e, init_range, NULL);
+        int64_t shape[1] = {numel / nmodules};
+        for (int i = 0; i < nmodules && st == ZINC_OK; i++) {
+            char name[32], w[40];
+            snprintf(name, sizeof name, "layer%d", i);
+            snprintf(w, sizeof w, "%s.w", name);
+            int m = zinc_module_add(e, name);
+            if (m < 0 || !zinc_param_add(e, m, nmodules == 1 ? "w" : w, 1, shape, ZINC_PARAM_DECAY))
+                st = ZINC_ERR_INVALID_ARG;
+        }
+        if (st == ZINC_OK) st = zinc_build_ranged(e, init_range, NULL);
     }
     snprintf(msg, cap, "%s", st == ZINC_OK ? "" : zinc_last_error());
     zinc_destroy(e);
     return st;
+}
+
+static zinc_status try_build(int stage, int64_t numel, char *msg, size_t cap) {
+    char zero[32];
+    snprintf(zero, sizeof zero, "\"stage\": %d", stage);
+    return try_build_zero(zero, numel, 1, msg, cap);
 }
 
 static uint64_t vm_size(void) {
@@ -57,6 +68,9 @@ static uint64_t vm_size(void) {
 
 static const int64_t BIG = 64ll << 20;  /* 64Mi parameters: about 1.3 GB at stage 0 fp32 */
 static const int64_t SMALL = 1ll << 20; /* about 20 MiB */
+#ifndef FREE_INFINITY
+#define FREE_INFINITY "209715200" /* 200 MiB: between ZeRO-Infinity's need and this config's */
+#endif
 
 /* RLIMIT_AS a little above the current address space: the big model is refused by the pre-flight with
  * the limit named, the small one builds and is not killed. */
@@ -139,8 +153,8 @@ static int run_cgroup(void) {
         printf("SKIP: cannot move a process into %s\n", dir);
         return 77;
     }
-    ZT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child in the cgroup: status 0x%x (killed: %d)",
-             status, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    ZT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child in the cgroup: status 0x%x (killed: %d)", status,
+             WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     return 0;
 }
 
@@ -150,8 +164,7 @@ static int run_advice(void) {
     setenv("ZINC_FAKE_CGROUP_FREE", "104857600", 1); /* 100 MiB */
     ZT_ERR(try_build(0, SMALL * 8, msg, sizeof msg), ZINC_ERR_NOMEM, "memory cgroup");
     ZT_CHECK(!strstr(msg, "raise zero_optimization.stage"), "1 rank: a higher stage saves nothing: %s", msg);
-    ZT_CHECK(strstr(msg, "with zero_optimization.stage 1 or more"), "stage 0: offload named with stage >= 1: %s",
-             msg);
+    ZT_CHECK(strstr(msg, "with zero_optimization.stage 1 or more"), "stage 0: offload named with stage >= 1: %s", msg);
     ZT_CHECK(strstr(msg, "sub_group_size"), "NVMe advice names a sub_group_size that saves memory: %s", msg);
     ZT_OK(try_build(0, SMALL, msg, sizeof msg)); /* ~20 MiB + 10% fits in 100 MiB */
     /* The headroom: 90% of the limit kept free refuses what fits without it. */
@@ -163,6 +176,26 @@ static int run_advice(void) {
     setenv("ZINC_MEM_HEADROOM", "95", 1);
     ZT_ERR(try_build(0, SMALL, msg, sizeof msg), ZINC_ERR_INVALID_ARG, "ZINC_MEM_HEADROOM=\"95\"");
     unsetenv("ZINC_MEM_HEADROOM");
+    unsetenv("ZINC_FAKE_CGROUP_FREE");
+    /* The optimizer state already on NVMe: what still fits is ZeRO-Infinity, the parameters and their
+     * gradients in files too, named with its disk traffic; a limit below even that names no cheapest change. */
+    char zero[512], dir[256];
+    snprintf(dir, sizeof dir, "%s/nvme_advice", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    mkdir(dir, 0755);
+    snprintf(zero, sizeof zero,
+             "\"stage\": 3, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"}, "
+             "\"sub_group_size\": 1048576, \"reduce_bucket_size\": 1048576, \"stage3_prefetch_bucket_size\": "
+             "1048576, \"stage3_max_live_parameters\": 1048576, \"stage3_max_reuse_distance\": 0",
+             dir);
+    setenv("ZINC_FAKE_CGROUP_FREE", FREE_INFINITY, 1);
+    ZT_ERR(try_build_zero(zero, BIG, 64, msg, sizeof msg), ZINC_ERR_NOMEM, "memory cgroup");
+    ZT_CHECK(strstr(msg, "the cheapest change that fits by the estimate: ZeRO-Infinity") &&
+                 strstr(msg, "of disk traffic per optimizer step"),
+             "optimizer state on NVMe: ZeRO-Infinity named first: %s", msg);
+    printf("optimizer state on NVMe, 200 MiB free: %s\n", msg);
+    setenv("ZINC_FAKE_CGROUP_FREE", "1048576", 1);
+    ZT_ERR(try_build_zero(zero, BIG, 64, msg, sizeof msg), ZINC_ERR_NOMEM, "memory cgroup");
+    ZT_CHECK(!strstr(msg, "the cheapest change"), "1 MiB: no change fits, none is named: %s", msg);
     unsetenv("ZINC_FAKE_CGROUP_FREE");
     setenv("ZINC_FAKE_MEM_AVAILABLE", "10485760", 1);
     ZT_ERR(try_build(0, SMALL, msg, sizeof msg), ZINC_ERR_NOMEM, "MemAvailable");

@@ -296,16 +296,6 @@ typedef struct host_run {
 
 static const zcfg_offload_device offs[3] = {ZOFFLOAD_NONE, ZOFFLOAD_CPU, ZOFFLOAD_NVME};
 
-/* Disk traffic per optimizer step: the optimizer state's files are read and written once; the parameter
- * file is read by every micro-step's forward and backward gathers and written once by the step; the
- * gradient file (offload_param nvme) is written by every micro-step, read back by all but the first and
- * twice by the step (its statistics, its update): 2 gas + 1 times as well. */
-static uint64_t disk_io(const zest_estimate *e, int64_t gas) {
-    uint64_t par = e->bytes[ZINC_MEMKIND_NVME][ZINC_MEM_PARAMS] + e->bytes[ZINC_MEMKIND_NVME][ZINC_MEM_GRADS],
-             rest = e->total[ZINC_MEMKIND_NVME] - par;
-    return 2 * rest + (uint64_t)(2 * gas + 1) * par;
-}
-
 static bool host_fits(const host_run *h, const hrow *r) {
     const mopts *o = h->o;
     return r->valid && (double)r->host <= h->room && (!o->nvme_bytes || r->nvme <= o->nvme_bytes);
@@ -329,7 +319,7 @@ static void host_needs(const host_run *h, int ranks, int per_node, hrow *r) {
     r->host = zest_rss(&e, true) * k;
     r->pinned = e.total[ZINC_MEMKIND_PINNED] * k;
     r->nvme = e.total[ZINC_MEMKIND_NVME] * k;
-    r->io = disk_io(&e, cfg.gradient_accumulation_steps) * k;
+    r->io = zest_disk_io(&e, cfg.gradient_accumulation_steps) * k;
     for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++) r->nvme_cat[c] = e.bytes[ZINC_MEMKIND_NVME][c] * k;
     r->fits = host_fits(h, r);
 }

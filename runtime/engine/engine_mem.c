@@ -128,6 +128,40 @@ static void cheaper_stage(zinc_engine *e, zest_estimate *est) {
     }
 }
 
+/* What ZeRO-Infinity (stage 3, the optimizer state and the parameters on NVMe) would need, for the advice:
+ * only on the cpu device (parameter NVMe offload is implemented there, engine_pstore.c) and without ZeRO++
+ * (its secondary partition and quantized gathers are in-memory designs). */
+#define INFINITY_MIN_BUFFER ((int64_t)1 << 20) /* elements: smaller swap buffers only add requests */
+static void infinity_choice(zinc_engine *e, zest_estimate *est) {
+    const zcfg_zero *z = &e->cfg.zero;
+    if (!e->dev->host_addressable || e->dev->mem_kind == ZINC_MEMKIND_DEVICE || zengine_params_on_nvme(e) ||
+        z->quantized_weights || z->quantized_gradients || z->quantized_nontrainable_weights ||
+        z->hpz_partition_size > 1)
+        return;
+    zinc_config alt = e->cfg;
+    zcfg_set_stage(&alt, 3);
+    alt.zero.offload_optimizer.device = ZOFFLOAD_NVME;
+    alt.zero.offload_param.device = ZOFFLOAD_NVME;
+    /* swap buffers of an eighth of the shard at most: DeepSpeed's defaults (buffer_size 1e8, sub_group_size
+     * 1e9 elements) would hold all of a shard below 100M elements in memory again */
+    int64_t shard = (e->nparams > 0 ? e->part.shard : 0),
+            eighth = shard / 8 > INFINITY_MIN_BUFFER ? shard / 8 : INFINITY_MIN_BUFFER;
+    if (alt.zero.offload_param.buffer_size > eighth) alt.zero.offload_param.buffer_size = eighth;
+    if (alt.zero.sub_group_size > eighth) alt.zero.sub_group_size = eighth;
+    zest_estimate ae;
+    if (zengine_estimate_cfg(e, &alt, &ae) != ZINC_OK) {
+        zinc__error_clear();
+        return;
+    }
+    uint64_t b = zest_rss(&ae, false);
+    if (b >= zest_rss(est, false)) return;
+    est->infinity_fits_more = true;
+    est->infinity_bytes = b;
+    est->infinity_io = zest_disk_io(&ae, alt.gradient_accumulation_steps);
+    est->infinity_buffer_size = alt.zero.offload_param.buffer_size;
+    est->infinity_sub_group_size = alt.zero.sub_group_size;
+}
+
 zinc_status zengine_preflight(zinc_engine *e, const zplan *plan) {
     zinc_status st = ZINC_OK;
     const char *off = zenv_get(ZENV_PREFLIGHT);
@@ -143,6 +177,7 @@ zinc_status zengine_preflight(zinc_engine *e, const zplan *plan) {
     zest_available_read(nvme_path, &avail);
     TRY(zest_headroom_read(&avail.headroom_pct));
     cheaper_stage(e, &est);
+    infinity_choice(e, &est);
     if (e->dev->mem_kind == ZINC_MEMKIND_DEVICE) { /* a GPU, or the cpu device presented as one */
         uint64_t used = 0, total = 0;
         int gpus = e->dev->kind == ZINC_DEVICE_CUDA ? zdev_cuda_count() : 1;

@@ -449,24 +449,41 @@ static void fit_advice(const zest_estimate *est, zinc_mem_kind k, char *buf, siz
     if (buf[0] == ';') memmove(buf, buf + 2, strlen(buf + 2) + 1); /* drop the leading "; " */
 }
 
-/* The first of the changes that needs no more ranks and fits the limit by the estimate, least disruptive
- * first: a micro batch half as large (the model's declared memory taken to scale with it), the cheaper
- * higher stage the pre-flight found, the optimizer state in NVMe files. Put in front of the advice. */
+uint64_t zest_disk_io(const zest_estimate *e, int64_t gas) {
+    uint64_t par = e->bytes[ZINC_MEMKIND_NVME][ZINC_MEM_PARAMS] + e->bytes[ZINC_MEMKIND_NVME][ZINC_MEM_GRADS],
+             rest = e->total[ZINC_MEMKIND_NVME] - par;
+    return 2 * rest + (uint64_t)(2 * (gas > 0 ? gas : 1) + 1) * par;
+}
+
+/* The first of the changes that needs no more ranks and fits the limit by the estimate, in order of the
+ * disk traffic they add (zest_disk_io, the rule `zinc mem plan` names its cheapest choice by), the least
+ * disruptive first among those adding none: a micro batch half as large (the model's declared memory taken
+ * to scale with it), the cheaper higher stage the pre-flight found, the optimizer state in NVMe files, then
+ * ZeRO-Infinity (stage 3, the parameters and the optimizer state on NVMe). Put in front of the advice. */
 static void cheapest_fit(const zest_estimate *est, uint64_t need, uint64_t hr, uint64_t mult, uint64_t free_bytes,
                          uint64_t extra, char *advice, size_t cap) {
     const uint64_t *h = est->bytes[ZINC_MEMKIND_HOST];
     uint64_t model = h[ZINC_MEM_ACTIVATIONS] + h[ZINC_MEM_SCRATCH];
     uint64_t state = h[ZINC_MEM_MASTER] + h[ZINC_MEM_EXP_AVG] + h[ZINC_MEM_EXP_AVG_SQ];
+    char io[32], inf[480];
+    zbytes_format(io, sizeof io, est->infinity_io);
+    snprintf(inf, sizeof inf,
+             "ZeRO-Infinity: zero_optimization.stage 3 with offload_optimizer and offload_param {\"device\": "
+             "\"nvme\", \"nvme_path\": a directory on a fast local disk}, offload_param.buffer_size %" PRId64
+             " and sub_group_size %" PRId64 " (about %s of disk traffic per optimizer step; `zinc mem plan "
+             "--host-mem SIZE` compares every choice)",
+             est->infinity_buffer_size, est->infinity_sub_group_size, io);
     struct {
         bool ok;
         uint64_t bytes;
         const char *what;
-    } alt[3] = {
+    } alt[4] = {
         {model > 0, need - model / 2, "train_micro_batch_size_per_gpu halved (gradient_accumulation_steps doubled)"},
         {est->cheaper_stage > est->stage, est->cheaper_bytes, "the higher ZeRO stage below"},
         {state > 0 && est->stage > 0 && est->offload != ZOFFLOAD_NVME, need - state, "NVMe offload as below"},
+        {est->infinity_fits_more, est->infinity_bytes, inf},
     };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         uint64_t want = (alt[i].bytes + alt[i].bytes / 100 * hr) * mult + extra;
         if (!alt[i].ok || want > free_bytes) continue;
         char s[32], *rest = strdup(advice);

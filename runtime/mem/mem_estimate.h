@@ -70,6 +70,11 @@ typedef struct zest_estimate {
     int cheaper_stage;           /* set by the pre-flight: the higher stage needing the least memory of the
                                        * kind that is short at this rank count, -1: none is cheaper */
     uint64_t cheaper_bytes;      /* its bytes of that kind */
+    bool infinity_fits_more;     /* set by the pre-flight: stage 3 with the optimizer state and the parameters on
+                                  * NVMe (ZeRO-Infinity) needs less host memory than this config */
+    uint64_t infinity_bytes;     /* its host peak per rank (zest_rss) */
+    uint64_t infinity_io;        /* its disk traffic per optimizer step (zest_disk_io) */
+    int64_t infinity_buffer_size, infinity_sub_group_size; /* the swap buffers it was estimated with */
 
     /* The model's own memory (zinc_memory_declare), part of bytes[][ACTIVATIONS / SCRATCH] and the
      * totals: it exists during the steps only (allocated after zinc_build). */
@@ -107,6 +112,13 @@ uint64_t zest_rss_build(const zest_estimate *est, bool device_in_host);
  * init scratch) and the steps (everything with the declared memory, plus MPI's temporaries). `device_in_host`: the device allocates host memory (the cpu
  * device, also when presented as discrete). */
 uint64_t zest_rss(const zest_estimate *est, bool device_in_host);
+
+/* The disk traffic of one optimizer step, modelled from the NVMe bytes (not measured): the optimizer
+ * state's files are read and written once; the parameter file is read by every micro-step's forward and
+ * backward gathers and written once by the step; the gradient file (offload_param nvme) is written by every
+ * micro-step, read back by all but the first and twice by the step (its statistics, its update): 2 gas + 1
+ * times as well. `zinc mem plan`'s cheapest choice and the pre-flight's advice both rank by it. */
+uint64_t zest_disk_io(const zest_estimate *est, int64_t gradient_accumulation_steps);
 
 /* Computes the estimate for rank `rank` of `world`. cfg must be resolved (zcfg_load_*). device is the
  * compute device: ZINC_DEVICE_CPU places everything in host memory, ZINC_DEVICE_CUDA places the same
