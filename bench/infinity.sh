@@ -10,7 +10,8 @@
 # (bench/infinity_io.py); GNU time's whole-process figures (build, validation, sample) are printed beside.
 #   bench/infinity.sh [ZINC] [NVME_DIR]     env: LIMIT (default 3G), SHAPES ("6x384 12x768"), STEPS (3),
 #                                            CONTEXT (64), FIO_MBS, VAL_BATCHES (4: the trainer's
-#                                            closing validation, forward passes that read every module),
+#                                            closing validation after the last step, forward passes that
+#                                            read every module),
 #                                            PREFETCH_BUCKET (2e7), MAX_LIVE (3e7)
 # Without a cgroup it can make (no root, no delegated controller) it says so and runs without a limit.
 set -euo pipefail
@@ -50,7 +51,7 @@ cfg 1 >"$work/nvme.json"
 run() { # $1 config, $2 shape, $3 in cgroup (0/1) -> "peak_kib inblocks outblocks seconds checksum"
   local L=${2%x*} W=${2#*x}
   local cmd=("$zinc" train --model gpt2 --quiet --config "$1" --layers "$L" --width "$W" --heads $((W / 64))
-    --context "$CONTEXT" --text /usr/share/common-licenses/GPL-3 --steps "$STEPS" --val-batches "$VAL_BATCHES" --report "$work/r.json" --force
+    --context "$CONTEXT" --text /usr/share/common-licenses/GPL-3 --steps "$STEPS" --val-batches "$VAL_BATCHES" --val-every 1000000000 --report "$work/r.json" --force
     --sample-tokens 1)
   [[ $3 == 1 ]] && cmd+=(--trace "$work/trace.json")
   rm -f "$work/r.json"

@@ -51,6 +51,10 @@ struct zstate_param {
     char *swap, *scratch;
     char *pfbuf; /* geo.prefetch_buffers buffers of geo.swap_bytes */
     pf_slot *pf;
+    /* write-behind: the last write of the swap buffer, in flight until the store's next call (wflush) */
+    zaio_req wreq;
+    bool wpending;
+    int64_t wk, wm, wt0;
     uint32_t *crc;
     uint8_t *bstate;
     zstate_param_stats stats;
@@ -103,8 +107,9 @@ static zinc_status setup_local(zstate_param *p) {
      * entry arrives while the model computes (at aio.queue_depth alone, only that many pieces would move
      * until the next call into the store). The geometry is known before the file's alignment: whole
      * swap buffers of at least 4096-byte blocks. */
-    zstate_param_geometry g0 = zstate_param_geometry_make(p->n, p->esz, 4096, c->offload.buffer_size, 0,
-                                                          p->cat == ZINC_MEM_GRADS ? 0 : c->offload.buffer_count);
+    zstate_param_geometry g0 =
+        zstate_param_geometry_make(p->n, p->esz, 4096, c->offload.buffer_size, 0,
+                                   p->cat == ZINC_MEM_GRADS ? ZSTATE_GRAD_PREFETCH_BUFFERS : c->offload.buffer_count);
     int64_t bs = c->aio.block_size > 4096 ? c->aio.block_size : 4096;
     int64_t pieces = (int64_t)(g0.prefetch_buffers + 1) * (((int64_t)g0.swap_bytes + bs - 1) / bs);
     int intra = c->aio.intra_op_parallelism > 0 ? c->aio.intra_op_parallelism : 1;
@@ -125,8 +130,9 @@ static zinc_status setup_local(zstate_param *p) {
         ZLOG_WARN(c->log, "NVMe %s offload: the file system holding %s refuses O_DIRECT (%s); buffered IO", p->what,
                   p->rank_dir, f->why_buffered);
     int64_t scratch_elems = (int64_t)p->geo.scratch_bytes / (int64_t)p->esz;
-    p->geo = zstate_param_geometry_make(p->n, p->esz, f->align, c->offload.buffer_size, scratch_elems,
-                                        p->cat == ZINC_MEM_GRADS ? 0 : c->offload.buffer_count);
+    p->geo =
+        zstate_param_geometry_make(p->n, p->esz, f->align, c->offload.buffer_size, scratch_elems,
+                                   p->cat == ZINC_MEM_GRADS ? ZSTATE_GRAD_PREFETCH_BUFFERS : c->offload.buffer_count);
     TRY(zaio_preallocate(p->aio, p->file, (int64_t)p->geo.file_bytes));
     size_t ma = (size_t)p->geo.block;
     if (posix_memalign((void **)&p->swap, ma, p->geo.swap_bytes) != 0) p->swap = NULL;
@@ -281,6 +287,19 @@ static zinc_status block_io_run(zstate_param *p, zaio_op op, int64_t k, int64_t 
              (long long)p->geo.nblocks);
     int64_t t0 = ztrace_begin();
     double w0 = zclock_now_s();
+    if (op == ZAIO_WRITE) { /* behind: completed by the store's next call (wflush) */
+        p->wreq = r;
+        p->wk = k, p->wm = m, p->wt0 = t0;
+        st = zaio_submit(p->aio, &p->wreq);
+        if (st == ZINC_OK) {
+            p->wpending = true;
+            p->stats.wait_s += zclock_now_s() - w0;
+            return ZINC_OK;
+        }
+        zaio_drain(p->aio);
+        for (int64_t i = 0; i < m; i++) p->bstate[k + i] = BLK_LOST;
+        return st;
+    }
     st = zaio_submit(p->aio, &r);
     if (st == ZINC_OK)
         st = zaio_wait(p->aio, &r);
@@ -304,6 +323,25 @@ static zinc_status block_io_run(zstate_param *p, zaio_op op, int64_t k, int64_t 
     p->stats.bytes_read += (uint64_t)(m * B);
     return check_blocks(p, k, m, buf);
 }
+
+/* Completes the write in flight (its blocks valid, or lost when it failed: its error is returned). */
+static zinc_status wflush(zstate_param *p) {
+    if (!p->wpending) return ZINC_OK;
+    p->wpending = false;
+    double w0 = zclock_now_s();
+    zinc_status st = zaio_wait(p->aio, &p->wreq);
+    p->stats.wait_s += zclock_now_s() - w0;
+    if (p->wt0)
+        ztrace_span(p->wt0, ZTRACE_NVME, p->cat == ZINC_MEM_GRADS ? "grad swap out" : "param swap out", 0, "bytes",
+                    p->wm * p->geo.block, "block", p->wk);
+    for (int64_t i = 0; i < p->wm; i++) p->bstate[p->wk + i] = st == ZINC_OK ? BLK_VALID : BLK_LOST;
+    if (st != ZINC_OK) return st;
+    p->stats.writes++;
+    p->stats.bytes_written += (uint64_t)(p->wm * p->geo.block);
+    return ZINC_OK;
+}
+
+zinc_status zstate_param_flush(zstate_param *p) { return p ? wflush(p) : ZINC_OK; }
 
 /* Blocks [k, k + m) just read into buf: lost ones are an error, never-written ones zeros, the others must
  * match their checksums. */
@@ -385,6 +423,7 @@ bool zstate_param_can_prefetch(const zstate_param *p, int64_t lo, int64_t n) {
 zinc_status zstate_param_prefetch(zstate_param *p, int64_t lo, int64_t n) {
     zinc_status st = ZINC_OK;
     if (!zstate_param_can_prefetch(p, lo, n)) return ZINC_OK;
+    TRY(wflush(p)); /* its blocks' state is final before they are read */
     int64_t B = p->geo.block, cap = (int64_t)p->geo.swap_bytes / B, k0;
     int64_t pieces = pf_pieces(p, lo, n, &k0), end = ((lo + n) * (int64_t)p->esz + B - 1) / B;
     for (int64_t j = 0; j < pieces; j++) {
@@ -416,6 +455,8 @@ zinc_status zstate_param_prefetch(zstate_param *p, int64_t lo, int64_t n) {
         }
     }
     return ZINC_OK;
+fail:
+    return st;
 }
 
 zinc_status zstate_param_poll(zstate_param *p) { return p->pf ? zaio_poll(p->aio) : ZINC_OK; }
@@ -470,6 +511,7 @@ static zinc_status pf_take(zstate_param *p, int64_t lo, int64_t n, void *dst, bo
 zinc_status zstate_param_read(zstate_param *p, int64_t lo, int64_t n, void *dst) {
     zinc_status st = ZINC_OK;
     TRY(check_range(p, lo, n, "zstate_param_read"));
+    TRY(wflush(p));
     bool served;
     TRY(pf_take(p, lo, n, dst, &served));
     if (served) return ZINC_OK;
@@ -489,10 +531,12 @@ fail:
 zinc_status zstate_param_write(zstate_param *p, int64_t lo, int64_t n, const void *src) {
     zinc_status st = ZINC_OK;
     TRY(check_range(p, lo, n, "zstate_param_write"));
+
     int64_t B = p->geo.block, cap = (int64_t)p->geo.swap_bytes / B;
     int64_t a = lo * (int64_t)p->esz, b = (lo + n) * (int64_t)p->esz;
     pf_drop_blocks(p, a / B, (b + B - 1) / B - a / B); /* a prefetch of these blocks would be stale */
     for (int64_t k = a / B; k * B < b; k += cap) {
+        TRY(wflush(p)); /* the swap buffer's last write is complete: it is free again */
         int64_t end = (b + B - 1) / B, m = end - k < cap ? end - k : cap;
         int64_t s = a > k * B ? a : k * B, e = b < (k + m) * B ? b : (k + m) * B;
         /* the edge blocks' other bytes come from the file; past the shard's end they are zeros */
@@ -510,6 +554,7 @@ fail:
 }
 
 void zstate_param_forget(zstate_param *p) {
+    if (p) (void)wflush(p); /* its outcome no longer matters: the blocks read as zeros */
     if (p) pf_drop_blocks(p, 0, -1);
     if (p && p->bstate) memset(p->bstate, BLK_UNWRITTEN, (size_t)(p->geo.nblocks > 0 ? p->geo.nblocks : 1));
 }

@@ -44,6 +44,8 @@ zinc_status zstate_param_create(const zstate_ctx *ctx, int64_t n, zinc_dtype dt,
  * zstate_param_create makes) or ZSTATE_GRAD_FILE, the stage-3 fp32 gradient shard between the reduce-
  * scatter and the optimizer (offload_param nvme; counted as ZINC_MEM_GRADS, its messages say "gradient"). */
 #define ZSTATE_PARAM_FILE "params.swp"
+/* The gradient store's prefetch buffers (its passes read piece i + 1 while piece i is used) */
+#define ZSTATE_GRAD_PREFETCH_BUFFERS 2
 #define ZSTATE_GRAD_FILE "grads.swp"
 zinc_status zstate_param_create_as(const zstate_ctx *ctx, const char *file_name, int64_t n, zinc_dtype dt,
                                    int64_t scratch_elems, zstate_param **out);
@@ -65,7 +67,11 @@ bool zstate_param_can_prefetch(const zstate_param *p, int64_t lo, int64_t n);
 zinc_status zstate_param_prefetch(zstate_param *p, int64_t lo, int64_t n);
 /* Submits what the ring has room for of the prefetches in flight, without waiting. */
 zinc_status zstate_param_poll(zstate_param *p);
+/* A write returns once it is submitted: its last piece is written behind, completed by the store's next
+ * call or zstate_param_flush, whichever comes first, which returns its error (a read of the blocks never
+ * sees them before the write completed). */
 zinc_status zstate_param_write(zstate_param *p, int64_t lo, int64_t n, const void *src);
+zinc_status zstate_param_flush(zstate_param *p);
 /* The scratch (scratch_elems elements, host memory). */
 void *zstate_param_scratch(zstate_param *p);
 void zstate_param_stats_get(const zstate_param *p, zstate_param_stats *out);

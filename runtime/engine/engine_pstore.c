@@ -96,6 +96,7 @@ zinc_status zengine_params_upload_f32(zinc_engine *e, int64_t lo, const float *v
         TRY(zdev_upload_f32(e->dev, s, e->compute_dtype, vals + a, (size_t)k));
         TRY(zstate_param_write(e->pstore, lo + a, k, s));
     }
+    TRY(zstate_param_flush(e->pstore));
 fail:
     return st;
 }

@@ -151,7 +151,12 @@ static zinc_status pstore_chunk(step_pass *s, zopt_pass pass, const zstate_view 
         if (sv.v) sv.v += o;
         if (pass == ZOPT_APPLY && s->o->tensor_norms) memset(pc, 0, (size_t)sv.n * csz); /* padding stays zero */
         const char *gp = gs ? (const char *)gs : gc + (size_t)o * gsz;
-        if (gs) {
+        if (gs) { /* the next piece's read in flight first: the next of this chunk, or the next chunk's first */
+            const zstate *z = e->state;
+            int64_t nx = sv.lo + sv.n, cend = (nx / z->chunk + 1) * z->chunk;
+            if (cend > z->n) cend = z->n;
+            if (o == 0) zengine_grads_prefetch(e, sv.lo, sv.n);
+            if (nx < z->n) zengine_grads_prefetch(e, nx, cend - nx < cap ? cend - nx : cap);
             zinc_status rs = zengine_grads_read(e, sv.lo, sv.n, gs);
             if (rs != ZINC_OK) return rs;
         }

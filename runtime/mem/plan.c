@@ -265,11 +265,12 @@ static void plan_grads(zplan *p, const zinc_config *cfg) {
         int64_t align = p->device.nvme_align ? p->device.nvme_align : ZPLAN_NVME_ALIGN;
         int64_t buffer_size = cfg->zero.offload_param.buffer_size;
         zstate_param_geometry gg = zstate_param_geometry_make(p->part.shard, sizeof(float), align, buffer_size,
-                                                              zplan_grad_scratch_elems(p->state_chunk, buffer_size), 0);
+                                                              zplan_grad_scratch_elems(p->state_chunk, buffer_size),
+                                                              ZSTATE_GRAD_PREFETCH_BUFFERS);
         put(p, ZPLAN_GRADS_SHARD, "the fp32 gradient shard (NVMe file)", ZINC_MEM_GRADS, ZINC_MEMKIND_NVME,
             ZPLAN_AT_BUILD, 1, gg.file_bytes);
-        put(p, ZPLAN_GRAD_SWAP, "NVMe gradient swap buffer and scratch", ZINC_MEM_STAGING, ZINC_MEMKIND_HOST,
-            ZPLAN_AT_BUILD, 1, gg.swap_bytes + gg.scratch_bytes);
+        put(p, ZPLAN_GRAD_SWAP, "NVMe gradient swap and prefetch buffers and scratch", ZINC_MEM_STAGING,
+            ZINC_MEMKIND_HOST, ZPLAN_AT_BUILD, 1, gg.swap_bytes + gg.scratch_bytes + gg.prefetch_bytes);
     }
     put(p, ZPLAN_BUCKET_GRADS, "a gradient bucket", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, g->nbuckets,
         g->bytes_bucket_grads);
