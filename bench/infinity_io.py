@@ -5,7 +5,7 @@
 
 A step is the span from its first micro-step's start ("batch") to the end of its optimizer step ("step"),
 so the trainer's validation and sample after the steps are not counted. The parameter and gradient stores
-(offload/param_nvme.c) name their requests ("param swap in/out", "grad swap in/out", "param prefetch");
+(offload/param_nvme.c) name their requests ("param swap in/out", "grad swap in/out", "param/grad prefetch");
 every io_uring request is also a "read"/"write" span of offload/aio.c, so the optimizer state's bytes
 (master, exp_avg, exp_avg_sq: offload/state_nvme.c) are those less the two stores'."""
 import json
@@ -35,7 +35,7 @@ def main(path):
                 r["param_read"] += by
             elif n == "param swap out":
                 r["param_write"] += by
-            elif n == "grad swap in":
+            elif n in ("grad swap in", "grad prefetch"):
                 r["grad_read"] += by
             elif n == "grad swap out":
                 r["grad_write"] += by

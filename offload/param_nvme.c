@@ -329,8 +329,12 @@ static zinc_status wflush(zstate_param *p) {
     if (!p->wpending) return ZINC_OK;
     p->wpending = false;
     double w0 = zclock_now_s();
+    int64_t t0 = zaio_req_done(&p->wreq) ? 0 : ztrace_begin(); /* --trace: a wait only when it waits */
     zinc_status st = zaio_wait(p->aio, &p->wreq);
     p->stats.wait_s += zclock_now_s() - w0;
+    if (t0)
+        ztrace_span(t0, ZTRACE_WAIT, p->cat == ZINC_MEM_GRADS ? "grad swap out wait" : "param swap out wait", 0,
+                    "bytes", p->wm * p->geo.block, NULL, 0);
     if (p->wt0)
         ztrace_span(p->wt0, ZTRACE_NVME, p->cat == ZINC_MEM_GRADS ? "grad swap out" : "param swap out", 0, "bytes",
                     p->wm * p->geo.block, "block", p->wk);
@@ -482,8 +486,13 @@ static zinc_status pf_take(zstate_param *p, int64_t lo, int64_t n, void *dst, bo
             double c0 = zclock_now_s();
             st = zaio_wait(p->aio, &s->req);
             p->stats.wait_s += zclock_now_s() - c0;
-            if (w0) ztrace_span(w0, ZTRACE_WAIT, "param prefetch wait", 0, "bytes", s->m * B, "block", s->k);
-            if (s->t0) ztrace_span(s->t0, ZTRACE_NVME, "param prefetch", 0, "bytes", s->m * B, "block", s->k);
+            bool gr = p->cat == ZINC_MEM_GRADS;
+            if (w0)
+                ztrace_span(w0, ZTRACE_WAIT, gr ? "grad prefetch wait" : "param prefetch wait", 0, "bytes", s->m * B,
+                            "block", s->k);
+            if (s->t0)
+                ztrace_span(s->t0, ZTRACE_NVME, gr ? "grad prefetch" : "param prefetch", 0, "bytes", s->m * B, "block",
+                            s->k);
             if (st == ZINC_OK) {
                 p->stats.reads++;
                 p->stats.bytes_read += (uint64_t)(s->m * B);
