@@ -221,11 +221,27 @@ fail:
     return st;
 }
 
+/* A prefetched piece released before its use: its read is completed here, locally, and no all-gather is
+ * issued (the ranks' prefetches depend on their own swap buffers, so another rank may have none pending
+ * for this module: a collective here could meet nothing on it). */
+static zinc_status drop_own_pending(zgather *g, int i) {
+    zgather_module *s = &g->mods[i];
+    if (!s->own_pending) return ZINC_OK;
+    s->own_pending = false;
+    const zmodule *m = &g->c.modules[i];
+    int64_t lo, hi;
+    zpart_intersect(g->c.part, g->c.rank, m->flat_begin, m->flat_end, &lo, &hi);
+    if (hi <= lo) return ZINC_OK;
+    return g->c.read_own(g->c.read_ud, lo - g->c.own_lo, hi - lo,
+                         (char *)s->gathered + (size_t)(lo - m->flat_begin) * csz(g));
+}
+
 static zinc_status release(zgather *g, int i) {
     zinc_status st = ZINC_OK;
     zgather_module *s = &g->mods[i];
     int64_t n = zmodule_numel(&g->c.modules[i]);
     if (s->persistent || !s->gathered) return ZINC_OK;
+    TRY(drop_own_pending(g, i));
     TRY(gather_wait(g, s));
     dfree(g, ZINC_MEM_GATHER, s->gathered, (size_t)n * csz(g));
     s->gathered = NULL;
@@ -408,6 +424,7 @@ zinc_status zgather_after_step(zgather *g) {
         trace_restart(g);
     }
     for (int i = 0; i < g->c.nmodules; i++) {
+        if (!g->mods[i].persistent) TRY(drop_own_pending(g, i)); /* released below: no collective for it */
         TRY(gather_wait(g, &g->mods[i]));
         if (g->mods[i].persistent)
             TRY(gather_start(g, i, true)); /* refresh with the updated shards */
