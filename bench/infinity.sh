@@ -4,15 +4,23 @@
 # LIMIT; beside each, the same step with everything in memory (no cgroup): peak RSS, bytes read and written
 # per step (GNU time's file-system blocks: O_DIRECT IO counts), seconds per step, and the floor
 # max(in-memory step time, bytes moved / disk bandwidth) when FIO_MBS (MB/s measured by fio on the same file
-# system, O_DIRECT; or FIO_READ_MBS and FIO_WRITE_MBS apart) is given.
+# system, O_DIRECT; or FIO_READ_MBS and FIO_WRITE_MBS apart) is given. Seconds per step are the training
+# steps' own (the report's tokens_per_s: the trainer's closing validation and sample are not counted), and
+# the bytes per step are those of the steps too, per store, from the offloaded run's --trace
+# (bench/infinity_io.py); GNU time's whole-process figures (build, validation, sample) are printed beside.
 #   bench/infinity.sh [ZINC] [NVME_DIR]     env: LIMIT (default 3G), SHAPES ("6x384 12x768"), STEPS (3),
 #                                            CONTEXT (64), FIO_MBS, VAL_BATCHES (4: the trainer's
-#                                            closing validation, forward passes that read every module)
+#                                            closing validation after the last step, forward passes that
+#                                            read every module),
+#                                            PREFETCH_BUCKET (2e7), MAX_LIVE (3e7)
 # Without a cgroup it can make (no root, no delegated controller) it says so and runs without a limit.
 set -euo pipefail
 zinc=${1:-build/zinc}
 nv=${2:-$PWD/build/infinity_nvme}
 LIMIT=${LIMIT:-3G} SHAPES=${SHAPES:-"6x384 12x768"} STEPS=${STEPS:-3} CONTEXT=${CONTEXT:-64} VAL_BATCHES=${VAL_BATCHES:-4}
+# the prefetch: stage3_prefetch_bucket_size elements in flight, stage3_max_live_parameters gathered in all
+# (a module larger than the bucket is never prefetched: 12x768's blocks are 7.1M elements)
+PREFETCH_BUCKET=${PREFETCH_BUCKET:-20000000} MAX_LIVE=${MAX_LIVE:-30000000}
 work=$(mktemp -d)
 trap 'rm -rf "$work"; [[ -n ${cg:-} ]] && rmdir "$cg" 2>/dev/null || true' EXIT
 mkdir -p "$nv"
@@ -30,8 +38,8 @@ else
 fi
 cfg() { # $1: offload (0/1)
   # the gathers, buckets and persistence held small (the same math: only how much is held at once)
-  local z='"stage": 3, "sub_group_size": 4194304, "stage3_max_live_parameters": 10000000,
-    "stage3_prefetch_bucket_size": 5000000, "stage3_max_reuse_distance": 0, "reduce_bucket_size": 5000000,
+  local z='"stage": 3, "sub_group_size": 4194304, "stage3_max_live_parameters": '"$MAX_LIVE"',
+    "stage3_prefetch_bucket_size": '"$PREFETCH_BUCKET"', "stage3_max_reuse_distance": 0, "reduce_bucket_size": 5000000,
     "stage3_param_persistence_threshold": 0'
   [[ $1 == 1 ]] && z+=", \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$nv\", \"buffer_size\": 4194304},
     \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$nv\"}"
@@ -43,7 +51,9 @@ cfg 1 >"$work/nvme.json"
 run() { # $1 config, $2 shape, $3 in cgroup (0/1) -> "peak_kib inblocks outblocks seconds checksum"
   local L=${2%x*} W=${2#*x}
   local cmd=("$zinc" train --model gpt2 --quiet --config "$1" --layers "$L" --width "$W" --heads $((W / 64))
-    --context "$CONTEXT" --text /usr/share/common-licenses/GPL-3 --steps "$STEPS" --val-batches "$VAL_BATCHES" --report "$work/r.json" --force)
+    --context "$CONTEXT" --text /usr/share/common-licenses/GPL-3 --steps "$STEPS" --val-batches "$VAL_BATCHES" --val-every 1000000000 --report "$work/r.json" --force
+    --sample-tokens 1)
+  [[ $3 == 1 ]] && cmd+=(--trace "$work/trace.json")
   rm -f "$work/r.json"
   if [[ $3 == 1 && -n $cg ]]; then
     /usr/bin/time -f "%M %I %O %e" -o "$work/t" bash -c 'echo $$ >"$0/cgroup.procs"; exec "$@"' "$cg" "${cmd[@]}" >"$work/log" 2>&1 ||
@@ -52,8 +62,8 @@ run() { # $1 config, $2 shape, $3 in cgroup (0/1) -> "peak_kib inblocks outblock
     /usr/bin/time -f "%M %I %O %e" -o "$work/t" "${cmd[@]}" >"$work/log" 2>&1 ||
       { echo "FAIL: $2: $(tail -2 "$work/log")" >&2; return 1; }
   fi
-  local sps
-  sps=$(grep -o '"seconds": *[0-9.e+-]*' "$work/r.json" | head -1 | grep -o '[0-9.e+-]*$')
+  local sps # the training steps' seconds: steps x tokens per step / tokens_per_s
+  sps=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["steps"] * r["tokens_per_step"] / r["tokens_per_s"])' "$work/r.json")
   echo "$(tail -1 "$work/t" | cut -d' ' -f1-3) $sps $(grep -o '"param_checksum": *"[0-9a-f]*"' "$work/r.json" | grep -o '[0-9a-f]\{16\}')"
 }
 echo "limit $LIMIT (${cgv:-none}), $STEPS steps, context $CONTEXT, fp32, AdamW, nvme_path $nv"
@@ -61,9 +71,11 @@ printf '%-8s %12s %12s %10s %10s %12s %12s %7s %s\n' shape peak_mem peak_nvme s/
 for s in $SHAPES; do
   # the offloaded run first: the one under the limit, the one that matters most
   read -r pn ib ob tn cn <<<"$(run "$work/nvme.json" "$s" 1)"
-  echo "  $s offloaded: peak $((pn / 1024)) MiB, $tn s, read $((ib / 2048)) MiB, written $((ob / 2048)) MiB ($(date -u +%H:%M))"
+  echo "  $s offloaded: peak $((pn / 1024)) MiB, $tn s in steps, whole process read $((ib / 2048)) MiB, written $((ob / 2048)) MiB ($(date -u +%H:%M), load $(cut -d' ' -f1-3 /proc/loadavg))"
+  python3 "$(dirname "$0")/infinity_io.py" "$work/trace.json" | sed 's/^/    /'
+  read -r _ rps wps <<<"$(python3 "$(dirname "$0")/infinity_io.py" "$work/trace.json" | grep IO_PER_STEP)"
   read -r pm _ _ tm cm <<<"$(run "$work/mem.json" "$s" 0)"
-  rps=$((ib * 512 / STEPS)) wps=$((ob * 512 / STEPS))
+  ib=$((rps * STEPS / 512)) ob=$((wps * STEPS / 512)) # the steps' bytes, in the blocks the floor below reads
   # the disk's time: bytes read / fio's read bandwidth + bytes written / its write bandwidth
   floor=$(awk -v t="$tm" -v r=$((ib * 512)) -v w=$((ob * 512)) -v fr="${FIO_READ_MBS:-${FIO_MBS:-0}}" \
     -v fw="${FIO_WRITE_MBS:-${FIO_MBS:-0}}" -v n="$STEPS" \

@@ -27,6 +27,17 @@
 
 enum { BLK_UNWRITTEN = 0, BLK_VALID, BLK_LOST };
 
+/* A prefetch buffer: one piece (at most swap_bytes) of a prefetched range, read in flight or done. */
+typedef struct pf_slot {
+    zaio_req req;
+    char *buf;
+    int64_t lo, n; /* the prefetched range (elements) it is a piece of */
+    int part;      /* its place among the range's pieces */
+    int64_t k, m;  /* its blocks */
+    bool busy, io; /* io: a read was issued (else the blocks were never written: zeros) */
+    int64_t t0;    /* --trace: when it was issued */
+} pf_slot;
+
 struct zstate_param {
     zstate_ctx ctx;
     int64_t n;
@@ -38,6 +49,12 @@ struct zstate_param {
     bool made_rank_dir, made_file, counted;
     int sig_run, sig_rank;
     char *swap, *scratch;
+    char *pfbuf; /* geo.prefetch_buffers buffers of geo.swap_bytes */
+    pf_slot *pf;
+    /* write-behind: the last write of the swap buffer, in flight until the store's next call (wflush) */
+    zaio_req wreq;
+    bool wpending;
+    int64_t wk, wm, wt0;
     uint32_t *crc;
     uint8_t *bstate;
     zstate_param_stats stats;
@@ -48,7 +65,7 @@ struct zstate_param {
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
 zstate_param_geometry zstate_param_geometry_make(int64_t n, size_t esz, int64_t align, int64_t buffer_size,
-                                                 int64_t scratch_elems) {
+                                                 int64_t scratch_elems, int buffer_count) {
     zstate_param_geometry g = {.block = align > 4096 ? align : 4096};
     int64_t bytes = n * (int64_t)esz;
     g.nblocks = (bytes + g.block - 1) / g.block;
@@ -59,6 +76,8 @@ zstate_param_geometry zstate_param_geometry_make(int64_t n, size_t esz, int64_t 
     if (blocks > g.nblocks && g.nblocks > 0) blocks = g.nblocks;
     g.swap_bytes = (uint64_t)(blocks * g.block);
     g.scratch_bytes = (uint64_t)round_up(scratch_elems * (int64_t)esz, 4096);
+    g.prefetch_buffers = buffer_count > 0 && n > 0 ? buffer_count : 0;
+    g.prefetch_bytes = (uint64_t)g.prefetch_buffers * g.swap_bytes;
     return g;
 }
 
@@ -83,8 +102,22 @@ static zinc_status setup_local(zstate_param *p) {
     if (mkdir(p->rank_dir, 0700) != 0) FAIL(ZINC_ERR_IO, "cannot create %s: %s", p->rank_dir, strerror(errno));
     p->made_rank_dir = true;
     p->sig_rank = zsig_remember(p->rank_dir, true);
+    /* The ring is deep enough for every prefetch buffer's read and the swap buffer's to be in flight at
+     * once: io_uring moves the submitted pieces with no thread of ours, so a prefetch issued at a module's
+     * entry arrives while the model computes (at aio.queue_depth alone, only that many pieces would move
+     * until the next call into the store). The geometry is known before the file's alignment: whole
+     * swap buffers of at least 4096-byte blocks. */
+    zstate_param_geometry g0 =
+        zstate_param_geometry_make(p->n, p->esz, 4096, c->offload.buffer_size, 0,
+                                   p->cat == ZINC_MEM_GRADS ? ZSTATE_GRAD_PREFETCH_BUFFERS : c->offload.buffer_count);
+    int64_t bs = c->aio.block_size > 4096 ? c->aio.block_size : 4096;
+    int64_t pieces = (int64_t)(g0.prefetch_buffers + 1) * (((int64_t)g0.swap_bytes + bs - 1) / bs);
+    int intra = c->aio.intra_op_parallelism > 0 ? c->aio.intra_op_parallelism : 1;
+    int64_t qd = (pieces + intra - 1) / intra;
+    if (qd < c->aio.queue_depth) qd = c->aio.queue_depth;
+    if (qd > 4096) qd = 4096;
     zaio_params ap = {.block_size = c->aio.block_size,
-                      .queue_depth = c->aio.queue_depth,
+                      .queue_depth = (int)qd,
                       .intra_op_parallelism = c->aio.intra_op_parallelism,
                       .single_submit = c->aio.single_submit,
                       .overlap_events = c->aio.overlap_events};
@@ -97,26 +130,42 @@ static zinc_status setup_local(zstate_param *p) {
         ZLOG_WARN(c->log, "NVMe %s offload: the file system holding %s refuses O_DIRECT (%s); buffered IO", p->what,
                   p->rank_dir, f->why_buffered);
     int64_t scratch_elems = (int64_t)p->geo.scratch_bytes / (int64_t)p->esz;
-    p->geo = zstate_param_geometry_make(p->n, p->esz, f->align, c->offload.buffer_size, scratch_elems);
+    p->geo =
+        zstate_param_geometry_make(p->n, p->esz, f->align, c->offload.buffer_size, scratch_elems,
+                                   p->cat == ZINC_MEM_GRADS ? ZSTATE_GRAD_PREFETCH_BUFFERS : c->offload.buffer_count);
     TRY(zaio_preallocate(p->aio, p->file, (int64_t)p->geo.file_bytes));
     size_t ma = (size_t)p->geo.block;
     if (posix_memalign((void **)&p->swap, ma, p->geo.swap_bytes) != 0) p->swap = NULL;
     if (p->geo.scratch_bytes && posix_memalign((void **)&p->scratch, ma, p->geo.scratch_bytes) != 0) p->scratch = NULL;
+    if (p->geo.prefetch_bytes) {
+        if (posix_memalign((void **)&p->pfbuf, ma, p->geo.prefetch_bytes) != 0) p->pfbuf = NULL;
+        p->pf = calloc((size_t)p->geo.prefetch_buffers, sizeof *p->pf);
+        if (!p->pfbuf || !p->pf)
+            FAIL(ZINC_ERR_NOMEM,
+                 "out of host memory for the NVMe %s prefetch buffers (%d of %llu bytes). Fix: a smaller "
+                 "zero_optimization.offload_param.buffer_count or buffer_size",
+                 p->what, p->geo.prefetch_buffers, (unsigned long long)p->geo.swap_bytes);
+        for (int i = 0; i < p->geo.prefetch_buffers; i++) p->pf[i].buf = p->pfbuf + (size_t)i * p->geo.swap_bytes;
+    }
     if (!p->swap || (p->geo.scratch_bytes && !p->scratch))
         FAIL(ZINC_ERR_NOMEM,
              "out of host memory for the NVMe %s swap buffer (%llu bytes) and step scratch (%llu bytes). "
              "Fix: a smaller zero_optimization.offload_param.buffer_size or sub_group_size",
              p->what, (unsigned long long)p->geo.swap_bytes, (unsigned long long)p->geo.scratch_bytes);
     zmem_add(c->mem, ZINC_MEMKIND_NVME, p->cat, p->geo.file_bytes);
-    zmem_add(c->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, p->geo.swap_bytes + p->geo.scratch_bytes);
+    zmem_add(c->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING,
+             p->geo.swap_bytes + p->geo.scratch_bytes + p->geo.prefetch_bytes);
     p->counted = true;
     size_t nb = (size_t)(p->geo.nblocks > 0 ? p->geo.nblocks : 1);
     p->crc = calloc(nb, sizeof *p->crc);
     p->bstate = calloc(nb, 1);
     if (!p->crc || !p->bstate) FAIL(ZINC_ERR_NOMEM, "out of memory for the %s block checksums", p->what);
-    ZLOG_INFO(c->log, "NVMe %s store: %s, %.1f MiB in %lld blocks of %lld bytes, swap buffer %.1f MiB, %s, %s", p->what,
-              p->path, (double)p->geo.file_bytes / 1048576.0, (long long)p->geo.nblocks, (long long)p->geo.block,
-              (double)p->geo.swap_bytes / 1048576.0, f->direct ? "O_DIRECT" : "buffered", zaio_backend(p->aio));
+    ZLOG_INFO(c->log,
+              "NVMe %s store: %s, %.1f MiB in %lld blocks of %lld bytes, swap buffer %.1f MiB, %d prefetch "
+              "buffers, %s, %s",
+              p->what, p->path, (double)p->geo.file_bytes / 1048576.0, (long long)p->geo.nblocks,
+              (long long)p->geo.block, (double)p->geo.swap_bytes / 1048576.0, p->geo.prefetch_buffers,
+              f->direct ? "O_DIRECT" : "buffered", zaio_backend(p->aio));
     return ZINC_OK;
 fail:
     return st;
@@ -133,9 +182,12 @@ void zstate_param_destroy(zstate_param *p) {
     if (p->run_dir) rmdir(p->run_dir); /* the last rank's succeeds */
     if (p->counted) {
         zmem_sub(p->ctx.mem, ZINC_MEMKIND_NVME, p->cat, p->geo.file_bytes);
-        zmem_sub(p->ctx.mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, p->geo.swap_bytes + p->geo.scratch_bytes);
+        zmem_sub(p->ctx.mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING,
+                 p->geo.swap_bytes + p->geo.scratch_bytes + p->geo.prefetch_bytes);
     }
     free(p->swap);
+    free(p->pfbuf);
+    free(p->pf);
     free(p->scratch);
     free(p->crc);
     free(p->bstate);
@@ -193,16 +245,34 @@ fail:
     return st;
 }
 
-/* Blocks [k, k + m) between the file and buf (in the swap buffer); a read checks each block. */
+static zinc_status block_io_run(zstate_param *p, zaio_op op, int64_t k, int64_t m, char *buf);
+static zinc_status check_blocks(zstate_param *p, int64_t k, int64_t m, char *buf);
+
+/* Blocks [k, k + m) between the file and buf (in the swap buffer); a read checks each block. A read asks
+ * the file only for the runs of blocks that were written: the others are zeros without IO (the gradient
+ * store's pieces, whose edge blocks a neighbouring piece wrote earlier in the step). */
 static zinc_status block_io(zstate_param *p, zaio_op op, int64_t k, int64_t m, char *buf) {
+    if (op == ZAIO_WRITE) return block_io_run(p, op, k, m, buf);
+    int64_t B = p->geo.block;
+    for (int64_t i = 0; i < m;) {
+        int64_t j = i;
+        bool written = p->bstate[k + i] != BLK_UNWRITTEN;
+        while (j < m && (p->bstate[k + j] != BLK_UNWRITTEN) == written) j++;
+        if (written) {
+            zinc_status st = block_io_run(p, op, k + i, j - i, buf + i * B);
+            if (st != ZINC_OK) return st;
+        } else {
+            memset(buf + i * B, 0, (size_t)((j - i) * B));
+        }
+        i = j;
+    }
+    return ZINC_OK;
+}
+
+/* Blocks [k, k + m), every one written before (a read) */
+static zinc_status block_io_run(zstate_param *p, zaio_op op, int64_t k, int64_t m, char *buf) {
     zinc_status st = ZINC_OK;
     int64_t B = p->geo.block;
-    bool any = op == ZAIO_WRITE;
-    for (int64_t i = 0; i < m && !any; i++) any = p->bstate[k + i] != BLK_UNWRITTEN;
-    if (!any) { /* never written: zeros, no IO */
-        memset(buf, 0, (size_t)(m * B));
-        return ZINC_OK;
-    }
     if (op == ZAIO_WRITE)
         for (int64_t i = 0; i < m; i++) p->crc[k + i] = zcrc32c(0, buf + i * B, (size_t)B);
     zaio_req r;
@@ -217,6 +287,19 @@ static zinc_status block_io(zstate_param *p, zaio_op op, int64_t k, int64_t m, c
              (long long)p->geo.nblocks);
     int64_t t0 = ztrace_begin();
     double w0 = zclock_now_s();
+    if (op == ZAIO_WRITE) { /* behind: completed by the store's next call (wflush) */
+        p->wreq = r;
+        p->wk = k, p->wm = m, p->wt0 = t0;
+        st = zaio_submit(p->aio, &p->wreq);
+        if (st == ZINC_OK) {
+            p->wpending = true;
+            p->stats.wait_s += zclock_now_s() - w0;
+            return ZINC_OK;
+        }
+        zaio_drain(p->aio);
+        for (int64_t i = 0; i < m; i++) p->bstate[k + i] = BLK_LOST;
+        return st;
+    }
     st = zaio_submit(p->aio, &r);
     if (st == ZINC_OK)
         st = zaio_wait(p->aio, &r);
@@ -238,6 +321,36 @@ static zinc_status block_io(zstate_param *p, zaio_op op, int64_t k, int64_t m, c
     if (st != ZINC_OK) return st;
     p->stats.reads++;
     p->stats.bytes_read += (uint64_t)(m * B);
+    return check_blocks(p, k, m, buf);
+}
+
+/* Completes the write in flight (its blocks valid, or lost when it failed: its error is returned). */
+static zinc_status wflush(zstate_param *p) {
+    if (!p->wpending) return ZINC_OK;
+    p->wpending = false;
+    double w0 = zclock_now_s();
+    int64_t t0 = zaio_req_done(&p->wreq) ? 0 : ztrace_begin(); /* --trace: a wait only when it waits */
+    zinc_status st = zaio_wait(p->aio, &p->wreq);
+    p->stats.wait_s += zclock_now_s() - w0;
+    if (t0)
+        ztrace_span(t0, ZTRACE_WAIT, p->cat == ZINC_MEM_GRADS ? "grad swap out wait" : "param swap out wait", 0,
+                    "bytes", p->wm * p->geo.block, NULL, 0);
+    if (p->wt0)
+        ztrace_span(p->wt0, ZTRACE_NVME, p->cat == ZINC_MEM_GRADS ? "grad swap out" : "param swap out", 0, "bytes",
+                    p->wm * p->geo.block, "block", p->wk);
+    for (int64_t i = 0; i < p->wm; i++) p->bstate[p->wk + i] = st == ZINC_OK ? BLK_VALID : BLK_LOST;
+    if (st != ZINC_OK) return st;
+    p->stats.writes++;
+    p->stats.bytes_written += (uint64_t)(p->wm * p->geo.block);
+    return ZINC_OK;
+}
+
+zinc_status zstate_param_flush(zstate_param *p) { return p ? wflush(p) : ZINC_OK; }
+
+/* Blocks [k, k + m) just read into buf: lost ones are an error, never-written ones zeros, the others must
+ * match their checksums. */
+static zinc_status check_blocks(zstate_param *p, int64_t k, int64_t m, char *buf) {
+    int64_t B = p->geo.block;
     for (int64_t i = 0; i < m; i++) {
         int64_t b = k + i;
         if (p->bstate[b] == BLK_LOST)
@@ -263,9 +376,154 @@ static zinc_status check_range(const zstate_param *p, int64_t lo, int64_t n, con
     return ZINC_OK;
 }
 
+/* ---------------------------------------------------------------- prefetch */
+
+/* The pieces (swap-buffer loads) that elements [lo, lo + n) take, and their first block. */
+static int64_t pf_pieces(const zstate_param *p, int64_t lo, int64_t n, int64_t *k0) {
+    int64_t B = p->geo.block, cap = (int64_t)p->geo.swap_bytes / B;
+    int64_t a = lo * (int64_t)p->esz, b = (lo + n) * (int64_t)p->esz;
+    *k0 = a / B;
+    int64_t blocks = (b + B - 1) / B - *k0;
+    return (blocks + cap - 1) / cap;
+}
+
+static int pf_free(const zstate_param *p) {
+    int f = 0;
+    for (int i = 0; i < p->geo.prefetch_buffers; i++) f += !p->pf[i].busy;
+    return f;
+}
+
+static int pf_count(const zstate_param *p, int64_t lo, int64_t n) {
+    int c = 0;
+    for (int i = 0; i < p->geo.prefetch_buffers; i++) c += p->pf[i].busy && p->pf[i].lo == lo && p->pf[i].n == n;
+    return c;
+}
+
+/* Drops the prefetch of [lo, lo + n): its reads are completed (the ring must not write into a buffer
+ * given to another range) and their data discarded. */
+static void pf_drop(zstate_param *p, int64_t lo, int64_t n) {
+    for (int i = 0; i < p->geo.prefetch_buffers; i++) {
+        pf_slot *s = &p->pf[i];
+        if (!s->busy || s->lo != lo || s->n != n) continue;
+        if (s->io) (void)zaio_complete(p->aio, &s->req);
+        s->busy = false;
+    }
+}
+
+/* Drops every prefetch with a piece among blocks [k, k + m) (all of them: m < 0). */
+static void pf_drop_blocks(zstate_param *p, int64_t k, int64_t m) {
+    for (int i = 0; p->pf && i < p->geo.prefetch_buffers; i++) {
+        pf_slot *s = &p->pf[i];
+        if (s->busy && (m < 0 || (s->k < k + m && k < s->k + s->m))) pf_drop(p, s->lo, s->n);
+    }
+}
+
+bool zstate_param_can_prefetch(const zstate_param *p, int64_t lo, int64_t n) {
+    if (!p->pf || n <= 0 || lo < 0 || lo + n > p->n) return false;
+    int64_t k0;
+    return pf_pieces(p, lo, n, &k0) <= pf_free(p) && pf_count(p, lo, n) == 0;
+}
+
+zinc_status zstate_param_prefetch(zstate_param *p, int64_t lo, int64_t n) {
+    zinc_status st = ZINC_OK;
+    if (!zstate_param_can_prefetch(p, lo, n)) return ZINC_OK;
+    TRY(wflush(p)); /* its blocks' state is final before they are read */
+    int64_t B = p->geo.block, cap = (int64_t)p->geo.swap_bytes / B, k0;
+    int64_t pieces = pf_pieces(p, lo, n, &k0), end = ((lo + n) * (int64_t)p->esz + B - 1) / B;
+    for (int64_t j = 0; j < pieces; j++) {
+        pf_slot *s = NULL;
+        for (int i = 0; i < p->geo.prefetch_buffers && !s; i++)
+            if (!p->pf[i].busy) s = &p->pf[i];
+        s->busy = true;
+        s->lo = lo, s->n = n, s->part = (int)j;
+        s->k = k0 + j * cap;
+        s->m = end - s->k < cap ? end - s->k : cap;
+        s->io = false;
+        for (int64_t i = 0; i < s->m && !s->io; i++) s->io = p->bstate[s->k + i] != BLK_UNWRITTEN;
+        s->t0 = ztrace_begin();
+        if (!s->io) continue; /* never written: zeros at use */
+        memset(&s->req, 0, sizeof s->req);
+        s->req.op = ZAIO_READ;
+        s->req.file = p->file;
+        s->req.buf = s->buf;
+        s->req.buf_index = -1;
+        s->req.off = s->k * B;
+        s->req.len = s->m * B;
+        snprintf(s->req.what, sizeof s->req.what, "%s blocks %lld..%lld of %lld (prefetch)", p->what, (long long)s->k,
+                 (long long)(s->k + s->m - 1), (long long)p->geo.nblocks);
+        st = zaio_submit(p->aio, &s->req);
+        if (st != ZINC_OK) {
+            s->io = false; /* not queued */
+            pf_drop(p, lo, n);
+            return st;
+        }
+    }
+    return ZINC_OK;
+fail:
+    return st;
+}
+
+zinc_status zstate_param_poll(zstate_param *p) { return p->pf ? zaio_poll(p->aio) : ZINC_OK; }
+
+/* The read of [lo, lo + n) from its prefetch (*served false: there is none, read it yourself). */
+static zinc_status pf_take(zstate_param *p, int64_t lo, int64_t n, void *dst, bool *served) {
+    zinc_status st = ZINC_OK;
+    *served = false;
+    if (!p->pf) return ZINC_OK;
+    int64_t k0, pieces = pf_pieces(p, lo, n, &k0);
+    int have = pf_count(p, lo, n);
+    if (have != pieces) {
+        if (have) pf_drop(p, lo, n);
+        return ZINC_OK;
+    }
+    int64_t B = p->geo.block, a = lo * (int64_t)p->esz, b = (lo + n) * (int64_t)p->esz;
+    for (int64_t j = 0; j < pieces && st == ZINC_OK; j++) {
+        pf_slot *s = NULL;
+        for (int i = 0; i < p->geo.prefetch_buffers && !s; i++)
+            if (p->pf[i].busy && p->pf[i].lo == lo && p->pf[i].n == n && p->pf[i].part == j) s = &p->pf[i];
+        if (s->io) {
+            int64_t w0 = ztrace_begin();
+            double c0 = zclock_now_s();
+            st = zaio_wait(p->aio, &s->req);
+            p->stats.wait_s += zclock_now_s() - c0;
+            bool gr = p->cat == ZINC_MEM_GRADS;
+            if (w0)
+                ztrace_span(w0, ZTRACE_WAIT, gr ? "grad prefetch wait" : "param prefetch wait", 0, "bytes", s->m * B,
+                            "block", s->k);
+            if (s->t0)
+                ztrace_span(s->t0, ZTRACE_NVME, gr ? "grad prefetch" : "param prefetch", 0, "bytes", s->m * B, "block",
+                            s->k);
+            if (st == ZINC_OK) {
+                p->stats.reads++;
+                p->stats.bytes_read += (uint64_t)(s->m * B);
+                st = check_blocks(p, s->k, s->m, s->buf);
+            }
+        } else {
+            memset(s->buf, 0, (size_t)(s->m * B));
+        }
+        if (st == ZINC_OK) {
+            int64_t from = a > s->k * B ? a : s->k * B, to = b < (s->k + s->m) * B ? b : (s->k + s->m) * B;
+            memcpy((char *)dst + (from - a), s->buf + (from - s->k * B), (size_t)(to - from));
+        }
+        s->io = false; /* complete (or failed): nothing left in flight */
+        s->busy = false;
+    }
+    if (st != ZINC_OK) {
+        pf_drop(p, lo, n);
+        return st;
+    }
+    p->stats.prefetched++;
+    *served = true;
+    return ZINC_OK;
+}
+
 zinc_status zstate_param_read(zstate_param *p, int64_t lo, int64_t n, void *dst) {
     zinc_status st = ZINC_OK;
     TRY(check_range(p, lo, n, "zstate_param_read"));
+    TRY(wflush(p));
+    bool served;
+    TRY(pf_take(p, lo, n, dst, &served));
+    if (served) return ZINC_OK;
     int64_t B = p->geo.block, cap = (int64_t)p->geo.swap_bytes / B;
     int64_t a = lo * (int64_t)p->esz, b = (lo + n) * (int64_t)p->esz;
     for (int64_t k = a / B; k * B < b; k += cap) {
@@ -282,9 +540,12 @@ fail:
 zinc_status zstate_param_write(zstate_param *p, int64_t lo, int64_t n, const void *src) {
     zinc_status st = ZINC_OK;
     TRY(check_range(p, lo, n, "zstate_param_write"));
+
     int64_t B = p->geo.block, cap = (int64_t)p->geo.swap_bytes / B;
     int64_t a = lo * (int64_t)p->esz, b = (lo + n) * (int64_t)p->esz;
+    pf_drop_blocks(p, a / B, (b + B - 1) / B - a / B); /* a prefetch of these blocks would be stale */
     for (int64_t k = a / B; k * B < b; k += cap) {
+        TRY(wflush(p)); /* the swap buffer's last write is complete: it is free again */
         int64_t end = (b + B - 1) / B, m = end - k < cap ? end - k : cap;
         int64_t s = a > k * B ? a : k * B, e = b < (k + m) * B ? b : (k + m) * B;
         /* the edge blocks' other bytes come from the file; past the shard's end they are zeros */
@@ -302,6 +563,8 @@ fail:
 }
 
 void zstate_param_forget(zstate_param *p) {
+    if (p) (void)wflush(p); /* its outcome no longer matters: the blocks read as zeros */
+    if (p) pf_drop_blocks(p, 0, -1);
     if (p && p->bstate) memset(p->bstate, BLK_UNWRITTEN, (size_t)(p->geo.nblocks > 0 ? p->geo.nblocks : 1));
 }
 

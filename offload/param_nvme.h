@@ -20,14 +20,18 @@ typedef struct zstate_param_geometry {
     uint64_t file_bytes;
     uint64_t swap_bytes;    /* the IO buffer */
     uint64_t scratch_bytes; /* the step's chunk */
+    int prefetch_buffers;   /* swap buffers of swap_bytes for reads in flight (offload_param.buffer_count) */
+    uint64_t prefetch_bytes;
 } zstate_param_geometry;
+/* buffer_count: the prefetch's swap buffers (0: none, the gradient store) */
 zstate_param_geometry zstate_param_geometry_make(int64_t n, size_t esz, int64_t align, int64_t buffer_size,
-                                                 int64_t scratch_elems);
+                                                 int64_t scratch_elems, int buffer_count);
 
 typedef struct zstate_param_stats {
     uint64_t reads, writes;             /* requests */
-    uint64_t bytes_read, bytes_written; /* file bytes */
-    double wait_s;                      /* time spent in IO */
+    uint64_t bytes_read, bytes_written; /* file bytes (prefetched ones included) */
+    uint64_t prefetched;                /* reads served by a prefetch */
+    double wait_s;                      /* time spent in IO (waiting for a prefetch included) */
 } zstate_param_stats;
 
 typedef struct zstate_param zstate_param;
@@ -40,6 +44,8 @@ zinc_status zstate_param_create(const zstate_ctx *ctx, int64_t n, zinc_dtype dt,
  * zstate_param_create makes) or ZSTATE_GRAD_FILE, the stage-3 fp32 gradient shard between the reduce-
  * scatter and the optimizer (offload_param nvme; counted as ZINC_MEM_GRADS, its messages say "gradient"). */
 #define ZSTATE_PARAM_FILE "params.swp"
+/* The gradient store's prefetch buffers (its passes read piece i + 1 while piece i is used) */
+#define ZSTATE_GRAD_PREFETCH_BUFFERS 2
 #define ZSTATE_GRAD_FILE "grads.swp"
 zinc_status zstate_param_create_as(const zstate_ctx *ctx, const char *file_name, int64_t n, zinc_dtype dt,
                                    int64_t scratch_elems, zstate_param **out);
@@ -51,7 +57,21 @@ void zstate_param_destroy(zstate_param *p);
  * ZINC_ERR_CORRUPT, an IO error ZINC_ERR_IO (both naming the file and offset); a block whose write failed
  * stays unreadable until it is written whole again. */
 zinc_status zstate_param_read(zstate_param *p, int64_t lo, int64_t n, void *dst);
+/* Swap-in ahead of use: reads of elements [lo, lo + n) issued now on io_uring into free prefetch buffers
+ * (geometry.prefetch_buffers, each swap_bytes), completed by the zstate_param_read of the same range,
+ * which waits for them and checks them as it would its own reads. zstate_param_can_prefetch says whether
+ * enough buffers are free (a range that needs more than there are never is); zstate_param_prefetch issues
+ * nothing when they are not. A write or forget over a prefetched range drops the prefetch (its read is
+ * completed and discarded), so a read never returns what the file held before a write. */
+bool zstate_param_can_prefetch(const zstate_param *p, int64_t lo, int64_t n);
+zinc_status zstate_param_prefetch(zstate_param *p, int64_t lo, int64_t n);
+/* Submits what the ring has room for of the prefetches in flight, without waiting. */
+zinc_status zstate_param_poll(zstate_param *p);
+/* A write returns once it is submitted: its last piece is written behind, completed by the store's next
+ * call or zstate_param_flush, whichever comes first, which returns its error (a read of the blocks never
+ * sees them before the write completed). */
 zinc_status zstate_param_write(zstate_param *p, int64_t lo, int64_t n, const void *src);
+zinc_status zstate_param_flush(zstate_param *p);
 /* The scratch (scratch_elems elements, host memory). */
 void *zstate_param_scratch(zstate_param *p);
 void zstate_param_stats_get(const zstate_param *p, zstate_param_stats *out);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "offload/aio.h"
+#include "offload/param_nvme.h"
 #include "offload/state.h"
 #include "offload/state_nvme.h"
 #include "base/comm/comm.h"
@@ -749,6 +750,77 @@ static void test_nvme_ranks(zcomm *world) {
     zdev_destroy(x.dev);
 }
 
+/* ---------------------------------------------------------------- the parameter store's prefetch */
+
+/* offload/param_nvme.c: a prefetched read returns what a plain read does (pieces over several swap
+ * buffers, unaligned ranges), a write over a prefetched range drops the prefetch (no stale data), a read
+ * of never-written blocks reads no bytes, too few free buffers issue nothing, a failed prefetched read is
+ * an IO error at its use, and the write-behind's data is what a later read sees. */
+static void test_param_prefetch(void) {
+    fixture x;
+    char dir[2048];
+    snprintf(dir, sizeof dir, "%s/param_prefetch", root);
+    ZT_OK(fx_init(&x, ZOFFLOAD_NVME, false));
+    fx_set_path(&x, dir);
+    x.ctx.offload.buffer_size = 3000; /* 12000 bytes: 3 blocks of 4096 per swap buffer */
+    x.ctx.offload.buffer_count = 3;
+    enum { PN = 20000 };
+    float *v = malloc(PN * sizeof *v), *got = malloc(PN * sizeof *got);
+    ZT_CHECK(v && got, "out of memory");
+    zstate_param *p = NULL;
+    ZT_OK(zstate_param_create(&x.ctx, PN, ZINC_FP32, 1024, &p));
+    if (!p || !v || !got) goto done;
+    zstate_param_stats st0, st1;
+    /* never written: zeros and no IO, prefetched or not */
+    ZT_OK(zstate_param_prefetch(p, 10, 5000));
+    ZT_OK(zstate_param_read(p, 10, 5000, got));
+    zstate_param_stats_get(p, &st0);
+    ZT_CHECK(st0.bytes_read == 0 && got[0] == 0 && got[4999] == 0, "unwritten: %llu bytes read",
+             (unsigned long long)st0.bytes_read);
+    for (int i = 0; i < PN; i++) v[i] = 0.5f * (float)i + 1;
+    for (int a = 0; a < PN; a += 1000) ZT_OK(zstate_param_write(p, a, 1000, v + a)); /* unaligned pieces */
+    ZT_OK(zstate_param_flush(p));
+    /* 5000 elements from 1234: blocks 1..6, two swap buffers */
+    ZT_CHECK(zstate_param_can_prefetch(p, 1234, 5000), "a free prefetch is refused");
+    ZT_OK(zstate_param_prefetch(p, 1234, 5000));
+    ZT_CHECK(!zstate_param_can_prefetch(p, 7000, 5000), "two buffers granted with one free");
+    ZT_OK(zstate_param_prefetch(p, 7000, 5000)); /* issues nothing */
+    zstate_param_stats_get(p, &st0);
+    ZT_OK(zstate_param_read(p, 1234, 5000, got));
+    zstate_param_stats_get(p, &st1);
+    ZT_CHECK(!memcmp(got, v + 1234, 5000 * sizeof *got), "a prefetched read differs");
+    ZT_CHECK(st1.prefetched == st0.prefetched + 1 && st1.bytes_read == st0.bytes_read + 6 * 4096,
+             "prefetched %llu -> %llu, %llu bytes", (unsigned long long)st0.prefetched,
+             (unsigned long long)st1.prefetched, (unsigned long long)(st1.bytes_read - st0.bytes_read));
+    ZT_OK(zstate_param_read(p, 7000, 5000, got));
+    ZT_CHECK(!memcmp(got, v + 7000, 5000 * sizeof *got), "a plain read differs");
+    /* a write inside a prefetched range: the read sees the new values */
+    ZT_OK(zstate_param_prefetch(p, 100, 2000));
+    for (int i = 500; i < 600; i++) v[i] = -7.0f * (float)i;
+    ZT_OK(zstate_param_write(p, 500, 100, v + 500));
+    zstate_param_stats_get(p, &st0);
+    ZT_OK(zstate_param_read(p, 100, 2000, got));
+    zstate_param_stats_get(p, &st1);
+    ZT_CHECK(!memcmp(got, v + 100, 2000 * sizeof *got), "a read after a write returned the prefetched (stale) data");
+    ZT_CHECK(st1.prefetched == st0.prefetched, "a stale prefetch was used");
+    ZT_CHECK(zstate_param_can_prefetch(p, 0, 3000 * 3 - 1024), "buffers left busy after the dropped prefetch");
+    /* a failed prefetched read is an IO error at its use, naming the file */
+    zaio_fault f = zaio_fault_none();
+    ZT_OK(zaio_fault_parse("read:EIO:path=params.swp", &f));
+    zaio_fault_set(&f);
+    ZT_OK(zstate_param_prefetch(p, 3000, 4000));
+    ZT_ERR(zstate_param_read(p, 3000, 4000, got), ZINC_ERR_IO, "params.swp");
+    zaio_fault_set(NULL);
+    ZT_OK(zstate_param_read(p, 3000, 4000, got));
+    ZT_CHECK(!memcmp(got, v + 3000, 4000 * sizeof *got), "the read after a failed prefetch differs");
+    ZT_CHECK(zstate_param_can_prefetch(p, 0, 3000 * 3 - 1024), "buffers left busy after a failed prefetch");
+done:
+    zstate_param_destroy(p);
+    free(v);
+    free(got);
+    fx_free(&x);
+}
+
 int main(void) {
     zt_name = "store_nvme";
     zlog wlog = {.fn = zt_logcap_fn, .userdata = &log_cap, .level = ZINC_LOG_WARN};
@@ -788,6 +860,7 @@ int main(void) {
     test_memory(3);
     test_memory(2);
     test_tensors_error();
+    test_param_prefetch();
     rm_tree(root);
     zcomm_destroy(world);
     return zt_finish();

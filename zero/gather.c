@@ -98,10 +98,16 @@ static zinc_status fill_secondary(zgather *g, int i) {
     return st;
 }
 
+static zinc_status gather_issue(zgather *g, int i, bool blocking);
+
 /* Makes the module's pending all-gather complete for the compute stream (cpu: the host waits). */
 static zinc_status gather_wait(zgather *g, zgather_module *s) {
     zinc_status st = ZINC_OK;
     int64_t flow = 0;
+    if (s->own_pending) { /* the piece's read was prefetched: its all-gather now (its read_own waits) */
+        s->own_pending = false;
+        return gather_issue(g, (int)(s - g->mods), true);
+    }
     if (s->gather_req) {
         zcomm_req *r = s->gather_req;
         s->gather_req = NULL;
@@ -142,6 +148,26 @@ static zinc_status gather_start(zgather *g, int i, bool blocking) {
     }
     /* hpZ: after the module's first gather of this step, from the secondary shards inside the group */
     s->from_secondary = g->secondary && !s->persistent && g->sec_valid[i];
+    if (!blocking && !s->from_secondary && !g->c.params_shard && g->c.prefetch_own) {
+        int64_t lo, hi;
+        zpart_intersect(g->c.part, g->c.rank, m->flat_begin, m->flat_end, &lo, &hi);
+        /* the read in flight now; the all-gather at use, on every rank (one with no piece here too), so
+         * the ranks issue their collectives in one order whichever prefetches each one's buffers allow */
+        if (hi > lo) TRY(g->c.prefetch_own(g->c.read_ud, lo - g->c.own_lo, hi - lo));
+        s->own_pending = true;
+        s->trace_prefetch = true;
+        return ZINC_OK;
+    }
+    return gather_issue(g, i, blocking);
+fail:
+    return st;
+}
+
+/* gather_start's second half: this rank's piece into place and the all-gather. */
+static zinc_status gather_issue(zgather *g, int i, bool blocking) {
+    zinc_status st = ZINC_OK;
+    const zmodule *m = &g->c.modules[i];
+    zgather_module *s = &g->mods[i];
     const zpartition *part = s->from_secondary ? &g->c.hpart : g->c.part;
     zcomm *comm = s->from_secondary ? g->c.hcomm : g->c.dcomm;
     int prank = s->from_secondary ? g->c.hpart.rank : g->c.rank;
@@ -195,11 +221,27 @@ fail:
     return st;
 }
 
+/* A prefetched piece released before its use: its read is completed here, locally, and no all-gather is
+ * issued (the ranks' prefetches depend on their own swap buffers, so another rank may have none pending
+ * for this module: a collective here could meet nothing on it). */
+static zinc_status drop_own_pending(zgather *g, int i) {
+    zgather_module *s = &g->mods[i];
+    if (!s->own_pending) return ZINC_OK;
+    s->own_pending = false;
+    const zmodule *m = &g->c.modules[i];
+    int64_t lo, hi;
+    zpart_intersect(g->c.part, g->c.rank, m->flat_begin, m->flat_end, &lo, &hi);
+    if (hi <= lo) return ZINC_OK;
+    return g->c.read_own(g->c.read_ud, lo - g->c.own_lo, hi - lo,
+                         (char *)s->gathered + (size_t)(lo - m->flat_begin) * csz(g));
+}
+
 static zinc_status release(zgather *g, int i) {
     zinc_status st = ZINC_OK;
     zgather_module *s = &g->mods[i];
     int64_t n = zmodule_numel(&g->c.modules[i]);
     if (s->persistent || !s->gathered) return ZINC_OK;
+    TRY(drop_own_pending(g, i));
     TRY(gather_wait(g, s));
     dfree(g, ZINC_MEM_GATHER, s->gathered, (size_t)n * csz(g));
     s->gathered = NULL;
@@ -293,11 +335,16 @@ static zinc_status prefetch(zgather *g, int from) {
         const zgather_module *s = &g->mods[i];
         int64_t n = zmodule_numel(&g->c.modules[i]);
         if (s->persistent || s->gathered) {
-            if (s->gather_req) inflight += n;
+            if (s->gather_req || s->own_pending) inflight += n;
             continue;
         }
         if (inflight + n > g->c.cfg->prefetch_bucket_size) break;
         if (g->live_numel + n > g->c.cfg->max_live_parameters) break;
+        if (!g->c.params_shard && g->c.can_prefetch_own && !(g->secondary && g->sec_valid[i])) {
+            int64_t lo, hi; /* the swap buffers full: the next entries wait for a free one */
+            zpart_intersect(g->c.part, g->c.rank, g->c.modules[i].flat_begin, g->c.modules[i].flat_end, &lo, &hi);
+            if (hi > lo && !g->c.can_prefetch_own(g->c.read_ud, lo - g->c.own_lo, hi - lo)) break;
+        }
         TRY(gather_start(g, i, false));
         g->stat_prefetch++;
         inflight += n;
@@ -377,6 +424,7 @@ zinc_status zgather_after_step(zgather *g) {
         trace_restart(g);
     }
     for (int i = 0; i < g->c.nmodules; i++) {
+        if (!g->mods[i].persistent) TRY(drop_own_pending(g, i)); /* released below: no collective for it */
         TRY(gather_wait(g, &g->mods[i]));
         if (g->mods[i].persistent)
             TRY(gather_start(g, i, true)); /* refresh with the updated shards */

@@ -31,6 +31,11 @@ typedef struct zgather_ctx {
     /* When params_shard is NULL (offload_param nvme): reads shard elements [lo, lo + n) (relative to own_lo)
      * into dst, at the module's gather (a prefetch reads it when the prefetch is issued) */
     zinc_status (*read_own)(void *ud, int64_t lo, int64_t n, void *dst);
+    /* With read_own, optionally: a prefetch issues the read of its piece now (prefetch_own, when
+     * can_prefetch_own says the swap buffers have room) and its all-gather when the module is used; the
+     * read_own there completes it (offload_param.buffer_count swap buffers in flight, io_uring) */
+    bool (*can_prefetch_own)(void *ud, int64_t lo, int64_t n);
+    zinc_status (*prefetch_own)(void *ud, int64_t lo, int64_t n);
     void *read_ud;
     int64_t own_lo;
     const zcfg_zero *cfg;   /* zero_optimization: the stage3_* thresholds */
@@ -53,6 +58,7 @@ typedef struct zgather_module {
     size_t wire_bytes;
     size_t *w_counts, *w_displs;
     bool from_secondary; /* hpZ: the pending (or last) gather came from the secondary shards */
+    bool own_pending;    /* prefetch_own: the piece's read is in flight, the all-gather not issued yet */
     int64_t trace_t0;    /* --trace: when the pending all-gather was issued, on lane trace_lane */
     int trace_lane;
     bool trace_prefetch;

@@ -50,6 +50,8 @@ void zengine_contexts(zinc_engine *e) {
         .compute_dtype = e->compute_dtype,
         .params_shard = e->params_shard,
         .read_own = zengine_params_gather_read,
+        .can_prefetch_own = zengine_params_can_prefetch,
+        .prefetch_own = zengine_params_prefetch,
         .read_ud = e,
         .own_lo = e->own_lo,
         .cfg = &e->cfg.zero,

@@ -60,7 +60,11 @@ zinc_status zengine_check_params(zinc_engine *e, const void *own_params) {
     zgrad_stats s = {0};
     if (hi > lo && own_params)
         TRY(e->dev->ops->grad_stats(e->dev, own_params, e->compute_dtype, (size_t)(hi - lo), &s));
-    for (int64_t a = 0; !own_params && a < hi - lo; a += zengine_pstore_chunk(e)) { /* NVMe: chunk by chunk */
+    if (!own_params && e->pcheck_valid) { /* NVMe: counted by the optimizer pass before its writes */
+        s.nonfinite = (size_t)e->pcheck_nonfinite;
+        s.first_nonfinite = e->pcheck_nonfinite ? (size_t)e->pcheck_first : 0;
+    }
+    for (int64_t a = 0; !own_params && !e->pcheck_valid && a < hi - lo; a += zengine_pstore_chunk(e)) {
         int64_t n = hi - lo - a < zengine_pstore_chunk(e) ? hi - lo - a : zengine_pstore_chunk(e);
         void *buf = zstate_param_scratch(e->pstore);
         zgrad_stats cs = {0};

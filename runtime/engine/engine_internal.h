@@ -85,6 +85,11 @@ struct zinc_engine {
      * zeros) until the step, where every rank agrees on it, so no rank waits for one that stopped. */
     zinc_status pstore_st;
     char pstore_err[1024];
+    /* The parameter check of a step with offload_param nvme, counted by the optimizer pass over each piece
+     * before it is written (engine_step_pass.c), so the check reads no file: non-finite values and the
+     * first one's index from own_lo (-1: none), valid once a pass over every piece finished. */
+    int64_t pcheck_nonfinite, pcheck_first;
+    bool pcheck_valid;
     zstate_ctx state_ctx;    /* what the store sees of the engine (engine_ctx.c) */
     zstate *state;           /* fp32 master, exp_avg, exp_avg_sq over the own range */
     uint8_t *decay_mask;     /* one byte per ZPART_PARAM_ALIGN elements of the own range (host) */
@@ -279,6 +284,12 @@ int64_t zengine_pstore_chunk(const zinc_engine *e);
 zinc_status zengine_params_read(zinc_engine *e, int64_t lo, int64_t n, void *dst);
 zinc_status zengine_params_write(zinc_engine *e, int64_t lo, int64_t n, const void *src);
 zinc_status zengine_params_gather_read(void *engine, int64_t lo, int64_t n, void *dst);
+/* engine_gstore.c: the gradient store's read of [lo, lo + n) issued ahead (nothing when out of range) */
+void zengine_grads_prefetch(zinc_engine *e, int64_t lo, int64_t n);
+/* zgather_ctx.can_prefetch_own and prefetch_own: the store's swap-in ahead of use (a failure is kept as
+ * zengine_params_gather_read keeps one) */
+bool zengine_params_can_prefetch(void *engine, int64_t lo, int64_t n);
+zinc_status zengine_params_prefetch(void *engine, int64_t lo, int64_t n);
 /* Collective (every rank, at the step): a kept swap-in failure of any rank, as every rank's error. */
 zinc_status zengine_params_agree(zinc_engine *e);
 /* fp32 values widened/narrowed to the compute dtype into elements [lo, lo + n) of the shard. */

@@ -60,6 +60,22 @@ zinc_status zengine_params_gather_read(void *engine, int64_t lo, int64_t n, void
     return ZINC_OK;
 }
 
+bool zengine_params_can_prefetch(void *engine, int64_t lo, int64_t n) {
+    const zinc_engine *e = engine;
+    return e->pstore && e->pstore_st == ZINC_OK && zstate_param_can_prefetch(e->pstore, lo, n);
+}
+
+zinc_status zengine_params_prefetch(void *engine, int64_t lo, int64_t n) {
+    zinc_engine *e = engine;
+    if (!e->pstore || e->pstore_st != ZINC_OK) return ZINC_OK;
+    zinc_status st = zstate_param_prefetch(e->pstore, lo, n);
+    if (st != ZINC_OK) { /* kept like a failed swap-in: agreed at the step */
+        e->pstore_st = st;
+        snprintf(e->pstore_err, sizeof e->pstore_err, "%s", zinc_last_error());
+    }
+    return ZINC_OK;
+}
+
 zinc_status zengine_params_agree(zinc_engine *e) {
     if (!e->pstore) return ZINC_OK;
     zinc_status mine = e->pstore_st;
@@ -72,6 +88,7 @@ zinc_status zengine_params_upload_f32(zinc_engine *e, int64_t lo, const float *v
     size_t csz = zinc_dtype_size(e->compute_dtype);
     if (!e->pstore)
         return zdev_upload_f32(e->dev, (char *)e->params_shard + (size_t)lo * csz, e->compute_dtype, vals, (size_t)n);
+    e->pcheck_valid = false; /* the last pass's parameter check no longer describes the file */
     int64_t cap = zengine_pstore_chunk(e);
     char *s = zstate_param_scratch(e->pstore);
     for (int64_t a = 0; a < n; a += cap) {
@@ -79,6 +96,7 @@ zinc_status zengine_params_upload_f32(zinc_engine *e, int64_t lo, const float *v
         TRY(zdev_upload_f32(e->dev, s, e->compute_dtype, vals + a, (size_t)k));
         TRY(zstate_param_write(e->pstore, lo + a, k, s));
     }
+    TRY(zstate_param_flush(e->pstore));
 fail:
     return st;
 }

@@ -13,6 +13,7 @@
 #include "base/core/signals.h"
 #include "base/core/trace.h"
 #include "kernels/cpu_kernels.h"
+#include "offload/param_nvme.h"
 #include "runtime/engine/lr_schedule.h"
 
 typedef struct rank_stats {
@@ -160,6 +161,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
         /* NULL with offload_param nvme: the pass writes each chunk to the parameter store */
         void *out = e->stage == 3 ? e->params_shard : (char *)e->params_full + (size_t)e->own_lo * csz;
         zinc_status ps = zengine_optimizer_pass(e, e->optim, &hp, g, gdt, out);
+        if (e->pstore && ps == ZINC_OK) ps = zstate_param_flush(e->pstore); /* the last write-behind */
         if (e->pstore) ps = zcomm_agree_status(e->comm, ps); /* a failed write-back ends every rank's step */
         TRY(ps);
         if (zengine_params_checked(e)) {

@@ -151,13 +151,27 @@ static zinc_status pstore_chunk(step_pass *s, zopt_pass pass, const zstate_view 
         if (sv.v) sv.v += o;
         if (pass == ZOPT_APPLY && s->o->tensor_norms) memset(pc, 0, (size_t)sv.n * csz); /* padding stays zero */
         const char *gp = gs ? (const char *)gs : gc + (size_t)o * gsz;
-        if (gs) {
+        if (gs) { /* the next piece's read in flight first: the next of this chunk, or the next chunk's first */
+            const zstate *z = e->state;
+            int64_t nx = sv.lo + sv.n, cend = (nx / z->chunk + 1) * z->chunk;
+            if (cend > z->n) cend = z->n;
+            if (o == 0) zengine_grads_prefetch(e, sv.lo, sv.n);
+            if (nx < z->n) zengine_grads_prefetch(e, nx, cend - nx < cap ? cend - nx : cap);
             zinc_status rs = zengine_grads_read(e, sv.lo, sv.n, gs);
             if (rs != ZINC_OK) return rs;
         }
         int64_t t0 = ztrace_begin();
         zinc_status st = s->o->tensor_norms ? chunk_tensors(s, pass, &sv, gp, pc) : chunk_elementwise(s, &sv, gp, pc);
         if (t0) ztrace_span(t0, ZTRACE_OPTIMIZER, s->o->name, 0, "offset", sv.lo, "elements", sv.n);
+        if (st == ZINC_OK && pass == ZOPT_APPLY && zengine_params_checked(e)) { /* the check, in memory */
+            int64_t nm = e->part.numel, lo = e->own_lo < nm ? e->own_lo : nm, hi = e->own_hi < nm ? e->own_hi : nm;
+            int64_t real = hi - lo - sv.lo; /* the model's elements here (zengine_check_params' range) */
+            if (real > sv.n) real = sv.n;
+            zgrad_stats cs = {0};
+            if (real > 0) st = e->dev->ops->grad_stats(e->dev, pc, e->compute_dtype, (size_t)real, &cs);
+            if (cs.nonfinite && !e->pcheck_nonfinite) e->pcheck_first = sv.lo + (int64_t)cs.first_nonfinite;
+            e->pcheck_nonfinite += (int64_t)cs.nonfinite;
+        }
         if (st == ZINC_OK && pass == ZOPT_APPLY) st = zengine_params_write(e, sv.lo, sv.n, pc);
         if (st != ZINC_OK) return st;
     }
@@ -290,7 +304,9 @@ zinc_status zengine_optimizer_pass(zinc_engine *e, const zopt_desc *o, const zop
         TRY_ALLOC(coeff, (size_t)e->nparams, "per-tensor coefficients");
         TRY(tensor_coefficients(&s, sums, coeff));
     }
+    e->pcheck_nonfinite = 0, e->pcheck_first = -1, e->pcheck_valid = false;
     TRY(one_pass(&s, ZOPT_APPLY));
+    e->pcheck_valid = e->pstore != NULL;
 fail:
     free(sums);
     free(coeff);
