@@ -142,12 +142,16 @@ static void infinity_choice(zinc_engine *e, zest_estimate *est) {
     zcfg_set_stage(&alt, 3);
     alt.zero.offload_optimizer.device = ZOFFLOAD_NVME;
     alt.zero.offload_param.device = ZOFFLOAD_NVME;
-    /* swap buffers of an eighth of the shard at most: DeepSpeed's defaults (buffer_size 1e8, sub_group_size
-     * 1e9 elements) would hold all of a shard below 100M elements in memory again */
-    int64_t shard = (e->nparams > 0 ? e->part.shard : 0),
-            eighth = shard / 8 > INFINITY_MIN_BUFFER ? shard / 8 : INFINITY_MIN_BUFFER;
-    if (alt.zero.offload_param.buffer_size > eighth) alt.zero.offload_param.buffer_size = eighth;
-    if (alt.zero.sub_group_size > eighth) alt.zero.sub_group_size = eighth;
+    /* the parameter store's buffer_count prefetch buffers together, and each optimizer chunk, an eighth of the
+     * shard at most: DeepSpeed's defaults (buffer_size 1e8, sub_group_size 1e9 elements) would hold all of a
+     * shard below 100M elements in memory again */
+    const int64_t M = INFINITY_MIN_BUFFER; /* whole multiples of it, at least one */
+    int64_t shard = e->part.shard,
+            nbuf = alt.zero.offload_param.buffer_count > 0 ? alt.zero.offload_param.buffer_count : 1;
+    int64_t each = shard / 8 / nbuf / M * M, chunk = shard / 8 / M * M;
+    each = each > M ? each : M, chunk = chunk > M ? chunk : M;
+    if (alt.zero.offload_param.buffer_size > each) alt.zero.offload_param.buffer_size = each;
+    if (alt.zero.sub_group_size > chunk) alt.zero.sub_group_size = chunk;
     zest_estimate ae;
     if (zengine_estimate_cfg(e, &alt, &ae) != ZINC_OK) {
         zinc__error_clear();
