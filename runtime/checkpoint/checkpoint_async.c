@@ -178,10 +178,11 @@ static zinc_status alloc_snapshot(zinc_engine *e, zckpt_save_job *j) {
     int64_t slot = round_up(j->piece * (int64_t)sizeof(float), ALIGN);
     int64_t body = j->stream ? ALIGN + j->nslots * slot : round_up(j->mine.bytes, ALIGN);
     j->image_alloc = (size_t)(body + ALIGN);
-    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, j->image_alloc,
-                        j->stream ? "the decoupled checkpoint's write slots (checkpoint.writer.io_buffer_size)"
-                                  : "the decoupled checkpoint's snapshot (checkpoint.writer.decoupled)",
-                        (void **)&j->image_mem));
+    /* not touched here: the writer thread's copies fault its pages in, not the training thread */
+    TRY(zmem_host_alloc_lazy(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, j->image_alloc,
+                             j->stream ? "the decoupled checkpoint's write slots (checkpoint.writer.io_buffer_size)"
+                                       : "the decoupled checkpoint's snapshot (checkpoint.writer.decoupled)",
+                             (void **)&j->image_mem));
     j->image = (uint8_t *)(((uintptr_t)j->image_mem + (uintptr_t)ALIGN - 1) & ~(uintptr_t)(ALIGN - 1));
     j->image_bytes = j->mine.bytes;
     zckpt_header_encode(&j->mine, j->uid, j->image); /* streaming: the header's own 4 KiB before the slots */
@@ -407,15 +408,23 @@ static void *writer_main(void *arg) {
 
 /* ---------------------------------------------------------------- polls (main thread) */
 
+/* The threads of a job, joined (the writer's guard unregistered). */
+static void join_threads(zinc_engine *e, zckpt_save_job *job) {
+    if (job->started) pthread_join(job->thread, NULL);
+    job->started = false;
+    unguard(e, job);
+    if (job->pstarted) pthread_join(job->pthread, NULL);
+    job->pstarted = false;
+}
+
 static void drop(zinc_engine *e) {
     zckpt_save_job *job = e->ckpt_async;
     if (!job) return;
     e->ckpt_async = NULL;
-    if (job->started) pthread_join(job->thread, NULL);
-    unguard(e, job);
+    join_threads(e, job);
     ZLOG_WARN(&e->log,
               "checkpoint %s of step %lld: the engine was destroyed before its decoupled write was published; "
-              "`latest` still names the previous checkpoint (call zinc_checkpoint_wait before zinc_destroy)",
+              "`latest` may still name the previous checkpoint (call zinc_checkpoint_wait before zinc_destroy)",
               job->final, (long long)job->step);
     zckpt_save_job_free(e, job);
 }
@@ -440,33 +449,86 @@ static zinc_status writer_status(zinc_engine *e, zckpt_save_job *job) {
     return ZINC_OK;
 }
 
+/* The publish of a directory writer (step 4: the manifest, the directory in place, `latest`; fsyncs) on its
+ * own thread, so that the step that finds the writers done does not wait for the disk either. */
+static void *publisher_main(void *arg) {
+    zckpt_save_job *job = arg;
+    ztrace_thread_name("checkpoint publisher");
+    double t0 = zclock_now_s();
+    int64_t tr = ztrace_begin();
+    job->pst = zckpt_publish_files(job);
+    if (job->pst != ZINC_OK) snprintf(job->pmsg, sizeof job->pmsg, "%s", zinc_last_error());
+    job->publish_s = zclock_now_s() - t0;
+    if (tr) ztrace_span(tr, ZTRACE_CHECKPOINT, "publish", 0, "step", job->step, NULL, 0);
+    __atomic_store_n(&job->pdone, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Collective: whether any rank's thread (the writer, or the publisher) is still at work: one small all-reduce. */
+static zinc_status any_busy(zinc_engine *e, bool started, int *done, bool *busy) {
+    zinc_status st = ZINC_OK;
+    float b = started && !__atomic_load_n(done, __ATOMIC_ACQUIRE) ? 1.0f : 0.0f;
+    if (e->world > 1) TRY(zcomm_allreduce(e->comm, &b, 1, ZINC_FP32, ZCOMM_MAX, NULL));
+    *busy = b > 0;
+fail:
+    return st;
+}
+
+/* A save in flight, in two stages, each finished by the first poll that finds every rank's thread done (wait:
+ * by waiting for them): the writers' (then the checksums' exchange and the manifest's text, on this thread),
+ * and the directory writers' publish. Only then is the save over: its outcome agreed, `latest` its. */
 static zinc_status poll_save(zinc_engine *e, bool wait) {
     zinc_status st = ZINC_OK, local = ZINC_OK;
     zckpt_save_job *job = e->ckpt_async;
     if (!job) return ZINC_OK;
     double t0 = zclock_now_s();
-    if (!wait) {
-        float busy = job->started && !__atomic_load_n(&job->done, __ATOMIC_ACQUIRE) ? 1.0f : 0.0f;
-        if (e->world > 1) TRY(zcomm_allreduce(e->comm, &busy, 1, ZINC_FP32, ZCOMM_MAX, NULL));
-        if (busy > 0) {
-            job->blocked_s += zclock_now_s() - t0;
-            return ZINC_OK;
+    bool busy = false;
+    if (!job->publishing) {
+        if (!wait) {
+            TRY(any_busy(e, job->started, &job->done, &busy));
+            if (busy) goto out;
         }
+        join_threads(e, job);
+        local = writer_status(e, job);
+        TRY(zcomm_agree_status(e->comm, local));
+        TRY(zckpt_save_prepare_publish(e, job));
+        job->publishing = true;
+        if (job->dir_writer) {
+            if (pthread_create(&job->pthread, NULL, publisher_main, job) == 0)
+                job->pstarted = true;
+            else
+                publisher_main(job); /* no thread: here */
+        }
+        if (!wait) goto out; /* the next step's poll (almost always) finds it done */
     }
+    if (!wait) {
+        TRY(any_busy(e, job->pstarted, &job->pdone, &busy));
+        if (busy) goto out;
+    }
+    join_threads(e, job);
     e->ckpt_async = NULL; /* whatever follows, this save is over */
-    if (job->started) pthread_join(job->thread, NULL);
-    unguard(e, job);
-    job->blocked_s += zclock_now_s() - t0 + job->guard_s;
-    local = writer_status(e, job);
-    TRY(zcomm_agree_status(e->comm, local));
-    TRY(zckpt_save_publish(e, job));
+    local = job->pst == ZINC_OK ? ZINC_OK
+                                : ZERR(job->pst,
+                                       "checkpoint.writer.decoupled: the checkpoint of step %lld (%s) was not "
+                                       "published; `latest` still names the previous one: %s",
+                                       (long long)job->step, job->final, job->pmsg);
+    job->polls_s += zclock_now_s() - t0;
+    if (wait) job->wait_s += zclock_now_s() - t0;
+    TRY(zckpt_save_finish(e, job, local));
     if (job->keep_last > 0) { /* zinc_checkpoint_keep_last, asked while this was in flight */
         zckpt_unlock_dir(job->lock_fd);
         job->lock_fd = -1;
         local = job->dir_writer ? zckpt_retain(job->dir, job->keep_last) : ZINC_OK;
         TRY(zcomm_agree_status(e->comm, local));
     }
+    zckpt_save_job_free(e, job);
+    return ZINC_OK;
+out:
+    job->polls_s += zclock_now_s() - t0;
+    return ZINC_OK;
 fail:
+    e->ckpt_async = NULL;
+    join_threads(e, job);
     zckpt_save_job_free(e, job);
     return st;
 }
