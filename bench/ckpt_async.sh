@@ -56,7 +56,9 @@ fio_gbs=""
 if command -v fio >/dev/null && [ -n "$bytes" ]; then
   # (O_DIRECT: a whole number of MiB; before this was a %-format, Python 3.11 refused the f-string's backslashes
   # and set -e ended the script before its table)
-  if fio --name=ckpt --filename="$SAVE/fio.tmp" --rw=write --bs=64M --size="$((bytes / 1048576))M" --direct=1 \
+  mib=$((bytes / 1048576)) bs=64
+  ((mib < bs)) && bs=$mib
+  if fio --name=ckpt --filename="$SAVE/fio.tmp" --rw=write --bs="${bs}M" --size="${mib}M" --direct=1 \
     --ioengine=io_uring --iodepth=2 --end_fsync=1 --output-format=json >"$OUT/fio.json" 2>"$OUT/fio.log"; then
     fio_gbs=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]["write"]; print("%.2f" % (j["bw_bytes"] / 1e9))' "$OUT/fio.json") ||
       fio_gbs=""
