@@ -9,6 +9,8 @@
  *      next zinc_step on every rank with the message; `latest` still names step 4; the step then succeeds and
  *      the next save is published.
  *
+ *   4. the publish runs off the steps: slowed to 4 s, `latest` stays the previous one through 10 steps.
+ *
  * --phase kill (one rank, no MPI, forked engines as tests/test_checkpoint_kill.c): a run whose writer thread
  * raises SIGKILL at points inside the shard file, the manifest and `latest` (ZINC_CKPT_TEST_KILL_AFTER_BYTES)
  * while training goes on leaves the previous `latest` loadable with its weights bitwise. */
@@ -23,6 +25,7 @@
 
 #include "engine_util.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
+#include "runtime/engine/engine_internal.h"
 #include "zt.h"
 
 #define DECOUPLED "\"checkpoint\": {\"writer\": {\"decoupled\": true, \"io_buffer_size\": 4096}}"
@@ -86,7 +89,6 @@ static char *latest_of(const char *dir) {
     if (s) s[n] = 0;
     return s;
 }
-
 
 /* ---------------------------------------------------------------- the live snapshot's variants */
 
@@ -190,6 +192,49 @@ static void busy_policy(const char *base, int rank, const char *policy) {
     zinc_destroy(e);
 }
 
+/* The publish (the manifest, the directory, `latest`, their fsyncs) is not a step's: with it slowed to 4 s
+ * (ZINC_CKPT_TEST_PUBLISH_DELAY_MS, the directory writer's), the steps after every writer is done go on while
+ * `latest` still names the previous checkpoint; zinc_checkpoint_wait then publishes it. A publish made by the
+ * step that finds the writers done (or by the save call) would be over, `latest` the new one, when it returns. */
+static void publish_off_step(const char *base, int rank) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/publish", base);
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    ZT_OK(eu_create(&g_dec, &e, &m));
+    for (int s = 0; s < 2; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    ZT_OK(zinc_save_checkpoint(e, dir, "first"));
+    ZT_OK(zinc_checkpoint_wait(e));
+    setenv("ZINC_CKPT_TEST_PUBLISH_DELAY_MS", "4000", 1);
+    ZT_OK(zinc_save_checkpoint(e, dir, "second"));
+    int publishing = 0;
+    for (int s = 2; s < 12; s++) { /* the writers of this small file are done within a few of these */
+        usleep(20000);
+        ZT_OK(mlp_train_step(m, s, NULL, NULL));
+        publishing += e->ckpt_async && ((zckpt_save_job *)e->ckpt_async)->publishing;
+    }
+    ZT_CHECK(publishing > 0, "the save of \"second\" never reached its publish in 10 steps");
+    if (rank == 0) {
+        char *l = latest_of(dir);
+        ZT_CHECK(l && !strcmp(l, "first\n"),
+                 "latest is %s while the publish of \"second\" is slowed to 4 s: a step "
+                 "waited for the publish",
+                 l ? l : "(none)");
+        free(l);
+    }
+    ZT_OK(zinc_checkpoint_wait(e));
+    unsetenv("ZINC_CKPT_TEST_PUBLISH_DELAY_MS");
+    if (rank == 0) {
+        char *l = latest_of(dir);
+        ZT_CHECK(l && !strcmp(l, "second\n"), "after zinc_checkpoint_wait latest is %s, expected second",
+                 l ? l : "(none)");
+        free(l);
+        printf("the publish ran off the steps: latest stayed \"first\" through 10 steps, then \"second\"\n");
+    }
+    mlp_destroy(m);
+    zinc_destroy(e);
+}
+
 static void live_snapshots(const char *base, int rank) {
     char dir[4300];
     for (size_t i = 0; i < sizeof g_variants / sizeof *g_variants; i++) {
@@ -198,6 +243,7 @@ static void live_snapshots(const char *base, int rank) {
     }
     busy_policy(base, rank, "skip");
     busy_policy(base, rank, "wait");
+    publish_off_step(base, rank);
 }
 
 static int collective(void) {
@@ -386,7 +432,6 @@ static int kill_phase(void) {
     return zt_finish();
 }
 
-
 /* ---------------------------------------------------------------- --phase kill20 */
 
 #define K20_STEPS 24
@@ -513,7 +558,8 @@ static int kill20_phase(void) {
             _exit(rc);
         }
         waitpid(c, &st, 0);
-        ZT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "kill %d at %.3f s: latest does not load and verify", k + 1, at);
+        ZT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "kill %d at %.3f s: latest does not load and verify", k + 1,
+                 at);
         (void)step;
     }
     printf("kill20: %d of 20 kills killed the run, %d of them with a save in flight\n", killed, mid);

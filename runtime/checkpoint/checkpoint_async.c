@@ -17,12 +17,15 @@
  * (zfile_out: O_EXCL | O_NOFOLLOW, fsync, rename), with O_DIRECT where the file system allows it (the
  * reason logged where not), then the checksums, then commit.
  *
- * The thread never calls a collective: MPI stays on the main thread, where each zinc_step asks every rank (one
- * small all-reduce while a save is in flight) whether all writers are done, and the step on which they are
- * publishes the checkpoint (the checksum exchange, the manifest, `latest`: checkpoint_save.c's
- * zckpt_save_publish). A writer's failure (ENOSPC, EIO, a non-finite state) fails that step with its
- * message. A kill at any point leaves the previous `latest`, as a synchronous save does: nothing is renamed
- * into place before the publish. */
+ * The threads never call a collective: MPI stays on the main thread, where each zinc_step asks every rank (one
+ * small all-reduce while a save is in flight) whether all writers are done; the step on which they are
+ * exchanges the checksums and makes the manifest's text (checkpoint_save.c's zckpt_save_prepare_publish), and
+ * hands the files (the manifest, the directory in place, `latest`: zckpt_publish_files, fsyncs included) to a
+ * publisher thread of the directory writer, which a later step's poll (the same all-reduce) finds done. A
+ * writer's or the publisher's failure (ENOSPC, EIO, a non-finite state) fails that step with its message. A
+ * kill at any point leaves the previous `latest`, as a synchronous save does: nothing is renamed into place
+ * before the publish. The snapshot's memory is mapped untouched (zmem_host_alloc_lazy): its page faults are
+ * the writer's copies', not the save call's. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>

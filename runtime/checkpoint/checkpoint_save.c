@@ -255,6 +255,12 @@ zinc_status zckpt_publish_files(zckpt_save_job *job) {
     zinc_status st = ZINC_OK;
     char latest[ZCKPT_TAG_MAX + 2];
     zckpt_writer *w = &job->w; /* ZINC_CKPT_TEST_KILL_AFTER_BYTES counts the manifest and `latest` after the shard */
+    const char *d = zenv_get(ZENV_CKPT_TEST_PUBLISH_DELAY_MS); /* tests: a slow disk */
+    if (d && atoi(d) > 0) {
+        struct timespec ts = {atoi(d) / 1000, (long)(atoi(d) % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
     TRY(zckpt_write_small(w, job->partial, ZCKPT_MANIFEST, job->man_text, strlen(job->man_text)));
     TRY(install_dir(job->dir, job->tag, job->partial, job->final));
     int n = snprintf(latest, sizeof latest, "%s\n", job->tag);
