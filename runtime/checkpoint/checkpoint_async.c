@@ -411,6 +411,13 @@ static void *writer_main(void *arg) {
 
 /* ---------------------------------------------------------------- polls (main thread) */
 
+/* The all-reduce of the last poll, if one is pending, finished (before a blocking collective or the job's end). */
+static zinc_status finish_poll(zinc_engine *e, zckpt_save_job *job) {
+    zcomm_req *r = job->preq;
+    job->preq = NULL;
+    return r ? zcomm_wait(e->comm, r) : ZINC_OK;
+}
+
 /* The threads of a job, joined (the writer's guard unregistered). */
 static void join_threads(zinc_engine *e, zckpt_save_job *job) {
     if (job->started) pthread_join(job->thread, NULL);
@@ -424,6 +431,7 @@ static void drop(zinc_engine *e) {
     zckpt_save_job *job = e->ckpt_async;
     if (!job) return;
     e->ckpt_async = NULL;
+    (void)finish_poll(e, job);
     join_threads(e, job);
     ZLOG_WARN(&e->log,
               "checkpoint %s of step %lld: the engine was destroyed before its decoupled write was published; "
@@ -467,12 +475,29 @@ static void *publisher_main(void *arg) {
     return NULL;
 }
 
-/* Collective: whether any rank's thread (the writer, or the publisher) is still at work: one small all-reduce. */
-static zinc_status any_busy(zinc_engine *e, bool started, int *done, bool *busy) {
+/* Collective, one poll behind: whether any rank's thread (the writer, or the publisher) was still at work at
+ * the previous poll, from the 4-byte all-reduce that poll started (every rank has been through that step's
+ * own collectives since, so it is normally complete: the poll does not wait for the slowest rank), and a new
+ * one started with this rank's answer now. *busy until an answer says no rank was. One rank: now. */
+static zinc_status any_busy(zinc_engine *e, zckpt_save_job *job, bool started, int *done, bool *busy) {
     zinc_status st = ZINC_OK;
-    float b = started && !__atomic_load_n(done, __ATOMIC_ACQUIRE) ? 1.0f : 0.0f;
-    if (e->world > 1) TRY(zcomm_allreduce(e->comm, &b, 1, ZINC_FP32, ZCOMM_MAX, NULL));
-    *busy = b > 0;
+    bool mine = started && !__atomic_load_n(done, __ATOMIC_ACQUIRE);
+    *busy = true;
+    if (e->world == 1) {
+        *busy = mine;
+        return ZINC_OK;
+    }
+    if (job->preq) {
+        zcomm_req *r = job->preq;
+        job->preq = NULL;
+        TRY(zcomm_wait(e->comm, r));
+        if (job->pflag == 0) {
+            *busy = false;
+            return ZINC_OK;
+        }
+    }
+    job->pflag = mine ? 1.0f : 0.0f;
+    TRY(zcomm_allreduce(e->comm, &job->pflag, 1, ZINC_FP32, ZCOMM_MAX, &job->preq));
 fail:
     return st;
 }
@@ -488,9 +513,10 @@ static zinc_status poll_save(zinc_engine *e, bool wait) {
     bool busy = false;
     if (!job->publishing) {
         if (!wait) {
-            TRY(any_busy(e, job->started, &job->done, &busy));
+            TRY(any_busy(e, job, job->started, &job->done, &busy));
             if (busy) goto out;
         }
+        TRY(finish_poll(e, job)); /* wait: one still pending */
         join_threads(e, job);
         local = writer_status(e, job);
         TRY(zcomm_agree_status(e->comm, local));
@@ -505,9 +531,10 @@ static zinc_status poll_save(zinc_engine *e, bool wait) {
         if (!wait) goto out; /* the next step's poll (almost always) finds it done */
     }
     if (!wait) {
-        TRY(any_busy(e, job->pstarted, &job->pdone, &busy));
+        TRY(any_busy(e, job, job->pstarted, &job->pdone, &busy));
         if (busy) goto out;
     }
+    TRY(finish_poll(e, job));
     join_threads(e, job);
     e->ckpt_async = NULL; /* whatever follows, this save is over */
     local = job->pst == ZINC_OK ? ZINC_OK
@@ -531,6 +558,7 @@ out:
     return ZINC_OK;
 fail:
     e->ckpt_async = NULL;
+    (void)finish_poll(e, job); /* its buffer is the job's */
     join_threads(e, job);
     zckpt_save_job_free(e, job);
     return st;

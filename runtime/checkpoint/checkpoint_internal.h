@@ -218,7 +218,9 @@ typedef struct zckpt_save_job {
     int pdone;       /* set by the publisher thread last (__atomic) */
     zinc_status pst; /* its status and message */
     char pmsg[1024];
-    int keep_last; /* zinc_checkpoint_keep_last while in flight: applied after the publish */
+    struct zcomm_req *preq; /* the polls' all-reduce, started at one poll and answered at the next */
+    float pflag;            /* its buffer: whether this rank's thread was at work */
+    int keep_last;          /* zinc_checkpoint_keep_last while in flight: applied after the publish */
     /* The engine's fields the manifest records, as they were at the save (the steps go on before a decoupled
      * save is published): swapped into the engine while its manifest is built. */
     int64_t steps_taken, steps_skipped, consecutive_skips;
