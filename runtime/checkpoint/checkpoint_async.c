@@ -18,7 +18,8 @@
  * reason logged where not), then the checksums, then commit.
  *
  * The threads never call a collective: MPI stays on the main thread, where each zinc_step asks every rank (one
- * small all-reduce while a save is in flight) whether all writers are done; the step on which they are
+ * small non-blocking all-reduce while a save is in flight, answered at the next step) whether all writers are
+ * done; the step on which they are
  * exchanges the checksums and makes the manifest's text (checkpoint_save.c's zckpt_save_prepare_publish), and
  * hands the files (the manifest, the directory in place, `latest`: zckpt_publish_files, fsyncs included) to a
  * publisher thread of the directory writer, which a later step's poll (the same all-reduce) finds done. A
