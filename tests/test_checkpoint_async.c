@@ -1,6 +1,7 @@
 /* checkpoint.writer.decoupled (runtime/checkpoint/checkpoint_async.c), on 1 and 2 ranks (stage 2, fp16):
  *
- *   1. a synchronous save of step 4 and a decoupled one of the same run's step 4, taken while the run goes on
+ *   1. a synchronous save of step 4 and a decoupled one of the same run's step 4 (into the image its save of
+ *      step 2 left), taken while the run goes on
  *      to step 6 (the writer works on the snapshot): their shard files hold the same bytes after the header
  *      (which holds the save's uid); the decoupled one is `latest` only once published;
  *   2. resume: an engine loading the decoupled step 4 and training 2 steps has the uninterrupted run's
@@ -267,9 +268,12 @@ static int collective(void) {
     mlp_destroy(m);
     zinc_destroy(e);
 
-    /* the decoupled save of step 4, written while steps 5 and 6 run */
+    /* the decoupled save of step 4, written while steps 5 and 6 run, into the image a save of step 2 left
+     * (the engine keeps it from one save to the next: what it held must not show) */
     ZT_OK(eu_create(&g_dec, &e, &m));
-    for (int s = 0; s < 4; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    for (int s = 0; s < 2; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    ZT_OK(zinc_save_checkpoint(e, ddec, "warm"));
+    for (int s = 2; s < 4; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
     ZT_OK(zinc_save_checkpoint(e, ddec, NULL));
     for (int s = 4; s < 6; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
     ZT_OK(zinc_checkpoint_wait(e));

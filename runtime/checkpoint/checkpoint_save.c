@@ -423,6 +423,11 @@ void zckpt_save_job_free(zinc_engine *e, zckpt_save_job *job) {
         e->state->guard_arg = NULL;
     }
     zckpt_unlock_dir(job->lock_fd);
+    if (job->image_mem && job->live && !job->stream && !e->ckpt_image) { /* kept for the next save */
+        e->ckpt_image = job->image_mem;
+        e->ckpt_image_alloc = job->image_alloc;
+        job->image_mem = NULL;
+    }
     if (job->image_mem) zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, job->image_mem, job->image_alloc);
     if (job->sync_init) {
         pthread_mutex_destroy(&job->mu);
