@@ -83,15 +83,24 @@ static void check_finite(zckpt_save_job *j, int sec, int64_t p, const float *x, 
         }
 }
 
-/* Piece p into the full image, every section. */
-static void copy_piece(zckpt_save_job *j, int64_t p) {
+/* Piece p's non-finite check, on its copy in the image. */
+static void check_piece(zckpt_save_job *j, int64_t p) {
+    for (int s = 0; s < nsec(j) && s < ZCKPT_SEC_PARAMS; s++) {
+        int64_t off, bytes;
+        if (piece_src(j, s, p, &off, &bytes)) check_finite(j, s, p, (const float *)(j->image + off), bytes / 4);
+    }
+}
+
+/* Piece p into the full image, every section; checked now (the writer) or later by the writer (the guard: the
+ * training thread only copies, its check is not the step's time). */
+static void copy_piece(zckpt_save_job *j, int64_t p, bool check) {
     for (int s = 0; s < nsec(j); s++) {
         int64_t off, bytes;
         const void *src = piece_src(j, s, p, &off, &bytes);
         if (!src) continue; /* Lion's exp_avg_sq: the zeros of the image */
         memcpy(j->image + off, src, (size_t)bytes);
-        if (s < ZCKPT_SEC_PARAMS) check_finite(j, s, p, (const float *)(j->image + off), bytes / 4);
     }
+    if (check) check_piece(j, p);
 }
 
 static bool claim(zckpt_save_job *j, int64_t p) {
@@ -137,7 +146,8 @@ static zinc_status guard(void *arg, int64_t lo, int64_t n) {
         if (__atomic_load_n(&j->pstate[p], __ATOMIC_ACQUIRE) == 2) continue;
         j->guard_pieces++;
         if (!j->stream && claim(j, p)) { /* not yet copied: copied here, before the pass changes it */
-            copy_piece(j, p);
+            copy_piece(j, p, false);
+            j->unchecked[p] = 1; /* published to the writer by finish's release */
             finish(j, p);
         }
     }
@@ -216,6 +226,7 @@ zinc_status zckpt_async_prepare(zinc_engine *e, zckpt_save_job *j, bool *live) {
     j->npieces = (nelem(j) + j->piece - 1) / j->piece;
     j->stream = memory_short(e, j);
     TRY_ALLOC(j->pstate, j->npieces > 0 ? j->npieces : 1, "the decoupled checkpoint's pieces");
+    TRY_ALLOC(j->unchecked, j->npieces > 0 ? j->npieces : 1, "the decoupled checkpoint's pieces");
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     j->sync_init = true;
@@ -317,10 +328,12 @@ static zinc_status write_full(zckpt_save_job *j, wio *io) {
         for (int64_t p = 0; p < j->npieces; p++)
             if (claim(j, p)) {
                 if (j->delay_ms) pause_ms(j->delay_ms);
-                copy_piece(j, p);
+                copy_piece(j, p, true);
                 finish(j, p);
             }
         wait_pieces(j, 0, j->npieces);
+        for (int64_t p = 0; p < j->npieces; p++)
+            if (j->unchecked[p]) check_piece(j, p); /* the guard's copies */
         if (j->sst != ZINC_OK) return j->sst;
     }
     for (int64_t off = 0, k = 0; off < f->bytes; off += j->io_buffer, k = (k + 1) % j->nslots) {

@@ -181,6 +181,7 @@ typedef struct zckpt_save_job {
     int64_t piece, npieces; /* elements per piece, pieces over the file's range */
     int *pstate;            /* per piece: 0 to copy, 1 being copied, 2 copied (__atomic, under mu for waits) */
     int64_t ncopied;        /* pieces copied (under mu) */
+    char *unchecked;        /* per piece: copied by the guard, not yet checked for non-finite values (the writer's) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool sync_init;

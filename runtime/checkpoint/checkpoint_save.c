@@ -434,6 +434,7 @@ void zckpt_save_job_free(zinc_engine *e, zckpt_save_job *job) {
         pthread_cond_destroy(&job->cv);
     }
     free(job->pstate);
+    free(job->unchecked);
     free(job->man_text);
     free(job->mine.block_crc);
     free(job->meta);
