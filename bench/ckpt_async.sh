@@ -43,6 +43,8 @@ run() { # NAME [zinc train arguments...]
     --steps "$STEPS" $SHAPE --report "$OUT/$name.json" --force --set checkpoint.writer.show_statistics=true \
     $EXTRA "$@" >"$OUT/$name.log" 2>&1 || { echo "ckpt_async.sh: run $name failed:" >&2; tail -5 "$OUT/$name.log" >&2; exit 1; }
 }
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+t_start=$(date -u +%H:%M)
 run nosave
 run sync --save "$SAVE/ckpt_sync" --save-every "$EVERY"
 run decoupled --save "$SAVE/ckpt_decoupled" --save-every "$EVERY" --set checkpoint.writer.decoupled=true
@@ -52,12 +54,20 @@ run decoupled --save "$SAVE/ckpt_decoupled" --save-every "$EVERY" --set checkpoi
 bytes=$(grep -o -m1 'rank 0, step [0-9]*: [0-9]* bytes' "$OUT/decoupled.log" | awk '{print $5}')
 fio_gbs=""
 if command -v fio >/dev/null && [ -n "$bytes" ]; then
-  fio --name=ckpt --filename="$SAVE/fio.tmp" --rw=write --bs=64M --size="$bytes" --direct=1 --ioengine=io_uring \
-    --iodepth=2 --end_fsync=1 --output-format=json >"$OUT/fio.json" 2>"$OUT/fio.log" &&
-    fio_gbs=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]["write"]; print(f"{j[\"bw_bytes\"]/1e9:.2f}")' "$OUT/fio.json")
+  # (O_DIRECT: a whole number of MiB; before this was a %-format, Python 3.11 refused the f-string's backslashes
+  # and set -e ended the script before its table)
+  mib=$((bytes / 1048576)) bs=64
+  ((mib < bs)) && bs=$mib
+  if fio --name=ckpt --filename="$SAVE/fio.tmp" --rw=write --bs="${bs}M" --size="${mib}M" --direct=1 \
+    --ioengine=io_uring --iodepth=2 --end_fsync=1 --output-format=json >"$OUT/fio.json" 2>"$OUT/fio.log"; then
+    fio_gbs=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]["write"]; print("%.2f" % (j["bw_bytes"] / 1e9))' "$OUT/fio.json") ||
+      fio_gbs=""
+  else
+    echo "ckpt_async.sh: fio failed (see $OUT/fio.log); the table says not run" >&2
+  fi
   rm -f "$SAVE/fio.tmp"
 fi
-FIO_GBS=$fio_gbs python3 - "$OUT" "$STEPS" "$EVERY" "$RANKS" "$SHAPE" "$EXTRA" <<'EOF' >"$OUT/ckpt_async.md"
+LOAD="$load0 at $t_start UTC, $(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%H:%M) UTC" FIO_GBS=$fio_gbs python3 - "$OUT" "$STEPS" "$EVERY" "$RANKS" "$SHAPE" "$EXTRA" <<'EOF' >"$OUT/ckpt_async.md"
 import json, os, re, sys, datetime
 out, steps, every, ranks, shape, extra = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
                                           sys.argv[5], sys.argv[6])
@@ -65,29 +75,37 @@ rows = {}
 for name in ("nosave", "sync", "decoupled"):
     r = json.load(open(f"{out}/{name}.json"))
     toks = r["tokens_per_step"] * (r["steps"] - r["resumed_from_step"])
-    stats = [tuple(float(x) for x in m.groups()) for m in re.finditer(
+    stats = [tuple(float(x) if x else None for x in m.groups()) for m in re.finditer(
         r"rank 0, step \d+: (\d+) bytes, [\w ]+? write ([\d.]+) s \(([\d.]+) GB/s[^)]*\), snapshot ([\d.]+) s, "
-        r"training blocked ([\d.]+) s", open(f"{out}/{name}.log").read())]
+        r"training blocked ([\d.]+) s \([^;]*;(?: polls [\d.]+ s, of which waiting for the writer ([\d.]+) s)?",
+        open(f"{out}/{name}.log").read())]
+    stats = [s[:5] + (s[5] or 0,) for s in stats]
     rows[name] = (r["seconds"], toks / r["seconds"], stats)
 base = rows["nosave"][1]
 sync_blocked = sum(s[4] for s in rows["sync"][2]) / max(1, len(rows["sync"][2]))
 print(f"\n## Decoupled checkpoint writer (issue 38), {datetime.date.today()}\n")
-print(f"Machine: 2-core CPU VM, shared. `bench/ckpt_async.sh {steps}` (GPT-2 `{shape}`, {ranks} rank(s), stage 2 "
+print(f"Machine: 2-core CPU VM, shared (load average, 1/5/15 min: {os.environ.get('LOAD')}). "
+      f"`bench/ckpt_async.sh {steps}` (GPT-2 `{shape}`, {ranks} rank(s), stage 2 "
       f"AdamW{', ' + extra if extra else ''}, `--save-every {every}`, checkpoints on the build tree's file system; "
       "checkpoint.writer.show_statistics figures of rank 0; fio: one save's bytes written sequentially with "
       f"O_DIRECT through io_uring, 64 MiB blocks, 2 in flight, on the same file system: "
       f"{os.environ.get('FIO_GBS') or 'not run'} GB/s).\n")
 print("| run | wall s | tokens/s (saves included) | vs no saves | saves | MiB per save | blocked per save, ms | "
-      "vs synchronous | writer GB/s |")
-print("|---|---|---|---|---|---|---|---|---|")
+      "max, ms | vs synchronous | waited for the writer, ms (all saves) | writer GB/s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+# blocked per save: the time training was blocked by the save call, the optimizer's guarded copies and the
+# polls, less the time spent waiting for a writer still at work (zinc_checkpoint_wait at the end of the run,
+# or a next save's wait), which is reported apart
 for name, (sec, tps, st) in rows.items():
     n = len(st)
-    blocked = sum(s[4] for s in st) / n if n else 0
+    own = [s[4] - s[5] for s in st]
+    blocked = sum(own) / n if n else 0
+    waited = sum(s[5] for s in st)
     mib = st[0][0] / 1048576 if n else 0
     gbs = sum(s[2] for s in st) / n if n else 0
     rel = f"{100 * blocked / sync_blocked:.1f}%" if n and sync_blocked else ""
     print(f"| {name} | {sec:.2f} | {tps:.0f} | {100 * tps / base:.1f}% | {n} | {mib:.1f} | "
-          f"{1000 * blocked:.1f} | {rel} | {gbs:.2f} |")
+          f"{1000 * blocked:.1f} | {1000 * max(own, default=0):.1f} | {rel} | {1000 * waited:.1f} | {gbs:.2f} |")
 EOF
 cat "$OUT/ckpt_async.md"
 if [ "$APPEND" = 1 ]; then cat "$OUT/ckpt_async.md" >>"$here/RESULTS.md"; fi

@@ -1,6 +1,7 @@
 /* checkpoint.writer.decoupled (runtime/checkpoint/checkpoint_async.c), on 1 and 2 ranks (stage 2, fp16):
  *
- *   1. a synchronous save of step 4 and a decoupled one of the same run's step 4, taken while the run goes on
+ *   1. a synchronous save of step 4 and a decoupled one of the same run's step 4 (into the image its save of
+ *      step 2 left), taken while the run goes on
  *      to step 6 (the writer works on the snapshot): their shard files hold the same bytes after the header
  *      (which holds the save's uid); the decoupled one is `latest` only once published;
  *   2. resume: an engine loading the decoupled step 4 and training 2 steps has the uninterrupted run's
@@ -9,9 +10,12 @@
  *      next zinc_step on every rank with the message; `latest` still names step 4; the step then succeeds and
  *      the next save is published.
  *
+ *   4. the publish runs off the steps: slowed to 4 s, `latest` stays the previous one through 3 steps.
+ *
  * --phase kill (one rank, no MPI, forked engines as tests/test_checkpoint_kill.c): a run whose writer thread
  * raises SIGKILL at points inside the shard file, the manifest and `latest` (ZINC_CKPT_TEST_KILL_AFTER_BYTES)
  * while training goes on leaves the previous `latest` loadable with its weights bitwise. */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +27,7 @@
 
 #include "engine_util.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
+#include "runtime/engine/engine_internal.h"
 #include "zt.h"
 
 #define DECOUPLED "\"checkpoint\": {\"writer\": {\"decoupled\": true, \"io_buffer_size\": 4096}}"
@@ -86,7 +91,6 @@ static char *latest_of(const char *dir) {
     if (s) s[n] = 0;
     return s;
 }
-
 
 /* ---------------------------------------------------------------- the live snapshot's variants */
 
@@ -190,6 +194,88 @@ static void busy_policy(const char *base, int rank, const char *policy) {
     zinc_destroy(e);
 }
 
+/* The publish (the manifest, the directory, `latest`, their fsyncs) is not a step's: with it slowed to 4 s
+ * (ZINC_CKPT_TEST_PUBLISH_DELAY_MS, the directory writer's), the steps after every writer is done go on while
+ * `latest` still names the previous checkpoint; zinc_checkpoint_wait then publishes it. A publish made by the
+ * step that finds the writers done (or by the save call) would be over, `latest` the new one, when it returns. */
+static void publish_off_step(const char *base, int rank) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/publish", base);
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    ZT_OK(eu_create(&g_dec, &e, &m));
+    for (int s = 0; s < 2; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    ZT_OK(zinc_save_checkpoint(e, dir, "first"));
+    ZT_OK(zinc_checkpoint_wait(e));
+    setenv("ZINC_CKPT_TEST_PUBLISH_DELAY_MS", "4000", 1);
+    ZT_OK(zinc_save_checkpoint(e, dir, "second"));
+    /* the steps until the writers are done and the publish has begun (a few, for this small file), then 2 more */
+    int s = 2, publishing = 0;
+    for (; s < 60 && publishing < 3; s++) {
+        usleep(20000);
+        ZT_OK(mlp_train_step(m, s, NULL, NULL));
+        publishing += e->ckpt_async && ((zckpt_save_job *)e->ckpt_async)->publishing;
+    }
+    ZT_CHECK(publishing == 3, "the save of \"second\" was not publishing for 3 steps of %d", s - 2);
+    if (rank == 0) {
+        char *l = latest_of(dir);
+        ZT_CHECK(l && !strcmp(l, "first\n"),
+                 "latest is %s while the publish of \"second\" is slowed to 4 s: a step waited for the publish",
+                 l ? l : "(none)");
+        free(l);
+    }
+    ZT_OK(zinc_checkpoint_wait(e));
+    unsetenv("ZINC_CKPT_TEST_PUBLISH_DELAY_MS");
+    if (rank == 0) {
+        char *l = latest_of(dir);
+        ZT_CHECK(l && !strcmp(l, "second\n"), "after zinc_checkpoint_wait latest is %s, expected second",
+                 l ? l : "(none)");
+        free(l);
+        printf("the publish ran off the steps: latest stayed \"first\" through 3 steps, then \"second\"\n");
+    }
+    mlp_destroy(m);
+    zinc_destroy(e);
+}
+
+/* A non-finite exp_avg in a piece the optimizer step copied itself (the writer slowed in its first piece,
+ * ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS) is still refused: the writer checks the guard's copies, and a later step
+ * fails on every rank with the message; `latest` stays the previous one. */
+static void nonfinite_guarded(const char *base, int rank) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/nonfinite", base);
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    size_t n = 0;
+    ZT_OK(eu_create(&g_dec, &e, &m));
+    for (int s = 0; s < 2; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    ZT_OK(zinc_save_checkpoint(e, dir, "good"));
+    ZT_OK(zinc_checkpoint_wait(e));
+    /* exp_avg's last element of the last rank's file (zinc_set_master refuses a NaN): the writer's last piece */
+    float *ma = NULL, *mm = NULL, *mv = NULL;
+    ZT_CHECK(zstate_host_arrays(e->state, &ma, &mm, &mv) && mm, "the store is not host memory");
+    int64_t numel = e->part.numel, hi = e->own_hi < numel ? e->own_hi : numel;
+    if (mm && rank == zinc_world_size(e) - 1 && hi > e->own_lo) mm[hi - e->own_lo - 1] = NAN;
+    (void)n;
+    setenv("ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS", "300", 1);
+    ZT_OK(zinc_save_checkpoint(e, dir, "bad"));
+    unsetenv("ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS");
+    usleep(30000); /* the writer is inside its first piece: the step copies the others, the NaN's too */
+    /* the step's guard copies the pieces the writer has not reached; its update then goes non-finite too and
+     * fails the step (the NaN is in the state it reads): the save's own outcome is zinc_checkpoint_wait's */
+    (void)mlp_train_step(m, 2, NULL, NULL);
+    zinc_status st = zinc_checkpoint_wait(e);
+    ZT_CHECK(st != ZINC_OK && strstr(zinc_last_error(), "refusing to save"),
+             "a NaN in a piece the step copied was saved: %s", st == ZINC_OK ? "(ok)" : zinc_last_error());
+    if (rank == 0) {
+        char *l = latest_of(dir);
+        ZT_CHECK(l && !strcmp(l, "good\n"), "after the refused save latest is %s, expected good", l ? l : "(none)");
+        free(l);
+        printf("a NaN the optimizer step's guard copied is refused by the writer\n");
+    }
+    mlp_destroy(m);
+    zinc_destroy(e);
+}
+
 static void live_snapshots(const char *base, int rank) {
     char dir[4300];
     for (size_t i = 0; i < sizeof g_variants / sizeof *g_variants; i++) {
@@ -198,6 +284,8 @@ static void live_snapshots(const char *base, int rank) {
     }
     busy_policy(base, rank, "skip");
     busy_policy(base, rank, "wait");
+    publish_off_step(base, rank);
+    nonfinite_guarded(base, rank);
 }
 
 static int collective(void) {
@@ -221,9 +309,12 @@ static int collective(void) {
     mlp_destroy(m);
     zinc_destroy(e);
 
-    /* the decoupled save of step 4, written while steps 5 and 6 run */
+    /* the decoupled save of step 4, written while steps 5 and 6 run, into the image a save of step 2 left
+     * (the engine keeps it from one save to the next: what it held must not show) */
     ZT_OK(eu_create(&g_dec, &e, &m));
-    for (int s = 0; s < 4; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    for (int s = 0; s < 2; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    ZT_OK(zinc_save_checkpoint(e, ddec, "warm"));
+    for (int s = 2; s < 4; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
     ZT_OK(zinc_save_checkpoint(e, ddec, NULL));
     for (int s = 4; s < 6; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
     ZT_OK(zinc_checkpoint_wait(e));
@@ -386,7 +477,6 @@ static int kill_phase(void) {
     return zt_finish();
 }
 
-
 /* ---------------------------------------------------------------- --phase kill20 */
 
 #define K20_STEPS 24
@@ -513,7 +603,8 @@ static int kill20_phase(void) {
             _exit(rc);
         }
         waitpid(c, &st, 0);
-        ZT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "kill %d at %.3f s: latest does not load and verify", k + 1, at);
+        ZT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "kill %d at %.3f s: latest does not load and verify", k + 1,
+                 at);
         (void)step;
     }
     printf("kill20: %d of 20 kills killed the run, %d of them with a save in flight\n", killed, mid);

@@ -64,6 +64,8 @@ static const zenv_var g_vars[ZENV_COUNT] = {
          "the writes of a checkpoint's shard file, manifest and latest fail with this errno"),
     HOOK(ZENV_CKPT_TEST_SNAPSHOT_DELAY_MS, "ZINC_CKPT_TEST_SNAPSHOT_DELAY_MS", "milliseconds",
          "the decoupled checkpoint's writer thread pauses this long inside each piece it copies"),
+    HOOK(ZENV_CKPT_TEST_PUBLISH_DELAY_MS, "ZINC_CKPT_TEST_PUBLISH_DELAY_MS", "milliseconds",
+         "a checkpoint's publish (its manifest, directory and latest) pauses this long before its first write"),
     HOOK(ZENV_CKPT_TEST_NO_EXCHANGE, "ZINC_CKPT_TEST_NO_EXCHANGE", "flag (1)",
          "checkpoint saves take the portable replace (two renames) instead of renameat2(RENAME_EXCHANGE)"),
     HOOK(ZENV_AIO_FAULT, "ZINC_AIO_FAULT", "fault spec (offload/aio.h)",

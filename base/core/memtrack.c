@@ -25,8 +25,8 @@ void zmem_sub(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, uint64_t 
  * counted bytes; docs/mem.md). */
 #define ZMEM_MMAP_MIN ((size_t)256 << 10)
 
-zinc_status zmem_host_alloc(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, size_t bytes, const char *what,
-                            void **out) {
+static zinc_status host_alloc(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, size_t bytes, const char *what,
+                              bool touch, void **out) {
     *out = NULL;
     if (bytes == 0) return ZINC_OK;
     void *p = NULL;
@@ -40,10 +40,21 @@ zinc_status zmem_host_alloc(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category 
     if (!p)
         return ZERR(ZINC_ERR_NOMEM, "out of host memory allocating %zu bytes for %s (%s)", bytes, what,
                     zinc_mem_category_name(cat));
-    memset(p, 0, rounded); /* resident now, as counted (mapped pages are zero but not yet resident) */
+    /* resident now, as counted (mapped pages are zero but not yet resident); lazy: as first written */
+    if (touch || rounded < ZMEM_MMAP_MIN) memset(p, 0, rounded);
     zmem_add(t, kind, cat, bytes);
     *out = p;
     return ZINC_OK;
+}
+
+zinc_status zmem_host_alloc(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, size_t bytes, const char *what,
+                            void **out) {
+    return host_alloc(t, kind, cat, bytes, what, true, out);
+}
+
+zinc_status zmem_host_alloc_lazy(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, size_t bytes,
+                                 const char *what, void **out) {
+    return host_alloc(t, kind, cat, bytes, what, false, out);
 }
 
 void zmem_host_free(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, void *p, size_t bytes) {

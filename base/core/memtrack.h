@@ -25,6 +25,11 @@ void zmem_sub(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, uint64_t 
  * the out-of-memory message. */
 zinc_status zmem_host_alloc(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, size_t bytes, const char *what,
                             void **out);
+/* The same, not touched here: the pages read zero and become resident as they are first written (a buffer
+ * that another thread fills, whose page faults are then that thread's and not the caller's). Counted in full
+ * now, as zmem_host_alloc's; freed by zmem_host_free. */
+zinc_status zmem_host_alloc_lazy(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, size_t bytes,
+                                 const char *what, void **out);
 void zmem_host_free(zmemtrack *t, zinc_mem_kind kind, zinc_mem_category cat, void *p, size_t bytes);
 
 void zmem_report(const zmemtrack *t, zinc_memory_report *out);

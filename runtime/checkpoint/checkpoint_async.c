@@ -17,12 +17,16 @@
  * (zfile_out: O_EXCL | O_NOFOLLOW, fsync, rename), with O_DIRECT where the file system allows it (the
  * reason logged where not), then the checksums, then commit.
  *
- * The thread never calls a collective: MPI stays on the main thread, where each zinc_step asks every rank (one
- * small all-reduce while a save is in flight) whether all writers are done, and the step on which they are
- * publishes the checkpoint (the checksum exchange, the manifest, `latest`: checkpoint_save.c's
- * zckpt_save_publish). A writer's failure (ENOSPC, EIO, a non-finite state) fails that step with its
- * message. A kill at any point leaves the previous `latest`, as a synchronous save does: nothing is renamed
- * into place before the publish. */
+ * The threads never call a collective: MPI stays on the main thread, where each zinc_step asks every rank (one
+ * small non-blocking all-reduce while a save is in flight, answered at the next step) whether all writers are
+ * done; the step on which they are
+ * exchanges the checksums and makes the manifest's text (checkpoint_save.c's zckpt_save_prepare_publish), and
+ * hands the files (the manifest, the directory in place, `latest`: zckpt_publish_files, fsyncs included) to a
+ * publisher thread of the directory writer, which a later step's poll (the same all-reduce) finds done. A
+ * writer's or the publisher's failure (ENOSPC, EIO, a non-finite state) fails that step with its message. A
+ * kill at any point leaves the previous `latest`, as a synchronous save does: nothing is renamed into place
+ * before the publish. The snapshot's memory is mapped untouched (zmem_host_alloc_lazy): its page faults are
+ * the writer's copies', not the save call's. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -79,15 +83,24 @@ static void check_finite(zckpt_save_job *j, int sec, int64_t p, const float *x, 
         }
 }
 
-/* Piece p into the full image, every section. */
-static void copy_piece(zckpt_save_job *j, int64_t p) {
+/* Piece p's non-finite check, on its copy in the image. */
+static void check_piece(zckpt_save_job *j, int64_t p) {
+    for (int s = 0; s < nsec(j) && s < ZCKPT_SEC_PARAMS; s++) {
+        int64_t off, bytes;
+        if (piece_src(j, s, p, &off, &bytes)) check_finite(j, s, p, (const float *)(j->image + off), bytes / 4);
+    }
+}
+
+/* Piece p into the full image, every section; checked now (the writer) or later by the writer (the guard: the
+ * training thread only copies, its check is not the step's time). */
+static void copy_piece(zckpt_save_job *j, int64_t p, bool check) {
     for (int s = 0; s < nsec(j); s++) {
         int64_t off, bytes;
         const void *src = piece_src(j, s, p, &off, &bytes);
         if (!src) continue; /* Lion's exp_avg_sq: the zeros of the image */
         memcpy(j->image + off, src, (size_t)bytes);
-        if (s < ZCKPT_SEC_PARAMS) check_finite(j, s, p, (const float *)(j->image + off), bytes / 4);
     }
+    if (check) check_piece(j, p);
 }
 
 static bool claim(zckpt_save_job *j, int64_t p) {
@@ -133,7 +146,8 @@ static zinc_status guard(void *arg, int64_t lo, int64_t n) {
         if (__atomic_load_n(&j->pstate[p], __ATOMIC_ACQUIRE) == 2) continue;
         j->guard_pieces++;
         if (!j->stream && claim(j, p)) { /* not yet copied: copied here, before the pass changes it */
-            copy_piece(j, p);
+            copy_piece(j, p, false);
+            j->unchecked[p] = 1; /* published to the writer by finish's release */
             finish(j, p);
         }
     }
@@ -178,10 +192,11 @@ static zinc_status alloc_snapshot(zinc_engine *e, zckpt_save_job *j) {
     int64_t slot = round_up(j->piece * (int64_t)sizeof(float), ALIGN);
     int64_t body = j->stream ? ALIGN + j->nslots * slot : round_up(j->mine.bytes, ALIGN);
     j->image_alloc = (size_t)(body + ALIGN);
-    TRY(zmem_host_alloc(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, j->image_alloc,
-                        j->stream ? "the decoupled checkpoint's write slots (checkpoint.writer.io_buffer_size)"
-                                  : "the decoupled checkpoint's snapshot (checkpoint.writer.decoupled)",
-                        (void **)&j->image_mem));
+    /* not touched here: the writer thread's copies fault its pages in, not the training thread */
+    TRY(zmem_host_alloc_lazy(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, j->image_alloc,
+                             j->stream ? "the decoupled checkpoint's write slots (checkpoint.writer.io_buffer_size)"
+                                       : "the decoupled checkpoint's snapshot (checkpoint.writer.decoupled)",
+                             (void **)&j->image_mem));
     j->image = (uint8_t *)(((uintptr_t)j->image_mem + (uintptr_t)ALIGN - 1) & ~(uintptr_t)(ALIGN - 1));
     j->image_bytes = j->mine.bytes;
     zckpt_header_encode(&j->mine, j->uid, j->image); /* streaming: the header's own 4 KiB before the slots */
@@ -211,6 +226,7 @@ zinc_status zckpt_async_prepare(zinc_engine *e, zckpt_save_job *j, bool *live) {
     j->npieces = (nelem(j) + j->piece - 1) / j->piece;
     j->stream = memory_short(e, j);
     TRY_ALLOC(j->pstate, j->npieces > 0 ? j->npieces : 1, "the decoupled checkpoint's pieces");
+    TRY_ALLOC(j->unchecked, j->npieces > 0 ? j->npieces : 1, "the decoupled checkpoint's pieces");
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     j->sync_init = true;
@@ -312,10 +328,12 @@ static zinc_status write_full(zckpt_save_job *j, wio *io) {
         for (int64_t p = 0; p < j->npieces; p++)
             if (claim(j, p)) {
                 if (j->delay_ms) pause_ms(j->delay_ms);
-                copy_piece(j, p);
+                copy_piece(j, p, true);
                 finish(j, p);
             }
         wait_pieces(j, 0, j->npieces);
+        for (int64_t p = 0; p < j->npieces; p++)
+            if (j->unchecked[p]) check_piece(j, p); /* the guard's copies */
         if (j->sst != ZINC_OK) return j->sst;
     }
     for (int64_t off = 0, k = 0; off < f->bytes; off += j->io_buffer, k = (k + 1) % j->nslots) {
@@ -407,15 +425,31 @@ static void *writer_main(void *arg) {
 
 /* ---------------------------------------------------------------- polls (main thread) */
 
+/* The all-reduce of the last poll, if one is pending, finished (before a blocking collective or the job's end). */
+static zinc_status finish_poll(zinc_engine *e, zckpt_save_job *job) {
+    zcomm_req *r = job->preq;
+    job->preq = NULL;
+    return r ? zcomm_wait(e->comm, r) : ZINC_OK;
+}
+
+/* The threads of a job, joined (the writer's guard unregistered). */
+static void join_threads(zinc_engine *e, zckpt_save_job *job) {
+    if (job->started) pthread_join(job->thread, NULL);
+    job->started = false;
+    unguard(e, job);
+    if (job->pstarted) pthread_join(job->pthread, NULL);
+    job->pstarted = false;
+}
+
 static void drop(zinc_engine *e) {
     zckpt_save_job *job = e->ckpt_async;
     if (!job) return;
     e->ckpt_async = NULL;
-    if (job->started) pthread_join(job->thread, NULL);
-    unguard(e, job);
+    (void)finish_poll(e, job);
+    join_threads(e, job);
     ZLOG_WARN(&e->log,
               "checkpoint %s of step %lld: the engine was destroyed before its decoupled write was published; "
-              "`latest` still names the previous checkpoint (call zinc_checkpoint_wait before zinc_destroy)",
+              "`latest` may still name the previous checkpoint (call zinc_checkpoint_wait before zinc_destroy)",
               job->final, (long long)job->step);
     zckpt_save_job_free(e, job);
 }
@@ -440,33 +474,106 @@ static zinc_status writer_status(zinc_engine *e, zckpt_save_job *job) {
     return ZINC_OK;
 }
 
+/* The publish of a directory writer (step 4: the manifest, the directory in place, `latest`; fsyncs) on its
+ * own thread, so that the step that finds the writers done does not wait for the disk either. */
+static void *publisher_main(void *arg) {
+    zckpt_save_job *job = arg;
+    ztrace_thread_name("checkpoint publisher");
+    double t0 = zclock_now_s();
+    int64_t tr = ztrace_begin();
+    job->pst = zckpt_publish_files(job);
+    if (job->pst != ZINC_OK) snprintf(job->pmsg, sizeof job->pmsg, "%s", zinc_last_error());
+    job->publish_s = zclock_now_s() - t0;
+    if (tr) ztrace_span(tr, ZTRACE_CHECKPOINT, "publish", 0, "step", job->step, NULL, 0);
+    __atomic_store_n(&job->pdone, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Collective, one poll behind: whether any rank's thread (the writer, or the publisher) was still at work at
+ * the previous poll, from the 4-byte all-reduce that poll started (every rank has been through that step's
+ * own collectives since, so it is normally complete: the poll does not wait for the slowest rank), and a new
+ * one started with this rank's answer now. *busy until an answer says no rank was. One rank: now. */
+static zinc_status any_busy(zinc_engine *e, zckpt_save_job *job, bool started, int *done, bool *busy) {
+    zinc_status st = ZINC_OK;
+    bool mine = started && !__atomic_load_n(done, __ATOMIC_ACQUIRE);
+    *busy = true;
+    if (e->world == 1) {
+        *busy = mine;
+        return ZINC_OK;
+    }
+    if (job->preq) {
+        zcomm_req *r = job->preq;
+        job->preq = NULL;
+        TRY(zcomm_wait(e->comm, r));
+        if (job->pflag == 0) {
+            *busy = false;
+            return ZINC_OK;
+        }
+    }
+    job->pflag = mine ? 1.0f : 0.0f;
+    TRY(zcomm_allreduce(e->comm, &job->pflag, 1, ZINC_FP32, ZCOMM_MAX, &job->preq));
+fail:
+    return st;
+}
+
+/* A save in flight, in two stages, each finished by the first poll that finds every rank's thread done (wait:
+ * by waiting for them): the writers' (then the checksums' exchange and the manifest's text, on this thread),
+ * and the directory writers' publish. Only then is the save over: its outcome agreed, `latest` its. */
 static zinc_status poll_save(zinc_engine *e, bool wait) {
     zinc_status st = ZINC_OK, local = ZINC_OK;
     zckpt_save_job *job = e->ckpt_async;
     if (!job) return ZINC_OK;
     double t0 = zclock_now_s();
-    if (!wait) {
-        float busy = job->started && !__atomic_load_n(&job->done, __ATOMIC_ACQUIRE) ? 1.0f : 0.0f;
-        if (e->world > 1) TRY(zcomm_allreduce(e->comm, &busy, 1, ZINC_FP32, ZCOMM_MAX, NULL));
-        if (busy > 0) {
-            job->blocked_s += zclock_now_s() - t0;
-            return ZINC_OK;
+    bool busy = false;
+    if (!job->publishing) {
+        if (!wait) {
+            TRY(any_busy(e, job, job->started, &job->done, &busy));
+            if (busy) goto out;
         }
+        TRY(finish_poll(e, job)); /* wait: one still pending */
+        join_threads(e, job);
+        local = writer_status(e, job);
+        TRY(zcomm_agree_status(e->comm, local));
+        TRY(zckpt_save_prepare_publish(e, job));
+        job->publishing = true;
+        if (job->dir_writer) {
+            if (pthread_create(&job->pthread, NULL, publisher_main, job) == 0)
+                job->pstarted = true;
+            else
+                publisher_main(job); /* no thread: here */
+        }
+        if (!wait) goto out; /* the next step's poll (almost always) finds it done */
     }
+    if (!wait) {
+        TRY(any_busy(e, job, job->pstarted, &job->pdone, &busy));
+        if (busy) goto out;
+    }
+    TRY(finish_poll(e, job));
+    join_threads(e, job);
     e->ckpt_async = NULL; /* whatever follows, this save is over */
-    if (job->started) pthread_join(job->thread, NULL);
-    unguard(e, job);
-    job->blocked_s += zclock_now_s() - t0 + job->guard_s;
-    local = writer_status(e, job);
-    TRY(zcomm_agree_status(e->comm, local));
-    TRY(zckpt_save_publish(e, job));
+    local = job->pst == ZINC_OK ? ZINC_OK
+                                : ZERR(job->pst,
+                                       "checkpoint.writer.decoupled: the checkpoint of step %lld (%s) was not "
+                                       "published; `latest` still names the previous one: %s",
+                                       (long long)job->step, job->final, job->pmsg);
+    job->polls_s += zclock_now_s() - t0;
+    if (wait) job->wait_s += zclock_now_s() - t0;
+    TRY(zckpt_save_finish(e, job, local));
     if (job->keep_last > 0) { /* zinc_checkpoint_keep_last, asked while this was in flight */
         zckpt_unlock_dir(job->lock_fd);
         job->lock_fd = -1;
         local = job->dir_writer ? zckpt_retain(job->dir, job->keep_last) : ZINC_OK;
         TRY(zcomm_agree_status(e->comm, local));
     }
+    zckpt_save_job_free(e, job);
+    return ZINC_OK;
+out:
+    job->polls_s += zclock_now_s() - t0;
+    return ZINC_OK;
 fail:
+    e->ckpt_async = NULL;
+    (void)finish_poll(e, job); /* its buffer is the job's */
+    join_threads(e, job);
     zckpt_save_job_free(e, job);
     return st;
 }

@@ -181,6 +181,7 @@ typedef struct zckpt_save_job {
     int64_t piece, npieces; /* elements per piece, pieces over the file's range */
     int *pstate;            /* per piece: 0 to copy, 1 being copied, 2 copied (__atomic, under mu for waits) */
     int64_t ncopied;        /* pieces copied (under mu) */
+    char *unchecked;        /* per piece: copied by the guard, not yet checked for non-finite values (the writer's) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool sync_init;
@@ -205,7 +206,22 @@ typedef struct zckpt_save_job {
     zinc_status wst; /* the writer's status and message (its errors are its thread's) */
     char wmsg[1024];
     double snapshot_s, write_s, blocked_s; /* show_statistics */
-    int keep_last;                         /* zinc_checkpoint_keep_last while in flight: applied after the publish */
+    double polls_s;   /* decoupled: the main thread's time in the polls (the all-reduces, checksums, manifest) */
+    double wait_s;    /* of which in zinc_checkpoint_wait or a next save's wait (the end of a run, a busy writer) */
+    double publish_s; /* the manifest, the directory in place and `latest` (decoupled: the publisher thread) */
+    /* decoupled, once every writer is done: the publish of a directory writer on its own thread */
+    bool publishing; /* the shard files are written and their checksums exchanged */
+    char *man_text;  /* the sealed manifest (directory writers) */
+    int nfiles;      /* the checkpoint's files and their bytes, for the log line */
+    int64_t total_bytes;
+    pthread_t pthread;
+    bool pstarted;
+    int pdone;       /* set by the publisher thread last (__atomic) */
+    zinc_status pst; /* its status and message */
+    char pmsg[1024];
+    struct zcomm_req *preq; /* the polls' all-reduce, started at one poll and answered at the next */
+    float pflag;            /* its buffer: whether this rank's thread was at work */
+    int keep_last;          /* zinc_checkpoint_keep_last while in flight: applied after the publish */
     /* The engine's fields the manifest records, as they were at the save (the steps go on before a decoupled
      * save is published): swapped into the engine while its manifest is built. */
     int64_t steps_taken, steps_skipped, consecutive_skips;
@@ -214,9 +230,13 @@ typedef struct zckpt_save_job {
     int nmeta;
 } zckpt_save_job;
 
-/* Steps 3 and 4 of a save (collective): every file's checksums to the directory writers, the manifest, the
- * directory in place, `latest`. */
-zinc_status zckpt_save_publish(struct zinc_engine *e, zckpt_save_job *job);
+/* Step 3 of a save (collective): every file's checksums to the directory writers, and their manifest's text
+ * (job->man_text) of the engine as it was at the save. */
+zinc_status zckpt_save_prepare_publish(struct zinc_engine *e, zckpt_save_job *job);
+/* Step 4 on a directory writer: the manifest, the directory in place, `latest` (no engine state: any thread). */
+zinc_status zckpt_publish_files(zckpt_save_job *job);
+/* After step 4 (collective): every rank's outcome (local) agreed, the log line, show_statistics. */
+zinc_status zckpt_save_finish(struct zinc_engine *e, zckpt_save_job *job, zinc_status local);
 /* Releases the lock, the snapshot and the job. */
 void zckpt_save_job_free(struct zinc_engine *e, zckpt_save_job *job);
 /* checkpoint_async.c: starts the writer thread of a job with its snapshot taken (this rank's file), and

@@ -248,21 +248,24 @@ fail:
     return st;
 }
 
-static zinc_status publish(zinc_engine *e, zckpt_writer *w, const char *dir, const char *tag, const char *uid,
-                           const char *partial, const char *final, zckpt_file *files, int nfiles) {
+/* Step 4's files, of a directory writer: the manifest (its text made by zckpt_save_prepare_publish), the
+ * directory in place, then `latest`. Reads nothing of the engine: the decoupled save's publisher thread runs
+ * it while training goes on. */
+zinc_status zckpt_publish_files(zckpt_save_job *job) {
     zinc_status st = ZINC_OK;
-    char *text = NULL, latest[ZCKPT_TAG_MAX + 2];
-    json_t *man = zckpt_manifest_build(e, tag, uid, files, nfiles);
-    if (!man) FAIL(ZINC_ERR_NOMEM, "out of memory building the checkpoint manifest");
-    text = zckpt_manifest_seal(man);
-    if (!text) FAIL(ZINC_ERR_NOMEM, "out of memory writing the checkpoint manifest");
-    TRY(zckpt_write_small(w, partial, ZCKPT_MANIFEST, text, strlen(text)));
-    TRY(install_dir(dir, tag, partial, final));
-    int n = snprintf(latest, sizeof latest, "%s\n", tag);
-    TRY(zckpt_write_small(w, dir, ZCKPT_LATEST, latest, (size_t)n));
+    char latest[ZCKPT_TAG_MAX + 2];
+    zckpt_writer *w = &job->w; /* ZINC_CKPT_TEST_KILL_AFTER_BYTES counts the manifest and `latest` after the shard */
+    const char *d = zenv_get(ZENV_CKPT_TEST_PUBLISH_DELAY_MS); /* tests: a slow disk */
+    if (d && atoi(d) > 0) {
+        struct timespec ts = {atoi(d) / 1000, (long)(atoi(d) % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
+    TRY(zckpt_write_small(w, job->partial, ZCKPT_MANIFEST, job->man_text, strlen(job->man_text)));
+    TRY(install_dir(job->dir, job->tag, job->partial, job->final));
+    int n = snprintf(latest, sizeof latest, "%s\n", job->tag);
+    TRY(zckpt_write_small(w, job->dir, ZCKPT_LATEST, latest, (size_t)n));
 fail:
-    free(text);
-    json_decref(man);
     return st;
 }
 
@@ -318,16 +321,14 @@ static void swap_state(zinc_engine *e, zckpt_save_job *job) {
     memcpy(job->meta, tmp, sizeof tmp);
 }
 
-zinc_status zckpt_save_publish(zinc_engine *e, zckpt_save_job *job) {
+zinc_status zckpt_save_prepare_publish(zinc_engine *e, zckpt_save_job *job) {
     zinc_status st = ZINC_OK, local = ZINC_OK;
     zckpt_file *files = NULL;
     uint8_t *recs = NULL;
+    json_t *man = NULL;
     size_t rec_bytes = 0;
     int nfiles = 0;
-    int64_t total = 0, t0 = ztrace_begin();
-    double tp = zclock_now_s();
-    /* the shard's writer goes on (ZINC_CKPT_TEST_KILL_AFTER_BYTES counts the manifest and `latest` after it) */
-    zckpt_writer *w = &job->w;
+    int64_t total = 0;
 
     /* 3. Every file's size and checksums to the directory writers. */
     nfiles = e->stage == 0 ? 1 : e->world;
@@ -363,25 +364,44 @@ zinc_status zckpt_save_publish(zinc_engine *e, zckpt_save_job *job) {
         memcpy(files[i].block_crc, recs + rec_bytes * (size_t)i + sizeof r, (size_t)r.nblocks * sizeof(uint32_t));
         total += files[i].bytes;
     }
+    job->nfiles = nfiles;
+    job->total_bytes = total;
 
-    /* 4. The manifest (of the engine as it was at the save), the directory in place, then `latest`. */
+    /* 4a. The manifest's text, of the engine as it was at the save (its files: zckpt_publish_files). */
     if (job->dir_writer) {
         swap_state(e, job);
-        local = publish(e, w, job->dir, job->tag, job->uid, job->partial, job->final, files, nfiles);
+        man = zckpt_manifest_build(e, job->tag, job->uid, files, nfiles);
         swap_state(e, job);
+        if (!man) local = ZERR(ZINC_ERR_NOMEM, "out of memory building the checkpoint manifest");
+        if (local == ZINC_OK && !(job->man_text = zckpt_manifest_seal(man)))
+            local = ZERR(ZINC_ERR_NOMEM, "out of memory writing the checkpoint manifest");
     }
     TRY(zcomm_agree_status(e->comm, local));
-    if (t0) ztrace_span(t0, ZTRACE_CHECKPOINT, "publish", 0, "step", job->step, NULL, 0);
+fail:
+    json_decref(man);
+    for (int i = 0; files && i < nfiles; i++) free(files[i].block_crc);
+    free(files);
+    free(recs);
+    return st;
+}
+
+zinc_status zckpt_save_finish(zinc_engine *e, zckpt_save_job *job, zinc_status local) {
+    zinc_status st = ZINC_OK;
+    TRY(zcomm_agree_status(e->comm, local));
     ZLOG_INFO(&e->log, "saved checkpoint %s: step %lld, %d shard file%s, %.1f MiB, %.2f s", job->final,
-              (long long)job->step, nfiles, nfiles == 1 ? "" : "s", (double)total / 1048576.0,
+              (long long)job->step, job->nfiles, job->nfiles == 1 ? "" : "s", (double)job->total_bytes / 1048576.0,
               zclock_now_s() - job->t0);
-    /* training waits for the publish too (main thread): synchronous, the whole save */
-    job->blocked_s = job->image_mem ? job->blocked_s + (zclock_now_s() - tp) : zclock_now_s() - job->t0;
+    /* synchronous: training waited for the whole save; decoupled: for the save call, the pieces the optimizer
+     * step copied and the polls' main-thread work (checkpoint_async.c) */
+    job->blocked_s =
+        e->cfg.checkpoint.writer_decoupled ? job->snapshot_s + job->guard_s + job->polls_s : zclock_now_s() - job->t0;
     if (e->cfg.checkpoint.writer_show_statistics) {
         double wr = job->write_s > 0 ? (double)job->image_bytes / job->write_s / 1e9 : 0;
         ZLOG_INFO(&e->log,
                   "checkpoint.writer statistics, rank %d, step %lld: %lld bytes, %s write %.3f s (%.2f GB/s%s%s), "
-                  "snapshot %.3f s, training blocked %.3f s (%lld piece%s guarded by the step, %.3f s)",
+                  "snapshot %.3f s, training blocked %.3f s (%lld piece%s guarded by the step, %.3f s; polls %.3f s, "
+                  "of "
+                  "which waiting for the writer %.3f s; publish %.3f s%s)",
                   e->rank, (long long)job->step, (long long)job->image_bytes,
                   !job->image_mem ? "synchronous"
                   : job->stream   ? "decoupled streaming"
@@ -389,12 +409,10 @@ zinc_status zckpt_save_publish(zinc_engine *e, zckpt_save_job *job) {
                                   : "decoupled",
                   job->write_s, wr, job->image_mem ? (job->direct ? ", O_DIRECT, " : ", buffered, ") : "",
                   job->image_mem && job->backend ? job->backend : "", job->snapshot_s, job->blocked_s,
-                  (long long)job->guard_pieces, job->guard_pieces == 1 ? "" : "s", job->guard_s);
+                  (long long)job->guard_pieces, job->guard_pieces == 1 ? "" : "s", job->guard_s, job->polls_s,
+                  job->wait_s, job->publish_s, e->cfg.checkpoint.writer_decoupled ? " off the training thread" : "");
     }
 fail:
-    for (int i = 0; files && i < nfiles; i++) free(files[i].block_crc);
-    free(files);
-    free(recs);
     return st;
 }
 
@@ -405,12 +423,19 @@ void zckpt_save_job_free(zinc_engine *e, zckpt_save_job *job) {
         e->state->guard_arg = NULL;
     }
     zckpt_unlock_dir(job->lock_fd);
+    if (job->image_mem && job->live && !job->stream && !e->ckpt_image) { /* kept for the next save */
+        e->ckpt_image = job->image_mem;
+        e->ckpt_image_alloc = job->image_alloc;
+        job->image_mem = NULL;
+    }
     if (job->image_mem) zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, job->image_mem, job->image_alloc);
     if (job->sync_init) {
         pthread_mutex_destroy(&job->mu);
         pthread_cond_destroy(&job->cv);
     }
     free(job->pstate);
+    free(job->unchecked);
+    free(job->man_text);
     free(job->mine.block_crc);
     free(job->meta);
     free(job);
@@ -420,7 +445,7 @@ static zinc_status checkpoint_save(zinc_engine *e, const char *dir, const char *
     zinc_status st = ZINC_OK, local = ZINC_OK;
     char mytag[ZCKPT_TAG_MAX + 1] = "";
     zckpt_save_job *job = NULL;
-    double t0 = zclock_now_s();
+    double t0 = 0;
     if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_save_checkpoint: engine is NULL");
     zinc_status built = zengine_require_built(e, "zinc_save_checkpoint");
     if (built != ZINC_OK) return built;
@@ -439,7 +464,8 @@ static zinc_status checkpoint_save(zinc_engine *e, const char *dir, const char *
             return ZINC_OK;
         }
     }
-    TRY(zckpt_async_wait(e));
+    TRY(zckpt_async_wait(e)); /* its time counted as the previous save's (show_statistics) */
+    t0 = zclock_now_s();
     job = calloc(1, sizeof *job);
     TRY(zcomm_agree_status(e->comm, job ? ZINC_OK : ZERR(ZINC_ERR_NOMEM, "out of memory for a checkpoint save")));
     job->lock_fd = -1;
@@ -500,9 +526,16 @@ static zinc_status checkpoint_save(zinc_engine *e, const char *dir, const char *
     }
     local = job->has ? write_shard(e, &job->w, job->partial, job->uid, &job->mine) : ZINC_OK;
     TRY(zcomm_agree_status(e->comm, local));
-    job->write_s = job->blocked_s = zclock_now_s() - t0;
+    job->write_s = zclock_now_s() - t0;
     job->image_bytes = job->has ? job->mine.bytes : 0;
-    TRY(zckpt_save_publish(e, job));
+    int64_t tr = ztrace_begin();
+    TRY(zckpt_save_prepare_publish(e, job));
+    double tp = zclock_now_s();
+    local = job->dir_writer ? zckpt_publish_files(job) : ZINC_OK;
+    job->publish_s = zclock_now_s() - tp;
+    st = zckpt_save_finish(e, job, local);
+    if (tr) ztrace_span(tr, ZTRACE_CHECKPOINT, "publish", 0, "step", job->step, NULL, 0);
+    if (st != ZINC_OK) goto fail;
 fail:
     zckpt_save_job_free(e, job);
     return st;

@@ -226,6 +226,8 @@ void zinc_destroy(zinc_engine *e) {
     /* the decoupled checkpoint before the state it may still read; then the observers (engine_observe.c),
      * while the module names the trace's spans use are still there */
     if (e->ckpt_async && e->ckpt_async_drop) e->ckpt_async_drop(e);
+    if (e->ckpt_image) zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, e->ckpt_image, e->ckpt_image_alloc);
+    e->ckpt_image = NULL;
     zengine_observers_destroy(e);
     if (e->built) {
         zgather_free(&e->gather);

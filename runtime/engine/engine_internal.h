@@ -176,6 +176,10 @@ struct zinc_engine {
     void *ckpt_async;
     zinc_status (*ckpt_async_poll)(struct zinc_engine *e, bool wait);
     void (*ckpt_async_drop)(struct zinc_engine *e);
+    /* the decoupled save's full image, kept from one save to the next (its pages stay faulted in: the next
+     * snapshot's copies do not pay for them again); counted as host staging; freed by zinc_destroy */
+    void *ckpt_image;
+    size_t ckpt_image_alloc;
 };
 
 /* engine_base.c, the floor every engine file may call (and which calls none). Marks the engine broken with
