@@ -48,9 +48,8 @@ static const zcli_opt train_opts[] =
       "loss scale)"},
      {"--peak-flops", ZCLI_TEXT, O(peak_flops), "X", 0, 0, NULL,
       "the peak FLOP/s of one rank (9.9e14), or sgemm to measure it (the\nmodel's own products, oneDNN or OpenBLAS, "
-      "per CPU second, best 25 ms\nwindow of 0.4 s on every rank): progress lines and the report then show MFU beside "
-      "the\nachieved FLOP/s "
-      "(docs/profiling.md)"},
+      "per CPU second, best 25 ms\nwindow of 0.4 s on every rank): progress lines and the report then\nshow MFU "
+      "beside the achieved FLOP/s (docs/profiling.md)"},
      {"--quiet", ZCLI_FLAG, O(quiet), NULL, 0, 0, NULL, "only warnings, errors and the summary"},
      {"--force", ZCLI_FLAG, O(force), NULL, 0, 0, NULL,
       "replace an existing --report or --trace file (never an input, a link\nor a special file)"},
