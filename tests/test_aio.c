@@ -70,6 +70,13 @@ static void test_crc(void) {
         }
     uint32_t whole = zcrc32c(0, buf, 100000), part = zcrc32c(zcrc32c(0, buf, 30001), buf + 30001, 69999);
     ZT_CHECK(whole == part, "CRC32C does not chain: %08x vs %08x", whole, part);
+    /* combined from the two parts' own CRCs (the checkpoint's whole-file CRC from its block CRCs) */
+    size_t cuts[] = {0, 1, 4096, 30001, 99999, 100000};
+    for (size_t k = 0; k < sizeof cuts / sizeof *cuts; k++) {
+        uint32_t c =
+            zcrc32c_combine(zcrc32c(0, buf, cuts[k]), zcrc32c(0, buf + cuts[k], 100000 - cuts[k]), 100000 - cuts[k]);
+        ZT_CHECK(c == whole, "zcrc32c_combine at %zu: %08x, want %08x", cuts[k], c, whole);
+    }
     printf("crc32c: %s\n", zcrc32c_impl());
     free(buf);
 }
@@ -163,8 +170,10 @@ static void roundtrip(const char *label, zaio_params p, const zaio_fault *fault,
     fx_close(&x);
 }
 
-static const zaio_params base_params = {
-    .block_size = 65536, .queue_depth = 4, .intra_op_parallelism = 2, .overlap_events = true};
+static const zaio_params base_params = {.block_size = 65536,
+                                        .queue_depth = 4,
+                                        .intra_op_parallelism = 2,
+                                        .overlap_events = true};
 
 static void test_aio_roundtrips(void) {
     zaio_params p = base_params;
@@ -352,8 +361,8 @@ static void test_store(void) {
     zinc_engine *e = NULL;
     mlp_model *m = NULL;
     zstate *s = NULL;
-    ZT_OK(make_engine(engine_dir, "\"buffer_count\": 3", "\"aio\": {\"block_size\": 4096, \"queue_depth\": 4}", &e,
-                      &m));
+    ZT_OK(
+        make_engine(engine_dir, "\"buffer_count\": 3", "\"aio\": {\"block_size\": 4096, \"queue_depth\": 4}", &e, &m));
     if (!e) return;
     /* A second store of SN elements under its own directory, with the engine's settings. */
     zstate_ctx ctx = e->state_ctx;
@@ -382,10 +391,9 @@ static void test_store(void) {
         after.current[ZINC_MEMKIND_NVME][ZINC_MEM_MASTER] - before.current[ZINC_MEMKIND_NVME][ZINC_MEM_MASTER];
     ZT_CHECK(nv == (uint64_t)sb.st_size, "NVMe master bytes counted %llu, file %lld", (unsigned long long)nv,
              (long long)sb.st_size);
-    uint64_t staging = after.current[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] +
-                       after.current[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] -
-                       before.current[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] -
-                       before.current[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING];
+    uint64_t staging =
+        after.current[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] + after.current[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING] -
+        before.current[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] - before.current[ZINC_MEMKIND_PINNED][ZINC_MEM_STAGING];
     ZT_CHECK(staging == 3ull * 3 * (uint64_t)stride, "staging bytes %llu, want 3 buffers x 3 x %lld",
              (unsigned long long)staging, (long long)stride);
 
@@ -482,8 +490,7 @@ static void test_store(void) {
     ZT_CHECK(zt_count_entries(dir) == 0, "%s not empty after destroy (%d entries)", dir, zt_count_entries(dir));
     zinc_memory_get(e, &after);
     ZT_CHECK(after.current_total[ZINC_MEMKIND_NVME] == before.current_total[ZINC_MEMKIND_NVME],
-             "NVMe bytes after destroy %llu, before %llu",
-             (unsigned long long)after.current_total[ZINC_MEMKIND_NVME],
+             "NVMe bytes after destroy %llu, before %llu", (unsigned long long)after.current_total[ZINC_MEMKIND_NVME],
              (unsigned long long)before.current_total[ZINC_MEMKIND_NVME]);
 out:
     zstate_destroy(s);

@@ -313,12 +313,28 @@ static int collective(void) {
      * (the engine keeps it from one save to the next: what it held must not show) */
     ZT_OK(eu_create(&g_dec, &e, &m));
     for (int s = 0; s < 2; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    zinc_memory_report mr0, mr1, mr2;
+    ZT_OK(zinc_memory_get(e, &mr0));
     ZT_OK(zinc_save_checkpoint(e, ddec, "warm"));
     for (int s = 2; s < 4; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
+    ZT_OK(zinc_checkpoint_wait(e));
+    ZT_OK(zinc_memory_get(e, &mr1));
     ZT_OK(zinc_save_checkpoint(e, ddec, NULL));
     for (int s = 4; s < 6; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
     ZT_OK(zinc_checkpoint_wait(e));
     ZT_OK(zinc_checkpoint_wait(e)); /* nothing in flight: at once */
+    ZT_OK(zinc_memory_get(e, &mr2));
+    { /* the second save took the kept image: the staging memory never held two */
+        uint64_t s0 = mr0.current[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING],
+                 s1 = mr1.current[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING],
+                 p2 = mr2.peak[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING], img = s1 - s0;
+        ZT_CHECK(s1 > s0, "no snapshot image kept after the first decoupled save (host staging %llu -> %llu)",
+                 (unsigned long long)s0, (unsigned long long)s1);
+        ZT_CHECK(p2 < s1 + img / 2,
+                 "the second decoupled save did not reuse the first one's image: host staging peaked at %llu bytes, "
+                 "%llu with one image",
+                 (unsigned long long)p2, (unsigned long long)s1);
+    }
     ref6 = master(e, &n);
     ZT_CHECK(ref6 != NULL, "gathering the master weights failed");
     snprintf(ta, sizeof ta, "%s/step4", dsync);

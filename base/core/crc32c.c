@@ -48,14 +48,6 @@ uint32_t zcrc32c_table(uint32_t crc, const void *buf, size_t n) {
     return ~table_raw(~crc, buf, n);
 }
 
-#ifdef ZCRC_X86
-/* Three interleaved streams hide the instruction's 3-cycle latency. Each stream covers LANE bytes; the
- * first two are shifted over the rest with "multiply by x^(8*k)" tables for k = LANE*2 and LANE. */
-#define LANE 8192
-
-static uint32_t shift_lane1[4][256], shift_lane2[4][256];
-static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
-
 /* GF(2) matrix helpers (zlib's crc32_combine method) to build the shift-by-len tables. */
 static uint32_t gf2_times(const uint32_t *mat, uint32_t vec) {
     uint32_t sum = 0;
@@ -94,6 +86,14 @@ static void zeros_op(uint32_t *op, size_t len) {
         which ^= 1;
     } while (len);
 }
+
+#ifdef ZCRC_X86
+/* Three interleaved streams hide the instruction's 3-cycle latency. Each stream covers LANE bytes; the
+ * first two are shifted over the rest with "multiply by x^(8*k)" tables for k = LANE*2 and LANE. */
+#define LANE 8192
+
+static uint32_t shift_lane1[4][256], shift_lane2[4][256];
+static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
 
 static void build_shift(uint32_t t[4][256], size_t len) {
     uint32_t op[32];
@@ -172,4 +172,11 @@ const char *zcrc32c_impl(void) {
     if (have_sse42()) return "sse4.2";
 #endif
     return "table";
+}
+
+uint32_t zcrc32c_combine(uint32_t crc1, uint32_t crc2, size_t len2) {
+    if (len2 == 0) return crc1;
+    uint32_t op[32];
+    zeros_op(op, len2); /* the pre- and post-inversion cancel: the operator applies to the final values */
+    return gf2_times(op, crc1) ^ crc2;
 }

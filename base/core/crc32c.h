@@ -10,6 +10,9 @@
 /* Continues a CRC: pass 0 to start, the previous result to extend (zcrc32c(zcrc32c(0, a), b) is the
  * CRC of a followed by b). */
 uint32_t zcrc32c(uint32_t crc, const void *buf, size_t n);
+/* The CRC of a followed by b from crc1 = zcrc32c(0, a) and crc2 = zcrc32c(0, b) of len2 bytes, without
+ * reading either again (zlib's crc32_combine method: O(log len2) small matrix products). */
+uint32_t zcrc32c_combine(uint32_t crc1, uint32_t crc2, size_t len2);
 /* The portable table version (for tests comparing the two). */
 uint32_t zcrc32c_table(uint32_t crc, const void *buf, size_t n);
 /* "sse4.2" or "table". */

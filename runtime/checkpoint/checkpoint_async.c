@@ -68,13 +68,20 @@ static int nsec(const zckpt_save_job *j) { return j->mine.sec_offset[ZCKPT_SEC_P
 
 /* A checkpoint of a run gone bad would resume into the same NaNs: the first non-finite value is recorded and
  * fails the save (the message is made on the main thread, which knows the parameters). */
-static void check_finite(zckpt_save_job *j, int sec, int64_t p, const float *x, int64_t n) {
+static void check_finite(zckpt_save_job *j, int sec, int64_t p, int64_t i0, const float *x, int64_t n) {
+    uint32_t bad = 0; /* a branch-free pass the compiler vectorises; the element looked for only if one is */
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    if (!bad) return;
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(x[i])) {
             pthread_mutex_lock(&j->mu);
             if (j->sst == ZINC_OK) {
                 j->sst = ZINC_ERR_NONFINITE;
-                j->nf_flat = j->mine.flat_lo + p * j->piece + i;
+                j->nf_flat = j->mine.flat_lo + p * j->piece + i0 + i;
                 j->nf_sec = sec;
                 j->nf_val = (double)x[i];
             }
@@ -87,9 +94,13 @@ static void check_finite(zckpt_save_job *j, int sec, int64_t p, const float *x, 
 static void check_piece(zckpt_save_job *j, int64_t p) {
     for (int s = 0; s < nsec(j) && s < ZCKPT_SEC_PARAMS; s++) {
         int64_t off, bytes;
-        if (piece_src(j, s, p, &off, &bytes)) check_finite(j, s, p, (const float *)(j->image + off), bytes / 4);
+        if (piece_src(j, s, p, &off, &bytes)) check_finite(j, s, p, 0, (const float *)(j->image + off), bytes / 4);
     }
 }
+
+/* Copied and checked in runs of this many bytes: each run is checked while it is still in the cache, so
+ * the check costs no second pass over memory. */
+#define COPY_RUN ((int64_t)256 << 10)
 
 /* Piece p into the full image, every section; checked now (the writer) or later by the writer (the guard: the
  * training thread only copies, its check is not the step's time). */
@@ -98,9 +109,12 @@ static void copy_piece(zckpt_save_job *j, int64_t p, bool check) {
         int64_t off, bytes;
         const void *src = piece_src(j, s, p, &off, &bytes);
         if (!src) continue; /* Lion's exp_avg_sq: the zeros of the image */
-        memcpy(j->image + off, src, (size_t)bytes);
+        for (int64_t a = 0; a < bytes; a += COPY_RUN) {
+            int64_t n = bytes - a < COPY_RUN ? bytes - a : COPY_RUN;
+            memcpy(j->image + off + a, (const char *)src + a, (size_t)n);
+            if (check && s < ZCKPT_SEC_PARAMS) check_finite(j, s, p, a / 4, (const float *)(j->image + off + a), n / 4);
+        }
     }
-    if (check) check_piece(j, p);
 }
 
 static bool claim(zckpt_save_job *j, int64_t p) {
@@ -173,7 +187,9 @@ static bool memory_short(const zinc_engine *e, const zckpt_save_job *j) {
     zest_available_read(NULL, &av);
     if (zest_headroom_read(&hr) != ZINC_OK) zinc__error_clear();
     int local = e->comm && e->comm->local_size > 0 ? e->comm->local_size : 1;
-    return av.have_mem && (uint64_t)j->mine.bytes * (uint64_t)local > av.mem_available / 100 * (100 - hr);
+    /* the image the previous save left is this save's to reuse: its resident pages count as available */
+    uint64_t avail = av.mem_available + (uint64_t)(e->ckpt_image ? e->ckpt_image_alloc : 0) * (uint64_t)local;
+    return av.have_mem && (uint64_t)j->mine.bytes * (uint64_t)local > avail / 100 * (100 - hr);
 }
 
 /* The zeros of the image: between the sections, a section the store lacks, and up to the last 4 KiB. */
@@ -192,11 +208,20 @@ static zinc_status alloc_snapshot(zinc_engine *e, zckpt_save_job *j) {
     int64_t slot = round_up(j->piece * (int64_t)sizeof(float), ALIGN);
     int64_t body = j->stream ? ALIGN + j->nslots * slot : round_up(j->mine.bytes, ALIGN);
     j->image_alloc = (size_t)(body + ALIGN);
-    /* not touched here: the writer thread's copies fault its pages in, not the training thread */
-    TRY(zmem_host_alloc_lazy(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, j->image_alloc,
-                             j->stream ? "the decoupled checkpoint's write slots (checkpoint.writer.io_buffer_size)"
-                                       : "the decoupled checkpoint's snapshot (checkpoint.writer.decoupled)",
-                             (void **)&j->image_mem));
+    if (e->ckpt_image && !j->stream && e->ckpt_image_alloc == j->image_alloc) {
+        /* the previous save's image, its pages already resident: the copies pay no page faults (a fresh
+         * image's first writes cost about as much as the copies themselves) */
+        j->image_mem = e->ckpt_image;
+        e->ckpt_image = NULL;
+        j->reused_image = true;
+    } else {
+        zengine_drop_ckpt_image(e); /* another size (the shard changed), or streaming: not kept beside it */
+        /* not touched here: the writer thread's copies fault its pages in, not the training thread */
+        TRY(zmem_host_alloc_lazy(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, j->image_alloc,
+                                 j->stream ? "the decoupled checkpoint's write slots (checkpoint.writer.io_buffer_size)"
+                                           : "the decoupled checkpoint's snapshot (checkpoint.writer.decoupled)",
+                                 (void **)&j->image_mem));
+    }
     j->image = (uint8_t *)(((uintptr_t)j->image_mem + (uintptr_t)ALIGN - 1) & ~(uintptr_t)(ALIGN - 1));
     j->image_bytes = j->mine.bytes;
     zckpt_header_encode(&j->mine, j->uid, j->image); /* streaming: the header's own 4 KiB before the slots */
@@ -323,6 +348,7 @@ static void pause_ms(int ms) {
 static zinc_status write_full(zckpt_save_job *j, wio *io) {
     zinc_status st = ZINC_OK;
     zckpt_file *f = &j->mine;
+    double t0 = zclock_now_s();
     if (j->live) {
         zero_gaps(j);
         for (int64_t p = 0; p < j->npieces; p++)
@@ -336,18 +362,23 @@ static zinc_status write_full(zckpt_save_job *j, wio *io) {
             if (j->unchecked[p]) check_piece(j, p); /* the guard's copies */
         if (j->sst != ZINC_OK) return j->sst;
     }
+    double t1 = zclock_now_s();
+    j->copy_s = t1 - t0;
     for (int64_t off = 0, k = 0; off < f->bytes; off += j->io_buffer, k = (k + 1) % j->nslots) {
         int64_t n = f->bytes - off < j->io_buffer ? f->bytes - off : j->io_buffer;
         TRY(wio_put(io, (int)k, j->image + off, off, round_up(n, ALIGN), n));
     }
     TRY(wio_drain(io));
+    double t2 = zclock_now_s();
+    j->io_s = t2 - t1;
     TRY_ALLOC(f->block_crc, f->nblocks, "checkpoint checksums");
     f->crc = 0;
     for (int64_t b = 0; b < f->nblocks; b++) {
         int64_t off = b * f->block_bytes, len = f->bytes - off < f->block_bytes ? f->bytes - off : f->block_bytes;
         f->block_crc[b] = zcrc32c(0, j->image + off, (size_t)len);
-        f->crc = zcrc32c(f->crc, j->image + off, (size_t)len);
+        f->crc = zcrc32c_combine(f->crc, f->block_crc[b], (size_t)len); /* one pass over the image */
     }
+    j->crc_s = zclock_now_s() - t2;
 fail:
     return st;
 }
@@ -370,7 +401,7 @@ static zinc_status write_stream(zckpt_save_job *j, wio *io) {
             TRY(wio_wait(io, (int)k));
             memcpy(buf, src, (size_t)bytes);
             memset(buf + bytes, 0, (size_t)(round_up(bytes, ALIGN) - bytes));
-            if (s < ZCKPT_SEC_PARAMS) check_finite(j, s, p, (const float *)buf, bytes / 4);
+            if (s < ZCKPT_SEC_PARAMS) check_finite(j, s, p, 0, (const float *)buf, bytes / 4);
             if (j->sst != ZINC_OK) return j->sst;
             TRY(wio_put(io, (int)k, buf, off, round_up(bytes, ALIGN), bytes));
             k = (k + 1) % j->nslots;

@@ -172,16 +172,18 @@ typedef struct zckpt_save_job {
     uint8_t *image, *image_mem; /* image: 4 KiB aligned, inside image_mem (image_alloc bytes, tracked) */
     size_t image_alloc;
     int64_t image_bytes, io_buffer;
-    bool live;              /* copied piece by piece by the writer thread while training goes on (a host store) */
-    bool stream;            /* memory short: through the slots instead of a full image */
-    int nslots;             /* 2 with io_buffer_double, else 1 */
-    const float *src[3];    /* the store's master, exp_avg, exp_avg_sq (NULL: none) from the file's first element */
-    const char *src_params; /* stage 3: the compute-dtype shard, likewise */
-    size_t psz;             /* its element size */
-    int64_t piece, npieces; /* elements per piece, pieces over the file's range */
-    int *pstate;            /* per piece: 0 to copy, 1 being copied, 2 copied (__atomic, under mu for waits) */
-    int64_t ncopied;        /* pieces copied (under mu) */
-    char *unchecked;        /* per piece: copied by the guard, not yet checked for non-finite values (the writer's) */
+    bool live;                  /* copied piece by piece by the writer thread while training goes on (a host store) */
+    bool stream;                /* memory short: through the slots instead of a full image */
+    bool reused_image;          /* the image the previous save left (its pages resident), not a new one */
+    double copy_s, io_s, crc_s; /* the writer thread's phases: its copies (and checks), the writes, checksums */
+    int nslots;                 /* 2 with io_buffer_double, else 1 */
+    const float *src[3];        /* the store's master, exp_avg, exp_avg_sq (NULL: none) from the file's first element */
+    const char *src_params;     /* stage 3: the compute-dtype shard, likewise */
+    size_t psz;                 /* its element size */
+    int64_t piece, npieces;     /* elements per piece, pieces over the file's range */
+    int *pstate;                /* per piece: 0 to copy, 1 being copied, 2 copied (__atomic, under mu for waits) */
+    int64_t ncopied;            /* pieces copied (under mu) */
+    char *unchecked; /* per piece: copied by the guard, not yet checked for non-finite values (the writer's) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool sync_init;

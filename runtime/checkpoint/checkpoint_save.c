@@ -185,7 +185,7 @@ zinc_status zckpt_checksum_file(int fd, const char *path, zckpt_file *f) {
             got += k;
         }
         f->block_crc[b] = zcrc32c(0, buf, (size_t)len);
-        f->crc = zcrc32c(f->crc, buf, (size_t)len);
+        f->crc = zcrc32c_combine(f->crc, f->block_crc[b], (size_t)len);
     }
 fail:
     free(buf);
@@ -396,12 +396,17 @@ zinc_status zckpt_save_finish(zinc_engine *e, zckpt_save_job *job, zinc_status l
     job->blocked_s =
         e->cfg.checkpoint.writer_decoupled ? job->snapshot_s + job->guard_s + job->polls_s : zclock_now_s() - job->t0;
     if (e->cfg.checkpoint.writer_show_statistics) {
+        char phases[160] = "";
+        if (job->live && !job->stream)
+            snprintf(phases, sizeof phases,
+                     "; writer thread: copies %.3f s (%s image), writes %.3f s, checksums %.3f s", job->copy_s,
+                     job->reused_image ? "the previous save's" : "a new", job->io_s, job->crc_s);
         double wr = job->write_s > 0 ? (double)job->image_bytes / job->write_s / 1e9 : 0;
         ZLOG_INFO(&e->log,
                   "checkpoint.writer statistics, rank %d, step %lld: %lld bytes, %s write %.3f s (%.2f GB/s%s%s), "
                   "snapshot %.3f s, training blocked %.3f s (%lld piece%s guarded by the step, %.3f s; polls %.3f s, "
                   "of "
-                  "which waiting for the writer %.3f s; publish %.3f s%s)",
+                  "which waiting for the writer %.3f s; publish %.3f s%s)%s",
                   e->rank, (long long)job->step, (long long)job->image_bytes,
                   !job->image_mem ? "synchronous"
                   : job->stream   ? "decoupled streaming"
@@ -410,7 +415,8 @@ zinc_status zckpt_save_finish(zinc_engine *e, zckpt_save_job *job, zinc_status l
                   job->write_s, wr, job->image_mem ? (job->direct ? ", O_DIRECT, " : ", buffered, ") : "",
                   job->image_mem && job->backend ? job->backend : "", job->snapshot_s, job->blocked_s,
                   (long long)job->guard_pieces, job->guard_pieces == 1 ? "" : "s", job->guard_s, job->polls_s,
-                  job->wait_s, job->publish_s, e->cfg.checkpoint.writer_decoupled ? " off the training thread" : "");
+                  job->wait_s, job->publish_s, e->cfg.checkpoint.writer_decoupled ? " off the training thread" : "",
+                  phases);
     }
 fail:
     return st;

@@ -221,13 +221,18 @@ fail:
     return st;
 }
 
+void zengine_drop_ckpt_image(zinc_engine *e) {
+    if (e->ckpt_image) zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, e->ckpt_image, e->ckpt_image_alloc);
+    e->ckpt_image = NULL;
+    e->ckpt_image_alloc = 0;
+}
+
 void zinc_destroy(zinc_engine *e) {
     if (!e) return;
     /* the decoupled checkpoint before the state it may still read; then the observers (engine_observe.c),
      * while the module names the trace's spans use are still there */
     if (e->ckpt_async && e->ckpt_async_drop) e->ckpt_async_drop(e);
-    if (e->ckpt_image) zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, e->ckpt_image, e->ckpt_image_alloc);
-    e->ckpt_image = NULL;
+    zengine_drop_ckpt_image(e);
     zengine_observers_destroy(e);
     if (e->built) {
         zgather_free(&e->gather);

@@ -182,6 +182,9 @@ struct zinc_engine {
     size_t ckpt_image_alloc;
 };
 
+/* Frees the image a decoupled save kept for the next one (zinc_destroy; a save that cannot reuse it). */
+void zengine_drop_ckpt_image(zinc_engine *e);
+
 /* engine_base.c, the floor every engine file may call (and which calls none). Marks the engine broken with
  * the current error's first line (see zinc_engine.broken). */
 void zengine_mark_broken(zinc_engine *e, const char *what);
