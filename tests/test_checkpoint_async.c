@@ -1,7 +1,8 @@
 /* checkpoint.writer.decoupled (runtime/checkpoint/checkpoint_async.c), on 1 and 2 ranks (stage 2, fp16):
  *
- *   1. a synchronous save of step 4 and a decoupled one of the same run's step 4 (into the image its save of
- *      step 2 left), taken while the run goes on
+ *   1. a synchronous save of step 4 and a decoupled one of the same run's step 4 (into the image that
+ *      zinc_checkpoint_reserve mapped and its save of step 2 used: host staging never holds two), taken while
+ *      the run goes on
  *      to step 6 (the writer works on the snapshot): their shard files hold the same bytes after the header
  *      (which holds the save's uid); the decoupled one is `latest` only once published;
  *   2. resume: an engine loading the decoupled step 4 and training 2 steps has the uninterrupted run's
@@ -313,8 +314,13 @@ static int collective(void) {
      * (the engine keeps it from one save to the next: what it held must not show) */
     ZT_OK(eu_create(&g_dec, &e, &m));
     for (int s = 0; s < 2; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
-    zinc_memory_report mr0, mr1, mr2;
+    zinc_memory_report mr0, mr1, mr2, mrr;
     ZT_OK(zinc_memory_get(e, &mr0));
+    ZT_OK(zinc_checkpoint_reserve(e)); /* the image now, its pages faulted in by a thread of its own */
+    ZT_OK(zinc_checkpoint_reserve(e)); /* again: nothing more */
+    ZT_CHECK(zinc_checkpoint_reserve(NULL) == ZINC_ERR_INVALID_ARG && strstr(zinc_last_error(), "NULL"),
+             "zinc_checkpoint_reserve(NULL): %s", zinc_last_error());
+    ZT_OK(zinc_memory_get(e, &mrr));
     ZT_OK(zinc_save_checkpoint(e, ddec, "warm"));
     for (int s = 2; s < 4; s++) ZT_OK(mlp_train_step(m, s, NULL, NULL));
     ZT_OK(zinc_checkpoint_wait(e));
@@ -330,6 +336,9 @@ static int collective(void) {
                  p2 = mr2.peak[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING], img = s1 - s0;
         ZT_CHECK(s1 > s0, "no snapshot image kept after the first decoupled save (host staging %llu -> %llu)",
                  (unsigned long long)s0, (unsigned long long)s1);
+        ZT_CHECK(mrr.current[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] == s1,
+                 "zinc_checkpoint_reserve mapped %llu bytes of staging, the saves use %llu",
+                 (unsigned long long)(mrr.current[ZINC_MEMKIND_HOST][ZINC_MEM_STAGING] - s0), (unsigned long long)img);
         ZT_CHECK(p2 < s1 + img / 2,
                  "the second decoupled save did not reuse the first one's image: host staging peaked at %llu bytes, "
                  "%llu with one image",

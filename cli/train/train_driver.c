@@ -115,6 +115,12 @@ static int setup(const zcli_train_model *m, zcli_train *t, char *save_why, char 
                     "zinc train: the checkpoint is at step %" PRId64 ", beyond --steps %" PRId64 "; nothing to train\n",
                     t->start, o->steps);
     }
+    /* checkpoint.writer.decoupled: the snapshot's pages faulted in now, off the training thread, not by the
+     * first save */
+    if (o->save_dir && zinc_checkpoint_reserve(t->e) != ZINC_OK) {
+        fprintf(stderr, "zinc train: reserving the checkpoint snapshot failed: %s\n", zinc_last_error());
+        return -1;
+    }
     t->info.step = t->start;
     return m->start(t);
 }

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -181,7 +182,7 @@ static void unguard(zinc_engine *e, zckpt_save_job *j) {
 /* ---------------------------------------------------------------- the snapshot's set-up (training thread) */
 
 /* A full image when this node's ranks' images fit in MemAvailable less the pre-flight's headroom. */
-static bool memory_short(const zinc_engine *e, const zckpt_save_job *j) {
+static bool memory_short(const zinc_engine *e, int64_t bytes) {
     zest_available av;
     unsigned hr = ZEST_HEADROOM_DEFAULT;
     zest_available_read(NULL, &av);
@@ -189,7 +190,7 @@ static bool memory_short(const zinc_engine *e, const zckpt_save_job *j) {
     int local = e->comm && e->comm->local_size > 0 ? e->comm->local_size : 1;
     /* the image the previous save left is this save's to reuse: its resident pages count as available */
     uint64_t avail = av.mem_available + (uint64_t)(e->ckpt_image ? e->ckpt_image_alloc : 0) * (uint64_t)local;
-    return av.have_mem && (uint64_t)j->mine.bytes * (uint64_t)local > avail / 100 * (100 - hr);
+    return av.have_mem && (uint64_t)bytes * (uint64_t)local > avail / 100 * (100 - hr);
 }
 
 /* The zeros of the image: between the sections, a section the store lacks, and up to the last 4 KiB. */
@@ -203,11 +204,14 @@ static void zero_gaps(zckpt_save_job *j) {
     }
 }
 
+/* The full image's allocation for a file of `bytes` (one 4 KiB more: aligned inside it). */
+static size_t image_alloc_bytes(int64_t bytes) { return (size_t)(round_up(bytes, ALIGN) + ALIGN); }
+
 static zinc_status alloc_snapshot(zinc_engine *e, zckpt_save_job *j) {
     zinc_status st = ZINC_OK;
     int64_t slot = round_up(j->piece * (int64_t)sizeof(float), ALIGN);
-    int64_t body = j->stream ? ALIGN + j->nslots * slot : round_up(j->mine.bytes, ALIGN);
-    j->image_alloc = (size_t)(body + ALIGN);
+    j->image_alloc = j->stream ? (size_t)(2 * ALIGN + j->nslots * slot) : image_alloc_bytes(j->mine.bytes);
+    zengine_settle_ckpt_image(e);
     if (e->ckpt_image && !j->stream && e->ckpt_image_alloc == j->image_alloc) {
         /* the previous save's image, its pages already resident: the copies pay no page faults (a fresh
          * image's first writes cost about as much as the copies themselves) */
@@ -229,6 +233,12 @@ fail:
     return st;
 }
 
+/* Whether the writer thread can copy this engine's state itself: a store the host addresses in place. */
+static bool live_store(const zinc_engine *e, bool with_params, float *arr[3]) {
+    return zstate_host_arrays(e->state, &arr[0], &arr[1], &arr[2]) && !e->pstore &&
+           (!with_params || e->dev->host_addressable);
+}
+
 zinc_status zckpt_async_prepare(zinc_engine *e, zckpt_save_job *j, bool *live) {
     zinc_status st = ZINC_OK;
     float *arr[3];
@@ -237,9 +247,7 @@ zinc_status zckpt_async_prepare(zinc_engine *e, zckpt_save_job *j, bool *live) {
     if (j->io_buffer < ALIGN) j->io_buffer = ALIGN;
     j->nslots = e->cfg.checkpoint.writer_io_buffer_double ? 2 : 1;
     j->aio = e->cfg.aio;
-    if (!zstate_host_arrays(e->state, &arr[0], &arr[1], &arr[2]) || e->pstore ||
-        (j->mine.sec_offset[ZCKPT_SEC_PARAMS] >= 0 && !e->dev->host_addressable))
-        return ZINC_OK;
+    if (!live_store(e, j->mine.sec_offset[ZCKPT_SEC_PARAMS] >= 0, arr)) return ZINC_OK;
     j->d0 = j->mine.flat_lo - e->own_lo;
     for (int k = 0; k < 3; k++) j->src[k] = arr[k] ? arr[k] + j->d0 : NULL;
     if (j->mine.sec_offset[ZCKPT_SEC_PARAMS] >= 0) {
@@ -249,7 +257,7 @@ zinc_status zckpt_async_prepare(zinc_engine *e, zckpt_save_job *j, bool *live) {
     j->piece = j->io_buffer / (int64_t)sizeof(float) / ZSTATE_CHUNK_ALIGN * ZSTATE_CHUNK_ALIGN;
     if (j->piece < ZSTATE_CHUNK_ALIGN) j->piece = ZSTATE_CHUNK_ALIGN;
     j->npieces = (nelem(j) + j->piece - 1) / j->piece;
-    j->stream = memory_short(e, j);
+    j->stream = memory_short(e, j->mine.bytes);
     TRY_ALLOC(j->pstate, j->npieces > 0 ? j->npieces : 1, "the decoupled checkpoint's pieces");
     TRY_ALLOC(j->unchecked, j->npieces > 0 ? j->npieces : 1, "the decoupled checkpoint's pieces");
     pthread_mutex_init(&j->mu, NULL);
@@ -267,6 +275,40 @@ zinc_status zckpt_async_prepare(zinc_engine *e, zckpt_save_job *j, bool *live) {
     e->state->guard = guard;
     e->state->guard_arg = j;
     j->live = *live = true;
+fail:
+    return st;
+}
+
+/* zinc_checkpoint_reserve's thread: the image's pages faulted in, its contents untouched (MADV_POPULATE_WRITE;
+ * a kernel before 5.14 refuses it, and then each page is written: the image is not in use until joined). */
+static void *fault_in_main(void *arg) {
+    zinc_engine *e = arg;
+    uint8_t *p = e->ckpt_image;
+    size_t n = e->ckpt_image_alloc;
+    ztrace_thread_name("checkpoint image");
+    int64_t tr = ztrace_begin();
+    if (madvise(p, n, MADV_POPULATE_WRITE) != 0)
+        for (size_t i = 0; i < n; i += 4096) p[i] = 0;
+    if (tr) ztrace_span(tr, ZTRACE_CHECKPOINT, "snapshot image fault-in", 0, "bytes", (int64_t)n, NULL, 0);
+    return NULL;
+}
+
+zinc_status zinc_checkpoint_reserve(zinc_engine *e) {
+    zinc_status st = ZINC_OK;
+    float *arr[3];
+    zckpt_file f;
+    if (!e) return ZERR(ZINC_ERR_INVALID_ARG, "zinc_checkpoint_reserve: engine is NULL");
+    TRY(zengine_require_built(e, "zinc_checkpoint_reserve"));
+    TRY(zengine_check_usable(e, "zinc_checkpoint_reserve"));
+    if (!e->cfg.checkpoint.writer_decoupled || e->ckpt_image || e->ckpt_async || !zckpt_my_file(e, &f) ||
+        !live_store(e, f.sec_offset[ZCKPT_SEC_PARAMS] >= 0, arr) || memory_short(e, f.bytes))
+        return ZINC_OK; /* nothing a save would keep: synchronous, streamed, or snapshotted at the save */
+    size_t n = image_alloc_bytes(f.bytes);
+    TRY(zmem_host_alloc_lazy(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, n,
+                             "the decoupled checkpoint's snapshot (checkpoint.writer.decoupled)", &e->ckpt_image));
+    e->ckpt_image_alloc = n;
+    /* no thread: the first save's copies fault the pages in, as without this call */
+    e->ckpt_image_faulting = pthread_create(&e->ckpt_image_thread, NULL, fault_in_main, e) == 0;
 fail:
     return st;
 }

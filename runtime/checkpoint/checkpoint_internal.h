@@ -252,6 +252,8 @@ zinc_status zckpt_async_busy(struct zinc_engine *e, bool *busy);
  * parameter offload): false when the state cannot be read off the training thread (the caller snapshots it
  * there). Chooses a full image or, where MemAvailable does not hold one, streaming through the slots. */
 zinc_status zckpt_async_prepare(struct zinc_engine *e, zckpt_save_job *job, bool *live);
+/* checkpoint_save.c: the layout of the file this rank writes (false: it writes none). */
+bool zckpt_my_file(const struct zinc_engine *e, zckpt_file *f);
 /* checkpoint_save.c: the header, the sections and the zeros between them through writer w (the synchronous
  * save, and the snapshot of a store the writer thread cannot read). */
 zinc_status zckpt_write_sections(struct zinc_engine *e, zckpt_writer *w, int fd, const char *path, const zckpt_file *f);

@@ -64,7 +64,7 @@ static zinc_status precheck(zinc_engine *e, const char *dir, const char *tag, ch
 /* The range of the file this rank writes, if any: the own range clipped to the parameters. Stage 0 has
  * one file (every rank holds the whole state), written by rank 0 and, with node-local storage, by the
  * first rank of every node. */
-static bool my_file(const zinc_engine *e, zckpt_file *f) {
+bool zckpt_my_file(const zinc_engine *e, zckpt_file *f) {
     int64_t numel = e->part.numel;
     if (e->stage == 0) {
         if (!zckpt_is_dir_writer(e)) return false;
@@ -519,7 +519,7 @@ static zinc_status checkpoint_save(zinc_engine *e, const char *dir, const char *
     TRY(zcomm_agree_status(e->comm, local));
 
     /* 2. The shard files: written now, or (decoupled) snapshotted and handed to this rank's writer thread. */
-    job->has = my_file(e, &job->mine);
+    job->has = zckpt_my_file(e, &job->mine);
     if (e->cfg.checkpoint.writer_decoupled) {
         local = job->has ? snapshot(e, job) : ZINC_OK;
         TRY(zcomm_agree_status(e->comm, local));

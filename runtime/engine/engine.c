@@ -221,7 +221,13 @@ fail:
     return st;
 }
 
+void zengine_settle_ckpt_image(zinc_engine *e) {
+    if (e->ckpt_image_faulting) pthread_join(e->ckpt_image_thread, NULL);
+    e->ckpt_image_faulting = false;
+}
+
 void zengine_drop_ckpt_image(zinc_engine *e) {
+    zengine_settle_ckpt_image(e);
     if (e->ckpt_image) zmem_host_free(&e->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING, e->ckpt_image, e->ckpt_image_alloc);
     e->ckpt_image = NULL;
     e->ckpt_image_alloc = 0;

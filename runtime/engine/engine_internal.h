@@ -4,6 +4,7 @@
 #ifndef ZINC_RUNTIME_ENGINE_INTERNAL_H
 #define ZINC_RUNTIME_ENGINE_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -180,8 +181,13 @@ struct zinc_engine {
      * snapshot's copies do not pay for them again); counted as host staging; freed by zinc_destroy */
     void *ckpt_image;
     size_t ckpt_image_alloc;
+    /* zinc_checkpoint_reserve's thread faulting that image's pages in (joined before the image is used) */
+    pthread_t ckpt_image_thread;
+    bool ckpt_image_faulting;
 };
 
+/* Waits for zinc_checkpoint_reserve's thread, if one still faults the kept image in. */
+void zengine_settle_ckpt_image(zinc_engine *e);
 /* Frees the image a decoupled save kept for the next one (zinc_destroy; a save that cannot reuse it). */
 void zengine_drop_ckpt_image(zinc_engine *e);
 
