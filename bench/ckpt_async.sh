@@ -12,7 +12,8 @@
 # "--layers 6 --width 384 --heads 6 --context 64"), EVERY (default 10), RANKS (default 1), TEXT (default
 # Debian's GPL-3), SAVE (the checkpoint directory's parent, default OUT: put it on the file system to measure),
 # APPEND (default 1), EXTRA (more zinc train arguments for every run, e.g. a smaller batch:
-# "--set train_batch_size=2 --set train_micro_batch_size_per_gpu=1"). The config is
+# "--set train_batch_size=2 --set train_micro_batch_size_per_gpu=1"), KEEP (--keep-last of both saving runs,
+# default 2: 100 steps of GPT-2 124M would otherwise leave 20 checkpoints of 1.4 GiB). The config is
 # ds_configs/gpt2_small_cpu.json (AdamW, stage 2).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,6 +28,7 @@ TEXT=${TEXT:-/usr/share/common-licenses/GPL-3}
 SAVE=${SAVE:-$OUT}
 APPEND=${APPEND:-1}
 EXTRA=${EXTRA:-}
+KEEP=${KEEP:-2}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [ -x "$ZINC" ] || { echo "ckpt_async.sh: $ZINC not found: build zinc first (scripts/build.sh)" >&2; exit 1; }
 [ -r "$TEXT" ] || { echo "ckpt_async.sh: the training text $TEXT is not readable: set TEXT=FILE" >&2; exit 1; }
@@ -46,8 +48,8 @@ run() { # NAME [zinc train arguments...]
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t_start=$(date -u +%H:%M)
 run nosave
-run sync --save "$SAVE/ckpt_sync" --save-every "$EVERY"
-run decoupled --save "$SAVE/ckpt_decoupled" --save-every "$EVERY" --set checkpoint.writer.decoupled=true
+run sync --save "$SAVE/ckpt_sync" --save-every "$EVERY" --keep-last "$KEEP"
+run decoupled --save "$SAVE/ckpt_decoupled" --save-every "$EVERY" --keep-last "$KEEP" --set checkpoint.writer.decoupled=true
 
 # fio's sequential O_DIRECT write on the same file system (io_uring, io_buffer_size blocks, two in flight,
 # fsync at the end), of one save's bytes: the floor the writer's GB/s is compared with.
@@ -67,7 +69,7 @@ if command -v fio >/dev/null && [ -n "$bytes" ]; then
   fi
   rm -f "$SAVE/fio.tmp"
 fi
-LOAD="$load0 at $t_start UTC, $(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%H:%M) UTC" FIO_GBS=$fio_gbs python3 - "$OUT" "$STEPS" "$EVERY" "$RANKS" "$SHAPE" "$EXTRA" <<'EOF' >"$OUT/ckpt_async.md"
+LOAD="$load0 at $t_start UTC, $(cut -d" " -f1-3 /proc/loadavg) at $(date -u +%H:%M) UTC" KEEP=$KEEP FIO_GBS=$fio_gbs python3 - "$OUT" "$STEPS" "$EVERY" "$RANKS" "$SHAPE" "$EXTRA" <<'EOF' >"$OUT/ckpt_async.md"
 import json, os, re, sys, datetime
 out, steps, every, ranks, shape, extra = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
                                           sys.argv[5], sys.argv[6])
@@ -86,7 +88,7 @@ sync_blocked = sum(s[4] for s in rows["sync"][2]) / max(1, len(rows["sync"][2]))
 print(f"\n## Decoupled checkpoint writer (issue 38), {datetime.date.today()}\n")
 print(f"Machine: 2-core CPU VM, shared (load average, 1/5/15 min: {os.environ.get('LOAD')}). "
       f"`bench/ckpt_async.sh {steps}` (GPT-2 `{shape}`, {ranks} rank(s), stage 2 "
-      f"AdamW{', ' + extra if extra else ''}, `--save-every {every}`, checkpoints on the build tree's file system; "
+      f"AdamW{', ' + extra if extra else ''}, `--save-every {every} --keep-last {os.environ.get('KEEP', '2')}`, checkpoints on the build tree's file system; "
       "checkpoint.writer.show_statistics figures of rank 0; fio: one save's bytes written sequentially with "
       f"O_DIRECT through io_uring, 64 MiB blocks, 2 in flight, on the same file system: "
       f"{os.environ.get('FIO_GBS') or 'not run'} GB/s).\n")

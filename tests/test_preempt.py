@@ -276,6 +276,13 @@ def keep_part(r, a):
         left = sorted(os.listdir(d))
         check(tags(d) == ["step14"] and "best" in left and not [n for n in left if n.endswith(".removing")],
               f"np{nranks}: after the next save: {left}")
+        # checkpoint.writer.decoupled: the old tags are removed by the publisher thread after each publish
+        d = os.path.join(w, f"dec{nranks}")
+        run(r.cmd(nranks, model + ["--steps", "10", "--save", d, "--save-every", "2", "--keep-last", "2",
+                                   "--set", "checkpoint.writer.decoupled=true"]))
+        check(tags(d) == ["step10", "step8"], f"np{nranks} decoupled keep 2 of 5: {tags(d)}")
+        check(open(os.path.join(d, "latest")).read().strip() == "step10", f"np{nranks} decoupled: latest")
+        run([a.zinc, "checkpoint", "inspect", d, "--verify"])
 
 
 def world_part(r, a):

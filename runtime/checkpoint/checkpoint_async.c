@@ -556,6 +556,14 @@ static void *publisher_main(void *arg) {
     int64_t tr = ztrace_begin();
     job->pst = zckpt_publish_files(job);
     if (job->pst != ZINC_OK) snprintf(job->pmsg, sizeof job->pmsg, "%s", zinc_last_error());
+    /* zinc_checkpoint_keep_last, asked before this started: the old checkpoints removed here too, under the
+     * save's lock (removing a 1.4 GiB tree takes the file system tens of milliseconds) */
+    int keep = __atomic_load_n(&job->keep_last, __ATOMIC_ACQUIRE);
+    if (job->pst == ZINC_OK && keep > 0) {
+        job->rst = zckpt_retain_locked(job->dir, keep);
+        if (job->rst != ZINC_OK) snprintf(job->rmsg, sizeof job->rmsg, "%s", zinc_last_error());
+        job->retained = keep;
+    }
     job->publish_s = zclock_now_s() - t0;
     if (tr) ztrace_span(tr, ZTRACE_CHECKPOINT, "publish", 0, "step", job->step, NULL, 0);
     __atomic_store_n(&job->pdone, 1, __ATOMIC_RELEASE);
@@ -632,10 +640,14 @@ static zinc_status poll_save(zinc_engine *e, bool wait) {
     job->polls_s += zclock_now_s() - t0;
     if (wait) job->wait_s += zclock_now_s() - t0;
     TRY(zckpt_save_finish(e, job, local));
-    if (job->keep_last > 0) { /* zinc_checkpoint_keep_last, asked while this was in flight */
+    int keep = __atomic_load_n(&job->keep_last, __ATOMIC_ACQUIRE);
+    if (keep > 0) { /* zinc_checkpoint_keep_last, asked while this was in flight */
         zckpt_unlock_dir(job->lock_fd);
         job->lock_fd = -1;
-        local = job->dir_writer ? zckpt_retain(job->dir, job->keep_last) : ZINC_OK;
+        if (job->retained == keep) /* by the publisher thread (joined) */
+            local = job->rst == ZINC_OK ? ZINC_OK : ZERR(job->rst, "%s", job->rmsg);
+        else /* asked after the publisher had started, or this rank writes no directory */
+            local = job->dir_writer ? zckpt_retain(job->dir, keep) : ZINC_OK;
         TRY(zcomm_agree_status(e->comm, local));
     }
     zckpt_save_job_free(e, job);

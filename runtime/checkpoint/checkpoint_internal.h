@@ -223,7 +223,10 @@ typedef struct zckpt_save_job {
     char pmsg[1024];
     struct zcomm_req *preq; /* the polls' all-reduce, started at one poll and answered at the next */
     float pflag;            /* its buffer: whether this rank's thread was at work */
-    int keep_last;          /* zinc_checkpoint_keep_last while in flight: applied after the publish */
+    int keep_last;          /* zinc_checkpoint_keep_last while in flight: applied after the publish (__atomic) */
+    int retained;           /* the keep_last the publisher thread applied (0: none; the poll applies it) */
+    zinc_status rst;        /* its status and message */
+    char rmsg[1024];
     /* The engine's fields the manifest records, as they were at the save (the steps go on before a decoupled
      * save is published): swapped into the engine while its manifest is built. */
     int64_t steps_taken, steps_skipped, consecutive_skips;
@@ -262,6 +265,8 @@ zinc_status zckpt_checksum_file(int fd, const char *path, zckpt_file *f);
 
 /* checkpoint_retain.c: under the directory's lock, keeps the newest `keep` step<N> checkpoints of dir. */
 zinc_status zckpt_retain(const char *dir, int keep);
+/* The same, with the directory's lock already held (the decoupled save's publisher thread). */
+zinc_status zckpt_retain_locked(const char *dir, int keep);
 
 /* ---------------------------------------------------------------- checkpoint_manifest.c */
 

@@ -70,12 +70,11 @@ fail:
     return st;
 }
 
-zinc_status zckpt_retain(const char *dir, int keep) {
+zinc_status zckpt_retain_locked(const char *dir, int keep) {
     zinc_status st = ZINC_OK;
     char path[ZCKPT_PATH_MAX], aside[ZCKPT_PATH_MAX], *latest = NULL;
     int64_t *steps = NULL;
-    int n = 0, lock_fd = -1;
-    TRY(zckpt_lock_dir(dir, &lock_fd));
+    int n = 0;
     TRY(zckpt_path(path, sizeof path, "%s/%s", dir, ZCKPT_LATEST));
     size_t len = 0;
     TRY(zckpt_read_small(path, &latest, &len));
@@ -99,9 +98,16 @@ zinc_status zckpt_retain(const char *dir, int keep) {
     }
     TRY(zckpt_fsync_dir(dir));
 fail:
-    zckpt_unlock_dir(lock_fd);
     free(latest);
     free(steps);
+    return st;
+}
+
+zinc_status zckpt_retain(const char *dir, int keep) {
+    int lock_fd = -1;
+    zinc_status st = zckpt_lock_dir(dir, &lock_fd);
+    if (st == ZINC_OK) st = zckpt_retain_locked(dir, keep);
+    zckpt_unlock_dir(lock_fd);
     return st;
 }
 
@@ -113,7 +119,7 @@ zinc_status zinc_checkpoint_keep_last(zinc_engine *e, const char *dir, int keep)
      * once the new checkpoint is `latest` (checkpoint_async.c), and this call does not wait for it. */
     zckpt_save_job *job = e->ckpt_async;
     if (job && !strcmp(job->dir, dir)) {
-        job->keep_last = keep;
+        __atomic_store_n(&job->keep_last, keep, __ATOMIC_RELEASE); /* read by the publisher thread */
         return ZINC_OK;
     }
     zinc_status waited = zckpt_async_wait(e);
