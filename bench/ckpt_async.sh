@@ -13,7 +13,9 @@
 # Debian's GPL-3), SAVE (the checkpoint directory's parent, default OUT: put it on the file system to measure),
 # APPEND (default 1), EXTRA (more zinc train arguments for every run, e.g. a smaller batch:
 # "--set train_batch_size=2 --set train_micro_batch_size_per_gpu=1"), KEEP (--keep-last of both saving runs,
-# default 2: 100 steps of GPT-2 124M would otherwise leave 20 checkpoints of 1.4 GiB). The config is
+# default 2: 100 steps of GPT-2 124M would otherwise leave 20 checkpoints of 1.4 GiB), PAIRS (default 0: after
+# the three runs, N more pairs of a no-save run and a decoupled run back to back, whose tokens/s ratios and their
+# median are tabled: on a shared machine the load moves one run's tokens/s by more than the saves cost). The config is
 # ds_configs/gpt2_small_cpu.json (AdamW, stage 2).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,6 +31,7 @@ SAVE=${SAVE:-$OUT}
 APPEND=${APPEND:-1}
 EXTRA=${EXTRA:-}
 KEEP=${KEEP:-2}
+PAIRS=${PAIRS:-0}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [ -x "$ZINC" ] || { echo "ckpt_async.sh: $ZINC not found: build zinc first (scripts/build.sh)" >&2; exit 1; }
 [ -r "$TEXT" ] || { echo "ckpt_async.sh: the training text $TEXT is not readable: set TEXT=FILE" >&2; exit 1; }
@@ -50,6 +53,12 @@ t_start=$(date -u +%H:%M)
 run nosave
 run sync --save "$SAVE/ckpt_sync" --save-every "$EVERY" --keep-last "$KEEP"
 run decoupled --save "$SAVE/ckpt_decoupled" --save-every "$EVERY" --keep-last "$KEEP" --set checkpoint.writer.decoupled=true
+for ((i = 1; i <= PAIRS; i++)); do
+  run "nosave_$i"
+  run "decoupled_$i" --save "$SAVE/ckpt_decoupled_$i" --save-every "$EVERY" --keep-last "$KEEP" \
+    --set checkpoint.writer.decoupled=true
+  rm -rf "$SAVE/ckpt_decoupled_$i"
+done
 
 # fio's sequential O_DIRECT write on the same file system (io_uring, io_buffer_size blocks, two in flight,
 # fsync at the end), of one save's bytes: the floor the writer's GB/s is compared with.
@@ -69,7 +78,7 @@ if command -v fio >/dev/null && [ -n "$bytes" ]; then
   fi
   rm -f "$SAVE/fio.tmp"
 fi
-LOAD="$load0 at $t_start UTC, $(cut -d" " -f1-3 /proc/loadavg) at $(date -u +%H:%M) UTC" KEEP=$KEEP FIO_GBS=$fio_gbs python3 - "$OUT" "$STEPS" "$EVERY" "$RANKS" "$SHAPE" "$EXTRA" <<'EOF' >"$OUT/ckpt_async.md"
+LOAD="$load0 at $t_start UTC, $(cut -d" " -f1-3 /proc/loadavg) at $(date -u +%H:%M) UTC" KEEP=$KEEP PAIRS=$PAIRS FIO_GBS=$fio_gbs python3 - "$OUT" "$STEPS" "$EVERY" "$RANKS" "$SHAPE" "$EXTRA" <<'EOF' >"$OUT/ckpt_async.md"
 import json, os, re, sys, datetime
 out, steps, every, ranks, shape, extra = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
                                           sys.argv[5], sys.argv[6])
@@ -108,6 +117,22 @@ for name, (sec, tps, st) in rows.items():
     rel = f"{100 * blocked / sync_blocked:.1f}%" if n and sync_blocked else ""
     print(f"| {name} | {sec:.2f} | {tps:.0f} | {100 * tps / base:.1f}% | {n} | {mib:.1f} | "
           f"{1000 * blocked:.1f} | {1000 * max(own, default=0):.1f} | {rel} | {1000 * waited:.1f} | {gbs:.2f} |")
+pairs = int(os.environ.get("PAIRS", "0"))
+if pairs:
+    def tps_of(name):
+        r = json.load(open(f"{out}/{name}.json"))
+        return r["tokens_per_step"] * (r["steps"] - r["resumed_from_step"]) / r["seconds"]
+    ratios = []
+    print(f"\n{pairs} more pair(s) back to back (no saves, then decoupled saves):\n")
+    print("| pair | tokens/s, no saves | tokens/s, decoupled | decoupled / no saves |")
+    print("|---|---|---|---|")
+    for i in range(1, pairs + 1):
+        a, b = tps_of(f"nosave_{i}"), tps_of(f"decoupled_{i}")
+        ratios.append(b / a)
+        print(f"| {i} | {a:.1f} | {b:.1f} | {100 * b / a:.1f}% |")
+    ratios.sort()
+    med = ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
+    print(f"\nMedian decoupled / no saves over the pairs: {100 * med:.1f}%.")
 EOF
 cat "$OUT/ckpt_async.md"
 if [ "$APPEND" = 1 ]; then cat "$OUT/ckpt_async.md" >>"$here/RESULTS.md"; fi

@@ -174,7 +174,7 @@ typedef struct zckpt_save_job {
     int64_t image_bytes, io_buffer;
     bool live;                  /* copied piece by piece by the writer thread while training goes on (a host store) */
     bool stream;                /* memory short: through the slots instead of a full image */
-    bool reused_image;          /* the image the previous save left (its pages resident), not a new one */
+    bool reused_image;          /* the image the engine kept (a previous save's, or reserved), not a new one */
     double copy_s, io_s, crc_s; /* the writer thread's phases: its copies (and checks), the writes, checksums */
     int nslots;                 /* 2 with io_buffer_double, else 1 */
     const float *src[3];        /* the store's master, exp_avg, exp_avg_sq (NULL: none) from the file's first element */

@@ -400,7 +400,7 @@ zinc_status zckpt_save_finish(zinc_engine *e, zckpt_save_job *job, zinc_status l
         if (job->live && !job->stream)
             snprintf(phases, sizeof phases,
                      "; writer thread: copies %.3f s (%s image), writes %.3f s, checksums %.3f s", job->copy_s,
-                     job->reused_image ? "the previous save's" : "a new", job->io_s, job->crc_s);
+                     job->reused_image ? "into the kept" : "faulting a new", job->io_s, job->crc_s);
         double wr = job->write_s > 0 ? (double)job->image_bytes / job->write_s / 1e9 : 0;
         ZLOG_INFO(&e->log,
                   "checkpoint.writer statistics, rank %d, step %lld: %lld bytes, %s write %.3f s (%.2f GB/s%s%s), "
