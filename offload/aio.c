@@ -99,6 +99,7 @@ void zaio_fault_set(const zaio_fault *f) {
 }
 
 int64_t zaio_fault_hits(void) { return g_fault_hits; }
+int64_t zaio_fault_seen(void) { return g_fault_seen; }
 
 static const struct {
     const char *name;

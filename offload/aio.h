@@ -150,5 +150,8 @@ void zaio_fault_set(const zaio_fault *f);
 zinc_status zaio_fault_parse(const char *spec, zaio_fault *out);
 /* Faults injected since the last zaio_fault_set. */
 int64_t zaio_fault_hits(void);
+/* Pieces that matched the fault (op, path, what, offset) since the last zaio_fault_set, injected or let
+ * through by skip: a test counts the pieces of a pass with skip=huge, then hits the last with skip=that-1. */
+int64_t zaio_fault_seen(void);
 
 #endif
