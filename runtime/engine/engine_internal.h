@@ -291,8 +291,9 @@ int64_t zengine_pstore_chunk(const zinc_engine *e);
 zinc_status zengine_params_read(zinc_engine *e, int64_t lo, int64_t n, void *dst);
 zinc_status zengine_params_write(zinc_engine *e, int64_t lo, int64_t n, const void *src);
 zinc_status zengine_params_gather_read(void *engine, int64_t lo, int64_t n, void *dst);
-/* engine_gstore.c: the gradient store's read of [lo, lo + n) issued ahead (nothing when out of range) */
-void zengine_grads_prefetch(zinc_engine *e, int64_t lo, int64_t n);
+/* engine_gstore.c: the gradient store's read of [lo, lo + n) issued ahead (nothing when out of range); its
+ * error (a written-behind write it completed) is the step's */
+zinc_status zengine_grads_prefetch(zinc_engine *e, int64_t lo, int64_t n);
 /* zgather_ctx.can_prefetch_own and prefetch_own: the store's swap-in ahead of use (a failure is kept as
  * zengine_params_gather_read keeps one) */
 bool zengine_params_can_prefetch(void *engine, int64_t lo, int64_t n);

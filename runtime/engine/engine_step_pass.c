@@ -155,9 +155,9 @@ static zinc_status pstore_chunk(step_pass *s, zopt_pass pass, const zstate_view 
             const zstate *z = e->state;
             int64_t nx = sv.lo + sv.n, cend = (nx / z->chunk + 1) * z->chunk;
             if (cend > z->n) cend = z->n;
-            if (o == 0) zengine_grads_prefetch(e, sv.lo, sv.n);
-            if (nx < z->n) zengine_grads_prefetch(e, nx, cend - nx < cap ? cend - nx : cap);
-            zinc_status rs = zengine_grads_read(e, sv.lo, sv.n, gs);
+            zinc_status rs = o == 0 ? zengine_grads_prefetch(e, sv.lo, sv.n) : ZINC_OK;
+            if (rs == ZINC_OK && nx < z->n) rs = zengine_grads_prefetch(e, nx, cend - nx < cap ? cend - nx : cap);
+            if (rs == ZINC_OK) rs = zengine_grads_read(e, sv.lo, sv.n, gs);
             if (rs != ZINC_OK) return rs;
         }
         int64_t t0 = ztrace_begin();
