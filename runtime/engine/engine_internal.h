@@ -333,6 +333,9 @@ void zengine_muon_hparams(const zinc_engine *e, zopt_hp *hp, double inv, double 
 /* DeepSpeed's combined unscale-and-clip factor for the mean gradient's norm: max(1, (norm + 1e-6) / clip)
  * with gradient_clipping > 0, else 1 (engine_base.c: the step and Muon's prepare take it). */
 double zengine_clip_factor(const zinc_engine *e, double norm);
+/* engine_step_pass.c: offload_optimizer nvme's next pass's reads issued ahead and kept moving (a no-op
+ * without IO or inside a pass) */
+void zengine_state_ahead(zinc_engine *e);
 zinc_status zengine_optimizer_pass(zinc_engine *e, const zopt_desc *o, const zopt_hp *hp, const void *g, zinc_dtype gdt,
                                    void *out);
 /* The parameter holding flat element x (binary search), or NULL for padding. */

@@ -312,3 +312,16 @@ fail:
     free(coeff);
     return st;
 }
+
+/* offload_optimizer nvme: the next optimizer pass's first chunk reads (master, exp_avg, exp_avg_sq) issued
+ * ahead (zstate_pass_prestart) and kept moving, so they share the disk with the forward and backward's
+ * swaps instead of waiting alone after the gradient statistics. Called after each step, at every module's
+ * entry and exit and in the statistics pass. A failure drops the prestart: the pass reports what persists. */
+void zengine_state_ahead(zinc_engine *e) {
+    zstate *z = e->state;
+    if (!z || z->mode || !z->ops->poll) return;
+    if (!z->prestarted)
+        (void)zstate_pass_prestart(z);
+    else
+        (void)zstate_poll(z);
+}
