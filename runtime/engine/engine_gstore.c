@@ -81,7 +81,6 @@ zinc_status zengine_grads_stats(zinc_engine *e, zgrad_stats *out) {
         if (a == 0) TRY(zengine_grads_prefetch(e, 0, k));
         TRY(zengine_grads_prefetch(e, a + k, n - a - k < cap ? n - a - k : cap)); /* in flight while this is used */
         TRY(zstate_param_read(e->gstore, a, k, buf));
-        zengine_state_ahead(e); /* the optimizer state's reads move meanwhile */
         ZDEV_ON_POOL(e->dev, zgrad_stats_add(buf, ZINC_FP32, (size_t)k, (size_t)a, out));
     }
 fail:

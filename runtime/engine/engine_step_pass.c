@@ -315,8 +315,10 @@ fail:
 
 /* offload_optimizer nvme: the next optimizer pass's first chunk reads (master, exp_avg, exp_avg_sq) issued
  * ahead (zstate_pass_prestart) and kept moving, so they share the disk with the forward and backward's
- * swaps instead of waiting alone after the gradient statistics. Called after each step, at every module's
- * entry and exit and in the statistics pass. A failure drops the prestart: the pass reports what persists. */
+ * swaps instead of waiting alone after the gradient statistics. Called after each step and at every
+ * module's entry and exit (not in the statistics pass, whose own reads the disk is busy with: polling
+ * there only reorders the disk's work). After the run's last step one prestart is read for nothing (at
+ * most buffer_count chunks). A failure drops the prestart: the pass reports what persists. */
 void zengine_state_ahead(zinc_engine *e) {
     zstate *z = e->state;
     if (!z || z->mode || !z->ops->poll) return;
