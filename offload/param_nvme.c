@@ -425,6 +425,8 @@ bool zstate_param_can_prefetch(const zstate_param *p, int64_t lo, int64_t n) {
     return pf_pieces(p, lo, n, &k0) <= pf_free(p) && pf_count(p, lo, n) == 0;
 }
 
+bool zstate_param_prefetching(const zstate_param *p, int64_t lo, int64_t n) { return p->pf && pf_count(p, lo, n) > 0; }
+
 zinc_status zstate_param_prefetch(zstate_param *p, int64_t lo, int64_t n) {
     zinc_status st = ZINC_OK;
     if (!zstate_param_can_prefetch(p, lo, n)) return ZINC_OK;

@@ -583,6 +583,7 @@ zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
     }
     if (m->nparams > 0) { /* a module without parameters only marks the micro-step's phases */
         if (e->stage == 3) TRY(zgather_module_enter(&e->gather, module, (int)phase, new_micro_step));
+        if (e->stage == 3) zengine_params_guess_ahead(e, module, (int)phase);
         if (phase == ZINC_BACKWARD) {
             void *grads = NULL;
             TRY(zgrads_module_backward_enter(&e->grads, module, &grads));

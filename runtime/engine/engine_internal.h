@@ -300,6 +300,8 @@ bool zengine_params_can_prefetch(void *engine, int64_t lo, int64_t n);
 zinc_status zengine_params_prefetch(void *engine, int64_t lo, int64_t n);
 /* Collective (every rank, at the step): a kept swap-in failure of any rank, as every rank's error. */
 zinc_status zengine_params_agree(zinc_engine *e);
+/* engine_pstore.c: offload_param nvme without a module trace: the next modules' swap-ins guessed ahead */
+void zengine_params_guess_ahead(zinc_engine *e, int module, int phase);
 /* fp32 values widened/narrowed to the compute dtype into elements [lo, lo + n) of the shard. */
 zinc_status zengine_params_upload_f32(zinc_engine *e, int64_t lo, const float *vals, int64_t n);
 
