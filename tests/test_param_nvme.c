@@ -455,6 +455,21 @@ int main(void) {
         {"write:ENOSPC:path=grads.swp:count=1", {"grads.swp", "(written behind)", "ENOSPC"}, 2048, 0, sg},
     };
     for (size_t i = 0; i < sizeof async / sizeof *async; i++) fault_run(&async[i]);
+    { /* the optimizer state on NVMe too: its pass's first reads are issued ahead (at step 1's first module,
+       * zstate_pass_prestart) and the first of them fails; the pass that takes them over fails the step */
+        static char zs[4700];
+        snprintf(zs, sizeof zs,
+                 "\"sub_group_size\": 1024, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"}",
+                 g_dir);
+        const fault_case st_read = {"read:EIO:path=exp_avg.swp:count=1",
+                                    {"exp_avg.swp", "EIO", "chunk 0"},
+                                    2048,
+                                    0,
+                                    zs};
+        const fault_case st_write = {"write:ENOSPC:path=master.swp:count=1", {"master.swp", "ENOSPC"}, 2048, 0, zs};
+        fault_run(&st_read);
+        fault_run(&st_write);
+    }
     first_step_prefetch();
     rmdir(g_dir);
     return zt_finish();
