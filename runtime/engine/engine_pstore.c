@@ -91,6 +91,7 @@ void zengine_params_guess_ahead(zinc_engine *e, int module, int phase) {
     for (int i = module + dir; i >= 0 && i < e->nmodules; i += dir) {
         const zmodule *m = &e->modules[i];
         if (m->nparams == 0 || g->mods[i].gathered || g->mods[i].persistent) continue;
+        if (g->secondary && g->sec_valid[i]) continue; /* hpZ: gathered from the secondary shards, no read */
         int64_t n = zmodule_numel(m), lo, hi;
         if (ahead + n > e->cfg.zero.prefetch_bucket_size) break;
         zpart_intersect(g->c.part, g->c.rank, m->flat_begin, m->flat_end, &lo, &hi);
