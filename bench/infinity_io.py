@@ -7,7 +7,10 @@ A step is the span from its first micro-step's start ("batch") to the end of its
 so the trainer's validation and sample after the steps are not counted. The parameter and gradient stores
 (offload/param_nvme.c) name their requests ("param swap in/out", "grad swap in/out", "param/grad prefetch");
 every io_uring request is also a "read"/"write" span of offload/aio.c, so the optimizer state's bytes
-(master, exp_avg, exp_avg_sq: offload/state_nvme.c) are those less the two stores'."""
+(master, exp_avg, exp_avg_sq: offload/state_nvme.c) are those less the two stores'. The optimizer state's
+reads issued after a step's optimizer pass (the next pass's first chunks, zstate_pass_prestart) count in
+the step whose pass reads them; after the last step they are read for nothing, printed apart and not
+counted in the mean."""
 import json
 import sys
 
@@ -25,12 +28,20 @@ def main(path):
         windows.append((batches[b], end))
     keys = ["param_read", "param_write", "grad_read", "grad_write", "state_read", "state_write"]
     rows = []
+    carry = 0  # the previous step's reads issued after its optimizer pass, for this step's pass
     for lo, hi in windows:
         r = dict.fromkeys(keys + ["aio_read", "aio_write"], 0)
+        r["aio_read"] = carry
+        opt = [e["ts"] + e["dur"] for e in ev if e.get("cat") == "optimizer" and lo <= e["ts"] <= hi]
+        pass_end = max(opt) if opt else hi
+        carry = 0
         for e in ev:
             if not (lo <= e["ts"] <= hi) or "bytes" not in e.get("args", {}):
                 continue
             n, by = e["name"], e["args"]["bytes"]
+            if n == "read" and e.get("cat", "") != "comm" and e["ts"] > pass_end:
+                carry += by  # the next step's prestarted optimizer-state reads
+                continue
             if n in ("param swap in", "param prefetch"):
                 r["param_read"] += by
             elif n == "param swap out":
@@ -58,6 +69,9 @@ def main(path):
         print("mean %8.2f  " % m["seconds"] + "  ".join("%11.1f" % mib(m[k]) for k in keys))
         print("per step: read %.1f MiB, written %.1f MiB (%d steps)" % (mib(tr), mib(tw), len(rows)))
         print("IO_PER_STEP %d %d" % (tr, tw))
+    if carry:
+        print("after the last step: %.1f MiB of optimizer state read ahead for a step that never came "
+              "(not counted)" % mib(carry))
 
 
 if __name__ == "__main__":

@@ -99,6 +99,7 @@ void zaio_fault_set(const zaio_fault *f) {
 }
 
 int64_t zaio_fault_hits(void) { return g_fault_hits; }
+int64_t zaio_fault_seen(void) { return g_fault_seen; }
 
 static const struct {
     const char *name;
@@ -142,6 +143,8 @@ zinc_status zaio_fault_parse(const char *spec, zaio_fault *out) {
             out->offset = strtoll(t + 7, &end, 10);
         else if (!strncmp(t, "path=", 5))
             snprintf(out->path, sizeof out->path, "%s", t + 5);
+        else if (!strncmp(t, "what=", 5))
+            snprintf(out->what, sizeof out->what, "%s", t + 5);
         else if (t[0] >= '0' && t[0] <= '9')
             out->err = (int)strtol(t, &end, 10);
         else {
@@ -154,8 +157,8 @@ zinc_status zaio_fault_parse(const char *spec, zaio_fault *out) {
             if (!found)
                 return ZERR(ZINC_ERR_INVALID_ARG,
                             "ZINC_AIO_FAULT=\"%s\": unknown token \"%s\" (expected read, write, any, an errno name "
-                            "such as EIO or ENOSPC, short, refuse_direct, no_uring, skip=N, count=N, offset=N or "
-                            "path=TEXT)",
+                            "such as EIO or ENOSPC, short, refuse_direct, no_uring, skip=N, count=N, offset=N, "
+                            "path=TEXT or what=TEXT)",
                             spec, t);
         }
         if (end && *end) return ZERR(ZINC_ERR_INVALID_ARG, "ZINC_AIO_FAULT=\"%s\": \"%s\" is not a number", spec, t);
@@ -164,10 +167,11 @@ zinc_status zaio_fault_parse(const char *spec, zaio_fault *out) {
 }
 
 /* Whether this piece operation is hit by the fault (counts it). */
-static bool fault_hit(const zaio_file *f, zaio_op op, int64_t off, int64_t len) {
+static bool fault_hit(const zaio_file *f, const zaio_req *r, int64_t off, int64_t len) {
     if (!g_fault_on || (!g_fault.err && !g_fault.short_io)) return false;
-    if (g_fault.op && g_fault.op != (int)op) return false;
+    if (g_fault.op && g_fault.op != (int)r->op) return false;
     if (g_fault.path[0] && !strstr(f->path, g_fault.path)) return false;
+    if (g_fault.what[0] && !strstr(r->what, g_fault.what)) return false;
     if (g_fault.offset >= 0 && !(off <= g_fault.offset && g_fault.offset < off + len)) return false;
     if (g_fault_seen++ < g_fault.skip) return false;
     if (g_fault.count > 0 && g_fault_hits >= g_fault.count) return false;
@@ -645,7 +649,7 @@ static void sync_op(zaio *a, zaio_piece *pc) {
     zaio_file *f = &a->files[r->file];
     int64_t off = pc->off + pc->done;
     char *addr = (char *)r->buf + (pc->off - r->off) + pc->done;
-    bool hit = fault_hit(f, r->op, off, pc->len - pc->done);
+    bool hit = fault_hit(f, r, off, pc->len - pc->done);
     if (hit && g_fault.err) {
         pc->inject = g_fault.err;
         complete(a, pc, 0);
@@ -685,7 +689,7 @@ static zinc_status fill(zaio *a) {
         zaio_file *f = &a->files[r->file];
         int64_t off = pc->off + pc->done;
         char *addr = (char *)r->buf + (pc->off - r->off) + pc->done;
-        bool hit = fault_hit(f, r->op, off, pc->len - pc->done);
+        bool hit = fault_hit(f, r, off, pc->len - pc->done);
         if (hit && g_fault.err) {
             io_uring_prep_nop(sqe);
             pc->inject = g_fault.err;

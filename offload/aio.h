@@ -122,11 +122,13 @@ void zaio_stats_get(const zaio *a, zaio_stats *out);
  *   ZINC_AIO_FAULT=write:EIO:skip=3:count=1     the 4th written piece fails with EIO
  *   ZINC_AIO_FAULT=read:short                   every read comes back short (and is continued)
  *   ZINC_AIO_FAULT=any:ENOSPC:path=exp_avg      IO on files whose path contains "exp_avg" fails
+ *   ZINC_AIO_FAULT=read:EIO:what=prefetch       reads described "... (prefetch)" fail (the stores' prefetches)
  *   ZINC_AIO_FAULT=refuse_direct                open() refuses O_DIRECT with EINVAL
  *   ZINC_AIO_FAULT=no_uring                     io_uring set-up fails (the pread/pwrite fallback)
  * Tokens: read|write|any, an errno name (EIO, ENOSPC, EAGAIN, EINTR, EINVAL, EBADF, EFBIG, EROFS,
  * EDQUOT, ENOMEM, ENXIO, EFAULT) or number, short, refuse_direct, no_uring, skip=N, count=N,
- * offset=N (pieces containing that byte offset), path=SUBSTRING; separated by ':' or ','. */
+ * offset=N (pieces containing that byte offset), path=SUBSTRING, what=SUBSTRING (requests whose zaio_req.what,
+ * the description their error message gives, contains it); separated by ':' or ','. */
 typedef struct zaio_fault {
     int op;             /* ZAIO_READ, ZAIO_WRITE, or 0 for both */
     int err;            /* errno the piece completes with instead of doing its IO (0: none) */
@@ -137,6 +139,7 @@ typedef struct zaio_fault {
     int64_t count;      /* faults injected at most (0: no limit) */
     int64_t offset;     /* only pieces whose range contains this file offset (-1: any) */
     char path[128];     /* only files whose path contains this ("": any) */
+    char what[64];      /* only requests whose what contains this ("": any) */
 } zaio_fault;
 
 /* A fault that matches nothing yet (offset -1); fill in what to inject. */
@@ -147,5 +150,8 @@ void zaio_fault_set(const zaio_fault *f);
 zinc_status zaio_fault_parse(const char *spec, zaio_fault *out);
 /* Faults injected since the last zaio_fault_set. */
 int64_t zaio_fault_hits(void);
+/* Pieces that matched the fault (op, path, what, offset) since the last zaio_fault_set, injected or let
+ * through by skip: a test counts the pieces of a pass with skip=huge, then hits the last with skip=that-1. */
+int64_t zaio_fault_seen(void);
 
 #endif

@@ -283,8 +283,9 @@ static zinc_status block_io_run(zstate_param *p, zaio_op op, int64_t k, int64_t 
     r.buf_index = -1;
     r.off = k * B;
     r.len = m * B;
-    snprintf(r.what, sizeof r.what, "%s blocks %lld..%lld of %lld", p->what, (long long)k, (long long)(k + m - 1),
-             (long long)p->geo.nblocks);
+    /* a write's error is reported by the call that completes it: the message says so */
+    snprintf(r.what, sizeof r.what, "%s blocks %lld..%lld of %lld%s", p->what, (long long)k, (long long)(k + m - 1),
+             (long long)p->geo.nblocks, op == ZAIO_WRITE ? " (written behind)" : "");
     int64_t t0 = ztrace_begin();
     double w0 = zclock_now_s();
     if (op == ZAIO_WRITE) { /* behind: completed by the store's next call (wflush) */
@@ -423,6 +424,8 @@ bool zstate_param_can_prefetch(const zstate_param *p, int64_t lo, int64_t n) {
     int64_t k0;
     return pf_pieces(p, lo, n, &k0) <= pf_free(p) && pf_count(p, lo, n) == 0;
 }
+
+bool zstate_param_prefetching(const zstate_param *p, int64_t lo, int64_t n) { return p->pf && pf_count(p, lo, n) > 0; }
 
 zinc_status zstate_param_prefetch(zstate_param *p, int64_t lo, int64_t n) {
     zinc_status st = ZINC_OK;

@@ -65,6 +65,8 @@ zinc_status zstate_param_read(zstate_param *p, int64_t lo, int64_t n, void *dst)
  * completed and discarded), so a read never returns what the file held before a write. */
 bool zstate_param_can_prefetch(const zstate_param *p, int64_t lo, int64_t n);
 zinc_status zstate_param_prefetch(zstate_param *p, int64_t lo, int64_t n);
+/* Whether a prefetch of exactly [lo, lo + n) is held (in flight or arrived, not yet read). */
+bool zstate_param_prefetching(const zstate_param *p, int64_t lo, int64_t n);
 /* Submits what the ring has room for of the prefetches in flight, without waiting. */
 zinc_status zstate_param_poll(zstate_param *p);
 /* A write returns once it is submitted: its last piece is written behind, completed by the store's next

@@ -105,15 +105,37 @@ zinc_status zstate_create(const zstate_ctx *ctx, int64_t n, zstate **out) {
     return zstate_create_memory(ctx, n, l.kind, l.chunk, out);
 }
 
+/* Drops a prestart's reads (completed into buffers nobody reads). */
+static void prestart_drop(zstate *s) {
+    if (!s->prestarted) return;
+    s->prestarted = false;
+    s->ops->pass_abort(s);
+}
+
 void zstate_destroy(zstate *s) {
-    if (s) s->ops->destroy(s);
+    if (!s) return;
+    prestart_drop(s);
+    s->ops->destroy(s);
+}
+
+zinc_status zstate_pass_prestart(zstate *s) {
+    if (!s || s->mode || s->prestarted || !s->ops->poll) return ZINC_OK;
+    zinc_status st = s->ops->pass_begin(s, ZSTATE_READ);
+    if (st == ZINC_OK)
+        s->prestarted = true;
+    else
+        s->ops->pass_abort(s);
+    return st;
 }
 
 zinc_status zstate_pass_begin(zstate *s, zstate_mode mode) {
     if (s->mode) return ZERR(ZINC_ERR_INTERNAL, "optimizer state: a pass began inside another pass");
     s->host_view = (mode & ZSTATE_HOST_VIEW) != 0;
     mode = (zstate_mode)(mode & ~ZSTATE_HOST_VIEW);
-    zinc_status st = s->ops->pass_begin(s, mode);
+    bool take = s->prestarted && (mode & ZSTATE_READ); /* the reads it begins with are in flight already */
+    if (!take) prestart_drop(s);                       /* a pass that only writes reads nothing */
+    s->prestarted = false;
+    zinc_status st = take ? ZINC_OK : s->ops->pass_begin(s, mode);
     if (st == ZINC_OK) {
         s->mode = mode;
         s->next = 0;

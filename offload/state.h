@@ -126,6 +126,7 @@ struct zstate {
     int64_t next;             /* the chunk the pass expects next (order is checked) */
     zstate_write_guard guard; /* NULL: none */
     void *guard_arg;
+    bool prestarted; /* zstate_pass_prestart's reads are in flight for the next pass */
 };
 
 /* Creates the store the config asks for: zero_optimization.offload_optimizer.device none (the compute
@@ -139,6 +140,13 @@ zinc_status zstate_create_nvme(const zstate_ctx *ctx, int64_t n, zstate **out);
 void zstate_destroy(zstate *s);
 
 zinc_status zstate_pass_begin(zstate *s, zstate_mode mode);
+/* Outside a pass, for a store with IO (ops->poll: NVMe): issues the reads a pass begins with (its first
+ * chunks, as many as it has buffers) now, so they move while the caller computes (zstate_poll keeps them
+ * moving); the next zstate_pass_begin that reads takes them over, one that only writes drops them, as
+ * does zstate_destroy. No-op inside a pass, when already prestarted or for a store without IO. Nothing in
+ * the store changes: the reads are those the pass would issue, checked at its acquire as always. An
+ * error drops the prestart (the pass then begins afresh, and reports the error itself if it persists). */
+zinc_status zstate_pass_prestart(zstate *s);
 zinc_status zstate_acquire(zstate *s, int64_t chunk, zstate_view *out);
 zinc_status zstate_release(zstate *s, int64_t chunk);
 zinc_status zstate_pass_end(zstate *s);

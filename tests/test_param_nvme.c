@@ -183,30 +183,80 @@ static void compare(const char *what, zinc_dtype t, const char *zero, const char
     }
 }
 
-/* A fault during the run ends it with a message containing `want`. */
-static void fault_run(const char *spec, const char *want, int damage) {
-    char zoff[4600];
+/* This rank's store file `name` (params.swp, grads.swp) under g_dir, or "". */
+static void store_file(const zinc_engine *e, const char *name, char *path, size_t cap) {
+    path[0] = 0;
+    DIR *d = opendir(g_dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (!strncmp(de->d_name, "zinc-", 5)) { /* a store's run directory */
+            char p[8192];
+            snprintf(p, sizeof p, "%s/%s/rank%d/%s", g_dir, de->d_name, zinc_rank(e), name);
+            if (access(p, F_OK) == 0) snprintf(path, cap, "%s", p);
+        }
+    if (d) closedir(d);
+}
+
+/* One injected fault: armed after step 0 (once a checkpoint is saved), it must end step 1 (the step that
+ * issues or completes the faulted IO, none later: a written-behind write's error is the step's own) with
+ * a message containing every `want`; then the checkpoint saved before it is loaded into a fresh engine and
+ * gives bitwise the master weights it was saved with. */
+typedef struct fault_case {
+    const char *spec;    /* zaio_fault_parse's; NULL: damage a block of params.swp */
+    const char *want[3]; /* substrings of the message (NULL: fewer) */
+    int buffer_size;     /* 0: 300 (modules larger than every prefetch buffer: nothing is prefetched) */
+    int last_write;      /* 1: ":skip=N:count=1" appended to spec, N + 1 the pieces it matches in step 1: the
+                            fault hits the step's last write of that file (counted by a probe run) */
+    const char *zero;    /* more zero_optimization members, or NULL */
+} fault_case;
+
+static void fault_run(const fault_case *fc) {
+    char zoff[4600], ck[4200], spec[512];
     snprintf(zoff, sizeof zoff,
-             "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\", \"buffer_size\": 300}", g_dir);
-    run r = {.t = ZINC_FP32, .zero_extra = zoff};
+             "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\", \"buffer_size\": %d}%s%s", g_dir,
+             fc->buffer_size ? fc->buffer_size : 300, fc->zero ? ", " : "", fc->zero ? fc->zero : "");
+    snprintf(ck, sizeof ck, "%s/ckpt_fault", g_dir);
+    snprintf(spec, sizeof spec, "%s", fc->spec ? fc->spec : "damaged block");
+    run r = {.t = ZINC_FP32, .zero_extra = zoff, .hidden = fc->buffer_size ? 40 : 0};
     zinc_engine *e = NULL;
     mlp_model *m = NULL;
-    zinc_status st = make(&r, &e, &m);
+    float *saved = NULL, *loaded = NULL;
+    size_t n = 0;
+    zinc_status st = ZINC_OK;
+    if (fc->last_write) { /* the same run (deterministic) counting the matching pieces of step 1 */
+        char probe[600];
+        snprintf(probe, sizeof probe, "%s:skip=1000000000000", fc->spec);
+        zaio_fault f;
+        st = make(&r, &e, &m);
+        if (st == ZINC_OK) st = mlp_train_step(m, 0, NULL, NULL);
+        ZT_OK(zaio_fault_parse(probe, &f));
+        zaio_fault_set(&f);
+        if (st == ZINC_OK) st = mlp_train_step(m, 1, NULL, NULL);
+        int64_t seen = zaio_fault_seen();
+        zaio_fault_set(NULL);
+        ZT_OK(st);
+        ZT_CHECK(seen > 0 && zaio_fault_hits() == 0, "%s: probe: %lld pieces", probe, (long long)seen);
+        snprintf(spec, sizeof spec, "%s:skip=%lld:count=1", fc->spec, (long long)(seen - 1));
+        mlp_destroy(m);
+        zinc_destroy(e);
+        m = NULL;
+        e = NULL;
+    }
+    if (st == ZINC_OK) st = make(&r, &e, &m);
     ZT_OK(st);
     if (st == ZINC_OK) st = mlp_train_step(m, 0, NULL, NULL);
     ZT_OK(st);
-    if (damage && st == ZINC_OK) { /* flip a byte of this rank's parameter file behind the store's back */
+    if (st == ZINC_OK) { /* the checkpoint the fault must not cost */
+        st = zinc_save_checkpoint(e, ck, "before");
+        ZT_CHECK(st == ZINC_OK, "%s: saving the checkpoint before the fault: %s", spec, zinc_last_error());
+        n = (size_t)zinc_numel_total(e);
+        saved = malloc(n * sizeof *saved);
+        if (st == ZINC_OK) st = zinc_gather_master(e, saved, n);
+        ZT_OK(st);
+    }
+    if (st == ZINC_OK && !fc->spec) { /* flip a byte of this rank's parameter file behind the store's back */
         char path[8192];
-        path[0] = 0;
-        DIR *d = opendir(g_dir);
-        struct dirent *de;
-        while (d && (de = readdir(d)))
-            if (!strncmp(de->d_name, "zinc-", 5)) { /* the parameter store's run directory (not the gradients') */
-                char p[8192];
-                snprintf(p, sizeof p, "%s/%s/rank%d/params.swp", g_dir, de->d_name, zinc_rank(e));
-                if (access(p, F_OK) == 0) snprintf(path, sizeof path, "%s", p);
-            }
-        if (d) closedir(d);
+        store_file(e, "params.swp", path, sizeof path);
         int fd = open(path, O_RDWR);
         ZT_CHECK(fd >= 0, "open %s", path);
         unsigned char c = 0;
@@ -221,15 +271,79 @@ static void fault_run(const char *spec, const char *want, int damage) {
         zaio_fault_set(&f);
     }
     if (st == ZINC_OK) {
-        for (int s = 1; s < 3 && st == ZINC_OK; s++) st = mlp_train_step(m, s, NULL, NULL);
-        const char *msg = zinc_last_error();
-        ZT_CHECK(st != ZINC_OK, "%s: the run went on", damage ? "damaged block" : spec);
-        ZT_CHECK(st == ZINC_OK || strstr(msg, want), "%s: message lacks \"%s\": %s", damage ? "damage" : spec, want,
-                 msg);
-        if (st != ZINC_OK && zinc_rank(e) == 0)
-            printf("%-28s: ended with \"%.120s...\"\n", damage ? "damaged block" : spec, msg);
+        int failed_at = -1;
+        for (int s = 1; s < 3 && failed_at < 0; s++)
+            if (mlp_train_step(m, s, NULL, NULL) != ZINC_OK) failed_at = s;
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", zinc_last_error());
+        int64_t hits = zaio_fault_hits();
+        zaio_fault_set(NULL);
+        ZT_CHECK(failed_at >= 0, "%s: the run went on (%lld faults injected)", spec, (long long)hits);
+        ZT_CHECK(failed_at < 0 || failed_at == 1, "%s: step %d failed, not step 1 where the fault came: %s", spec,
+                 failed_at, msg);
+        ZT_CHECK(!fc->spec || hits > 0, "%s: no IO matched the fault", spec);
+        for (int i = 0; i < 3 && fc->want[i]; i++)
+            ZT_CHECK(failed_at < 0 || strstr(msg, fc->want[i]), "%s: message lacks \"%s\": %s", spec, fc->want[i], msg);
+        if (failed_at >= 0 && zinc_rank(e) == 0)
+            printf("%-44s: step %d ended with \"%.150s...\"\n", spec, failed_at, msg);
+        /* the failed engine refuses to save (its state may be half-updated): the checkpoint before the
+         * fault stays the newest */
+        zinc_status sv = zinc_save_checkpoint(e, ck, "after");
+        const char *why = sv == ZINC_OK ? "saved" : zinc_last_error();
+        ZT_CHECK(sv == ZINC_ERR_STATE && strstr(why, "failed part-way"), "%s: the failed engine's save: status %d (%s)",
+                 spec, (int)sv, why);
     }
     zaio_fault_set(NULL);
+    mlp_destroy(m);
+    zinc_destroy(e);
+    m = NULL;
+    e = NULL;
+    if (saved) { /* a fresh engine loads the checkpoint saved before the fault: the same master weights */
+        char p[4300];
+        snprintf(p, sizeof p, "%s/before", ck);
+        loaded = malloc(n * sizeof *loaded);
+        st = make(&r, &e, &m);
+        if (st == ZINC_OK) st = zinc_load_checkpoint(e, p);
+        ZT_CHECK(st == ZINC_OK, "%s: loading the checkpoint saved before the fault: %s", spec, zinc_last_error());
+        if (st == ZINC_OK) st = zinc_gather_master(e, loaded, n);
+        if (st == ZINC_OK) st = mlp_train_step(m, 1, NULL, NULL); /* and it trains on */
+        ZT_OK(st);
+        size_t d = 0;
+        while (st == ZINC_OK && d < n && !memcmp(&saved[d], &loaded[d], sizeof *saved)) d++;
+        ZT_CHECK(st != ZINC_OK || d == n,
+                 "%s: the checkpoint saved before the fault loads other master weights "
+                 "(element %zu: %.9g, saved %.9g)",
+                 spec, d, d < n ? loaded[d] : 0.0, d < n ? saved[d] : 0.0);
+        mlp_destroy(m);
+        zinc_destroy(e);
+    }
+    free(saved);
+    free(loaded);
+    zfile_rmtree(ck);
+}
+
+/* The first step has no module trace for the stage-3 prefetch to follow: the swap-ins are guessed ahead
+ * in registration order (forward) and its reverse (backward), so some reads of step 0 are prefetched. */
+static void first_step_prefetch(void) {
+    char zoff[4600];
+    snprintf(zoff, sizeof zoff,
+             "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\", \"buffer_size\": 2048}, "
+             "\"sub_group_size\": 1024",
+             g_dir);
+    run r = {.t = ZINC_FP32, .zero_extra = zoff, .hidden = 40, .gas = 1}; /* one micro-step: no trace in it */
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    zinc_status st = make(&r, &e, &m);
+    ZT_OK(st);
+    zaio_fault f; /* counts the prefetched reads (none is faulted) */
+    ZT_OK(zaio_fault_parse("read:EIO:path=params.swp:what=(prefetch):skip=1000000000000", &f));
+    zaio_fault_set(&f);
+    if (st == ZINC_OK) st = mlp_train_step(m, 0, NULL, NULL);
+    int64_t seen = zaio_fault_seen();
+    zaio_fault_set(NULL);
+    ZT_OK(st);
+    ZT_CHECK(seen > 0, "the first step (no trace yet) prefetched no parameter read");
+    if (zinc_rank(e) == 0) printf("first step: %lld prefetched parameter read pieces\n", (long long)seen);
     mlp_destroy(m);
     zinc_destroy(e);
 }
@@ -277,6 +391,22 @@ int main(void) {
         zaio_fault_set(&f);
         compare("short gradient reads", ZINC_FP32, NULL, "\"gradient_clipping\": 0.05", NULL, 0);
         zaio_fault_set(NULL);
+        /* short reads of the prefetched reads only (waited for at use, continued there), of either file */
+        g_hidden = 40;
+        g_buffer_size = 2048;
+        static const char *const shorts[2] = {"read:short:path=params.swp:what=(prefetch)",
+                                              "read:short:path=grads.swp:what=(prefetch)"};
+        for (int i = 0; i < 2; i++) {
+            ZT_OK(zaio_fault_parse(shorts[i], &f));
+            zaio_fault_set(&f);
+            compare(i ? "short prefetched grad reads" : "short prefetched reads", ZINC_FP32, "\"sub_group_size\": 1024",
+                    "\"gradient_clipping\": 0.05", NULL, 0);
+            int64_t hits = zaio_fault_hits();
+            zaio_fault_set(NULL);
+            ZT_CHECK(hits > 0, "%s: no prefetched read was issued", shorts[i]);
+            printf("%s: %lld pieces came back short\n", shorts[i], (long long)hits);
+        }
+        g_hidden = g_buffer_size = 0;
     }
     { /* the pre-flight counts the parameter file against the free space under offload_param.nvme_path */
         char zoff[4600];
@@ -293,15 +423,54 @@ int main(void) {
         mlp_destroy(m);
         zinc_destroy(e);
     }
-    fault_run("write:EIO:path=params.swp", "params.swp", 0);
-    fault_run("write:ENOSPC:path=params.swp", "params.swp", 0);
-    fault_run("read:EIO:path=params.swp", "params.swp", 0);
-    fault_run(NULL, "checksum", 1);
-    /* the gradient file: a failed write while a piece lands in backward (kept, agreed at the step), a
-     * failed read (the pieces' read-modify-writes, the statistics, the update) */
-    fault_run("write:EIO:path=grads.swp", "grads.swp", 0);
-    fault_run("write:ENOSPC:path=grads.swp", "grads.swp", 0);
-    fault_run("read:EIO:path=grads.swp", "grads.swp", 0);
+    /* buffer_size 300: nothing prefetched, every IO issued and waited for by the call that needs it (the
+     * written-behind writes completed by the store's next call) */
+    static const fault_case plain[] = {
+        {"write:EIO:path=params.swp", {"params.swp", "EIO", "(written behind)"}, 0, 0, NULL},
+        {"write:ENOSPC:path=params.swp", {"params.swp", "ENOSPC"}, 0, 0, NULL},
+        {"read:EIO:path=params.swp", {"params.swp", "EIO"}, 0, 0, NULL},
+        {NULL, {"params.swp", "checksum"}, 0, 0, NULL},
+        /* the gradient file: a failed write while a piece lands in backward (kept, agreed at the step), a
+         * failed read (the pieces' read-modify-writes, the statistics, the update) */
+        {"write:EIO:path=grads.swp", {"grads.swp", "EIO", "(written behind)"}, 0, 0, NULL},
+        {"write:ENOSPC:path=grads.swp", {"grads.swp", "ENOSPC"}, 0, 0, NULL},
+        {"read:EIO:path=grads.swp", {"grads.swp", "EIO"}, 0, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) fault_run(&plain[i]);
+    /* the asynchronous paths (hidden 40: every module within stage3_prefetch_bucket_size; buffer_size 2048:
+     * each module fits the free prefetch buffers, so the stage-3 prefetch issues its reads ahead, and the
+     * optimizer pass writes the 3-block shard in two pieces, blocks 0..1 and 2..2):
+     * a fault that matches only the prefetched reads (waited for at the module's use), and writes that
+     * complete after the call that issued them: the pass's first chunk (offset 0: completed by the next
+     * chunk's write) and its last (completed by the flush after the pass); the gradient file's first write
+     * of the step (completed by the next piece's landing) and its last */
+    static const char *const sg = "\"sub_group_size\": 1024";
+    static const fault_case async[] = {
+        {"read:EIO:path=params.swp:what=(prefetch)", {"params.swp", "(prefetch)", "EIO"}, 2048, 0, sg},
+        {"read:EIO:path=grads.swp:what=(prefetch)", {"grads.swp", "(prefetch)", "EIO"}, 2048, 0, sg},
+        {"write:EIO:path=params.swp:count=1:offset=0", {"params.swp", "(written behind)", "EIO"}, 2048, 0, sg},
+        {"write:ENOSPC:path=params.swp", {"params.swp", "(written behind)", "ENOSPC"}, 2048, 1, sg},
+        /* the backward's last landing piece: completed by the statistics pass's first call */
+        {"write:EIO:path=grads.swp", {"grads.swp", "(written behind)", "EIO"}, 2048, 1, sg},
+        {"write:ENOSPC:path=grads.swp:count=1", {"grads.swp", "(written behind)", "ENOSPC"}, 2048, 0, sg},
+    };
+    for (size_t i = 0; i < sizeof async / sizeof *async; i++) fault_run(&async[i]);
+    { /* the optimizer state on NVMe too: its pass's first reads are issued ahead (at step 1's first module,
+       * zstate_pass_prestart) and the first of them fails; the pass that takes them over fails the step */
+        static char zs[4700];
+        snprintf(zs, sizeof zs,
+                 "\"sub_group_size\": 1024, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"}",
+                 g_dir);
+        const fault_case st_read = {"read:EIO:path=exp_avg.swp:count=1",
+                                    {"exp_avg.swp", "EIO", "chunk 0"},
+                                    2048,
+                                    0,
+                                    zs};
+        const fault_case st_write = {"write:ENOSPC:path=master.swp:count=1", {"master.swp", "ENOSPC"}, 2048, 0, zs};
+        fault_run(&st_read);
+        fault_run(&st_write);
+    }
+    first_step_prefetch();
     rmdir(g_dir);
     return zt_finish();
 }

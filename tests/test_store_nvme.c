@@ -821,6 +821,83 @@ done:
     fx_free(&x);
 }
 
+/* zstate_pass_prestart: the next pass's first reads issued outside any pass (the engine does it after each
+ * step and keeps them moving from module boundaries); the next reading pass takes them over and sees the
+ * same bytes, a writing pass drops them, a failed prestarted read fails the pass that takes it over at the
+ * chunk's acquire (as its own read would), and destroy with reads in flight returns everything. */
+static void test_nvme_prestart(void) {
+    fixture x;
+    char dir[2048];
+    snprintf(dir, sizeof dir, "%s/prestart", root);
+    ZT_OK(fx_init(&x, ZOFFLOAD_NVME, false));
+    fx_set_path(&x, dir);
+    zstate *s = NULL;
+    uint64_t rs = zt_seed();
+    ref r;
+    ref_fill(&r, N, &rs);
+    ZT_OK(zstate_create(&x.ctx, N, &s));
+    if (!s) goto out;
+    int64_t bad = 0, seen = 0, polls = 0;
+    zaio_fault f;
+    /* counts the read pieces issued (skip: none is faulted) */
+    ZT_OK(zaio_fault_parse("read:EIO:skip=1000000000", &f));
+    zaio_fault_set(&f);
+    ZT_OK(zstate_pass_prestart(s)); /* nothing written yet: nothing to read */
+    ZT_CHECK(zaio_fault_seen() == 0, "prestart of a store never written: %lld read pieces",
+             (long long)zaio_fault_seen());
+    ZT_OK(store_write(s, &r, 0)); /* drops that (empty) prestart */
+    ZT_CHECK(!s->prestarted, "a writing pass left the prestart in place");
+    zaio_fault_set(&f);
+    ZT_OK(zstate_pass_prestart(s));
+    int64_t issued = zaio_fault_seen();
+    ZT_CHECK(s->prestarted && issued > 0, "prestart: %d, %lld read pieces issued", s->prestarted, (long long)issued);
+    ZT_OK(zstate_pass_prestart(s)); /* already prestarted: nothing more (a poll would move the rest along) */
+    ZT_CHECK(zaio_fault_seen() == issued, "a second prestart issued %lld more pieces",
+             (long long)(zaio_fault_seen() - issued));
+    ZT_OK(zstate_poll(s));
+    /* the optimizer's pattern takes the reads over: the same bytes as without */
+    ZT_OK(store_flip(s, &r, 0x80000001u, 500, &polls));
+    ZT_CHECK(!s->prestarted, "the pass did not take the prestart over");
+    zaio_fault_set(&f); /* counts afresh */
+    ZT_OK(zstate_pass_prestart(s));
+    ZT_OK(store_check(s, &r, 0, &bad, &seen)); /* a READ pass takes them over too, reading nothing twice */
+    ZT_CHECK(zaio_fault_seen() == 3 * s->nchunks, "a prestart and a pass read %lld pieces, want %lld",
+             (long long)zaio_fault_seen(), (long long)(3 * s->nchunks));
+    zaio_fault_set(NULL);
+    ZT_CHECK(bad == 0 && seen == N, "after prestarted passes: %lld elements differ, %lld seen", (long long)bad,
+             (long long)seen);
+    ZT_OK(zstate_pass_prestart(s));
+    ZT_OK(store_write(s, &r, 0)); /* a WRITE pass drops them */
+    ZT_OK(store_check(s, &r, 0, &bad, &seen));
+    ZT_CHECK(bad == 0, "after a prestart dropped by a write pass: %lld elements differ", (long long)bad);
+    /* a prestarted read that fails: the pass fails at that chunk with the IO error, the store is intact */
+    ZT_OK(zaio_fault_parse("read:EIO:count=1", &f));
+    zaio_fault_set(&f);
+    ZT_OK(zstate_pass_prestart(s));
+    zaio_fault_set(NULL);
+    zinc_status st = store_check(s, &r, 0, &bad, &seen);
+    ZT_CHECK(st == ZINC_ERR_IO && strstr(zinc_last_error(), "EIO") && strstr(zinc_last_error(), "chunk 0"),
+             "a failed prestarted read: status %d: %s", (int)st, zinc_last_error());
+    ZT_OK(store_check(s, &r, 0, &bad, &seen));
+    ZT_CHECK(bad == 0, "after a failed prestarted read: %lld elements differ", (long long)bad);
+    /* inside a pass it is a no-op */
+    ZT_OK(zstate_pass_begin(s, ZSTATE_READ));
+    ZT_OK(zstate_pass_prestart(s));
+    ZT_CHECK(!s->prestarted, "prestarted inside a pass");
+    zstate_pass_abort(s);
+    ZT_OK(zstate_pass_prestart(s)); /* destroyed with its reads in flight */
+    zstate_destroy(s);
+    s = NULL;
+    ZT_CHECK(zt_count_entries(dir) == 0 && mem_total(&x.mem) == 0, "after destroy: %d entries, %llu bytes counted",
+             zt_count_entries(dir), (unsigned long long)mem_total(&x.mem));
+    printf("nvme store prestart: %lld read pieces issued ahead of the pass\n", (long long)issued);
+out:
+    zaio_fault_set(NULL);
+    zstate_destroy(s);
+    ref_free(&r);
+    fx_free(&x);
+}
+
 int main(void) {
     zt_name = "store_nvme";
     zlog wlog = {.fn = zt_logcap_fn, .userdata = &log_cap, .level = ZINC_LOG_WARN};
@@ -861,6 +938,7 @@ int main(void) {
     test_memory(2);
     test_tensors_error();
     test_param_prefetch();
+    test_nvme_prestart();
     rm_tree(root);
     zcomm_destroy(world);
     return zt_finish();

@@ -589,6 +589,7 @@ zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
     }
     if (m->nparams > 0) { /* a module without parameters only marks the micro-step's phases */
         if (e->stage == 3) TRY(zgather_module_enter(&e->gather, module, (int)phase, new_micro_step));
+        if (e->stage == 3) zengine_params_guess_ahead(e, module, (int)phase);
         if (phase == ZINC_BACKWARD) {
             void *grads = NULL;
             TRY(zgrads_module_backward_enter(&e->grads, module, &grads));
@@ -598,6 +599,7 @@ zinc_status zinc_module_enter(zinc_engine *e, int module, zinc_phase phase) {
     m->in_phase[phase] = true;
     if (phase == ZINC_BACKWARD) e->open_backward++;
     e->last_phase = (int)phase;
+    zengine_state_ahead(e); /* after the module's own swap-ins: the optimizer state's reads behind them */
     if (ztrace_active() && e->trace) zengine_trace_module_enter(e, module, (int)phase);
     return ZINC_OK;
 fail:
@@ -622,6 +624,7 @@ zinc_status zinc_module_exit(zinc_engine *e, int module, zinc_phase phase) {
         zengine_wc_reduced(e, w0);
     }
     if (m->nparams > 0 && e->stage == 3) TRY(zgather_module_exit(&e->gather, module, (int)phase));
+    zengine_state_ahead(e);
     zengine_wc_module_exit(e, (int)phase);
     return ZINC_OK;
 fail:

@@ -63,9 +63,12 @@ zinc_status zengine_grads_read(zinc_engine *e, int64_t lo, int64_t n, float *dst
     return zstate_param_read(e->gstore, lo, n, dst);
 }
 
-void zengine_grads_prefetch(zinc_engine *e, int64_t lo, int64_t n) {
-    if (n > 0 && lo >= 0 && lo + n <= e->part.shard)
-        (void)zstate_param_prefetch(e->gstore, lo, n); /* a failure shows again at the read itself */
+/* Its error is the step's: a written-behind write completed here (the backward's last piece, at the
+ * statistics pass's first call) fails with its own cause, which the read after it could only report as
+ * blocks lost. */
+zinc_status zengine_grads_prefetch(zinc_engine *e, int64_t lo, int64_t n) {
+    if (n > 0 && lo >= 0 && lo + n <= e->part.shard) return zstate_param_prefetch(e->gstore, lo, n);
+    return ZINC_OK;
 }
 
 zinc_status zengine_grads_stats(zinc_engine *e, zgrad_stats *out) {
@@ -75,8 +78,8 @@ zinc_status zengine_grads_stats(zinc_engine *e, zgrad_stats *out) {
     float *buf = zstate_param_scratch(e->gstore);
     for (int64_t a = 0; a < n; a += cap) {
         int64_t k = n - a < cap ? n - a : cap;
-        if (a == 0) zengine_grads_prefetch(e, 0, k);
-        zengine_grads_prefetch(e, a + k, n - a - k < cap ? n - a - k : cap); /* in flight while this one is used */
+        if (a == 0) TRY(zengine_grads_prefetch(e, 0, k));
+        TRY(zengine_grads_prefetch(e, a + k, n - a - k < cap ? n - a - k : cap)); /* in flight while this is used */
         TRY(zstate_param_read(e->gstore, a, k, buf));
         ZDEV_ON_POOL(e->dev, zgrad_stats_add(buf, ZINC_FP32, (size_t)k, (size_t)a, out));
     }

@@ -297,14 +297,17 @@ int64_t zengine_pstore_chunk(const zinc_engine *e);
 zinc_status zengine_params_read(zinc_engine *e, int64_t lo, int64_t n, void *dst);
 zinc_status zengine_params_write(zinc_engine *e, int64_t lo, int64_t n, const void *src);
 zinc_status zengine_params_gather_read(void *engine, int64_t lo, int64_t n, void *dst);
-/* engine_gstore.c: the gradient store's read of [lo, lo + n) issued ahead (nothing when out of range) */
-void zengine_grads_prefetch(zinc_engine *e, int64_t lo, int64_t n);
+/* engine_gstore.c: the gradient store's read of [lo, lo + n) issued ahead (nothing when out of range); its
+ * error (a written-behind write it completed) is the step's */
+zinc_status zengine_grads_prefetch(zinc_engine *e, int64_t lo, int64_t n);
 /* zgather_ctx.can_prefetch_own and prefetch_own: the store's swap-in ahead of use (a failure is kept as
  * zengine_params_gather_read keeps one) */
 bool zengine_params_can_prefetch(void *engine, int64_t lo, int64_t n);
 zinc_status zengine_params_prefetch(void *engine, int64_t lo, int64_t n);
 /* Collective (every rank, at the step): a kept swap-in failure of any rank, as every rank's error. */
 zinc_status zengine_params_agree(zinc_engine *e);
+/* engine_pstore.c: offload_param nvme without a module trace: the next modules' swap-ins guessed ahead */
+void zengine_params_guess_ahead(zinc_engine *e, int module, int phase);
 /* fp32 values widened/narrowed to the compute dtype into elements [lo, lo + n) of the shard. */
 zinc_status zengine_params_upload_f32(zinc_engine *e, int64_t lo, const float *vals, int64_t n);
 
@@ -338,6 +341,9 @@ void zengine_muon_hparams(const zinc_engine *e, zopt_hp *hp, double inv, double 
 /* DeepSpeed's combined unscale-and-clip factor for the mean gradient's norm: max(1, (norm + 1e-6) / clip)
  * with gradient_clipping > 0, else 1 (engine_base.c: the step and Muon's prepare take it). */
 double zengine_clip_factor(const zinc_engine *e, double norm);
+/* engine_step_pass.c: offload_optimizer nvme's next pass's reads issued ahead and kept moving (a no-op
+ * without IO or inside a pass) */
+void zengine_state_ahead(zinc_engine *e);
 zinc_status zengine_optimizer_pass(zinc_engine *e, const zopt_desc *o, const zopt_hp *hp, const void *g, zinc_dtype gdt,
                                    void *out);
 /* The parameter holding flat element x (binary search), or NULL for padding. */

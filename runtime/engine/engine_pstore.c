@@ -7,6 +7,7 @@
 #include "runtime/engine/engine_internal.h"
 #include "base/core/error.h"
 #include "offload/param_nvme.h"
+#include "zero/partition.h"
 
 bool zengine_params_on_nvme(const zinc_engine *e) {
     return e->stage == 3 && e->cfg.zero.offload_param.device == ZOFFLOAD_NVME;
@@ -74,6 +75,31 @@ zinc_status zengine_params_prefetch(void *engine, int64_t lo, int64_t n) {
         snprintf(e->pstore_err, sizeof e->pstore_err, "%s", zinc_last_error());
     }
     return ZINC_OK;
+}
+
+/* While the stage-3 prefetch has no trace to follow (the step that records it, or one after the model
+ * left it), the swap-ins of the modules next in registration order (forward) or before it (backward) are
+ * issued ahead as the trace would issue them: up to stage3_prefetch_bucket_size elements, while the
+ * store has free buffers, skipping modules held gathered. Only the store's reads: each module's
+ * all-gather is still issued at its use, whose read takes a prefetch of exactly its range. A guess the
+ * model does not follow costs its reads and buffers until the optimizer pass's writes drop them. */
+void zengine_params_guess_ahead(zinc_engine *e, int module, int phase) {
+    const zgather *g = &e->gather;
+    if (!e->pstore || e->pstore_st != ZINC_OK || g->trace_valid || !g->mods) return;
+    int dir = phase == ZINC_FORWARD ? 1 : -1;
+    int64_t ahead = 0;
+    for (int i = module + dir; i >= 0 && i < e->nmodules; i += dir) {
+        const zmodule *m = &e->modules[i];
+        if (m->nparams == 0 || g->mods[i].gathered || g->mods[i].persistent) continue;
+        if (g->secondary && g->sec_valid[i]) continue; /* hpZ: gathered from the secondary shards, no read */
+        int64_t n = zmodule_numel(m), lo, hi;
+        if (ahead + n > e->cfg.zero.prefetch_bucket_size) break;
+        zpart_intersect(g->c.part, g->c.rank, m->flat_begin, m->flat_end, &lo, &hi);
+        ahead += n;
+        if (hi <= lo || zstate_param_prefetching(e->pstore, lo - g->c.own_lo, hi - lo)) continue;
+        if (!zstate_param_can_prefetch(e->pstore, lo - g->c.own_lo, hi - lo)) break;
+        (void)zengine_params_prefetch(e, lo - g->c.own_lo, hi - lo); /* keeps a failure for the step */
+    }
 }
 
 zinc_status zengine_params_agree(zinc_engine *e) {

@@ -127,6 +127,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     double sumsq = 0;
     int64_t nonfinite = 0, first_bad = -1;
     int bad_rank = -1;
+    zengine_state_ahead(e); /* a no-op unless something between the backward and here ran a pass */
     t0 = ztrace_begin();
     TRY(global_stats(e, &sumsq, &nonfinite, &first_bad, &bad_rank)); /* where the ranks meet each step */
     if (t0) ztrace_span(t0, ZTRACE_ENGINE, "gradient statistics", 0, NULL, 0, NULL, 0);
@@ -182,6 +183,7 @@ zinc_status zengine_step(zinc_engine *e, zinc_step_info *info) {
     t0 = ztrace_begin();
     if (e->stage == 3) TRY(zgather_after_step(&e->gather));
     TRY(zgrads_zero(&e->grads));
+    zengine_state_ahead(e); /* the next step's optimizer pass begins reading now */
     if (t0) ztrace_span(t0, ZTRACE_ENGINE, "after step", 0, NULL, 0, NULL, 0);
     zengine_micro_steps_reset(e);
 

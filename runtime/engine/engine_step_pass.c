@@ -155,9 +155,9 @@ static zinc_status pstore_chunk(step_pass *s, zopt_pass pass, const zstate_view 
             const zstate *z = e->state;
             int64_t nx = sv.lo + sv.n, cend = (nx / z->chunk + 1) * z->chunk;
             if (cend > z->n) cend = z->n;
-            if (o == 0) zengine_grads_prefetch(e, sv.lo, sv.n);
-            if (nx < z->n) zengine_grads_prefetch(e, nx, cend - nx < cap ? cend - nx : cap);
-            zinc_status rs = zengine_grads_read(e, sv.lo, sv.n, gs);
+            zinc_status rs = o == 0 ? zengine_grads_prefetch(e, sv.lo, sv.n) : ZINC_OK;
+            if (rs == ZINC_OK && nx < z->n) rs = zengine_grads_prefetch(e, nx, cend - nx < cap ? cend - nx : cap);
+            if (rs == ZINC_OK) rs = zengine_grads_read(e, sv.lo, sv.n, gs);
             if (rs != ZINC_OK) return rs;
         }
         int64_t t0 = ztrace_begin();
@@ -311,4 +311,19 @@ fail:
     free(sums);
     free(coeff);
     return st;
+}
+
+/* offload_optimizer nvme: the next optimizer pass's first chunk reads (master, exp_avg, exp_avg_sq) issued
+ * ahead (zstate_pass_prestart) and kept moving, so they share the disk with the forward and backward's
+ * swaps instead of waiting alone after the gradient statistics. Called after each step and at every
+ * module's entry and exit (not in the statistics pass, whose own reads the disk is busy with: polling
+ * there only reorders the disk's work). After the run's last step one prestart is read for nothing (at
+ * most buffer_count chunks). A failure drops the prestart: the pass reports what persists. */
+void zengine_state_ahead(zinc_engine *e) {
+    zstate *z = e->state;
+    if (!z || z->mode || !z->ops->poll) return;
+    if (!z->prestarted)
+        (void)zstate_pass_prestart(z);
+    else
+        (void)zstate_poll(z);
 }
