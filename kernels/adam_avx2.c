@@ -14,6 +14,7 @@ typedef __m256 zvmask; /* all-ones lanes where decayed, for blendv */
 
 ZK_AI zv v_loadu(const float *p) { return _mm256_loadu_ps(p); }
 ZK_AI void v_storeu(float *p, zv x) { _mm256_storeu_ps(p, x); }
+ZK_AI void v_stream(float *p, zv x) { _mm256_stream_ps(p, x); } /* p: ZW * 4 bytes aligned */
 ZK_AI zv v_set1(float x) { return _mm256_set1_ps(x); }
 ZK_AI zv v_add(zv a, zv b) { return _mm256_add_ps(a, b); }
 ZK_AI zv v_sub(zv a, zv b) { return _mm256_sub_ps(a, b); }

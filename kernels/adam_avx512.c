@@ -16,6 +16,7 @@ typedef __mmask16 zvmask;
 
 ZK_AI zv v_loadu(const float *p) { return _mm512_loadu_ps(p); }
 ZK_AI void v_storeu(float *p, zv x) { _mm512_storeu_ps(p, x); }
+ZK_AI void v_stream(float *p, zv x) { _mm512_stream_ps(p, x); } /* p: ZW * 4 bytes aligned */
 ZK_AI zv v_set1(float x) { return _mm512_set1_ps(x); }
 ZK_AI zv v_add(zv a, zv b) { return _mm512_add_ps(a, b); }
 ZK_AI zv v_sub(zv a, zv b) { return _mm512_sub_ps(a, b); }

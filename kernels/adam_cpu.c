@@ -78,8 +78,17 @@ static void lamb_apply_scalar(const zk_lamb_consts *c, float sc, size_t n, float
                               zinc_dtype gdt, void *po, int pdt, const uint8_t *mask) {
     zk_lamb_apply_range(c, sc, 0, n, p, m, v, g, gdt, po, po ? pdt : ZK_NO_OUT, mask);
 }
-static const zk_ops zk_ops_scalar = {"scalar",       adam_scalar,  axpy_scalar,      cast_from_scalar,
-                                     cast_to_scalar, scale_scalar, lamb_sums_scalar, lamb_apply_scalar};
+int zk_copy_stream_ref(void *dst, const void *src, size_t bytes, int f32) {
+    memcpy(dst, src, bytes);
+    int bad = 0;
+    if (f32)
+        for (size_t i = 0; i < bytes / sizeof(float); i++) bad |= !isfinite(((const float *)dst)[i]);
+    return bad;
+}
+
+static const zk_ops zk_ops_scalar = {"scalar",         adam_scalar,       axpy_scalar,
+                                     cast_from_scalar, cast_to_scalar,    scale_scalar,
+                                     lamb_sums_scalar, lamb_apply_scalar, zk_copy_stream_ref};
 
 /* ---------------------------------------------------------------- dispatch */
 enum { ZK_SCALAR = 0, ZK_AVX2 = 1, ZK_AVX512 = 2 };
@@ -455,4 +464,8 @@ static void stats_onto(const void *x, zinc_dtype t, size_t n, double total, zgra
 const char *zkernels_warning(void) {
     pthread_once(&zk_once, zk_init);
     return zk_warning[0] ? zk_warning : NULL;
+}
+
+int zk_copy_stream(void *dst, const void *src, size_t bytes, int f32) {
+    return ops()->copy_stream(dst, src, bytes, f32);
 }

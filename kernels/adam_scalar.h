@@ -210,6 +210,7 @@ typedef struct zk_ops {
                       zinc_dtype gdt, const uint8_t *mask, double *wsq, double *usq);
     void (*lamb_apply)(const zk_lamb_consts *c, float sc, size_t n, float *p, float *m, float *v, const void *g,
                        zinc_dtype gdt, void *po, int pdt, const uint8_t *mask);
+    int (*copy_stream)(void *dst, const void *src, size_t bytes, int f32); /* zk_copy_stream */
 } zk_ops;
 
 /* The chunk kernels of the SIMD path in use (adam_cpu.c; lamb_cpu.c uses them too). */

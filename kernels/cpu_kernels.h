@@ -233,6 +233,12 @@ void zk_quant_sym(const void *x, zinc_dtype t, size_t n, size_t block, int bits,
 void zk_dequant_sym_ref(const int8_t *q, const float *scales, size_t n, size_t block, void *y, zinc_dtype t);
 void zk_dequant_sym(const int8_t *q, const float *scales, size_t n, size_t block, void *y, zinc_dtype t);
 
+/* dst = src (bytes), through streaming stores where dst is aligned to the SIMD width (a copy nobody reads
+ * again soon: the cache stays the caller's), and with f32 (bytes a multiple of 4) 1 if any float of it is
+ * non-finite, else 0. On the calling thread. The reference: memcpy and an isfinite loop. */
+int zk_copy_stream_ref(void *dst, const void *src, size_t bytes, int f32);
+int zk_copy_stream(void *dst, const void *src, size_t bytes, int f32);
+
 /* Which SIMD path the fast kernels use ("avx512", "avx2", "scalar"); ZINC_SIMD=scalar|avx2|avx512 in the
  * environment forces a lower one (for tests and benchmarks). */
 const char *zkernels_simd_name(void);

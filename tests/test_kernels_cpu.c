@@ -55,9 +55,12 @@ static int64_t ulps(float a, float b) {
 }
 
 static void store(void *buf, zinc_dtype t, size_t i, float x) {
-    if (t == ZINC_FP32) ((float *)buf)[i] = x;
-    else if (t == ZINC_FP16) ((uint16_t *)buf)[i] = zinc_f32_to_fp16(x);
-    else ((uint16_t *)buf)[i] = zinc_f32_to_bf16(x);
+    if (t == ZINC_FP32)
+        ((float *)buf)[i] = x;
+    else if (t == ZINC_FP16)
+        ((uint16_t *)buf)[i] = zinc_f32_to_fp16(x);
+    else
+        ((uint16_t *)buf)[i] = zinc_f32_to_bf16(x);
 }
 
 /* ---------------------------------------------------------------- Adam */
@@ -103,8 +106,8 @@ static zadam_hparams hparams_at(const adam_case *c, int t) {
  * summed from over all steps so far. Rounding is relative to those terms, not to the result, when they
  * cancel (b1*m + (1-b1)*g, g*gf + wd*p, p - update), and errors carry over from step to step; the checks
  * allow a small multiple of these sizes. */
-static void adam_f64(const zadam_hparams *h, size_t n, double *p, double *m, double *v, const void *g,
-                     zinc_dtype gdt, const uint8_t *mask, double *es) {
+static void adam_f64(const zadam_hparams *h, size_t n, double *p, double *m, double *v, const void *g, zinc_dtype gdt,
+                     const uint8_t *mask, double *es) {
     double b1 = h->beta1, b2 = h->beta2, wd = h->weight_decay, lr = h->lr;
     double step = lr / (double)h->bias_correction1;
     for (size_t i = 0; i < n; i++) {
@@ -134,9 +137,12 @@ static size_t check_param_out(const fstate *s, size_t n, int pdt) {
     if (pdt == 3) return 0;
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
-        if (pdt == ZINC_FP32) bad += f2u(((float *)s->po)[i]) != f2u(s->p[i]);
-        else if (pdt == ZINC_FP16) bad += ((uint16_t *)s->po)[i] != zinc_f32_to_fp16(s->p[i]);
-        else bad += ((uint16_t *)s->po)[i] != zinc_f32_to_bf16(s->p[i]);
+        if (pdt == ZINC_FP32)
+            bad += f2u(((float *)s->po)[i]) != f2u(s->p[i]);
+        else if (pdt == ZINC_FP16)
+            bad += ((uint16_t *)s->po)[i] != zinc_f32_to_fp16(s->p[i]);
+        else
+            bad += ((uint16_t *)s->po)[i] != zinc_f32_to_bf16(s->p[i]);
     }
     return bad;
 }
@@ -197,17 +203,15 @@ static void run_adam_case(const adam_case *c, size_t n, int threads) {
                      fabs(ref.v[i] - dv[i]) <= 1e-6 * fabs(dv[i]) + 5e-7 * e[1];
             if (!ok && bad++ == 0) first = i;
         }
-        ZT_CHECK(bad == 0, "ref vs float64, %s step %d: %zu bad, first %zu: p %.9g/%.9g m %.9g/%.9g v %.9g/%.9g",
-                 name, t, bad, first, bad ? (double)ref.p[first] : 0, bad ? dp[first] : 0,
-                 bad ? (double)ref.m[first] : 0, bad ? dm[first] : 0, bad ? (double)ref.v[first] : 0,
-                 bad ? dv[first] : 0);
+        ZT_CHECK(bad == 0, "ref vs float64, %s step %d: %zu bad, first %zu: p %.9g/%.9g m %.9g/%.9g v %.9g/%.9g", name,
+                 t, bad, first, bad ? (double)ref.p[first] : 0, bad ? dp[first] : 0, bad ? (double)ref.m[first] : 0,
+                 bad ? dm[first] : 0, bad ? (double)ref.v[first] : 0, bad ? dv[first] : 0);
         ZT_CHECK(check_param_out(&ref, n, c->pdt) == 0, "ref param_out != cast(master), %s step %d", name, t);
         for (int k = 0; k < 3; k++) {
             if (!have_path[k]) continue;
             zkernels_set_simd(paths[k]);
             memset(fast[k].po, 0xff, n * 4);
-            zadam_step(&h, n, fast[k].p, fast[k].m, fast[k].v, g, c->gdt, c->pdt == 3 ? NULL : fast[k].po, pdt,
-                       mask);
+            zadam_step(&h, n, fast[k].p, fast[k].m, fast[k].v, g, c->gdt, c->pdt == 3 ? NULL : fast[k].po, pdt, mask);
             int64_t worst = 0;
             size_t nb = 0;
             for (size_t i = 0; i < n; i++) {
@@ -220,8 +224,8 @@ static void run_adam_case(const adam_case *c, size_t n, int threads) {
             }
             total_nonbitwise += nb;
             total_compared += n;
-            ZT_CHECK(worst <= 2, "%s path vs ref, %s step %d threads %d: worst %lld ulp", paths[k], name, t,
-                     threads, (long long)worst);
+            ZT_CHECK(worst <= 2, "%s path vs ref, %s step %d threads %d: worst %lld ulp", paths[k], name, t, threads,
+                     (long long)worst);
             ZT_CHECK(check_param_out(&fast[k], n, c->pdt) == 0, "%s path param_out != cast(master), %s step %d",
                      paths[k], name, t);
         }
@@ -262,8 +266,9 @@ static void test_adam(void) {
             nbig++;
         }
     }
-    fprintf(stderr, "adam: %d mode combinations x %zu small sizes, %d large runs; %zu of %zu fast-path "
-                    "elements not bit-identical to the reference\n",
+    fprintf(stderr,
+            "adam: %d mode combinations x %zu small sizes, %d large runs; %zu of %zu fast-path "
+            "elements not bit-identical to the reference\n",
             ncase, sizeof small / sizeof small[0], nbig, total_nonbitwise, total_compared);
 }
 
@@ -307,9 +312,11 @@ static void test_stats(void) {
                 ZT_CHECK(ref.nonfinite == want_count && ref.first_nonfinite == want_first,
                          "stats ref %s n=%zu: nonfinite %zu first %zu, want %zu %zu", zinc_dtype_name(t), n,
                          ref.nonfinite, ref.first_nonfinite, want_count, want_first);
-                if (want_count) ZT_CHECK(!isfinite(ref.sumsq), "stats ref sumsq finite with non-finite input");
-                else ZT_NEAR(ref.sumsq, kahan, 0, 1e-12, "stats ref %s n=%zu: %.17g vs %.17g", zinc_dtype_name(t),
-                             n, ref.sumsq, kahan);
+                if (want_count)
+                    ZT_CHECK(!isfinite(ref.sumsq), "stats ref sumsq finite with non-finite input");
+                else
+                    ZT_NEAR(ref.sumsq, kahan, 0, 1e-12, "stats ref %s n=%zu: %.17g vs %.17g", zinc_dtype_name(t), n,
+                            ref.sumsq, kahan);
                 static const int thr[] = {1, 2, 4};
                 for (int k = 0; k < 3; k++) {
                     if (!have_path[k]) continue;
@@ -319,8 +326,8 @@ static void test_stats(void) {
                         zgrad_stats(x, t, n, &got[j]);
                         ZT_CHECK(got[j].nonfinite == want_count && got[j].first_nonfinite == want_first,
                                  "stats %s %s n=%zu threads %d: nonfinite %zu first %zu, want %zu %zu", paths[k],
-                                 zinc_dtype_name(t), n, thr[j], got[j].nonfinite, got[j].first_nonfinite,
-                                 want_count, want_first);
+                                 zinc_dtype_name(t), n, thr[j], got[j].nonfinite, got[j].first_nonfinite, want_count,
+                                 want_first);
                         ZT_CHECK(memcmp(&got[j].sumsq, &ref.sumsq, sizeof(double)) == 0 ||
                                      (isnan(got[j].sumsq) && isnan(ref.sumsq)),
                                  "stats %s %s n=%zu threads %d: sumsq %.17g not bit-equal to ref %.17g", paths[k],
@@ -346,7 +353,7 @@ static float interesting_float(void) {
     switch (r % 8) {
     case 0: return u2f((uint32_t)(r >> 16));
     case 1: return sign * (float)(65504.0 + (double)((r >> 8) % 64)); /* fp16 max .. overflow */
-    case 2: return sign * ldexpf((float)((r >> 8) % 4096), -36);       /* fp16 subnormal range */
+    case 2: return sign * ldexpf((float)((r >> 8) % 4096), -36);      /* fp16 subnormal range */
     case 3: { /* halfway between two bf16 / fp16 values: ties to even */
         uint32_t u = (uint32_t)(r >> 20) & 0x7fffe000u;
         return u2f(u | ((r >> 8) & 1 ? 0x8000u : 0x1000u));
@@ -459,9 +466,10 @@ static void test_dispatch(void) {
     }
     for (int k = 0; k < 3; k++) {
         have_path[k] = zkernels_set_simd(paths[k]) == 0;
-        if (have_path[k]) ZT_CHECK(!strcmp(zkernels_simd_name(), paths[k]), "set_simd(%s) -> %s", paths[k],
-                                   zkernels_simd_name());
-        else fprintf(stderr, "skipping the %s path: this CPU lacks it\n", paths[k]);
+        if (have_path[k])
+            ZT_CHECK(!strcmp(zkernels_simd_name(), paths[k]), "set_simd(%s) -> %s", paths[k], zkernels_simd_name());
+        else
+            fprintf(stderr, "skipping the %s path: this CPU lacks it\n", paths[k]);
     }
     ZT_CHECK(have_path[0], "the scalar path must always be available");
     ZT_CHECK(zkernels_set_simd("sse9") == -1, "unknown path name accepted");
@@ -484,8 +492,14 @@ static void test_bias_correction_precision(void) {
         for (size_t j = 0; j < sizeof steps / sizeof steps[0]; j++) {
             float b1 = (float)hp[i].b1, b2 = (float)hp[i].b2, lr = (float)hp[i].lr;
             double bc1 = 1.0 - pow(b1, (double)steps[j]), bc2 = 1.0 - pow(b2, (double)steps[j]);
-            zadam_hparams h = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = 1e-8f, .bias_correction1 = bc1,
-                               .bias_correction2 = bc2, .grad_factor = 1.0f, .adamw = 1};
+            zadam_hparams h = {.lr = lr,
+                               .beta1 = b1,
+                               .beta2 = b2,
+                               .eps = 1e-8f,
+                               .bias_correction1 = bc1,
+                               .bias_correction2 = bc2,
+                               .grad_factor = 1.0f,
+                               .adamw = 1};
             zk_adam_consts c = zk_adam_consts_make(&h);
             float want_ibc2 = (float)(1.0 / sqrt(bc2)), want_step = (float)((double)lr / bc1);
             ZT_CHECK(c.ibc2 == want_ibc2, "beta2 %g t %lld: 1/sqrt(bc2) %.9g, want %.9g", hp[i].b2, (long long)steps[j],
@@ -499,12 +513,55 @@ static void test_bias_correction_precision(void) {
            (sizeof hp / sizeof hp[0]) * (sizeof steps / sizeof steps[0]));
 }
 
+/* zk_copy_stream (the checkpoint snapshot's copy): the bytes of memcpy and the reference's non-finite flag on
+ * every path, for lengths around the vector widths, destinations aligned and not (the reference's path),
+ * and a NaN, +inf or -inf in the head, the vectors or the tail. */
+static void test_copy_stream(void) {
+    const size_t cap = 4096 + 77;
+    float *src = malloc(cap * 4), *want = malloc(cap * 4);
+    unsigned char *dmem = aligned_alloc(64, cap * 4 + 128);
+    const size_t lens[] = {0, 1, 7, 8, 15, 16, 17, 33, 64, 1000, cap};
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (int k = 0; k < 3; k++) {
+        if (!have_path[k]) continue;
+        zkernels_set_simd(paths[k]);
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; li++)
+            for (size_t shift = 0; shift < 8; shift += 4) /* 0: aligned to 64; 4: not */
+                for (int at = -1; at < 3; at++) {
+                    size_t n = lens[li];
+                    for (size_t i = 0; i < cap; i++) src[i] = interesting_float();
+                    for (size_t i = 0; i < n; i++)
+                        if (!isfinite(src[i])) src[i] = 1.5f; /* finite unless planted below */
+                    size_t pos = at < 0 || !n ? SIZE_MAX : at == 0 ? 0 : at == 1 ? n / 2 : n - 1;
+                    if (pos != SIZE_MAX) src[pos] = bad[(size_t)at % 3];
+                    float *dst = (float *)(dmem + shift);
+                    memset(dmem, 0x5a, cap * 4 + 128);
+                    int ref = zk_copy_stream_ref(want, src, n * 4, 1);
+                    int got = zk_copy_stream(dst, src, n * 4, 1);
+                    ZT_CHECK(got == ref && ref == (pos != SIZE_MAX),
+                             "%s: copy_stream's non-finite flag %d, the reference's %d (n %zu, shift %zu, at %zu)",
+                             paths[k], got, ref, n, shift, pos);
+                    ZT_CHECK(!memcmp(dst, src, n * 4), "%s: copy_stream's bytes differ (n %zu, shift %zu)", paths[k], n,
+                             shift);
+                    ZT_CHECK(dmem[shift + n * 4] == 0x5a, "%s: copy_stream wrote past %zu bytes", paths[k], n * 4);
+                    /* bytes (not floats): any length, never a flag */
+                    ZT_CHECK(zk_copy_stream(dst, src, n * 4 + (n & 3), 0) == 0 && !memcmp(dst, src, n * 4 + (n & 3)),
+                             "%s: copy_stream of %zu bytes", paths[k], n * 4 + (n & 3));
+                }
+    }
+    zkernels_set_simd(NULL);
+    free(src);
+    free(want);
+    free(dmem);
+}
+
 int main(void) {
     zt_name = "test_kernels_cpu";
     test_bias_correction_precision();
     rng = zt_seed();
     test_dispatch();
     test_casts();
+    test_copy_stream();
     test_stats();
     test_adam();
     return zt_finish();

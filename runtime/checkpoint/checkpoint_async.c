@@ -44,6 +44,7 @@
 #include "base/core/error.h"
 #include "base/core/safe_file.h"
 #include "base/core/trace.h"
+#include "kernels/cpu_kernels.h"
 #include "offload/aio.h"
 #include "runtime/engine/engine_internal.h"
 #include "runtime/mem/mem_estimate.h"
@@ -99,10 +100,6 @@ static void check_piece(zckpt_save_job *j, int64_t p) {
     }
 }
 
-/* Copied and checked in runs of this many bytes: each run is checked while it is still in the cache, so
- * the check costs no second pass over memory. */
-#define COPY_RUN ((int64_t)256 << 10)
-
 /* Piece p into the full image, every section; checked now (the writer) or later by the writer (the guard: the
  * training thread only copies, its check is not the step's time). */
 static void copy_piece(zckpt_save_job *j, int64_t p, bool check) {
@@ -110,11 +107,10 @@ static void copy_piece(zckpt_save_job *j, int64_t p, bool check) {
         int64_t off, bytes;
         const void *src = piece_src(j, s, p, &off, &bytes);
         if (!src) continue; /* Lion's exp_avg_sq: the zeros of the image */
-        for (int64_t a = 0; a < bytes; a += COPY_RUN) {
-            int64_t n = bytes - a < COPY_RUN ? bytes - a : COPY_RUN;
-            memcpy(j->image + off + a, (const char *)src + a, (size_t)n);
-            if (check && s < ZCKPT_SEC_PARAMS) check_finite(j, s, p, a / 4, (const float *)(j->image + off + a), n / 4);
-        }
+        /* streaming stores, checked as copied (one pass; the element looked for only if one is non-finite) */
+        bool f32 = check && s < ZCKPT_SEC_PARAMS;
+        if (zk_copy_stream(j->image + off, src, (size_t)bytes, f32) && f32)
+            check_finite(j, s, p, 0, (const float *)(j->image + off), bytes / 4);
     }
 }
 
@@ -441,9 +437,10 @@ static zinc_status write_stream(zckpt_save_job *j, wio *io) {
             if (!src) continue; /* a hole: zeros */
             uint8_t *buf = j->image + ALIGN + k * slot;
             TRY(wio_wait(io, (int)k));
-            memcpy(buf, src, (size_t)bytes);
+            bool f32 = s < ZCKPT_SEC_PARAMS;
+            if (zk_copy_stream(buf, src, (size_t)bytes, f32) && f32)
+                check_finite(j, s, p, 0, (const float *)buf, bytes / 4);
             memset(buf + bytes, 0, (size_t)(round_up(bytes, ALIGN) - bytes));
-            if (s < ZCKPT_SEC_PARAMS) check_finite(j, s, p, 0, (const float *)buf, bytes / 4);
             if (j->sst != ZINC_OK) return j->sst;
             TRY(wio_put(io, (int)k, buf, off, round_up(bytes, ALIGN), bytes));
             k = (k + 1) % j->nslots;
