@@ -70,33 +70,25 @@ static int nsec(const zckpt_save_job *j) { return j->mine.sec_offset[ZCKPT_SEC_P
 
 /* A checkpoint of a run gone bad would resume into the same NaNs: the first non-finite value is recorded and
  * fails the save (the message is made on the main thread, which knows the parameters). */
-static void check_finite(zckpt_save_job *j, int sec, int64_t p, int64_t i0, const float *x, int64_t n) {
-    uint32_t bad = 0; /* a branch-free pass the compiler vectorises; the element looked for only if one is */
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, x + i, sizeof u);
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
+static void check_finite(zckpt_save_job *j, int sec, int64_t p, const float *x, int64_t n) {
+    zgrad_stats st; /* the gradient checks' own scan for the first non-finite element (on this thread) */
+    zgrad_stats_ref(x, ZINC_FP32, (size_t)n, &st);
+    if (!st.nonfinite) return;
+    pthread_mutex_lock(&j->mu);
+    if (j->sst == ZINC_OK) {
+        j->sst = ZINC_ERR_NONFINITE;
+        j->nf_flat = j->mine.flat_lo + p * j->piece + (int64_t)st.first_nonfinite;
+        j->nf_sec = sec;
+        j->nf_val = (double)x[st.first_nonfinite];
     }
-    if (!bad) return;
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) {
-            pthread_mutex_lock(&j->mu);
-            if (j->sst == ZINC_OK) {
-                j->sst = ZINC_ERR_NONFINITE;
-                j->nf_flat = j->mine.flat_lo + p * j->piece + i0 + i;
-                j->nf_sec = sec;
-                j->nf_val = (double)x[i];
-            }
-            pthread_mutex_unlock(&j->mu);
-            return;
-        }
+    pthread_mutex_unlock(&j->mu);
 }
 
 /* Piece p's non-finite check, on its copy in the image. */
 static void check_piece(zckpt_save_job *j, int64_t p) {
     for (int s = 0; s < nsec(j) && s < ZCKPT_SEC_PARAMS; s++) {
         int64_t off, bytes;
-        if (piece_src(j, s, p, &off, &bytes)) check_finite(j, s, p, 0, (const float *)(j->image + off), bytes / 4);
+        if (piece_src(j, s, p, &off, &bytes)) check_finite(j, s, p, (const float *)(j->image + off), bytes / 4);
     }
 }
 
@@ -110,7 +102,7 @@ static void copy_piece(zckpt_save_job *j, int64_t p, bool check) {
         /* streaming stores, checked as copied (one pass; the element looked for only if one is non-finite) */
         bool f32 = check && s < ZCKPT_SEC_PARAMS;
         if (zk_copy_stream(j->image + off, src, (size_t)bytes, f32) && f32)
-            check_finite(j, s, p, 0, (const float *)(j->image + off), bytes / 4);
+            check_finite(j, s, p, (const float *)(j->image + off), bytes / 4);
     }
 }
 
@@ -439,7 +431,7 @@ static zinc_status write_stream(zckpt_save_job *j, wio *io) {
             TRY(wio_wait(io, (int)k));
             bool f32 = s < ZCKPT_SEC_PARAMS;
             if (zk_copy_stream(buf, src, (size_t)bytes, f32) && f32)
-                check_finite(j, s, p, 0, (const float *)buf, bytes / 4);
+                check_finite(j, s, p, (const float *)buf, bytes / 4);
             memset(buf + bytes, 0, (size_t)(round_up(bytes, ALIGN) - bytes));
             if (j->sst != ZINC_OK) return j->sst;
             TRY(wio_put(io, (int)k, buf, off, round_up(bytes, ALIGN), bytes));
