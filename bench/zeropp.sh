@@ -43,11 +43,14 @@ ZERO=${ZERO-\"stage3_max_reuse_distance\": 0}
 APPEND=${APPEND:-1}
 PLOT=${PLOT:-$here/zeropp.svg}
 cluster="$root/scripts/netns-cluster.sh"
+# shellcheck source=bench/zeropp_config.sh
+. "$here/zeropp_config.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 [ -x "$ZINC" ] || { echo "zeropp.sh: $ZINC not found: build zinc first (scripts/build.sh)" >&2; exit 1; }
 [ -r "$TEXT" ] || { echo "zeropp.sh: the training text $TEXT is not readable: set TEXT=FILE" >&2; exit 1; }
 ((STEPS > 2)) || { echo "zeropp.sh: STEPS must be above 2" >&2; exit 1; }
+for c in $CONFIGS; do zeropp_zero_of "$c" >/dev/null || exit 1; done
 "$cluster" check || { echo "zeropp.sh: no network namespaces here (see above)" >&2; exit 77; }
 command -v tc >/dev/null || { echo "zeropp.sh: tc (iproute2) not found" >&2; exit 77; }
 mkdir -p "$OUT"
@@ -72,28 +75,9 @@ link_bytes() { # tx + rx of node 0's end
   ip netns exec "$cname-n0" sh -c "echo \$((\$(cat /sys/class/net/${cname}a/statistics/tx_bytes) + \$(cat /sys/class/net/${cname}a/statistics/rx_bytes)))"
 }
 
-zero_of() {
-  case $1 in
-  plain) echo '"stage": 3' ;;
-  qwz) echo '"stage": 3, "zero_quantized_weights": true' ;;
-  hpz) echo '"stage": 3, "zero_hpz_partition_size": 2' ;;
-  qgz) echo '"stage": 3, "zero_quantized_gradients": true' ;;
-  all) echo '"stage": 3, "zero_quantized_weights": true, "zero_hpz_partition_size": 2, "zero_quantized_gradients": true' ;;
-  *) echo "zeropp.sh: unknown config $1" >&2; exit 1 ;;
-  esac
-}
-bf16=false
-[ "$DTYPE" = bf16 ] && bf16=true
-
 run() { # config, steps -> bytes across the link
   local c=$1 s=$2 f="$OUT/$1.json"
-  printf '{"train_batch_size": %d, "train_micro_batch_size_per_gpu": %d, "bf16": {"enabled": %s},\n' \
-    $((MB * 4)) "$MB" "$bf16" >"$f"
-  printf ' "optimizer": {"type": "AdamW", "params": {"lr": %s, "betas": [0.9, 0.95], "weight_decay": 0.1}},\n' "$LR" >>"$f"
-  printf ' "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": %s,\n' "$LR" >>"$f"
-  printf '   "warmup_num_steps": %d, "total_num_steps": %d}},\n' $((s < 20 ? s : 20)) "$s" >>"$f"
-  printf ' "gradient_clipping": 1.0, "steps_per_print": 1000000, "zero_optimization": {%s%s}}\n' "$(zero_of "$c")" \
-    "${ZERO:+, $ZERO}" >>"$f"
+  zeropp_write_config "$c" "$s" "$f" || exit 1
   local b0 b1
   b0=$(link_bytes)
   # shellcheck disable=SC2086

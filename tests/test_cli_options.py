@@ -128,7 +128,7 @@ def main():
     # One driver, two models: both reports carry the driver's keys, each with its model's own.
     common = ["model", "config", "world_size", "zero_stage", "steps", "steps_taken", "steps_skipped", "first_loss",
               "final_loss", "final_lr", "parameters", "param_l2_norm", "param_checksum", "seconds", "resumed_from_step",
-              "losses", "lrs", "loss_scales"]
+              "losses", "lrs", "loss_scales", "step_seconds"]
     for args, model, own in [(tr + ["--steps", "3", "--threads", "1", "--report", "m.json"], "mlp",
                               ["final_accuracy"]),
                              (g2 + ["--steps", "2", "--layers", "1", "--width", "16", "--heads", "2", "--context", "8",
@@ -138,8 +138,13 @@ def main():
         path = args[args.index("--report") + 1]
         r = json.load(open(path)) if rc == 0 and os.path.exists(path) else {}
         lacks = [k for k in common + own if k not in r]
-        check(rc == 0 and r.get("model") == model and not lacks and r.get("steps") == int(args[args.index("--steps") + 1]),
+        steps = int(args[args.index("--steps") + 1])
+        check(rc == 0 and r.get("model") == model and not lacks and r.get("steps") == steps,
               f"{model} report: exit {rc}, lacks {lacks}: {err[-300:]!r}")
+        # one time per step, each positive, together at most the run's (they leave out start-up and saves)
+        st = r.get("step_seconds", [])
+        check(len(st) == steps and all(x > 0 for x in st) and sum(st) <= r.get("seconds", 0) + 1e-6,
+              f"{model} report: step_seconds {st} against {steps} steps in {r.get('seconds')} s")
     # torchrun's environment without MPI (issue 43): refused with the mpirun command to use, said by rank 0 only;
     # WORLD_SIZE 1, or the same variables under mpirun/srun, start as usual
     tr_args = [z, "train", "--config", cfg, "--steps", "1", "--threads", "1"]

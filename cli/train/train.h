@@ -63,7 +63,7 @@ typedef struct zcli_train {
     const char *gemm_name;
     bool mfu_warned;
     /* per step of this run, for the report: the loss, the lr it used, the loss scale after it */
-    json_t *losses, *lrs, *loss_scales;
+    json_t *losses, *lrs, *loss_scales, *step_seconds;
     /* the run's input files, which no output may replace: [0] the config (the driver's), then the model's
      * (its prepare fills them; NULL-terminated) */
     const char *inputs[8];

@@ -174,8 +174,10 @@ static int one_step(const zcli_train_model *m, zcli_train *t, int64_t s) {
     bad = bad || zinc_step(t->e, &t->info) != ZINC_OK || m->step_end(t, &t->loss);
     /* the engine's monitors (tensorboard, csv_monitor) write the loss next to the step's lr and scale */
     bad = bad || zinc_record_loss(t->e, t->loss) != ZINC_OK;
-    t->train_s += zclock_now_s() - ts;
+    double took = zclock_now_s() - ts;
+    t->train_s += took;
     if (!bad) {
+        json_array_append_new(t->step_seconds, json_real(took));
         json_array_append_new(t->losses, json_real(zcli_real(t->loss)));
         json_array_append_new(t->lrs, json_real(t->info.lr));
         json_array_append_new(t->loss_scales, json_real((double)t->info.loss_scale));
@@ -228,6 +230,7 @@ static int write_report(const zcli_train_model *m, zcli_train *t, double elapsed
         json_object_set(j, "losses", t->losses);
         json_object_set(j, "lrs", t->lrs);
         json_object_set(j, "loss_scales", t->loss_scales);
+        json_object_set(j, "step_seconds", t->step_seconds); /* the step itself: saves and evaluation apart */
     }
     if (j && (zcli_report_comms(t->e, j) || m->report(t, j, elapsed) || zcli_flops_report(t, j))) {
         fprintf(stderr, "zinc train: cannot build the report for %s\n", t->o->report);
@@ -294,7 +297,8 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
                     .inputs = {o->config},
                     .losses = json_array(),
                     .lrs = json_array(),
-                    .loss_scales = json_array()};
+                    .loss_scales = json_array(),
+                    .step_seconds = json_array()};
     int run_lock = -1, rc = m->prepare(&t);
     /* --report is checked against the inputs the model's prepare named (an existing file needs --force) */
     if (rc == 0 && o->report && !report_why[0])
@@ -317,6 +321,7 @@ int zcli_train_run(const zcli_train_model *m, zcli_train_opts *o, void *model_op
     json_decref(t.losses);
     json_decref(t.lrs);
     json_decref(t.loss_scales);
+    json_decref(t.step_seconds);
     /* a signal recorded before there was an engine to stop at a step (zsig_defer from main on): the run
      * ended before its first step, as a signalled run without a checkpoint ends */
     if (rc == 1 && rank < 0 && zsig_pending()) {
