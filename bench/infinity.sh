@@ -23,6 +23,8 @@ LIMIT=${LIMIT:-3G} SHAPES=${SHAPES:-"6x384 12x768"} STEPS=${STEPS:-3} CONTEXT=${
 PREFETCH_BUCKET=${PREFETCH_BUCKET:-20000000} MAX_LIVE=${MAX_LIVE:-30000000}
 work=$(mktemp -d)
 trap 'rm -rf "$work"; [[ -n ${cg:-} ]] && rmdir "$cg" 2>/dev/null || true' EXIT
+cp "$zinc" "$work/zinc" # a rebuild of the tree while this runs must not change (or remove) the binary under it
+zinc=$work/zinc
 mkdir -p "$nv"
 cg=""
 if [[ -w /sys/fs/cgroup/cgroup.subtree_control ]] && mkdir /sys/fs/cgroup/zinc-infinity-$$ 2>/dev/null; then
