@@ -128,21 +128,42 @@ def run_of(name):  # tokens/s, and the run's length in its own median steps (ste
 def median(v):
     v = sorted(v)
     return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+def after_save(name):  # sum over the save intervals of (their steps' time - EVERY x the median of their later half)
+    st = json.load(open(f"{out}/{name}.json")).get("step_seconds", [])
+    ex = 0.0
+    for s0 in range(every, len(st) - every + 1, every):  # the EVERY steps after the save at step s0
+        w = st[s0:s0 + every]
+        ex += sum(w) - every * median(w[every // 2:])
+    return ex, sum(st)
+def writer_cost(dec, nos):  # the share of the run the steps after each save lost, less the same in the no-save run
+    (ed, td), (en, tn) = after_save(dec), after_save(nos)
+    return ed / td - en / tn if td and tn else None
 if pairs:
     ratios, nratios = [], []
     print(f"\n{pairs} more pair(s) back to back (no saves, then decoupled saves). The last column divides each run's"
           " wall time by its own median step time (report step_seconds) first: a machine uniformly slower during one"
           " run cancels out, while the writer's cost, in the few steps after each save, does not:\n")
-    print("| pair | tokens/s, no saves | tokens/s, decoupled | decoupled / no saves | the same in median steps |")
-    print("|---|---|---|---|---|")
+    print("The writer's cost column: the time the steps right after each save took beyond their interval's later"
+          " half (median), as a share of the run, less the same share in the no-save run (steps of the same data):"
+          " within each run, so the machine's drift between runs cancels; it assumes the writer is done within"
+          " half an interval.\n")
+    print("| pair | tokens/s, no saves | tokens/s, decoupled | decoupled / no saves | the same in median steps | "
+          "writer's cost after each save |")
+    print("|---|---|---|---|---|---|")
+    costs = []
     for i in range(1, pairs + 1):
         (a, na), (b, nb) = run_of(f"nosave_{i}"), run_of(f"decoupled_{i}")
         ratios.append(b / a)
         nr = na / nb if na and nb else 0
         nratios.append(nr)
-        print(f"| {i} | {a:.1f} | {b:.1f} | {100 * b / a:.1f}% | {f'{100 * nr:.1f}%' if nr else 'n/a'} |")
+        wc = writer_cost(f"decoupled_{i}", f"nosave_{i}")
+        costs.append(wc)
+        print(f"| {i} | {a:.1f} | {b:.1f} | {100 * b / a:.1f}% | {f'{100 * nr:.1f}%' if nr else 'n/a'} | "
+              f"{f'{100 * wc:.1f}%' if wc is not None else 'n/a'} |")
     print(f"\nMedian decoupled / no saves over the pairs: {100 * median(ratios):.1f}%"
-          + (f" (in median steps: {100 * median(nratios):.1f}%)." if all(nratios) else "."))
+          + (f" (in median steps: {100 * median(nratios):.1f}%)" if all(nratios) else "")
+          + (f"; the writer's cost after each save, median {100 * median(costs):.1f}% of the run." if
+             all(c is not None for c in costs) else "."))
 EOF
 cat "$OUT/ckpt_async.md"
 if [ "$APPEND" = 1 ]; then cat "$OUT/ckpt_async.md" >>"$here/RESULTS.md"; fi
