@@ -54,6 +54,8 @@ for c in $CONFIGS; do zeropp_zero_of "$c" >/dev/null || exit 1; done
 "$cluster" check || { echo "zeropp.sh: no network namespaces here (see above)" >&2; exit 77; }
 command -v tc >/dev/null || { echo "zeropp.sh: tc (iproute2) not found" >&2; exit 77; }
 mkdir -p "$OUT"
+cp "$ZINC" "$OUT/zinc" # a rebuild of the tree while this runs must not change (or remove) the binary under it
+ZINC=$OUT/zinc
 cname=zp$$
 "$cluster" up "$cname" >/dev/null
 trap '"$cluster" down "$cname"' EXIT
