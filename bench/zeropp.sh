@@ -22,7 +22,10 @@
 # (10.0 at step 21, 3.06 at step 22), which make a step-by-step comparison of two runs meaningless), CONFIGS (default "plain qwz hpz qgz all"), ZERO (more zero_optimization
 # members for every config, default "stage3_max_reuse_distance": 0: each module released after its forward and
 # gathered again for its backward, as in a model too large to keep them; "" for zinc's defaults), APPEND
-# (default 1), PLOT (the loss curves' file, default bench/zeropp.svg). The optimizer and schedule are the README's
+# (default 1), PLOT (the loss curves' file, default bench/zeropp.svg), VAL_BATCHES and SAMPLE_TOKENS (the
+# trainer's closing validation and sample, defaults 4 and 64: at stage 3 each of their forward passes gathers
+# every module over the link, so at 6x384 with V 50257 the default sample alone moves about 25 GB across it;
+# the bytes per step cancel them out, the wall time does not). The optimizer and schedule are the README's
 # (ds_configs/gpt2_small_cpu.json: AdamW, WarmupDecayLR over 20 warm-up steps, to the run's last step) at LR.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,6 +41,8 @@ TEXT=${TEXT:-/usr/share/common-licenses/GPL-3}
 MB=${MB:-4}
 THREADS=${THREADS:-1}
 LR=${LR:-6e-4}
+VAL_BATCHES=${VAL_BATCHES:-4}
+SAMPLE_TOKENS=${SAMPLE_TOKENS:-64}
 CONFIGS=${CONFIGS:-plain qwz hpz qgz all}
 ZERO=${ZERO-\"stage3_max_reuse_distance\": 0}
 APPEND=${APPEND:-1}
@@ -85,7 +90,7 @@ run() { # config, steps -> bytes across the link
   # shellcheck disable=SC2086
   "$cluster" mpirun "$cname" --allow-run-as-root --hostfile "$OUT/hostfile" -np 4 --map-by slot --bind-to none \
     "$ZINC" train --model gpt2 --config "$f" --text "$TEXT" $SHAPE --steps "$s" --threads "$THREADS" \
-    --val-every "$s" --report "$OUT/$c.s$s.report.json" --force --quiet >"$OUT/$c.s$s.log" 2>&1 ||
+    --val-every "$s" --val-batches "$VAL_BATCHES" --sample-tokens "$SAMPLE_TOKENS" --report "$OUT/$c.s$s.report.json" --force --quiet >"$OUT/$c.s$s.log" 2>&1 ||
     { echo "zeropp.sh: $c ($s steps) failed: $OUT/$c.s$s.log" >&2; tail -5 "$OUT/$c.s$s.log" >&2; exit 1; }
   b1=$(link_bytes)
   echo $((b1 - b0))
