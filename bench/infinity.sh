@@ -3,8 +3,11 @@
 # state on NVMe (offload_param / offload_optimizer device "nvme"), under a memory cgroup (v2, else v1) at
 # LIMIT; beside each, the same step with everything in memory (no cgroup): peak RSS, bytes read and written
 # per step (GNU time's file-system blocks: O_DIRECT IO counts), seconds per step, and the floor
-# max(in-memory step time, bytes moved / disk bandwidth) when FIO_MBS (MB/s measured by fio on the same file
-# system, O_DIRECT; or FIO_READ_MBS and FIO_WRITE_MBS apart) is given. Seconds per step are the training
+# max(in-memory step time, bytes moved / disk bandwidth) from FIO_MBS (MB/s measured by fio on the same file
+# system, O_DIRECT; or FIO_READ_MBS and FIO_WRITE_MBS apart) when given, else measured here by fio just before
+# the runs (15 s of reads and 15 s of writes under NVME_DIR, 1 MiB requests at depth 8, io_uring, O_DIRECT: a
+# shared virtual disk's speed moves by a third within hours, so figures from another time or machine make a
+# wrong floor), else none. Seconds per step are the training
 # steps' own (the report's tokens_per_s: the trainer's closing validation and sample are not counted), and
 # the bytes per step are those of the steps too, per store, from the offloaded run's --trace
 # (bench/infinity_io.py); GNU time's whole-process figures (build, validation, sample) are printed beside.
@@ -12,7 +15,10 @@
 #                                            CONTEXT (64), FIO_MBS, VAL_BATCHES (4: the trainer's
 #                                            closing validation after the last step, forward passes that
 #                                            read every module),
-#                                            PREFETCH_BUCKET (2e7), MAX_LIVE (3e7)
+#                                            PREFETCH_BUCKET (2e7), MAX_LIVE (3e7), MEM (1; 0: no in-memory
+#                                            run, the floor is the disk's part alone, a lower bound of the
+#                                            floor, so the ratio is an upper bound; for shapes whose in-memory
+#                                            step does not fit this machine's RAM, 36x1280)
 # Without a cgroup it can make (no root, no delegated controller) it says so and runs without a limit.
 set -euo pipefail
 zinc=${1:-build/zinc}
@@ -68,6 +74,18 @@ run() { # $1 config, $2 shape, $3 in cgroup (0/1) -> "peak_kib inblocks outblock
   sps=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["steps"] * r["tokens_per_step"] / r["tokens_per_s"])' "$work/r.json")
   echo "$(tail -1 "$work/t" | cut -d' ' -f1-3) $sps $(grep -o '"param_checksum": *"[0-9a-f]*"' "$work/r.json" | grep -o '[0-9a-f]\{16\}')"
 }
+if [[ -z ${FIO_MBS:-}${FIO_READ_MBS:-}${FIO_WRITE_MBS:-} ]] && command -v fio >/dev/null; then
+  for rw in read write; do
+    fio --name="$rw" --filename="$nv/fio.tmp" --size=2G --direct=1 --ioengine=io_uring --bs=1M --iodepth=8 \
+      --rw="$rw" --runtime=15 --time_based --output-format=json >"$work/fio_$rw.json" 2>"$work/fio.log" ||
+      { echo "fio failed ($(tail -1 "$work/fio.log")): no floor" >&2; break; }
+    mbs=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0][sys.argv[2]]; print(round(j["bw_bytes"] / 1e6))' \
+      "$work/fio_$rw.json" "$rw")
+    if [[ $rw == read ]]; then FIO_READ_MBS=$mbs; else FIO_WRITE_MBS=$mbs; fi
+  done
+  rm -f "$nv/fio.tmp"
+  echo "fio under $nv ($(date -u +%H:%M)): read ${FIO_READ_MBS:-?} MB/s, write ${FIO_WRITE_MBS:-?} MB/s"
+fi
 echo "limit $LIMIT (${cgv:-none}), $STEPS steps, context $CONTEXT, fp32, AdamW, nvme_path $nv"
 printf '%-8s %12s %12s %10s %10s %12s %12s %7s %s\n' shape peak_mem peak_nvme s/step_mem s/step_nvme read/step write/step ratio bitwise
 for s in $SHAPES; do
@@ -76,7 +94,11 @@ for s in $SHAPES; do
   echo "  $s offloaded: peak $((pn / 1024)) MiB, $tn s in steps, whole process read $((ib / 2048)) MiB, written $((ob / 2048)) MiB ($(date -u +%H:%M), load $(cut -d' ' -f1-3 /proc/loadavg))"
   python3 "$(dirname "$0")/infinity_io.py" "$work/trace.json" | sed 's/^/    /'
   read -r _ rps wps <<<"$(python3 "$(dirname "$0")/infinity_io.py" "$work/trace.json" | grep IO_PER_STEP)"
-  read -r pm _ _ tm cm <<<"$(run "$work/mem.json" "$s" 0)"
+  if [[ ${MEM:-1} == 0 ]]; then
+    pm=0 tm=0 cm="not run"
+  else
+    read -r pm _ _ tm cm <<<"$(run "$work/mem.json" "$s" 0)"
+  fi
   ib=$((rps * STEPS / 512)) ob=$((wps * STEPS / 512)) # the steps' bytes, in the blocks the floor below reads
   # the disk's time: bytes read / fio's read bandwidth + bytes written / its write bandwidth
   floor=$(awk -v t="$tm" -v r=$((ib * 512)) -v w=$((ob * 512)) -v fr="${FIO_READ_MBS:-${FIO_MBS:-0}}" \
@@ -88,5 +110,5 @@ for s in $SHAPES; do
   printf '%-8s %9d MiB %9d MiB %10.3f %10.3f %8d MiB %8d MiB %7.2f %s\n' "$s" $((pm / 1024)) $((pn / 1024)) \
     "$(awk -v t="$tm" -v n="$STEPS" 'BEGIN{print t/n}')" "$(awk -v t="$tn" -v n="$STEPS" 'BEGIN{print t/n}')" \
     $((rps >> 20)) $((wps >> 20)) "$(awk -v t="$tn" -v n="$STEPS" -v f="$floor" 'BEGIN{print t/n/f}')" \
-    "$([[ $cm == "$cn" ]] && echo "== ($cm)" || echo "!= ($cm vs $cn)")"
+    "$(if [[ ${MEM:-1} == 0 ]]; then echo "not compared ($cn)"; elif [[ $cm == "$cn" ]]; then echo "== ($cm)"; else echo "!= ($cm vs $cn)"; fi)"
 done
