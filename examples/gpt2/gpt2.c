@@ -456,13 +456,13 @@ static double now_s(void) {
 static zinc_status module_enter(gpt2_model *m, int module, zinc_phase ph) {
     double t = now_s();
     zinc_status st = zinc_module_enter(m->e, module, ph);
-    m->t_engine += now_s() - t;
+    if (m->in_step) m->t_engine += now_s() - t;
     return st;
 }
 static zinc_status module_exit(gpt2_model *m, int module, zinc_phase ph) {
     double t = now_s();
     zinc_status st = zinc_module_exit(m->e, module, ph);
-    m->t_engine += now_s() - t;
+    if (m->in_step) m->t_engine += now_s() - t;
     return st;
 }
 
@@ -820,7 +820,7 @@ zinc_status gpt2_train_microstep(gpt2_model *m, const gpt2_tokens *data, int64_t
     zinc_engine *e = m->e;
     int64_t B = zinc_train_batch_size(e);
     int W = zinc_world_size(e), r = zinc_rank(e), T = m->T;
-    if (j == 0) m->t_step0 = now_s();
+    if (j == 0) m->t_step0 = now_s(), m->in_step = true;
     if (gpt2_batches_per_pass(data, T, B) < 1) {
         zinc_log(e, ZINC_LOG_ERROR,
                  "gpt2: the training data has %lld tokens, fewer than one global batch needs "
@@ -864,6 +864,7 @@ zinc_status gpt2_step_loss(gpt2_model *m, double *loss) {
     double t1 = now_s();
     m->t_engine += t1 - m->t_micro_end; /* zinc_step (between the last micro-step and here) and the loss */
     m->t_steps += t1 - m->t_step0;
+    m->in_step = false;
     if (st == ZINC_OK && loss) *loss = sum / ((double)B * m->T);
     return st;
 }

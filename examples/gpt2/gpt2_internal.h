@@ -7,6 +7,8 @@
 #ifndef ZINC_EXAMPLES_GPT2_INTERNAL_H
 #define ZINC_EXAMPLES_GPT2_INTERNAL_H
 
+#include <stdbool.h>
+
 #include "gpt2.h"
 
 /* att: the softmax weights (B x H x T x T), or with the table's attention_fwd_lse each row's log-sum-exp
@@ -56,6 +58,7 @@ struct gpt2_model {
     float *capture;
     double t_engine, t_steps;    /* seconds inside engine calls, and in whole training steps */
     double t_step0, t_micro_end; /* when the current step began, and its latest micro-step ended */
+    bool in_step;                /* inside a training step: evaluation's and sampling's engine calls are not in t_engine */
     int shuffle;
     uint64_t shuffle_seed;
 };
