@@ -143,9 +143,10 @@ def writer_cost(dec, nos):  # the share of the run the steps after each save los
     return ed / td - en / tn if td and tn else None
 if pairs:
     ratios, nratios = [], []
-    print(f"\n{pairs} more pair(s) back to back (no saves, then decoupled saves). The last column divides each run's"
-          " wall time by its own median step time (report step_seconds) first: a machine uniformly slower during one"
-          " run cancels out, while the writer's cost, in the few steps after each save, does not:\n")
+    print(f"\n{pairs} more pair(s) back to back (no saves, then decoupled saves). The \"in median steps\" column"
+          " divides each run's wall time by its own median step time (report step_seconds) first: a machine"
+          " uniformly slower during one run cancels out, while the writer's cost, in the few steps after each save,"
+          " does not.")
     print("The writer's cost column: the time the steps right after each save took beyond their interval's later"
           " half (median), as a share of the run, less the same share in the no-save run (steps of the same data):"
           " within each run, so the machine's drift between runs cancels; it assumes the writer is done within"
