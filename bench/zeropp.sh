@@ -35,21 +35,14 @@ OUT=${2:-$root/build/zeropp}
 ZINC=${ZINC:-$root/build/zinc}
 RATE=${RATE:-200mbit}
 DELAY=${DELAY:-1ms}
-DTYPE=${DTYPE:-fp32}
-SHAPE=${SHAPE:---layers 4 --width 128 --heads 4 --context 64}
-TEXT=${TEXT:-/usr/share/common-licenses/GPL-3}
-MB=${MB:-4}
-THREADS=${THREADS:-1}
-LR=${LR:-6e-4}
 VAL_BATCHES=${VAL_BATCHES:-4}
 SAMPLE_TOKENS=${SAMPLE_TOKENS:-64}
 CONFIGS=${CONFIGS:-plain qwz hpz qgz all}
-ZERO=${ZERO-\"stage3_max_reuse_distance\": 0}
 APPEND=${APPEND:-1}
 PLOT=${PLOT:-$here/zeropp.svg}
 cluster="$root/scripts/netns-cluster.sh"
 # shellcheck source=bench/zeropp_config.sh
-. "$here/zeropp_config.sh"
+. "$here/zeropp_config.sh" # DTYPE, SHAPE, TEXT, MB, THREADS, LR, ZERO and their defaults
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 [ -x "$ZINC" ] || { echo "zeropp.sh: $ZINC not found: build zinc first (scripts/build.sh)" >&2; exit 1; }

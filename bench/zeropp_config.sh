@@ -1,7 +1,15 @@
 # shellcheck shell=bash
-# Sourced by bench/zeropp.sh and bench/zeropp_seeds.sh: the ds_config of one ZeRO++ comparison run, so both
-# benchmarks train exactly the same job. Reads MB (micro batch per rank; 4 ranks), DTYPE (fp32 | bf16), LR (the
-# peak) and ZERO (more zero_optimization members, may be empty).
+# Sourced by bench/zeropp.sh and bench/zeropp_seeds.sh: the job of one ZeRO++ comparison run (its settings'
+# defaults and its ds_config), so both benchmarks train exactly the same job. DTYPE (fp32 | bf16), SHAPE (zinc
+# train's shape options), TEXT (the training text), MB (micro batch per rank; 4 ranks), THREADS (per rank), LR
+# (the peak) and ZERO (more zero_optimization members, may be empty) keep what the caller set.
+DTYPE=${DTYPE:-fp32}
+SHAPE=${SHAPE:---layers 4 --width 128 --heads 4 --context 64}
+TEXT=${TEXT:-/usr/share/common-licenses/GPL-3}
+MB=${MB:-4}
+THREADS=${THREADS:-1}
+LR=${LR:-6e-4}
+ZERO=${ZERO-\"stage3_max_reuse_distance\": 0}
 zeropp_zero_of() { # config name -> its zero_optimization members
   case $1 in
   plain) echo '"stage": 3' ;;
