@@ -22,16 +22,9 @@ OUT=${2:-$root/build/zeropp_seeds}
 ZINC=${ZINC:-$root/build/tests/hooks/zinc}
 SEEDS=${SEEDS:-1234 1235 1236 1237 1238 1239}
 CONFIGS=${CONFIGS:-qwz qgz all}
-DTYPE=${DTYPE:-fp32}
-SHAPE=${SHAPE:---layers 4 --width 128 --heads 4 --context 64}
-TEXT=${TEXT:-/usr/share/common-licenses/GPL-3}
-MB=${MB:-4}
-THREADS=${THREADS:-1}
-LR=${LR:-6e-4}
-ZERO=${ZERO-\"stage3_max_reuse_distance\": 0}
 APPEND=${APPEND:-1}
 # shellcheck source=bench/zeropp_config.sh
-. "$here/zeropp_config.sh"
+. "$here/zeropp_config.sh" # DTYPE, SHAPE, TEXT, MB, THREADS, LR, ZERO and their defaults
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 [ -x "$ZINC" ] || { echo "zeropp_seeds.sh: $ZINC not found: build the hooks CLI first (cmake --build build --target zinc_cli_hooks)" >&2; exit 1; }
