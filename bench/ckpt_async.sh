@@ -81,12 +81,15 @@ if command -v fio >/dev/null && [ -n "$bytes" ]; then
   rm -f "$SAVE/fio.tmp"
 fi
 LOAD="$load0 at $t_start UTC, $(cut -d" " -f1-3 /proc/loadavg) at $(date -u +%H:%M) UTC" KEEP=$KEEP PAIRS=$PAIRS FIO_GBS=$fio_gbs python3 - "$OUT" "$STEPS" "$EVERY" "$RANKS" "$SHAPE" "$EXTRA" <<'EOF' >"$OUT/ckpt_async.md"
-import json, os, re, sys, datetime
+import functools, json, os, re, sys, datetime
 out, steps, every, ranks, shape, extra = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
                                           sys.argv[5], sys.argv[6])
+@functools.cache
+def report(name):  # zinc train --report of run NAME, read once
+    return json.load(open(f"{out}/{name}.json"))
 rows = {}
 for name in ("nosave", "sync", "decoupled"):
-    r = json.load(open(f"{out}/{name}.json"))
+    r = report(name)
     toks = r["tokens_per_step"] * (r["steps"] - r["resumed_from_step"])
     stats = [tuple(float(x) if x else None for x in m.groups()) for m in re.finditer(
         r"rank 0, step \d+: (\d+) bytes, [\w ]+? write ([\d.]+) s \(([\d.]+) GB/s[^)]*\), snapshot ([\d.]+) s, "
@@ -121,7 +124,7 @@ for name, (sec, tps, st) in rows.items():
           f"{1000 * blocked:.1f} | {1000 * max(own, default=0):.1f} | {rel} | {1000 * waited:.1f} | {gbs:.2f} |")
 pairs = int(os.environ.get("PAIRS", "0"))
 def run_of(name):  # tokens/s; the run's length in its own median steps; tokens/s without step 1
-    r = json.load(open(f"{out}/{name}.json"))
+    r = report(name)
     raw = r.get("step_seconds", [])
     st = sorted(raw)
     med = st[len(st) // 2] if st else 0
@@ -132,7 +135,7 @@ def median(v):
     v = sorted(v)
     return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 def after_save(name):  # sum over the save intervals of (their steps' time - EVERY x the median of their later half)
-    st = json.load(open(f"{out}/{name}.json")).get("step_seconds", [])
+    st = report(name).get("step_seconds", [])
     ex = 0.0
     for s0 in range(every, len(st) - every + 1, every):  # the EVERY steps after the save at step s0
         w = st[s0:s0 + every]
@@ -160,7 +163,7 @@ if pairs:
     for i in range(1, pairs + 1):
         (a, na, sa), (b, nb, sb) = run_of(f"nosave_{i}"), run_of(f"decoupled_{i}")
         steadies.append(sb / sa if sa and sb else 0)
-        s1 = [json.load(open(f"{out}/{k}_{i}.json")).get("step_seconds", [0])[0] for k in ("nosave", "decoupled")]
+        s1 = [report(f"{k}_{i}").get("step_seconds", [0])[0] for k in ("nosave", "decoupled")]
         ratios.append(b / a)
         nr = na / nb if na and nb else 0
         nratios.append(nr)
