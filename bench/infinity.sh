@@ -18,7 +18,9 @@
 #                                            PREFETCH_BUCKET (2e7), MAX_LIVE (3e7), MEM (1; 0: no in-memory
 #                                            run, the floor is the disk's part alone, a lower bound of the
 #                                            floor, so the ratio is an upper bound; for shapes whose in-memory
-#                                            step does not fit this machine's RAM, 36x1280)
+#                                            step does not fit this machine's RAM, 36x1280), MAX_IN_CPU (0:
+#                                            offload_param.max_in_cpu, parameter elements per rank kept in
+#                                            memory; DeepSpeed's default 1e9 would hold these shapes whole)
 # Without a cgroup it can make (no root, no delegated controller) it says so and runs without a limit.
 set -euo pipefail
 zinc=${1:-build/zinc}
@@ -26,7 +28,7 @@ nv=${2:-$PWD/build/infinity_nvme}
 LIMIT=${LIMIT:-3G} SHAPES=${SHAPES:-"6x384 12x768"} STEPS=${STEPS:-3} CONTEXT=${CONTEXT:-64} VAL_BATCHES=${VAL_BATCHES:-4}
 # the prefetch: stage3_prefetch_bucket_size elements in flight, stage3_max_live_parameters gathered in all
 # (a module larger than the bucket is never prefetched: 12x768's blocks are 7.1M elements)
-PREFETCH_BUCKET=${PREFETCH_BUCKET:-20000000} MAX_LIVE=${MAX_LIVE:-30000000}
+PREFETCH_BUCKET=${PREFETCH_BUCKET:-20000000} MAX_LIVE=${MAX_LIVE:-30000000} MAX_IN_CPU=${MAX_IN_CPU:-0}
 work=$(mktemp -d)
 trap 'rm -rf "$work"; [[ -n ${cg:-} ]] && rmdir "$cg" 2>/dev/null || true' EXIT
 cp "$zinc" "$work/zinc" # a rebuild of the tree while this runs must not change (or remove) the binary under it
@@ -49,7 +51,7 @@ cfg() { # $1: offload (0/1)
   local z='"stage": 3, "sub_group_size": 4194304, "stage3_max_live_parameters": '"$MAX_LIVE"',
     "stage3_prefetch_bucket_size": '"$PREFETCH_BUCKET"', "stage3_max_reuse_distance": 0, "reduce_bucket_size": 5000000,
     "stage3_param_persistence_threshold": 0'
-  [[ $1 == 1 ]] && z+=", \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$nv\", \"buffer_size\": 4194304},
+  [[ $1 == 1 ]] && z+=", \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$nv\", \"buffer_size\": 4194304, \"max_in_cpu\": $MAX_IN_CPU},
     \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$nv\"}"
   printf '{"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1, "gradient_clipping": 1.0,
  "optimizer": {"type": "AdamW", "params": {"lr": 0.0006}}, "zero_optimization": {%s}}\n' "$z"

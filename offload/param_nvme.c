@@ -7,7 +7,11 @@
  *
  * A range that does not cover its first or last block whole is read-modify-written: those blocks are read
  * (and checked) into the swap buffer first. A failed write marks its blocks lost: reading them is an error
- * (the run ends; the checkpoint on disk is untouched, since the files here are never the checkpoint). */
+ * (the run ends; the checkpoint on disk is untouched, since the files here are never the checkpoint).
+ *
+ * The resident part (offload_param.max_in_cpu): the shard's first elements in a host array, the file
+ * holding the rest from its offset 0. The public calls split each range there; everything below them
+ * (blocks, prefetch slots, the write-behind) works in the file's own element coordinates. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +44,10 @@ typedef struct pf_slot {
 
 struct zstate_param {
     zstate_ctx ctx;
-    int64_t n;
+    int64_t n;     /* elements in the file */
+    int64_t shard; /* elements of the store: resident + n */
+    int64_t res;   /* the resident part's elements, in resbuf */
+    char *resbuf;
     size_t esz;
     zstate_param_geometry geo;
     zaio *aio;
@@ -65,8 +72,11 @@ struct zstate_param {
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
 zstate_param_geometry zstate_param_geometry_make(int64_t n, size_t esz, int64_t align, int64_t buffer_size,
-                                                 int64_t scratch_elems, int buffer_count) {
+                                                 int64_t scratch_elems, int buffer_count, int64_t resident) {
     zstate_param_geometry g = {.block = align > 4096 ? align : 4096};
+    g.resident = resident < 0 ? 0 : resident < n ? resident : n;
+    g.resident_bytes = (uint64_t)(g.resident * (int64_t)esz);
+    n -= g.resident; /* the file's elements */
     int64_t bytes = n * (int64_t)esz;
     g.nblocks = (bytes + g.block - 1) / g.block;
     g.file_bytes = (uint64_t)(g.nblocks * g.block);
@@ -109,7 +119,8 @@ static zinc_status setup_local(zstate_param *p) {
      * swap buffers of at least 4096-byte blocks. */
     zstate_param_geometry g0 =
         zstate_param_geometry_make(p->n, p->esz, 4096, c->offload.buffer_size, 0,
-                                   p->cat == ZINC_MEM_GRADS ? ZSTATE_GRAD_PREFETCH_BUFFERS : c->offload.buffer_count);
+                                   p->cat == ZINC_MEM_GRADS ? ZSTATE_GRAD_PREFETCH_BUFFERS : c->offload.buffer_count,
+                                   0);
     int64_t bs = c->aio.block_size > 4096 ? c->aio.block_size : 4096;
     int64_t pieces = (int64_t)(g0.prefetch_buffers + 1) * (((int64_t)g0.swap_bytes + bs - 1) / bs);
     int intra = c->aio.intra_op_parallelism > 0 ? c->aio.intra_op_parallelism : 1;
@@ -131,8 +142,9 @@ static zinc_status setup_local(zstate_param *p) {
                   p->rank_dir, f->why_buffered);
     int64_t scratch_elems = (int64_t)p->geo.scratch_bytes / (int64_t)p->esz;
     p->geo =
-        zstate_param_geometry_make(p->n, p->esz, f->align, c->offload.buffer_size, scratch_elems,
-                                   p->cat == ZINC_MEM_GRADS ? ZSTATE_GRAD_PREFETCH_BUFFERS : c->offload.buffer_count);
+        zstate_param_geometry_make(p->shard, p->esz, f->align, c->offload.buffer_size, scratch_elems,
+                                   p->cat == ZINC_MEM_GRADS ? ZSTATE_GRAD_PREFETCH_BUFFERS : c->offload.buffer_count,
+                                   p->res);
     TRY(zaio_preallocate(p->aio, p->file, (int64_t)p->geo.file_bytes));
     size_t ma = (size_t)p->geo.block;
     if (posix_memalign((void **)&p->swap, ma, p->geo.swap_bytes) != 0) p->swap = NULL;
@@ -152,7 +164,13 @@ static zinc_status setup_local(zstate_param *p) {
              "out of host memory for the NVMe %s swap buffer (%llu bytes) and step scratch (%llu bytes). "
              "Fix: a smaller zero_optimization.offload_param.buffer_size or sub_group_size",
              p->what, (unsigned long long)p->geo.swap_bytes, (unsigned long long)p->geo.scratch_bytes);
+    if (p->res && !(p->resbuf = calloc((size_t)p->res, p->esz)))
+        FAIL(ZINC_ERR_NOMEM,
+             "out of host memory for the %s elements kept in memory (%lld elements, %llu bytes). Fix: a smaller "
+             "zero_optimization.offload_param.max_in_cpu (0 keeps every %s on NVMe)",
+             p->what, (long long)p->res, (unsigned long long)p->geo.resident_bytes, p->what);
     zmem_add(c->mem, ZINC_MEMKIND_NVME, p->cat, p->geo.file_bytes);
+    zmem_add(c->mem, ZINC_MEMKIND_HOST, p->cat, p->geo.resident_bytes);
     zmem_add(c->mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING,
              p->geo.swap_bytes + p->geo.scratch_bytes + p->geo.prefetch_bytes);
     p->counted = true;
@@ -162,10 +180,11 @@ static zinc_status setup_local(zstate_param *p) {
     if (!p->crc || !p->bstate) FAIL(ZINC_ERR_NOMEM, "out of memory for the %s block checksums", p->what);
     ZLOG_INFO(c->log,
               "NVMe %s store: %s, %.1f MiB in %lld blocks of %lld bytes, swap buffer %.1f MiB, %d prefetch "
-              "buffers, %s, %s",
+              "buffers, %s, %s; %lld of %lld elements (%.1f MiB) kept in memory",
               p->what, p->path, (double)p->geo.file_bytes / 1048576.0, (long long)p->geo.nblocks,
               (long long)p->geo.block, (double)p->geo.swap_bytes / 1048576.0, p->geo.prefetch_buffers,
-              f->direct ? "O_DIRECT" : "buffered", zaio_backend(p->aio));
+              f->direct ? "O_DIRECT" : "buffered", zaio_backend(p->aio), (long long)p->res, (long long)p->shard,
+              (double)p->geo.resident_bytes / 1048576.0);
     return ZINC_OK;
 fail:
     return st;
@@ -182,10 +201,12 @@ void zstate_param_destroy(zstate_param *p) {
     if (p->run_dir) rmdir(p->run_dir); /* the last rank's succeeds */
     if (p->counted) {
         zmem_sub(p->ctx.mem, ZINC_MEMKIND_NVME, p->cat, p->geo.file_bytes);
+        zmem_sub(p->ctx.mem, ZINC_MEMKIND_HOST, p->cat, p->geo.resident_bytes);
         zmem_sub(p->ctx.mem, ZINC_MEMKIND_HOST, ZINC_MEM_STAGING,
                  p->geo.swap_bytes + p->geo.scratch_bytes + p->geo.prefetch_bytes);
     }
     free(p->swap);
+    free(p->resbuf);
     free(p->pfbuf);
     free(p->pf);
     free(p->scratch);
@@ -197,13 +218,13 @@ void zstate_param_destroy(zstate_param *p) {
     free(p);
 }
 
-zinc_status zstate_param_create(const zstate_ctx *c, int64_t n, zinc_dtype dt, int64_t scratch_elems,
+zinc_status zstate_param_create(const zstate_ctx *c, int64_t n, zinc_dtype dt, int64_t scratch_elems, int64_t resident,
                                 zstate_param **out) {
-    return zstate_param_create_as(c, ZSTATE_PARAM_FILE, n, dt, scratch_elems, out);
+    return zstate_param_create_as(c, ZSTATE_PARAM_FILE, n, dt, scratch_elems, resident, out);
 }
 
 zinc_status zstate_param_create_as(const zstate_ctx *c, const char *file_name, int64_t n, zinc_dtype dt,
-                                   int64_t scratch_elems, zstate_param **out) {
+                                   int64_t scratch_elems, int64_t resident, zstate_param **out) {
     zinc_status st = ZINC_OK;
     zstate_param *p = NULL;
     int32_t *all = NULL;
@@ -217,7 +238,9 @@ zinc_status zstate_param_create_as(const zstate_ctx *c, const char *file_name, i
     p->file_name = grads ? ZSTATE_GRAD_FILE : ZSTATE_PARAM_FILE;
     p->what = grads ? "gradient" : "parameter";
     p->cat = grads ? ZINC_MEM_GRADS : ZINC_MEM_PARAMS;
-    p->n = n;
+    p->shard = n;
+    p->res = resident < 0 ? 0 : resident < n ? resident : n;
+    p->n = n - p->res;
     p->esz = zinc_dtype_size(dt);
     p->file = -1;
     p->sig_run = p->sig_rank = -1;
@@ -371,10 +394,25 @@ static zinc_status check_blocks(zstate_param *p, int64_t k, int64_t m, char *buf
 }
 
 static zinc_status check_range(const zstate_param *p, int64_t lo, int64_t n, const char *fn) {
-    if (lo < 0 || n < 0 || lo + n > p->n)
+    if (lo < 0 || n < 0 || lo + n > p->shard)
         return ZERR(ZINC_ERR_INTERNAL, "%s: elements [%lld, %lld) outside the shard of %lld; please report this", fn,
-                    (long long)lo, (long long)(lo + n), (long long)p->n);
+                    (long long)lo, (long long)(lo + n), (long long)p->shard);
     return ZINC_OK;
+}
+
+/* Elements [lo, lo + n) of the store: the part in the file, in the file's elements (*fn 0: none), and
+ * the bytes of the part in memory (counted). */
+static void file_part(const zstate_param *p, int64_t lo, int64_t n, int64_t *flo, int64_t *fn) {
+    int64_t a = lo > p->res ? lo : p->res;
+    *flo = a - p->res;
+    *fn = lo + n > a ? lo + n - a : 0;
+}
+
+static size_t resident_part(zstate_param *p, int64_t lo, int64_t n) {
+    if (lo >= p->res || n <= 0) return 0;
+    size_t k = (size_t)(lo + n < p->res ? n : p->res - lo) * p->esz;
+    p->stats.bytes_in_memory += k;
+    return k;
 }
 
 /* ---------------------------------------------------------------- prefetch */
@@ -419,17 +457,28 @@ static void pf_drop_blocks(zstate_param *p, int64_t k, int64_t m) {
     }
 }
 
-bool zstate_param_can_prefetch(const zstate_param *p, int64_t lo, int64_t n) {
+static bool file_can_prefetch(const zstate_param *p, int64_t lo, int64_t n) {
     if (!p->pf || n <= 0 || lo < 0 || lo + n > p->n) return false;
     int64_t k0;
     return pf_pieces(p, lo, n, &k0) <= pf_free(p) && pf_count(p, lo, n) == 0;
 }
 
-bool zstate_param_prefetching(const zstate_param *p, int64_t lo, int64_t n) { return p->pf && pf_count(p, lo, n) > 0; }
+bool zstate_param_can_prefetch(const zstate_param *p, int64_t lo, int64_t n) {
+    if (n <= 0 || lo < 0 || lo + n > p->shard) return false;
+    int64_t flo, fn;
+    file_part(p, lo, n, &flo, &fn);
+    return fn == 0 || file_can_prefetch(p, flo, fn);
+}
 
-zinc_status zstate_param_prefetch(zstate_param *p, int64_t lo, int64_t n) {
+bool zstate_param_prefetching(const zstate_param *p, int64_t lo, int64_t n) {
+    int64_t flo, fn;
+    file_part(p, lo, n, &flo, &fn);
+    return n > 0 && (fn == 0 || (p->pf && pf_count(p, flo, fn) > 0));
+}
+
+static zinc_status file_prefetch(zstate_param *p, int64_t lo, int64_t n) {
     zinc_status st = ZINC_OK;
-    if (!zstate_param_can_prefetch(p, lo, n)) return ZINC_OK;
+    if (!file_can_prefetch(p, lo, n)) return ZINC_OK;
     TRY(wflush(p)); /* its blocks' state is final before they are read */
     int64_t B = p->geo.block, cap = (int64_t)p->geo.swap_bytes / B, k0;
     int64_t pieces = pf_pieces(p, lo, n, &k0), end = ((lo + n) * (int64_t)p->esz + B - 1) / B;
@@ -464,6 +513,13 @@ zinc_status zstate_param_prefetch(zstate_param *p, int64_t lo, int64_t n) {
     return ZINC_OK;
 fail:
     return st;
+}
+
+zinc_status zstate_param_prefetch(zstate_param *p, int64_t lo, int64_t n) {
+    if (n <= 0 || lo < 0 || lo + n > p->shard) return ZINC_OK;
+    int64_t flo, fn;
+    file_part(p, lo, n, &flo, &fn);
+    return fn ? file_prefetch(p, flo, fn) : ZINC_OK;
 }
 
 zinc_status zstate_param_poll(zstate_param *p) { return p->pf ? zaio_poll(p->aio) : ZINC_OK; }
@@ -520,9 +576,35 @@ static zinc_status pf_take(zstate_param *p, int64_t lo, int64_t n, void *dst, bo
     return ZINC_OK;
 }
 
+static zinc_status file_read(zstate_param *p, int64_t lo, int64_t n, void *dst);
+static zinc_status file_write(zstate_param *p, int64_t lo, int64_t n, const void *src);
+
 zinc_status zstate_param_read(zstate_param *p, int64_t lo, int64_t n, void *dst) {
     zinc_status st = ZINC_OK;
     TRY(check_range(p, lo, n, "zstate_param_read"));
+    size_t rb = resident_part(p, lo, n);
+    if (rb) memcpy(dst, p->resbuf + (size_t)lo * p->esz, rb);
+    int64_t flo, fn;
+    file_part(p, lo, n, &flo, &fn);
+    if (fn) TRY(file_read(p, flo, fn, (char *)dst + (size_t)(flo + p->res - lo) * p->esz));
+fail:
+    return st;
+}
+
+zinc_status zstate_param_write(zstate_param *p, int64_t lo, int64_t n, const void *src) {
+    zinc_status st = ZINC_OK;
+    TRY(check_range(p, lo, n, "zstate_param_write"));
+    size_t rb = resident_part(p, lo, n);
+    if (rb) memcpy(p->resbuf + (size_t)lo * p->esz, src, rb);
+    int64_t flo, fn;
+    file_part(p, lo, n, &flo, &fn);
+    if (fn) TRY(file_write(p, flo, fn, (const char *)src + (size_t)(flo + p->res - lo) * p->esz));
+fail:
+    return st;
+}
+
+static zinc_status file_read(zstate_param *p, int64_t lo, int64_t n, void *dst) {
+    zinc_status st = ZINC_OK;
     TRY(wflush(p));
     bool served;
     TRY(pf_take(p, lo, n, dst, &served));
@@ -540,9 +622,8 @@ fail:
     return st;
 }
 
-zinc_status zstate_param_write(zstate_param *p, int64_t lo, int64_t n, const void *src) {
+static zinc_status file_write(zstate_param *p, int64_t lo, int64_t n, const void *src) {
     zinc_status st = ZINC_OK;
-    TRY(check_range(p, lo, n, "zstate_param_write"));
 
     int64_t B = p->geo.block, cap = (int64_t)p->geo.swap_bytes / B;
     int64_t a = lo * (int64_t)p->esz, b = (lo + n) * (int64_t)p->esz;
@@ -569,6 +650,7 @@ void zstate_param_forget(zstate_param *p) {
     if (p) (void)wflush(p); /* its outcome no longer matters: the blocks read as zeros */
     if (p) pf_drop_blocks(p, 0, -1);
     if (p && p->bstate) memset(p->bstate, BLK_UNWRITTEN, (size_t)(p->geo.nblocks > 0 ? p->geo.nblocks : 1));
+    if (p && p->resbuf) memset(p->resbuf, 0, (size_t)p->res * p->esz);
 }
 
 void *zstate_param_scratch(zstate_param *p) { return p->scratch; }

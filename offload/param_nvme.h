@@ -11,35 +11,42 @@
 #include "offload/state.h"
 
 /* The file and buffers, stated once for the store and the sizing plan (runtime/mem/plan.c): the shard's
- * bytes in blocks of `block` (each with a CRC32C), a swap buffer of at most buffer_size elements (whole
- * blocks, at least one), and a scratch of `scratch_elems` elements that the optimizer pass updates a chunk
- * in before it is written. */
+ * first `resident` elements in host memory (offload_param.max_in_cpu: DeepSpeed keeps that many elements
+ * of each rank's parameter partition in CPU memory for good and swaps only the rest), the others' bytes in
+ * blocks of `block` (each with a CRC32C), a swap buffer of at most buffer_size elements (whole blocks, at
+ * least one), and a scratch of `scratch_elems` elements that the optimizer pass updates a chunk in before
+ * it is written. */
 typedef struct zstate_param_geometry {
-    int64_t block;   /* bytes: the O_DIRECT alignment, at least 4096 */
-    int64_t nblocks; /* of the file */
+    int64_t resident;        /* elements kept in memory: min(the resident asked for, n) */
+    uint64_t resident_bytes; /* their host bytes */
+    int64_t block;           /* bytes: the O_DIRECT alignment, at least 4096 */
+    int64_t nblocks;         /* of the file */
     uint64_t file_bytes;
     uint64_t swap_bytes;    /* the IO buffer */
     uint64_t scratch_bytes; /* the step's chunk */
     int prefetch_buffers;   /* swap buffers of swap_bytes for reads in flight (offload_param.buffer_count) */
     uint64_t prefetch_bytes;
 } zstate_param_geometry;
-/* buffer_count: the prefetch's swap buffers (0: none, the gradient store) */
+/* buffer_count: the prefetch's swap buffers (0: none, the gradient store); resident: elements kept in memory
+ * (0: all in the file) */
 zstate_param_geometry zstate_param_geometry_make(int64_t n, size_t esz, int64_t align, int64_t buffer_size,
-                                                 int64_t scratch_elems, int buffer_count);
+                                                 int64_t scratch_elems, int buffer_count, int64_t resident);
 
 typedef struct zstate_param_stats {
     uint64_t reads, writes;             /* requests */
     uint64_t bytes_read, bytes_written; /* file bytes (prefetched ones included) */
     uint64_t prefetched;                /* reads served by a prefetch */
+    uint64_t bytes_in_memory;           /* bytes read and written in the resident part (no IO) */
     double wait_s;                      /* time spent in IO (waiting for a prefetch included) */
 } zstate_param_stats;
 
 typedef struct zstate_param zstate_param;
 
-/* Collective over ctx->comm (every rank fails when one does). ctx->offload is offload_param. The file
- * holds n elements of dt, zeros until written. */
+/* Collective over ctx->comm (every rank fails when one does). ctx->offload is offload_param. The store
+ * holds n elements of dt, zeros until written: the first `resident` of them (at most n) in host memory
+ * (counted as parameters, reads and writes of them a copy), the rest in the file. */
 zinc_status zstate_param_create(const zstate_ctx *ctx, int64_t n, zinc_dtype dt, int64_t scratch_elems,
-                                zstate_param **out);
+                                int64_t resident, zstate_param **out);
 /* The same store under another file name of the rank's directory: ZSTATE_PARAM_FILE (what
  * zstate_param_create makes) or ZSTATE_GRAD_FILE, the stage-3 fp32 gradient shard between the reduce-
  * scatter and the optimizer (offload_param nvme; counted as ZINC_MEM_GRADS, its messages say "gradient"). */
@@ -48,7 +55,7 @@ zinc_status zstate_param_create(const zstate_ctx *ctx, int64_t n, zinc_dtype dt,
 #define ZSTATE_GRAD_PREFETCH_BUFFERS 2
 #define ZSTATE_GRAD_FILE "grads.swp"
 zinc_status zstate_param_create_as(const zstate_ctx *ctx, const char *file_name, int64_t n, zinc_dtype dt,
-                                   int64_t scratch_elems, zstate_param **out);
+                                   int64_t scratch_elems, int64_t resident, zstate_param **out);
 /* Every element reads as zero again, without IO (the blocks become never-written; the file keeps its
  * bytes). The gradient store's zeroing at each step. */
 void zstate_param_forget(zstate_param *p);
@@ -64,6 +71,8 @@ zinc_status zstate_param_read(zstate_param *p, int64_t lo, int64_t n, void *dst)
  * nothing when they are not. A write or forget over a prefetched range drops the prefetch (its read is
  * completed and discarded), so a read never returns what the file held before a write. */
 bool zstate_param_can_prefetch(const zstate_param *p, int64_t lo, int64_t n);
+/* (A range wholly in the resident part needs no swap-in: it can always be "prefetched", is always
+ * "prefetching", and its prefetch issues nothing.) */
 zinc_status zstate_param_prefetch(zstate_param *p, int64_t lo, int64_t n);
 /* Whether a prefetch of exactly [lo, lo + n) is held (in flight or arrived, not yet read). */
 bool zstate_param_prefetching(const zstate_param *p, int64_t lo, int64_t n);

@@ -21,7 +21,7 @@ cfg() {
  "optimizer": {"type": "AdamW", "params": {"lr": 0.002}}, "zero_optimization": {"stage": 3%s}}\n' "$1"
 }
 cfg "" >"$work/mem.json"
-cfg ", \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$work/nv\", \"buffer_size\": 100000},
+cfg ", \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$work/nv\", \"buffer_size\": 100000, \"max_in_cpu\": 0},
  \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$work/nv\"}" >"$work/nvme.json"
 shape=(--layers 2 --width 64 --heads 2 --context 32 --text /usr/share/common-licenses/GPL-3 --steps 3)
 "$zinc" train --model gpt2 --quiet --config "$work/mem.json" "${shape[@]}" --report "$work/a.json" || exit 1

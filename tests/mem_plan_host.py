@@ -36,7 +36,8 @@ CONFIG = {
                           "stage3_max_live_parameters": 1e6, "stage3_max_reuse_distance": 0,
                           "sub_group_size": 1e6,
                           "offload_optimizer": {"device": "none", "nvme_path": "/tmp", "buffer_count": 4},
-                          "offload_param": {"device": "none", "nvme_path": "/tmp", "buffer_size": 1e6}},
+                          "offload_param": {"device": "none", "nvme_path": "/tmp", "buffer_size": 1e6,
+                                            "max_in_cpu": 0}},
 }
 base = os.path.join(work, "host_plan.json")
 with open(base, "w") as f:
@@ -161,7 +162,7 @@ if m:
         less = plan("--host-mem", SMALL, "--ranks", str(half), "--nodes", str(half))
         check(less["cheapest"] is None, "the fewest nodes: %d do not fit" % half)
 text = plan("--host-mem", SMALL, fmt=None)
-check("nothing fits. Closest: stage 3, offload_optimizer nvme, offload_param nvme, short by %.3f GiB of host memory"
+check("nothing fits. Closest: stage 3, offload_optimizer nvme, offload_param nvme (max_in_cpu 0), short by %.3f GiB of host memory"
       % ((need - SMALL_B) / GiB) in text and "--host-mem %.3f GiB" % (need / GiB) in text, SMALL_T + " text: " + text)
 check("(--ranks %d --nodes %d)" % (m["nodes"], m["nodes"]) in text if m else False, SMALL_T + " text names the nodes")
 jd = plan("--host-mem", SMALL, "--nvme", "1GiB")
@@ -192,6 +193,65 @@ if r.returncode == 0:
     g = {key(x): x for x in json.loads(r.stdout)["plan"]}[(3, "nvme", "nvme")]
     par = g["nvme_by_category"]["params"] + g["nvme_by_category"].get("grads", 0)
     check(g["disk_io_bytes_per_step"] == 2 * (g["nvme_bytes_per_node"] - par) + 9 * par, "gas 4: disk IO")
+
+# ---- offload_param.max_in_cpu: DeepSpeed's default (1e9) keeps GPT-2 small's whole shard in memory; where that
+# does not fit, the row keeps the most that does (its estimate agrees), and none where even that is short
+dflt = json.loads(json.dumps(CONFIG))
+del dflt["zero_optimization"]["offload_param"]["max_in_cpu"]
+dflt_path = os.path.join(work, "host_plan_default_max_in_cpu.json")
+with open(dflt_path, "w") as f:
+    json.dump(dflt, f)
+
+
+def plan_dflt(mem, fmt="--json"):
+    r = run("plan", "--gpt2", "small", "--config", dflt_path, "--host-mem", mem, "--stage", "3", "--offload", "nvme",
+            *([fmt] if fmt else []))
+    check(r.returncode == 0, "max_in_cpu default, %s: exit %d %s" % (mem, r.returncode, r.stderr))
+    return (json.loads(r.stdout) if fmt else r.stdout) if r.returncode == 0 else None
+
+
+jw = plan_dflt("8GiB")
+if jw:
+    w = {key(x): x for x in jw["plan"]}[(3, "nvme", "nvme")]
+    shard = w.get("max_in_cpu", -1)
+    check(shard > 100e6 and "params" not in w["nvme_by_category"] and w["fits"],
+          "8 GiB, max_in_cpu 1e9: the whole shard kept (%d), no parameter file: %s" % (shard, w))
+    check(all("max_in_cpu" not in x for x in jw["plan"] if x["offload_param"] != "nvme"), "max_in_cpu only on nvme rows")
+    check(w["host_bytes_per_node"] > nn["host_bytes_per_node"] and w["disk_io_bytes_per_step"] <
+          nn["disk_io_bytes_per_step"], "keeping the shard costs memory and saves disk traffic")
+    mid = (w["host_bytes_per_node"] + nn["host_bytes_per_node"]) / 2 * 110 / 100
+    jm = plan_dflt(str(int(mid)))
+    m = {key(x): x for x in jm["plan"]}[(3, "nvme", "nvme")] if jm else {}
+    keep = m.get("max_in_cpu", -1)
+    check(0 < keep < shard and m["fits"] and choice(jm["cheapest"]) == (3, "nvme", "nvme") and
+          jm["cheapest"]["max_in_cpu"] == keep, "between the two: a partial max_in_cpu %d of %d fits: %s" %
+          (keep, shard, m))
+    if 0 < keep < shard:  # the estimate with that max_in_cpu gives the row's bytes; a little more does not fit
+        for k in (keep, keep + keep // 50):
+            c = json.loads(json.dumps(dflt))
+            c["zero_optimization"].update(stage=3)
+            c["zero_optimization"]["offload_optimizer"]["device"] = "nvme"
+            c["zero_optimization"]["offload_param"].update(device="nvme", max_in_cpu=k)
+            p = os.path.join(work, "host_plan_keep.json")
+            with open(p, "w") as f:
+                json.dump(c, f)
+            e = run("estimate", "--gpt2", "small", "--config", p, "--device", "cpu", "--json")
+            check(e.returncode == 0, "estimate with max_in_cpu %d: %s" % (k, e.stderr))
+            if e.returncode == 0:
+                by = json.loads(e.stdout)["estimate"]["bytes"]
+                check(by["host"]["params"] >= k * 4 and (k == keep) == (by["nvme"]["total"] == m["nvme_bytes_per_node"]),
+                      "max_in_cpu %d: estimate's host params %d, NVMe %d (row %d)" %
+                      (k, by["host"]["params"], by["nvme"]["total"], m["nvme_bytes_per_node"]))
+            r = run("plan", "--gpt2", "small", "--config", p, "--host-mem", str(int(mid)), "--stage", "3", "--offload",
+                    "nvme", "--json")
+            if r.returncode == 0:
+                x = {key(y): y for y in json.loads(r.stdout)["plan"]}[(3, "nvme", "nvme")]
+                # the config's value where it fits, else lowered to the same largest that does
+                check(x["fits"] and x["max_in_cpu"] == keep,
+                      "the config's max_in_cpu %d: fits %s, row keeps %d, want %d" % (k, x["fits"], x["max_in_cpu"], keep))
+    txt = plan_dflt(str(int(mid)), fmt=None) or ""
+    check("cheapest that fits: stage 3, offload_optimizer nvme, offload_param nvme (max_in_cpu %d)" % keep in txt,
+          "text names the max_in_cpu: " + txt[-300:])
 
 # ---- CSV
 csv = plan("--host-mem", "1GiB", fmt="--csv").splitlines()

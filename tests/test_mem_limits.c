@@ -25,7 +25,7 @@ static zinc_status init_range(void *u, const zinc_param_info *p, uint64_t seed, 
 /* Builds a one-module model of `numel` fp32 parameters at `stage`; returns zinc_build_ranged's status
  * and leaves its message in msg. */
 static zinc_status try_build_zero(const char *zero, int64_t numel, int nmodules, char *msg, size_t cap) {
-    char cfg[512];
+    char cfg[1536];
     snprintf(cfg, sizeof cfg, "{\"train_batch_size\": 1, \"zero_optimization\": {%s}}", zero);
     zinc_options o = zinc_default_options();
     o.config_json = cfg;
@@ -193,6 +193,26 @@ static int run_advice(void) {
                  strstr(msg, "of disk traffic per optimizer step"),
              "optimizer state on NVMe: ZeRO-Infinity named first: %s", msg);
     printf("optimizer state on NVMe, 200 MiB free: %s\n", msg);
+    /* The parameters on NVMe too, with DeepSpeed's default max_in_cpu (1e9: the whole 64Mi-element shard
+     * kept in memory, 256 MiB): the cheapest change is the largest max_in_cpu that fits; a build with it
+     * passes the pre-flight, one with 4Mi elements more does not. */
+    char zp[1200], zk[1300];
+    snprintf(zp, sizeof zp,
+             "%s, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\", \"buffer_size\": 1048576", zero,
+             dir);
+    snprintf(zk, sizeof zk, "%s}", zp);
+    ZT_ERR(try_build_zero(zk, BIG, 64, msg, sizeof msg), ZINC_ERR_NOMEM, "memory cgroup");
+    const char *at =
+        strstr(msg, "the cheapest change that fits by the estimate: zero_optimization.offload_param.max_in_cpu ");
+    long long keep = -1, was = -1;
+    if (at) sscanf(strstr(at, "max_in_cpu ") + 11, "%lld instead of %lld", &keep, &was);
+    ZT_CHECK(keep > 0 && keep < BIG && was == BIG,
+             "max_in_cpu 1e9 over a 64Mi shard: named max_in_cpu %lld of %lld: %s", keep, was, msg);
+    printf("parameters on NVMe with max_in_cpu 1e9, 200 MiB free: %.400s\n", at ? at : msg);
+    snprintf(zk, sizeof zk, "%s, \"max_in_cpu\": %lld}", zp, keep);
+    ZT_OK(try_build_zero(zk, BIG, 64, msg, sizeof msg));
+    snprintf(zk, sizeof zk, "%s, \"max_in_cpu\": %lld}", zp, keep + (4ll << 20));
+    ZT_ERR(try_build_zero(zk, BIG, 64, msg, sizeof msg), ZINC_ERR_NOMEM, "memory cgroup");
     setenv("ZINC_FAKE_CGROUP_FREE", "1048576", 1);
     ZT_ERR(try_build_zero(zero, BIG, 64, msg, sizeof msg), ZINC_ERR_NOMEM, "memory cgroup");
     ZT_CHECK(!strstr(msg, "the cheapest change"), "1 MiB: no change fits, none is named: %s", msg);

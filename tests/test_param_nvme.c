@@ -23,6 +23,7 @@
 #include "engine_util.h"
 #include "offload/aio.h"
 #include "base/core/safe_file.h"
+#include "runtime/engine/engine_internal.h"
 #include "zt.h"
 
 #define STEPS 4
@@ -39,7 +40,8 @@ typedef struct run {
     const char *zero_extra, *extra, *fp16_extra;
     const char *optimizer; /* NULL: eu_config's AdamW */
     const char *save_at;   /* non-NULL: save after STEPS/2 steps there, then resume into a fresh engine */
-    int64_t nvme_param_bytes, nvme_grad_bytes, host_grad_bytes;
+    int64_t nvme_param_bytes, nvme_grad_bytes, host_grad_bytes, host_param_bytes;
+    int64_t shard;       /* elements of the rank's parameter shard */
     int gas;             /* 0: eu_config's 2 */
     int bucket;          /* 0: eu_config's */
     int hidden;          /* 0: 96 */
@@ -103,6 +105,8 @@ static float *train(run *r, size_t *n) {
         zinc_memory_report rep;
         zinc_memory_get(e, &rep);
         r->nvme_param_bytes = (int64_t)rep.current[ZINC_MEMKIND_NVME][ZINC_MEM_PARAMS];
+        r->host_param_bytes = (int64_t)rep.current[ZINC_MEMKIND_HOST][ZINC_MEM_PARAMS];
+        r->shard = e->part.shard;
         r->nvme_grad_bytes = (int64_t)rep.current[ZINC_MEMKIND_NVME][ZINC_MEM_GRADS];
         r->host_grad_bytes = (int64_t)rep.current[ZINC_MEMKIND_HOST][ZINC_MEM_GRADS];
         r->rank = zinc_rank(e);
@@ -122,15 +126,15 @@ static float *train(run *r, size_t *n) {
 }
 
 static const char *g_optimizer;
-static int g_gas, g_bucket, g_hidden, g_buffer_size;
+static int g_gas, g_bucket, g_hidden, g_buffer_size, g_max_in_cpu; /* max_in_cpu: elements kept in memory */
 
 static void compare(const char *what, zinc_dtype t, const char *zero, const char *extra, const char *fp16,
                     int with_ckpt) {
     char zoff[8192], ck0[4200], ck1[4200];
     snprintf(zoff, sizeof zoff,
              "%s%s\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\", \"buffer_size\": %d, "
-             "\"max_in_cpu\": 0}",
-             zero ? zero : "", zero ? ", " : "", g_dir, g_buffer_size ? g_buffer_size : 300);
+             "\"max_in_cpu\": %d}",
+             zero ? zero : "", zero ? ", " : "", g_dir, g_buffer_size ? g_buffer_size : 300, g_max_in_cpu);
     snprintf(ck0, sizeof ck0, "%s/ckpt_mem", g_dir);
     snprintf(ck1, sizeof ck1, "%s/ckpt_nvme", g_dir);
     run a = {.t = t,
@@ -164,16 +168,27 @@ static void compare(const char *what, zinc_dtype t, const char *zero, const char
             ZT_CHECK(!memcmp(&a.norms[s], &b.norms[s], sizeof a.norms[s]),
                      "%s %s: step %d's gradient norm %.17g with NVMe offload, %.17g in memory", what, eu_dtype_name(t),
                      s, b.norms[s], a.norms[s]);
-        ZT_CHECK(a.nvme_param_bytes == 0 && b.nvme_param_bytes > 0, "NVMe parameter bytes: %lld and %lld",
-                 (long long)a.nvme_param_bytes, (long long)b.nvme_param_bytes);
+        /* max_in_cpu: that many elements in host memory (counted as parameters), only the rest in the file */
+        int64_t esz = (int64_t)zinc_dtype_size(t), res = g_max_in_cpu < b.shard ? g_max_in_cpu : b.shard;
+        ZT_CHECK(a.nvme_param_bytes == 0 && (b.nvme_param_bytes > 0) == (res < b.shard),
+                 "NVMe parameter bytes: %lld and %lld", (long long)a.nvme_param_bytes, (long long)b.nvme_param_bytes);
+        int64_t file = ((b.shard - res) * esz + 4095) / 4096 * 4096;
+        ZT_CHECK(b.host_param_bytes - (a.host_param_bytes - a.shard * esz) == res * esz,
+                 "%s: max_in_cpu %d: %lld parameter bytes in memory beside the %lld elements held gathered, want %lld",
+                 what, g_max_in_cpu, (long long)(b.host_param_bytes - (a.host_param_bytes - a.shard * esz)),
+                 (long long)(a.host_param_bytes / esz - a.shard), (long long)(res * esz));
+        ZT_CHECK(b.nvme_param_bytes >= file && b.nvme_param_bytes < file + 65536,
+                 "%s: max_in_cpu %d: a parameter file of %lld bytes for %lld elements on NVMe", what, g_max_in_cpu,
+                 (long long)b.nvme_param_bytes, (long long)(b.shard - res));
         ZT_CHECK(a.nvme_grad_bytes == 0 && a.host_grad_bytes > 0 && b.nvme_grad_bytes > 0 && b.host_grad_bytes == 0,
                  "%s: gradient shard bytes in memory / on NVMe: %lld / %lld without offload, %lld / %lld with", what,
                  (long long)a.host_grad_bytes, (long long)a.nvme_grad_bytes, (long long)b.host_grad_bytes,
                  (long long)b.nvme_grad_bytes);
         if (b.rank == 0)
-            printf("%-28s %-4s: offload_param nvme %s in memory (%zu weights, %lld + %lld file bytes on this rank)\n",
+            printf("%-28s %-4s: offload_param nvme %s in memory (%zu weights, %lld + %lld file bytes on this rank, "
+                   "%lld of %lld elements in memory)\n",
                    what, eu_dtype_name(t), d == na ? "==" : "!=", na, (long long)b.nvme_param_bytes,
-                   (long long)b.nvme_grad_bytes);
+                   (long long)b.nvme_grad_bytes, (long long)res, (long long)b.shard);
     }
     free(wa);
     free(wb);
@@ -213,8 +228,10 @@ typedef struct fault_case {
 static void fault_run(const fault_case *fc) {
     char zoff[4600], ck[4200], spec[512];
     snprintf(zoff, sizeof zoff,
-             "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\", \"buffer_size\": %d}%s%s", g_dir,
-             fc->buffer_size ? fc->buffer_size : 300, fc->zero ? ", " : "", fc->zero ? fc->zero : "");
+             "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\", \"buffer_size\": %d, \"max_in_cpu\": "
+             "%d}%s%s",
+             g_dir, fc->buffer_size ? fc->buffer_size : 300, g_max_in_cpu, fc->zero ? ", " : "",
+             fc->zero ? fc->zero : "");
     snprintf(ck, sizeof ck, "%s/ckpt_fault", g_dir);
     snprintf(spec, sizeof spec, "%s", fc->spec ? fc->spec : "damaged block");
     run r = {.t = ZINC_FP32, .zero_extra = zoff, .hidden = fc->buffer_size ? 40 : 0};
@@ -327,7 +344,8 @@ static void fault_run(const fault_case *fc) {
 static void first_step_prefetch(void) {
     char zoff[4600];
     snprintf(zoff, sizeof zoff,
-             "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\", \"buffer_size\": 2048}, "
+             "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\", \"buffer_size\": 2048, \"max_in_cpu\": "
+             "0}, "
              "\"sub_group_size\": 1024",
              g_dir);
     run r = {.t = ZINC_FP32, .zero_extra = zoff, .hidden = 40, .gas = 1}; /* one micro-step: no trace in it */
@@ -377,6 +395,21 @@ int main(void) {
     compare("optimizer state on nvme", ZINC_FP32, zo, NULL, NULL, 0);
     compare("fp16 overflow skips", ZINC_FP16, NULL, NULL, "overflow", 0);
     compare("checkpoint save/resume", ZINC_BF16, "\"sub_group_size\": 1024", NULL, NULL, 1);
+    /* offload_param.max_in_cpu: the shard's first elements kept in memory, the rest swapped. 3001 of a shard
+     * of about 11.4K / 5.7K elements: modules straddle the boundary (a read, prefetch and write split there,
+     * a block-unaligned start of the file part); then all of it (DeepSpeed's default 1e9 here: no file
+     * traffic for parameters at all) */
+    g_max_in_cpu = 3001;
+    compare("max_in_cpu 3001", ZINC_BF16, "\"sub_group_size\": 1024", "\"gradient_clipping\": 0.05", NULL, 0);
+    compare("max_in_cpu 3001, checkpoint", ZINC_FP32, "\"sub_group_size\": 1024", NULL, NULL, 1);
+    g_hidden = 40;
+    g_buffer_size = 2048; /* modules prefetched (hidden 40: a shard of about 4.6K / 2.3K): prefetches split */
+    g_max_in_cpu = 1001;
+    compare("max_in_cpu 1001, prefetched", ZINC_FP32, "\"sub_group_size\": 1024", NULL, NULL, 0);
+    g_hidden = g_buffer_size = 0;
+    g_max_in_cpu = 1000000000;
+    compare("max_in_cpu 1e9 (all)", ZINC_FP16, NULL, NULL, "overflow", 0);
+    g_max_in_cpu = 0;
     /* LAMB: per-tensor pieces of each scratch-sized piece of a chunk, the sums pass and the update */
     g_optimizer = "{\"type\": \"Lamb\", \"params\": {\"lr\": 0.003}}";
     compare("lamb", ZINC_BF16, NULL, NULL, NULL, 0);
@@ -410,7 +443,8 @@ int main(void) {
     }
     { /* the pre-flight counts the parameter file against the free space under offload_param.nvme_path */
         char zoff[4600];
-        snprintf(zoff, sizeof zoff, "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"}", g_dir);
+        snprintf(zoff, sizeof zoff,
+                 "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\", \"max_in_cpu\": 0}", g_dir);
         run r = {.t = ZINC_FP32, .zero_extra = zoff};
         zinc_engine *e = NULL;
         mlp_model *m = NULL;
@@ -455,6 +489,13 @@ int main(void) {
         {"write:ENOSPC:path=grads.swp:count=1", {"grads.swp", "(written behind)", "ENOSPC"}, 2048, 0, sg},
     };
     for (size_t i = 0; i < sizeof async / sizeof *async; i++) fault_run(&async[i]);
+    /* with part of the shard in memory the file part still fails loudly: its reads, writes and blocks */
+    g_max_in_cpu = 3001;
+    fault_run(&plain[2]);
+    fault_run(&plain[3]);
+    g_max_in_cpu = 1001; /* hidden 40's smaller shard */
+    fault_run(&async[0]);
+    g_max_in_cpu = 0;
     { /* the optimizer state on NVMe too: its pass's first reads are issued ahead (at step 1's first module,
        * zstate_pass_prestart) and the first of them fails; the pass that takes them over fails the step */
         static char zs[4700];

@@ -768,7 +768,7 @@ static void test_param_prefetch(void) {
     float *v = malloc(PN * sizeof *v), *got = malloc(PN * sizeof *got);
     ZT_CHECK(v && got, "out of memory");
     zstate_param *p = NULL;
-    ZT_OK(zstate_param_create(&x.ctx, PN, ZINC_FP32, 1024, &p));
+    ZT_OK(zstate_param_create(&x.ctx, PN, ZINC_FP32, 1024, 0, &p));
     if (!p || !v || !got) goto done;
     zstate_param_stats st0, st1;
     /* never written: zeros and no IO, prefetched or not */
@@ -816,6 +816,82 @@ static void test_param_prefetch(void) {
     ZT_CHECK(zstate_param_can_prefetch(p, 0, 3000 * 3 - 1024), "buffers left busy after a failed prefetch");
 done:
     zstate_param_destroy(p);
+    free(v);
+    free(got);
+    fx_free(&x);
+}
+
+/* The parameter store's resident part (offload_param.max_in_cpu): the first `resident` elements in host
+ * memory (counted as parameters), only the rest in the file. Ranges inside it, across its end and past it
+ * read back what was written; a prefetch across the boundary reads the file part only; a range wholly
+ * inside needs no prefetch (granted, "in flight", no IO); forget zeroes both parts; a fault on the file
+ * still fails a read that crosses the boundary. */
+static void test_param_resident(void) {
+    fixture x;
+    char dir[2048];
+    snprintf(dir, sizeof dir, "%s/param_resident", root);
+    ZT_OK(fx_init(&x, ZOFFLOAD_NVME, false));
+    fx_set_path(&x, dir);
+    x.ctx.offload.buffer_size = 3000;
+    x.ctx.offload.buffer_count = 3;
+    enum { PN = 20000, RES = 5001 };
+    float *v = malloc(PN * sizeof *v), *got = malloc(PN * sizeof *got);
+    zstate_param *p = NULL;
+    ZT_OK(zstate_param_create(&x.ctx, PN, ZINC_FP32, 1024, RES, &p));
+    if (!p || !v || !got) goto done;
+    ZT_CHECK(x.mem.current[ZINC_MEMKIND_HOST][ZINC_MEM_PARAMS] == RES * 4 &&
+                 x.mem.current[ZINC_MEMKIND_NVME][ZINC_MEM_PARAMS] == (PN - RES) * 4 / 4096 * 4096 + 4096,
+             "counted %llu host and %llu NVMe parameter bytes",
+             (unsigned long long)x.mem.current[ZINC_MEMKIND_HOST][ZINC_MEM_PARAMS],
+             (unsigned long long)x.mem.current[ZINC_MEMKIND_NVME][ZINC_MEM_PARAMS]);
+    for (int i = 0; i < PN; i++) v[i] = 0.25f * (float)i - 3;
+    for (int a = 0; a < PN; a += 999) ZT_OK(zstate_param_write(p, a, a + 999 < PN ? 999 : PN - a, v + a));
+    ZT_OK(zstate_param_flush(p));
+    static const int ranges[][2] = {{0, PN}, {10, 100}, {4000, 2000}, {RES - 1, 2}, {RES, 7}, {15000, 5000}};
+    for (size_t i = 0; i < sizeof ranges / sizeof *ranges; i++) {
+        int lo = ranges[i][0], n = ranges[i][1];
+        memset(got, 0, (size_t)n * sizeof *got);
+        ZT_OK(zstate_param_read(p, lo, n, got));
+        ZT_CHECK(!memcmp(got, v + lo, (size_t)n * sizeof *got), "read [%d, %d) differs", lo, lo + n);
+    }
+    zstate_param_stats st0, st1;
+    /* wholly resident: no prefetch needed, none issued */
+    ZT_CHECK(zstate_param_can_prefetch(p, 100, 4000) && zstate_param_prefetching(p, 100, 4000),
+             "a resident range is not granted as prefetched");
+    zstate_param_stats_get(p, &st0);
+    ZT_OK(zstate_param_prefetch(p, 100, 4000));
+    ZT_OK(zstate_param_read(p, 100, 4000, got));
+    zstate_param_stats_get(p, &st1);
+    ZT_CHECK(st1.bytes_read == st0.bytes_read && st1.reads == st0.reads, "a resident range read %llu file bytes",
+             (unsigned long long)(st1.bytes_read - st0.bytes_read));
+    ZT_CHECK(!memcmp(got, v + 100, 4000 * sizeof *got), "resident read differs");
+    /* across the boundary: the prefetch reads [RES, 7000) of the shard, file elements [0, 1999): 2 blocks */
+    ZT_CHECK(!zstate_param_prefetching(p, 4000, 3000), "a prefetch reported before it was issued");
+    ZT_OK(zstate_param_prefetch(p, 4000, 3000));
+    ZT_CHECK(zstate_param_prefetching(p, 4000, 3000), "the boundary prefetch is not held");
+    zstate_param_stats_get(p, &st0);
+    ZT_OK(zstate_param_read(p, 4000, 3000, got));
+    zstate_param_stats_get(p, &st1);
+    ZT_CHECK(!memcmp(got, v + 4000, 3000 * sizeof *got), "a prefetched read across the boundary differs");
+    ZT_CHECK(st1.prefetched == st0.prefetched + 1 && st1.bytes_read == st0.bytes_read + 2 * 4096,
+             "boundary prefetch: %llu served, %llu bytes", (unsigned long long)(st1.prefetched - st0.prefetched),
+             (unsigned long long)(st1.bytes_read - st0.bytes_read));
+    /* a failed file read fails the read that crosses the boundary */
+    zaio_fault f = zaio_fault_none();
+    ZT_OK(zaio_fault_parse("read:EIO:path=params.swp", &f));
+    zaio_fault_set(&f);
+    ZT_ERR(zstate_param_read(p, 4000, 3000, got), ZINC_ERR_IO, "params.swp");
+    zaio_fault_set(NULL);
+    /* forget: both parts read as zeros */
+    zstate_param_forget(p);
+    ZT_OK(zstate_param_read(p, 0, PN, got));
+    int nz = 0;
+    for (int i = 0; i < PN; i++) nz += got[i] != 0;
+    ZT_CHECK(nz == 0, "%d elements nonzero after forget", nz);
+    ZT_ERR(zstate_param_read(p, PN - 5, 10, got), ZINC_ERR_INTERNAL, "outside the shard");
+done:
+    zstate_param_destroy(p);
+    ZT_CHECK(mem_total(&x.mem) == 0, "%llu bytes still counted", (unsigned long long)mem_total(&x.mem));
     free(v);
     free(got);
     fx_free(&x);
@@ -938,6 +1014,7 @@ int main(void) {
     test_memory(2);
     test_tensors_error();
     test_param_prefetch();
+    test_param_resident();
     test_nvme_prestart();
     rm_tree(root);
     zcomm_destroy(world);

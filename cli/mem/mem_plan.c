@@ -274,6 +274,7 @@ typedef struct hrow {
     bool valid, fits;
     uint64_t host, pinned, nvme, io; /* io: bytes read from and written to NVMe per optimizer step */
     uint64_t nvme_cat[ZINC_MEM_CATEGORY_COUNT];
+    int64_t max_in_cpu; /* offload_param nvme: parameter elements per rank kept in memory (-1: no such row) */
     char why[240];
 } hrow;
 
@@ -301,11 +302,17 @@ static bool host_fits(const host_run *h, const hrow *r) {
     return r->valid && (double)r->host <= h->room && (!o->nvme_bytes || r->nvme <= o->nvme_bytes);
 }
 
-/* One row's bytes per node at `ranks` ranks, `per_node` of them on each node. */
+static void host_fill(const host_run *h, int per_node, const zinc_config *cfg, const zest_estimate *e, hrow *r);
+
+/* One row's bytes per node at `ranks` ranks, `per_node` of them on each node. With the parameters on NVMe,
+ * the config's offload_param.max_in_cpu (elements per rank kept in memory; DeepSpeed's default 1e9 keeps a
+ * shard below it whole) when that fits, else the largest that does (none kept when even that is short):
+ * the host peak grows by an element's bytes per element kept, from the peak with none kept. */
 static void host_needs(const host_run *h, int ranks, int per_node, hrow *r) {
     zinc_config cfg;
     zest_estimate e;
     const char *par = r->stage == 3 ? off_name(r->par) : NULL;
+    r->max_in_cpu = -1;
     r->valid =
         mc_load_variant_param(h->base, h->origin, r->stage, off_name(r->opt), par, ranks, true, &cfg) == ZINC_OK &&
         zest_compute(&h->md, &cfg, ranks, 0, ZINC_DEVICE_CPU, &e) == ZINC_OK;
@@ -315,12 +322,42 @@ static void host_needs(const host_run *h, int ranks, int per_node, hrow *r) {
             if (*c == '\n') *c = ' ';
         return;
     }
+    host_fill(h, per_node, &cfg, &e, r);
+    if (r->stage != 3 || r->par != ZOFFLOAD_NVME) return;
+    r->max_in_cpu = e.param_resident;
+    if (r->fits || e.param_resident == 0) return;
+    zinc_config c0 = cfg;
+    c0.zero.offload_param.max_in_cpu = 0;
+    zest_estimate e0;
+    if (zest_compute(&h->md, &c0, ranks, 0, ZINC_DEVICE_CPU, &e0) != ZINC_OK) return; /* keeps the config's row */
+    uint64_t esz = e.param_resident_bytes / (uint64_t)e.param_resident, k = (uint64_t)per_node;
+    double host0 = (double)(zest_rss(&e0, true) * k);
+    int64_t keep = h->room > host0 ? (int64_t)((h->room - host0) / (double)(esz * k)) : 0;
+    if (keep >= e.param_resident) keep = e.param_resident - 1;
+    for (; keep > 0; keep = keep > 1024 ? keep - keep / 64 : 0) { /* the estimate's rounding: settle it */
+        zinc_config ck = cfg;
+        ck.zero.offload_param.max_in_cpu = keep;
+        zest_estimate ek;
+        if (zest_compute(&h->md, &ck, ranks, 0, ZINC_DEVICE_CPU, &ek) != ZINC_OK) break;
+        hrow t = *r;
+        host_fill(h, per_node, &ck, &ek, &t);
+        if (t.fits) {
+            *r = t;
+            r->max_in_cpu = keep;
+            return;
+        }
+    }
+    host_fill(h, per_node, &c0, &e0, r); /* none kept: the least host memory, fitting or not */
+    r->max_in_cpu = 0;
+}
+
+static void host_fill(const host_run *h, int per_node, const zinc_config *cfg, const zest_estimate *e, hrow *r) {
     uint64_t k = (uint64_t)per_node;
-    r->host = zest_rss(&e, true) * k;
-    r->pinned = e.total[ZINC_MEMKIND_PINNED] * k;
-    r->nvme = e.total[ZINC_MEMKIND_NVME] * k;
-    r->io = zest_disk_io(&e, cfg.gradient_accumulation_steps) * k;
-    for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++) r->nvme_cat[c] = e.bytes[ZINC_MEMKIND_NVME][c] * k;
+    r->host = zest_rss(e, true) * k;
+    r->pinned = e->total[ZINC_MEMKIND_PINNED] * k;
+    r->nvme = e->total[ZINC_MEMKIND_NVME] * k;
+    r->io = zest_disk_io(e, cfg->gradient_accumulation_steps) * k;
+    for (int c = 0; c < ZINC_MEM_CATEGORY_COUNT; c++) r->nvme_cat[c] = e->bytes[ZINC_MEMKIND_NVME][c] * k;
     r->fits = host_fits(h, r);
 }
 
@@ -405,14 +442,17 @@ static json_t *host_row_json(const host_run *h, const hrow *r) {
     json_object_set_new(x, "nvme_bytes_per_node", json_integer((json_int_t)r->nvme));
     json_object_set_new(x, "nvme_by_category", cat);
     json_object_set_new(x, "disk_io_bytes_per_step", json_integer((json_int_t)r->io));
+    if (r->max_in_cpu >= 0) json_object_set_new(x, "max_in_cpu", json_integer((json_int_t)r->max_in_cpu));
     json_object_set_new(x, "host_short_bytes", json_integer((json_int_t)sh));
     json_object_set_new(x, "nvme_short_bytes", json_integer((json_int_t)sn));
     return x;
 }
 
 static json_t *choice_json(const hrow *r) {
-    return json_pack("{s:i, s:s, s:s}", "stage", r->stage, "offload_optimizer", off_name(r->opt), "offload_param",
-                     off_name(r->stage == 3 ? r->par : ZOFFLOAD_NONE));
+    json_t *c = json_pack("{s:i, s:s, s:s}", "stage", r->stage, "offload_optimizer", off_name(r->opt), "offload_param",
+                          off_name(r->stage == 3 ? r->par : ZOFFLOAD_NONE));
+    if (r->max_in_cpu >= 0) json_object_set_new(c, "max_in_cpu", json_integer((json_int_t)r->max_in_cpu));
+    return c;
 }
 
 static void host_print_json(const host_run *h) {
@@ -453,8 +493,10 @@ static void host_print_json(const host_run *h) {
 }
 
 static void host_print_choice(const hrow *r, char *buf, size_t cap) {
-    snprintf(buf, cap, "stage %d, offload_optimizer %s, offload_param %s", r->stage, off_name(r->opt),
-             off_name(r->stage == 3 ? r->par : ZOFFLOAD_NONE));
+    int n = snprintf(buf, cap, "stage %d, offload_optimizer %s, offload_param %s", r->stage, off_name(r->opt),
+                     off_name(r->stage == 3 ? r->par : ZOFFLOAD_NONE));
+    if (r->max_in_cpu >= 0 && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, " (max_in_cpu %" PRId64 ")", r->max_in_cpu);
 }
 
 static void host_print_verdict(const host_run *h) {
@@ -512,8 +554,10 @@ static void host_print_text(const host_run *h) {
         char x[4][32];
         uint64_t v[4] = {r->host, r->pinned, r->nvme, r->io};
         for (int k = 0; k < 4; k++) snprintf(x[k], sizeof x[k], "%.3f %s", (double)v[k] / h->U, unit_name(o));
-        printf("%-6d %-9s %-9s %14s %14s %14s %14s  %s\n", r->stage, off_name(r->opt), par, x[0], x[1], x[2], x[3],
-               r->fits ? "yes" : "no");
+        char keep[48] = "";
+        if (r->max_in_cpu >= 0) snprintf(keep, sizeof keep, "  (max_in_cpu %" PRId64 ")", r->max_in_cpu);
+        printf("%-6d %-9s %-9s %14s %14s %14s %14s  %s%s\n", r->stage, off_name(r->opt), par, x[0], x[1], x[2], x[3],
+               r->fits ? "yes" : "no", keep);
     }
     host_print_verdict(h);
 }
@@ -521,11 +565,13 @@ static void host_print_text(const host_run *h) {
 /* CSV: one line per choice (bytes per node), then the cheapest (or "none"). */
 static void host_print_csv(const host_run *h) {
     printf("stage,offload_optimizer,offload_param,valid,fits,host_bytes_per_node,pinned_bytes_per_node,"
-           "nvme_bytes_per_node,disk_io_bytes_per_step,why\n");
+           "nvme_bytes_per_node,disk_io_bytes_per_step,max_in_cpu,why\n");
     for (int i = 0; i < h->nr; i++) {
         const hrow *r = &h->rows[i];
-        printf("%d,%s,%s,%d,%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",\"", r->stage, off_name(r->opt),
+        printf("%d,%s,%s,%d,%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", r->stage, off_name(r->opt),
                off_name(r->stage == 3 ? r->par : ZOFFLOAD_NONE), r->valid, r->fits, r->host, r->pinned, r->nvme, r->io);
+        if (r->max_in_cpu >= 0) printf("%" PRId64, r->max_in_cpu);
+        printf(",\"");
         for (const char *c = r->valid ? "" : r->why; *c; c++) {
             if (*c == '"') putchar('"');
             putchar(*c);

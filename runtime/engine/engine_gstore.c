@@ -26,7 +26,8 @@ zinc_status zengine_gstore_create(zinc_engine *e) {
     if (!zengine_grads_on_nvme(e)) return ZINC_OK;
     zstate_ctx c = e->state_ctx;
     c.offload = e->cfg.zero.offload_param;
-    return zstate_param_create_as(&c, ZSTATE_GRAD_FILE, e->part.shard, ZINC_FP32, zengine_gstore_chunk(e), &e->gstore);
+    return zstate_param_create_as(&c, ZSTATE_GRAD_FILE, e->part.shard, ZINC_FP32, zengine_gstore_chunk(e), 0,
+                                  &e->gstore);
 }
 
 /* The first failure is the one reported (zengine_params_agree). */

@@ -142,6 +142,7 @@ static void infinity_choice(zinc_engine *e, zest_estimate *est) {
     zcfg_set_stage(&alt, 3);
     alt.zero.offload_optimizer.device = ZOFFLOAD_NVME;
     alt.zero.offload_param.device = ZOFFLOAD_NVME;
+    alt.zero.offload_param.max_in_cpu = 0; /* DeepSpeed's default 1e9 would keep a shard below 1e9 in memory */
     /* the parameter store's buffer_count prefetch buffers together, and each optimizer chunk, an eighth of the
      * shard at most: DeepSpeed's defaults (buffer_size 1e8, sub_group_size 1e9 elements) would hold all of a
      * shard below 100M elements in memory again */
@@ -166,6 +167,20 @@ static void infinity_choice(zinc_engine *e, zest_estimate *est) {
     est->infinity_sub_group_size = alt.zero.sub_group_size;
 }
 
+/* The parameters on NVMe with part of the shard kept in memory (offload_param.max_in_cpu): the host peak with
+ * none kept, from which the advice finds the largest max_in_cpu that fits. */
+static void resident_floor(zinc_engine *e, zest_estimate *est) {
+    if (!zengine_params_on_nvme(e) || est->param_resident <= 0) return;
+    zinc_config alt = e->cfg;
+    alt.zero.offload_param.max_in_cpu = 0;
+    zest_estimate ae;
+    if (zengine_estimate_cfg(e, &alt, &ae) != ZINC_OK) {
+        zinc__error_clear();
+        return;
+    }
+    est->resident_floor_bytes = zest_rss(&ae, false);
+}
+
 zinc_status zengine_preflight(zinc_engine *e, const zplan *plan) {
     zinc_status st = ZINC_OK;
     const char *off = zenv_get(ZENV_PREFLIGHT);
@@ -182,6 +197,7 @@ zinc_status zengine_preflight(zinc_engine *e, const zplan *plan) {
     TRY(zest_headroom_read(&avail.headroom_pct));
     cheaper_stage(e, &est);
     infinity_choice(e, &est);
+    resident_floor(e, &est);
     if (e->dev->mem_kind == ZINC_MEMKIND_DEVICE) { /* a GPU, or the cpu device presented as one */
         uint64_t used = 0, total = 0;
         int gpus = e->dev->kind == ZINC_DEVICE_CUDA ? zdev_cuda_count() : 1;

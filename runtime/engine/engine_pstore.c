@@ -28,7 +28,9 @@ zinc_status zengine_pstore_create(zinc_engine *e) {
     if (!zengine_params_on_nvme(e)) return ZINC_OK;
     zstate_ctx c = e->state_ctx;
     c.offload = e->cfg.zero.offload_param;
-    return zstate_param_create(&c, e->part.shard, e->compute_dtype, zengine_pstore_chunk(e), &e->pstore);
+    /* offload_param.max_in_cpu: that many of this rank's elements stay in memory, as DeepSpeed keeps them */
+    return zstate_param_create(&c, e->part.shard, e->compute_dtype, zengine_pstore_chunk(e),
+                               e->cfg.zero.offload_param.max_in_cpu, &e->pstore);
 }
 
 int64_t zengine_pstore_chunk(const zinc_engine *e) {

@@ -84,6 +84,8 @@ void zest_from_plan(const zplan *p, zest_init init, zest_estimate *out) {
     out->comm_temp = p->comm_temp;
     out->before_build = p->buf[ZPLAN_COMM_STAGING].bytes;
     out->nvme_chunk = p->nvme_chunk;
+    out->param_resident_bytes = p->buf[ZPLAN_PARAMS_RESIDENT].bytes;
+    out->param_resident = (int64_t)(out->param_resident_bytes / zinc_dtype_size(p->compute_dtype));
     out->nvme_buffers = p->nvme_buffers;
     out->cheaper_stage = -1;
     for (int i = 0; i < p->ndeclared; i++) out->declared[p->declared[i].kind] += p->declared[i].bytes;
@@ -465,25 +467,48 @@ static void cheapest_fit(const zest_estimate *est, uint64_t need, uint64_t hr, u
     const uint64_t *h = est->bytes[ZINC_MEMKIND_HOST];
     uint64_t model = h[ZINC_MEM_ACTIVATIONS] + h[ZINC_MEM_SCRATCH];
     uint64_t state = h[ZINC_MEM_MASTER] + h[ZINC_MEM_EXP_AVG] + h[ZINC_MEM_EXP_AVG_SQ];
-    char io[32], inf[480];
+    char io[32], inf[480], res[300];
     zbytes_format(io, sizeof io, est->infinity_io);
     snprintf(inf, sizeof inf,
              "ZeRO-Infinity: zero_optimization.stage 3 with offload_optimizer and offload_param {\"device\": "
              "\"nvme\", \"nvme_path\": a directory on a fast local disk}, offload_param.buffer_size %" PRId64
-             " and sub_group_size %" PRId64 " (about %s of disk traffic per optimizer step; `zinc mem plan "
-             "--host-mem SIZE` compares every choice)",
+             ", offload_param.max_in_cpu 0 and sub_group_size %" PRId64 " (about %s of disk traffic per optimizer "
+             "step; `zinc mem plan --host-mem SIZE` compares every choice)",
              est->infinity_buffer_size, est->infinity_sub_group_size, io);
+    /* The parameters already on NVMe with part of the shard kept in memory: the largest max_in_cpu that
+     * fits, from the bytes the limit leaves (want(b) = b (1 + hr/100) mult + extra) and the peak with none
+     * kept, which grows by esz per element kept (the swap and prefetch buffers exist once any element is
+     * in the file: the whole shard kept has none, so the peak is not linear up to it). */
+    uint64_t esz = est->param_resident ? est->param_resident_bytes / (uint64_t)est->param_resident : 0;
+    uint64_t floor = est->resident_floor_bytes;
+    int64_t keep = -1;
+    if (esz && floor && free_bytes > extra) {
+        uint64_t room = (uint64_t)((double)(free_bytes - extra) / (double)mult / (1.0 + (double)hr / 100.0));
+        if (room >= floor) keep = (int64_t)((room - floor) / esz);
+        if (keep >= est->param_resident) keep = est->param_resident - 1; /* the shard whole did not fit */
+        for (int t = 0; t < 4 && keep >= 0; t++) {                       /* the integer headroom rounds: settle it */
+            uint64_t b = floor + (uint64_t)keep * esz, want = (b + b / 100 * hr) * mult + extra;
+            if (want <= free_bytes) break;
+            keep -= (int64_t)((want - free_bytes + esz - 1) / esz) + 1;
+        }
+        if (keep < 0) keep = -1;
+    }
+    snprintf(res, sizeof res,
+             "zero_optimization.offload_param.max_in_cpu %" PRId64 " instead of %" PRId64
+             " (parameter elements per rank kept in memory; the others are swapped through nvme_path at every use)",
+             keep, est->param_resident);
     struct {
         bool ok;
         uint64_t bytes;
         const char *what;
-    } alt[4] = {
+    } alt[5] = {
         {model > 0, need - model / 2, "train_micro_batch_size_per_gpu halved (gradient_accumulation_steps doubled)"},
         {est->cheaper_stage > est->stage, est->cheaper_bytes, "the higher ZeRO stage below"},
+        {keep >= 0, floor + (uint64_t)(keep > 0 ? keep : 0) * esz, res},
         {state > 0 && est->stage > 0 && est->offload != ZOFFLOAD_NVME, need - state, "NVMe offload as below"},
         {est->infinity_fits_more, est->infinity_bytes, inf},
     };
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         uint64_t want = (alt[i].bytes + alt[i].bytes / 100 * hr) * mult + extra;
         if (!alt[i].ok || want > free_bytes) continue;
         char s[32], *rest = strdup(advice);

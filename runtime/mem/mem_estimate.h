@@ -75,6 +75,11 @@ typedef struct zest_estimate {
     uint64_t infinity_bytes;     /* its host peak per rank (zest_rss) */
     uint64_t infinity_io;        /* its disk traffic per optimizer step (zest_disk_io) */
     int64_t infinity_buffer_size, infinity_sub_group_size; /* the swap buffers it was estimated with */
+    int64_t param_resident;        /* offload_param nvme: elements of the shard kept in memory (max_in_cpu) */
+    uint64_t param_resident_bytes; /* their host bytes, part of bytes[HOST][PARAMS] */
+    uint64_t resident_floor_bytes; /* set by the pre-flight: the host peak (zest_rss) with max_in_cpu 0, which
+                                    * grows by an element's bytes per element kept up to the whole shard
+                                    * (0: not estimated) */
 
     /* The model's own memory (zinc_memory_declare), part of bytes[][ACTIVATIONS / SCRATCH] and the
      * totals: it exists during the steps only (allocated after zinc_build). */

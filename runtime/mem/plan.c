@@ -120,9 +120,12 @@ static void plan_params(zplan *p, const zinc_config *cfg) {
     if (cfg->zero.offload_param.device == ZOFFLOAD_NVME) { /* one file, offload/param_nvme.c */
         int64_t align = p->device.nvme_align ? p->device.nvme_align : ZPLAN_NVME_ALIGN;
         zstate_param_geometry g =
-            zstate_param_geometry_make(p->part.shard, csz, align, cfg->zero.offload_param.buffer_size, 0, 0);
+            zstate_param_geometry_make(p->part.shard, csz, align, cfg->zero.offload_param.buffer_size, 0, 0,
+                                       cfg->zero.offload_param.max_in_cpu);
         put(p, ZPLAN_PARAMS, "the parameter shard (NVMe file)", ZINC_MEM_PARAMS, ZINC_MEMKIND_NVME, ZPLAN_AT_BUILD, 1,
             g.file_bytes);
+        put(p, ZPLAN_PARAMS_RESIDENT, "the parameter shard's elements kept in memory (offload_param.max_in_cpu)",
+            ZINC_MEM_PARAMS, ZINC_MEMKIND_HOST, ZPLAN_AT_BUILD, 1, g.resident_bytes);
     } else {
         put(p, ZPLAN_PARAMS, "the parameter shard", ZINC_MEM_PARAMS, ck, ZPLAN_AT_BUILD, 1,
             (uint64_t)p->part.shard * csz);
@@ -266,7 +269,7 @@ static void plan_grads(zplan *p, const zinc_config *cfg) {
         int64_t buffer_size = cfg->zero.offload_param.buffer_size;
         zstate_param_geometry gg = zstate_param_geometry_make(p->part.shard, sizeof(float), align, buffer_size,
                                                               zplan_grad_scratch_elems(p->state_chunk, buffer_size),
-                                                              ZSTATE_GRAD_PREFETCH_BUFFERS);
+                                                              ZSTATE_GRAD_PREFETCH_BUFFERS, 0);
         put(p, ZPLAN_GRADS_SHARD, "the fp32 gradient shard (NVMe file)", ZINC_MEM_GRADS, ZINC_MEMKIND_NVME,
             ZPLAN_AT_BUILD, 1, gg.file_bytes);
         put(p, ZPLAN_GRAD_SWAP, "NVMe gradient swap and prefetch buffers and scratch", ZINC_MEM_STAGING,
@@ -373,7 +376,7 @@ zinc_status zplan_make(const zplan_model *m, const zinc_config *cfg, int world, 
             zstate_param_geometry_make(out->part.shard, zinc_dtype_size(out->compute_dtype), align,
                                        cfg->zero.offload_param.buffer_size,
                                        zplan_param_scratch_elems(out->state_chunk, cfg->zero.offload_param.buffer_size),
-                                       cfg->zero.offload_param.buffer_count);
+                                       cfg->zero.offload_param.buffer_count, cfg->zero.offload_param.max_in_cpu);
         /* the swap buffer, the step's scratch and the prefetch's buffer_count swap buffers */
         put(out, ZPLAN_PARAM_SWAP, "NVMe parameter swap and prefetch buffers and step scratch", ZINC_MEM_STAGING,
             ZINC_MEMKIND_HOST, ZPLAN_AT_BUILD, 1, g.swap_bytes + g.scratch_bytes + g.prefetch_bytes);

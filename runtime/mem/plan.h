@@ -119,6 +119,7 @@ typedef enum zplan_buf {
     ZPLAN_MUON_SCRATCH,          /* Muon, in the step: the owner's assembled matrices, the all-to-all buffers and
                                     the Newton-Schulz workspace (runtime/engine/engine_muon.c) */
     ZPLAN_PARAM_SWAP,            /* offload_param nvme: the parameter store's swap buffer and step scratch */
+    ZPLAN_PARAMS_RESIDENT,       /* offload_param nvme: the shard's first max_in_cpu elements, in memory */
     ZPLAN_GRAD_SWAP,             /* offload_param nvme: the gradient store's swap buffer and scratch */
     ZPLAN_CKPT_SNAPSHOT,         /* checkpoint.writer.decoupled: the image of this rank's shard file, held while
                                     training goes on until the save is published */
