@@ -368,7 +368,10 @@ static void first_step_prefetch(void) {
 
 int main(void) {
     zt_name = "offload_param_nvme";
-    snprintf(g_dir, sizeof g_dir, "%s/offload_param_nvme", zt_build_dir());
+    /* one directory per rank count: the 1- and 2-rank tests run at once under ctest -j, and the damaged-block
+     * case corrupts a params.swp it finds there (another run's would fail that run) */
+    const char *np = getenv("OMPI_COMM_WORLD_SIZE") ? getenv("OMPI_COMM_WORLD_SIZE") : getenv("PMI_SIZE");
+    snprintf(g_dir, sizeof g_dir, "%s/offload_param_nvme_np%s", zt_build_dir(), np ? np : "1");
     mkdir(g_dir, 0700);
     if (!zt_direct_io_supported(g_dir)) {
         rmdir(g_dir);
