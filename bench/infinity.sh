@@ -20,7 +20,10 @@
 #                                            floor, so the ratio is an upper bound; for shapes whose in-memory
 #                                            step does not fit this machine's RAM, 36x1280), MAX_IN_CPU (0:
 #                                            offload_param.max_in_cpu, parameter elements per rank kept in
-#                                            memory; DeepSpeed's default 1e9 would hold these shapes whole)
+#                                            memory; DeepSpeed's default 1e9 would hold these shapes whole),
+#                                            FIO_DEPTH (8: fio's queue depth; the parameter store's ring is
+#                                            deeper, (buffer_count + 1) x buffer pieces, 96 here, the state
+#                                            store's aio.queue_depth 8, and this disk reads faster deeper)
 # Without a cgroup it can make (no root, no delegated controller) it says so and runs without a limit.
 set -euo pipefail
 zinc=${1:-build/zinc}
@@ -28,7 +31,7 @@ nv=${2:-$PWD/build/infinity_nvme}
 LIMIT=${LIMIT:-3G} SHAPES=${SHAPES:-"6x384 12x768"} STEPS=${STEPS:-3} CONTEXT=${CONTEXT:-64} VAL_BATCHES=${VAL_BATCHES:-4}
 # the prefetch: stage3_prefetch_bucket_size elements in flight, stage3_max_live_parameters gathered in all
 # (a module larger than the bucket is never prefetched: 12x768's blocks are 7.1M elements)
-PREFETCH_BUCKET=${PREFETCH_BUCKET:-20000000} MAX_LIVE=${MAX_LIVE:-30000000} MAX_IN_CPU=${MAX_IN_CPU:-0}
+PREFETCH_BUCKET=${PREFETCH_BUCKET:-20000000} MAX_LIVE=${MAX_LIVE:-30000000} MAX_IN_CPU=${MAX_IN_CPU:-0} FIO_DEPTH=${FIO_DEPTH:-8}
 work=$(mktemp -d)
 trap 'rm -rf "$work"; [[ -n ${cg:-} ]] && rmdir "$cg" 2>/dev/null || true' EXIT
 cp "$zinc" "$work/zinc" # a rebuild of the tree while this runs must not change (or remove) the binary under it
@@ -78,7 +81,7 @@ run() { # $1 config, $2 shape, $3 in cgroup (0/1) -> "peak_kib inblocks outblock
 }
 if [[ -z ${FIO_MBS:-}${FIO_READ_MBS:-}${FIO_WRITE_MBS:-} ]] && command -v fio >/dev/null; then
   for rw in read write; do
-    fio --name="$rw" --filename="$nv/fio.tmp" --size=2G --direct=1 --ioengine=io_uring --bs=1M --iodepth=8 \
+    fio --name="$rw" --filename="$nv/fio.tmp" --size=2G --direct=1 --ioengine=io_uring --bs=1M --iodepth="$FIO_DEPTH" \
       --rw="$rw" --runtime=15 --time_based --output-format=json >"$work/fio_$rw.json" 2>"$work/fio.log" ||
       { echo "fio failed ($(tail -1 "$work/fio.log")): no floor" >&2; break; }
     mbs=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0][sys.argv[2]]; print(round(j["bw_bytes"] / 1e6))' \
