@@ -425,6 +425,23 @@ void zgrad_stats_add(const void *x, zinc_dtype t, size_t n, size_t offset, zgrad
     acc->nonfinite += s.nonfinite;
 }
 
+void zgrad_block_sums(const void *x, zinc_dtype t, size_t n, double *out) {
+    const size_t nch = (n + ZK_CHUNK - 1) / ZK_CHUNK;
+    zpool *p = pool_for(nch);
+    size_t *cnt = p ? malloc(2 * nch * sizeof *cnt) : NULL;
+    if (!cnt) { /* chunk by chunk on this thread: the same sums */
+        for (size_t k = 0; k < nch; k++) {
+            size_t c, f;
+            CHUNK_RANGE(n, k, s, len);
+            stats_chunk(x, t, s, len, out + k * ZK_BLOCKS_PER_CHUNK, &c, &f);
+        }
+        return;
+    }
+    stats_job j = {x, t, n, out, cnt, cnt + nch};
+    zpool_for(p, nch, stats_task, &j);
+    free(cnt);
+}
+
 static void stats_onto(const void *x, zinc_dtype t, size_t n, double total, zgrad_stats *out) {
     const size_t nch = (n + ZK_CHUNK - 1) / ZK_CHUNK;
     const size_t nblocks = (n + ZSTATS_BLOCK - 1) / ZSTATS_BLOCK;

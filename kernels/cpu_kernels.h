@@ -201,6 +201,11 @@ void zgrad_stats_compute(const void *x, zinc_dtype t, size_t n, zgrad_stats *out
  * zeroed). With every offset a multiple of ZSTATS_BLOCK the result is bitwise zgrad_stats of the whole
  * vector: its sum adds the same block sums in the same order. */
 void zgrad_stats_add(const void *x, zinc_dtype t, size_t n, size_t offset, zgrad_stats *acc);
+/* The block sums zgrad_stats adds, one per ZSTATS_BLOCK of x[0, n) (the last one partial when n is not a
+ * multiple), into out[0, ceil(n / ZSTATS_BLOCK)): bitwise the sums zgrad_stats(_add) would add for those
+ * blocks at any block-aligned offset, so sums kept from here and added in block order give its sumsq. A
+ * non-finite element makes its block's sum non-finite (a finite fp32 square sums far below double's range). */
+void zgrad_block_sums(const void *x, zinc_dtype t, size_t n, double *out);
 
 /* dst[i] (fp32) = (accumulate ? dst[i] : 0) + scale * src[i] (src in t). */
 void zaxpy_f32(float *dst, const void *src, zinc_dtype t, float scale, size_t n, int accumulate);

@@ -332,6 +332,24 @@ static void test_stats(void) {
                                      (isnan(got[j].sumsq) && isnan(ref.sumsq)),
                                  "stats %s %s n=%zu threads %d: sumsq %.17g not bit-equal to ref %.17g", paths[k],
                                  zinc_dtype_name(t), n, thr[j], got[j].sumsq, ref.sumsq);
+                        /* the block sums, added in block order from 0, are zgrad_stats' sum; each is the
+                         * statistic of its block alone; a block with a non-finite element has a non-finite sum */
+                        size_t nb = (n + ZSTATS_BLOCK - 1) / ZSTATS_BLOCK;
+                        double *bs = malloc((nb ? nb : 1) * sizeof *bs), total = 0;
+                        zgrad_block_sums(x, t, n, bs);
+                        int bad = 0;
+                        for (size_t b = 0; b < nb; b++) {
+                            size_t len = n - b * ZSTATS_BLOCK < ZSTATS_BLOCK ? n - b * ZSTATS_BLOCK : ZSTATS_BLOCK;
+                            zgrad_stats one;
+                            zgrad_stats((const char *)x + b * ZSTATS_BLOCK * zinc_dtype_size(t), t, len, &one);
+                            bad += memcmp(&one.sumsq, &bs[b], 8) != 0 && !(isnan(one.sumsq) && isnan(bs[b]));
+                            bad += (one.nonfinite > 0) == (isfinite(bs[b]) != 0);
+                            total += bs[b];
+                        }
+                        ZT_CHECK(!bad && (!memcmp(&total, &got[j].sumsq, 8) || (isnan(total) && isnan(got[j].sumsq))),
+                                 "block sums %s %s n=%zu threads %d: %d blocks differ, total %.17g vs %.17g", paths[k],
+                                 zinc_dtype_name(t), n, thr[j], bad, total, got[j].sumsq);
+                        free(bs);
                     }
                     ZT_CHECK(!memcmp(&got[0].sumsq, &got[1].sumsq, 8) && !memcmp(&got[0].sumsq, &got[2].sumsq, 8),
                              "stats %s n=%zu: sumsq differs across 1/2/4 threads", zinc_dtype_name(t), n);

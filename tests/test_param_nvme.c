@@ -22,6 +22,7 @@
 
 #include "engine_util.h"
 #include "offload/aio.h"
+#include "offload/param_nvme.h"
 #include "base/core/safe_file.h"
 #include "runtime/engine/engine_internal.h"
 #include "zt.h"
@@ -366,6 +367,47 @@ static void first_step_prefetch(void) {
     zinc_destroy(e);
 }
 
+/* The step's statistics (the norm for clipping) come from the block sums kept as the gradient landed: with
+ * modules of many statistics blocks (hidden 1024: 1Mi-element weights), buckets that land them in large
+ * pieces and one micro-step, a step reads the gradient file about once (the optimizer pass; the statistics
+ * only the blocks at module edges), not twice. The bits against the in-memory run are compare()'s (its
+ * small buckets land pieces below a block: every block read back, the fallback). */
+static void grad_reads_per_step(void) {
+    char zoff[4600];
+    snprintf(zoff, sizeof zoff,
+             "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\", \"buffer_size\": 8192, \"max_in_cpu\": "
+             "0}, "
+             "\"sub_group_size\": 16384",
+             g_dir);
+    run r = {.t = ZINC_FP32,
+             .zero_extra = zoff,
+             .extra = "\"gradient_clipping\": 0.05",
+             .hidden = 1024,
+             .gas = 1,
+             .bucket = 2000000};
+    zinc_engine *e = NULL;
+    mlp_model *m = NULL;
+    zinc_status st = make(&r, &e, &m);
+    ZT_OK(st);
+    zstate_param_stats s0 = {0}, s1 = {0};
+    if (st == ZINC_OK) st = mlp_train_step(m, 0, NULL, NULL);
+    if (st == ZINC_OK) zstate_param_stats_get(e->gstore, &s0);
+    if (st == ZINC_OK) st = mlp_train_step(m, 1, NULL, NULL);
+    if (st == ZINC_OK) zstate_param_stats_get(e->gstore, &s1);
+    ZT_OK(st);
+    if (st == ZINC_OK) {
+        double shard = (double)e->part.shard * 4, per_step = (double)(s1.bytes_read - s0.bytes_read);
+        ZT_CHECK(per_step >= shard && per_step < 1.25 * shard,
+                 "gradient bytes read in a step: %.0f, %.2fx the shard's %.0f (want once, plus module edges)", per_step,
+                 per_step / shard, shard);
+        if (zinc_rank(e) == 0)
+            printf("gradient file read per step: %.2fx the shard (%.0f of %.0f bytes)\n", per_step / shard, per_step,
+                   shard);
+    }
+    mlp_destroy(m);
+    zinc_destroy(e);
+}
+
 int main(void) {
     zt_name = "offload_param_nvme";
     /* one directory per rank count: the 1- and 2-rank tests run at once under ctest -j, and the damaged-block
@@ -392,6 +434,18 @@ int main(void) {
     compare("clipping, long norm pieces", ZINC_FP32, "\"sub_group_size\": 16384", "\"gradient_clipping\": 0.05", NULL,
             0);
     g_hidden = g_buffer_size = 0;
+    /* large buckets land 1Mi-element weights in whole-block pieces: the norm from the block sums kept at
+     * landing (one micro-step and two, added into), and with fp16 overflow (non-finite sums: read back) */
+    g_hidden = 1024;
+    g_bucket = 2000000;
+    g_buffer_size = 8192;
+    g_gas = 1;
+    compare("norm from landed block sums", ZINC_FP32, "\"sub_group_size\": 16384", "\"gradient_clipping\": 0.05", NULL,
+            0);
+    g_gas = 2;
+    compare("landed block sums, gas 2", ZINC_BF16, "\"sub_group_size\": 16384", "\"gradient_clipping\": 0.05", NULL, 0);
+    compare("landed block sums, overflow", ZINC_FP16, "\"sub_group_size\": 16384", NULL, "overflow", 0);
+    g_hidden = g_bucket = g_buffer_size = g_gas = 0;
     compare("clipping 0.05", ZINC_BF16, "\"sub_group_size\": 2048", "\"gradient_clipping\": 0.05", NULL, 0);
     char zo[4600];
     snprintf(zo, sizeof zo, "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"}", g_dir);
@@ -515,6 +569,7 @@ int main(void) {
         fault_run(&st_write);
     }
     first_step_prefetch();
+    grad_reads_per_step();
     rmdir(g_dir);
     return zt_finish();
 }

@@ -248,7 +248,7 @@ void zinc_destroy(zinc_engine *e) {
         zstate_destroy(e->state);
         zengine_muon_free(e);
         zstate_param_destroy(e->pstore);
-        zstate_param_destroy(e->gstore);
+        zengine_gstore_destroy(e);
     }
     for (int i = 0; i < e->nparams; i++) {
         free(e->params[i]->name);

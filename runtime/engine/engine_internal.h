@@ -82,6 +82,9 @@ struct zinc_engine {
     void *params_shard;          /* compute dtype, S elements (stage 3; NULL with offload_param nvme) */
     struct zstate_param *pstore; /* offload_param nvme: the shard in a file (offload/param_nvme.h) */
     struct zstate_param *gstore; /* and the fp32 gradient shard (zplan_grads_on_nvme; engine_gstore.c) */
+    double *gsums;               /* its statistics blocks' sums kept as the pieces land (engine_gstore.c) */
+    uint8_t *gsum_valid;         /* per block: its sum is the block's current one */
+    int64_t gsum_blocks;
     /* A swap-in that failed inside a module's gather: kept (the rank goes on through the collectives with
      * zeros) until the step, where every rank agrees on it, so no rank waits for one that stopped. */
     zinc_status pstore_st;
@@ -281,6 +284,7 @@ void zengine_f32_free(zinc_engine *e);
 bool zengine_grads_on_nvme(const zinc_engine *e);
 zinc_status zengine_gstore_create(zinc_engine *e);
 int64_t zengine_gstore_chunk(const zinc_engine *e);
+void zengine_gstore_destroy(zinc_engine *e);
 zinc_status zengine_grads_add(void *engine, int64_t lo, int64_t n, const void *src, zinc_dtype t);
 void zengine_grads_zero(void *engine);
 zinc_status zengine_grads_read(zinc_engine *e, int64_t lo, int64_t n, float *dst);

@@ -272,8 +272,9 @@ static void plan_grads(zplan *p, const zinc_config *cfg) {
                                                               ZSTATE_GRAD_PREFETCH_BUFFERS, 0);
         put(p, ZPLAN_GRADS_SHARD, "the fp32 gradient shard (NVMe file)", ZINC_MEM_GRADS, ZINC_MEMKIND_NVME,
             ZPLAN_AT_BUILD, 1, gg.file_bytes);
-        put(p, ZPLAN_GRAD_SWAP, "NVMe gradient swap and prefetch buffers and scratch", ZINC_MEM_STAGING,
-            ZINC_MEMKIND_HOST, ZPLAN_AT_BUILD, 1, gg.swap_bytes + gg.scratch_bytes + gg.prefetch_bytes);
+        put(p, ZPLAN_GRAD_SWAP, "NVMe gradient swap and prefetch buffers, scratch and block sums", ZINC_MEM_STAGING,
+            ZINC_MEMKIND_HOST, ZPLAN_AT_BUILD, 1,
+            gg.swap_bytes + gg.scratch_bytes + gg.prefetch_bytes + zplan_grad_stat_bytes(p->part.shard));
     }
     put(p, ZPLAN_BUCKET_GRADS, "a gradient bucket", ZINC_MEM_BUCKETS, ck, ZPLAN_AT_BUILD, g->nbuckets,
         g->bytes_bucket_grads);
@@ -479,6 +480,13 @@ bool zplan_grads_on_nvme(const zinc_config *cfg, int stage) {
 int64_t zplan_grad_scratch_elems(int64_t chunk, int64_t buffer_size) {
     int64_t n = zplan_param_scratch_elems(chunk, buffer_size);
     return (n + ZSTATS_BLOCK - 1) / ZSTATS_BLOCK * ZSTATS_BLOCK;
+}
+
+int64_t zplan_grad_stat_blocks(int64_t shard) { return (shard + ZSTATS_BLOCK - 1) / ZSTATS_BLOCK; }
+
+uint64_t zplan_grad_stat_bytes(int64_t shard) {
+    int64_t nb = zplan_grad_stat_blocks(shard);
+    return (uint64_t)(nb > 0 ? nb : 1) * (sizeof(double) + 1);
 }
 
 int64_t zplan_param_scratch_elems(int64_t chunk, int64_t buffer_size) {

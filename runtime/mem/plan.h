@@ -73,6 +73,10 @@ int64_t zplan_param_scratch_elems(int64_t chunk, int64_t buffer_size);
  * step's norm, streamed piece by piece, adds the same block sums in the same order as in memory. */
 bool zplan_grads_on_nvme(const zinc_config *cfg, int stage);
 int64_t zplan_grad_scratch_elems(int64_t chunk, int64_t buffer_size);
+/* Its statistics blocks (ZSTATS_BLOCK) over a shard of `shard` elements, and the host bytes of the sums kept
+ * for them as the gradient lands (a double and a flag each; runtime/engine/engine_gstore.c). */
+int64_t zplan_grad_stat_blocks(int64_t shard);
+uint64_t zplan_grad_stat_bytes(int64_t shard);
 
 /* The multiple of a piece's bytes Open MPI allocates as temporaries inside one collective call, at most
  * (reduce-scatter and allreduce in Open MPI's tuned and libnbc components; docs/mem.md). */
