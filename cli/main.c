@@ -1,4 +1,5 @@
 /* The zinc program: dispatches to its subcommands. */
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -56,7 +57,23 @@ static int run(int argc, char **argv) {
 /* Ends without the libraries' exit handlers: OpenBLAS's joins its server threads, and under a tight
  * RLIMIT_AS a server thread that cannot map its buffer retries forever, so a run that failed (or was refused
  * by the pre-flight) would never end (issue 25). MPI is finalised and the streams flushed first. */
+/* glibc's mmap threshold held at 1 MiB (unless the user sets it: MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES).
+ * Left sliding, it rises to the size of the first large block freed (oneDNN's 705 KiB sgemm pack buffer,
+ * allocated and freed in every call), later large blocks then come from the heap, and how much of the freed
+ * heap stays resident depends on the address layout: a run's peak RSS drew 89 or 92 MiB at random (ASLR)
+ * against an 87 MiB estimate. Held, blocks of 1 MiB and more are mapped and returned when freed, and smaller
+ * ones (oneDNN's buffer) are reused from the heap; held at 256 KiB instead, each sgemm call faults its
+ * buffer in anew (3% of the README job's tokens/s). docs/mem.md, "Freed pages kept by malloc". */
+static void hold_mmap_threshold(void) {
+#ifdef M_MMAP_THRESHOLD
+    const char *tunables = getenv("GLIBC_TUNABLES");
+    if (getenv("MALLOC_MMAP_THRESHOLD_") || (tunables && strstr(tunables, "mmap_threshold"))) return;
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
+}
+
 int main(int argc, char **argv) {
+    hold_mmap_threshold();
     /* zinc train first of all: SIGTERM/SIGINT/SIGUSR1 recorded from here on (the driver stops at the first
      * step boundary, exit 114/115), where the default action would kill a job a scheduler only warned. A
      * parent that blocks them across exec covers the instants before main too: they wait, blocked, until
