@@ -11,6 +11,7 @@
 #include "cli/common/commands.h"
 #include "cli/common/options.h"
 #include "cli/train/train.h"
+#include "base/core/env.h"
 #include "base/core/signals.h"
 #include "zinc.h"
 
@@ -66,8 +67,8 @@ static int run(int argc, char **argv) {
  * buffer in anew (3% of the README job's tokens/s). docs/mem.md, "Freed pages kept by malloc". */
 static void hold_mmap_threshold(void) {
 #ifdef M_MMAP_THRESHOLD
-    const char *tunables = getenv("GLIBC_TUNABLES");
-    if (getenv("MALLOC_MMAP_THRESHOLD_") || (tunables && strstr(tunables, "mmap_threshold"))) return;
+    const char *tunables = zenv_get(ZENV_GLIBC_TUNABLES);
+    if (zenv_get(ZENV_MALLOC_MMAP_THRESHOLD) || (tunables && strstr(tunables, "mmap_threshold"))) return;
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
 #endif
 }

@@ -98,6 +98,10 @@ static const zenv_var g_vars[ZENV_COUNT] = {
     FOREIGN(ZENV_TORCH_WORLD_SIZE, "WORLD_SIZE", "ranks", "zinc program", "torchrun: see RANK"),
     FOREIGN(ZENV_TORCH_LOCAL_RANK, "LOCAL_RANK", "rank on the node", "zinc program", "torchrun: see RANK"),
     FOREIGN(ZENV_PATH, "PATH", "directories", "zinc program", "where `zinc mem` looks for gnuplot to draw plots"),
+    FOREIGN(ZENV_MALLOC_MMAP_THRESHOLD, "MALLOC_MMAP_THRESHOLD_", "bytes (glibc)", "zinc program",
+            "glibc's mmap threshold: set, the zinc program leaves it to glibc instead of holding it at 1 MiB"),
+    FOREIGN(ZENV_GLIBC_TUNABLES, "GLIBC_TUNABLES", "glibc tunables", "zinc program",
+            "glibc's tunables: with glibc.malloc.mmap_threshold in it, as MALLOC_MMAP_THRESHOLD_"),
 };
 
 bool zenv_test_hooks_enabled(void) {

@@ -58,6 +58,8 @@ typedef enum zenv_id {
     ZENV_TORCH_WORLD_SIZE,
     ZENV_TORCH_LOCAL_RANK,
     ZENV_PATH,
+    ZENV_MALLOC_MMAP_THRESHOLD,
+    ZENV_GLIBC_TUNABLES,
     ZENV_COUNT
 } zenv_id;
 
