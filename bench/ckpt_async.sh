@@ -15,8 +15,10 @@
 # "--set train_batch_size=2 --set train_micro_batch_size_per_gpu=1"), KEEP (--keep-last of both saving runs,
 # default 2: 100 steps of GPT-2 124M would otherwise leave 20 checkpoints of 1.4 GiB), PAIRS (default 0: after
 # the three runs, N more pairs of a no-save run and a decoupled run back to back, whose tokens/s ratios and their
-# median are tabled: on a shared machine the load moves one run's tokens/s by more than the saves cost). The config is
-# ds_configs/gpt2_small_cpu.json (AdamW, stage 2).
+# median are tabled: on a shared machine the load moves one run's tokens/s by more than the saves cost), WARM_MIB
+# (default 0: before each run, fault in and free this many MiB with build/bench/bench_first_touch, so that every
+# run starts on memory the VM's host backs; where the balloon reports free pages, memory left idle costs up to 8x
+# more to touch first: bench/RESULTS.md, "First touch"). The config is ds_configs/gpt2_small_cpu.json (AdamW, stage 2).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -32,12 +34,17 @@ APPEND=${APPEND:-1}
 EXTRA=${EXTRA:-}
 KEEP=${KEEP:-2}
 PAIRS=${PAIRS:-0}
+WARM_MIB=${WARM_MIB:-0}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [ -x "$ZINC" ] || { echo "ckpt_async.sh: $ZINC not found: build zinc first (scripts/build.sh)" >&2; exit 1; }
 [ -r "$TEXT" ] || { echo "ckpt_async.sh: the training text $TEXT is not readable: set TEXT=FILE" >&2; exit 1; }
 mkdir -p "$OUT" "$SAVE"
 cp "$ZINC" "$OUT/zinc" # a rebuild of the tree while this runs must not change (or remove) the binary under it
 ZINC=$OUT/zinc
+warm=$root/build/bench/bench_first_touch
+if ((WARM_MIB > 0)); then
+  [ -x "$warm" ] || { echo "ckpt_async.sh: WARM_MIB needs $warm (cmake --build build --target bench_first_touch)" >&2; exit 1; }
+fi
 launch=()
 ((RANKS > 1)) && launch=(mpirun -np "$RANKS" --oversubscribe)
 
@@ -45,6 +52,7 @@ run() { # NAME [zinc train arguments...]
   local name=$1
   shift
   rm -rf "$SAVE/ckpt_$name"
+  ((WARM_MIB > 0)) && "$warm" --mib "$WARM_MIB" --idle 0 --reps 1 >"$OUT/$name.warm" 2>&1
   # shellcheck disable=SC2086
   "${launch[@]}" "$ZINC" train --model gpt2 --config "$root/ds_configs/gpt2_small_cpu.json" --text "$TEXT" \
     --steps "$STEPS" $SHAPE --report "$OUT/$name.json" --force --set checkpoint.writer.show_statistics=true \
@@ -80,7 +88,7 @@ if command -v fio >/dev/null && [ -n "$bytes" ]; then
   fi
   rm -f "$SAVE/fio.tmp"
 fi
-LOAD="$load0 at $t_start UTC, $(cut -d" " -f1-3 /proc/loadavg) at $(date -u +%H:%M) UTC" KEEP=$KEEP PAIRS=$PAIRS FIO_GBS=$fio_gbs python3 - "$OUT" "$STEPS" "$EVERY" "$RANKS" "$SHAPE" "$EXTRA" <<'EOF' >"$OUT/ckpt_async.md"
+LOAD="$load0 at $t_start UTC, $(cut -d" " -f1-3 /proc/loadavg) at $(date -u +%H:%M) UTC" KEEP=$KEEP PAIRS=$PAIRS WARM_MIB=$WARM_MIB FIO_GBS=$fio_gbs python3 - "$OUT" "$STEPS" "$EVERY" "$RANKS" "$SHAPE" "$EXTRA" <<'EOF' >"$OUT/ckpt_async.md"
 import functools, json, os, re, sys, datetime
 out, steps, every, ranks, shape, extra = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
                                           sys.argv[5], sys.argv[6])
@@ -105,7 +113,9 @@ print(f"Machine: 2-core CPU VM, shared (load average, 1/5/15 min: {os.environ.ge
       f"AdamW{', ' + extra if extra else ''}, `--save-every {every} --keep-last {os.environ.get('KEEP', '2')}`, checkpoints on the build tree's file system; "
       "checkpoint.writer.show_statistics figures of rank 0; fio: one save's bytes written sequentially with "
       f"O_DIRECT through io_uring, 64 MiB blocks, 2 in flight, on the same file system: "
-      f"{os.environ.get('FIO_GBS') or 'not run'} GB/s).\n")
+      f"{os.environ.get('FIO_GBS') or 'not run'} GB/s)"
+      + (f"; before each run, {os.environ['WARM_MIB']} MiB faulted in and freed (WARM_MIB)"
+         if os.environ.get("WARM_MIB", "0") != "0" else "") + ".\n")
 print("| run | wall s | tokens/s (saves included) | vs no saves | saves | MiB per save | blocked per save, ms | "
       "max, ms | vs synchronous | waited for the writer, ms (all saves) | writer GB/s |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
