@@ -60,7 +60,7 @@ static int run(int argc, char **argv) {
  * by the pre-flight) would never end (issue 25). MPI is finalised and the streams flushed first. */
 /* glibc's mmap threshold held at 1 MiB (unless the user sets it: MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES).
  * Left sliding, it rises to the size of the first large block freed (oneDNN's 705 KiB sgemm pack buffer,
- * allocated and freed in every call), later large blocks then come from the heap, and how much of the freed
+ * allocated and freed in most calls), later large blocks then come from the heap, and how much of the freed
  * heap stays resident depends on the address layout: a run's peak RSS drew 89 or 92 MiB at random (ASLR)
  * against an 87 MiB estimate. Held, blocks of 1 MiB and more are mapped and returned when freed, and smaller
  * ones (oneDNN's buffer) are reused from the heap; held at 256 KiB instead, each sgemm call faults its
