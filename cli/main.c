@@ -55,9 +55,6 @@ static int run(int argc, char **argv) {
     return commands[k](argc - 1, argv + 1);
 }
 
-/* Ends without the libraries' exit handlers: OpenBLAS's joins its server threads, and under a tight
- * RLIMIT_AS a server thread that cannot map its buffer retries forever, so a run that failed (or was refused
- * by the pre-flight) would never end (issue 25). MPI is finalised and the streams flushed first. */
 /* glibc's mmap threshold held at 1 MiB (unless the user sets it: MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES).
  * Left sliding, it rises to the size of the first large block freed (oneDNN's 705 KiB sgemm pack buffer,
  * allocated and freed in most calls), later large blocks then come from the heap, and how much of the freed
@@ -73,6 +70,9 @@ static void hold_mmap_threshold(void) {
 #endif
 }
 
+/* Ends without the libraries' exit handlers: OpenBLAS's joins its server threads, and under a tight
+ * RLIMIT_AS a server thread that cannot map its buffer retries forever, so a run that failed (or was refused
+ * by the pre-flight) would never end (issue 25). MPI is finalised and the streams flushed first. */
 int main(int argc, char **argv) {
     hold_mmap_threshold();
     /* zinc train first of all: SIGTERM/SIGINT/SIGUSR1 recorded from here on (the driver stops at the first

@@ -306,8 +306,8 @@ static void host_fill(const host_run *h, int per_node, const zinc_config *cfg, c
 
 /* One row's bytes per node at `ranks` ranks, `per_node` of them on each node. With the parameters on NVMe,
  * the config's offload_param.max_in_cpu (elements per rank kept in memory; DeepSpeed's default 1e9 keeps a
- * shard below it whole) when that fits, else the largest that does (none kept when even that is short):
- * the host peak grows by an element's bytes per element kept, from the peak with none kept. */
+ * shard below it whole) when that fits, else the largest that does (zest_resident_fit; none kept when even
+ * that is short). */
 static void host_needs(const host_run *h, int ranks, int per_node, hrow *r) {
     zinc_config cfg;
     zest_estimate e;
@@ -332,8 +332,7 @@ static void host_needs(const host_run *h, int ranks, int per_node, hrow *r) {
     if (zest_compute(&h->md, &c0, ranks, 0, ZINC_DEVICE_CPU, &e0) != ZINC_OK) return; /* keeps the config's row */
     uint64_t esz = e.param_resident_bytes / (uint64_t)e.param_resident, k = (uint64_t)per_node;
     double host0 = (double)(zest_rss(&e0, true) * k);
-    int64_t keep = h->room > host0 ? (int64_t)((h->room - host0) / (double)(esz * k)) : 0;
-    if (keep >= e.param_resident) keep = e.param_resident - 1;
+    int64_t keep = zest_resident_fit(host0, (double)(esz * k), e.param_resident, h->room);
     for (; keep > 0; keep = keep > 1024 ? keep - keep / 64 : 0) { /* the estimate's rounding: settle it */
         zinc_config ck = cfg;
         ck.zero.offload_param.max_in_cpu = keep;

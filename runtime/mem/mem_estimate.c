@@ -126,6 +126,12 @@ uint64_t zest_rss_build(const zest_estimate *est, bool device_in_host) {
     return build + est->init_scratch;
 }
 
+int64_t zest_resident_fit(double floor, double esz, int64_t resident, double room) {
+    if (!(esz > 0) || room < floor) return -1;
+    int64_t keep = (int64_t)((room - floor) / esz);
+    return keep >= resident ? resident - 1 : keep;
+}
+
 uint64_t zest_rss(const zest_estimate *est, bool device_in_host) {
     uint64_t all, build;
     rss_parts(est, device_in_host, &all, &build);
@@ -476,17 +482,14 @@ static void cheapest_fit(const zest_estimate *est, uint64_t need, uint64_t hr, u
              "step; `zinc mem plan --host-mem SIZE` compares every choice)",
              est->infinity_buffer_size, est->infinity_sub_group_size, io);
     /* The parameters already on NVMe with part of the shard kept in memory: the largest max_in_cpu that
-     * fits, from the bytes the limit leaves (want(b) = b (1 + hr/100) mult + extra) and the peak with none
-     * kept, which grows by esz per element kept (the swap and prefetch buffers exist once any element is
-     * in the file: the whole shard kept has none, so the peak is not linear up to it). */
+     * fits (zest_resident_fit) in the bytes the limit leaves (want(b) = b (1 + hr/100) mult + extra). */
     uint64_t esz = est->param_resident ? est->param_resident_bytes / (uint64_t)est->param_resident : 0;
     uint64_t floor = est->resident_floor_bytes;
     int64_t keep = -1;
     if (esz && floor && free_bytes > extra) {
         uint64_t room = (uint64_t)((double)(free_bytes - extra) / (double)mult / (1.0 + (double)hr / 100.0));
-        if (room >= floor) keep = (int64_t)((room - floor) / esz);
-        if (keep >= est->param_resident) keep = est->param_resident - 1; /* the shard whole did not fit */
-        for (int t = 0; t < 4 && keep >= 0; t++) {                       /* the integer headroom rounds: settle it */
+        keep = zest_resident_fit((double)floor, (double)esz, est->param_resident, (double)room);
+        for (int t = 0; t < 4 && keep >= 0; t++) { /* the integer headroom rounds: settle it */
             uint64_t b = floor + (uint64_t)keep * esz, want = (b + b / 100 * hr) * mult + extra;
             if (want <= free_bytes) break;
             keep -= (int64_t)((want - free_bytes + esz - 1) / esz) + 1;

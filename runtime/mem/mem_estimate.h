@@ -124,6 +124,12 @@ uint64_t zest_rss(const zest_estimate *est, bool device_in_host);
  * micro-step, read back by all but the first and twice by the step (its statistics, its update): 2 gas + 1
  * times as well. `zinc mem plan`'s cheapest choice and the pre-flight's advice both rank by it. */
 uint64_t zest_disk_io(const zest_estimate *est, int64_t gradient_accumulation_steps);
+/* The largest offload_param.max_in_cpu (elements per rank kept in memory) whose peak fits `room` bytes, the
+ * one rule `zinc mem plan` and the pre-flight's advice size it by: the peak with none kept (`floor`) grows
+ * by `esz` per element kept, and stays below `resident`, the shard whole (which has no swap or prefetch
+ * buffers, so its peak is not on that line). -1 where not even none kept fits. Callers settle the
+ * estimate's rounding from there. */
+int64_t zest_resident_fit(double floor, double esz, int64_t resident, double room);
 
 /* Computes the estimate for rank `rank` of `world`. cfg must be resolved (zcfg_load_*). device is the
  * compute device: ZINC_DEVICE_CPU places everything in host memory, ZINC_DEVICE_CUDA places the same
