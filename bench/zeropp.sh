@@ -129,16 +129,8 @@ with open(f"{out}/losses.dat", "w") as f:
 print("\n".join(lines))
 EOF
 
-if command -v gnuplot >/dev/null; then
-  plot=""
-  k=2
-  for c in $CONFIGS; do
-    plot+="${plot:+, }'$OUT/losses.dat' using 1:$k with lines title '$c'"
-    k=$((k + 1))
-  done
-  gnuplot -e "set terminal svg size 800,480; set output '$PLOT'; set xlabel 'step'; set ylabel 'training loss'; \
-set title 'GPT-2 ($SHAPE), stage 3, 2 nodes x 2 ranks, link $shaping'; plot $plot"
-fi
+# shellcheck disable=SC2086
+zeropp_plot "$OUT/losses.dat" "$PLOT" "GPT-2 ($SHAPE), stage 3, 2 nodes x 2 ranks, link $shaping" $CONFIGS
 
 if [ "$APPEND" = 1 ]; then
   {

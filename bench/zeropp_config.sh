@@ -35,3 +35,15 @@ zeropp_write_config() { # config name, steps, file: the README's optimizer and s
       "${ZERO:+, $ZERO}"
   } >"$f"
 }
+
+zeropp_plot() { # losses.dat (step, then one column per config), the svg, its title, the configs in column order
+  local dat=$1 svg=$2 title=$3 plot="" k=2 c
+  shift 3
+  command -v gnuplot >/dev/null || { echo "zeropp: gnuplot not found, no plot $svg" >&2; return 0; }
+  for c in "$@"; do
+    plot+="${plot:+, }'$dat' using 1:$k with lines title '$c'"
+    k=$((k + 1))
+  done
+  gnuplot -e "set terminal svg size 800,480; set output '$svg'; set xlabel 'step'; set ylabel 'training loss'; \
+set title '$title'; plot $plot"
+}

@@ -13,7 +13,8 @@
 # STEPS default 300, OUT default build/zeropp_seeds. Environment: ZINC (default <repo>/build/tests/hooks/zinc),
 # SEEDS (--seed values, default "1234 1235 1236 1237 1238 1239"; 1234 is zinc train's default), CONFIGS (default
 # "qwz qgz all": each compared with plain of the same seed), DTYPE, MB, LR, ZERO, SHAPE, TEXT, THREADS as in
-# bench/zeropp.sh, APPEND (default 1).
+# bench/zeropp.sh, APPEND (default 1), PLOT (default none: an svg of the first seed's loss curves, plain's beside
+# each config's, from OUT/losses.dat).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -23,6 +24,7 @@ ZINC=${ZINC:-$root/build/tests/hooks/zinc}
 SEEDS=${SEEDS:-1234 1235 1236 1237 1238 1239}
 CONFIGS=${CONFIGS:-qwz qgz all}
 APPEND=${APPEND:-1}
+PLOT=${PLOT:-}
 # shellcheck source=bench/zeropp_config.sh
 . "$here/zeropp_config.sh" # DTYPE, SHAPE, TEXT, MB, THREADS, LR, ZERO and their defaults
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -65,8 +67,17 @@ for seed in seeds:
         lines.append(f"| {seed} | {names[c]} | {100 * gaps[0][0]:.2f}% (step {gaps[0][1]}) | {100 * gaps[1][0]:.2f}% | "
                      f"{100 * statistics.median(g for g, _ in gaps):.2f}% | {sum(1 for g, _ in gaps if g > 0.02)} | {100 * dv:+.2f}% |")
 open(f"{out}/seeds.md", "w").write("\n".join(lines) + "\n")
+rep = {c: json.load(open(f"{out}/{c}.seed{seeds[0]}.json")) for c in ["plain"] + configs}
+with open(f"{out}/losses.dat", "w") as f:
+    for i in range(len(rep["plain"]["losses"])):
+        f.write(f"{i + 1} " + " ".join(f"{rep[c]['losses'][i]:.6f}" for c in ["plain"] + configs) + "\n")
 print("\n".join(lines))
 PY
+
+first_seed=${SEEDS%% *}
+# shellcheck disable=SC2086
+if [ -n "$PLOT" ]; then zeropp_plot "$OUT/losses.dat" "$PLOT" "GPT-2 ($SHAPE), $DTYPE, stage 3, 2 nodes x 2 ranks, seed $first_seed" \
+    plain $CONFIGS; fi
 
 if [ "$APPEND" = 1 ]; then
   {

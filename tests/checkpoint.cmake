@@ -45,6 +45,8 @@ zinc_test(NAME checkpoint_async_kill SOURCES test_checkpoint_async.c engine_util
 # 20 SIGKILLs at random times of a 24-step run saving every 3 steps (the writer slowed, so most land while a
 # save is written): each leaves a `latest` whose files verify and which loads its step's weights bitwise.
 zinc_test(NAME checkpoint_async_kill20 SOURCES test_checkpoint_async.c engine_util.c ARGS --phase kill20 LABELS checkpoint)
+# The writer's checksums taken as it copies equal the pass over the image (checkpoint_segs.c).
+zinc_test(NAME checkpoint_segs FAST SOURCES test_checkpoint_segs.c LABELS checkpoint)
 # Damaged files, another model, tag validation, node-local storage.
 zinc_test(NAME checkpoint_errors_np1 SOURCES test_checkpoint_errors.c engine_util.c LABELS checkpoint)
 zinc_test(NAME checkpoint_errors_np2 SOURCES test_checkpoint_errors.c engine_util.c RANKS 2 LABELS checkpoint)

@@ -16,6 +16,7 @@
  * --phase kill (one rank, no MPI, forked engines as tests/test_checkpoint_kill.c): a run whose writer thread
  * raises SIGKILL at points inside the shard file, the manifest and `latest` (ZINC_CKPT_TEST_KILL_AFTER_BYTES)
  * while training goes on leaves the previous `latest` loadable with its weights bitwise. */
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -79,6 +80,22 @@ static void same_shards(const char *a, const char *b) {
                  "%s and %s differ (%ld and %ld bytes)", pa, pb, la, lb);
         free(x);
         free(y);
+        /* the decoupled file's checksums (taken as its writer copied) against the file read back */
+        zckpt_file back = mb.files[i];
+        back.block_crc = NULL;
+        int fd = open(pb, O_RDONLY);
+        ZT_CHECK(fd >= 0, "cannot open %s", pb);
+        if (fd >= 0) {
+            ZT_OK(zckpt_checksum_file(fd, pb, &back));
+            int wrong = 0;
+            for (int64_t k = 0; back.block_crc && k < back.nblocks; k++)
+                wrong += back.block_crc[k] != mb.files[i].block_crc[k];
+            ZT_CHECK(back.block_crc && !wrong && back.crc == mb.files[i].crc,
+                     "%s: %d block checksums and the file's (%08x, read back %08x) not the manifest's", pb, wrong,
+                     mb.files[i].crc, back.crc);
+            close(fd);
+        }
+        free(back.block_crc);
     }
     zckpt_manifest_free(&ma);
     zckpt_manifest_free(&mb);

@@ -15,7 +15,8 @@
  *
  * The write: through io_uring (offload/aio.c, the NVMe store's ring) on the safe writer's temporary file
  * (zfile_out: O_EXCL | O_NOFOLLOW, fsync, rename), with O_DIRECT where the file system allows it (the
- * reason logged where not), then the checksums, then commit.
+ * reason logged where not), then the checksums (taken by the writer's copies as they copy: checkpoint_segs.c),
+ * then commit.
  *
  * The threads never call a collective: MPI stays on the main thread, where each zinc_step asks every rank (one
  * small non-blocking all-reduce while a save is in flight, answered at the next step) whether all writers are
@@ -92,8 +93,8 @@ static void check_piece(zckpt_save_job *j, int64_t p) {
     }
 }
 
-/* Piece p into the full image, every section; checked now (the writer) or later by the writer (the guard: the
- * training thread only copies, its check is not the step's time). */
+/* Piece p into the full image, every section; checked and checksummed now (the writer) or later by the writer
+ * (the guard: the training thread only copies, its check is not the step's time). */
 static void copy_piece(zckpt_save_job *j, int64_t p, bool check) {
     for (int s = 0; s < nsec(j); s++) {
         int64_t off, bytes;
@@ -101,8 +102,9 @@ static void copy_piece(zckpt_save_job *j, int64_t p, bool check) {
         if (!src) continue; /* Lion's exp_avg_sq: the zeros of the image */
         /* streaming stores, checked as copied (one pass; the element looked for only if one is non-finite) */
         bool f32 = check && s < ZCKPT_SEC_PARAMS;
-        if (zk_copy_stream(j->image + off, src, (size_t)bytes, f32) && f32)
-            check_finite(j, s, p, (const float *)(j->image + off), bytes / 4);
+        int bad = check ? zckpt_segs_copy(&j->segs, p, s, j->image, src, off, bytes, f32)
+                        : zk_copy_stream(j->image + off, src, (size_t)bytes, f32);
+        if (bad && f32) check_finite(j, s, p, (const float *)(j->image + off), bytes / 4);
     }
 }
 
@@ -251,6 +253,15 @@ zinc_status zckpt_async_prepare(zinc_engine *e, zckpt_save_job *j, bool *live) {
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     j->sync_init = true;
+    if (!j->stream) {
+        bool have[4];
+        size_t sz[4];
+        for (int s = 0; s < 4; s++) {
+            have[s] = s == ZCKPT_SEC_PARAMS || j->src[s];
+            sz[s] = esz(j, s);
+        }
+        TRY(zckpt_segs_build(&j->segs, &j->mine, nsec(j), have, nelem(j), j->piece, sz));
+    }
     TRY(alloc_snapshot(e, j));
     const char *d = zenv_get(ZENV_CKPT_TEST_SNAPSHOT_DELAY_MS);
     j->delay_ms = d && *d ? atoi(d) : 0;
@@ -402,11 +413,15 @@ static zinc_status write_full(zckpt_save_job *j, wio *io) {
     double t2 = zclock_now_s();
     j->io_s = t2 - t1;
     TRY_ALLOC(f->block_crc, f->nblocks, "checkpoint checksums");
-    f->crc = 0;
-    for (int64_t b = 0; b < f->nblocks; b++) {
-        int64_t off = b * f->block_bytes, len = f->bytes - off < f->block_bytes ? f->bytes - off : f->block_bytes;
-        f->block_crc[b] = zcrc32c(0, j->image + off, (size_t)len);
-        f->crc = zcrc32c_combine(f->crc, f->block_crc[b], (size_t)len); /* one pass over the image */
+    if (j->live) {
+        zckpt_segs_finish(&j->segs, j->image, f); /* the copies' checksums; the image read only where none */
+    } else {
+        f->crc = 0;
+        for (int64_t b = 0; b < f->nblocks; b++) {
+            int64_t off = b * f->block_bytes, len = f->bytes - off < f->block_bytes ? f->bytes - off : f->block_bytes;
+            f->block_crc[b] = zcrc32c(0, j->image + off, (size_t)len);
+            f->crc = zcrc32c_combine(f->crc, f->block_crc[b], (size_t)len); /* one pass over the image */
+        }
     }
     j->crc_s = zclock_now_s() - t2;
 fail:

@@ -159,6 +159,33 @@ zinc_status zckpt_verify_file(const zckpt_manifest *m, int i);
 
 /* One save from its staging directory to `latest`: made by zinc_save_checkpoint, finished there (synchronous)
  * or by the poll of checkpoint.writer.decoupled (checkpoint_async.c). */
+/* checkpoint_segs.c: a decoupled save's checksums taken as its writer copies. The file cut into segments
+ * inside one block and one region each (the header and the zeros between sections: filler; a piece of a
+ * section), in file order. */
+typedef struct zckpt_seg {
+    int64_t off, len;
+    uint32_t crc;
+    bool have; /* checksummed by a copy (else read from the image at the end) */
+} zckpt_seg;
+typedef struct zckpt_segs {
+    zckpt_seg *seg;
+    int64_t n, block;
+    int64_t *first; /* per piece and section (p * ZCKPT_NSEC + sec): its first segment */
+} zckpt_segs;
+/* The segments of file f whose nsec sections hold nelem elements of esz[sec] bytes each, in pieces of `piece`
+ * elements; a section without have[sec] is filler (zeros). */
+zinc_status zckpt_segs_build(zckpt_segs *s, const zckpt_file *f, int nsec, const bool have[4], int64_t nelem,
+                             int64_t piece, const size_t esz[4]);
+void zckpt_segs_free(zckpt_segs *s);
+/* Piece p of section sec (bytes at file offset off, from src) into the image, each segment checksummed from
+ * src chunk by chunk before its copy (zk_copy_stream's streaming stores). Returns whether an element is
+ * non-finite (f32). */
+int zckpt_segs_copy(zckpt_segs *s, int64_t p, int sec, uint8_t *image, const void *src, int64_t off, int64_t bytes,
+                    int f32);
+/* Once every piece is in the image: the segments no copy checksummed read from it, then f's block CRCs and
+ * whole-file CRC (f->block_crc allocated). */
+void zckpt_segs_finish(zckpt_segs *s, const uint8_t *image, zckpt_file *f);
+
 typedef struct zckpt_save_job {
     char dir[ZCKPT_PATH_MAX], tag[ZCKPT_PATH_MAX], uid[ZCKPT_UID_LEN + 1];
     char partial[ZCKPT_PATH_MAX], final[ZCKPT_PATH_MAX];
@@ -184,6 +211,7 @@ typedef struct zckpt_save_job {
     int *pstate;                /* per piece: 0 to copy, 1 being copied, 2 copied (__atomic, under mu for waits) */
     int64_t ncopied;            /* pieces copied (under mu) */
     char *unchecked; /* per piece: copied by the guard, not yet checked for non-finite values (the writer's) */
+    zckpt_segs segs; /* full image: the checksums the writer's copies take (checkpoint_segs.c) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool sync_init;

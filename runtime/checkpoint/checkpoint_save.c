@@ -396,11 +396,12 @@ zinc_status zckpt_save_finish(zinc_engine *e, zckpt_save_job *job, zinc_status l
     job->blocked_s =
         e->cfg.checkpoint.writer_decoupled ? job->snapshot_s + job->guard_s + job->polls_s : zclock_now_s() - job->t0;
     if (e->cfg.checkpoint.writer_show_statistics) {
-        char phases[160] = "";
+        char phases[256] = "";
         if (job->live && !job->stream)
             snprintf(phases, sizeof phases,
-                     "; writer thread: copies %.3f s (%s image), writes %.3f s, checksums %.3f s", job->copy_s,
-                     job->reused_image ? "into the kept" : "faulting a new", job->io_s, job->crc_s);
+                     "; writer thread: copies %.3f s (%s image, checksummed as copied), writes %.3f s, "
+                     "checksums of the rest %.3f s",
+                     job->copy_s, job->reused_image ? "into the kept" : "faulting a new", job->io_s, job->crc_s);
         double wr = job->write_s > 0 ? (double)job->image_bytes / job->write_s / 1e9 : 0;
         ZLOG_INFO(&e->log,
                   "checkpoint.writer statistics, rank %d, step %lld: %lld bytes, %s write %.3f s (%.2f GB/s%s%s), "
@@ -441,6 +442,7 @@ void zckpt_save_job_free(zinc_engine *e, zckpt_save_job *job) {
     }
     free(job->pstate);
     free(job->unchecked);
+    zckpt_segs_free(&job->segs);
     free(job->man_text);
     free(job->mine.block_crc);
     free(job->meta);
