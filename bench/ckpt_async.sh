@@ -3,8 +3,8 @@
 # steps, three ways on RANKS ranks: no saves, synchronous saves, and checkpoint.writer.decoupled saves. For
 # each it records the run's wall time (zinc train --report "seconds": the loop, saves included) and tokens/s
 # over it, and, from checkpoint.writer.show_statistics's log lines (rank 0), the time training was blocked per
-# save, the bytes per save and the writer's GB/s. Appends a section to bench/RESULTS.md (APPEND=0: only
-# OUT/ckpt_async.md).
+# save, the bytes per save, the writer's GB/s and its thread's CPU seconds per save. Appends a section to
+# bench/RESULTS.md (APPEND=0: only OUT/ckpt_async.md).
 #
 #   bench/ckpt_async.sh [STEPS] [OUT]
 #
@@ -14,8 +14,9 @@
 # APPEND (default 1), EXTRA (more zinc train arguments for every run, e.g. a smaller batch:
 # "--set train_batch_size=2 --set train_micro_batch_size_per_gpu=1"), KEEP (--keep-last of both saving runs,
 # default 2: 100 steps of GPT-2 124M would otherwise leave 20 checkpoints of 1.4 GiB), PAIRS (default 0: after
-# the three runs, N more pairs of a no-save run and a decoupled run back to back, whose tokens/s ratios and their
-# median are tabled: on a shared machine the load moves one run's tokens/s by more than the saves cost), WARM_MIB
+# the three runs, N more pairs of a no-save run and a decoupled run back to back, in alternating order, whose
+# tokens/s ratios, their mean (with its standard error) and median are tabled: on a shared machine the load moves
+# one run's tokens/s by more than the saves cost), WARM_MIB
 # (default 0: before each run, fault in and free this many MiB with build/bench/bench_first_touch, so that every
 # run starts on memory the VM's host backs; where the balloon reports free pages, memory left idle costs up to 8x
 # more to touch first: bench/RESULTS.md, "First touch"). The config is ds_configs/gpt2_small_cpu.json (AdamW, stage 2).
@@ -64,10 +65,13 @@ run nosave
 run sync --save "$SAVE/ckpt_sync" --save-every "$EVERY" --keep-last "$KEEP"
 run decoupled --save "$SAVE/ckpt_decoupled" --save-every "$EVERY" --keep-last "$KEEP" --set checkpoint.writer.decoupled=true
 for ((i = 1; i <= PAIRS; i++)); do
-  run "nosave_$i"
+  # the order alternates (no saves first in odd pairs, decoupled first in even ones): a machine that drifts
+  # one way over the pairs then favours each side equally
+  ((i % 2)) && run "nosave_$i"
   run "decoupled_$i" --save "$SAVE/ckpt_decoupled_$i" --save-every "$EVERY" --keep-last "$KEEP" \
     --set checkpoint.writer.decoupled=true
   rm -rf "$SAVE/ckpt_decoupled_$i"
+  ((i % 2)) || run "nosave_$i"
 done
 
 # fio's sequential O_DIRECT write on the same file system (io_uring, io_buffer_size blocks, two in flight,
@@ -104,7 +108,8 @@ for name in ("nosave", "sync", "decoupled"):
         r"training blocked ([\d.]+) s \([^;]*;(?: polls [\d.]+ s, of which waiting for the writer ([\d.]+) s)?",
         open(f"{out}/{name}.log").read())]
     stats = [s[:5] + (s[5] or 0,) for s in stats]
-    rows[name] = (r["seconds"], toks / r["seconds"], stats)
+    cpu = [float(x) for x in re.findall(r"rank 0, step \d+: .*writer thread: CPU ([\d.]+) s", open(f"{out}/{name}.log").read())]
+    rows[name] = (r["seconds"], toks / r["seconds"], stats, cpu)
 base = rows["nosave"][1]
 sync_blocked = sum(s[4] for s in rows["sync"][2]) / max(1, len(rows["sync"][2]))
 print(f"\n## Decoupled checkpoint writer (issue 38), {datetime.date.today()}\n")
@@ -117,12 +122,12 @@ print(f"Machine: 2-core CPU VM, shared (load average, 1/5/15 min: {os.environ.ge
       + (f"; before each run, {os.environ['WARM_MIB']} MiB faulted in and freed (WARM_MIB)"
          if os.environ.get("WARM_MIB", "0") != "0" else "") + ".\n")
 print("| run | wall s | tokens/s (saves included) | vs no saves | saves | MiB per save | blocked per save, ms | "
-      "max, ms | vs synchronous | waited for the writer, ms (all saves) | writer GB/s |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+      "max, ms | vs synchronous | waited for the writer, ms (all saves) | writer GB/s | writer CPU s per save |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 # blocked per save: the time training was blocked by the save call, the optimizer's guarded copies and the
 # polls, less the time spent waiting for a writer still at work (zinc_checkpoint_wait at the end of the run,
 # or a next save's wait), which is reported apart
-for name, (sec, tps, st) in rows.items():
+for name, (sec, tps, st, cpu) in rows.items():
     n = len(st)
     own = [s[4] - s[5] for s in st]
     blocked = sum(own) / n if n else 0
@@ -131,7 +136,8 @@ for name, (sec, tps, st) in rows.items():
     gbs = sum(s[2] for s in st) / n if n else 0
     rel = f"{100 * blocked / sync_blocked:.1f}%" if n and sync_blocked else ""
     print(f"| {name} | {sec:.2f} | {tps:.0f} | {100 * tps / base:.1f}% | {n} | {mib:.1f} | "
-          f"{1000 * blocked:.1f} | {1000 * max(own, default=0):.1f} | {rel} | {1000 * waited:.1f} | {gbs:.2f} |")
+          f"{1000 * blocked:.1f} | {1000 * max(own, default=0):.1f} | {rel} | {1000 * waited:.1f} | {gbs:.2f} | "
+          f"{f'{sum(cpu) / len(cpu):.3f}' if cpu else ''} |")
 pairs = int(os.environ.get("PAIRS", "0"))
 def run_of(name):  # tokens/s; the run's length in its own median steps; tokens/s without step 1
     r = report(name)
@@ -156,7 +162,7 @@ def writer_cost(dec, nos):  # the share of the run the steps after each save los
     return ed / td - en / tn if td and tn else None
 if pairs:
     ratios, nratios = [], []
-    print(f"\n{pairs} more pair(s) back to back (no saves, then decoupled saves). The \"in median steps\" column"
+    print(f"\n{pairs} more pair(s) back to back (no saves first in odd pairs, decoupled first in even ones). The \"in median steps\" column"
           " divides each run's wall time by its own median step time (report step_seconds) first: a machine"
           " uniformly slower during one run cancels out, while the writer's cost, in the few steps after each save,"
           " does not.")
@@ -182,7 +188,11 @@ if pairs:
         print(f"| {i} | {a:.1f} | {b:.1f} | {100 * b / a:.1f}% | {f'{100 * nr:.1f}%' if nr else 'n/a'} | "
               f"{f'{100 * steadies[-1]:.1f}%' if steadies[-1] else 'n/a'} | "
               f"{f'{100 * wc:.1f}%' if wc is not None else 'n/a'} | {s1[0]:.2f} / {s1[1]:.2f} |")
-    print(f"\nMedian decoupled / no saves over the pairs: {100 * median(ratios):.1f}%"
+    mean = sum(ratios) / len(ratios)
+    sd = (sum((x - mean) ** 2 for x in ratios) / (len(ratios) - 1)) ** 0.5 if len(ratios) > 1 else 0
+    print(f"\nMean decoupled / no saves over the pairs: {100 * mean:.1f}%"
+          + (f" (standard error {100 * sd / len(ratios) ** 0.5:.1f}%)" if len(ratios) > 1 else "")
+          + f"; median {100 * median(ratios):.1f}%"
           + (f" (in median steps: {100 * median(nratios):.1f}%; steps 2-N: {100 * median(steadies):.1f}%)"
              if all(nratios) and all(steadies) else "")
           + (f"; the writer's cost after each save, median {100 * median(costs):.1f}% of the run." if

@@ -489,12 +489,13 @@ fail:
 static void *writer_main(void *arg) {
     zckpt_save_job *job = arg;
     ztrace_thread_name("checkpoint writer");
-    double t0 = zclock_now_s();
+    double t0 = zclock_now_s(), cpu0 = zclock_thread_cpu_s();
     int64_t tr = ztrace_begin();
     job->wst = write_file(job);
     if (job->wst != ZINC_OK) snprintf(job->wmsg, sizeof job->wmsg, "%s", zinc_last_error());
     if (job->live) abandon(job); /* a guard waiting for a piece never copied stops waiting */
     job->write_s = zclock_now_s() - t0;
+    job->cpu_s = zclock_thread_cpu_s() - cpu0;
     if (tr) ztrace_span(tr, ZTRACE_CHECKPOINT, "write", 0, "bytes", job->image_bytes, NULL, 0);
     __atomic_store_n(&job->done, 1, __ATOMIC_RELEASE);
     return NULL;

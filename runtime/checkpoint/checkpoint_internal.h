@@ -203,6 +203,7 @@ typedef struct zckpt_save_job {
     bool stream;                /* memory short: through the slots instead of a full image */
     bool reused_image;          /* the image the engine kept (a previous save's, or reserved), not a new one */
     double copy_s, io_s, crc_s; /* the writer thread's phases: its copies (and checks), the writes, checksums */
+    double cpu_s;               /* the writer thread's CPU time (what it takes from training where no core is free) */
     int nslots;                 /* 2 with io_buffer_double, else 1 */
     const float *src[3];        /* the store's master, exp_avg, exp_avg_sq (NULL: none) from the file's first element */
     const char *src_params;     /* stage 3: the compute-dtype shard, likewise */

@@ -399,9 +399,12 @@ zinc_status zckpt_save_finish(zinc_engine *e, zckpt_save_job *job, zinc_status l
         char phases[256] = "";
         if (job->live && !job->stream)
             snprintf(phases, sizeof phases,
-                     "; writer thread: copies %.3f s (%s image, checksummed as copied), writes %.3f s, "
+                     "; writer thread: CPU %.3f s; copies %.3f s (%s image, checksummed as copied), writes %.3f s, "
                      "checksums of the rest %.3f s",
-                     job->copy_s, job->reused_image ? "into the kept" : "faulting a new", job->io_s, job->crc_s);
+                     job->cpu_s, job->copy_s, job->reused_image ? "into the kept" : "faulting a new", job->io_s,
+                     job->crc_s);
+        else if (job->image_mem)
+            snprintf(phases, sizeof phases, "; writer thread: CPU %.3f s", job->cpu_s);
         double wr = job->write_s > 0 ? (double)job->image_bytes / job->write_s / 1e9 : 0;
         ZLOG_INFO(&e->log,
                   "checkpoint.writer statistics, rank %d, step %lld: %lld bytes, %s write %.3f s (%.2f GB/s%s%s), "
