@@ -3,7 +3,8 @@
  * section (bf16), a section with no source (Lion's exp_avg_sq: zeros), pieces that do not divide a block,
  * the pieces copied in a random order, some by the "guard" (copied without a checksum, as the training
  * thread does), every block's CRC32C and the file's equal zcrc32c over the image, and the image equals the
- * bytes copied. A non-finite element is reported by the copy of its piece. */
+ * bytes copied; without segments (an image made on the training thread) the same checksum. A non-finite
+ * element is reported by the copy of its piece. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,11 @@ static void one(const shape *sh, uint64_t *rng) {
              (long long)f.nblocks);
     ZT_CHECK(f.crc == zcrc32c(0, want, (size_t)f.bytes), "%s: the file's checksum %08x, the image's %08x", sh->name,
              f.crc, zcrc32c(0, want, (size_t)f.bytes));
+    zckpt_segs none = {0}; /* an image made on the training thread: every block read from it */
+    uint32_t seg_crc = f.crc;
+    zckpt_segs_finish(&none, image, &f);
+    ZT_CHECK(f.crc == seg_crc, "%s: without segments the file's checksum is %08x, with them %08x", sh->name, f.crc,
+             seg_crc);
     printf("%s: %lld bytes, %lld blocks, %lld segments, %lld pieces: checksums equal the image's\n", sh->name,
            (long long)f.bytes, (long long)f.nblocks, (long long)g.n, (long long)np);
 

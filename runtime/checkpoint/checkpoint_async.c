@@ -413,16 +413,7 @@ static zinc_status write_full(zckpt_save_job *j, wio *io) {
     double t2 = zclock_now_s();
     j->io_s = t2 - t1;
     TRY_ALLOC(f->block_crc, f->nblocks, "checkpoint checksums");
-    if (j->live) {
-        zckpt_segs_finish(&j->segs, j->image, f); /* the copies' checksums; the image read only where none */
-    } else {
-        f->crc = 0;
-        for (int64_t b = 0; b < f->nblocks; b++) {
-            int64_t off = b * f->block_bytes, len = f->bytes - off < f->block_bytes ? f->bytes - off : f->block_bytes;
-            f->block_crc[b] = zcrc32c(0, j->image + off, (size_t)len);
-            f->crc = zcrc32c_combine(f->crc, f->block_crc[b], (size_t)len); /* one pass over the image */
-        }
-    }
+    zckpt_segs_finish(&j->segs, j->image, f); /* the copies' checksums; the image read only where none */
     j->crc_s = zclock_now_s() - t2;
 fail:
     return st;

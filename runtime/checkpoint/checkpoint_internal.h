@@ -157,8 +157,6 @@ zinc_status zckpt_verify_file(const zckpt_manifest *m, int i);
 
 /* ---------------------------------------------------------------- checkpoint_save.c, checkpoint_async.c */
 
-/* One save from its staging directory to `latest`: made by zinc_save_checkpoint, finished there (synchronous)
- * or by the poll of checkpoint.writer.decoupled (checkpoint_async.c). */
 /* checkpoint_segs.c: a decoupled save's checksums taken as its writer copies. The file cut into segments
  * inside one block and one region each (the header and the zeros between sections: filler; a piece of a
  * section), in file order. */
@@ -183,9 +181,12 @@ void zckpt_segs_free(zckpt_segs *s);
 int zckpt_segs_copy(zckpt_segs *s, int64_t p, int sec, uint8_t *image, const void *src, int64_t off, int64_t bytes,
                     int f32);
 /* Once every piece is in the image: the segments no copy checksummed read from it, then f's block CRCs and
- * whole-file CRC (f->block_crc allocated). */
+ * whole-file CRC (f->block_crc allocated). With no segments (s->seg NULL: an image made on the training
+ * thread), every block is read from the image. */
 void zckpt_segs_finish(zckpt_segs *s, const uint8_t *image, zckpt_file *f);
 
+/* One save from its staging directory to `latest`: made by zinc_save_checkpoint, finished there (synchronous)
+ * or by the poll of checkpoint.writer.decoupled (checkpoint_async.c). */
 typedef struct zckpt_save_job {
     char dir[ZCKPT_PATH_MAX], tag[ZCKPT_PATH_MAX], uid[ZCKPT_UID_LEN + 1];
     char partial[ZCKPT_PATH_MAX], final[ZCKPT_PATH_MAX];

@@ -94,7 +94,8 @@ void zckpt_segs_finish(zckpt_segs *s, const uint8_t *image, zckpt_file *f) {
     for (int64_t b = 0; b < f->nblocks; b++) {
         int64_t end = (b + 1) * f->block_bytes < f->bytes ? (b + 1) * f->block_bytes : f->bytes;
         uint32_t c = 0;
-        for (; k < s->n && s->seg[k].off < end; k++) {
+        if (!s->seg) c = zcrc32c(0, image + b * f->block_bytes, (size_t)(end - b * f->block_bytes));
+        for (; s->seg && k < s->n && s->seg[k].off < end; k++) {
             zckpt_seg *g = &s->seg[k];
             if (!g->have) g->crc = zcrc32c(0, image + g->off, (size_t)g->len);
             c = g->off == b * f->block_bytes ? g->crc : zcrc32c_combine(c, g->crc, (size_t)g->len);
